@@ -1,0 +1,184 @@
+/* host/result.c -- the result contract object built from a run's outcome. */
+#include "host/result.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/buf.h"
+#include "vm/json_text.h"
+
+static char *copy_bytes(const char *s, size_t n) {
+  char *p = malloc(n + 1);
+  if (p) {
+    if (n) memcpy(p, s, n);
+    p[n] = '\0';
+  }
+  return p;
+}
+
+static void put_key(mbxH_buf *b, const char *key) {
+  mbxH_buf_puts(b, "\"");
+  mbxH_buf_puts(b, key);
+  mbxH_buf_puts(b, "\":");
+}
+
+static void put_string(mbxH_buf *b, const char *s, size_t n) {
+  mbxV_json_put_string(mbxH_buf_sink, b, s, n);
+}
+
+static void put_u64(mbxH_buf *b, uint64_t v) {
+  char num[32];
+  snprintf(num, sizeof num, "%" PRIu64, v);
+  mbxH_buf_puts(b, num);
+}
+
+/* Keys in sorted order at every level, as the contract promises. */
+static void write_contract(mbxH_buf *b, const mbx_result *r) {
+  const mbxV_outcome *o = &r->outcome;
+  mbxH_buf_puts(b, "{");
+  put_key(b, "error");
+  if (o->failed) {
+    mbxH_buf_puts(b, "{");
+    put_key(b, "chunk");
+    put_string(b, o->error.chunk, strlen(o->error.chunk));
+    mbxH_buf_puts(b, ",");
+    put_key(b, "line");
+    put_u64(b, (uint64_t)(o->error.line > 0 ? o->error.line : 0));
+    mbxH_buf_puts(b, ",");
+    put_key(b, "message");
+    put_string(b, o->error.message, o->error.message_len);
+    mbxH_buf_puts(b, ",");
+    put_key(b, "traceback");
+    put_string(b, o->error.traceback, o->error.traceback_len);
+    mbxH_buf_puts(b, "}");
+  } else {
+    mbxH_buf_puts(b, "null");
+  }
+  mbxH_buf_puts(b, ",");
+  put_key(b, "pending");
+  mbxH_buf_puts(b, "null,");
+  put_key(b, "status");
+  mbxH_buf_puts(b, "\"");
+  mbxH_buf_puts(b, mbx_status_key(r->status));
+  mbxH_buf_puts(b, "\",");
+  put_key(b, "stderr");
+  put_string(b, r->stream[1], r->stream_len[1]);
+  mbxH_buf_puts(b, ",");
+  put_key(b, "stdout");
+  put_string(b, r->stream[0], r->stream_len[0]);
+  mbxH_buf_puts(b, ",");
+  put_key(b, "usage");
+  mbxH_buf_puts(b, "{");
+  put_key(b, "host_calls");
+  put_u64(b, r->usage.host_calls);
+  mbxH_buf_puts(b, ",");
+  put_key(b, "instructions");
+  put_u64(b, r->usage.instructions);
+  mbxH_buf_puts(b, ",");
+  put_key(b, "memory_peak");
+  put_u64(b, r->usage.memory_peak);
+  mbxH_buf_puts(b, ",");
+  put_key(b, "output_bytes");
+  put_u64(b, r->usage.output_bytes);
+  mbxH_buf_puts(b, ",");
+  put_key(b, "wall_us");
+  put_u64(b, r->usage.wall_us);
+  mbxH_buf_puts(b, "},");
+  put_key(b, "value");
+  mbxH_buf_put(b, o->value_json, o->value_len);
+  mbxH_buf_puts(b, "}");
+}
+
+mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output) {
+  mbx_result *r = calloc(1, sizeof *r);
+  if (r == NULL) {
+    mbxV_outcome_free(outcome);
+    return NULL;
+  }
+  r->outcome = *outcome;
+  r->status = outcome->status;
+  r->usage.instructions = outcome->instructions;
+  r->usage.memory_peak = outcome->memory_peak;
+  r->usage.wall_us = outcome->wall_us;
+  r->usage.output_bytes = outcome->output_bytes;
+  r->usage.host_calls = 0;
+  for (int i = 0; i < 2; i++) {
+    r->stream[i] = copy_bytes(output->data[i] ? output->data[i] : "", output->len[i]);
+    r->stream_len[i] = output->len[i];
+  }
+  mbxH_buf b = {0};
+  if (r->stream[0] && r->stream[1]) write_contract(&b, r);
+  else b.failed = 1;
+  r->json = mbxH_buf_take(&b, &r->json_len);
+  if (r->json == NULL) {
+    mbx_result_free(r);
+    return NULL;
+  }
+  return r;
+}
+
+MBX_API mbx_status mbx_result_status(const mbx_result *r) {
+  return r ? r->status : MBX_INVALID_ARGUMENT;
+}
+
+MBX_API const char *mbx_result_json(const mbx_result *r, size_t *len) {
+  if (len) *len = r ? r->json_len : 0;
+  return r ? r->json : NULL;
+}
+
+MBX_API const char *mbx_result_value_json(const mbx_result *r, size_t *len) {
+  if (len) *len = r ? r->outcome.value_len : 0;
+  return r ? r->outcome.value_json : NULL;
+}
+
+MBX_API const char *mbx_result_stdout(const mbx_result *r, size_t *len) {
+  if (len) *len = r ? r->stream_len[0] : 0;
+  return r ? r->stream[0] : NULL;
+}
+
+MBX_API const char *mbx_result_stderr(const mbx_result *r, size_t *len) {
+  if (len) *len = r ? r->stream_len[1] : 0;
+  return r ? r->stream[1] : NULL;
+}
+
+MBX_API int mbx_result_error(const mbx_result *r, mbx_error *err) {
+  if (err) memset(err, 0, sizeof *err);
+  if (r == NULL || !r->outcome.failed) return 0;
+  if (err) {
+    err->code = (int)r->status;
+    err->line = r->outcome.error.line;
+    snprintf(err->chunk, sizeof err->chunk, "%s", r->outcome.error.chunk);
+    snprintf(err->message, sizeof err->message, "%.*s", (int)r->outcome.error.message_len,
+             r->outcome.error.message);
+  }
+  return 1;
+}
+
+MBX_API const char *mbx_result_error_message(const mbx_result *r, size_t *len) {
+  int has = r && r->outcome.failed;
+  if (len) *len = has ? r->outcome.error.message_len : 0;
+  return has ? r->outcome.error.message : "";
+}
+
+MBX_API const char *mbx_result_traceback(const mbx_result *r, size_t *len) {
+  int has = r && r->outcome.failed && r->outcome.error.traceback;
+  if (len) *len = has ? r->outcome.error.traceback_len : 0;
+  return has ? r->outcome.error.traceback : "";
+}
+
+MBX_API mbx_status mbx_result_usage(const mbx_result *r, mbx_usage *usage) {
+  if (r == NULL || usage == NULL) return MBX_INVALID_ARGUMENT;
+  *usage = r->usage;
+  return MBX_OK;
+}
+
+MBX_API void mbx_result_free(mbx_result *r) {
+  if (r == NULL) return;
+  mbxV_outcome_free(&r->outcome);
+  free(r->stream[0]);
+  free(r->stream[1]);
+  free(r->json);
+  free(r);
+}

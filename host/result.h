@@ -1,0 +1,22 @@
+/* host/result.h -- the result contract object built from a run's outcome. */
+#ifndef MBX_HOST_RESULT_H
+#define MBX_HOST_RESULT_H
+
+#include "include/moonbox.h"
+#include "vm/run.h"
+
+struct mbx_result {
+  mbx_status status;
+  char *json; /* the whole contract */
+  size_t json_len;
+  mbxV_outcome outcome; /* value JSON, error, usage */
+  char *stream[2];      /* captured stdout, stderr */
+  size_t stream_len[2];
+  mbx_usage usage;
+};
+
+/* Build a result from an outcome (taken over: the caller must not free it) and the captured
+   output. NULL when host memory ran out (the outcome is then freed). */
+mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output);
+
+#endif

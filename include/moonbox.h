@@ -1,0 +1,274 @@
+/*
+** moonbox.h -- the one public header of libmoonbox: run untrusted Lua 5.4 in-process.
+**
+** This file is the reference documentation of the C API.
+**
+** OVERVIEW
+**   A host creates one mbx_runtime, describes what guest code may do with an mbx_policy
+**   (limits today; capabilities in later versions), and opens any number of mbx_sandbox
+**   handles from them. mbx_run() executes one chunk of Lua source in a sandbox and yields an
+**   mbx_result: a status, the chunk's return values as JSON, the captured stdout/stderr, an
+**   error with chunk and line when the run failed, and usage figures.
+**
+**     mbx_error err;
+**     mbx_runtime *rt = mbx_runtime_new(&err);
+**     mbx_policy *p = mbx_policy_new();
+**     mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, 200);
+**     mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+**     mbx_result *res;
+**     if (mbx_run(sb, "return x * 2", 12, "{\"x\": 21}", 9, &res, &err) >= MBX_API_ERROR_BASE)
+**       fprintf(stderr, "%s\n", err.message);        // the run did not happen
+**     else
+**       puts(mbx_result_json(res, NULL));            // {"error":null,...,"value":42}
+**     mbx_result_free(res); mbx_sandbox_free(sb); mbx_policy_free(p); mbx_runtime_free(rt);
+**
+** OWNERSHIP
+**   - What a *_new function returns is released by the matching *_free function. Every *_free
+**     accepts NULL (a no-op), never allocates and never fails.
+**   - A returned `const char *` is borrowed from the handle it came from and stays valid until
+**     that handle is freed (results are immutable).
+**   - Inputs (source, JSON, names) are copied; nothing the caller passes is kept borrowed.
+**   - Bytes are passed as (pointer, length): Lua strings may hold NUL bytes. Strings this API
+**     returns are also NUL-terminated for convenience.
+**
+** ERRORS
+**   Every fallible call returns an mbx_status and takes an optional caller-owned mbx_error *
+**   last (NULL is allowed). The struct has a fixed size, is filled without allocating (so it
+**   works after out-of-memory) and maps directly onto ctypes/cffi structures.
+**
+** THREADS
+**   An mbx_runtime is thread-safe. A policy is thread-safe once no thread modifies it any more
+**   (sandboxes copy what they need from it at creation). An mbx_sandbox is used by one thread
+**   at a time; it may move between threads between calls. mbx_sandbox_interrupt() is the one
+**   call that may be made on a sandbox from any thread while another thread runs it.
+**   mbx_run() needs at least 1 MiB of free C stack on the calling thread (the Lua VM recurses
+**   in C up to 200 levels); it refuses with MBX_STACK_TOO_SMALL otherwise.
+**
+** LOCALE
+**   mbx_run() switches the calling thread to the "C" locale for the duration of the run
+**   (uselocale) and restores the host's locale afterwards.
+*/
+#ifndef MOONBOX_H
+#define MOONBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MBX_BUILDING) && defined(__GNUC__)
+#define MBX_API __attribute__((visibility("default")))
+#else
+#define MBX_API
+#endif
+
+#define MBX_VERSION "0.1.0"
+/* major * 1000000 + minor * 1000 + patch */
+#define MBX_VERSION_NUMBER 1000
+
+/* The version of the library actually linked (may differ from the header's). */
+MBX_API const char *mbx_version(void);
+MBX_API int mbx_version_number(void);
+
+/*
+** STATUS CODES
+**   X(NAME, code, key, text): MBX_NAME = code; `key` is the lowercase spelling used in the
+**   result JSON ("status": "time_limit"); `text` is a short human description.
+**   Codes below MBX_API_ERROR_BASE are outcomes of a run (the result contract); codes at or
+**   above it are API statuses: the call did not produce a result.
+*/
+#define MBX_STATUS_MAP(X)                                                                      \
+  X(OK, 0, "ok", "success")                                                                    \
+  X(SYNTAX_ERROR, 1, "syntax_error", "the script does not compile")                           \
+  X(RUNTIME_ERROR, 2, "runtime_error", "the script raised an error")                          \
+  X(MEMORY_LIMIT, 3, "memory_limit", "memory limit exceeded")                                 \
+  X(INSTRUCTION_LIMIT, 4, "instruction_limit", "instruction limit exceeded")                  \
+  X(TIME_LIMIT, 5, "time_limit", "time limit exceeded")                                       \
+  X(OUTPUT_LIMIT, 6, "output_limit", "output limit exceeded")                                 \
+  X(HOST_CALL_LIMIT, 7, "host_call_limit", "host call limit exceeded")                        \
+  X(INTERRUPTED, 8, "interrupted", "the run was interrupted by the host")                     \
+  X(PAUSED, 9, "paused", "the run is paused at an external call")                             \
+  X(INTERNAL_ERROR, 10, "internal_error", "internal error in the runtime")                    \
+  X(INVALID_ARGUMENT, 100, "invalid_argument", "invalid argument")                            \
+  X(INVALID_INPUT, 101, "invalid_input", "the inputs are not a valid JSON object of globals") \
+  X(SOURCE_TOO_LARGE, 102, "source_too_large", "the source exceeds the source size limit")    \
+  X(SANDBOX_POISONED, 103, "sandbox_poisoned", "the sandbox ended a run on a limit or fault") \
+  X(SANDBOX_PAUSED, 104, "sandbox_paused", "the sandbox is paused at an external call")       \
+  X(SANDBOX_BUSY, 105, "sandbox_busy", "the sandbox is already running")                      \
+  X(STACK_TOO_SMALL, 106, "stack_too_small", "less than 1 MiB of C stack left on this thread")\
+  X(NO_MEMORY, 107, "no_memory", "the host is out of memory")
+
+typedef enum mbx_status {
+#define MBX_STATUS_ENUM_(name, code, key, text) MBX_##name = code,
+  MBX_STATUS_MAP(MBX_STATUS_ENUM_)
+#undef MBX_STATUS_ENUM_
+} mbx_status;
+
+#define MBX_API_ERROR_BASE 100
+
+/* "MBX_TIME_LIMIT"; "MBX_UNKNOWN" for a value outside the enum. Static strings. */
+MBX_API const char *mbx_status_name(mbx_status s);
+/* "time limit exceeded"; "unknown status" for a value outside the enum. Static strings. */
+MBX_API const char *mbx_status_str(mbx_status s);
+/* "time_limit": the spelling used in the result JSON; NULL outside the enum. */
+MBX_API const char *mbx_status_key(mbx_status s);
+
+/*
+** The caller-owned error record. `code` is the mbx_status of the failure, `line` the source
+** line (0 when unknown), `chunk` the chunk name ("input", a file name, "" when unknown) and
+** `message` a one-line description that names what was wrong and what to do. Strings are
+** NUL-terminated and truncated to fit.
+*/
+typedef struct mbx_error {
+  int code;
+  int line;
+  char chunk[64];
+  char message[256];
+} mbx_error;
+
+/* Opaque handles. */
+typedef struct mbx_runtime mbx_runtime;
+typedef struct mbx_policy mbx_policy;
+typedef struct mbx_sandbox mbx_sandbox;
+typedef struct mbx_result mbx_result;
+
+/* Release a `char *` returned by this API. NULL is a no-op. */
+MBX_API void mbx_free(void *p);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Runtime: process-wide shared state (locale object, address-hiding key). Thread-safe.       */
+
+/* Returns NULL and fills err (MBX_NO_MEMORY) on failure. */
+MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err);
+/* All sandboxes of the runtime must have been freed before. */
+MBX_API void mbx_runtime_free(mbx_runtime *rt);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Policy: what a sandbox may use. Deny by default: a new policy grants the curated standard  */
+/* library only, with the default limits below.                                               */
+
+typedef enum mbx_limit {
+  /* Bytes of live guest heap. Default 64 MiB, minimum 256 KiB. The allocator keeps a hard
+     ceiling of 2 * limit + 1 MiB: a run that exceeds the limit is stopped at its next
+     instruction (after one full garbage collection shows the memory is really live), so
+     usage.memory_peak can exceed the limit, but never the ceiling. */
+  MBX_LIMIT_MEMORY = 1,
+  /* Lua VM instructions per run, counted in steps of about 1000. 0 = no instruction limit
+     (the time limit still applies). Default 1e9. */
+  MBX_LIMIT_INSTRUCTIONS = 2,
+  /* Wall-clock milliseconds per run, parse time included. 0 = no time limit. Default 5000. */
+  MBX_LIMIT_TIME_MS = 3,
+  /* Bytes of stdout + stderr per run. Default 1 MiB. Output beyond it is dropped and the run
+     ends with MBX_OUTPUT_LIMIT. */
+  MBX_LIMIT_OUTPUT = 4,
+  /* Bytes of one chunk of source given to mbx_run. Default 64 KiB, at most 16 MiB. (Guest
+     `load` calls are capped at 16 KiB each: Lua's parser runs in C, unmetered, and is
+     quadratic on long and/or chains.) */
+  MBX_LIMIT_SOURCE = 5,
+  /* Host function calls per run (host functions arrive in a later version). Default 1000. */
+  MBX_LIMIT_HOST_CALLS = 6
+} mbx_limit;
+
+/* A policy with the defaults above. NULL when out of memory. */
+MBX_API mbx_policy *mbx_policy_new(void);
+MBX_API void mbx_policy_free(mbx_policy *p);
+/* Returns MBX_INVALID_ARGUMENT (and changes nothing) for an unknown limit or a value out of
+   range; the error text is available from mbx_policy_set_limit_checked(). */
+MBX_API mbx_status mbx_policy_set_limit(mbx_policy *p, mbx_limit which, uint64_t value);
+/* Same, filling err with what was wrong. */
+MBX_API mbx_status mbx_policy_set_limit_checked(mbx_policy *p, mbx_limit which, uint64_t value,
+                                                mbx_error *err);
+/* The current value of a limit; 0 for an unknown limit or a NULL policy. */
+MBX_API uint64_t mbx_policy_get_limit(const mbx_policy *p, mbx_limit which);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sandbox: one isolated Lua state with its own heap, limits and captured output.             */
+
+/* Copies what it needs from the policy; the policy may be freed afterwards. Returns NULL and
+   fills err on failure. */
+MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_error *err);
+/* Releases the whole guest heap at once. Guest code never runs here (finalizers are refused by
+   construction). Must not be called while a run is active. */
+MBX_API void mbx_sandbox_free(mbx_sandbox *sb);
+
+/*
+** Run one chunk of Lua source text (never bytecode) in the sandbox.
+**   code, code_len      the source; the chunk name is "input"
+**   inputs_json, len    NULL/0, or a JSON object whose keys become globals before the chunk
+**                       runs (keys must be Lua identifiers and must not shadow a built-in)
+**   out                 receives the result when the call returns a run status
+**
+** Returns the run's status (< MBX_API_ERROR_BASE; the same as mbx_result_status(*out)) when
+** the run happened, or an API status (>= MBX_API_ERROR_BASE) with *out == NULL and err filled:
+** MBX_INVALID_ARGUMENT, MBX_INVALID_INPUT (bad inputs JSON: nothing was bound), MBX_SOURCE_TOO_LARGE,
+** MBX_SANDBOX_POISONED, MBX_SANDBOX_BUSY, MBX_STACK_TOO_SMALL, MBX_NO_MEMORY.
+**
+** A sandbox keeps its globals between runs (a REPL). Instruction, time and output limits
+** apply per run; memory is the live heap of the sandbox. A run that ends on a limit, an
+** interrupt or an internal error poisons the sandbox: later runs return
+** MBX_SANDBOX_POISONED. Free it and make a new one.
+*/
+MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_len,
+                                 const char *chunk_name, const char *inputs_json,
+                                 size_t inputs_len, mbx_result **out, mbx_error *err);
+/* mbx_run_named with chunk name "input". */
+MBX_API mbx_status mbx_run(mbx_sandbox *sb, const char *code, size_t code_len,
+                           const char *inputs_json, size_t inputs_len, mbx_result **out,
+                           mbx_error *err);
+
+/* From any thread: end the sandbox's current run with MBX_INTERRUPTED within about a thousand
+   VM instructions. An interrupt sent while no run is active is discarded. Returns
+   MBX_INVALID_ARGUMENT for NULL, MBX_OK otherwise. */
+MBX_API mbx_status mbx_sandbox_interrupt(mbx_sandbox *sb);
+
+/* 1 if the sandbox refuses further runs, 0 otherwise. */
+MBX_API int mbx_sandbox_poisoned(const mbx_sandbox *sb);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Result: immutable; everything borrowed from it lives until mbx_result_free.               */
+
+MBX_API mbx_status mbx_result_status(const mbx_result *r);
+/*
+** The whole result contract as one JSON object (keys in sorted order):
+**   {"error": null | {"chunk","line","message","traceback"},
+**    "pending": null,
+**    "status": "ok|syntax_error|runtime_error|memory_limit|instruction_limit|time_limit|
+**               output_limit|host_call_limit|interrupted|paused|internal_error",
+**    "stderr": "...", "stdout": "...",
+**    "usage": {"host_calls","instructions","memory_peak","output_bytes","wall_us"},
+**    "value": <the chunk's return values: one as itself, several as an array, none as null>}
+** Integers are exact 64-bit values: a client that parses JSON numbers into doubles loses
+** precision past 2^53. A string that is not valid UTF-8 appears as {"$bytes": "<base64>"}.
+** len may be NULL.
+*/
+MBX_API const char *mbx_result_json(const mbx_result *r, size_t *len);
+/* Just the "value" member ("null" when the run failed). len may be NULL. */
+MBX_API const char *mbx_result_value_json(const mbx_result *r, size_t *len);
+/* The captured output, raw bytes. len may be NULL. */
+MBX_API const char *mbx_result_stdout(const mbx_result *r, size_t *len);
+MBX_API const char *mbx_result_stderr(const mbx_result *r, size_t *len);
+/* When the run failed: fills err (code, chunk, line, message truncated to fit) and returns 1.
+   Returns 0 and clears err when the run succeeded. */
+MBX_API int mbx_result_error(const mbx_result *r, mbx_error *err);
+/* The full error message and traceback ("" when the run succeeded). len may be NULL. */
+MBX_API const char *mbx_result_error_message(const mbx_result *r, size_t *len);
+MBX_API const char *mbx_result_traceback(const mbx_result *r, size_t *len);
+
+typedef struct mbx_usage {
+  uint64_t instructions; /* VM instructions executed (granularity: the hook interval) */
+  uint64_t memory_peak;  /* highest live guest heap, bytes, since the sandbox was created */
+  uint64_t wall_us;      /* wall-clock microseconds of the run, parse included */
+  uint64_t output_bytes; /* bytes written to stdout + stderr (before truncation) */
+  uint64_t host_calls;   /* host function calls made */
+} mbx_usage;
+
+/* Fills *usage; returns MBX_INVALID_ARGUMENT for NULL arguments. */
+MBX_API mbx_status mbx_result_usage(const mbx_result *r, mbx_usage *usage);
+MBX_API void mbx_result_free(mbx_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOONBOX_H */

@@ -1,0 +1,140 @@
+/* stdlib/coroutine.c -- coroutines under the budget: every resume installs the run's hook on
+   the coroutine and charges it, trips are rethrown, and close nesting is bounded. */
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "stdlib/stdlib.h"
+#include "vm/budget.h"
+#include "vm/compat.h"
+#include "vm/vm.h"
+
+static lua_State *check_coroutine(lua_State *L, int idx) {
+  lua_State *co = lua_tothread(L, idx);
+  luaL_argexpected(L, co, idx, "coroutine");
+  return co;
+}
+
+/* Resume co with narg arguments from L's top. Returns the number of results moved to L, or
+   -1 with the error object on L's top. A trip inside co is rethrown here, in the resumer. */
+static int resume_under_budget(lua_State *L, lua_State *co, int narg) {
+  if (!lua_checkstack(co, narg)) {
+    lua_pushliteral(L, "too many arguments to resume");
+    return -1;
+  }
+  if (lua_status(co) == LUA_OK && lua_gettop(co) == 0) {
+    lua_pushliteral(L, "cannot resume dead coroutine");
+    return -1;
+  }
+  /* Hooks are per thread and a fresh coroutine's count restarts, so one that finishes between
+     two hook calls would run uncharged (THREATS 0.5): charge a hook interval per resume. */
+  mbxV_charge(L, MBXV_HOOK_COUNT_COROUTINE);
+  lua_xmove(L, co, narg);
+  lua_State *previous = mbxV_budget_enter(L, co);
+  int nres = 0;
+  int status = lua_resume(co, L, narg, &nres);
+  mbxV_budget_leave(L, previous);
+  mbxV_check(L);
+  if (status == LUA_OK || status == LUA_YIELD) {
+    if (!lua_checkstack(L, nres + 1)) {
+      lua_pop(co, nres);
+      lua_pushliteral(L, "too many results to resume");
+      return -1;
+    }
+    lua_xmove(co, L, nres);
+    return nres;
+  }
+  lua_xmove(co, L, 1);
+  return -1;
+}
+
+static int co_resume(lua_State *L) {
+  lua_State *co = check_coroutine(L, 1);
+  int r = resume_under_budget(L, co, lua_gettop(L) - 1);
+  if (r < 0) {
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  lua_insert(L, -(r + 1));
+  return r + 1;
+}
+
+/* Close co (run its pending __close handlers) with the nesting bounded. Returns the status of
+   lua_resetthread, or -1 when nested too deeply (nothing was done). */
+static int close_bounded(lua_State *L, lua_State *co) {
+  mbxV_vm *vm = mbxV_from(L);
+  if (vm->close_nesting >= MBXL_MAX_CLOSE_NESTING) return -1;
+  vm->close_nesting++;
+  lua_State *previous = mbxV_budget_enter(L, co);
+  int status = mbxV_closethread(co, L);
+  mbxV_budget_leave(L, previous);
+  vm->close_nesting--;
+  mbxV_check(L);
+  return status;
+}
+
+static int co_wrapped(lua_State *L) {
+  lua_State *co = lua_tothread(L, lua_upvalueindex(1));
+  int r = resume_under_budget(L, co, lua_gettop(L));
+  if (r >= 0) return r;
+  int status = lua_status(co);
+  if (status != LUA_OK && status != LUA_YIELD) {
+    /* The coroutine died: close its to-be-closed variables, as the stock wrap does. */
+    int closed = close_bounded(L, co);
+    if (closed < 0) return luaL_error(L, "C stack overflow");
+    lua_xmove(co, L, 1);
+  }
+  if (status != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+    luaL_where(L, 1);
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+  }
+  return lua_error(L);
+}
+
+static int co_wrap(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_State *co = lua_newthread(L);
+  lua_pushvalue(L, 1);
+  lua_xmove(L, co, 1);
+  lua_pushcclosure(L, co_wrapped, 1);
+  return 1;
+}
+
+/* Only a dead or suspended coroutine may be closed (the stock rule). */
+static const char *close_refusal(lua_State *L, lua_State *co) {
+  if (co == L) return "cannot close a running coroutine";
+  lua_Debug ar;
+  if (lua_status(co) == LUA_OK && lua_getstack(co, 0, &ar))
+    return "cannot close a normal coroutine";
+  return NULL;
+}
+
+static int co_close(lua_State *L) {
+  lua_State *co = check_coroutine(L, 1);
+  const char *refusal = close_refusal(L, co);
+  if (refusal) return luaL_error(L, "%s", refusal);
+  int closed = close_bounded(L, co);
+  if (closed < 0) {
+    luaL_pushfail(L);
+    lua_pushliteral(L, "C stack overflow");
+    return 2;
+  }
+  if (closed == LUA_OK) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushboolean(L, 0);
+  lua_xmove(co, L, 1);
+  return 2;
+}
+
+int mbxL_open_coroutine(lua_State *L) {
+  static const luaL_Reg replaced[] = {
+      {"resume", co_resume}, {"wrap", co_wrap}, {"close", co_close}, {NULL, NULL}};
+  luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
+  luaL_setfuncs(L, replaced, 0);
+  lua_pop(L, 1);
+  return 0;
+}

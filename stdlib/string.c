@@ -1,0 +1,62 @@
+/* stdlib/string.c -- the string library guests see: no dump, no unmetered C loops, a
+   protected string metatable, and string.format without addresses. */
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "stdlib/stdlib.h"
+
+/* string.format with "%s" of tables, functions and the like rendered by mbxL_tolstring (the
+   stock path prints heap addresses), and "%p" refused. */
+static int str_format(lua_State *L) {
+  size_t len;
+  const char *fmt = luaL_checklstring(L, 1, &len);
+  int top = lua_gettop(L), arg = 1;
+  for (size_t i = 0; i < len; i++) {
+    if (fmt[i] != '%') continue;
+    if (++i < len && fmt[i] == '%') continue;
+    arg++;
+    while (i < len && strchr("-+ #0123456789.", fmt[i])) i++;
+    if (i >= len) break;
+    if (fmt[i] == 'p')
+      return luaL_error(L, "string.format: '%%p' is not available in this sandbox (addresses "
+                           "are hidden)");
+    if (fmt[i] == 's' && arg <= top && lua_type(L, arg) != LUA_TSTRING &&
+        lua_type(L, arg) != LUA_TNUMBER) {
+      mbxL_tolstring(L, arg, NULL);
+      lua_replace(L, arg);
+    }
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, top, 1);
+  return 1;
+}
+
+int mbxL_open_string(lua_State *L) {
+  static const char *const unavailable[] = {"find", "match", "gmatch", "gsub", "rep",
+                                            "pack", "unpack", NULL};
+  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+  int lib = lua_gettop(L);
+  /* string.dump leaks constants and produces bytecode; it goes from the very table the
+     string metatable's __index points to, so ("").dump is gone too (THREATS E4). */
+  lua_pushnil(L);
+  lua_setfield(L, lib, "dump");
+  mbxL_mark_unavailable(L, lib, "string", unavailable);
+  lua_getfield(L, lib, "format");
+  lua_pushcclosure(L, str_format, 1);
+  lua_setfield(L, lib, "format");
+  /* getmetatable("") returns a decoy {__index = string}: the real metatable can be neither
+     read nor replaced (THREATS E6). */
+  lua_pushliteral(L, "");
+  if (lua_getmetatable(L, -1)) {
+    lua_createtable(L, 0, 1);
+    lua_pushvalue(L, lib);
+    lua_setfield(L, -2, "__index");
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+  }
+  lua_settop(L, lib - 1);
+  return 0;
+}

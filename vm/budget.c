@@ -1,0 +1,181 @@
+/* vm/budget.c -- the one meter: a count hook plus charges from C, with sticky trips. */
+#include "vm/budget.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#include "vm/vm.h"
+
+uint64_t mbxV_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t mbxV_now_coarse_ns(void) {
+  /* A vDSO read of the tick counter: a few ns, resolution one tick (1-4 ms). Cheap enough
+     for every hook call; the deadline may be overrun by one tick. */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void hook(lua_State *L, lua_Debug *ar);
+
+/* The hook interval right for thread L now. */
+static int interval_for(mbxV_vm *vm, lua_State *L) {
+  mbxV_budget *b = &vm->budget;
+  if (atomic_load_explicit(&b->trip, memory_order_relaxed) != MBXV_TRIP_NONE ||
+      vm->heap.pressure_pending)
+    return 1;
+  if (vm->heap.large_live > 0) return MBXV_HOOK_COUNT_LARGE;
+  return L == b->run_thread ? MBXV_HOOK_COUNT : MBXV_HOOK_COUNT_COROUTINE;
+}
+
+static void arm(mbxV_vm *vm, lua_State *L) {
+  lua_sethook(L, hook, LUA_MASKCOUNT, interval_for(vm, L));
+}
+
+void mbxV_trip_message(lua_State *L, mbxV_trip why, char *buf, size_t size) {
+  mbxV_vm *vm = mbxV_from(L);
+  switch (why) {
+  case MBXV_TRIP_MEMORY:
+    snprintf(buf, size, "memory limit exceeded (%zu bytes)", vm->heap.limit);
+    break;
+  case MBXV_TRIP_INSTRUCTIONS:
+    snprintf(buf, size, "instruction limit exceeded (%llu instructions)",
+             (unsigned long long)vm->budget.instruction_limit);
+    break;
+  case MBXV_TRIP_TIME:
+    snprintf(buf, size, "time limit exceeded (%llu ms)",
+             (unsigned long long)vm->budget.time_limit_ms);
+    break;
+  case MBXV_TRIP_OUTPUT:
+    snprintf(buf, size, "output limit exceeded (%zu bytes)", vm->output.limit);
+    break;
+  case MBXV_TRIP_INTERRUPT:
+    snprintf(buf, size, "interrupted by the host");
+    break;
+  case MBXV_TRIP_INTERNAL:
+    snprintf(buf, size, "internal error in the runtime");
+    break;
+  default:
+    snprintf(buf, size, "no limit tripped");
+    break;
+  }
+}
+
+/* Raise the sticky trip as a Lua error. The message is for humans reading a traceback; the
+   run's status is taken from the flag, never from this text. */
+static void raise_trip(lua_State *L, mbxV_trip why) {
+  char msg[96];
+  mbxV_trip_message(L, why, msg, sizeof msg);
+  lua_pushstring(L, msg);
+  lua_error(L);
+}
+
+void mbxV_trip_set(lua_State *L, mbxV_trip why) {
+  mbxV_vm *vm = mbxV_from(L);
+  int none = MBXV_TRIP_NONE;
+  atomic_compare_exchange_strong(&vm->budget.trip, &none, (int)why);
+  /* From now on the hook fires at every instruction of the running thread and raises, so
+     pcall, xpcall handlers and __close cannot swallow the trip (THREATS D6). */
+  if (vm->budget.current) lua_sethook(vm->budget.current, hook, LUA_MASKCOUNT, 1);
+}
+
+/* Look at every limit; trip the first one found. The memory check runs a full collection
+   first: garbage that an ordinary emergency GC would have freed must not end a script. */
+static mbxV_trip evaluate(lua_State *L, mbxV_vm *vm) {
+  mbxV_budget *b = &vm->budget;
+  mbxV_trip t = atomic_load_explicit(&b->trip, memory_order_relaxed);
+  if (t != MBXV_TRIP_NONE) return t;
+  if (atomic_load_explicit(&b->interrupt, memory_order_relaxed)) t = MBXV_TRIP_INTERRUPT;
+  else if (b->instruction_limit && b->instructions > b->instruction_limit)
+    t = MBXV_TRIP_INSTRUCTIONS;
+  else if (b->deadline_ns && mbxV_now_coarse_ns() >= b->deadline_ns) t = MBXV_TRIP_TIME;
+  else if (vm->heap.pressure_pending) {
+    vm->heap.pressure_pending = 0;
+    if (mbxV_heap_over_limit(&vm->heap)) {
+      /* A full collection is O(heap): charge it like the instructions it stands for. */
+      b->instructions += vm->heap.used / 64;
+      lua_gc(L, LUA_GCCOLLECT);
+      if (mbxV_heap_over_limit(&vm->heap)) t = MBXV_TRIP_MEMORY;
+    }
+  }
+  if (t != MBXV_TRIP_NONE) mbxV_trip_set(L, t);
+  return t;
+}
+
+static void hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  mbxV_vm *vm = mbxV_from(L);
+  vm->budget.instructions += (uint64_t)lua_gethookcount(L);
+  mbxV_trip t = evaluate(L, vm);
+  if (t != MBXV_TRIP_NONE) {
+    lua_sethook(L, hook, LUA_MASKCOUNT, 1);
+    raise_trip(L, t);
+  }
+  int want = interval_for(vm, L);
+  if (want != lua_gethookcount(L)) lua_sethook(L, hook, LUA_MASKCOUNT, want);
+}
+
+void mbxV_charge(lua_State *L, uint64_t n) {
+  mbxV_vm *vm = mbxV_from(L);
+  if (vm == NULL || !vm->budget.running) return;
+  vm->budget.instructions += n;
+  mbxV_trip t = evaluate(L, vm);
+  if (t != MBXV_TRIP_NONE) raise_trip(L, t);
+}
+
+void mbxV_check(lua_State *L) {
+  mbxV_vm *vm = mbxV_from(L);
+  if (vm == NULL) return;
+  mbxV_trip t = atomic_load_explicit(&vm->budget.trip, memory_order_relaxed);
+  if (t != MBXV_TRIP_NONE) raise_trip(L, t);
+}
+
+mbxV_trip mbxV_tripped(lua_State *L) {
+  mbxV_vm *vm = mbxV_from(L);
+  return vm ? (mbxV_trip)atomic_load(&vm->budget.trip) : MBXV_TRIP_NONE;
+}
+
+lua_State *mbxV_budget_enter(lua_State *L, lua_State *co) {
+  mbxV_vm *vm = mbxV_from(L);
+  lua_State *previous = vm->budget.current;
+  vm->budget.current = co;
+  arm(vm, co);
+  return previous;
+}
+
+void mbxV_budget_leave(lua_State *L, lua_State *previous) {
+  mbxV_vm *vm = mbxV_from(L);
+  vm->budget.current = previous;
+  /* The thread we return to may have been re-armed meanwhile (a trip while it waited). */
+  if (previous && atomic_load(&vm->budget.trip) != MBXV_TRIP_NONE)
+    lua_sethook(previous, hook, LUA_MASKCOUNT, 1);
+}
+
+void mbxV_budget_start(lua_State *L) {
+  mbxV_vm *vm = mbxV_from(L);
+  mbxV_budget *b = &vm->budget;
+  b->instructions = 0;
+  atomic_store(&b->trip, MBXV_TRIP_NONE);
+  atomic_store(&b->interrupt, 0);
+  b->deadline_ns = b->time_limit_ms ? mbxV_now_coarse_ns() + b->time_limit_ms * 1000000u : 0;
+  b->run_thread = NULL;
+  b->current = NULL;
+  b->running = 1;
+}
+
+void mbxV_budget_stop(lua_State *L) {
+  mbxV_budget *b = &mbxV_from(L)->budget;
+  b->running = 0;
+  b->current = NULL;
+  b->run_thread = NULL;
+}
+
+void mbxV_budget_on_pressure(void *ud) {
+  mbxV_vm *vm = ud;
+  if (vm->budget.running && vm->budget.current)
+    lua_sethook(vm->budget.current, hook, LUA_MASKCOUNT, 1);
+}

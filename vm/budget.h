@@ -1,0 +1,72 @@
+/* vm/budget.h -- the one meter: instruction/time/interrupt/memory/output trips, sticky. */
+#ifndef MBX_VM_BUDGET_H
+#define MBX_VM_BUDGET_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+/* Why a run was stopped. Once set during a run it never goes back to NONE (sticky). */
+typedef enum mbxV_trip {
+  MBXV_TRIP_NONE = 0,
+  MBXV_TRIP_MEMORY,
+  MBXV_TRIP_INSTRUCTIONS,
+  MBXV_TRIP_TIME,
+  MBXV_TRIP_OUTPUT,
+  MBXV_TRIP_INTERRUPT,
+  MBXV_TRIP_INTERNAL
+} mbxV_trip;
+
+/* Hook interval of the main run thread and of guest coroutines. A coroutine is charged its
+   interval at every resume, so one that finishes between two hook calls is still charged. */
+#define MBXV_HOOK_COUNT 1000
+#define MBXV_HOOK_COUNT_COROUTINE 128
+/* Interval while large blocks are live: single instructions (comparing or hashing multi-MiB
+   strings) get expensive, so the deadline must be checked more often. */
+#define MBXV_HOOK_COUNT_LARGE 32
+
+typedef struct mbxV_budget {
+  uint64_t instruction_limit; /* 0 = none */
+  uint64_t instructions;      /* charged so far in this run */
+  uint64_t deadline_ns;       /* CLOCK_MONOTONIC_COARSE; 0 = none */
+  uint64_t time_limit_ms;
+  _Atomic int interrupt;      /* set by any thread */
+  _Atomic int trip;           /* mbxV_trip; written by the VM thread only, read by anyone */
+  int running;                /* a run is active */
+  lua_State *current;         /* the thread the VM is executing (tracked by resume wrappers) */
+  lua_State *run_thread;      /* the thread the run's chunk executes on */
+} mbxV_budget;
+
+/* Monotonic clocks in nanoseconds: precise (for usage) and coarse (cheap: for the hook). */
+uint64_t mbxV_now_ns(void);
+uint64_t mbxV_now_coarse_ns(void);
+
+/* Charge n instructions to the running budget of L's sandbox and check every trip condition
+   (instructions, deadline, interrupt, memory, an earlier trip). Raises a Lua error when
+   tripped; call it only from a C function Lua called (a frame Lua owns). */
+void mbxV_charge(lua_State *L, uint64_t n);
+/* Raise if the run has tripped; otherwise return. Cheap. */
+void mbxV_check(lua_State *L);
+/* The current trip of L's sandbox (MBXV_TRIP_NONE while the run is healthy). */
+mbxV_trip mbxV_tripped(lua_State *L);
+/* Record a trip (first one wins) and re-arm the current thread's hook at count 1, so the
+   running code stops at its next instruction. Does not raise. */
+void mbxV_trip_set(lua_State *L, mbxV_trip why);
+/* Install the run's hook on thread co with the interval right for it (count 1 once tripped)
+   and make co the current thread. Returns the previous current thread, to be restored with
+   mbxV_budget_leave() when co yields or returns. */
+lua_State *mbxV_budget_enter(lua_State *L, lua_State *co);
+void mbxV_budget_leave(lua_State *L, lua_State *previous);
+
+/* Start and end a run: counters to zero, trip and interrupt cleared, deadline set (so parse
+   time counts). The run's thread is recorded later in budget.run_thread. */
+void mbxV_budget_start(lua_State *L);
+void mbxV_budget_stop(lua_State *L);
+/* The heap's pressure callback (ud is the mbxV_vm): over the limit, or large blocks appeared.
+   Re-arms the current thread's hook at count 1 so the hook looks at once. */
+void mbxV_budget_on_pressure(void *ud);
+/* The message of a trip, e.g. "time limit exceeded (200 ms)", into buf. */
+void mbxV_trip_message(lua_State *L, mbxV_trip why, char *buf, size_t size);
+
+#endif

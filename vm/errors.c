@@ -1,0 +1,204 @@
+/* vm/errors.c -- turning a failed chunk into a message, a position and a traceback, safely. */
+#include "vm/errors.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+/* A growable host-side string for the traceback. */
+typedef struct text {
+  char *p;
+  size_t len, cap;
+  int failed;
+} text;
+
+static void text_put(text *t, const char *s, size_t n) {
+  if (t->failed) return;
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap : 256;
+    while (cap < t->len + n + 1) cap *= 2;
+    char *p = realloc(t->p, cap);
+    if (p == NULL) {
+      t->failed = 1;
+      return;
+    }
+    t->p = p;
+    t->cap = cap;
+  }
+  memcpy(t->p + t->len, s, n);
+  t->len += n;
+  t->p[t->len] = '\0';
+}
+
+static void text_puts(text *t, const char *s) {
+  text_put(t, s, strlen(s));
+}
+
+static char *copy_bytes(const char *s, size_t n) {
+  char *p = malloc(n + 1);
+  if (p) {
+    memcpy(p, s, n);
+    p[n] = '\0';
+  }
+  return p;
+}
+
+int mbxV_error_split(const char *msg, size_t len, char *chunk, size_t chunk_size, int *line,
+                     size_t *text_offset) {
+  /* Chunk names may contain ':' ([string "a:1: b"]), so a bracketed name is skipped whole. */
+  size_t i = 0;
+  if (len > 9 && memcmp(msg, "[string \"", 9) == 0) {
+    const char *end = memchr(msg, ']', len);
+    while (end && end > msg && end[-1] != '"') end = memchr(end + 1, ']', len - (end + 1 - msg));
+    if (end == NULL) return 0;
+    i = (size_t)(end - msg) + 1;
+  } else {
+    while (i < len && msg[i] != ':' && msg[i] != '\n') i++;
+  }
+  if (i == 0 || i >= len || msg[i] != ':') return 0;
+  size_t j = i + 1;
+  long n = 0;
+  while (j < len && msg[j] >= '0' && msg[j] <= '9' && n < 100000000) n = n * 10 + (msg[j++] - '0');
+  if (j == i + 1 || j + 1 >= len + 1 || j >= len || msg[j] != ':') return 0;
+  size_t clen = i < chunk_size - 1 ? i : chunk_size - 1;
+  memcpy(chunk, msg, clen);
+  chunk[clen] = '\0';
+  *line = (int)n;
+  j++;
+  if (j < len && msg[j] == ' ') j++;
+  *text_offset = j;
+  return 1;
+}
+
+int mbxV_error_from_message(const char *msg, size_t len, mbxV_error_info *out) {
+  memset(out, 0, sizeof *out);
+  if (len > MBXV_ERROR_MAX) len = MBXV_ERROR_MAX;
+  size_t off = 0;
+  if (!mbxV_error_split(msg, len, out->chunk, sizeof out->chunk, &out->line, &off)) off = 0;
+  out->message = copy_bytes(msg + off, len - off);
+  out->message_len = len - off;
+  out->traceback = copy_bytes("", 0);
+  return out->message && out->traceback ? 0 : -1;
+}
+
+/* Number of frames on co's stack, found by probing: lua_getstack walks the call list from
+   the top, so a linear count over a deep (200k-frame) recursion would be quadratic. */
+static int stack_depth(lua_State *co) {
+  lua_Debug ar;
+  int lo = 0, hi = 1;
+  while (lua_getstack(co, hi, &ar)) {
+    lo = hi;
+    if (hi > (1 << 28)) break;
+    hi *= 2;
+  }
+  while (lo + 1 < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (lua_getstack(co, mid, &ar)) lo = mid;
+    else hi = mid;
+  }
+  return lua_getstack(co, 0, &ar) ? lo + 1 : 0;
+}
+
+static void describe_frame(text *t, lua_Debug *ar) {
+  char buf[LUA_IDSIZE + 96];
+  text_puts(t, "\n\t");
+  if (ar->currentline > 0) snprintf(buf, sizeof buf, "%s:%d: in ", ar->short_src, ar->currentline);
+  else snprintf(buf, sizeof buf, "%s: in ", ar->short_src);
+  text_puts(t, buf);
+  if (ar->namewhat && *ar->namewhat) {
+    snprintf(buf, sizeof buf, "%s '%.60s'", ar->namewhat, ar->name ? ar->name : "?");
+  } else if (ar->what && *ar->what == 'm') {
+    snprintf(buf, sizeof buf, "main chunk");
+  } else if (ar->what && *ar->what == 'C') {
+    snprintf(buf, sizeof buf, "function <?>");
+  } else {
+    snprintf(buf, sizeof buf, "function <%s:%d>", ar->short_src, ar->linedefined);
+  }
+  text_puts(t, buf);
+  if (ar->istailcall) text_puts(t, "\n\t(...tail calls...)");
+}
+
+/* Our own traceback instead of luaL_traceback: that one looks up function names by iterating
+   package.loaded and the global table, which guest code can make arbitrarily large. */
+static void build_traceback(lua_State *co, text *t, char *chunk, size_t chunk_size, int *line) {
+  int depth = stack_depth(co);
+  lua_Debug ar;
+  text_puts(t, "stack traceback:");
+  for (int level = 0; level < depth; level++) {
+    if (level == MBXV_TRACE_TOP && depth > MBXV_TRACE_TOP + MBXV_TRACE_BOTTOM) {
+      char buf[64];
+      int skip = depth - MBXV_TRACE_TOP - MBXV_TRACE_BOTTOM;
+      snprintf(buf, sizeof buf, "\n\t...\t(skipping %d levels)", skip);
+      text_puts(t, buf);
+      level += skip - 1;
+      continue;
+    }
+    if (!lua_getstack(co, level, &ar) || !lua_getinfo(co, "Slnt", &ar)) break;
+    describe_frame(t, &ar);
+    if (*line == 0 && ar.currentline > 0) {
+      snprintf(chunk, chunk_size, "%s", ar.short_src);
+      *line = ar.currentline;
+    }
+  }
+}
+
+int mbxV_error_describe(lua_State *L, lua_State *co, const char *override, mbxV_error_info *out) {
+  (void)L;
+  memset(out, 0, sizeof *out);
+  const char *msg = NULL;
+  size_t len = 0;
+  char typebuf[64];
+  if (override) {
+    msg = override;
+    len = strlen(override);
+  } else if (lua_gettop(co) > 0 &&
+             (lua_type(co, -1) == LUA_TSTRING || lua_type(co, -1) == LUA_TNUMBER)) {
+    msg = lua_tolstring(co, -1, &len); /* a number is converted in place: no metamethod */
+  } else {
+    int type = lua_gettop(co) > 0 ? lua_type(co, -1) : LUA_TNIL;
+    snprintf(typebuf, sizeof typebuf, "(error object is a %s value)", lua_typename(co, type));
+    msg = typebuf;
+    len = strlen(typebuf);
+  }
+  if (len > MBXV_ERROR_MAX) len = MBXV_ERROR_MAX;
+  size_t off = 0;
+  if (!mbxV_error_split(msg, len, out->chunk, sizeof out->chunk, &out->line, &off)) off = 0;
+  out->message = copy_bytes(msg + off, len - off);
+  out->message_len = len - off;
+  text t = {0};
+  char chunk[64] = "";
+  int line = 0;
+  build_traceback(co, &t, chunk, sizeof chunk, &line);
+  if (out->line == 0 && line > 0) {
+    memcpy(out->chunk, chunk, sizeof out->chunk);
+    out->line = line;
+  }
+  out->traceback = t.failed ? NULL : t.p;
+  out->traceback_len = t.len;
+  if (t.failed) free(t.p);
+  if (out->message == NULL || out->traceback == NULL) {
+    mbxV_error_info_free(out);
+    return -1;
+  }
+  return 0;
+}
+
+void mbxV_error_info_free(mbxV_error_info *info) {
+  free(info->message);
+  free(info->traceback);
+  info->message = info->traceback = NULL;
+}
+
+void mbxV_error_set(mbx_error *err, mbx_status code, const char *fmt, ...) {
+  if (err == NULL) return;
+  err->code = (int)code;
+  err->line = 0;
+  err->chunk[0] = '\0';
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err->message, sizeof err->message, fmt, ap);
+  va_end(ap);
+}

@@ -1,0 +1,100 @@
+/* vm/heap.c -- the guest allocator: limit accounting, hard ceiling, release-all teardown. */
+#include "vm/heap.h"
+
+#include <stdlib.h>
+
+/* Each block carries a small header linking it into the heap's live list. That lets a sandbox
+   be torn down by freeing the list instead of calling lua_close, which would run guest code
+   (finalizers, pending __close) after the budget is gone. 16 bytes keeps malloc's alignment. */
+struct mbxV_block {
+  mbxV_block *next;
+  mbxV_block *prev;
+};
+
+#define HEADER sizeof(mbxV_block)
+
+size_t mbxV_heap_ceiling_for(size_t limit) {
+  return 2 * limit + ((size_t)1 << 20);
+}
+
+void mbxV_heap_init(mbxV_heap *h, size_t limit) {
+  h->limit = limit;
+  h->ceiling = mbxV_heap_ceiling_for(limit);
+  h->used = 0;
+  h->peak = 0;
+  h->large_live = 0;
+  h->blocks = NULL;
+  h->on_pressure = NULL;
+  h->pressure_ud = NULL;
+  h->pressure_pending = 0;
+}
+
+int mbxV_heap_over_limit(const mbxV_heap *h) {
+  return h->used > h->limit;
+}
+
+static void link_block(mbxV_heap *h, mbxV_block *b) {
+  b->prev = NULL;
+  b->next = h->blocks;
+  if (h->blocks) h->blocks->prev = b;
+  h->blocks = b;
+}
+
+static void unlink_block(mbxV_heap *h, mbxV_block *b) {
+  if (b->prev) b->prev->next = b->next;
+  else h->blocks = b->next;
+  if (b->next) b->next->prev = b->prev;
+}
+
+static void account(mbxV_heap *h, size_t osize, size_t nsize) {
+  h->used = h->used - osize + nsize;
+  if (h->used > h->peak) h->peak = h->used;
+  if (osize >= MBXV_LARGE_BLOCK) h->large_live -= osize;
+  if (nsize >= MBXV_LARGE_BLOCK) h->large_live += nsize;
+}
+
+void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  mbxV_heap *h = ud;
+  /* When ptr is NULL, osize encodes the object type, not a size (Lua manual 4.6). */
+  if (ptr == NULL) osize = 0;
+  if (nsize == 0) {
+    if (ptr) {
+      mbxV_block *b = (mbxV_block *)ptr - 1;
+      unlink_block(h, b);
+      free(b);
+      account(h, osize, 0);
+    }
+    return NULL;
+  }
+  /* Shrinks never fail: Lua assumes they succeed. Growth is refused only past the ceiling. */
+  size_t grow = nsize > osize ? nsize - osize : 0;
+  if (grow > 0 && (nsize > SIZE_MAX - HEADER || h->used + grow > h->ceiling)) return NULL;
+  mbxV_block *old = ptr ? (mbxV_block *)ptr - 1 : NULL;
+  if (old) unlink_block(h, old);
+  mbxV_block *b = realloc(old, HEADER + nsize);
+  if (b == NULL) {
+    if (old) link_block(h, old); /* realloc failure leaves the old block intact */
+    return NULL;
+  }
+  link_block(h, b);
+  size_t was_large = h->large_live;
+  account(h, osize, nsize);
+  if (h->on_pressure && grow > 0 && !h->pressure_pending &&
+      (h->used > h->limit || (was_large == 0 && h->large_live > 0))) {
+    h->pressure_pending = 1;
+    h->on_pressure(h->pressure_ud);
+  }
+  return b + 1;
+}
+
+void mbxV_heap_release_all(mbxV_heap *h) {
+  mbxV_block *b = h->blocks;
+  while (b) {
+    mbxV_block *next = b->next;
+    free(b);
+    b = next;
+  }
+  h->blocks = NULL;
+  h->used = 0;
+  h->large_live = 0;
+}

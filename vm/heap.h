@@ -1,0 +1,41 @@
+/* vm/heap.h -- the guest heap: a lua_Alloc with a limit, a hard ceiling and a live-block list. */
+#ifndef MBX_VM_HEAP_H
+#define MBX_VM_HEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Blocks at least this big count as "large": while any is live, single instructions can be
+   expensive (comparing or hashing them), so the budget checks the clock more often. */
+#define MBXV_LARGE_BLOCK (256 * 1024)
+
+typedef struct mbxV_block mbxV_block;
+
+typedef struct mbxV_heap {
+  size_t limit;       /* soft limit: past it the run is stopped at its next instruction */
+  size_t ceiling;     /* hard limit: past it allocations fail (never reached by normal code) */
+  size_t used;        /* live bytes, as Lua counts them */
+  size_t peak;        /* highest `used` ever seen */
+  size_t large_live;  /* bytes in live blocks >= MBXV_LARGE_BLOCK */
+  mbxV_block *blocks; /* every live block, so the whole heap can be released without lua_close */
+  /* Called (with `pressure_ud`) when `used` goes over `limit`, or when the first large block
+     appears; the budget re-arms the running thread's hook there. May be NULL. Not called
+     again while `pressure_pending` is set: the budget clears it once it has looked. */
+  void (*on_pressure)(void *pressure_ud);
+  void *pressure_ud;
+  int pressure_pending;
+} mbxV_heap;
+
+/* ceiling = 2 * limit + 1 MiB: room for the error paths (message, traceback) of a run that
+   went over the limit, so Lua's allocator never fails, and no emergency collection ever runs
+   at a moment guest code picks (shared/THREATS.md P0 item 8). */
+size_t mbxV_heap_ceiling_for(size_t limit);
+void mbxV_heap_init(mbxV_heap *h, size_t limit);
+/* The lua_Alloc: ud is the mbxV_heap. */
+void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+/* 1 while used > limit. */
+int mbxV_heap_over_limit(const mbxV_heap *h);
+/* Free every live block at once (the lua_State is gone afterwards; no Lua code runs). */
+void mbxV_heap_release_all(mbxV_heap *h);
+
+#endif

@@ -1,0 +1,378 @@
+/* vm/run.c -- one run: bind inputs, load text, resume the chunk's thread, collect the outcome. */
+#include "vm/run.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "vm/json.h"
+
+/* What the protected steps of a run exchange with mbxV_run. */
+typedef struct run_step {
+  const char *code;
+  size_t code_len;
+  const char *chunk_name;
+  const char *inputs;
+  size_t inputs_len;
+  enum { STEP_INPUTS, STEP_LOAD, STEP_READY } reached;
+  char *bad_input;      /* malloc'd: why the inputs were refused */
+  char *syntax_error;   /* malloc'd: the parser's message */
+  size_t syntax_len;
+  lua_State *co;        /* the run thread */
+  int nres;             /* values the chunk returned */
+  char *value;          /* malloc'd JSON of those values */
+  size_t value_len;
+  mbxV_error_info *describe_into;
+  const char *describe_override;
+  char *step_error;     /* malloc'd: the message of the last failed protected step */
+  size_t step_error_len;
+} run_step;
+
+static const char *const reserved_words[] = {
+    "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if",
+    "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while"};
+
+static int is_identifier(const char *s, size_t n) {
+  if (n == 0 || n > 200) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return 0;
+  }
+  for (size_t i = 0; i < sizeof reserved_words / sizeof *reserved_words; i++)
+    if (strlen(reserved_words[i]) == n && memcmp(reserved_words[i], s, n) == 0) return 0;
+  return 1;
+}
+
+static char *dup_printf(const char *fmt, const char *a) {
+  size_t n = strlen(fmt) + strlen(a) + 1;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, fmt, a);
+  return p;
+}
+
+static char *dup_bytes(const char *s, size_t n) {
+  char *p = malloc(n + 1);
+  if (p) {
+    memcpy(p, s, n);
+    p[n] = '\0';
+  }
+  return p;
+}
+
+/* Decode the inputs object and check every key before binding any: a refused input leaves
+   the sandbox exactly as it was. Globals are set raw, so a guest __newindex on _G from an
+   earlier run never sees host data flowing in. */
+static int bind_inputs(lua_State *L, run_step *st) {
+  mbxV_json_decode(L, st->inputs, st->inputs_len);
+  if (lua_type(L, -1) != LUA_TTABLE || mbxV_json_is_null(L, -1)) {
+    st->bad_input = dup_printf("inputs must be a JSON object whose keys become globals%s", "");
+    return 0;
+  }
+  int inputs = lua_gettop(L);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_builtins);
+  int builtins = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, inputs)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      st->bad_input = dup_printf("inputs must be a JSON object, not an array%s", "");
+      return 0;
+    }
+    size_t n;
+    const char *key = lua_tolstring(L, -1, &n);
+    char shown[80];
+    snprintf(shown, sizeof shown, "%.*s", (int)(n < 64 ? n : 64), key);
+    if (!is_identifier(key, n)) {
+      st->bad_input = dup_printf("inputs: key '%s' is not a Lua identifier (use letters, "
+                                 "digits and '_', not starting with a digit or a keyword)",
+                                 shown);
+      return 0;
+    }
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, builtins) != LUA_TNIL) {
+      st->bad_input = dup_printf("inputs: key '%s' would shadow the built-in global of that "
+                                 "name (rename the input)",
+                                 shown);
+      return 0;
+    }
+    lua_pop(L, 1);
+  }
+  lua_pushglobaltable(L);
+  int globals = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, inputs)) {
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, globals);
+  }
+  lua_settop(L, inputs - 1);
+  return 1;
+}
+
+/* Protected: inputs, then the parser, then the run thread. */
+static int step_prepare(lua_State *L) {
+  run_step *st = lua_touserdata(L, 1);
+  lua_settop(L, 0);
+  st->reached = STEP_INPUTS;
+  if (st->inputs && !bind_inputs(L, st)) return 0;
+  st->reached = STEP_LOAD;
+  /* Text only, always: binary chunks can crash 5.4.4 just by being loaded (THREATS E4). */
+  if (luaL_loadbufferx(L, st->code, st->code_len, st->chunk_name, "t") != LUA_OK) {
+    size_t n = 0;
+    const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "syntax error";
+    if (n == 0) n = strlen(msg);
+    st->syntax_error = dup_bytes(msg, n);
+    st->syntax_len = n;
+    return 0;
+  }
+  lua_State *co = lua_newthread(L);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread); /* anchored for the run */
+  lua_pop(L, 1);
+  lua_xmove(L, co, 1);
+  st->co = co;
+  st->reached = STEP_READY;
+  return 0;
+}
+
+/* Protected: the chunk's return values as JSON (one as itself, several as an array). */
+static int step_encode(lua_State *L) {
+  run_step *st = lua_touserdata(L, 1);
+  lua_settop(L, 0);
+  lua_State *co = st->co;
+  int n = st->nres;
+  if (n == 0) {
+    lua_pushliteral(L, "null");
+  } else if (n == 1) {
+    lua_xmove(co, L, 1);
+    mbxV_json_encode(L, 1, "value");
+  } else {
+    /* Encode each value on its own (a nil in the middle stays null, which a table could not
+       express), popping from the top of co. */
+    luaL_checkstack(L, 4, "too many results");
+    lua_createtable(L, n, 0);
+    for (int i = n; i >= 1; i--) {
+      char path[32];
+      snprintf(path, sizeof path, "value[%d]", i);
+      lua_xmove(co, L, 1);
+      mbxV_json_encode(L, 2, path);
+      lua_rawseti(L, 1, i);
+      lua_pop(L, 1);
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addchar(&b, '[');
+    for (int i = 1; i <= n; i++) {
+      if (i > 1) luaL_addchar(&b, ',');
+      lua_rawgeti(L, 1, i);
+      luaL_addvalue(&b);
+    }
+    luaL_addchar(&b, ']');
+    luaL_pushresult(&b);
+  }
+  size_t len;
+  const char *json = lua_tolstring(L, -1, &len);
+  st->value = dup_bytes(json, len);
+  st->value_len = len;
+  if (st->value == NULL) return luaL_error(L, "out of host memory");
+  return 0;
+}
+
+/* Protected: describe the error on top of co. */
+static int step_describe(lua_State *L) {
+  run_step *st = lua_touserdata(L, 1);
+  if (mbxV_error_describe(L, st->co, st->describe_override, st->describe_into) != 0)
+    return luaL_error(L, "out of host memory");
+  return 0;
+}
+
+/* Protected: drop the run thread's anchor so it can be collected. */
+static int step_release(lua_State *L) {
+  lua_pushnil(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread);
+  return 0;
+}
+
+static int protected_step(lua_State *L, lua_CFunction f, run_step *st) {
+  lua_pushcfunction(L, f);
+  lua_pushlightuserdata(L, st);
+  int rc = lua_pcall(L, 1, 0, 0);
+  if (rc != LUA_OK) {
+    size_t n = 0;
+    const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "error";
+    if (n == 0) n = strlen(msg);
+    free(st->step_error);
+    st->step_error = dup_bytes(msg, n);
+    st->step_error_len = st->step_error ? n : 0;
+    lua_pop(L, 1);
+  }
+  return rc;
+}
+
+static mbx_status status_of_trip(mbxV_trip t) {
+  switch (t) {
+  case MBXV_TRIP_MEMORY: return MBX_MEMORY_LIMIT;
+  case MBXV_TRIP_INSTRUCTIONS: return MBX_INSTRUCTION_LIMIT;
+  case MBXV_TRIP_TIME: return MBX_TIME_LIMIT;
+  case MBXV_TRIP_OUTPUT: return MBX_OUTPUT_LIMIT;
+  case MBXV_TRIP_INTERRUPT: return MBX_INTERRUPTED;
+  case MBXV_TRIP_INTERNAL: return MBX_INTERNAL_ERROR;
+  default: return MBX_OK;
+  }
+}
+
+/* Fill out->error for a failed run; the trip (if any) decides the status and the text. */
+static void fail_with_thread(lua_State *L, run_step *st, mbxV_outcome *out, mbx_status status,
+                             const char *override) {
+  char trip_text[96];
+  mbxV_trip t = mbxV_tripped(L);
+  if (t != MBXV_TRIP_NONE) {
+    status = status_of_trip(t);
+    mbxV_trip_message(L, t, trip_text, sizeof trip_text);
+    override = trip_text;
+  }
+  out->status = status;
+  out->failed = 1;
+  st->describe_into = &out->error;
+  st->describe_override = override;
+  if (protected_step(L, step_describe, st) != LUA_OK) {
+    const char *msg = override ? override : "(the error could not be described: out of memory)";
+    mbxV_error_from_message(msg, strlen(msg), &out->error);
+  }
+}
+
+static void fail_with_message(lua_State *L, mbxV_outcome *out, mbx_status status, const char *msg,
+                              size_t len) {
+  char trip_text[96];
+  mbxV_trip t = mbxV_tripped(L);
+  if (t != MBXV_TRIP_NONE) {
+    status = status_of_trip(t);
+    mbxV_trip_message(L, t, trip_text, sizeof trip_text);
+    msg = trip_text;
+    len = strlen(trip_text);
+  }
+  out->status = status;
+  out->failed = 1;
+  mbxV_error_from_message(msg, len, &out->error);
+}
+
+/* A run may end with the heap over the limit if no instruction followed the allocation. */
+static void check_heap_at_end(lua_State *L, mbxV_vm *vm) {
+  if (!mbxV_heap_over_limit(&vm->heap)) return;
+  lua_gc(L, LUA_GCCOLLECT);
+  if (mbxV_heap_over_limit(&vm->heap)) mbxV_trip_set(L, MBXV_TRIP_MEMORY);
+}
+
+mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
+                    const char *inputs, size_t inputs_len, mbxV_outcome *out, mbx_error *err) {
+  memset(out, 0, sizeof *out);
+  if (code_len > vm->source_limit) {
+    mbxV_error_set(err, MBX_SOURCE_TOO_LARGE,
+                   "the script is %zu bytes; the source limit is %zu bytes (raise "
+                   "MBX_LIMIT_SOURCE, or split the script)",
+                   code_len, vm->source_limit);
+    return MBX_SOURCE_TOO_LARGE;
+  }
+  lua_State *L = vm->L;
+  run_step st = {.code = code, .code_len = code_len, .chunk_name = chunk_name,
+                 .inputs = inputs, .inputs_len = inputs_len};
+  volatile mbx_status api = MBX_OK;
+  jmp_buf recovery;
+  uint64_t started = mbxV_now_ns();
+  mbxV_output_reset(&vm->output);
+  mbxV_budget_start(L);
+  vm->panic_jmp = &recovery;
+  if (setjmp(recovery) != 0) {
+    /* lua_atpanic: an error escaped every protected call. The state is not touched again. */
+    out->status = MBX_INTERNAL_ERROR;
+    out->failed = 1;
+    const char *msg = "internal error: an error escaped the runtime's protected calls";
+    mbxV_error_from_message(msg, strlen(msg), &out->error);
+    goto finish;
+  }
+
+  int rc = protected_step(L, step_prepare, &st);
+  if (st.reached != STEP_READY) {
+    if (mbxV_tripped(L) != MBXV_TRIP_NONE || (rc == LUA_ERRMEM)) {
+      if (mbxV_tripped(L) == MBXV_TRIP_NONE) mbxV_trip_set(L, MBXV_TRIP_MEMORY);
+      fail_with_message(L, out, MBX_MEMORY_LIMIT, "", 0);
+    } else if (st.reached == STEP_INPUTS) {
+      api = MBX_INVALID_INPUT;
+      if (st.bad_input) mbxV_error_set(err, MBX_INVALID_INPUT, "%s", st.bad_input);
+      else
+        mbxV_error_set(err, MBX_INVALID_INPUT, "inputs are not valid JSON: %s",
+                       st.step_error ? st.step_error : "unknown error");
+    } else if (st.syntax_error) {
+      fail_with_message(L, out, MBX_SYNTAX_ERROR, st.syntax_error, st.syntax_len);
+    } else {
+      fail_with_message(L, out, MBX_INTERNAL_ERROR, "could not prepare the run", 25);
+    }
+    goto finish;
+  }
+
+  lua_State *co = st.co;
+  vm->budget.run_thread = co;
+  lua_State *previous = mbxV_budget_enter(L, co);
+  int nres = 0;
+  int status = lua_resume(co, L, 0, &nres);
+  mbxV_budget_leave(L, previous);
+  if (status == LUA_OK) {
+    check_heap_at_end(L, vm);
+    st.nres = nres;
+    if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
+      fail_with_thread(L, &st, out, MBX_RUNTIME_ERROR, NULL);
+    } else if (protected_step(L, step_encode, &st) != LUA_OK) {
+      /* The encoder's message names the offending path; a trip wins over it. */
+      const char *msg = st.step_error ? st.step_error : "the result could not be encoded";
+      fail_with_message(L, out, MBX_RUNTIME_ERROR, msg, strlen(msg));
+    } else {
+      out->status = MBX_OK;
+      out->value_json = st.value;
+      out->value_len = st.value_len;
+      st.value = NULL;
+    }
+  } else if (status == LUA_YIELD) {
+    /* A yield out of the main chunk is not a pause: only host functions pause a run. */
+    fail_with_thread(L, &st, out, MBX_RUNTIME_ERROR,
+                     "attempt to yield from outside a coroutine");
+  } else {
+    if (status == LUA_ERRMEM && mbxV_tripped(L) == MBXV_TRIP_NONE)
+      mbxV_trip_set(L, MBXV_TRIP_MEMORY);
+    fail_with_thread(L, &st, out, MBX_RUNTIME_ERROR, NULL);
+  }
+  protected_step(L, step_release, &st);
+
+finish:
+  vm->panic_jmp = NULL;
+  out->instructions = vm->budget.instructions;
+  mbxV_budget_stop(L);
+  out->wall_us = (mbxV_now_ns() - started) / 1000;
+  out->memory_peak = vm->heap.peak;
+  out->output_bytes = vm->output.total;
+  free(st.bad_input);
+  free(st.syntax_error);
+  free(st.value);
+  free(st.step_error);
+  if (api != MBX_OK) {
+    mbxV_outcome_free(out);
+    return api;
+  }
+  if (out->value_json == NULL) {
+    out->value_json = dup_bytes("null", 4);
+    out->value_len = 4;
+  }
+  if (out->value_json == NULL || (out->failed && out->error.message == NULL)) {
+    mbxV_outcome_free(out);
+    mbxV_error_set(err, MBX_NO_MEMORY, "out of host memory while collecting the result");
+    return MBX_NO_MEMORY;
+  }
+  return out->status;
+}
+
+void mbxV_outcome_free(mbxV_outcome *out) {
+  free(out->value_json);
+  out->value_json = NULL;
+  mbxV_error_info_free(&out->error);
+}

@@ -1,0 +1,34 @@
+/* vm/run.h -- one run: bind inputs, load text, resume the chunk's thread, collect the outcome. */
+#ifndef MBX_VM_RUN_H
+#define MBX_VM_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "include/moonbox.h"
+#include "vm/errors.h"
+#include "vm/vm.h"
+
+typedef struct mbxV_outcome {
+  mbx_status status;     /* a run status (< MBX_API_ERROR_BASE) */
+  char *value_json;      /* malloc'd; "null" when the run failed */
+  size_t value_len;
+  int failed;            /* error below is filled */
+  mbxV_error_info error;
+  uint64_t instructions;
+  uint64_t wall_us;
+  uint64_t memory_peak;
+  uint64_t output_bytes;
+} mbxV_outcome;
+
+/*
+** Run code (text only) in vm. On a run status (< MBX_API_ERROR_BASE) *out is filled and owned
+** by the caller (mbxV_outcome_free). On an API status (bad inputs, source too large, host out
+** of memory) nothing ran, nothing was bound, and err says why.
+*/
+mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
+                    const char *inputs, size_t inputs_len, mbxV_outcome *out, mbx_error *err);
+
+void mbxV_outcome_free(mbxV_outcome *out);
+
+#endif
