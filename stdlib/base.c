@@ -283,10 +283,28 @@ static int base_pcall(lua_State *L) {
   return finish_pcall(L, status, 0);
 }
 
+/* The message handler runs before the stack unwinds, at the point of the error. When that
+   error is a trip raised by the hook, Lua has not yet re-enabled hooks on this thread, so a
+   guest handler would run unmetered (an endless loop in it would hang the host). Once the
+   run has tripped the guest handler is skipped and the error passes through unchanged. */
+static int guarded_handler(lua_State *L) {
+  if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
 static int base_xpcall(lua_State *L) {
   int n = lua_gettop(L);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   mbxV_check(L);
+  lua_pushvalue(L, 2);
+  lua_pushcclosure(L, guarded_handler, 1);
+  lua_replace(L, 2);
   lua_pushboolean(L, 1);
   lua_pushvalue(L, 1);
   lua_rotate(L, 3, 2);

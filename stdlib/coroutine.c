@@ -64,6 +64,9 @@ static int co_resume(lua_State *L) {
    lua_resetthread, or -1 when nested too deeply (nothing was done). */
 static int close_bounded(lua_State *L, lua_State *co) {
   mbxV_vm *vm = mbxV_from(L);
+  /* After a trip, __close handlers of a coroutine that died by the hook's error would run
+     with that thread's hooks still disabled: never run guest code then. */
+  mbxV_check(L);
   if (vm->close_nesting >= MBXL_MAX_CLOSE_NESTING) return -1;
   vm->close_nesting++;
   lua_State *previous = mbxV_budget_enter(L, co);

@@ -1,5 +1,5 @@
 /* stdlib/string.c -- the string library guests see: no dump, no unmetered C loops, a
-   protected string metatable, and string.format without addresses. */
+   protected string metatable over a private copy, and string.format without addresses. */
 #include <string.h>
 
 #include <lauxlib.h>
@@ -47,15 +47,25 @@ int mbxL_open_string(lua_State *L) {
   lua_getfield(L, lib, "format");
   lua_pushcclosure(L, str_format, 1);
   lua_setfield(L, lib, "format");
-  /* getmetatable("") returns a decoy {__index = string}: the real metatable can be neither
-     read nor replaced (THREATS E6). */
+  /* Method calls ("x"):upper() go through a private copy of the library, so patching the
+     guest's `string` table cannot change them, and getmetatable("") returns a decoy
+     {__index = string}: the real metatable can be neither read nor replaced (THREATS E6,
+     P0 item 3). */
   lua_pushliteral(L, "");
   if (lua_getmetatable(L, -1)) {
+    int mt = lua_gettop(L);
+    lua_newtable(L);
+    lua_pushnil(L);
+    while (lua_next(L, lib)) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, -4);
+    }
+    lua_setfield(L, mt, "__index");
     lua_createtable(L, 0, 1);
     lua_pushvalue(L, lib);
     lua_setfield(L, -2, "__index");
-    lua_setfield(L, -2, "__metatable");
-    lua_pop(L, 1);
+    lua_setfield(L, mt, "__metatable");
   }
   lua_settop(L, lib - 1);
   return 0;
