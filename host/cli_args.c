@@ -1,0 +1,626 @@
+/* cli_args.c -- parses the moonbox command line and its size, duration and count values. */
+#include "host/cli_args.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "moonbox.h"
+
+/*
+** Values are parsed by hand rather than with strtoull/strtod: those skip leading blanks,
+** accept "-5" as a huge unsigned number, round "1.1e-9" silently and depend on the locale.
+** A limit is a security setting, so a value is either exactly what was written or an error.
+*/
+
+#define SIZE_HINT "use a number with an optional k, M or G suffix, e.g. 64M"
+#define DURATION_HINT                                                                              \
+  "use a number with a unit: ms, s, m or h, e.g. 500ms, 1.5s or 2m; 0 means no limit"
+#define COUNT_HINT "use a whole number such as 1000000 or 1e9; 0 means no limit"
+
+/* How many bytes of a user's value are quoted back in a message. */
+#define QUOTE_MAX 40
+
+typedef struct unit {
+  const char *name; /* lowercase; matched case-insensitively */
+  uint64_t scale;
+} unit;
+
+static const unit size_units[] = {
+    {"", 1},
+    {"b", 1},
+    {"k", 1024},
+    {"kb", 1024},
+    {"kib", 1024},
+    {"m", 1024 * 1024},
+    {"mb", 1024 * 1024},
+    {"mib", 1024 * 1024},
+    {"g", 1024 * 1024 * 1024},
+    {"gb", 1024 * 1024 * 1024},
+    {"gib", 1024 * 1024 * 1024},
+};
+
+static const unit duration_units[] = {
+    {"ms", 1}, {"s", 1000}, {"m", 60 * 1000}, {"min", 60 * 1000}, {"h", 60 * 60 * 1000},
+};
+
+/* A decimal number as written, "12.50" = digits "12" and "50". */
+typedef struct decimal_text {
+  const char *int_digits;
+  size_t int_len;
+  const char *frac_digits;
+  size_t frac_len;
+} decimal_text;
+
+typedef enum value_check { VALUE_OK, VALUE_TOO_LARGE, VALUE_NOT_WHOLE } value_check;
+
+typedef enum option_id {
+  OPT_HELP,
+  OPT_VERSION,
+  OPT_JSON,
+  OPT_EVAL,
+  OPT_MEMORY,
+  OPT_INSTRUCTIONS,
+  OPT_TIMEOUT,
+  OPT_OUTPUT_LIMIT,
+  OPT_SOURCE_LIMIT,
+  OPT_INPUT,
+  OPT_INPUT_FILE
+} option_id;
+
+typedef struct option_spec {
+  const char *name;
+  option_id id;
+  int takes_value;
+  const char *example; /* shown when the value is missing */
+} option_spec;
+
+static const option_spec run_options[] = {
+    {"--help", OPT_HELP, 0, NULL},
+    {"-h", OPT_HELP, 0, NULL},
+    {"--version", OPT_VERSION, 0, NULL},
+    {"--json", OPT_JSON, 0, NULL},
+    {"-e", OPT_EVAL, 1, "-e 'return 1 + 1'"},
+    {"--memory", OPT_MEMORY, 1, "--memory 64M"},
+    {"--instructions", OPT_INSTRUCTIONS, 1, "--instructions 1e9"},
+    {"--timeout", OPT_TIMEOUT, 1, "--timeout 2s"},
+    {"--output-limit", OPT_OUTPUT_LIMIT, 1, "--output-limit 1M"},
+    {"--source-limit", OPT_SOURCE_LIMIT, 1, "--source-limit 64k"},
+    {"--input", OPT_INPUT, 1, "--input '{\"x\": 1}'"},
+    {"--input-file", OPT_INPUT_FILE, 1, "--input-file inputs.json"},
+};
+
+static const char usage_text[] =
+    "Usage: moonbox run [OPTIONS] (FILE | -e CODE | -)\n"
+    "       moonbox --help | --version\n"
+    "\n"
+    "Runs an untrusted Lua 5.4 script in a sandbox with memory, instruction, time and\n"
+    "output limits. The script's output is passed through; its return value is printed\n"
+    "as JSON.\n"
+    "\n"
+    "Script (exactly one):\n"
+    "  FILE                   run the Lua source in FILE\n"
+    "  -e CODE                run CODE\n"
+    "  -                      read the script from standard input\n"
+    "\n"
+    "Options:\n"
+    "  --memory SIZE          live heap limit (default 64M; at least 256k)\n"
+    "  --instructions N       VM instruction limit, e.g. 1e9 (0 = unlimited)\n"
+    "  --timeout DURATION     wall-clock limit: 500ms, 2s, 1.5s, 1m (0 = unlimited; default 5s)\n"
+    "  --output-limit SIZE    stdout + stderr limit (default 1M)\n"
+    "  --source-limit SIZE    script size limit (default 64k, at most 16M)\n"
+    "  --input JSON           a JSON object whose keys become globals\n"
+    "  --input-file PATH      the same, read from PATH (- = standard input)\n"
+    "  --json                 print one JSON object with status, value, output and usage\n"
+    "  -h, --help             show this help\n"
+    "  --version              show the version\n"
+    "\n"
+    "SIZE takes k, M or G suffixes (also KiB, MiB, GiB; powers of 1024). Options may come\n"
+    "before or after the script; -- ends the options. Both --opt VALUE and --opt=VALUE work.\n"
+    "\n"
+    "Exit status: 0 ok, 1 script error, 2 usage or input error, 3 limit exceeded or\n"
+    "interrupted, 70 internal error.\n";
+
+const char *mbxH_cli_usage(void) {
+  return usage_text;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Messages                                                                                  */
+
+static void set_msg(char *msg, size_t msg_size, const char *fmt, ...) {
+  va_list ap;
+  if (msg == NULL || msg_size == 0) return;
+  va_start(ap, fmt);
+  (void)vsnprintf(msg, msg_size, fmt, ap);
+  va_end(ap);
+}
+
+/*
+** Copies a user's value for quoting in a message: control bytes become '?' (a value is echoed
+** to a terminal, and escape sequences in it could rewrite what the user sees) and a long
+** value is cut at a UTF-8 boundary and marked with "...".
+*/
+static void quote_value(const char *text, char *buf, size_t size) {
+  size_t len = strlen(text), n = len, i;
+  int cut = 0;
+  if (n > QUOTE_MAX || n > size - 4) {
+    n = QUOTE_MAX < size - 4 ? QUOTE_MAX : size - 4;
+    while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
+      n--;
+    cut = 1;
+  }
+  for (i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)text[i];
+    buf[i] = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
+  }
+  if (cut) {
+    memcpy(buf + n, "...", 3);
+    n += 3;
+  }
+  buf[n] = '\0';
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Numbers                                                                                   */
+
+static int is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+static char lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+static int equals_ignore_case(const char *a, const char *lowercase) {
+  for (; *a != '\0' && *lowercase != '\0'; a++, lowercase++) {
+    if (lower(*a) != *lowercase) return 0;
+  }
+  return *a == '\0' && *lowercase == '\0';
+}
+
+/* Scans DIGITS[.DIGITS] at p; returns the end, or NULL when p does not start with a digit or
+   the point is not followed by one ("1." and ".5" are refused as likely typos). */
+static const char *scan_decimal(const char *p, decimal_text *d) {
+  d->int_digits = p;
+  while (is_digit(*p))
+    p++;
+  d->int_len = (size_t)(p - d->int_digits);
+  d->frac_digits = p;
+  d->frac_len = 0;
+  if (d->int_len == 0) return NULL;
+  if (*p == '.') {
+    d->frac_digits = ++p;
+    while (is_digit(*p))
+      p++;
+    d->frac_len = (size_t)(p - d->frac_digits);
+    if (d->frac_len == 0) return NULL;
+  }
+  return p;
+}
+
+static int mul_overflows(uint64_t a, uint64_t b, uint64_t *out) {
+  if (a != 0 && b > UINT64_MAX / a) return 1;
+  *out = a * b;
+  return 0;
+}
+
+/*
+** Exactly d * scale * 10^exp10 as a whole number. The digits are gathered into one integer N
+** and the result is N * scale / 10^k. Because N * scale is formed first, a value with a fraction
+** within a factor 10^k of 2^64 is reported too large although it would fit; no limit is
+** anywhere near that range, so the simpler arithmetic is worth it.
+*/
+static value_check decimal_value(const decimal_text *d, uint64_t scale, long exp10, uint64_t *out) {
+  size_t frac_len = d->frac_len, i;
+  uint64_t n = 0, product;
+  long shift;
+  while (frac_len > 0 && d->frac_digits[frac_len - 1] == '0')
+    frac_len--; /* "1.50" is "1.5": trailing zeros never make a value inexact */
+  for (i = 0; i < d->int_len + frac_len; i++) {
+    char c = i < d->int_len ? d->int_digits[i] : d->frac_digits[i - d->int_len];
+    if (mul_overflows(n, 10, &n) || n > UINT64_MAX - (uint64_t)(c - '0')) return VALUE_TOO_LARGE;
+    n += (uint64_t)(c - '0');
+  }
+  if (n == 0) {
+    *out = 0;
+    return VALUE_OK;
+  }
+  shift = exp10 - (long)frac_len;
+  for (; shift > 0; shift--) {
+    if (mul_overflows(n, 10, &n)) return VALUE_TOO_LARGE;
+  }
+  if (mul_overflows(n, scale, &product)) return VALUE_TOO_LARGE;
+  if (shift < 0) {
+    uint64_t divisor = 1;
+    /* product < 2^64 < 10^20, so a nonzero product is never a multiple of 10^20. */
+    if (shift < -19) return VALUE_NOT_WHOLE;
+    for (; shift < 0; shift++)
+      divisor *= 10;
+    if (product % divisor != 0) return VALUE_NOT_WHOLE;
+    product /= divisor;
+  }
+  *out = product;
+  return VALUE_OK;
+}
+
+static const unit *find_unit(const unit *units, size_t count, const char *name) {
+  size_t i;
+  for (i = 0; i < count; i++) {
+    if (equals_ignore_case(name, units[i].name)) return &units[i];
+  }
+  return NULL;
+}
+
+/* The checks every kind of value shares; returns 1 when the value was refused. */
+static int refuse_blank_or_negative(const char *option, const char *text, const char *hint,
+                                    char *msg, size_t msg_size) {
+  char quoted[QUOTE_MAX + 4];
+  if (text[0] == '\0') {
+    set_msg(msg, msg_size, "%s: empty value (%s)", option, hint);
+    return 1;
+  }
+  if (text[0] == '-' && is_digit(text[1])) {
+    quote_value(text, quoted, sizeof quoted);
+    set_msg(msg, msg_size, "%s: '%s' is negative (%s)", option, quoted, hint);
+    return 1;
+  }
+  return 0;
+}
+
+int mbxH_cli_parse_size(const char *option, const char *text, uint64_t *out, char *msg,
+                        size_t msg_size) {
+  char quoted[QUOTE_MAX + 4];
+  decimal_text d;
+  const char *end;
+  const unit *u;
+  if (refuse_blank_or_negative(option, text, SIZE_HINT, msg, msg_size)) return -1;
+  quote_value(text, quoted, sizeof quoted);
+  end = scan_decimal(text, &d);
+  u = end ? find_unit(size_units, sizeof size_units / sizeof size_units[0], end) : NULL;
+  if (u == NULL) {
+    set_msg(msg, msg_size, "%s: '%s' is not a size (%s)", option, quoted, SIZE_HINT);
+    return -1;
+  }
+  switch (decimal_value(&d, u->scale, 0, out)) {
+  case VALUE_OK:
+    return 0;
+  case VALUE_TOO_LARGE:
+    set_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, SIZE_HINT);
+    return -1;
+  case VALUE_NOT_WHOLE:
+    break;
+  }
+  set_msg(msg, msg_size, "%s: '%s' is not a whole number of bytes (%s)", option, quoted, SIZE_HINT);
+  return -1;
+}
+
+int mbxH_cli_parse_duration(const char *option, const char *text, uint64_t *out, char *msg,
+                            size_t msg_size) {
+  char quoted[QUOTE_MAX + 4];
+  decimal_text d;
+  const char *end;
+  const unit *u;
+  uint64_t value;
+  if (refuse_blank_or_negative(option, text, DURATION_HINT, msg, msg_size)) return -1;
+  quote_value(text, quoted, sizeof quoted);
+  end = scan_decimal(text, &d);
+  if (end != NULL && *end == '\0') {
+    /* "--timeout 5" is ambiguous (5 s? 5 ms?); only 0 means the same in every unit. */
+    if (decimal_value(&d, 1, 0, &value) == VALUE_OK && value == 0) {
+      *out = 0;
+      return 0;
+    }
+    set_msg(msg, msg_size, "%s: '%s' has no unit (write e.g. %sms or %ss; 0 means no limit)",
+            option, quoted, quoted, quoted);
+    return -1;
+  }
+  u = end ? find_unit(duration_units, sizeof duration_units / sizeof duration_units[0], end) : NULL;
+  if (u == NULL) {
+    set_msg(msg, msg_size, "%s: '%s' is not a duration (%s)", option, quoted, DURATION_HINT);
+    return -1;
+  }
+  switch (decimal_value(&d, u->scale, 0, out)) {
+  case VALUE_OK:
+    return 0;
+  case VALUE_TOO_LARGE:
+    set_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, DURATION_HINT);
+    return -1;
+  case VALUE_NOT_WHOLE:
+    break;
+  }
+  set_msg(msg, msg_size, "%s: '%s' is not a whole number of milliseconds (%s)", option, quoted,
+          DURATION_HINT);
+  return -1;
+}
+
+int mbxH_cli_parse_count(const char *option, const char *text, uint64_t *out, char *msg,
+                         size_t msg_size) {
+  char quoted[QUOTE_MAX + 4];
+  decimal_text d;
+  const char *end;
+  long exp10 = 0;
+  if (refuse_blank_or_negative(option, text, COUNT_HINT, msg, msg_size)) return -1;
+  quote_value(text, quoted, sizeof quoted);
+  end = scan_decimal(text, &d);
+  if (end != NULL && (*end == 'e' || *end == 'E')) {
+    int negative = 0;
+    end++;
+    if (*end == '+' || *end == '-') negative = *end++ == '-';
+    if (!is_digit(*end)) {
+      end = NULL;
+    } else {
+      /* Clamped: past 10^100 the result is too large (or not whole) either way. */
+      for (; is_digit(*end); end++) {
+        if (exp10 < 100) exp10 = exp10 * 10 + (*end - '0');
+      }
+      if (negative) exp10 = -exp10;
+    }
+  }
+  if (end == NULL || *end != '\0') {
+    set_msg(msg, msg_size, "%s: '%s' is not a count (%s)", option, quoted, COUNT_HINT);
+    return -1;
+  }
+  switch (decimal_value(&d, 1, exp10, out)) {
+  case VALUE_OK:
+    return 0;
+  case VALUE_TOO_LARGE:
+    set_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, COUNT_HINT);
+    return -1;
+  case VALUE_NOT_WHOLE:
+    break;
+  }
+  set_msg(msg, msg_size, "%s: '%s' is not a whole number (%s)", option, quoted, COUNT_HINT);
+  return -1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Command line                                                                              */
+
+/* How a script source is named in a "two scripts given" message. */
+static void describe_script(mbxH_cli_script kind, const char *script, char *buf, size_t size) {
+  char quoted[QUOTE_MAX + 4];
+  if (kind == MBXH_CLI_SCRIPT_CODE) {
+    (void)snprintf(buf, size, "-e CODE");
+  } else if (kind == MBXH_CLI_SCRIPT_STDIN) {
+    (void)snprintf(buf, size, "- (stdin)");
+  } else {
+    quote_value(script, quoted, sizeof quoted);
+    (void)snprintf(buf, size, "'%s'", quoted);
+  }
+}
+
+static int set_script(mbxH_cli_options *opt, mbxH_cli_script kind, const char *script, char *msg,
+                      size_t msg_size) {
+  char before[QUOTE_MAX + 8], now[QUOTE_MAX + 8];
+  if (opt->script_kind != MBXH_CLI_SCRIPT_NONE) {
+    describe_script(opt->script_kind, opt->script, before, sizeof before);
+    describe_script(kind, script, now, sizeof now);
+    set_msg(msg, msg_size, "two scripts given (%s and %s); give exactly one of FILE, -e CODE or -",
+            before, now);
+    return -1;
+  }
+  if (kind == MBXH_CLI_SCRIPT_FILE && script[0] == '\0') {
+    set_msg(msg, msg_size, "empty script file name (give FILE, -e CODE or - for stdin)");
+    return -1;
+  }
+  opt->script_kind = kind;
+  opt->script = script;
+  return 0;
+}
+
+static const option_spec *find_option(const char *arg, size_t name_len) {
+  size_t i;
+  for (i = 0; i < sizeof run_options / sizeof run_options[0]; i++) {
+    const char *name = run_options[i].name;
+    if (strlen(name) == name_len && strncmp(name, arg, name_len) == 0) return &run_options[i];
+  }
+  return NULL;
+}
+
+/* Stores one option's value; returns -1 with msg filled when the value is refused. */
+static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const char *value,
+                        char *msg, size_t msg_size) {
+  mbxH_cli_limit *limit = NULL;
+  int rc = 0;
+  switch (spec->id) {
+  case OPT_HELP:
+  case OPT_VERSION:
+  case OPT_JSON:
+    break; /* flags are handled by the caller */
+  case OPT_EVAL:
+    return set_script(opt, MBXH_CLI_SCRIPT_CODE, value, msg, msg_size);
+  case OPT_MEMORY:
+    limit = &opt->memory;
+    rc = mbxH_cli_parse_size(spec->name, value, &limit->value, msg, msg_size);
+    break;
+  case OPT_INSTRUCTIONS:
+    limit = &opt->instructions;
+    rc = mbxH_cli_parse_count(spec->name, value, &limit->value, msg, msg_size);
+    break;
+  case OPT_TIMEOUT:
+    limit = &opt->timeout_ms;
+    rc = mbxH_cli_parse_duration(spec->name, value, &limit->value, msg, msg_size);
+    break;
+  case OPT_OUTPUT_LIMIT:
+    limit = &opt->output;
+    rc = mbxH_cli_parse_size(spec->name, value, &limit->value, msg, msg_size);
+    break;
+  case OPT_SOURCE_LIMIT:
+    limit = &opt->source;
+    rc = mbxH_cli_parse_size(spec->name, value, &limit->value, msg, msg_size);
+    break;
+  case OPT_INPUT:
+  case OPT_INPUT_FILE:
+    if (value[0] == '\0') {
+      set_msg(msg, msg_size, "%s: empty value (e.g. %s)", spec->name, spec->example);
+      return -1;
+    }
+    if (spec->id == OPT_INPUT)
+      opt->input_json = value;
+    else
+      opt->input_file = value;
+    break;
+  }
+  if (rc == 0 && limit != NULL)
+    limit->set = 1; /* a repeated limit option: the last one wins, as in most tools */
+  return rc;
+}
+
+/* argv here starts after "run". */
+static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *msg,
+                     size_t msg_size) {
+  char quoted[QUOTE_MAX + 4];
+  int i, options_ended = 0;
+  for (i = 0; i < argc; i++) {
+    const char *arg = argv[i], *value = NULL, *eq;
+    const option_spec *spec;
+    size_t name_len;
+    if (!options_ended && strcmp(arg, "--") == 0) {
+      options_ended = 1;
+      continue;
+    }
+    if (strcmp(arg, "-") == 0) {
+      if (set_script(opt, MBXH_CLI_SCRIPT_STDIN, NULL, msg, msg_size) != 0) return -1;
+      continue;
+    }
+    if (options_ended || arg[0] != '-') {
+      if (set_script(opt, MBXH_CLI_SCRIPT_FILE, arg, msg, msg_size) != 0) return -1;
+      continue;
+    }
+    /* Only long options take "=VALUE": "-e=x" would otherwise be ambiguous with Lua code. */
+    eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+    name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+    spec = find_option(arg, name_len);
+    if (spec == NULL) {
+      char name[QUOTE_MAX + 4];
+      quote_value(arg, quoted, sizeof quoted);
+      if (eq != NULL && name_len < sizeof name) {
+        memcpy(name, arg, name_len); /* "--foo=1" is reported as '--foo' */
+        name[name_len] = '\0';
+        quote_value(name, quoted, sizeof quoted);
+      }
+      set_msg(msg, msg_size, "unknown option '%s' (see moonbox run --help)", quoted);
+      return -1;
+    }
+    if (!spec->takes_value) {
+      if (eq != NULL) {
+        quote_value(eq + 1, quoted, sizeof quoted);
+        set_msg(msg, msg_size, "%s takes no value (remove '=%s')", spec->name, quoted);
+        return -1;
+      }
+      if (spec->id == OPT_HELP || spec->id == OPT_VERSION) {
+        opt->command = spec->id == OPT_HELP ? MBXH_CLI_HELP : MBXH_CLI_VERSION;
+        return 0;
+      }
+      opt->json = 1;
+      continue;
+    }
+    if (eq != NULL) {
+      value = eq + 1;
+    } else if (i + 1 < argc) {
+      /* The next argument is the value even when it starts with '-': "-e '-- a comment'",
+         and "--memory -5" then reports a negative size rather than a missing one. */
+      value = argv[++i];
+    } else {
+      set_msg(msg, msg_size, "%s needs a value (e.g. %s)", spec->name, spec->example);
+      return -1;
+    }
+    if (apply_option(opt, spec, value, msg, msg_size) != 0) return -1;
+  }
+  if (opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
+    set_msg(msg, msg_size,
+            "no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)");
+    return -1;
+  }
+  if (opt->input_json != NULL && opt->input_file != NULL) {
+    set_msg(msg, msg_size, "--input and --input-file cannot both be given (use one of them)");
+    return -1;
+  }
+  if (opt->input_file != NULL && strcmp(opt->input_file, "-") == 0 &&
+      opt->script_kind == MBXH_CLI_SCRIPT_STDIN) {
+    set_msg(msg, msg_size,
+            "--input-file -: stdin already holds the script (put the inputs in a file)");
+    return -1;
+  }
+  return 0;
+}
+
+int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *msg,
+                   size_t msg_size) {
+  char quoted[QUOTE_MAX + 4];
+  const char *command;
+  memset(opt, 0, sizeof *opt);
+  opt->command = MBXH_CLI_RUN;
+  if (msg != NULL && msg_size > 0) msg[0] = '\0';
+  if (argc < 2) {
+    set_msg(msg, msg_size, "no command given (use moonbox run FILE, or see moonbox --help)");
+    return -1;
+  }
+  command = argv[1];
+  if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0 ||
+      strcmp(command, "help") == 0) {
+    opt->command = MBXH_CLI_HELP;
+    return 0;
+  }
+  if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
+    opt->command = MBXH_CLI_VERSION;
+    return 0;
+  }
+  if (strcmp(command, "run") == 0) return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
+  quote_value(command, quoted, sizeof quoted);
+  if (command[0] == '-')
+    set_msg(msg, msg_size,
+            "unknown option '%s' (options go after the command: moonbox run "
+            "[OPTIONS] FILE; see moonbox --help)",
+            quoted);
+  else
+    set_msg(msg, msg_size, "unknown command '%s' (the command is run; see moonbox --help)", quoted);
+  return -1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Chunk names and exit codes                                                                */
+
+void mbxH_cli_chunk_name(const char *path, char *buf, size_t size) {
+  size_t len = strlen(path);
+  const char *tail;
+  if (size == 0) return;
+  if (len < size) {
+    memcpy(buf, path, len + 1);
+    return;
+  }
+  if (size < 4) {
+    buf[0] = '\0';
+    return;
+  }
+  tail = path + len - (size - 4);
+  while (((unsigned char)*tail & 0xC0) == 0x80)
+    tail++; /* start on a character, not inside one */
+  memcpy(buf, "...", 3);
+  memcpy(buf + 3, tail, strlen(tail) + 1);
+}
+
+int mbxH_cli_exit_code(int status) {
+  switch (status) {
+  case MBX_OK:
+    return 0;
+  case MBX_SYNTAX_ERROR:
+  case MBX_RUNTIME_ERROR:
+    return 1;
+  case MBX_INVALID_INPUT:
+    return 2;
+  case MBX_MEMORY_LIMIT:
+  case MBX_INSTRUCTION_LIMIT:
+  case MBX_TIME_LIMIT:
+  case MBX_OUTPUT_LIMIT:
+  case MBX_HOST_CALL_LIMIT:
+  case MBX_INTERRUPTED:
+  case MBX_SOURCE_TOO_LARGE:
+    return 3;
+  default:
+    /* MBX_INTERNAL_ERROR, MBX_PAUSED (no host functions exist to pause at) and API statuses
+       that mean the CLI itself misused the library. */
+    return 70;
+  }
+}

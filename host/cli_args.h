@@ -1,0 +1,85 @@
+/* cli_args.h -- command-line parsing of the moonbox tool: plain data in, plain data out. */
+#ifndef MBX_HOST_CLI_ARGS_H
+#define MBX_HOST_CLI_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+** Nothing here touches Lua or the library: argv is turned into an mbxH_cli_options record
+** (describe), every value is checked (validate), and only then does cli_main.c read files and
+** run the sandbox (act). Strings in the record are borrowed from argv.
+*/
+
+/* Room for one error line; long user values are shortened before they are quoted. */
+#define MBXH_CLI_MSG_SIZE 320
+
+typedef enum mbxH_cli_command {
+  MBXH_CLI_RUN,    /* moonbox run ... */
+  MBXH_CLI_HELP,   /* usage on stdout, exit 0 */
+  MBXH_CLI_VERSION /* version line on stdout, exit 0 */
+} mbxH_cli_command;
+
+typedef enum mbxH_cli_script {
+  MBXH_CLI_SCRIPT_NONE, /* not given yet (an error once parsing ends) */
+  MBXH_CLI_SCRIPT_FILE, /* script = a path */
+  MBXH_CLI_SCRIPT_CODE, /* script = the text given to -e */
+  MBXH_CLI_SCRIPT_STDIN /* "-" */
+} mbxH_cli_script;
+
+/* One --memory/--timeout/... setting; `set` is 0 when the option was not given. */
+typedef struct mbxH_cli_limit {
+  int set;
+  uint64_t value;
+} mbxH_cli_limit;
+
+typedef struct mbxH_cli_options {
+  mbxH_cli_command command;
+  mbxH_cli_script script_kind;
+  const char *script;          /* path or code; NULL for stdin */
+  mbxH_cli_limit memory;       /* bytes */
+  mbxH_cli_limit instructions; /* count, 0 = unlimited */
+  mbxH_cli_limit timeout_ms;   /* milliseconds, 0 = unlimited */
+  mbxH_cli_limit output;       /* bytes */
+  mbxH_cli_limit source;       /* bytes */
+  const char *input_json;      /* --input text, or NULL */
+  const char *input_file;      /* --input-file path ("-" = stdin), or NULL */
+  int json;                    /* --json */
+} mbxH_cli_options;
+
+/*
+** Parses a whole command line (argv[0] is the program name). Returns 0 and fills *opt, or -1
+** with a one-line message in msg (no "moonbox: " prefix, no newline) for a usage error.
+*/
+int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *msg, size_t msg_size);
+
+/*
+** Value parsers, used by mbxH_cli_parse and exposed for tests. Each returns 0 and stores the
+** value, or -1 and writes "<option>: <what is wrong> (<what to do>)" into msg.
+**   size:     "64M", "512k", "1GiB", "1.5M", "4096" (bytes); suffixes are case-insensitive
+**             powers of 1024: k, kb, kib, m, mb, mib, g, gb, gib, and b for bytes.
+**   duration: "500ms", "2s", "1.5s", "1m", "1h" into milliseconds; a bare number other
+**             than 0 is refused so that "--timeout 5" cannot silently mean 5 ms.
+**   count:    "1000000", "1e9", "2.5e6": any exact whole number.
+*/
+int mbxH_cli_parse_size(const char *option, const char *text, uint64_t *out, char *msg,
+                        size_t msg_size);
+int mbxH_cli_parse_duration(const char *option, const char *text, uint64_t *out, char *msg,
+                            size_t msg_size);
+int mbxH_cli_parse_count(const char *option, const char *text, uint64_t *out, char *msg,
+                         size_t msg_size);
+
+/*
+** The chunk name for a script file: the path as given when it fits in size - 1 bytes,
+** otherwise "..." and as much of its end as fits (the file name is the useful part), never
+** splitting a UTF-8 sequence.
+*/
+void mbxH_cli_chunk_name(const char *path, char *buf, size_t size);
+
+/* The process exit code for an mbx_status (run outcome or API status); see docs/cli.md. */
+int mbxH_cli_exit_code(int status);
+
+/* The --help text, ending in a newline. */
+const char *mbxH_cli_usage(void);
+
+#endif /* MBX_HOST_CLI_ARGS_H */

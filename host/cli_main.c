@@ -1,0 +1,420 @@
+/* cli_main.c -- the moonbox command: runs one script in a sandbox and prints its outcome. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/cli_args.h"
+#include "moonbox.h"
+
+/* Exit codes the CLI decides itself; run outcomes map through mbxH_cli_exit_code. */
+enum { EXIT_USAGE = 2, EXIT_INTERNAL = 70 };
+
+/* The run gets its own thread and stack: mbx_run needs >= 1 MiB of free C stack, and the
+   main thread's stack depends on `ulimit -s`, which the CLI does not control. */
+#define RUN_STACK_SIZE ((size_t)8 * 1024 * 1024)
+
+/* --input-file has no library limit; this only stops `--input-file /dev/zero` eating RAM. */
+#define INPUT_FILE_MAX ((size_t)64 * 1024 * 1024)
+
+/* The sandbox a SIGINT should interrupt, NULL outside a run. Atomic (and lock-free on every
+   platform we build for) so that the signal handler may read it. */
+static _Atomic(mbx_sandbox *) running_sandbox;
+
+typedef struct byte_buffer {
+  char *data;
+  size_t len;
+} byte_buffer;
+
+/* Everything the run thread needs, and what it hands back. */
+typedef struct run_job {
+  mbx_sandbox *sandbox;
+  const char *code;
+  size_t code_len;
+  const char *chunk_name;
+  const char *inputs;
+  size_t inputs_len;
+  mbx_result *result;
+  mbx_status status;
+  mbx_error err;
+} run_job;
+
+/* Only async-signal-safe work: mbx_sandbox_interrupt stores an atomic flag. The handler is
+   installed with SA_RESETHAND, so a second Ctrl-C kills the process the ordinary way if the
+   first one could not stop the script. */
+static void on_sigint(int signo) {
+  int saved_errno = errno;
+  mbx_sandbox *sb = atomic_load(&running_sandbox);
+  (void)signo;
+  if (sb != NULL) (void)mbx_sandbox_interrupt(sb);
+  errno = saved_errno;
+}
+
+static void *run_thread(void *arg) {
+  run_job *job = arg;
+  job->status = mbx_run_named(job->sandbox, job->code, job->code_len, job->chunk_name, job->inputs,
+                              job->inputs_len, &job->result, &job->err);
+  return NULL;
+}
+
+/*
+** Reads the whole stream, binary-safe, but never more than max + 1 bytes: *too_large is set
+** when there was more than max. Returns 0, or -1 with errno set on a read error.
+*/
+static int read_stream(FILE *f, size_t max, byte_buffer *out, int *too_large) {
+  size_t cap = 0;
+  out->data = NULL;
+  out->len = 0;
+  *too_large = 0;
+  for (;;) {
+    size_t want, got;
+    if (out->len == cap) {
+      size_t next = cap == 0 ? 64 * 1024 : cap * 2;
+      char *grown;
+      if (next > max + 1) next = max + 1;
+      if (next <= cap) {
+        *too_large = 1;
+        return 0;
+      }
+      grown = realloc(out->data, next);
+      if (grown == NULL) {
+        errno = ENOMEM;
+        return -1;
+      }
+      out->data = grown;
+      cap = next;
+    }
+    want = cap - out->len;
+    got = fread(out->data + out->len, 1, want, f);
+    out->len += got;
+    if (got < want) {
+      if (ferror(f)) return -1;
+      if (out->len > max) *too_large = 1;
+      return 0;
+    }
+  }
+}
+
+/* Reads PATH ("-" = stdin) into out. Prints the error and returns -1 on failure; *too_large
+   as for read_stream. */
+static int read_path(const char *path, size_t max, byte_buffer *out, int *too_large) {
+  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  int rc, saved_errno;
+  if (f == NULL) {
+    fprintf(stderr, "moonbox: cannot open '%s': %s\n", path, strerror(errno));
+    return -1;
+  }
+  rc = read_stream(f, max, out, too_large);
+  saved_errno = errno;
+  if (f != stdin) fclose(f);
+  if (rc != 0) {
+    /* Reading a directory fails here (EISDIR), not at fopen. */
+    fprintf(stderr, "moonbox: cannot read '%s': %s\n", strcmp(path, "-") == 0 ? "stdin" : path,
+            strerror(saved_errno));
+    free(out->data);
+    out->data = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* Writes the traceback to stderr, each line indented, so that it reads as part of the error.
+   Lua indents frames with a tab; two more spaces keep them under the "stack traceback:" line
+   without mixing tabs and spaces. */
+static void print_indented(const char *text, size_t len) {
+  size_t start = 0;
+  while (start < len) {
+    const char *nl = memchr(text + start, '\n', len - start);
+    size_t end = nl ? (size_t)(nl - text) : len;
+    if (end > start) {
+      fputs("  ", stderr);
+      if (text[start] == '\t') {
+        fputs("  ", stderr);
+        start++;
+      }
+      fwrite(text + start, 1, end - start, stderr);
+      fputc('\n', stderr);
+    }
+    start = end + 1;
+  }
+}
+
+static void print_failure(const mbx_result *res) {
+  mbx_error e;
+  size_t tb_len = 0;
+  const char *tb;
+  char prefix[96];
+  memset(&e, 0, sizeof e);
+  (void)mbx_result_error(res, &e);
+  if (e.message[0] == '\0')
+    (void)snprintf(e.message, sizeof e.message, "%s", mbx_status_str(mbx_result_status(res)));
+  if (e.line > 0 && e.chunk[0] != '\0') {
+    (void)snprintf(prefix, sizeof prefix, "%s:%d: ", e.chunk, e.line);
+    /* Do not repeat the position should the message already carry it. */
+    if (strncmp(e.message, prefix, strlen(prefix)) == 0)
+      fprintf(stderr, "moonbox: %s\n", e.message);
+    else
+      fprintf(stderr, "moonbox: %s%s\n", prefix, e.message);
+  } else {
+    fprintf(stderr, "moonbox: %s\n", e.message);
+  }
+  tb = mbx_result_traceback(res, &tb_len);
+  if (tb != NULL && tb_len > 0) print_indented(tb, tb_len);
+}
+
+/* Prints the outcome of a run that happened; returns the exit code. */
+static int print_result(const mbx_result *res, int json) {
+  mbx_status status = mbx_result_status(res);
+  size_t len = 0;
+  const char *text;
+  if (json) {
+    text = mbx_result_json(res, &len);
+    fwrite(text, 1, len, stdout);
+    fputc('\n', stdout);
+    return mbxH_cli_exit_code(status);
+  }
+  text = mbx_result_stdout(res, &len);
+  if (len > 0) fwrite(text, 1, len, stdout);
+  text = mbx_result_stderr(res, &len);
+  if (len > 0) {
+    fflush(stdout); /* keep the two streams in order on a shared terminal */
+    fwrite(text, 1, len, stderr);
+  }
+  if (status == MBX_OK) {
+    text = mbx_result_value_json(res, &len);
+    if (text != NULL && !(len == 4 && memcmp(text, "null", 4) == 0)) {
+      fwrite(text, 1, len, stdout);
+      fputc('\n', stdout);
+    }
+  } else {
+    fflush(stdout);
+    print_failure(res);
+  }
+  return mbxH_cli_exit_code(status);
+}
+
+/* Applies the limits given on the command line; the library checks the ranges. */
+static int apply_limits(mbx_policy *p, const mbxH_cli_options *opt) {
+  const struct {
+    const char *option;
+    const mbxH_cli_limit *limit;
+    mbx_limit which;
+  } limits[] = {
+      {"--memory", &opt->memory, MBX_LIMIT_MEMORY},
+      {"--instructions", &opt->instructions, MBX_LIMIT_INSTRUCTIONS},
+      {"--timeout", &opt->timeout_ms, MBX_LIMIT_TIME_MS},
+      {"--output-limit", &opt->output, MBX_LIMIT_OUTPUT},
+      {"--source-limit", &opt->source, MBX_LIMIT_SOURCE},
+  };
+  size_t i;
+  for (i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+    mbx_error err;
+    if (!limits[i].limit->set) continue;
+    memset(&err, 0, sizeof err);
+    if (mbx_policy_set_limit_checked(p, limits[i].which, limits[i].limit->value, &err) != MBX_OK) {
+      fprintf(stderr, "moonbox: %s: %s\n", limits[i].option, err.message);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/*
+** What lua(1) skips at the start of a file, so that scripts behave as they do there: a UTF-8
+** byte order mark, then a first line starting with '#' (a "#!" line, which makes scripts
+** executable). The newline stays, so line numbers in errors still match the file.
+*/
+static size_t skip_file_prefix(const char *code, size_t len) {
+  size_t skip = 0;
+  const char *nl;
+  if (len >= 3 && memcmp(code, "\xEF\xBB\xBF", 3) == 0) skip = 3;
+  if (skip == len || code[skip] != '#') return skip;
+  nl = memchr(code + skip, '\n', len - skip);
+  return nl ? (size_t)(nl - code) : len;
+}
+
+/* Starts the run on its own thread with SIGINT routed to the interrupt; returns 0 or -1. */
+static int run_on_thread(run_job *job) {
+  pthread_attr_t attr;
+  pthread_t thread;
+  struct sigaction action, old_action;
+  sigset_t block, old_mask;
+  int rc;
+
+  memset(&action, 0, sizeof action);
+  action.sa_handler = on_sigint;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  atomic_store(&running_sandbox, job->sandbox);
+  sigaction(SIGINT, NULL, &old_action);
+  /* An ignored SIGINT stays ignored: shells start background jobs that way so that Ctrl-C
+     at the terminal does not reach them (and `nohup` relies on it too). */
+  if (old_action.sa_handler != SIG_IGN) sigaction(SIGINT, &action, NULL);
+
+  /* The run thread blocks SIGINT, so the handler always runs on the main thread while it
+     waits in pthread_join: it can never race with the sandbox being freed below. */
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &block, &old_mask);
+  rc = pthread_attr_init(&attr);
+  if (rc == 0) {
+    rc = pthread_attr_setstacksize(&attr, RUN_STACK_SIZE);
+    if (rc == 0) rc = pthread_create(&thread, &attr, run_thread, job);
+    pthread_attr_destroy(&attr);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+  if (rc == 0) pthread_join(thread, NULL);
+
+  atomic_store(&running_sandbox, NULL);
+  sigaction(SIGINT, &old_action, NULL);
+  if (rc != 0) {
+    fprintf(stderr, "moonbox: cannot start the run thread: %s\n", strerror(rc));
+    return -1;
+  }
+  return 0;
+}
+
+static int run_command(const mbxH_cli_options *opt) {
+  mbx_policy *policy = NULL;
+  mbx_runtime *runtime = NULL;
+  mbx_sandbox *sandbox = NULL;
+  byte_buffer script = {NULL, 0}, inputs = {NULL, 0};
+  /* Lua keeps at most LUA_IDSIZE - 1 = 59 bytes of a chunk name in its messages, cutting
+     the end (where the file name is); shortened here, the name loses its start instead. */
+  char chunk_name[60];
+  run_job job;
+  mbx_error err;
+  int too_large = 0, exit_code = EXIT_INTERNAL;
+  size_t skip;
+
+  memset(&job, 0, sizeof job);
+  memset(&err, 0, sizeof err);
+  policy = mbx_policy_new();
+  if (policy == NULL) {
+    fprintf(stderr, "moonbox: out of memory\n");
+    goto done;
+  }
+  if (apply_limits(policy, opt) != 0) {
+    exit_code = EXIT_USAGE;
+    goto done;
+  }
+
+  /* Load everything before creating the sandbox: nothing is run until all inputs are known
+     good. A file is read no further than the source limit allows. */
+  if (opt->script_kind == MBXH_CLI_SCRIPT_CODE) {
+    job.code = opt->script;
+    job.code_len = strlen(opt->script);
+    job.chunk_name = "input";
+  } else {
+    uint64_t source_limit = mbx_policy_get_limit(policy, MBX_LIMIT_SOURCE);
+    const char *path = opt->script_kind == MBXH_CLI_SCRIPT_STDIN ? "-" : opt->script;
+    size_t max = source_limit < SIZE_MAX - 1 ? (size_t)source_limit : SIZE_MAX - 1;
+    if (read_path(path, max, &script, &too_large) != 0) {
+      exit_code = EXIT_USAGE;
+      goto done;
+    }
+    if (too_large) {
+      fprintf(stderr,
+              "moonbox: %s: the script is larger than the source limit of %llu bytes "
+              "(raise it with --source-limit, up to 16M)\n",
+              opt->script_kind == MBXH_CLI_SCRIPT_STDIN ? "stdin" : opt->script,
+              (unsigned long long)source_limit);
+      exit_code = mbxH_cli_exit_code(MBX_SOURCE_TOO_LARGE);
+      goto done;
+    }
+    skip = skip_file_prefix(script.data, script.len);
+    job.code = script.data + skip;
+    job.code_len = script.len - skip;
+    if (opt->script_kind == MBXH_CLI_SCRIPT_FILE) {
+      mbxH_cli_chunk_name(opt->script, chunk_name, sizeof chunk_name);
+      job.chunk_name = chunk_name;
+    } else {
+      job.chunk_name = "input";
+    }
+  }
+  if (job.code == NULL) job.code = ""; /* an empty file: realloc was never called */
+
+  if (opt->input_json != NULL) {
+    job.inputs = opt->input_json;
+    job.inputs_len = strlen(opt->input_json);
+  } else if (opt->input_file != NULL) {
+    if (read_path(opt->input_file, INPUT_FILE_MAX, &inputs, &too_large) != 0) {
+      exit_code = EXIT_USAGE;
+      goto done;
+    }
+    if (too_large || inputs.len == 0) {
+      fprintf(stderr, "moonbox: --input-file: '%s' is %s (give a JSON object)\n", opt->input_file,
+              too_large ? "larger than 64 MiB" : "empty");
+      exit_code = EXIT_USAGE;
+      goto done;
+    }
+    job.inputs = inputs.data;
+    job.inputs_len = inputs.len;
+  }
+
+  runtime = mbx_runtime_new(&err);
+  if (runtime == NULL) {
+    fprintf(stderr, "moonbox: %s\n", err.message);
+    goto done;
+  }
+  sandbox = mbx_sandbox_new(runtime, policy, &err);
+  if (sandbox == NULL) {
+    fprintf(stderr, "moonbox: %s\n", err.message);
+    goto done;
+  }
+  job.sandbox = sandbox;
+  if (run_on_thread(&job) != 0) goto done;
+
+  if (job.status >= MBX_API_ERROR_BASE) {
+    /* No run happened: there is no result to print, with or without --json. */
+    if (job.status == MBX_INVALID_INPUT)
+      fprintf(stderr, "moonbox: %s: %s\n", opt->input_file ? "--input-file" : "--input",
+              job.err.message);
+    else
+      fprintf(stderr, "moonbox: %s\n", job.err.message);
+    exit_code = mbxH_cli_exit_code(job.status);
+    goto done;
+  }
+  exit_code = print_result(job.result, opt->json);
+
+done:
+  mbx_result_free(job.result);
+  mbx_sandbox_free(sandbox);
+  mbx_runtime_free(runtime);
+  mbx_policy_free(policy);
+  free(script.data);
+  free(inputs.data);
+  return exit_code;
+}
+
+/* Flushes stdout; a failed write (disk full, closed pipe) must not look like success. */
+static int finish(int exit_code) {
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "moonbox: cannot write to stdout: %s\n", strerror(errno));
+    return EXIT_INTERNAL;
+  }
+  return exit_code;
+}
+
+int main(int argc, char **argv) {
+  mbxH_cli_options opt;
+  char msg[MBXH_CLI_MSG_SIZE];
+  if (mbxH_cli_parse(argc, argv, &opt, msg, sizeof msg) != 0) {
+    fprintf(stderr, "moonbox: %s\n", msg);
+    return EXIT_USAGE;
+  }
+  switch (opt.command) {
+  case MBXH_CLI_HELP:
+    fputs(mbxH_cli_usage(), stdout);
+    return finish(0);
+  case MBXH_CLI_VERSION:
+    printf("moonbox %s (Lua 5.4)\n", mbx_version());
+    return finish(0);
+  case MBXH_CLI_RUN:
+    break;
+  }
+  return finish(run_command(&opt));
+}

@@ -1,0 +1,541 @@
+#!/usr/bin/env bash
+# test_cli.sh -- end-to-end tests of the moonbox command: exit codes, stdout, stderr, --json.
+#
+# Usage: bash tests/cli/test_cli.sh PATH-TO-MOONBOX
+# Every case runs under `timeout 10`, the only timing this file asserts ("did not hang").
+# Prints each failing case with what was expected and what came out; exits 1 on any failure.
+set -u
+
+MBX=${1:?usage: test_cli.sh PATH-TO-MOONBOX}
+MBX=$(cd "$(dirname "$MBX")" && pwd)/$(basename "$MBX") # some cases cd elsewhere
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+cases=0
+case_name=""
+rc=0
+
+# ------------------------------------------------------------------------------------------
+# Helpers. `mb ARGS...` runs moonbox with stdin from $STDIN_FILE (default /dev/null) and
+# leaves the exit code in $rc and the output in $tmp/out and $tmp/err.
+
+start() {
+  case_name=$1
+  cases=$((cases + 1))
+}
+
+mb() {
+  timeout 10 "$MBX" "$@" <"${STDIN_FILE:-/dev/null}" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+}
+
+fail() {
+  failures=$((failures + 1))
+  printf 'FAIL %s: %s\n' "$case_name" "$1"
+}
+
+# Shows a captured file in failure messages, shortened and on one line.
+show() {
+  head -c 400 "$1" | tr '\n' '|'
+}
+
+check_rc() {
+  if [ "$rc" -eq 124 ]; then
+    fail "did not finish within 10 s"
+  elif [ "$rc" -ne "$1" ]; then
+    fail "exit code: expected $1, got $rc (stderr: $(show "$tmp/err"))"
+  fi
+}
+
+# Exact byte comparison of stdout / stderr with $1 (write "\n" as $'\n').
+check_out() {
+  if ! printf '%s' "$1" | cmp -s - "$tmp/out"; then
+    fail "stdout: expected [$(printf '%s' "$1" | tr '\n' '|')], got [$(show "$tmp/out")]"
+  fi
+}
+
+check_err() {
+  if ! printf '%s' "$1" | cmp -s - "$tmp/err"; then
+    fail "stderr: expected [$(printf '%s' "$1" | tr '\n' '|')], got [$(show "$tmp/err")]"
+  fi
+}
+
+# The first line of stderr matches the extended regex $1.
+check_err_first() {
+  if ! head -n 1 "$tmp/err" | grep -Eq -- "$1"; then
+    fail "stderr first line: expected /$1/, got [$(show "$tmp/err")]"
+  fi
+}
+
+check_err_has() {
+  if ! grep -Eq -- "$1" "$tmp/err"; then
+    fail "stderr: expected /$1/ somewhere, got [$(show "$tmp/err")]"
+  fi
+}
+
+check_out_has() {
+  if ! grep -Eq -- "$1" "$tmp/out"; then
+    fail "stdout: expected /$1/ somewhere, got [$(show "$tmp/out")]"
+  fi
+}
+
+check_empty() {
+  if [ -s "$tmp/$1" ]; then
+    fail "$1: expected nothing, got [$(show "$tmp/$1")]"
+  fi
+}
+
+# stdout is exactly one line holding one JSON object, and the Python expression $1 (over the
+# parsed object `d`) is true. Python parses integers exactly, so 2^53 + 1 is checked as such.
+check_json() {
+  local msg
+  if ! msg=$(python3 - "$tmp/out" "$1" 2>&1 <<'PY'
+import json, sys
+raw = open(sys.argv[1], 'rb').read()
+text = raw.decode('utf-8')
+if not text.endswith('\n') or text.count('\n') != 1:
+    print('not exactly one line: %r' % raw[:400])
+    sys.exit(1)
+def refuse_constant(name):
+    raise ValueError('%s is not JSON' % name)
+d = json.loads(text, parse_constant=refuse_constant)  # NaN and Infinity are not JSON
+if not isinstance(d, dict):
+    print('not an object: %r' % raw[:400])
+    sys.exit(1)
+if not eval(sys.argv[2], {'d': d}):
+    print('%s is false for %s' % (sys.argv[2], text.strip()[:400]))
+    sys.exit(1)
+PY
+  ); then
+    fail "json: $msg"
+  fi
+}
+
+# The contract with the usage figures (which vary) blanked out equals $1 exactly.
+check_contract() {
+  local got
+  got=$(sed -E 's/"usage":\{[^}]*\}/"usage":{}/' "$tmp/out")
+  if [ "$got" != "$1" ]; then
+    fail "contract: expected [$1], got [$got]"
+  fi
+}
+
+# ------------------------------------------------------------------------------------------
+# Results and values
+
+start json_contract
+mb run --json -e 'return 1+1'
+check_rc 0
+check_contract '{"error":null,"pending":null,"status":"ok","stderr":"","stdout":"","usage":{},"value":2}'
+check_json 'd["status"] == "ok" and d["value"] == 2 and d["error"] is None'
+check_json 'set(d["usage"]) == {"host_calls", "instructions", "memory_peak", "output_bytes", "wall_us"}'
+check_empty err
+
+start plain_value
+mb run -e 'return 1+1'
+check_rc 0
+check_out $'2\n'
+check_empty err
+
+start no_value
+mb run -e 'local x = 1'
+check_rc 0
+check_empty out
+check_empty err
+
+start empty_script
+mb run -e ''
+check_rc 0
+check_empty out
+
+start multiple_values
+mb run -e 'return 1, "a", true'
+check_rc 0
+check_out $'[1,"a",true]\n'
+
+start multiple_values_json
+mb run --json -e 'return 1, "a", true'
+check_json 'd["value"] == [1, "a", True]'
+
+start string_value
+mb run -e 'return "hi"'
+check_out $'"hi"\n'
+
+start print_output
+mb run -e 'print("hello") print("world", 42)'
+check_rc 0
+check_out $'hello\nworld\t42\n'
+check_empty err
+
+start print_then_value
+mb run -e 'print("hi") return 7'
+check_out $'hi\n7\n'
+
+start print_output_json
+mb run --json -e 'print("hello") return 1'
+check_rc 0
+check_json 'd["stdout"] == "hello\n" and d["value"] == 1'
+check_empty err
+
+start non_utf8_value
+mb run -e 'return "\255"'
+check_rc 0
+check_out $'{"$bytes":"/w=="}\n'
+
+start large_integer
+mb run -e 'return 9007199254740993'
+check_rc 0
+check_out $'9007199254740993\n'
+
+start large_integer_json
+mb run --json -e 'return 9007199254740993'
+check_json 'd["value"] == 9007199254740993'
+
+# ------------------------------------------------------------------------------------------
+# Script errors
+
+start runtime_error
+mb run -e 'error("boom")'
+check_rc 1
+check_err_first '^moonbox: input:1: boom$'
+check_empty out
+
+start runtime_error_traceback_indented
+mb run -e 'local function f() error("deep") end f()'
+check_rc 1
+check_err_first '^moonbox: input:1: deep$'
+if [ "$(wc -l <"$tmp/err")" -gt 1 ] && tail -n +2 "$tmp/err" | grep -qv '^  '; then
+  fail "traceback lines are not indented: [$(show "$tmp/err")]"
+fi
+
+start runtime_error_index
+mb run -e 'local t = nil; return t.x'
+check_rc 1
+check_err_first '^moonbox: input:1: .*index.*nil'
+
+start runtime_error_output_kept
+mb run -e 'print("before") error("after")'
+check_rc 1
+check_out $'before\n'
+check_err_first '^moonbox: input:1: after$'
+
+start runtime_error_json
+mb run --json -e 'error("boom")'
+check_rc 1
+check_json 'd["status"] == "runtime_error" and d["error"]["line"] == 1 and "boom" in d["error"]["message"]'
+check_empty err
+
+start syntax_error
+mb run -e 'return +'
+check_rc 1
+check_err_first '^moonbox: input:1: '
+check_empty out
+
+start syntax_error_json
+mb run --json -e 'x = = 1'
+check_rc 1
+check_json 'd["status"] == "syntax_error" and d["value"] is None'
+
+# ------------------------------------------------------------------------------------------
+# Limits
+
+start time_limit
+mb run --timeout 100ms --instructions 0 -e 'while true do end'
+check_rc 3
+check_err_first '^moonbox: .*time limit'
+
+start time_limit_json
+mb run --json --timeout 100ms --instructions 0 -e 'while true do end'
+check_rc 3
+check_json 'd["status"] == "time_limit"'
+
+start instruction_limit
+mb run --json --instructions 10000 -e 'while true do end'
+check_rc 3
+check_json 'd["status"] == "instruction_limit"'
+
+start instruction_limit_scientific
+mb run --instructions 1e4 -e 'while true do end'
+check_rc 3
+check_err_first '^moonbox: .*instruction limit'
+
+start memory_limit
+mb run --json --memory 1M -e 'local t={} for i=1,1e7 do t[i]=i end'
+check_rc 3
+check_json 'd["status"] == "memory_limit"'
+
+start memory_limit_text
+mb run --memory 1M -e 'local t={} for i=1,1e7 do t[i]=i end'
+check_rc 3
+check_err_first '^moonbox: .*memory limit'
+
+start output_limit
+mb run --json --output-limit 1k -e 'for i=1,1e6 do print(i) end'
+check_rc 3
+check_json 'd["status"] == "output_limit" and len(d["stdout"]) <= 1024'
+
+start output_limit_text
+mb run --output-limit 1k -e 'for i=1,1e6 do print(i) end'
+check_rc 3
+if [ "$(wc -c <"$tmp/out")" -gt 1024 ]; then
+  fail "more than 1k of output passed: $(wc -c <"$tmp/out") bytes"
+fi
+check_err_has '^moonbox: .*output limit'
+
+start source_limit_code
+mb run --source-limit 1k -e "return '$(head -c 2000 /dev/zero | tr '\0' x)'"
+check_rc 3
+check_err_first '^moonbox: '
+check_empty out
+
+start source_limit_file
+{ printf 'return 1 --'; head -c 70000 /dev/zero | tr '\0' x; } >"$tmp/big.lua"
+mb run "$tmp/big.lua"
+check_rc 3
+check_err_first '^moonbox: .*source limit'
+
+start source_limit_raised
+mb run --source-limit 128k "$tmp/big.lua"
+check_rc 0
+check_out $'1\n'
+
+start limit_out_of_range
+mb run --memory 1k -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: --memory: .+'
+check_empty out
+
+start source_limit_out_of_range
+mb run --source-limit 1G -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: --source-limit: .+'
+
+# SIGINT while the script runs interrupts it. Job control (set -m) keeps the background job
+# from inheriting an ignored SIGINT, which moonbox would respect. timeout runs in the
+# foreground mode: otherwise it forwards the signal to its process group too, and that second
+# SIGINT kills moonbox, as a second Ctrl-C should.
+start sigint_interrupts
+set -m
+timeout --foreground 10 "$MBX" run --json --timeout 0 --instructions 0 -e 'while true do end' \
+  </dev/null >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+set +m
+sleep 1
+kill -INT "$pid" 2>/dev/null
+wait "$pid"
+rc=$?
+check_rc 3
+check_json 'd["status"] == "interrupted"'
+
+# ------------------------------------------------------------------------------------------
+# Inputs
+
+start input_json
+mb run --input '{"x":21}' -e 'return x*2'
+check_rc 0
+check_out $'42\n'
+
+start input_equals_form
+mb run --input='{"name":"moon"}' -e 'return "hi " .. name'
+check_out $'"hi moon"\n'
+
+start input_file
+printf '{"x": 21, "s": "a"}' >"$tmp/in.json"
+mb run --input-file "$tmp/in.json" -e 'return x*2, s'
+check_rc 0
+check_out $'[42,"a"]\n'
+
+start input_file_stdin
+printf '{"x": 5}' >"$tmp/stdin.json"
+STDIN_FILE="$tmp/stdin.json" mb run --input-file - -e 'return x + 1'
+check_rc 0
+check_out $'6\n'
+
+start input_bad_json
+mb run --input '{"x":' -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: --input: .+'
+check_empty out
+
+start input_not_object
+mb run --json --input '[1,2]' -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: --input: .+'
+check_empty out
+
+start input_file_missing
+mb run --input-file "$tmp/nope.json" -e 'return 1'
+check_rc 2
+check_err_first "^moonbox: cannot open '.*nope.json'"
+
+start input_file_stdin_twice
+mb run --input-file - -
+check_rc 2
+check_err $'moonbox: --input-file -: stdin already holds the script (put the inputs in a file)\n'
+
+# ------------------------------------------------------------------------------------------
+# Script sources
+
+start script_file_error
+printf 'local a = 1\nerror("kaput")\n' >"$tmp/boom.lua"
+mb run "$tmp/boom.lua"
+check_rc 1
+check_err_first "^moonbox: $tmp/boom.lua:2: kaput\$"
+
+start script_file_value
+printf 'local a = 20\nreturn a + 1\n' >"$tmp/ok.lua"
+mb run "$tmp/ok.lua"
+check_rc 0
+check_out $'21\n'
+
+start script_file_with_nul
+printf 'return "a\0b"' >"$tmp/nul.lua"
+mb run --json "$tmp/nul.lua"
+check_rc 0
+check_json 'd["value"] == "a\x00b"'
+
+start script_file_shebang
+printf '#!/usr/bin/env moonbox run\nerror("line two")\n' >"$tmp/shebang.lua"
+mb run "$tmp/shebang.lua"
+check_rc 1
+check_err_first ':2: line two$'
+
+start script_file_bom
+printf '\xef\xbb\xbf#!/usr/bin/env moonbox run\nreturn 3\n' >"$tmp/bom.lua"
+mb run "$tmp/bom.lua"
+check_rc 0
+check_out $'3\n'
+
+# Lua keeps 59 bytes of a chunk name; the CLI shortens a long path so the file name survives.
+start script_file_long_path
+long_dir="$tmp/a_rather_long_directory_name_for_chunk_names/and_one_more_level"
+mkdir -p "$long_dir"
+printf 'error("far")' >"$long_dir/script_with_a_long_name.lua"
+mb run "$long_dir/script_with_a_long_name.lua"
+check_rc 1
+check_err_first '^moonbox: \.\.\..*/script_with_a_long_name\.lua:1: far$'
+
+start options_after_script
+mb run "$tmp/ok.lua" --json
+check_rc 0
+check_json 'd["value"] == 21'
+
+start double_dash
+cp "$tmp/ok.lua" "$tmp/-dash.lua"
+(cd "$tmp" && timeout 10 "$MBX" run --json -- -dash.lua </dev/null >"$tmp/out" 2>"$tmp/err")
+rc=$?
+check_rc 0
+check_json 'd["value"] == 21'
+
+start stdin_script
+printf 'return 6*7' >"$tmp/stdin.lua"
+STDIN_FILE="$tmp/stdin.lua" mb run -
+check_rc 0
+check_out $'42\n'
+
+start stdin_script_error
+printf '\nerror("from stdin")' >"$tmp/stdin_err.lua"
+STDIN_FILE="$tmp/stdin_err.lua" mb run -
+check_rc 1
+check_err_first '^moonbox: input:2: from stdin$'
+
+start missing_file
+mb run "$tmp/nope.lua"
+check_rc 2
+check_err_first "^moonbox: cannot open '$tmp/nope.lua': "
+check_empty out
+
+start directory_as_script
+mb run "$tmp"
+check_rc 2
+check_err_first "^moonbox: cannot (open|read) "
+
+# ------------------------------------------------------------------------------------------
+# Help, version, usage errors
+
+for args in "--help" "help" "-h" "run --help" "run x.lua --help"; do
+  start "help ($args)"
+  # shellcheck disable=SC2086  # word splitting is the point
+  mb $args
+  check_rc 0
+  check_out_has '^Usage: moonbox run \[OPTIONS\]'
+  check_empty err
+done
+
+for args in "--version" "run --version"; do
+  start "version ($args)"
+  # shellcheck disable=SC2086
+  mb $args
+  check_rc 0
+  check_out $'moonbox 0.1.0 (Lua 5.4)\n'
+done
+
+start unknown_flag
+mb run --foo -e 'return 1'
+check_rc 2
+check_err $'moonbox: unknown option \'--foo\' (see moonbox run --help)\n'
+check_empty out
+
+start bad_size
+mb run --memory 12Q -e 'return 1'
+check_rc 2
+check_err $'moonbox: --memory: \'12Q\' is not a size (use a number with an optional k, M or G suffix, e.g. 64M)\n'
+
+start size_overflow
+mb run --memory 99999999999999999999G -e 'return 1'
+check_rc 2
+check_err_first "^moonbox: --memory: '99999999999999999999G' is too large"
+
+start duration_without_unit
+mb run --timeout 5 -e 'return 1'
+check_rc 2
+check_err $'moonbox: --timeout: \'5\' has no unit (write e.g. 5ms or 5s; 0 means no limit)\n'
+
+start missing_value
+mb run -e 'return 1' --memory
+check_rc 2
+check_err $'moonbox: --memory needs a value (e.g. --memory 64M)\n'
+
+start json_flag_with_value
+mb run --json=yes -e 'return 1'
+check_rc 2
+check_err_first "^moonbox: --json takes no value"
+
+start no_script
+mb run --json
+check_rc 2
+check_err_first '^moonbox: no script given'
+check_empty out
+
+start no_command
+mb
+check_rc 2
+check_err_first '^moonbox: no command given'
+
+start unknown_command
+mb walk
+check_rc 2
+check_err_first "^moonbox: unknown command 'walk'"
+
+start two_scripts
+mb run "$tmp/ok.lua" -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: two scripts given'
+
+# ------------------------------------------------------------------------------------------
+# --json prints exactly one parseable line whatever happened.
+
+for code in 'return 1' 'print("a\nb") return {k = "v"}' 'error("x\ny")' 'return +' \
+  'return "\0\1\255"' 'return 1/0, -1/0, 0/0'; do
+  start "json_one_line ($code)"
+  mb run --json -e "$code"
+  check_json '"status" in d and "usage" in d'
+done
+
+# ------------------------------------------------------------------------------------------
+
+if [ "$failures" -ne 0 ]; then
+  printf '%d checks failed (%d cases run)\n' "$failures" "$cases"
+  exit 1
+fi
+printf 'all %d cases passed\n' "$cases"

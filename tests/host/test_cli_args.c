@@ -1,0 +1,524 @@
+/* test_cli_args.c -- unit tests of host/cli_args.c: values, messages and command lines. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "host/cli_args.h"
+#include "moonbox.h"
+
+#define KIB ((uint64_t)1024)
+#define MIB (KIB * 1024)
+#define GIB (MIB * 1024)
+
+/* ---------------------------------------------------------------------------------------- */
+/* Helpers: each asserts one value parses to `want`, or fails with exactly `message`.         */
+
+typedef int (*value_parser)(const char *, const char *, uint64_t *, char *, size_t);
+
+static void check_parses(value_parser parse, const char *text, uint64_t want) {
+  char msg[MBXH_CLI_MSG_SIZE] = "";
+  uint64_t got = 12345;
+  int rc = parse("--opt", text, &got, msg, sizeof msg);
+  if (rc != 0) fail_msg("'%s' was refused: %s", text, msg);
+  if (got != want)
+    fail_msg("'%s' parsed to %llu, want %llu", text, (unsigned long long)got,
+             (unsigned long long)want);
+}
+
+static void check_refused(value_parser parse, const char *text, const char *message) {
+  char msg[MBXH_CLI_MSG_SIZE] = "";
+  uint64_t got = 12345;
+  int rc = parse("--opt", text, &got, msg, sizeof msg);
+  if (rc != -1) fail_msg("'%s' was accepted as %llu", text, (unsigned long long)got);
+  if (message != NULL)
+    assert_string_equal(msg, message);
+  else
+    assert_true(strlen(msg) > 0);
+  assert_true(strchr(msg, '\n') == NULL); /* one line */
+}
+
+/* Parses a NULL-terminated argv (argv[0] included); returns mbxH_cli_parse's result. */
+static int parse_argv(const char *const *args, mbxH_cli_options *opt, char *msg, size_t msg_size) {
+  char *argv[32];
+  int argc = 0;
+  while (args[argc] != NULL) {
+    argv[argc] = (char *)args[argc];
+    argc++;
+  }
+  argv[argc] = NULL;
+  return mbxH_cli_parse(argc, argv, opt, msg, msg_size);
+}
+
+#define PARSE_OK(opt, ...)                                                                         \
+  do {                                                                                             \
+    const char *const args_[] = {"moonbox", __VA_ARGS__, NULL};                                    \
+    char msg_[MBXH_CLI_MSG_SIZE] = "";                                                             \
+    if (parse_argv(args_, (opt), msg_, sizeof msg_) != 0) fail_msg("refused: %s", msg_);           \
+  } while (0)
+
+#define PARSE_FAILS(message, ...)                                                                  \
+  do {                                                                                             \
+    const char *const args_[] = {"moonbox", __VA_ARGS__, NULL};                                    \
+    char msg_[MBXH_CLI_MSG_SIZE] = "";                                                             \
+    mbxH_cli_options opt_;                                                                         \
+    assert_int_equal(parse_argv(args_, &opt_, msg_, sizeof msg_), -1);                             \
+    assert_string_equal(msg_, (message));                                                          \
+  } while (0)
+
+#define SIZE_HINT "(use a number with an optional k, M or G suffix, e.g. 64M)"
+#define DURATION_HINT                                                                              \
+  "(use a number with a unit: ms, s, m or h, e.g. 500ms, 1.5s or 2m; 0 means no limit)"
+#define COUNT_HINT "(use a whole number such as 1000000 or 1e9; 0 means no limit)"
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sizes                                                                                     */
+
+static void test_size_plain_bytes(void **state) {
+  (void)state;
+  check_parses(mbxH_cli_parse_size, "0", 0);
+  check_parses(mbxH_cli_parse_size, "4096", 4096);
+  check_parses(mbxH_cli_parse_size, "007", 7);
+  check_parses(mbxH_cli_parse_size, "100b", 100);
+  check_parses(mbxH_cli_parse_size, "100B", 100);
+  check_parses(mbxH_cli_parse_size, "18446744073709551615", UINT64_MAX);
+}
+
+static void test_size_suffixes(void **state) {
+  (void)state;
+  check_parses(mbxH_cli_parse_size, "1k", KIB);
+  check_parses(mbxH_cli_parse_size, "1K", KIB);
+  check_parses(mbxH_cli_parse_size, "2kb", 2 * KIB);
+  check_parses(mbxH_cli_parse_size, "3KiB", 3 * KIB);
+  check_parses(mbxH_cli_parse_size, "64M", 64 * MIB);
+  check_parses(mbxH_cli_parse_size, "64m", 64 * MIB);
+  check_parses(mbxH_cli_parse_size, "16MB", 16 * MIB);
+  check_parses(mbxH_cli_parse_size, "16MiB", 16 * MIB);
+  check_parses(mbxH_cli_parse_size, "16mib", 16 * MIB);
+  check_parses(mbxH_cli_parse_size, "1G", GIB);
+  check_parses(mbxH_cli_parse_size, "1gb", GIB);
+  check_parses(mbxH_cli_parse_size, "2GiB", 2 * GIB);
+  check_parses(mbxH_cli_parse_size, "15G", 15 * GIB);
+}
+
+static void test_size_exact_fractions(void **state) {
+  (void)state;
+  check_parses(mbxH_cli_parse_size, "1.5M", MIB + MIB / 2);
+  check_parses(mbxH_cli_parse_size, "0.5k", 512);
+  check_parses(mbxH_cli_parse_size, "1.50k", 1536); /* trailing zeros are harmless */
+  check_parses(mbxH_cli_parse_size, "2.0", 2);
+  check_parses(mbxH_cli_parse_size, "0.25G", GIB / 4);
+  check_refused(mbxH_cli_parse_size, "0.1k",
+                "--opt: '0.1k' is not a whole number of bytes " SIZE_HINT);
+  check_refused(mbxH_cli_parse_size, "1.5",
+                "--opt: '1.5' is not a whole number of bytes " SIZE_HINT);
+  check_refused(mbxH_cli_parse_size, "0.000000000000000000001G", NULL);
+}
+
+static void test_size_errors(void **state) {
+  (void)state;
+  check_refused(mbxH_cli_parse_size, "12Q", "--opt: '12Q' is not a size " SIZE_HINT);
+  check_refused(mbxH_cli_parse_size, "", "--opt: empty value " SIZE_HINT);
+  check_refused(mbxH_cli_parse_size, "-1M", "--opt: '-1M' is negative " SIZE_HINT);
+  check_refused(mbxH_cli_parse_size, "-0", "--opt: '-0' is negative " SIZE_HINT);
+  check_refused(mbxH_cli_parse_size, "99999999999999999999G",
+                "--opt: '99999999999999999999G' is too large " SIZE_HINT);
+  check_refused(mbxH_cli_parse_size, "18446744073709551616",
+                "--opt: '18446744073709551616' is too large " SIZE_HINT);
+  check_refused(mbxH_cli_parse_size, "17179869184G", NULL); /* exactly 2^64 */
+  /* Blanks, signs, other bases and trailing junk are never skipped. */
+  check_refused(mbxH_cli_parse_size, " 64M", NULL);
+  check_refused(mbxH_cli_parse_size, "64M ", NULL);
+  check_refused(mbxH_cli_parse_size, "64 M", NULL);
+  check_refused(mbxH_cli_parse_size, "+64M", NULL);
+  check_refused(mbxH_cli_parse_size, "0x40", NULL);
+  check_refused(mbxH_cli_parse_size, "1e3", NULL);
+  check_refused(mbxH_cli_parse_size, "64MM", NULL);
+  check_refused(mbxH_cli_parse_size, "64Mx", NULL);
+  check_refused(mbxH_cli_parse_size, "1T", NULL);
+  check_refused(mbxH_cli_parse_size, "M", NULL);
+  check_refused(mbxH_cli_parse_size, "1.", NULL);
+  check_refused(mbxH_cli_parse_size, ".5M", NULL);
+  check_refused(mbxH_cli_parse_size, "1..5M", NULL);
+  check_refused(mbxH_cli_parse_size, "1,5M", NULL);
+}
+
+static void test_size_message_quoting(void **state) {
+  char long_value[100];
+  (void)state;
+  /* Control bytes are not echoed to the terminal. */
+  check_refused(mbxH_cli_parse_size, "1\033[2J", "--opt: '1?[2J' is not a size " SIZE_HINT);
+  /* A long value is shortened, so the hint is never cut off. */
+  memset(long_value, '7', sizeof long_value - 2);
+  long_value[sizeof long_value - 2] = 'Q';
+  long_value[sizeof long_value - 1] = '\0';
+  check_refused(mbxH_cli_parse_size, long_value,
+                "--opt: '7777777777777777777777777777777777777777...' is not a size " SIZE_HINT);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Durations                                                                                 */
+
+static void test_duration_units(void **state) {
+  (void)state;
+  check_parses(mbxH_cli_parse_duration, "500ms", 500);
+  check_parses(mbxH_cli_parse_duration, "2s", 2000);
+  check_parses(mbxH_cli_parse_duration, "1.5s", 1500);
+  check_parses(mbxH_cli_parse_duration, "0.001s", 1);
+  check_parses(mbxH_cli_parse_duration, "1m", 60000);
+  check_parses(mbxH_cli_parse_duration, "2min", 120000);
+  check_parses(mbxH_cli_parse_duration, "1h", 3600000);
+  check_parses(mbxH_cli_parse_duration, "2S", 2000);
+  check_parses(mbxH_cli_parse_duration, "100MS", 100);
+  check_parses(mbxH_cli_parse_duration, "0ms", 0);
+  check_parses(mbxH_cli_parse_duration, "0", 0); /* no unit needed to say "no limit" */
+  check_parses(mbxH_cli_parse_duration, "0.0", 0);
+}
+
+static void test_duration_errors(void **state) {
+  (void)state;
+  check_refused(mbxH_cli_parse_duration, "500",
+                "--opt: '500' has no unit (write e.g. 500ms or 500s; 0 means no limit)");
+  check_refused(mbxH_cli_parse_duration, "1.5", NULL);
+  check_refused(mbxH_cli_parse_duration, "5x", "--opt: '5x' is not a duration " DURATION_HINT);
+  check_refused(mbxH_cli_parse_duration, "", "--opt: empty value " DURATION_HINT);
+  check_refused(mbxH_cli_parse_duration, "-1s", "--opt: '-1s' is negative " DURATION_HINT);
+  check_refused(mbxH_cli_parse_duration, "1.5ms",
+                "--opt: '1.5ms' is not a whole number of milliseconds " DURATION_HINT);
+  check_refused(mbxH_cli_parse_duration, "0.0001s", NULL);
+  check_refused(mbxH_cli_parse_duration, "99999999999999999999h",
+                "--opt: '99999999999999999999h' is too large " DURATION_HINT);
+  check_refused(mbxH_cli_parse_duration, "ms", NULL);
+  check_refused(mbxH_cli_parse_duration, "2 s", NULL);
+  check_refused(mbxH_cli_parse_duration, "2s ", NULL);
+  check_refused(mbxH_cli_parse_duration, "1d", NULL);
+  check_refused(mbxH_cli_parse_duration, "1e3ms", NULL);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Counts                                                                                    */
+
+static void test_count_forms(void **state) {
+  (void)state;
+  check_parses(mbxH_cli_parse_count, "0", 0);
+  check_parses(mbxH_cli_parse_count, "1000000", 1000000);
+  check_parses(mbxH_cli_parse_count, "1e9", 1000000000);
+  check_parses(mbxH_cli_parse_count, "1E9", 1000000000);
+  check_parses(mbxH_cli_parse_count, "1e+3", 1000);
+  check_parses(mbxH_cli_parse_count, "2.5e6", 2500000);
+  check_parses(mbxH_cli_parse_count, "1000e-3", 1);
+  check_parses(mbxH_cli_parse_count, "0e999", 0);
+  check_parses(mbxH_cli_parse_count, "1e19", 10000000000000000000u);
+  check_parses(mbxH_cli_parse_count, "18446744073709551615", UINT64_MAX);
+}
+
+static void test_count_errors(void **state) {
+  (void)state;
+  check_refused(mbxH_cli_parse_count, "abc", "--opt: 'abc' is not a count " COUNT_HINT);
+  check_refused(mbxH_cli_parse_count, "", "--opt: empty value " COUNT_HINT);
+  check_refused(mbxH_cli_parse_count, "-5", "--opt: '-5' is negative " COUNT_HINT);
+  check_refused(mbxH_cli_parse_count, "1.5", "--opt: '1.5' is not a whole number " COUNT_HINT);
+  check_refused(mbxH_cli_parse_count, "1e-3", NULL);
+  check_refused(mbxH_cli_parse_count, "1.25e1", NULL);
+  check_refused(mbxH_cli_parse_count, "1e20", "--opt: '1e20' is too large " COUNT_HINT);
+  check_refused(mbxH_cli_parse_count, "1e99999999999999999999", NULL);
+  check_refused(mbxH_cli_parse_count, "18446744073709551616", NULL);
+  check_refused(mbxH_cli_parse_count, "1e", NULL);
+  check_refused(mbxH_cli_parse_count, "1e+", NULL);
+  check_refused(mbxH_cli_parse_count, "e9", NULL);
+  check_refused(mbxH_cli_parse_count, "10k", NULL);
+  check_refused(mbxH_cli_parse_count, "1e9 ", NULL);
+  check_refused(mbxH_cli_parse_count, "0x10", NULL);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Command lines                                                                             */
+
+static void test_top_level_commands(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "--help");
+  assert_int_equal(opt.command, MBXH_CLI_HELP);
+  PARSE_OK(&opt, "-h");
+  assert_int_equal(opt.command, MBXH_CLI_HELP);
+  PARSE_OK(&opt, "help");
+  assert_int_equal(opt.command, MBXH_CLI_HELP);
+  PARSE_OK(&opt, "--version");
+  assert_int_equal(opt.command, MBXH_CLI_VERSION);
+  PARSE_OK(&opt, "run", "--help");
+  assert_int_equal(opt.command, MBXH_CLI_HELP);
+  PARSE_OK(&opt, "run", "script.lua", "--version");
+  assert_int_equal(opt.command, MBXH_CLI_VERSION);
+  PARSE_FAILS("unknown command 'walk' (the command is run; see moonbox --help)", "walk");
+  PARSE_FAILS("unknown option '--json' (options go after the command: moonbox run [OPTIONS] "
+              "FILE; see moonbox --help)",
+              "--json");
+}
+
+static void test_no_command(void **state) {
+  char *argv[] = {(char *)"moonbox", NULL};
+  char msg[MBXH_CLI_MSG_SIZE];
+  mbxH_cli_options opt;
+  (void)state;
+  assert_int_equal(mbxH_cli_parse(1, argv, &opt, msg, sizeof msg), -1);
+  assert_string_equal(msg, "no command given (use moonbox run FILE, or see moonbox --help)");
+}
+
+static void test_script_sources(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "script.lua");
+  assert_int_equal(opt.command, MBXH_CLI_RUN);
+  assert_int_equal(opt.script_kind, MBXH_CLI_SCRIPT_FILE);
+  assert_string_equal(opt.script, "script.lua");
+  assert_int_equal(opt.json, 0);
+  assert_int_equal(opt.memory.set, 0);
+  assert_null(opt.input_json);
+  assert_null(opt.input_file);
+
+  PARSE_OK(&opt, "run", "-e", "return 1+1");
+  assert_int_equal(opt.script_kind, MBXH_CLI_SCRIPT_CODE);
+  assert_string_equal(opt.script, "return 1+1");
+
+  /* -e's value is taken as is, even when it looks like an option. */
+  PARSE_OK(&opt, "run", "-e", "-- just a comment");
+  assert_string_equal(opt.script, "-- just a comment");
+  PARSE_OK(&opt, "run", "-e", "");
+  assert_string_equal(opt.script, "");
+
+  PARSE_OK(&opt, "run", "-");
+  assert_int_equal(opt.script_kind, MBXH_CLI_SCRIPT_STDIN);
+}
+
+static void test_option_order(void **state) {
+  mbxH_cli_options before, after;
+  (void)state;
+  PARSE_OK(&before, "run", "--json", "--memory", "16M", "--timeout", "2s", "s.lua");
+  PARSE_OK(&after, "run", "s.lua", "--json", "--memory", "16M", "--timeout", "2s");
+  assert_int_equal(before.json, 1);
+  assert_int_equal(after.json, 1);
+  assert_int_equal(before.memory.set, 1);
+  assert_int_equal(before.memory.value, 16 * MIB);
+  assert_int_equal(after.memory.value, 16 * MIB);
+  assert_int_equal(before.timeout_ms.value, 2000);
+  assert_int_equal(after.timeout_ms.value, 2000);
+  assert_string_equal(before.script, "s.lua");
+  assert_string_equal(after.script, "s.lua");
+}
+
+static void test_every_option(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "--memory", "1M", "--instructions", "1e6", "--timeout", "500ms",
+           "--output-limit", "1k", "--source-limit", "2k", "--input", "{\"x\":1}", "--json", "-e",
+           "return x");
+  assert_true(opt.memory.set && opt.memory.value == MIB);
+  assert_true(opt.instructions.set && opt.instructions.value == 1000000);
+  assert_true(opt.timeout_ms.set && opt.timeout_ms.value == 500);
+  assert_true(opt.output.set && opt.output.value == KIB);
+  assert_true(opt.source.set && opt.source.value == 2 * KIB);
+  assert_string_equal(opt.input_json, "{\"x\":1}");
+  assert_int_equal(opt.json, 1);
+
+  PARSE_OK(&opt, "run", "--instructions", "0", "--timeout", "0", "--input-file", "in.json",
+           "s.lua");
+  assert_true(opt.instructions.set && opt.instructions.value == 0);
+  assert_true(opt.timeout_ms.set && opt.timeout_ms.value == 0);
+  assert_string_equal(opt.input_file, "in.json");
+}
+
+static void test_equals_form(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "--memory=16M", "--timeout=1.5s", "--input={\"a\":\"b=c\"}", "s.lua");
+  assert_int_equal(opt.memory.value, 16 * MIB);
+  assert_int_equal(opt.timeout_ms.value, 1500);
+  assert_string_equal(opt.input_json, "{\"a\":\"b=c\"}"); /* split at the first '=' only */
+  PARSE_FAILS("--memory: empty value " SIZE_HINT, "run", "--memory=", "s.lua");
+  PARSE_FAILS("--json takes no value (remove '=1')", "run", "--json=1", "s.lua");
+  PARSE_FAILS("--memory: '12Q' is not a size " SIZE_HINT, "run", "--memory=12Q", "s.lua");
+}
+
+static void test_last_limit_wins(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "--memory", "1M", "--memory", "2M", "s.lua");
+  assert_int_equal(opt.memory.value, 2 * MIB);
+}
+
+static void test_double_dash(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "--json", "--", "--weird.lua");
+  assert_int_equal(opt.script_kind, MBXH_CLI_SCRIPT_FILE);
+  assert_string_equal(opt.script, "--weird.lua");
+  assert_int_equal(opt.json, 1);
+
+  PARSE_OK(&opt, "run", "--", "--json");
+  assert_string_equal(opt.script, "--json");
+  assert_int_equal(opt.json, 0);
+
+  PARSE_OK(&opt, "run", "--", "-");
+  assert_int_equal(opt.script_kind, MBXH_CLI_SCRIPT_STDIN);
+
+  PARSE_FAILS("two scripts given ('--' and '-x'); give exactly one of FILE, -e CODE or -", "run",
+              "--", "--", "-x");
+}
+
+static void test_missing_values(void **state) {
+  (void)state;
+  PARSE_FAILS("--memory needs a value (e.g. --memory 64M)", "run", "s.lua", "--memory");
+  PARSE_FAILS("--instructions needs a value (e.g. --instructions 1e9)", "run", "s.lua",
+              "--instructions");
+  PARSE_FAILS("--timeout needs a value (e.g. --timeout 2s)", "run", "s.lua", "--timeout");
+  PARSE_FAILS("--output-limit needs a value (e.g. --output-limit 1M)", "run", "s.lua",
+              "--output-limit");
+  PARSE_FAILS("--source-limit needs a value (e.g. --source-limit 64k)", "run", "s.lua",
+              "--source-limit");
+  PARSE_FAILS("--input needs a value (e.g. --input '{\"x\": 1}')", "run", "s.lua", "--input");
+  PARSE_FAILS("--input-file needs a value (e.g. --input-file inputs.json)", "run", "s.lua",
+              "--input-file");
+  PARSE_FAILS("-e needs a value (e.g. -e 'return 1 + 1')", "run", "-e");
+  /* The next argument is the value, so a forgotten value is reported as a bad one. */
+  PARSE_FAILS("--memory: '--json' is not a size " SIZE_HINT, "run", "s.lua", "--memory", "--json");
+  PARSE_FAILS("--memory: '-5' is negative " SIZE_HINT, "run", "s.lua", "--memory", "-5");
+  PARSE_FAILS("--input: empty value (e.g. --input '{\"x\": 1}')", "run", "s.lua", "--input", "");
+  PARSE_FAILS("--input-file: empty value (e.g. --input-file inputs.json)", "run", "s.lua",
+              "--input-file", "");
+}
+
+static void test_bad_options(void **state) {
+  (void)state;
+  PARSE_FAILS("unknown option '--foo' (see moonbox run --help)", "run", "--foo", "s.lua");
+  PARSE_FAILS("unknown option '--foo' (see moonbox run --help)", "run", "--foo=1", "s.lua");
+  PARSE_FAILS("unknown option '-x' (see moonbox run --help)", "run", "s.lua", "-x");
+  PARSE_FAILS("unknown option '--mem' (see moonbox run --help)", "run", "--mem", "1M", "s.lua");
+  PARSE_FAILS("unknown option '-e=return' (see moonbox run --help)", "run", "-e=return");
+  PARSE_FAILS("unknown option '--JSON' (see moonbox run --help)", "run", "--JSON", "s.lua");
+  PARSE_FAILS("--timeout: '500' has no unit (write e.g. 500ms or 500s; 0 means no limit)", "run",
+              "--timeout", "500", "s.lua");
+  PARSE_FAILS("--instructions: '1.5' is not a whole number " COUNT_HINT, "run", "--instructions",
+              "1.5", "s.lua");
+  PARSE_FAILS("--output-limit: '1x' is not a size " SIZE_HINT, "run", "--output-limit", "1x",
+              "s.lua");
+  PARSE_FAILS("--source-limit: '-1' is negative " SIZE_HINT, "run", "--source-limit=-1", "s.lua");
+}
+
+static void test_script_conflicts(void **state) {
+  (void)state;
+  PARSE_FAILS("no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)",
+              "run");
+  PARSE_FAILS("no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)",
+              "run", "--json", "--memory", "1M");
+  PARSE_FAILS("two scripts given ('a.lua' and 'b.lua'); give exactly one of FILE, -e CODE or -",
+              "run", "a.lua", "b.lua");
+  PARSE_FAILS("two scripts given (-e CODE and 'a.lua'); give exactly one of FILE, -e CODE or -",
+              "run", "-e", "return 1", "a.lua");
+  PARSE_FAILS("two scripts given ('a.lua' and -e CODE); give exactly one of FILE, -e CODE or -",
+              "run", "a.lua", "-e", "return 1");
+  PARSE_FAILS("two scripts given (-e CODE and -e CODE); give exactly one of FILE, -e CODE or -",
+              "run", "-e", "return 1", "-e", "return 2");
+  PARSE_FAILS("two scripts given (- (stdin) and 'a.lua'); give exactly one of FILE, -e CODE or -",
+              "run", "-", "a.lua");
+  PARSE_FAILS("empty script file name (give FILE, -e CODE or - for stdin)", "run", "");
+  PARSE_FAILS("--input and --input-file cannot both be given (use one of them)", "run", "--input",
+              "{}", "--input-file", "x.json", "s.lua");
+  PARSE_FAILS("--input-file -: stdin already holds the script (put the inputs in a file)", "run",
+              "--input-file", "-", "-");
+}
+
+static void test_input_file_stdin_allowed(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "--input-file", "-", "-e", "return x");
+  assert_string_equal(opt.input_file, "-");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Chunk names, exit codes, usage                                                            */
+
+static void test_chunk_name(void **state) {
+  char buf[16];
+  (void)state;
+  mbxH_cli_chunk_name("a.lua", buf, sizeof buf);
+  assert_string_equal(buf, "a.lua");
+  mbxH_cli_chunk_name("dir/fifteen.lua", buf, sizeof buf); /* 15 bytes: fits exactly */
+  assert_string_equal(buf, "dir/fifteen.lua");
+  mbxH_cli_chunk_name("long/dir/sixteen.lua", buf, sizeof buf);
+  assert_string_equal(buf, ".../sixteen.lua");
+  assert_int_equal(strlen(buf), sizeof buf - 1);
+  /* "é" is two bytes; the cut would fall inside it, so the name starts after it. */
+  mbxH_cli_chunk_name("aaaa/\xC3\xA9tude_x.lua", buf, 15);
+  assert_string_equal(buf, "...tude_x.lua");
+  mbxH_cli_chunk_name("anything", buf, 3);
+  assert_string_equal(buf, "");
+}
+
+static void test_exit_codes(void **state) {
+  (void)state;
+  assert_int_equal(mbxH_cli_exit_code(MBX_OK), 0);
+  assert_int_equal(mbxH_cli_exit_code(MBX_SYNTAX_ERROR), 1);
+  assert_int_equal(mbxH_cli_exit_code(MBX_RUNTIME_ERROR), 1);
+  assert_int_equal(mbxH_cli_exit_code(MBX_INVALID_INPUT), 2);
+  assert_int_equal(mbxH_cli_exit_code(MBX_MEMORY_LIMIT), 3);
+  assert_int_equal(mbxH_cli_exit_code(MBX_INSTRUCTION_LIMIT), 3);
+  assert_int_equal(mbxH_cli_exit_code(MBX_TIME_LIMIT), 3);
+  assert_int_equal(mbxH_cli_exit_code(MBX_OUTPUT_LIMIT), 3);
+  assert_int_equal(mbxH_cli_exit_code(MBX_HOST_CALL_LIMIT), 3);
+  assert_int_equal(mbxH_cli_exit_code(MBX_INTERRUPTED), 3);
+  assert_int_equal(mbxH_cli_exit_code(MBX_SOURCE_TOO_LARGE), 3);
+  assert_int_equal(mbxH_cli_exit_code(MBX_INTERNAL_ERROR), 70);
+  assert_int_equal(mbxH_cli_exit_code(MBX_PAUSED), 70);
+  assert_int_equal(mbxH_cli_exit_code(MBX_INVALID_ARGUMENT), 70);
+  assert_int_equal(mbxH_cli_exit_code(MBX_SANDBOX_POISONED), 70);
+  assert_int_equal(mbxH_cli_exit_code(MBX_STACK_TOO_SMALL), 70);
+  assert_int_equal(mbxH_cli_exit_code(MBX_NO_MEMORY), 70);
+  assert_int_equal(mbxH_cli_exit_code(-1), 70);
+}
+
+static void test_usage_lists_every_option(void **state) {
+  static const char *const names[] = {"--memory",       "--instructions", "--timeout",
+                                      "--output-limit", "--source-limit", "--input ",
+                                      "--input-file",   "--json",         "--help",
+                                      "--version",      "-e CODE",        "moonbox run"};
+  const char *usage = mbxH_cli_usage();
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strstr(usage, names[i]) == NULL) fail_msg("usage does not mention %s", names[i]);
+  }
+  assert_int_equal(usage[strlen(usage) - 1], '\n');
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_size_plain_bytes),
+      cmocka_unit_test(test_size_suffixes),
+      cmocka_unit_test(test_size_exact_fractions),
+      cmocka_unit_test(test_size_errors),
+      cmocka_unit_test(test_size_message_quoting),
+      cmocka_unit_test(test_duration_units),
+      cmocka_unit_test(test_duration_errors),
+      cmocka_unit_test(test_count_forms),
+      cmocka_unit_test(test_count_errors),
+      cmocka_unit_test(test_top_level_commands),
+      cmocka_unit_test(test_no_command),
+      cmocka_unit_test(test_script_sources),
+      cmocka_unit_test(test_option_order),
+      cmocka_unit_test(test_every_option),
+      cmocka_unit_test(test_equals_form),
+      cmocka_unit_test(test_last_limit_wins),
+      cmocka_unit_test(test_double_dash),
+      cmocka_unit_test(test_missing_values),
+      cmocka_unit_test(test_bad_options),
+      cmocka_unit_test(test_script_conflicts),
+      cmocka_unit_test(test_input_file_stdin_allowed),
+      cmocka_unit_test(test_chunk_name),
+      cmocka_unit_test(test_exit_codes),
+      cmocka_unit_test(test_usage_lists_every_option),
+  };
+  return cmocka_run_group_tests_name("host/cli_args", tests, NULL, NULL);
+}
