@@ -1,0 +1,925 @@
+/* vm/json.c -- the Lua <-> JSON codec: guest values to JSON text and JSON text to guest values. */
+#include "vm/json.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "vm/budget.h"
+#include "vm/json_text.h"
+
+/* Work is charged in batches: mbxV_charge checks clocks and limits, too dear for every byte,
+   but a batch of 256 units keeps the unmetered stretch short. */
+#define METER_BATCH 256
+/* Units per this many bytes of string scanned, copied or compared. */
+#define METER_BYTES 64
+/* Keys in an error path are cut at this many bytes, so a 1 MiB key cannot fill the message. */
+#define PATH_KEY_MAX 40
+
+/* The registry key of the per-state metatable that marks a decoded [] as an array. */
+static const char array_marker_key = 0;
+
+/* A light userdata NULL needs no allocation and no registry entry, compares equal across
+   states and cannot be forged by a guest into anything else (guests cannot make light
+   userdata at all). */
+void mbxV_json_push_null(lua_State *L) {
+  lua_pushlightuserdata(L, NULL);
+}
+
+int mbxV_json_is_null(lua_State *L, int idx) {
+  return lua_islightuserdata(L, idx) && lua_touserdata(L, idx) == NULL;
+}
+
+/* ---- Encoding -------------------------------------------------------------------------- */
+
+/* One step from a container to a value, kept so an error can name the whole path. */
+typedef enum step_kind { STEP_INDEX, STEP_INTEGER_KEY, STEP_STRING_KEY } step_kind;
+typedef struct path_step {
+  step_kind kind;
+  lua_Integer index; /* STEP_INDEX, STEP_INTEGER_KEY */
+  const char *key;   /* STEP_STRING_KEY: kept alive by the table being walked */
+  size_t key_len;
+} path_step;
+
+/* A key of an object being written: its text (what is sorted and written) and the slot in
+   the scratch key table where the Lua key itself is kept (to fetch the value, and to keep
+   the string alive whatever a finalizer does to the table meanwhile). */
+typedef struct key_entry {
+  const char *text;
+  size_t len;
+  lua_Integer slot;
+} key_entry;
+
+typedef struct encoder {
+  lua_State *L;
+  /* The output lives in a userdata at stack slot out_slot and grows by replacement. Not a
+     luaL_Buffer: that wants its box at the top of the stack at every call, which a recursive
+     walk holding tables and keys on the stack cannot give it. Either way the bytes come
+     from the guest allocator and are collected if an error unwinds us. */
+  int out_slot;
+  char *out;
+  size_t out_len, out_cap;
+  uint64_t pending; /* units of work not yet charged */
+  const char *root;
+  int nsteps;                            /* length of the path to the current value */
+  path_step steps[MBXV_JSON_MAX_DEPTH];  /* the path itself */
+  const void *open[MBXV_JSON_MAX_DEPTH]; /* tables being written, for cycle detection */
+} encoder;
+
+static void meter(lua_State *L, uint64_t *pending, uint64_t units) {
+  *pending += units;
+  if (*pending >= METER_BATCH) {
+    uint64_t n = *pending;
+    *pending = 0;
+    mbxV_charge(L, n);
+  }
+}
+
+static void out_reserve(encoder *e, size_t n) {
+  if (e->out_cap - e->out_len >= n) return;
+  size_t cap = e->out_cap;
+  while (cap - e->out_len < n) {
+    if (cap > SIZE_MAX / 2) luaL_error(e->L, "JSON text too large");
+    cap *= 2;
+  }
+  char *grown = lua_newuserdatauv(e->L, cap, 0);
+  memcpy(grown, e->out, e->out_len);
+  lua_replace(e->L, e->out_slot); /* the old buffer becomes garbage */
+  e->out = grown;
+  e->out_cap = cap;
+}
+
+/* The mbxV_sink_fn the text writers feed. */
+static void out_put(void *sink, const char *p, size_t n) {
+  encoder *e = sink;
+  out_reserve(e, n);
+  memcpy(e->out + e->out_len, p, n);
+  e->out_len += n;
+}
+
+static void out_char(encoder *e, char c) {
+  if (e->out_len == e->out_cap) out_reserve(e, 1);
+  e->out[e->out_len++] = c;
+}
+
+static int is_lua_keyword(const char *s, size_t n) {
+  static const char *const keywords[] = {"and",   "break", "do",       "else", "elseif", "end",
+                                         "false", "for",   "function", "goto", "if",     "in",
+                                         "local", "nil",   "not",      "or",   "repeat", "return",
+                                         "then",  "true",  "until",    "while"};
+  for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++)
+    if (strlen(keywords[i]) == n && memcmp(keywords[i], s, n) == 0) return 1;
+  return 0;
+}
+
+/* A key a guest could write as t.name in Lua. */
+static int is_identifier(const char *s, size_t n) {
+  if (n == 0 || n > PATH_KEY_MAX) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return 0;
+  }
+  return !is_lua_keyword(s, n);
+}
+
+/* ["key"] with Lua escapes, shortened: the path is for a human, and ends up in a fixed-size
+   error message, so it must stay short and printable. */
+static void add_quoted_key(luaL_Buffer *b, const char *s, size_t n) {
+  size_t shown = n;
+  int utf8 = mbxV_utf8_valid(s, n);
+  if (shown > PATH_KEY_MAX) {
+    shown = PATH_KEY_MAX;
+    /* Do not cut a UTF-8 sequence in half. */
+    while (utf8 && shown > 0 && ((unsigned char)s[shown] & 0xC0) == 0x80)
+      shown--;
+  }
+  luaL_addstring(b, "[\"");
+  for (size_t i = 0; i < shown; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      luaL_addchar(b, '\\');
+      luaL_addchar(b, (char)c);
+    } else if (c < 0x20 || c == 0x7F || (c >= 0x80 && !utf8)) {
+      char esc[8];
+      esc[0] = '\\';
+      esc[1] = (char)('0' + c / 100);
+      esc[2] = (char)('0' + c / 10 % 10);
+      esc[3] = (char)('0' + c % 10);
+      luaL_addlstring(b, esc, 4);
+    } else {
+      luaL_addchar(b, (char)c);
+    }
+  }
+  if (shown < n) luaL_addstring(b, "...");
+  luaL_addstring(b, "\"]");
+}
+
+/* Raise "<path>: <what>", the path being the first nsteps steps from the root. Building the
+   message on the stack is fine here: we are about to unwind it. */
+static void encode_error(encoder *e, int nsteps, const char *what) {
+  lua_State *L = e->L;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, e->root);
+  for (int i = 0; i < nsteps; i++) {
+    const path_step *step = &e->steps[i];
+    if (step->kind == STEP_STRING_KEY) {
+      if (is_identifier(step->key, step->key_len)) {
+        luaL_addchar(&b, '.');
+        luaL_addlstring(&b, step->key, step->key_len);
+      } else {
+        add_quoted_key(&b, step->key, step->key_len);
+      }
+    } else {
+      lua_pushfstring(L, "[%I]", (LUAI_UACINT)step->index);
+      luaL_addvalue(&b);
+    }
+  }
+  luaL_addstring(&b, ": ");
+  luaL_addstring(&b, what);
+  luaL_pushresult(&b);
+  lua_error(L);
+}
+
+static void encode_value(encoder *e, int idx);
+
+/* What kind of table key this is: 1 string, 2 integer; otherwise raises. The key is at the
+   top of the stack and is only inspected, never converted (lua_tolstring on a number key
+   would change the key under lua_next). */
+static int check_key(encoder *e, int depth_steps) {
+  lua_State *L = e->L;
+  switch (lua_type(L, -1)) {
+  case LUA_TSTRING: {
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    if (!mbxV_utf8_valid(s, len)) {
+      /* A key cannot take the {"$bytes":...} form: only strings can be object keys. */
+      e->steps[depth_steps].kind = STEP_STRING_KEY;
+      e->steps[depth_steps].key = s;
+      e->steps[depth_steps].key_len = len;
+      encode_error(e, depth_steps + 1, "cannot encode a table key that is not valid UTF-8 as JSON");
+    }
+    return 1;
+  }
+  case LUA_TNUMBER:
+    if (lua_isinteger(L, -1)) return 2;
+    encode_error(e, depth_steps, "cannot encode a table with a non-integer number key as JSON");
+    break;
+  default:
+    encode_error(
+        e, depth_steps,
+        lua_pushfstring(L, "cannot encode a table with a %s key as JSON", luaL_typename(L, -1)));
+  }
+  return 0;
+}
+
+/* The explicit marker for "this table is an array", needed for an empty one. Read raw: the
+   codec never runs guest code (a __index here would be a metamethod call). */
+static int has_array_marker(lua_State *L, int t) {
+  if (!lua_getmetatable(L, t)) return 0;
+  lua_pushliteral(L, "__jsontype");
+  lua_rawget(L, -2);
+  size_t len;
+  const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+  int marked = s != NULL && len == 5 && memcmp(s, "array", 5) == 0;
+  lua_pop(L, 2);
+  return marked;
+}
+
+static int key_less(const key_entry *a, const key_entry *b, uint64_t *cost) {
+  size_t n = a->len < b->len ? a->len : b->len;
+  *cost += 1 + n / METER_BYTES;
+  int c = memcmp(a->text, b->text, n);
+  return c < 0 || (c == 0 && a->len < b->len);
+}
+
+/* Bottom-up merge sort, ours rather than qsort so the work is metered as it goes: sorting a
+   million keys must count against the budget, and be stoppable by it. */
+static void sort_keys(encoder *e, key_entry *keys, key_entry *scratch, size_t n) {
+  key_entry *from = keys, *to = scratch;
+  for (size_t width = 1; width < n; width *= 2) {
+    for (size_t lo = 0; lo < n; lo += 2 * width) {
+      size_t mid = lo + width < n ? lo + width : n;
+      size_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+      size_t i = lo, j = mid, k = lo;
+      uint64_t cost = 0;
+      while (i < mid && j < hi)
+        to[k++] = key_less(&from[j], &from[i], &cost) ? from[j++] : from[i++];
+      while (i < mid)
+        to[k++] = from[i++];
+      while (j < hi)
+        to[k++] = from[j++];
+      meter(e->L, &e->pending, cost + (hi - lo) / 16);
+    }
+    key_entry *swap = from;
+    from = to;
+    to = swap;
+  }
+  if (from != keys) memcpy(keys, from, n * sizeof *keys);
+}
+
+/* Write table t (absolute index) as an array of its values 1..n, read raw. */
+static void encode_array(encoder *e, int t, lua_Integer n) {
+  out_char(e, '[');
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (i > 1) out_char(e, ',');
+    lua_rawgeti(e->L, t, i);
+    e->steps[e->nsteps] = (path_step){.kind = STEP_INDEX, .index = i};
+    e->nsteps++;
+    encode_value(e, lua_gettop(e->L));
+    e->nsteps--;
+    lua_pop(e->L, 1);
+  }
+  out_char(e, ']');
+}
+
+/* Write table t (absolute index) as an object of count keys, sorted. */
+static void encode_object(encoder *e, int t, size_t count, size_t integer_keys) {
+  lua_State *L = e->L;
+  enum { DIGITS = 24 }; /* room for any lua_Integer in decimal */
+  if (count > (SIZE_MAX / 4) / (2 * sizeof(key_entry) + DIGITS))
+    luaL_error(L, "JSON object too large");
+  /* Scratch memory from the guest heap (charged, and collected if we unwind): the entries,
+     the merge sort's second array, and the decimal text of the integer keys. */
+  key_entry *entries =
+      lua_newuserdatauv(L, count * 2 * sizeof(key_entry) + integer_keys * DIGITS, 0);
+  key_entry *sort_space = entries + count;
+  char *digits = (char *)(entries + 2 * count);
+  lua_createtable(L, (int)(count < INT_MAX ? count : INT_MAX), 0); /* slot -> Lua key */
+  int keys = lua_gettop(L);
+
+  /* Second walk, to collect. A __gc finalizer run by an allocation above could have changed
+     the table since the first walk, so the counts are bounds, checked again. */
+  size_t n = 0, ni = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    int kind = check_key(e, e->nsteps);
+    if (n == count || (kind == 2 && ni == integer_keys))
+      encode_error(e, e->nsteps, "table changed while being encoded as JSON");
+    key_entry *entry = &entries[n];
+    if (kind == 1) {
+      entry->text = lua_tolstring(L, -1, &entry->len);
+    } else {
+      char *text = digits + DIGITS * ni++;
+      entry->text = text;
+      entry->len =
+          (size_t)snprintf(text, DIGITS, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, -1));
+    }
+    entry->slot = (lua_Integer)++n;
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, keys, entry->slot);
+    meter(L, &e->pending, 1);
+  }
+  sort_keys(e, entries, sort_space, n);
+
+  out_char(e, '{');
+  for (size_t i = 0; i < n; i++) {
+    /* 1 and "1" would both be written as "1": a duplicate key whose value depends on the
+       reader. Refuse rather than pick one silently. */
+    if (i > 0 && entries[i].len == entries[i - 1].len &&
+        memcmp(entries[i].text, entries[i - 1].text, entries[i].len) == 0)
+      encode_error(e, e->nsteps,
+                   lua_pushfstring(L, "cannot encode a table with both %s and \"%s\" as keys",
+                                   entries[i].text, entries[i].text));
+    if (i > 0) out_char(e, ',');
+    mbxV_json_put_string(out_put, e, entries[i].text, entries[i].len);
+    out_char(e, ':');
+    lua_rawgeti(L, keys, entries[i].slot);
+    path_step *step = &e->steps[e->nsteps];
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      *step =
+          (path_step){.kind = STEP_STRING_KEY, .key = entries[i].text, .key_len = entries[i].len};
+    } else {
+      *step = (path_step){.kind = STEP_INTEGER_KEY, .index = lua_tointeger(L, -1)};
+    }
+    lua_rawget(L, t);
+    e->nsteps++;
+    encode_value(e, lua_gettop(L));
+    e->nsteps--;
+    lua_pop(L, 1);
+    meter(L, &e->pending, 1 + entries[i].len / METER_BYTES);
+  }
+  out_char(e, '}');
+  lua_pop(L, 2); /* keys, entries */
+}
+
+static void encode_table(encoder *e, int t) {
+  lua_State *L = e->L;
+  int depth = e->nsteps + 1; /* the root table is at depth 1 */
+  char what[48];
+  if (depth > MBXV_JSON_MAX_DEPTH) {
+    snprintf(what, sizeof what, "nesting deeper than %d", MBXV_JSON_MAX_DEPTH);
+    encode_error(e, e->nsteps, what);
+  }
+  const void *self = lua_topointer(L, t);
+  for (int i = 0; i < depth - 1; i++)
+    if (e->open[i] == self)
+      encode_error(e, e->nsteps, "cannot encode a cycle (a table that contains itself) as JSON");
+  e->open[depth - 1] = self;
+  /* Per level: the table's scratch and key table, then a key and a value (lua_next), plus
+     whatever the error path pushes. */
+  if (!lua_checkstack(L, 8)) luaL_error(L, "stack overflow while encoding JSON");
+
+  /* First walk: validate the keys and decide array or object. Distinct integer keys whose
+     minimum is >= 1 and maximum equals their count are exactly 1..n. */
+  size_t count = 0, integer_keys = 0;
+  lua_Integer max_key = 0;
+  int all_positive_integers = 1;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    if (check_key(e, e->nsteps) == 2) {
+      lua_Integer k = lua_tointeger(L, -1);
+      integer_keys++;
+      if (k < 1) all_positive_integers = 0;
+      if (k > max_key) max_key = k;
+    } else {
+      all_positive_integers = 0;
+    }
+    count++;
+    meter(L, &e->pending, 1);
+  }
+  int sequence = count > 0 && all_positive_integers && (uint64_t)max_key == count;
+  int marked = has_array_marker(L, t);
+  if (marked && count > 0 && !sequence)
+    encode_error(e, e->nsteps,
+                 "cannot encode a table marked as a JSON array whose keys are not 1..n");
+  if (sequence || (marked && count == 0)) {
+    encode_array(e, t, (lua_Integer)count);
+  } else if (count == 0) {
+    out_put(e, "{}", 2);
+  } else {
+    encode_object(e, t, count, integer_keys);
+  }
+}
+
+static void encode_value(encoder *e, int idx) {
+  lua_State *L = e->L;
+  meter(L, &e->pending, 1);
+  switch (lua_type(L, idx)) {
+  case LUA_TNIL:
+    out_put(e, "null", 4);
+    return;
+  case LUA_TBOOLEAN:
+    if (lua_toboolean(L, idx)) {
+      out_put(e, "true", 4);
+    } else {
+      out_put(e, "false", 5);
+    }
+    return;
+  case LUA_TNUMBER:
+    if (lua_isinteger(L, idx)) {
+      mbxV_json_put_integer(out_put, e, (int64_t)lua_tointeger(L, idx));
+    } else if (!mbxV_json_put_number(out_put, e, (double)lua_tonumber(L, idx))) {
+      encode_error(e, e->nsteps, "cannot encode NaN or infinity as JSON");
+    }
+    return;
+  case LUA_TSTRING: {
+    size_t len;
+    const char *s = lua_tolstring(L, idx, &len);
+    meter(L, &e->pending, len / METER_BYTES);
+    mbxV_json_put_string(out_put, e, s, len);
+    return;
+  }
+  case LUA_TTABLE:
+    encode_table(e, idx);
+    return;
+  case LUA_TLIGHTUSERDATA:
+    if (mbxV_json_is_null(L, idx)) {
+      out_put(e, "null", 4);
+      return;
+    }
+    break;
+  default:
+    break;
+  }
+  encode_error(e, e->nsteps,
+               lua_pushfstring(L, "cannot encode a %s as JSON", luaL_typename(L, idx)));
+}
+
+/* The stack effect is +1: the buffer's slot is reused for the result, so an error at any
+   point leaves only garbage the collector owns. */
+void mbxV_json_encode(lua_State *L, int idx, const char *root_path) {
+  encoder e;
+  idx = lua_absindex(L, idx);
+  e.L = L;
+  e.root = root_path != NULL ? root_path : "value";
+  e.nsteps = 0;
+  e.pending = 0;
+  e.out_cap = 256;
+  e.out_len = 0;
+  luaL_checkstack(L, 8, "encoding JSON");
+  e.out = lua_newuserdatauv(L, e.out_cap, 0);
+  e.out_slot = lua_gettop(L);
+  encode_value(&e, idx);
+  /* Pay the remainder of the last batch, so many small encodes cannot each run free. */
+  mbxV_charge(L, e.pending);
+  lua_pushlstring(L, e.out, e.out_len);
+  lua_replace(L, e.out_slot);
+}
+
+/* ---- Decoding -------------------------------------------------------------------------- */
+
+/* A recursive-descent parser over (text, len): the text is not NUL-terminated and may hold
+   NULs, so every read goes through pos < len. */
+typedef struct decoder {
+  lua_State *L;
+  const unsigned char *text;
+  size_t len;
+  size_t pos;
+  size_t metered_pos; /* bytes up to here are paid for */
+  int depth;
+  uint64_t pending;
+} decoder;
+
+/* Raise "<what> at line L, column C" for the byte at pos. Lines and columns are only
+   counted here, on the error path, so parsing does not pay for them. */
+static void decode_error_at(decoder *d, size_t pos, const char *what) {
+  lua_Integer line = 1, column = 1;
+  for (size_t i = 0; i < pos && i < d->len; i++) {
+    if (d->text[i] == '\n') {
+      line++;
+      column = 1;
+    } else {
+      column++;
+    }
+  }
+  lua_pushfstring(d->L, "%s at line %I, column %I", what, (LUAI_UACINT)line, (LUAI_UACINT)column);
+  lua_error(d->L);
+}
+
+static void decode_error(decoder *d, const char *what) {
+  decode_error_at(d, d->pos, what);
+}
+
+/* Name what sits at pos, for "unexpected ..." messages. */
+static void decode_unexpected(decoder *d) {
+  if (d->pos >= d->len) decode_error(d, "unexpected end of input");
+  unsigned char c = d->text[d->pos];
+  if (c == 0) decode_error(d, "unexpected NUL byte");
+  if (c >= 0x20 && c < 0x7F)
+    decode_error(d, lua_pushfstring(d->L, "unexpected character '%c'", (int)c));
+  char what[40];
+  snprintf(what, sizeof what, "unexpected byte 0x%02X", (unsigned)c);
+  decode_error(d, what);
+}
+
+/* Charge for one value and for the bytes read since the last charge. */
+static void decode_meter(decoder *d) {
+  uint64_t units = 1 + (d->pos - d->metered_pos) / METER_BYTES;
+  d->metered_pos += (d->pos - d->metered_pos) / METER_BYTES * METER_BYTES;
+  meter(d->L, &d->pending, units);
+}
+
+static void skip_space(decoder *d) {
+  while (d->pos < d->len) {
+    unsigned char c = d->text[d->pos];
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return;
+    d->pos++;
+  }
+}
+
+static int peek(const decoder *d) {
+  return d->pos < d->len ? d->text[d->pos] : -1;
+}
+
+static void decode_value(decoder *d);
+
+/* true, false and null are case-sensitive and complete words: "nul" or "True" are errors,
+   and "nullx" fails afterwards as trailing data. */
+static void decode_literal(decoder *d, const char *word) {
+  size_t n = strlen(word);
+  if (d->len - d->pos < n || memcmp(d->text + d->pos, word, n) != 0)
+    decode_error(d, "invalid literal (expected true, false or null)");
+  d->pos += n;
+}
+
+static int is_digit(int c) {
+  return c >= '0' && c <= '9';
+}
+
+/* RFC 8259 s6 exactly: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?. No '+', no leading
+   zeros, no hex, no NaN/Infinity: whatever we accept we must also be able to write back, and
+   other parsers must read the same number from the same text. */
+static void decode_number(decoder *d) {
+  lua_State *L = d->L;
+  size_t start = d->pos;
+  int negative = 0, integral = 1;
+  if (peek(d) == '-') {
+    negative = 1;
+    d->pos++;
+  }
+  if (peek(d) == '0') {
+    d->pos++;
+    if (is_digit(peek(d))) decode_error(d, "invalid number (leading zero)");
+  } else if (is_digit(peek(d))) {
+    while (is_digit(peek(d)))
+      d->pos++;
+  } else {
+    decode_error(d, "invalid number (expected a digit)");
+  }
+  if (peek(d) == '.') {
+    integral = 0;
+    d->pos++;
+    if (!is_digit(peek(d))) decode_error(d, "invalid number (expected a digit after '.')");
+    while (is_digit(peek(d)))
+      d->pos++;
+  }
+  if (peek(d) == 'e' || peek(d) == 'E') {
+    integral = 0;
+    d->pos++;
+    if (peek(d) == '+' || peek(d) == '-') d->pos++;
+    if (!is_digit(peek(d))) decode_error(d, "invalid number (expected a digit in the exponent)");
+    while (is_digit(peek(d)))
+      d->pos++;
+  }
+  if (integral) {
+    /* Accumulate negatively: the magnitude of math.mininteger does not fit positive. */
+    lua_Integer v = 0;
+    int fits = 1;
+    for (size_t i = start + (size_t)negative; i < d->pos; i++) {
+      int digit = d->text[i] - '0';
+      if (v < (LUA_MININTEGER + digit) / 10) {
+        fits = 0;
+        break;
+      }
+      v = v * 10 - digit;
+    }
+    if (fits && !negative && v == LUA_MININTEGER) fits = 0;
+    if (fits) {
+      lua_pushinteger(L, negative ? v : -v);
+      return;
+    }
+  }
+  /* strtod needs a terminated string; the text is not one (it may even hold NULs). */
+  size_t n = d->pos - start;
+  char local[64];
+  const char *copy;
+  if (n < sizeof local) {
+    memcpy(local, d->text + start, n);
+    local[n] = '\0';
+    copy = local;
+  } else {
+    copy = lua_pushlstring(L, (const char *)d->text + start, n);
+  }
+  double v = strtod(copy, NULL);
+  if (copy != local) lua_pop(L, 1);
+  /* Refuse rather than make an infinity, which could not be encoded back. */
+  if (!isfinite(v)) decode_error_at(d, start, "number out of range");
+  lua_pushnumber(L, (lua_Number)v);
+}
+
+static int hex_value(int c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* The four hex digits of a \u escape; pos is at the 'u'. */
+static unsigned read_hex4(decoder *d) {
+  unsigned v = 0;
+  if (d->len - d->pos < 5) decode_error(d, "invalid \\u escape (expected 4 hex digits)");
+  for (size_t i = 1; i <= 4; i++) {
+    int h = hex_value(d->text[d->pos + i]);
+    if (h < 0) decode_error(d, "invalid \\u escape (expected 4 hex digits)");
+    v = v << 4 | (unsigned)h;
+  }
+  d->pos += 5;
+  return v;
+}
+
+static void add_utf8(luaL_Buffer *b, unsigned cp) {
+  char s[4];
+  size_t n;
+  if (cp < 0x80) {
+    s[0] = (char)cp;
+    n = 1;
+  } else if (cp < 0x800) {
+    s[0] = (char)(0xC0 | cp >> 6);
+    s[1] = (char)(0x80 | (cp & 0x3F));
+    n = 2;
+  } else if (cp < 0x10000) {
+    s[0] = (char)(0xE0 | cp >> 12);
+    s[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+    s[2] = (char)(0x80 | (cp & 0x3F));
+    n = 3;
+  } else {
+    s[0] = (char)(0xF0 | cp >> 18);
+    s[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    s[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    s[3] = (char)(0x80 | (cp & 0x3F));
+    n = 4;
+  }
+  luaL_addlstring(b, s, n);
+}
+
+/* One escape (pos at the backslash) appended to b. */
+static void decode_escape(decoder *d, luaL_Buffer *b) {
+  size_t at = d->pos;
+  d->pos++;
+  int c = peek(d);
+  const char *plain = NULL;
+  switch (c) {
+  case '"':
+    plain = "\"";
+    break;
+  case '\\':
+    plain = "\\";
+    break;
+  case '/':
+    plain = "/";
+    break;
+  case 'b':
+    plain = "\b";
+    break;
+  case 'f':
+    plain = "\f";
+    break;
+  case 'n':
+    plain = "\n";
+    break;
+  case 'r':
+    plain = "\r";
+    break;
+  case 't':
+    plain = "\t";
+    break;
+  case 'u':
+    break;
+  default:
+    decode_error_at(d, at, "invalid escape in string");
+  }
+  if (plain != NULL) {
+    luaL_addchar(b, plain[0]);
+    d->pos++;
+    return;
+  }
+  unsigned cp = read_hex4(d);
+  if (cp >= 0xDC00 && cp <= 0xDFFF) decode_error_at(d, at, "lone UTF-16 surrogate in \\u escape");
+  if (cp >= 0xD800 && cp <= 0xDBFF) {
+    /* A high surrogate must be followed at once by a low one: together they are one code
+       point above U+FFFF. Alone it has no UTF-8 form (RFC 3629 forbids encoding it). */
+    if (d->len - d->pos < 2 || d->text[d->pos] != '\\' || d->text[d->pos + 1] != 'u')
+      decode_error_at(d, at, "lone UTF-16 surrogate in \\u escape");
+    d->pos++;
+    unsigned low = read_hex4(d);
+    if (low < 0xDC00 || low > 0xDFFF) decode_error_at(d, at, "lone UTF-16 surrogate in \\u escape");
+    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+  }
+  add_utf8(b, cp);
+}
+
+/* Decode the string whose opening quote is at pos, and push it. */
+static void decode_string(decoder *d) {
+  lua_State *L = d->L;
+  size_t start = ++d->pos;
+  luaL_Buffer b;
+  int buffered = 0; /* strings without escapes are pushed straight from the text */
+  size_t run = start;
+  for (;;) {
+    if (d->pos >= d->len) decode_error(d, "unterminated string");
+    unsigned char c = d->text[d->pos];
+    if (c == '"') break;
+    if (c == '\\') {
+      if (!buffered) {
+        luaL_buffinit(L, &b);
+        buffered = 1;
+      }
+      luaL_addlstring(&b, (const char *)d->text + run, d->pos - run);
+      decode_escape(d, &b);
+      run = d->pos;
+    } else if (c < 0x20) {
+      decode_error(d, "control character in string (must be escaped)");
+    } else if (c < 0x80) {
+      d->pos++;
+    } else {
+      /* JSON text is UTF-8 (RFC 8259 s8.1): bytes that are not would come out as a string
+         no JSON writer produced, so refuse them here. The lead byte gives the length. */
+      size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+      if (d->len - d->pos < need || !mbxV_utf8_valid((const char *)d->text + d->pos, need))
+        decode_error(d, "invalid UTF-8 in string");
+      d->pos += need;
+    }
+  }
+  if (buffered) {
+    luaL_addlstring(&b, (const char *)d->text + run, d->pos - run);
+    luaL_pushresult(&b);
+  } else {
+    lua_pushlstring(L, (const char *)d->text + start, d->pos - start);
+  }
+  d->pos++; /* the closing quote */
+}
+
+/* Turn the one-member object {"$bytes": "<base64>"} at the top of the stack into the byte
+   string it stands for (the encoder's form for strings that are not UTF-8). */
+static void decode_bytes_object(decoder *d, size_t value_pos) {
+  lua_State *L = d->L;
+  lua_pushliteral(L, "$bytes");
+  lua_rawget(L, -2);
+  if (lua_type(L, -1) != LUA_TSTRING) {
+    lua_pop(L, 1); /* {"$bytes": <not a string>} is just an object */
+    return;
+  }
+  size_t n;
+  const char *s = lua_tolstring(L, -1, &n);
+  luaL_Buffer b;
+  unsigned char *out = (unsigned char *)luaL_buffinitsize(L, &b, n / 4 * 3 + 1);
+  size_t written = mbxV_base64_decode(s, n, out);
+  if (written == (size_t)-1) decode_error_at(d, value_pos, "invalid base64 in {\"$bytes\": ...}");
+  luaL_pushresultsize(&b, written);
+  lua_replace(L, -3); /* the string takes the table's place */
+  lua_pop(L, 1);
+}
+
+static void enter(decoder *d) {
+  if (++d->depth > MBXV_JSON_MAX_DEPTH) {
+    char what[48];
+    snprintf(what, sizeof what, "nesting deeper than %d", MBXV_JSON_MAX_DEPTH);
+    decode_error(d, what);
+  }
+  /* The container, a key and a value, plus room for a string buffer's box. */
+  if (!lua_checkstack(d->L, 6)) decode_error(d, "stack overflow");
+}
+
+/* The marker is made once per state and kept in the registry, so every decoded [] shares it
+   (no allocation per empty array). Guests can reach and change it through getmetatable; that
+   only changes how their own data encodes, so it is not protected with __metatable, which
+   would stop them from setting their own metatable on a decoded array. */
+static void push_array_marker(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &array_marker_key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "__jsontype");
+  lua_pushliteral(L, "array");
+  lua_rawset(L, -3);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &array_marker_key);
+}
+
+static void decode_array(decoder *d) {
+  lua_State *L = d->L;
+  enter(d);
+  d->pos++;
+  lua_newtable(L);
+  skip_space(d);
+  if (peek(d) == ']') {
+    /* An empty table is {} by default; the marker keeps [] an array on the way back. */
+    push_array_marker(L);
+    lua_setmetatable(L, -2);
+    d->pos++;
+    d->depth--;
+    return;
+  }
+  for (lua_Integer i = 1;; i++) {
+    decode_value(d);
+    lua_rawseti(L, -2, i);
+    skip_space(d);
+    int c = peek(d);
+    if (c == ']') break;
+    if (c != ',') decode_error(d, "expected ',' or ']' after an array element");
+    d->pos++;
+    skip_space(d);
+  }
+  d->pos++;
+  d->depth--;
+}
+
+static void decode_object(decoder *d) {
+  lua_State *L = d->L;
+  enter(d);
+  d->pos++;
+  lua_newtable(L);
+  skip_space(d);
+  if (peek(d) == '}') {
+    d->pos++;
+    d->depth--;
+    return;
+  }
+  size_t members = 0, bytes_value_pos = 0;
+  int first_is_bytes = 0;
+  for (;;) {
+    if (peek(d) != '"') decode_error(d, "expected a string key in an object");
+    decode_string(d);
+    if (members == 0) {
+      size_t n;
+      const char *key = lua_tolstring(L, -1, &n);
+      first_is_bytes = n == 6 && memcmp(key, "$bytes", 6) == 0;
+    }
+    skip_space(d);
+    if (peek(d) != ':') decode_error(d, "expected ':' after an object key");
+    d->pos++;
+    skip_space(d);
+    if (members == 0) bytes_value_pos = d->pos;
+    decode_value(d);
+    lua_rawset(L, -3); /* a repeated key overwrites: the last one wins */
+    members++;
+    skip_space(d);
+    int c = peek(d);
+    if (c == '}') break;
+    if (c != ',') decode_error(d, "expected ',' or '}' after an object member");
+    d->pos++;
+    skip_space(d);
+  }
+  d->pos++;
+  d->depth--;
+  if (members == 1 && first_is_bytes) decode_bytes_object(d, bytes_value_pos);
+}
+
+/* The first byte decides the kind of value (JSON is LL(1)). */
+static void decode_value(decoder *d) {
+  decode_meter(d);
+  switch (peek(d)) {
+  case '{':
+    decode_object(d);
+    break;
+  case '[':
+    decode_array(d);
+    break;
+  case '"':
+    decode_string(d);
+    break;
+  case 't':
+    decode_literal(d, "true");
+    lua_pushboolean(d->L, 1);
+    break;
+  case 'f':
+    decode_literal(d, "false");
+    lua_pushboolean(d->L, 0);
+    break;
+  case 'n':
+    decode_literal(d, "null");
+    mbxV_json_push_null(d->L);
+    break;
+  default:
+    if (peek(d) == '-' || is_digit(peek(d))) {
+      decode_number(d);
+    } else {
+      decode_unexpected(d);
+    }
+  }
+}
+
+void mbxV_json_decode(lua_State *L, const char *text, size_t len) {
+  decoder d = {.L = L, .text = (const unsigned char *)text, .len = len};
+  luaL_checkstack(L, 8, "decoding JSON");
+  /* RFC 8259 s8.1: a BOM must not be added, and a parser may refuse it. Refusing keeps one
+     spelling for one document. */
+  if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+    decode_error(&d, "UTF-8 byte order mark is not allowed");
+  skip_space(&d);
+  decode_value(&d);
+  skip_space(&d);
+  if (d.pos < d.len) {
+    if (d.text[d.pos] == 0) decode_error(&d, "unexpected NUL byte after the JSON value");
+    decode_error(&d, "unexpected data after the JSON value");
+  }
+  d.pending += (d.pos - d.metered_pos) / METER_BYTES;
+  mbxV_charge(L, d.pending);
+}
