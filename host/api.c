@@ -225,8 +225,13 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
   /* The C locale for the run: a host setlocale would change number formatting and string
      comparison, and strcoll over-reads in 5.4.4 (THREATS section 5, f623b969). */
   locale_t host_locale = uselocale(sb->rt->c_locale);
-  char name[80];
-  snprintf(name, sizeof name, "=%s", chunk_name && *chunk_name ? chunk_name : "input");
+  /* Lua keeps LUA_IDSIZE - 1 bytes of a chunk name; keep the end of a long one, where the
+     file name is ("...dir/script.lua"). */
+  char name[LUA_IDSIZE];
+  const char *given = chunk_name && *chunk_name ? chunk_name : "input";
+  size_t given_len = strlen(given), room = sizeof name - 2;
+  if (given_len > room) snprintf(name, sizeof name, "=...%s", given + given_len - (room - 3));
+  else snprintf(name, sizeof name, "=%s", given);
   mbxV_outcome outcome;
   const char *code_text = code ? code : "";
   mbx_status s = mbxV_run(&sb->vm, code_text, code_len, name, inputs_json, inputs_len,
