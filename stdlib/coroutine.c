@@ -133,9 +133,28 @@ static int co_close(lua_State *L) {
   return 2;
 }
 
+/* The chunk runs on a thread of its own (so a host call can pause it), but to the guest it
+   is the main thread, as in stock Lua: not yieldable, and reported as main. */
+static int is_run_thread(lua_State *L) {
+  return L == mbxV_from(L)->budget.run_thread;
+}
+
+static int co_running(lua_State *L) {
+  lua_pushthread(L);
+  lua_pushboolean(L, is_run_thread(L));
+  return 2;
+}
+
+static int co_isyieldable(lua_State *L) {
+  lua_State *co = lua_isnone(L, 1) ? L : check_coroutine(L, 1);
+  lua_pushboolean(L, lua_isyieldable(co) && !is_run_thread(co));
+  return 1;
+}
+
 int mbxL_open_coroutine(lua_State *L) {
-  static const luaL_Reg replaced[] = {
-      {"resume", co_resume}, {"wrap", co_wrap}, {"close", co_close}, {NULL, NULL}};
+  static const luaL_Reg replaced[] = {{"resume", co_resume},   {"wrap", co_wrap},
+                                      {"close", co_close},     {"running", co_running},
+                                      {"isyieldable", co_isyieldable}, {NULL, NULL}};
   luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
   luaL_setfuncs(L, replaced, 0);
   lua_pop(L, 1);

@@ -127,6 +127,8 @@ static int step_prepare(lua_State *L) {
     st->syntax_len = n;
     return 0;
   }
+  /* The parser is C without hooks: if it alone used up the time, stop here. */
+  mbxV_charge(L, st->code_len / 16);
   lua_State *co = lua_newthread(L);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread); /* anchored for the run */

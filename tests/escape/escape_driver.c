@@ -1,0 +1,734 @@
+/* escape_driver.c -- runs one hostile script of tests/escape/ through the public API and checks
+   the outcome its header declares (the header format is in tests/escape/README.md). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moonbox.h"
+
+/* The word every script prints (or returns) when its attack worked. */
+#define ESCAPE_MARKER "ESCAPED"
+/* What the guest would read if it reached the host's real stdin (io.read). */
+#define STDIN_SECRET "HOST-STDIN-SECRET\n"
+/* Residual wall time allowed past a deadline (THREATS.md section 9). */
+#define WALL_SLACK_MS 100
+/* The sandbox thread's stack: glibc's default, well above the 1 MiB mbx_run requires. */
+#define SANDBOX_STACK_BYTES (8u << 20)
+/* A run that outlives its bound by this much is reported as a hang and the driver exits. */
+#define HANG_GRACE_MS 10000
+#define HANG_UNBOUNDED_MS 60000
+#define MAX_LIST 16
+#define NO_VALUE (-1)
+
+/* ---------------------------------------------------------------------------------------- */
+/* The parsed header of a script. */
+
+typedef struct limit_setting {
+  mbx_limit which;
+  uint64_t value;
+} limit_setting;
+
+typedef struct script_spec {
+  int expect; /* run status; NO_VALUE until the header names one */
+  int accept[MAX_LIST];
+  int n_accept;
+  limit_setting limits[8];
+  int n_limits;
+  long interrupt_ms; /* NO_VALUE: no interrupt */
+  long max_wall_ms;  /* NO_VALUE: deadline + slack */
+  const char *stdout_contains[MAX_LIST];
+  int n_stdout_contains;
+  const char *stdout_not_contains[MAX_LIST];
+  int n_stdout_not_contains;
+  const char *error_contains[MAX_LIST];
+  int n_error_contains;
+  int runs;
+  int then_status; /* NO_VALUE: no further run */
+} script_spec;
+
+/* Everything the sandbox thread needs and reports. */
+typedef struct driver {
+  const char *name;
+  char *source;
+  size_t source_len;
+  script_spec spec;
+  mbx_sandbox *sandbox;
+  uint64_t memory_limit, time_limit_ms, output_limit;
+  long wall_bound_ms;      /* per run, NO_VALUE when nothing bounds it */
+  long last_wall_bound_ms; /* the last run's (it may be interrupted) */
+  sem_t interrupt_go;      /* posted right before the run the interrupt targets */
+  sem_t done;              /* posted when the sandbox thread finished everything */
+  FILE *report;            /* failure messages, printed once the host fds are restored */
+  int failures;
+  /* The last run, for the success line. */
+  int last_status;
+  long last_wall_ms;
+  uint64_t last_peak;
+  char *header_lines[64]; /* copies the spec points into; freed at exit */
+  int header_count;
+} driver;
+
+static void fail(driver *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* fail() is called from the sandbox thread and the interrupt thread. */
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void fail(driver *d, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  pthread_mutex_lock(&report_lock);
+  fprintf(d->report, "FAIL escape/%s: ", d->name);
+  vfprintf(d->report, fmt, ap);
+  fputc('\n', d->report);
+  va_end(ap);
+  d->failures++;
+  pthread_mutex_unlock(&report_lock);
+}
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Header parsing. */
+
+static const int all_statuses[] = {0,  1,   2,   3,   4,   5,   6,   7,   8,  9,
+                                   10, 100, 101, 102, 103, 104, 105, 106, 107};
+
+/* The status whose JSON key is `key`; run statuses only unless api_too. NO_VALUE if none. */
+static int status_from_key(const char *key, int api_too) {
+  for (size_t i = 0; i < sizeof all_statuses / sizeof all_statuses[0]; i++) {
+    int code = all_statuses[i];
+    const char *k = mbx_status_key((mbx_status)code);
+    if (!api_too && code >= MBX_API_ERROR_BASE) continue;
+    if (k && strcmp(k, key) == 0) return code;
+  }
+  return NO_VALUE;
+}
+
+static const char *status_key(int code) {
+  const char *k = mbx_status_key((mbx_status)code);
+  return k ? k : "(unknown status)";
+}
+
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t')
+    s++;
+  size_t n = strlen(s);
+  while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+    s[--n] = '\0';
+  return s;
+}
+
+/* "8M", "64k", "1e9", "0": a count with an optional binary suffix k/K, m/M, g/G. */
+static int parse_amount(const char *text, int allow_suffix, uint64_t *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || errno != 0 || v < 0) return -1;
+  double scale = 1;
+  if (allow_suffix && *end) {
+    switch (*end) {
+    case 'k':
+    case 'K':
+      scale = 1024.0;
+      break;
+    case 'm':
+    case 'M':
+      scale = 1024.0 * 1024.0;
+      break;
+    case 'g':
+    case 'G':
+      scale = 1024.0 * 1024.0 * 1024.0;
+      break;
+    default:
+      return -1;
+    }
+    end++;
+  }
+  if (*end) return -1;
+  v *= scale;
+  if (v > 1.8e19 || v != (double)(uint64_t)v) return -1;
+  *out = (uint64_t)v;
+  return 0;
+}
+
+/* "300ms", "2s", "150" (milliseconds). */
+static int parse_duration_ms(const char *text, long *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || errno != 0 || v < 0) return -1;
+  if (strcmp(end, "s") == 0)
+    v *= 1000;
+  else if (strcmp(end, "ms") != 0 && *end != '\0')
+    return -1;
+  *out = (long)v;
+  return 0;
+}
+
+static int parse_limits(script_spec *spec, char *text, const char **why) {
+  for (char *save = NULL, *tok = strtok_r(text, " \t", &save); tok;
+       tok = strtok_r(NULL, " \t", &save)) {
+    char *eq = strchr(tok, '=');
+    if (!eq) {
+      *why = "a limit must read name=value";
+      return -1;
+    }
+    *eq = '\0';
+    const char *name = tok, *value = eq + 1;
+    limit_setting ls;
+    int ok;
+    if (strcmp(name, "memory") == 0) {
+      ls.which = MBX_LIMIT_MEMORY;
+      ok = parse_amount(value, 1, &ls.value);
+    } else if (strcmp(name, "instructions") == 0) {
+      ls.which = MBX_LIMIT_INSTRUCTIONS;
+      ok = parse_amount(value, 0, &ls.value);
+    } else if (strcmp(name, "time") == 0) {
+      long ms;
+      ls.which = MBX_LIMIT_TIME_MS;
+      ok = parse_duration_ms(value, &ms);
+      ls.value = (uint64_t)ms;
+    } else if (strcmp(name, "output") == 0) {
+      ls.which = MBX_LIMIT_OUTPUT;
+      ok = parse_amount(value, 1, &ls.value);
+    } else if (strcmp(name, "source") == 0) {
+      ls.which = MBX_LIMIT_SOURCE;
+      ok = parse_amount(value, 1, &ls.value);
+    } else {
+      *why = "unknown limit (memory, instructions, time, output, source)";
+      return -1;
+    }
+    if (ok != 0) {
+      *why = "bad limit value";
+      return -1;
+    }
+    if (spec->n_limits == (int)(sizeof spec->limits / sizeof spec->limits[0])) {
+      *why = "too many limits";
+      return -1;
+    }
+    spec->limits[spec->n_limits++] = ls;
+  }
+  return 0;
+}
+
+static int add_to_list(const char **list, int *n, const char *value) {
+  if (*n == MAX_LIST) return -1;
+  list[(*n)++] = value;
+  return 0;
+}
+
+/* Parses one "-- key: value" line. Returns 0 if the line is not a header key (a plain comment),
+   1 if it was one, -1 on an error (why set). Modifies line in place; keeps pointers into it. */
+static int parse_header_line(script_spec *spec, char *line, const char **why) {
+  /* A key is lowercase letters and dashes right after "-- ", then a colon. Descriptive comments
+     start with a capital letter or punctuation, so a misspelt key is an error, not a comment. */
+  char *p = line + 2;
+  if (*p != ' ') return 0;
+  p++;
+  char *key = p;
+  while ((*p >= 'a' && *p <= 'z') || *p == '-')
+    p++;
+  if (p == key || *p != ':') return 0;
+  *p = '\0';
+  char *value = trim(p + 1);
+
+  if (strcmp(key, "expect") == 0) {
+    spec->expect = status_from_key(value, 0);
+    if (spec->expect == NO_VALUE) {
+      *why = "expect: unknown run status";
+      return -1;
+    }
+  } else if (strcmp(key, "accept") == 0) {
+    for (char *save = NULL, *tok = strtok_r(value, ", \t", &save); tok;
+         tok = strtok_r(NULL, ", \t", &save)) {
+      int st = status_from_key(tok, 0);
+      if (st == NO_VALUE || spec->n_accept == MAX_LIST) {
+        *why = "accept: unknown run status";
+        return -1;
+      }
+      spec->accept[spec->n_accept++] = st;
+    }
+  } else if (strcmp(key, "limits") == 0) {
+    if (parse_limits(spec, value, why) != 0) return -1;
+  } else if (strcmp(key, "interrupt") == 0) {
+    if (parse_duration_ms(value, &spec->interrupt_ms) != 0) {
+      *why = "interrupt: bad duration";
+      return -1;
+    }
+  } else if (strcmp(key, "max-wall") == 0) {
+    if (parse_duration_ms(value, &spec->max_wall_ms) != 0) {
+      *why = "max-wall: bad duration";
+      return -1;
+    }
+  } else if (strcmp(key, "stdout-contains") == 0) {
+    if (add_to_list(spec->stdout_contains, &spec->n_stdout_contains, value) != 0) {
+      *why = "too many stdout-contains";
+      return -1;
+    }
+  } else if (strcmp(key, "stdout-not-contains") == 0) {
+    if (add_to_list(spec->stdout_not_contains, &spec->n_stdout_not_contains, value) != 0) {
+      *why = "too many stdout-not-contains";
+      return -1;
+    }
+  } else if (strcmp(key, "error-contains") == 0) {
+    if (add_to_list(spec->error_contains, &spec->n_error_contains, value) != 0) {
+      *why = "too many error-contains";
+      return -1;
+    }
+  } else if (strcmp(key, "runs") == 0) {
+    uint64_t n;
+    if (parse_amount(value, 0, &n) != 0 || n < 1 || n > 100) {
+      *why = "runs: must be 1..100";
+      return -1;
+    }
+    spec->runs = (int)n;
+  } else if (strcmp(key, "then") == 0) {
+    spec->then_status = status_from_key(value, 1);
+    if (spec->then_status == NO_VALUE) {
+      *why = "then: unknown status";
+      return -1;
+    }
+  } else {
+    *why = "unknown header key (expect accept limits interrupt max-wall stdout-contains "
+           "stdout-not-contains error-contains runs then)";
+    return -1;
+  }
+  return 1;
+}
+
+/* The header is the run of lines starting with "--" at the top of the file. The values are
+   copied (the source buffer is handed to the library unmodified). */
+static int parse_header(driver *d) {
+  script_spec *spec = &d->spec;
+  memset(spec, 0, sizeof *spec);
+  spec->expect = NO_VALUE;
+  spec->interrupt_ms = NO_VALUE;
+  spec->max_wall_ms = NO_VALUE;
+  spec->then_status = NO_VALUE;
+  spec->runs = 1;
+
+  const char *p = d->source, *end = d->source + d->source_len;
+  int line_no = 0;
+  while (p < end && end - p >= 2 && p[0] == '-' && p[1] == '-') {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    line_no++;
+    char *line = strndup(p, n); /* kept until exit: the spec points into it */
+    if (line && d->header_count < (int)(sizeof d->header_lines / sizeof *d->header_lines))
+      d->header_lines[d->header_count++] = line;
+    else {
+      free(line);
+      line = NULL;
+    }
+    if (!line) {
+      fprintf(stderr, "escape_driver: out of memory\n");
+      return -1;
+    }
+    const char *why = NULL;
+    if (parse_header_line(spec, line, &why) < 0) {
+      fprintf(stderr, "FAIL escape/%s: header line %d: %s\n", d->name, line_no, why);
+      return -1;
+    }
+    p = nl ? nl + 1 : end;
+  }
+  if (spec->expect == NO_VALUE) {
+    fprintf(stderr, "FAIL escape/%s: the header has no '-- expect: <status>' line\n", d->name);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Checks on one result. */
+
+static int contains(const char *hay, size_t hay_len, const char *needle) {
+  return hay && memmem(hay, hay_len, needle, strlen(needle)) != NULL;
+}
+
+static int status_expected(const script_spec *spec, int st) {
+  if (st == spec->expect) return 1;
+  for (int i = 0; i < spec->n_accept; i++)
+    if (st == spec->accept[i]) return 1;
+  return 0;
+}
+
+static void print_excerpt(FILE *f, const char *label, const char *s, size_t len) {
+  const size_t max = 1500;
+  fprintf(f, "  %s (%zu bytes): %.*s%s\n", label, len, (int)(len < max ? len : max), s ? s : "",
+          len > max ? " [...]" : "");
+}
+
+/* Checks every run must pass: the marker, the memory ceiling, the output limit, wall time. */
+static void check_common(driver *d, int run, const mbx_result *res, long wall_ms, long bound_ms) {
+  size_t out_len, err_len, json_len, msg_len, tb_len, val_len;
+  const char *out = mbx_result_stdout(res, &out_len);
+  const char *errs = mbx_result_stderr(res, &err_len);
+  const char *json = mbx_result_json(res, &json_len);
+  const char *msg = mbx_result_error_message(res, &msg_len);
+  const char *tb = mbx_result_traceback(res, &tb_len);
+  const char *val = mbx_result_value_json(res, &val_len);
+  struct {
+    const char *what, *s;
+    size_t len;
+  } places[] = {{"stdout", out, out_len},  {"stderr", errs, err_len},
+                {"value", val, val_len},   {"error message", msg, msg_len},
+                {"traceback", tb, tb_len}, {"result JSON", json, json_len}};
+  for (size_t i = 0; i < sizeof places / sizeof places[0]; i++)
+    if (contains(places[i].s, places[i].len, ESCAPE_MARKER))
+      fail(d, "run %d: \"%s\" appears in the %s: the attack worked", run, ESCAPE_MARKER,
+           places[i].what);
+
+  mbx_usage usage;
+  if (mbx_result_usage(res, &usage) != MBX_OK) {
+    fail(d, "run %d: mbx_result_usage failed", run);
+    memset(&usage, 0, sizeof usage);
+  }
+  uint64_t ceiling = 2 * d->memory_limit + (1u << 20);
+  if (usage.memory_peak > ceiling)
+    fail(d, "run %d: usage.memory_peak %llu exceeds the documented ceiling 2*limit+1MiB = %llu",
+         run, (unsigned long long)usage.memory_peak, (unsigned long long)ceiling);
+  if (out_len + err_len > d->output_limit)
+    fail(d, "run %d: captured output %zu bytes exceeds the output limit %llu", run,
+         out_len + err_len, (unsigned long long)d->output_limit);
+  if (bound_ms != NO_VALUE && wall_ms > bound_ms)
+    fail(d, "run %d: took %ld ms wall, bound is %ld ms (deadline + %d ms, or max-wall/interrupt)",
+         run, wall_ms, bound_ms, WALL_SLACK_MS);
+
+  d->last_peak = usage.memory_peak;
+}
+
+static void check_last(driver *d, const mbx_result *res, int st) {
+  const script_spec *spec = &d->spec;
+  size_t out_len, msg_len;
+  const char *out = mbx_result_stdout(res, &out_len);
+  const char *msg = mbx_result_error_message(res, &msg_len);
+  if (!status_expected(spec, st))
+    fail(d, "status %s, expected %s%s", status_key(st), status_key(spec->expect),
+         spec->n_accept ? " (or an accepted one)" : "");
+  for (int i = 0; i < spec->n_stdout_contains; i++)
+    if (!contains(out, out_len, spec->stdout_contains[i]))
+      fail(d, "stdout does not contain \"%s\"", spec->stdout_contains[i]);
+  for (int i = 0; i < spec->n_stdout_not_contains; i++)
+    if (contains(out, out_len, spec->stdout_not_contains[i]))
+      fail(d, "stdout contains \"%s\"", spec->stdout_not_contains[i]);
+  for (int i = 0; i < spec->n_error_contains; i++)
+    if (!contains(msg, msg_len, spec->error_contains[i]))
+      fail(d, "the error message does not contain \"%s\"", spec->error_contains[i]);
+}
+
+static void dump_result(driver *d, const mbx_result *res) {
+  size_t len;
+  const char *json = mbx_result_json(res, &len);
+  print_excerpt(d->report, "result", json, len);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The sandbox thread: every run of the script, then the optional further run. */
+
+static void *sandbox_thread(void *arg) {
+  driver *d = arg;
+  const script_spec *spec = &d->spec;
+  for (int run = 1; run <= spec->runs; run++) {
+    int last = run == spec->runs;
+    long bound = last ? d->last_wall_bound_ms : d->wall_bound_ms;
+    mbx_result *res = NULL;
+    mbx_error err;
+    memset(&err, 0, sizeof err);
+    if (last && spec->interrupt_ms != NO_VALUE) sem_post(&d->interrupt_go);
+    long t0 = now_ms();
+    mbx_status st = mbx_run(d->sandbox, d->source, d->source_len, NULL, 0, &res, &err);
+    long wall = now_ms() - t0;
+    if (st >= MBX_API_ERROR_BASE || !res) {
+      fail(d, "run %d: mbx_run returned API status %s (%s) and no result: %s", run, status_key(st),
+           mbx_status_name(st), err.message);
+      if (res) mbx_result_free(res);
+      break;
+    }
+    if (mbx_result_status(res) != st)
+      fail(d, "run %d: mbx_run returned %s but the result says %s", run, status_key(st),
+           status_key(mbx_result_status(res)));
+    int before = d->failures;
+    check_common(d, run, res, wall, bound);
+    if (!last && st != MBX_OK)
+      fail(d, "run %d of %d: status %s; runs before the last must be ok", run, spec->runs,
+           status_key(st));
+    if (last) {
+      check_last(d, res, st);
+      d->last_status = st;
+      d->last_wall_ms = wall;
+    }
+    /* ESCAPE_DRIVER_VERBOSE=1 shows every result, for writing and debugging scripts. */
+    if (d->failures != before || getenv("ESCAPE_DRIVER_VERBOSE")) dump_result(d, res);
+    mbx_result_free(res);
+  }
+
+  if (spec->then_status != NO_VALUE) {
+    mbx_result *res = NULL;
+    mbx_error err;
+    memset(&err, 0, sizeof err);
+    mbx_status st = mbx_run(d->sandbox, d->source, d->source_len, NULL, 0, &res, &err);
+    if ((int)st != spec->then_status)
+      fail(d, "further run: status %s, expected %s (%s)", status_key(st),
+           status_key(spec->then_status), err.message);
+    if (st >= MBX_API_ERROR_BASE && res)
+      fail(d, "further run: API status %s but *out is not NULL", status_key(st));
+    if (spec->then_status == MBX_SANDBOX_POISONED && !mbx_sandbox_poisoned(d->sandbox))
+      fail(d, "further run: mbx_sandbox_poisoned() is 0 after a poisoning run");
+    if (res) {
+      check_common(d, spec->runs + 1, res, 0, NO_VALUE);
+      mbx_result_free(res);
+    }
+  }
+
+  /* Freeing must not run guest code either (finalizers are refused by construction). */
+  mbx_sandbox_free(d->sandbox);
+  d->sandbox = NULL;
+  sem_post(&d->done);
+  return NULL;
+}
+
+/* The host thread that interrupts the last run after the declared delay. */
+static void *interrupt_thread(void *arg) {
+  driver *d = arg;
+  sem_wait(&d->interrupt_go);
+  struct timespec ts = {d->spec.interrupt_ms / 1000, (d->spec.interrupt_ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+  if (mbx_sandbox_interrupt(d->sandbox) != MBX_OK)
+    fail(d, "mbx_sandbox_interrupt did not return MBX_OK");
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Host file descriptors: during the runs stdout/stderr go to a scratch file (anything the
+   library or the guest writes there, e.g. through warn("@on"), is a leak) and stdin holds a
+   secret line (io.read must never see it). */
+
+typedef struct host_fds {
+  int saved_in, saved_out, saved_err;
+  FILE *scratch;
+} host_fds;
+
+static int redirect_host_fds(host_fds *h) {
+  int pipefd[2];
+  fflush(NULL);
+  h->scratch = tmpfile();
+  if (!h->scratch || pipe(pipefd) != 0) return -1;
+  if (write(pipefd[1], STDIN_SECRET, strlen(STDIN_SECRET)) < 0) return -1;
+  close(pipefd[1]);
+  h->saved_in = dup(0);
+  h->saved_out = dup(1);
+  h->saved_err = dup(2);
+  if (h->saved_in < 0 || h->saved_out < 0 || h->saved_err < 0) return -1;
+  dup2(pipefd[0], 0);
+  close(pipefd[0]);
+  dup2(fileno(h->scratch), 1);
+  dup2(fileno(h->scratch), 2);
+  return 0;
+}
+
+static void restore_host_fds(host_fds *h) {
+  fflush(NULL);
+  dup2(h->saved_in, 0);
+  dup2(h->saved_out, 1);
+  dup2(h->saved_err, 2);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (n < cap) break;
+    char *bigger = realloc(buf, cap *= 2);
+    if (!bigger) {
+      free(buf);
+      buf = NULL;
+    }
+    buf = bigger;
+  }
+  fclose(f);
+  *len = n;
+  return buf;
+}
+
+static const char *script_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  char *name = strdup(base);
+  if (!name) return base;
+  char *dot = strrchr(name, '.');
+  if (dot && strcmp(dot, ".lua") == 0) *dot = '\0';
+  return name;
+}
+
+/* Sets the policy's limits: the driver's default time of 2 s, then the header's. */
+static int build_policy(driver *d, mbx_policy *p) {
+  mbx_error err;
+  if (mbx_policy_set_limit_checked(p, MBX_LIMIT_TIME_MS, 2000, &err) != MBX_OK) {
+    fprintf(stderr, "FAIL escape/%s: default time limit refused: %s\n", d->name, err.message);
+    return -1;
+  }
+  for (int i = 0; i < d->spec.n_limits; i++) {
+    const limit_setting *ls = &d->spec.limits[i];
+    if (mbx_policy_set_limit_checked(p, ls->which, ls->value, &err) != MBX_OK) {
+      fprintf(stderr, "FAIL escape/%s: limit %d=%llu refused: %s\n", d->name, (int)ls->which,
+              (unsigned long long)ls->value, err.message);
+      return -1;
+    }
+  }
+  d->memory_limit = mbx_policy_get_limit(p, MBX_LIMIT_MEMORY);
+  d->time_limit_ms = mbx_policy_get_limit(p, MBX_LIMIT_TIME_MS);
+  d->output_limit = mbx_policy_get_limit(p, MBX_LIMIT_OUTPUT);
+  return 0;
+}
+
+static void compute_bounds(driver *d) {
+  const script_spec *spec = &d->spec;
+  long bound = NO_VALUE;
+  if (spec->max_wall_ms != NO_VALUE)
+    bound = spec->max_wall_ms;
+  else if (d->time_limit_ms > 0)
+    bound = (long)d->time_limit_ms + WALL_SLACK_MS;
+  d->wall_bound_ms = bound;
+  long last = bound;
+  if (spec->interrupt_ms != NO_VALUE && spec->max_wall_ms == NO_VALUE) {
+    long by_interrupt = spec->interrupt_ms + WALL_SLACK_MS;
+    if (last == NO_VALUE || by_interrupt < last) last = by_interrupt;
+  }
+  d->last_wall_bound_ms = last;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s <script.lua>\n", argv[0]);
+    return 2;
+  }
+  static driver d;
+  d.name = script_name(argv[1]);
+  d.source = read_file(argv[1], &d.source_len);
+  if (!d.source) {
+    fprintf(stderr, "FAIL escape/%s: cannot read %s: %s\n", d.name, argv[1], strerror(errno));
+    return 1;
+  }
+  if (parse_header(&d) != 0) return 1;
+
+  char *report_buf = NULL;
+  size_t report_len = 0;
+  d.report = open_memstream(&report_buf, &report_len);
+  if (!d.report || sem_init(&d.interrupt_go, 0, 0) != 0 || sem_init(&d.done, 0, 0) != 0) {
+    fprintf(stderr, "escape_driver: setup failed\n");
+    return 1;
+  }
+
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  mbx_policy *policy = mbx_policy_new();
+  if (!rt || !policy) {
+    fprintf(stderr, "FAIL escape/%s: runtime/policy creation failed: %s\n", d.name, err.message);
+    return 1;
+  }
+  if (build_policy(&d, policy) != 0) return 1;
+  compute_bounds(&d);
+  d.sandbox = mbx_sandbox_new(rt, policy, &err);
+  if (!d.sandbox) {
+    fprintf(stderr, "FAIL escape/%s: mbx_sandbox_new failed: %s\n", d.name, err.message);
+    return 1;
+  }
+  mbx_policy_free(policy);
+
+  host_fds fds;
+  if (redirect_host_fds(&fds) != 0) {
+    fprintf(stderr, "escape_driver: cannot redirect stdio: %s\n", strerror(errno));
+    return 1;
+  }
+
+  pthread_attr_t attr;
+  pthread_t runner, interrupter;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, SANDBOX_STACK_BYTES);
+  if (d.spec.interrupt_ms != NO_VALUE &&
+      pthread_create(&interrupter, NULL, interrupt_thread, &d) != 0) {
+    restore_host_fds(&fds);
+    fprintf(stderr, "escape_driver: cannot start the interrupt thread\n");
+    return 1;
+  }
+  if (pthread_create(&runner, &attr, sandbox_thread, &d) != 0) {
+    restore_host_fds(&fds);
+    fprintf(stderr, "escape_driver: cannot start the sandbox thread\n");
+    return 1;
+  }
+
+  /* Watchdog: a run the hook cannot stop would otherwise hang until ctest's timeout. */
+  long budget_ms = HANG_UNBOUNDED_MS;
+  if (d.wall_bound_ms != NO_VALUE)
+    budget_ms = (long)(d.spec.runs + 1) * d.wall_bound_ms + HANG_GRACE_MS;
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += budget_ms / 1000;
+  deadline.tv_nsec += (budget_ms % 1000) * 1000000;
+  if (deadline.tv_nsec >= 1000000000) {
+    deadline.tv_sec++;
+    deadline.tv_nsec -= 1000000000;
+  }
+  int waited;
+  while ((waited = sem_timedwait(&d.done, &deadline)) != 0 && errno == EINTR) {
+  }
+  if (waited != 0) {
+    restore_host_fds(&fds);
+    fprintf(stderr,
+            "FAIL escape/%s: hang: the sandbox thread did not finish within %ld ms "
+            "(a run ignored its limits, or mbx_sandbox_free ran guest code)\n",
+            d.name, budget_ms);
+    fflush(NULL);
+    _exit(1);
+  }
+  pthread_join(runner, NULL);
+  if (d.spec.interrupt_ms != NO_VALUE) {
+    sem_post(&d.interrupt_go); /* in case the last run was never reached */
+    pthread_join(interrupter, NULL);
+  }
+  mbx_runtime_free(rt);
+  restore_host_fds(&fds);
+
+  /* Anything that reached the host's own stdout/stderr during the runs is a leak. */
+  long leaked = ftell(fds.scratch);
+  if (leaked > 0) {
+    char buf[512];
+    rewind(fds.scratch);
+    size_t n = fread(buf, 1, sizeof buf - 1, fds.scratch);
+    buf[n] = '\0';
+    fail(&d, "%ld bytes reached the host's stdout/stderr during the run: %s", leaked, buf);
+  }
+  fclose(d.report);
+  for (int i = 0; i < d.header_count; i++) free(d.header_lines[i]);
+  if (d.failures) {
+    fwrite(report_buf, 1, report_len, stderr);
+    free(report_buf);
+    return 1;
+  }
+  fwrite(report_buf, 1, report_len, stdout);
+  free(report_buf);
+  printf("escape/%s: pass status=%s wall=%ldms peak=%llu (memory limit %llu)\n", d.name,
+         status_key(d.last_status), d.last_wall_ms, (unsigned long long)d.last_peak,
+         (unsigned long long)d.memory_limit);
+  return 0;
+}
