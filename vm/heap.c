@@ -77,10 +77,13 @@ void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return NULL;
   }
   link_block(h, b);
-  size_t was_large = h->large_live;
   account(h, osize, nsize);
-  if (h->on_pressure && grow > 0 && !h->pressure_pending &&
-      (h->used > h->limit || (was_large == 0 && h->large_live > 0))) {
+  /* A large block means an instruction that copies or scans megabytes may follow (or just
+     ran): have the hook look at the clock at the next instruction. Costs one hook call per
+     block of at least 256 KiB, nothing next to copying it. */
+  int large = nsize >= MBXV_LARGE_BLOCK;
+  if (h->on_pressure && grow > 0 &&
+      (large || (h->used > h->limit && !h->pressure_pending))) {
     h->pressure_pending = 1;
     h->on_pressure(h->pressure_ud);
   }

@@ -18,9 +18,10 @@ typedef struct mbxV_heap {
   size_t peak;        /* highest `used` ever seen */
   size_t large_live;  /* bytes in live blocks >= MBXV_LARGE_BLOCK */
   mbxV_block *blocks; /* every live block, so the whole heap can be released without lua_close */
-  /* Called (with `pressure_ud`) when `used` goes over `limit`, or when the first large block
-     appears; the budget re-arms the running thread's hook there. May be NULL. Not called
-     again while `pressure_pending` is set: the budget clears it once it has looked. */
+  /* Called (with `pressure_ud`) when a growth takes `used` over `limit` (not again while
+     `pressure_pending` is set: the budget clears it once it has looked), and at every growth
+     to a block of at least MBXV_LARGE_BLOCK. The budget re-arms the running thread's hook at
+     count 1 there, so the limits are checked at the next instruction. May be NULL. */
   void (*on_pressure)(void *pressure_ud);
   void *pressure_ud;
   int pressure_pending;
