@@ -20,6 +20,15 @@
 #define STDIN_SECRET "HOST-STDIN-SECRET\n"
 /* Residual wall time allowed past a deadline (THREATS.md section 9). */
 #define WALL_SLACK_MS 100
+
+/* The slack over the deadline. Sanitizer builds run C code several times slower, so their
+   test presets widen it through ESCAPE_WALL_SLACK_MS (docs/SECURITY-MODEL.md states both). */
+static long wall_slack_ms(void) {
+  const char *env = getenv("ESCAPE_WALL_SLACK_MS");
+  long v = env ? strtol(env, NULL, 10) : 0;
+  return v > WALL_SLACK_MS ? v : WALL_SLACK_MS;
+}
+
 /* The sandbox thread's stack: glibc's default, well above the 1 MiB mbx_run requires. */
 #define SANDBOX_STACK_BYTES (8u << 20)
 /* A run that outlives its bound by this much is reported as a hang and the driver exits. */
@@ -598,14 +607,6 @@ static int build_policy(driver *d, mbx_policy *p) {
   d->time_limit_ms = mbx_policy_get_limit(p, MBX_LIMIT_TIME_MS);
   d->output_limit = mbx_policy_get_limit(p, MBX_LIMIT_OUTPUT);
   return 0;
-}
-
-/* The slack over the deadline. Sanitizer builds run C code several times slower, so their
-   test presets widen it through ESCAPE_WALL_SLACK_MS (docs/SECURITY-MODEL.md states both). */
-static long wall_slack_ms(void) {
-  const char *env = getenv("ESCAPE_WALL_SLACK_MS");
-  long v = env ? strtol(env, NULL, 10) : 0;
-  return v > WALL_SLACK_MS ? v : WALL_SLACK_MS;
 }
 
 static void compute_bounds(driver *d) {
