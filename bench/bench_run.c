@@ -1,0 +1,602 @@
+/* bench_run.c -- moonbox side by side with raw Lua 5.4 and process baselines, in one run. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "moonbox.h"
+
+#ifndef MBX_BENCH_SNIPPET
+#define MBX_BENCH_SNIPPET "bench/snippet.lua"
+#endif
+
+extern char **environ;
+
+/* Pydantic Monty's published in-process figure for a tiny task (0.06 ms). */
+#define MONTY_INPROCESS_US 60.0
+/* The records handed to the snippet: enough to make it a real workload, as an agent's would. */
+#define SNIPPET_RECORDS 40
+/* The stack of the benchmark thread: the library needs >= 1 MiB free; leave ample room. */
+#define BENCH_STACK_BYTES (8u << 20)
+
+static const char TINY_SOURCE[] = "return 1+1";
+
+/* Iteration counts: timed runs and untimed warm-up runs, per kind of case. */
+typedef struct bench_plan {
+  size_t tiny_iters, tiny_warmup;
+  size_t snippet_iters, snippet_warmup;
+  size_t process_iters, process_warmup;
+} bench_plan;
+
+static const bench_plan FULL_PLAN = {200000, 20000, 20000, 2000, 50, 3};
+static const bench_plan QUICK_PLAN = {20000, 2000, 2000, 200, 10, 1};
+
+/* Everything one iteration of any case needs; built once, before timing. */
+typedef struct bench_ctx {
+  mbx_runtime *rt;
+  mbx_policy *policy;
+  mbx_sandbox *repl;  /* the reused sandbox of the REPL cases */
+  const char *source; /* the chunk a case runs (moonbox) */
+  size_t source_len;
+  const char *inputs_json; /* its inputs (moonbox); NULL for the tiny task */
+  size_t inputs_len;
+  const char *lua_source; /* the chunk for raw Lua: the inputs as a Lua constructor + source */
+  size_t lua_source_len;
+  const char *case_name;
+  long long budget_left;    /* raw-Lua budget hook: instructions left in this run */
+  struct timespec deadline; /* raw-Lua budget hook: the run's wall-clock deadline */
+  const char *const *argv;  /* the command of a process case */
+} bench_ctx;
+
+typedef void (*bench_fn)(bench_ctx *ctx);
+
+typedef struct bench_stats {
+  size_t iters;
+  double p50_us, p99_us, mean_us;
+} bench_stats;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Small helpers: time, failure, files, text buffers.                                        */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A benchmark of failing runs is worthless: any failure ends the whole tool, loudly. */
+static void die(const char *case_name, const char *what, const char *detail) {
+  fprintf(stderr, "bench_run: FAILED in case '%s': %s: %s\n", case_name ? case_name : "setup", what,
+          detail ? detail : "");
+  fflush(stdout);
+  exit(1);
+}
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n - 1, f);
+    if (n < cap - 1) break;
+    char *bigger = realloc(buf, cap * 2);
+    if (!bigger) {
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    buf = bigger;
+    cap *= 2;
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (!buf || failed) {
+    free(buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  *len = n;
+  return buf;
+}
+
+/* A growable, always NUL-terminated text buffer for generating the inputs. */
+typedef struct text_buf {
+  char *data;
+  size_t len, cap;
+} text_buf;
+
+static void text_add(text_buf *b, const char *s) {
+  size_t n = strlen(s);
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 1024;
+    while (b->len + n + 1 > cap)
+      cap *= 2;
+    char *data = realloc(b->data, cap);
+    if (!data) die(NULL, "out of memory", "generating inputs");
+    b->data = data;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, s, n + 1);
+  b->len += n;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The snippet's inputs: the same records as JSON (moonbox) and as a Lua constructor (raw Lua). */
+
+/* One deterministic record set, rendered in either notation (they differ only in syntax). */
+static void gen_records(text_buf *json, text_buf *lua) {
+  static const char *const names[] = {"ada",   "BORIS", "chen",  "dana", "Emeka",
+                                      "fiona", "goran", "HIRO",  "ines", "jamal",
+                                      "kiri",  "Lena",  "mateo", "nora", "oskar"};
+  static const char *const depts[] = {"eng", "sales", "ops", "legal", "design"};
+  static const char *const tags[] = {"remote", "lead", "new", "oncall", "parttime", "contractor"};
+  uint32_t seed = 12345u;
+  char item[512];
+
+  text_add(json, "{\"records\": [");
+  text_add(lua, "records = {");
+  for (int i = 0; i < SNIPPET_RECORDS; i++) {
+    seed = seed * 1103515245u + 12345u;
+    uint32_t r = seed >> 8;
+    const char *name = names[r % 15];
+    const char *dept = depts[(r / 15) % 5];
+    long salary = 42000 + (long)((r / 75) % 90) * 1000;
+    double rating = 1.0 + (double)((r / 7) % 400) / 100.0;
+    int active = (r % 7) != 0;
+    const char *tag1 = tags[(r / 3) % 6], *tag2 = tags[(r / 11) % 6];
+
+    snprintf(item, sizeof item,
+             "%s{\"id\": %d, \"name\": \"%s%d\", \"dept\": \"%s\", \"salary\": %ld, "
+             "\"rating\": %.2f, \"active\": %s, \"tags\": [\"%s\", \"%s\"]}",
+             i ? ", " : "", i + 1, name, i + 1, dept, salary, rating, active ? "true" : "false",
+             tag1, tag2);
+    text_add(json, item);
+    snprintf(item, sizeof item,
+             "%s{id = %d, name = \"%s%d\", dept = \"%s\", salary = %ld, rating = %.2f, "
+             "active = %s, tags = {\"%s\", \"%s\"}}",
+             i ? ", " : "", i + 1, name, i + 1, dept, salary, rating, active ? "true" : "false",
+             tag1, tag2);
+    text_add(lua, item);
+  }
+  text_add(json, "]}");
+  /* A trailing newline keeps the snippet's line numbers off by exactly one. */
+  text_add(lua, "}\n");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* moonbox cases.                                                                            */
+
+/* Check a run's outcome; abort the tool on anything but a successful run. */
+static void check_run(const bench_ctx *ctx, mbx_status st, mbx_result *res, const mbx_error *err) {
+  if (st >= MBX_API_ERROR_BASE) die(ctx->case_name, mbx_status_name(st), err->message);
+  if (st != MBX_OK) {
+    mbx_error run_err;
+    mbx_result_error(res, &run_err);
+    char detail[400];
+    snprintf(detail, sizeof detail, "%s:%d: %s", run_err.chunk, run_err.line, run_err.message);
+    die(ctx->case_name, mbx_status_name(st), detail);
+  }
+}
+
+static void run_once(bench_ctx *ctx, mbx_sandbox *sb) {
+  mbx_error err;
+  mbx_result *res = NULL;
+  mbx_status st =
+      mbx_run(sb, ctx->source, ctx->source_len, ctx->inputs_json, ctx->inputs_len, &res, &err);
+  check_run(ctx, st, res, &err);
+  mbx_result_free(res);
+}
+
+/* Cases 1 and 5: a fresh sandbox per run, as a fuzzer or a stateless agent host would. */
+static void case_mbx_fresh(bench_ctx *ctx) {
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(ctx->rt, ctx->policy, &err);
+  if (!sb) die(ctx->case_name, "mbx_sandbox_new", err.message);
+  run_once(ctx, sb);
+  mbx_sandbox_free(sb);
+}
+
+/* Cases 2 and 6: one sandbox reused across runs (a REPL). */
+static void case_mbx_repl(bench_ctx *ctx) {
+  run_once(ctx, ctx->repl);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Raw Lua cases: what an embedder pays with no sandbox at all.                              */
+
+#define HOOK_COUNT 1000
+
+/* A budget hook doing what a real one must: charge the instructions, read a coarse clock,
+   compare with the deadline. (Neither limit is ever reached here.) */
+static void budget_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  bench_ctx *ctx = *(bench_ctx **)lua_getextraspace(L);
+  ctx->budget_left -= HOOK_COUNT;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  if (ctx->budget_left < 0 || ts.tv_sec > ctx->deadline.tv_sec ||
+      (ts.tv_sec == ctx->deadline.tv_sec && ts.tv_nsec > ctx->deadline.tv_nsec))
+    luaL_error(L, "budget exceeded");
+}
+
+static void raw_lua_once(bench_ctx *ctx, int with_hook) {
+  lua_State *L = luaL_newstate();
+  if (!L) die(ctx->case_name, "luaL_newstate", "out of memory");
+  luaL_openlibs(L);
+  if (with_hook) {
+    /* The same budget as moonbox's default policy: 1e9 instructions, 5 s. */
+    *(bench_ctx **)lua_getextraspace(L) = ctx;
+    ctx->budget_left = 1000000000;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ctx->deadline);
+    ctx->deadline.tv_sec += 5;
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, HOOK_COUNT);
+  }
+  if (luaL_loadbuffer(L, ctx->lua_source, ctx->lua_source_len, "=input") != LUA_OK ||
+      lua_pcall(L, 0, 1, 0) != LUA_OK)
+    die(ctx->case_name, "raw Lua", lua_tostring(L, -1));
+  if (lua_isnil(L, -1)) die(ctx->case_name, "raw Lua", "the chunk returned nil");
+  lua_close(L);
+}
+
+/* Cases 3 and 7. */
+static void case_lua_plain(bench_ctx *ctx) {
+  raw_lua_once(ctx, 0);
+}
+
+/* Cases 4 and 8. */
+static void case_lua_hooked(bench_ctx *ctx) {
+  raw_lua_once(ctx, 1);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Process baselines: what isolation by a fresh process costs before any work is done.       */
+
+static void case_process(bench_ctx *ctx) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, ctx->argv[0], &actions, NULL, (char *const *)ctx->argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) die(ctx->case_name, "posix_spawnp", strerror(rc));
+  int wstatus;
+  while (waitpid(pid, &wstatus, 0) < 0)
+    if (errno != EINTR) die(ctx->case_name, "waitpid", strerror(errno));
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0)
+    die(ctx->case_name, ctx->argv[0], "the process did not exit with status 0");
+}
+
+/* 1 when argv[0] can be spawned at all (a missing interpreter is reported, not fatal). */
+static int program_exists(const char *name) {
+  const char *path = getenv("PATH");
+  char buf[4096];
+  for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+    const char *end = strchr(p, ':');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, name);
+    if (access(buf, X_OK) == 0) return 1;
+    p += n + (end ? 1 : 0);
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Measurement and the table.                                                                */
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* warmup untimed runs, then iters runs each timed on its own. */
+static bench_stats measure(bench_ctx *ctx, bench_fn fn, size_t warmup, size_t iters) {
+  uint64_t *samples = malloc(iters * sizeof *samples);
+  if (!samples) die(ctx->case_name, "out of memory", "sample buffer");
+  for (size_t i = 0; i < warmup; i++)
+    fn(ctx);
+  double total = 0;
+  for (size_t i = 0; i < iters; i++) {
+    uint64_t t0 = now_ns();
+    fn(ctx);
+    samples[i] = now_ns() - t0;
+    total += (double)samples[i];
+  }
+  qsort(samples, iters, sizeof *samples, cmp_u64);
+  bench_stats s;
+  s.iters = iters;
+  /* Nearest-rank percentiles. */
+  s.p50_us = (double)samples[(iters * 50 + 99) / 100 - 1] / 1e3;
+  s.p99_us = (double)samples[(iters * 99 + 99) / 100 - 1] / 1e3;
+  s.mean_us = total / (double)iters / 1e3;
+  free(samples);
+  return s;
+}
+
+#define LABEL_WIDTH 56
+
+/* One row of the Markdown table; ref_p50 is the moonbox fresh-sandbox p50 of the same task. */
+static void print_row(const char *label, const bench_stats *s, double ref_p50) {
+  printf("| %-*s | %7zu | %10.2f | %10.2f | %12.0f | %9.2fx |\n", LABEL_WIDTH, label, s->iters,
+         s->p50_us, s->p99_us, 1e6 / s->mean_us, s->p50_us / ref_p50);
+  fflush(stdout);
+}
+
+static void print_table_head(void) {
+  printf("| %-*s | %7s | %10s | %10s | %12s | %10s |\n", LABEL_WIDTH, "case", "iters", "p50 us",
+         "p99 us", "runs/s", "p50 / mbx");
+  putchar('|');
+  for (int i = 0; i < LABEL_WIDTH + 2; i++)
+    putchar('-');
+  printf("|--------:|-----------:|-----------:|-------------:|-----------:|\n");
+}
+
+static void print_machine(const bench_plan *plan, int quick) {
+  char model[256] = "unknown";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      if (strncmp(line, "model name", 10) == 0) {
+        const char *colon = strchr(line, ':');
+        if (colon) {
+          snprintf(model, sizeof model, "%s", colon + 2);
+          model[strcspn(model, "\n")] = '\0';
+        }
+        break;
+      }
+    }
+    fclose(f);
+  }
+  /* The cost of the timer itself, included in every sample. */
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < 100000; i++)
+    (void)now_ns();
+  double timer_ns = (double)(now_ns() - t0) / 100000.0;
+
+  printf("moonbox bench_run (%s)\n", quick ? "--quick" : "full");
+  printf("  machine: nproc=%ld, cpu: %s\n", sysconf(_SC_NPROCESSORS_ONLN), model);
+  printf("  moonbox %s, built against %s; clock_gettime overhead %.0f ns per sample\n",
+         mbx_version(), LUA_RELEASE, timer_ns);
+  printf("  iterations: tiny %zu (+%zu warm-up), snippet %zu (+%zu), processes %zu (+%zu)\n",
+         plan->tiny_iters, plan->tiny_warmup, plan->snippet_iters, plan->snippet_warmup,
+         plan->process_iters, plan->process_warmup);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The run.                                                                                  */
+
+typedef struct bench_args {
+  int quick;
+  const char *snippet_path;
+} bench_args;
+
+/* The snippet's "digest" field from the moonbox result JSON; -1 if absent. */
+static long long json_digest(const char *json) {
+  const char *p = strstr(json, "\"digest\"");
+  if (!p) return -1;
+  p += strlen("\"digest\"");
+  while (*p == ' ' || *p == ':')
+    p++;
+  return strtoll(p, NULL, 10);
+}
+
+/* Run the snippet once each way and check both give the same answer before timing anything. */
+static void cross_check_snippet(bench_ctx *ctx) {
+  ctx->case_name = "snippet cross-check";
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(ctx->rt, ctx->policy, &err);
+  if (!sb) die(ctx->case_name, "mbx_sandbox_new", err.message);
+  mbx_result *res = NULL;
+  mbx_status st =
+      mbx_run(sb, ctx->source, ctx->source_len, ctx->inputs_json, ctx->inputs_len, &res, &err);
+  check_run(ctx, st, res, &err);
+  long long mbx_digest = json_digest(mbx_result_value_json(res, NULL));
+  mbx_usage usage;
+  mbx_result_usage(res, &usage);
+
+  lua_State *L = luaL_newstate();
+  if (!L) die(ctx->case_name, "luaL_newstate", "out of memory");
+  luaL_openlibs(L);
+  if (luaL_loadbuffer(L, ctx->lua_source, ctx->lua_source_len, "=input") != LUA_OK ||
+      lua_pcall(L, 0, 1, 0) != LUA_OK)
+    die(ctx->case_name, "raw Lua", lua_tostring(L, -1));
+  lua_getfield(L, -1, "digest");
+  long long lua_digest = (long long)lua_tointeger(L, -1);
+  lua_close(L);
+  if (mbx_digest != lua_digest || mbx_digest < 0)
+    die(ctx->case_name, "moonbox and raw Lua disagree on the snippet's result",
+        mbx_result_value_json(res, NULL));
+  printf("  snippet result agrees (digest %lld); moonbox usage: %" PRIu64 " instructions, "
+         "%" PRIu64 " bytes memory peak, value %zu bytes of JSON\n\n",
+         mbx_digest, usage.instructions, usage.memory_peak,
+         strlen(mbx_result_value_json(res, NULL)));
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+}
+
+static void new_repl(bench_ctx *ctx) {
+  mbx_error err;
+  mbx_sandbox_free(ctx->repl);
+  ctx->repl = mbx_sandbox_new(ctx->rt, ctx->policy, &err);
+  if (!ctx->repl) die(ctx->case_name, "mbx_sandbox_new", err.message);
+}
+
+static void *bench_main(void *arg) {
+  const bench_args *args = arg;
+  const bench_plan *plan = args->quick ? &QUICK_PLAN : &FULL_PLAN;
+  bench_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  mbx_error err;
+
+  size_t snippet_len;
+  char *snippet = read_file(args->snippet_path, &snippet_len);
+  if (!snippet) die(NULL, "cannot read the snippet", args->snippet_path);
+  text_buf json = {0}, lua_inputs = {0};
+  gen_records(&json, &lua_inputs);
+  size_t constructor_len = lua_inputs.len;
+  text_add(&lua_inputs, snippet); /* raw Lua: the inputs constructor, then the snippet */
+
+  ctx.rt = mbx_runtime_new(&err);
+  if (!ctx.rt) die(NULL, "mbx_runtime_new", err.message);
+  ctx.policy = mbx_policy_new(); /* the defaults: 64 MiB, 1e9 instructions, 5 s */
+  if (!ctx.policy) die(NULL, "mbx_policy_new", "out of memory");
+
+  print_machine(plan, args->quick);
+  printf("  snippet: %s (%zu bytes); inputs: %d records, %zu bytes of JSON (moonbox), %zu bytes "
+         "as a Lua constructor (raw Lua)\n",
+         args->snippet_path, snippet_len, SNIPPET_RECORDS, json.len, constructor_len);
+
+  ctx.source = snippet;
+  ctx.source_len = snippet_len;
+  ctx.inputs_json = json.data;
+  ctx.inputs_len = json.len;
+  ctx.lua_source = lua_inputs.data;
+  ctx.lua_source_len = lua_inputs.len;
+  cross_check_snippet(&ctx);
+
+  print_table_head();
+
+  /* Tiny task: return 1+1. */
+  ctx.source = TINY_SOURCE;
+  ctx.source_len = strlen(TINY_SOURCE);
+  ctx.inputs_json = NULL;
+  ctx.inputs_len = 0;
+  ctx.lua_source = TINY_SOURCE;
+  ctx.lua_source_len = strlen(TINY_SOURCE);
+  bench_stats s;
+
+  ctx.case_name = "1 moonbox fresh sandbox";
+  bench_stats mbx_tiny = measure(&ctx, case_mbx_fresh, plan->tiny_warmup, plan->tiny_iters);
+  print_row("1 moonbox: new + run + free (`return 1+1`)", &mbx_tiny, mbx_tiny.p50_us);
+
+  ctx.case_name = "2 moonbox reused sandbox";
+  new_repl(&ctx);
+  s = measure(&ctx, case_mbx_repl, plan->tiny_warmup, plan->tiny_iters);
+  print_row("2 moonbox: run on a reused sandbox (REPL)", &s, mbx_tiny.p50_us);
+
+  ctx.case_name = "3 raw Lua";
+  s = measure(&ctx, case_lua_plain, plan->tiny_warmup, plan->tiny_iters);
+  print_row("3 raw Lua: newstate + openlibs + load + pcall + close", &s, mbx_tiny.p50_us);
+
+  ctx.case_name = "4 raw Lua + count hook";
+  s = measure(&ctx, case_lua_hooked, plan->tiny_warmup, plan->tiny_iters);
+  print_row("4 raw Lua + count hook (1000, counter + clock)", &s, mbx_tiny.p50_us);
+
+  /* The snippet, with its 40 records. */
+  ctx.source = snippet;
+  ctx.source_len = snippet_len;
+  ctx.inputs_json = json.data;
+  ctx.inputs_len = json.len;
+  ctx.lua_source = lua_inputs.data;
+  ctx.lua_source_len = lua_inputs.len;
+
+  ctx.case_name = "5 moonbox snippet fresh sandbox";
+  bench_stats mbx_snip = measure(&ctx, case_mbx_fresh, plan->snippet_warmup, plan->snippet_iters);
+  print_row("5 moonbox: snippet, new + run + free", &mbx_snip, mbx_snip.p50_us);
+
+  ctx.case_name = "6 moonbox snippet reused sandbox";
+  new_repl(&ctx);
+  s = measure(&ctx, case_mbx_repl, plan->snippet_warmup, plan->snippet_iters);
+  print_row("6 moonbox: snippet on a reused sandbox (REPL)", &s, mbx_snip.p50_us);
+
+  ctx.case_name = "7 raw Lua snippet";
+  s = measure(&ctx, case_lua_plain, plan->snippet_warmup, plan->snippet_iters);
+  print_row("7 raw Lua: snippet (inputs as a Lua constructor)", &s, mbx_snip.p50_us);
+
+  ctx.case_name = "8 raw Lua snippet + count hook";
+  s = measure(&ctx, case_lua_hooked, plan->snippet_warmup, plan->snippet_iters);
+  print_row("8 raw Lua + count hook: snippet", &s, mbx_snip.p50_us);
+
+  /* Process baselines, against the tiny task's moonbox figure. */
+  static const char *const true_argv[] = {"true", NULL};
+  static const char *const lua_argv[] = {"lua5.4", "-e", "return 1+1", NULL};
+  static const char *const python_argv[] = {"python3", "-I", "-S", "-c", "pass", NULL};
+  static const struct {
+    const char *label;
+    const char *const *argv;
+  } processes[] = {
+      {"9a process: posix_spawn + wait `true`", true_argv},
+      {"9b process: `lua5.4 -e 'return 1+1'`", lua_argv},
+      {"9c process: `python3 -I -S -c 'pass'`", python_argv},
+  };
+  for (size_t i = 0; i < sizeof processes / sizeof processes[0]; i++) {
+    ctx.case_name = processes[i].label;
+    ctx.argv = processes[i].argv;
+    if (!program_exists(ctx.argv[0])) {
+      printf("| %-*s | not measured: `%s` is not installed |\n", LABEL_WIDTH, processes[i].label,
+             ctx.argv[0]);
+      continue;
+    }
+    s = measure(&ctx, case_process, plan->process_warmup, plan->process_iters);
+    print_row(processes[i].label, &s, mbx_tiny.p50_us);
+  }
+
+  printf("\nmoonbox vs Pydantic Monty: Monty's published in-process figure is %.0f us for a "
+         "tiny task; moonbox case 1 p50 is %.2f us: %.0fx faster\n",
+         MONTY_INPROCESS_US, mbx_tiny.p50_us, MONTY_INPROCESS_US / mbx_tiny.p50_us);
+
+  mbx_sandbox_free(ctx.repl);
+  mbx_policy_free(ctx.policy);
+  mbx_runtime_free(ctx.rt);
+  free(json.data);
+  free(lua_inputs.data);
+  free(snippet);
+  return NULL;
+}
+
+static void usage(FILE *to) {
+  fprintf(to,
+          "usage: bench_run [--quick] [--snippet PATH]\n"
+          "  --quick         fewer iterations (a smoke run; numbers are noisier)\n"
+          "  --snippet PATH  the Lua snippet of cases 5-8 (default %s)\n",
+          MBX_BENCH_SNIPPET);
+}
+
+int main(int argc, char **argv) {
+  bench_args args = {0, MBX_BENCH_SNIPPET};
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0) {
+      args.quick = 1;
+    } else if (strcmp(argv[i], "--snippet") == 0 && i + 1 < argc) {
+      args.snippet_path = argv[++i];
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      usage(stderr);
+      return 2;
+    }
+  }
+
+  /* Every case runs on one thread with a known 8 MiB stack, so they share the same conditions
+     and mbx_run's 1 MiB free-stack requirement is met however the main thread was started. */
+  pthread_attr_t attr;
+  pthread_t thread;
+  int rc = pthread_attr_init(&attr);
+  if (rc == 0) rc = pthread_attr_setstacksize(&attr, BENCH_STACK_BYTES);
+  if (rc == 0) rc = pthread_create(&thread, &attr, bench_main, &args);
+  if (rc != 0) {
+    fprintf(stderr, "bench_run: cannot start the benchmark thread: %s\n", strerror(rc));
+    return 1;
+  }
+  pthread_attr_destroy(&attr);
+  pthread_join(thread, NULL);
+  return 0;
+}
