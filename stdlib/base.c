@@ -70,13 +70,25 @@ static int base_load(lua_State *L) {
     lua_settop(L, 4);
     luaL_buffinit(L, &b);
     for (;;) {
+      /* As in stock load, a failing reader makes load return nil and the message; a trip
+         inside it is rethrown by mbxV_check. */
       lua_pushvalue(L, 1);
-      lua_call(L, 0, 1);
+      int called = lua_pcall(L, 0, 1, 0);
+      mbxV_check(L);
+      if (called != LUA_OK) {
+        luaL_pushfail(L);
+        lua_insert(L, -2);
+        return 2;
+      }
       if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
         break;
       }
-      if (!lua_isstring(L, -1)) return luaL_error(L, "reader function must return a string");
+      if (!lua_isstring(L, -1)) {
+        luaL_pushfail(L);
+        lua_pushliteral(L, "reader function must return a string");
+        return 2;
+      }
       size_t piece;
       lua_tolstring(L, -1, &piece);
       if (piece == 0) {
@@ -111,7 +123,9 @@ static int base_load(lua_State *L) {
 }
 
 /* The clone is reused while the metatable's fields are unchanged: object-heavy code calls
-   setmetatable with one class table millions of times. */
+   setmetatable with one class table millions of times. The check is exact: every field of mt
+   is in the clone with the same value, and the clone holds nothing else but __metatable
+   (which is mt itself when mt has none) and its private light-userdata keys. */
 static int cached_clone_matches(lua_State *L, int mt) {
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key_last_mt) != LUA_TTABLE ||
       !lua_rawequal(L, -1, mt)) {
@@ -121,34 +135,38 @@ static int cached_clone_matches(lua_State *L, int mt) {
   lua_pop(L, 1);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &key_last_clone);
   int clone = lua_gettop(L);
-  int same = 1, fields = 0;
+  int same = 1;
+  long fields = 0, clone_fields = 0;
   lua_pushnil(L);
-  while (same && lua_next(L, mt)) {
+  while (lua_next(L, mt)) {
     fields++;
     lua_pushvalue(L, -2);
     lua_rawget(L, clone);
-    same = lua_rawequal(L, -1, -2) || (lua_type(L, -3) == LUA_TSTRING &&
-                                       strcmp(lua_tostring(L, -3), "__metatable") == 0);
+    same = lua_rawequal(L, -1, -2);
     lua_pop(L, 2);
     if ((fields & 1023) == 0) mbxV_charge(L, 1024);
+    if (!same) {
+      lua_pop(L, 1); /* the key lua_next left */
+      break;
+    }
   }
-  if (!same) lua_pop(L, 1); /* lua_next left the key */
   if (same) {
-    /* The clone has 2 or 3 private fields plus __metatable; any field removed from mt shows
-       up as a count difference. */
-    int clone_fields = 0;
     lua_pushnil(L);
     while (lua_next(L, clone)) {
       lua_pop(L, 1);
-      if (lua_type(L, -1) == LUA_TSTRING) clone_fields++;
+      if (lua_type(L, -1) != LUA_TLIGHTUSERDATA) clone_fields++;
+      if ((clone_fields & 1023) == 0) mbxV_charge(L, 1024);
     }
-    lua_rawgetp(L, clone, &key_protected);
-    int protected_ = lua_toboolean(L, -1);
-    lua_pop(L, 1);
     lua_pushliteral(L, "__metatable");
     int mt_has_meta = lua_rawget(L, mt) != LUA_TNIL;
     lua_pop(L, 1);
-    same = clone_fields == fields + (mt_has_meta ? 0 : 1) && protected_ == mt_has_meta;
+    same = clone_fields == fields + (mt_has_meta ? 0 : 1);
+    if (same && !mt_has_meta) { /* the clone's __metatable must then be mt itself */
+      lua_pushliteral(L, "__metatable");
+      lua_rawget(L, clone);
+      same = lua_rawequal(L, -1, mt);
+      lua_pop(L, 1);
+    }
   }
   if (!same) {
     lua_pop(L, 1);
