@@ -160,7 +160,7 @@ MBX_API void mbx_sandbox_free(mbx_sandbox *sb) {
 
 MBX_API mbx_status mbx_sandbox_interrupt(mbx_sandbox *sb) {
   if (sb == NULL) return MBX_INVALID_ARGUMENT;
-  atomic_store(&sb->vm.budget.interrupt, 1);
+  atomic_store_explicit(&sb->vm.budget.interrupt, 1, memory_order_release);
   return MBX_OK;
 }
 

@@ -8,6 +8,8 @@
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
 #include "vm/heap.h"
+#include "vm/json.h"
+#include "vm/load.h"
 #include "vm/output.h"
 #include "vm/vm.h"
 
@@ -106,10 +108,11 @@ static int base_load(lua_State *L) {
     luaL_pushresult(&b);
     text = lua_tolstring(L, -1, &len);
   }
-  /* The parser is C without hooks: charge the bytes before, and look at the clock after. */
-  mbxV_charge(L, len);
-  int status = luaL_loadbufferx(L, text, len, chunk_name, "t");
-  mbxV_charge(L, len);
+  /* The parser is C without hooks: it is polled as it goes (vm/load.c), and a trip there is
+     raised here. */
+  mbxV_charge(L, len / 16 + 1);
+  int status = mbxV_load_text(L, text, len, chunk_name);
+  mbxV_check(L);
   if (status != LUA_OK) {
     luaL_pushfail(L);
     lua_insert(L, -2);
@@ -216,7 +219,7 @@ static int base_setmetatable(lua_State *L) {
   if (lua_getmetatable(L, 1)) {
     /* Our clones carry __metatable for getmetatable's sake; only a __metatable the guest
        wrote itself protects the object. */
-    int ours = lua_rawgetp(L, -1, &key_original) != LUA_TNIL;
+    int ours = lua_rawgetp(L, -1, &key_original) != LUA_TNIL || mbxV_json_is_array_marker(L, -2);
     lua_pop(L, 1);
     int protected_ = ours ? (lua_rawgetp(L, -1, &key_protected) != LUA_TNIL)
                           : (lua_getfield(L, -1, "__metatable") != LUA_TNIL);

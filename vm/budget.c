@@ -85,15 +85,17 @@ void mbxV_trip_set(lua_State *L, mbxV_trip why) {
 
 /* Look at every limit; trip the first one found. The memory check runs a full collection
    first: garbage that an ordinary emergency GC would have freed must not end a script. */
-static mbxV_trip evaluate(lua_State *L, mbxV_vm *vm) {
+static mbxV_trip evaluate(lua_State *L, mbxV_vm *vm, int may_collect) {
   mbxV_budget *b = &vm->budget;
   mbxV_trip t = atomic_load_explicit(&b->trip, memory_order_relaxed);
   if (t != MBXV_TRIP_NONE) return t;
-  if (atomic_load_explicit(&b->interrupt, memory_order_relaxed)) t = MBXV_TRIP_INTERRUPT;
+  /* Acquire: what the interrupting thread did before its store happens before the run ends
+     (and before the host, say, frees the sandbox on this thread). */
+  if (atomic_load_explicit(&b->interrupt, memory_order_acquire)) t = MBXV_TRIP_INTERRUPT;
   else if (b->instruction_limit && b->instructions > b->instruction_limit)
     t = MBXV_TRIP_INSTRUCTIONS;
   else if (b->deadline_ns && mbxV_now_coarse_ns() >= b->deadline_ns) t = MBXV_TRIP_TIME;
-  else if (vm->heap.pressure_pending) {
+  else if (may_collect && vm->heap.pressure_pending) {
     vm->heap.pressure_pending = 0;
     if (mbxV_heap_over_limit(&vm->heap)) {
       /* A full collection is O(heap): charge it like the instructions it stands for. */
@@ -110,7 +112,7 @@ static void hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   mbxV_vm *vm = mbxV_from(L);
   vm->budget.instructions += (uint64_t)lua_gethookcount(L);
-  mbxV_trip t = evaluate(L, vm);
+  mbxV_trip t = evaluate(L, vm, 1);
   if (t != MBXV_TRIP_NONE) {
     lua_sethook(L, hook, LUA_MASKCOUNT, 1);
     raise_trip(L, t);
@@ -123,8 +125,15 @@ void mbxV_charge(lua_State *L, uint64_t n) {
   mbxV_vm *vm = mbxV_from(L);
   if (vm == NULL || !vm->budget.running) return;
   vm->budget.instructions += n;
-  mbxV_trip t = evaluate(L, vm);
+  mbxV_trip t = evaluate(L, vm, 1);
   if (t != MBXV_TRIP_NONE) raise_trip(L, t);
+}
+
+mbxV_trip mbxV_poll(lua_State *L, uint64_t n) {
+  mbxV_vm *vm = mbxV_from(L);
+  if (vm == NULL || !vm->budget.running) return MBXV_TRIP_NONE;
+  vm->budget.instructions += n;
+  return evaluate(L, vm, 0);
 }
 
 void mbxV_check(lua_State *L) {
@@ -176,6 +185,11 @@ void mbxV_budget_stop(lua_State *L) {
 
 void mbxV_budget_on_pressure(void *ud) {
   mbxV_vm *vm = ud;
-  if (vm->budget.running && vm->budget.current)
-    lua_sethook(vm->budget.current, hook, LUA_MASKCOUNT, 1);
+  if (!vm->budget.running) return;
+  if (vm->heap.refused) {
+    /* Past the ceiling: sticky, so pcall cannot swallow the "not enough memory" error. */
+    int none = MBXV_TRIP_NONE;
+    atomic_compare_exchange_strong(&vm->budget.trip, &none, MBXV_TRIP_MEMORY);
+  }
+  if (vm->budget.current) lua_sethook(vm->budget.current, hook, LUA_MASKCOUNT, 1);
 }

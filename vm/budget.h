@@ -46,6 +46,9 @@ uint64_t mbxV_now_coarse_ns(void);
    (instructions, deadline, interrupt, memory, an earlier trip). Raises a Lua error when
    tripped; call it only from a C function Lua called (a frame Lua owns). */
 void mbxV_charge(lua_State *L, uint64_t n);
+/* Like mbxV_charge, but never raises and never collects garbage: for C code Lua is in the
+   middle of (the parser's reader). Returns the trip, if any. */
+mbxV_trip mbxV_poll(lua_State *L, uint64_t n);
 /* Raise if the run has tripped; otherwise return. Cheap. */
 void mbxV_check(lua_State *L);
 /* The current trip of L's sandbox (MBXV_TRIP_NONE while the run is healthy). */

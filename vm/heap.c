@@ -27,6 +27,7 @@ void mbxV_heap_init(mbxV_heap *h, size_t limit) {
   h->on_pressure = NULL;
   h->pressure_ud = NULL;
   h->pressure_pending = 0;
+  h->refused = 0;
 }
 
 int mbxV_heap_over_limit(const mbxV_heap *h) {
@@ -68,7 +69,14 @@ void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   }
   /* Shrinks never fail: Lua assumes they succeed. Growth is refused only past the ceiling. */
   size_t grow = nsize > osize ? nsize - osize : 0;
-  if (grow > 0 && (nsize > SIZE_MAX - HEADER || h->used + grow > h->ceiling)) return NULL;
+  if (grow > 0 && (nsize > SIZE_MAX - HEADER || h->used + grow > h->ceiling)) {
+    /* Lua answers NULL with an emergency collection and a catchable "not enough memory".
+       That collection is harmless here only because guests can have neither finalizers nor
+       weak tables; the refusal itself ends the run (the budget trips the memory limit). */
+    h->refused = 1;
+    if (h->on_pressure) h->on_pressure(h->pressure_ud);
+    return NULL;
+  }
   mbxV_block *old = ptr ? (mbxV_block *)ptr - 1 : NULL;
   if (old) unlink_block(h, old);
   mbxV_block *b = realloc(old, HEADER + nsize);

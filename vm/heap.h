@@ -25,6 +25,7 @@ typedef struct mbxV_heap {
   void (*on_pressure)(void *pressure_ud);
   void *pressure_ud;
   int pressure_pending;
+  int refused;        /* a growth past the ceiling was refused (the callback runs too) */
 } mbxV_heap;
 
 /* ceiling = 2 * limit + 1 MiB: room for the error paths (message, traceback) of a run that

@@ -789,18 +789,33 @@ static void enter(decoder *d) {
 }
 
 /* The marker is made once per state and kept in the registry, so every decoded [] shares it
-   (no allocation per empty array). Guests can reach and change it through getmetatable; that
-   only changes how their own data encodes, so it is not protected with __metatable, which
-   would stop them from setting their own metatable on a decoded array. */
+   (no allocation per empty array). It is shared and set from C, so guests must never reach
+   it: a guest that could add __gc, __mode or __concat to it would arm them on every decoded
+   array, past the setmetatable policy (THREATS P0 item 4). getmetatable returns a decoy
+   {__jsontype = "array"} instead; setmetatable treats the marker as replaceable. */
 static void push_array_marker(lua_State *L) {
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &array_marker_key) == LUA_TTABLE) return;
   lua_pop(L, 1);
+  lua_createtable(L, 0, 2);
+  lua_pushliteral(L, "__jsontype");
+  lua_pushliteral(L, "array");
+  lua_rawset(L, -3);
+  lua_pushliteral(L, "__metatable");
   lua_createtable(L, 0, 1);
   lua_pushliteral(L, "__jsontype");
   lua_pushliteral(L, "array");
   lua_rawset(L, -3);
+  lua_rawset(L, -3);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &array_marker_key);
+}
+
+int mbxV_json_is_array_marker(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &array_marker_key);
+  int is = lua_rawequal(L, -1, idx);
+  lua_pop(L, 1);
+  return is;
 }
 
 static void decode_array(decoder *d) {

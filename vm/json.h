@@ -15,6 +15,10 @@
 void mbxV_json_push_null(lua_State *L);
 int mbxV_json_is_null(lua_State *L, int idx);
 
+/* 1 if the table at idx is the shared metatable of decoded empty arrays (never handed to
+   guests: getmetatable shows a decoy, and setmetatable may replace it). */
+int mbxV_json_is_array_marker(lua_State *L, int idx);
+
 /*
 ** Encode the value at idx as JSON text and push it as a Lua string.
 ** - nil and json.null -> null; booleans; integers exact (int64); floats finite only;

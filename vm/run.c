@@ -7,6 +7,7 @@
 #include <lauxlib.h>
 
 #include "vm/json.h"
+#include "vm/load.h"
 
 /* What the protected steps of a run exchange with mbxV_run. */
 typedef struct run_step {
@@ -119,7 +120,7 @@ static int step_prepare(lua_State *L) {
   if (st->inputs && !bind_inputs(L, st)) return 0;
   st->reached = STEP_LOAD;
   /* Text only, always: binary chunks can crash 5.4.4 just by being loaded (THREATS E4). */
-  if (luaL_loadbufferx(L, st->code, st->code_len, st->chunk_name, "t") != LUA_OK) {
+  if (mbxV_load_text(L, st->code, st->code_len, st->chunk_name) != LUA_OK) {
     size_t n = 0;
     const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "syntax error";
     if (n == 0) n = strlen(msg);
@@ -127,8 +128,7 @@ static int step_prepare(lua_State *L) {
     st->syntax_len = n;
     return 0;
   }
-  /* The parser is C without hooks: if it alone used up the time, stop here. */
-  mbxV_charge(L, st->code_len / 16);
+  mbxV_check(L);
   lua_State *co = lua_newthread(L);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread); /* anchored for the run */

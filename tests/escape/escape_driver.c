@@ -52,6 +52,7 @@ typedef struct script_spec {
   limit_setting limits[8];
   int n_limits;
   long interrupt_ms; /* NO_VALUE: no interrupt */
+  const char *input;  /* JSON object of globals for every run, or NULL */
   long max_wall_ms;  /* NO_VALUE: deadline + slack */
   const char *stdout_contains[MAX_LIST];
   int n_stdout_contains;
@@ -303,6 +304,8 @@ static int parse_header_line(script_spec *spec, char *line, const char **why) {
       return -1;
     }
     spec->runs = (int)n;
+  } else if (strcmp(key, "input") == 0) {
+    spec->input = value;
   } else if (strcmp(key, "then") == 0) {
     spec->then_status = status_from_key(value, 1);
     if (spec->then_status == NO_VALUE) {
@@ -311,7 +314,7 @@ static int parse_header_line(script_spec *spec, char *line, const char **why) {
     }
   } else {
     *why = "unknown header key (expect accept limits interrupt max-wall stdout-contains "
-           "stdout-not-contains error-contains runs then)";
+           "stdout-not-contains error-contains runs input then)";
     return -1;
   }
   return 1;
@@ -457,7 +460,8 @@ static void *sandbox_thread(void *arg) {
     memset(&err, 0, sizeof err);
     if (last && spec->interrupt_ms != NO_VALUE) sem_post(&d->interrupt_go);
     long t0 = now_ms();
-    mbx_status st = mbx_run(d->sandbox, d->source, d->source_len, NULL, 0, &res, &err);
+    mbx_status st = mbx_run(d->sandbox, d->source, d->source_len, spec->input,
+                            spec->input ? strlen(spec->input) : 0, &res, &err);
     long wall = now_ms() - t0;
     if (st >= MBX_API_ERROR_BASE || !res) {
       fail(d, "run %d: mbx_run returned API status %s (%s) and no result: %s", run, status_key(st),
