@@ -203,17 +203,19 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
                    "mbx_run: the sandbox and out must not be NULL, nor code/inputs with a length");
     return MBX_INVALID_ARGUMENT;
   }
+  /* busy first: only the thread that owns the run may read what the run writes. */
+  if (atomic_exchange(&sb->busy, 1)) {
+    mbxV_error_set(err, MBX_SANDBOX_BUSY, "mbx_run: the sandbox is already running on "
+                                          "another thread");
+    return MBX_SANDBOX_BUSY;
+  }
   if (sb->poisoned) {
+    atomic_store(&sb->busy, 0);
     mbxV_error_set(err, MBX_SANDBOX_POISONED,
                    "this sandbox ended a run with %s and refuses further runs; free it and "
                    "create a new one",
                    mbx_status_key(sb->poisoned_by));
     return MBX_SANDBOX_POISONED;
-  }
-  if (atomic_exchange(&sb->busy, 1)) {
-    mbxV_error_set(err, MBX_SANDBOX_BUSY, "mbx_run: the sandbox is already running on "
-                                          "another thread");
-    return MBX_SANDBOX_BUSY;
   }
   if (stack_left() < MBXH_MIN_STACK) {
     atomic_store(&sb->busy, 0);

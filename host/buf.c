@@ -1,11 +1,16 @@
 /* host/buf.c -- a growable byte buffer on the host heap (result JSON, CLI input). */
 #include "host/buf.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 void mbxH_buf_put(mbxH_buf *b, const char *p, size_t n) {
   if (b->failed) return;
+  if (n >= SIZE_MAX - b->len) { /* len + n + 1 would wrap */
+    b->failed = 1;
+    return;
+  }
   if (n + 1 > b->cap - b->len || b->data == NULL) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap - b->len < n + 1) {

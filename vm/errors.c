@@ -73,11 +73,12 @@ int mbxV_error_split(const char *msg, size_t len, char *chunk, size_t chunk_size
   return 1;
 }
 
-int mbxV_error_from_message(const char *msg, size_t len, mbxV_error_info *out) {
+int mbxV_error_from_message(const char *msg, size_t len, int split, mbxV_error_info *out) {
   memset(out, 0, sizeof *out);
   if (len > MBXV_ERROR_MAX) len = MBXV_ERROR_MAX;
   size_t off = 0;
-  if (!mbxV_error_split(msg, len, out->chunk, sizeof out->chunk, &out->line, &off)) off = 0;
+  if (!split || !mbxV_error_split(msg, len, out->chunk, sizeof out->chunk, &out->line, &off))
+    off = 0;
   out->message = copy_bytes(msg + off, len - off);
   out->message_len = len - off;
   out->traceback = copy_bytes("", 0);

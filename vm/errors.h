@@ -39,8 +39,10 @@ int mbxV_error_split(const char *msg, size_t len, char *chunk, size_t chunk_size
 */
 int mbxV_error_describe(lua_State *L, lua_State *co, const char *override, mbxV_error_info *out);
 
-/* Fill info from a plain message (syntax errors, encoding errors): position split only. */
-int mbxV_error_from_message(const char *msg, size_t len, mbxV_error_info *out);
+/* Fill info from a plain message. With split, a leading "chunk:line:" position is moved into
+   chunk/line (parser messages); without, the text is kept whole (messages built from guest
+   data, such as JSON paths, whose keys could otherwise fake a position). */
+int mbxV_error_from_message(const char *msg, size_t len, int split, mbxV_error_info *out);
 
 void mbxV_error_info_free(mbxV_error_info *info);
 

@@ -67,7 +67,12 @@ static char *dup_bytes(const char *s, size_t n) {
    earlier run never sees host data flowing in. */
 static int bind_inputs(lua_State *L, run_step *st) {
   mbxV_json_decode(L, st->inputs, st->inputs_len);
-  if (lua_type(L, -1) != LUA_TTABLE || mbxV_json_is_null(L, -1)) {
+  int is_array = 0;
+  if (lua_type(L, -1) == LUA_TTABLE && lua_getmetatable(L, -1)) {
+    is_array = mbxV_json_is_array_marker(L, -1); /* [] decodes to an empty marked table */
+    lua_pop(L, 1);
+  }
+  if (lua_type(L, -1) != LUA_TTABLE || is_array) {
     st->bad_input = dup_printf("inputs must be a JSON object whose keys become globals%s", "");
     return 0;
   }
@@ -241,12 +246,12 @@ static void fail_with_thread(lua_State *L, run_step *st, mbxV_outcome *out, mbx_
   st->describe_override = override;
   if (protected_step(L, step_describe, st) != LUA_OK) {
     const char *msg = override ? override : "(the error could not be described: out of memory)";
-    mbxV_error_from_message(msg, strlen(msg), &out->error);
+    mbxV_error_from_message(msg, strlen(msg), 0, &out->error);
   }
 }
 
 static void fail_with_message(lua_State *L, mbxV_outcome *out, mbx_status status, const char *msg,
-                              size_t len) {
+                              size_t len, int split) {
   char trip_text[96];
   mbxV_trip t = mbxV_tripped(L);
   if (t != MBXV_TRIP_NONE) {
@@ -257,7 +262,7 @@ static void fail_with_message(lua_State *L, mbxV_outcome *out, mbx_status status
   }
   out->status = status;
   out->failed = 1;
-  mbxV_error_from_message(msg, len, &out->error);
+  mbxV_error_from_message(msg, len, split, &out->error);
 }
 
 /* A run may end with the heap over the limit if no instruction followed the allocation. */
@@ -291,7 +296,7 @@ mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *
     out->status = MBX_INTERNAL_ERROR;
     out->failed = 1;
     const char *msg = "internal error: an error escaped the runtime's protected calls";
-    mbxV_error_from_message(msg, strlen(msg), &out->error);
+    mbxV_error_from_message(msg, strlen(msg), 0, &out->error);
     goto finish;
   }
 
@@ -299,7 +304,7 @@ mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *
   if (st.reached != STEP_READY) {
     if (mbxV_tripped(L) != MBXV_TRIP_NONE || (rc == LUA_ERRMEM)) {
       if (mbxV_tripped(L) == MBXV_TRIP_NONE) mbxV_trip_set(L, MBXV_TRIP_MEMORY);
-      fail_with_message(L, out, MBX_MEMORY_LIMIT, "", 0);
+      fail_with_message(L, out, MBX_MEMORY_LIMIT, "", 0, 0);
     } else if (st.reached == STEP_INPUTS) {
       api = MBX_INVALID_INPUT;
       if (st.bad_input) mbxV_error_set(err, MBX_INVALID_INPUT, "%s", st.bad_input);
@@ -307,9 +312,9 @@ mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *
         mbxV_error_set(err, MBX_INVALID_INPUT, "inputs are not valid JSON: %s",
                        st.step_error ? st.step_error : "unknown error");
     } else if (st.syntax_error) {
-      fail_with_message(L, out, MBX_SYNTAX_ERROR, st.syntax_error, st.syntax_len);
+      fail_with_message(L, out, MBX_SYNTAX_ERROR, st.syntax_error, st.syntax_len, 1);
     } else {
-      fail_with_message(L, out, MBX_INTERNAL_ERROR, "could not prepare the run", 25);
+      fail_with_message(L, out, MBX_INTERNAL_ERROR, "could not prepare the run", 25, 0);
     }
     goto finish;
   }
@@ -328,7 +333,7 @@ mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *
     } else if (protected_step(L, step_encode, &st) != LUA_OK) {
       /* The encoder's message names the offending path; a trip wins over it. */
       const char *msg = st.step_error ? st.step_error : "the result could not be encoded";
-      fail_with_message(L, out, MBX_RUNTIME_ERROR, msg, strlen(msg));
+      fail_with_message(L, out, MBX_RUNTIME_ERROR, msg, strlen(msg), 0);
     } else {
       out->status = MBX_OK;
       out->value_json = st.value;

@@ -1,0 +1,546 @@
+/* tests/host/test_api.c -- unit tests of host/api.c: the public C API. */
+#include <locale.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "include/moonbox.h"
+
+/* ---- helpers ---- */
+
+typedef struct fixture {
+  mbx_runtime *rt;
+  mbx_policy *p;
+} fixture;
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  mbx_error err;
+  f->rt = mbx_runtime_new(&err);
+  assert_non_null(f->rt);
+  f->p = mbx_policy_new();
+  assert_non_null(f->p);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  mbx_policy_free(f->p);
+  mbx_runtime_free(f->rt);
+  free(f);
+  return 0;
+}
+
+static mbx_sandbox *new_sandbox(fixture *f) {
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
+  return sb;
+}
+
+/* Run code and return the status; the result's value JSON is copied into value (may be NULL). */
+static mbx_status run_code(mbx_sandbox *sb, const char *code, const char *inputs, char *value,
+                           size_t value_size, mbx_error *err) {
+  mbx_result *res = (mbx_result *)(uintptr_t)1; /* must be reset to NULL on API errors */
+  mbx_status s = mbx_run(sb, code, strlen(code), inputs, inputs ? strlen(inputs) : 0, &res, err);
+  if (s >= MBX_API_ERROR_BASE) {
+    assert_null(res);
+    if (err) assert_int_equal(err->code, s);
+    return s;
+  }
+  assert_non_null(res);
+  assert_int_equal(mbx_result_status(res), s);
+  if (value) snprintf(value, value_size, "%s", mbx_result_value_json(res, NULL));
+  mbx_result_free(res);
+  return s;
+}
+
+typedef struct thread_job {
+  void *(*fn)(void *);
+  void *arg;
+} thread_job;
+
+/* Run fn(arg) on a new thread with the given stack size and wait for it. */
+static void on_thread(size_t stack, void *(*fn)(void *), void *arg) {
+  pthread_attr_t attr;
+  assert_int_equal(pthread_attr_init(&attr), 0);
+  assert_int_equal(pthread_attr_setstacksize(&attr, stack), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, &attr, fn, arg), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  pthread_attr_destroy(&attr);
+}
+
+/* ---- basics ---- */
+
+static void version_matches_the_header(void **state) {
+  (void)state;
+  assert_string_equal(mbx_version(), MBX_VERSION);
+  assert_int_equal(mbx_version_number(), MBX_VERSION_NUMBER);
+  assert_int_equal(MBX_VERSION_NUMBER, 1000);
+}
+
+static void the_header_example_runs(void **state) {
+  fixture *f = *state;
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_TIME_MS, 200), MBX_OK);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  mbx_result *res = NULL;
+  assert_int_equal(mbx_run(sb, "return x * 2", 12, "{\"x\": 21}", 9, &res, &err), MBX_OK);
+  const char *json = mbx_result_json(res, NULL);
+  assert_memory_equal(json, "{\"error\":null,", 14);
+  assert_non_null(strstr(json, ",\"value\":42}"));
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+}
+
+static void null_arguments_everywhere(void **state) {
+  fixture *f = *state;
+  /* Destructors accept NULL. */
+  mbx_free(NULL);
+  mbx_runtime_free(NULL);
+  mbx_policy_free(NULL);
+  mbx_sandbox_free(NULL);
+  mbx_result_free(NULL);
+  /* Policy. */
+  mbx_error err;
+  assert_int_equal(mbx_policy_set_limit(NULL, MBX_LIMIT_MEMORY, 1u << 20), MBX_INVALID_ARGUMENT);
+  memset(&err, 0, sizeof err);
+  assert_int_equal(mbx_policy_set_limit_checked(NULL, MBX_LIMIT_MEMORY, 1u << 20, &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(err.code, MBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(err.message, "NULL"));
+  assert_int_equal(mbx_policy_get_limit(NULL, MBX_LIMIT_MEMORY), 0);
+  /* Sandbox. */
+  memset(&err, 0, sizeof err);
+  assert_null(mbx_sandbox_new(NULL, f->p, &err));
+  assert_int_equal(err.code, MBX_INVALID_ARGUMENT);
+  memset(&err, 0, sizeof err);
+  assert_null(mbx_sandbox_new(f->rt, NULL, &err));
+  assert_int_equal(err.code, MBX_INVALID_ARGUMENT);
+  assert_null(mbx_sandbox_new(NULL, NULL, NULL)); /* err may be NULL */
+  assert_int_equal(mbx_sandbox_interrupt(NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_poisoned(NULL), 0);
+  /* Run. */
+  mbx_sandbox *sb = new_sandbox(f);
+  mbx_result *res = (mbx_result *)(uintptr_t)1;
+  memset(&err, 0, sizeof err);
+  assert_int_equal(mbx_run(NULL, "return 1", 8, NULL, 0, &res, &err), MBX_INVALID_ARGUMENT);
+  assert_null(res);
+  assert_int_equal(err.code, MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_run(sb, "return 1", 8, NULL, 0, NULL, &err), MBX_INVALID_ARGUMENT);
+  res = (mbx_result *)(uintptr_t)1;
+  assert_int_equal(mbx_run(sb, NULL, 5, NULL, 0, &res, &err), MBX_INVALID_ARGUMENT);
+  assert_null(res);
+  res = (mbx_result *)(uintptr_t)1;
+  assert_int_equal(mbx_run(sb, "return 1", 8, NULL, 3, &res, NULL), MBX_INVALID_ARGUMENT);
+  assert_null(res);
+  assert_int_equal(mbx_run_named(sb, "return 1", 8, "n", NULL, 0, NULL, NULL),
+                   MBX_INVALID_ARGUMENT);
+  /* NULL code with length 0 is the empty chunk. */
+  assert_int_equal(mbx_run(sb, NULL, 0, NULL, 0, &res, &err), MBX_OK);
+  assert_string_equal(mbx_result_value_json(res, NULL), "null");
+  mbx_result_free(res);
+  assert_int_equal(mbx_sandbox_poisoned(sb), 0);
+  mbx_sandbox_free(sb);
+}
+
+static void policy_through_the_api(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  assert_int_equal(mbx_policy_get_limit(f->p, MBX_LIMIT_MEMORY), 64ull << 20);
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_MEMORY, 1000), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_get_limit(f->p, MBX_LIMIT_MEMORY), 64ull << 20);
+  assert_int_equal(mbx_policy_set_limit_checked(f->p, MBX_LIMIT_SOURCE, 0, &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(err.code, MBX_INVALID_ARGUMENT);
+  assert_string_equal(err.message, "MBX_LIMIT_SOURCE (bytes) must be between 1 and 16777216, "
+                                   "not 0");
+  assert_int_equal(mbx_policy_set_limit_checked(f->p, (mbx_limit)42, 1, &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_string_equal(err.message, "mbx_policy_set_limit: unknown limit 42");
+  assert_int_equal(mbx_policy_get_limit(f->p, (mbx_limit)42), 0);
+  assert_int_equal(mbx_policy_set_limit_checked(f->p, MBX_LIMIT_TIME_MS, 0, NULL), MBX_OK);
+  assert_int_equal(mbx_policy_get_limit(f->p, MBX_LIMIT_TIME_MS), 0);
+}
+
+/* The sandbox copies the policy: later changes and freeing it do not matter. */
+static void sandbox_copies_the_policy(void **state) {
+  (void)state;
+  mbx_runtime *rt = mbx_runtime_new(NULL);
+  mbx_policy *p = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 10000), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(rt, p, NULL);
+  assert_non_null(sb);
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 0), MBX_OK);
+  mbx_policy_free(p);
+  assert_int_equal(run_code(sb, "while true do end", NULL, NULL, 0, NULL), MBX_INSTRUCTION_LIMIT);
+  mbx_sandbox_free(sb);
+  mbx_runtime_free(rt);
+}
+
+/* The documented minimum memory limit holds the standard library and runs code. */
+static void minimum_memory_limit_is_usable(void **state) {
+  fixture *f = *state;
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_MEMORY, 256u << 10), MBX_OK);
+  mbx_sandbox *sb = new_sandbox(f);
+  char value[64];
+  assert_int_equal(run_code(sb, "local t = {} for i = 1, 100 do t[i] = tostring(i) end return #t",
+                            NULL, value, sizeof value, NULL),
+                   MBX_OK);
+  assert_string_equal(value, "100");
+  mbx_sandbox_free(sb);
+}
+
+static void chunk_names(void **state) {
+  fixture *f = *state;
+  mbx_sandbox *sb = new_sandbox(f);
+  static const struct {
+    const char *name;
+    const char *chunk;
+  } cases[] = {{NULL, "input"}, {"", "input"}, {"tool.lua", "tool.lua"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    mbx_result *res = NULL;
+    assert_int_equal(mbx_run_named(sb, "\nerror('x')", 11, cases[i].name, NULL, 0, &res, NULL),
+                     MBX_RUNTIME_ERROR);
+    mbx_error err;
+    assert_int_equal(mbx_result_error(res, &err), 1);
+    assert_string_equal(err.chunk, cases[i].chunk);
+    assert_int_equal(err.line, 2);
+    mbx_result_free(res);
+  }
+  char longname[300];
+  memset(longname, 'n', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  mbx_result *res = NULL;
+  assert_int_equal(mbx_run_named(sb, "error('x')", 10, longname, NULL, 0, &res, NULL),
+                   MBX_RUNTIME_ERROR);
+  mbx_error err;
+  mbx_result_error(res, &err);
+  assert_true(strlen(err.chunk) > 0 && strlen(err.chunk) < sizeof err.chunk);
+  assert_non_null(strstr(err.chunk, "nnnn"));
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+}
+
+/* ---- poisoning ---- */
+
+static void expect_poisoned(mbx_sandbox *sb, const char *key) {
+  assert_int_equal(mbx_sandbox_poisoned(sb), 1);
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  assert_int_equal(run_code(sb, "return 1", NULL, NULL, 0, &err), MBX_SANDBOX_POISONED);
+  assert_int_equal(err.code, MBX_SANDBOX_POISONED);
+  char want[128];
+  snprintf(want, sizeof want, "this sandbox ended a run with %s and refuses further runs", key);
+  if (strstr(err.message, want) == NULL) fail_msg("message: %s", err.message);
+  assert_non_null(strstr(err.message, "create a new one"));
+  /* Still refused the second time, and with err NULL. */
+  assert_int_equal(run_code(sb, "return 1", NULL, NULL, 0, NULL), MBX_SANDBOX_POISONED);
+}
+
+static void limits_poison_the_sandbox(void **state) {
+  (void)state;
+  static const struct {
+    mbx_limit limit;
+    uint64_t value;
+    const char *code;
+    mbx_status status;
+    const char *key;
+  } cases[] = {
+      {MBX_LIMIT_MEMORY, 1u << 20, "local t = {} for i = 1, 1e8 do t[i] = i end", MBX_MEMORY_LIMIT,
+       "memory_limit"},
+      {MBX_LIMIT_INSTRUCTIONS, 10000, "while true do end", MBX_INSTRUCTION_LIMIT,
+       "instruction_limit"},
+      {MBX_LIMIT_TIME_MS, 20, "while true do end", MBX_TIME_LIMIT, "time_limit"},
+      {MBX_LIMIT_OUTPUT, 5, "print('more than five')", MBX_OUTPUT_LIMIT, "output_limit"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    mbx_runtime *rt = mbx_runtime_new(NULL);
+    mbx_policy *p = mbx_policy_new();
+    if (cases[i].limit == MBX_LIMIT_TIME_MS)
+      assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 0), MBX_OK);
+    assert_int_equal(mbx_policy_set_limit(p, cases[i].limit, cases[i].value), MBX_OK);
+    mbx_sandbox *sb = mbx_sandbox_new(rt, p, NULL);
+    assert_non_null(sb);
+    assert_int_equal(mbx_sandbox_poisoned(sb), 0);
+    assert_int_equal(run_code(sb, cases[i].code, NULL, NULL, 0, NULL), cases[i].status);
+    expect_poisoned(sb, cases[i].key);
+    mbx_sandbox_free(sb);
+    mbx_policy_free(p);
+    mbx_runtime_free(rt);
+  }
+}
+
+static void errors_do_not_poison(void **state) {
+  fixture *f = *state;
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_SOURCE, 64), MBX_OK);
+  mbx_sandbox *sb = new_sandbox(f);
+  mbx_error err;
+  assert_int_equal(run_code(sb, "return = 1", NULL, NULL, 0, NULL), MBX_SYNTAX_ERROR);
+  assert_int_equal(mbx_sandbox_poisoned(sb), 0);
+  assert_int_equal(run_code(sb, "error('x')", NULL, NULL, 0, NULL), MBX_RUNTIME_ERROR);
+  assert_int_equal(mbx_sandbox_poisoned(sb), 0);
+  assert_int_equal(run_code(sb, "return print", NULL, NULL, 0, NULL), MBX_RUNTIME_ERROR);
+  assert_int_equal(run_code(sb, "return 1", "[1]", NULL, 0, &err), MBX_INVALID_INPUT);
+  assert_int_equal(mbx_sandbox_poisoned(sb), 0);
+  char big[100];
+  memset(big, ' ', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  assert_int_equal(run_code(sb, big, NULL, NULL, 0, &err), MBX_SOURCE_TOO_LARGE);
+  assert_int_equal(mbx_sandbox_poisoned(sb), 0);
+  char value[32];
+  assert_int_equal(run_code(sb, "return 7", NULL, value, sizeof value, NULL), MBX_OK);
+  assert_string_equal(value, "7");
+  mbx_sandbox_free(sb);
+}
+
+/* ---- the C stack check ---- */
+
+typedef struct stack_job {
+  mbx_sandbox *sb;
+  mbx_status status;
+  mbx_error err;
+  char value[32];
+} stack_job;
+
+static void *stack_job_run(void *arg) {
+  stack_job *j = arg;
+  mbx_result *res = NULL;
+  j->status = mbx_run(j->sb, "return 40 + 2", 13, NULL, 0, &res, &j->err);
+  if (res) snprintf(j->value, sizeof j->value, "%s", mbx_result_value_json(res, NULL));
+  mbx_result_free(res);
+  return NULL;
+}
+
+static void small_stacks_are_refused(void **state) {
+  fixture *f = *state;
+  mbx_sandbox *sb = new_sandbox(f);
+  stack_job small = {.sb = sb};
+  on_thread(256u << 10, stack_job_run, &small);
+  assert_int_equal(small.status, MBX_STACK_TOO_SMALL);
+  assert_int_equal(small.err.code, MBX_STACK_TOO_SMALL);
+  assert_non_null(strstr(small.err.message, "1 MiB"));
+  assert_int_equal(mbx_sandbox_poisoned(sb), 0);
+  /* The refusal left the sandbox idle: a big enough thread runs it. */
+  stack_job big = {.sb = sb};
+  on_thread(8u << 20, stack_job_run, &big);
+  assert_int_equal(big.status, MBX_OK);
+  assert_string_equal(big.value, "42");
+  mbx_sandbox_free(sb);
+}
+
+/* ---- locale ---- */
+
+static void runs_use_the_c_locale_and_restore_the_hosts(void **state) {
+  fixture *f = *state;
+  mbx_sandbox *sb = new_sandbox(f);
+  static const char *const comma_locales[] = {"de_DE.UTF-8", "de_DE.utf8",  "fr_FR.UTF-8",
+                                              "nl_NL.UTF-8", "ru_RU.UTF-8", "de_DE"};
+  const char *chosen = NULL;
+  for (size_t i = 0; i < sizeof comma_locales / sizeof *comma_locales && !chosen; i++)
+    if (setlocale(LC_NUMERIC, comma_locales[i]) && strcmp(localeconv()->decimal_point, ",") == 0)
+      chosen = comma_locales[i];
+  char value[128];
+  assert_int_equal(run_code(sb, "return tostring(1.5), string.format('%.1f', 2.5), 1.5", NULL,
+                            value, sizeof value, NULL),
+                   MBX_OK);
+  assert_string_equal(value, "[\"1.5\",\"2.5\",1.5]");
+  if (chosen) {
+    /* The host's locale is back. */
+    assert_string_equal(localeconv()->decimal_point, ",");
+    assert_string_equal(setlocale(LC_NUMERIC, NULL), chosen);
+  } else {
+    print_message("no comma-decimal locale installed: host-locale assertion skipped\n");
+  }
+  setlocale(LC_NUMERIC, "C");
+
+  /* A thread-local host locale (uselocale) is restored too. */
+  locale_t mine = newlocale(LC_ALL_MASK, "C.UTF-8", (locale_t)0);
+  if (mine == (locale_t)0) mine = newlocale(LC_ALL_MASK, "POSIX", (locale_t)0);
+  assert_true(mine != (locale_t)0);
+  locale_t before = uselocale(mine);
+  assert_int_equal(run_code(sb, "return tostring(0.25)", NULL, value, sizeof value, NULL), MBX_OK);
+  assert_string_equal(value, "\"0.25\"");
+  assert_true(uselocale((locale_t)0) == mine);
+  uselocale(before);
+  freelocale(mine);
+  /* And the global locale again. */
+  assert_true(uselocale((locale_t)0) == LC_GLOBAL_LOCALE);
+  mbx_sandbox_free(sb);
+}
+
+/* ---- threads and interrupts (the tsan preset runs these) ---- */
+
+#define THREADS 4
+#define SANDBOXES_PER_THREAD 200
+
+typedef struct worker {
+  mbx_runtime *rt;
+  const mbx_policy *p;
+  int id;
+  int failures;
+  char first_failure[200];
+} worker;
+
+static void worker_fail(worker *w, const char *what) {
+  if (w->failures++ == 0) snprintf(w->first_failure, sizeof w->first_failure, "%s", what);
+}
+
+static void *worker_run(void *arg) {
+  worker *w = arg;
+  for (int k = 0; k < SANDBOXES_PER_THREAD; k++) {
+    mbx_error err;
+    mbx_sandbox *sb = mbx_sandbox_new(w->rt, w->p, &err);
+    if (sb == NULL) {
+      worker_fail(w, err.message);
+      continue;
+    }
+    long x = (long)w->id * 100000 + k;
+    char inputs[64], expect[64];
+    snprintf(inputs, sizeof inputs, "{\"x\": %ld}", x);
+    snprintf(expect, sizeof expect, "[%ld,\"%ld\"]", 2 * x + 1, x);
+    const char *code = "local s = 0 for i = 1, 100 do s = s + i end\n"
+                       "return x * 2 + 1, tostring(x)";
+    mbx_result *res = NULL;
+    mbx_status s = mbx_run(sb, code, strlen(code), inputs, strlen(inputs), &res, &err);
+    if (s != MBX_OK)
+      worker_fail(w, mbx_status_name(s));
+    else if (strcmp(mbx_result_value_json(res, NULL), expect) != 0)
+      worker_fail(w, mbx_result_value_json(res, NULL));
+    mbx_result_free(res);
+    /* A second run on the same sandbox sees its own globals only. */
+    res = NULL;
+    s = mbx_run(sb, "return y == nil", 15, NULL, 0, &res, &err);
+    if (s != MBX_OK || strcmp(mbx_result_value_json(res, NULL), "true") != 0)
+      worker_fail(w, "second run");
+    mbx_result_free(res);
+    res = NULL;
+    s = mbx_run(sb, "y = x return y", 14, NULL, 0, &res, &err);
+    if (s != MBX_OK) worker_fail(w, "third run");
+    mbx_result_free(res);
+    mbx_sandbox_free(sb);
+  }
+  return NULL;
+}
+
+static void threads_share_one_runtime(void **state) {
+  fixture *f = *state;
+  worker workers[THREADS];
+  pthread_t threads[THREADS];
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 8u << 20);
+  for (int i = 0; i < THREADS; i++) {
+    workers[i] = (worker){.rt = f->rt, .p = f->p, .id = i};
+    assert_int_equal(pthread_create(&threads[i], &attr, worker_run, &workers[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(threads[i], NULL);
+  pthread_attr_destroy(&attr);
+  for (int i = 0; i < THREADS; i++)
+    if (workers[i].failures)
+      fail_msg("thread %d: %d failures, first: %s", i, workers[i].failures,
+               workers[i].first_failure);
+}
+
+typedef struct looper {
+  mbx_sandbox *sb;
+  atomic_int done;
+  mbx_status status;
+  mbx_error err;
+} looper;
+
+static void *looper_run(void *arg) {
+  looper *l = arg;
+  mbx_result *res = NULL;
+  l->status = mbx_run(l->sb, "while true do end", 17, NULL, 0, &res, &l->err);
+  mbx_result_free(res);
+  atomic_store(&l->done, 1);
+  return NULL;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static void interrupt_stops_a_running_loop(void **state) {
+  fixture *f = *state;
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_INSTRUCTIONS, 0), MBX_OK);
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_TIME_MS, 10000), MBX_OK);
+  mbx_sandbox *sb = new_sandbox(f);
+  looper l = {.sb = sb};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 8u << 20);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, &attr, looper_run, &l), 0);
+  /* Interrupt after ~50 ms, and again every 50 ms: an interrupt that lands before the run
+     has started is discarded by design, so keep sending until the loop ends. */
+  sleep_ms(50);
+  for (int i = 0; i < 400 && !atomic_load(&l.done); i++) {
+    assert_int_equal(mbx_sandbox_interrupt(sb), MBX_OK);
+    sleep_ms(50);
+  }
+  pthread_join(t, NULL);
+  pthread_attr_destroy(&attr);
+  assert_int_equal(l.status, MBX_INTERRUPTED);
+  expect_poisoned(sb, "interrupted");
+  mbx_sandbox_free(sb);
+}
+
+static void interrupt_while_idle_is_discarded(void **state) {
+  fixture *f = *state;
+  mbx_sandbox *sb = new_sandbox(f);
+  assert_int_equal(mbx_sandbox_interrupt(sb), MBX_OK);
+  assert_int_equal(mbx_sandbox_interrupt(sb), MBX_OK);
+  char value[32];
+  assert_int_equal(run_code(sb, "local n = 0 for i = 1, 100000 do n = n + 1 end return n", NULL,
+                            value, sizeof value, NULL),
+                   MBX_OK);
+  assert_string_equal(value, "100000");
+  assert_int_equal(mbx_sandbox_poisoned(sb), 0);
+  /* After a run, too. */
+  assert_int_equal(mbx_sandbox_interrupt(sb), MBX_OK);
+  assert_int_equal(run_code(sb, "return 1", NULL, value, sizeof value, NULL), MBX_OK);
+  mbx_sandbox_free(sb);
+}
+
+int main(void) {
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+  const struct CMUnitTest api[] = {
+      cmocka_unit_test(version_matches_the_header),
+      T(the_header_example_runs),
+      T(null_arguments_everywhere),
+      T(policy_through_the_api),
+      cmocka_unit_test(sandbox_copies_the_policy),
+      T(minimum_memory_limit_is_usable),
+      T(chunk_names),
+      cmocka_unit_test(limits_poison_the_sandbox),
+      T(errors_do_not_poison),
+      T(small_stacks_are_refused),
+      T(runs_use_the_c_locale_and_restore_the_hosts),
+  };
+  const struct CMUnitTest threads[] = {
+      T(threads_share_one_runtime),
+      T(interrupt_stops_a_running_loop),
+      T(interrupt_while_idle_is_discarded),
+  };
+#undef T
+  int failed = cmocka_run_group_tests_name("host/api", api, NULL, NULL);
+  failed += cmocka_run_group_tests_name("host/api_threads", threads, NULL, NULL);
+  return failed;
+}
