@@ -29,6 +29,11 @@ int mbxL_open_io(lua_State *L);
    (guest code, under the budget) and honours __name. */
 const char *mbxL_tolstring(lua_State *L, int idx, size_t *len);
 
+/* Install string.find/match/gmatch/gsub (stdlib/pattern.c) and string.rep/pack/unpack
+   (stdlib/strbuild.c) into the string library table at lib. */
+void mbxL_install_patterns(lua_State *L, int lib);
+void mbxL_install_builders(lua_State *L, int lib);
+
 /* Replace the named fields of the table at idx with functions that raise "<lib>.<name> is not
    available in this sandbox yet ..." (functions whose stock versions run unbounded C loops
    until metered versions replace them). names ends with NULL. */

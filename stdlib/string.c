@@ -35,15 +35,14 @@ static int str_format(lua_State *L) {
 }
 
 int mbxL_open_string(lua_State *L) {
-  static const char *const unavailable[] = {"find", "match", "gmatch", "gsub", "rep",
-                                            "pack", "unpack", NULL};
   luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
   int lib = lua_gettop(L);
   /* string.dump leaks constants and produces bytecode; it goes from the very table the
      string metatable's __index points to, so ("").dump is gone too (THREATS E4). */
   lua_pushnil(L);
   lua_setfield(L, lib, "dump");
-  mbxL_mark_unavailable(L, lib, "string", unavailable);
+  mbxL_install_patterns(L, lib);
+  mbxL_install_builders(L, lib);
   lua_getfield(L, lib, "format");
   lua_pushcclosure(L, str_format, 1);
   lua_setfield(L, lib, "format");
