@@ -13,105 +13,8 @@
 #include <cmocka.h>
 
 #include "moonbox.h"
+#include "tests/support/snippet.h"
 
-/* ---- Running snippets: a fresh sandbox per snippet unless a test keeps its own. -------- */
-
-static mbx_runtime *runtime;
-
-/* What a run produced, copied out of the mbx_result so tests can assert after freeing it. */
-typedef struct outcome {
-  mbx_status status;
-  char value[8192]; /* the value JSON when the run succeeded, else the full error message */
-  char out[8192];   /* captured stdout (raw bytes, NUL-terminated) */
-  size_t out_len;
-  char err[8192]; /* captured stderr */
-  size_t err_len;
-} outcome;
-
-static void copy_bytes(char *dst, size_t size, const char *src, size_t len) {
-  if (len >= size) len = size - 1;
-  memcpy(dst, src, len);
-  dst[len] = '\0';
-}
-
-/* Run code in sb and fill *o. Returns the run status; fails the test on an API status. */
-static mbx_status run_in(mbx_sandbox *sb, const char *code, outcome *o) {
-  mbx_result *res = NULL;
-  mbx_error err;
-  memset(o, 0, sizeof *o);
-  o->status = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
-  if (o->status >= MBX_API_ERROR_BASE)
-    fail_msg("mbx_run refused %s: %s (%s)", code, mbx_status_name(o->status), err.message);
-  assert_non_null(res);
-  assert_int_equal(mbx_result_status(res), o->status);
-  size_t len;
-  const char *text =
-      o->status == MBX_OK ? mbx_result_value_json(res, &len) : mbx_result_error_message(res, &len);
-  copy_bytes(o->value, sizeof o->value, text, len);
-  text = mbx_result_stdout(res, &o->out_len);
-  copy_bytes(o->out, sizeof o->out, text, o->out_len);
-  text = mbx_result_stderr(res, &o->err_len);
-  copy_bytes(o->err, sizeof o->err, text, o->err_len);
-  mbx_result_free(res);
-  return o->status;
-}
-
-/* A sandbox with the default policy, or with one limit changed (which == 0: none). */
-static mbx_sandbox *new_sandbox_with(mbx_limit which, uint64_t value) {
-  mbx_policy *p = mbx_policy_new();
-  assert_non_null(p);
-  if (which != 0) assert_int_equal(mbx_policy_set_limit(p, which, value), MBX_OK);
-  mbx_error err;
-  mbx_sandbox *sb = mbx_sandbox_new(runtime, p, &err);
-  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
-  mbx_policy_free(p);
-  return sb;
-}
-
-static mbx_sandbox *new_sandbox(void) {
-  return new_sandbox_with(0, 0);
-}
-
-/* Run code in a fresh default sandbox. */
-static mbx_status run(const char *code, outcome *o) {
-  mbx_sandbox *sb = new_sandbox();
-  mbx_status s = run_in(sb, code, o);
-  mbx_sandbox_free(sb);
-  return s;
-}
-
-/* The snippet succeeds and returns exactly this JSON. */
-static void check_value(const char *code, const char *json) {
-  static outcome o;
-  if (run(code, &o) != MBX_OK)
-    fail_msg("%s\n  ended with %s: %s", code, mbx_status_name(o.status), o.value);
-  if (strcmp(o.value, json) != 0) fail_msg("%s\n  returned %s\n  expected %s", code, o.value, json);
-}
-
-/* The snippet ends with this status and its error message contains the fragment. */
-static void check_error(const char *code, mbx_status status, const char *fragment) {
-  static outcome o;
-  run(code, &o);
-  if (o.status != status)
-    fail_msg("%s\n  ended with %s (%s), expected %s", code, mbx_status_name(o.status), o.value,
-             mbx_status_name(status));
-  if (strstr(o.value, fragment) == NULL)
-    fail_msg("%s\n  error %s\n  does not contain %s", code, o.value, fragment);
-}
-
-static int group_setup(void **state) {
-  (void)state;
-  mbx_error err;
-  runtime = mbx_runtime_new(&err);
-  return runtime == NULL ? -1 : 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  mbx_runtime_free(runtime);
-  runtime = NULL;
-  return 0;
-}
 
 /* s[0..len) is exactly "<type>: 0x" and 12 lowercase hex digits: the hidden-address form. */
 static void assert_hidden_address(const char *s, size_t len, const char *type) {
@@ -134,63 +37,63 @@ static void assert_hidden_address_json(const char *json, const char *type) {
 
 static void print_separates_with_tabs_and_ends_with_newline(void **state) {
   (void)state;
-  outcome o;
-  assert_int_equal(run("print('a', 'b', 'c')", &o), MBX_OK);
+  snippet_outcome o;
+  assert_int_equal(snippet_run("print('a', 'b', 'c')", &o), MBX_OK);
   assert_string_equal(o.out, "a\tb\tc\n");
   assert_int_equal(o.out_len, 6);
   assert_int_equal(o.err_len, 0);
-  assert_int_equal(run("print()", &o), MBX_OK);
+  assert_int_equal(snippet_run("print()", &o), MBX_OK);
   assert_string_equal(o.out, "\n");
-  assert_int_equal(run("print('x') print('y')", &o), MBX_OK);
+  assert_int_equal(snippet_run("print('x') print('y')", &o), MBX_OK);
   assert_string_equal(o.out, "x\ny\n");
 }
 
 static void print_formats_numbers_like_stock_lua(void **state) {
   (void)state;
-  outcome o;
-  assert_int_equal(run("print(1, 1.0, -0.0, 2^53, 1e100, 0.1, math.maxinteger, 3 // 2, 3 / 2)", &o),
+  snippet_outcome o;
+  assert_int_equal(snippet_run("print(1, 1.0, -0.0, 2^53, 1e100, 0.1, math.maxinteger, 3 // 2, 3 / 2)", &o),
                    MBX_OK);
   assert_string_equal(o.out, "1\t1.0\t-0.0\t9.007199254741e+15\t1e+100\t0.1\t"
                              "9223372036854775807\t1\t1.5\n");
-  assert_int_equal(run("print(1/0, -1/0, math.mininteger)", &o), MBX_OK);
+  assert_int_equal(snippet_run("print(1/0, -1/0, math.mininteger)", &o), MBX_OK);
   assert_string_equal(o.out, "inf\t-inf\t-9223372036854775808\n");
 }
 
 static void print_formats_nil_and_booleans(void **state) {
   (void)state;
-  outcome o;
-  assert_int_equal(run("print(nil, true, false)", &o), MBX_OK);
+  snippet_outcome o;
+  assert_int_equal(snippet_run("print(nil, true, false)", &o), MBX_OK);
   assert_string_equal(o.out, "nil\ttrue\tfalse\n");
   /* Trailing nils are arguments too. */
-  assert_int_equal(run("print(1, nil, nil)", &o), MBX_OK);
+  assert_int_equal(snippet_run("print(1, nil, nil)", &o), MBX_OK);
   assert_string_equal(o.out, "1\tnil\tnil\n");
 }
 
 static void print_keeps_nul_bytes(void **state) {
   (void)state;
-  outcome o;
-  assert_int_equal(run("print('a\\0b')", &o), MBX_OK);
+  snippet_outcome o;
+  assert_int_equal(snippet_run("print('a\\0b')", &o), MBX_OK);
   assert_int_equal(o.out_len, 4);
   assert_memory_equal(o.out, "a\0b\n", 4);
 }
 
 static void print_hides_addresses(void **state) {
   (void)state;
-  outcome o;
-  assert_int_equal(run("print({})", &o), MBX_OK);
+  snippet_outcome o;
+  assert_int_equal(snippet_run("print({})", &o), MBX_OK);
   assert_true(o.out_len > 0 && o.out[o.out_len - 1] == '\n');
   assert_hidden_address(o.out, o.out_len - 1, "table");
-  assert_int_equal(run("print(print)", &o), MBX_OK);
+  assert_int_equal(snippet_run("print(print)", &o), MBX_OK);
   assert_hidden_address(o.out, o.out_len - 1, "function");
 }
 
 static void print_uses_tostring_metamethod(void **state) {
   (void)state;
-  outcome o;
+  snippet_outcome o;
   assert_int_equal(
-      run("print(setmetatable({}, {__tostring = function() return 'obj' end}), 1)", &o), MBX_OK);
+      snippet_run("print(setmetatable({}, {__tostring = function() return 'obj' end}), 1)", &o), MBX_OK);
   assert_string_equal(o.out, "obj\t1\n");
-  check_error("print(setmetatable({}, {__tostring = function() return {} end}))", MBX_RUNTIME_ERROR,
+  snippet_check_error("print(setmetatable({}, {__tostring = function() return {} end}))", MBX_RUNTIME_ERROR,
               "'__tostring' must return a string");
 }
 
@@ -198,36 +101,36 @@ static void print_uses_tostring_metamethod(void **state) {
 
 static void tostring_of_plain_values(void **state) {
   (void)state;
-  check_value("return tostring(1), tostring(1.0), tostring(nil), tostring(true), "
+  snippet_check_value("return tostring(1), tostring(1.0), tostring(nil), tostring(true), "
               "tostring(false), tostring('s'), tostring(-0.0)",
               "[\"1\",\"1.0\",\"nil\",\"true\",\"false\",\"s\",\"-0.0\"]");
-  check_error("return tostring()", MBX_RUNTIME_ERROR, "bad argument #1 to 'tostring'");
+  snippet_check_error("return tostring()", MBX_RUNTIME_ERROR, "bad argument #1 to 'tostring'");
 }
 
 static void tostring_hides_addresses(void **state) {
   (void)state;
-  outcome o;
-  assert_int_equal(run("return tostring({})", &o), MBX_OK);
+  snippet_outcome o;
+  assert_int_equal(snippet_run("return tostring({})", &o), MBX_OK);
   assert_hidden_address_json(o.value, "table");
-  assert_int_equal(run("return tostring(function() end)", &o), MBX_OK);
+  assert_int_equal(snippet_run("return tostring(function() end)", &o), MBX_OK);
   assert_hidden_address_json(o.value, "function");
-  assert_int_equal(run("return tostring(tostring)", &o), MBX_OK);
+  assert_int_equal(snippet_run("return tostring(tostring)", &o), MBX_OK);
   assert_hidden_address_json(o.value, "function");
-  assert_int_equal(run("return tostring(coroutine.create(print))", &o), MBX_OK);
+  assert_int_equal(snippet_run("return tostring(coroutine.create(print))", &o), MBX_OK);
   assert_hidden_address_json(o.value, "thread");
 }
 
 static void tostring_is_stable_per_object_and_distinct_between_objects(void **state) {
   (void)state;
-  check_value("local t, u = {}, {} collectgarbage() "
+  snippet_check_value("local t, u = {}, {} collectgarbage() "
               "return tostring(t) == tostring(t), tostring(t) ~= tostring(u), "
               "tostring(print) == tostring(print), tostring(print) ~= tostring(pairs)",
               "[true,true,true,true]");
   /* Stable across the runs of one sandbox too. */
-  mbx_sandbox *sb = new_sandbox();
-  outcome first, second;
-  assert_int_equal(run_in(sb, "keep = {} return tostring(keep)", &first), MBX_OK);
-  assert_int_equal(run_in(sb, "collectgarbage() return tostring(keep)", &second), MBX_OK);
+  mbx_sandbox *sb = snippet_sandbox();
+  snippet_outcome first, second;
+  assert_int_equal(snippet_run_in(sb, "keep = {} return tostring(keep)", &first), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "collectgarbage() return tostring(keep)", &second), MBX_OK);
   assert_string_equal(first.value, second.value);
   mbx_sandbox_free(sb);
 }
@@ -237,11 +140,11 @@ static void tostring_is_stable_per_object_and_distinct_between_objects(void **st
    constant or type-only stand-in would not), in the hidden form. */
 static void tostring_differs_between_sandboxes(void **state) {
   (void)state;
-  mbx_sandbox *a = new_sandbox(), *b = new_sandbox();
-  outcome oa, ob;
+  mbx_sandbox *a = snippet_sandbox(), *b = snippet_sandbox();
+  snippet_outcome oa, ob;
   const char *code = "local t = {1, 2, x = 3} return tostring(t)";
-  assert_int_equal(run_in(a, code, &oa), MBX_OK);
-  assert_int_equal(run_in(b, code, &ob), MBX_OK);
+  assert_int_equal(snippet_run_in(a, code, &oa), MBX_OK);
+  assert_int_equal(snippet_run_in(b, code, &ob), MBX_OK);
   assert_hidden_address_json(oa.value, "table");
   assert_hidden_address_json(ob.value, "table");
   assert_string_not_equal(oa.value, ob.value);
@@ -253,27 +156,27 @@ static void tostring_differs_between_sandboxes(void **state) {
 
 static void load_compiles_text(void **state) {
   (void)state;
-  check_value("return load('return 1 + 1')()", "2");
-  check_value("return load('local a, b = ... return a * b')(6, 7)", "42");
+  snippet_check_value("return load('return 1 + 1')()", "2");
+  snippet_check_value("return load('local a, b = ... return a * b')(6, 7)", "42");
 }
 
 static void load_refuses_binary_chunks(void **state) {
   (void)state;
-  outcome o;
-  assert_int_equal(run("local f, m = load('\\27Lua\\84\\0\\25\\147\\r\\n\\26\\n') "
+  snippet_outcome o;
+  assert_int_equal(snippet_run("local f, m = load('\\27Lua\\84\\0\\25\\147\\r\\n\\26\\n') "
                        "assert(f == nil) return m",
                        &o),
                    MBX_OK);
   assert_non_null(strstr(o.value, "binary"));
   /* Even a real dump cannot be produced, but the mode argument is refused in any case. */
-  assert_int_equal(run("local f, m = load('return 1', 'c', 'b') assert(f == nil) return m", &o),
+  assert_int_equal(snippet_run("local f, m = load('return 1', 'c', 'b') assert(f == nil) return m", &o),
                    MBX_OK);
   assert_non_null(strstr(o.value, "binary"));
   /* Mode "bt" still compiles text. */
-  check_value("return load('return 5', 'c', 'bt')()", "5");
-  check_value("return load('return 6', 'c', 't')()", "6");
+  snippet_check_value("return load('return 5', 'c', 'bt')()", "5");
+  snippet_check_value("return load('return 6', 'c', 't')()", "6");
   /* Through a reader function too. */
-  assert_int_equal(run("local done = false "
+  assert_int_equal(snippet_run("local done = false "
                        "local f, m = load(function() if done then return nil end done = true "
                        "return '\\27Lua' end) assert(f == nil) return m",
                        &o),
@@ -283,19 +186,19 @@ static void load_refuses_binary_chunks(void **state) {
 
 static void load_caps_source_size(void **state) {
   (void)state;
-  outcome o;
+  snippet_outcome o;
   /* 16384 bytes exactly compile; one more is refused with nil + a message. */
-  check_value("local pad = ' ' for i = 1, 14 do pad = pad .. pad end "
+  snippet_check_value("local pad = ' ' for i = 1, 14 do pad = pad .. pad end "
               "local src = pad:sub(1, 16384 - 8) .. 'return 1' assert(#src == 16384) "
               "return load(src)()",
               "1");
-  assert_int_equal(run("local pad = ' ' for i = 1, 14 do pad = pad .. pad end "
+  assert_int_equal(snippet_run("local pad = ' ' for i = 1, 14 do pad = pad .. pad end "
                        "local f, m = load(pad .. 'return 1') assert(f == nil) return m",
                        &o),
                    MBX_OK);
   assert_non_null(strstr(o.value, "16384"));
   /* Reader pieces count toward the same cap. */
-  assert_int_equal(run("local piece = ' ' for i = 1, 10 do piece = piece .. piece end "
+  assert_int_equal(snippet_run("local piece = ' ' for i = 1, 10 do piece = piece .. piece end "
                        "local n = 0 "
                        "local f, m = load(function() n = n + 1 if n > 17 then return nil end "
                        "return piece end) assert(f == nil) return m",
@@ -306,11 +209,11 @@ static void load_caps_source_size(void **state) {
 
 static void load_concatenates_reader_pieces(void **state) {
   (void)state;
-  check_value("local parts = {'ret', 'urn ', '1', ' + 4', '1'} local i = 0 "
+  snippet_check_value("local parts = {'ret', 'urn ', '1', ' + 4', '1'} local i = 0 "
               "local f = load(function() i = i + 1 return parts[i] end) return f()",
               "42");
   /* An empty string ends the chunk, like nil. */
-  check_value("local parts = {'return 1', '', 'error()'} local i = 0 "
+  snippet_check_value("local parts = {'return 1', '', 'error()'} local i = 0 "
               "return load(function() i = i + 1 return parts[i] end)()",
               "1");
 }
@@ -320,36 +223,36 @@ static void load_concatenates_reader_pieces(void **state) {
    of load; stock load returns nil plus the message in both cases. */
 static void load_reader_errors_return_nil_and_message(void **state) {
   (void)state;
-  check_value("return load(function() error('x', 0) end)", "[null,\"x\"]");
-  check_value("return load(function() return {} end)",
+  snippet_check_value("return load(function() error('x', 0) end)", "[null,\"x\"]");
+  snippet_check_value("return load(function() return {} end)",
               "[null,\"reader function must return a string\"]");
 }
 
 static void load_honours_env_argument(void **state) {
   (void)state;
-  check_value("local env = {x = 5} return load('return x', 'c', 't', env)()", "5");
-  check_value("local env = {} load('y = 1', 'c', 't', env)() return env.y, y", "[1,null]");
-  check_value("local env = {v = 9} local parts = {'return v'} local i = 0 "
+  snippet_check_value("local env = {x = 5} return load('return x', 'c', 't', env)()", "5");
+  snippet_check_value("local env = {} load('y = 1', 'c', 't', env)() return env.y, y", "[1,null]");
+  snippet_check_value("local env = {v = 9} local parts = {'return v'} local i = 0 "
               "return load(function() i = i + 1 return parts[i] end, 'c', 't', env)()",
               "9");
 }
 
 static void load_defaults_env_to_sandbox_globals(void **state) {
   (void)state;
-  check_value("x = 7 return load('return x')()", "7");
-  check_value("load('z = 3')() return z", "3");
-  check_value("return load('return print')() == print", "true");
+  snippet_check_value("x = 7 return load('return x')()", "7");
+  snippet_check_value("load('z = 3')() return z", "3");
+  snippet_check_value("return load('return print')() == print", "true");
 }
 
 static void load_returns_nil_and_message_on_syntax_error(void **state) {
   (void)state;
-  outcome o;
-  assert_int_equal(run("local f, m = load('return +') return f, m", &o), MBX_OK);
+  snippet_outcome o;
+  assert_int_equal(snippet_run("local f, m = load('return +') return f, m", &o), MBX_OK);
   assert_true(strncmp(o.value, "[null,\"", 7) == 0);
   assert_non_null(strstr(o.value, "[string \\\"return +\\\"]:1:"));
   assert_non_null(strstr(o.value, "unexpected symbol"));
   /* The chunk name argument is used. */
-  assert_int_equal(run("return select(2, pcall(load('error(\"e\")', '=mychunk')))", &o), MBX_OK);
+  assert_int_equal(snippet_run("return select(2, pcall(load('error(\"e\")', '=mychunk')))", &o), MBX_OK);
   assert_string_equal(o.value, "\"mychunk:1: e\"");
 }
 
@@ -357,41 +260,41 @@ static void load_returns_nil_and_message_on_syntax_error(void **state) {
 
 static void setmetatable_refuses_dangerous_fields(void **state) {
   (void)state;
-  check_error("setmetatable({}, {__gc = function() end})", MBX_RUNTIME_ERROR, "'__gc'");
-  check_error("setmetatable({}, {__mode = 'k'})", MBX_RUNTIME_ERROR, "'__mode'");
-  check_error("setmetatable({}, {__concat = function() return '' end})", MBX_RUNTIME_ERROR,
+  snippet_check_error("setmetatable({}, {__gc = function() end})", MBX_RUNTIME_ERROR, "'__gc'");
+  snippet_check_error("setmetatable({}, {__mode = 'k'})", MBX_RUNTIME_ERROR, "'__mode'");
+  snippet_check_error("setmetatable({}, {__concat = function() return '' end})", MBX_RUNTIME_ERROR,
               "'__concat'");
   /* Refused whatever the value; catchable with pcall; the object keeps no metatable. */
-  check_value("local t = {} local ok, m = pcall(setmetatable, t, {__gc = false}) "
+  snippet_check_value("local t = {} local ok, m = pcall(setmetatable, t, {__gc = false}) "
               "return ok, getmetatable(t) == nil",
               "[false,true]");
 }
 
 static void setmetatable_returns_the_object(void **state) {
   (void)state;
-  check_value("local t = {} return setmetatable(t, {}) == t", "true");
-  check_error("setmetatable(1, {})", MBX_RUNTIME_ERROR, "table expected");
-  check_error("setmetatable({}, 1)", MBX_RUNTIME_ERROR, "nil or table");
+  snippet_check_value("local t = {} return setmetatable(t, {}) == t", "true");
+  snippet_check_error("setmetatable(1, {})", MBX_RUNTIME_ERROR, "table expected");
+  snippet_check_error("setmetatable({}, 1)", MBX_RUNTIME_ERROR, "nil or table");
 }
 
 static void metatable_fields_added_later_have_no_effect(void **state) {
   (void)state;
-  check_value("local mt = {} local t = setmetatable({}, mt) "
+  snippet_check_value("local mt = {} local t = setmetatable({}, mt) "
               "mt.__add = function() return 1 end "
               "return (pcall(function() return t + t end))",
               "false");
-  check_value("local mt = {} local t = setmetatable({}, mt) mt.__index = {a = 1} return t.a",
+  snippet_check_value("local mt = {} local t = setmetatable({}, mt) mt.__index = {a = 1} return t.a",
               "null");
   /* A __gc slipped in afterwards never runs. */
-  outcome o;
-  assert_int_equal(run("local mt = {} local t = setmetatable({}, mt) "
+  snippet_outcome o;
+  assert_int_equal(snippet_run("local mt = {} local t = setmetatable({}, mt) "
                        "mt.__gc = function() print('finalized') end "
                        "t = nil collectgarbage() collectgarbage() return 1",
                        &o),
                    MBX_OK);
   assert_string_equal(o.out, "");
   /* Changing an existing metamethod later is not seen either. */
-  check_value("local mt = {__index = function() return 'old' end} "
+  snippet_check_value("local mt = {__index = function() return 'old' end} "
               "local t = setmetatable({}, mt) "
               "mt.__index = function() return 'new' end return t.x",
               "\"old\"");
@@ -399,24 +302,24 @@ static void metatable_fields_added_later_have_no_effect(void **state) {
 
 static void metatable_index_table_contents_are_live(void **state) {
   (void)state;
-  check_value("local methods = {} local t = setmetatable({}, {__index = methods}) "
+  snippet_check_value("local methods = {} local t = setmetatable({}, {__index = methods}) "
               "methods.a = 5 return t.a",
               "5");
-  check_value("local mt = {} mt.__index = mt local t = setmetatable({}, mt) "
+  snippet_check_value("local mt = {} mt.__index = mt local t = setmetatable({}, mt) "
               "function mt.hello() return 'hi' end return t.hello()",
               "\"hi\"");
 }
 
 static void metamethods_present_at_setmetatable_work(void **state) {
   (void)state;
-  check_value("local mt = {__add = function(a, b) return 3 end, "
+  snippet_check_value("local mt = {__add = function(a, b) return 3 end, "
               "__call = function(self, x) return x * 2 end, "
               "__len = function() return 10 end, __eq = function() return true end} "
               "local a, b = setmetatable({}, mt), setmetatable({}, mt) "
               "return a + b, a(21), #a, a == b",
               "[3,42,10,true]");
-  outcome o;
-  assert_int_equal(run("do local x <close> = setmetatable({}, {__close = function() "
+  snippet_outcome o;
+  assert_int_equal(snippet_run("do local x <close> = setmetatable({}, {__close = function() "
                        "print('closed') end}) end return 1",
                        &o),
                    MBX_OK);
@@ -425,43 +328,43 @@ static void metamethods_present_at_setmetatable_work(void **state) {
 
 static void getmetatable_returns_the_guest_table(void **state) {
   (void)state;
-  check_value("local mt = {} local t = setmetatable({}, mt) "
+  snippet_check_value("local mt = {} local t = setmetatable({}, mt) "
               "return rawequal(getmetatable(t), mt)",
               "true");
-  check_value("return getmetatable({}) == nil", "true");
+  snippet_check_value("return getmetatable({}) == nil", "true");
 }
 
 static void guest_metatable_field_protects(void **state) {
   (void)state;
-  check_value("local t = setmetatable({}, {__metatable = 'locked'}) return getmetatable(t)",
+  snippet_check_value("local t = setmetatable({}, {__metatable = 'locked'}) return getmetatable(t)",
               "\"locked\"");
-  check_value("local t = setmetatable({}, {__metatable = 'locked'}) "
+  snippet_check_value("local t = setmetatable({}, {__metatable = 'locked'}) "
               "local ok, m = pcall(setmetatable, t, {}) return ok, m",
               "[false,\"cannot change a protected metatable\"]");
-  check_value("local t = setmetatable({}, {__metatable = false}) "
+  snippet_check_value("local t = setmetatable({}, {__metatable = false}) "
               "return getmetatable(t), (pcall(setmetatable, t, nil))",
               "[false,false]");
-  check_error("local t = setmetatable({}, {__metatable = 1}) setmetatable(t, nil)",
+  snippet_check_error("local t = setmetatable({}, {__metatable = 1}) setmetatable(t, nil)",
               MBX_RUNTIME_ERROR, "cannot change a protected metatable");
 }
 
 static void unprotected_metatable_can_be_replaced_or_removed(void **state) {
   (void)state;
-  check_value("local a = {__index = function() return 'a' end} "
+  snippet_check_value("local a = {__index = function() return 'a' end} "
               "local b = {__index = function() return 'b' end} "
               "local t = setmetatable({}, a) local first = t.x "
               "setmetatable(t, b) return first, t.x, getmetatable(t) == b",
               "[\"a\",\"b\",true]");
-  check_value("local t = setmetatable({}, {__index = function() return 1 end}) "
+  snippet_check_value("local t = setmetatable({}, {__index = function() return 1 end}) "
               "setmetatable(t, nil) return getmetatable(t), t.x",
               "[null,null]");
-  check_value("local t = {} return setmetatable(t, nil) == t", "true");
+  snippet_check_value("local t = {} return setmetatable(t, nil) == t", "true");
 }
 
 /* setmetatable reuses one cached clone for a class table used again and again. */
 static void clone_cache_serves_many_objects(void **state) {
   (void)state;
-  check_value("local C = {} C.__index = C "
+  snippet_check_value("local C = {} C.__index = C "
               "function C.get(self) return self.v end "
               "local objs = {} for i = 1, 1000 do objs[i] = setmetatable({v = i}, C) end "
               "local sum = 0 for i = 1, 1000 do sum = sum + objs[i]:get() end "
@@ -471,32 +374,32 @@ static void clone_cache_serves_many_objects(void **state) {
 
 static void clone_cache_sees_changes_between_calls(void **state) {
   (void)state;
-  check_value("local A = {name = function() return 'A' end} "
+  snippet_check_value("local A = {name = function() return 'A' end} "
               "local B = {name = function() return 'B' end} "
               "local C = {__index = A} "
               "local x = setmetatable({}, C) C.__index = B local y = setmetatable({}, C) "
               "return x.name(), y.name()",
               "[\"A\",\"B\"]");
   /* A metamethod added between calls works for the later object only. */
-  check_value("local C = {} local x = setmetatable({}, C) "
+  snippet_check_value("local C = {} local x = setmetatable({}, C) "
               "C.__len = function() return 7 end local y = setmetatable({}, C) "
               "return #x, #y",
               "[0,7]");
   /* One removed between calls is gone for the later object. */
-  check_value("local C = {__len = function() return 7 end, __index = {}} "
+  snippet_check_value("local C = {__len = function() return 7 end, __index = {}} "
               "local x = setmetatable({}, C) C.__len = nil local y = setmetatable({}, C) "
               "return #x, #y",
               "[7,0]");
   /* A refused field added between calls is refused at the next call. */
-  check_value("local C = {} setmetatable({}, C) C.__gc = print "
+  snippet_check_value("local C = {} setmetatable({}, C) C.__gc = print "
               "return (pcall(setmetatable, {}, C))",
               "false");
   /* Protection added, and removed, between calls. */
-  check_value("local C = {} setmetatable({}, C) C.__metatable = 'p' "
+  snippet_check_value("local C = {} setmetatable({}, C) C.__metatable = 'p' "
               "local y = setmetatable({}, C) "
               "return getmetatable(y), (pcall(setmetatable, y, nil))",
               "[\"p\",false]");
-  check_value("local C = {__metatable = 'p'} setmetatable({}, C) C.__metatable = nil "
+  snippet_check_value("local C = {__metatable = 'p'} setmetatable({}, C) C.__metatable = nil "
               "local y = setmetatable({}, C) "
               "return getmetatable(y) == C, (pcall(setmetatable, y, nil))",
               "[true,true]");
@@ -507,7 +410,7 @@ static void clone_cache_sees_changes_between_calls(void **state) {
    the change: getmetatable(b) returns the stale "x". Stock Lua returns "y". */
 static void clone_cache_sees_changed_metatable_field(void **state) {
   (void)state;
-  check_value("local mt = {__metatable = 'x'} local a = setmetatable({}, mt) "
+  snippet_check_value("local mt = {__metatable = 'x'} local a = setmetatable({}, mt) "
               "mt.__metatable = 'y' local b = setmetatable({}, mt) "
               "return getmetatable(a), getmetatable(b)",
               "[\"x\",\"y\"]");
@@ -519,7 +422,7 @@ static void clone_cache_sees_changed_metatable_field(void **state) {
    (still holding __add) is reused for the new object. */
 static void clone_cache_sees_removal_with_non_string_keys(void **state) {
   (void)state;
-  check_value("local mt = {__add = function() return 1 end, [1] = true} "
+  snippet_check_value("local mt = {__add = function() return 1 end, [1] = true} "
               "local a = setmetatable({}, mt) mt.__add = nil local b = setmetatable({}, mt) "
               "return a + a, (pcall(function() return b + b end))",
               "[1,false]");
@@ -529,14 +432,14 @@ static void clone_cache_sees_removal_with_non_string_keys(void **state) {
 
 static void collectgarbage_allowed_options(void **state) {
   (void)state;
-  check_value("local kb = collectgarbage('count') return math.type(kb), kb > 0",
+  snippet_check_value("local kb = collectgarbage('count') return math.type(kb), kb > 0",
               "[\"float\",true]");
-  check_value("return collectgarbage(), collectgarbage('collect')", "[0,0]");
-  check_value("return type(collectgarbage('step')), type(collectgarbage('step', 10))",
+  snippet_check_value("return collectgarbage(), collectgarbage('collect')", "[0,0]");
+  snippet_check_value("return type(collectgarbage('step')), type(collectgarbage('step', 10))",
               "[\"boolean\",\"boolean\"]");
-  check_value("return collectgarbage('isrunning')", "true");
+  snippet_check_value("return collectgarbage('isrunning')", "true");
   /* collect actually frees garbage. */
-  check_value("collectgarbage() local before = collectgarbage('count') "
+  snippet_check_value("collectgarbage() local before = collectgarbage('count') "
               "do local t = {} for i = 1, 10000 do t[i] = {} end end "
               "local during = collectgarbage('count') collectgarbage() "
               "return during > before + 100, collectgarbage('count') < during - 100",
@@ -550,60 +453,60 @@ static void collectgarbage_refuses_mode_changes(void **state) {
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     char code[128];
     snprintf(code, sizeof code, "collectgarbage('%s')", refused[i]);
-    check_error(code, MBX_RUNTIME_ERROR, "allowed: collect, step, count");
+    snippet_check_error(code, MBX_RUNTIME_ERROR, "allowed: collect, step, count");
     char quoted[64];
     snprintf(quoted, sizeof quoted, "'%s'", refused[i]);
-    check_error(code, MBX_RUNTIME_ERROR, quoted);
+    snippet_check_error(code, MBX_RUNTIME_ERROR, quoted);
   }
   /* The collector keeps running after a refused stop. */
-  check_value("pcall(collectgarbage, 'stop') return collectgarbage('isrunning')", "true");
+  snippet_check_value("pcall(collectgarbage, 'stop') return collectgarbage('isrunning')", "true");
 }
 
 /* ---- pcall / xpcall -------------------------------------------------------------------- */
 
 static void pcall_returns_values(void **state) {
   (void)state;
-  check_value("return pcall(function(a, b) return a + b, 'x', nil end, 1, 2)",
+  snippet_check_value("return pcall(function(a, b) return a + b, 'x', nil end, 1, 2)",
               "[true,3,\"x\",null]");
-  check_value("return pcall(function() end)", "true");
-  check_value("return select('#', pcall(function() return 1, 2, 3 end))", "4");
+  snippet_check_value("return pcall(function() end)", "true");
+  snippet_check_value("return select('#', pcall(function() return 1, 2, 3 end))", "4");
 }
 
 static void pcall_returns_error_values(void **state) {
   (void)state;
-  check_value("return pcall(error, 'm')", "[false,\"m\"]");
-  check_value("return pcall(function() error('m') end)", "[false,\"input:1: m\"]");
-  check_value("local ok, e = pcall(error, {code = 7}) return ok, e.code", "[false,7]");
-  check_value("local obj = {} local ok, e = pcall(error, obj) return rawequal(e, obj)", "true");
-  check_value("return pcall(error)", "[false,null]");
-  outcome o;
-  assert_int_equal(run("return pcall(nil)", &o), MBX_OK);
+  snippet_check_value("return pcall(error, 'm')", "[false,\"m\"]");
+  snippet_check_value("return pcall(function() error('m') end)", "[false,\"input:1: m\"]");
+  snippet_check_value("local ok, e = pcall(error, {code = 7}) return ok, e.code", "[false,7]");
+  snippet_check_value("local obj = {} local ok, e = pcall(error, obj) return rawequal(e, obj)", "true");
+  snippet_check_value("return pcall(error)", "[false,null]");
+  snippet_outcome o;
+  assert_int_equal(snippet_run("return pcall(nil)", &o), MBX_OK);
   assert_non_null(strstr(o.value, "attempt to call a nil value"));
-  check_error("pcall()", MBX_RUNTIME_ERROR, "bad argument #1 to 'pcall'");
+  snippet_check_error("pcall()", MBX_RUNTIME_ERROR, "bad argument #1 to 'pcall'");
 }
 
 static void xpcall_passes_error_to_handler(void **state) {
   (void)state;
-  check_value("return xpcall(function(a) return a * 2 end, print, 21)", "[true,42]");
-  check_value("return xpcall(error, function(e) return 'handled ' .. e end, 'boom')",
+  snippet_check_value("return xpcall(function(a) return a * 2 end, print, 21)", "[true,42]");
+  snippet_check_value("return xpcall(error, function(e) return 'handled ' .. e end, 'boom')",
               "[false,\"handled boom\"]");
-  check_value("return xpcall(function() error({1, 2}) end, function(e) return #e end)",
+  snippet_check_value("return xpcall(function() error({1, 2}) end, function(e) return #e end)",
               "[false,2]");
-  check_value("local seen local ok, h = xpcall(function() local x = nil; return x.y end, "
+  snippet_check_value("local seen local ok, h = xpcall(function() local x = nil; return x.y end, "
               "function(e) seen = e return 'h' end) return ok, h, seen:sub(1, 6)",
               "[false,\"h\",\"input:\"]");
-  check_error("xpcall(print)", MBX_RUNTIME_ERROR, "bad argument #2 to 'xpcall'");
+  snippet_check_error("xpcall(print)", MBX_RUNTIME_ERROR, "bad argument #2 to 'xpcall'");
 }
 
 static void yield_across_pcall_inside_coroutine(void **state) {
   (void)state;
-  check_value("local co = coroutine.create(function() "
+  snippet_check_value("local co = coroutine.create(function() "
               "  local ok, v = pcall(function() local x = coroutine.yield(1) return x * 2 end) "
               "  return ok, v end) "
               "local _, a = coroutine.resume(co) local _, ok, v = coroutine.resume(co, 21) "
               "return a, ok, v, coroutine.status(co)",
               "[1,true,42,\"dead\"]");
-  check_value("local co = coroutine.wrap(function() "
+  snippet_check_value("local co = coroutine.wrap(function() "
               "  return xpcall(function() coroutine.yield('y') error('late', 0) end, "
               "                function(e) return 'caught ' .. e end) end) "
               "local first = co() local ok, m = co() return first, ok, m",
@@ -612,9 +515,9 @@ static void yield_across_pcall_inside_coroutine(void **state) {
 
 static void tripped_limit_inside_pcall_ends_the_run(void **state) {
   (void)state;
-  mbx_sandbox *sb = new_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 100000);
-  outcome o;
-  assert_int_equal(run_in(sb,
+  mbx_sandbox *sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 100000);
+  snippet_outcome o;
+  assert_int_equal(snippet_run_in(sb,
                           "local ok = pcall(function() while true do end end) "
                           "print('survived') return ok",
                           &o),
@@ -623,8 +526,8 @@ static void tripped_limit_inside_pcall_ends_the_run(void **state) {
   assert_true(mbx_sandbox_poisoned(sb));
   mbx_sandbox_free(sb);
 
-  sb = new_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 100000);
-  assert_int_equal(run_in(sb,
+  sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 100000);
+  assert_int_equal(snippet_run_in(sb,
                           "for i = 1, 100 do "
                           "  xpcall(function() while true do end end, function() return 1 end) "
                           "end return 'survived'",
@@ -632,8 +535,8 @@ static void tripped_limit_inside_pcall_ends_the_run(void **state) {
                    MBX_INSTRUCTION_LIMIT);
   mbx_sandbox_free(sb);
 
-  sb = new_sandbox_with(MBX_LIMIT_MEMORY, 1 << 20);
-  assert_int_equal(run_in(sb,
+  sb = snippet_sandbox_with(MBX_LIMIT_MEMORY, 1 << 20);
+  assert_int_equal(snippet_run_in(sb,
                           "local ok = pcall(function() local t = {} "
                           "for i = 1, 1e8 do t[i] = i end end) return 'survived'",
                           &o),
@@ -645,7 +548,7 @@ static void tripped_limit_inside_pcall_ends_the_run(void **state) {
 
 static void removed_base_functions_are_nil(void **state) {
   (void)state;
-  check_value("return dofile == nil, loadfile == nil, warn == nil, "
+  snippet_check_value("return dofile == nil, loadfile == nil, warn == nil, "
               "rawget(_G, 'dofile') == nil, rawget(_G, 'loadfile') == nil, "
               "rawget(_G, 'warn') == nil",
               "[true,true,true,true,true,true]");
@@ -692,5 +595,5 @@ int main(void) {
       cmocka_unit_test(tripped_limit_inside_pcall_ends_the_run),
       cmocka_unit_test(removed_base_functions_are_nil),
   };
-  return cmocka_run_group_tests_name("stdlib/base", tests, group_setup, group_teardown);
+  return cmocka_run_group_tests_name("stdlib/base", tests, snippet_setup, snippet_teardown);
 }

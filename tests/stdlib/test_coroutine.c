@@ -12,111 +12,14 @@
 #include <cmocka.h>
 
 #include "moonbox.h"
+#include "tests/support/snippet.h"
 
-/* ---- Running snippets: a fresh sandbox per snippet unless a test keeps its own. -------- */
-
-static mbx_runtime *runtime;
-
-/* What a run produced, copied out of the mbx_result so tests can assert after freeing it. */
-typedef struct outcome {
-  mbx_status status;
-  char value[8192]; /* the value JSON when the run succeeded, else the full error message */
-  char out[8192];   /* captured stdout (raw bytes, NUL-terminated) */
-  size_t out_len;
-  char err[8192]; /* captured stderr */
-  size_t err_len;
-} outcome;
-
-static void copy_bytes(char *dst, size_t size, const char *src, size_t len) {
-  if (len >= size) len = size - 1;
-  memcpy(dst, src, len);
-  dst[len] = '\0';
-}
-
-/* Run code in sb and fill *o. Returns the run status; fails the test on an API status. */
-static mbx_status run_in(mbx_sandbox *sb, const char *code, outcome *o) {
-  mbx_result *res = NULL;
-  mbx_error err;
-  memset(o, 0, sizeof *o);
-  o->status = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
-  if (o->status >= MBX_API_ERROR_BASE)
-    fail_msg("mbx_run refused %s: %s (%s)", code, mbx_status_name(o->status), err.message);
-  assert_non_null(res);
-  assert_int_equal(mbx_result_status(res), o->status);
-  size_t len;
-  const char *text =
-      o->status == MBX_OK ? mbx_result_value_json(res, &len) : mbx_result_error_message(res, &len);
-  copy_bytes(o->value, sizeof o->value, text, len);
-  text = mbx_result_stdout(res, &o->out_len);
-  copy_bytes(o->out, sizeof o->out, text, o->out_len);
-  text = mbx_result_stderr(res, &o->err_len);
-  copy_bytes(o->err, sizeof o->err, text, o->err_len);
-  mbx_result_free(res);
-  return o->status;
-}
-
-/* A sandbox with the default policy, or with one limit changed (which == 0: none). */
-static mbx_sandbox *new_sandbox_with(mbx_limit which, uint64_t value) {
-  mbx_policy *p = mbx_policy_new();
-  assert_non_null(p);
-  if (which != 0) assert_int_equal(mbx_policy_set_limit(p, which, value), MBX_OK);
-  mbx_error err;
-  mbx_sandbox *sb = mbx_sandbox_new(runtime, p, &err);
-  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
-  mbx_policy_free(p);
-  return sb;
-}
-
-static mbx_sandbox *new_sandbox(void) {
-  return new_sandbox_with(0, 0);
-}
-
-/* Run code in a fresh default sandbox. */
-static mbx_status run(const char *code, outcome *o) {
-  mbx_sandbox *sb = new_sandbox();
-  mbx_status s = run_in(sb, code, o);
-  mbx_sandbox_free(sb);
-  return s;
-}
-
-/* The snippet succeeds and returns exactly this JSON. */
-static void check_value(const char *code, const char *json) {
-  static outcome o;
-  if (run(code, &o) != MBX_OK)
-    fail_msg("%s\n  ended with %s: %s", code, mbx_status_name(o.status), o.value);
-  if (strcmp(o.value, json) != 0) fail_msg("%s\n  returned %s\n  expected %s", code, o.value, json);
-}
-
-/* The snippet ends with this status and its error message contains the fragment. */
-static void check_error(const char *code, mbx_status status, const char *fragment) {
-  static outcome o;
-  run(code, &o);
-  if (o.status != status)
-    fail_msg("%s\n  ended with %s (%s), expected %s", code, mbx_status_name(o.status), o.value,
-             mbx_status_name(status));
-  if (strstr(o.value, fragment) == NULL)
-    fail_msg("%s\n  error %s\n  does not contain %s", code, o.value, fragment);
-}
-
-static int group_setup(void **state) {
-  (void)state;
-  mbx_error err;
-  runtime = mbx_runtime_new(&err);
-  return runtime == NULL ? -1 : 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  mbx_runtime_free(runtime);
-  runtime = NULL;
-  return 0;
-}
 
 /* ---- stock semantics ------------------------------------------------------------------- */
 
 static void values_pass_both_ways(void **state) {
   (void)state;
-  check_value("local co = coroutine.create(function(a, b) "
+  snippet_check_value("local co = coroutine.create(function(a, b) "
               "  local c = coroutine.yield(a + b) "
               "  local d, e = coroutine.yield(c * 2, 'two') "
               "  return d + e, nil, 'end' end) "
@@ -125,14 +28,14 @@ static void values_pass_both_ways(void **state) {
               "return r1, r2, r3.n, r3[1], r3[2], r3[3], r3[4], "
               "       select('#', coroutine.resume(co))",
               "[[true,3],[true,20,\"two\"],4,true,7,null,\"end\",2]");
-  check_value("local co = coroutine.create(function(...) return select('#', ...) end) "
+  snippet_check_value("local co = coroutine.create(function(...) return select('#', ...) end) "
               "return coroutine.resume(co, nil, nil, nil)",
               "[true,3]");
 }
 
 static void status_reports_each_state(void **state) {
   (void)state;
-  check_value("local main = coroutine.running() local co, inner "
+  snippet_check_value("local main = coroutine.running() local co, inner "
               "co = coroutine.create(function() "
               "  local other = coroutine.create(function() return coroutine.status(co) end) "
               "  inner = select(2, coroutine.resume(other)) "
@@ -147,42 +50,42 @@ static void status_reports_each_state(void **state) {
 
 static void dead_coroutine_cannot_resume(void **state) {
   (void)state;
-  check_value("local co = coroutine.create(function() return 1 end) coroutine.resume(co) "
+  snippet_check_value("local co = coroutine.create(function() return 1 end) coroutine.resume(co) "
               "return coroutine.resume(co)",
               "[false,\"cannot resume dead coroutine\"]");
-  check_value("local co = coroutine.create(function() error('boom') end) "
+  snippet_check_value("local co = coroutine.create(function() error('boom') end) "
               "local ok, e = coroutine.resume(co) "
               "return ok, e, coroutine.status(co), coroutine.resume(co)",
               "[false,\"input:1: boom\",\"dead\",false,\"cannot resume dead coroutine\"]");
-  check_value("local co = coroutine.create(function() error({code = 3}) end) "
+  snippet_check_value("local co = coroutine.create(function() error({code = 3}) end) "
               "local ok, e = coroutine.resume(co) return ok, e.code",
               "[false,3]");
-  check_value("local co co = coroutine.create(function() return coroutine.resume(co) end) "
+  snippet_check_value("local co co = coroutine.create(function() return coroutine.resume(co) end) "
               "return coroutine.resume(co)",
               "[true,false,\"cannot resume non-suspended coroutine\"]");
-  check_error("coroutine.resume(1)", MBX_RUNTIME_ERROR, "bad argument #1 to 'resume'");
+  snippet_check_error("coroutine.resume(1)", MBX_RUNTIME_ERROR, "bad argument #1 to 'resume'");
 }
 
 static void wrap_passes_values_and_errors_with_position(void **state) {
   (void)state;
-  check_value("local gen = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) "
+  snippet_check_value("local gen = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) "
               "return b * 2 end) return gen(1), gen(21)",
               "[2,42]");
-  check_value("local f = coroutine.wrap(function() error('boom') end)\n"
+  snippet_check_value("local f = coroutine.wrap(function() error('boom') end)\n"
               "local ok, e = pcall(function() local x = f() return x end)\n"
               "return e",
               "\"input:2: input:1: boom\"");
-  check_value("local g = coroutine.wrap(function() return 1 end) g()\n"
+  snippet_check_value("local g = coroutine.wrap(function() return 1 end) g()\n"
               "local ok, e = pcall(function() local x = g() return x end)\n"
               "return e",
               "\"input:2: cannot resume dead coroutine\"");
   /* Non-string error values pass through unchanged. */
-  check_value("local obj = {} local f = coroutine.wrap(function() error(obj) end) "
+  snippet_check_value("local obj = {} local f = coroutine.wrap(function() error(obj) end) "
               "local ok, e = pcall(f) return ok, rawequal(e, obj)",
               "[false,true]");
   /* An erroring wrap closes its pending to-be-closed variables, as stock does. */
-  outcome o;
-  assert_int_equal(run("local f = coroutine.wrap(function() "
+  snippet_outcome o;
+  assert_int_equal(snippet_run("local f = coroutine.wrap(function() "
                        "  local x <close> = setmetatable({}, {__close = function() "
                        "    print('closed') end}) "
                        "  coroutine.yield() error('late', 0) end) "
@@ -191,13 +94,13 @@ static void wrap_passes_values_and_errors_with_position(void **state) {
                    MBX_OK);
   assert_string_equal(o.value, "[false,\"late\"]");
   assert_string_equal(o.out, "closed\n");
-  check_error("coroutine.wrap(1)", MBX_RUNTIME_ERROR, "bad argument #1 to 'wrap'");
+  snippet_check_error("coroutine.wrap(1)", MBX_RUNTIME_ERROR, "bad argument #1 to 'wrap'");
 }
 
 static void close_runs_pending_close_handlers(void **state) {
   (void)state;
-  outcome o;
-  assert_int_equal(run("local co = coroutine.create(function() "
+  snippet_outcome o;
+  assert_int_equal(snippet_run("local co = coroutine.create(function() "
                        "  local x <close> = setmetatable({}, {__close = function(_, err) "
                        "    print('closed', err) end}) "
                        "  coroutine.yield() print('never') end) "
@@ -208,13 +111,13 @@ static void close_runs_pending_close_handlers(void **state) {
   assert_string_equal(o.value, "[true,\"dead\"]");
   assert_string_equal(o.out, "closed\tnil\n");
   /* An error in __close is returned. */
-  check_value("local co = coroutine.create(function() "
+  snippet_check_value("local co = coroutine.create(function() "
               "  local x <close> = setmetatable({}, {__close = function() error('in close', 0) "
               "end}) coroutine.yield() end) "
               "coroutine.resume(co) return coroutine.close(co)",
               "[false,\"in close\"]");
   /* Dead and never-started coroutines close fine; a dead one with an error returns it. */
-  check_value("local a = coroutine.create(print) local b = coroutine.create(print) "
+  snippet_check_value("local a = coroutine.create(print) local b = coroutine.create(print) "
               "coroutine.resume(b) "
               "local c = coroutine.create(function() error('e', 0) end) coroutine.resume(c) "
               "return coroutine.close(a), coroutine.close(b), coroutine.close(c)",
@@ -223,37 +126,37 @@ static void close_runs_pending_close_handlers(void **state) {
 
 static void close_refuses_running_and_normal(void **state) {
   (void)state;
-  check_value("local co co = coroutine.create(function() "
+  snippet_check_value("local co co = coroutine.create(function() "
               "  return pcall(coroutine.close, co) end) return coroutine.resume(co)",
               "[true,false,\"cannot close a running coroutine\"]");
-  check_value("local outer outer = coroutine.create(function() "
+  snippet_check_value("local outer outer = coroutine.create(function() "
               "  local inner = coroutine.create(function() "
               "    return pcall(coroutine.close, outer) end) "
               "  return coroutine.resume(inner) end) return coroutine.resume(outer)",
               "[true,true,false,\"cannot close a normal coroutine\"]");
-  check_error("coroutine.close(coroutine.running())", MBX_RUNTIME_ERROR,
+  snippet_check_error("coroutine.close(coroutine.running())", MBX_RUNTIME_ERROR,
               "cannot close a running coroutine");
 }
 
 static void isyieldable_and_running(void **state) {
   (void)state;
-  check_value("local co = coroutine.create(function() "
+  snippet_check_value("local co = coroutine.create(function() "
               "  local me, ismain = coroutine.running() "
               "  return coroutine.isyieldable(), ismain, me end) "
               "local _, y, ismain, me = coroutine.resume(co) "
               "local _, main_ismain = coroutine.running() "
               "return y, ismain, me == co, coroutine.isyieldable(), main_ismain",
               "[true,false,true,false,true]");
-  check_value("return coroutine.wrap(function() return pcall(coroutine.isyieldable) end)()",
+  snippet_check_value("return coroutine.wrap(function() return pcall(coroutine.isyieldable) end)()",
               "[true,true]");
 }
 
 /* A sandbox is a REPL: a coroutine made in one run resumes in the next. */
 static void coroutine_survives_between_runs(void **state) {
   (void)state;
-  mbx_sandbox *sb = new_sandbox();
-  outcome o;
-  assert_int_equal(run_in(sb,
+  mbx_sandbox *sb = snippet_sandbox();
+  snippet_outcome o;
+  assert_int_equal(snippet_run_in(sb,
                           "co = coroutine.create(function(a) "
                           "  local b = coroutine.yield(a * 2) "
                           "  local c = coroutine.yield(b + 1) return c .. '!' end) "
@@ -263,13 +166,13 @@ static void coroutine_survives_between_runs(void **state) {
                           &o),
                    MBX_OK);
   assert_string_equal(o.value, "[true,1]"); /* the resume is truncated to one value */
-  assert_int_equal(run_in(sb, "return coroutine.resume(co, 41)", &o), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return coroutine.resume(co, 41)", &o), MBX_OK);
   assert_string_equal(o.value, "[true,42]");
-  assert_int_equal(run_in(sb, "return gen(), gen()", &o), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return gen(), gen()", &o), MBX_OK);
   assert_string_equal(o.value, "[2,3]");
-  assert_int_equal(run_in(sb, "return coroutine.resume(co, 'done')", &o), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return coroutine.resume(co, 'done')", &o), MBX_OK);
   assert_string_equal(o.value, "[true,\"done!\"]");
-  assert_int_equal(run_in(sb, "return coroutine.status(co), coroutine.resume(co)", &o), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return coroutine.status(co), coroutine.resume(co)", &o), MBX_OK);
   assert_string_equal(o.value, "[\"dead\",false,\"cannot resume dead coroutine\"]");
   mbx_sandbox_free(sb);
 }
@@ -282,7 +185,7 @@ static mbx_sandbox *time_limited_sandbox(void) {
   assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, 100), MBX_OK);
   assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 0), MBX_OK);
   mbx_error err;
-  mbx_sandbox *sb = mbx_sandbox_new(runtime, p, &err);
+  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
   if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
   mbx_policy_free(p);
   return sb;
@@ -305,8 +208,8 @@ static void infinite_loop_in_coroutine_trips_time_limit(void **state) {
       "  while true do end end)) end return 1"};
   for (size_t i = 0; i < sizeof snippets / sizeof *snippets; i++) {
     mbx_sandbox *sb = time_limited_sandbox();
-    outcome o;
-    if (run_in(sb, snippets[i], &o) != MBX_TIME_LIMIT)
+    snippet_outcome o;
+    if (snippet_run_in(sb, snippets[i], &o) != MBX_TIME_LIMIT)
       fail_msg("%s\n  ended with %s (%s)", snippets[i], mbx_status_name(o.status), o.value);
     assert_string_equal(o.out, "");
     assert_true(mbx_sandbox_poisoned(sb));
@@ -316,9 +219,9 @@ static void infinite_loop_in_coroutine_trips_time_limit(void **state) {
 
 static void many_tiny_coroutines_hit_instruction_limit(void **state) {
   (void)state;
-  mbx_sandbox *sb = new_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 1000000);
-  outcome o;
-  assert_int_equal(run_in(sb,
+  mbx_sandbox *sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 1000000);
+  snippet_outcome o;
+  assert_int_equal(snippet_run_in(sb,
                           "local f = function() end "
                           "for i = 1, 1e6 do coroutine.resume(coroutine.create(f)) end "
                           "return 'finished'",
@@ -330,11 +233,11 @@ static void many_tiny_coroutines_hit_instruction_limit(void **state) {
      1e7 limit: only the charge for each resume makes it trip. */
   const char *plain = "local f = function() end local g = function() f() end "
                       "for i = 1, 1e5 do g() end return 'finished'";
-  sb = new_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 10000000);
-  assert_int_equal(run_in(sb, plain, &o), MBX_OK);
+  sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 10000000);
+  assert_int_equal(snippet_run_in(sb, plain, &o), MBX_OK);
   mbx_sandbox_free(sb);
-  sb = new_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 10000000);
-  assert_int_equal(run_in(sb,
+  sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 10000000);
+  assert_int_equal(snippet_run_in(sb,
                           "local f = function() end "
                           "for i = 1, 1e5 do coroutine.resume(coroutine.create(f)) end "
                           "return 'finished'",
@@ -342,8 +245,8 @@ static void many_tiny_coroutines_hit_instruction_limit(void **state) {
                    MBX_INSTRUCTION_LIMIT);
   mbx_sandbox_free(sb);
   /* The same through wrap. */
-  sb = new_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 10000000);
-  assert_int_equal(run_in(sb,
+  sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 10000000);
+  assert_int_equal(snippet_run_in(sb,
                           "local f = function() end "
                           "for i = 1, 1e5 do coroutine.wrap(f)() end return 'finished'",
                           &o),
@@ -353,7 +256,7 @@ static void many_tiny_coroutines_hit_instruction_limit(void **state) {
 
 static void resumes_are_charged_in_usage(void **state) {
   (void)state;
-  mbx_sandbox *sb = new_sandbox();
+  mbx_sandbox *sb = snippet_sandbox();
   mbx_result *res = NULL;
   mbx_error err;
   const char *code = "local f = function() end "
@@ -380,16 +283,16 @@ static void resumes_are_charged_in_usage(void **state) {
 
 static void nested_close_is_bounded(void **state) {
   (void)state;
-  check_value(CLOSE_CHAIN(50), "true");
-  check_value(CLOSE_CHAIN(150), "[false,\"C stack overflow\"]");
-  check_value(CLOSE_CHAIN(5000), "[false,\"C stack overflow\"]");
+  snippet_check_value(CLOSE_CHAIN(50), "true");
+  snippet_check_value(CLOSE_CHAIN(150), "[false,\"C stack overflow\"]");
+  snippet_check_value(CLOSE_CHAIN(5000), "[false,\"C stack overflow\"]");
 }
 
 /* The wrap error path closes the dead coroutine too, under the same bound. */
 static void nested_wrap_errors_do_not_crash(void **state) {
   (void)state;
-  outcome o;
-  run("local function f(n) if n == 0 then error('bottom', 0) end "
+  snippet_outcome o;
+  snippet_run("local function f(n) if n == 0 then error('bottom', 0) end "
       "  return coroutine.wrap(f)(n - 1) end return f(1000)",
       &o);
   assert_int_equal(o.status, MBX_RUNTIME_ERROR);
@@ -412,5 +315,5 @@ int main(void) {
       cmocka_unit_test(nested_close_is_bounded),
       cmocka_unit_test(nested_wrap_errors_do_not_crash),
   };
-  return cmocka_run_group_tests_name("stdlib/coroutine", tests, group_setup, group_teardown);
+  return cmocka_run_group_tests_name("stdlib/coroutine", tests, snippet_setup, snippet_teardown);
 }
