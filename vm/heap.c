@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "vm/arena.h"
+
 /* Each block carries a small header linking it into the heap's live list. That lets a sandbox
    be torn down by freeing the list instead of calling lua_close, which would run guest code
    (finalizers, pending __close) after the budget is gone. 16 bytes keeps malloc's alignment. */
@@ -24,6 +26,7 @@ void mbxV_heap_init(mbxV_heap *h, size_t limit) {
   h->peak = 0;
   h->large_live = 0;
   h->blocks = NULL;
+  h->arena = NULL;
   h->on_pressure = NULL;
   h->pressure_ud = NULL;
   h->pressure_pending = 0;
@@ -54,12 +57,24 @@ static void account(mbxV_heap *h, size_t osize, size_t nsize) {
   if (nsize >= MBXV_LARGE_BLOCK) h->large_live += nsize;
 }
 
+/* Lua answers NULL with an emergency collection and a catchable "not enough memory". That
+   collection is harmless here only because guests can have neither finalizers nor weak
+   tables; the refusal itself ends the run (the budget trips the memory limit). */
+static void *refuse(mbxV_heap *h) {
+  h->refused = 1;
+  if (h->on_pressure) h->on_pressure(h->pressure_ud);
+  return NULL;
+}
+
 void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   mbxV_heap *h = ud;
   /* When ptr is NULL, osize encodes the object type, not a size (Lua manual 4.6). */
   if (ptr == NULL) osize = 0;
   if (nsize == 0) {
-    if (ptr) {
+    if (ptr && h->arena) {
+      mbxV_arena_realloc(h->arena, ptr, osize, 0);
+      account(h, osize, 0);
+    } else if (ptr) {
       mbxV_block *b = (mbxV_block *)ptr - 1;
       unlink_block(h, b);
       free(b);
@@ -69,22 +84,24 @@ void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   }
   /* Shrinks never fail: Lua assumes they succeed. Growth is refused only past the ceiling. */
   size_t grow = nsize > osize ? nsize - osize : 0;
-  if (grow > 0 && (nsize > SIZE_MAX - HEADER || h->used + grow > h->ceiling)) {
-    /* Lua answers NULL with an emergency collection and a catchable "not enough memory".
-       That collection is harmless here only because guests can have neither finalizers nor
-       weak tables; the refusal itself ends the run (the budget trips the memory limit). */
-    h->refused = 1;
-    if (h->on_pressure) h->on_pressure(h->pressure_ud);
-    return NULL;
+  if (grow > 0 && (nsize > SIZE_MAX - HEADER || h->used + grow > h->ceiling)) return refuse(h);
+  void *result;
+  if (h->arena) {
+    /* Below the ceiling the arena fails only when fragmentation has used up the slot (it is
+       8x the limit): the one NULL a guest can cause below the ceiling. Shrinks never fail. */
+    result = mbxV_arena_realloc(h->arena, ptr, osize, nsize);
+    if (result == NULL) return refuse(h);
+  } else {
+    mbxV_block *old = ptr ? (mbxV_block *)ptr - 1 : NULL;
+    if (old) unlink_block(h, old);
+    mbxV_block *b = realloc(old, HEADER + nsize);
+    if (b == NULL) {
+      if (old) link_block(h, old); /* realloc failure leaves the old block intact */
+      return NULL;
+    }
+    link_block(h, b);
+    result = b + 1;
   }
-  mbxV_block *old = ptr ? (mbxV_block *)ptr - 1 : NULL;
-  if (old) unlink_block(h, old);
-  mbxV_block *b = realloc(old, HEADER + nsize);
-  if (b == NULL) {
-    if (old) link_block(h, old); /* realloc failure leaves the old block intact */
-    return NULL;
-  }
-  link_block(h, b);
   account(h, osize, nsize);
   /* A large block means an instruction that copies or scans megabytes may follow (or just
      ran): have the hook look at the clock at the next instruction. Costs one hook call per
@@ -95,11 +112,11 @@ void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     h->pressure_pending = 1;
     h->on_pressure(h->pressure_ud);
   }
-  return b + 1;
+  return result;
 }
 
 void mbxV_heap_release_all(mbxV_heap *h) {
-  mbxV_block *b = h->blocks;
+  mbxV_block *b = h->arena ? NULL : h->blocks;
   while (b) {
     mbxV_block *next = b->next;
     free(b);

@@ -1,4 +1,4 @@
-/* vm/heap.h -- the guest heap: a lua_Alloc with a limit, a hard ceiling and a live-block list. */
+/* vm/heap.h -- the guest heap: a lua_Alloc with a limit and a hard ceiling (malloc or arena). */
 #ifndef MBX_VM_HEAP_H
 #define MBX_VM_HEAP_H
 
@@ -10,6 +10,7 @@
 #define MBXV_LARGE_BLOCK (256 * 1024)
 
 typedef struct mbxV_block mbxV_block;
+struct mbxV_arena;
 
 typedef struct mbxV_heap {
   size_t limit;       /* soft limit: past it the run is stopped at its next instruction */
@@ -18,6 +19,9 @@ typedef struct mbxV_heap {
   size_t peak;        /* highest `used` ever seen */
   size_t large_live;  /* bytes in live blocks >= MBXV_LARGE_BLOCK */
   mbxV_block *blocks; /* every live block, so the whole heap can be released without lua_close */
+  /* When set, blocks come from this slot arena (vm/arena.h) instead of malloc: no per-block
+     header, no live list (the slot is reset as a whole). The accounting is the same. */
+  struct mbxV_arena *arena;
   /* Called (with `pressure_ud`) when a growth takes `used` over `limit` (not again while
      `pressure_pending` is set: the budget clears it once it has looked), and at every growth
      to a block of at least MBXV_LARGE_BLOCK. The budget re-arms the running thread's hook at
@@ -37,7 +41,8 @@ void mbxV_heap_init(mbxV_heap *h, size_t limit);
 void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
 /* 1 while used > limit. */
 int mbxV_heap_over_limit(const mbxV_heap *h);
-/* Free every live block at once (the lua_State is gone afterwards; no Lua code runs). */
+/* Free every live block at once (the lua_State is gone afterwards; no Lua code runs). With an
+   arena only the counters are cleared: the slot's owner resets the arena itself. */
 void mbxV_heap_release_all(mbxV_heap *h);
 
 #endif

@@ -5,6 +5,8 @@
 
 #include <lauxlib.h>
 
+#include "vm/arena.h"
+
 const char mbxV_key_builtins = 0;
 const char mbxV_key_run_thread = 0;
 
@@ -18,23 +20,34 @@ static int on_panic(lua_State *L) {
   return 0; /* unreachable in practice: every host entry sets panic_jmp */
 }
 
-int mbxV_vm_open(mbxV_vm *vm, const mbxV_config *cfg) {
-  memset(vm, 0, sizeof *vm);
-  mbxV_heap_init(&vm->heap, cfg->memory_limit);
+/* Everything that belongs to one sandbox rather than to its Lua state: set on a fresh vm and
+   again after a template copy (which holds the values of the sandbox that built it). The
+   heap's blocks, `used` and `arena` are the state's; limits and counters are the sandbox's. */
+static void configure(mbxV_vm *vm, const mbxV_config *cfg) {
+  vm->heap.limit = cfg->memory_limit;
+  vm->heap.ceiling = mbxV_heap_ceiling_for(cfg->memory_limit);
+  vm->heap.peak = vm->heap.used;
+  vm->heap.pressure_pending = 0;
+  vm->heap.refused = 0;
   vm->heap.on_pressure = mbxV_budget_on_pressure;
   vm->heap.pressure_ud = vm;
+  memset(&vm->budget, 0, sizeof vm->budget);
   vm->budget.instruction_limit = cfg->instruction_limit;
   vm->budget.time_limit_ms = cfg->time_limit_ms;
-  mbxV_output_init(&vm->output, cfg->output_limit);
+  mbxV_output_init(&vm->output, cfg->output_limit); /* host memory: a template holds none */
   vm->source_limit = cfg->source_limit;
   vm->address_key = cfg->address_key;
+  vm->panic_jmp = NULL;
+  vm->close_nesting = 0;
+  vm->port = NULL;
+}
+
+/* lua_newstate on vm's heap, with vm in the extra space and our panic handler. */
+static int new_state(mbxV_vm *vm) {
   /* lua_newstate, not luaL_newstate: the latter installs a warn function that writes to the
      host's stderr once a script calls warn("@on") (THREATS D11). */
   lua_State *L = lua_newstate(mbxV_heap_alloc, &vm->heap);
-  if (L == NULL) {
-    mbxV_heap_release_all(&vm->heap);
-    return 0;
-  }
+  if (L == NULL) return 0;
   /* Threads created later copy the main thread's extra space, so every thread finds vm. */
   *(mbxV_vm **)lua_getextraspace(L) = vm;
   lua_atpanic(L, on_panic);
@@ -42,10 +55,94 @@ int mbxV_vm_open(mbxV_vm *vm, const mbxV_config *cfg) {
   return 1;
 }
 
+int mbxV_vm_open(mbxV_vm *vm, const mbxV_config *cfg) {
+  memset(vm, 0, sizeof *vm);
+  mbxV_heap_init(&vm->heap, cfg->memory_limit);
+  configure(vm, cfg);
+  if (!new_state(vm)) {
+    mbxV_heap_release_all(&vm->heap);
+    return 0;
+  }
+  return 1;
+}
+
 void mbxV_vm_close(mbxV_vm *vm) {
   mbxV_heap_release_all(&vm->heap);
   mbxV_output_free(&vm->output);
   vm->L = NULL;
+}
+
+/* The slot's first sandbox (or every sandbox without templates): build the pristine state in
+   place. No port: nothing the template keeps may depend on one sandbox's policy. */
+static mbxV_new_result build(mbxV_slot *slot, const mbxV_config *cfg, lua_CFunction open_libs) {
+  mbxV_arena *a = mbxV_arena_init(slot->arena, slot->size, sizeof(mbxV_vm));
+  mbxV_vm *vm = (mbxV_vm *)a->user;
+  mbxV_heap_init(&vm->heap, cfg->memory_limit);
+#ifndef MBX_ARENA_MALLOC
+  vm->heap.arena = a;
+#endif
+  vm->slot = slot;
+  configure(vm, cfg);
+  if (!new_state(vm)) {
+    mbxV_heap_release_all(&vm->heap);
+    return MBXV_NEW_NO_FIT;
+  }
+  lua_pushcfunction(vm->L, open_libs);
+  if (lua_pcall(vm->L, 0, 0, 0) != LUA_OK) {
+    mbxV_heap_release_all(&vm->heap);
+    return MBXV_NEW_NO_FIT;
+  }
+  /* Collect the garbage of opening now, once, rather than in every sandbox's first run. */
+  lua_gc(vm->L, LUA_GCCOLLECT);
+  vm->heap.peak = vm->heap.used;
+  return MBXV_NEW_OK;
+}
+
+mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
+                            lua_CFunction open_libs, mbxV_vm **out) {
+  *out = NULL;
+  mbxV_slot *slot;
+  switch (mbxV_pool_take(pool, cfg->memory_limit, &slot)) {
+  case MBXV_TAKE_OK:
+    break;
+  case MBXV_TAKE_CAP:
+    return MBXV_NEW_CAP;
+  default:
+    return MBXV_NEW_NO_SPACE;
+  }
+  mbxV_vm *vm = (mbxV_vm *)slot->arena->user;
+  if (slot->template_bytes) {
+    /* The pristine state, its allocator and this vm struct, byte for byte, at the addresses
+       they were built at: every pointer in them is valid again. */
+    mbxV_slot_restore(slot);
+    vm = (mbxV_vm *)slot->arena->user;
+    if (vm->heap.used > cfg->memory_limit) {
+      mbxV_pool_give(slot);
+      return MBXV_NEW_NO_FIT;
+    }
+    configure(vm, cfg);
+  } else {
+    mbxV_new_result r = build(slot, cfg, open_libs);
+    if (r != MBXV_NEW_OK) {
+      mbxV_pool_give(slot);
+      return r;
+    }
+    vm = (mbxV_vm *)slot->arena->user;
+#ifndef MBX_ARENA_MALLOC
+    /* Out of host memory here only costs the next sandbox in this slot a rebuild. */
+    mbxV_slot_snapshot(slot);
+#endif
+  }
+  *out = vm;
+  return MBXV_NEW_OK;
+}
+
+void mbxV_vm_free(mbxV_vm *vm) {
+  if (vm == NULL) return;
+  mbxV_output_free(&vm->output);
+  mbxV_heap_release_all(&vm->heap); /* frees the blocks only in MBX_ARENA_MALLOC builds */
+  vm->L = NULL;
+  mbxV_pool_give(vm->slot);
 }
 
 int mbxV_record_builtins(lua_State *L) {

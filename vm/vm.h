@@ -21,6 +21,14 @@ typedef struct mbxV_vm {
   uint64_t address_key;   /* key of the hash that stands in for addresses in tostring */
   jmp_buf *panic_jmp;     /* recovery point of the active host call, for lua_atpanic */
   int close_nesting;      /* nested coroutine closes in progress (stdlib/coroutine.c) */
+  /* What the guest may reach outside the VM (clock, seed, environment): a
+     capabilities/port.h table, set by the host before the libraries are opened. Opaque here:
+     vm/ knows nothing of capabilities; only stdlib/ looks inside. NULL = nothing at all. */
+  const struct mbxC_port *port;
+  /* The slot this vm lives in (vm/arena.h), NULL for one made by mbxV_vm_open. A slot's vm is
+     restored from a byte copy: every field above that belongs to one sandbox rather than to
+     the slot must be set again after the copy (configure() in vm/vm.c). */
+  struct mbxV_slot *slot;
 } mbxV_vm;
 
 typedef struct mbxV_config {
@@ -42,6 +50,28 @@ static inline mbxV_vm *mbxV_from(lua_State *L) {
 int mbxV_vm_open(mbxV_vm *vm, const mbxV_config *cfg);
 /* Release everything at once without lua_close: no guest code runs at teardown. */
 void mbxV_vm_close(mbxV_vm *vm);
+
+/* Why mbxV_vm_new gave no vm. */
+typedef enum mbxV_new_result {
+  MBXV_NEW_OK = 0,
+  MBXV_NEW_CAP,      /* the pool's cap on live slots is reached */
+  MBXV_NEW_NO_SPACE, /* no address space for the slot, or no host memory */
+  MBXV_NEW_NO_FIT    /* the pristine state does not fit in the memory limit */
+} mbxV_new_result;
+
+struct mbxV_pool;
+/* A pristine sandbox in a slot taken from pool: the slot's template copied back (the cost of a
+   memcpy of its used prefix), or, on a slot's first use, a state built there: lua_newstate with
+   the arena allocator, open_libs (a lua_CFunction) under lua_pcall and a full collection, then
+   snapshotted as the slot's template. With MBX_ARENA_MALLOC the heap uses malloc per block
+   (so ASan sees every Lua block) and the state is built every time. The vm lives inside the
+   slot, at a fixed address; it is returned with vm->port NULL: the host sets it, then reseeds
+   anything seeded at open (the template was built with no port). */
+mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
+                            lua_CFunction open_libs, mbxV_vm **out);
+/* Give the slot back to its pool (from any thread). Never lua_close (it would run guest
+   finalizers with the hooks off): the output buffers are freed and the slot is reset. */
+void mbxV_vm_free(mbxV_vm *vm);
 
 /* Registry keys (light userdata addresses) shared between vm/ and stdlib/. */
 extern const char mbxV_key_builtins; /* set of global names present before any guest code */

@@ -1,0 +1,595 @@
+/* tests/vm/test_arena.c -- unit tests of vm/arena.c: slot allocator, pool, templates, threads. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <lua.h>
+
+#include "include/moonbox.h"
+#include "stdlib/stdlib.h"
+#include "vm/arena.h"
+#include "vm/heap.h"
+#include "vm/vm.h"
+
+#define KIB ((size_t)1 << 10)
+#define MIB ((size_t)1 << 20)
+
+/* A slot-sized mapping for allocator tests that do not need the pool. */
+typedef struct mapping {
+  char *base;
+  size_t size;
+} mapping;
+
+static mapping map_slot(size_t size) {
+  void *p =
+      mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  assert_true(p != MAP_FAILED);
+  return (mapping){p, size};
+}
+
+static void unmap_slot(mapping m) {
+  munmap(m.base, m.size);
+}
+
+/* Resident pages of [p, p + n) according to mincore. */
+static size_t resident_pages(void *p, size_t n) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), count = (n + page - 1) / page, resident = 0;
+  unsigned char *vec = malloc(count);
+  assert_non_null(vec);
+  assert_int_equal(mincore(p, n, vec), 0);
+  for (size_t i = 0; i < count; i++)
+    resident += vec[i] & 1;
+  free(vec);
+  return resident;
+}
+
+static int pressure_calls;
+static void count_pressure(void *ud) {
+  assert_ptr_equal(ud, &pressure_calls);
+  pressure_calls++;
+}
+
+/* A heap whose blocks come from an arena over m. */
+static mbxV_heap *arena_heap(mapping m, size_t limit) {
+  mbxV_arena *a = mbxV_arena_init(m.base, m.size, sizeof(mbxV_heap));
+  mbxV_heap *h = (mbxV_heap *)a->user;
+  mbxV_heap_init(h, limit);
+  h->arena = a;
+  h->on_pressure = count_pressure;
+  h->pressure_ud = &pressure_calls;
+  pressure_calls = 0;
+  return h;
+}
+
+/* ---- the allocator ---- */
+
+static void header_and_user_area_come_first(void **state) {
+  (void)state;
+  mapping m = map_slot(2 * MIB);
+  memset(m.base, 0x5A, 64 * KIB);
+  mbxV_arena *a = mbxV_arena_init(m.base, m.size, 100);
+  assert_ptr_equal(a, m.base);
+  assert_true(a->user >= m.base + sizeof *a);
+  assert_int_equal((uintptr_t)a->user % MBXV_ARENA_GRANULE, 0);
+  for (int i = 0; i < 100; i++)
+    assert_int_equal(a->user[i], 0);
+  assert_true(a->bump >= a->user + 100);
+  assert_int_equal(mbxV_arena_prefix(a), (size_t)(a->bump - m.base));
+  assert_null(a->runs);
+  for (int c = 0; c < MBXV_ARENA_CLASSES; c++)
+    assert_null(a->small[c]);
+  unmap_slot(m);
+}
+
+/* Small blocks: 16-byte aligned, packed at their size class, reused LIFO per class. */
+static void small_blocks_use_size_classes(void **state) {
+  (void)state;
+  mapping m = map_slot(2 * MIB);
+  mbxV_arena *a = mbxV_arena_init(m.base, m.size, 0);
+  char *prev = NULL;
+  for (size_t n = 1; n <= MBXV_ARENA_SMALL_MAX; n += 7) {
+    char *start = a->bump;
+    char *p = mbxV_arena_realloc(a, NULL, 0, n);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % MBXV_ARENA_GRANULE, 0);
+    assert_ptr_equal(p, start); /* bump allocation, nothing else free */
+    assert_int_equal(a->bump - p, (n + 15) / 16 * 16);
+    memset(p, 0xEE, n);
+    if (prev) assert_true(p > prev);
+    prev = p;
+  }
+  /* 40 and 33..48 share a class: freeing one and asking for the other reuses the block. */
+  char *x = mbxV_arena_realloc(a, NULL, 0, 40);
+  char *y = mbxV_arena_realloc(a, NULL, 0, 40);
+  assert_null(mbxV_arena_realloc(a, x, 40, 0));
+  assert_null(mbxV_arena_realloc(a, y, 40, 0));
+  assert_ptr_equal(mbxV_arena_realloc(a, NULL, 0, 33), y); /* LIFO */
+  assert_ptr_equal(mbxV_arena_realloc(a, NULL, 0, 48), x);
+  /* Another class does not take them. */
+  char *z = mbxV_arena_realloc(a, NULL, 0, 49);
+  assert_true(z != x && z != y);
+  unmap_slot(m);
+}
+
+/* Large blocks are page runs; freed neighbours merge, and a run that reaches the bump pointer
+   goes back to the bump region. */
+static void large_blocks_coalesce(void **state) {
+  (void)state;
+  mapping m = map_slot(2 * MIB);
+  mbxV_arena *a = mbxV_arena_init(m.base, m.size, 0);
+  size_t two_pages = 2 * MBXV_ARENA_PAGE;
+  char *x = mbxV_arena_realloc(a, NULL, 0, two_pages - 100);
+  char *y = mbxV_arena_realloc(a, NULL, 0, two_pages);
+  char *z = mbxV_arena_realloc(a, NULL, 0, two_pages - 1);
+  char *guard = mbxV_arena_realloc(a, NULL, 0, 64); /* keeps z off the bump pointer */
+  assert_int_equal((uintptr_t)x % MBXV_ARENA_PAGE, 0);
+  assert_ptr_equal(y, x + two_pages);
+  assert_ptr_equal(z, y + two_pages);
+  mbxV_arena_realloc(a, x, two_pages - 100, 0);
+  mbxV_arena_realloc(a, z, two_pages - 1, 0);
+  assert_ptr_equal(a->runs, x); /* two runs, sorted */
+  mbxV_arena_realloc(a, y, two_pages, 0);
+  /* x, y and z are one run of 6 pages now. */
+  assert_ptr_equal(a->runs, x);
+  assert_int_equal(a->runs->pages, 6);
+  assert_null(a->runs->next);
+  /* First fit takes it back from the front. */
+  char *big = mbxV_arena_realloc(a, NULL, 0, 5 * MBXV_ARENA_PAGE + 1);
+  assert_ptr_equal(big, x);
+  char *bump = a->bump;
+  char *last = mbxV_arena_realloc(a, NULL, 0, 3 * MBXV_ARENA_PAGE);
+  assert_true(last >= bump);
+  mbxV_arena_realloc(a, last, 3 * MBXV_ARENA_PAGE, 0);
+  assert_ptr_equal(a->bump, last); /* retracted */
+  (void)guard;
+  unmap_slot(m);
+}
+
+/* Growth in place from the bump region or a following free run; moves keep contents. */
+static void large_blocks_grow_in_place_or_move(void **state) {
+  (void)state;
+  mapping m = map_slot(4 * MIB);
+  mbxV_arena *a = mbxV_arena_init(m.base, m.size, 0);
+  char *p = mbxV_arena_realloc(a, NULL, 0, 10000);
+  memset(p, 'a', 10000);
+  char *q = mbxV_arena_realloc(a, p, 10000, 100000);
+  assert_ptr_equal(q, p); /* it ended at the bump pointer */
+  char *r = mbxV_arena_realloc(a, NULL, 0, 5000);
+  char *s = mbxV_arena_realloc(a, q, 100000, 200000);
+  assert_true(s != q); /* r is in the way: moved */
+  for (int i = 0; i < 10000; i++)
+    assert_int_equal(s[i], 'a');
+  /* Shrinking s frees its tail; a block right after it (u) forces the next growth to move. */
+  char *t = mbxV_arena_realloc(a, s, 200000, 50000);
+  assert_ptr_equal(t, s);
+  char *u = mbxV_arena_realloc(a, NULL, 0, 64);
+  assert_ptr_equal(u, t + 13 * MBXV_ARENA_PAGE);
+  char *v = mbxV_arena_realloc(a, t, 50000, 150000);
+  assert_true(v != t);
+  for (int i = 0; i < 10000; i++)
+    assert_int_equal(v[i], 'a');
+  /* Free r: the runs on both sides of it merge with it. */
+  mbxV_arena_realloc(a, r, 5000, 0);
+  assert_ptr_equal(a->runs, q);
+  assert_int_equal(a->runs->pages, 25 + 2 + 13); /* q, r and t (freed when v moved) */
+  unmap_slot(m);
+}
+
+/* Shrinks never fail, whatever the arena's state, and keep the block where it is. */
+static void shrink_never_fails(void **state) {
+  (void)state;
+  mapping m = map_slot(2 * MIB);
+  mbxV_arena *a = mbxV_arena_init(m.base, m.size, 0);
+  char *big = mbxV_arena_realloc(a, NULL, 0, 256 * KIB);
+  memset(big, 'b', 256 * KIB);
+  /* Use up the rest of the slot. */
+  size_t filled = 0;
+  while (mbxV_arena_realloc(a, NULL, 0, 4096))
+    filled++;
+  while (mbxV_arena_realloc(a, NULL, 0, 16))
+    filled++;
+  assert_true(filled > 100);
+  assert_null(mbxV_arena_realloc(a, NULL, 0, 16));
+  /* large -> large -> small -> smaller: all in place. */
+  assert_ptr_equal(mbxV_arena_realloc(a, big, 256 * KIB, 100 * KIB), big);
+  assert_ptr_equal(mbxV_arena_realloc(a, big, 100 * KIB, 3000), big);
+  assert_ptr_equal(mbxV_arena_realloc(a, big, 3000, 20), big);
+  for (int i = 0; i < 20; i++)
+    assert_int_equal(big[i], 'b');
+  /* The freed tails are usable again: small lists and page runs. */
+  assert_non_null(mbxV_arena_realloc(a, NULL, 0, 100 * KIB));
+  assert_non_null(mbxV_arena_realloc(a, NULL, 0, 4000));
+  assert_non_null(mbxV_arena_realloc(a, NULL, 0, 2000));
+  unmap_slot(m);
+}
+
+/* The heap's contract is unchanged with an arena: limit, ceiling, peak, large_live, pressure. */
+static void heap_accounting_with_an_arena(void **state) {
+  (void)state;
+  mapping m = map_slot(mbxV_slot_size_for(256 * KIB));
+  mbxV_heap *h = arena_heap(m, 256 * KIB);
+  assert_int_equal(h->ceiling, 512 * KIB + MIB);
+  void *p = mbxV_heap_alloc(h, NULL, LUA_TTABLE, 100 * KIB);
+  assert_non_null(p);
+  assert_int_equal(h->used, 100 * KIB);
+  assert_int_equal(pressure_calls, 0);
+  void *q = mbxV_heap_alloc(h, NULL, LUA_TSTRING, 200 * KIB); /* over the limit */
+  assert_non_null(q);
+  assert_int_equal(pressure_calls, 1);
+  assert_int_equal(h->pressure_pending, 1);
+  assert_int_equal(mbxV_heap_over_limit(h), 1);
+  void *big = mbxV_heap_alloc(h, NULL, 0, MBXV_LARGE_BLOCK); /* large: always reported */
+  assert_int_equal(pressure_calls, 2);
+  assert_int_equal(h->large_live, MBXV_LARGE_BLOCK);
+  assert_int_equal(h->peak, 300 * KIB + MBXV_LARGE_BLOCK);
+  /* Past the ceiling: refused, reported, nothing changes. */
+  assert_null(mbxV_heap_alloc(h, NULL, 0, MIB));
+  assert_int_equal(h->refused, 1);
+  assert_int_equal(pressure_calls, 3);
+  assert_int_equal(h->used, 300 * KIB + MBXV_LARGE_BLOCK);
+  /* Shrinks and frees are accounted. */
+  big = mbxV_heap_alloc(h, big, MBXV_LARGE_BLOCK, 10);
+  assert_non_null(big);
+  assert_int_equal(h->large_live, 0);
+  mbxV_heap_alloc(h, p, 100 * KIB, 0);
+  mbxV_heap_alloc(h, q, 200 * KIB, 0);
+  mbxV_heap_alloc(h, big, 10, 0);
+  assert_int_equal(h->used, 0);
+  assert_int_equal(h->peak, 300 * KIB + MBXV_LARGE_BLOCK);
+  unmap_slot(m);
+}
+
+/* Below the ceiling the only NULL is a slot used up by fragmentation: refused, reported. */
+static void fragmentation_exhausts_the_slot(void **state) {
+  (void)state;
+  mapping m = map_slot(mbxV_slot_size_for(256 * KIB)); /* 2 MiB for a 1.5 MiB ceiling */
+  mbxV_heap *h = arena_heap(m, 256 * KIB);
+  /* 1.25 MiB of 16-byte blocks, all freed: they stay on the 16-byte list forever. */
+  size_t count = 1250 * KIB / 16;
+  void **blocks = malloc(count * sizeof *blocks);
+  assert_non_null(blocks);
+  for (size_t i = 0; i < count; i++)
+    assert_non_null(blocks[i] = mbxV_heap_alloc(h, NULL, 0, 16));
+  for (size_t i = 0; i < count; i++)
+    mbxV_heap_alloc(h, blocks[i], 16, 0);
+  assert_int_equal(h->used, 0);
+  /* 32-byte blocks cannot use them: the slot runs out long before the ceiling. */
+  size_t got = 0;
+  while (mbxV_heap_alloc(h, NULL, 0, 32))
+    got++;
+  assert_true(got * 32 < 800 * KIB);
+  assert_true(h->used < h->ceiling);
+  assert_int_equal(h->refused, 1);
+  assert_true(pressure_calls >= 1);
+  /* A shrink still succeeds, and 16-byte blocks are still there. */
+  assert_non_null(mbxV_heap_alloc(h, NULL, 0, 16));
+  free(blocks);
+  unmap_slot(m);
+}
+
+/* Free pages go back to the OS on trim, and past the template when a slot is given back. */
+static void trim_and_give_return_free_pages(void **state) {
+  (void)state;
+  mbxV_pool *pool = mbxV_pool_new(4);
+  assert_non_null(pool);
+  mbxV_slot *s;
+  assert_int_equal(mbxV_pool_take(pool, 1 * MIB, &s), MBXV_TAKE_OK);
+  assert_int_equal(s->size, 8 * MIB);
+  mbxV_arena *a = mbxV_arena_init(s->arena, s->size, 64);
+  assert_non_null(mbxV_arena_realloc(a, NULL, 0, 100));
+  assert_int_equal(mbxV_slot_snapshot(s), 1); /* the template: header and one block */
+  assert_int_equal(s->template_len, mbxV_arena_prefix(a));
+  char *x = mbxV_arena_realloc(a, NULL, 0, 2 * MIB);
+  char *y = mbxV_arena_realloc(a, NULL, 0, 2 * MIB);
+  char *z = mbxV_arena_realloc(a, NULL, 0, 64); /* keeps y off the bump pointer */
+  memset(x, 1, 2 * MIB);
+  memset(y, 2, 2 * MIB);
+  memset(z, 3, 64);
+  assert_int_equal(resident_pages(x, 2 * MIB), 2 * MIB / 4096);
+  assert_int_equal(resident_pages(y, 2 * MIB), 2 * MIB / 4096);
+  mbxV_arena_realloc(a, x, 2 * MIB, 0);
+  /* Not at free time: the sandbox may be live and the pages may be reused at once. */
+  assert_int_equal(resident_pages(x, 2 * MIB), 2 * MIB / 4096);
+  size_t returned = mbxV_arena_trim(a);
+  assert_true(returned >= 2 * MIB - 4096);
+  assert_true(resident_pages(x, 2 * MIB) <= 1); /* the run's list node stays */
+  assert_int_equal(resident_pages(y, 2 * MIB), 2 * MIB / 4096);
+  /* Giving the slot back drops everything past the template (and the small slack). */
+  mbxV_pool_give(s);
+  assert_int_equal(resident_pages(y, 2 * MIB), 0);
+  /* Same slot again (LIFO), template kept and restorable. */
+  mbxV_slot *again;
+  assert_int_equal(mbxV_pool_take(pool, 1 * MIB, &again), MBXV_TAKE_OK);
+  assert_ptr_equal(again, s);
+  assert_non_null(again->template_bytes);
+  mbxV_slot_restore(again);
+  assert_ptr_equal(again->arena->bump, (char *)again->arena + again->template_len);
+  assert_null(again->arena->runs);
+  mbxV_pool_give(again);
+  mbxV_pool_free(pool);
+}
+
+/* The pool: slots by size class, reused, capped; idle slots of other classes make room. */
+static void pool_reuses_and_caps_slots(void **state) {
+  (void)state;
+  assert_int_equal(mbxV_slot_size_for(256 * KIB), 2 * MIB);
+  assert_int_equal(mbxV_slot_size_for(1), 2 * MIB);
+  assert_int_equal(mbxV_slot_size_for(64 * MIB), 512 * MIB);
+  assert_int_equal(mbxV_slot_size_for(65 * MIB), 1024 * MIB);
+  assert_int_equal(mbxV_slot_size_for(SIZE_MAX / 4), 0);
+  mbxV_pool *pool = mbxV_pool_new(2);
+  mbxV_slot *a, *b, *c;
+  assert_int_equal(mbxV_pool_take(pool, MIB, &a), MBXV_TAKE_OK);
+  assert_int_equal(mbxV_pool_take(pool, MIB, &b), MBXV_TAKE_OK);
+  assert_true(a != b);
+  assert_int_equal(mbxV_pool_live(pool), 2);
+  assert_int_equal(mbxV_pool_take(pool, MIB, &c), MBXV_TAKE_CAP);
+  assert_null(c);
+  mbxV_pool_give(b);
+  assert_int_equal(mbxV_pool_live(pool), 1);
+  assert_int_equal(mbxV_pool_take(pool, 2 * MIB, &c), MBXV_TAKE_OK); /* other class */
+  /* b (idle, 8 MiB class) was unmapped to make room under the cap. */
+  assert_int_equal(c->size, 16 * MIB);
+  mbxV_pool_give(a);
+  mbxV_pool_give(c);
+  assert_int_equal(mbxV_pool_live(pool), 0);
+  mbxV_pool_free(pool);
+}
+
+/* ---- templates through the vm ---- */
+
+static int open_nothing(lua_State *L) {
+  lua_pushinteger(L, 42);
+  lua_setglobal(L, "answer");
+  return 0;
+}
+
+static const mbxV_config vm_config = {
+    .memory_limit = MIB, .output_limit = 1000, .source_limit = 1000, .address_key = 5};
+
+static void vm_new_builds_once_then_restores(void **state) {
+  (void)state;
+  mbxV_pool *pool = mbxV_pool_new(0);
+  mbxV_vm *vm;
+  assert_int_equal(mbxV_vm_new(pool, &vm_config, open_nothing, &vm), MBXV_NEW_OK);
+  assert_ptr_equal(vm, vm->slot->arena->user); /* inside the slot */
+  assert_ptr_equal(mbxV_from(vm->L), vm);
+  assert_null(vm->port);
+  size_t pristine = vm->heap.used;
+  lua_State *L = vm->L;
+  /* Dirty it. */
+  lua_pushinteger(L, 7);
+  lua_setglobal(L, "answer");
+  lua_createtable(L, 1000, 0);
+  lua_setglobal(L, "junk");
+  mbxV_vm_free(vm);
+  mbxV_config other = vm_config;
+  other.address_key = 6;
+  other.instruction_limit = 99;
+  mbxV_vm *again;
+  assert_int_equal(mbxV_vm_new(pool, &other, open_nothing, &again), MBXV_NEW_OK);
+  assert_ptr_equal(again, vm); /* the same slot, the same address */
+#ifndef MBX_ARENA_MALLOC
+  assert_ptr_equal(again->L, L); /* the template's state, at the template's address */
+  assert_non_null(again->slot->template_bytes);
+#else
+  assert_null(again->slot->template_bytes); /* built again: ASan sees every block */
+#endif
+  assert_int_equal(again->heap.used, pristine);
+  assert_int_equal(again->heap.peak, pristine);
+  assert_int_equal(again->address_key, 6);
+  assert_int_equal(again->budget.instruction_limit, 99);
+  assert_null(again->output.data[0]);
+  assert_int_equal(lua_getglobal(again->L, "answer"), LUA_TNUMBER);
+  assert_int_equal(lua_tointeger(again->L, -1), 42);
+  assert_int_equal(lua_getglobal(again->L, "junk"), LUA_TNIL);
+  lua_settop(again->L, 0);
+  mbxV_vm_free(again);
+  mbxV_pool_free(pool);
+}
+
+static void vm_new_reports_the_cap(void **state) {
+  (void)state;
+  mbxV_pool *pool = mbxV_pool_new(1);
+  mbxV_vm *a, *b;
+  assert_int_equal(mbxV_vm_new(pool, &vm_config, open_nothing, &a), MBXV_NEW_OK);
+  assert_int_equal(mbxV_vm_new(pool, &vm_config, open_nothing, &b), MBXV_NEW_CAP);
+  assert_null(b);
+  mbxV_vm_free(a);
+  assert_int_equal(mbxV_vm_new(pool, &vm_config, open_nothing, &b), MBXV_NEW_OK);
+  mbxV_vm_free(b);
+  mbxV_pool_free(pool);
+}
+
+/* ---- templates through the public API ---- */
+
+static char *run_value(mbx_sandbox *sb, const char *code, mbx_status want) {
+  mbx_result *res = NULL;
+  mbx_error err;
+  mbx_status s = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
+  if (s != want) {
+    size_t len;
+    const char *msg = res ? mbx_result_error_message(res, &len) : err.message;
+    fail_msg("%s: status %s, want %s: %s", code, mbx_status_name(s), mbx_status_name(want),
+             msg ? msg : "");
+  }
+  const char *value = mbx_result_value_json(res, NULL);
+  char *copy = strdup(value);
+  mbx_result_free(res);
+  return copy;
+}
+
+static const char dirty_script[] =
+    "leaked = 'secret'\n"
+    "string.custom = 1\n"
+    "math.pi = 3\n"
+    "table.insert = nil\n"
+    "pcall(function() getmetatable('').__index = {} end)\n"
+    "pcall(function() getmetatable('').__index.upper = function() return 'x' end end)\n"
+    "math.randomseed(1)\n"
+    "local t = {} for i = 1, 20000 do t[i] = {i} end\n"
+    "big = t\n"
+    "_G.print = nil\n"
+    "return 1";
+
+static const char check_script[] =
+    "return {leaked = leaked == nil, custom = string.custom == nil, pi = math.pi > 3.14,"
+    " insert = type(table.insert) == 'function', upper = ('a'):upper() == 'A',"
+    " big = big == nil, print = type(print) == 'function'}";
+
+static void a_new_sandbox_in_the_same_slot_is_pristine(void **state) {
+  (void)state;
+  mbx_runtime *rt = mbx_runtime_new(NULL);
+  mbx_policy *p = mbx_policy_new();
+  assert_non_null(rt);
+  assert_non_null(p);
+  char *randoms[3];
+  for (int round = 0; round < 3; round++) {
+    mbx_sandbox *sb = mbx_sandbox_new(rt, p, NULL);
+    assert_non_null(sb);
+    char *v = run_value(sb, check_script, MBX_OK);
+    assert_string_equal(v, "{\"big\":true,\"custom\":true,\"insert\":true,\"leaked\":true,"
+                           "\"pi\":true,\"print\":true,\"upper\":true}");
+    free(v);
+    randoms[round] = run_value(sb, "return {math.random(1 << 40), math.random(1 << 40)}", MBX_OK);
+    free(run_value(sb, dirty_script, MBX_OK));
+    mbx_sandbox_free(sb);
+  }
+  /* Each sandbox has its own random sequence, although each was seeded with 1 before it was
+     freed and all three came from one template. */
+  assert_string_not_equal(randoms[0], randoms[1]);
+  assert_string_not_equal(randoms[1], randoms[2]);
+  assert_string_not_equal(randoms[0], randoms[2]);
+  for (int i = 0; i < 3; i++)
+    free(randoms[i]);
+  /* A policy seed still gives a reproducible sequence from a restored state. */
+  assert_int_equal(mbx_policy_set_seed(p, 7, NULL), MBX_OK);
+  char *seeded[2];
+  for (int round = 0; round < 2; round++) {
+    mbx_sandbox *sb = mbx_sandbox_new(rt, p, NULL);
+    assert_non_null(sb);
+    seeded[round] = run_value(sb, "return math.random(1 << 40)", MBX_OK);
+    mbx_sandbox_free(sb);
+  }
+  assert_string_equal(seeded[0], seeded[1]);
+  free(seeded[0]);
+  free(seeded[1]);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+}
+
+/* A sandbox that ended on its memory limit leaves nothing behind for the next one. */
+static void a_poisoned_sandbox_leaves_a_clean_slot(void **state) {
+  (void)state;
+  mbx_runtime *rt = mbx_runtime_new(NULL);
+  mbx_policy *p = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, MIB), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(rt, p, NULL);
+  free(run_value(sb, "x = {} local s = 'x' while true do s = s .. s x[#x + 1] = s end",
+                 MBX_MEMORY_LIMIT));
+  assert_int_equal(mbx_sandbox_poisoned(sb), 1);
+  mbx_sandbox_free(sb);
+  sb = mbx_sandbox_new(rt, p, NULL);
+  char *v = run_value(sb, "return {x == nil, collectgarbage('count') < 200}", MBX_OK);
+  assert_string_equal(v, "[true,true]");
+  free(v);
+  mbx_sandbox_free(sb);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+}
+
+/* ---- threads ---- */
+
+#define THREADS 4
+#define PER_THREAD 500
+
+typedef struct worker {
+  mbx_runtime *rt;
+  mbx_policy *p;
+  int id;
+  int failures;
+  char first_failure[300];
+} worker;
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  for (int i = 0; i < PER_THREAD; i++) {
+    mbx_error err;
+    mbx_sandbox *sb = mbx_sandbox_new(w->rt, w->p, &err);
+    if (sb == NULL) {
+      if (!w->failures++) snprintf(w->first_failure, sizeof w->first_failure, "%s", err.message);
+      continue;
+    }
+    char code[200], want[64];
+    snprintf(code, sizeof code,
+             "assert(mine == nil) mine = %d local t = {} for k = 1, 100 do t[k] = k end "
+             "return mine * 1000 + #t",
+             w->id * PER_THREAD + i);
+    snprintf(want, sizeof want, "%d", (w->id * PER_THREAD + i) * 1000 + 100);
+    mbx_result *res = NULL;
+    mbx_status s = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
+    const char *value = res ? mbx_result_value_json(res, NULL) : "";
+    if (s != MBX_OK || strcmp(value, want) != 0) {
+      if (!w->failures++)
+        snprintf(w->first_failure, sizeof w->first_failure, "status %s, value %s, want %s",
+                 mbx_status_name(s), value, want);
+    }
+    mbx_result_free(res);
+    mbx_sandbox_free(sb);
+  }
+  return NULL;
+}
+
+static void threads_share_one_runtime(void **state) {
+  (void)state;
+  mbx_runtime *rt = mbx_runtime_new(NULL);
+  mbx_policy *p = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, 4 * MIB), MBX_OK);
+  pthread_t threads[THREADS];
+  worker workers[THREADS];
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 8u << 20);
+  for (int i = 0; i < THREADS; i++) {
+    workers[i] = (worker){.rt = rt, .p = p, .id = i};
+    assert_int_equal(pthread_create(&threads[i], &attr, worker_main, &workers[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(threads[i], NULL);
+  pthread_attr_destroy(&attr);
+  for (int i = 0; i < THREADS; i++)
+    if (workers[i].failures)
+      fail_msg("thread %d: %d failures, first: %s", i, workers[i].failures,
+               workers[i].first_failure);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(header_and_user_area_come_first),
+      cmocka_unit_test(small_blocks_use_size_classes),
+      cmocka_unit_test(large_blocks_coalesce),
+      cmocka_unit_test(large_blocks_grow_in_place_or_move),
+      cmocka_unit_test(shrink_never_fails),
+      cmocka_unit_test(heap_accounting_with_an_arena),
+      cmocka_unit_test(fragmentation_exhausts_the_slot),
+      cmocka_unit_test(trim_and_give_return_free_pages),
+      cmocka_unit_test(pool_reuses_and_caps_slots),
+      cmocka_unit_test(vm_new_builds_once_then_restores),
+      cmocka_unit_test(vm_new_reports_the_cap),
+      cmocka_unit_test(a_new_sandbox_in_the_same_slot_is_pristine),
+      cmocka_unit_test(a_poisoned_sandbox_leaves_a_clean_slot),
+      cmocka_unit_test(threads_share_one_runtime),
+  };
+  return cmocka_run_group_tests_name("vm/arena", tests, NULL, NULL);
+}
