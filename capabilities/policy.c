@@ -1,9 +1,10 @@
-/* capabilities/policy.c -- what a sandbox may use: limits today, grants later. No Lua here. */
+/* capabilities/policy.c -- what a sandbox may use: limits, clock, seed and environment. */
 #include "capabilities/policy.h"
 
-#include <stdio.h>
 #include <stddef.h>
-
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 void mbxC_policy_defaults(mbx_policy *p) {
   p->memory = MBXC_DEFAULT_MEMORY;
@@ -12,6 +13,22 @@ void mbxC_policy_defaults(mbx_policy *p) {
   p->output = MBXC_DEFAULT_OUTPUT;
   p->source = MBXC_DEFAULT_SOURCE;
   p->host_calls = MBXC_DEFAULT_HOST_CALLS;
+  p->time_fixed = 0;
+  p->time = 0;
+  p->seed_fixed = 0;
+  p->seed = 0;
+  p->env = NULL;
+  p->env_count = p->env_cap = 0;
+}
+
+void mbxC_policy_clear(mbx_policy *p) {
+  for (size_t i = 0; i < p->env_count; i++) {
+    free(p->env[i].name);
+    free(p->env[i].value);
+  }
+  free(p->env);
+  p->env = NULL;
+  p->env_count = p->env_cap = 0;
 }
 
 /* A limit's name, range and storage, described once so validation and lookup agree. */
@@ -63,4 +80,114 @@ uint64_t mbxC_policy_get_limit(const mbx_policy *p, mbx_limit which) {
   const limit_spec *spec = find_limit(which);
   if (spec == NULL) return 0;
   return *(const uint64_t *)((const char *)p + spec->offset);
+}
+
+/* ---- the virtual environment, clock and seed ---- */
+
+static char *dup_string(const char *s, size_t n) {
+  char *copy = malloc(n + 1);
+  if (copy) {
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+  }
+  return copy;
+}
+
+/* Names are checked so that what a guest sees is what the host meant: no '=' (a name
+   "A=B" could never be set in a real environment and would confuse a later exec backend
+   that builds envp from this list), no blanks or control bytes (invisible in logs). */
+static int env_name_ok(const char *name, size_t len, char *why, size_t why_size) {
+  if (len == 0 || len > MBXC_MAX_ENV_NAME) {
+    snprintf(why, why_size, "mbx_policy_set_env: the name must be 1 to %d bytes, not %zu",
+             MBXC_MAX_ENV_NAME, len);
+    return 0;
+  }
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)name[i];
+    if (c <= 0x20 || c >= 0x7f || c == '=') {
+      snprintf(why, why_size,
+               "mbx_policy_set_env: byte %zu of the name is not allowed (use printable ASCII "
+               "without '=' or blanks, e.g. API_URL)",
+               i + 1);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+int mbxC_policy_set_env(mbx_policy *p, const char *name, const char *value, char *why,
+                        size_t why_size) {
+  if (name == NULL) {
+    snprintf(why, why_size, "mbx_policy_set_env: the name must not be NULL");
+    return MBXC_POLICY_INVALID;
+  }
+  size_t name_len = strlen(name);
+  if (!env_name_ok(name, name_len, why, why_size)) return MBXC_POLICY_INVALID;
+  size_t at = p->env_count;
+  for (size_t i = 0; i < p->env_count; i++)
+    if (strcmp(p->env[i].name, name) == 0) at = i;
+  if (value == NULL) { /* remove, keeping the order of the rest */
+    if (at == p->env_count) return 0;
+    free(p->env[at].name);
+    free(p->env[at].value);
+    memmove(&p->env[at], &p->env[at + 1], (p->env_count - at - 1) * sizeof *p->env);
+    p->env_count--;
+    return 0;
+  }
+  size_t value_len = strlen(value);
+  if (value_len > MBXC_MAX_ENV_VALUE) {
+    snprintf(why, why_size,
+             "mbx_policy_set_env: the value of %s is %zu bytes; at most %u are allowed", name,
+             value_len, MBXC_MAX_ENV_VALUE);
+    return MBXC_POLICY_INVALID;
+  }
+  char *value_copy = dup_string(value, value_len);
+  if (value_copy == NULL) return MBXC_POLICY_NO_MEMORY;
+  if (at < p->env_count) {
+    free(p->env[at].value);
+    p->env[at].value = value_copy;
+    p->env[at].value_len = value_len;
+    return 0;
+  }
+  if (p->env_count == MBXC_MAX_ENV_VARS) {
+    free(value_copy);
+    snprintf(why, why_size, "mbx_policy_set_env: at most %d variables can be set",
+             MBXC_MAX_ENV_VARS);
+    return MBXC_POLICY_INVALID;
+  }
+  if (p->env_count == p->env_cap) {
+    size_t cap = p->env_cap ? p->env_cap * 2 : 8;
+    mbxC_env_var *grown = realloc(p->env, cap * sizeof *grown);
+    if (grown == NULL) {
+      free(value_copy);
+      return MBXC_POLICY_NO_MEMORY;
+    }
+    p->env = grown;
+    p->env_cap = cap;
+  }
+  char *name_copy = dup_string(name, name_len);
+  if (name_copy == NULL) {
+    free(value_copy);
+    return MBXC_POLICY_NO_MEMORY;
+  }
+  p->env[p->env_count++] = (mbxC_env_var){name_copy, value_copy, value_len};
+  return 0;
+}
+
+int mbxC_policy_set_time(mbx_policy *p, int64_t epoch_seconds, char *why, size_t why_size) {
+  if (epoch_seconds < MBXC_MIN_TIME || epoch_seconds > MBXC_MAX_TIME) {
+    snprintf(why, why_size,
+             "mbx_policy_set_time: %lld is outside the years 1 to 9999 (%lld to %lld seconds "
+             "since 1970-01-01T00:00:00Z)",
+             (long long)epoch_seconds, (long long)MBXC_MIN_TIME, (long long)MBXC_MAX_TIME);
+    return MBXC_POLICY_INVALID;
+  }
+  p->time_fixed = 1;
+  p->time = epoch_seconds;
+  return 0;
+}
+
+void mbxC_policy_set_seed(mbx_policy *p, uint64_t seed) {
+  p->seed_fixed = 1;
+  p->seed = seed;
 }

@@ -1,10 +1,19 @@
-/* capabilities/policy.h -- what a sandbox may use: limits today, grants later. No Lua here. */
+/* capabilities/policy.h -- what a sandbox may use: limits, clock, seed and environment.
+   No Lua here. */
 #ifndef MBX_CAPABILITIES_POLICY_H
 #define MBX_CAPABILITIES_POLICY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "include/moonbox.h"
+
+/* One virtual environment variable (os.getenv). */
+typedef struct mbxC_env_var {
+  char *name;  /* malloc'd, NUL-terminated */
+  char *value; /* malloc'd, NUL-terminated */
+  size_t value_len;
+} mbxC_env_var;
 
 struct mbx_policy {
   uint64_t memory;
@@ -13,6 +22,12 @@ struct mbx_policy {
   uint64_t output;
   uint64_t source;
   uint64_t host_calls;
+  int time_fixed; /* os.time/os.date read `time` instead of the real clock */
+  int64_t time;
+  int seed_fixed; /* math.random starts from `seed` instead of kernel randomness */
+  uint64_t seed;
+  mbxC_env_var *env; /* the virtual environment, in the order first set */
+  size_t env_count, env_cap;
 };
 
 #define MBXC_DEFAULT_MEMORY (64ull << 20)
@@ -30,14 +45,38 @@ struct mbx_policy {
 #define MBXC_MAX_OUTPUT (1ull << 30)
 #define MBXC_MAX_SOURCE (16ull << 20)
 
-#include <stddef.h>
+/* The virtual environment is copied into every sandbox: these caps keep that copy small. */
+#define MBXC_MAX_ENV_VARS 256
+#define MBXC_MAX_ENV_NAME 255
+#define MBXC_MAX_ENV_VALUE (64u << 10)
+/* A fixed clock must stay inside what gmtime and os.date can show: years 1 to 9999. */
+#define MBXC_MIN_TIME (-62135596800ll) /* 0001-01-01T00:00:00Z */
+#define MBXC_MAX_TIME 253402300799ll   /* 9999-12-31T23:59:59Z */
 
+/* Defaults on a fresh (uninitialized) policy: owns nothing yet. */
 void mbxC_policy_defaults(mbx_policy *p);
+/* Release what the policy owns (the environment); p is then empty but valid. */
+void mbxC_policy_clear(mbx_policy *p);
 /* Validate and store one limit. Returns 0, or -1 with a sentence naming the allowed range in
    why (nothing is changed). */
 int mbxC_policy_set_limit(mbx_policy *p, mbx_limit which, uint64_t value, char *why,
                           size_t why_size);
 /* The stored value; 0 for an unknown limit. */
 uint64_t mbxC_policy_get_limit(const mbx_policy *p, mbx_limit which);
+
+/* Results of the setters below besides 0 (done). */
+#define MBXC_POLICY_INVALID (-1) /* why says what was wrong; nothing changed */
+#define MBXC_POLICY_NO_MEMORY (-2)
+
+/* Define (value != NULL) or remove (value == NULL) a virtual environment variable. A name is
+   1..MBXC_MAX_ENV_NAME bytes of printable ASCII other than '=' (what POSIX shells accept
+   as a variable name, plus the punctuation real environments contain); a value is at most
+   MBXC_MAX_ENV_VALUE bytes. */
+int mbxC_policy_set_env(mbx_policy *p, const char *name, const char *value, char *why,
+                        size_t why_size);
+/* Fix the clock at epoch_seconds (MBXC_MIN_TIME..MBXC_MAX_TIME). */
+int mbxC_policy_set_time(mbx_policy *p, int64_t epoch_seconds, char *why, size_t why_size);
+/* Fix the random seed. Cannot fail. */
+void mbxC_policy_set_seed(mbx_policy *p, uint64_t seed);
 
 #endif

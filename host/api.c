@@ -12,9 +12,11 @@
 #include <lua.h>
 
 #include "capabilities/policy.h"
+#include "capabilities/port.h"
 #include "host/result.h"
 #include "include/moonbox.h"
 #include "stdlib/stdlib.h"
+#include "vm/arena.h"
 #include "vm/errors.h"
 #include "vm/run.h"
 #include "vm/vm.h"
@@ -27,11 +29,13 @@ struct mbx_runtime {
   locale_t c_locale;      /* runs switch the calling thread to it with uselocale */
   uint64_t address_key;   /* seeds the hashes that stand in for addresses */
   _Atomic uint64_t sandboxes_created;
+  mbxV_pool *slots;       /* sandboxes' heap slots, reused by every thread (vm/arena.h) */
 };
 
 struct mbx_sandbox {
   mbx_runtime *rt;
-  mbxV_vm vm;
+  mbxV_vm *vm;            /* lives at a fixed address inside its slot */
+  mbxC_port_local port; /* the policy's clock, seed and environment, copied; vm.port -> it */
   int poisoned;
   mbx_status poisoned_by;
   _Atomic int busy;
@@ -68,11 +72,19 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
     clock_gettime(CLOCK_REALTIME, &ts);
     rt->address_key = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ (uintptr_t)rt;
   }
+  rt->slots = mbxV_pool_new(MBXV_POOL_DEFAULT_CAP);
+  if (rt->slots == NULL) {
+    freelocale(rt->c_locale);
+    free(rt);
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
+    return NULL;
+  }
   return rt;
 }
 
 MBX_API void mbx_runtime_free(mbx_runtime *rt) {
   if (rt == NULL) return;
+  mbxV_pool_free(rt->slots);
   freelocale(rt->c_locale);
   free(rt);
 }
@@ -86,7 +98,50 @@ MBX_API mbx_policy *mbx_policy_new(void) {
 }
 
 MBX_API void mbx_policy_free(mbx_policy *p) {
+  if (p == NULL) return;
+  mbxC_policy_clear(p);
   free(p);
+}
+
+MBX_API mbx_status mbx_policy_set_env(mbx_policy *p, const char *name, const char *value,
+                                      mbx_error *err) {
+  char why[200];
+  if (p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_env: the policy is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  switch (mbxC_policy_set_env(p, name, value, why, sizeof why)) {
+  case 0:
+    return MBX_OK;
+  case MBXC_POLICY_NO_MEMORY:
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_policy_set_env: out of memory");
+    return MBX_NO_MEMORY;
+  default:
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
+    return MBX_INVALID_ARGUMENT;
+  }
+}
+
+MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx_error *err) {
+  char why[200];
+  if (p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_time: the policy is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (mbxC_policy_set_time(p, epoch_seconds, why, sizeof why) != 0) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
+    return MBX_INVALID_ARGUMENT;
+  }
+  return MBX_OK;
+}
+
+MBX_API mbx_status mbx_policy_set_seed(mbx_policy *p, uint64_t seed, mbx_error *err) {
+  if (p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_seed: the policy is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  mbxC_policy_set_seed(p, seed);
+  return MBX_OK;
 }
 
 MBX_API mbx_status mbx_policy_set_limit_checked(mbx_policy *p, mbx_limit which, uint64_t value,
@@ -113,8 +168,8 @@ MBX_API uint64_t mbx_policy_get_limit(const mbx_policy *p, mbx_limit which) {
 
 /* ---- sandbox ---- */
 
-static int open_libraries(lua_State *L) {
-  lua_pushcfunction(L, mbxL_open_sandbox);
+static int run_protected(lua_State *L, lua_CFunction fn) {
+  lua_pushcfunction(L, fn);
   return lua_pcall(L, 0, 0, 0) == LUA_OK;
 }
 
@@ -136,31 +191,48 @@ MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_e
                      .output_limit = (size_t)p->output,
                      .source_limit = (size_t)p->source,
                      .address_key = rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1)};
-  if (!mbxV_vm_open(&sb->vm, &cfg)) {
+  if (mbxC_port_local_init(&sb->port, p) != 0) {
     free(sb);
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: cannot create the Lua state");
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
     return NULL;
   }
-  if (!open_libraries(sb->vm.L)) {
-    mbxV_vm_close(&sb->vm);
-    free(sb);
+  /* A slot's template was built with no port (it holds nothing of one sandbox); math.random
+     is seeded from this sandbox's port once the state is in place. */
+  mbxV_new_result made = mbxV_vm_new(rt->slots, &cfg, mbxL_open_sandbox, &sb->vm);
+  if (made == MBXV_NEW_OK) {
+    sb->vm->port = &sb->port.port;
+    if (run_protected(sb->vm->L, mbxL_reseed)) return sb;
+    mbxV_vm_free(sb->vm);
+  }
+  mbxC_port_local_free(&sb->port);
+  free(sb);
+  if (made == MBXV_NEW_CAP)
+    mbxV_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_new: %u sandboxes are live in this runtime, its limit; free "
+                   "some before creating more",
+                   MBXV_POOL_DEFAULT_CAP);
+  else if (made == MBXV_NEW_NO_SPACE)
+    mbxV_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_new: cannot reserve %zu MiB of address space for the sandbox's "
+                   "heap (8x MBX_LIMIT_MEMORY); lower the limit or free sandboxes",
+                   mbxV_slot_size_for(cfg.memory_limit) >> 20);
+  else
     mbxV_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: the standard library does not fit in the memory limit "
                    "(raise MBX_LIMIT_MEMORY)");
-    return NULL;
-  }
-  return sb;
+  return NULL;
 }
 
 MBX_API void mbx_sandbox_free(mbx_sandbox *sb) {
   if (sb == NULL) return;
-  mbxV_vm_close(&sb->vm);
+  mbxV_vm_free(sb->vm);
+  mbxC_port_local_free(&sb->port);
   free(sb);
 }
 
 MBX_API mbx_status mbx_sandbox_interrupt(mbx_sandbox *sb) {
   if (sb == NULL) return MBX_INVALID_ARGUMENT;
-  atomic_store_explicit(&sb->vm.budget.interrupt, 1, memory_order_release);
+  atomic_store_explicit(&sb->vm->budget.interrupt, 1, memory_order_release);
   return MBX_OK;
 }
 
@@ -235,8 +307,9 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
   if (given_len > room) snprintf(name, sizeof name, "=...%s", given + given_len - (room - 3));
   else snprintf(name, sizeof name, "=%s", given);
   mbxV_outcome outcome;
+  mbxC_port_local_run_begin(&sb->port);
   const char *code_text = code ? code : "";
-  mbx_status s = mbxV_run(&sb->vm, code_text, code_len, name, inputs_json, inputs_len,
+  mbx_status s = mbxV_run(sb->vm, code_text, code_len, name, inputs_json, inputs_len,
                           &outcome, err);
   uselocale(host_locale);
   if (s < MBX_API_ERROR_BASE) {
@@ -244,7 +317,7 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
       sb->poisoned = 1;
       sb->poisoned_by = s;
     }
-    *out = mbxH_result_new(&outcome, &sb->vm.output);
+    *out = mbxH_result_new(&outcome, &sb->vm->output);
     if (*out == NULL) {
       mbxV_error_set(err, MBX_NO_MEMORY, "mbx_run: out of host memory for the result");
       s = MBX_NO_MEMORY;

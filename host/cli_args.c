@@ -65,7 +65,10 @@ typedef enum option_id {
   OPT_OUTPUT_LIMIT,
   OPT_SOURCE_LIMIT,
   OPT_INPUT,
-  OPT_INPUT_FILE
+  OPT_INPUT_FILE,
+  OPT_SEED,
+  OPT_TIME,
+  OPT_ENV
 } option_id;
 
 typedef struct option_spec {
@@ -88,6 +91,9 @@ static const option_spec run_options[] = {
     {"--source-limit", OPT_SOURCE_LIMIT, 1, "--source-limit 64k"},
     {"--input", OPT_INPUT, 1, "--input '{\"x\": 1}'"},
     {"--input-file", OPT_INPUT_FILE, 1, "--input-file inputs.json"},
+    {"--seed", OPT_SEED, 1, "--seed 42"},
+    {"--time", OPT_TIME, 1, "--time 1700000000"},
+    {"--env", OPT_ENV, 1, "--env API_URL=https://example.com"},
 };
 
 static const char usage_text[] =
@@ -111,6 +117,9 @@ static const char usage_text[] =
     "  --source-limit SIZE    script size limit (default 64k, at most 16M)\n"
     "  --input JSON           a JSON object whose keys become globals\n"
     "  --input-file PATH      the same, read from PATH (- = standard input)\n"
+    "  --seed N               seed math.random with N (reproducible runs)\n"
+    "  --time EPOCH           fix os.time/os.date at EPOCH seconds since 1970 (UTC)\n"
+    "  --env NAME=VALUE       a variable for os.getenv (repeatable; nothing else is visible)\n"
     "  --json                 print one JSON object with status, value, output and usage\n"
     "  -h, --help             show this help\n"
     "  --version              show the version\n"
@@ -119,7 +128,7 @@ static const char usage_text[] =
     "before or after the script; -- ends the options. Both --opt VALUE and --opt=VALUE work.\n"
     "\n"
     "Exit status: 0 ok, 1 script error, 2 usage or input error, 3 limit exceeded or\n"
-    "interrupted, 70 internal error.\n";
+    "interrupted, 70 internal error; os.exit(N) exits with N (1 when N is not 0..255).\n";
 
 const char *mbxH_cli_usage(void) {
   return usage_text;
@@ -374,6 +383,84 @@ int mbxH_cli_parse_count(const char *option, const char *text, uint64_t *out, ch
   return -1;
 }
 
+#define EPOCH_HINT "use whole seconds since 1970-01-01 UTC, e.g. 1700000000"
+
+int mbxH_cli_parse_epoch(const char *option, const char *text, int64_t *out, char *msg,
+                         size_t msg_size) {
+  char quoted[QUOTE_MAX + 4];
+  const char *p = text;
+  int negative = 0;
+  uint64_t magnitude = 0;
+  quote_value(text, quoted, sizeof quoted);
+  if (text[0] == '\0') {
+    set_msg(msg, msg_size, "%s: empty value (%s)", option, EPOCH_HINT);
+    return -1;
+  }
+  if (*p == '-') {
+    negative = 1;
+    p++;
+  }
+  if (!is_digit(*p)) {
+    set_msg(msg, msg_size, "%s: '%s' is not a time (%s)", option, quoted, EPOCH_HINT);
+    return -1;
+  }
+  for (; is_digit(*p); p++) {
+    /* 2^63 fits the magnitude of INT64_MIN; anything larger is refused. */
+    if (magnitude > ((uint64_t)1 << 63) / 10 ||
+        magnitude * 10 + (uint64_t)(*p - '0') > ((uint64_t)1 << 63)) {
+      set_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, EPOCH_HINT);
+      return -1;
+    }
+    magnitude = magnitude * 10 + (uint64_t)(*p - '0');
+  }
+  if (*p != '\0' || (!negative && magnitude == ((uint64_t)1 << 63))) {
+    set_msg(msg, msg_size, "%s: '%s' is not a time (%s)", option, quoted, EPOCH_HINT);
+    return -1;
+  }
+  if (negative)
+    *out = magnitude == ((uint64_t)1 << 63) ? INT64_MIN : -(int64_t)magnitude;
+  else
+    *out = (int64_t)magnitude;
+  return 0;
+}
+
+#define SEED_HINT "use a whole number, e.g. 42"
+
+int mbxH_cli_parse_seed(const char *option, const char *text, uint64_t *out, char *msg,
+                        size_t msg_size) {
+  char quoted[QUOTE_MAX + 4];
+  const char *p = text;
+  uint64_t value = 0;
+  quote_value(text, quoted, sizeof quoted);
+  if (text[0] == '-') {
+    /* A negative seed is the same 64 bits as math.randomseed(-N) uses. */
+    int64_t negative;
+    if (mbxH_cli_parse_epoch(option, text, &negative, msg, msg_size) != 0) {
+      set_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
+      return -1;
+    }
+    *out = (uint64_t)negative;
+    return 0;
+  }
+  if (!is_digit(*p)) {
+    set_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
+    return -1;
+  }
+  for (; is_digit(*p); p++) {
+    if (mul_overflows(value, 10, &value) || value > UINT64_MAX - (uint64_t)(*p - '0')) {
+      set_msg(msg, msg_size, "%s: '%s' is too large (at most 2^64 - 1)", option, quoted);
+      return -1;
+    }
+    value += (uint64_t)(*p - '0');
+  }
+  if (*p != '\0') {
+    set_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
+    return -1;
+  }
+  *out = value;
+  return 0;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Command line                                                                              */
 
@@ -450,6 +537,30 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     limit = &opt->source;
     rc = mbxH_cli_parse_size(spec->name, value, &limit->value, msg, msg_size);
     break;
+  case OPT_SEED:
+    limit = &opt->seed;
+    rc = mbxH_cli_parse_seed(spec->name, value, &limit->value, msg, msg_size);
+    break;
+  case OPT_TIME:
+    rc = mbxH_cli_parse_epoch(spec->name, value, &opt->time, msg, msg_size);
+    if (rc == 0) opt->time_set = 1;
+    break;
+  case OPT_ENV: {
+    /* The name is checked by the library (mbx_policy_set_env); only the shape is here. */
+    const char *eq = strchr(value, '=');
+    char quoted[QUOTE_MAX + 4];
+    quote_value(value, quoted, sizeof quoted);
+    if (eq == NULL || eq == value) {
+      set_msg(msg, msg_size, "--env: '%s' is not NAME=VALUE (e.g. %s)", quoted, spec->example);
+      return -1;
+    }
+    if (opt->env_count == MBXH_CLI_MAX_ENV) {
+      set_msg(msg, msg_size, "--env: at most %d variables can be given", MBXH_CLI_MAX_ENV);
+      return -1;
+    }
+    opt->env[opt->env_count++] = value;
+    break;
+  }
   case OPT_INPUT:
   case OPT_INPUT_FILE:
     if (value[0] == '\0') {
@@ -599,6 +710,11 @@ void mbxH_cli_chunk_name(const char *path, char *buf, size_t size) {
     tail++; /* start on a character, not inside one */
   memcpy(buf, "...", 3);
   memcpy(buf + 3, tail, strlen(tail) + 1);
+}
+
+int mbxH_cli_exit_code_for_exit(int64_t code) {
+  if (code >= 0 && code <= 255) return (int)code;
+  return 1;
 }
 
 int mbxH_cli_exit_code(int status) {

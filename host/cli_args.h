@@ -13,6 +13,8 @@
 
 /* Room for one error line; long user values are shortened before they are quoted. */
 #define MBXH_CLI_MSG_SIZE 320
+/* --env may be given this many times (the library's cap on virtual variables). */
+#define MBXH_CLI_MAX_ENV 256
 
 typedef enum mbxH_cli_command {
   MBXH_CLI_RUN,    /* moonbox run ... */
@@ -45,6 +47,11 @@ typedef struct mbxH_cli_options {
   const char *input_json;      /* --input text, or NULL */
   const char *input_file;      /* --input-file path ("-" = stdin), or NULL */
   int json;                    /* --json */
+  mbxH_cli_limit seed;         /* --seed: math.random's seed */
+  int time_set;                /* --time given */
+  int64_t time;                /* --time: the fixed clock, seconds since the epoch */
+  const char *env[MBXH_CLI_MAX_ENV]; /* --env NAME=VALUE, in order; each has an '=' */
+  int env_count;
 } mbxH_cli_options;
 
 /*
@@ -68,6 +75,13 @@ int mbxH_cli_parse_duration(const char *option, const char *text, uint64_t *out,
                             size_t msg_size);
 int mbxH_cli_parse_count(const char *option, const char *text, uint64_t *out, char *msg,
                          size_t msg_size);
+/*   epoch:    "1700000000", "-86400", "0": whole seconds since 1970-01-01T00:00:00Z, with an
+**             optional '-' (no '+', no fraction, no exponent, no unit). */
+/*   seed:     "42", "18446744073709551615", "-1" (the same 64 bits as -1 as a Lua integer). */
+int mbxH_cli_parse_seed(const char *option, const char *text, uint64_t *out, char *msg,
+                        size_t msg_size);
+int mbxH_cli_parse_epoch(const char *option, const char *text, int64_t *out, char *msg,
+                         size_t msg_size);
 
 /*
 ** The chunk name for a script file: the path as given when it fits in size - 1 bytes,
@@ -78,6 +92,10 @@ void mbxH_cli_chunk_name(const char *path, char *buf, size_t size);
 
 /* The process exit code for an mbx_status (run outcome or API status); see docs/cli.md. */
 int mbxH_cli_exit_code(int status);
+/* The process exit code for a run that ended with os.exit(code): 0 for 0, the code itself for
+   1..255, and 1 for any other code (a code whose low byte is 0, such as 256, must not read as
+   success, and a negative code has no portable meaning). */
+int mbxH_cli_exit_code_for_exit(int64_t code);
 
 /* The --help text, ending in a newline. */
 const char *mbxH_cli_usage(void);

@@ -165,6 +165,13 @@ static void print_failure(const mbx_result *res) {
   if (tb != NULL && tb_len > 0) print_indented(tb, tb_len);
 }
 
+/* The exit code of a run: os.exit(N) exits with N, as the script would under lua(1). */
+static int run_exit_code(const mbx_result *res) {
+  int64_t code;
+  if (mbx_result_exit_code(res, &code)) return mbxH_cli_exit_code_for_exit(code);
+  return mbxH_cli_exit_code(mbx_result_status(res));
+}
+
 /* Prints the outcome of a run that happened; returns the exit code. */
 static int print_result(const mbx_result *res, int json) {
   mbx_status status = mbx_result_status(res);
@@ -174,7 +181,7 @@ static int print_result(const mbx_result *res, int json) {
     text = mbx_result_json(res, &len);
     fwrite(text, 1, len, stdout);
     fputc('\n', stdout);
-    return mbxH_cli_exit_code(status);
+    return run_exit_code(res);
   }
   text = mbx_result_stdout(res, &len);
   if (len > 0) fwrite(text, 1, len, stdout);
@@ -183,7 +190,10 @@ static int print_result(const mbx_result *res, int json) {
     fflush(stdout); /* keep the two streams in order on a shared terminal */
     fwrite(text, 1, len, stderr);
   }
-  if (status == MBX_OK) {
+  if (mbx_result_exit_code(res, NULL)) {
+    /* os.exit(N) is the script's choice, not a failure to report: like lua(1), say nothing
+       (the code, and the result JSON under --json, still tell). */
+  } else if (status == MBX_OK) {
     text = mbx_result_value_json(res, &len);
     if (text != NULL && !(len == 4 && memcmp(text, "null", 4) == 0)) {
       fwrite(text, 1, len, stdout);
@@ -193,7 +203,38 @@ static int print_result(const mbx_result *res, int json) {
     fflush(stdout);
     print_failure(res);
   }
-  return mbxH_cli_exit_code(status);
+  return run_exit_code(res);
+}
+
+/* Applies --seed, --time and --env; the library checks the values. */
+static int apply_settings(mbx_policy *p, const mbxH_cli_options *opt) {
+  mbx_error err;
+  int i;
+  memset(&err, 0, sizeof err);
+  if (opt->seed.set) (void)mbx_policy_set_seed(p, opt->seed.value, &err);
+  if (opt->time_set && mbx_policy_set_time(p, opt->time, &err) != MBX_OK) {
+    fprintf(stderr, "moonbox: --time: %s\n", err.message);
+    return -1;
+  }
+  for (i = 0; i < opt->env_count; i++) {
+    const char *eq = strchr(opt->env[i], '=');
+    size_t name_len = (size_t)(eq - opt->env[i]);
+    char *name = malloc(name_len + 1);
+    mbx_status s;
+    if (name == NULL) {
+      fprintf(stderr, "moonbox: out of memory\n");
+      return -1;
+    }
+    memcpy(name, opt->env[i], name_len);
+    name[name_len] = '\0';
+    s = mbx_policy_set_env(p, name, eq + 1, &err);
+    free(name);
+    if (s != MBX_OK) {
+      fprintf(stderr, "moonbox: --env: %s\n", err.message);
+      return -1;
+    }
+  }
+  return 0;
 }
 
 /* Applies the limits given on the command line; the library checks the ranges. */
@@ -297,7 +338,7 @@ static int run_command(const mbxH_cli_options *opt) {
     fprintf(stderr, "moonbox: out of memory\n");
     goto done;
   }
-  if (apply_limits(policy, opt) != 0) {
+  if (apply_limits(policy, opt) != 0 || apply_settings(policy, opt) != 0) {
     exit_code = EXIT_USAGE;
     goto done;
   }

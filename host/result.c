@@ -168,6 +168,12 @@ MBX_API const char *mbx_result_traceback(const mbx_result *r, size_t *len) {
   return has ? r->outcome.error.traceback : "";
 }
 
+MBX_API int mbx_result_exit_code(const mbx_result *r, int64_t *code) {
+  if (r == NULL || !r->outcome.exited) return 0;
+  if (code) *code = r->outcome.exit_code;
+  return 1;
+}
+
 MBX_API mbx_status mbx_result_usage(const mbx_result *r, mbx_usage *usage) {
   if (r == NULL || usage == NULL) return MBX_INVALID_ARGUMENT;
   *usage = r->usage;

@@ -5,7 +5,8 @@
 **
 ** OVERVIEW
 **   A host creates one mbx_runtime, describes what guest code may do with an mbx_policy
-**   (limits today; capabilities in later versions), and opens any number of mbx_sandbox
+**   (limits, a virtual environment, a fixed clock or seed; more capabilities in later
+**   versions), and opens any number of mbx_sandbox
 **   handles from them. mbx_run() executes one chunk of Lua source in a sandbox and yields an
 **   mbx_result: a status, the chunk's return values as JSON, the captured stdout/stderr, an
 **   error with chunk and line when the run failed, and usage figures.
@@ -41,6 +42,9 @@
 **   (sandboxes copy what they need from it at creation). An mbx_sandbox is used by one thread
 **   at a time; it may move between threads between calls. mbx_sandbox_interrupt() is the one
 **   call that may be made on a sandbox from any thread while another thread runs it.
+**   Sandboxes live in heap slots the runtime pools and hands to whichever thread creates the
+**   next sandbox: a sandbox created on one thread may be run and freed on another, and a slot
+**   freed on one thread is reused by any. No thread-local state ties a sandbox to a thread.
 **   mbx_run() needs at least 1 MiB of free C stack on the calling thread (the Lua VM recurses
 **   in C up to 200 levels); it refuses with MBX_STACK_TOO_SMALL otherwise.
 **
@@ -183,14 +187,52 @@ MBX_API mbx_status mbx_policy_set_limit_checked(mbx_policy *p, mbx_limit which, 
 /* The current value of a limit; 0 for an unknown limit or a NULL policy. */
 MBX_API uint64_t mbx_policy_get_limit(const mbx_policy *p, mbx_limit which);
 
+/*
+** The virtual environment: what the guest's os.getenv(name) returns. Nothing of the host's
+** own environment is ever visible; a name the policy does not define gives nil.
+**   value != NULL   define name (replacing an earlier value); both strings are copied
+**   value == NULL   remove name (not an error when it is not defined)
+** A name is 1 to 255 bytes of printable ASCII without '=' or blanks (e.g. "API_URL"); a
+** value is a NUL-terminated string of at most 64 KiB; at most 256 names per policy.
+** Returns MBX_OK, MBX_INVALID_ARGUMENT (err says what was wrong; nothing changed) or
+** MBX_NO_MEMORY. Sandboxes copy the environment when they are created.
+*/
+MBX_API mbx_status mbx_policy_set_env(mbx_policy *p, const char *name, const char *value,
+                                      mbx_error *err);
+
+/*
+** A fixed random seed: every sandbox made from the policy starts math.random from it, with
+** the sequence stock Lua 5.4 gives after math.randomseed(seed) (the seed read as a signed
+** 64-bit integer), and math.randomseed() without arguments then draws further seeds from a
+** fixed sequence derived from it, so runs are reproducible. Without a seed each sandbox
+** starts from fresh kernel randomness. Returns MBX_OK, or MBX_INVALID_ARGUMENT for NULL p.
+*/
+MBX_API mbx_status mbx_policy_set_seed(mbx_policy *p, uint64_t seed, mbx_error *err);
+
+/*
+** A fixed clock: os.time() returns epoch_seconds (seconds since 1970-01-01T00:00:00Z) and
+** os.date() without a time shows it, in every run of every sandbox made from the policy.
+** Without it they read the host's real-time clock. The sandbox has no time zone: os.date,
+** with or without a leading '!', and os.time with a date table are always UTC.
+** os.clock() is not affected: it reports the CPU time of the current run (seconds, a float),
+** not the host process's. epoch_seconds must lie in the years 1 to 9999
+** (-62135596800 to 253402300799); returns MBX_OK or MBX_INVALID_ARGUMENT (err says why).
+*/
+MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx_error *err);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Sandbox: one isolated Lua state with its own heap, limits and captured output.             */
 
 /* Copies what it needs from the policy; the policy may be freed afterwards. Returns NULL and
-   fills err on failure. */
+   fills err on failure. The sandbox's heap is a slot of address space (8x the memory limit,
+   reserved, not committed) holding a copy of a pristine state, so creation costs a memory
+   copy. A runtime allows 4096 live sandboxes; past that, and when address space for a slot
+   cannot be reserved, this fails with MBX_NO_MEMORY and a message saying which. */
 MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_error *err);
-/* Releases the whole guest heap at once. Guest code never runs here (finalizers are refused by
-   construction). Must not be called while a run is active. */
+/* Releases the whole guest heap at once: the slot goes back to the runtime's pool and the
+   pages the sandbox used beyond the pristine state are returned to the OS. Guest code never
+   runs here (lua_close is never called; finalizers are refused by construction). Must not be
+   called while a run is active. */
 MBX_API void mbx_sandbox_free(mbx_sandbox *sb);
 
 /*
@@ -263,6 +305,18 @@ typedef struct mbx_usage {
   uint64_t output_bytes; /* bytes written to stdout + stderr (before truncation) */
   uint64_t host_calls;   /* host function calls made */
 } mbx_usage;
+
+/*
+** Whether the run ended by calling os.exit: returns 1 and stores the code in *code (code may
+** be NULL), 0 otherwise (the run returned, failed or hit a limit; *code is untouched).
+** os.exit() never ends the host process. os.exit(), os.exit(true) and os.exit(0) end the run
+** with status MBX_OK, value null and the output kept; os.exit(false) is code 1, and any
+** other code ends it with MBX_RUNTIME_ERROR and the message "os.exit(N)". Either way the
+** sandbox is not poisoned, and neither pcall nor a __close handler can stop the exit. A
+** limit reached before the exit wins (the status is then the limit's, and this returns 0).
+** The moonbox CLI exits with the code (docs/cli.md).
+*/
+MBX_API int mbx_result_exit_code(const mbx_result *r, int64_t *code);
 
 /* Fills *usage; returns MBX_INVALID_ARGUMENT for NULL arguments. */
 MBX_API mbx_status mbx_result_usage(const mbx_result *r, mbx_usage *usage);

@@ -1,5 +1,5 @@
 /* stdlib/io.c -- the io guests see: io.write and io.stdout/io.stderr:write into the captured
-   streams. Nothing reaches a host file. */
+   streams; the file functions say why they are unavailable. Nothing reaches a host file. */
 #include <lauxlib.h>
 
 #include "stdlib/stdlib.h"
@@ -37,7 +37,19 @@ static void new_stream(lua_State *L, int stream) {
 }
 
 int mbxL_open_io(lua_State *L) {
-  lua_createtable(L, 0, 3);
+  /* Stubs, not nils: a model's io.open(...) gets a reason it can report or work around. */
+  static const mbxL_refusal removed[] = {
+      {"open", "io.open is not available: this policy grants no files"},
+      {"lines", "io.lines is not available: this policy grants no files"},
+      {"read", "io.read is not available: the sandbox has no standard input"},
+      {"popen", "io.popen is not available: this policy grants no exec"},
+      {"tmpfile", "io.tmpfile is not available: this policy grants no files"},
+      {"input", "io.input is not available: the sandbox has no standard input"},
+      {"output", "io.output is not available: output goes to io.stdout only"},
+      {"close", "io.close is not available: this policy grants no files"},
+      {NULL, NULL}};
+  lua_createtable(L, 0, 11);
+  mbxL_add_refusals(L, -1, removed);
   new_stream(L, MBXV_STDOUT);
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "stdout");

@@ -59,6 +59,9 @@ void mbxV_trip_message(lua_State *L, mbxV_trip why, char *buf, size_t size) {
   case MBXV_TRIP_INTERNAL:
     snprintf(buf, size, "internal error in the runtime");
     break;
+  case MBXV_TRIP_EXIT:
+    snprintf(buf, size, "os.exit(%lld)", (long long)vm->budget.exit_code);
+    break;
   default:
     snprintf(buf, size, "no limit tripped");
     break;
@@ -81,6 +84,13 @@ void mbxV_trip_set(lua_State *L, mbxV_trip why) {
   /* From now on the hook fires at every instruction of the running thread and raises, so
      pcall, xpcall handlers and __close cannot swallow the trip (THREATS D6). */
   if (vm->budget.current) lua_sethook(vm->budget.current, hook, LUA_MASKCOUNT, 1);
+}
+
+void mbxV_trip_exit(lua_State *L, int64_t code) {
+  mbxV_vm *vm = mbxV_from(L);
+  if (atomic_load(&vm->budget.trip) != MBXV_TRIP_NONE) return;
+  vm->budget.exit_code = code;
+  mbxV_trip_set(L, MBXV_TRIP_EXIT);
 }
 
 /* Look at every limit; trip the first one found. The memory check runs a full collection
@@ -168,6 +178,7 @@ void mbxV_budget_start(lua_State *L) {
   mbxV_vm *vm = mbxV_from(L);
   mbxV_budget *b = &vm->budget;
   b->instructions = 0;
+  b->exit_code = 0;
   atomic_store(&b->trip, MBXV_TRIP_NONE);
   atomic_store(&b->interrupt, 0);
   b->deadline_ns = b->time_limit_ms ? mbxV_now_coarse_ns() + b->time_limit_ms * 1000000u : 0;

@@ -15,7 +15,10 @@ typedef enum mbxV_trip {
   MBXV_TRIP_TIME,
   MBXV_TRIP_OUTPUT,
   MBXV_TRIP_INTERRUPT,
-  MBXV_TRIP_INTERNAL
+  MBXV_TRIP_INTERNAL,
+  /* os.exit: not a fault. Sticky like the others so pcall cannot swallow the exit; the run
+     ends with status ok (code 0) or runtime_error, and the sandbox is not poisoned. */
+  MBXV_TRIP_EXIT
 } mbxV_trip;
 
 /* Hook interval of the main run thread and of guest coroutines. A coroutine is charged its
@@ -36,6 +39,7 @@ typedef struct mbxV_budget {
   int running;                /* a run is active */
   lua_State *current;         /* the thread the VM is executing (tracked by resume wrappers) */
   lua_State *run_thread;      /* the thread the run's chunk executes on */
+  int64_t exit_code;          /* the code given to os.exit, once MBXV_TRIP_EXIT is set */
 } mbxV_budget;
 
 /* Monotonic clocks in nanoseconds: precise (for usage) and coarse (cheap: for the hook). */
@@ -56,6 +60,9 @@ mbxV_trip mbxV_tripped(lua_State *L);
 /* Record a trip (first one wins) and re-arm the current thread's hook at count 1, so the
    running code stops at its next instruction. Does not raise. */
 void mbxV_trip_set(lua_State *L, mbxV_trip why);
+/* End the run as os.exit(code) does: record code and set the sticky exit trip (unless a
+   limit tripped first). Does not raise; follow with mbxV_check. */
+void mbxV_trip_exit(lua_State *L, int64_t code);
 /* Install the run's hook on thread co with the interval right for it (count 1 once tripped)
    and make co the current thread. Returns the previous current thread, to be restored with
    mbxV_budget_leave() when co yields or returns. */

@@ -818,6 +818,12 @@ int mbxV_json_is_array_marker(lua_State *L, int idx) {
   return is;
 }
 
+void mbxV_json_set_array_marker(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  push_array_marker(L);
+  lua_setmetatable(L, idx);
+}
+
 static void decode_array(decoder *d) {
   lua_State *L = d->L;
   enter(d);

@@ -18,6 +18,10 @@ int mbxV_json_is_null(lua_State *L, int idx);
 /* 1 if the table at idx is the shared metatable of decoded empty arrays (never handed to
    guests: getmetatable shows a decoy, and setmetatable may replace it). */
 int mbxV_json_is_array_marker(lua_State *L, int idx);
+/* Give the table at idx the array marker as its metatable (json.array): an empty table then
+   encodes as []. Sets it raw, past the setmetatable policy, which is safe only because the
+   marker is never handed to guests. The caller checks the table has no metatable of its own. */
+void mbxV_json_set_array_marker(lua_State *L, int idx);
 
 /*
 ** Encode the value at idx as JSON text and push it as a Lua string.

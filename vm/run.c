@@ -226,6 +226,7 @@ static mbx_status status_of_trip(mbxV_trip t) {
   case MBXV_TRIP_OUTPUT: return MBX_OUTPUT_LIMIT;
   case MBXV_TRIP_INTERRUPT: return MBX_INTERRUPTED;
   case MBXV_TRIP_INTERNAL: return MBX_INTERNAL_ERROR;
+  case MBXV_TRIP_EXIT: return MBX_RUNTIME_ERROR;
   default: return MBX_OK;
   }
 }
@@ -235,6 +236,16 @@ static void fail_with_thread(lua_State *L, run_step *st, mbxV_outcome *out, mbx_
                              const char *override) {
   char trip_text[96];
   mbxV_trip t = mbxV_tripped(L);
+  if (t == MBXV_TRIP_EXIT) {
+    mbxV_vm *vm = mbxV_from(L);
+    out->exited = 1;
+    out->exit_code = vm->budget.exit_code;
+    /* os.exit() ends a run normally: no value (null), the output kept, and no error. */
+    if (vm->budget.exit_code == 0) {
+      out->status = MBX_OK;
+      return;
+    }
+  }
   if (t != MBXV_TRIP_NONE) {
     status = status_of_trip(t);
     mbxV_trip_message(L, t, trip_text, sizeof trip_text);
@@ -270,6 +281,14 @@ static void check_heap_at_end(lua_State *L, mbxV_vm *vm) {
   if (!mbxV_heap_over_limit(&vm->heap)) return;
   lua_gc(L, LUA_GCCOLLECT);
   if (mbxV_heap_over_limit(&vm->heap)) mbxV_trip_set(L, MBXV_TRIP_MEMORY);
+}
+
+/* os.exit right after an allocation past the limit (no instruction between them for the hook
+   to look): the memory limit wins over the exit, as it would have an instruction later. */
+static void check_heap_after_exit(lua_State *L, mbxV_vm *vm) {
+  if (mbxV_tripped(L) != MBXV_TRIP_EXIT || !mbxV_heap_over_limit(&vm->heap)) return;
+  lua_gc(L, LUA_GCCOLLECT);
+  if (mbxV_heap_over_limit(&vm->heap)) atomic_store(&vm->budget.trip, MBXV_TRIP_MEMORY);
 }
 
 mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
@@ -327,6 +346,7 @@ mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *
   mbxV_budget_leave(L, previous);
   if (status == LUA_OK) {
     check_heap_at_end(L, vm);
+    check_heap_after_exit(L, vm);
     st.nres = nres;
     if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
       fail_with_thread(L, &st, out, MBX_RUNTIME_ERROR, NULL);
@@ -347,6 +367,7 @@ mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *
   } else {
     if (status == LUA_ERRMEM && mbxV_tripped(L) == MBXV_TRIP_NONE)
       mbxV_trip_set(L, MBXV_TRIP_MEMORY);
+    check_heap_after_exit(L, vm);
     fail_with_thread(L, &st, out, MBX_RUNTIME_ERROR, NULL);
   }
   protected_step(L, step_release, &st);

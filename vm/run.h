@@ -19,6 +19,8 @@ typedef struct mbxV_outcome {
   uint64_t wall_us;
   uint64_t memory_peak;
   uint64_t output_bytes;
+  int exited;            /* the run ended by os.exit (status ok or runtime_error) */
+  int64_t exit_code;     /* its code: 0 for os.exit(), os.exit(true) and os.exit(0) */
 } mbxV_outcome;
 
 /*

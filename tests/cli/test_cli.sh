@@ -533,6 +533,73 @@ for code in 'return 1' 'print("a\nb") return {k = "v"}' 'error("x\ny")' 'return 
 done
 
 # ------------------------------------------------------------------------------------------
+# --seed, --time, --env and os.exit.
+
+start seed_reproducible
+mb run --seed 42 -e 'return math.random(1000000), math.random(1000000)'
+check_rc 0
+cp "$tmp/out" "$tmp/seed1"
+mb run --seed 42 -e 'return math.random(1000000), math.random(1000000)'
+if ! cmp -s "$tmp/out" "$tmp/seed1"; then fail "two runs with --seed 42 differ"; fi
+mb run --seed 42 -e 'local a, b = math.random(1000000), math.random(1000000) math.randomseed(42) return a == math.random(1000000) and b == math.random(1000000)'
+check_out $'true\n'
+
+start seed_bad
+mb run --seed x -e 'return 1'
+check_rc 2
+check_err_first "^moonbox: --seed: 'x' is not a seed"
+
+start time_fixed
+mb run --time 1700000000 -e 'return os.time(), os.date("%Y-%m-%dT%H:%M:%S"), os.date("!%H")'
+check_rc 0
+check_out $'[1700000000,"2023-11-14T22:13:20","22"]\n'
+
+start time_bad
+mb run --time 1.5 -e 'return 1'
+check_rc 2
+check_err_first "^moonbox: --time: '1.5' is not a time"
+mb run --time 999999999999999 -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: --time: .*years 1 to 9999'
+
+start env_virtual
+HOME=/host/home mb run --env API_URL=https://x/y?a=b --env EMPTY= -e 'return os.getenv("API_URL"), os.getenv("EMPTY"), os.getenv("HOME"), os.getenv("PATH")'
+check_rc 0
+check_out $'["https://x/y?a=b","",null,null]\n'
+
+start env_bad
+mb run --env 'BAD NAME=1' -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: --env: .*not allowed'
+mb run --env NOVALUE -e 'return 1'
+check_rc 2
+check_err_first "^moonbox: --env: 'NOVALUE' is not NAME=VALUE"
+
+start os_exit_ok
+mb run -e 'print("out") pcall(os.exit) print("never")'
+check_rc 0
+check_out $'out\n'
+check_err ''
+
+start os_exit_code
+mb run -e 'io.write("partial") pcall(os.exit, 7)'
+check_rc 7
+check_out 'partial'
+check_err ''
+mb run -e 'os.exit(false)'
+check_rc 1
+mb run -e 'os.exit(256)'
+check_rc 1
+
+start os_exit_json
+mb run --json -e 'os.exit(5)'
+check_rc 5
+check_json 'd["status"] == "runtime_error" and d["error"]["message"] == "os.exit(5)"'
+mb run --json -e 'os.exit(true)'
+check_rc 0
+check_json 'd["status"] == "ok" and d["value"] is None and d["error"] is None'
+
+# ------------------------------------------------------------------------------------------
 
 if [ "$failures" -ne 0 ]; then
   printf '%d checks failed (%d cases run)\n' "$failures" "$cases"

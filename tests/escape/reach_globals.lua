@@ -2,7 +2,7 @@
 -- Attack: reach host capabilities (io, os, debug, package, require, dofile, loadfile, loadlib...)
 -- through _G, _ENV, load with and without an env, and the package/registry tables (THREATS E1-E5).
 local dangerous = {
-  "debug", "package", "require", "dofile", "loadfile", "loadstring", "module", "newproxy",
+  "debug", "package", "dofile", "loadfile", "loadstring", "module", "newproxy",
   "setfenv", "getfenv", "warn",
 }
 local dangerous_fields = {
@@ -45,7 +45,7 @@ for _, f in ipairs({print, tostring, pcall, load, setmetatable, getmetatable}) d
 end
 local g = load("local t = {} for k in pairs(_ENV) do t[#t + 1] = k end return t")()
 for _, k in ipairs(g) do
-  if k == "debug" or k == "package" or k == "require" or k == "dofile" or k == "loadfile" then
+  if k == "debug" or k == "package" or k == "dofile" or k == "loadfile" then
     print("ESCAPED: load's default env holds " .. k)
   end
 end
@@ -54,8 +54,12 @@ local gmt = getmetatable(_G)
 if type(gmt) == "table" and type(rawget(gmt, "__index")) == "table" then
   probe("getmetatable(_G).__index", gmt.__index)
 end
+-- require exists, but serves only the sandbox's own library tables (see require_escape).
+for _, name in ipairs({"debug", "package", "ffi", "io.popen"}) do
+  if pcall(require, name) then print("ESCAPED: require('" .. name .. "') returned a module") end
+end
 -- Library tables must not lead anywhere else either.
-for _, lib in ipairs({"string", "table", "math", "utf8", "coroutine"}) do
+for _, lib in ipairs({"string", "table", "math", "utf8", "coroutine", "os", "io", "json"}) do
   local t = _G[lib]
   if type(t) ~= "table" then error("library " .. lib .. " is missing") end
   for k, v in pairs(t) do

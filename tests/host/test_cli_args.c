@@ -479,11 +479,97 @@ static void test_exit_codes(void **state) {
   assert_int_equal(mbxH_cli_exit_code(-1), 70);
 }
 
+static void check_epoch(const char *text, int64_t want) {
+  char msg[MBXH_CLI_MSG_SIZE] = "";
+  int64_t got = 12345;
+  if (mbxH_cli_parse_epoch("--time", text, &got, msg, sizeof msg) != 0)
+    fail_msg("'%s' was refused: %s", text, msg);
+  if (got != want) fail_msg("'%s' parsed to %lld, want %lld", text, (long long)got, (long long)want);
+}
+
+static void check_epoch_refused(const char *text, const char *message) {
+  char msg[MBXH_CLI_MSG_SIZE] = "";
+  int64_t got = 12345;
+  assert_int_equal(mbxH_cli_parse_epoch("--time", text, &got, msg, sizeof msg), -1);
+  assert_string_equal(msg, message);
+  assert_int_equal(got, 12345);
+}
+
+#define EPOCH_HINT "(use whole seconds since 1970-01-01 UTC, e.g. 1700000000)"
+
+static void test_epoch_values(void **state) {
+  (void)state;
+  check_epoch("0", 0);
+  check_epoch("1700000000", 1700000000);
+  check_epoch("-86400", -86400);
+  check_epoch("9223372036854775807", INT64_MAX);
+  check_epoch("-9223372036854775808", INT64_MIN);
+  check_epoch_refused("", "--time: empty value " EPOCH_HINT);
+  check_epoch_refused("1e9", "--time: '1e9' is not a time " EPOCH_HINT);
+  check_epoch_refused("1.5", "--time: '1.5' is not a time " EPOCH_HINT);
+  check_epoch_refused("+5", "--time: '+5' is not a time " EPOCH_HINT);
+  check_epoch_refused("5s", "--time: '5s' is not a time " EPOCH_HINT);
+  check_epoch_refused("-", "--time: '-' is not a time " EPOCH_HINT);
+  check_epoch_refused(" 5", "--time: ' 5' is not a time " EPOCH_HINT);
+  check_epoch_refused("9223372036854775808", "--time: '9223372036854775808' is not a time " EPOCH_HINT);
+  check_epoch_refused("99999999999999999999", "--time: '99999999999999999999' is too large " EPOCH_HINT);
+}
+
+static void test_seed_values(void **state) {
+  (void)state;
+  check_parses(mbxH_cli_parse_seed, "0", 0);
+  check_parses(mbxH_cli_parse_seed, "42", 42);
+  check_parses(mbxH_cli_parse_seed, "18446744073709551615", UINT64_MAX);
+  check_parses(mbxH_cli_parse_seed, "-1", UINT64_MAX);
+  check_parses(mbxH_cli_parse_seed, "-9223372036854775808", (uint64_t)1 << 63);
+  check_refused(mbxH_cli_parse_seed, "18446744073709551616",
+                "--opt: '18446744073709551616' is too large (at most 2^64 - 1)");
+  check_refused(mbxH_cli_parse_seed, "x", "--opt: 'x' is not a seed (use a whole number, e.g. 42)");
+  check_refused(mbxH_cli_parse_seed, "", "--opt: '' is not a seed (use a whole number, e.g. 42)");
+  check_refused(mbxH_cli_parse_seed, "4.2", NULL);
+  check_refused(mbxH_cli_parse_seed, "-x", NULL);
+}
+
+static void test_seed_time_env_options(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "-e", "return 1");
+  assert_false(opt.seed.set);
+  assert_false(opt.time_set);
+  assert_int_equal(opt.env_count, 0);
+  PARSE_OK(&opt, "run", "--seed", "7", "--time=-5", "--env", "A=1", "--env=B=x=y", "--env", "C=",
+           "-e", "return 1");
+  assert_true(opt.seed.set && opt.seed.value == 7);
+  assert_true(opt.time_set && opt.time == -5);
+  assert_int_equal(opt.env_count, 3);
+  assert_string_equal(opt.env[0], "A=1");
+  assert_string_equal(opt.env[1], "B=x=y");
+  assert_string_equal(opt.env[2], "C=");
+  PARSE_FAILS("--env: 'NOEQUALS' is not NAME=VALUE (e.g. --env API_URL=https://example.com)", "run",
+              "--env", "NOEQUALS", "s.lua");
+  PARSE_FAILS("--env: '=x' is not NAME=VALUE (e.g. --env API_URL=https://example.com)", "run",
+              "--env", "=x", "s.lua");
+  PARSE_FAILS("--seed needs a value (e.g. --seed 42)", "run", "s.lua", "--seed");
+  PARSE_FAILS("--time: 'now' is not a time " EPOCH_HINT, "run", "--time", "now", "s.lua");
+}
+
+static void test_exit_code_for_os_exit(void **state) {
+  (void)state;
+  assert_int_equal(mbxH_cli_exit_code_for_exit(0), 0);
+  assert_int_equal(mbxH_cli_exit_code_for_exit(1), 1);
+  assert_int_equal(mbxH_cli_exit_code_for_exit(3), 3);
+  assert_int_equal(mbxH_cli_exit_code_for_exit(255), 255);
+  assert_int_equal(mbxH_cli_exit_code_for_exit(256), 1); /* not 0: that would read as success */
+  assert_int_equal(mbxH_cli_exit_code_for_exit(-1), 1);
+  assert_int_equal(mbxH_cli_exit_code_for_exit(INT64_MIN), 1);
+}
+
 static void test_usage_lists_every_option(void **state) {
   static const char *const names[] = {"--memory",       "--instructions", "--timeout",
                                       "--output-limit", "--source-limit", "--input ",
                                       "--input-file",   "--json",         "--help",
-                                      "--version",      "-e CODE",        "moonbox run"};
+                                      "--version",      "-e CODE",        "moonbox run",
+                                      "--seed N",       "--time EPOCH",   "--env NAME=VALUE"};
   const char *usage = mbxH_cli_usage();
   size_t i;
   (void)state;
@@ -518,6 +604,10 @@ int main(void) {
       cmocka_unit_test(test_input_file_stdin_allowed),
       cmocka_unit_test(test_chunk_name),
       cmocka_unit_test(test_exit_codes),
+      cmocka_unit_test(test_epoch_values),
+      cmocka_unit_test(test_seed_values),
+      cmocka_unit_test(test_seed_time_env_options),
+      cmocka_unit_test(test_exit_code_for_os_exit),
       cmocka_unit_test(test_usage_lists_every_option),
   };
   return cmocka_run_group_tests_name("host/cli_args", tests, NULL, NULL);

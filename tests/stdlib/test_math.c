@@ -152,11 +152,57 @@ static void random_stays_in_range(void **state) {
               "true");
 }
 
+/* A sandbox whose policy fixes the seed. */
+static mbx_sandbox *seeded_sandbox(uint64_t seed) {
+  mbx_policy *p = mbx_policy_new();
+  mbx_error err;
+  assert_non_null(p);
+  assert_int_equal(mbx_policy_set_seed(p, seed, &err), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(runtime, p, &err);
+  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
+  mbx_policy_free(p);
+  return sb;
+}
+
+static void policy_seed_makes_runs_reproducible(void **state) {
+  (void)state;
+  const char *code = "local r = {} for i = 1, 5 do r[i] = math.random(1000000) end "
+                     "math.randomseed() r[6] = math.random(1000000) return r";
+  outcome a, b, c;
+  mbx_sandbox *sa = seeded_sandbox(42), *sb = seeded_sandbox(42), *sc = seeded_sandbox(43);
+  assert_int_equal(run_in(sa, code, &a), MBX_OK);
+  assert_int_equal(run_in(sb, code, &b), MBX_OK);
+  assert_int_equal(run_in(sc, code, &c), MBX_OK);
+  assert_string_equal(a.value, b.value); /* math.randomseed() included */
+  assert_string_not_equal(a.value, c.value);
+  mbx_sandbox_free(sa);
+  mbx_sandbox_free(sb);
+  mbx_sandbox_free(sc);
+  /* The policy seed N gives the sequence stock Lua gives after math.randomseed(N). */
+  sa = seeded_sandbox(42);
+  assert_int_equal(run_in(sa, "local x, y = math.random(1000000), math.random(1000000) "
+                              "math.randomseed(42) "
+                              "return x == math.random(1000000) and y == math.random(1000000)",
+                          &a),
+                   MBX_OK);
+  assert_string_equal(a.value, "true");
+  mbx_sandbox_free(sa);
+  /* Without a seed, two sandboxes differ. */
+  sa = new_sandbox();
+  sb = new_sandbox();
+  assert_int_equal(run_in(sa, code, &a), MBX_OK);
+  assert_int_equal(run_in(sb, code, &b), MBX_OK);
+  assert_string_not_equal(a.value, b.value);
+  mbx_sandbox_free(sa);
+  mbx_sandbox_free(sb);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(functions_present),
       cmocka_unit_test(integer_and_float_results),
       cmocka_unit_test(random_stays_in_range),
+      cmocka_unit_test(policy_seed_makes_runs_reproducible),
   };
   return cmocka_run_group_tests_name("stdlib/math", tests, group_setup, group_teardown);
 }

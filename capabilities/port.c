@@ -1,0 +1,128 @@
+/* capabilities/port.c -- the in-process port: clock, CPU time, random seed and virtual env. */
+#include "capabilities/port.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+static int64_t local_wall_time(void *ud) {
+  mbxC_port_local *pl = ud;
+  if (pl->time_fixed) return pl->time;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec;
+}
+
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  /* The calling thread's CPU time, not the process's (what stock os.clock reports): other
+     sandboxes and host threads in the same process must not show up in a guest's figure,
+     nor reveal how busy the host is. */
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double local_cpu_time(void *ud) {
+  mbxC_port_local *pl = ud;
+  uint64_t now = thread_cpu_ns();
+  return now > pl->cpu_start_ns ? (double)(now - pl->cpu_start_ns) / 1e9 : 0.0;
+}
+
+/* splitmix64: a fixed, well-mixed sequence from one word, for the seeds that follow a
+   policy seed (math.randomseed() with no argument stays reproducible). */
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static void local_random_seed(void *ud, uint64_t seed[2]) {
+  mbxC_port_local *pl = ud;
+  uint64_t n = pl->draws++;
+  if (pl->seed_fixed) {
+    if (n == 0) {
+      seed[0] = pl->seed;
+      seed[1] = 0;
+    } else {
+      seed[0] = splitmix64(pl->seed ^ splitmix64(2 * n));
+      seed[1] = splitmix64(pl->seed ^ splitmix64(2 * n + 1));
+    }
+    return;
+  }
+  if (getrandom(seed, 2 * sizeof *seed, 0) == (ssize_t)(2 * sizeof *seed)) return;
+  /* No kernel randomness (a seccomp filter, an old kernel): the clocks still differ between
+     sandboxes, and the draw counter between calls. No address is used: it would tell the
+     guest where the host's heap is. */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  seed[0] = splitmix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ n);
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  seed[1] = splitmix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ~n);
+}
+
+static const char *local_env_get(void *ud, const char *name, size_t name_len, size_t *value_len) {
+  mbxC_port_local *pl = ud;
+  for (size_t i = 0; i < pl->env_count; i++) {
+    const mbxC_env_var *v = &pl->env[i];
+    if (strlen(v->name) == name_len && memcmp(v->name, name, name_len) == 0) {
+      if (value_len) *value_len = v->value_len;
+      return v->value;
+    }
+  }
+  return NULL;
+}
+
+static char *dup_bytes(const char *s, size_t n) {
+  char *copy = malloc(n + 1);
+  if (copy) {
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+  }
+  return copy;
+}
+
+int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
+  memset(pl, 0, sizeof *pl);
+  pl->port = (mbxC_port){.ud = pl,
+                         .wall_time = local_wall_time,
+                         .cpu_time = local_cpu_time,
+                         .random_seed = local_random_seed,
+                         .env_get = local_env_get};
+  pl->time_fixed = p->time_fixed;
+  pl->time = p->time;
+  pl->seed_fixed = p->seed_fixed;
+  pl->seed = p->seed;
+  pl->cpu_start_ns = thread_cpu_ns();
+  if (p->env_count == 0) return 0;
+  /* A copy, so the host may change or free the policy while sandboxes made from it live. */
+  pl->env = calloc(p->env_count, sizeof *pl->env);
+  if (pl->env == NULL) return -1;
+  for (size_t i = 0; i < p->env_count; i++) {
+    mbxC_env_var *v = &pl->env[i];
+    v->name = dup_bytes(p->env[i].name, strlen(p->env[i].name));
+    v->value = dup_bytes(p->env[i].value, p->env[i].value_len);
+    v->value_len = p->env[i].value_len;
+    pl->env_count = i + 1;
+    if (v->name == NULL || v->value == NULL) {
+      mbxC_port_local_free(pl);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void mbxC_port_local_free(mbxC_port_local *pl) {
+  for (size_t i = 0; i < pl->env_count; i++) {
+    free(pl->env[i].name);
+    free(pl->env[i].value);
+  }
+  free(pl->env);
+  pl->env = NULL;
+  pl->env_count = 0;
+}
+
+void mbxC_port_local_run_begin(mbxC_port_local *pl) {
+  pl->cpu_start_ns = thread_cpu_ns();
+}

@@ -1,0 +1,61 @@
+/* capabilities/port.h -- the one narrow interface through which the stdlib reaches outside the VM.
+ */
+#ifndef MBX_CAPABILITIES_PORT_H
+#define MBX_CAPABILITIES_PORT_H
+
+/*
+** Plain C only: no Lua type appears here (capabilities/ knows nothing of Lua). The stdlib
+** calls these operations with C arguments; the default implementation below serves them
+** in-process from the sandbox's copy of its policy, and a later worker mode serves the same
+** table from another process. Later issues add files, exec and host calls.
+**
+** Every operation is called on the thread running the sandbox, never concurrently, and must
+** not call back into the VM. None of them raises or longjmps.
+*/
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capabilities/policy.h"
+#include "include/moonbox.h"
+
+typedef struct mbxC_port {
+  void *ud; /* passed to every operation */
+  /* Wall-clock time in whole seconds since the Unix epoch (UTC): the real clock, or the time
+     the policy fixed (mbx_policy_set_time). */
+  int64_t (*wall_time)(void *ud);
+  /* CPU seconds the current run has used so far (os.clock). */
+  double (*cpu_time)(void *ud);
+  /* Two 64-bit words to seed math.random with. The first call for a sandbox gives its
+     initial seed; later calls (math.randomseed() with no argument) give fresh ones. With a
+     policy seed N the first call gives {N, 0} (what math.randomseed(N) uses in stock Lua)
+     and later calls a fixed sequence derived from N; without one, kernel randomness. */
+  void (*random_seed)(void *ud, uint64_t seed[2]);
+  /* The value of the virtual environment variable name (name_len bytes), or NULL when the
+     policy does not define it. The value is NUL-terminated, *value_len gets its length, and
+     it stays valid until the port is freed. Nothing is read from the host's environment. */
+  const char *(*env_get)(void *ud, const char *name, size_t name_len, size_t *value_len);
+} mbxC_port;
+
+/* The in-process implementation: the policy's settings copied at sandbox creation. */
+typedef struct mbxC_port_local {
+  mbxC_port port; /* port.ud points at this struct: do not move it once initialized */
+  int time_fixed;
+  int64_t time;
+  int seed_fixed;
+  uint64_t seed;
+  uint64_t draws; /* random_seed calls so far */
+  mbxC_env_var *env;
+  size_t env_count;
+  uint64_t cpu_start_ns; /* thread CPU clock when the current run began */
+} mbxC_port_local;
+
+/* Copy what the port needs from p (the environment too) and fill pl->port. Returns 0, or -1
+   when out of memory (pl is then empty and needs no mbxC_port_local_free). */
+int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p);
+/* Release the copies. Never fails; a zeroed pl is fine. */
+void mbxC_port_local_free(mbxC_port_local *pl);
+/* A run begins on the calling thread: os.clock counts from here. */
+void mbxC_port_local_run_begin(mbxC_port_local *pl);
+
+#endif
