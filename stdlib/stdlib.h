@@ -20,9 +20,16 @@ int mbxL_open_base(lua_State *L);
 int mbxL_open_string(lua_State *L);
 int mbxL_open_table(lua_State *L);
 int mbxL_open_math(lua_State *L);
+/* Seed math.random again from the port, as mbxL_open_math did: for a state restored from a
+   template, which was built without a port. A lua_CFunction: run it with lua_pcall. */
+int mbxL_reseed(lua_State *L);
 int mbxL_open_utf8(lua_State *L);
 int mbxL_open_coroutine(lua_State *L);
 int mbxL_open_io(lua_State *L);
+int mbxL_open_os(lua_State *L);
+int mbxL_open_json(lua_State *L);
+/* require: opened last, it serves the library tables present when it is opened. */
+int mbxL_open_require(lua_State *L);
 
 /* Push the guest-visible text of the value at idx, like luaL_tolstring but with a keyed hash
    in place of any address (no heap addresses reach the guest: THREATS E10). Runs __tostring
@@ -34,9 +41,24 @@ const char *mbxL_tolstring(lua_State *L, int idx, size_t *len);
 void mbxL_install_patterns(lua_State *L, int lib);
 void mbxL_install_builders(lua_State *L, int lib);
 
-/* Replace the named fields of the table at idx with functions that raise "<lib>.<name> is not
-   available in this sandbox yet ..." (functions whose stock versions run unbounded C loops
-   until metered versions replace them). names ends with NULL. */
-void mbxL_mark_unavailable(lua_State *L, int idx, const char *lib, const char *const *names);
+/* 1 if the guest heap can still grow by `need` bytes (plus 64 KiB of slack for the call's own
+   work) before the allocator refuses; garbage counts in `used`, so one charged full
+   collection gets a second look before answering 0. A refusal inside Lua would run an
+   emergency collection at a moment the guest picked (THREATS P0 item 8): big results are
+   refused before anything is allocated instead. */
+int mbxL_heap_fits(lua_State *L, size_t need);
+
+/* Per-value cost of growing the Lua stack, for pre-checks like the one above. */
+#define MBXL_STACK_SLOT_COST 48u
+
+/* A function this policy does not grant, and the message its stub raises, e.g.
+   {"execute", "os.execute is not available: this policy grants no exec"}. */
+typedef struct mbxL_refusal {
+  const char *name;
+  const char *message;
+} mbxL_refusal;
+/* Set each named field of the table at idx to a stub raising its message (a model can act on
+   it; "attempt to call a nil value" says nothing). list ends with a NULL name. */
+void mbxL_add_refusals(lua_State *L, int idx, const mbxL_refusal *list);
 
 #endif

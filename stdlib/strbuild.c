@@ -1,10 +1,287 @@
-/* stdlib/strbuild.c -- string.rep/pack/unpack: left out until their metered versions land
-   (string.rep("", 2^62) loops in C with no memory growth: THREATS D3). */
+/* stdlib/strbuild.c -- string.rep, pack and unpack, metered and checked against the ceiling. */
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
 #include <lauxlib.h>
 
 #include "stdlib/stdlib.h"
+#include "vm/budget.h"
+#include "vm/vm.h"
+
+/* Stock 5.4 caps results of rep and the sizes read from pack formats at INT_MAX. */
+#define STOCK_MAXSIZE ((size_t)INT_MAX)
+/* Bytes copied between two charges: a charge also checks the deadline, so a long copy is
+   interrupted within about a millisecond. */
+#define COPY_BATCH ((size_t)1 << 20)
+/* Headroom kept under the ceiling for the error path (message, traceback) of a refused call. */
+/* Worst-case alignment padding of one pack item: maxalign is at most 16. */
+#define MAX_ALIGN_PAD 15
+/* What a number argument of 's'/'z' can grow to once converted to text. */
+#define NUMBER_TEXT_MAX 64
+
+
+
+static size_t add_sat(size_t a, size_t b) {
+  return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+static size_t mul_sat(size_t a, size_t b) {
+  return b != 0 && a > SIZE_MAX / b ? SIZE_MAX : a * b;
+}
+
+static int too_large(lua_State *L, size_t bytes) {
+  return luaL_error(L,
+                    "resulting string too large (%I bytes; not enough memory left in this "
+                    "sandbox)",
+                    (lua_Integer)(bytes > (size_t)LUA_MAXINTEGER ? LUA_MAXINTEGER : bytes));
+}
+
+/* ---- string.rep ------------------------------------------------------------------------ */
+
+/* Stock rep with an empty string and separator passes its size check and then loops n times
+   doing nothing, in C, for up to 2^63 rounds (THREATS D3). Here that case returns at once,
+   the size is checked against the memory left before the buffer exists, and the copy (by
+   doubling what is already written) is charged 1 per 64 bytes. */
+static int str_rep(lua_State *L) {
+  size_t len, sep_len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  const char *sep = luaL_optlstring(L, 3, "", &sep_len);
+  if (n <= 0 || len + sep_len == 0) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  size_t unit = len + sep_len; /* cannot wrap: both strings exist in memory */
+  if (unit > STOCK_MAXSIZE / (lua_Unsigned)n) return luaL_error(L, "resulting string too large");
+  size_t total = unit * (size_t)n - sep_len;
+  /* The buffer and the final string are both live while the result is created. */
+  if (total > LUAL_BUFFERSIZE && !mbxL_heap_fits(L, 2 * total)) return too_large(L, total);
+  mbxV_charge(L, 1);
+  luaL_Buffer b;
+  char *out = luaL_buffinitsize(L, &b, total);
+  memcpy(out, s, len);
+  size_t done = len;
+  if (n > 1) {
+    memcpy(out + done, sep, sep_len);
+    done += sep_len;
+  }
+  /* out[0..done) now holds at least one period ("s" then "sep"). Each round copies an
+     already written stretch that starts at the same phase of the period as `done`, so the
+     copied text continues the pattern; the written part roughly doubles per round. */
+  size_t since_charge = done;
+  while (done < total) {
+    size_t from = done % unit;
+    size_t chunk = done - from;
+    if (chunk > total - done) chunk = total - done;
+    if (chunk > COPY_BATCH) chunk = COPY_BATCH;
+    memcpy(out + done, out + from, chunk);
+    done += chunk;
+    since_charge += chunk;
+    if (since_charge >= COPY_BATCH) {
+      mbxV_charge(L, since_charge / 64);
+      since_charge = 0;
+    }
+  }
+  mbxV_charge(L, since_charge / 64);
+  luaL_pushresultsize(&b, total);
+  return 1;
+}
+
+/* ---- string.pack / string.unpack ------------------------------------------------------- */
+
+/* A walk over a pack format that bounds what stock pack/unpack will do with it, following
+   the rules of the manual (§6.4.2) and string.packsize. It never raises: on a malformed
+   option it stops, since stock raises there too, after doing the work of the items before. */
+typedef struct format_bound {
+  size_t items; /* options that take an argument / produce a result */
+  size_t bytes; /* upper bound of the packed size */
+  int variable; /* an 's' or 'z' item: its size depends on the data (unpack) */
+} format_bound;
+
+static int is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+/* Stock reads at most as many digits as keep the number under INT_MAX; the digits after that
+   are read as the next options (and rejected). */
+static int read_count(const char **fmt, int dflt) {
+  if (!is_digit(**fmt)) return dflt;
+  int a = 0;
+  do {
+    a = a * 10 + (*(*fmt)++ - '0');
+  } while (is_digit(**fmt) && a <= (INT_MAX - 9) / 10);
+  return a;
+}
+
+/* Size of an integral option with an optional [1,16] count; -1 when out of range. */
+static int read_int_size(const char **fmt, int dflt) {
+  int size = read_count(fmt, dflt);
+  return size < 1 || size > 16 ? -1 : size;
+}
+
+/* Length a string argument of 's'/'z' will have once stock converts it. */
+static size_t arg_length(lua_State *L, int arg) {
+  switch (lua_type(L, arg)) {
+  case LUA_TSTRING:
+    return lua_rawlen(L, arg);
+  case LUA_TNUMBER:
+    return NUMBER_TEXT_MAX;
+  default:
+    return 0; /* stock raises on it */
+  }
+}
+
+/* Parse one option at *fmt. Returns its fixed size (0 for configuration options), or -1 when
+   the option is malformed. *takes_arg says whether it consumes an argument; *kind is the
+   option letter. */
+static long long read_option(const char **fmt, int *takes_arg, char *kind) {
+  char opt = *(*fmt)++;
+  *kind = opt;
+  *takes_arg = 1;
+  switch (opt) {
+  case 'b':
+  case 'B':
+    return 1;
+  case 'h':
+  case 'H':
+    return (long long)sizeof(short);
+  case 'l':
+  case 'L':
+    return (long long)sizeof(long);
+  case 'j':
+  case 'J':
+    return (long long)sizeof(lua_Integer);
+  case 'T':
+    return (long long)sizeof(size_t);
+  case 'f':
+    return (long long)sizeof(float);
+  case 'n':
+    return (long long)sizeof(lua_Number);
+  case 'd':
+    return (long long)sizeof(double);
+  case 'i':
+  case 'I':
+    return read_int_size(fmt, (int)sizeof(int));
+  case 's':
+    return read_int_size(fmt, (int)sizeof(size_t));
+  case 'c': {
+    int size = read_count(fmt, -1);
+    return size < 0 ? -1 : size;
+  }
+  case 'z':
+    return 0;
+  }
+  *takes_arg = 0;
+  switch (opt) {
+  case 'x':
+    return 1;
+  case 'X':
+  case ' ':
+  case '<':
+  case '>':
+  case '=':
+    return 0;
+  case '!':
+    return read_int_size(fmt, 8) < 0 ? -1 : 0;
+  default:
+    return -1;
+  }
+}
+
+/* Bound the work of the format at stack index 1 over arguments from `first_arg` (pack) or,
+   with first_arg == 0, over unpacked data (unpack). */
+static format_bound bound_format(lua_State *L, int first_arg) {
+  format_bound fb = {0, 0, 0};
+  const char *fmt = lua_tostring(L, 1);
+  if (fmt == NULL) return fb;
+  int arg = first_arg;
+  while (*fmt != '\0') {
+    int takes_arg;
+    char kind;
+    long long size = read_option(&fmt, &takes_arg, &kind);
+    if (size < 0) break;
+    if (kind == 'X') { /* aligns to the next option, which is otherwise ignored */
+      if (*fmt == '\0' || read_option(&fmt, &takes_arg, &kind) < 0) break;
+      fb.bytes = add_sat(fb.bytes, MAX_ALIGN_PAD);
+      continue;
+    }
+    fb.bytes = add_sat(fb.bytes, (size_t)size + (size > 1 ? MAX_ALIGN_PAD : 0));
+    if (!takes_arg) continue;
+    fb.items++;
+    if (kind == 's' || kind == 'z') {
+      fb.variable = 1;
+      if (first_arg > 0) fb.bytes = add_sat(fb.bytes, arg_length(L, arg) + 1);
+    }
+    arg++;
+  }
+  return fb;
+}
+
+/* Call the stock function kept in upvalue 1 on our own frame: its argument errors then name
+   this function ('pack'), as they would in stock Lua. */
+static int call_stock(lua_State *L) {
+  lua_CFunction stock = lua_tocfunction(L, lua_upvalueindex(1));
+  return stock(L);
+}
+
+/* Stock pack fills 'c' padding one byte at a time and grows its buffer by doubling, all in
+   C: string.pack("c2000000000", "") allocates and loops for gigabytes. The bound is checked
+   against the memory left (buffer growth keeps up to three times the result live), then
+   charged, before stock runs. */
+static int str_pack(lua_State *L) {
+  luaL_checkstring(L, 1);
+  format_bound fb = bound_format(L, 2);
+  if (fb.bytes > LUAL_BUFFERSIZE && !mbxL_heap_fits(L, mul_sat(fb.bytes, 3)))
+    return too_large(L, fb.bytes);
+  mbxV_charge(L, fb.items + fb.bytes / 64 + 1);
+  return call_stock(L);
+}
+
+/* The first byte stock unpack reads (0-based), from its optional position argument. */
+static size_t unpack_start(lua_State *L, size_t data_len) {
+  int is_integer;
+  lua_Integer pos = lua_tointegerx(L, 3, &is_integer);
+  if (!is_integer) pos = 1;
+  if (pos > 0) return (size_t)pos - 1;
+  if (pos == 0 || (lua_Unsigned)-pos > data_len) return 0;
+  return data_len + (size_t)pos;
+}
+
+/* Stock unpack reads each item once, so its work is bounded by the format and the data; what
+   it allocates (the result strings and the stack slots) is checked against the memory left,
+   and the bytes it consumed are charged once it returns (its last result is the next
+   position). */
+static int str_unpack(lua_State *L) {
+  luaL_checkstring(L, 1);
+  size_t data_len;
+  luaL_checklstring(L, 2, &data_len);
+  format_bound fb = bound_format(L, 0);
+  size_t start = unpack_start(L, data_len);
+  size_t left = start < data_len ? data_len - start : 0;
+  size_t bytes = fb.variable || fb.bytes > left ? left : fb.bytes;
+  size_t need = add_sat(bytes, mul_sat(fb.items, 64));
+  if (need > LUAL_BUFFERSIZE && !mbxL_heap_fits(L, need))
+    return luaL_error(L, "string.unpack: the results do not fit in the memory left in this "
+                         "sandbox");
+  mbxV_charge(L, fb.items + 1);
+  int nres = call_stock(L);
+  lua_Integer next = lua_tointeger(L, -1);
+  if (next > 0 && (size_t)next - 1 > start) mbxV_charge(L, ((size_t)next - 1 - start) / 64);
+  return nres;
+}
 
 void mbxL_install_builders(lua_State *L, int lib) {
-  static const char *const unavailable[] = {"rep", "pack", "unpack", NULL};
-  mbxL_mark_unavailable(L, lib, "string", unavailable);
+  lib = lua_absindex(L, lib);
+  lua_pushcfunction(L, str_rep);
+  lua_setfield(L, lib, "rep");
+  static const struct {
+    const char *name;
+    lua_CFunction wrapper;
+  } wrapped[] = {{"pack", str_pack}, {"unpack", str_unpack}};
+  for (size_t i = 0; i < sizeof wrapped / sizeof *wrapped; i++) {
+    lua_getfield(L, lib, wrapped[i].name);
+    lua_pushcclosure(L, wrapped[i].wrapper, 1);
+    lua_setfield(L, lib, wrapped[i].name);
+  }
 }

@@ -1,6 +1,6 @@
 /* tests/stdlib/test_string.c -- unit tests of stdlib/string.c: no dump, the decoy string
-   metatable, the unavailable pattern/rep/pack functions, string.format without addresses,
-   and the stock functions that stay. */
+   metatable, string.format without addresses, and the stock functions that stay (rep, pack
+   and unpack: tests/stdlib/test_strbuild.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,27 +139,6 @@ static void string_metatable_is_a_decoy(void **state) {
   check_value("return rawget(getmetatable(''), '__metatable')", "null");
 }
 
-/* ---- unavailable functions ------------------------------------------------------------- */
-
-static void unavailable_functions_name_themselves(void **state) {
-  (void)state;
-  static const char *const names[] = {"find", "match", "gmatch", "gsub", "rep", "pack", "unpack"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    char code[128], message[128];
-    snprintf(code, sizeof code, "return string.%s('a', 'a', 'a')", names[i]);
-    snprintf(message, sizeof message, "string.%s is not available in this sandbox yet", names[i]);
-    check_error(code, MBX_RUNTIME_ERROR, message);
-    /* The method form is the same function. */
-    snprintf(code, sizeof code, "return ('a'):%s('a', 'a')", names[i]);
-    check_error(code, MBX_RUNTIME_ERROR, message);
-    snprintf(code, sizeof code, "return type(string.%s)", names[i]);
-    check_value(code, "\"function\"");
-  }
-  check_value("return pcall(string.rep, '', 1e9)",
-              "[false,\"string.rep is not available in this sandbox yet: its stock version "
-              "runs unmetered in C (see docs/compat.md)\"]");
-}
-
 /* ---- string.format --------------------------------------------------------------------- */
 
 static void format_works_like_stock(void **state) {
@@ -245,7 +224,6 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(dump_is_gone),
       cmocka_unit_test(string_metatable_is_a_decoy),
-      cmocka_unit_test(unavailable_functions_name_themselves),
       cmocka_unit_test(format_works_like_stock),
       cmocka_unit_test(format_argument_errors_name_format),
       cmocka_unit_test(format_s_hides_addresses),

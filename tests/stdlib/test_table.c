@@ -1,5 +1,4 @@
-/* tests/stdlib/test_table.c -- unit tests of stdlib/table.c: table.pack stays; the functions
-   that loop in C over guest-chosen ranges raise "not available". */
+/* tests/stdlib/test_table.c -- unit tests of stdlib/table.c: stock semantics, metered loops. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +11,7 @@
 
 #include "moonbox.h"
 
-/* ---- Running snippets: a fresh sandbox per snippet unless a test keeps its own. -------- */
+/* ---- Running snippets: a fresh sandbox per snippet. ------------------------------------ */
 
 static mbx_runtime *runtime;
 
@@ -20,10 +19,7 @@ static mbx_runtime *runtime;
 typedef struct outcome {
   mbx_status status;
   char value[8192]; /* the value JSON when the run succeeded, else the full error message */
-  char out[8192];   /* captured stdout (raw bytes, NUL-terminated) */
-  size_t out_len;
-  char err[8192]; /* captured stderr */
-  size_t err_len;
+  mbx_usage usage;
 } outcome;
 
 static void copy_bytes(char *dst, size_t size, const char *src, size_t len) {
@@ -32,8 +28,32 @@ static void copy_bytes(char *dst, size_t size, const char *src, size_t len) {
   dst[len] = '\0';
 }
 
-/* Run code in sb and fill *o. Returns the run status; fails the test on an API status. */
-static mbx_status run_in(mbx_sandbox *sb, const char *code, outcome *o) {
+/* Limits of one run; KEEP leaves the library default. */
+#define KEEP UINT64_MAX
+typedef struct limits {
+  uint64_t memory, instructions, time_ms;
+} limits;
+static const limits defaults = {KEEP, KEEP, KEEP};
+
+static mbx_sandbox *new_sandbox(limits lim) {
+  mbx_policy *p = mbx_policy_new();
+  assert_non_null(p);
+  if (lim.memory != KEEP)
+    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, lim.memory), MBX_OK);
+  if (lim.instructions != KEEP)
+    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, lim.instructions), MBX_OK);
+  if (lim.time_ms != KEEP)
+    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, lim.time_ms), MBX_OK);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(runtime, p, &err);
+  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
+  mbx_policy_free(p);
+  return sb;
+}
+
+/* Run code in a fresh sandbox with these limits and fill *o. Fails the test on an API status. */
+static mbx_status run_with(limits lim, const char *code, outcome *o) {
+  mbx_sandbox *sb = new_sandbox(lim);
   mbx_result *res = NULL;
   mbx_error err;
   memset(o, 0, sizeof *o);
@@ -46,55 +66,36 @@ static mbx_status run_in(mbx_sandbox *sb, const char *code, outcome *o) {
   const char *text =
       o->status == MBX_OK ? mbx_result_value_json(res, &len) : mbx_result_error_message(res, &len);
   copy_bytes(o->value, sizeof o->value, text, len);
-  text = mbx_result_stdout(res, &o->out_len);
-  copy_bytes(o->out, sizeof o->out, text, o->out_len);
-  text = mbx_result_stderr(res, &o->err_len);
-  copy_bytes(o->err, sizeof o->err, text, o->err_len);
+  assert_int_equal(mbx_result_usage(res, &o->usage), MBX_OK);
   mbx_result_free(res);
-  return o->status;
-}
-
-/* A sandbox with the default policy, or with one limit changed (which == 0: none). */
-static mbx_sandbox *new_sandbox_with(mbx_limit which, uint64_t value) {
-  mbx_policy *p = mbx_policy_new();
-  assert_non_null(p);
-  if (which != 0) assert_int_equal(mbx_policy_set_limit(p, which, value), MBX_OK);
-  mbx_error err;
-  mbx_sandbox *sb = mbx_sandbox_new(runtime, p, &err);
-  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
-  mbx_policy_free(p);
-  return sb;
-}
-
-static mbx_sandbox *new_sandbox(void) {
-  return new_sandbox_with(0, 0);
-}
-
-/* Run code in a fresh default sandbox. */
-static mbx_status run(const char *code, outcome *o) {
-  mbx_sandbox *sb = new_sandbox();
-  mbx_status s = run_in(sb, code, o);
   mbx_sandbox_free(sb);
-  return s;
+  return o->status;
 }
 
 /* The snippet succeeds and returns exactly this JSON. */
 static void check_value(const char *code, const char *json) {
   static outcome o;
-  if (run(code, &o) != MBX_OK)
+  if (run_with(defaults, code, &o) != MBX_OK)
     fail_msg("%s\n  ended with %s: %s", code, mbx_status_name(o.status), o.value);
   if (strcmp(o.value, json) != 0) fail_msg("%s\n  returned %s\n  expected %s", code, o.value, json);
 }
 
-/* The snippet ends with this status and its error message contains the fragment. */
-static void check_error(const char *code, mbx_status status, const char *fragment) {
+/* Under these limits the snippet ends with this status, and its error message contains the
+   fragment (NULL: not checked). Returns the outcome for further checks. */
+static const outcome *check_ends(limits lim, const char *code, mbx_status status,
+                                 const char *fragment) {
   static outcome o;
-  run(code, &o);
+  run_with(lim, code, &o);
   if (o.status != status)
     fail_msg("%s\n  ended with %s (%s), expected %s", code, mbx_status_name(o.status), o.value,
              mbx_status_name(status));
-  if (strstr(o.value, fragment) == NULL)
+  if (fragment && strstr(o.value, fragment) == NULL)
     fail_msg("%s\n  error %s\n  does not contain %s", code, o.value, fragment);
+  return &o;
+}
+
+static void check_error(const char *code, const char *fragment) {
+  check_ends(defaults, code, MBX_RUNTIME_ERROR, fragment);
 }
 
 static int group_setup(void **state) {
@@ -111,23 +112,23 @@ static int group_teardown(void **state) {
   return 0;
 }
 
+/* A proxy over `store` whose every access goes through Lua metamethods. */
+#define PROXY                                                                                      \
+  "local store = {10, 20, 30} "                                                                    \
+  "local p = setmetatable({}, {__len = function() return #store end, "                             \
+  "__index = function(_, k) return store[k] end, "                                                 \
+  "__newindex = function(_, k, v) store[k] = v end}) "
+
+/* A table whose __index / __newindex are C functions: no VM instruction runs per element, so
+   only the library's own charge can stop a loop over it (THREATS D4). */
+#define C_METAMETHODS(len)                                                                         \
+  "local t = setmetatable({}, {__len = function() return " len " end, "                            \
+  "__index = rawlen, __newindex = rawequal}) "
+
 static void pack_works(void **state) {
   (void)state;
   check_value("local t = table.pack(1, nil, 'x') return t.n, t[1], t[2], t[3]", "[3,1,null,\"x\"]");
   check_value("local t = table.pack() return t.n, #t", "[0,0]");
-}
-
-static void unavailable_functions_name_themselves(void **state) {
-  (void)state;
-  static const char *const names[] = {"move", "concat", "insert", "remove", "unpack", "sort"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    char code[128], message[128];
-    snprintf(code, sizeof code, "table.%s({1, 2, 3}, 1, 2, 3)", names[i]);
-    snprintf(message, sizeof message, "table.%s is not available in this sandbox yet", names[i]);
-    check_error(code, MBX_RUNTIME_ERROR, message);
-    snprintf(code, sizeof code, "local t = {3, 2, 1} pcall(table.%s, t, 1) return t", names[i]);
-    check_value(code, "[3,2,1]"); /* nothing was done before the refusal */
-  }
 }
 
 static void library_has_exactly_these_functions(void **state) {
@@ -137,11 +138,239 @@ static void library_has_exactly_these_functions(void **state) {
               "7");
 }
 
+/* ---- insert / remove ------------------------------------------------------------------- */
+
+static void insert_and_remove_work_like_stock(void **state) {
+  (void)state;
+  check_value("local t = {1, 2, 3} table.insert(t, 4) table.insert(t, 1, 0) "
+              "table.insert(t, #t + 1, 9) return t",
+              "[0,1,2,3,4,9]");
+  check_value("local t = {1, 2, 3, 4} local a = table.remove(t) local b = table.remove(t, 1) "
+              "local c = table.remove(t, #t + 1) return a, b, c, t",
+              "[4,1,null,[2,3]]");
+  check_value("return table.remove({}), table.remove({}, 0), select('#', table.remove({}))",
+              "[null,null,1]");
+  /* Metamethods are honoured, as in stock (lua_geti / lua_seti / luaL_len). */
+  check_value(PROXY "table.insert(p, 1, 5) table.insert(p, 40) local r = table.remove(p, 2) "
+                    "return r, store",
+              "[10,[5,20,30,40]]");
+}
+
+static void insert_and_remove_errors_like_stock(void **state) {
+  (void)state;
+  check_error("table.insert({})", "wrong number of arguments to 'insert'");
+  check_error("table.insert({}, 1, 2, 3)", "wrong number of arguments to 'insert'");
+  check_error("table.insert({1}, 5, 2)", "bad argument #2 to 'insert' (position out of bounds)");
+  check_error("table.insert({1}, 0, 2)", "bad argument #2 to 'insert' (position out of bounds)");
+  check_error("table.insert(nil, 1)", "bad argument #1 to 'insert' (table expected, got nil)");
+  check_error("table.insert('abc', 1)", "bad argument #1 to 'insert' (table expected, got "
+                                        "string)");
+  /* Stock 5.4.4 names argument #1 for remove's position. */
+  check_error("table.remove({1, 2}, 5)", "bad argument #1 to 'remove' (position out of bounds)");
+  check_error("table.insert(setmetatable({}, {__len = function() return 1.5 end}), 1)",
+              "object length is not an integer");
+}
+
+/* ---- move ------------------------------------------------------------------------------ */
+
+static void move_works_like_stock(void **state) {
+  (void)state;
+  check_value("return table.move({1, 2, 3, 4, 5}, 2, 4, 1)", "[2,3,4,4,5]");
+  check_value("return table.move({1, 2, 3, 4, 5}, 1, 3, 3)", "[1,2,1,2,3]");
+  check_value("local a = {1, 2, 3} local b = table.move(a, 1, 3, 2, {}) return b[1], b[2], b[4]",
+              "[null,1,3]");
+  check_value("local a = {1, 2} return table.move(a, 1, 0, 5) == a, a", "[true,[1,2]]");
+  check_value(PROXY "table.move(p, 1, 3, 2) return store", "[10,10,20,30]");
+  check_error("table.move({}, -1, math.maxinteger, 1)",
+              "bad argument #3 to 'move' (too many elements to move)");
+  check_error("table.move({}, 1, 10, math.maxinteger)",
+              "bad argument #4 to 'move' (destination wrap around)");
+  check_error("table.move(1, 1, 1, 1)", "bad argument #1 to 'move' (table expected, got number)");
+  check_error("table.move({}, 1, 1, 1, 2)", "bad argument #5 to 'move' (table expected, got "
+                                            "number)");
+}
+
+/* ---- concat ---------------------------------------------------------------------------- */
+
+static void concat_works_like_stock(void **state) {
+  (void)state;
+  check_value("return table.concat({1, 2.5, 'x'}, ', '), table.concat({'a', 'b', 'c'}, '-', 2, "
+              "3), table.concat({}, 'x'), table.concat({'a'}, 'x', 3, 2), table.concat({1, 2}, 3)",
+              "[\"1, 2.5, x\",\"b-c\",\"\",\"\",\"132\"]");
+  check_value("return table.concat(setmetatable({}, {__index = function(_, k) return 'v' end}), "
+              "',', math.maxinteger - 1, math.maxinteger)",
+              "\"v,v\"");
+  check_value(PROXY "return table.concat(p, '+')", "\"10+20+30\"");
+  check_value("local t = {} for i = 1, 10000 do t[i] = i % 10 end return #table.concat(t, ',')",
+              "19999");
+  check_error("table.concat({1, {}, 3})", "invalid value (table) at index 2 in table for 'concat'");
+  check_error("table.concat({1, 2}, ',', 1, 3)",
+              "invalid value (nil) at index 3 in table for 'concat'");
+  check_error("table.concat({}, {})", "bad argument #2 to 'concat' (string expected, got table)");
+}
+
+/* ---- unpack ---------------------------------------------------------------------------- */
+
+static void unpack_works_like_stock(void **state) {
+  (void)state;
+  check_value("return table.unpack({1, 2, 3})", "[1,2,3]");
+  check_value("return table.unpack({1, 2, 3}, 2)", "[2,3]");
+  check_value("return table.unpack({1, 2, 3}, 2, 5)", "[2,3,null,null]");
+  check_value("return table.unpack({1, 2, 3}, -1, 1)", "[null,null,1]");
+  check_value("return select('#', table.unpack({}, 1, 0)), select('#', table.unpack({}, 5, 1))",
+              "[0,0]");
+  check_value(PROXY "return table.unpack(p)", "[10,20,30]");
+  check_value("return select('#', table.unpack({}, 1, 999000))", "999000");
+  check_error("table.unpack({}, 1, 1e7)", "too many results to unpack");
+  check_error("table.unpack({}, math.mininteger, math.maxinteger)", "too many results to unpack");
+  check_error("table.unpack({}, 1, 1.5)", "bad argument #3 to 'unpack' (number has no integer "
+                                          "representation)");
+  check_error("table.unpack()", "attempt to get length of a nil value");
+}
+
+/* The stack grows by reallocation: a count that cannot fit is refused before the allocator
+   would have to fail (which runs an emergency collection at a moment the guest picks). */
+static void unpack_refuses_what_cannot_fit(void **state) {
+  (void)state;
+  limits lim = {1024 * 1024, KEEP, KEEP};
+  const outcome *o = check_ends(lim, "return table.unpack({}, 1, 500000)", MBX_RUNTIME_ERROR,
+                                "too many results to unpack");
+  assert_true(o->usage.memory_peak < 1024 * 1024);
+}
+
+/* ---- sort ------------------------------------------------------------------------------ */
+
+static void sort_works_like_stock(void **state) {
+  (void)state;
+  check_value("local t = {5, 2, 8, 1, 9, 3} table.sort(t) return t", "[1,2,3,5,8,9]");
+  check_value("local t = {5, 2, 8, 1, 9, 3} table.sort(t, function(a, b) return a > b end) "
+              "return t",
+              "[9,8,5,3,2,1]");
+  check_value("local t = {'b', 'a', 'c', 'B'} table.sort(t) return t", "[\"B\",\"a\",\"b\",\"c\"]");
+  check_value("local t = {} table.sort(t) local u = {1} table.sort(u) return #t, u", "[0,[1]]");
+  /* Many equal keys, already sorted, reversed, and a large random array. */
+  check_value("local function sorted(t, lt) for i = 2, #t do if lt(t[i], t[i - 1]) then "
+              "return false end end return true end "
+              "local lt = function(a, b) return a < b end local r = {} "
+              "local a, b, c, d = {}, {}, {}, {} for i = 1, 1000 do a[i] = i % 3 b[i] = i "
+              "c[i] = -i end for i = 1, 100000 do d[i] = math.random(1, 1000000) end "
+              "table.sort(a) table.sort(b) table.sort(c) table.sort(d) "
+              "return sorted(a, lt), sorted(b, lt), sorted(c, lt), sorted(d, lt), #d",
+              "[true,true,true,true,100000]");
+  /* Records sorted by key with a comparator; __lt metamethods are used without one. */
+  check_value("local t = {} for i = 1, 200 do t[i] = {k = (i * 37) % 101} end "
+              "table.sort(t, function(x, y) return x.k < y.k end) local ok = true "
+              "for i = 2, #t do ok = ok and t[i - 1].k <= t[i].k end return ok",
+              "true");
+  check_value("local mt = {__lt = function(x, y) return x.v < y.v end} local t = {} "
+              "for i = 1, 50 do t[i] = setmetatable({v = (i * 7) % 50}, mt) end table.sort(t) "
+              "return t[1].v, t[50].v",
+              "[0,49]");
+  check_value(PROXY "store[4] = 5 table.sort(p) return store", "[5,10,20,30]");
+}
+
+static void sort_errors_like_stock(void **state) {
+  (void)state;
+  check_error("table.sort({1, {}, 2})", "attempt to compare");
+  check_error("table.sort({1, 2, 3}, 1)", "bad argument #2 to 'sort' (function expected, got "
+                                          "number)");
+  check_error("table.sort(setmetatable({}, {__len = function() return math.maxinteger end}))",
+              "bad argument #1 to 'sort' (array too big)");
+  check_error("table.sort({5, 4, 3, 2, 1, 6, 7, 8}, function() return true end)",
+              "invalid order function for sorting");
+  /* An error in the comparator propagates unchanged. */
+  check_error("table.sort({3, 2, 1}, function() error('boom', 0) end)", "boom");
+  check_value("return pcall(table.sort, {3, 1, 2, 5, 4}, function(a, b) error({code = 7}) end)",
+              "[false,{\"code\":7}]");
+}
+
+/* Whatever an inconsistent comparator answers, sort only touches indices 1..#t. */
+static void sort_with_inconsistent_comparator_stays_in_bounds(void **state) {
+  (void)state;
+  /* Random answers, constant answers and a comparator that sometimes raises: no index outside
+     1..n is ever read or written, and the elements stay a permutation of the original. */
+  check_value("local n = 200 local data = {} for i = 1, n do data[i] = (i * 37) % 101 end "
+              "local function counts() local c = {} for i = 1, n do "
+              "c[data[i]] = (c[data[i]] or 0) + 1 end return c end local before = counts() "
+              "local bad = 0 local p = setmetatable({}, {__len = function() return n end, "
+              "__index = function(_, k) if k < 1 or k > n then bad = bad + 1 end "
+              "return data[k] end, __newindex = function(_, k, v) if k < 1 or k > n then "
+              "bad = bad + 1 end data[k] = v end}) "
+              "for seed = 1, 50 do math.randomseed(seed) pcall(table.sort, p, "
+              "function(a, b) if math.random() < 0.002 then error('x') end "
+              "return math.random() < 0.5 end) end "
+              "for _, always in ipairs({true, false}) do pcall(table.sort, p, function() "
+              "return always end) end "
+              "local after, same = counts(), true for k, v in pairs(before) do "
+              "same = same and after[k] == v end return bad, same",
+              "[0,true]");
+}
+
+/* ---- metering -------------------------------------------------------------------------- */
+
+static void loops_over_huge_ranges_end_on_the_budget(void **state) {
+  (void)state;
+  limits instructions = {KEEP, 1000000, KEEP};
+  check_ends(instructions, "table.move({}, 1, math.maxinteger, 1)", MBX_INSTRUCTION_LIMIT, NULL);
+  check_ends(instructions, "table.move({}, 1, math.maxinteger - 1, 2)", MBX_INSTRUCTION_LIMIT,
+             NULL);
+  limits deadline = {KEEP, 0, 100};
+  check_ends(deadline, "table.move({}, 1, math.maxinteger, 1)", MBX_TIME_LIMIT, NULL);
+  check_ends(deadline, "table.move({}, 1, math.maxinteger, 1, {})", MBX_TIME_LIMIT, NULL);
+}
+
+/* __index = rawlen / __newindex = rawequal: each element costs a C call and no instruction. */
+static void c_metamethods_end_on_the_budget(void **state) {
+  (void)state;
+  limits lim = {KEEP, 1000000, KEEP};
+  check_ends(lim, C_METAMETHODS("2^53") "table.insert(t, 1, 'x')", MBX_INSTRUCTION_LIMIT, NULL);
+  check_ends(lim, C_METAMETHODS("2^53") "table.remove(t, 1)", MBX_INSTRUCTION_LIMIT, NULL);
+  check_ends(lim, C_METAMETHODS("2^53") "table.concat(t, '', 1, 2^53)", MBX_INSTRUCTION_LIMIT,
+             NULL);
+  check_ends(lim, C_METAMETHODS("2^53") "table.move(t, 1, 2^53, 2)", MBX_INSTRUCTION_LIMIT, NULL);
+  check_ends(lim, C_METAMETHODS("2^30") "table.sort(t)", MBX_INSTRUCTION_LIMIT, NULL);
+  check_ends(lim, C_METAMETHODS("2^30") "table.sort(t, rawequal)", MBX_INSTRUCTION_LIMIT, NULL);
+  limits small = {KEEP, 100000, KEEP};
+  check_ends(small, C_METAMETHODS("0") "return select('#', table.unpack(t, 1, 500000))",
+             MBX_INSTRUCTION_LIMIT, NULL);
+  limits deadline = {KEEP, 0, 100};
+  check_ends(deadline, C_METAMETHODS("2^53") "table.concat(t, '', 1, 2^53)", MBX_TIME_LIMIT, NULL);
+  check_ends(deadline, C_METAMETHODS("2^30") "table.sort(t)", MBX_TIME_LIMIT, NULL);
+}
+
+/* A comparator (or __lt) that never returns is guest code: the hook stops it. */
+static void looping_comparators_end_on_the_budget(void **state) {
+  (void)state;
+  limits deadline = {KEEP, 0, 100};
+  check_ends(deadline,
+             "local mt = {__lt = function() while true do end end} local t = {} "
+             "for i = 1, 10 do t[i] = setmetatable({}, mt) end table.sort(t)",
+             MBX_TIME_LIMIT, NULL);
+  check_ends(deadline, "table.sort({3, 2, 1}, function() while true do end end)", MBX_TIME_LIMIT,
+             NULL);
+  /* pcall does not swallow the trip. */
+  check_ends(deadline,
+             "pcall(table.sort, {3, 2, 1}, function() while true do end end) "
+             "return 'survived'",
+             MBX_TIME_LIMIT, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pack_works),
-      cmocka_unit_test(unavailable_functions_name_themselves),
       cmocka_unit_test(library_has_exactly_these_functions),
+      cmocka_unit_test(insert_and_remove_work_like_stock),
+      cmocka_unit_test(insert_and_remove_errors_like_stock),
+      cmocka_unit_test(move_works_like_stock),
+      cmocka_unit_test(concat_works_like_stock),
+      cmocka_unit_test(unpack_works_like_stock),
+      cmocka_unit_test(unpack_refuses_what_cannot_fit),
+      cmocka_unit_test(sort_works_like_stock),
+      cmocka_unit_test(sort_errors_like_stock),
+      cmocka_unit_test(sort_with_inconsistent_comparator_stays_in_bounds),
+      cmocka_unit_test(loops_over_huge_ranges_end_on_the_budget),
+      cmocka_unit_test(c_metamethods_end_on_the_budget),
+      cmocka_unit_test(looping_comparators_end_on_the_budget),
   };
   return cmocka_run_group_tests_name("stdlib/table", tests, group_setup, group_teardown);
 }
