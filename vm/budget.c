@@ -40,7 +40,11 @@ void mbxV_trip_message(lua_State *L, mbxV_trip why, char *buf, size_t size) {
   mbxV_vm *vm = mbxV_from(L);
   switch (why) {
   case MBXV_TRIP_MEMORY:
-    snprintf(buf, size, "memory limit exceeded (%zu bytes)", vm->heap.limit);
+    if (vm->heap.refused && vm->heap.used <= vm->heap.limit)
+      snprintf(buf, size, "memory limit exceeded: the heap is too fragmented for a %s",
+               "new block (live data is under the limit; allocate fewer distinct sizes)");
+    else
+      snprintf(buf, size, "memory limit exceeded (%zu bytes)", vm->heap.limit);
     break;
   case MBXV_TRIP_INSTRUCTIONS:
     snprintf(buf, size, "instruction limit exceeded (%llu instructions)",
@@ -71,7 +75,7 @@ void mbxV_trip_message(lua_State *L, mbxV_trip why, char *buf, size_t size) {
 /* Raise the sticky trip as a Lua error. The message is for humans reading a traceback; the
    run's status is taken from the flag, never from this text. */
 static void raise_trip(lua_State *L, mbxV_trip why) {
-  char msg[96];
+  char msg[MBXV_TRIP_MESSAGE_MAX];
   mbxV_trip_message(L, why, msg, sizeof msg);
   lua_pushstring(L, msg);
   lua_error(L);

@@ -76,7 +76,8 @@ void mbxV_budget_stop(lua_State *L);
 /* The heap's pressure callback (ud is the mbxV_vm): over the limit, or large blocks appeared.
    Re-arms the current thread's hook at count 1 so the hook looks at once. */
 void mbxV_budget_on_pressure(void *ud);
-/* The message of a trip, e.g. "time limit exceeded (200 ms)", into buf. */
+/* The message of a trip, e.g. "time limit exceeded (200 ms)", into buf (this size fits all). */
+#define MBXV_TRIP_MESSAGE_MAX 160
 void mbxV_trip_message(lua_State *L, mbxV_trip why, char *buf, size_t size);
 
 #endif

@@ -234,7 +234,7 @@ static mbx_status status_of_trip(mbxV_trip t) {
 /* Fill out->error for a failed run; the trip (if any) decides the status and the text. */
 static void fail_with_thread(lua_State *L, run_step *st, mbxV_outcome *out, mbx_status status,
                              const char *override) {
-  char trip_text[96];
+  char trip_text[MBXV_TRIP_MESSAGE_MAX];
   mbxV_trip t = mbxV_tripped(L);
   if (t == MBXV_TRIP_EXIT) {
     mbxV_vm *vm = mbxV_from(L);
@@ -263,7 +263,7 @@ static void fail_with_thread(lua_State *L, run_step *st, mbxV_outcome *out, mbx_
 
 static void fail_with_message(lua_State *L, mbxV_outcome *out, mbx_status status, const char *msg,
                               size_t len, int split) {
-  char trip_text[96];
+  char trip_text[MBXV_TRIP_MESSAGE_MAX];
   mbxV_trip t = mbxV_tripped(L);
   if (t != MBXV_TRIP_NONE) {
     status = status_of_trip(t);
