@@ -9,18 +9,14 @@ for _, o in ipairs(orders) do
 end
 
 local ranking = {}
-for _, c in pairs(by_customer) do
-  -- insertion by total, highest first
-  local i = #ranking + 1
-  while i > 1 and ranking[i - 1].total < c.total do
-    ranking[i] = ranking[i - 1]
-    i = i - 1
-  end
-  ranking[i] = c
-end
+for _, c in pairs(by_customer) do table.insert(ranking, c) end
+table.sort(ranking, function(a, b) return a.total > b.total end)
 
 print(string.format("%d orders, %d at or above %.2f", #orders, big, threshold))
 for i, c in ipairs(ranking) do
   print(string.format("%d. %-6s %8.2f  (%d orders)", i, c.customer:upper(), c.total, c.orders))
 end
-return {top = ranking[1].customer, customers = #ranking, big_orders = big}
+local names = {}
+for _, c in ipairs(ranking) do names[#names + 1] = c.customer:gsub("^%l", string.upper) end
+return {top = ranking[1].customer, customers = #ranking, big_orders = big,
+        summary = table.concat(names, " > ")}
