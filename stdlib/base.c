@@ -14,10 +14,38 @@
 #include "vm/vm.h"
 
 /* Registry keys of the metatable policy. */
-static const char key_original = 0;  /* clone[key] = the guest's metatable */
-static const char key_protected = 0; /* clone[key] = true when the guest set __metatable */
-static const char key_last_mt = 0;   /* one-entry cache: the last metatable cloned ... */
-static const char key_last_clone = 0; /* ... and its clone */
+static const char key_original = 0;    /* clone[key] = the guest's metatable */
+static const char key_protected = 0;   /* clone[key] = true when the guest set __metatable */
+static const char key_events = 0;      /* clone[key] = bit i set when event_names[i] is in it */
+static const char key_clone_cache = 0; /* registry: {[mt] = clone}, weak (see clone_cache) */
+
+/* Every field of a metatable that Lua 5.4 or this library ever reads: the events of ltm.c
+   (less __gc, __mode and __concat, which setmetatable refuses outright), and the fields
+   luaL_tolstring, pairs and the JSON codec look up. The clone holds these and nothing else
+   (plus __metatable and the private keys above): only C reads a clone (guests never reach
+   one), so other fields would be dead weight, and the cache check below costs one raw read
+   per name whatever the size of the class table. */
+static const char *const event_names[] = {
+    "__index", "__newindex", "__len",  "__eq",    "__add",     "__sub", "__mul",
+    "__mod",   "__pow",      "__div",  "__idiv",  "__band",    "__bor", "__bxor",
+    "__shl",   "__shr",      "__unm",  "__bnot",  "__lt",      "__le",  "__call",
+    "__close", "__tostring", "__name", "__pairs", "__jsontype"};
+#define EVENT_COUNT ((int)(sizeof event_names / sizeof *event_names))
+
+/* Fields setmetatable refuses, and why. */
+static const char *const refused_fields[][2] = {
+    {"__gc", "finalizers run with the budget switched off"},
+    {"__mode", "weak tables can reach a use-after-free in this Lua version"},
+    {"__concat", "__concat metamethods can corrupt memory in this Lua version"}};
+#define REFUSED_COUNT ((int)(sizeof refused_fields / sizeof *refused_fields))
+
+/* setmetatable is a C closure whose upvalues are these names as Lua strings, so the hot path
+   pushes a key with a stack copy instead of interning a C string (measured: the lookups
+   dominate a cache hit). Guests cannot reach a C closure's upvalues (no debug library). */
+#define UPV_EVENT(i) lua_upvalueindex(1 + (i))
+#define UPV_METATABLE lua_upvalueindex(1 + EVENT_COUNT)
+#define UPV_REFUSED(i) lua_upvalueindex(2 + EVENT_COUNT + (i))
+#define UPVALUE_COUNT (EVENT_COUNT + 1 + REFUSED_COUNT)
 
 static int base_print(lua_State *L) {
   int n = lua_gettop(L);
@@ -99,8 +127,10 @@ static int base_load(lua_State *L) {
       }
       if (luaL_bufflen(&b) + piece > MBXL_LOAD_MAX) {
         luaL_pushfail(L);
-        lua_pushfstring(L, "load: the chunk exceeds %d bytes, the most this sandbox compiles "
-                           "per call", MBXL_LOAD_MAX);
+        lua_pushfstring(L,
+                        "load: the chunk exceeds %d bytes, the most this sandbox compiles "
+                        "per call",
+                        MBXL_LOAD_MAX);
         return 2;
       }
       luaL_addvalue(&b);
@@ -125,90 +155,168 @@ static int base_load(lua_State *L) {
   return 1;
 }
 
-/* The clone is reused while the metatable's fields are unchanged: object-heavy code calls
-   setmetatable with one class table millions of times. The check is exact: every field of mt
-   is in the clone with the same value, and the clone holds nothing else but __metatable
-   (which is mt itself when mt has none) and its private light-userdata keys. */
-static int cached_clone_matches(lua_State *L, int mt) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key_last_mt) != LUA_TTABLE ||
-      !lua_rawequal(L, -1, mt)) {
-    lua_pop(L, 1);
-    return 0;
-  }
-  lua_pop(L, 1);
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &key_last_clone);
-  int clone = lua_gettop(L);
-  int same = 1;
-  long fields = 0, clone_fields = 0;
+/*
+** The clone cache: object-heavy code calls setmetatable with the same few class tables
+** millions of times, so a clone is reused while every field in event_names and __metatable
+** still holds the value it had when the clone was made (rawequal). That is exactly what the
+** clone could disagree on, so reuse is invisible; any other change (a method added to the
+** class table itself) cannot matter, as no clone holds it.
+**
+** The cache is registry[&key_clone_cache] = {[mt] = clone} with __mode = "kv", in the
+** registry only: guests never see it, so they can neither read a clone out of it (and write
+** __gc into that) nor make it anybody's metatable. Why this is safe and why "kv":
+**  - Debian 5.4.4's luaV_finishset use-after-free (upstream 983bc433; THREATS section 0)
+**    needs a weak table that is the *metatable* of something, holding a __newindex table that
+**    an emergency collection frees mid-assignment. This table is never a metatable, is only
+**    written with lua_rawset (no __newindex path at all), and the allocator does not run
+**    emergency collections below its ceiling (THREATS P0 item 8).
+**  - Weak values as well as keys, not an ephemeron (weak keys only): a clone is frozen, so
+**    once its class changes it can hold the only reference to a table that is itself a key
+**    of the cache (the class's old __index, a class too). An ephemeron table then makes the
+**    collector's atomic phase re-traverse the whole table once per link of such a chain:
+**    quadratic, in C, unmetered. Measured with stock lua5.4, 40 000 stale entries cost 9 s
+**    in one collectgarbage() (0.01 ms with "kv"). With "kv" the table is never traversed
+**    for marking. The price is a miss after a collection that found no live object using
+**    the clone: one fresh clone per class per GC cycle.
+**  - Neither a dead class nor its clone is kept alive: entries go once nothing else holds
+**    the clone (objects using it) or the class. A miss for one class never evicts another.
+*/
+
+/* Keys of mt a walk may visit before the check switches to probing every name: a walk costs
+   about one lookup per key of mt, a probe one per event name, so walking wins for the small
+   class tables typical code has, and the cap bounds the work when mt has grown huge. */
+#define WALK_MAX_KEYS 24
+
+/* The event index of the string key at idx, or -1 (also for "__metatable" and anything not
+   in event_names). Compared with lengths: a key like "__index\0x" is not "__index". */
+static int event_index(lua_State *L, int idx) {
+  size_t len;
+  const char *k = lua_tolstring(L, idx, &len);
+  if (len < 3 || k[0] != '_' || k[1] != '_') return -1;
+  for (int i = 0; i < EVENT_COUNT; i++) /* plain C: no API call per name */
+    if (strlen(event_names[i]) == len && memcmp(k, event_names[i], len) == 0) return i;
+  return -1;
+}
+
+/* The event fields of mt are still those of clone, found by walking mt: every event key met
+   must be one the clone holds, with the same value, and all of those must be met. Returns
+   1 (match), 0 (no match) or -1 (mt has more than WALK_MAX_KEYS keys: probe instead). */
+static int events_match_by_walk(lua_State *L, int mt, int clone, lua_Integer present) {
+  int base = lua_gettop(L), keys = 0, met = 0, same = 1;
   lua_pushnil(L);
-  while (lua_next(L, mt)) {
-    fields++;
-    lua_pushvalue(L, -2);
-    lua_rawget(L, clone);
-    same = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
-    if ((fields & 1023) == 0) mbxV_charge(L, 1024);
-    if (!same) {
-      lua_pop(L, 1); /* the key lua_next left */
-      break;
+  while (same && lua_next(L, mt)) {
+    if (++keys > WALK_MAX_KEYS) {
+      lua_settop(L, base);
+      return -1;
     }
-  }
-  if (same) {
-    lua_pushnil(L);
-    while (lua_next(L, clone)) {
-      lua_pop(L, 1);
-      if (lua_type(L, -1) != LUA_TLIGHTUSERDATA) clone_fields++;
-      if ((clone_fields & 1023) == 0) mbxV_charge(L, 1024);
-    }
-    lua_pushliteral(L, "__metatable");
-    int mt_has_meta = lua_rawget(L, mt) != LUA_TNIL;
-    lua_pop(L, 1);
-    same = clone_fields == fields + (mt_has_meta ? 0 : 1);
-    if (same && !mt_has_meta) { /* the clone's __metatable must then be mt itself */
-      lua_pushliteral(L, "__metatable");
+    int i = lua_type(L, -2) == LUA_TSTRING ? event_index(L, -2) : -1;
+    if (i >= 0) {
+      met++;
+      lua_pushvalue(L, -2);
       lua_rawget(L, clone);
-      same = lua_rawequal(L, -1, mt);
+      same = ((present >> i) & 1) && lua_rawequal(L, -1, -2);
       lua_pop(L, 1);
     }
-  }
-  if (!same) {
     lua_pop(L, 1);
-    return 0;
   }
-  return 1; /* the clone is on the stack */
+  lua_settop(L, base);
+  if (!same) return 0;
+  int held = 0;
+  for (lua_Integer bits = present; bits; bits &= bits - 1)
+    held++;
+  return met == held;
+}
+
+/* The same by probing mt for every event name: constant work, one raw read per name. */
+static int events_match_by_probe(lua_State *L, int mt, int clone, lua_Integer present) {
+  int base = lua_gettop(L), same = 1;
+  for (int i = 0; i < EVENT_COUNT && same; i++) {
+    lua_pushvalue(L, UPV_EVENT(i));
+    int in_mt = lua_rawget(L, mt) != LUA_TNIL;
+    if ((present >> i) & 1) {
+      lua_pushvalue(L, UPV_EVENT(i));
+      lua_rawget(L, clone);
+      same = lua_rawequal(L, -1, -2);
+    } else {
+      same = !in_mt;
+    }
+    lua_settop(L, base);
+  }
+  return same;
+}
+
+/* 1 if the clone at index clone still matches the metatable at mt (see above). Bounded work
+   whatever mt holds. Called from base_setmetatable's frame (it reads that closure's
+   upvalues). */
+static int clone_matches(lua_State *L, int mt, int clone) {
+  int base = lua_gettop(L);
+  lua_rawgetp(L, clone, &key_events);
+  lua_Integer present = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  int same = events_match_by_walk(L, mt, clone, present);
+  if (same < 0) same = events_match_by_probe(L, mt, clone, present);
+  if (same) {
+    /* __metatable: the clone holds the guest's value (and key_protected), or mt itself. */
+    lua_pushvalue(L, UPV_METATABLE);
+    int guest_protects = lua_rawget(L, mt) != LUA_TNIL;
+    int was_protected = lua_rawgetp(L, clone, &key_protected) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (!guest_protects) {
+      lua_pop(L, 1);
+      lua_pushvalue(L, mt);
+    }
+    lua_pushvalue(L, UPV_METATABLE);
+    lua_rawget(L, clone);
+    same = guest_protects == was_protected && lua_rawequal(L, -1, -2);
+  }
+  lua_settop(L, base);
+  return same;
 }
 
 /* Push a frozen shallow clone of the metatable at mt: the object gets the clone, so fields
    added to mt later (a __gc, __mode or __concat placeholder swapped in) never take effect
-   (THREATS P0 item 4). clone.__metatable makes getmetatable return the guest's own table. */
+   (THREATS P0 item 4). clone.__metatable makes getmetatable return the guest's own table.
+   Called from base_setmetatable's frame. */
 static void push_clone(lua_State *L, int mt) {
-  if (cached_clone_matches(L, mt)) return;
-  lua_newtable(L);
-  int clone = lua_gettop(L);
-  int fields = 0;
-  lua_pushnil(L);
-  while (lua_next(L, mt)) {
-    lua_pushvalue(L, -2);
-    lua_insert(L, -2);
-    lua_rawset(L, clone);
-    if ((++fields & 1023) == 0) mbxV_charge(L, 1024);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &key_clone_cache);
+  int cache = lua_gettop(L);
+  lua_pushvalue(L, mt);
+  if (lua_rawget(L, cache) == LUA_TTABLE && clone_matches(L, mt, cache + 1)) {
+    lua_remove(L, cache);
+    return;
   }
-  lua_pushliteral(L, "__metatable");
+  lua_pop(L, 1);
+  lua_createtable(L, 0, 4);
+  int clone = lua_gettop(L);
+  lua_Integer present = 0;
+  for (int i = 0; i < EVENT_COUNT; i++) {
+    lua_pushvalue(L, UPV_EVENT(i));
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, mt) == LUA_TNIL) {
+      lua_pop(L, 2);
+      continue;
+    }
+    lua_rawset(L, clone);
+    present |= (lua_Integer)1 << i;
+  }
+  lua_pushinteger(L, present);
+  lua_rawsetp(L, clone, &key_events);
+  lua_pushvalue(L, UPV_METATABLE);
+  lua_pushvalue(L, -1);
   if (lua_rawget(L, mt) != LUA_TNIL) {
     lua_pushboolean(L, 1);
     lua_rawsetp(L, clone, &key_protected);
-    lua_pop(L, 1); /* the clone already holds the guest's __metatable value */
   } else {
     lua_pop(L, 1);
     lua_pushvalue(L, mt);
-    lua_setfield(L, clone, "__metatable");
   }
+  lua_rawset(L, clone);
   lua_pushvalue(L, mt);
   lua_rawsetp(L, clone, &key_original);
   lua_pushvalue(L, mt);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_last_mt);
   lua_pushvalue(L, clone);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_last_clone);
+  lua_rawset(L, cache);
+  lua_remove(L, cache);
 }
 
 static int base_setmetatable(lua_State *L) {
@@ -230,17 +338,15 @@ static int base_setmetatable(lua_State *L) {
     lua_setmetatable(L, 1);
     return 1;
   }
-  static const char *const refused[][2] = {
-      {"__gc", "finalizers run with the budget switched off"},
-      {"__mode", "weak tables can reach a use-after-free in this Lua version"},
-      {"__concat", "__concat metamethods can corrupt memory in this Lua version"}};
-  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-    lua_pushstring(L, refused[i][0]);
+  for (int i = 0; i < REFUSED_COUNT; i++) {
+    lua_pushvalue(L, UPV_REFUSED(i));
     if (lua_rawget(L, 2) != LUA_TNIL)
-      return luaL_error(L, "setmetatable: metatables with '%s' are not allowed in this sandbox (%s)",
-                        refused[i][0], refused[i][1]);
+      return luaL_error(L,
+                        "setmetatable: metatables with '%s' are not allowed in this sandbox (%s)",
+                        refused_fields[i][0], refused_fields[i][1]);
     lua_pop(L, 1);
   }
+  lua_checkstack(L, 8); /* the check and the clone use a few slots above the two arguments */
   push_clone(L, 2);
   lua_setmetatable(L, 1);
   lua_settop(L, 1);
@@ -333,18 +439,36 @@ static int base_xpcall(lua_State *L) {
   return finish_pcall(L, status, 2);
 }
 
+/* setmetatable with its upvalues (the names it reads), and its clone cache. The cache's own
+   metatable is set here from C: it is the only __mode the sandbox holds. Built at open, so a
+   slot's template already has both. */
+static void open_setmetatable(lua_State *L) {
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "kv");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_clone_cache);
+  luaL_checkstack(L, UPVALUE_COUNT, "setmetatable");
+  for (int i = 0; i < EVENT_COUNT; i++)
+    lua_pushstring(L, event_names[i]);
+  lua_pushliteral(L, "__metatable");
+  for (int i = 0; i < REFUSED_COUNT; i++)
+    lua_pushstring(L, refused_fields[i][0]);
+  lua_pushcclosure(L, base_setmetatable, UPVALUE_COUNT);
+  lua_setfield(L, -2, "setmetatable");
+}
+
 int mbxL_open_base(lua_State *L) {
-  static const luaL_Reg replaced[] = {{"print", base_print},
-                                      {"tostring", base_tostring},
-                                      {"load", base_load},
-                                      {"setmetatable", base_setmetatable},
-                                      {"collectgarbage", base_collectgarbage},
-                                      {"pcall", base_pcall},
-                                      {"xpcall", base_xpcall},
-                                      {NULL, NULL}};
+  static const luaL_Reg replaced[] = {
+      {"print", base_print}, {"tostring", base_tostring},
+      {"load", base_load},   {"collectgarbage", base_collectgarbage},
+      {"pcall", base_pcall}, {"xpcall", base_xpcall},
+      {NULL, NULL}};
   static const char *const removed[] = {"dofile", "loadfile", "warn"};
   luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
   luaL_setfuncs(L, replaced, 0);
+  open_setmetatable(L);
   for (size_t i = 0; i < sizeof removed / sizeof *removed; i++) {
     lua_pushnil(L);
     lua_setfield(L, -2, removed[i]);

@@ -163,7 +163,7 @@ static int os_date(lua_State *L) {
 
 static int os_difftime(lua_State *L) {
   time_t t1 = check_time(L, 1);
-  time_t t2 = lua_isnoneornil(L, 2) ? 0 : check_time(L, 2);
+  time_t t2 = check_time(L, 2); /* required, as in stock 5.4 */
   lua_pushnumber(L, (lua_Number)difftime(t1, t2));
   return 1;
 }
