@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -43,6 +44,14 @@ typedef struct bench_plan {
   size_t snippet_iters, snippet_warmup;
   size_t process_iters, process_warmup;
 } bench_plan;
+
+/* Iterations per snippet of the agent corpus (section 10): timed runs and warm-up runs. */
+#define AGENT_ITERS 2000
+#define AGENT_WARMUP 200
+#define AGENT_QUICK_ITERS 200
+#define AGENT_QUICK_WARMUP 20
+/* At most this many corpus snippets are measured (the corpus has about fifty). */
+#define AGENT_MAX_SNIPPETS 256
 
 static const bench_plan FULL_PLAN = {200000, 20000, 20000, 2000, 50, 3};
 static const bench_plan QUICK_PLAN = {20000, 2000, 2000, 200, 10, 1};
@@ -384,7 +393,9 @@ static void print_machine(const bench_plan *plan, int quick) {
 
 typedef struct bench_args {
   int quick;
+  int agent_only; /* --agent-only: skip cases 1-9 */
   const char *snippet_path;
+  const char *agent_dir; /* the tests/agent corpus; NULL: next to the default snippet */
 } bench_args;
 
 /* The snippet's "digest" field from the moonbox result JSON; -1 if absent. */
@@ -444,6 +455,166 @@ static void new_repl(bench_ctx *ctx) {
   if (!ctx->repl) die(ctx->case_name, "mbx_sandbox_new", err.message);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Section 10: the tests/agent corpus, each snippet in a fresh sandbox.                      */
+
+/* One corpus snippet that runs with the default policy: its source, its inputs, its figures. */
+typedef struct agent_snippet {
+  char name[64];
+  char *source;
+  size_t source_len;
+  char *inputs; /* the --input JSON (or the --input-file contents); NULL for none */
+  size_t inputs_len;
+  bench_stats stats;
+} agent_snippet;
+
+/* The value of header line `-- KEY: value` in the snippet's leading comment, or NULL. */
+static const char *agent_header(const char *source, const char *key, size_t *len) {
+  size_t key_len = strlen(key);
+  for (const char *line = source; strncmp(line, "--", 2) == 0;) {
+    const char *end = strchr(line, '\n');
+    if (!end) end = line + strlen(line);
+    const char *p = line + 2;
+    while (*p == ' ')
+      p++;
+    if (strncmp(p, key, key_len) == 0 && p[key_len] == ':') {
+      p += key_len + 1;
+      while (*p == ' ')
+        p++;
+      *len = (size_t)(end - p);
+      return p;
+    }
+    if (!*end) break;
+    line = end + 1;
+  }
+  return NULL;
+}
+
+/* Load path as a corpus snippet. Returns 0 (and says why in skip_reason) for a snippet that
+   needs more than the default policy and its inputs: --seed, --time or any other option, or an
+   expected failure (those are about behaviour, not speed). Reads --input-file relative to dir. */
+static int agent_load(const char *dir, const char *path, agent_snippet *out,
+                      const char **skip_reason) {
+  memset(out, 0, sizeof *out);
+  const char *base = strrchr(path, '/');
+  snprintf(out->name, sizeof out->name, "%s", base ? base + 1 : path);
+  out->source = read_file(path, &out->source_len);
+  if (!out->source) die(NULL, "cannot read an agent snippet", path);
+  size_t len;
+  const char *status = agent_header(out->source, "expect-status", &len);
+  if ((status && !(len == 2 && strncmp(status, "ok", 2) == 0)) ||
+      agent_header(out->source, "expect-error", &len)) {
+    *skip_reason = "expects an error";
+    goto skip;
+  }
+  const char *args = agent_header(out->source, "args", &len);
+  if (!args) return 1;
+  char file_arg[256];
+  if (strncmp(args, "--input ", 8) == 0) {
+    out->inputs_len = len - 8;
+    out->inputs = strndup(args + 8, out->inputs_len);
+    if (!out->inputs) die(NULL, "out of memory", path);
+    return 1;
+  }
+  if (strncmp(args, "--input-file ", 13) == 0 && len - 13 < 200 &&
+      !memchr(args + 13, ' ', len - 13)) {
+    snprintf(file_arg, sizeof file_arg, "%s/%.*s", dir, (int)(len - 13), args + 13);
+    out->inputs = read_file(file_arg, &out->inputs_len);
+    if (!out->inputs) die(NULL, "cannot read an agent snippet's --input-file", file_arg);
+    return 1;
+  }
+  *skip_reason = "needs CLI flags other than --input";
+skip:
+  free(out->source);
+  out->source = NULL;
+  return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median of n values (sorts them). */
+static double median_of(double *values, size_t n) {
+  qsort(values, n, sizeof *values, cmp_double);
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+/* Every runnable corpus snippet, new + run + free per iteration, then the corpus summary. */
+static void bench_agent_corpus(bench_ctx *ctx, const char *dir, int quick) {
+  size_t iters = quick ? AGENT_QUICK_ITERS : AGENT_ITERS;
+  size_t warmup = quick ? AGENT_QUICK_WARMUP : AGENT_WARMUP;
+  char pattern[4096];
+  snprintf(pattern, sizeof pattern, "%s/[0-9][0-9]_*.lua", dir);
+  glob_t found;
+  if (glob(pattern, 0, NULL, &found) != 0 || found.gl_pathc == 0)
+    die("10 agent corpus", "no snippets found", pattern);
+  static agent_snippet snippets[AGENT_MAX_SNIPPETS];
+  size_t n = 0, skipped = 0;
+  printf("\n10. The agent corpus (%s): each snippet in a fresh sandbox (new + run + free), "
+         "%zu timed runs (+%zu warm-up) per snippet\n",
+         dir, iters, warmup);
+  for (size_t i = 0; i < found.gl_pathc && n < AGENT_MAX_SNIPPETS; i++) {
+    const char *reason = NULL;
+    if (!agent_load(dir, found.gl_pathv[i], &snippets[n], &reason)) {
+      printf("  skipped %s: %s\n", snippets[n].name, reason);
+      skipped++;
+      continue;
+    }
+    n++;
+  }
+  globfree(&found);
+  if (n == 0) die("10 agent corpus", "every snippet was skipped", dir);
+
+  printf("\n| %-*s | %7s | %10s | %10s | %12s | %12s |\n", LABEL_WIDTH, "snippet", "iters",
+         "p50 us", "p99 us", "instructions", "memory peak");
+  putchar('|');
+  for (int i = 0; i < LABEL_WIDTH + 2; i++)
+    putchar('-');
+  printf("|--------:|-----------:|-----------:|-------------:|-------------:|\n");
+  double p50s[AGENT_MAX_SNIPPETS], p99s[AGENT_MAX_SNIPPETS];
+  size_t worst_p50 = 0, worst_p99 = 0;
+  for (size_t i = 0; i < n; i++) {
+    agent_snippet *sn = &snippets[i];
+    ctx->case_name = sn->name;
+    ctx->source = sn->source;
+    ctx->source_len = sn->source_len;
+    ctx->inputs_json = sn->inputs;
+    ctx->inputs_len = sn->inputs_len;
+    /* One untimed run first: it must succeed (check_run), and it gives the usage figures. */
+    mbx_error err;
+    mbx_sandbox *sb = mbx_sandbox_new(ctx->rt, ctx->policy, &err);
+    if (!sb) die(ctx->case_name, "mbx_sandbox_new", err.message);
+    mbx_result *res = NULL;
+    mbx_status st = mbx_run(sb, sn->source, sn->source_len, sn->inputs, sn->inputs_len, &res, &err);
+    check_run(ctx, st, res, &err);
+    mbx_usage usage;
+    mbx_result_usage(res, &usage);
+    mbx_result_free(res);
+    mbx_sandbox_free(sb);
+
+    sn->stats = measure(ctx, case_mbx_fresh, warmup, iters);
+    p50s[i] = sn->stats.p50_us;
+    p99s[i] = sn->stats.p99_us;
+    if (sn->stats.p50_us > snippets[worst_p50].stats.p50_us) worst_p50 = i;
+    if (sn->stats.p99_us > snippets[worst_p99].stats.p99_us) worst_p99 = i;
+    printf("| %-*s | %7zu | %10.2f | %10.2f | %12" PRIu64 " | %12" PRIu64 " |\n", LABEL_WIDTH,
+           sn->name, sn->stats.iters, sn->stats.p50_us, sn->stats.p99_us, usage.instructions,
+           usage.memory_peak);
+    fflush(stdout);
+  }
+  double max_p50 = snippets[worst_p50].stats.p50_us, max_p99 = snippets[worst_p99].stats.p99_us;
+  printf("\nagent corpus: %zu snippets measured, %zu skipped; per-snippet p50: median %.2f us, "
+         "max %.2f us (%s); per-snippet p99: median %.2f us, max %.2f us (%s)\n",
+         n, skipped, median_of(p50s, n), max_p50, snippets[worst_p50].name, median_of(p99s, n),
+         max_p99, snippets[worst_p99].name);
+  for (size_t i = 0; i < n; i++) {
+    free(snippets[i].source);
+    free(snippets[i].inputs);
+  }
+}
+
 static void *bench_main(void *arg) {
   const bench_args *args = arg;
   const bench_plan *plan = args->quick ? &QUICK_PLAN : &FULL_PLAN;
@@ -475,6 +646,10 @@ static void *bench_main(void *arg) {
   ctx.inputs_len = json.len;
   ctx.lua_source = lua_inputs.data;
   ctx.lua_source_len = lua_inputs.len;
+  if (args->agent_only) {
+    bench_agent_corpus(&ctx, args->agent_dir, args->quick);
+    goto done;
+  }
   cross_check_snippet(&ctx);
 
   print_table_head();
@@ -560,6 +735,9 @@ static void *bench_main(void *arg) {
          MONTY_INPROCESS_US, mbx_tiny.p50_us, monty_ratio,
          monty_ratio >= 1 ? monty_ratio : 1 / monty_ratio, monty_ratio >= 1 ? "faster" : "slower");
 
+  bench_agent_corpus(&ctx, args->agent_dir, args->quick);
+
+done:
   mbx_sandbox_free(ctx.repl);
   mbx_policy_free(ctx.policy);
   mbx_runtime_free(ctx.rt);
@@ -571,17 +749,40 @@ static void *bench_main(void *arg) {
 
 static void usage(FILE *to) {
   fprintf(to,
-          "usage: bench_run [--quick] [--snippet PATH]\n"
-          "  --quick         fewer iterations (a smoke run; numbers are noisier)\n"
-          "  --snippet PATH  the Lua snippet of cases 5-8 (default %s)\n",
+          "usage: bench_run [--quick] [--snippet PATH] [--agent-dir DIR] [--agent-only]\n"
+          "  --quick          fewer iterations (a smoke run; numbers are noisier)\n"
+          "  --snippet PATH   the Lua snippet of cases 5-8 (default %s)\n"
+          "  --agent-dir DIR  the snippet corpus of section 10 (default: tests/agent in the\n"
+          "                   source tree)\n"
+          "  --agent-only     run section 10 only\n",
           MBX_BENCH_SNIPPET);
 }
 
+/* tests/agent in the source tree: the default snippet is <source>/bench/snippet.lua. */
+static void default_agent_dir(char *buf, size_t size) {
+  const char *snippet = MBX_BENCH_SNIPPET;
+  const char *bench_dir_end = strrchr(snippet, '/');
+  size_t prefix = 0;
+  if (bench_dir_end) {
+    const char *root_end = bench_dir_end;
+    while (root_end > snippet && root_end[-1] != '/')
+      root_end--;
+    prefix = (size_t)(root_end - snippet);
+  }
+  snprintf(buf, size, "%.*stests/agent", (int)prefix, snippet);
+}
+
 int main(int argc, char **argv) {
-  bench_args args = {0, MBX_BENCH_SNIPPET};
+  static char agent_dir[4096];
+  default_agent_dir(agent_dir, sizeof agent_dir);
+  bench_args args = {0, 0, MBX_BENCH_SNIPPET, agent_dir};
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       args.quick = 1;
+    } else if (strcmp(argv[i], "--agent-only") == 0) {
+      args.agent_only = 1;
+    } else if (strcmp(argv[i], "--agent-dir") == 0 && i + 1 < argc) {
+      args.agent_dir = argv[++i];
     } else if (strcmp(argv[i], "--snippet") == 0 && i + 1 < argc) {
       args.snippet_path = argv[++i];
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
