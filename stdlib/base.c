@@ -389,9 +389,24 @@ static int base_collectgarbage(lua_State *L) {
   }
 }
 
-/* pcall and xpcall: a tripped limit is rethrown, so guest code cannot swallow it (THREATS
-   D6). Written with continuations so a yield inside still crosses them. */
+/* Only reachable when a later run resumes a coroutine that a trip suspended (os.exit does not
+   poison the sandbox): it cannot go on from the middle of the stopped run. */
+static int resumed_after_trip(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  (void)ctx;
+  return luaL_error(L, "this coroutine was stopped when its run ended (os.exit or a limit)");
+}
+
+/* pcall and xpcall: a tripped limit is never swallowed (THREATS D6). Rethrowing it would be
+   caught by the next pcall down, and the next: inside a coroutine Lua does not bound pcall
+   nesting by its C-call limit, and each catch walks the whole call chain (luaD_shrinkstack),
+   so unwinding N levels costs O(N^2) in C where no meter runs (tests/fuzz found it:
+   nest_pcall_retry_unwind). Where the thread can yield, the trip suspends it in one step
+   instead: the run (or the resume wrapper above, which rethrows) sees the trip at once.
+   Written with continuations so a yield inside still crosses them. */
 static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
+  if (mbxV_tripped(L) != MBXV_TRIP_NONE && lua_isyieldable(L))
+    return lua_yieldk(L, 0, 0, resumed_after_trip);
   mbxV_check(L);
   if (status != LUA_OK && status != LUA_YIELD) {
     lua_pushboolean(L, 0);

@@ -1,0 +1,4 @@
+function layer()while true do pcall(layer)
+end
+end
+layer()
