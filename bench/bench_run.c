@@ -7,8 +7,10 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +73,9 @@ typedef struct bench_ctx {
   long long budget_left;    /* raw-Lua budget hook: instructions left in this run */
   struct timespec deadline; /* raw-Lua budget hook: the run's wall-clock deadline */
   const char *const *argv;  /* the command of a process case */
+  lua_State *raw_live;      /* section 11: the raw state kept across calls */
+  int raw_hooked;           /* section 11: the budget hook on for each raw call */
+  const char *expect_value; /* sections 11-12: the value JSON every run must give, or NULL */
 } bench_ctx;
 
 typedef void (*bench_fn)(bench_ctx *ctx);
@@ -314,26 +319,32 @@ static int cmp_u64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* p50, p99 (nearest rank) and mean of n samples in ns (sorts them). */
+static bench_stats stats_of(uint64_t *samples, size_t n) {
+  double total = 0;
+  for (size_t i = 0; i < n; i++)
+    total += (double)samples[i];
+  qsort(samples, n, sizeof *samples, cmp_u64);
+  bench_stats s;
+  s.iters = n;
+  s.p50_us = (double)samples[(n * 50 + 99) / 100 - 1] / 1e3;
+  s.p99_us = (double)samples[(n * 99 + 99) / 100 - 1] / 1e3;
+  s.mean_us = total / (double)n / 1e3;
+  return s;
+}
+
 /* warmup untimed runs, then iters runs each timed on its own. */
 static bench_stats measure(bench_ctx *ctx, bench_fn fn, size_t warmup, size_t iters) {
   uint64_t *samples = malloc(iters * sizeof *samples);
   if (!samples) die(ctx->case_name, "out of memory", "sample buffer");
   for (size_t i = 0; i < warmup; i++)
     fn(ctx);
-  double total = 0;
   for (size_t i = 0; i < iters; i++) {
     uint64_t t0 = now_ns();
     fn(ctx);
     samples[i] = now_ns() - t0;
-    total += (double)samples[i];
   }
-  qsort(samples, iters, sizeof *samples, cmp_u64);
-  bench_stats s;
-  s.iters = iters;
-  /* Nearest-rank percentiles. */
-  s.p50_us = (double)samples[(iters * 50 + 99) / 100 - 1] / 1e3;
-  s.p99_us = (double)samples[(iters * 99 + 99) / 100 - 1] / 1e3;
-  s.mean_us = total / (double)iters / 1e3;
+  bench_stats s = stats_of(samples, iters);
   free(samples);
   return s;
 }
@@ -347,16 +358,17 @@ static void print_row(const char *label, const bench_stats *s, double ref_p50) {
   fflush(stdout);
 }
 
-static void print_table_head(void) {
+/* The head of a table of print_row rows; ratio_title names the last column. */
+static void print_table_head(const char *ratio_title) {
   printf("| %-*s | %7s | %10s | %10s | %12s | %10s |\n", LABEL_WIDTH, "case", "iters", "p50 us",
-         "p99 us", "runs/s", "p50 / mbx");
+         "p99 us", "runs/s", ratio_title);
   putchar('|');
   for (int i = 0; i < LABEL_WIDTH + 2; i++)
     putchar('-');
   printf("|--------:|-----------:|-----------:|-------------:|-----------:|\n");
 }
 
-static void print_machine(const bench_plan *plan, int quick) {
+static void print_machine(const bench_plan *plan, int quick, int issue3_only) {
   char model[256] = "unknown";
   FILE *f = fopen("/proc/cpuinfo", "r");
   if (f) {
@@ -379,7 +391,8 @@ static void print_machine(const bench_plan *plan, int quick) {
     (void)now_ns();
   double timer_ns = (double)(now_ns() - t0) / 100000.0;
 
-  printf("moonbox bench_run (%s)\n", quick ? "--quick" : "full");
+  printf("moonbox bench_run (%s%s)\n", quick ? "--quick" : issue3_only ? "" : "full",
+         issue3_only ? (quick ? " --issue3-only" : "--issue3-only: cases 1, 3, 5, 7, 8, 11-16") : "");
   printf("  machine: nproc=%ld, cpu: %s\n", sysconf(_SC_NPROCESSORS_ONLN), model);
   printf("  moonbox %s, built against %s; clock_gettime overhead %.0f ns per sample\n",
          mbx_version(), LUA_RELEASE, timer_ns);
@@ -393,7 +406,8 @@ static void print_machine(const bench_plan *plan, int quick) {
 
 typedef struct bench_args {
   int quick;
-  int agent_only; /* --agent-only: skip cases 1-9 */
+  int agent_only;  /* --agent-only: skip cases 1-9 */
+  int issue3_only; /* --issue3-only: the peers of the issue-3 targets, then sections 11-16 */
   const char *snippet_path;
   const char *agent_dir; /* the tests/agent corpus; NULL: next to the default snippet */
 } bench_args;
@@ -615,9 +629,572 @@ static void bench_agent_corpus(bench_ctx *ctx, const char *dir, int quick) {
   }
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Sections 11-16: issue 3 (snapshots, caps, bytecode cache, residency) and its targets.     */
+
+/* Iterations of the issue-3 sections with --issue3-only (a quick look at just these). */
+static const bench_plan ISSUE3_PLAN = {50000, 5000, 5000, 500, 0, 0};
+/* Sandboxes kept live at once in section 15. */
+#define LIVE_SANDBOXES 10000
+/* Section 16: a run that peaks at ~50 MB under a 128 MiB limit. */
+#define PEAK_LIMIT_BYTES ((uint64_t)128 << 20)
+#define PEAK_ITEMS "375000"
+static const char PEAK_SOURCE[] =
+    "local t = {} for i = 1, " PEAK_ITEMS " do t[i] = (\"x\"):rep(64) .. i end return #t";
+static const char IDLE_COUNT_SOURCE[] = "return collectgarbage(\"count\") * 1024";
+
+/* The peers the targets are judged against: cases 1, 3, 5, 7 and 8 of the same run. */
+typedef struct cycle_refs {
+  bench_stats mbx_tiny, lua_tiny, mbx_snip, lua_snip, lua_snip_hooked;
+} cycle_refs;
+
+/* One row of the "Issue 3 targets" table. */
+typedef struct target_row {
+  const char *target;
+  char figure[200];
+  int met;
+} target_row;
+
+#define MAX_TARGETS 8
+static target_row targets[MAX_TARGETS];
+static size_t n_targets;
+
+static void add_target(const char *target, int met, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add_target(const char *target, int met, const char *fmt, ...) {
+  if (n_targets == MAX_TARGETS) die(NULL, "too many targets", target);
+  target_row *t = &targets[n_targets++];
+  t->target = target;
+  t->met = met;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t->figure, sizeof t->figure, fmt, ap);
+  va_end(ap);
+}
+
+/* Resident set size of this process, bytes (/proc/self/statm, second field). */
+static uint64_t rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long long size = 0, resident = 0;
+  if (!f || fscanf(f, "%llu %llu", &size, &resident) != 2) die(NULL, "cannot read", "/proc/self/statm");
+  fclose(f);
+  return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Bytes the host's malloc has handed out and not had back (glibc mallinfo2). */
+static uint64_t malloc_in_use(void) {
+  struct mallinfo2 mi = mallinfo2();
+  return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
+static double mib(uint64_t bytes) {
+  return (double)bytes / (1024.0 * 1024.0);
+}
+
+static double signed_mib(uint64_t after, uint64_t before) {
+  return after >= before ? mib(after - before) : -mib(before - after);
+}
+
+static void check_api(const char *case_name, const char *call, mbx_status st, const mbx_error *err) {
+  if (st != MBX_OK) {
+    char detail[320];
+    snprintf(detail, sizeof detail, "%s: %s", mbx_status_name(st), err->message);
+    die(case_name, call, detail);
+  }
+}
+
+/* A sandbox from ctx's runtime and policy, or the end of the tool. */
+static mbx_sandbox *must_new(bench_ctx *ctx, mbx_runtime *rt, const mbx_policy *policy) {
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(rt, policy, &err);
+  if (!sb) die(ctx->case_name, "mbx_sandbox_new", err.message);
+  return sb;
+}
+
+/* One checked run of source with no inputs; returns the result (the caller frees it). */
+static mbx_result *must_run(bench_ctx *ctx, mbx_sandbox *sb, const char *source) {
+  mbx_error err;
+  mbx_result *res = NULL;
+  mbx_status st = mbx_run(sb, source, strlen(source), NULL, 0, &res, &err);
+  check_run(ctx, st, res, &err);
+  return res;
+}
+
+/* ---- section 11: the run phase alone, moonbox against lua_pcall on a live raw state ---- */
+
+/* A raw Lua state kept across calls: the libraries open, `records` set once, the chunk
+   compiled once and kept at stack index 1; each iteration calls a copy of it. */
+static void raw_live_open(bench_ctx *ctx, const char *constructor, size_t constructor_len,
+                          const char *chunk, size_t chunk_len) {
+  lua_State *L = luaL_newstate();
+  if (!L) die(ctx->case_name, "luaL_newstate", "out of memory");
+  luaL_openlibs(L);
+  *(bench_ctx **)lua_getextraspace(L) = ctx;
+  if (luaL_loadbuffer(L, chunk, chunk_len, "=input") != LUA_OK)
+    die(ctx->case_name, "raw Lua load", lua_tostring(L, -1));
+  if (constructor &&
+      (luaL_loadbuffer(L, constructor, constructor_len, "=records") != LUA_OK ||
+       lua_pcall(L, 0, 0, 0) != LUA_OK))
+    die(ctx->case_name, "raw Lua records", lua_tostring(L, -1));
+  ctx->raw_live = L;
+}
+
+static void raw_live_close(bench_ctx *ctx) {
+  lua_close(ctx->raw_live);
+  ctx->raw_live = NULL;
+}
+
+/* One call of the precompiled chunk; ctx->raw_hooked says whether the budget hook is on (armed
+   afresh for each call, as moonbox arms its budget per run). */
+static void case_raw_pcall(bench_ctx *ctx) {
+  lua_State *L = ctx->raw_live;
+  if (ctx->raw_hooked) {
+    ctx->budget_left = 1000000000;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ctx->deadline);
+    ctx->deadline.tv_sec += 5;
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, HOOK_COUNT);
+  }
+  lua_pushvalue(L, 1);
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK) die(ctx->case_name, "raw lua_pcall", lua_tostring(L, -1));
+  if (lua_isnil(L, -1)) die(ctx->case_name, "raw lua_pcall", "the chunk returned nil");
+  lua_pop(L, 1);
+  if (ctx->raw_hooked) lua_sethook(L, NULL, 0, 0);
+}
+
+/* mbx_run on ctx->repl whose value must be ctx->expect_value (when set), every run. */
+static void case_mbx_live_checked(bench_ctx *ctx) {
+  mbx_error err;
+  mbx_result *res = NULL;
+  mbx_status st =
+      mbx_run(ctx->repl, ctx->source, ctx->source_len, ctx->inputs_json, ctx->inputs_len, &res, &err);
+  check_run(ctx, st, res, &err);
+  if (ctx->expect_value && strcmp(mbx_result_value_json(res, NULL), ctx->expect_value) != 0)
+    die(ctx->case_name, "unexpected value", mbx_result_value_json(res, NULL));
+  mbx_result_free(res);
+}
+
+/* Wrap the snippet so that it returns only its integer digest: the same work, a tiny result. */
+static char *wrap_digest_only(const char *snippet) {
+  static const char head[] = "local r = (function(...) ", tail[] = "\nend)()\nreturn r.digest\n";
+  size_t n = strlen(head) + strlen(snippet) + strlen(tail) + 1;
+  char *out = malloc(n);
+  if (!out) die(NULL, "out of memory", "wrapping the snippet");
+  snprintf(out, n, "%s%s%s", head, snippet, tail);
+  return out;
+}
+
+static void bench_run_phase(bench_ctx *ctx, const bench_plan *plan, const char *snippet,
+                            size_t snippet_len, const text_buf *json, size_t constructor_len,
+                            const text_buf *lua_inputs) {
+  char *wrapped = wrap_digest_only(snippet);
+  size_t wrapped_len = strlen(wrapped);
+  char digest[32];
+  size_t warm = plan->snippet_warmup, iters = plan->snippet_iters;
+
+  printf("\n11. Run phase alone: moonbox mbx_run on a live sandbox vs lua_pcall of the same "
+         "chunk compiled once, on a live raw state (p50 / ref: against 11h, raw + count hook "
+         "on the digest-only chunk)\n\n");
+  print_table_head("p50 / ref");
+
+  /* The live moonbox sandbox: `records` bound once by a first run, kept as a global. */
+  ctx->case_name = "11 setup";
+  new_repl(ctx);
+  mbx_error err;
+  mbx_result *res = NULL;
+  mbx_status st = mbx_run(ctx->repl, snippet, snippet_len, json->data, json->len, &res, &err);
+  check_run(ctx, st, res, &err);
+  long long want = json_digest(mbx_result_value_json(res, NULL));
+  mbx_result_free(res);
+  snprintf(digest, sizeof digest, "%lld", want);
+
+  /* The raw peers first (the ref column needs 11g). */
+  bench_stats raw_full, raw_full_hook, raw_wrap, raw_wrap_hook, raw_tiny_hook;
+  ctx->case_name = "11 raw lua_pcall";
+  raw_live_open(ctx, lua_inputs->data, constructor_len, snippet, snippet_len);
+  ctx->raw_hooked = 0;
+  raw_full = measure(ctx, case_raw_pcall, warm, iters);
+  ctx->raw_hooked = 1;
+  raw_full_hook = measure(ctx, case_raw_pcall, warm, iters);
+  raw_live_close(ctx);
+  raw_live_open(ctx, lua_inputs->data, constructor_len, wrapped, wrapped_len);
+  ctx->raw_hooked = 0;
+  raw_wrap = measure(ctx, case_raw_pcall, warm, iters);
+  ctx->raw_hooked = 1;
+  raw_wrap_hook = measure(ctx, case_raw_pcall, warm, iters);
+  raw_live_close(ctx);
+  raw_live_open(ctx, NULL, 0, TINY_SOURCE, strlen(TINY_SOURCE));
+  raw_tiny_hook = measure(ctx, case_raw_pcall, plan->tiny_warmup, plan->tiny_iters);
+  raw_live_close(ctx);
+  ctx->raw_hooked = 0;
+  double ref = raw_wrap_hook.p50_us;
+
+  ctx->case_name = "11a moonbox run, inputs + full result";
+  ctx->source = snippet;
+  ctx->source_len = snippet_len;
+  ctx->inputs_json = json->data;
+  ctx->inputs_len = json->len;
+  ctx->expect_value = NULL;
+  bench_stats mbx_full_inputs = measure(ctx, case_mbx_live_checked, warm, iters);
+  print_row("11a moonbox run: snippet + inputs JSON, full result", &mbx_full_inputs, ref);
+
+  ctx->case_name = "11b moonbox run, no inputs, full result";
+  ctx->inputs_json = NULL;
+  ctx->inputs_len = 0;
+  bench_stats mbx_full = measure(ctx, case_mbx_live_checked, warm, iters);
+  print_row("11b moonbox run: snippet, no inputs, full result", &mbx_full, ref);
+
+  ctx->case_name = "11c moonbox run, no inputs, digest only";
+  ctx->source = wrapped;
+  ctx->source_len = wrapped_len;
+  ctx->expect_value = digest;
+  bench_stats mbx_wrap = measure(ctx, case_mbx_live_checked, warm, iters);
+  print_row("11c moonbox run: snippet, no inputs, returns the digest", &mbx_wrap, ref);
+
+  ctx->case_name = "11d moonbox run `return 1+1`";
+  ctx->source = TINY_SOURCE;
+  ctx->source_len = strlen(TINY_SOURCE);
+  ctx->expect_value = "2";
+  bench_stats mbx_tiny_live = measure(ctx, case_mbx_live_checked, plan->tiny_warmup, plan->tiny_iters);
+  print_row("11d moonbox run: `return 1+1` (the fixed cost of a run)", &mbx_tiny_live, ref);
+  ctx->expect_value = NULL;
+
+  print_row("11e raw lua_pcall: snippet, no hook", &raw_full, ref);
+  print_row("11f raw lua_pcall: snippet + count hook", &raw_full_hook, ref);
+  print_row("11g raw lua_pcall: digest-only snippet, no hook", &raw_wrap, ref);
+  print_row("11h raw lua_pcall: digest-only snippet + count hook", &raw_wrap_hook, ref);
+  print_row("11i raw lua_pcall: `return 1+1` + count hook", &raw_tiny_hook, ref);
+
+  double hook_cost = raw_wrap_hook.p50_us / raw_wrap.p50_us;
+  printf("\nrun phase: moonbox 11c / raw 11h (same chunk, same count hook) = %.3fx; the hook "
+         "itself costs raw Lua %.3fx (11h / 11g); moonbox 11c / raw 11g (no hook) = %.3fx.\n"
+         "  the run's fixed cost: 11d - 11i = %.2f us; inputs binding: 11a - 11b = %.2f us; "
+         "result JSON of the full table: 11b - 11c = %.2f us\n",
+         mbx_wrap.p50_us / raw_wrap_hook.p50_us, hook_cost, mbx_wrap.p50_us / raw_wrap.p50_us,
+         mbx_tiny_live.p50_us - raw_tiny_hook.p50_us, mbx_full_inputs.p50_us - mbx_full.p50_us,
+         mbx_full.p50_us - mbx_wrap.p50_us);
+  double ratio = mbx_wrap.p50_us / raw_wrap_hook.p50_us;
+  add_target("run phase within 1.05x of raw lua_pcall under the same count hook", ratio <= 1.05,
+             "%.3fx (11c %.2f us vs 11h %.2f us p50); with inputs + full result 11a/11f "
+             "%.3fx",
+             ratio, mbx_wrap.p50_us, raw_wrap_hook.p50_us, mbx_full_inputs.p50_us / raw_full_hook.p50_us);
+  free(wrapped);
+}
+
+/* ---- section 12: reset, checkpoint / rewind ---- */
+
+static void case_reset_run(bench_ctx *ctx) {
+  mbx_error err;
+  check_api(ctx->case_name, "mbx_sandbox_reset", mbx_sandbox_reset(ctx->repl, &err), &err);
+  case_mbx_live_checked(ctx);
+}
+
+static void case_reset(bench_ctx *ctx) {
+  mbx_error err;
+  check_api(ctx->case_name, "mbx_sandbox_reset", mbx_sandbox_reset(ctx->repl, &err), &err);
+}
+
+static void case_rewind_run(bench_ctx *ctx) {
+  mbx_error err;
+  check_api(ctx->case_name, "mbx_sandbox_rewind", mbx_sandbox_rewind(ctx->repl, &err), &err);
+  case_mbx_live_checked(ctx);
+}
+
+static void case_rewind(bench_ctx *ctx) {
+  mbx_error err;
+  check_api(ctx->case_name, "mbx_sandbox_rewind", mbx_sandbox_rewind(ctx->repl, &err), &err);
+}
+
+static void bench_snapshots(bench_ctx *ctx, const bench_plan *plan, const cycle_refs *refs) {
+  size_t warm = plan->tiny_warmup, iters = plan->tiny_iters;
+  printf("\n12. Reset and rewind (p50 / ref: against case 1, new + run + free of `return 1+1`)\n\n");
+  print_table_head("p50 / ref");
+  double ref = refs->mbx_tiny.p50_us;
+  ctx->source = TINY_SOURCE;
+  ctx->source_len = strlen(TINY_SOURCE);
+  ctx->inputs_json = NULL;
+  ctx->inputs_len = 0;
+  ctx->expect_value = "2";
+
+  ctx->case_name = "12a reset + run";
+  new_repl(ctx);
+  bench_stats s = measure(ctx, case_reset_run, warm, iters);
+  print_row("12a mbx_sandbox_reset + run `return 1+1`", &s, ref);
+  ctx->case_name = "12b reset alone";
+  s = measure(ctx, case_reset, warm, iters);
+  print_row("12b mbx_sandbox_reset alone", &s, ref);
+
+  /* The checkpoint: a sandbox holding a little state of its own, captured once. */
+  ctx->case_name = "12c checkpoint";
+  new_repl(ctx);
+  mbx_result_free(must_run(ctx, ctx->repl, "config = {name = 'bench', retries = 3, tags = {'a', 'b'}}"));
+  mbx_error err;
+  check_api(ctx->case_name, "mbx_sandbox_checkpoint", mbx_sandbox_checkpoint(ctx->repl, &err), &err);
+  ctx->case_name = "12c rewind + run";
+  s = measure(ctx, case_rewind_run, warm, iters);
+  print_row("12c checkpoint once, then rewind + run `return 1+1`", &s, ref);
+  ctx->case_name = "12d rewind alone";
+  s = measure(ctx, case_rewind, warm, iters);
+  print_row("12d mbx_sandbox_rewind alone", &s, ref);
+  /* The rewound state is the checkpoint's: the global survives every rewind. */
+  ctx->case_name = "12 rewind check";
+  mbx_result *res = must_run(ctx, ctx->repl, "return config.retries");
+  if (strcmp(mbx_result_value_json(res, NULL), "3") != 0)
+    die(ctx->case_name, "the rewound sandbox lost its checkpointed global",
+        mbx_result_value_json(res, NULL));
+  mbx_result_free(res);
+  ctx->expect_value = NULL;
+}
+
+/* ---- section 13: the bytecode cache ---- */
+
+static void bench_bytecode_cache(bench_ctx *ctx, const bench_plan *plan, const char *snippet,
+                                 size_t snippet_len, const text_buf *json) {
+  size_t warm = plan->snippet_warmup, iters = plan->snippet_iters;
+  mbx_error err;
+  mbx_runtime *off = mbx_runtime_new(&err);
+  if (!off) die("13 setup", "mbx_runtime_new", err.message);
+  check_api("13 setup", "mbx_runtime_set_cap",
+            mbx_runtime_set_cap(off, MBX_CAP_BYTECODE_CACHE_BYTES, 0, &err), &err);
+
+  printf("\n13. Bytecode cache: the snippet + inputs JSON on a live sandbox, cache hit (default "
+         "runtime) vs cache off (a second runtime, MBX_CAP_BYTECODE_CACHE_BYTES = 0) "
+         "(p50 / ref: against 13a)\n\n");
+  print_table_head("p50 / ref");
+  ctx->source = snippet;
+  ctx->source_len = snippet_len;
+  ctx->inputs_json = json->data;
+  ctx->inputs_len = json->len;
+  ctx->expect_value = NULL;
+
+  ctx->case_name = "13a cache hit";
+  new_repl(ctx);
+  bench_stats hit = measure(ctx, case_mbx_live_checked, warm, iters);
+  print_row("13a cache hit: load bytecode + run", &hit, hit.p50_us);
+  uint64_t cache_bytes = mbx_runtime_usage(ctx->rt, MBX_CAP_BYTECODE_CACHE_BYTES);
+
+  ctx->case_name = "13b cache off";
+  mbx_sandbox_free(ctx->repl);
+  ctx->repl = must_new(ctx, off, ctx->policy);
+  bench_stats miss = measure(ctx, case_mbx_live_checked, warm, iters);
+  print_row("13b cache off: parse + run", &miss, hit.p50_us);
+  if (mbx_runtime_usage(off, MBX_CAP_BYTECODE_CACHE_BYTES) != 0)
+    die(ctx->case_name, "the disabled cache holds bytes", "");
+  mbx_sandbox_free(ctx->repl);
+  ctx->repl = NULL;
+  mbx_runtime_free(off);
+  printf("\nbytecode cache: a hit saves %.2f us p50 on this snippet (%.2fx faster); the cache "
+         "holds %" PRIu64 " bytes after the runs of this tool\n",
+         miss.p50_us - hit.p50_us, miss.p50_us / hit.p50_us, cache_bytes);
+}
+
+/* ---- section 14: idle sandbox bytes ---- */
+
+static void bench_idle(bench_ctx *ctx) {
+  ctx->case_name = "14 idle sandbox";
+  mbx_error err;
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  if (!rt) die(ctx->case_name, "mbx_runtime_new", err.message);
+  uint64_t heap0 = mbx_runtime_usage(rt, MBX_CAP_HEAP_BYTES);
+  mbx_sandbox *sb = must_new(ctx, rt, ctx->policy);
+  uint64_t heap = mbx_runtime_usage(rt, MBX_CAP_HEAP_BYTES) - heap0;
+  mbx_result *res = must_run(ctx, sb, IDLE_COUNT_SOURCE);
+  double counted = strtod(mbx_result_value_json(res, NULL), NULL);
+  mbx_usage usage;
+  mbx_result_usage(res, &usage);
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+  mbx_runtime_free(rt);
+  printf("\n14. Idle sandbox: %" PRIu64 " bytes through the allocator (mbx_runtime_usage("
+         "MBX_CAP_HEAP_BYTES) of a runtime with one fresh sandbox); the guest's own "
+         "collectgarbage(\"count\")*1024 in its first run: %.0f bytes (includes the loaded "
+         "chunk and run thread; memory peak %" PRIu64 " bytes). The template's size (the slot "
+         "prefix copied per sandbox) is not exposed by the public API: see the per-sandbox RSS "
+         "of section 15.\n",
+         heap, counted, usage.memory_peak);
+  add_target("idle sandbox <= 20 KB through the allocator", heap <= 20 * 1024,
+             "%" PRIu64 " bytes (%.1f KiB; mbx_runtime_usage MBX_CAP_HEAP_BYTES); guest "
+             "collectgarbage count %.0f bytes",
+             heap, (double)heap / 1024.0, counted);
+}
+
+/* ---- section 15: 10,000 live sandboxes ---- */
+
+/* Create LIVE_SANDBOXES sandboxes, each creation timed; returns the stats, fills total_ms. */
+static bench_stats create_many(bench_ctx *ctx, mbx_runtime *rt, mbx_sandbox **sbs, double *total_ms) {
+  uint64_t *samples = malloc(LIVE_SANDBOXES * sizeof *samples);
+  if (!samples) die(ctx->case_name, "out of memory", "sample buffer");
+  uint64_t start = now_ns();
+  for (size_t i = 0; i < LIVE_SANDBOXES; i++) {
+    uint64_t t0 = now_ns();
+    sbs[i] = must_new(ctx, rt, ctx->policy);
+    samples[i] = now_ns() - t0;
+  }
+  *total_ms = (double)(now_ns() - start) / 1e6;
+  bench_stats s = stats_of(samples, LIVE_SANDBOXES);
+  free(samples);
+  return s;
+}
+
+static void bench_live_sandboxes(bench_ctx *ctx) {
+  ctx->case_name = "15 live sandboxes";
+  mbx_error err;
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  if (!rt) die(ctx->case_name, "mbx_runtime_new", err.message);
+  check_api(ctx->case_name, "mbx_runtime_set_cap",
+            mbx_runtime_set_cap(rt, MBX_CAP_SANDBOXES, LIVE_SANDBOXES, &err), &err);
+  mbx_sandbox **sbs = calloc(LIVE_SANDBOXES, sizeof *sbs);
+  if (!sbs) die(ctx->case_name, "out of memory", "sandbox array");
+
+  uint64_t rss0 = rss_bytes();
+  uint64_t malloc0 = malloc_in_use();
+  double first_ms, second_ms;
+  bench_stats first = create_many(ctx, rt, sbs, &first_ms);
+  uint64_t rss1 = rss_bytes();
+  uint64_t malloc1 = malloc_in_use();
+  uint64_t heap = mbx_runtime_usage(rt, MBX_CAP_HEAP_BYTES);
+  uint64_t reserved = mbx_runtime_usage(rt, MBX_CAP_RESERVED_BYTES);
+  /* Every one of them works: a run in the last and the first. */
+  ctx->expect_value = "2";
+  mbx_result_free(must_run(ctx, sbs[0], TINY_SOURCE));
+  mbx_result_free(must_run(ctx, sbs[LIVE_SANDBOXES - 1], TINY_SOURCE));
+  ctx->expect_value = NULL;
+  for (size_t i = 0; i < LIVE_SANDBOXES; i++)
+    mbx_sandbox_free(sbs[i]);
+  uint64_t rss2 = rss_bytes();
+  /* Again, now from the pool's idle slots (templates kept). */
+  bench_stats second = create_many(ctx, rt, sbs, &second_ms);
+  uint64_t rss3 = rss_bytes();
+  for (size_t i = 0; i < LIVE_SANDBOXES; i++)
+    mbx_sandbox_free(sbs[i]);
+  uint64_t rss4 = rss_bytes();
+  mbx_runtime_free(rt);
+  uint64_t rss5 = rss_bytes();
+  free(sbs);
+  malloc_trim(0);
+  uint64_t rss6 = rss_bytes();
+
+  double per = (double)(rss1 - (rss1 > rss0 ? rss0 : rss1)) / LIVE_SANDBOXES;
+  printf("\n15. %d live sandboxes (default policy: 64 MiB limit, %.0f MiB slots), one fresh "
+         "runtime, RSS from /proc/self/statm\n\n",
+         LIVE_SANDBOXES, mib(reserved) / LIVE_SANDBOXES);
+  printf("| %-*s | %14s |\n", LABEL_WIDTH, "step", "figure");
+  putchar('|');
+  for (int i = 0; i < LABEL_WIDTH + 2; i++)
+    putchar('-');
+  printf("|---------------:|\n");
+  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS before", mib(rss0));
+  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS with 10,000 live sandboxes (new slots)", mib(rss1));
+  printf("| %-*s | %10.1f KiB |\n", LABEL_WIDTH, "RSS per live sandbox", per / 1024.0);
+  printf("| %-*s | %10.1f KiB |\n", LABEL_WIDTH, "  of which host malloc (templates, handles; mallinfo2)",
+         (double)(malloc1 - (malloc1 > malloc0 ? malloc0 : malloc1)) / LIVE_SANDBOXES / 1024.0);
+  printf("| %-*s | %10.1f KiB |\n", LABEL_WIDTH, "  of which slot pages (the rest)",
+         (per - (double)(malloc1 - (malloc1 > malloc0 ? malloc0 : malloc1)) / LIVE_SANDBOXES) /
+             1024.0);
+  printf("| %-*s | %10.1f KiB |\n", LABEL_WIDTH, "guest heap per sandbox (MBX_CAP_HEAP_BYTES / n)",
+         (double)heap / LIVE_SANDBOXES / 1024.0);
+  printf("| %-*s | %10.1f GiB |\n", LABEL_WIDTH, "address space reserved (MBX_CAP_RESERVED_BYTES)",
+         (double)reserved / (1024.0 * 1024.0 * 1024.0));
+  printf("| %-*s | %11.1f ms |\n", LABEL_WIDTH, "creating them, new slots (total)", first_ms);
+  printf("| %-*s | %8.2f/%.2f us |\n", LABEL_WIDTH, "  one creation, new slot: p50/p99",
+         first.p50_us, first.p99_us);
+  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after freeing them (slots idle in the pool)", mib(rss2));
+  printf("| %-*s | %11.1f ms |\n", LABEL_WIDTH, "creating 10,000 again from idle slots (total)", second_ms);
+  printf("| %-*s | %8.2f/%.2f us |\n", LABEL_WIDTH, "  one creation, idle slot: p50/p99",
+         second.p50_us, second.p99_us);
+  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS with them live again", mib(rss3));
+  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after freeing them again", mib(rss4));
+  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after mbx_runtime_free", mib(rss5));
+  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after malloc_trim(0) (glibc's free lists)", mib(rss6));
+  add_target("10,000 live sandboxes in <= 500 MB RSS", rss1 - rss0 <= 500ull * 1000 * 1000,
+             "+%.1f MiB (%.1f KiB each; %.1f MiB total process RSS); created in %.0f ms",
+             signed_mib(rss1, rss0), per / 1024.0, mib(rss1), first_ms);
+}
+
+/* ---- section 16: residency after a 50 MB run ---- */
+
+static void bench_peak_residency(bench_ctx *ctx) {
+  ctx->case_name = "16 peak residency";
+  mbx_policy *policy = mbx_policy_new();
+  if (!policy) die(ctx->case_name, "mbx_policy_new", "out of memory");
+  if (mbx_policy_set_limit(policy, MBX_LIMIT_MEMORY, PEAK_LIMIT_BYTES) != MBX_OK)
+    die(ctx->case_name, "mbx_policy_set_limit", "128 MiB refused");
+  uint64_t rss0 = rss_bytes();
+  mbx_sandbox *sb = must_new(ctx, ctx->rt, policy);
+  uint64_t t0 = now_ns();
+  mbx_result *res = must_run(ctx, sb, PEAK_SOURCE);
+  double run_ms = (double)(now_ns() - t0) / 1e6;
+  if (strcmp(mbx_result_value_json(res, NULL), PEAK_ITEMS) != 0)
+    die(ctx->case_name, "unexpected value", mbx_result_value_json(res, NULL));
+  mbx_usage usage;
+  mbx_result_usage(res, &usage);
+  mbx_result_free(res);
+  uint64_t rss1 = rss_bytes();
+  mbx_sandbox_free(sb);
+  uint64_t rss2 = rss_bytes();
+  /* A second sandbox of the same size takes the same slot: nothing ratchets. */
+  sb = must_new(ctx, ctx->rt, policy);
+  mbx_result_free(must_run(ctx, sb, TINY_SOURCE));
+  mbx_sandbox_free(sb);
+  uint64_t rss3 = rss_bytes();
+  mbx_policy_free(policy);
+  printf("\n16. A run that peaks at %.1f MiB (128 MiB limit, `%s`, %.0f ms), then the sandbox "
+         "freed: RSS before %.1f MiB, at the end of the run %.1f MiB (+%.1f), after "
+         "mbx_sandbox_free %.1f MiB (%+.2f MiB vs before); after a new sandbox in the same slot "
+         "ran `return 1+1` and was freed: %+.2f MiB vs before\n",
+         mib(usage.memory_peak), PEAK_SOURCE, run_ms, mib(rss0), mib(rss1), signed_mib(rss1, rss0),
+         mib(rss2), signed_mib(rss2, rss0), signed_mib(rss3, rss0));
+  add_target("a run that peaked at 50 MB leaves <= 1 MB extra resident after free",
+             rss2 <= rss0 + ((uint64_t)1 << 20),
+             "%+.2f MiB after free (peak %.1f MiB, RSS +%.1f MiB during the run)",
+             signed_mib(rss2, rss0), mib(usage.memory_peak), signed_mib(rss1, rss0));
+}
+
+/* The full-cycle targets, from cases 1, 3, 5, 7 and 8 of this run. */
+static void cycle_targets(const cycle_refs *r) {
+  double tiny = r->lua_tiny.p50_us / r->mbx_tiny.p50_us;
+  add_target("new + run `return 1+1` + free >= 20x faster than raw Lua's cycle", tiny >= 20,
+             "%.1fx (case 1 %.2f us vs case 3 %.2f us p50)", tiny, r->mbx_tiny.p50_us,
+             r->lua_tiny.p50_us);
+  add_target("... about <= 1 us p50", r->mbx_tiny.p50_us <= 1.0, "%.2f us p50 (case 1)",
+             r->mbx_tiny.p50_us);
+  double snip = r->mbx_snip.p50_us / r->lua_snip.p50_us;
+  add_target("40-line snippet, full cycle <= 0.8x the raw Lua cycle", snip <= 0.8,
+             "%.2fx (case 5 %.2f us vs case 7 %.2f us p50; vs case 8 with the hook %.2fx)", snip,
+             r->mbx_snip.p50_us, r->lua_snip.p50_us, r->mbx_snip.p50_us / r->lua_snip_hooked.p50_us);
+}
+
+static void print_targets(void) {
+  printf("\nIssue 3 targets\n\n| %-*s | %-*s | %-7s |\n", 66, "target", 100, "measured", "verdict");
+  printf("|%.*s|%.*s|---------|\n", 68,
+         "--------------------------------------------------------------------------------", 102,
+         "--------------------------------------------------------------------------------"
+         "----------------------------------------");
+  for (size_t i = 0; i < n_targets; i++)
+    printf("| %-*s | %-*s | %-7s |\n", 66, targets[i].target, 100, targets[i].figure,
+           targets[i].met ? "met" : "not met");
+  fflush(stdout);
+}
+
+/* Sections 11-16 and the targets table. */
+static void bench_issue3(bench_ctx *ctx, const bench_plan *plan, const cycle_refs *refs,
+                         const char *snippet, size_t snippet_len, const text_buf *json,
+                         size_t constructor_len, const text_buf *lua_inputs) {
+  cycle_targets(refs);
+  bench_run_phase(ctx, plan, snippet, snippet_len, json, constructor_len, lua_inputs);
+  bench_snapshots(ctx, plan, refs);
+  bench_bytecode_cache(ctx, plan, snippet, snippet_len, json);
+  bench_idle(ctx);
+  bench_peak_residency(ctx); /* before section 15: its RSS is cleaner on an unfragmented heap */
+  bench_live_sandboxes(ctx);
+  print_targets();
+}
+
 static void *bench_main(void *arg) {
   const bench_args *args = arg;
   const bench_plan *plan = args->quick ? &QUICK_PLAN : &FULL_PLAN;
+  if (args->issue3_only && !args->quick) plan = &ISSUE3_PLAN;
+  int all = !args->issue3_only; /* every section, or the issue-3 ones and their peers */
+  cycle_refs refs;
   bench_ctx ctx;
   memset(&ctx, 0, sizeof ctx);
   mbx_error err;
@@ -635,7 +1212,7 @@ static void *bench_main(void *arg) {
   ctx.policy = mbx_policy_new(); /* the defaults: 64 MiB, 1e9 instructions, 5 s */
   if (!ctx.policy) die(NULL, "mbx_policy_new", "out of memory");
 
-  print_machine(plan, args->quick);
+  print_machine(plan, args->quick, args->issue3_only);
   printf("  snippet: %s (%zu bytes); inputs: %d records, %zu bytes of JSON (moonbox), %zu bytes "
          "as a Lua constructor (raw Lua)\n",
          args->snippet_path, snippet_len, SNIPPET_RECORDS, json.len, constructor_len);
@@ -652,7 +1229,7 @@ static void *bench_main(void *arg) {
   }
   cross_check_snippet(&ctx);
 
-  print_table_head();
+  print_table_head("p50 / mbx");
 
   /* Tiny task: return 1+1. */
   ctx.source = TINY_SOURCE;
@@ -666,19 +1243,25 @@ static void *bench_main(void *arg) {
   ctx.case_name = "1 moonbox fresh sandbox";
   bench_stats mbx_tiny = measure(&ctx, case_mbx_fresh, plan->tiny_warmup, plan->tiny_iters);
   print_row("1 moonbox: new + run + free (`return 1+1`)", &mbx_tiny, mbx_tiny.p50_us);
+  refs.mbx_tiny = mbx_tiny;
 
-  ctx.case_name = "2 moonbox reused sandbox";
-  new_repl(&ctx);
-  s = measure(&ctx, case_mbx_repl, plan->tiny_warmup, plan->tiny_iters);
-  print_row("2 moonbox: run on a reused sandbox (REPL)", &s, mbx_tiny.p50_us);
+  if (all) {
+    ctx.case_name = "2 moonbox reused sandbox";
+    new_repl(&ctx);
+    s = measure(&ctx, case_mbx_repl, plan->tiny_warmup, plan->tiny_iters);
+    print_row("2 moonbox: run on a reused sandbox (REPL)", &s, mbx_tiny.p50_us);
+  }
 
   ctx.case_name = "3 raw Lua";
   s = measure(&ctx, case_lua_plain, plan->tiny_warmup, plan->tiny_iters);
   print_row("3 raw Lua: newstate + openlibs + load + pcall + close", &s, mbx_tiny.p50_us);
+  refs.lua_tiny = s;
 
-  ctx.case_name = "4 raw Lua + count hook";
-  s = measure(&ctx, case_lua_hooked, plan->tiny_warmup, plan->tiny_iters);
-  print_row("4 raw Lua + count hook (1000, counter + clock)", &s, mbx_tiny.p50_us);
+  if (all) {
+    ctx.case_name = "4 raw Lua + count hook";
+    s = measure(&ctx, case_lua_hooked, plan->tiny_warmup, plan->tiny_iters);
+    print_row("4 raw Lua + count hook (1000, counter + clock)", &s, mbx_tiny.p50_us);
+  }
 
   /* The snippet, with its 40 records. */
   ctx.source = snippet;
@@ -691,19 +1274,26 @@ static void *bench_main(void *arg) {
   ctx.case_name = "5 moonbox snippet fresh sandbox";
   bench_stats mbx_snip = measure(&ctx, case_mbx_fresh, plan->snippet_warmup, plan->snippet_iters);
   print_row("5 moonbox: snippet, new + run + free", &mbx_snip, mbx_snip.p50_us);
+  refs.mbx_snip = mbx_snip;
 
-  ctx.case_name = "6 moonbox snippet reused sandbox";
-  new_repl(&ctx);
-  s = measure(&ctx, case_mbx_repl, plan->snippet_warmup, plan->snippet_iters);
-  print_row("6 moonbox: snippet on a reused sandbox (REPL)", &s, mbx_snip.p50_us);
+  if (all) {
+    ctx.case_name = "6 moonbox snippet reused sandbox";
+    new_repl(&ctx);
+    s = measure(&ctx, case_mbx_repl, plan->snippet_warmup, plan->snippet_iters);
+    print_row("6 moonbox: snippet on a reused sandbox (REPL)", &s, mbx_snip.p50_us);
+  }
 
   ctx.case_name = "7 raw Lua snippet";
   s = measure(&ctx, case_lua_plain, plan->snippet_warmup, plan->snippet_iters);
   print_row("7 raw Lua: snippet (inputs as a Lua constructor)", &s, mbx_snip.p50_us);
+  refs.lua_snip = s;
 
   ctx.case_name = "8 raw Lua snippet + count hook";
   s = measure(&ctx, case_lua_hooked, plan->snippet_warmup, plan->snippet_iters);
   print_row("8 raw Lua + count hook: snippet", &s, mbx_snip.p50_us);
+  refs.lua_snip_hooked = s;
+
+  if (!all) goto issue3;
 
   /* Process baselines, against the tiny task's moonbox figure. */
   static const char *const true_argv[] = {"true", NULL};
@@ -737,6 +1327,9 @@ static void *bench_main(void *arg) {
 
   bench_agent_corpus(&ctx, args->agent_dir, args->quick);
 
+issue3:
+  bench_issue3(&ctx, plan, &refs, snippet, snippet_len, &json, constructor_len, &lua_inputs);
+
 done:
   mbx_sandbox_free(ctx.repl);
   mbx_policy_free(ctx.policy);
@@ -750,11 +1343,14 @@ done:
 static void usage(FILE *to) {
   fprintf(to,
           "usage: bench_run [--quick] [--snippet PATH] [--agent-dir DIR] [--agent-only]\n"
+          "                 [--issue3-only]\n"
           "  --quick          fewer iterations (a smoke run; numbers are noisier)\n"
           "  --snippet PATH   the Lua snippet of cases 5-8 (default %s)\n"
           "  --agent-dir DIR  the snippet corpus of section 10 (default: tests/agent in the\n"
           "                   source tree)\n"
-          "  --agent-only     run section 10 only\n",
+          "  --agent-only     run section 10 only\n"
+          "  --issue3-only    run only the issue-3 sections (11-16) and the cases their targets\n"
+          "                   are judged against (1, 3, 5, 7, 8), with fewer iterations\n",
           MBX_BENCH_SNIPPET);
 }
 
@@ -775,12 +1371,14 @@ static void default_agent_dir(char *buf, size_t size) {
 int main(int argc, char **argv) {
   static char agent_dir[4096];
   default_agent_dir(agent_dir, sizeof agent_dir);
-  bench_args args = {0, 0, MBX_BENCH_SNIPPET, agent_dir};
+  bench_args args = {0, 0, 0, MBX_BENCH_SNIPPET, agent_dir};
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       args.quick = 1;
     } else if (strcmp(argv[i], "--agent-only") == 0) {
       args.agent_only = 1;
+    } else if (strcmp(argv[i], "--issue3-only") == 0) {
+      args.issue3_only = 1;
     } else if (strcmp(argv[i], "--agent-dir") == 0 && i + 1 < argc) {
       args.agent_dir = argv[++i];
     } else if (strcmp(argv[i], "--snippet") == 0 && i + 1 < argc) {
