@@ -19,6 +19,7 @@ void mbxC_policy_defaults(mbx_policy *p) {
   p->seed = 0;
   p->env = NULL;
   p->env_count = p->env_cap = 0;
+  p->deterministic = 0;
 }
 
 void mbxC_policy_clear(mbx_policy *p) {
@@ -190,4 +191,8 @@ int mbxC_policy_set_time(mbx_policy *p, int64_t epoch_seconds, char *why, size_t
 void mbxC_policy_set_seed(mbx_policy *p, uint64_t seed) {
   p->seed_fixed = 1;
   p->seed = seed;
+}
+
+void mbxC_policy_set_deterministic(mbx_policy *p, int on) {
+  p->deterministic = on != 0;
 }

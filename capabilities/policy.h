@@ -28,6 +28,9 @@ struct mbx_policy {
   uint64_t seed;
   mbxC_env_var *env; /* the virtual environment, in the order first set */
   size_t env_count, env_cap;
+  /* Deterministic mode (mbx_policy_set_deterministic): canonical pairs/next order, counter
+     ids in tostring, os.clock from the instruction count, no bytecode cache. */
+  int deterministic;
 };
 
 #define MBXC_DEFAULT_MEMORY (64ull << 20)
@@ -78,5 +81,7 @@ int mbxC_policy_set_env(mbx_policy *p, const char *name, const char *value, char
 int mbxC_policy_set_time(mbx_policy *p, int64_t epoch_seconds, char *why, size_t why_size);
 /* Fix the random seed. Cannot fail. */
 void mbxC_policy_set_seed(mbx_policy *p, uint64_t seed);
+/* Turn deterministic mode on (on != 0) or off. Cannot fail. */
+void mbxC_policy_set_deterministic(mbx_policy *p, int on);
 
 #endif

@@ -94,6 +94,7 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
   pl->time = p->time;
   pl->seed_fixed = p->seed_fixed;
   pl->seed = p->seed;
+  pl->port.deterministic = p->deterministic;
   pl->cpu_start_ns = thread_cpu_ns();
   if (p->env_count == 0) return 0;
   /* A copy, so the host may change or free the policy while sandboxes made from it live. */

@@ -35,6 +35,11 @@ typedef struct mbxC_port {
      policy does not define it. The value is NUL-terminated, *value_len gets its length, and
      it stays valid until the port is freed. Nothing is read from the host's environment. */
   const char *(*env_get)(void *ud, const char *name, size_t name_len, size_t *value_len);
+  /* Nonzero in deterministic mode (mbx_policy_set_deterministic). A plain field, not an
+     operation: pairs/next read it on every call, so it must cost one load. The stdlib checks
+     it at call time, never at open: a sandbox's state is restored from a template built
+     without a port. */
+  int deterministic;
 } mbxC_port;
 
 /* The in-process implementation: the policy's settings copied at sandbox creation. */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <lua.h>
 
@@ -17,6 +18,7 @@
 #include "include/moonbox.h"
 #include "stdlib/stdlib.h"
 #include "vm/arena.h"
+#include "vm/bytecode_cache.h"
 #include "vm/errors.h"
 #include "vm/run.h"
 #include "vm/vm.h"
@@ -30,15 +32,34 @@ struct mbx_runtime {
   uint64_t address_key;   /* seeds the hashes that stand in for addresses */
   _Atomic uint64_t sandboxes_created;
   mbxV_pool *slots;       /* sandboxes' heap slots, reused by every thread (vm/arena.h) */
+  mbxV_bcache *bytecode;  /* compiled top-level sources of mbx_run (vm/bytecode_cache.h) */
+  _Atomic int bytecode_on; /* 0 once MBX_CAP_BYTECODE_CACHE_BYTES is 0: skip even the hash */
+  /* The resident estimate: the sum of the live sandboxes' heaps as of their last creation,
+     run, reset or rewind (a run's own growth is bounded by its memory limit). */
+  _Atomic uint64_t heap_total;
+  _Atomic uint64_t heap_cap; /* 0 = none */
 };
+
+/* Address space all slots may reserve by default: 8 TiB of the 128 TiB a 47-bit address
+   space offers. With the default 64 MiB limit (512 MiB slots) the cap on live sandboxes
+   binds first; with 1 GiB limits (8 GiB slots) this one does, at about a thousand. */
+#define MBXH_DEFAULT_RESERVED_CAP ((uint64_t)8 << 40)
 
 struct mbx_sandbox {
   mbx_runtime *rt;
   mbxV_vm *vm;            /* lives at a fixed address inside its slot */
   mbxC_port_local port; /* the policy's clock, seed and environment, copied; vm.port -> it */
+  mbxV_config cfg;        /* what the sandbox was made with, for mbx_sandbox_reset */
+  uint64_t heap_counted;  /* this sandbox's share of rt->heap_total */
   int poisoned;
   mbx_status poisoned_by;
   _Atomic int busy;
+  /* mbx_sandbox_checkpoint: the state's bytes, and the host-side state that goes with them
+     (the output buffers are per run: nothing of them is kept). */
+  mbxV_checkpoint checkpoint;
+  int checkpoint_poisoned;
+  mbx_status checkpoint_poisoned_by;
+  uint64_t checkpoint_draws; /* port seeds drawn: math.randomseed() continues from here */
 };
 
 MBX_API const char *mbx_version(void) {
@@ -73,20 +94,102 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
     rt->address_key = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ (uintptr_t)rt;
   }
   rt->slots = mbxV_pool_new(MBXV_POOL_DEFAULT_CAP);
-  if (rt->slots == NULL) {
+  rt->bytecode = mbxV_bcache_new(MBXV_BCACHE_DEFAULT_BYTES);
+  if (rt->slots == NULL || rt->bytecode == NULL) {
+    mbxV_pool_free(rt->slots);
+    mbxV_bcache_free(rt->bytecode);
     freelocale(rt->c_locale);
     free(rt);
     mbxV_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
     return NULL;
   }
+  mbxV_pool_set_caps(rt->slots, MBXV_POOL_DEFAULT_CAP, (size_t)MBXH_DEFAULT_RESERVED_CAP);
+  atomic_store(&rt->bytecode_on, 1);
+  /* Past the machine's memory the estimate would end in the OOM killer, not an error. */
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  atomic_store(&rt->heap_cap, pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0);
   return rt;
 }
 
 MBX_API void mbx_runtime_free(mbx_runtime *rt) {
   if (rt == NULL) return;
+  mbxV_bcache_free(rt->bytecode);
   mbxV_pool_free(rt->slots);
   freelocale(rt->c_locale);
   free(rt);
+}
+
+MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, uint64_t value,
+                                       mbx_error *err) {
+  if (rt == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: the runtime is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  unsigned slots;
+  size_t reserved;
+  mbxV_pool_get_caps(rt->slots, &slots, &reserved);
+  switch (which) {
+  case MBX_CAP_SANDBOXES:
+    if (value == 0 || value > UINT32_MAX) {
+      mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                     "mbx_runtime_set_cap: MBX_CAP_SANDBOXES must be 1 to %u, not %llu",
+                     (unsigned)UINT32_MAX, (unsigned long long)value);
+      return MBX_INVALID_ARGUMENT;
+    }
+    mbxV_pool_set_caps(rt->slots, (unsigned)value, reserved);
+    return MBX_OK;
+  case MBX_CAP_RESERVED_BYTES:
+    if (value > SIZE_MAX) value = 0; /* more than the address space: no cap */
+    mbxV_pool_set_caps(rt->slots, slots, (size_t)value);
+    return MBX_OK;
+  case MBX_CAP_HEAP_BYTES:
+    atomic_store(&rt->heap_cap, value);
+    return MBX_OK;
+  case MBX_CAP_BYTECODE_CACHE_BYTES:
+    if (value > SIZE_MAX) value = SIZE_MAX;
+    mbxV_bcache_set_max(rt->bytecode, (size_t)value);
+    atomic_store(&rt->bytecode_on, value != 0);
+    return MBX_OK;
+  }
+  mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: unknown cap %d", (int)which);
+  return MBX_INVALID_ARGUMENT;
+}
+
+MBX_API uint64_t mbx_runtime_get_cap(const mbx_runtime *rt, mbx_runtime_cap which) {
+  if (rt == NULL) return 0;
+  mbx_runtime *m = (mbx_runtime *)rt; /* the getters lock: nothing observable changes */
+  unsigned slots;
+  size_t reserved;
+  mbxV_pool_get_caps(m->slots, &slots, &reserved);
+  switch (which) {
+  case MBX_CAP_SANDBOXES:
+    return slots;
+  case MBX_CAP_RESERVED_BYTES:
+    return reserved;
+  case MBX_CAP_HEAP_BYTES:
+    return atomic_load(&m->heap_cap);
+  case MBX_CAP_BYTECODE_CACHE_BYTES:
+    return mbxV_bcache_max(m->bytecode);
+  }
+  return 0;
+}
+
+MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which) {
+  if (rt == NULL) return 0;
+  mbx_runtime *m = (mbx_runtime *)rt;
+  mbxV_bcache_stats stats;
+  switch (which) {
+  case MBX_CAP_SANDBOXES:
+    return mbxV_pool_live(m->slots);
+  case MBX_CAP_RESERVED_BYTES:
+    return mbxV_pool_reserved(m->slots);
+  case MBX_CAP_HEAP_BYTES:
+    return atomic_load(&m->heap_total);
+  case MBX_CAP_BYTECODE_CACHE_BYTES:
+    mbxV_bcache_stats_get(m->bytecode, &stats);
+    return stats.bytes;
+  }
+  return 0;
 }
 
 /* ---- policy ---- */
@@ -144,6 +247,15 @@ MBX_API mbx_status mbx_policy_set_seed(mbx_policy *p, uint64_t seed, mbx_error *
   return MBX_OK;
 }
 
+MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error *err) {
+  if (p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_deterministic: the policy is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  mbxC_policy_set_deterministic(p, on);
+  return MBX_OK;
+}
+
 MBX_API mbx_status mbx_policy_set_limit_checked(mbx_policy *p, mbx_limit which, uint64_t value,
                                                 mbx_error *err) {
   char why[200];
@@ -196,21 +308,47 @@ MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_e
     mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
     return NULL;
   }
+  sb->cfg = cfg;
   /* A slot's template was built with no port (it holds nothing of one sandbox); math.random
      is seeded from this sandbox's port once the state is in place. */
   mbxV_new_result made = mbxV_vm_new(rt->slots, &cfg, mbxL_open_sandbox, &sb->vm);
+  uint64_t heap_total = 0, heap_cap = atomic_load(&rt->heap_cap);
   if (made == MBXV_NEW_OK) {
     sb->vm->port = &sb->port.port;
+    sb->heap_counted = sb->vm->heap.used;
+    heap_total = atomic_fetch_add(&rt->heap_total, sb->heap_counted) + sb->heap_counted;
+    if (heap_cap && heap_total > heap_cap) {
+      atomic_fetch_sub(&rt->heap_total, sb->heap_counted);
+      mbxV_vm_free(sb->vm);
+      mbxC_port_local_free(&sb->port);
+      free(sb);
+      mbxV_error_set(err, MBX_NO_MEMORY,
+                     "mbx_sandbox_new: the live sandboxes' guest heaps would total %llu KiB, "
+                     "past the runtime's cap MBX_CAP_HEAP_BYTES (%llu KiB); free or reset "
+                     "sandboxes, or raise the cap with mbx_runtime_set_cap",
+                     (unsigned long long)(heap_total >> 10), (unsigned long long)(heap_cap >> 10));
+      return NULL;
+    }
     if (run_protected(sb->vm->L, mbxL_reseed)) return sb;
+    atomic_fetch_sub(&rt->heap_total, sb->heap_counted);
     mbxV_vm_free(sb->vm);
   }
   mbxC_port_local_free(&sb->port);
   free(sb);
   if (made == MBXV_NEW_CAP)
     mbxV_error_set(err, MBX_NO_MEMORY,
-                   "mbx_sandbox_new: %u sandboxes are live in this runtime, its limit; free "
-                   "some before creating more",
-                   MBXV_POOL_DEFAULT_CAP);
+                   "mbx_sandbox_new: %llu sandboxes are live in this runtime, its cap "
+                   "MBX_CAP_SANDBOXES; free some, or raise the cap with mbx_runtime_set_cap",
+                   (unsigned long long)mbx_runtime_get_cap(rt, MBX_CAP_SANDBOXES));
+  else if (made == MBXV_NEW_RESERVE_CAP)
+    mbxV_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_new: reserving %zu MiB of address space for the sandbox's heap "
+                   "(8x MBX_LIMIT_MEMORY) would pass the runtime's cap MBX_CAP_RESERVED_BYTES "
+                   "(%llu MiB, %llu MiB reserved); free sandboxes, lower the memory limit or "
+                   "raise the cap",
+                   mbxV_slot_size_for(cfg.memory_limit) >> 20,
+                   (unsigned long long)(mbx_runtime_get_cap(rt, MBX_CAP_RESERVED_BYTES) >> 20),
+                   (unsigned long long)(mbx_runtime_usage(rt, MBX_CAP_RESERVED_BYTES) >> 20));
   else if (made == MBXV_NEW_NO_SPACE)
     mbxV_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: cannot reserve %zu MiB of address space for the sandbox's "
@@ -225,6 +363,8 @@ MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_e
 
 MBX_API void mbx_sandbox_free(mbx_sandbox *sb) {
   if (sb == NULL) return;
+  atomic_fetch_sub(&sb->rt->heap_total, sb->heap_counted);
+  mbxV_checkpoint_free(&sb->checkpoint);
   mbxV_vm_free(sb->vm);
   mbxC_port_local_free(&sb->port);
   free(sb);
@@ -238,6 +378,108 @@ MBX_API mbx_status mbx_sandbox_interrupt(mbx_sandbox *sb) {
 
 MBX_API int mbx_sandbox_poisoned(const mbx_sandbox *sb) {
   return sb ? sb->poisoned : 0;
+}
+
+/* Bring rt->heap_total up to date with this sandbox's heap (unsigned arithmetic wraps, so a
+   shrink is a subtraction). */
+static void count_heap(mbx_sandbox *sb) {
+  uint64_t now = sb->vm->L ? sb->vm->heap.used : 0;
+  atomic_fetch_add(&sb->rt->heap_total, now - sb->heap_counted);
+  sb->heap_counted = now;
+}
+
+/* Take the sandbox for a call that must not overlap a run; fills err when it is busy. */
+static int claim(mbx_sandbox *sb, const char *fn, mbx_error *err) {
+  if (!atomic_exchange(&sb->busy, 1)) return 1;
+  mbxV_error_set(err, MBX_SANDBOX_BUSY, "%s: the sandbox is running on another thread", fn);
+  return 0;
+}
+
+MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err) {
+  if (sb == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_reset: the sandbox is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (!claim(sb, "mbx_sandbox_reset", err)) return MBX_SANDBOX_BUSY;
+  /* A fresh address key, as a new sandbox would get: hashes shown in place of addresses must
+     not match across the reset. */
+  sb->cfg.address_key = sb->rt->address_key ^ atomic_fetch_add(&sb->rt->sandboxes_created, 1);
+  mbx_status s = MBX_OK;
+  if (mbxV_vm_reset(sb->vm, &sb->cfg, mbxL_open_sandbox) != MBXV_NEW_OK) {
+    s = MBX_NO_MEMORY;
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: out of host memory while building "
+                                       "the pristine state; the sandbox refuses runs until a "
+                                       "reset succeeds");
+  } else {
+    /* Seeded again from the port's first draw, exactly as mbx_sandbox_new seeds: with a
+       policy seed the sequence is the new sandbox's, without one it is fresh randomness. */
+    sb->vm->port = &sb->port.port;
+    sb->port.draws = 0;
+    if (!run_protected(sb->vm->L, mbxL_reseed)) {
+      s = MBX_NO_MEMORY;
+      mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: could not seed math.random");
+    }
+  }
+  sb->poisoned = s != MBX_OK;
+  sb->poisoned_by = s != MBX_OK ? MBX_INTERNAL_ERROR : MBX_OK;
+  count_heap(sb);
+  atomic_store(&sb->busy, 0);
+  return s;
+}
+
+MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err) {
+  if (sb == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_checkpoint: the sandbox is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (!claim(sb, "mbx_sandbox_checkpoint", err)) return MBX_SANDBOX_BUSY;
+  mbx_status s = MBX_OK;
+  switch (mbxV_vm_checkpoint(sb->vm, &sb->checkpoint)) {
+  case MBXV_CHECKPOINT_OK:
+    sb->checkpoint_poisoned = sb->poisoned;
+    sb->checkpoint_poisoned_by = sb->poisoned_by;
+    sb->checkpoint_draws = sb->port.draws;
+    break;
+  case MBXV_CHECKPOINT_NO_MEMORY:
+    s = MBX_NO_MEMORY;
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
+                                       "copy; the previous checkpoint (if any) is kept");
+    break;
+  case MBXV_CHECKPOINT_UNSUPPORTED:
+    s = MBX_UNSUPPORTED;
+    mbxV_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_checkpoint: not available in this build "
+                                         "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
+    break;
+  }
+  atomic_store(&sb->busy, 0);
+  return s;
+}
+
+MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err) {
+  if (sb == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+#ifdef MBX_ARENA_MALLOC
+  mbxV_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_rewind: not available in this build "
+                                       "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
+  return MBX_UNSUPPORTED;
+#else
+  if (!claim(sb, "mbx_sandbox_rewind", err)) return MBX_SANDBOX_BUSY;
+  if (sb->checkpoint.len == 0) {
+    atomic_store(&sb->busy, 0);
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox has no "
+                                              "checkpoint (call mbx_sandbox_checkpoint first)");
+    return MBX_INVALID_ARGUMENT;
+  }
+  mbxV_vm_rewind(sb->vm, &sb->checkpoint);
+  sb->poisoned = sb->checkpoint_poisoned;
+  sb->poisoned_by = sb->checkpoint_poisoned_by;
+  sb->port.draws = sb->checkpoint_draws;
+  count_heap(sb);
+  atomic_store(&sb->busy, 0);
+  return MBX_OK;
+#endif
 }
 
 /* Free C stack below the current frame, from the thread's stack bounds (queried once per
@@ -284,7 +526,8 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
   if (sb->poisoned) {
     atomic_store(&sb->busy, 0);
     mbxV_error_set(err, MBX_SANDBOX_POISONED,
-                   "this sandbox ended a run with %s and refuses further runs; free it and "
+                   "this sandbox ended a run with %s and refuses further runs; reset it "
+                   "(mbx_sandbox_reset), rewind it to an earlier checkpoint, or free it and "
                    "create a new one",
                    mbx_status_key(sb->poisoned_by));
     return MBX_SANDBOX_POISONED;
@@ -309,8 +552,13 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
   mbxV_outcome outcome;
   mbxC_port_local_run_begin(&sb->port);
   const char *code_text = code ? code : "";
-  mbx_status s = mbxV_run(sb->vm, code_text, code_len, name, inputs_json, inputs_len,
-                          &outcome, err);
+  /* Deterministic mode bypasses the bytecode cache: a hit skips the parse and its charge, so
+     the instruction count (and os.clock, which reads it) would depend on what ran before. */
+  mbxV_bcache *cache = atomic_load(&sb->rt->bytecode_on) && !sb->port.port.deterministic
+                           ? sb->rt->bytecode
+                           : NULL;
+  mbx_status s = mbxV_run_cached(sb->vm, cache, code_text, code_len, name, inputs_json,
+                                 inputs_len, &outcome, err);
   uselocale(host_locale);
   if (s < MBX_API_ERROR_BASE) {
     if (poisons(s)) {
@@ -322,6 +570,7 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
       mbxV_error_set(err, MBX_NO_MEMORY, "mbx_run: out of host memory for the result");
       s = MBX_NO_MEMORY;
     }
+    count_heap(sb);
   }
   atomic_store(&sb->busy, 0);
   return s;

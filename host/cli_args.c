@@ -68,7 +68,8 @@ typedef enum option_id {
   OPT_INPUT_FILE,
   OPT_SEED,
   OPT_TIME,
-  OPT_ENV
+  OPT_ENV,
+  OPT_DETERMINISTIC
 } option_id;
 
 typedef struct option_spec {
@@ -94,6 +95,7 @@ static const option_spec run_options[] = {
     {"--seed", OPT_SEED, 1, "--seed 42"},
     {"--time", OPT_TIME, 1, "--time 1700000000"},
     {"--env", OPT_ENV, 1, "--env API_URL=https://example.com"},
+    {"--deterministic", OPT_DETERMINISTIC, 0, NULL},
 };
 
 static const char usage_text[] =
@@ -120,6 +122,9 @@ static const char usage_text[] =
     "  --seed N               seed math.random with N (reproducible runs)\n"
     "  --time EPOCH           fix os.time/os.date at EPOCH seconds since 1970 (UTC)\n"
     "  --env NAME=VALUE       a variable for os.getenv (repeatable; nothing else is visible)\n"
+    "  --deterministic        canonical pairs order, counter ids in tostring, os.clock\n"
+    "                         counting instructions (with --seed and --time: same output\n"
+    "                         in every run)\n"
     "  --json                 print one JSON object with status, value, output and usage\n"
     "  -h, --help             show this help\n"
     "  --version              show the version\n"
@@ -514,6 +519,7 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_HELP:
   case OPT_VERSION:
   case OPT_JSON:
+  case OPT_DETERMINISTIC:
     break; /* flags are handled by the caller */
   case OPT_EVAL:
     return set_script(opt, MBXH_CLI_SCRIPT_CODE, value, msg, msg_size);
@@ -624,7 +630,10 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
         opt->command = spec->id == OPT_HELP ? MBXH_CLI_HELP : MBXH_CLI_VERSION;
         return 0;
       }
-      opt->json = 1;
+      if (spec->id == OPT_DETERMINISTIC)
+        opt->deterministic = 1;
+      else
+        opt->json = 1;
       continue;
     }
     if (eq != NULL) {

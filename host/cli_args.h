@@ -52,6 +52,7 @@ typedef struct mbxH_cli_options {
   int64_t time;                /* --time: the fixed clock, seconds since the epoch */
   const char *env[MBXH_CLI_MAX_ENV]; /* --env NAME=VALUE, in order; each has an '=' */
   int env_count;
+  int deterministic;           /* --deterministic */
 } mbxH_cli_options;
 
 /*

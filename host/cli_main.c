@@ -206,12 +206,13 @@ static int print_result(const mbx_result *res, int json) {
   return run_exit_code(res);
 }
 
-/* Applies --seed, --time and --env; the library checks the values. */
+/* Applies --seed, --deterministic, --time and --env; the library checks the values. */
 static int apply_settings(mbx_policy *p, const mbxH_cli_options *opt) {
   mbx_error err;
   int i;
   memset(&err, 0, sizeof err);
   if (opt->seed.set) (void)mbx_policy_set_seed(p, opt->seed.value, &err);
+  if (opt->deterministic) (void)mbx_policy_set_deterministic(p, 1, &err);
   if (opt->time_set && mbx_policy_set_time(p, opt->time, &err) != MBX_OK) {
     fprintf(stderr, "moonbox: --time: %s\n", err.message);
     return -1;

@@ -41,7 +41,8 @@
 **   An mbx_runtime is thread-safe. A policy is thread-safe once no thread modifies it any more
 **   (sandboxes copy what they need from it at creation). An mbx_sandbox is used by one thread
 **   at a time; it may move between threads between calls. mbx_sandbox_interrupt() is the one
-**   call that may be made on a sandbox from any thread while another thread runs it.
+**   call that may be made on a sandbox from any thread while another thread runs, resets or
+**   rewinds it.
 **   Sandboxes live in heap slots the runtime pools and hands to whichever thread creates the
 **   next sandbox: a sandbox created on one thread may be run and freed on another, and a slot
 **   freed on one thread is reused by any. No thread-local state ties a sandbox to a thread.
@@ -102,7 +103,8 @@ MBX_API int mbx_version_number(void);
   X(SANDBOX_PAUSED, 104, "sandbox_paused", "the sandbox is paused at an external call")       \
   X(SANDBOX_BUSY, 105, "sandbox_busy", "the sandbox is already running")                      \
   X(STACK_TOO_SMALL, 106, "stack_too_small", "less than 1 MiB of C stack left on this thread")\
-  X(NO_MEMORY, 107, "no_memory", "the host is out of memory")
+  X(NO_MEMORY, 107, "no_memory", "the host is out of memory")                                 \
+  X(UNSUPPORTED, 108, "unsupported", "not available in this build")
 
 typedef enum mbx_status {
 #define MBX_STATUS_ENUM_(name, code, key, text) MBX_##name = code,
@@ -148,6 +150,44 @@ MBX_API void mbx_free(void *p);
 MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err);
 /* All sandboxes of the runtime must have been freed before. */
 MBX_API void mbx_runtime_free(mbx_runtime *rt);
+
+/*
+** Runtime-wide caps: back-pressure for a host that opens thousands of sessions, so that it
+** gets a clear MBX_NO_MEMORY from mbx_sandbox_new (the message names the cap) instead of an
+** OOM kill. Lowering a cap below the current figure never touches live sandboxes: it only
+** refuses new ones until enough are freed.
+*/
+typedef enum mbx_runtime_cap {
+  /* Live sandboxes. Default 4096; 1 to 2^32-1. */
+  MBX_CAP_SANDBOXES = 1,
+  /* Bytes of address space reserved for sandbox heaps (each sandbox's slot is 8x its memory
+     limit, rounded up to a power of two, at least 2 MiB, plus a 64 KiB guard; idle slots the
+     runtime keeps for reuse count too and are unmapped first when a new one would pass the
+     cap). Address space is not memory (MAP_NORESERVE). Default 8 TiB; 0 = no cap. */
+  MBX_CAP_RESERVED_BYTES = 2,
+  /* Estimated resident guest memory: the sum of the live sandboxes' heaps as of their
+     creation or the end of their last run, reset or rewind. A new sandbox that would take the
+     sum past the cap is refused; a run is bounded by the sandbox's own memory limit, which is
+     how far the estimate can lag. Default: the machine's physical memory; 0 = no cap. */
+  MBX_CAP_HEAP_BYTES = 3,
+  /* Bytes the bytecode cache may hold. mbx_run compiles a chunk's source once per runtime
+     and loads the cached bytecode when the same source (same bytes, same chunk name) is run
+     again, in any sandbox: a 1.2 KB snippet loads several times faster than it parses. Only
+     sources given to mbx_run use it, never guest `load` calls (a hit-or-miss timing would
+     tell one tenant what another ran). Least recently used entries are dropped past the cap.
+     Default 16 MiB; 0 disables the cache (and empties it). */
+  MBX_CAP_BYTECODE_CACHE_BYTES = 4
+} mbx_runtime_cap;
+
+/* Set a cap. Thread-safe. Returns MBX_OK, or MBX_INVALID_ARGUMENT (NULL runtime, unknown cap,
+   value out of range; nothing changed, err says why). */
+MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, uint64_t value,
+                                       mbx_error *err);
+/* The current value of a cap; 0 for an unknown cap or a NULL runtime. */
+MBX_API uint64_t mbx_runtime_get_cap(const mbx_runtime *rt, mbx_runtime_cap which);
+/* What a cap is measured against right now: live sandboxes, reserved bytes, the resident
+   estimate, the bytecode cache's bytes. 0 for an unknown cap or a NULL runtime. */
+MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Policy: what a sandbox may use. Deny by default: a new policy grants the curated standard  */
@@ -215,10 +255,33 @@ MBX_API mbx_status mbx_policy_set_seed(mbx_policy *p, uint64_t seed, mbx_error *
 ** Without it they read the host's real-time clock. The sandbox has no time zone: os.date,
 ** with or without a leading '!', and os.time with a date table are always UTC.
 ** os.clock() is not affected: it reports the CPU time of the current run (seconds, a float),
-** not the host process's. epoch_seconds must lie in the years 1 to 9999
+** not the host process's (in deterministic mode, below, its instruction count / 1e8). epoch_seconds must lie in the years 1 to 9999
 ** (-62135596800 to 253402300799); returns MBX_OK or MBX_INVALID_ARGUMENT (err says why).
 */
 MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx_error *err);
+
+/*
+** Deterministic mode (on != 0; off by default). With a fixed seed and clock as well, two runs
+** of the same source in two processes give the same status, value, stdout and stderr (the
+** usage figures are not covered). In this mode:
+**   - pairs and next walk a table in one canonical order: integer keys ascending, then
+**     strings bytewise (a prefix before its extensions), false, true, floats ascending, then
+**     tables, functions, userdata and threads by object number. A pairs loop costs
+**     O(n log n) to start, charged to the instruction budget, and its snapshot of the keys
+**     is guest memory; a traversal with plain next starts at next(t, nil), which sorts again.
+**     Keys set to nil during a traversal are skipped; keys added are not visited. __pairs
+**     works as in stock Lua.
+**   - Object numbers come from a per-sandbox counter in first-seen order (by tostring or
+**     by a traversal's sort; objects first seen in one sort are numbered in heap order).
+**     tostring shows them in place of the hashed address: "table: 0x000000000001".
+**   - os.clock() returns the run's instruction count / 1e8 (a measure of work done, not
+**     of time).
+**   - Sources given to mbx_run bypass the runtime's bytecode cache.
+** The mode is checked at call time, so a sandbox costs nothing more to create; with it off
+** pairs and next are stock. Sandboxes copy the setting when created. Returns MBX_OK, or
+** MBX_INVALID_ARGUMENT for NULL p.
+*/
+MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error *err);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Sandbox: one isolated Lua state with its own heap, limits and captured output.             */
@@ -226,8 +289,9 @@ MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx
 /* Copies what it needs from the policy; the policy may be freed afterwards. Returns NULL and
    fills err on failure. The sandbox's heap is a slot of address space (8x the memory limit,
    reserved, not committed) holding a copy of a pristine state, so creation costs a memory
-   copy. A runtime allows 4096 live sandboxes; past that, and when address space for a slot
-   cannot be reserved, this fails with MBX_NO_MEMORY and a message saying which. */
+   copy. Past a runtime cap (mbx_runtime_set_cap: live sandboxes, reserved address space,
+   resident estimate), and when address space for a slot cannot be reserved, this fails with
+   MBX_NO_MEMORY and a message saying which. */
 MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_error *err);
 /* Releases the whole guest heap at once: the slot goes back to the runtime's pool and the
    pages the sandbox used beyond the pristine state are returned to the OS. Guest code never
@@ -250,7 +314,8 @@ MBX_API void mbx_sandbox_free(mbx_sandbox *sb);
 ** A sandbox keeps its globals between runs (a REPL). Instruction, time and output limits
 ** apply per run; memory is the live heap of the sandbox. A run that ends on a limit, an
 ** interrupt or an internal error poisons the sandbox: later runs return
-** MBX_SANDBOX_POISONED. Free it and make a new one.
+** MBX_SANDBOX_POISONED. Reset it (mbx_sandbox_reset), rewind it to a checkpoint taken before
+** that run, or free it.
 */
 MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_len,
                                  const char *chunk_name, const char *inputs_json,
@@ -267,6 +332,49 @@ MBX_API mbx_status mbx_sandbox_interrupt(mbx_sandbox *sb);
 
 /* 1 if the sandbox refuses further runs, 0 otherwise. */
 MBX_API int mbx_sandbox_poisoned(const mbx_sandbox *sb);
+
+/*
+** Back to pristine, as if the sandbox had just been made from the same policy: globals,
+** library tables, string metatable, registry and coroutines are the runtime's pristine state
+** again (a memory copy of it, in about the time of mbx_sandbox_new: no allocation, no new
+** address space), math.random is seeded again as a new sandbox's is (the policy seed's first
+** sequence, or fresh randomness), the poisoned flag and usage counters are cleared, and
+** addresses are hashed with a fresh key. The limits, environment and clock stay those of the
+** policy the sandbox was made from. A checkpoint, if any, is kept and can still be rewound to.
+** In MBX_ARENA_MALLOC builds (the asan preset) the pristine state is built again instead
+** (~10 us). Not while a run is active on another thread: MBX_SANDBOX_BUSY.
+** Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL), MBX_SANDBOX_BUSY, or MBX_NO_MEMORY (only in
+** builds without templates, when the host is out of memory: the sandbox then refuses runs
+** until a reset succeeds).
+*/
+MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err);
+
+/*
+** CHECKPOINT / REWIND: instant rollback for fuzzing (one input per rewind) and for "try an
+** action, then undo".
+**
+** mbx_sandbox_checkpoint captures the sandbox's whole current state between runs: the guest
+** heap (a copy of the used part of the sandbox's heap slot: ~18 KB for an idle sandbox, more
+** with whatever the guest keeps in globals), and the host-side state that belongs to it: the
+** poisoned flag and the position in the policy's seed sequence. Output buffers are per run:
+** nothing of them is kept. One checkpoint per sandbox: a new one replaces the old (its buffer
+** is reused). Cost: one memcpy of that size (plus a malloc the first time or when it grew).
+**
+** mbx_sandbox_rewind returns the sandbox to the checkpoint in the time of one memcpy of the
+** same size: globals, upvalues, coroutines, the math.random sequence, the heap usage and the
+** poisoned flag are exactly as they were (rewinding after a run that poisoned the sandbox
+** un-poisons it only if the checkpoint was taken before that run). Pages the sandbox dirtied
+** past the checkpointed size are returned to the OS. It may be rewound any number of times.
+** mbx_sandbox_reset keeps the checkpoint.
+**
+** Both refuse while a run is active on another thread (MBX_SANDBOX_BUSY). Both return
+** MBX_UNSUPPORTED in MBX_ARENA_MALLOC builds (the asan preset), where the guest heap is
+** spread over malloc blocks. Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL, or a rewind with
+** no checkpoint), MBX_SANDBOX_BUSY, MBX_UNSUPPORTED or, for a checkpoint, MBX_NO_MEMORY (the
+** previous checkpoint is kept).
+*/
+MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err);
+MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Result: immutable; everything borrowed from it lives until mbx_result_free.               */

@@ -169,9 +169,14 @@ static int os_difftime(lua_State *L) {
 }
 
 /* os.clock(): CPU seconds this run has used (not the host process's CPU time, which would
-   show the work of the host and of other sandboxes). */
+   show the work of the host and of other sandboxes). In deterministic mode: the run's
+   instruction count / 1e8, a function of the work done rather than of the machine. */
 static int os_clock(lua_State *L) {
   const mbxC_port *port = port_of(L);
+  if (port && port->deterministic) {
+    lua_pushnumber(L, (lua_Number)mbxV_from(L)->budget.instructions / 1e8);
+    return 1;
+  }
   lua_pushnumber(L, port ? (lua_Number)port->cpu_time(port->ud) : 0.0);
   return 1;
 }

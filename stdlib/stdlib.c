@@ -37,7 +37,8 @@ int mbxL_heap_fits(lua_State *L, size_t need) {
 int mbxL_open_sandbox(lua_State *L) {
   /* require comes last: it records the library tables the others made. */
   static const lua_CFunction openers[] = {
-      mbxL_open_base,      mbxL_open_string, mbxL_open_table, mbxL_open_math, mbxL_open_utf8,
+      mbxL_open_base,      mbxL_open_deterministic, mbxL_open_string, mbxL_open_table,
+      mbxL_open_math,      mbxL_open_utf8,
       mbxL_open_coroutine, mbxL_open_io,     mbxL_open_os,    mbxL_open_json, mbxL_open_require};
   for (size_t i = 0; i < sizeof openers / sizeof *openers; i++) {
     openers[i](L);

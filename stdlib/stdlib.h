@@ -61,4 +61,15 @@ typedef struct mbxL_refusal {
    it; "attempt to call a nil value" says nothing). list ends with a NULL name. */
 void mbxL_add_refusals(lua_State *L, int idx, const mbxL_refusal *list);
 
+/* Deterministic mode (stdlib/deterministic.c). The opener replaces `next` and `pairs` with
+   wrappers that check the port at call time (stock behaviour when the mode is off) and makes
+   the registry's object-number table; run it after mbxL_open_base. */
+int mbxL_open_deterministic(lua_State *L);
+/* 1 when L's sandbox runs in deterministic mode (its port says so), else 0. */
+int mbxL_deterministic(lua_State *L);
+/* The per-sandbox number of the collectable (or light) value at idx: given in first-seen
+   order from a counter starting at 1, and kept while the object lives. Raises on out of
+   memory; call it from a frame Lua owns. */
+lua_Integer mbxL_object_number(lua_State *L, int idx);
+
 #endif

@@ -34,10 +34,15 @@ const char *mbxL_tolstring(lua_State *L, int idx, size_t *len) {
     lua_pushliteral(L, "nil");
     break;
   default: {
+    /* Deterministic mode: the sandbox's first-seen counter instead of the hash, so the text
+       is the same in every process (the hash key is random per runtime). */
+    unsigned long long shown = mbxL_deterministic(L)
+                                   ? (unsigned long long)mbxL_object_number(L, idx)
+                                   : hidden_address(L, lua_topointer(L, idx));
     int kind = luaL_getmetafield(L, idx, "__name");
     const char *name = kind == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, idx);
     char buf[64];
-    snprintf(buf, sizeof buf, ": 0x%012llx", hidden_address(L, lua_topointer(L, idx)));
+    snprintf(buf, sizeof buf, ": 0x%012llx", shown);
     lua_pushstring(L, name);
     lua_pushstring(L, buf);
     lua_concat(L, 2);

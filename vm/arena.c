@@ -251,7 +251,14 @@ struct mbxV_pool {
   unsigned idle_count;
   unsigned live;
   unsigned cap;
+  size_t reserved;     /* address space of every mapped slot, idle ones and guards included */
+  size_t reserve_cap;  /* 0 = none */
 };
+
+/* What one slot of a size class reserves. */
+static size_t reservation(size_t size) {
+  return size + MBXV_ARENA_GUARD;
+}
 
 size_t mbxV_slot_size_for(size_t limit) {
   if (limit > SIZE_MAX / 16) return 0;
@@ -314,6 +321,7 @@ void mbxV_pool_free(mbxV_pool *p) {
     while (p->idle[c]) {
       mbxV_slot *s = p->idle[c];
       p->idle[c] = s->next;
+      p->reserved -= reservation(s->size);
       slot_unmap(s);
     }
   }
@@ -328,12 +336,52 @@ unsigned mbxV_pool_live(mbxV_pool *p) {
   return n;
 }
 
+size_t mbxV_pool_reserved(mbxV_pool *p) {
+  pthread_mutex_lock(&p->lock);
+  size_t n = p->reserved;
+  pthread_mutex_unlock(&p->lock);
+  return n;
+}
+
+void mbxV_pool_set_caps(mbxV_pool *p, unsigned cap, size_t reserve_cap) {
+  pthread_mutex_lock(&p->lock);
+  p->cap = cap ? cap : MBXV_POOL_DEFAULT_CAP;
+  p->reserve_cap = reserve_cap;
+  pthread_mutex_unlock(&p->lock);
+}
+
+void mbxV_pool_get_caps(mbxV_pool *p, unsigned *cap, size_t *reserve_cap) {
+  pthread_mutex_lock(&p->lock);
+  *cap = p->cap;
+  *reserve_cap = p->reserve_cap;
+  pthread_mutex_unlock(&p->lock);
+}
+
+/* Under the lock: does one more mapping of `need` bytes pass a cap? */
+static int over_caps(const mbxV_pool *p, size_t need) {
+  return p->live + p->idle_count >= p->cap ||
+         (p->reserve_cap && (p->reserved > p->reserve_cap || need > p->reserve_cap - p->reserved));
+}
+
+/* Under the lock: unlink one idle slot (any class) so its reservation can be unmapped. */
+static mbxV_slot *idle_pop_any(mbxV_pool *p) {
+  for (size_t c = 0; c < sizeof p->idle / sizeof *p->idle; c++) {
+    if (p->idle[c] == NULL) continue;
+    mbxV_slot *s = p->idle[c];
+    p->idle[c] = s->next;
+    p->idle_count--;
+    p->reserved -= reservation(s->size);
+    return s;
+  }
+  return NULL;
+}
+
 mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out) {
   *out = NULL;
   size_t size = mbxV_slot_size_for(limit);
   if (size == 0 || size > SIZE_MAX - MBXV_ARENA_GUARD) return MBXV_TAKE_NO_SPACE;
   unsigned cls = log2_of(size);
-  mbxV_slot *evict = NULL;
+  mbxV_slot *evicted = NULL;
   pthread_mutex_lock(&p->lock);
   if (p->live >= p->cap) {
     pthread_mutex_unlock(&p->lock);
@@ -349,23 +397,34 @@ mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out) {
     *out = s;
     return MBXV_TAKE_OK;
   }
-  /* The cap bounds reserved slots, idle ones included: unmap an idle slot of another class
-     when a new reservation would pass it. */
-  if (p->live + p->idle_count >= p->cap) {
-    for (size_t c = 0; c < sizeof p->idle / sizeof *p->idle && evict == NULL; c++) {
-      if (p->idle[c] == NULL) continue;
-      evict = p->idle[c];
-      p->idle[c] = evict->next;
-      p->idle_count--;
-    }
+  /* The caps bound reserved slots and address space, idle slots included: unmap idle slots
+     of other classes while a new reservation would pass either. */
+  size_t need = reservation(size);
+  while (over_caps(p, need)) {
+    mbxV_slot *victim = idle_pop_any(p);
+    if (victim == NULL) break;
+    victim->next = evicted;
+    evicted = victim;
   }
-  p->live++; /* counted now, so racing takes cannot pass the cap while we map */
+  mbxV_take_result refused = MBXV_TAKE_OK;
+  if (p->live + p->idle_count >= p->cap) refused = MBXV_TAKE_CAP;
+  else if (over_caps(p, need)) refused = MBXV_TAKE_RESERVE_CAP;
+  if (refused == MBXV_TAKE_OK) {
+    p->live++; /* counted now, so racing takes cannot pass the caps while we map */
+    p->reserved += need;
+  }
   pthread_mutex_unlock(&p->lock);
-  if (evict) slot_unmap(evict);
+  while (evicted) {
+    mbxV_slot *next = evicted->next;
+    slot_unmap(evicted);
+    evicted = next;
+  }
+  if (refused != MBXV_TAKE_OK) return refused;
   s = slot_map(p, size);
   if (s == NULL) {
     pthread_mutex_lock(&p->lock);
     p->live--;
+    p->reserved -= need;
     pthread_mutex_unlock(&p->lock);
     return MBXV_TAKE_NO_SPACE;
   }
@@ -406,4 +465,30 @@ int mbxV_slot_snapshot(mbxV_slot *s) {
 
 void mbxV_slot_restore(mbxV_slot *s) {
   memcpy(s->arena, s->template_bytes, s->template_len);
+}
+
+void mbxV_slot_restore_prefix(mbxV_slot *s, const char *bytes, size_t len, size_t hole_at,
+                              size_t hole_len) {
+  mbxV_arena *a = s->arena;
+  char *base = (char *)a, *limit = base + s->size;
+  /* The dirty extent of the state being replaced, clamped like mbxV_pool_give does. */
+  char *old_high = a->high;
+  if (old_high < base || old_high > limit) old_high = limit;
+  memcpy(base, bytes, hole_at);
+  memcpy(base + hole_at + hole_len, bytes + hole_at + hole_len, len - hole_at - hole_len);
+  /* Past the restored prefix everything is free again: give back what the replaced state
+     dirtied there, beyond the small slack the next run will almost surely touch again. */
+  char *keep = base + len + MBXV_ARENA_KEEP_RESIDENT;
+  if (old_high > keep) give_back(keep, old_high, os_page());
+  else keep = old_high;
+  /* Below `keep` pages may still be dirty: the high-water mark must cover them (for trim). */
+  if (keep > a->high) a->high = keep;
+}
+
+void mbxV_arena_clear(mbxV_arena *a, size_t user_size) {
+  /* Unlike mbxV_arena_init, the user area is left alone: it holds the vm being rebuilt. */
+  a->runs = NULL;
+  memset(a->small, 0, sizeof a->small);
+  a->bump = a->user + align_up(user_size, MBXV_ARENA_GRANULE);
+  if (a->high < a->bump) a->high = a->bump;
 }

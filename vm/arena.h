@@ -74,6 +74,10 @@ size_t mbxV_arena_prefix(const mbxV_arena *a);
    running in the arena: the pages read back as zeros afterwards. Returns the bytes returned. */
 size_t mbxV_arena_trim(mbxV_arena *a);
 
+/* Forget every block (the arena is empty again) but keep the user area's contents; the
+   high-water mark is kept so a later trim still finds the dirty pages. */
+void mbxV_arena_clear(mbxV_arena *a, size_t user_size);
+
 /* ---- slots and the pool ---- */
 
 typedef struct mbxV_pool mbxV_pool;
@@ -92,8 +96,9 @@ typedef struct mbxV_slot {
 
 typedef enum mbxV_take_result {
   MBXV_TAKE_OK = 0,
-  MBXV_TAKE_CAP,     /* the pool's cap on live slots is reached */
-  MBXV_TAKE_NO_SPACE /* the reservation (or its descriptor) could not be made */
+  MBXV_TAKE_CAP,         /* the pool's cap on live slots is reached */
+  MBXV_TAKE_RESERVE_CAP, /* the slot would pass the pool's cap on reserved address space */
+  MBXV_TAKE_NO_SPACE     /* the reservation (or its descriptor) could not be made */
 } mbxV_take_result;
 
 /* The reservation size for a memory limit: a power of two >= 8 * limit (and >= 2 MiB).
@@ -107,10 +112,16 @@ mbxV_pool *mbxV_pool_new(unsigned cap);
 void mbxV_pool_free(mbxV_pool *p);
 /* Slots currently handed out. */
 unsigned mbxV_pool_live(mbxV_pool *p);
+/* Address space currently reserved by the pool's slots (live and idle, guards included). */
+size_t mbxV_pool_reserved(mbxV_pool *p);
+/* The caps: live slots (0 = MBXV_POOL_DEFAULT_CAP) and reserved bytes (0 = none). Lowering a
+   cap below the current figure only refuses new slots; nothing live is touched. */
+void mbxV_pool_set_caps(mbxV_pool *p, unsigned cap, size_t reserve_cap);
+void mbxV_pool_get_caps(mbxV_pool *p, unsigned *cap, size_t *reserve_cap);
 
 /* Hand out a slot of the size class for limit: an idle one of that class (its template, if
    any, kept) or a fresh reservation. The arena inside is not initialised. To stay under the
-   cap, an idle slot of another class may be unmapped first. */
+   caps, idle slots of other classes may be unmapped first. */
 mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out);
 /* Take the slot back (from any thread): its dirty pages past the template (beyond
    MBXV_ARENA_KEEP_RESIDENT) are returned to the OS first. Nothing in the slot may be used
@@ -122,5 +133,12 @@ void mbxV_pool_give(mbxV_slot *s);
 int mbxV_slot_snapshot(mbxV_slot *s);
 /* Copy the template back over the arena: the state is exactly as it was at the snapshot. */
 void mbxV_slot_restore(mbxV_slot *s);
+/* Copy a snapshot of this slot's prefix (len bytes, from mbxV_arena_prefix at the time) back
+   over the arena, except the bytes [hole_at, hole_at + hole_len), which keep their current
+   contents (state that belongs to the sandbox, not to the snapshot, and may be written by
+   another thread). Pages the replaced state dirtied past the restored prefix (beyond
+   MBXV_ARENA_KEEP_RESIDENT) are returned to the OS. No Lua code may be running. */
+void mbxV_slot_restore_prefix(mbxV_slot *s, const char *bytes, size_t len, size_t hole_at,
+                              size_t hole_len);
 
 #endif

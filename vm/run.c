@@ -6,8 +6,8 @@
 
 #include <lauxlib.h>
 
+#include "vm/bytecode_cache.h"
 #include "vm/json.h"
-#include "vm/load.h"
 
 /* What the protected steps of a run exchange with mbxV_run. */
 typedef struct run_step {
@@ -16,6 +16,7 @@ typedef struct run_step {
   const char *chunk_name;
   const char *inputs;
   size_t inputs_len;
+  mbxV_bcache *cache;   /* the runtime's bytecode cache, or NULL */
   enum { STEP_INPUTS, STEP_LOAD, STEP_READY } reached;
   char *bad_input;      /* malloc'd: why the inputs were refused */
   char *syntax_error;   /* malloc'd: the parser's message */
@@ -124,8 +125,10 @@ static int step_prepare(lua_State *L) {
   st->reached = STEP_INPUTS;
   if (st->inputs && !bind_inputs(L, st)) return 0;
   st->reached = STEP_LOAD;
-  /* Text only, always: binary chunks can crash 5.4.4 just by being loaded (THREATS E4). */
-  if (mbxV_load_text(L, st->code, st->code_len, st->chunk_name) != LUA_OK) {
+  /* Text only, always: binary chunks can crash 5.4.4 just by being loaded (THREATS E4). The
+     one exception is bytecode the cache holds, which we dumped ourselves from this very text
+     (vm/bytecode_cache.h); guest `load` never goes this way. */
+  if (mbxV_bcache_load(st->cache, L, st->code, st->code_len, st->chunk_name, NULL) != LUA_OK) {
     size_t n = 0;
     const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "syntax error";
     if (n == 0) n = strlen(msg);
@@ -293,6 +296,12 @@ static void check_heap_after_exit(lua_State *L, mbxV_vm *vm) {
 
 mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
                     const char *inputs, size_t inputs_len, mbxV_outcome *out, mbx_error *err) {
+  return mbxV_run_cached(vm, NULL, code, code_len, chunk_name, inputs, inputs_len, out, err);
+}
+
+mbx_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, size_t code_len,
+                           const char *chunk_name, const char *inputs, size_t inputs_len,
+                           mbxV_outcome *out, mbx_error *err) {
   memset(out, 0, sizeof *out);
   if (code_len > vm->source_limit) {
     mbxV_error_set(err, MBX_SOURCE_TOO_LARGE,
@@ -303,7 +312,7 @@ mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *
   }
   lua_State *L = vm->L;
   run_step st = {.code = code, .code_len = code_len, .chunk_name = chunk_name,
-                 .inputs = inputs, .inputs_len = inputs_len};
+                 .inputs = inputs, .inputs_len = inputs_len, .cache = cache};
   volatile mbx_status api = MBX_OK;
   jmp_buf recovery;
   uint64_t started = mbxV_now_ns();

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "include/moonbox.h"
+#include "vm/bytecode_cache.h"
 #include "vm/errors.h"
 #include "vm/vm.h"
 
@@ -30,6 +31,13 @@ typedef struct mbxV_outcome {
 */
 mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
                     const char *inputs, size_t inputs_len, mbxV_outcome *out, mbx_error *err);
+
+/* mbxV_run with the runtime's bytecode cache (NULL = none): the chunk is loaded from the
+   cached compile of this exact text when there is one, and a clean compile is stored. Only
+   for source the host gave (mbx_run), never for text the guest produced. */
+mbx_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, size_t code_len,
+                           const char *chunk_name, const char *inputs, size_t inputs_len,
+                           mbxV_outcome *out, mbx_error *err);
 
 void mbxV_outcome_free(mbxV_outcome *out);
 

@@ -1,6 +1,8 @@
 /* vm/vm.c -- one sandbox's Lua state: creation, teardown and the panic recovery point. */
 #include "vm/vm.h"
 
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -20,10 +22,26 @@ static int on_panic(lua_State *L) {
   return 0; /* unreachable in practice: every host entry sets panic_jmp */
 }
 
-/* Everything that belongs to one sandbox rather than to its Lua state: set on a fresh vm and
-   again after a template copy (which holds the values of the sandbox that built it). The
-   heap's blocks, `used` and `arena` are the state's; limits and counters are the sandbox's. */
-static void configure(mbxV_vm *vm, const mbxV_config *cfg) {
+/* The budget's limits and run state, field by field: the interrupt flag may be written by
+   another thread at any moment (mbx_sandbox_interrupt), so the atomics are stored, never
+   overwritten by a memset or a memcpy, once the sandbox is handed out. */
+static void reset_budget(mbxV_budget *b, const mbxV_config *cfg) {
+  b->instruction_limit = cfg->instruction_limit;
+  b->instructions = 0;
+  b->deadline_ns = 0;
+  b->time_limit_ms = cfg->time_limit_ms;
+  atomic_store(&b->interrupt, 0);
+  atomic_store(&b->trip, MBXV_TRIP_NONE);
+  b->running = 0;
+  b->current = NULL;
+  b->run_thread = NULL;
+  b->exit_code = 0;
+}
+
+/* Everything that belongs to one sandbox rather than to its Lua state, except the budget and
+   the output (see configure and reconfigure). The heap's blocks, `used` and `arena` are the
+   state's; limits and counters are the sandbox's. */
+static void configure_fields(mbxV_vm *vm, const mbxV_config *cfg) {
   vm->heap.limit = cfg->memory_limit;
   vm->heap.ceiling = mbxV_heap_ceiling_for(cfg->memory_limit);
   vm->heap.peak = vm->heap.used;
@@ -31,15 +49,43 @@ static void configure(mbxV_vm *vm, const mbxV_config *cfg) {
   vm->heap.refused = 0;
   vm->heap.on_pressure = mbxV_budget_on_pressure;
   vm->heap.pressure_ud = vm;
-  memset(&vm->budget, 0, sizeof vm->budget);
-  vm->budget.instruction_limit = cfg->instruction_limit;
-  vm->budget.time_limit_ms = cfg->time_limit_ms;
-  mbxV_output_init(&vm->output, cfg->output_limit); /* host memory: a template holds none */
   vm->source_limit = cfg->source_limit;
   vm->address_key = cfg->address_key;
   vm->panic_jmp = NULL;
   vm->close_nesting = 0;
   vm->port = NULL;
+}
+
+/* A vm no one else knows yet: set on a fresh vm and after a template copy (which holds the
+   values of the sandbox that built it, output buffers of no one included). */
+static void configure(mbxV_vm *vm, const mbxV_config *cfg) {
+  memset(&vm->budget, 0, sizeof vm->budget);
+  reset_budget(&vm->budget, cfg);
+  mbxV_output_init(&vm->output, cfg->output_limit); /* host memory: a template holds none */
+  configure_fields(vm, cfg);
+}
+
+/* A live sandbox's vm going back to pristine: its budget and output buffers are its own
+   (they were kept out of the copy), so they are reset in place rather than replaced. */
+static void reconfigure(mbxV_vm *vm, const mbxV_config *cfg) {
+  reset_budget(&vm->budget, cfg);
+  mbxV_output_reset(&vm->output);
+  vm->output.limit = cfg->output_limit;
+  configure_fields(vm, cfg);
+}
+
+/* The part of the vm struct a restore must not overwrite: the budget (its interrupt flag is
+   shared with other threads) and the output (its buffers are host memory the snapshot's
+   pointers may no longer own). They are adjacent, so one hole covers both. */
+_Static_assert(offsetof(mbxV_vm, output) >= offsetof(mbxV_vm, budget) + sizeof(mbxV_budget) &&
+                   offsetof(mbxV_vm, output) <
+                       offsetof(mbxV_vm, budget) + sizeof(mbxV_budget) + _Alignof(mbxV_output),
+               "budget and output must be adjacent in mbxV_vm");
+
+static void restore_keeping_sandbox(mbxV_vm *vm, const char *bytes, size_t len) {
+  size_t at = (size_t)((char *)&vm->budget - (char *)vm->slot->arena);
+  size_t hole = offsetof(mbxV_vm, output) + sizeof(mbxV_output) - offsetof(mbxV_vm, budget);
+  mbxV_slot_restore_prefix(vm->slot, bytes, len, at, hole);
 }
 
 /* lua_newstate on vm's heap, with vm in the extra space and our panic handler. */
@@ -72,6 +118,25 @@ void mbxV_vm_close(mbxV_vm *vm) {
   vm->L = NULL;
 }
 
+/* Open the libraries on a fresh state in vm's heap and collect the garbage of opening. On
+   failure vm->L is NULL and the heap is released. */
+static mbxV_new_result populate(mbxV_vm *vm, lua_CFunction open_libs) {
+  if (!new_state(vm)) {
+    mbxV_heap_release_all(&vm->heap);
+    return MBXV_NEW_NO_FIT;
+  }
+  lua_pushcfunction(vm->L, open_libs);
+  if (lua_pcall(vm->L, 0, 0, 0) != LUA_OK) {
+    mbxV_heap_release_all(&vm->heap);
+    vm->L = NULL;
+    return MBXV_NEW_NO_FIT;
+  }
+  /* Collect the garbage of opening now, once, rather than in every sandbox's first run. */
+  lua_gc(vm->L, LUA_GCCOLLECT);
+  vm->heap.peak = vm->heap.used;
+  return MBXV_NEW_OK;
+}
+
 /* The slot's first sandbox (or every sandbox without templates): build the pristine state in
    place. No port: nothing the template keeps may depend on one sandbox's policy. */
 static mbxV_new_result build(mbxV_slot *slot, const mbxV_config *cfg, lua_CFunction open_libs) {
@@ -83,19 +148,7 @@ static mbxV_new_result build(mbxV_slot *slot, const mbxV_config *cfg, lua_CFunct
 #endif
   vm->slot = slot;
   configure(vm, cfg);
-  if (!new_state(vm)) {
-    mbxV_heap_release_all(&vm->heap);
-    return MBXV_NEW_NO_FIT;
-  }
-  lua_pushcfunction(vm->L, open_libs);
-  if (lua_pcall(vm->L, 0, 0, 0) != LUA_OK) {
-    mbxV_heap_release_all(&vm->heap);
-    return MBXV_NEW_NO_FIT;
-  }
-  /* Collect the garbage of opening now, once, rather than in every sandbox's first run. */
-  lua_gc(vm->L, LUA_GCCOLLECT);
-  vm->heap.peak = vm->heap.used;
-  return MBXV_NEW_OK;
+  return populate(vm, open_libs);
 }
 
 mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
@@ -107,6 +160,8 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
     break;
   case MBXV_TAKE_CAP:
     return MBXV_NEW_CAP;
+  case MBXV_TAKE_RESERVE_CAP:
+    return MBXV_NEW_RESERVE_CAP;
   default:
     return MBXV_NEW_NO_SPACE;
   }
@@ -135,6 +190,62 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
   }
   *out = vm;
   return MBXV_NEW_OK;
+}
+
+mbxV_new_result mbxV_vm_reset(mbxV_vm *vm, const mbxV_config *cfg, lua_CFunction open_libs) {
+  mbxV_slot *slot = vm->slot;
+  if (slot->template_bytes) {
+    restore_keeping_sandbox(vm, slot->template_bytes, slot->template_len);
+    reconfigure(vm, cfg);
+    return MBXV_NEW_OK;
+  }
+  /* No template (MBX_ARENA_MALLOC builds, or a snapshot that found no host memory): build
+     the state again in place. The vm struct is not re-zeroed: its budget and output stay. */
+  mbxV_heap_release_all(&vm->heap); /* frees the blocks only in MBX_ARENA_MALLOC builds */
+  vm->L = NULL;
+  mbxV_arena_clear(slot->arena, sizeof(mbxV_vm));
+  mbxV_heap_init(&vm->heap, cfg->memory_limit);
+#ifndef MBX_ARENA_MALLOC
+  vm->heap.arena = slot->arena;
+#endif
+  reconfigure(vm, cfg);
+  mbxV_new_result r = populate(vm, open_libs);
+#ifndef MBX_ARENA_MALLOC
+  if (r == MBXV_NEW_OK) mbxV_slot_snapshot(slot);
+#endif
+  return r;
+}
+
+mbxV_checkpoint_result mbxV_vm_checkpoint(mbxV_vm *vm, mbxV_checkpoint *ck) {
+#ifdef MBX_ARENA_MALLOC
+  (void)vm;
+  (void)ck;
+  return MBXV_CHECKPOINT_UNSUPPORTED; /* the state is spread over malloc blocks */
+#else
+  /* Header, vm struct and every block: the used prefix is the whole state (vm/arena.h). */
+  size_t len = mbxV_arena_prefix(vm->slot->arena);
+  if (len > ck->cap) {
+    char *grown = realloc(ck->bytes, len);
+    if (grown == NULL) return MBXV_CHECKPOINT_NO_MEMORY; /* the old checkpoint stays */
+    ck->bytes = grown;
+    ck->cap = len;
+  }
+  memcpy(ck->bytes, vm->slot->arena, len);
+  ck->len = len;
+  return MBXV_CHECKPOINT_OK;
+#endif
+}
+
+void mbxV_vm_rewind(mbxV_vm *vm, const mbxV_checkpoint *ck) {
+  if (ck->len == 0) return;
+  restore_keeping_sandbox(vm, ck->bytes, ck->len);
+  mbxV_output_reset(&vm->output);
+}
+
+void mbxV_checkpoint_free(mbxV_checkpoint *ck) {
+  free(ck->bytes);
+  ck->bytes = NULL;
+  ck->len = ck->cap = 0;
 }
 
 void mbxV_vm_free(mbxV_vm *vm) {

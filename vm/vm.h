@@ -55,6 +55,7 @@ void mbxV_vm_close(mbxV_vm *vm);
 typedef enum mbxV_new_result {
   MBXV_NEW_OK = 0,
   MBXV_NEW_CAP,      /* the pool's cap on live slots is reached */
+  MBXV_NEW_RESERVE_CAP, /* the slot would pass the pool's cap on reserved address space */
   MBXV_NEW_NO_SPACE, /* no address space for the slot, or no host memory */
   MBXV_NEW_NO_FIT    /* the pristine state does not fit in the memory limit */
 } mbxV_new_result;
@@ -72,6 +73,39 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
 /* Give the slot back to its pool (from any thread). Never lua_close (it would run guest
    finalizers with the hooks off): the output buffers are freed and the slot is reset. */
 void mbxV_vm_free(mbxV_vm *vm);
+
+/* Back to pristine in place (same slot, same address): the slot's template copied back (a
+   memcpy, like mbxV_vm_new), or, without a template, the state built again. The vm's budget
+   and output buffers are kept and reset; every other per-sandbox field is set from cfg and
+   vm->port is NULL again (the caller sets it and reseeds, as after mbxV_vm_new). On failure
+   (only without a template: out of host memory) vm->L is NULL and the vm may only be reset
+   again or freed. */
+mbxV_new_result mbxV_vm_reset(mbxV_vm *vm, const mbxV_config *cfg, lua_CFunction open_libs);
+
+/* A copy of a vm's whole state between runs, for rewinding to it: the slot's used prefix
+   (arena header, this vm struct, every block). Owned by the caller; zero-initialise it, reuse
+   it (its buffer is kept for the next checkpoint), release it with mbxV_checkpoint_free. */
+typedef struct mbxV_checkpoint {
+  char *bytes;
+  size_t len; /* 0: nothing captured */
+  size_t cap;
+} mbxV_checkpoint;
+
+typedef enum mbxV_checkpoint_result {
+  MBXV_CHECKPOINT_OK = 0,
+  MBXV_CHECKPOINT_NO_MEMORY,  /* no host memory for the copy: the previous one is kept */
+  MBXV_CHECKPOINT_UNSUPPORTED /* MBX_ARENA_MALLOC builds: the state is not one byte range */
+} mbxV_checkpoint_result;
+
+/* Capture vm's state into ck (replacing what ck held). Never while a run is active: the
+   state would point into the C stack. */
+mbxV_checkpoint_result mbxV_vm_checkpoint(mbxV_vm *vm, mbxV_checkpoint *ck);
+/* Copy ck back: the state is byte for byte what it was at the checkpoint, including the heap
+   counters and the random generator; the budget and output buffers are the sandbox's and are
+   kept (output emptied). Pages dirtied past the restored prefix go back to the OS. ck must
+   come from this vm. Nothing happens when ck is empty. */
+void mbxV_vm_rewind(mbxV_vm *vm, const mbxV_checkpoint *ck);
+void mbxV_checkpoint_free(mbxV_checkpoint *ck);
 
 /* Registry keys (light userdata addresses) shared between vm/ and stdlib/. */
 extern const char mbxV_key_builtins; /* set of global names present before any guest code */

@@ -599,6 +599,40 @@ mb run --json -e 'os.exit(true)'
 check_rc 0
 check_json 'd["status"] == "ok" and d["value"] is None and d["error"] is None'
 
+start deterministic_two_processes
+# String keys whose hash order differs per process, tables and a function as keys, tostring
+# of tables, math.random, os.time, os.date and os.clock: two processes agree on everything
+# but the usage figures.
+cat >"$tmp/det.lua" <<'LUA'
+local t = {}
+for i = 1, 50 do t["k" .. (i * 7 % 53)] = i end
+local objs = {}
+for i = 1, 10 do objs[i] = {id = i}; t[objs[i]] = i end
+t[function() end] = "f"
+local out = {}
+for k, v in pairs(t) do
+  out[#out + 1] = (type(k) == "table" and ("#" .. k.id .. "=" .. tostring(k))) or tostring(k)
+end
+print(table.concat(out, " "))
+io.stderr:write(tostring(objs[3]), " ", tostring({}), "\n")
+local k, n = next(t), 0
+while k ~= nil do n = n + 1; k = next(t, k) end
+print(n, math.random(1000000), os.time(), os.date("%c"), os.clock())
+return out[1], out[#out], os.clock()
+LUA
+mb run --json --deterministic --seed 1 --time 0 "$tmp/det.lua"
+check_rc 0
+check_json 'd["status"] == "ok" and d["value"][0] == "k1" and "table: 0x0000000000" in d["stdout"]'
+sed -E 's/"usage":\{[^}]*\}/"usage":{}/' "$tmp/out" >"$tmp/det1"
+mb run --json --deterministic --seed 1 --time 0 "$tmp/det.lua"
+check_rc 0
+sed -E 's/"usage":\{[^}]*\}/"usage":{}/' "$tmp/out" >"$tmp/det2"
+if ! cmp -s "$tmp/det1" "$tmp/det2"; then
+  fail "two --deterministic runs differ: [$(show "$tmp/det1")] vs [$(show "$tmp/det2")]"
+fi
+mb run --json --seed 1 --time 0 "$tmp/det.lua"
+check_json '"table: 0x0000000000" not in d["stdout"]'
+
 # ------------------------------------------------------------------------------------------
 
 if [ "$failures" -ne 0 ]; then

@@ -519,6 +519,306 @@ static void interrupt_while_idle_is_discarded(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* ---- reset, checkpoint, rewind ---- */
+
+/* Run code that must succeed and return its value JSON (malloc'd). */
+static char *value_of(mbx_sandbox *sb, const char *code) {
+  mbx_result *res = NULL;
+  mbx_error err;
+  mbx_status s = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
+  if (s != MBX_OK)
+    fail_msg("%s: %s: %s", code, mbx_status_name(s),
+             res ? mbx_result_error_message(res, NULL) : err.message);
+  char *v = strdup(mbx_result_value_json(res, NULL));
+  mbx_result_free(res);
+  return v;
+}
+
+static void expect_json_of(mbx_sandbox *sb, const char *code, const char *want) {
+  char *v = value_of(sb, code);
+  if (strcmp(v, want) != 0) fail_msg("%s: got %s, want %s", code, v, want);
+  free(v);
+}
+
+/* A hostile guest trying to leave something behind that outlives a reset: globals, _G's
+   metatable, library tables, the string metatable, modules cached by require, coroutines
+   (suspended, with pending to-be-closed variables), upvalues of library functions. */
+static const char hostile_script[] =
+    "leaked = 'secret'\n"
+    "pcall(setmetatable, _G, {__index = function(_, k) return 'ghost:' .. k end})\n"
+    "string.custom = 1\n"
+    "math.pi = 3\n"
+    "table.insert = nil\n"
+    "pcall(function() getmetatable('').__index = {upper = function() return 'x' end} end)\n"
+    "pcall(function() getmetatable('').__index.upper = function() return 'x' end end)\n"
+    "pcall(function() require('json').evil = true end)\n"
+    "co = coroutine.create(function()\n"
+    "  local c <close> = setmetatable({}, {__close = function() leaked2 = 1 end})\n"
+    "  coroutine.yield(1)\n"
+    "end)\n"
+    "coroutine.resume(co)\n"
+    "wrapped = coroutine.wrap(function() while true do coroutine.yield(leaked) end end)\n"
+    "wrapped()\n"
+    "math.randomseed(1)\n"
+    "local t = {} for i = 1, 20000 do t[i] = {i} end\n"
+    "big = t\n"
+    "_G.print = nil\n"
+    "return 1";
+
+static const char pristine_check[] =
+    "return {leaked = rawget(_G, 'leaked') == nil and leaked2 == nil, mt = getmetatable(_G) == nil,"
+    " ghost = rawget(_G, 'nothing') == nil and nothing == nil, custom = string.custom == nil,"
+    " pi = math.pi > 3.14, insert = type(table.insert) == 'function', upper = ('a'):upper() == 'A',"
+    " json = require('json').evil == nil, co = co == nil and wrapped == nil,"
+    " big = big == nil, print = type(print) == 'function'}";
+static const char pristine_json[] =
+    "{\"big\":true,\"co\":true,\"custom\":true,\"ghost\":true,\"insert\":true,\"json\":true,"
+    "\"leaked\":true,\"mt\":true,\"pi\":true,\"print\":true,\"upper\":true}";
+
+static void reset_returns_to_pristine(void **state) {
+  fixture *f = *state;
+  assert_int_equal(mbx_policy_set_seed(f->p, 99, NULL), MBX_OK);
+  mbx_sandbox *fresh = new_sandbox(f);
+  char *first_randoms = value_of(fresh, "return {math.random(1 << 40), math.random(1 << 40)}");
+  mbx_sandbox_free(fresh);
+  mbx_sandbox *sb = new_sandbox(f);
+  for (int round = 0; round < 3; round++) {
+    expect_json_of(sb, pristine_check, pristine_json);
+    /* The random sequence of a new sandbox from the same seeded policy. */
+    char *randoms = value_of(sb, "return {math.random(1 << 40), math.random(1 << 40)}");
+    assert_string_equal(randoms, first_randoms);
+    free(randoms);
+    free(value_of(sb, hostile_script));
+    expect_json_of(sb, "return {leaked, nothing}", "[\"secret\",\"ghost:nothing\"]");
+    assert_int_equal(mbx_sandbox_reset(sb, NULL), MBX_OK);
+  }
+  /* A poisoned sandbox is usable again after a reset. */
+  assert_int_equal(run_code(sb, "local s = 'x' while true do s = s .. s end", NULL, NULL, 0, NULL),
+                   MBX_MEMORY_LIMIT);
+  assert_int_equal(mbx_sandbox_poisoned(sb), 1);
+  assert_int_equal(mbx_sandbox_reset(sb, NULL), MBX_OK);
+  assert_int_equal(mbx_sandbox_poisoned(sb), 0);
+  expect_json_of(sb, pristine_check, pristine_json);
+  /* So is one that ended by os.exit, with output and usage of its own run only. */
+  mbx_result *res;
+  const char *exiting = "print('before') os.exit(3)";
+  assert_int_equal(mbx_run(sb, exiting, strlen(exiting), NULL, 0, &res, NULL), MBX_RUNTIME_ERROR);
+  mbx_result_free(res);
+  assert_int_equal(mbx_sandbox_reset(sb, NULL), MBX_OK);
+  assert_int_equal(mbx_run(sb, "return 1", 8, NULL, 0, &res, NULL), MBX_OK);
+  size_t out_len;
+  mbx_result_stdout(res, &out_len);
+  assert_int_equal(out_len, 0);
+  mbx_usage usage;
+  assert_int_equal(mbx_result_usage(res, &usage), MBX_OK);
+  assert_true(usage.memory_peak < 200 * 1024); /* not the 20000 tables of the hostile run */
+  mbx_result_free(res);
+  assert_int_equal(mbx_sandbox_reset(NULL, NULL), MBX_INVALID_ARGUMENT);
+  free(first_randoms);
+  mbx_sandbox_free(sb);
+}
+
+#ifndef MBX_ARENA_MALLOC
+/* The fuzzing loop: checkpoint once, then mutate and rewind, 1000 times; every rewind gives
+   exactly the state at the checkpoint (globals, upvalues, the random sequence). */
+static void rewind_returns_to_the_checkpoint(void **state) {
+  fixture *f = *state;
+  mbx_sandbox *sb = new_sandbox(f);
+  free(value_of(sb, "counter = 10 local n = 0 function bump() n = n + 1 return n end "
+                    "names = {'a', 'b'} return 1"));
+  free(value_of(sb, "bump() bump() return 1"));
+  assert_int_equal(mbx_sandbox_checkpoint(sb, NULL), MBX_OK);
+  char *at_checkpoint =
+      value_of(sb, "return {counter, bump(), #names, math.random(1 << 40), math.random(1 << 40)}");
+  assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
+  for (int i = 0; i < 1000; i++) {
+    char code[512];
+    snprintf(code, sizeof code,
+             "counter = counter + %d names[#names + 1] = 'x' for k = 1, %d do bump() end "
+             "extra%d = {} math.randomseed(%d) string.custom = %d "
+             "local t = {} for k = 1, %d do t[k] = tostring(k) end keep = t return 1",
+             i, i % 7, i, i, i, (i % 50) * 40);
+    free(value_of(sb, code));
+    assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
+    char *now = value_of(
+        sb, "return {counter, bump(), #names, math.random(1 << 40), math.random(1 << 40)}");
+    if (strcmp(now, at_checkpoint) != 0)
+      fail_msg("round %d: %s, at the checkpoint %s", i, now, at_checkpoint);
+    free(now);
+    if (i % 100 == 0)
+      expect_json_of(sb, "return {extra0 == nil, string.custom == nil, keep == nil}",
+                   "[true,true,true]");
+    assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
+  }
+  free(at_checkpoint);
+  /* A new checkpoint replaces the old one. */
+  free(value_of(sb, "counter = 99 return 1"));
+  assert_int_equal(mbx_sandbox_checkpoint(sb, NULL), MBX_OK);
+  free(value_of(sb, "counter = 5 return 1"));
+  assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
+  expect_json_of(sb, "return counter", "99");
+  /* Reset keeps the checkpoint: rewinding after it goes back to the checkpoint. */
+  assert_int_equal(mbx_sandbox_reset(sb, NULL), MBX_OK);
+  expect_json_of(sb, "return counter", "null");
+  assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
+  expect_json_of(sb, "return counter", "99");
+  mbx_sandbox_free(sb);
+}
+
+/* The poisoned flag belongs to the checkpoint: rewinding after a poisoning run un-poisons
+   only if the checkpoint was taken before that run. */
+static void rewind_and_poison(void **state) {
+  fixture *f = *state;
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_INSTRUCTIONS, 100000), MBX_OK);
+  mbx_sandbox *sb = new_sandbox(f);
+  mbx_error err;
+  assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(err.message, "no checkpoint"));
+  free(value_of(sb, "x = 1 return 1"));
+  assert_int_equal(mbx_sandbox_checkpoint(sb, NULL), MBX_OK);
+  assert_int_equal(run_code(sb, "x = 2 while true do end", NULL, NULL, 0, NULL),
+                   MBX_INSTRUCTION_LIMIT);
+  assert_int_equal(mbx_sandbox_poisoned(sb), 1);
+  assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
+  assert_int_equal(mbx_sandbox_poisoned(sb), 0);
+  expect_json_of(sb, "return x", "1");
+  /* Poisoned again, checkpoint taken while poisoned: the rewind keeps it poisoned. */
+  assert_int_equal(run_code(sb, "while true do end", NULL, NULL, 0, NULL), MBX_INSTRUCTION_LIMIT);
+  assert_int_equal(mbx_sandbox_checkpoint(sb, NULL), MBX_OK);
+  assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
+  assert_int_equal(mbx_sandbox_poisoned(sb), 1);
+  assert_int_equal(run_code(sb, "return 1", NULL, NULL, 0, NULL), MBX_SANDBOX_POISONED);
+  /* A big run rewound: the heap estimate goes back down with it. */
+  assert_int_equal(mbx_sandbox_reset(sb, NULL), MBX_OK);
+  assert_int_equal(mbx_sandbox_checkpoint(sb, NULL), MBX_OK);
+  uint64_t before = mbx_runtime_usage(f->rt, MBX_CAP_HEAP_BYTES);
+  free(value_of(sb, "big = string.rep('x', 1 << 20) return 1"));
+  assert_true(mbx_runtime_usage(f->rt, MBX_CAP_HEAP_BYTES) > before + (1 << 20));
+  assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
+  assert_int_equal(mbx_runtime_usage(f->rt, MBX_CAP_HEAP_BYTES), before);
+  mbx_sandbox_free(sb);
+}
+#else
+static void checkpoint_is_unsupported_without_arenas(void **state) {
+  fixture *f = *state;
+  mbx_sandbox *sb = new_sandbox(f);
+  mbx_error err;
+  assert_int_equal(mbx_sandbox_checkpoint(sb, &err), MBX_UNSUPPORTED);
+  assert_non_null(strstr(err.message, "MBX_ARENA_MALLOC"));
+  assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_UNSUPPORTED);
+  assert_int_equal(err.code, MBX_UNSUPPORTED);
+  mbx_sandbox_free(sb);
+}
+#endif
+
+/* Reset, checkpoint and rewind refuse while a run is active on another thread. */
+typedef struct busy_runner {
+  mbx_sandbox *sb;
+  atomic_int done;
+  mbx_status status;
+} busy_runner;
+
+static void *busy_run(void *arg) {
+  busy_runner *b = arg;
+  mbx_result *res = NULL;
+  b->status = mbx_run(b->sb, "while true do end", 17, NULL, 0, &res, NULL);
+  mbx_result_free(res);
+  atomic_store(&b->done, 1);
+  return NULL;
+}
+
+static void reset_refuses_a_busy_sandbox(void **state) {
+  fixture *f = *state;
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_INSTRUCTIONS, 0), MBX_OK);
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_TIME_MS, 10000), MBX_OK);
+  mbx_sandbox *sb = new_sandbox(f);
+  busy_runner b = {.sb = sb};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 8u << 20);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, &attr, busy_run, &b), 0);
+  sleep_ms(100);
+  mbx_error err;
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_SANDBOX_BUSY);
+  assert_int_equal(mbx_sandbox_checkpoint(sb, NULL), MBX_SANDBOX_BUSY);
+#ifndef MBX_ARENA_MALLOC
+  assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_SANDBOX_BUSY);
+#endif
+  for (int i = 0; i < 400 && !atomic_load(&b.done); i++) {
+    mbx_sandbox_interrupt(sb);
+    sleep_ms(20);
+  }
+  pthread_join(t, NULL);
+  pthread_attr_destroy(&attr);
+  assert_int_equal(b.status, MBX_INTERRUPTED);
+  assert_int_equal(mbx_sandbox_reset(sb, NULL), MBX_OK);
+  expect_json_of(sb, "return 1 + 1", "2");
+  mbx_sandbox_free(sb);
+}
+
+/* ---- runtime caps ---- */
+
+static void runtime_caps_refuse_with_the_caps_name(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  assert_int_equal(mbx_runtime_get_cap(f->rt, MBX_CAP_SANDBOXES), 4096);
+  assert_int_equal(mbx_runtime_get_cap(f->rt, MBX_CAP_RESERVED_BYTES), (uint64_t)8 << 40);
+  assert_true(mbx_runtime_get_cap(f->rt, MBX_CAP_HEAP_BYTES) > 0);
+  assert_int_equal(mbx_runtime_get_cap(f->rt, MBX_CAP_BYTECODE_CACHE_BYTES), 16u << 20);
+  assert_int_equal(mbx_runtime_set_cap(f->rt, MBX_CAP_SANDBOXES, 0, &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_runtime_set_cap(f->rt, (mbx_runtime_cap)99, 1, &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_runtime_set_cap(NULL, MBX_CAP_SANDBOXES, 1, &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_runtime_get_cap(NULL, MBX_CAP_SANDBOXES), 0);
+
+  /* Live sandboxes. */
+  assert_int_equal(mbx_runtime_set_cap(f->rt, MBX_CAP_SANDBOXES, 2, NULL), MBX_OK);
+  mbx_sandbox *a = new_sandbox(f), *b = new_sandbox(f);
+  assert_int_equal(mbx_runtime_usage(f->rt, MBX_CAP_SANDBOXES), 2);
+  assert_null(mbx_sandbox_new(f->rt, f->p, &err));
+  assert_int_equal(err.code, MBX_NO_MEMORY);
+  assert_non_null(strstr(err.message, "MBX_CAP_SANDBOXES"));
+  mbx_sandbox_free(b);
+  assert_int_equal(mbx_runtime_set_cap(f->rt, MBX_CAP_SANDBOXES, 4096, NULL), MBX_OK);
+
+  /* Reserved address space, on a runtime of its own (idle slots of the fixture's runtime
+     would be unmapped to make room): one 8 MiB slot (1 MiB limit) fits, two do not. */
+  mbx_runtime *rt = mbx_runtime_new(NULL);
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_MEMORY, 1 << 20), MBX_OK);
+  assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_RESERVED_BYTES, 9u << 20, NULL), MBX_OK);
+  mbx_sandbox *c = mbx_sandbox_new(rt, f->p, &err);
+  assert_non_null(c);
+  assert_int_equal(mbx_runtime_usage(rt, MBX_CAP_RESERVED_BYTES), (8u << 20) + (64u << 10));
+  assert_null(mbx_sandbox_new(rt, f->p, &err));
+  assert_int_equal(err.code, MBX_NO_MEMORY);
+  assert_non_null(strstr(err.message, "MBX_CAP_RESERVED_BYTES"));
+  mbx_sandbox_free(c);
+  /* The freed slot is idle, still reserved, and reused. */
+  c = mbx_sandbox_new(rt, f->p, &err);
+  assert_non_null(c);
+  mbx_sandbox_free(c);
+  mbx_runtime_free(rt);
+
+  /* The resident estimate: a sandbox holding 2 MiB counts, and the next one is refused. */
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_MEMORY, 64u << 20), MBX_OK);
+  mbx_sandbox *e = new_sandbox(f);
+  free(value_of(e, "big = string.rep('x', 2 << 20) return 1"));
+  uint64_t heaps = mbx_runtime_usage(f->rt, MBX_CAP_HEAP_BYTES);
+  assert_true(heaps > (2u << 20));
+  assert_int_equal(mbx_runtime_set_cap(f->rt, MBX_CAP_HEAP_BYTES, heaps + 1024, NULL), MBX_OK);
+  assert_null(mbx_sandbox_new(f->rt, f->p, &err));
+  assert_non_null(strstr(err.message, "MBX_CAP_HEAP_BYTES"));
+  /* A reset gives the memory back to the estimate, and a new sandbox fits again. */
+  assert_int_equal(mbx_sandbox_reset(e, NULL), MBX_OK);
+  mbx_sandbox *g = new_sandbox(f);
+  mbx_sandbox_free(g);
+  mbx_sandbox_free(e);
+  mbx_sandbox_free(a);
+  assert_int_equal(mbx_runtime_usage(f->rt, MBX_CAP_HEAP_BYTES), 0);
+  assert_int_equal(mbx_runtime_usage(f->rt, MBX_CAP_SANDBOXES), 0);
+}
+
 int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
   const struct CMUnitTest api[] = {
@@ -533,11 +833,20 @@ int main(void) {
       T(errors_do_not_poison),
       T(small_stacks_are_refused),
       T(runs_use_the_c_locale_and_restore_the_hosts),
+      T(reset_returns_to_pristine),
+#ifndef MBX_ARENA_MALLOC
+      T(rewind_returns_to_the_checkpoint),
+      T(rewind_and_poison),
+#else
+      T(checkpoint_is_unsupported_without_arenas),
+#endif
+      T(runtime_caps_refuse_with_the_caps_name),
   };
   const struct CMUnitTest threads[] = {
       T(threads_share_one_runtime),
       T(interrupt_stops_a_running_loop),
       T(interrupt_while_idle_is_discarded),
+      T(reset_refuses_a_busy_sandbox),
   };
 #undef T
   int failed = cmocka_run_group_tests_name("host/api", api, NULL, NULL);

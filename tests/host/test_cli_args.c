@@ -553,6 +553,21 @@ static void test_seed_time_env_options(void **state) {
   PARSE_FAILS("--time: 'now' is not a time " EPOCH_HINT, "run", "--time", "now", "s.lua");
 }
 
+/* --deterministic is a flag: off unless given, refuses a value, and leaves --json alone. */
+static void test_deterministic_flag(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "-e", "return 1");
+  assert_false(opt.deterministic);
+  PARSE_OK(&opt, "run", "--deterministic", "--seed", "1", "s.lua");
+  assert_true(opt.deterministic);
+  assert_false(opt.json);
+  assert_true(opt.seed.set && opt.seed.value == 1);
+  PARSE_OK(&opt, "run", "s.lua", "--json", "--deterministic");
+  assert_true(opt.deterministic && opt.json);
+  PARSE_FAILS("--deterministic takes no value (remove '=1')", "run", "--deterministic=1", "s.lua");
+}
+
 static void test_exit_code_for_os_exit(void **state) {
   (void)state;
   assert_int_equal(mbxH_cli_exit_code_for_exit(0), 0);
@@ -607,6 +622,7 @@ int main(void) {
       cmocka_unit_test(test_epoch_values),
       cmocka_unit_test(test_seed_values),
       cmocka_unit_test(test_seed_time_env_options),
+      cmocka_unit_test(test_deterministic_flag),
       cmocka_unit_test(test_exit_code_for_os_exit),
       cmocka_unit_test(test_usage_lists_every_option),
   };
