@@ -10,106 +10,13 @@
 #include <cmocka.h>
 
 #include "moonbox.h"
+#include "tests/support/snippet.h"
 
 /* ---- Running snippets: a fresh sandbox per snippet. ------------------------------------ */
 
-static mbx_runtime *runtime;
-
-/* What a run produced, copied out of the mbx_result so tests can assert after freeing it. */
-typedef struct outcome {
-  mbx_status status;
-  char value[8192]; /* the value JSON when the run succeeded, else the full error message */
-  mbx_usage usage;
-} outcome;
-
-static void copy_bytes(char *dst, size_t size, const char *src, size_t len) {
-  if (len >= size) len = size - 1;
-  memcpy(dst, src, len);
-  dst[len] = '\0';
-}
-
-/* Limits of one run; KEEP leaves the library default. */
-#define KEEP UINT64_MAX
-typedef struct limits {
-  uint64_t memory, instructions, time_ms;
-} limits;
-static const limits defaults = {KEEP, KEEP, KEEP};
-
-static mbx_sandbox *new_sandbox(limits lim) {
-  mbx_policy *p = mbx_policy_new();
-  assert_non_null(p);
-  if (lim.memory != KEEP)
-    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, lim.memory), MBX_OK);
-  if (lim.instructions != KEEP)
-    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, lim.instructions), MBX_OK);
-  if (lim.time_ms != KEEP)
-    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, lim.time_ms), MBX_OK);
-  mbx_error err;
-  mbx_sandbox *sb = mbx_sandbox_new(runtime, p, &err);
-  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
-  mbx_policy_free(p);
-  return sb;
-}
-
-/* Run code in a fresh sandbox with these limits and fill *o. Fails the test on an API status. */
-static mbx_status run_with(limits lim, const char *code, outcome *o) {
-  mbx_sandbox *sb = new_sandbox(lim);
-  mbx_result *res = NULL;
-  mbx_error err;
-  memset(o, 0, sizeof *o);
-  o->status = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
-  if (o->status >= MBX_API_ERROR_BASE)
-    fail_msg("mbx_run refused %s: %s (%s)", code, mbx_status_name(o->status), err.message);
-  assert_non_null(res);
-  assert_int_equal(mbx_result_status(res), o->status);
-  size_t len;
-  const char *text =
-      o->status == MBX_OK ? mbx_result_value_json(res, &len) : mbx_result_error_message(res, &len);
-  copy_bytes(o->value, sizeof o->value, text, len);
-  assert_int_equal(mbx_result_usage(res, &o->usage), MBX_OK);
-  mbx_result_free(res);
-  mbx_sandbox_free(sb);
-  return o->status;
-}
-
-/* The snippet succeeds and returns exactly this JSON. */
-static void check_value(const char *code, const char *json) {
-  static outcome o;
-  if (run_with(defaults, code, &o) != MBX_OK)
-    fail_msg("%s\n  ended with %s: %s", code, mbx_status_name(o.status), o.value);
-  if (strcmp(o.value, json) != 0) fail_msg("%s\n  returned %s\n  expected %s", code, o.value, json);
-}
-
-/* Under these limits the snippet ends with this status, and its error message contains the
-   fragment (NULL: not checked). Returns the outcome for further checks. */
-static const outcome *check_ends(limits lim, const char *code, mbx_status status,
-                                 const char *fragment) {
-  static outcome o;
-  run_with(lim, code, &o);
-  if (o.status != status)
-    fail_msg("%s\n  ended with %s (%s), expected %s", code, mbx_status_name(o.status), o.value,
-             mbx_status_name(status));
-  if (fragment && strstr(o.value, fragment) == NULL)
-    fail_msg("%s\n  error %s\n  does not contain %s", code, o.value, fragment);
-  return &o;
-}
-
+/* A failing snippet: runtime_error with this fragment in its message. */
 static void check_error(const char *code, const char *fragment) {
-  check_ends(defaults, code, MBX_RUNTIME_ERROR, fragment);
-}
-
-static int group_setup(void **state) {
-  (void)state;
-  mbx_error err;
-  runtime = mbx_runtime_new(&err);
-  return runtime == NULL ? -1 : 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  mbx_runtime_free(runtime);
-  runtime = NULL;
-  return 0;
+  snippet_check_ends(snippet_defaults, code, MBX_RUNTIME_ERROR, fragment);
 }
 
 #define MiB (1024u * 1024u)
@@ -118,17 +25,17 @@ static int group_teardown(void **state) {
 
 static void rep_works_like_stock(void **state) {
   (void)state;
-  check_value("return string.rep('ab', 3, ','), #string.rep('x', 1000, 'yy'), "
+  snippet_check_value("return string.rep('ab', 3, ','), #string.rep('x', 1000, 'yy'), "
               "string.rep('a', 1, ','), string.rep('a', -1), string.rep('', 3, '-'), "
               "('-'):rep(3), string.rep('a', 0, 'sep'), string.rep(12, 2)",
               "[\"ab,ab,ab\",2998,\"a\",\"\",\"--\",\"---\",\"\",\"1212\"]");
   /* Long results are built by copying what is already written: check the period survives
      every copy (odd period, copies larger than one charge batch). */
-  check_value("local s = string.rep('abcdefg', 1000000, '12') local ok = true "
+  snippet_check_value("local s = string.rep('abcdefg', 1000000, '12') local ok = true "
               "for k = 0, 999998, 9973 do ok = ok and s:sub(9 * k + 1, 9 * k + 9) == "
               "'abcdefg12' end return #s, ok, s:sub(-9)",
               "[8999998,true,\"12abcdefg\"]");
-  check_value("local s = string.rep('abc', 100000, '-') local ok = true "
+  snippet_check_value("local s = string.rep('abc', 100000, '-') local ok = true "
               "for i = 1, #s - 3, 4 do ok = ok and s:sub(i, i + 3) == 'abc-' end return #s, ok",
               "[399999,true]");
 }
@@ -145,9 +52,9 @@ static void rep_errors_like_stock(void **state) {
 /* Stock rep('', n) loops n times in C doing nothing (THREATS D3): it must return at once. */
 static void rep_of_empty_returns_at_once(void **state) {
   (void)state;
-  limits lim = {KEEP, 10000, 2000};
-  const outcome *o =
-      check_ends(lim,
+  snippet_limits lim = {SNIPPET_KEEP, 10000, 2000};
+  const snippet_outcome *o =
+      snippet_check_ends(lim,
                  "return #string.rep('', 2^62), #string.rep('', math.maxinteger, ''), "
                  "#(''):rep(math.maxinteger)",
                  MBX_OK, NULL);
@@ -158,28 +65,28 @@ static void rep_of_empty_returns_at_once(void **state) {
 /* A result that cannot fit in the memory left is refused before anything is allocated. */
 static void rep_too_large_is_refused_without_allocating(void **state) {
   (void)state;
-  limits lim = {8 * MiB, KEEP, KEEP};
-  const outcome *o = check_ends(lim, "return string.rep('x', 2^40)", MBX_RUNTIME_ERROR,
+  snippet_limits lim = {8 * MiB, SNIPPET_KEEP, SNIPPET_KEEP};
+  const snippet_outcome *o = snippet_check_ends(lim, "return string.rep('x', 2^40)", MBX_RUNTIME_ERROR,
                                 "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
-  o = check_ends(lim, "return string.rep('x', 2^30)", MBX_RUNTIME_ERROR,
+  o = snippet_check_ends(lim, "return string.rep('x', 2^30)", MBX_RUNTIME_ERROR,
                  "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
-  o = check_ends(lim, "return string.rep('abc', 2^28, 'defgh')", MBX_RUNTIME_ERROR,
+  o = snippet_check_ends(lim, "return string.rep('abc', 2^28, 'defgh')", MBX_RUNTIME_ERROR,
                  "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
   /* The refusal is an ordinary error; the sandbox goes on. */
-  o = check_ends(lim, "local ok = pcall(string.rep, 'x', 2^30) return ok, #string.rep('x', 1000)",
+  o = snippet_check_ends(lim, "local ok = pcall(string.rep, 'x', 2^30) return ok, #string.rep('x', 1000)",
                  MBX_OK, NULL);
   assert_string_equal(o->value, "[false,1000]");
 }
 
 static void rep_is_charged(void **state) {
   (void)state;
-  limits lim = {KEEP, 100000, KEEP}; /* 16 MiB at one instruction per 64 bytes: 262144 */
-  check_ends(lim, "return #string.rep('x', 2^24)", MBX_INSTRUCTION_LIMIT, NULL);
-  limits enough = {KEEP, 1000000, KEEP};
-  const outcome *o = check_ends(enough, "return #string.rep('x', 2^24)", MBX_OK, NULL);
+  snippet_limits lim = {SNIPPET_KEEP, 100000, SNIPPET_KEEP}; /* 16 MiB at one instruction per 64 bytes: 262144 */
+  snippet_check_ends(lim, "return #string.rep('x', 2^24)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_limits enough = {SNIPPET_KEEP, 1000000, SNIPPET_KEEP};
+  const snippet_outcome *o = snippet_check_ends(enough, "return #string.rep('x', 2^24)", MBX_OK, NULL);
   assert_string_equal(o->value, "16777216");
   assert_true(o->usage.instructions >= (1u << 24) / 64);
 }
@@ -188,21 +95,21 @@ static void rep_is_charged(void **state) {
 
 static void pack_works_like_stock(void **state) {
   (void)state;
-  check_value("return string.byte(string.pack('<i4', 7), 1, -1)", "[7,0,0,0]");
-  check_value("return string.byte(string.pack('>i2h', 1, -2), 1, -1)", "[0,1,255,254]");
-  check_value("return #string.pack('<!8 b d', 1, 2), string.packsize('<!8 b d')", "[16,16]");
-  check_value("return string.pack('c5', 'ab') == 'ab\\0\\0\\0', string.pack('z', 'ab') == "
+  snippet_check_value("return string.byte(string.pack('<i4', 7), 1, -1)", "[7,0,0,0]");
+  snippet_check_value("return string.byte(string.pack('>i2h', 1, -2), 1, -1)", "[0,1,255,254]");
+  snippet_check_value("return #string.pack('<!8 b d', 1, 2), string.packsize('<!8 b d')", "[16,16]");
+  snippet_check_value("return string.pack('c5', 'ab') == 'ab\\0\\0\\0', string.pack('z', 'ab') == "
               "'ab\\0', string.pack('<s1', 'xyz') == '\\3xyz', ('i4'):pack(1) == "
               "string.pack('i4', 1)",
               "[true,true,true,true]");
-  check_value("return string.unpack('<i2 i2', '\\1\\0\\2\\0')", "[1,2,5]");
-  check_value("return string.unpack('z B', 'hi\\0\\9')", "[\"hi\",9,5]");
-  check_value("return string.unpack('<s1', '\\3xyz')", "[\"xyz\",5]");
-  check_value("return string.unpack('c2', 'abcd', 3)", "[\"cd\",5]");
-  check_value("return string.unpack('<i4', 'xx\\1\\0\\0\\0', -4)", "[1,7]");
-  check_value("return string.unpack('<d', string.pack('<d', 1.5))", "[1.5,9]");
-  check_value("return string.unpack('<i16', ('\\255'):rep(16))", "[-1,17]");
-  check_value("return #string.pack('c1000000', '')", "1000000");
+  snippet_check_value("return string.unpack('<i2 i2', '\\1\\0\\2\\0')", "[1,2,5]");
+  snippet_check_value("return string.unpack('z B', 'hi\\0\\9')", "[\"hi\",9,5]");
+  snippet_check_value("return string.unpack('<s1', '\\3xyz')", "[\"xyz\",5]");
+  snippet_check_value("return string.unpack('c2', 'abcd', 3)", "[\"cd\",5]");
+  snippet_check_value("return string.unpack('<i4', 'xx\\1\\0\\0\\0', -4)", "[1,7]");
+  snippet_check_value("return string.unpack('<d', string.pack('<d', 1.5))", "[1.5,9]");
+  snippet_check_value("return string.unpack('<i16', ('\\255'):rep(16))", "[-1,17]");
+  snippet_check_value("return #string.pack('c1000000', '')", "1000000");
 }
 
 static void pack_errors_like_stock(void **state) {
@@ -230,32 +137,32 @@ static void pack_errors_like_stock(void **state) {
    before stock runs. */
 static void pack_too_large_is_refused_without_allocating(void **state) {
   (void)state;
-  limits lim = {8 * MiB, KEEP, KEEP};
-  const outcome *o = check_ends(lim, "return string.pack('c1000000000', '')", MBX_RUNTIME_ERROR,
+  snippet_limits lim = {8 * MiB, SNIPPET_KEEP, SNIPPET_KEEP};
+  const snippet_outcome *o = snippet_check_ends(lim, "return string.pack('c1000000000', '')", MBX_RUNTIME_ERROR,
                                 "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
-  o = check_ends(lim, "return string.pack('i4c2000000000', 1, '')", MBX_RUNTIME_ERROR,
+  o = snippet_check_ends(lim, "return string.pack('i4c2000000000', 1, '')", MBX_RUNTIME_ERROR,
                  "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
   /* Work before a malformed option counts: stock would pad before it reaches the error. */
-  o = check_ends(lim, "return string.pack('c2000000000y', '')", MBX_RUNTIME_ERROR,
+  o = snippet_check_ends(lim, "return string.pack('c2000000000y', '')", MBX_RUNTIME_ERROR,
                  "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
-  o = check_ends(lim, "local s = ('x'):rep(4 * 1024 * 1024) return #string.pack('zs4z', s, s, s)",
+  o = snippet_check_ends(lim, "local s = ('x'):rep(4 * 1024 * 1024) return #string.pack('zs4z', s, s, s)",
                  MBX_RUNTIME_ERROR, "resulting string too large");
   assert_true(o->usage.memory_peak < 10 * MiB); /* the 4 MiB argument, built by rep */
-  check_value("local s = ('x'):rep(4 * 1024 * 1024) return #string.pack('zs4z', s, s, s)",
+  snippet_check_value("local s = ('x'):rep(4 * 1024 * 1024) return #string.pack('zs4z', s, s, s)",
               "12582918");
 }
 
 static void pack_and_unpack_are_charged(void **state) {
   (void)state;
-  limits lim = {KEEP, 100000, KEEP};
-  check_ends(lim, "return #string.pack('c10000000', '')", MBX_INSTRUCTION_LIMIT, NULL);
-  check_ends(lim, "local s = ('x'):rep(2^23) for i = 1, 10 do string.unpack('c' .. #s, s) end",
+  snippet_limits lim = {SNIPPET_KEEP, 100000, SNIPPET_KEEP};
+  snippet_check_ends(lim, "return #string.pack('c10000000', '')", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, "local s = ('x'):rep(2^23) for i = 1, 10 do string.unpack('c' .. #s, s) end",
              MBX_INSTRUCTION_LIMIT, NULL);
-  limits enough = {KEEP, 1000000, KEEP};
-  check_ends(enough, "local s = ('x'):rep(2^23) return #string.unpack('c' .. #s, s)", MBX_OK, NULL);
+  snippet_limits enough = {SNIPPET_KEEP, 1000000, SNIPPET_KEEP};
+  snippet_check_ends(enough, "local s = ('x'):rep(2^23) return #string.unpack('c' .. #s, s)", MBX_OK, NULL);
 }
 
 int main(void) {
@@ -270,5 +177,5 @@ int main(void) {
       cmocka_unit_test(pack_too_large_is_refused_without_allocating),
       cmocka_unit_test(pack_and_unpack_are_charged),
   };
-  return cmocka_run_group_tests_name("stdlib/strbuild", tests, group_setup, group_teardown);
+  return cmocka_run_group_tests_name("stdlib/strbuild", tests, snippet_setup, snippet_teardown);
 }

@@ -10,106 +10,13 @@
 #include <cmocka.h>
 
 #include "moonbox.h"
+#include "tests/support/snippet.h"
 
 /* ---- Running snippets: a fresh sandbox per snippet. ------------------------------------ */
 
-static mbx_runtime *runtime;
-
-/* What a run produced, copied out of the mbx_result so tests can assert after freeing it. */
-typedef struct outcome {
-  mbx_status status;
-  char value[8192]; /* the value JSON when the run succeeded, else the full error message */
-  mbx_usage usage;
-} outcome;
-
-static void copy_bytes(char *dst, size_t size, const char *src, size_t len) {
-  if (len >= size) len = size - 1;
-  memcpy(dst, src, len);
-  dst[len] = '\0';
-}
-
-/* Limits of one run; KEEP leaves the library default. */
-#define KEEP UINT64_MAX
-typedef struct limits {
-  uint64_t memory, instructions, time_ms;
-} limits;
-static const limits defaults = {KEEP, KEEP, KEEP};
-
-static mbx_sandbox *new_sandbox(limits lim) {
-  mbx_policy *p = mbx_policy_new();
-  assert_non_null(p);
-  if (lim.memory != KEEP)
-    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, lim.memory), MBX_OK);
-  if (lim.instructions != KEEP)
-    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, lim.instructions), MBX_OK);
-  if (lim.time_ms != KEEP)
-    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, lim.time_ms), MBX_OK);
-  mbx_error err;
-  mbx_sandbox *sb = mbx_sandbox_new(runtime, p, &err);
-  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
-  mbx_policy_free(p);
-  return sb;
-}
-
-/* Run code in a fresh sandbox with these limits and fill *o. Fails the test on an API status. */
-static mbx_status run_with(limits lim, const char *code, outcome *o) {
-  mbx_sandbox *sb = new_sandbox(lim);
-  mbx_result *res = NULL;
-  mbx_error err;
-  memset(o, 0, sizeof *o);
-  o->status = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
-  if (o->status >= MBX_API_ERROR_BASE)
-    fail_msg("mbx_run refused %s: %s (%s)", code, mbx_status_name(o->status), err.message);
-  assert_non_null(res);
-  assert_int_equal(mbx_result_status(res), o->status);
-  size_t len;
-  const char *text =
-      o->status == MBX_OK ? mbx_result_value_json(res, &len) : mbx_result_error_message(res, &len);
-  copy_bytes(o->value, sizeof o->value, text, len);
-  assert_int_equal(mbx_result_usage(res, &o->usage), MBX_OK);
-  mbx_result_free(res);
-  mbx_sandbox_free(sb);
-  return o->status;
-}
-
-/* The snippet succeeds and returns exactly this JSON. */
-static void check_value(const char *code, const char *json) {
-  static outcome o;
-  if (run_with(defaults, code, &o) != MBX_OK)
-    fail_msg("%s\n  ended with %s: %s", code, mbx_status_name(o.status), o.value);
-  if (strcmp(o.value, json) != 0) fail_msg("%s\n  returned %s\n  expected %s", code, o.value, json);
-}
-
-/* Under these limits the snippet ends with this status, and its error message contains the
-   fragment (NULL: not checked). Returns the outcome for further checks. */
-static const outcome *check_ends(limits lim, const char *code, mbx_status status,
-                                 const char *fragment) {
-  static outcome o;
-  run_with(lim, code, &o);
-  if (o.status != status)
-    fail_msg("%s\n  ended with %s (%s), expected %s", code, mbx_status_name(o.status), o.value,
-             mbx_status_name(status));
-  if (fragment && strstr(o.value, fragment) == NULL)
-    fail_msg("%s\n  error %s\n  does not contain %s", code, o.value, fragment);
-  return &o;
-}
-
+/* A failing snippet: runtime_error with this fragment in its message. */
 static void check_error(const char *code, const char *fragment) {
-  check_ends(defaults, code, MBX_RUNTIME_ERROR, fragment);
-}
-
-static int group_setup(void **state) {
-  (void)state;
-  mbx_error err;
-  runtime = mbx_runtime_new(&err);
-  return runtime == NULL ? -1 : 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  mbx_runtime_free(runtime);
-  runtime = NULL;
-  return 0;
+  snippet_check_ends(snippet_defaults, code, MBX_RUNTIME_ERROR, fragment);
 }
 
 /* A proxy over `store` whose every access goes through Lua metamethods. */
@@ -127,13 +34,13 @@ static int group_teardown(void **state) {
 
 static void pack_works(void **state) {
   (void)state;
-  check_value("local t = table.pack(1, nil, 'x') return t.n, t[1], t[2], t[3]", "[3,1,null,\"x\"]");
-  check_value("local t = table.pack() return t.n, #t", "[0,0]");
+  snippet_check_value("local t = table.pack(1, nil, 'x') return t.n, t[1], t[2], t[3]", "[3,1,null,\"x\"]");
+  snippet_check_value("local t = table.pack() return t.n, #t", "[0,0]");
 }
 
 static void library_has_exactly_these_functions(void **state) {
   (void)state;
-  check_value("local n = 0 for k, v in pairs(table) do n = n + 1 "
+  snippet_check_value("local n = 0 for k, v in pairs(table) do n = n + 1 "
               "assert(type(v) == 'function', k) end return n",
               "7");
 }
@@ -142,16 +49,16 @@ static void library_has_exactly_these_functions(void **state) {
 
 static void insert_and_remove_work_like_stock(void **state) {
   (void)state;
-  check_value("local t = {1, 2, 3} table.insert(t, 4) table.insert(t, 1, 0) "
+  snippet_check_value("local t = {1, 2, 3} table.insert(t, 4) table.insert(t, 1, 0) "
               "table.insert(t, #t + 1, 9) return t",
               "[0,1,2,3,4,9]");
-  check_value("local t = {1, 2, 3, 4} local a = table.remove(t) local b = table.remove(t, 1) "
+  snippet_check_value("local t = {1, 2, 3, 4} local a = table.remove(t) local b = table.remove(t, 1) "
               "local c = table.remove(t, #t + 1) return a, b, c, t",
               "[4,1,null,[2,3]]");
-  check_value("return table.remove({}), table.remove({}, 0), select('#', table.remove({}))",
+  snippet_check_value("return table.remove({}), table.remove({}, 0), select('#', table.remove({}))",
               "[null,null,1]");
   /* Metamethods are honoured, as in stock (lua_geti / lua_seti / luaL_len). */
-  check_value(PROXY "table.insert(p, 1, 5) table.insert(p, 40) local r = table.remove(p, 2) "
+  snippet_check_value(PROXY "table.insert(p, 1, 5) table.insert(p, 40) local r = table.remove(p, 2) "
                     "return r, store",
               "[10,[5,20,30,40]]");
 }
@@ -175,12 +82,12 @@ static void insert_and_remove_errors_like_stock(void **state) {
 
 static void move_works_like_stock(void **state) {
   (void)state;
-  check_value("return table.move({1, 2, 3, 4, 5}, 2, 4, 1)", "[2,3,4,4,5]");
-  check_value("return table.move({1, 2, 3, 4, 5}, 1, 3, 3)", "[1,2,1,2,3]");
-  check_value("local a = {1, 2, 3} local b = table.move(a, 1, 3, 2, {}) return b[1], b[2], b[4]",
+  snippet_check_value("return table.move({1, 2, 3, 4, 5}, 2, 4, 1)", "[2,3,4,4,5]");
+  snippet_check_value("return table.move({1, 2, 3, 4, 5}, 1, 3, 3)", "[1,2,1,2,3]");
+  snippet_check_value("local a = {1, 2, 3} local b = table.move(a, 1, 3, 2, {}) return b[1], b[2], b[4]",
               "[null,1,3]");
-  check_value("local a = {1, 2} return table.move(a, 1, 0, 5) == a, a", "[true,[1,2]]");
-  check_value(PROXY "table.move(p, 1, 3, 2) return store", "[10,10,20,30]");
+  snippet_check_value("local a = {1, 2} return table.move(a, 1, 0, 5) == a, a", "[true,[1,2]]");
+  snippet_check_value(PROXY "table.move(p, 1, 3, 2) return store", "[10,10,20,30]");
   check_error("table.move({}, -1, math.maxinteger, 1)",
               "bad argument #3 to 'move' (too many elements to move)");
   check_error("table.move({}, 1, 10, math.maxinteger)",
@@ -194,14 +101,14 @@ static void move_works_like_stock(void **state) {
 
 static void concat_works_like_stock(void **state) {
   (void)state;
-  check_value("return table.concat({1, 2.5, 'x'}, ', '), table.concat({'a', 'b', 'c'}, '-', 2, "
+  snippet_check_value("return table.concat({1, 2.5, 'x'}, ', '), table.concat({'a', 'b', 'c'}, '-', 2, "
               "3), table.concat({}, 'x'), table.concat({'a'}, 'x', 3, 2), table.concat({1, 2}, 3)",
               "[\"1, 2.5, x\",\"b-c\",\"\",\"\",\"132\"]");
-  check_value("return table.concat(setmetatable({}, {__index = function(_, k) return 'v' end}), "
+  snippet_check_value("return table.concat(setmetatable({}, {__index = function(_, k) return 'v' end}), "
               "',', math.maxinteger - 1, math.maxinteger)",
               "\"v,v\"");
-  check_value(PROXY "return table.concat(p, '+')", "\"10+20+30\"");
-  check_value("local t = {} for i = 1, 10000 do t[i] = i % 10 end return #table.concat(t, ',')",
+  snippet_check_value(PROXY "return table.concat(p, '+')", "\"10+20+30\"");
+  snippet_check_value("local t = {} for i = 1, 10000 do t[i] = i % 10 end return #table.concat(t, ',')",
               "19999");
   check_error("table.concat({1, {}, 3})", "invalid value (table) at index 2 in table for 'concat'");
   check_error("table.concat({1, 2}, ',', 1, 3)",
@@ -213,14 +120,14 @@ static void concat_works_like_stock(void **state) {
 
 static void unpack_works_like_stock(void **state) {
   (void)state;
-  check_value("return table.unpack({1, 2, 3})", "[1,2,3]");
-  check_value("return table.unpack({1, 2, 3}, 2)", "[2,3]");
-  check_value("return table.unpack({1, 2, 3}, 2, 5)", "[2,3,null,null]");
-  check_value("return table.unpack({1, 2, 3}, -1, 1)", "[null,null,1]");
-  check_value("return select('#', table.unpack({}, 1, 0)), select('#', table.unpack({}, 5, 1))",
+  snippet_check_value("return table.unpack({1, 2, 3})", "[1,2,3]");
+  snippet_check_value("return table.unpack({1, 2, 3}, 2)", "[2,3]");
+  snippet_check_value("return table.unpack({1, 2, 3}, 2, 5)", "[2,3,null,null]");
+  snippet_check_value("return table.unpack({1, 2, 3}, -1, 1)", "[null,null,1]");
+  snippet_check_value("return select('#', table.unpack({}, 1, 0)), select('#', table.unpack({}, 5, 1))",
               "[0,0]");
-  check_value(PROXY "return table.unpack(p)", "[10,20,30]");
-  check_value("return select('#', table.unpack({}, 1, 999000))", "999000");
+  snippet_check_value(PROXY "return table.unpack(p)", "[10,20,30]");
+  snippet_check_value("return select('#', table.unpack({}, 1, 999000))", "999000");
   check_error("table.unpack({}, 1, 1e7)", "too many results to unpack");
   check_error("table.unpack({}, math.mininteger, math.maxinteger)", "too many results to unpack");
   check_error("table.unpack({}, 1, 1.5)", "bad argument #3 to 'unpack' (number has no integer "
@@ -232,8 +139,8 @@ static void unpack_works_like_stock(void **state) {
    would have to fail (which runs an emergency collection at a moment the guest picks). */
 static void unpack_refuses_what_cannot_fit(void **state) {
   (void)state;
-  limits lim = {1024 * 1024, KEEP, KEEP};
-  const outcome *o = check_ends(lim, "return table.unpack({}, 1, 500000)", MBX_RUNTIME_ERROR,
+  snippet_limits lim = {1024 * 1024, SNIPPET_KEEP, SNIPPET_KEEP};
+  const snippet_outcome *o = snippet_check_ends(lim, "return table.unpack({}, 1, 500000)", MBX_RUNTIME_ERROR,
                                 "too many results to unpack");
   assert_true(o->usage.memory_peak < 1024 * 1024);
 }
@@ -242,14 +149,14 @@ static void unpack_refuses_what_cannot_fit(void **state) {
 
 static void sort_works_like_stock(void **state) {
   (void)state;
-  check_value("local t = {5, 2, 8, 1, 9, 3} table.sort(t) return t", "[1,2,3,5,8,9]");
-  check_value("local t = {5, 2, 8, 1, 9, 3} table.sort(t, function(a, b) return a > b end) "
+  snippet_check_value("local t = {5, 2, 8, 1, 9, 3} table.sort(t) return t", "[1,2,3,5,8,9]");
+  snippet_check_value("local t = {5, 2, 8, 1, 9, 3} table.sort(t, function(a, b) return a > b end) "
               "return t",
               "[9,8,5,3,2,1]");
-  check_value("local t = {'b', 'a', 'c', 'B'} table.sort(t) return t", "[\"B\",\"a\",\"b\",\"c\"]");
-  check_value("local t = {} table.sort(t) local u = {1} table.sort(u) return #t, u", "[0,[1]]");
+  snippet_check_value("local t = {'b', 'a', 'c', 'B'} table.sort(t) return t", "[\"B\",\"a\",\"b\",\"c\"]");
+  snippet_check_value("local t = {} table.sort(t) local u = {1} table.sort(u) return #t, u", "[0,[1]]");
   /* Many equal keys, already sorted, reversed, and a large random array. */
-  check_value("local function sorted(t, lt) for i = 2, #t do if lt(t[i], t[i - 1]) then "
+  snippet_check_value("local function sorted(t, lt) for i = 2, #t do if lt(t[i], t[i - 1]) then "
               "return false end end return true end "
               "local lt = function(a, b) return a < b end local r = {} "
               "local a, b, c, d = {}, {}, {}, {} for i = 1, 1000 do a[i] = i % 3 b[i] = i "
@@ -258,15 +165,15 @@ static void sort_works_like_stock(void **state) {
               "return sorted(a, lt), sorted(b, lt), sorted(c, lt), sorted(d, lt), #d",
               "[true,true,true,true,100000]");
   /* Records sorted by key with a comparator; __lt metamethods are used without one. */
-  check_value("local t = {} for i = 1, 200 do t[i] = {k = (i * 37) % 101} end "
+  snippet_check_value("local t = {} for i = 1, 200 do t[i] = {k = (i * 37) % 101} end "
               "table.sort(t, function(x, y) return x.k < y.k end) local ok = true "
               "for i = 2, #t do ok = ok and t[i - 1].k <= t[i].k end return ok",
               "true");
-  check_value("local mt = {__lt = function(x, y) return x.v < y.v end} local t = {} "
+  snippet_check_value("local mt = {__lt = function(x, y) return x.v < y.v end} local t = {} "
               "for i = 1, 50 do t[i] = setmetatable({v = (i * 7) % 50}, mt) end table.sort(t) "
               "return t[1].v, t[50].v",
               "[0,49]");
-  check_value(PROXY "store[4] = 5 table.sort(p) return store", "[5,10,20,30]");
+  snippet_check_value(PROXY "store[4] = 5 table.sort(p) return store", "[5,10,20,30]");
 }
 
 static void sort_errors_like_stock(void **state) {
@@ -280,7 +187,7 @@ static void sort_errors_like_stock(void **state) {
               "invalid order function for sorting");
   /* An error in the comparator propagates unchanged. */
   check_error("table.sort({3, 2, 1}, function() error('boom', 0) end)", "boom");
-  check_value("return pcall(table.sort, {3, 1, 2, 5, 4}, function(a, b) error({code = 7}) end)",
+  snippet_check_value("return pcall(table.sort, {3, 1, 2, 5, 4}, function(a, b) error({code = 7}) end)",
               "[false,{\"code\":7}]");
 }
 
@@ -289,7 +196,7 @@ static void sort_with_inconsistent_comparator_stays_in_bounds(void **state) {
   (void)state;
   /* Random answers, constant answers and a comparator that sometimes raises: no index outside
      1..n is ever read or written, and the elements stay a permutation of the original. */
-  check_value("local n = 200 local data = {} for i = 1, n do data[i] = (i * 37) % 101 end "
+  snippet_check_value("local n = 200 local data = {} for i = 1, n do data[i] = (i * 37) % 101 end "
               "local function counts() local c = {} for i = 1, n do "
               "c[data[i]] = (c[data[i]] or 0) + 1 end return c end local before = counts() "
               "local bad = 0 local p = setmetatable({}, {__len = function() return n end, "
@@ -310,46 +217,46 @@ static void sort_with_inconsistent_comparator_stays_in_bounds(void **state) {
 
 static void loops_over_huge_ranges_end_on_the_budget(void **state) {
   (void)state;
-  limits instructions = {KEEP, 1000000, KEEP};
-  check_ends(instructions, "table.move({}, 1, math.maxinteger, 1)", MBX_INSTRUCTION_LIMIT, NULL);
-  check_ends(instructions, "table.move({}, 1, math.maxinteger - 1, 2)", MBX_INSTRUCTION_LIMIT,
+  snippet_limits instructions = {SNIPPET_KEEP, 1000000, SNIPPET_KEEP};
+  snippet_check_ends(instructions, "table.move({}, 1, math.maxinteger, 1)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(instructions, "table.move({}, 1, math.maxinteger - 1, 2)", MBX_INSTRUCTION_LIMIT,
              NULL);
-  limits deadline = {KEEP, 0, 100};
-  check_ends(deadline, "table.move({}, 1, math.maxinteger, 1)", MBX_TIME_LIMIT, NULL);
-  check_ends(deadline, "table.move({}, 1, math.maxinteger, 1, {})", MBX_TIME_LIMIT, NULL);
+  snippet_limits deadline = {SNIPPET_KEEP, 0, 100};
+  snippet_check_ends(deadline, "table.move({}, 1, math.maxinteger, 1)", MBX_TIME_LIMIT, NULL);
+  snippet_check_ends(deadline, "table.move({}, 1, math.maxinteger, 1, {})", MBX_TIME_LIMIT, NULL);
 }
 
 /* __index = rawlen / __newindex = rawequal: each element costs a C call and no instruction. */
 static void c_metamethods_end_on_the_budget(void **state) {
   (void)state;
-  limits lim = {KEEP, 1000000, KEEP};
-  check_ends(lim, C_METAMETHODS("2^53") "table.insert(t, 1, 'x')", MBX_INSTRUCTION_LIMIT, NULL);
-  check_ends(lim, C_METAMETHODS("2^53") "table.remove(t, 1)", MBX_INSTRUCTION_LIMIT, NULL);
-  check_ends(lim, C_METAMETHODS("2^53") "table.concat(t, '', 1, 2^53)", MBX_INSTRUCTION_LIMIT,
+  snippet_limits lim = {SNIPPET_KEEP, 1000000, SNIPPET_KEEP};
+  snippet_check_ends(lim, C_METAMETHODS("2^53") "table.insert(t, 1, 'x')", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, C_METAMETHODS("2^53") "table.remove(t, 1)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, C_METAMETHODS("2^53") "table.concat(t, '', 1, 2^53)", MBX_INSTRUCTION_LIMIT,
              NULL);
-  check_ends(lim, C_METAMETHODS("2^53") "table.move(t, 1, 2^53, 2)", MBX_INSTRUCTION_LIMIT, NULL);
-  check_ends(lim, C_METAMETHODS("2^30") "table.sort(t)", MBX_INSTRUCTION_LIMIT, NULL);
-  check_ends(lim, C_METAMETHODS("2^30") "table.sort(t, rawequal)", MBX_INSTRUCTION_LIMIT, NULL);
-  limits small = {KEEP, 100000, KEEP};
-  check_ends(small, C_METAMETHODS("0") "return select('#', table.unpack(t, 1, 500000))",
+  snippet_check_ends(lim, C_METAMETHODS("2^53") "table.move(t, 1, 2^53, 2)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, C_METAMETHODS("2^30") "table.sort(t)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, C_METAMETHODS("2^30") "table.sort(t, rawequal)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_limits small = {SNIPPET_KEEP, 100000, SNIPPET_KEEP};
+  snippet_check_ends(small, C_METAMETHODS("0") "return select('#', table.unpack(t, 1, 500000))",
              MBX_INSTRUCTION_LIMIT, NULL);
-  limits deadline = {KEEP, 0, 100};
-  check_ends(deadline, C_METAMETHODS("2^53") "table.concat(t, '', 1, 2^53)", MBX_TIME_LIMIT, NULL);
-  check_ends(deadline, C_METAMETHODS("2^30") "table.sort(t)", MBX_TIME_LIMIT, NULL);
+  snippet_limits deadline = {SNIPPET_KEEP, 0, 100};
+  snippet_check_ends(deadline, C_METAMETHODS("2^53") "table.concat(t, '', 1, 2^53)", MBX_TIME_LIMIT, NULL);
+  snippet_check_ends(deadline, C_METAMETHODS("2^30") "table.sort(t)", MBX_TIME_LIMIT, NULL);
 }
 
 /* A comparator (or __lt) that never returns is guest code: the hook stops it. */
 static void looping_comparators_end_on_the_budget(void **state) {
   (void)state;
-  limits deadline = {KEEP, 0, 100};
-  check_ends(deadline,
+  snippet_limits deadline = {SNIPPET_KEEP, 0, 100};
+  snippet_check_ends(deadline,
              "local mt = {__lt = function() while true do end end} local t = {} "
              "for i = 1, 10 do t[i] = setmetatable({}, mt) end table.sort(t)",
              MBX_TIME_LIMIT, NULL);
-  check_ends(deadline, "table.sort({3, 2, 1}, function() while true do end end)", MBX_TIME_LIMIT,
+  snippet_check_ends(deadline, "table.sort({3, 2, 1}, function() while true do end end)", MBX_TIME_LIMIT,
              NULL);
   /* pcall does not swallow the trip. */
-  check_ends(deadline,
+  snippet_check_ends(deadline,
              "pcall(table.sort, {3, 2, 1}, function() while true do end end) "
              "return 'survived'",
              MBX_TIME_LIMIT, NULL);
@@ -372,5 +279,5 @@ int main(void) {
       cmocka_unit_test(c_metamethods_end_on_the_budget),
       cmocka_unit_test(looping_comparators_end_on_the_budget),
   };
-  return cmocka_run_group_tests_name("stdlib/table", tests, group_setup, group_teardown);
+  return cmocka_run_group_tests_name("stdlib/table", tests, snippet_setup, snippet_teardown);
 }

@@ -10,106 +10,13 @@
 #include <cmocka.h>
 
 #include "moonbox.h"
+#include "tests/support/snippet.h"
 
 /* ---- Running snippets: a fresh sandbox per snippet. ------------------------------------ */
 
-static mbx_runtime *runtime;
-
-/* What a run produced, copied out of the mbx_result so tests can assert after freeing it. */
-typedef struct outcome {
-  mbx_status status;
-  char value[8192]; /* the value JSON when the run succeeded, else the full error message */
-  mbx_usage usage;
-} outcome;
-
-static void copy_bytes(char *dst, size_t size, const char *src, size_t len) {
-  if (len >= size) len = size - 1;
-  memcpy(dst, src, len);
-  dst[len] = '\0';
-}
-
-/* Limits of one run; KEEP leaves the library default. */
-#define KEEP UINT64_MAX
-typedef struct limits {
-  uint64_t memory, instructions, time_ms;
-} limits;
-static const limits defaults = {KEEP, KEEP, KEEP};
-
-static mbx_sandbox *new_sandbox(limits lim) {
-  mbx_policy *p = mbx_policy_new();
-  assert_non_null(p);
-  if (lim.memory != KEEP)
-    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, lim.memory), MBX_OK);
-  if (lim.instructions != KEEP)
-    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, lim.instructions), MBX_OK);
-  if (lim.time_ms != KEEP)
-    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, lim.time_ms), MBX_OK);
-  mbx_error err;
-  mbx_sandbox *sb = mbx_sandbox_new(runtime, p, &err);
-  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
-  mbx_policy_free(p);
-  return sb;
-}
-
-/* Run code in a fresh sandbox with these limits and fill *o. Fails the test on an API status. */
-static mbx_status run_with(limits lim, const char *code, outcome *o) {
-  mbx_sandbox *sb = new_sandbox(lim);
-  mbx_result *res = NULL;
-  mbx_error err;
-  memset(o, 0, sizeof *o);
-  o->status = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
-  if (o->status >= MBX_API_ERROR_BASE)
-    fail_msg("mbx_run refused %s: %s (%s)", code, mbx_status_name(o->status), err.message);
-  assert_non_null(res);
-  assert_int_equal(mbx_result_status(res), o->status);
-  size_t len;
-  const char *text =
-      o->status == MBX_OK ? mbx_result_value_json(res, &len) : mbx_result_error_message(res, &len);
-  copy_bytes(o->value, sizeof o->value, text, len);
-  assert_int_equal(mbx_result_usage(res, &o->usage), MBX_OK);
-  mbx_result_free(res);
-  mbx_sandbox_free(sb);
-  return o->status;
-}
-
-/* The snippet succeeds and returns exactly this JSON. */
-static void check_value(const char *code, const char *json) {
-  static outcome o;
-  if (run_with(defaults, code, &o) != MBX_OK)
-    fail_msg("%s\n  ended with %s: %s", code, mbx_status_name(o.status), o.value);
-  if (strcmp(o.value, json) != 0) fail_msg("%s\n  returned %s\n  expected %s", code, o.value, json);
-}
-
-/* Under these limits the snippet ends with this status, and its error message contains the
-   fragment (NULL: not checked). Returns the outcome for further checks. */
-static const outcome *check_ends(limits lim, const char *code, mbx_status status,
-                                 const char *fragment) {
-  static outcome o;
-  run_with(lim, code, &o);
-  if (o.status != status)
-    fail_msg("%s\n  ended with %s (%s), expected %s", code, mbx_status_name(o.status), o.value,
-             mbx_status_name(status));
-  if (fragment && strstr(o.value, fragment) == NULL)
-    fail_msg("%s\n  error %s\n  does not contain %s", code, o.value, fragment);
-  return &o;
-}
-
+/* A failing snippet: runtime_error with this fragment in its message. */
 static void check_error(const char *code, const char *fragment) {
-  check_ends(defaults, code, MBX_RUNTIME_ERROR, fragment);
-}
-
-static int group_setup(void **state) {
-  (void)state;
-  mbx_error err;
-  runtime = mbx_runtime_new(&err);
-  return runtime == NULL ? -1 : 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  mbx_runtime_free(runtime);
-  runtime = NULL;
-  return 0;
+  snippet_check_ends(snippet_defaults, code, MBX_RUNTIME_ERROR, fragment);
 }
 
 /* A 16 MiB string built by doubling, in `s` (the guest has no cheaper way to a long string
@@ -118,19 +25,19 @@ static int group_teardown(void **state) {
 
 static void char_works(void **state) {
   (void)state;
-  check_value("return utf8.char(72, 233, 8364), utf8.char()", "[\"Hé€\",\"\"]");
-  check_value("return #utf8.char(0x10FFFF), #utf8.char(0x7FFFFFFF)", "[4,6]");
+  snippet_check_value("return utf8.char(72, 233, 8364), utf8.char()", "[\"Hé€\",\"\"]");
+  snippet_check_value("return #utf8.char(0x10FFFF), #utf8.char(0x7FFFFFFF)", "[4,6]");
   check_error("return utf8.char(-1)", "value out of range");
 }
 
 static void charpattern_is_stock(void **state) {
   (void)state;
-  check_value("return utf8.charpattern == '[\\0-\\x7F\\xC2-\\xFD][\\x80-\\xBF]*'", "true");
+  snippet_check_value("return utf8.charpattern == '[\\0-\\x7F\\xC2-\\xFD][\\x80-\\xBF]*'", "true");
 }
 
 static void codes_iterates(void **state) {
   (void)state;
-  check_value("local t = {} for p, c in utf8.codes('h\\u{E9}\\u{20AC}!') do "
+  snippet_check_value("local t = {} for p, c in utf8.codes('h\\u{E9}\\u{20AC}!') do "
               "t[#t + 1] = p t[#t + 1] = c end return t",
               "[1,104,2,233,4,8364,7,33]");
   check_error("for p, c in utf8.codes('a\\xffb') do end", "invalid UTF-8 code");
@@ -138,7 +45,7 @@ static void codes_iterates(void **state) {
 
 static void library_has_its_functions(void **state) {
   (void)state;
-  check_value("return type(utf8.len), type(utf8.offset), type(utf8.codepoint), "
+  snippet_check_value("return type(utf8.len), type(utf8.offset), type(utf8.codepoint), "
               "type(utf8.codes), type(utf8.char)",
               "[\"function\",\"function\",\"function\",\"function\",\"function\"]");
 }
@@ -147,24 +54,24 @@ static void library_has_its_functions(void **state) {
 
 static void len_works_like_stock(void **state) {
   (void)state;
-  check_value("return utf8.len('h\\u{E9}llo'), utf8.len(''), utf8.len('abc', 4), "
+  snippet_check_value("return utf8.len('h\\u{E9}llo'), utf8.len(''), utf8.len('abc', 4), "
               "utf8.len('abc', -1), utf8.len('h\\u{E9}llo', 1, 2), utf8.len('h\\u{E9}llo', -3, -1)",
               "[5,0,0,1,2,3]");
   /* Invalid sequences: fail plus the position of the first bad byte. */
-  check_value("local a, b = utf8.len('a\\xffb') return a, b", "[null,2]");
-  check_value("local a, b = utf8.len('h\\u{E9}llo', 3) return a, b", "[null,3]");
-  check_value("local a, b = utf8.len('\\xC0\\x80') return a, b", "[null,1]"); /* overlong */
-  check_value("local a, b = utf8.len('ab\\xe9') return a, b", "[null,3]");    /* truncated */
-  check_value("local a, b = utf8.len('\\xF8\\x88\\x80\\x80\\x80\\x80') return a, b", "[null,1]");
+  snippet_check_value("local a, b = utf8.len('a\\xffb') return a, b", "[null,2]");
+  snippet_check_value("local a, b = utf8.len('h\\u{E9}llo', 3) return a, b", "[null,3]");
+  snippet_check_value("local a, b = utf8.len('\\xC0\\x80') return a, b", "[null,1]"); /* overlong */
+  snippet_check_value("local a, b = utf8.len('ab\\xe9') return a, b", "[null,3]");    /* truncated */
+  snippet_check_value("local a, b = utf8.len('\\xF8\\x88\\x80\\x80\\x80\\x80') return a, b", "[null,1]");
   /* Surrogates and values past U+10FFFF only with lax. */
-  check_value("local a, b = utf8.len('\\u{D800}') return a, b, utf8.len('\\u{D800}', 1, -1, true)",
+  snippet_check_value("local a, b = utf8.len('\\u{D800}') return a, b, utf8.len('\\u{D800}', 1, -1, true)",
               "[null,1,1]");
-  check_value("local a, b = utf8.len('\\xF4\\x90\\x80\\x80') return a, b, "
+  snippet_check_value("local a, b = utf8.len('\\xF4\\x90\\x80\\x80') return a, b, "
               "utf8.len('\\xF4\\x90\\x80\\x80', 1, -1, true), "
               "utf8.len('\\u{7FFFFFFF}', 1, -1, true)",
               "[null,1,1,1]");
   /* A sequence may run past j: j only says where the last one starts. */
-  check_value("return utf8.len('\\u{E9}', 1, 1)", "1");
+  snippet_check_value("return utf8.len('\\u{E9}', 1, 1)", "1");
 }
 
 static void len_errors_like_stock(void **state) {
@@ -179,14 +86,14 @@ static void len_errors_like_stock(void **state) {
 
 static void codepoint_works_like_stock(void **state) {
   (void)state;
-  check_value("return utf8.codepoint('h\\u{E9}llo', 1, -1)", "[104,233,108,108,111]");
-  check_value("return utf8.codepoint('abc'), utf8.codepoint('abc', -1), "
+  snippet_check_value("return utf8.codepoint('h\\u{E9}llo', 1, -1)", "[104,233,108,108,111]");
+  snippet_check_value("return utf8.codepoint('abc'), utf8.codepoint('abc', -1), "
               "select('#', utf8.codepoint('abc', 2, 1))",
               "[97,99,0]");
-  check_value("return utf8.codepoint('\\u{D800}', 1, 1, true), "
+  snippet_check_value("return utf8.codepoint('\\u{D800}', 1, 1, true), "
               "utf8.codepoint('\\u{7FFFFFFF}', 1, 1, true)",
               "[55296,2147483647]");
-  check_value("return select('#', utf8.codepoint(('a'):rep(100000), 1, -1))", "100000");
+  snippet_check_value("return select('#', utf8.codepoint(('a'):rep(100000), 1, -1))", "100000");
 }
 
 static void codepoint_errors_like_stock(void **state) {
@@ -203,8 +110,8 @@ static void codepoint_errors_like_stock(void **state) {
 /* One stack slot per result: growth that cannot fit is refused before the allocator has to. */
 static void codepoint_refuses_what_cannot_fit(void **state) {
   (void)state;
-  limits lim = {1024 * 1024, KEEP, KEEP};
-  const outcome *o = check_ends(lim, "return utf8.codepoint(('a'):rep(500000), 1, -1)",
+  snippet_limits lim = {1024 * 1024, SNIPPET_KEEP, SNIPPET_KEEP};
+  const snippet_outcome *o = snippet_check_ends(lim, "return utf8.codepoint(('a'):rep(500000), 1, -1)",
                                 MBX_RUNTIME_ERROR, "string slice too long");
   assert_true(o->usage.memory_peak < 2 * 1024 * 1024);
 }
@@ -213,7 +120,7 @@ static void codepoint_refuses_what_cannot_fit(void **state) {
 
 static void offset_works_like_stock(void **state) {
   (void)state;
-  check_value("return utf8.offset('h\\u{E9}llo', 3), utf8.offset('h\\u{E9}llo', -1), "
+  snippet_check_value("return utf8.offset('h\\u{E9}llo', 3), utf8.offset('h\\u{E9}llo', -1), "
               "utf8.offset('h\\u{E9}llo', 0, 3), utf8.offset('abc', 5), utf8.offset('abc', 4), "
               "utf8.offset('abc', -4), utf8.offset('abc', 0), utf8.offset('abc', -1, 2), "
               "utf8.offset('', 1), utf8.offset('', -1)",
@@ -235,20 +142,20 @@ static void offset_errors_like_stock(void **state) {
 /* Each function scans a guest-sized string in one C call: it is charged per byte scanned. */
 static void scans_are_charged(void **state) {
   (void)state;
-  limits lim = {KEEP, 200000, KEEP}; /* 16 MiB at one instruction per 16 bytes: 1048576 */
-  check_ends(lim, LONG_STRING("a") "return utf8.len(s)", MBX_INSTRUCTION_LIMIT, NULL);
-  check_ends(lim, LONG_STRING("\\u{E9}") "return utf8.offset(s, -1)", MBX_OK, NULL);
-  check_ends(lim, LONG_STRING("\\u{E9}") "return utf8.offset(s, 2^40)", MBX_INSTRUCTION_LIMIT,
+  snippet_limits lim = {SNIPPET_KEEP, 200000, SNIPPET_KEEP}; /* 16 MiB at one instruction per 16 bytes: 1048576 */
+  snippet_check_ends(lim, LONG_STRING("a") "return utf8.len(s)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, LONG_STRING("\\u{E9}") "return utf8.offset(s, -1)", MBX_OK, NULL);
+  snippet_check_ends(lim, LONG_STRING("\\u{E9}") "return utf8.offset(s, 2^40)", MBX_INSTRUCTION_LIMIT,
              NULL);
-  check_ends(lim, LONG_STRING("\\x80") "return utf8.offset(s, 0, #s)", MBX_INSTRUCTION_LIMIT, NULL);
-  check_ends(lim, LONG_STRING("a") "for i = 1, 100 do utf8.codepoint(s, 1, 900000) end",
+  snippet_check_ends(lim, LONG_STRING("\\x80") "return utf8.offset(s, 0, #s)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, LONG_STRING("a") "for i = 1, 100 do utf8.codepoint(s, 1, 900000) end",
              MBX_INSTRUCTION_LIMIT, NULL);
-  limits deadline = {KEEP, 0, 30};
-  const outcome *o = check_ends(deadline, LONG_STRING("a") "for i = 1, 1e6 do utf8.len(s) end",
+  snippet_limits deadline = {SNIPPET_KEEP, 0, 30};
+  const snippet_outcome *o = snippet_check_ends(deadline, LONG_STRING("a") "for i = 1, 1e6 do utf8.len(s) end",
                                 MBX_TIME_LIMIT, NULL);
   (void)o;
-  limits enough = {KEEP, 10000000, KEEP};
-  o = check_ends(enough, LONG_STRING("\\u{E9}") "return utf8.len(s)", MBX_OK, NULL);
+  snippet_limits enough = {SNIPPET_KEEP, 10000000, SNIPPET_KEEP};
+  o = snippet_check_ends(enough, LONG_STRING("\\u{E9}") "return utf8.len(s)", MBX_OK, NULL);
   assert_string_equal(o->value, "8388608");
   assert_true(o->usage.instructions >= (16u << 20) / 16);
 }
@@ -268,5 +175,5 @@ int main(void) {
       cmocka_unit_test(offset_errors_like_stock),
       cmocka_unit_test(scans_are_charged),
   };
-  return cmocka_run_group_tests_name("stdlib/utf8", tests, group_setup, group_teardown);
+  return cmocka_run_group_tests_name("stdlib/utf8", tests, snippet_setup, snippet_teardown);
 }

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 mbx_runtime *snippet_runtime;
+const snippet_limits snippet_defaults = {SNIPPET_KEEP, SNIPPET_KEEP, SNIPPET_KEEP};
 
 int snippet_setup(void **state) {
   (void)state;
@@ -47,6 +48,7 @@ mbx_status snippet_run_in(mbx_sandbox *sb, const char *code, snippet_outcome *o)
   copy_bytes(o->out, sizeof o->out, text, o->out_len);
   text = mbx_result_stderr(res, &o->err_len);
   copy_bytes(o->err, sizeof o->err, text, o->err_len);
+  assert_int_equal(mbx_result_usage(res, &o->usage), MBX_OK);
   mbx_result_free(res);
   return o->status;
 }
@@ -60,6 +62,41 @@ mbx_sandbox *snippet_sandbox_with(mbx_limit which, uint64_t value) {
   if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
   mbx_policy_free(p);
   return sb;
+}
+
+mbx_sandbox *snippet_sandbox_limits(snippet_limits lim) {
+  mbx_policy *p = mbx_policy_new();
+  assert_non_null(p);
+  if (lim.memory != SNIPPET_KEEP)
+    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, lim.memory), MBX_OK);
+  if (lim.instructions != SNIPPET_KEEP)
+    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, lim.instructions), MBX_OK);
+  if (lim.time_ms != SNIPPET_KEEP)
+    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, lim.time_ms), MBX_OK);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
+  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
+  mbx_policy_free(p);
+  return sb;
+}
+
+mbx_status snippet_run_with(snippet_limits lim, const char *code, snippet_outcome *o) {
+  mbx_sandbox *sb = snippet_sandbox_limits(lim);
+  mbx_status s = snippet_run_in(sb, code, o);
+  mbx_sandbox_free(sb);
+  return s;
+}
+
+const snippet_outcome *snippet_check_ends(snippet_limits lim, const char *code, mbx_status status,
+                                          const char *fragment) {
+  static snippet_outcome o;
+  snippet_run_with(lim, code, &o);
+  if (o.status != status)
+    fail_msg("%s\n  ended with %s (%s), expected %s", code, mbx_status_name(o.status), o.value,
+             mbx_status_name(status));
+  if (fragment && strstr(o.value, fragment) == NULL)
+    fail_msg("%s\n  error %s\n  does not contain %s", code, o.value, fragment);
+  return &o;
 }
 
 mbx_sandbox *snippet_sandbox(void) {
