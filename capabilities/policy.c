@@ -20,6 +20,7 @@ void mbxC_policy_defaults(mbx_policy *p) {
   p->env = NULL;
   p->env_count = p->env_cap = 0;
   p->deterministic = 0;
+  memset(&p->host_fns, 0, sizeof p->host_fns);
 }
 
 void mbxC_policy_clear(mbx_policy *p) {
@@ -30,6 +31,7 @@ void mbxC_policy_clear(mbx_policy *p) {
   free(p->env);
   p->env = NULL;
   p->env_count = p->env_cap = 0;
+  mbxC_hostfn_clear(&p->host_fns);
 }
 
 /* A limit's name, range and storage, described once so validation and lookup agree. */

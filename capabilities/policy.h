@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capabilities/hostfn.h"
 #include "include/moonbox.h"
 
 /* One virtual environment variable (os.getenv). */
@@ -31,6 +32,7 @@ struct mbx_policy {
   /* Deterministic mode (mbx_policy_set_deterministic): canonical pairs/next order, counter
      ids in tostring, os.clock from the instruction count, no bytecode cache. */
   int deterministic;
+  mbxC_hostfn_table host_fns; /* granted host functions (capabilities/hostfn.h) */
 };
 
 #define MBXC_DEFAULT_MEMORY (64ull << 20)

@@ -83,23 +83,37 @@ static char *dup_bytes(const char *s, size_t n) {
   return copy;
 }
 
+static mbxC_call_result local_host_call(void *ud, size_t index, const char *args,
+                                        size_t args_len, const char **reply,
+                                        size_t *reply_len) {
+  mbxC_port_local *pl = ud;
+  return mbxC_hostfn_call(&pl->host_fns.fns[index], &pl->reply, args, args_len, reply,
+                          reply_len);
+}
+
 int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
   memset(pl, 0, sizeof *pl);
   pl->port = (mbxC_port){.ud = pl,
                          .wall_time = local_wall_time,
                          .cpu_time = local_cpu_time,
                          .random_seed = local_random_seed,
-                         .env_get = local_env_get};
+                         .env_get = local_env_get,
+                         .host_fns = &pl->host_fns,
+                         .host_call = local_host_call};
   pl->time_fixed = p->time_fixed;
   pl->time = p->time;
   pl->seed_fixed = p->seed_fixed;
   pl->seed = p->seed;
   pl->port.deterministic = p->deterministic;
   pl->cpu_start_ns = thread_cpu_ns();
+  if (mbxC_hostfn_copy(&pl->host_fns, &p->host_fns) != 0) return -1;
   if (p->env_count == 0) return 0;
   /* A copy, so the host may change or free the policy while sandboxes made from it live. */
   pl->env = calloc(p->env_count, sizeof *pl->env);
-  if (pl->env == NULL) return -1;
+  if (pl->env == NULL) {
+    mbxC_port_local_free(pl);
+    return -1;
+  }
   for (size_t i = 0; i < p->env_count; i++) {
     mbxC_env_var *v = &pl->env[i];
     v->name = dup_bytes(p->env[i].name, strlen(p->env[i].name));
@@ -122,6 +136,8 @@ void mbxC_port_local_free(mbxC_port_local *pl) {
   free(pl->env);
   pl->env = NULL;
   pl->env_count = 0;
+  mbxC_hostfn_clear(&pl->host_fns);
+  mbxC_host_reply_free(&pl->reply);
 }
 
 void mbxC_port_local_run_begin(mbxC_port_local *pl) {

@@ -40,6 +40,15 @@ typedef struct mbxC_port {
      it at call time, never at open: a sandbox's state is restored from a template built
      without a port. */
   int deterministic;
+  /* The granted host functions (names, kinds), a copy owned by the port; the stdlib installs
+     them into the guest's globals after a state is restored (templates hold none). */
+  const mbxC_hostfn_table *host_fns;
+  /* Call synchronous host function `index` of host_fns with the arguments' JSON. Returns
+     MBXC_CALL_VALUE with *reply the JSON value (length 0: no value) or MBXC_CALL_ERROR with
+     *reply the message the guest's error carries. The bytes stay valid until the next
+     host_call. The host's callback runs in here; nothing in it can unwind Lua. */
+  mbxC_call_result (*host_call)(void *ud, size_t index, const char *args, size_t args_len,
+                                const char **reply, size_t *reply_len);
 } mbxC_port;
 
 /* The in-process implementation: the policy's settings copied at sandbox creation. */
@@ -53,6 +62,8 @@ typedef struct mbxC_port_local {
   mbxC_env_var *env;
   size_t env_count;
   uint64_t cpu_start_ns; /* thread CPU clock when the current run began */
+  mbxC_hostfn_table host_fns; /* copied from the policy */
+  struct mbx_host_reply reply; /* reused by every host call */
 } mbxC_port_local;
 
 /* Copy what the port needs from p (the environment too) and fill pl->port. Returns 0, or -1

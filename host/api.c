@@ -60,6 +60,7 @@ struct mbx_sandbox {
   int checkpoint_poisoned;
   mbx_status checkpoint_poisoned_by;
   uint64_t checkpoint_draws; /* port seeds drawn: math.randomseed() continues from here */
+  uint64_t host_call_limit;  /* MBX_LIMIT_HOST_CALLS, for the budget after every restore */
 };
 
 MBX_API const char *mbx_version(void) {
@@ -278,11 +279,53 @@ MBX_API uint64_t mbx_policy_get_limit(const mbx_policy *p, mbx_limit which) {
   return p ? mbxC_policy_get_limit(p, which) : 0;
 }
 
+static mbx_status add_hostfn(mbx_policy *p, const char *fn_name, const char *name,
+                             mbxC_hostfn_kind kind, mbx_host_fn fn, void *userdata,
+                             mbx_error *err) {
+  char why[300];
+  if (p == NULL || (kind == MBXC_HOSTFN_SYNC && fn == NULL)) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s: the policy and the callback must not be NULL",
+                   fn_name);
+    return MBX_INVALID_ARGUMENT;
+  }
+  switch (mbxC_hostfn_add(&p->host_fns, name, kind, fn, userdata, why, sizeof why)) {
+  case 0:
+    return MBX_OK;
+  case MBXC_HOSTFN_NO_MEMORY:
+    mbxV_error_set(err, MBX_NO_MEMORY, "%s: out of memory", fn_name);
+    return MBX_NO_MEMORY;
+  default:
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s: %s", fn_name, why);
+    return MBX_INVALID_ARGUMENT;
+  }
+}
+
+MBX_API mbx_status mbx_policy_add_function(mbx_policy *p, const char *name, mbx_host_fn fn,
+                                           void *userdata, mbx_error *err) {
+  return add_hostfn(p, "mbx_policy_add_function", name, MBXC_HOSTFN_SYNC, fn, userdata, err);
+}
+
+MBX_API mbx_status mbx_policy_add_external(mbx_policy *p, const char *name, mbx_error *err) {
+  return add_hostfn(p, "mbx_policy_add_external", name, MBXC_HOSTFN_EXTERNAL, NULL, NULL, err);
+}
+
 /* ---- sandbox ---- */
 
 static int run_protected(lua_State *L, lua_CFunction fn) {
   lua_pushcfunction(L, fn);
   return lua_pcall(L, 0, 0, 0) == LUA_OK;
+}
+
+/* Give a freshly restored state (new or reset) what depends on the policy: a slot's
+   template was built with no port, so math.random is seeded again and the host functions
+   are installed here. Returns 0 when either step fails (guest heap too small). */
+static int attach_port(mbx_sandbox *sb) {
+  sb->vm->port = &sb->port.port;
+  sb->vm->budget.host_call_limit = sb->host_call_limit;
+  sb->vm->paused = 0;
+  sb->vm->resume_error = 0;
+  return run_protected(sb->vm->L, mbxL_reseed) &&
+         run_protected(sb->vm->L, mbxL_open_host_functions);
 }
 
 MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_error *err) {
@@ -309,12 +352,12 @@ MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_e
     return NULL;
   }
   sb->cfg = cfg;
+  sb->host_call_limit = p->host_calls;
   /* A slot's template was built with no port (it holds nothing of one sandbox); math.random
      is seeded from this sandbox's port once the state is in place. */
   mbxV_new_result made = mbxV_vm_new(rt->slots, &cfg, mbxL_open_sandbox, &sb->vm);
   uint64_t heap_total = 0, heap_cap = atomic_load(&rt->heap_cap);
   if (made == MBXV_NEW_OK) {
-    sb->vm->port = &sb->port.port;
     sb->heap_counted = sb->vm->heap.used;
     heap_total = atomic_fetch_add(&rt->heap_total, sb->heap_counted) + sb->heap_counted;
     if (heap_cap && heap_total > heap_cap) {
@@ -329,7 +372,7 @@ MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_e
                      (unsigned long long)(heap_total >> 10), (unsigned long long)(heap_cap >> 10));
       return NULL;
     }
-    if (run_protected(sb->vm->L, mbxL_reseed)) return sb;
+    if (attach_port(sb)) return sb;
     atomic_fetch_sub(&rt->heap_total, sb->heap_counted);
     mbxV_vm_free(sb->vm);
   }
@@ -380,6 +423,10 @@ MBX_API int mbx_sandbox_poisoned(const mbx_sandbox *sb) {
   return sb ? sb->poisoned : 0;
 }
 
+MBX_API int mbx_sandbox_paused(const mbx_sandbox *sb) {
+  return sb && sb->vm && sb->vm->L ? sb->vm->paused : 0;
+}
+
 /* Bring rt->heap_total up to date with this sandbox's heap (unsigned arithmetic wraps, so a
    shrink is a subtraction). */
 static void count_heap(mbx_sandbox *sb) {
@@ -413,11 +460,11 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err) {
   } else {
     /* Seeded again from the port's first draw, exactly as mbx_sandbox_new seeds: with a
        policy seed the sequence is the new sandbox's, without one it is fresh randomness. */
-    sb->vm->port = &sb->port.port;
     sb->port.draws = 0;
-    if (!run_protected(sb->vm->L, mbxL_reseed)) {
+    if (!attach_port(sb)) {
       s = MBX_NO_MEMORY;
-      mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: could not seed math.random");
+      mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: could not seed math.random or "
+                                         "install the host functions");
     }
   }
   sb->poisoned = s != MBX_OK;
@@ -532,6 +579,13 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
                    mbx_status_key(sb->poisoned_by));
     return MBX_SANDBOX_POISONED;
   }
+  if (mbx_sandbox_paused(sb)) {
+    atomic_store(&sb->busy, 0);
+    mbxV_error_set(err, MBX_SANDBOX_PAUSED,
+                   "mbx_run: the sandbox is paused at an external call; continue it with "
+                   "mbx_resume or mbx_resume_error, or abandon the run with mbx_sandbox_reset");
+    return MBX_SANDBOX_PAUSED;
+  }
   if (stack_left() < MBXH_MIN_STACK) {
     atomic_store(&sb->busy, 0);
     mbxV_error_set(err, MBX_STACK_TOO_SMALL,
@@ -580,4 +634,66 @@ MBX_API mbx_status mbx_run(mbx_sandbox *sb, const char *code, size_t code_len,
                            const char *inputs_json, size_t inputs_len, mbx_result **out,
                            mbx_error *err) {
   return mbx_run_named(sb, code, code_len, "input", inputs_json, inputs_len, out, err);
+}
+
+/* mbx_resume and mbx_resume_error: the checks of mbx_run, then vm/run.c continues the run. */
+static mbx_status resume(mbx_sandbox *sb, const char *fn, const char *value, size_t len,
+                         int as_error, mbx_result **out, mbx_error *err) {
+  if (out) *out = NULL;
+  if (sb == NULL || out == NULL || (value == NULL && len > 0)) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                   "%s: the sandbox and out must not be NULL, nor the value with a length", fn);
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (atomic_exchange(&sb->busy, 1)) {
+    mbxV_error_set(err, MBX_SANDBOX_BUSY, "%s: the sandbox is running on another thread", fn);
+    return MBX_SANDBOX_BUSY;
+  }
+  mbx_status s = MBX_OK;
+  if (sb->poisoned) {
+    s = MBX_SANDBOX_POISONED;
+    mbxV_error_set(err, s, "%s: this sandbox ended a run with %s and refuses further runs", fn,
+                   mbx_status_key(sb->poisoned_by));
+  } else if (!mbx_sandbox_paused(sb)) {
+    s = MBX_INVALID_ARGUMENT;
+    mbxV_error_set(err, s, "%s: the sandbox is not paused at an external call", fn);
+  } else if (stack_left() < MBXH_MIN_STACK) {
+    s = MBX_STACK_TOO_SMALL;
+    mbxV_error_set(err, s, "%s: less than 1 MiB of C stack is left on this thread", fn);
+  }
+  if (s != MBX_OK) {
+    atomic_store(&sb->busy, 0);
+    return s;
+  }
+  if (as_error && len > MBX_HOST_ERROR_MAX) len = MBX_HOST_ERROR_MAX;
+  locale_t host_locale = uselocale(sb->rt->c_locale);
+  mbxC_port_local_run_begin(&sb->port);
+  mbxV_outcome outcome;
+  s = mbxV_resume(sb->vm, value, len, as_error, &outcome, err);
+  uselocale(host_locale);
+  if (s < MBX_API_ERROR_BASE) {
+    if (poisons(s)) {
+      sb->poisoned = 1;
+      sb->poisoned_by = s;
+    }
+    *out = mbxH_result_new(&outcome, &sb->vm->output);
+    if (*out == NULL) {
+      mbxV_error_set(err, MBX_NO_MEMORY, "%s: out of host memory for the result", fn);
+      s = MBX_NO_MEMORY;
+    }
+    count_heap(sb);
+  }
+  atomic_store(&sb->busy, 0);
+  return s;
+}
+
+MBX_API mbx_status mbx_resume(mbx_sandbox *sb, const char *value_json, size_t len,
+                              mbx_result **out, mbx_error *err) {
+  return resume(sb, "mbx_resume", value_json, len, 0, out, err);
+}
+
+MBX_API mbx_status mbx_resume_error(mbx_sandbox *sb, const char *message, size_t len,
+                                    mbx_result **out, mbx_error *err) {
+  return resume(sb, "mbx_resume_error", message ? message : "", message ? len : 0, 1, out,
+                err);
 }

@@ -58,7 +58,9 @@ static void write_contract(mbxH_buf *b, const mbx_result *r) {
   }
   mbxH_buf_puts(b, ",");
   put_key(b, "pending");
-  mbxH_buf_puts(b, "null,");
+  if (o->pending_json) mbxH_buf_put(b, o->pending_json, o->pending_len);
+  else mbxH_buf_puts(b, "null");
+  mbxH_buf_puts(b, ",");
   put_key(b, "status");
   mbxH_buf_puts(b, "\"");
   mbxH_buf_puts(b, mbx_status_key(r->status));
@@ -103,7 +105,7 @@ mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output) {
   r->usage.memory_peak = outcome->memory_peak;
   r->usage.wall_us = outcome->wall_us;
   r->usage.output_bytes = outcome->output_bytes;
-  r->usage.host_calls = 0;
+  r->usage.host_calls = outcome->host_calls;
   for (int i = 0; i < 2; i++) {
     r->stream[i] = copy_bytes(output->data[i] ? output->data[i] : "", output->len[i]);
     r->stream_len[i] = output->len[i];

@@ -211,7 +211,11 @@ typedef enum mbx_limit {
      `load` calls are capped at 16 KiB each: Lua's parser runs in C, unmetered, and is
      quadratic on long and/or chains.) */
   MBX_LIMIT_SOURCE = 5,
-  /* Host function calls per run (host functions arrive in a later version). Default 1000. */
+  /* Host function calls per run: every call of a function granted with
+     mbx_policy_add_function and every pause at one granted with mbx_policy_add_external.
+     Counted over the whole run, across its mbx_resume calls (mbx_run starts the count at 0);
+     the call past the limit ends the run with MBX_HOST_CALL_LIMIT instead of reaching the
+     host. 0 = no host calls at all. Default 1000. */
   MBX_LIMIT_HOST_CALLS = 6
 } mbx_limit;
 
@@ -284,6 +288,89 @@ MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx
 MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error *err);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Host functions: what the guest may call in the host. docs/host-functions.md is the guide.  */
+
+/*
+** A host function's reply. Opaque; valid only during the callback it was given to.
+*/
+typedef struct mbx_host_reply mbx_host_reply;
+
+/*
+** A synchronous host function. Called on the thread running the sandbox, during mbx_run or
+** mbx_resume, with
+**   userdata             what was given to mbx_policy_add_function, untouched
+**   args_json, args_len  the guest's arguments as a JSON array ("[1,\"x\",null]"; a nil
+**                        argument is null; NUL-terminated for convenience), encoded by the
+**                        sandbox's codec: integers exact, tables as objects or arrays, keys
+**                        sorted, invalid UTF-8 as {"$bytes": "<base64>"}. Borrowed until the
+**                        callback returns.
+**   reply                where the answer goes: mbx_host_reply_json (the value the call
+**                        returns in the guest) or mbx_host_reply_error (a Lua error the guest
+**                        can catch with pcall, whose message is exactly the text given).
+** Return MBX_OK. Without a reply the call returns nothing (nil). Returning any other status
+** without mbx_host_reply_error raises "NAME failed: <mbx_status_str>" in the guest.
+**
+** The callback never sees a lua_State and nothing it does can unwind Lua: the trampoline
+** raises the guest's error after the callback has returned (so a C++ or libffi frame is never
+** crossed by a longjmp). It must not call mbx_run/mbx_resume on the same sandbox (they
+** return MBX_SANDBOX_BUSY); other sandboxes are fine. Its time does not count against the
+** guest's MBX_LIMIT_TIME_MS (the deadline is moved by the time the host took), but it does
+** appear in usage.wall_us; mbx_sandbox_interrupt during a callback ends the run when it
+** returns.
+*/
+typedef mbx_status (*mbx_host_fn)(void *userdata, const char *args_json, size_t args_len,
+                                  mbx_host_reply *reply);
+
+/* Caps on what crosses a host call: the arguments' JSON (a call with more raises a Lua error
+   in the guest before the host is called), a reply's JSON (mbx_host_reply_json refuses more
+   with MBX_INVALID_ARGUMENT and the guest gets an error saying so), and an error message
+   (longer ones are cut to the cap). */
+#define MBX_HOST_ARGS_MAX (1u << 20)
+#define MBX_HOST_REPLY_MAX (8u << 20)
+#define MBX_HOST_ERROR_MAX (4u << 10)
+
+/* The call returns the JSON value (one value; top-level null returns nil). The bytes are
+   copied; they are decoded in the guest after the callback returns, charged to its budget
+   (invalid JSON raises a Lua error naming the function). A later call replaces an earlier
+   one. Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL reply or json with a length; len past
+   MBX_HOST_REPLY_MAX: the guest then gets an error), MBX_NO_MEMORY. */
+MBX_API mbx_status mbx_host_reply_json(mbx_host_reply *reply, const char *json, size_t len);
+/* The call raises a Lua error whose message is these bytes (cut at MBX_HOST_ERROR_MAX). */
+MBX_API mbx_status mbx_host_reply_error(mbx_host_reply *reply, const char *message, size_t len);
+
+/*
+** Grant a synchronous host function. name is a dotted path of Lua identifiers (at most 4
+** parts, 128 bytes), e.g. "tools.search": the guest calls tools.search(...), and
+** require("tools") returns the module table. The first part must not be a built-in global
+** or module (string, os, json, print, ...), no part may be a keyword, a name may not be
+** given twice, and a name may not be both a function and a module ("tools" and
+** "tools.search"). At most 256 functions per policy. fn must not be NULL; userdata is kept
+** as given (borrowed: it must outlive every sandbox made from the policy). Sandboxes copy
+** the list when created. Returns MBX_OK, MBX_INVALID_ARGUMENT (err says why; nothing
+** changed) or MBX_NO_MEMORY.
+*/
+MBX_API mbx_status mbx_policy_add_function(mbx_policy *p, const char *name, mbx_host_fn fn,
+                                           void *userdata, mbx_error *err);
+
+/*
+** Grant an external (pausing) host function, named as above. Calling it suspends the run:
+** mbx_run (or mbx_resume) returns MBX_PAUSED and the result's "pending" member is
+** {"args": [...], "function": "tools.fetch"} (args encoded as for mbx_host_fn). The host does
+** the work when it likes (an event loop, another thread, a human), then continues the run
+** from exactly that point with mbx_resume (the call returns the value) or mbx_resume_error
+** (the call raises a catchable error). Each pause counts as a host call.
+**
+** A pause works from plain Lua code at any depth: nested functions, inside pcall/xpcall,
+** in coroutines the guest created (coroutine.resume/wrap pass it up and the answer back
+** down), and in metamethods the VM calls from Lua code. Where Lua cannot suspend C code --
+** functions called from C such as table.sort comparators, string.gsub callbacks,
+** __tostring run by tostring/print/string.format, __index reached through ipairs, an xpcall
+** message handler, __close run while an error unwinds, load reader functions -- the call
+** raises a catchable error naming the place ("tools.fetch cannot pause here: ...").
+*/
+MBX_API mbx_status mbx_policy_add_external(mbx_policy *p, const char *name, mbx_error *err);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Sandbox: one isolated Lua state with its own heap, limits and captured output.             */
 
 /* Copies what it needs from the policy; the policy may be freed afterwards. Returns NULL and
@@ -324,6 +411,30 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
 MBX_API mbx_status mbx_run(mbx_sandbox *sb, const char *code, size_t code_len,
                            const char *inputs_json, size_t inputs_len, mbx_result **out,
                            mbx_error *err);
+
+/*
+** Continue a run paused at an external function (status MBX_PAUSED). The pending call
+** returns the value of value_json (one JSON value, decoded in the guest and charged to it;
+** NULL/0 returns nothing). mbx_resume_error makes the call raise a Lua error whose message
+** is exactly message (cut at MBX_HOST_ERROR_MAX), which the guest may catch with pcall.
+** Either returns like mbx_run: the run's status with *out (it may pause again: MBX_PAUSED
+** with a new pending call), or an API status with *out == NULL:
+**   MBX_INVALID_ARGUMENT  NULL sb/out, or the sandbox is not paused
+**   MBX_INVALID_INPUT     value_json is not valid JSON (the sandbox stays paused; try again)
+**   MBX_SANDBOX_POISONED, MBX_SANDBOX_BUSY, MBX_STACK_TOO_SMALL, MBX_NO_MEMORY
+** Limits while paused: nothing is charged while the host works. The instruction, time and
+** output limits apply per call (each mbx_run and each mbx_resume gets a fresh deadline,
+** instruction count and output buffer; the result of each shows what happened since the
+** previous one), while MBX_LIMIT_HOST_CALLS counts the whole run. While paused, mbx_run
+** returns MBX_SANDBOX_PAUSED; mbx_sandbox_reset abandons the paused run; a checkpoint taken
+** while paused rewinds to the paused state.
+*/
+MBX_API mbx_status mbx_resume(mbx_sandbox *sb, const char *value_json, size_t len,
+                              mbx_result **out, mbx_error *err);
+MBX_API mbx_status mbx_resume_error(mbx_sandbox *sb, const char *message, size_t len,
+                                    mbx_result **out, mbx_error *err);
+/* 1 if the sandbox is paused at an external call (mbx_resume continues it), 0 otherwise. */
+MBX_API int mbx_sandbox_paused(const mbx_sandbox *sb);
 
 /* From any thread: end the sandbox's current run with MBX_INTERRUPTED within about a thousand
    VM instructions. An interrupt sent while no run is active is discarded. Returns
@@ -383,7 +494,7 @@ MBX_API mbx_status mbx_result_status(const mbx_result *r);
 /*
 ** The whole result contract as one JSON object (keys in sorted order):
 **   {"error": null | {"chunk","line","message","traceback"},
-**    "pending": null,
+**    "pending": null | {"args": [...], "function": "tools.fetch"} (status "paused" only),
 **    "status": "ok|syntax_error|runtime_error|memory_limit|instruction_limit|time_limit|
 **               output_limit|host_call_limit|interrupted|paused|internal_error",
 **    "stderr": "...", "stdout": "...",
@@ -411,7 +522,7 @@ typedef struct mbx_usage {
   uint64_t memory_peak;  /* highest live guest heap, bytes, since the sandbox was created */
   uint64_t wall_us;      /* wall-clock microseconds of the run, parse included */
   uint64_t output_bytes; /* bytes written to stdout + stderr (before truncation) */
-  uint64_t host_calls;   /* host function calls made */
+  uint64_t host_calls;   /* host calls and pauses so far in the run (across its resumes) */
 } mbx_usage;
 
 /*

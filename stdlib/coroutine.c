@@ -14,8 +14,13 @@ static lua_State *check_coroutine(lua_State *L, int idx) {
   return co;
 }
 
-/* Resume co with narg arguments from L's top. Returns the number of results moved to L, or
-   -1 with the error object on L's top. A trip inside co is rethrown here, in the resumer. */
+/* resume_under_budget's answer when co stopped at an external host call (a pause, not a
+   yield of its own): the caller passes the pause up by yielding itself (see pass_pause). */
+#define RESUME_PAUSED (-2)
+
+/* Resume co with narg arguments from L's top. Returns the number of results moved to L, -1
+   with the error object on L's top, or RESUME_PAUSED. A trip inside co is rethrown here, in
+   the resumer. */
 static int resume_under_budget(lua_State *L, lua_State *co, int narg) {
   if (!lua_checkstack(co, narg)) {
     lua_pushliteral(L, "too many arguments to resume");
@@ -29,11 +34,21 @@ static int resume_under_budget(lua_State *L, lua_State *co, int narg) {
      two hook calls would run uncharged (THREATS 0.5): charge a hook interval per resume. */
   mbxV_charge(L, MBXV_HOOK_COUNT_COROUTINE);
   lua_xmove(L, co, narg);
+  mbxV_vm *vm = mbxV_from(L);
+  /* A pause inside co can reach the host only if this resumer can yield too (and every
+     resumer above it): the external trampoline checks this flag before pausing. */
+  int chain_ok = vm->pause_chain_ok;
+  vm->pause_chain_ok = chain_ok && lua_isyieldable(L);
   lua_State *previous = mbxV_budget_enter(L, co);
   int nres = 0;
   int status = lua_resume(co, L, narg, &nres);
   mbxV_budget_leave(L, previous);
+  vm->pause_chain_ok = chain_ok;
   mbxV_check(L);
+  if (status == LUA_YIELD && vm->paused) {
+    lua_pop(co, nres); /* a pause yields nothing; the host's answer comes back down */
+    return RESUME_PAUSED;
+  }
   if (status == LUA_OK || status == LUA_YIELD) {
     if (!lua_checkstack(L, nres + 1)) {
       lua_pop(co, nres);
@@ -47,9 +62,14 @@ static int resume_under_budget(lua_State *L, lua_State *co, int narg) {
   return -1;
 }
 
-static int co_resume(lua_State *L) {
-  lua_State *co = check_coroutine(L, 1);
-  int r = resume_under_budget(L, co, lua_gettop(L) - 1);
+/* The answer to a pause comes back as the values on top of L's stack (above the wrapper's
+   own frame base): hand them down into co, which is suspended in the external trampoline
+   (or in a wrapper like this one, further down). */
+static int co_resume_continue(lua_State *L, int status, lua_KContext base);
+static int co_wrapped_continue(lua_State *L, int status, lua_KContext base);
+
+static int co_resume_finish(lua_State *L, int r) {
+  if (r == RESUME_PAUSED) return lua_yieldk(L, 0, lua_gettop(L), co_resume_continue);
   if (r < 0) {
     lua_pushboolean(L, 0);
     lua_insert(L, -2);
@@ -58,6 +78,18 @@ static int co_resume(lua_State *L) {
   lua_pushboolean(L, 1);
   lua_insert(L, -(r + 1));
   return r + 1;
+}
+
+static int co_resume(lua_State *L) {
+  lua_State *co = check_coroutine(L, 1);
+  return co_resume_finish(L, resume_under_budget(L, co, lua_gettop(L) - 1));
+}
+
+static int co_resume_continue(lua_State *L, int status, lua_KContext base) {
+  (void)status;
+  lua_State *co = lua_tothread(L, 1);
+  /* What comes back lands above co at index 1; the finish returns only the top values. */
+  return co_resume_finish(L, resume_under_budget(L, co, lua_gettop(L) - (int)base));
 }
 
 /* Close co (run its pending __close handlers) with the nesting bounded. Returns the status of
@@ -77,9 +109,8 @@ static int close_bounded(lua_State *L, lua_State *co) {
   return status;
 }
 
-static int co_wrapped(lua_State *L) {
-  lua_State *co = lua_tothread(L, lua_upvalueindex(1));
-  int r = resume_under_budget(L, co, lua_gettop(L));
+static int co_wrapped_finish(lua_State *L, lua_State *co, int r) {
+  if (r == RESUME_PAUSED) return lua_yieldk(L, 0, lua_gettop(L), co_wrapped_continue);
   if (r >= 0) return r;
   int status = lua_status(co);
   if (status != LUA_OK && status != LUA_YIELD) {
@@ -94,6 +125,17 @@ static int co_wrapped(lua_State *L) {
     lua_concat(L, 2);
   }
   return lua_error(L);
+}
+
+static int co_wrapped(lua_State *L) {
+  lua_State *co = lua_tothread(L, lua_upvalueindex(1));
+  return co_wrapped_finish(L, co, resume_under_budget(L, co, lua_gettop(L)));
+}
+
+static int co_wrapped_continue(lua_State *L, int status, lua_KContext base) {
+  (void)status;
+  lua_State *co = lua_tothread(L, lua_upvalueindex(1));
+  return co_wrapped_finish(L, co, resume_under_budget(L, co, lua_gettop(L) - (int)base));
 }
 
 static int co_wrap(lua_State *L) {

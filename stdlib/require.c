@@ -39,6 +39,15 @@ static int require_module(lua_State *L) {
                     shown);
 }
 
+void mbxL_require_add(lua_State *L, const char *name, size_t name_len, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &key_modules);
+  lua_pushlstring(L, name, name_len);
+  lua_pushvalue(L, idx);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
 int mbxL_open_require(lua_State *L) {
   lua_createtable(L, 0, (int)(sizeof modules / sizeof *modules));
   for (size_t i = 0; i < sizeof modules / sizeof *modules; i++) {

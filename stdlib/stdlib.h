@@ -30,6 +30,15 @@ int mbxL_open_os(lua_State *L);
 int mbxL_open_json(lua_State *L);
 /* require: opened last, it serves the library tables present when it is opened. */
 int mbxL_open_require(lua_State *L);
+/* Make require(name) return the table at idx too (host function modules). */
+void mbxL_require_add(lua_State *L, const char *name, size_t name_len, int idx);
+
+/* Install the port's host functions (stdlib/hostcall.c) into the globals: dotted names make
+   module tables that require serves. For a state restored from a template (which holds
+   none): a lua_CFunction, run it with lua_pcall once vm->port is set. */
+int mbxL_open_host_functions(lua_State *L);
+/* Room for "<name>(#<n>)", the path the codec names a bad argument by. */
+#define MBXL_HOSTFN_PATH_MAX 160
 
 /* Push the guest-visible text of the value at idx, like luaL_tolstring but with a keyed hash
    in place of any address (no heap addresses reach the guest: THREATS E10). Runs __tostring

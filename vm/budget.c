@@ -66,6 +66,10 @@ void mbxV_trip_message(lua_State *L, mbxV_trip why, char *buf, size_t size) {
   case MBXV_TRIP_EXIT:
     snprintf(buf, size, "os.exit(%lld)", (long long)vm->budget.exit_code);
     break;
+  case MBXV_TRIP_HOST_CALLS:
+    snprintf(buf, size, "host call limit exceeded (%llu calls)",
+             (unsigned long long)vm->budget.host_call_limit);
+    break;
   default:
     snprintf(buf, size, "no limit tripped");
     break;
@@ -196,6 +200,27 @@ void mbxV_budget_stop(lua_State *L) {
   b->running = 0;
   b->current = NULL;
   b->run_thread = NULL;
+}
+
+void mbxV_count_host_call(lua_State *L) {
+  mbxV_vm *vm = mbxV_from(L);
+  mbxV_check(L);
+  if (vm->budget.host_calls >= vm->budget.host_call_limit) {
+    mbxV_trip_set(L, MBXV_TRIP_HOST_CALLS);
+    raise_trip(L, MBXV_TRIP_HOST_CALLS);
+  }
+  vm->budget.host_calls++;
+}
+
+uint64_t mbxV_budget_host_begin(lua_State *L) {
+  (void)L;
+  return mbxV_now_coarse_ns();
+}
+
+void mbxV_budget_host_end(lua_State *L, uint64_t begun) {
+  mbxV_budget *b = &mbxV_from(L)->budget;
+  uint64_t now = mbxV_now_coarse_ns();
+  if (b->deadline_ns && now > begun) b->deadline_ns += now - begun;
 }
 
 void mbxV_budget_on_pressure(void *ud) {

@@ -18,7 +18,9 @@ typedef enum mbxV_trip {
   MBXV_TRIP_INTERNAL,
   /* os.exit: not a fault. Sticky like the others so pcall cannot swallow the exit; the run
      ends with status ok (code 0) or runtime_error, and the sandbox is not poisoned. */
-  MBXV_TRIP_EXIT
+  MBXV_TRIP_EXIT,
+  /* MBX_LIMIT_HOST_CALLS: the call past the limit never reaches the host. */
+  MBXV_TRIP_HOST_CALLS
 } mbxV_trip;
 
 /* Hook interval of the main run thread and of guest coroutines. A coroutine is charged its
@@ -40,6 +42,10 @@ typedef struct mbxV_budget {
   lua_State *current;         /* the thread the VM is executing (tracked by resume wrappers) */
   lua_State *run_thread;      /* the thread the run's chunk executes on */
   int64_t exit_code;          /* the code given to os.exit, once MBXV_TRIP_EXIT is set */
+  /* Host calls and pauses: counted over a whole run, across its resumes (mbxV_run zeroes
+     the count, mbxV_budget_start does not). The limit is set by the host at creation. */
+  uint64_t host_calls;
+  uint64_t host_call_limit;
 } mbxV_budget;
 
 /* Monotonic clocks in nanoseconds: precise (for usage) and coarse (cheap: for the hook). */
@@ -73,6 +79,14 @@ void mbxV_budget_leave(lua_State *L, lua_State *previous);
    time counts). The run's thread is recorded later in budget.run_thread. */
 void mbxV_budget_start(lua_State *L);
 void mbxV_budget_stop(lua_State *L);
+/* Count one host call or pause against MBX_LIMIT_HOST_CALLS; past the limit, set the sticky
+   trip and raise. Call it from a frame Lua owns, before the host is reached. */
+void mbxV_count_host_call(lua_State *L);
+/* Host time is not guest time: bracket a host callback with these, and the deadline moves
+   on by the time the host took. */
+uint64_t mbxV_budget_host_begin(lua_State *L);
+void mbxV_budget_host_end(lua_State *L, uint64_t begun);
+
 /* The heap's pressure callback (ud is the mbxV_vm): over the limit, or large blocks appeared.
    Re-arms the current thread's hook at count 1 so the hook looks at once. */
 void mbxV_budget_on_pressure(void *ud);

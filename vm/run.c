@@ -9,6 +9,8 @@
 #include "vm/bytecode_cache.h"
 #include "vm/json.h"
 
+const char mbxV_key_pending = 0;
+
 /* What the protected steps of a run exchange with mbxV_run. */
 typedef struct run_step {
   const char *code;
@@ -198,11 +200,57 @@ static int step_describe(lua_State *L) {
   return 0;
 }
 
-/* Protected: drop the run thread's anchor so it can be collected. */
+/* Protected: drop the run thread's anchor (and a pending call) so they can be collected. */
 static int step_release(lua_State *L) {
   lua_pushnil(L);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread);
+  lua_pushnil(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending);
   return 0;
+}
+
+/* Protected: copy the pending call's JSON out of the registry (stdlib/hostcall.c put it
+   there) for the result. */
+static int step_pending(lua_State *L) {
+  run_step *st = lua_touserdata(L, 1);
+  size_t len = 0;
+  const char *json = NULL;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending) == LUA_TSTRING)
+    json = lua_tolstring(L, -1, &len);
+  if (json == NULL) {
+    json = "null";
+    len = 4;
+  }
+  st->value = dup_bytes(json, len);
+  st->value_len = len;
+  if (st->value == NULL) return luaL_error(L, "out of host memory");
+  lua_pushnil(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending);
+  return 0;
+}
+
+/* Protected: the value (or error message) mbx_resume passes down, decoded onto L. */
+typedef struct resume_value {
+  const char *text;
+  size_t len;
+  int as_error;
+  int pushed;
+} resume_value;
+
+static int step_resume_value(lua_State *L) {
+  resume_value *rv = lua_touserdata(L, 1);
+  lua_settop(L, 0);
+  if (rv->as_error) {
+    lua_pushlstring(L, rv->text ? rv->text : "", rv->len);
+  } else if (rv->len > 0) {
+    mbxV_json_decode(L, rv->text, rv->len);
+    if (mbxV_json_is_null(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushnil(L); /* a top-level null is the call returning nil, as for sync calls */
+    }
+  }
+  rv->pushed = lua_gettop(L);
+  return rv->pushed;
 }
 
 static int protected_step(lua_State *L, lua_CFunction f, run_step *st) {
@@ -221,6 +269,21 @@ static int protected_step(lua_State *L, lua_CFunction f, run_step *st) {
   return rc;
 }
 
+/* Like protected_step, but the step's results stay on L. */
+static int protected_step_keep(lua_State *L, lua_CFunction f, void *arg, char **error) {
+  lua_pushcfunction(L, f);
+  lua_pushlightuserdata(L, arg);
+  int rc = lua_pcall(L, 1, LUA_MULTRET, 0);
+  if (rc != LUA_OK) {
+    size_t n = 0;
+    const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "error";
+    if (n == 0) n = strlen(msg);
+    *error = dup_bytes(msg, n);
+    lua_pop(L, 1);
+  }
+  return rc;
+}
+
 static mbx_status status_of_trip(mbxV_trip t) {
   switch (t) {
   case MBXV_TRIP_MEMORY: return MBX_MEMORY_LIMIT;
@@ -230,6 +293,7 @@ static mbx_status status_of_trip(mbxV_trip t) {
   case MBXV_TRIP_INTERRUPT: return MBX_INTERRUPTED;
   case MBXV_TRIP_INTERNAL: return MBX_INTERNAL_ERROR;
   case MBXV_TRIP_EXIT: return MBX_RUNTIME_ERROR;
+  case MBXV_TRIP_HOST_CALLS: return MBX_HOST_CALL_LIMIT;
   default: return MBX_OK;
   }
 }
@@ -294,6 +358,65 @@ static void check_heap_after_exit(lua_State *L, mbxV_vm *vm) {
   if (mbxV_heap_over_limit(&vm->heap)) atomic_store(&vm->budget.trip, MBXV_TRIP_MEMORY);
 }
 
+/* Resume the run thread st->co with nargs values already on it, and turn what comes back
+   into out: the values, an error, or a pause. The run thread and the pending call stay
+   anchored while paused; anything else releases them. */
+static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcome *out) {
+  lua_State *L = vm->L;
+  lua_State *co = st->co;
+  vm->budget.run_thread = co;
+  vm->pause_chain_ok = 1; /* the run thread itself can always hand a pause to the host */
+  vm->paused = 0;
+  lua_State *previous = mbxV_budget_enter(L, co);
+  int nres = 0;
+  int status = lua_resume(co, L, nargs, &nres);
+  mbxV_budget_leave(L, previous);
+  if (status == LUA_OK) {
+    check_heap_at_end(L, vm);
+    check_heap_after_exit(L, vm);
+    st->nres = nres;
+    if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
+      fail_with_thread(L, st, out, MBX_RUNTIME_ERROR, NULL);
+    } else if (protected_step(L, step_encode, st) != LUA_OK) {
+      /* The encoder's message names the offending path; a trip wins over it. */
+      const char *msg = st->step_error ? st->step_error : "the result could not be encoded";
+      fail_with_message(L, out, MBX_RUNTIME_ERROR, msg, strlen(msg), 0);
+    } else {
+      out->status = MBX_OK;
+      out->value_json = st->value;
+      out->value_len = st->value_len;
+      st->value = NULL;
+    }
+  } else if (status == LUA_YIELD && vm->paused && mbxV_tripped(L) == MBXV_TRIP_NONE) {
+    /* An external host function suspended the run (stdlib/hostcall.c); a trip suspends a
+       thread too (base.c finish_pcall) but never sets vm->paused, and wins if both. */
+    lua_pop(co, nres);
+    if (protected_step(L, step_pending, st) != LUA_OK) {
+      vm->paused = 0;
+      fail_with_message(L, out, MBX_INTERNAL_ERROR, "out of host memory for the pending call",
+                        39, 0);
+    } else {
+      out->status = MBX_PAUSED;
+      out->pending_json = st->value;
+      out->pending_len = st->value_len;
+      st->value = NULL;
+      return;
+    }
+  } else if (status == LUA_YIELD) {
+    vm->paused = 0;
+    /* A yield out of the main chunk is not a pause: only host functions pause a run. */
+    fail_with_thread(L, st, out, MBX_RUNTIME_ERROR,
+                     "attempt to yield from outside a coroutine");
+  } else {
+    if (status == LUA_ERRMEM && mbxV_tripped(L) == MBXV_TRIP_NONE)
+      mbxV_trip_set(L, MBXV_TRIP_MEMORY);
+    check_heap_after_exit(L, vm);
+    fail_with_thread(L, st, out, MBX_RUNTIME_ERROR, NULL);
+  }
+  vm->paused = 0;
+  protected_step(L, step_release, st);
+}
+
 mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
                     const char *inputs, size_t inputs_len, mbxV_outcome *out, mbx_error *err) {
   return mbxV_run_cached(vm, NULL, code, code_len, chunk_name, inputs, inputs_len, out, err);
@@ -347,43 +470,13 @@ mbx_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, si
     goto finish;
   }
 
-  lua_State *co = st.co;
-  vm->budget.run_thread = co;
-  lua_State *previous = mbxV_budget_enter(L, co);
-  int nres = 0;
-  int status = lua_resume(co, L, 0, &nres);
-  mbxV_budget_leave(L, previous);
-  if (status == LUA_OK) {
-    check_heap_at_end(L, vm);
-    check_heap_after_exit(L, vm);
-    st.nres = nres;
-    if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
-      fail_with_thread(L, &st, out, MBX_RUNTIME_ERROR, NULL);
-    } else if (protected_step(L, step_encode, &st) != LUA_OK) {
-      /* The encoder's message names the offending path; a trip wins over it. */
-      const char *msg = st.step_error ? st.step_error : "the result could not be encoded";
-      fail_with_message(L, out, MBX_RUNTIME_ERROR, msg, strlen(msg), 0);
-    } else {
-      out->status = MBX_OK;
-      out->value_json = st.value;
-      out->value_len = st.value_len;
-      st.value = NULL;
-    }
-  } else if (status == LUA_YIELD) {
-    /* A yield out of the main chunk is not a pause: only host functions pause a run. */
-    fail_with_thread(L, &st, out, MBX_RUNTIME_ERROR,
-                     "attempt to yield from outside a coroutine");
-  } else {
-    if (status == LUA_ERRMEM && mbxV_tripped(L) == MBXV_TRIP_NONE)
-      mbxV_trip_set(L, MBXV_TRIP_MEMORY);
-    check_heap_after_exit(L, vm);
-    fail_with_thread(L, &st, out, MBX_RUNTIME_ERROR, NULL);
-  }
-  protected_step(L, step_release, &st);
+  vm->budget.host_calls = 0; /* counted over the run, across its resumes */
+  resume_and_collect(vm, &st, 0, out);
 
 finish:
   vm->panic_jmp = NULL;
   out->instructions = vm->budget.instructions;
+  out->host_calls = vm->budget.host_calls;
   mbxV_budget_stop(L);
   out->wall_us = (mbxV_now_ns() - started) / 1000;
   out->memory_peak = vm->heap.peak;
@@ -408,8 +501,94 @@ finish:
   return out->status;
 }
 
+mbx_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
+                       mbxV_outcome *out, mbx_error *err) {
+  memset(out, 0, sizeof *out);
+  lua_State *L = vm->L;
+  run_step st = {0};
+  jmp_buf recovery;
+  uint64_t started = mbxV_now_ns();
+  mbxV_output_reset(&vm->output);
+  /* A fresh window per call: the deadline, instruction count and output are per
+     mbx_run/mbx_resume; host_calls is not reset (the whole run's). */
+  mbxV_budget_start(L);
+  vm->panic_jmp = &recovery;
+  if (setjmp(recovery) != 0) {
+    vm->paused = 0;
+    out->status = MBX_INTERNAL_ERROR;
+    out->failed = 1;
+    const char *msg = "internal error: an error escaped the runtime's protected calls";
+    mbxV_error_from_message(msg, strlen(msg), 0, &out->error);
+    goto finish;
+  }
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread); /* cannot raise: a raw read */
+  st.co = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  if (st.co == NULL || lua_status(st.co) != LUA_YIELD) {
+    vm->paused = 0;
+    const char *msg = "internal error: the paused run's thread is missing";
+    fail_with_message(L, out, MBX_INTERNAL_ERROR, msg, strlen(msg), 0);
+    goto finish;
+  }
+  resume_value rv = {.text = value, .len = value ? len : 0, .as_error = as_error};
+  char *why = NULL;
+  int base = lua_gettop(L);
+  if (protected_step_keep(L, step_resume_value, &rv, &why) != LUA_OK) {
+    lua_settop(L, base);
+    if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
+      /* The value did not fit in the memory limit: that ends the run like any trip. */
+      free(why);
+      vm->paused = 0;
+      fail_with_message(L, out, MBX_MEMORY_LIMIT, "", 0, 0);
+      protected_step(L, step_release, &st);
+      goto finish;
+    }
+    vm->panic_jmp = NULL;
+    mbxV_budget_stop(L);
+    mbxV_error_set(err, MBX_INVALID_INPUT, "mbx_resume: the value is not valid JSON: %s",
+                   why ? why : "out of memory");
+    free(why);
+    return MBX_INVALID_INPUT;
+  }
+  int nargs = lua_gettop(L) - base;
+  if (!lua_checkstack(st.co, nargs + 1)) {
+    lua_settop(L, base);
+    vm->paused = 0;
+    fail_with_message(L, out, MBX_MEMORY_LIMIT, "memory limit exceeded", 21, 0);
+    protected_step(L, step_release, &st);
+    goto finish;
+  }
+  lua_xmove(L, st.co, nargs);
+  vm->resume_error = as_error;
+  resume_and_collect(vm, &st, nargs, out);
+  vm->resume_error = 0;
+
+finish:
+  vm->panic_jmp = NULL;
+  out->instructions = vm->budget.instructions;
+  out->host_calls = vm->budget.host_calls;
+  mbxV_budget_stop(L);
+  out->wall_us = (mbxV_now_ns() - started) / 1000;
+  out->memory_peak = vm->heap.peak;
+  out->output_bytes = vm->output.total;
+  free(st.value);
+  free(st.step_error);
+  if (out->value_json == NULL) {
+    out->value_json = dup_bytes("null", 4);
+    out->value_len = 4;
+  }
+  if (out->value_json == NULL || (out->failed && out->error.message == NULL)) {
+    mbxV_outcome_free(out);
+    mbxV_error_set(err, MBX_NO_MEMORY, "out of host memory while collecting the result");
+    return MBX_NO_MEMORY;
+  }
+  return out->status;
+}
+
 void mbxV_outcome_free(mbxV_outcome *out) {
   free(out->value_json);
   out->value_json = NULL;
+  free(out->pending_json);
+  out->pending_json = NULL;
   mbxV_error_info_free(&out->error);
 }

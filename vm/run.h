@@ -22,6 +22,9 @@ typedef struct mbxV_outcome {
   uint64_t output_bytes;
   int exited;            /* the run ended by os.exit (status ok or runtime_error) */
   int64_t exit_code;     /* its code: 0 for os.exit(), os.exit(true) and os.exit(0) */
+  uint64_t host_calls;   /* host calls and pauses of the run so far (across resumes) */
+  char *pending_json;    /* malloc'd when status is MBX_PAUSED: {"args":[..],"function":".."} */
+  size_t pending_len;
 } mbxV_outcome;
 
 /*
@@ -38,6 +41,15 @@ mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *
 mbx_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, size_t code_len,
                            const char *chunk_name, const char *inputs, size_t inputs_len,
                            mbxV_outcome *out, mbx_error *err);
+
+/*
+** Continue the run paused at an external call (vm->paused). as_error == 0: value (NULL/0 =
+** no value) is JSON the call returns; bad JSON returns MBX_INVALID_INPUT with nothing
+** changed (still paused). as_error != 0: value is the message of the error the call raises.
+** Otherwise like mbxV_run: a run status with *out filled (possibly MBX_PAUSED again).
+*/
+mbx_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
+                       mbxV_outcome *out, mbx_error *err);
 
 void mbxV_outcome_free(mbxV_outcome *out);
 

@@ -21,6 +21,11 @@ typedef struct mbxV_vm {
   uint64_t address_key;   /* key of the hash that stands in for addresses in tostring */
   jmp_buf *panic_jmp;     /* recovery point of the active host call, for lua_atpanic */
   int close_nesting;      /* nested coroutine closes in progress (stdlib/coroutine.c) */
+  /* Pause/resume (external host functions). These live outside the budget/output hole, so
+     a checkpoint taken while paused rewinds to the paused state; a template holds zeros. */
+  int paused;             /* the run thread is suspended at an external call */
+  int resume_error;       /* the value passed down on resume is an error message to raise */
+  int pause_chain_ok;     /* every resumer between here and the run thread can yield */
   /* What the guest may reach outside the VM (clock, seed, environment): a
      capabilities/port.h table, set by the host before the libraries are opened. Opaque here:
      vm/ knows nothing of capabilities; only stdlib/ looks inside. NULL = nothing at all. */
@@ -110,6 +115,7 @@ void mbxV_checkpoint_free(mbxV_checkpoint *ck);
 /* Registry keys (light userdata addresses) shared between vm/ and stdlib/. */
 extern const char mbxV_key_builtins; /* set of global names present before any guest code */
 extern const char mbxV_key_run_thread; /* the thread of the active run */
+extern const char mbxV_key_pending; /* the paused call as JSON: {"args":[..],"function":".."} */
 
 /* Record the names currently in _G as built-ins: inputs may not shadow them. Run once the
    standard library is open, inside a protected call. */

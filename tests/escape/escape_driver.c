@@ -62,6 +62,7 @@ typedef struct script_spec {
   int n_error_contains;
   int runs;
   int then_status; /* NO_VALUE: no further run */
+  int host_functions; /* grant host.echo, host.fail (sync) and host.fetch (external) */
 } script_spec;
 
 /* Everything the sandbox thread needs and reports. */
@@ -306,6 +307,8 @@ static int parse_header_line(script_spec *spec, char *line, const char **why) {
     spec->runs = (int)n;
   } else if (strcmp(key, "input") == 0) {
     spec->input = value;
+  } else if (strcmp(key, "host-functions") == 0) {
+    spec->host_functions = strcmp(value, "on") == 0;
   } else if (strcmp(key, "then") == 0) {
     spec->then_status = status_from_key(value, 1);
     if (spec->then_status == NO_VALUE) {
@@ -314,7 +317,7 @@ static int parse_header_line(script_spec *spec, char *line, const char **why) {
     }
   } else {
     *why = "unknown header key (expect accept limits interrupt max-wall stdout-contains "
-           "stdout-not-contains error-contains runs input then)";
+           "stdout-not-contains error-contains runs input then host-functions)";
     return -1;
   }
   return 1;
@@ -592,6 +595,20 @@ static const char *script_name(const char *path) {
   return name;
 }
 
+/* The host functions a script gets with "host-functions: on": an echo (its arguments come
+   back as its value) and one that always fails. */
+static mbx_status host_echo(void *ud, const char *args, size_t len, mbx_host_reply *reply) {
+  (void)ud;
+  return mbx_host_reply_json(reply, args, len);
+}
+
+static mbx_status host_fail(void *ud, const char *args, size_t len, mbx_host_reply *reply) {
+  (void)ud;
+  (void)args;
+  (void)len;
+  return mbx_host_reply_error(reply, "host says no", 12);
+}
+
 /* Sets the policy's limits: the driver's default time of 2 s, then the header's. */
 static int build_policy(driver *d, mbx_policy *p) {
   mbx_error err;
@@ -661,6 +678,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (build_policy(&d, policy) != 0) return 1;
+  if (d.spec.host_functions &&
+      (mbx_policy_add_function(policy, "host.echo", host_echo, NULL, &err) != MBX_OK ||
+       mbx_policy_add_function(policy, "host.fail", host_fail, NULL, &err) != MBX_OK ||
+       mbx_policy_add_external(policy, "host.fetch", &err) != MBX_OK)) {
+    fprintf(stderr, "FAIL escape/%s: host functions: %s\n", d.name, err.message);
+    return 1;
+  }
   compute_bounds(&d);
   d.sandbox = mbx_sandbox_new(rt, policy, &err);
   if (!d.sandbox) {

@@ -1,0 +1,72 @@
+/* capabilities/hostfn.h -- host functions a policy grants: names, kinds, callbacks, replies.
+   No Lua here. */
+#ifndef MBX_CAPABILITIES_HOSTFN_H
+#define MBX_CAPABILITIES_HOSTFN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "include/moonbox.h"
+
+/* How the guest's call reaches the host. */
+typedef enum mbxC_hostfn_kind {
+  MBXC_HOSTFN_SYNC = 1,    /* mbx_policy_add_function: a callback answers at once */
+  MBXC_HOSTFN_EXTERNAL = 2 /* mbx_policy_add_external: the run pauses; mbx_resume answers */
+} mbxC_hostfn_kind;
+
+/* One granted function. */
+typedef struct mbxC_hostfn {
+  char *name; /* malloc'd, validated dotted path: "tools.search" */
+  mbxC_hostfn_kind kind;
+  mbx_host_fn fn; /* SYNC only */
+  void *userdata; /* SYNC only: borrowed from the host, passed back untouched */
+} mbxC_hostfn;
+
+/* The table of a policy (and its copy in every sandbox's port). */
+typedef struct mbxC_hostfn_table {
+  mbxC_hostfn *fns;
+  size_t count, cap;
+} mbxC_hostfn_table;
+
+/* At most this many functions per policy, names at most this long, at most this many dotted
+   parts: installing them is per-sandbox work done at every mbx_sandbox_new. */
+#define MBXC_MAX_HOSTFNS 256
+#define MBXC_MAX_HOSTFN_NAME 128
+#define MBXC_MAX_HOSTFN_DEPTH 4
+
+/* Validate name and add it. Returns 0, MBXC_HOSTFN_INVALID (why says what was wrong: not a
+   dotted identifier path, a keyword, a built-in's name, a duplicate or a clash with an
+   existing path) or MBXC_HOSTFN_NO_MEMORY. Nothing changes on failure. */
+#define MBXC_HOSTFN_INVALID (-1)
+#define MBXC_HOSTFN_NO_MEMORY (-2)
+int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_hostfn_kind kind,
+                    mbx_host_fn fn, void *userdata, char *why, size_t why_size);
+/* Deep copy (names duplicated). Returns 0 or -1 when out of memory (dst is then empty). */
+int mbxC_hostfn_copy(mbxC_hostfn_table *dst, const mbxC_hostfn_table *src);
+/* Release what t owns; t is then empty but valid. */
+void mbxC_hostfn_clear(mbxC_hostfn_table *t);
+
+/* The reply a callback fills (opaque to hosts: moonbox.h). Its buffer belongs to the
+   sandbox's port and is reused from call to call. */
+struct mbx_host_reply {
+  char *buf;
+  size_t len, cap;
+  enum { MBXC_REPLY_NONE, MBXC_REPLY_JSON, MBXC_REPLY_ERROR } kind;
+  size_t refused_len; /* a reply past its cap: its length, for the message */
+};
+
+/* What a call gave the guest. */
+typedef enum mbxC_call_result {
+  MBXC_CALL_VALUE = 0, /* *reply is JSON (len 0: the function returns nothing) */
+  MBXC_CALL_ERROR = 1  /* *reply is the message to raise */
+} mbxC_call_result;
+
+/* Call fn (a SYNC entry) with the arguments' JSON; the reply's bytes stay in r until the next
+   call. Never raises (the callback runs outside any Lua frame's control: the trampoline
+   raises afterwards). */
+mbxC_call_result mbxC_hostfn_call(const mbxC_hostfn *fn, struct mbx_host_reply *r,
+                                  const char *args, size_t args_len, const char **reply,
+                                  size_t *reply_len);
+void mbxC_host_reply_free(struct mbx_host_reply *r);
+
+#endif

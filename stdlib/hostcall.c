@@ -1,0 +1,209 @@
+/* stdlib/hostcall.c -- the guest side of host functions: install them, and the trampolines
+   that carry a call across the port (synchronous) or out of the run (external: a pause). */
+#include <stdio.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "capabilities/port.h"
+#include "stdlib/stdlib.h"
+#include "vm/budget.h"
+#include "vm/json.h"
+#include "vm/vm.h"
+
+/* Upvalues of every trampoline: the function's index in the port's table, and its name. */
+#define UPV_INDEX lua_upvalueindex(1)
+#define UPV_NAME lua_upvalueindex(2)
+
+/*
+** Encode the arguments 1..n as one JSON array and push it. The codec runs in the guest heap
+** and charges the guest's budget; functions, cycles, NaN and nesting past the codec's depth
+** raise with a path naming the argument ("tools.search(#2).filter: cannot encode a function
+** as JSON"). The total is capped before the host ever sees it.
+*/
+static const char *encode_args(lua_State *L, const char *name, size_t *len) {
+  int n = lua_gettop(L);
+  luaL_checkstack(L, n + 8, "too many arguments to a host function");
+  size_t total = 2;
+  for (int i = 1; i <= n; i++) {
+    char path[MBXL_HOSTFN_PATH_MAX];
+    snprintf(path, sizeof path, "%s(#%d)", name, i);
+    mbxV_json_encode(L, i, path);
+    total += lua_rawlen(L, -1) + 1;
+    if (total > MBX_HOST_ARGS_MAX)
+      luaL_error(L, "%s: the arguments exceed %d bytes of JSON, the most a host call takes",
+                 name, (int)MBX_HOST_ARGS_MAX);
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '[');
+  for (int i = 1; i <= n; i++) {
+    if (i > 1) luaL_addchar(&b, ',');
+    lua_pushvalue(L, n + i);
+    luaL_addvalue(&b);
+  }
+  luaL_addchar(&b, ']');
+  luaL_pushresult(&b);
+  return lua_tolstring(L, -1, len);
+}
+
+/* Protected: decode the reply (argument 1: its bytes, 2: their length). */
+static int decode_reply(lua_State *L) {
+  const char *text = lua_touserdata(L, 1);
+  size_t len = (size_t)lua_tointeger(L, 2);
+  mbxV_json_decode(L, text, len);
+  return 1;
+}
+
+static int hostcall_sync(lua_State *L) {
+  mbxV_vm *vm = mbxV_from(L);
+  const mbxC_port *port = vm->port;
+  size_t index = (size_t)lua_tointeger(L, UPV_INDEX);
+  const char *name = lua_tostring(L, UPV_NAME);
+  mbxV_count_host_call(L);
+  size_t args_len;
+  const char *args = encode_args(L, name, &args_len);
+  const char *reply = NULL;
+  size_t reply_len = 0;
+  /* The callback runs with nothing of Lua on the C stack between here and the host that
+     could be unwound: any error for the guest is raised below, after it returned (design
+     decision 8). The host's time is not the guest's: the deadline moves on by it. */
+  uint64_t begun = mbxV_budget_host_begin(L);
+  mbxC_call_result r = port->host_call(port->ud, index, args, args_len, &reply, &reply_len);
+  mbxV_budget_host_end(L, begun);
+  /* An interrupt that arrived while the host worked ends the run here. */
+  mbxV_charge(L, reply_len / 64 + 1);
+  if (r == MBXC_CALL_ERROR) {
+    lua_pushlstring(L, reply, reply_len);
+    return lua_error(L);
+  }
+  if (reply_len == 0) return 0;
+  lua_pushcfunction(L, decode_reply);
+  lua_pushlightuserdata(L, (void *)reply);
+  lua_pushinteger(L, (lua_Integer)reply_len);
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    mbxV_check(L); /* a limit hit while decoding wins over the message */
+    const char *why = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "error";
+    return luaL_error(L, "%s: the host returned invalid JSON: %s", name, why);
+  }
+  if (mbxV_json_is_null(L, -1)) lua_pushnil(L); /* a top-level null is nil to the guest */
+  return 1;
+}
+
+/* The pending call was answered: mbx_resume passed the value (or, with vm->resume_error, an
+   error message) down to here, through every coroutine wrapper on the way. */
+static int external_continue(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  (void)ctx;
+  mbxV_vm *vm = mbxV_from(L);
+  mbxV_check(L);
+  if (vm->resume_error) {
+    vm->resume_error = 0;
+    return lua_error(L);
+  }
+  return lua_gettop(L);
+}
+
+/* Lua 5.4 cannot suspend a C function without a continuation, and the stock library calls
+   guest functions from C without one (sort, gsub, tostring, ipairs' __index, load's
+   reader, message handlers). Name the nearest such C function so the author can move the
+   call. */
+static int cannot_pause(lua_State *L, const char *name) {
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "Sn", &ar) || strcmp(ar.what, "C") != 0) continue;
+    if (ar.name)
+      return luaL_error(L,
+                        "%s cannot pause here: called from a C function ('%s'; e.g. a sort "
+                        "comparator, a gsub callback, __tostring or __index run by C, a load "
+                        "reader, an xpcall handler); call it from plain Lua code",
+                        name, ar.name);
+    return luaL_error(L,
+                      "%s cannot pause here: called from a C function (e.g. a sort comparator, "
+                      "a gsub callback, __tostring or __index run by C, a load reader, an "
+                      "xpcall handler); call it from plain Lua code",
+                      name);
+  }
+  return luaL_error(L,
+                    "%s cannot pause here: inside a coroutine resumed from a C function (e.g. "
+                    "a sort comparator or __tostring); call it from plain Lua code",
+                    name);
+}
+
+static int hostcall_external(lua_State *L) {
+  mbxV_vm *vm = mbxV_from(L);
+  const char *name = lua_tostring(L, UPV_NAME);
+  mbxV_check(L);
+  /* Decide before anything is counted or recorded: a refused pause costs the host
+     nothing. pause_chain_ok covers the coroutine wrappers between here and the run
+     thread (stdlib/coroutine.c). */
+  if (!lua_isyieldable(L) || !vm->pause_chain_ok) return cannot_pause(L, name);
+  mbxV_count_host_call(L);
+  size_t args_len;
+  encode_args(L, name, &args_len);
+  /* The pending call as the result shows it (keys sorted; a validated name needs no
+     escaping). vm/run.c reads it when the yield reaches the run. */
+  lua_pushliteral(L, "{\"args\":");
+  lua_insert(L, -2);
+  lua_pushfstring(L, ",\"function\":\"%s\"}", name);
+  lua_concat(L, 3);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending);
+  lua_settop(L, 0);
+  /* The flag, not the yield, makes this a pause: a trip also suspends a yieldable thread
+     (finish_pcall in stdlib/base.c), and must never look like one. */
+  vm->paused = 1;
+  return lua_yieldk(L, 0, 0, external_continue);
+}
+
+/* Push t[key] for the table at t, creating it (and registering a top-level module) if
+   absent. */
+static void get_or_make_table(lua_State *L, int t, const char *key, size_t key_len, int top) {
+  lua_pushlstring(L, key, key_len);
+  lua_pushvalue(L, -1);
+  int type = lua_rawget(L, t);
+  if (type == LUA_TTABLE) {
+    lua_remove(L, -2);
+    return;
+  }
+  if (type != LUA_TNIL)
+    luaL_error(L, "host function module '%s' clashes with a global", lua_tostring(L, -2));
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, t);
+  lua_remove(L, -2);
+  if (top) mbxL_require_add(L, key, key_len, lua_gettop(L));
+}
+
+int mbxL_open_host_functions(lua_State *L) {
+  mbxV_vm *vm = mbxV_from(L);
+  const mbxC_port *port = vm ? vm->port : NULL;
+  if (port == NULL || port->host_fns == NULL || port->host_fns->count == 0) return 0;
+  lua_pushglobaltable(L);
+  int globals = lua_gettop(L);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_builtins);
+  int builtins = lua_gettop(L);
+  for (size_t i = 0; i < port->host_fns->count; i++) {
+    const mbxC_hostfn *fn = &port->host_fns->fns[i];
+    const char *part = fn->name;
+    int table = globals;
+    for (const char *dot; (dot = strchr(part, '.')) != NULL; part = dot + 1) {
+      get_or_make_table(L, table, part, (size_t)(dot - part), table == globals);
+      table = lua_gettop(L);
+    }
+    lua_pushstring(L, part);
+    lua_pushinteger(L, (lua_Integer)i);
+    lua_pushstring(L, fn->name);
+    lua_pushcclosure(L, fn->kind == MBXC_HOSTFN_EXTERNAL ? hostcall_external : hostcall_sync, 2);
+    lua_rawset(L, table);
+    /* Inputs must not shadow the top-level name (mbx_run refuses them like built-ins). */
+    const char *dot = strchr(fn->name, '.');
+    lua_pushlstring(L, fn->name, dot ? (size_t)(dot - fn->name) : strlen(fn->name));
+    lua_pushboolean(L, 1);
+    lua_rawset(L, builtins);
+    lua_settop(L, builtins);
+  }
+  lua_settop(L, 0);
+  return 0;
+}
