@@ -417,6 +417,18 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
   protected_step(L, step_release, st);
 }
 
+/* The end of every run or resume: no recovery point any more, the budget stopped, and the
+   usage figures of the result. */
+static void record_usage(mbxV_vm *vm, mbxV_outcome *out, uint64_t started) {
+  vm->panic_jmp = NULL;
+  out->instructions = vm->budget.instructions;
+  out->host_calls = vm->budget.host_calls;
+  mbxV_budget_stop(vm->L);
+  out->wall_us = (mbxV_now_ns() - started) / 1000;
+  out->memory_peak = vm->heap.peak;
+  out->output_bytes = vm->output.total;
+}
+
 mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
                     const char *inputs, size_t inputs_len, mbxV_outcome *out, mbx_error *err) {
   return mbxV_run_cached(vm, NULL, code, code_len, chunk_name, inputs, inputs_len, out, err);
@@ -474,13 +486,7 @@ mbx_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, si
   resume_and_collect(vm, &st, 0, out);
 
 finish:
-  vm->panic_jmp = NULL;
-  out->instructions = vm->budget.instructions;
-  out->host_calls = vm->budget.host_calls;
-  mbxV_budget_stop(L);
-  out->wall_us = (mbxV_now_ns() - started) / 1000;
-  out->memory_peak = vm->heap.peak;
-  out->output_bytes = vm->output.total;
+  record_usage(vm, out, started);
   free(st.bad_input);
   free(st.syntax_error);
   free(st.value);
@@ -564,13 +570,7 @@ mbx_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
   vm->resume_error = 0;
 
 finish:
-  vm->panic_jmp = NULL;
-  out->instructions = vm->budget.instructions;
-  out->host_calls = vm->budget.host_calls;
-  mbxV_budget_stop(L);
-  out->wall_us = (mbxV_now_ns() - started) / 1000;
-  out->memory_peak = vm->heap.peak;
-  out->output_bytes = vm->output.total;
+  record_usage(vm, out, started);
   free(st.value);
   free(st.step_error);
   if (out->value_json == NULL) {
