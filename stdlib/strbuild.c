@@ -14,7 +14,6 @@
 /* Bytes copied between two charges: a charge also checks the deadline, so a long copy is
    interrupted within about a millisecond. */
 #define COPY_BATCH ((size_t)1 << 20)
-/* Headroom kept under the ceiling for the error path (message, traceback) of a refused call. */
 /* Worst-case alignment padding of one pack item: maxalign is at most 16. */
 #define MAX_ALIGN_PAD 15
 /* What a number argument of 's'/'z' can grow to once converted to text. */

@@ -15,8 +15,6 @@
    comparison, is charged one instruction; the charge (which also checks the deadline, the
    interrupt and the memory flag) is paid every CHARGE_EVERY steps and at the end. */
 #define CHARGE_EVERY 256u
-/* Headroom kept under the ceiling for the error path of a refused call. */
-/* Bytes a Lua stack slot costs while the stack grows (old and new block live at once). */
 /* Ranges up to this size are sorted by insertion, larger ones are partitioned. It is small so
    that an inconsistent comparator is reported ("invalid order function for sorting") for
    arrays of four elements or more, as stock does. */

@@ -16,8 +16,6 @@
    bytes, paid every SCAN_BATCH bytes (the charge also checks the deadline). */
 #define SCAN_BATCH 4096u
 #define SCAN_BYTES_PER_STEP 16u
-/* Headroom kept under the ceiling for the error path of a refused call. */
-/* Bytes a Lua stack slot costs while the stack grows (old and new block live at once). */
 
 typedef struct scan_meter {
   lua_State *L;
