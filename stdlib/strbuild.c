@@ -19,8 +19,6 @@
 /* What a number argument of 's'/'z' can grow to once converted to text. */
 #define NUMBER_TEXT_MAX 64
 
-
-
 static size_t add_sat(size_t a, size_t b) {
   return a > SIZE_MAX - b ? SIZE_MAX : a + b;
 }

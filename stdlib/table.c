@@ -59,8 +59,6 @@ static void set(meter *m, int t, lua_Integer i) {
   tick(m, 1);
 }
 
-
-
 /* 1 if the metatable on the stack top has the field (raw); leaves the field's value pushed. */
 static int has_field(lua_State *L, const char *key) {
   lua_pushstring(L, key);

@@ -36,7 +36,6 @@ static void settle(scan_meter *m) {
   m->pending = 0;
 }
 
-
 /* A string position as the manual defines it: negative counts back from the end; one before
    the start maps to 0. */
 static lua_Integer relative(lua_Integer pos, size_t len) {
