@@ -8,6 +8,7 @@
 #include <glob.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <math.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -1175,6 +1176,84 @@ static void print_targets(void) {
   fflush(stdout);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Section 17: a native function call (mbx_policy_bind_native, libffi) against a hand-written */
+/* lua_CFunction doing the same in raw Lua. Both run the same loop of calls from Lua.         */
+
+#define NATIVE_CALLS 10000
+static const char NATIVE_LOOP[] =
+    "local h, s = m.hypot, 0 for i = 1, 10000 do s = s + h(i, 3) end return s > 0";
+
+/* What a C extension author writes for raw Lua: check both numbers, call, push. */
+static int raw_hypot(lua_State *L) {
+  lua_pushnumber(L, hypot(luaL_checknumber(L, 1), luaL_checknumber(L, 2)));
+  return 1;
+}
+
+static void print_per_call(const char *label, const bench_stats *s, double ref_ns) {
+  double ns = s->p50_us * 1000.0 / NATIVE_CALLS;
+  printf("| %-*s | %7zu | %10.1f | %10.1f | %9.2fx |\n", LABEL_WIDTH, label, s->iters, ns,
+         s->p99_us * 1000.0 / NATIVE_CALLS, ns / ref_ns);
+  fflush(stdout);
+}
+
+static void bench_native_call(bench_ctx *ctx, const bench_plan *plan) {
+  bench_ctx saved = *ctx;
+  size_t iters = plan->process_iters * 20, warm = plan->process_warmup * 20 + 10;
+  printf("\n## 17. A native call: `m.hypot` bound as \"d(dd)\" vs a hand-written "
+         "lua_CFunction\n\n"
+         "Per call (ns): one run = a Lua loop of %d calls `s = s + h(i, 3)`, loop included.\n\n",
+         NATIVE_CALLS);
+  printf("| %-*s | %7s | %10s | %10s | %10s |\n", LABEL_WIDTH, "case", "runs", "p50 ns/call",
+         "p99 ns/call", "p50 / raw");
+  putchar('|');
+  for (int i = 0; i < LABEL_WIDTH + 2; i++)
+    putchar('-');
+  printf("|--------:|-----------:|-----------:|-----------:|\n");
+
+  ctx->case_name = "17 raw Lua lua_CFunction";
+  lua_State *L = luaL_newstate();
+  if (!L) die(ctx->case_name, "luaL_newstate", "out of memory");
+  luaL_openlibs(L);
+  *(bench_ctx **)lua_getextraspace(L) = ctx;
+  lua_newtable(L);
+  lua_pushcfunction(L, raw_hypot);
+  lua_setfield(L, -2, "hypot");
+  lua_setglobal(L, "m");
+  if (luaL_loadbuffer(L, NATIVE_LOOP, strlen(NATIVE_LOOP), "=input") != LUA_OK)
+    die(ctx->case_name, "raw Lua load", lua_tostring(L, -1));
+  ctx->raw_live = L;
+  ctx->raw_hooked = 0;
+  bench_stats raw = measure(ctx, case_raw_pcall, warm, iters);
+  double raw_ns = raw.p50_us * 1000.0 / NATIVE_CALLS;
+  print_per_call("17a raw Lua: lua_CFunction hypot", &raw, raw_ns);
+  ctx->case_name = "17b raw Lua lua_CFunction + count hook";
+  ctx->raw_hooked = 1;
+  bench_stats raw_hooked = measure(ctx, case_raw_pcall, warm, iters);
+  print_per_call("17b raw Lua + count hook: lua_CFunction hypot", &raw_hooked, raw_ns);
+  lua_close(L);
+
+  ctx->case_name = "17c moonbox native";
+  mbx_error err;
+  mbx_policy *policy = mbx_policy_new();
+  if (!policy) die(ctx->case_name, "mbx_policy_new", "out of memory");
+  check_api(ctx->case_name, "mbx_policy_set_limit",
+            mbx_policy_set_limit_checked(policy, MBX_LIMIT_HOST_CALLS, NATIVE_CALLS, &err), &err);
+  check_api(ctx->case_name, "mbx_policy_bind_native",
+            mbx_policy_bind_native(policy, "m.hypot", "d(dd)", (void (*)(void))hypot, &err), &err);
+  ctx->repl = must_new(ctx, ctx->rt, policy);
+  mbx_policy_free(policy);
+  ctx->source = NATIVE_LOOP;
+  ctx->source_len = strlen(NATIVE_LOOP);
+  ctx->inputs_json = NULL;
+  ctx->inputs_len = 0;
+  ctx->expect_value = "true";
+  bench_stats native = measure(ctx, case_mbx_live_checked, warm, iters);
+  print_per_call("17c moonbox: native m.hypot through libffi", &native, raw_ns);
+  mbx_sandbox_free(ctx->repl);
+  *ctx = saved;
+}
+
 /* Sections 11-16 and the targets table. */
 static void bench_issue3(bench_ctx *ctx, const bench_plan *plan, const cycle_refs *refs,
                          const char *snippet, size_t snippet_len, const text_buf *json,
@@ -1326,6 +1405,7 @@ static void *bench_main(void *arg) {
          monty_ratio >= 1 ? monty_ratio : 1 / monty_ratio, monty_ratio >= 1 ? "faster" : "slower");
 
   bench_agent_corpus(&ctx, args->agent_dir, args->quick);
+  bench_native_call(&ctx, plan);
 
 issue3:
   bench_issue3(&ctx, plan, &refs, snippet, snippet_len, &json, constructor_len, &lua_inputs);

@@ -1,6 +1,8 @@
 /* capabilities/hostfn.c -- host functions a policy grants: validation, copies, and calls. */
 #include "capabilities/hostfn.h"
 
+#include "capabilities/ffi.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,8 +110,8 @@ static int validate(const mbxC_hostfn_table *t, const char *name, char *why, siz
   return 0;
 }
 
-int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_hostfn_kind kind,
-                    mbx_host_fn fn, void *userdata, char *why, size_t why_size) {
+static int add_entry(mbxC_hostfn_table *t, const char *name, mbxC_hostfn entry, char *why,
+                     size_t why_size) {
   int bad = validate(t, name, why, why_size);
   if (bad) return bad;
   if (t->count == t->cap) {
@@ -121,8 +123,21 @@ int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_hostfn_kind kin
   }
   char *copy = strdup(name);
   if (copy == NULL) return MBXC_HOSTFN_NO_MEMORY;
-  t->fns[t->count++] = (mbxC_hostfn){.name = copy, .kind = kind, .fn = fn, .userdata = userdata};
+  entry.name = copy;
+  t->fns[t->count++] = entry;
   return 0;
+}
+
+int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_hostfn_kind kind,
+                    mbx_host_fn fn, void *userdata, char *why, size_t why_size) {
+  return add_entry(t, name, (mbxC_hostfn){.kind = kind, .fn = fn, .userdata = userdata}, why,
+                   why_size);
+}
+
+int mbxC_hostfn_add_native(mbxC_hostfn_table *t, const char *name, struct mbxC_native *native,
+                           char *why, size_t why_size) {
+  return add_entry(t, name, (mbxC_hostfn){.kind = MBXC_HOSTFN_NATIVE, .native = native}, why,
+                   why_size);
 }
 
 int mbxC_hostfn_copy(mbxC_hostfn_table *dst, const mbxC_hostfn_table *src) {
@@ -133,19 +148,24 @@ int mbxC_hostfn_copy(mbxC_hostfn_table *dst, const mbxC_hostfn_table *src) {
   dst->cap = src->count;
   for (size_t i = 0; i < src->count; i++) {
     dst->fns[i] = src->fns[i];
+    dst->fns[i].native = NULL;
     dst->fns[i].name = strdup(src->fns[i].name);
     if (dst->fns[i].name == NULL) {
       mbxC_hostfn_clear(dst);
       return -1;
     }
+    /* The prepared call is immutable: the copy shares it instead of preparing it again. */
+    if (src->fns[i].native) dst->fns[i].native = mbxC_native_ref(src->fns[i].native);
     dst->count = i + 1;
   }
   return 0;
 }
 
 void mbxC_hostfn_clear(mbxC_hostfn_table *t) {
-  for (size_t i = 0; i < t->count; i++)
+  for (size_t i = 0; i < t->count; i++) {
     free(t->fns[i].name);
+    mbxC_native_unref(t->fns[i].native);
+  }
   free(t->fns);
   memset(t, 0, sizeof *t);
 }

@@ -10,9 +10,12 @@
 
 /* How the guest's call reaches the host. */
 typedef enum mbxC_hostfn_kind {
-  MBXC_HOSTFN_SYNC = 1,    /* mbx_policy_add_function: a callback answers at once */
-  MBXC_HOSTFN_EXTERNAL = 2 /* mbx_policy_add_external: the run pauses; mbx_resume answers */
+  MBXC_HOSTFN_SYNC = 1,     /* mbx_policy_add_function: a callback answers at once */
+  MBXC_HOSTFN_EXTERNAL = 2, /* mbx_policy_add_external: the run pauses; mbx_resume answers */
+  MBXC_HOSTFN_NATIVE = 3    /* mbx_policy_bind_native: a C function called through libffi */
 } mbxC_hostfn_kind;
+
+struct mbxC_native; /* capabilities/ffi.h */
 
 /* One granted function. */
 typedef struct mbxC_hostfn {
@@ -20,6 +23,7 @@ typedef struct mbxC_hostfn {
   mbxC_hostfn_kind kind;
   mbx_host_fn fn; /* SYNC only */
   void *userdata; /* SYNC only: borrowed from the host, passed back untouched */
+  struct mbxC_native *native; /* NATIVE only: one reference, shared with the table's copies */
 } mbxC_hostfn;
 
 /* The table of a policy (and its copy in every sandbox's port). */
@@ -41,7 +45,13 @@ typedef struct mbxC_hostfn_table {
 #define MBXC_HOSTFN_NO_MEMORY (-2)
 int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_hostfn_kind kind,
                     mbx_host_fn fn, void *userdata, char *why, size_t why_size);
-/* Deep copy (names duplicated). Returns 0 or -1 when out of memory (dst is then empty). */
+/* Validate name and add a native binding under it (same names, same namespace as the host
+   functions). On success the table takes over the caller's reference to native; on failure
+   the caller keeps it. Returns as mbxC_hostfn_add. */
+int mbxC_hostfn_add_native(mbxC_hostfn_table *t, const char *name, struct mbxC_native *native,
+                           char *why, size_t why_size);
+/* Deep copy (names duplicated, native bindings shared by reference). Returns 0 or -1 when
+   out of memory (dst is then empty). */
 int mbxC_hostfn_copy(mbxC_hostfn_table *dst, const mbxC_hostfn_table *src);
 /* Release what t owns; t is then empty but valid. */
 void mbxC_hostfn_clear(mbxC_hostfn_table *t);

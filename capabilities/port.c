@@ -1,6 +1,7 @@
 /* capabilities/port.c -- the in-process port: clock, CPU time, random seed and virtual env. */
 #include "capabilities/port.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -91,6 +92,38 @@ static mbxC_call_result local_host_call(void *ud, size_t index, const char *args
                           reply_len);
 }
 
+static mbxC_call_result native_error(mbxC_port_local *pl, const char **bytes, size_t *len) {
+  *bytes = pl->native_error;
+  *len = strlen(pl->native_error);
+  return MBXC_CALL_ERROR;
+}
+
+static mbxC_call_result local_native_call(void *ud, size_t index, const mbxC_ffi_value *args,
+                                          mbxC_ffi_value *ret, const char **bytes, size_t *len) {
+  mbxC_port_local *pl = ud;
+  const mbxC_hostfn *fn = &pl->host_fns.fns[index];
+  if (mbxC_native_sig(fn->native)->ret != 'o') {
+    mbxC_native_call(fn->native, args, NULL, 0, ret);
+    return MBXC_CALL_VALUE;
+  }
+  if (pl->native_out == NULL && (pl->native_out = malloc(MBX_NATIVE_OUT_MAX)) == NULL) {
+    snprintf(pl->native_error, sizeof pl->native_error, "%s: out of host memory", fn->name);
+    return native_error(pl, bytes, len);
+  }
+  mbxC_native_call(fn->native, args, pl->native_out, MBX_NATIVE_OUT_MAX, ret);
+  /* A length past the buffer means the function wrote past it or lies about it: either way
+     its bytes cannot be trusted, and none of them reach the guest. */
+  if (ret->o > MBX_NATIVE_OUT_MAX) {
+    snprintf(pl->native_error, sizeof pl->native_error,
+             "%s: the native function returned length %zu, more than its %u-byte buffer", fn->name,
+             ret->o, (unsigned)MBX_NATIVE_OUT_MAX);
+    return native_error(pl, bytes, len);
+  }
+  *bytes = pl->native_out;
+  *len = ret->o;
+  return MBXC_CALL_VALUE;
+}
+
 int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
   memset(pl, 0, sizeof *pl);
   pl->port = (mbxC_port){.ud = pl,
@@ -99,7 +132,8 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
                          .random_seed = local_random_seed,
                          .env_get = local_env_get,
                          .host_fns = &pl->host_fns,
-                         .host_call = local_host_call};
+                         .host_call = local_host_call,
+                         .native_call = local_native_call};
   pl->time_fixed = p->time_fixed;
   pl->time = p->time;
   pl->seed_fixed = p->seed_fixed;
@@ -138,6 +172,8 @@ void mbxC_port_local_free(mbxC_port_local *pl) {
   pl->env_count = 0;
   mbxC_hostfn_clear(&pl->host_fns);
   mbxC_host_reply_free(&pl->reply);
+  free(pl->native_out);
+  pl->native_out = NULL;
 }
 
 void mbxC_port_local_run_begin(mbxC_port_local *pl) {

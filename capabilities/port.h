@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capabilities/ffi.h"
 #include "capabilities/policy.h"
 #include "include/moonbox.h"
 
@@ -49,6 +50,13 @@ typedef struct mbxC_port {
      host_call. The host's callback runs in here; nothing in it can unwind Lua. */
   mbxC_call_result (*host_call)(void *ud, size_t index, const char *args, size_t args_len,
                                 const char **reply, size_t *reply_len);
+  /* Call native function `index` of host_fns (kind NATIVE) with its sig->nargs arguments,
+     already converted and range-checked. Returns MBXC_CALL_VALUE with the result in *ret
+     (and, for an 'o' return, the output bytes in *bytes and *len, valid until the next call), or
+     MBXC_CALL_ERROR with *bytes the message for the guest (an 'o' length past the buffer,
+     no memory for the buffer). Nothing in the native function can unwind Lua. */
+  mbxC_call_result (*native_call)(void *ud, size_t index, const mbxC_ffi_value *args,
+                                  mbxC_ffi_value *ret, const char **bytes, size_t *len);
 } mbxC_port;
 
 /* The in-process implementation: the policy's settings copied at sandbox creation. */
@@ -64,6 +72,8 @@ typedef struct mbxC_port_local {
   uint64_t cpu_start_ns; /* thread CPU clock when the current run began */
   mbxC_hostfn_table host_fns; /* copied from the policy */
   struct mbx_host_reply reply; /* reused by every host call */
+  char *native_out; /* MBX_NATIVE_OUT_MAX bytes for 'o' returns, made at the first one */
+  char native_error[MBXC_MAX_HOSTFN_NAME + 128]; /* a native call's message for the guest */
 } mbxC_port_local;
 
 /* Copy what the port needs from p (the environment too) and fill pl->port. Returns 0, or -1

@@ -12,6 +12,7 @@
 
 #include <lua.h>
 
+#include "capabilities/ffi.h"
 #include "capabilities/policy.h"
 #include "capabilities/port.h"
 #include "host/result.h"
@@ -307,6 +308,37 @@ MBX_API mbx_status mbx_policy_add_function(mbx_policy *p, const char *name, mbx_
 
 MBX_API mbx_status mbx_policy_add_external(mbx_policy *p, const char *name, mbx_error *err) {
   return add_hostfn(p, "mbx_policy_add_external", name, MBXC_HOSTFN_EXTERNAL, NULL, NULL, err);
+}
+
+MBX_API mbx_status mbx_policy_bind_native(mbx_policy *p, const char *name, const char *signature,
+                                          void (*fn)(void), mbx_error *err) {
+  char why[300];
+  if (p == NULL || fn == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_policy_bind_native: the policy and the function must not be NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  /* Describe, validate, then act: the signature is parsed and prepared before the name is
+     stored, and a refused name releases the prepared call. */
+  int made;
+  mbxC_native *native = mbxC_native_new(signature, fn, &made, why, sizeof why);
+  if (native == NULL) {
+    if (made == MBXC_FFI_NO_MEMORY) {
+      mbxV_error_set(err, MBX_NO_MEMORY, "mbx_policy_bind_native: out of memory");
+      return MBX_NO_MEMORY;
+    }
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_bind_native: %s", why);
+    return MBX_INVALID_ARGUMENT;
+  }
+  int added = mbxC_hostfn_add_native(&p->host_fns, name, native, why, sizeof why);
+  if (added == 0) return MBX_OK;
+  mbxC_native_unref(native);
+  if (added == MBXC_HOSTFN_NO_MEMORY) {
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_policy_bind_native: out of memory");
+    return MBX_NO_MEMORY;
+  }
+  mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_bind_native: %s", why);
+  return MBX_INVALID_ARGUMENT;
 }
 
 /* ---- sandbox ---- */

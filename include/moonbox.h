@@ -212,7 +212,8 @@ typedef enum mbx_limit {
      quadratic on long and/or chains.) */
   MBX_LIMIT_SOURCE = 5,
   /* Host function calls per run: every call of a function granted with
-     mbx_policy_add_function and every pause at one granted with mbx_policy_add_external.
+     mbx_policy_add_function or bound with mbx_policy_bind_native, and every pause at one
+     granted with mbx_policy_add_external.
      Counted over the whole run, across its mbx_resume calls (mbx_run starts the count at 0);
      the call past the limit ends the run with MBX_HOST_CALL_LIMIT instead of reaching the
      host. 0 = no host calls at all. Default 1000. */
@@ -369,6 +370,49 @@ MBX_API mbx_status mbx_policy_add_function(mbx_policy *p, const char *name, mbx_
 ** raises a catchable error naming the place ("tools.fetch cannot pause here: ...").
 */
 MBX_API mbx_status mbx_policy_add_external(mbx_policy *p, const char *name, mbx_error *err);
+
+/*
+** Bind a native C function: the guest calls it like a host function, with Lua values that
+** moonbox converts to C scalars, and the call goes straight to fn through libffi (no JSON).
+**   name       as for mbx_policy_add_function, in the same namespace ("m.hypot"; a name
+**              cannot be both a host function and a native one)
+**   signature  the return type, then the argument types in parentheses: "d(dd)" is
+**              double fn(double, double), "v()" is void fn(void). At most 16 arguments.
+**                v  void (return only)        f  float           d  double
+**                b  bool                      c / C  int8_t / uint8_t
+**                s / S  int16_t / uint16_t    i / I  int32_t / uint32_t
+**                l / L  int64_t / uint64_t
+**                z  const char * argument: a Lua string without NUL bytes, NUL-terminated,
+**                   valid only during the call (fn must not keep it)
+**                o  output string (return only): fn has the shape
+**                   size_t fn(args..., char *buf, size_t cap): it writes up to cap bytes
+**                   (cap is MBX_NATIVE_OUT_MAX) into buf, which moonbox owns, and returns
+**                   their number; the guest gets them as a Lua string. A returned length
+**                   past cap raises an error in the guest and no byte is used.
+**              There is no pointer type: no address ever reaches the guest.
+**   fn         the function, cast to void (*)(void); its real type must match the signature
+**              exactly (a mismatch is undefined behaviour, as with any C cast)
+** The signature is parsed and the call prepared (ffi_prep_cif) here, once; sandboxes share
+** the prepared call. A bad signature returns MBX_INVALID_ARGUMENT with err naming the byte:
+** "signature 'd(dx)': unknown type 'x' at byte 4 (use v b c C s S i I l L f d z o)".
+**
+** In the guest, arguments are checked before fn is called, and a mismatch is a Lua error
+** naming the function and the argument ("m.hypot: argument #2 must be a number (got
+** string)"): exactly as many arguments as the signature declares; integer types take Lua
+** integers, or floats with an exact integer value, in the type's range ("argument #1 out of
+** range for int8 (-128..127)"); f and d take any number; b takes only true or false; z only a
+** string (no number coercion). Results come back as integers (a uint64 above math.maxinteger
+** as a float), floats, booleans or strings; v returns nothing. Each call counts against
+** MBX_LIMIT_HOST_CALLS. fn runs on the thread running the sandbox, outside any Lua frame that
+** could unwind it; it must not call back into the sandbox. Like a callback, it is trusted host
+** code: it runs in-process with no isolation, so bind only functions that are safe for any
+** argument values of their types.
+** Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL p or fn, bad name or signature; err says why;
+** nothing changed) or MBX_NO_MEMORY.
+*/
+#define MBX_NATIVE_OUT_MAX (64u << 10)
+MBX_API mbx_status mbx_policy_bind_native(mbx_policy *p, const char *name, const char *signature,
+                                          void (*fn)(void), mbx_error *err);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Sandbox: one isolated Lua state with its own heap, limits and captured output.             */

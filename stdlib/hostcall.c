@@ -195,7 +195,11 @@ int mbxL_open_host_functions(lua_State *L) {
     lua_pushstring(L, part);
     lua_pushinteger(L, (lua_Integer)i);
     lua_pushstring(L, fn->name);
-    lua_pushcclosure(L, fn->kind == MBXC_HOSTFN_EXTERNAL ? hostcall_external : hostcall_sync, 2);
+    lua_pushcclosure(L,
+                     fn->kind == MBXC_HOSTFN_EXTERNAL ? hostcall_external
+                     : fn->kind == MBXC_HOSTFN_NATIVE ? mbxL_native_call
+                                                      : hostcall_sync,
+                     2);
     lua_rawset(L, table);
     /* Inputs must not shadow the top-level name (mbx_run refuses them like built-ins). */
     const char *dot = strchr(fn->name, '.');

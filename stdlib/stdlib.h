@@ -37,6 +37,9 @@ void mbxL_require_add(lua_State *L, const char *name, size_t name_len, int idx);
    module tables that require serves. For a state restored from a template (which holds
    none): a lua_CFunction, run it with lua_pcall once vm->port is set. */
 int mbxL_open_host_functions(lua_State *L);
+/* The trampoline of a native function (stdlib/native.c): upvalue 1 its index in the port's
+   host_fns, upvalue 2 its name. Installed by mbxL_open_host_functions. */
+int mbxL_native_call(lua_State *L);
 /* Room for "<name>(#<n>)", the path the codec names a bad argument by. */
 #define MBXL_HOSTFN_PATH_MAX 160
 

@@ -2,6 +2,7 @@
    the outcome its header declares (the header format is in tests/escape/README.md). */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdarg.h>
@@ -596,7 +597,7 @@ static const char *script_name(const char *path) {
 }
 
 /* The host functions a script gets with "host-functions: on": an echo (its arguments come
-   back as its value) and one that always fails. */
+   back as its value), one that always fails, and the natives host.hypot and host.int8. */
 static mbx_status host_echo(void *ud, const char *args, size_t len, mbx_host_reply *reply) {
   (void)ud;
   return mbx_host_reply_json(reply, args, len);
@@ -607,6 +608,11 @@ static mbx_status host_fail(void *ud, const char *args, size_t len, mbx_host_rep
   (void)args;
   (void)len;
   return mbx_host_reply_error(reply, "host says no", 12);
+}
+
+/* A native int8 identity ("c(c)"): what the guest passes must arrive exactly in range. */
+static int8_t native_int8(int8_t x) {
+  return x;
 }
 
 /* Sets the policy's limits: the driver's default time of 2 s, then the header's. */
@@ -681,7 +687,11 @@ int main(int argc, char **argv) {
   if (d.spec.host_functions &&
       (mbx_policy_add_function(policy, "host.echo", host_echo, NULL, &err) != MBX_OK ||
        mbx_policy_add_function(policy, "host.fail", host_fail, NULL, &err) != MBX_OK ||
-       mbx_policy_add_external(policy, "host.fetch", &err) != MBX_OK)) {
+       mbx_policy_add_external(policy, "host.fetch", &err) != MBX_OK ||
+       mbx_policy_bind_native(policy, "host.hypot", "d(dd)", (void (*)(void))hypot, &err) !=
+           MBX_OK ||
+       mbx_policy_bind_native(policy, "host.int8", "c(c)", (void (*)(void))native_int8, &err) !=
+           MBX_OK)) {
     fprintf(stderr, "FAIL escape/%s: host functions: %s\n", d.name, err.message);
     return 1;
   }
