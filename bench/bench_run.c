@@ -369,7 +369,7 @@ static void print_table_head(const char *ratio_title) {
   printf("|--------:|-----------:|-----------:|-------------:|-----------:|\n");
 }
 
-static void print_machine(const bench_plan *plan, int quick, int issue3_only) {
+static void print_machine(const bench_plan *plan, int quick, int issue3_only, int host_only) {
   char model[256] = "unknown";
   FILE *f = fopen("/proc/cpuinfo", "r");
   if (f) {
@@ -392,8 +392,9 @@ static void print_machine(const bench_plan *plan, int quick, int issue3_only) {
     (void)now_ns();
   double timer_ns = (double)(now_ns() - t0) / 100000.0;
 
-  printf("moonbox bench_run (%s%s)\n", quick ? "--quick" : issue3_only ? "" : "full",
-         issue3_only ? (quick ? " --issue3-only" : "--issue3-only: cases 1, 3, 5, 7, 8, 11-16") : "");
+  printf("moonbox bench_run (%s%s%s)\n", quick ? "--quick" : issue3_only || host_only ? "" : "full",
+         issue3_only ? (quick ? " --issue3-only" : "--issue3-only: cases 1, 3, 5, 7, 8, 11-16") : "",
+         host_only ? (quick ? " --host-only" : "--host-only: sections 18-20") : "");
   printf("  machine: nproc=%ld, cpu: %s\n", sysconf(_SC_NPROCESSORS_ONLN), model);
   printf("  moonbox %s, built against %s; clock_gettime overhead %.0f ns per sample\n",
          mbx_version(), LUA_RELEASE, timer_ns);
@@ -409,6 +410,7 @@ typedef struct bench_args {
   int quick;
   int agent_only;  /* --agent-only: skip cases 1-9 */
   int issue3_only; /* --issue3-only: the peers of the issue-3 targets, then sections 11-16 */
+  int host_only;   /* --host-only: sections 18-20 (host functions, pauses) only */
   const char *snippet_path;
   const char *agent_dir; /* the tests/agent corpus; NULL: next to the default snippet */
 } bench_args;
@@ -1254,6 +1256,475 @@ static void bench_native_call(bench_ctx *ctx, const bench_plan *plan) {
   *ctx = saved;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Sections 18-20: host functions (mbx_policy_add_function), pauses (mbx_policy_add_external) */
+/* and what registering them costs a new sandbox.                                              */
+
+/* Section 18: one run = a Lua loop of HOST_LOOP_CALLS calls of tools.add(i, 3). */
+#define HOST_LOOP_CALLS 1000
+static const char HOST_LOOP[] =
+    "local f, s = tools.add, 0 for i = 1, 1000 do s = s + f(i, 3) end return s";
+/* sum of (i + 3) for i = 1..1000 */
+#define HOST_LOOP_VALUE "503500"
+static const char HYPOT_LOOP[] =
+    "local h, s = m.hypot, 0 for i = 1, 1000 do s = s + h(i, 3) end return s > 0";
+
+/* Section 19: one run = PAUSES_PER_RUN calls of tools.fetch, each a pause (or a sync call). */
+#define PAUSES_PER_RUN 100
+#define PAUSE_BODY_BYTES 1000
+static const char PAUSE_TRIVIAL[] =
+    "local f, s = tools.fetch, 0 for i = 1, 100 do s = s + f(i) end return s";
+static const char PAUSE_BIG_REPLY[] =
+    "local f, s = tools.fetch, 0 for i = 1, 100 do s = s + #f(i).body end return s";
+static const char PAUSE_BIG_ARGS[] =
+    "local f, s, p = tools.fetch, 0, ('x'):rep(1000) for i = 1, 100 do s = s + f(i, p) end "
+    "return s";
+
+/* A sync host function's state: the fixed reply it gives (NULL: parse "[a,b]" and reply a+b)
+   and how many times it was called. */
+typedef struct host_fn_state {
+  const char *reply;
+  size_t reply_len;
+  uint64_t calls;
+} host_fn_state;
+
+/* tools.add(a, b): what a C host writes for a small JSON exchange: parse "[a,b]", format the
+   sum. Any other shape is an error the guest sees (and the run check reports). */
+static mbx_status host_add(void *userdata, const char *args, size_t len, mbx_host_reply *reply) {
+  host_fn_state *state = userdata;
+  state->calls++;
+  char *end;
+  if (len < 5 || args[0] != '[') return mbx_host_reply_error(reply, "tools.add: bad args", 19);
+  long long a = strtoll(args + 1, &end, 10);
+  if (*end != ',') return mbx_host_reply_error(reply, "tools.add: bad args", 19);
+  long long b = strtoll(end + 1, &end, 10);
+  if (*end != ']') return mbx_host_reply_error(reply, "tools.add: bad args", 19);
+  char out[32];
+  int n = snprintf(out, sizeof out, "%lld", a + b);
+  return mbx_host_reply_json(reply, out, (size_t)n);
+}
+
+/* A host function replying a fixed JSON value (the sync peer of a pause). */
+static mbx_status host_fixed(void *userdata, const char *args, size_t len, mbx_host_reply *reply) {
+  (void)args;
+  (void)len;
+  host_fn_state *state = userdata;
+  state->calls++;
+  return mbx_host_reply_json(reply, state->reply, state->reply_len);
+}
+
+/* The raw-Lua peer of tools.add: check two integers, push the sum. */
+static int raw_add(lua_State *L) {
+  lua_pushinteger(L, luaL_checkinteger(L, 1) + luaL_checkinteger(L, 2));
+  return 1;
+}
+
+/* The native peer of tools.add, bound as "l(ll)". */
+static int64_t native_add(int64_t a, int64_t b) {
+  return a + b;
+}
+
+/* A stub for section 20's registrations (never called). */
+static mbx_status host_unused(void *userdata, const char *args, size_t len, mbx_host_reply *reply) {
+  (void)userdata;
+  (void)args;
+  (void)len;
+  return mbx_host_reply_error(reply, "unused", 6);
+}
+
+/* A policy allowing calls host calls per run, or the end of the tool. */
+static mbx_policy *host_policy(const char *case_name, uint64_t calls) {
+  mbx_error err;
+  mbx_policy *policy = mbx_policy_new();
+  if (!policy) die(case_name, "mbx_policy_new", "out of memory");
+  check_api(case_name, "mbx_policy_set_limit",
+            mbx_policy_set_limit_checked(policy, MBX_LIMIT_HOST_CALLS, calls, &err), &err);
+  return policy;
+}
+
+/* Stats of a run of `calls` calls, scaled to one call (p99 is the run's p99 / calls). */
+static bench_stats per_call(bench_stats s, size_t calls) {
+  s.p50_us /= (double)calls;
+  s.p99_us /= (double)calls;
+  s.mean_us /= (double)calls;
+  return s;
+}
+
+static void print_ns_head(const char *unit, const char *ratio_title) {
+  printf("| %-*s | %7s | %11s | %11s | %10s |\n", LABEL_WIDTH, "case", "samples", unit, "p99",
+         ratio_title);
+  putchar('|');
+  for (int i = 0; i < LABEL_WIDTH + 2; i++)
+    putchar('-');
+  printf("|--------:|------------:|------------:|-----------:|\n");
+}
+
+/* One row in ns (scale 1000) or us (scale 1) from stats in us. */
+static void print_scaled(const char *label, const bench_stats *s, double scale, double ref) {
+  printf("| %-*s | %7zu | %11.2f | %11.2f | %9.2fx |\n", LABEL_WIDTH, label, s->iters,
+         s->p50_us * scale, s->p99_us * scale, s->p50_us * scale / ref);
+  fflush(stdout);
+}
+
+/* Measure ctx->source on ctx->repl (value checked every run), per call of `calls`. */
+static bench_stats measure_loop(bench_ctx *ctx, size_t warm, size_t iters, size_t calls) {
+  return per_call(measure(ctx, case_mbx_live_checked, warm, iters), calls);
+}
+
+static void bench_host_calls(bench_ctx *ctx, int quick) {
+  bench_ctx saved = *ctx;
+  size_t iters = quick ? 300 : 2000, warm = quick ? 30 : 200;
+  printf("\n## 18. A sync host call: `tools.add(i, 3)` through mbx_policy_add_function (JSON "
+         "args \"[i,3]\" -> reply \"i+3\") vs the same as a native \"l(ll)\" and a raw "
+         "lua_CFunction\n\n"
+         "Per call (ns): one run = a Lua loop of %d calls `s = s + f(i, 3)`, loop included "
+         "(moonbox: mbx_run on a live sandbox; its fixed cost is spread over the calls). "
+         "p99 = the run's p99 / %d.\n\n",
+         HOST_LOOP_CALLS, HOST_LOOP_CALLS);
+  print_ns_head("p50 ns/call", "p50 / raw");
+
+  /* Raw Lua: the same loop, compiled once, on a live state. */
+  ctx->case_name = "18a raw Lua lua_CFunction add";
+  lua_State *L = luaL_newstate();
+  if (!L) die(ctx->case_name, "luaL_newstate", "out of memory");
+  luaL_openlibs(L);
+  *(bench_ctx **)lua_getextraspace(L) = ctx;
+  lua_newtable(L);
+  lua_pushcfunction(L, raw_add);
+  lua_setfield(L, -2, "add");
+  lua_setglobal(L, "tools");
+  if (luaL_loadbuffer(L, HOST_LOOP, strlen(HOST_LOOP), "=input") != LUA_OK)
+    die(ctx->case_name, "raw Lua load", lua_tostring(L, -1));
+  lua_pushvalue(L, 1);
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK || lua_tointeger(L, -1) != atoll(HOST_LOOP_VALUE))
+    die(ctx->case_name, "raw Lua loop", "unexpected value");
+  lua_pop(L, 1);
+  ctx->raw_live = L;
+  ctx->raw_hooked = 0;
+  bench_stats raw = per_call(measure(ctx, case_raw_pcall, warm, iters), HOST_LOOP_CALLS);
+  double raw_ns = raw.p50_us * 1000.0;
+  print_scaled("18a raw Lua: lua_CFunction add", &raw, 1000.0, raw_ns);
+  ctx->case_name = "18b raw Lua lua_CFunction add + count hook";
+  ctx->raw_hooked = 1;
+  bench_stats raw_hooked = per_call(measure(ctx, case_raw_pcall, warm, iters), HOST_LOOP_CALLS);
+  print_scaled("18b raw Lua + count hook: lua_CFunction add", &raw_hooked, 1000.0, raw_ns);
+  ctx->raw_hooked = 0;
+  lua_close(L);
+  ctx->raw_live = NULL;
+
+  mbx_error err;
+  ctx->source = HOST_LOOP;
+  ctx->source_len = strlen(HOST_LOOP);
+  ctx->inputs_json = NULL;
+  ctx->inputs_len = 0;
+  ctx->expect_value = HOST_LOOP_VALUE;
+
+  ctx->case_name = "18c moonbox native add";
+  mbx_policy *policy = host_policy(ctx->case_name, HOST_LOOP_CALLS);
+  check_api(ctx->case_name, "mbx_policy_bind_native",
+            mbx_policy_bind_native(policy, "tools.add", "l(ll)", (void (*)(void))native_add, &err),
+            &err);
+  ctx->repl = must_new(ctx, ctx->rt, policy);
+  mbx_policy_free(policy);
+  bench_stats native = measure_loop(ctx, warm, iters, HOST_LOOP_CALLS);
+  print_scaled("18c moonbox: native tools.add \"l(ll)\" through libffi", &native, 1000.0, raw_ns);
+  mbx_sandbox_free(ctx->repl);
+
+  ctx->case_name = "18d moonbox sync host function";
+  host_fn_state add_state = {NULL, 0, 0};
+  policy = host_policy(ctx->case_name, HOST_LOOP_CALLS);
+  check_api(ctx->case_name, "mbx_policy_add_function",
+            mbx_policy_add_function(policy, "tools.add", host_add, &add_state, &err), &err);
+  ctx->repl = must_new(ctx, ctx->rt, policy);
+  mbx_policy_free(policy);
+  bench_stats sync = measure_loop(ctx, warm, iters, HOST_LOOP_CALLS);
+  print_scaled("18d moonbox: sync host function tools.add (JSON)", &sync, 1000.0, raw_ns);
+  mbx_sandbox_free(ctx->repl);
+  if (add_state.calls != (uint64_t)(warm + iters) * HOST_LOOP_CALLS)
+    die(ctx->case_name, "the callback was not called once per guest call", "");
+
+  ctx->case_name = "18e moonbox native hypot";
+  ctx->source = HYPOT_LOOP;
+  ctx->source_len = strlen(HYPOT_LOOP);
+  ctx->expect_value = "true";
+  policy = host_policy(ctx->case_name, HOST_LOOP_CALLS);
+  check_api(ctx->case_name, "mbx_policy_bind_native",
+            mbx_policy_bind_native(policy, "m.hypot", "d(dd)", (void (*)(void))hypot, &err), &err);
+  ctx->repl = must_new(ctx, ctx->rt, policy);
+  mbx_policy_free(policy);
+  bench_stats hyp = measure_loop(ctx, warm, iters, HOST_LOOP_CALLS);
+  print_scaled("18e moonbox: section 17's native m.hypot \"d(dd)\"", &hyp, 1000.0, raw_ns);
+  mbx_sandbox_free(ctx->repl);
+
+  printf("\nsync host call: %.0f ns per call p50 (%.2fx the native call of the same work, "
+         "%.2fx the raw lua_CFunction, %.2fx it under the count hook); JSON + callback "
+         "cost %.0f ns over the native call\n",
+         sync.p50_us * 1000.0, sync.p50_us / native.p50_us, sync.p50_us / raw.p50_us,
+         sync.p50_us / raw_hooked.p50_us, (sync.p50_us - native.p50_us) * 1000.0);
+  *ctx = saved;
+}
+
+/* The pending call of a paused result must be tools.fetch; anything else ends the tool. */
+static void check_paused(const bench_ctx *ctx, mbx_sandbox *sb, mbx_status st, mbx_result *res,
+                         const mbx_error *err) {
+  if (st != MBX_PAUSED) {
+    if (st == MBX_OK) die(ctx->case_name, "the run ended before its last pause", "");
+    check_run(ctx, st, res, err);
+  }
+  if (!mbx_sandbox_paused(sb) || !strstr(mbx_result_json(res, NULL), "\"tools.fetch\""))
+    die(ctx->case_name, "paused, but not at tools.fetch", mbx_result_json(res, NULL));
+}
+
+typedef struct pause_stats {
+  bench_stats trip;  /* paused result -> next paused result (free + mbx_resume) */
+  bench_stats first; /* mbx_run -> the first paused result */
+  bench_stats last;  /* the last mbx_resume -> the ok result (value checked) */
+  bench_stats whole; /* the whole run, mbx_run to ok, / PAUSES_PER_RUN */
+} pause_stats;
+
+/* runs runs (after warm untimed ones) of source on sb, each pause answered with reply; every
+   step is timed on its own and every status checked. */
+static pause_stats measure_pauses(bench_ctx *ctx, mbx_sandbox *sb, const char *source,
+                                  const char *reply, size_t reply_len, const char *expect,
+                                  size_t warm, size_t runs) {
+  size_t trips_per_run = PAUSES_PER_RUN - 1;
+  uint64_t *trips = malloc(runs * trips_per_run * sizeof *trips);
+  uint64_t *first = malloc(runs * sizeof *first);
+  uint64_t *last = malloc(runs * sizeof *last);
+  uint64_t *whole = malloc(runs * sizeof *whole);
+  if (!trips || !first || !last || !whole) die(ctx->case_name, "out of memory", "sample buffer");
+  size_t n_trips = 0, len = strlen(source);
+  for (size_t r = 0; r < warm + runs; r++) {
+    int timed = r >= warm;
+    mbx_error err;
+    mbx_result *res = NULL;
+    uint64_t start = now_ns();
+    mbx_status st = mbx_run(sb, source, len, NULL, 0, &res, &err);
+    uint64_t t1 = now_ns();
+    check_paused(ctx, sb, st, res, &err);
+    if (timed) first[r - warm] = t1 - start;
+    uint64_t busy = 0; /* the checks between steps, taken out of the whole run's time */
+    for (int i = 1; i <= PAUSES_PER_RUN; i++) {
+      uint64_t t0 = now_ns();
+      mbx_result_free(res);
+      res = NULL;
+      st = mbx_resume(sb, reply, reply_len, &res, &err);
+      t1 = now_ns();
+      if (i < PAUSES_PER_RUN) {
+        check_paused(ctx, sb, st, res, &err);
+        if (timed) trips[n_trips++] = t1 - t0;
+      } else {
+        check_run(ctx, st, res, &err);
+        if (strcmp(mbx_result_value_json(res, NULL), expect) != 0)
+          die(ctx->case_name, "unexpected value", mbx_result_value_json(res, NULL));
+        if (timed) last[r - warm] = t1 - t0;
+      }
+      busy += now_ns() - t1;
+    }
+    if (timed) whole[r - warm] = now_ns() - start - busy;
+    mbx_result_free(res);
+  }
+  pause_stats ps;
+  ps.trip = stats_of(trips, n_trips);
+  ps.first = stats_of(first, runs);
+  ps.last = stats_of(last, runs);
+  ps.whole = per_call(stats_of(whole, runs), PAUSES_PER_RUN);
+  free(trips);
+  free(first);
+  free(last);
+  free(whole);
+  return ps;
+}
+
+static void bench_pauses(bench_ctx *ctx, int quick) {
+  bench_ctx saved = *ctx;
+  size_t runs = quick ? 200 : 2000, warm = quick ? 20 : 200;
+  mbx_error err;
+
+  /* The 1 KB reply: {"body":"xxx...","status":200}, 1024 bytes in all. */
+  char big_reply[PAUSE_BODY_BYTES + 64];
+  int n = snprintf(big_reply, sizeof big_reply, "{\"body\":\"%0*d\",\"status\":200}",
+                   PAUSE_BODY_BYTES, 0);
+  size_t body_len = (size_t)n - strlen("{\"body\":\"\",\"status\":200}");
+  size_t big_len = (size_t)n;
+  char big_value[32];
+  snprintf(big_value, sizeof big_value, "%zu", body_len * PAUSES_PER_RUN);
+  char trivial_value[32];
+  snprintf(trivial_value, sizeof trivial_value, "%d", PAUSES_PER_RUN);
+
+  static const struct {
+    const char *label, *sync_label, *source;
+    int big_reply;
+  } kinds[] = {
+      {"19a pause/resume round trip: f(i) -> 1", "19d sync call, same exchange: f(i) -> 1",
+       PAUSE_TRIVIAL, 0},
+      {"19b round trip, 1 KB reply: f(i) -> {\"body\":...}", "19e sync call, 1 KB reply",
+       PAUSE_BIG_REPLY, 1},
+      {"19c round trip, 1 KB args: f(i, ('x'):rep(1000)) -> 1", "19f sync call, 1 KB args",
+       PAUSE_BIG_ARGS, 0},
+  };
+  pause_stats ps[3];
+  bench_stats sync[3];
+
+  /* One sandbox for the pauses (tools.fetch external), one for the sync peer (tools.fetch a
+     host function replying the same JSON). */
+  ctx->case_name = "19 setup";
+  mbx_policy *policy = host_policy(ctx->case_name, PAUSES_PER_RUN);
+  check_api(ctx->case_name, "mbx_policy_add_external",
+            mbx_policy_add_external(policy, "tools.fetch", &err), &err);
+  mbx_sandbox *paused_sb = must_new(ctx, ctx->rt, policy);
+  mbx_policy_free(policy);
+  host_fn_state fixed = {"1", 1, 0};
+  policy = host_policy(ctx->case_name, PAUSES_PER_RUN);
+  check_api(ctx->case_name, "mbx_policy_add_function",
+            mbx_policy_add_function(policy, "tools.fetch", host_fixed, &fixed, &err), &err);
+  ctx->repl = must_new(ctx, ctx->rt, policy);
+  mbx_policy_free(policy);
+
+  for (int k = 0; k < 3; k++) {
+    const char *reply = kinds[k].big_reply ? big_reply : "1";
+    size_t reply_len = kinds[k].big_reply ? big_len : 1;
+    const char *expect = kinds[k].big_reply ? big_value : trivial_value;
+    ctx->case_name = kinds[k].label;
+    ps[k] = measure_pauses(ctx, paused_sb, kinds[k].source, reply, reply_len, expect, warm, runs);
+    ctx->case_name = kinds[k].sync_label;
+    fixed.reply = reply;
+    fixed.reply_len = reply_len;
+    fixed.calls = 0;
+    ctx->source = kinds[k].source;
+    ctx->source_len = strlen(kinds[k].source);
+    ctx->inputs_json = NULL;
+    ctx->inputs_len = 0;
+    ctx->expect_value = expect;
+    sync[k] = measure_loop(ctx, warm, runs, PAUSES_PER_RUN);
+    if (fixed.calls != (uint64_t)(warm + runs) * PAUSES_PER_RUN)
+      die(ctx->case_name, "the callback was not called once per guest call", "");
+  }
+
+  /* A run's fixed cost on a live sandbox, the floor a resume is compared with. */
+  ctx->case_name = "19g mbx_run `return 1+1`";
+  ctx->source = TINY_SOURCE;
+  ctx->source_len = strlen(TINY_SOURCE);
+  ctx->expect_value = "2";
+  bench_stats tiny = measure(ctx, case_mbx_live_checked, warm * 10, runs * 10);
+  mbx_sandbox_free(ctx->repl);
+  ctx->repl = NULL;
+  mbx_sandbox_free(paused_sb);
+
+  printf("\n## 19. Pause/resume round trips: `tools.fetch` granted with mbx_policy_add_external, "
+         "%d pauses per run, each step timed; the sync peer is the same script with "
+         "`tools.fetch` a host function giving the same reply\n\n"
+         "Round trip = host side, from a paused result to the next paused result "
+         "(mbx_result_free + mbx_resume: resume, decode the value in the guest, run to the next "
+         "call, encode its args, build the paused result). The 1 KB reply is %zu bytes of JSON "
+         "(`{\"body\":\"000...\",\"status\":200}`, %zu zeros); the 1 KB args are a 1000-byte string. "
+         "%zu runs (+%zu warm-up) per case.\n\n",
+         PAUSES_PER_RUN, big_len, body_len, runs, warm);
+  print_ns_head("p50 us", "p50 / 19a");
+  double ref = ps[0].trip.p50_us;
+  for (int k = 0; k < 3; k++)
+    print_scaled(kinds[k].label, &ps[k].trip, 1.0, ref);
+  for (int k = 0; k < 3; k++) {
+    char label[96];
+    snprintf(label, sizeof label, "%s (per call)", kinds[k].sync_label);
+    print_scaled(label, &sync[k], 1.0, ref);
+  }
+  print_scaled("19g mbx_run `return 1+1` on a live sandbox", &tiny, 1.0, ref);
+  for (int k = 0; k < 3; k++) {
+    char label[96];
+    snprintf(label, sizeof label, "19%c first step: mbx_run -> first pause", 'a' + k);
+    print_scaled(label, &ps[k].first, 1.0, ref);
+    snprintf(label, sizeof label, "19%c last step: mbx_resume -> ok", 'a' + k);
+    print_scaled(label, &ps[k].last, 1.0, ref);
+    snprintf(label, sizeof label, "19%c whole run / %d pauses", 'a' + k, PAUSES_PER_RUN);
+    print_scaled(label, &ps[k].whole, 1.0, ref);
+  }
+  printf("\npause/resume: %.2f us per round trip p50 (trivial), %.2f us with a 1 KB reply, "
+         "%.2f us with 1 KB args; a sync call of the same exchange: %.3f / %.3f / %.3f us "
+         "(a round trip is %.1fx a sync call; %.2fx a `return 1+1` run)\n",
+         ps[0].trip.p50_us, ps[1].trip.p50_us, ps[2].trip.p50_us, sync[0].p50_us, sync[1].p50_us,
+         sync[2].p50_us, ps[0].trip.p50_us / sync[0].p50_us, ps[0].trip.p50_us / tiny.p50_us);
+  *ctx = saved;
+}
+
+/* Section 20: new + run + free with host functions registered in the policy. */
+#define INSTALL_FUNCTIONS 10
+
+/* New sandbox from ctx->policy + run (value checked against ctx->expect_value) + free. */
+static void case_mbx_fresh_checked(bench_ctx *ctx) {
+  mbx_sandbox *sb = must_new(ctx, ctx->rt, ctx->policy);
+  mbx_sandbox *saved = ctx->repl;
+  ctx->repl = sb;
+  case_mbx_live_checked(ctx);
+  ctx->repl = saved;
+  mbx_sandbox_free(sb);
+}
+
+static void bench_install(bench_ctx *ctx, const bench_plan *plan) {
+  bench_ctx saved = *ctx;
+  mbx_error err;
+  printf("\n## 20. Installing host functions: new + run `return 1+1` + free with a policy of "
+         "0 vs %d registered functions (tools.f0..f%d; none is called)\n\n",
+         INSTALL_FUNCTIONS, INSTALL_FUNCTIONS - 1);
+  print_table_head("p50 / 20a");
+  ctx->source = TINY_SOURCE;
+  ctx->source_len = strlen(TINY_SOURCE);
+  ctx->inputs_json = NULL;
+  ctx->inputs_len = 0;
+  ctx->expect_value = "2";
+  mbx_policy *policies[4];
+  static const char *const labels[4] = {
+      "20a 0 host functions", "20b 10 sync host functions (mbx_policy_add_function)",
+      "20c 10 external functions (mbx_policy_add_external)",
+      "20d 10 native functions (mbx_policy_bind_native \"d(dd)\")"};
+  for (int k = 0; k < 4; k++) {
+    ctx->case_name = labels[k];
+    policies[k] = host_policy(ctx->case_name, 1000);
+    for (int i = 0; k > 0 && i < INSTALL_FUNCTIONS; i++) {
+      char name[32];
+      snprintf(name, sizeof name, "tools.f%d", i);
+      mbx_status st = k == 1   ? mbx_policy_add_function(policies[k], name, host_unused, NULL, &err)
+                      : k == 2 ? mbx_policy_add_external(policies[k], name, &err)
+                               : mbx_policy_bind_native(policies[k], name, "d(dd)",
+                                                        (void (*)(void))hypot, &err);
+      check_api(ctx->case_name, "registering a function", st, &err);
+    }
+  }
+  /* Each sandbox must really see them: tools.f9 is a function (0 sees no tools at all). */
+  for (int k = 0; k < 4; k++) {
+    ctx->case_name = labels[k];
+    mbx_sandbox *sb = must_new(ctx, ctx->rt, policies[k]);
+    mbx_result *res = must_run(ctx, sb, "return type(tools) == 'table' and type(tools.f9)");
+    const char *want = k == 0 ? "false" : "\"function\"";
+    if (strcmp(mbx_result_value_json(res, NULL), want) != 0)
+      die(ctx->case_name, "the functions are not installed as expected",
+          mbx_result_value_json(res, NULL));
+    mbx_result_free(res);
+    mbx_sandbox_free(sb);
+  }
+  bench_stats s[4];
+  for (int k = 0; k < 4; k++) {
+    ctx->case_name = labels[k];
+    ctx->policy = policies[k];
+    s[k] = measure(ctx, case_mbx_fresh_checked, plan->tiny_warmup, plan->tiny_iters);
+    print_row(labels[k], &s[k], s[0].p50_us);
+  }
+  for (int k = 0; k < 4; k++)
+    mbx_policy_free(policies[k]);
+  printf("\ninstalling %d host functions: %+.2f us p50 per new + run + free (sync), %+.2f us "
+         "(external), %+.2f us (native); %.0f ns per function (sync)\n",
+         INSTALL_FUNCTIONS, s[1].p50_us - s[0].p50_us, s[2].p50_us - s[0].p50_us,
+         s[3].p50_us - s[0].p50_us, (s[1].p50_us - s[0].p50_us) * 1000.0 / INSTALL_FUNCTIONS);
+  *ctx = saved;
+}
+
+/* Sections 18-20. */
+static void bench_host(bench_ctx *ctx, const bench_plan *plan, int quick) {
+  bench_host_calls(ctx, quick);
+  bench_pauses(ctx, quick);
+  bench_install(ctx, plan);
+}
+
 /* Sections 11-16 and the targets table. */
 static void bench_issue3(bench_ctx *ctx, const bench_plan *plan, const cycle_refs *refs,
                          const char *snippet, size_t snippet_len, const text_buf *json,
@@ -1291,7 +1762,7 @@ static void *bench_main(void *arg) {
   ctx.policy = mbx_policy_new(); /* the defaults: 64 MiB, 1e9 instructions, 5 s */
   if (!ctx.policy) die(NULL, "mbx_policy_new", "out of memory");
 
-  print_machine(plan, args->quick, args->issue3_only);
+  print_machine(plan, args->quick, args->issue3_only, args->host_only);
   printf("  snippet: %s (%zu bytes); inputs: %d records, %zu bytes of JSON (moonbox), %zu bytes "
          "as a Lua constructor (raw Lua)\n",
          args->snippet_path, snippet_len, SNIPPET_RECORDS, json.len, constructor_len);
@@ -1304,6 +1775,10 @@ static void *bench_main(void *arg) {
   ctx.lua_source_len = lua_inputs.len;
   if (args->agent_only) {
     bench_agent_corpus(&ctx, args->agent_dir, args->quick);
+    goto done;
+  }
+  if (args->host_only) {
+    bench_host(&ctx, plan, args->quick);
     goto done;
   }
   cross_check_snippet(&ctx);
@@ -1406,6 +1881,7 @@ static void *bench_main(void *arg) {
 
   bench_agent_corpus(&ctx, args->agent_dir, args->quick);
   bench_native_call(&ctx, plan);
+  bench_host(&ctx, plan, args->quick);
 
 issue3:
   bench_issue3(&ctx, plan, &refs, snippet, snippet_len, &json, constructor_len, &lua_inputs);
@@ -1423,14 +1899,16 @@ done:
 static void usage(FILE *to) {
   fprintf(to,
           "usage: bench_run [--quick] [--snippet PATH] [--agent-dir DIR] [--agent-only]\n"
-          "                 [--issue3-only]\n"
+          "                 [--issue3-only] [--host-only]\n"
           "  --quick          fewer iterations (a smoke run; numbers are noisier)\n"
           "  --snippet PATH   the Lua snippet of cases 5-8 (default %s)\n"
           "  --agent-dir DIR  the snippet corpus of section 10 (default: tests/agent in the\n"
           "                   source tree)\n"
           "  --agent-only     run section 10 only\n"
           "  --issue3-only    run only the issue-3 sections (11-16) and the cases their targets\n"
-          "                   are judged against (1, 3, 5, 7, 8), with fewer iterations\n",
+          "                   are judged against (1, 3, 5, 7, 8), with fewer iterations\n"
+          "  --host-only      run only sections 18-20: sync host calls, pause/resume round\n"
+          "                   trips, installing host functions\n",
           MBX_BENCH_SNIPPET);
 }
 
@@ -1451,7 +1929,7 @@ static void default_agent_dir(char *buf, size_t size) {
 int main(int argc, char **argv) {
   static char agent_dir[4096];
   default_agent_dir(agent_dir, sizeof agent_dir);
-  bench_args args = {0, 0, 0, MBX_BENCH_SNIPPET, agent_dir};
+  bench_args args = {0, 0, 0, 0, MBX_BENCH_SNIPPET, agent_dir};
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       args.quick = 1;
@@ -1459,6 +1937,8 @@ int main(int argc, char **argv) {
       args.agent_only = 1;
     } else if (strcmp(argv[i], "--issue3-only") == 0) {
       args.issue3_only = 1;
+    } else if (strcmp(argv[i], "--host-only") == 0) {
+      args.host_only = 1;
     } else if (strcmp(argv[i], "--agent-dir") == 0 && i + 1 < argc) {
       args.agent_dir = argv[++i];
     } else if (strcmp(argv[i], "--snippet") == 0 && i + 1 < argc) {
