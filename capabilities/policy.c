@@ -6,6 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "capabilities/ffi.h"
+
 void mbxC_policy_defaults(mbx_policy *p) {
   p->memory = MBXC_DEFAULT_MEMORY;
   p->instructions = MBXC_DEFAULT_INSTRUCTIONS;
@@ -197,4 +202,66 @@ void mbxC_policy_set_seed(mbx_policy *p, uint64_t seed) {
 
 void mbxC_policy_set_deterministic(mbx_policy *p, int on) {
   p->deterministic = on != 0;
+}
+
+/* ---- the digest ---- */
+
+static void digest_u64(XXH3_state_t *st, uint64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; i++)
+    b[i] = (unsigned char)(v >> (8 * i));
+  XXH3_64bits_update(st, b, 8);
+}
+
+static void digest_str(XXH3_state_t *st, const char *s, size_t n) {
+  digest_u64(st, n);
+  XXH3_64bits_update(st, s, n);
+}
+
+uint64_t mbxC_policy_digest(const mbx_policy *p) {
+  XXH3_state_t st;
+  XXH3_INITSTATE(&st);
+  XXH3_64bits_reset(&st);
+  XXH3_64bits_update(&st, "moonbox policy 1", 16);
+  digest_u64(&st, p->memory);
+  digest_u64(&st, p->instructions);
+  digest_u64(&st, p->time_ms);
+  digest_u64(&st, p->output);
+  digest_u64(&st, p->source);
+  digest_u64(&st, p->host_calls);
+  digest_u64(&st, (uint64_t)(p->time_fixed != 0));
+  digest_u64(&st, p->time_fixed ? (uint64_t)p->time : 0);
+  digest_u64(&st, (uint64_t)(p->seed_fixed != 0));
+  digest_u64(&st, p->seed_fixed ? p->seed : 0);
+  digest_u64(&st, (uint64_t)(p->deterministic != 0));
+  /* The environment is a map: by name, bytewise (names are unique). */
+  digest_u64(&st, p->env_count);
+  const char *last = NULL;
+  for (size_t k = 0; k < p->env_count; k++) {
+    const mbxC_env_var *next = NULL;
+    for (size_t i = 0; i < p->env_count; i++) {
+      const mbxC_env_var *v = &p->env[i];
+      if (last && strcmp(v->name, last) <= 0) continue;
+      if (next == NULL || strcmp(v->name, next->name) < 0) next = v;
+    }
+    if (next == NULL) break;
+    digest_str(&st, next->name, strlen(next->name));
+    digest_str(&st, next->value, next->value_len);
+    last = next->name;
+  }
+  /* Host functions in order: their order numbers them for the guest. */
+  digest_u64(&st, p->host_fns.count);
+  for (size_t i = 0; i < p->host_fns.count; i++) {
+    const mbxC_hostfn *fn = &p->host_fns.fns[i];
+    digest_str(&st, fn->name, strlen(fn->name));
+    digest_u64(&st, (uint64_t)fn->kind);
+    if (fn->kind == MBXC_HOSTFN_NATIVE && fn->native) {
+      const mbxC_ffi_sig *sig = mbxC_native_sig(fn->native);
+      char text[MBXC_FFI_MAX_ARGS + 1];
+      text[0] = sig->ret;
+      memcpy(text + 1, sig->args, (size_t)sig->nargs);
+      digest_str(&st, text, (size_t)sig->nargs + 1);
+    }
+  }
+  return XXH3_64bits_digest(&st);
 }

@@ -86,4 +86,11 @@ void mbxC_policy_set_seed(mbx_policy *p, uint64_t seed);
 /* Turn deterministic mode on (on != 0) or off. Cannot fail. */
 void mbxC_policy_set_deterministic(mbx_policy *p, int on);
 
+/* XXH3-64 of a canonical serialization of what the policy grants and limits: the limits, the
+   clock, the seed, the deterministic flag, the environment (sorted by name) and the host
+   functions in order (name, kind and, for native ones, the parsed signature), never the
+   callbacks or their userdata. Snapshots record it; a restore under another policy is
+   refused. */
+uint64_t mbxC_policy_digest(const mbx_policy *p);
+
 #endif

@@ -18,6 +18,7 @@
 
 #include "capabilities/ffi.h"
 #include "capabilities/policy.h"
+#include "capabilities/replay.h"
 #include "include/moonbox.h"
 
 typedef struct mbxC_port {
@@ -74,6 +75,16 @@ typedef struct mbxC_port_local {
   struct mbx_host_reply reply; /* reused by every host call */
   char *native_out; /* MBX_NATIVE_OUT_MAX bytes for 'o' returns, made at the first one */
   char native_error[MBXC_MAX_HOSTFN_NAME + 128]; /* a native call's message for the guest */
+  /* The replay log (capabilities/replay.h), kept for deterministic policies only. Live: every
+     answer is appended as it is given. Replaying (mbx_sandbox_restore): every answer is read
+     from the log at `cursor` instead, after checking that the request is the one recorded;
+     the host's callbacks and clocks are not consulted. */
+  int logging;
+  int replaying;
+  size_t cursor;
+  uint64_t chain0;
+  mbxC_replay_log log;
+  char diverged[320]; /* replaying: the first divergence, naming the record; "" while none */
 } mbxC_port_local;
 
 /* Copy what the port needs from p (the environment too) and fill pl->port. Returns 0, or -1
@@ -83,5 +94,20 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p);
 void mbxC_port_local_free(mbxC_port_local *pl);
 /* A run begins on the calling thread: os.clock counts from here. */
 void mbxC_port_local_run_begin(mbxC_port_local *pl);
+
+/* Start (or restart, dropping every record) the replay log, its chain beginning at chain0. */
+void mbxC_port_log_begin(mbxC_port_local *pl, uint64_t chain0);
+/* Replay mode: answers come from log (the port takes it over, with the records to replay;
+   logging goes on after them once mbxC_port_replay_end is called). */
+void mbxC_port_replay_begin(mbxC_port_local *pl, mbxC_replay_log *log);
+/* Back to live answers. Returns 0, or -1 with pl->diverged set when records were left over. */
+int mbxC_port_replay_end(mbxC_port_local *pl);
+/* Session records (host/api.c): appended when live; when replaying, checked against the
+   record at the cursor (a mismatch sets pl->diverged). */
+void mbxC_port_session_run(mbxC_port_local *pl, const char *chunk_name, const char *code,
+                           size_t code_len, const char *inputs, size_t inputs_len);
+void mbxC_port_session_resume(mbxC_port_local *pl, int as_error, const char *value, size_t len);
+void mbxC_port_session_outcome(mbxC_port_local *pl, uint32_t status, uint64_t hash,
+                               uint64_t host_calls);
 
 #endif

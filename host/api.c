@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <lua.h>
+#include <xxhash.h>
 
 #include "capabilities/ffi.h"
 #include "capabilities/policy.h"
 #include "capabilities/port.h"
+#include "capabilities/replay.h"
 #include "host/result.h"
 #include "include/moonbox.h"
 #include "stdlib/stdlib.h"
@@ -62,6 +64,13 @@ struct mbx_sandbox {
   mbx_status checkpoint_poisoned_by;
   uint64_t checkpoint_draws; /* port seeds drawn: math.randomseed() continues from here */
   uint64_t host_call_limit;  /* MBX_LIMIT_HOST_CALLS, for the budget after every restore */
+  /* Snapshots (deterministic policies): the blob's fixed header, the log's generation (a
+     reset starts a new log) and where the log stood at the checkpoint. */
+  mbxC_snap_header snap;
+  uint64_t log_generation;
+  uint64_t checkpoint_log_generation;
+  size_t checkpoint_log_count;
+  int checkpoint_log_broken;
 };
 
 MBX_API const char *mbx_version(void) {
@@ -360,14 +369,13 @@ static int attach_port(mbx_sandbox *sb) {
          run_protected(sb->vm->L, mbxL_open_host_functions);
 }
 
-MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_error *err) {
-  if (rt == NULL || p == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_new: the runtime and the policy "
-                                              "must not be NULL");
-    return NULL;
-  }
+/* mbx_sandbox_new, and mbx_sandbox_restore with replay: the port answers from that log (it
+   takes the log over, also on failure). */
+static mbx_sandbox *sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbxC_replay_log *replay,
+                                mbx_error *err) {
   mbx_sandbox *sb = calloc(1, sizeof *sb);
   if (sb == NULL) {
+    if (replay) mbxC_replay_free(replay);
     mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
     return NULL;
   }
@@ -379,10 +387,26 @@ MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_e
                      .source_limit = (size_t)p->source,
                      .address_key = rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1)};
   if (mbxC_port_local_init(&sb->port, p) != 0) {
+    if (replay) mbxC_replay_free(replay);
     free(sb);
     mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
     return NULL;
   }
+  if (p->deterministic) {
+    /* Only a deterministic sandbox can be replayed: only it keeps a log. */
+    sb->snap = (mbxC_snap_header){.format = MBXC_SNAP_FORMAT,
+                                  .lua_version = LUA_VERSION_RELEASE_NUM,
+                                  .moonbox_version = MBX_VERSION_NUMBER,
+                                  .build_id = mbxC_build_id(),
+                                  .policy_digest = mbxC_policy_digest(p),
+                                  .seed_fixed = p->seed_fixed != 0,
+                                  .seed = p->seed_fixed ? p->seed : 0,
+                                  .time_fixed = p->time_fixed != 0,
+                                  .time = p->time_fixed ? p->time : 0};
+    mbxC_port_log_begin(&sb->port, mbxC_snap_chain0(&sb->snap));
+    if (replay) mbxC_port_replay_begin(&sb->port, replay);
+  }
+  if (replay) mbxC_replay_free(replay); /* taken over above, or of no use */
   sb->cfg = cfg;
   sb->host_call_limit = p->host_calls;
   /* A slot's template was built with no port (it holds nothing of one sandbox); math.random
@@ -434,6 +458,16 @@ MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_e
                    "mbx_sandbox_new: the standard library does not fit in the memory limit "
                    "(raise MBX_LIMIT_MEMORY)");
   return NULL;
+}
+
+MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_error *err) {
+  if (rt == NULL || p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_new: the runtime and the policy "
+                   "must not be NULL");
+    return NULL;
+  }
+  return sandbox_new(rt, p, NULL, err);
 }
 
 MBX_API void mbx_sandbox_free(mbx_sandbox *sb) {
@@ -493,6 +527,12 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err) {
     /* Seeded again from the port's first draw, exactly as mbx_sandbox_new seeds: with a
        policy seed the sequence is the new sandbox's, without one it is fresh randomness. */
     sb->port.draws = 0;
+    /* The pristine state is a new session: its log starts again (the seed draw below is its
+       first record). */
+    if (sb->port.logging) {
+      mbxC_port_log_begin(&sb->port, sb->port.chain0);
+      sb->log_generation++;
+    }
     if (!attach_port(sb)) {
       s = MBX_NO_MEMORY;
       mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: could not seed math.random or "
@@ -518,6 +558,9 @@ MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err) {
     sb->checkpoint_poisoned = sb->poisoned;
     sb->checkpoint_poisoned_by = sb->poisoned_by;
     sb->checkpoint_draws = sb->port.draws;
+    sb->checkpoint_log_generation = sb->log_generation;
+    sb->checkpoint_log_count = sb->port.log.count;
+    sb->checkpoint_log_broken = sb->port.log.broken;
     break;
   case MBXV_CHECKPOINT_NO_MEMORY:
     s = MBX_NO_MEMORY;
@@ -555,6 +598,16 @@ MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err) {
   sb->poisoned = sb->checkpoint_poisoned;
   sb->poisoned_by = sb->checkpoint_poisoned_by;
   sb->port.draws = sb->checkpoint_draws;
+  if (sb->port.logging) {
+    /* The log goes back with the state. Across a reset the records of the checkpoint's
+       session are gone: the sandbox cannot be snapshotted until its next reset. */
+    if (sb->checkpoint_log_generation == sb->log_generation) {
+      mbxC_replay_truncate(&sb->port.log, sb->checkpoint_log_count, sb->port.chain0);
+      sb->port.log.broken = sb->checkpoint_log_broken;
+    } else {
+      sb->port.log.broken = 1;
+    }
+  }
   count_heap(sb);
   atomic_store(&sb->busy, 0);
   return MBX_OK;
@@ -580,6 +633,24 @@ static size_t stack_left(void) {
   uintptr_t sp = (uintptr_t)&here;
   if (low == 0 || sp < low) return SIZE_MAX; /* unknown: do not refuse */
   return sp - low;
+}
+
+/* The outcome record after a run or resume: what a replay must reproduce. */
+static void log_outcome(mbx_sandbox *sb, mbx_status s, const mbxV_outcome *o) {
+  if (!sb->port.logging) return;
+  uint64_t hash = 0, host_calls = 0;
+  if (s < MBX_API_ERROR_BASE) {
+    XXH64_hash_t h =
+        XXH3_64bits(o->value_json ? o->value_json : "", o->value_json ? o->value_len : 0);
+    h = XXH3_64bits_withSeed(o->pending_json ? o->pending_json : "",
+                             o->pending_json ? o->pending_len : 0, h);
+    h = XXH3_64bits_withSeed(o->error.message ? o->error.message : "",
+                             o->error.message ? o->error.message_len : 0, h);
+    hash = h;
+    host_calls = o->host_calls;
+  }
+  /* Not the instruction count: it is not reproducible (capabilities/replay.h). */
+  mbxC_port_session_outcome(&sb->port, (uint32_t)s, hash, host_calls);
 }
 
 static int poisons(mbx_status s) {
@@ -637,6 +708,10 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
   else snprintf(name, sizeof name, "=%s", given);
   mbxV_outcome outcome;
   mbxC_port_local_run_begin(&sb->port);
+  /* A source past the limit touches nothing (mbxV_run_cached refuses it): not a session
+     event. */
+  int logged = code_len <= sb->cfg.source_limit;
+  if (logged) mbxC_port_session_run(&sb->port, chunk_name, code, code_len, inputs_json, inputs_len);
   const char *code_text = code ? code : "";
   /* Deterministic mode bypasses the bytecode cache: a hit skips the parse and its charge, so
      the instruction count (and os.clock, which reads it) would depend on what ran before. */
@@ -646,6 +721,7 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
   mbx_status s = mbxV_run_cached(sb->vm, cache, code_text, code_len, name, inputs_json,
                                  inputs_len, &outcome, err);
   uselocale(host_locale);
+  if (logged) log_outcome(sb, s, &outcome);
   if (s < MBX_API_ERROR_BASE) {
     if (poisons(s)) {
       sb->poisoned = 1;
@@ -701,8 +777,10 @@ static mbx_status resume(mbx_sandbox *sb, const char *fn, const char *value, siz
   locale_t host_locale = uselocale(sb->rt->c_locale);
   mbxC_port_local_run_begin(&sb->port);
   mbxV_outcome outcome;
+  mbxC_port_session_resume(&sb->port, as_error, value, len);
   s = mbxV_resume(sb->vm, value, len, as_error, &outcome, err);
   uselocale(host_locale);
+  log_outcome(sb, s, &outcome);
   if (s < MBX_API_ERROR_BASE) {
     if (poisons(s)) {
       sb->poisoned = 1;
@@ -728,4 +806,159 @@ MBX_API mbx_status mbx_resume_error(mbx_sandbox *sb, const char *message, size_t
                                     mbx_result **out, mbx_error *err) {
   return resume(sb, "mbx_resume_error", message ? message : "", message ? len : 0, 1, out,
                 err);
+}
+
+/* ---- snapshots ---- */
+
+MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *len,
+                                        mbx_error *err) {
+  if (bytes) *bytes = NULL;
+  if (len) *len = 0;
+  if (sb == NULL || bytes == NULL || len == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_snapshot: the sandbox, bytes and len must not be NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (!claim(sb, "mbx_sandbox_snapshot", err)) return MBX_SANDBOX_BUSY;
+  mbx_status s = MBX_OK;
+  if (!sb->port.logging) {
+    s = MBX_INVALID_ARGUMENT;
+    mbxV_error_set(err, s,
+                   "mbx_sandbox_snapshot: the sandbox's policy is not deterministic; "
+                   "create the sandbox from a policy with mbx_policy_set_deterministic "
+                   "to snapshot it");
+  } else if (sb->poisoned) {
+    s = MBX_SANDBOX_POISONED;
+    mbxV_error_set(err, s,
+                   "mbx_sandbox_snapshot: the sandbox ended a run with %s; a poisoned "
+                   "sandbox cannot be snapshotted",
+                   mbx_status_key(sb->poisoned_by));
+  } else if (sb->port.log.broken) {
+    s = MBX_UNSUPPORTED;
+    mbxV_error_set(err, s,
+                   "mbx_sandbox_snapshot: the sandbox's replay log is incomplete (it "
+                   "outgrew %zu MiB, the host ran out of memory, or the sandbox was "
+                   "rewound across a reset); mbx_sandbox_reset starts a new one",
+                   MBXC_SNAP_MAX_LOG >> 20);
+  } else {
+    mbxC_snap_header h = sb->snap;
+    h.paused = (uint8_t)(mbx_sandbox_paused(sb) != 0);
+    if (mbxC_snap_encode(&h, &sb->port.log, bytes, len) != 0) {
+      s = MBX_NO_MEMORY;
+      mbxV_error_set(err, s, "mbx_sandbox_snapshot: out of host memory for the blob");
+    }
+  }
+  atomic_store(&sb->busy, 0);
+  return s;
+}
+
+/* Replay every session record of the port's log through the normal run path. Returns 0, or
+   -1 with sb->port.diverged saying where and why. */
+static int replay_session(mbx_sandbox *sb) {
+  mbxC_port_local *pl = &sb->port;
+  while (!pl->diverged[0]) {
+    mbxC_record r;
+    size_t at = pl->cursor;
+    if (!mbxC_replay_get(&pl->log, at, &r)) break;
+    mbxC_reader rd = mbxC_reader_of(&r);
+    mbx_result *res = NULL;
+    mbx_error e = {0};
+    mbx_status s;
+    size_t name_len, code_len, inputs_len, value_len;
+    if (r.type == MBXC_REC_RUN) {
+      const char *name = mbxC_read_str(&rd, &name_len);
+      const char *code = mbxC_read_str(&rd, &code_len);
+      int has_inputs = mbxC_read_u8(&rd);
+      const char *inputs = mbxC_read_str(&rd, &inputs_len);
+      /* The chunk name as a C string (the record holds at most LUA_IDSIZE-ish bytes in
+         practice, but any length is accepted: only its end is kept). */
+      char *name_z = malloc(name_len + 1);
+      if (name_z == NULL) {
+        snprintf(pl->diverged, sizeof pl->diverged, "record %zu: out of host memory", at);
+        break;
+      }
+      memcpy(name_z, name, name_len);
+      name_z[name_len] = '\0';
+      if (strlen(name_z) != name_len) {
+        free(name_z);
+        snprintf(pl->diverged, sizeof pl->diverged,
+                 "record %zu: the recorded chunk name holds a NUL byte", at);
+        break;
+      }
+      s = mbx_run_named(sb, code, code_len, name_z, has_inputs ? inputs : NULL, inputs_len, &res,
+                        &e);
+      free(name_z);
+    } else if (r.type == MBXC_REC_RESUME || r.type == MBXC_REC_RESUME_ERROR) {
+      const char *value = mbxC_read_str(&rd, &value_len);
+      s = r.type == MBXC_REC_RESUME ? mbx_resume(sb, value_len ? value : NULL, value_len, &res, &e)
+                                    : mbx_resume_error(sb, value, value_len, &res, &e);
+    } else {
+      snprintf(pl->diverged, sizeof pl->diverged,
+               "record %zu: the log has %s where a run or a resume was expected", at,
+               mbxC_rec_type_name(r.type));
+      break;
+    }
+    if (s < MBX_API_ERROR_BASE) mbx_result_free(res);
+    if (!pl->diverged[0] && pl->cursor == at)
+      snprintf(pl->diverged, sizeof pl->diverged,
+               "record %zu: the replay could not make this "
+               "%s: %s",
+               at, mbxC_rec_type_name(r.type), e.message);
+  }
+  return pl->diverged[0] ? -1 : 0;
+}
+
+MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, const void *bytes,
+                                         size_t len, mbx_error *err) {
+  if (rt == NULL || p == NULL || bytes == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_restore: the runtime, the policy and the bytes must not be NULL");
+    return NULL;
+  }
+  if (!p->deterministic) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_restore: the policy is not deterministic; snapshots are made "
+                   "and restored under a policy with mbx_policy_set_deterministic");
+    return NULL;
+  }
+  char why[300];
+  mbxC_snap_header h;
+  mbxC_replay_log log;
+  if (mbxC_snap_decode(bytes, len, LUA_VERSION_RELEASE_NUM, MBX_VERSION_NUMBER, &h, &log, why,
+                       sizeof why) != 0) {
+    mbxV_error_set(err, MBX_INVALID_INPUT, "mbx_sandbox_restore: %s", why);
+    return NULL;
+  }
+  uint64_t digest = mbxC_policy_digest(p);
+  if (h.policy_digest != digest) {
+    mbxC_replay_free(&log);
+    mbxV_error_set(err, MBX_INVALID_INPUT,
+                   "mbx_sandbox_restore: the snapshot was made under another policy (digest "
+                   "%016llx, this policy's is %016llx): limits, clock, seed, environment and "
+                   "host functions must be the same",
+                   (unsigned long long)h.policy_digest, (unsigned long long)digest);
+    return NULL;
+  }
+  mbx_sandbox *sb = sandbox_new(rt, p, &log, err);
+  if (sb == NULL) return NULL;
+  /* The sandbox's own creation consumed its seed record; now the session, run by run. */
+  int ok = replay_session(sb) == 0 && mbxC_port_replay_end(&sb->port) == 0;
+  if (ok && (sb->poisoned || mbx_sandbox_paused(sb) != h.paused)) {
+    snprintf(sb->port.diverged, sizeof sb->port.diverged,
+             "the replay ended %s where the snapshot was taken %s",
+             sb->poisoned             ? "poisoned"
+             : mbx_sandbox_paused(sb) ? "paused"
+                                      : "idle",
+             h.paused ? "paused" : "idle");
+    ok = 0;
+  }
+  if (!ok) {
+    mbxV_error_set(err, MBX_INVALID_INPUT,
+                   "mbx_sandbox_restore: the replay diverged from the "
+                   "snapshot: %s",
+                   sb->port.diverged);
+    mbx_sandbox_free(sb);
+    return NULL;
+  }
+  return sb;
 }

@@ -531,6 +531,38 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err);
 MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err);
 MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err);
 
+/*
+** PORTABLE SNAPSHOTS (docs/host-functions.md, "Snapshots").
+**
+** A sandbox made from a deterministic policy (mbx_policy_set_deterministic) keeps a replay
+** log: the source, chunk name and inputs of every mbx_run, the value or message of every
+** mbx_resume/mbx_resume_error, and every answer the guest got from outside the VM (clock
+** reads, random seeds, environment lookups, host function and native function results), in
+** order, chained with XXH3. mbx_sandbox_reset starts a new log; mbx_sandbox_rewind takes the
+** log back with the state.
+**
+** mbx_sandbox_snapshot serializes a paused or idle sandbox into a self-describing blob
+** (*bytes, *len; release it with mbx_free): magic "MBXSNAP1", format version, Lua and
+** moonbox versions, a build id, the policy digest, the seed and clock, and the log. Returns
+** MBX_OK, MBX_INVALID_ARGUMENT (NULL arguments, or a policy that is not deterministic),
+** MBX_SANDBOX_POISONED, MBX_SANDBOX_BUSY, MBX_UNSUPPORTED (the log is incomplete: it outgrew
+** 256 MiB or host memory, or was rewound across a reset) or MBX_NO_MEMORY.
+**
+** mbx_sandbox_restore checks the blob (an untrusted input: every length, the versions, the
+** build id, the policy digest against p, the checksum and the hash chain), then creates a
+** sandbox from p and re-executes the recorded runs and resumes with the recorded answers
+** (host callbacks are not called; each request must match its record) until it stands where
+** the original stood: paused at the same external call, or idle. From then on it is live
+** and logs again, so it can be snapshotted in turn. Returns NULL with err filled
+** (MBX_INVALID_INPUT: truncated, modified, another build or another policy; the replay
+** diverged, naming the record) or the sandbox, which mbx_sandbox_free releases. The pending
+** call of a paused restore is the one the original's last result showed.
+*/
+MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *len,
+                                        mbx_error *err);
+MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, const void *bytes,
+                                         size_t len, mbx_error *err);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Result: immutable; everything borrowed from it lives until mbx_result_free.               */
 

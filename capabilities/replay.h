@@ -1,0 +1,149 @@
+/* capabilities/replay.h -- the replay log a sandbox's port keeps, and the snapshot blob made
+   from it. Plain C: no Lua here. */
+#ifndef MBX_CAPABILITIES_REPLAY_H
+#define MBX_CAPABILITIES_REPLAY_H
+
+/*
+** One ordered stream of typed records holds everything a deterministic sandbox depends on
+** besides its policy (DESIGN decision 9):
+**   - session records, written by host/api.c: every mbx_run (chunk name, source, inputs),
+**     every mbx_resume / mbx_resume_error (the value or the message), and after each the
+**     outcome (status, a hash of the value/pending call/error message, the host call count)
+**     that a replay must reproduce (not the instruction count: the JSON codec's key sort is
+**     charged by comparisons, which depend on the per-state string hash seed);
+**   - answer records, written by the port (capabilities/port.c): every clock read, random
+**     seed, environment lookup, host call result and native call result, in the order the
+**     guest asked for them.
+**
+** Record encoding (little-endian): type u8, payload length u32, payload, then the chain u64:
+**     chain_i = XXH3_64(chain_{i-1} as 8 LE bytes || type || length || payload)
+** with chain_0 = XXH3_64 of the blob's fixed header (magic .. policy digest), so a record
+** cannot be moved to a blob made under another build or policy.
+**
+** Blob (MBXSNAP1, format 1), all integers little-endian:
+**     "MBXSNAP1" | u32 format | u32 lua version | u32 moonbox version | u64 build id |
+**     u64 policy digest | u8 seed fixed | u64 seed | u8 time fixed | i64 time |
+**     u8 state (0 idle, 1 paused) | u32 record count | u64 log bytes | u64 final chain |
+**     records (as above) | u64 XXH3_64 of every byte before it
+** Payloads: strings are u32 length + bytes. The bounds below hold for every field; the
+** decoder checks them all before it reads a byte, and checks every record's payload shape.
+*/
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum mbxC_rec_type {
+  /* session records (host/api.c) */
+  MBXC_REC_RUN = 1,          /* str chunk name, str source, u8 has inputs, str inputs */
+  MBXC_REC_RESUME = 2,       /* str value JSON (empty: no value) */
+  MBXC_REC_RESUME_ERROR = 3, /* str message */
+  MBXC_REC_OUTCOME = 4,      /* u32 status, u64 hash, u64 host calls */
+  /* answer records (the port) */
+  MBXC_REC_WALL_TIME = 16,   /* i64 seconds */
+  MBXC_REC_CPU_TIME = 17,    /* u64 bits of the double */
+  MBXC_REC_RANDOM_SEED = 18, /* u64, u64 */
+  MBXC_REC_ENV_GET = 19,     /* str name, u8 found, str value */
+  MBXC_REC_HOST_CALL = 20,   /* str function, str args JSON, u8 error, str reply */
+  MBXC_REC_NATIVE_CALL =
+      21 /* str function, str args hash (8 LE bytes), u8 error, u64 ret, str bytes */
+} mbxC_rec_type;
+
+#define MBXC_SNAP_MAGIC "MBXSNAP1"
+#define MBXC_SNAP_FORMAT 1u
+#define MBXC_SNAP_FIXED_HEADER 36 /* magic .. policy digest: what chain_0 hashes */
+#define MBXC_SNAP_HEADER 75       /* the whole header, before the records */
+#define MBXC_REC_OVERHEAD 13      /* type + length + chain */
+/* Bounds: a log past them stops recording (the sandbox can no longer be snapshotted), and a
+   blob past them is refused. */
+#define MBXC_SNAP_MAX_RECORDS (1u << 22)
+#define MBXC_SNAP_MAX_LOG ((size_t)256 << 20)
+#define MBXC_SNAP_MAX_FIELD ((size_t)64 << 20)
+
+/* The log: encoded records back to back, exactly as the blob holds them. */
+typedef struct mbxC_replay_log {
+  unsigned char *buf;
+  size_t len, cap;
+  size_t *offsets; /* where each record starts in buf */
+  size_t count, offsets_cap;
+  uint64_t chain; /* after the last record (chain_0 when empty) */
+  int broken;     /* an append failed (host memory, bounds): the log is incomplete */
+  /* the record being written (mbxC_replay_begin .. mbxC_replay_end) */
+  size_t open_at;
+  int open;
+} mbxC_replay_log;
+
+/* An empty log whose chain starts at chain0. */
+void mbxC_replay_init(mbxC_replay_log *log, uint64_t chain0);
+void mbxC_replay_free(mbxC_replay_log *log);
+/* Drop the records from index count on (count <= log->count); the chain goes back to what it
+   was after record count - 1 (chain0 when count is 0). */
+void mbxC_replay_truncate(mbxC_replay_log *log, size_t count, uint64_t chain0);
+
+/* Writing one record: begin, any number of puts, end. A failure on the way (no memory, a
+   bound) marks the log broken and makes the rest no-ops; nothing ever fails loudly. */
+void mbxC_replay_begin(mbxC_replay_log *log, mbxC_rec_type type);
+void mbxC_replay_put_u8(mbxC_replay_log *log, uint8_t v);
+void mbxC_replay_put_u32(mbxC_replay_log *log, uint32_t v);
+void mbxC_replay_put_u64(mbxC_replay_log *log, uint64_t v);
+void mbxC_replay_put_str(mbxC_replay_log *log, const void *s, size_t n);
+void mbxC_replay_end(mbxC_replay_log *log);
+
+/* Record i of the log: its type and payload (pointing into log->buf). */
+typedef struct mbxC_record {
+  mbxC_rec_type type;
+  const unsigned char *payload;
+  size_t len;
+} mbxC_record;
+int mbxC_replay_get(const mbxC_replay_log *log, size_t i, mbxC_record *r);
+const char *mbxC_rec_type_name(int type);
+
+/* Reading a payload: every get checks the bytes left; past the end (or a string longer than
+   MBXC_SNAP_MAX_FIELD) sets bad and returns zeros / an empty string. */
+typedef struct mbxC_reader {
+  const unsigned char *p;
+  size_t left;
+  int bad;
+} mbxC_reader;
+mbxC_reader mbxC_reader_of(const mbxC_record *r);
+uint8_t mbxC_read_u8(mbxC_reader *rd);
+uint32_t mbxC_read_u32(mbxC_reader *rd);
+uint64_t mbxC_read_u64(mbxC_reader *rd);
+const char *mbxC_read_str(mbxC_reader *rd, size_t *n);
+/* 1 when every byte was read and nothing was out of bounds. */
+int mbxC_reader_done(const mbxC_reader *rd);
+
+/* chain_i from chain_{i-1} and the record's encoded bytes (type, length, payload). */
+uint64_t mbxC_replay_chain(uint64_t prev, const void *record, size_t len);
+
+/* The identity of this build: a mismatch is refused (stdlib charges drive os.clock). */
+uint64_t mbxC_build_id(void);
+
+/* What the blob's header says. */
+typedef struct mbxC_snap_header {
+  uint32_t format;
+  uint32_t lua_version;
+  uint32_t moonbox_version;
+  uint64_t build_id;
+  uint64_t policy_digest;
+  uint8_t seed_fixed;
+  uint64_t seed;
+  uint8_t time_fixed;
+  int64_t time;
+  uint8_t paused;
+} mbxC_snap_header;
+
+/* chain_0 of a log made under h (the fixed part of the header). */
+uint64_t mbxC_snap_chain0(const mbxC_snap_header *h);
+/* The blob of h and log, malloc'd. Returns 0, or -1 when out of memory. */
+int mbxC_snap_encode(const mbxC_snap_header *h, const mbxC_replay_log *log, void **bytes,
+                     size_t *len);
+/* Parse and check a blob: magic, format, every bound, the trailer hash, every record's
+   payload shape and the chain over the whole log. The versions and build id are returned
+   in *h for the caller to compare (expected_* mismatches are refused here too). On success
+   *log holds a copy of the records (mbxC_replay_free it) and 0 is returned; otherwise -1
+   with a sentence in why, and nothing to free. Never reads outside bytes[0..len). */
+int mbxC_snap_decode(const void *bytes, size_t len, uint32_t expected_lua,
+                     uint32_t expected_version, mbxC_snap_header *h, mbxC_replay_log *log,
+                     char *why, size_t why_size);
+
+#endif
