@@ -231,15 +231,17 @@ static int has_array_marker(lua_State *L, int t) {
   return marked;
 }
 
-static int key_less(const key_entry *a, const key_entry *b, uint64_t *cost) {
+static int key_less(const key_entry *a, const key_entry *b) {
   size_t n = a->len < b->len ? a->len : b->len;
-  *cost += 1 + n / METER_BYTES;
   int c = memcmp(a->text, b->text, n);
   return c < 0 || (c == 0 && a->len < b->len);
 }
 
 /* Bottom-up merge sort, ours rather than qsort so the work is metered as it goes: sorting a
-   million keys must count against the budget, and be stoppable by it. */
+   million keys must count against the budget, and be stoppable by it. The charge per merge is
+   each output key's 1 + len/METER_BYTES (a bound on the comparisons that placed it), which
+   does not depend on the input order: that order comes from Lua's per-process string hash
+   seed, and deterministic mode needs the same instruction count in every process. */
 static void sort_keys(encoder *e, key_entry *keys, key_entry *scratch, size_t n) {
   key_entry *from = keys, *to = scratch;
   for (size_t width = 1; width < n; width *= 2) {
@@ -247,14 +249,15 @@ static void sort_keys(encoder *e, key_entry *keys, key_entry *scratch, size_t n)
       size_t mid = lo + width < n ? lo + width : n;
       size_t hi = lo + 2 * width < n ? lo + 2 * width : n;
       size_t i = lo, j = mid, k = lo;
-      uint64_t cost = 0;
       while (i < mid && j < hi)
-        to[k++] = key_less(&from[j], &from[i], &cost) ? from[j++] : from[i++];
+        to[k++] = key_less(&from[j], &from[i]) ? from[j++] : from[i++];
       while (i < mid)
         to[k++] = from[i++];
       while (j < hi)
         to[k++] = from[j++];
-      meter(e->L, &e->pending, cost + (hi - lo) / 16);
+      uint64_t cost = 0;
+      for (k = lo; k < hi; k++) cost += 1 + to[k].len / METER_BYTES;
+      meter(e->L, &e->pending, cost);
     }
     key_entry *swap = from;
     from = to;
