@@ -69,7 +69,11 @@ typedef enum option_id {
   OPT_SEED,
   OPT_TIME,
   OPT_ENV,
-  OPT_DETERMINISTIC
+  OPT_DETERMINISTIC,
+  OPT_PAUSE_ON,
+  OPT_SNAPSHOT_OUT,
+  OPT_VALUE,
+  OPT_ERROR
 } option_id;
 
 typedef struct option_spec {
@@ -77,29 +81,37 @@ typedef struct option_spec {
   option_id id;
   int takes_value;
   const char *example; /* shown when the value is missing */
+  int only;            /* FOR_BOTH, or the one command that takes it */
 } option_spec;
 
+enum { FOR_BOTH = 0, FOR_RUN = 1, FOR_RESUME = 2 };
+
 static const option_spec run_options[] = {
-    {"--help", OPT_HELP, 0, NULL},
-    {"-h", OPT_HELP, 0, NULL},
-    {"--version", OPT_VERSION, 0, NULL},
-    {"--json", OPT_JSON, 0, NULL},
-    {"-e", OPT_EVAL, 1, "-e 'return 1 + 1'"},
-    {"--memory", OPT_MEMORY, 1, "--memory 64M"},
-    {"--instructions", OPT_INSTRUCTIONS, 1, "--instructions 1e9"},
-    {"--timeout", OPT_TIMEOUT, 1, "--timeout 2s"},
-    {"--output-limit", OPT_OUTPUT_LIMIT, 1, "--output-limit 1M"},
-    {"--source-limit", OPT_SOURCE_LIMIT, 1, "--source-limit 64k"},
-    {"--input", OPT_INPUT, 1, "--input '{\"x\": 1}'"},
-    {"--input-file", OPT_INPUT_FILE, 1, "--input-file inputs.json"},
-    {"--seed", OPT_SEED, 1, "--seed 42"},
-    {"--time", OPT_TIME, 1, "--time 1700000000"},
-    {"--env", OPT_ENV, 1, "--env API_URL=https://example.com"},
-    {"--deterministic", OPT_DETERMINISTIC, 0, NULL},
+    {"--help", OPT_HELP, 0, NULL, 0},
+    {"-h", OPT_HELP, 0, NULL, 0},
+    {"--version", OPT_VERSION, 0, NULL, 0},
+    {"--json", OPT_JSON, 0, NULL, 0},
+    {"-e", OPT_EVAL, 1, "-e 'return 1 + 1'", FOR_RUN},
+    {"--memory", OPT_MEMORY, 1, "--memory 64M", 0},
+    {"--instructions", OPT_INSTRUCTIONS, 1, "--instructions 1e9", 0},
+    {"--timeout", OPT_TIMEOUT, 1, "--timeout 2s", 0},
+    {"--output-limit", OPT_OUTPUT_LIMIT, 1, "--output-limit 1M", 0},
+    {"--source-limit", OPT_SOURCE_LIMIT, 1, "--source-limit 64k", 0},
+    {"--input", OPT_INPUT, 1, "--input '{\"x\": 1}'", FOR_RUN},
+    {"--input-file", OPT_INPUT_FILE, 1, "--input-file inputs.json", FOR_RUN},
+    {"--seed", OPT_SEED, 1, "--seed 42", 0},
+    {"--time", OPT_TIME, 1, "--time 1700000000", 0},
+    {"--env", OPT_ENV, 1, "--env API_URL=https://example.com", 0},
+    {"--deterministic", OPT_DETERMINISTIC, 0, NULL, 0},
+    {"--pause-on", OPT_PAUSE_ON, 1, "--pause-on tools.fetch", 0},
+    {"--snapshot-out", OPT_SNAPSHOT_OUT, 1, "--snapshot-out snap.bin", 0},
+    {"--value", OPT_VALUE, 1, "--value '{\"ok\": true}'", FOR_RESUME},
+    {"--error", OPT_ERROR, 1, "--error 'not found'", FOR_RESUME},
 };
 
 static const char usage_text[] =
     "Usage: moonbox run [OPTIONS] (FILE | -e CODE | -)\n"
+    "       moonbox resume [OPTIONS] SNAPSHOT (--value JSON | --error MESSAGE)\n"
     "       moonbox --help | --version\n"
     "\n"
     "Runs an untrusted Lua 5.4 script in a sandbox with memory, instruction, time and\n"
@@ -125,15 +137,28 @@ static const char usage_text[] =
     "  --deterministic        canonical pairs order, counter ids in tostring, os.clock\n"
     "                         counting instructions (with --seed and --time: same output\n"
     "                         in every run)\n"
+    "  --pause-on NAME        grant NAME (e.g. tools.fetch) as an external function: the\n"
+    "                         run stops at its first call and exits 4 (repeatable)\n"
+    "  --snapshot-out FILE    when the run pauses, write a snapshot of it to FILE (turns\n"
+    "                         --deterministic on)\n"
     "  --json                 print one JSON object with status, value, output and usage\n"
     "  -h, --help             show this help\n"
     "  --version              show the version\n"
     "\n"
+    "Resume (continues a paused run from its snapshot, in this or another process):\n"
+    "  SNAPSHOT               the file --snapshot-out wrote (- = standard input)\n"
+    "  --value JSON           the paused call returns this JSON value\n"
+    "  --error MESSAGE        the paused call raises this error (catchable with pcall)\n"
+    "  The policy options (--memory, --instructions, --timeout, --output-limit,\n"
+    "  --source-limit, --seed, --time, --env, --pause-on) must be those of the run that\n"
+    "  wrote the snapshot. --json and --snapshot-out work as for run.\n"
+    "\n"
     "SIZE takes k, M or G suffixes (also KiB, MiB, GiB; powers of 1024). Options may come\n"
     "before or after the script; -- ends the options. Both --opt VALUE and --opt=VALUE work.\n"
     "\n"
-    "Exit status: 0 ok, 1 script error, 2 usage or input error, 3 limit exceeded or\n"
-    "interrupted, 70 internal error; os.exit(N) exits with N (1 when N is not 0..255).\n";
+    "Exit status: 0 ok, 1 script error, 2 usage or input error (also a bad snapshot),\n"
+    "3 limit exceeded or interrupted, 4 paused at a --pause-on function, 70 internal\n"
+    "error; os.exit(N) exits with N (1 when N is not 0..255).\n";
 
 const char *mbxH_cli_usage(void) {
   return usage_text;
@@ -567,6 +592,35 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     opt->env[opt->env_count++] = value;
     break;
   }
+  case OPT_PAUSE_ON:
+    /* The name is checked by the library (mbx_policy_add_external). */
+    if (value[0] == '\0') {
+      set_msg(msg, msg_size, "--pause-on: empty name (e.g. %s)", spec->example);
+      return -1;
+    }
+    if (opt->pause_count == MBXH_CLI_MAX_PAUSE) {
+      set_msg(msg, msg_size, "--pause-on: at most %d functions can be given", MBXH_CLI_MAX_PAUSE);
+      return -1;
+    }
+    opt->pause_on[opt->pause_count++] = value;
+    break;
+  case OPT_SNAPSHOT_OUT:
+    if (value[0] == '\0') {
+      set_msg(msg, msg_size, "--snapshot-out: empty file name (e.g. %s)", spec->example);
+      return -1;
+    }
+    opt->snapshot_out = value;
+    break;
+  case OPT_VALUE:
+    if (value[0] == '\0') {
+      set_msg(msg, msg_size, "--value: empty value (give one JSON value, e.g. %s)", spec->example);
+      return -1;
+    }
+    opt->resume_value = value;
+    break;
+  case OPT_ERROR:
+    opt->resume_error = value; /* an empty message is a message */
+    break;
   case OPT_INPUT:
   case OPT_INPUT_FILE:
     if (value[0] == '\0') {
@@ -584,11 +638,58 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   return rc;
 }
 
-/* argv here starts after "run". */
+/* The SNAPSHOT argument of moonbox resume: exactly one. */
+static int set_snapshot(mbxH_cli_options *opt, const char *path, char *msg, size_t msg_size) {
+  char before[QUOTE_MAX + 4], now[QUOTE_MAX + 4];
+  if (opt->snapshot != NULL) {
+    quote_value(opt->snapshot, before, sizeof before);
+    quote_value(path, now, sizeof now);
+    set_msg(msg, msg_size, "two snapshots given ('%s' and '%s'); give exactly one SNAPSHOT file",
+            before, now);
+    return -1;
+  }
+  if (path[0] == '\0') {
+    set_msg(msg, msg_size, "empty snapshot file name (give SNAPSHOT, or - for stdin)");
+    return -1;
+  }
+  opt->snapshot = path;
+  return 0;
+}
+
+/* A positional argument: the script of run, the snapshot of resume. */
+static int set_positional(mbxH_cli_options *opt, const char *arg, char *msg, size_t msg_size) {
+  if (opt->command == MBXH_CLI_RESUME) return set_snapshot(opt, arg, msg, msg_size);
+  if (strcmp(arg, "-") == 0) return set_script(opt, MBXH_CLI_SCRIPT_STDIN, NULL, msg, msg_size);
+  return set_script(opt, MBXH_CLI_SCRIPT_FILE, arg, msg, msg_size);
+}
+
+/* The checks of a whole resume command line. */
+static int check_resume(const mbxH_cli_options *opt, char *msg, size_t msg_size) {
+  if (opt->snapshot == NULL) {
+    set_msg(msg, msg_size,
+            "no snapshot given (use moonbox resume SNAPSHOT --value JSON, with the file "
+            "moonbox run --snapshot-out wrote)");
+    return -1;
+  }
+  if (opt->resume_value != NULL && opt->resume_error != NULL) {
+    set_msg(msg, msg_size, "--value and --error cannot both be given (the paused call either "
+                           "returns a value or raises an error)");
+    return -1;
+  }
+  if (opt->resume_value == NULL && opt->resume_error == NULL) {
+    set_msg(msg, msg_size, "no answer given (resume needs --value JSON or --error MESSAGE: "
+                           "what the paused call returns or raises)");
+    return -1;
+  }
+  return 0;
+}
+
+/* argv here starts after "run" or "resume"; opt->command says which. */
 static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *msg,
                      size_t msg_size) {
   char quoted[QUOTE_MAX + 4];
   int i, options_ended = 0;
+  const char *command_name = opt->command == MBXH_CLI_RESUME ? "resume" : "run";
   for (i = 0; i < argc; i++) {
     const char *arg = argv[i], *value = NULL, *eq;
     const option_spec *spec;
@@ -597,12 +698,8 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
       options_ended = 1;
       continue;
     }
-    if (strcmp(arg, "-") == 0) {
-      if (set_script(opt, MBXH_CLI_SCRIPT_STDIN, NULL, msg, msg_size) != 0) return -1;
-      continue;
-    }
-    if (options_ended || arg[0] != '-') {
-      if (set_script(opt, MBXH_CLI_SCRIPT_FILE, arg, msg, msg_size) != 0) return -1;
+    if (options_ended || arg[0] != '-' || strcmp(arg, "-") == 0) {
+      if (set_positional(opt, arg, msg, msg_size) != 0) return -1;
       continue;
     }
     /* Only long options take "=VALUE": "-e=x" would otherwise be ambiguous with Lua code. */
@@ -617,7 +714,20 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
         name[name_len] = '\0';
         quote_value(name, quoted, sizeof quoted);
       }
-      set_msg(msg, msg_size, "unknown option '%s' (see moonbox run --help)", quoted);
+      set_msg(msg, msg_size, "unknown option '%s' (see moonbox %s --help)", quoted, command_name);
+      return -1;
+    }
+    if (spec->only != FOR_BOTH &&
+        spec->only != (opt->command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN)) {
+      if (spec->only == FOR_RESUME)
+        set_msg(msg, msg_size,
+                "%s is an option of moonbox resume (it answers a paused call), not of run",
+                spec->name);
+      else
+        set_msg(msg, msg_size,
+                "%s is an option of moonbox run, not of resume (resume continues the script "
+                "and inputs recorded in the snapshot)",
+                spec->name);
       return -1;
     }
     if (!spec->takes_value) {
@@ -630,6 +740,7 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
         opt->command = spec->id == OPT_HELP ? MBXH_CLI_HELP : MBXH_CLI_VERSION;
         return 0;
       }
+      /* --json and --deterministic; with --json given twice, the second is a no-op. */
       if (spec->id == OPT_DETERMINISTIC)
         opt->deterministic = 1;
       else
@@ -648,6 +759,7 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
     }
     if (apply_option(opt, spec, value, msg, msg_size) != 0) return -1;
   }
+  if (opt->command == MBXH_CLI_RESUME) return check_resume(opt, msg, msg_size);
   if (opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
     set_msg(msg, msg_size,
             "no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)");
@@ -688,6 +800,10 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
     return 0;
   }
   if (strcmp(command, "run") == 0) return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
+  if (strcmp(command, "resume") == 0) {
+    opt->command = MBXH_CLI_RESUME;
+    return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
+  }
   quote_value(command, quoted, sizeof quoted);
   if (command[0] == '-')
     set_msg(msg, msg_size,
@@ -695,7 +811,7 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
             "[OPTIONS] FILE; see moonbox --help)",
             quoted);
   else
-    set_msg(msg, msg_size, "unknown command '%s' (the command is run; see moonbox --help)", quoted);
+    set_msg(msg, msg_size, "unknown command '%s' (the commands are run and resume; see moonbox --help)", quoted);
   return -1;
 }
 
@@ -743,9 +859,61 @@ int mbxH_cli_exit_code(int status) {
   case MBX_INTERRUPTED:
   case MBX_SOURCE_TOO_LARGE:
     return 3;
+  case MBX_PAUSED:
+    return MBXH_CLI_EXIT_PAUSED;
   default:
-    /* MBX_INTERNAL_ERROR, MBX_PAUSED (no host functions exist to pause at) and API statuses
-       that mean the CLI itself misused the library. */
+    /* MBX_INTERNAL_ERROR and API statuses that mean the CLI itself misused the library. */
     return 70;
   }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The pending call of a paused result                                                       */
+
+/* The end of the JSON array or object starting at p (its closing bracket + 1), or NULL. */
+static const char *skip_container(const char *p, const char *end) {
+  int depth = 0, in_string = 0;
+  for (; p < end; p++) {
+    char c = *p;
+    if (in_string) {
+      if (c == '\\')
+        p++; /* the escaped byte cannot end the string */
+      else if (c == '"')
+        in_string = 0;
+    } else if (c == '"') {
+      in_string = 1;
+    } else if (c == '[' || c == '{') {
+      depth++;
+    } else if (c == ']' || c == '}') {
+      if (--depth == 0) return p + 1;
+    }
+  }
+  return NULL;
+}
+
+int mbxH_cli_find_pending(const char *json, size_t len, const char **fn, size_t *fn_len,
+                          const char **args, size_t *args_len) {
+  static const char key[] = "\"pending\":{\"args\":";
+  static const char fkey[] = ",\"function\":\"";
+  const char *end = json + len, *p, *args_end, *name, *name_end;
+  size_t klen = sizeof key - 1, flen = sizeof fkey - 1;
+  /* "error" is the only key before "pending" and is null in a paused result, so the first
+     occurrence is the member itself (an error message cannot come first). */
+  for (p = json; p + klen <= end; p++) {
+    if (memcmp(p, key, klen) == 0) break;
+  }
+  if (p + klen > end) return -1;
+  p += klen;
+  if (p >= end || *p != '[') return -1;
+  args_end = skip_container(p, end);
+  if (args_end == NULL || (size_t)(end - args_end) < flen || memcmp(args_end, fkey, flen) != 0)
+    return -1;
+  name = args_end + flen;
+  name_end = memchr(name, '"', (size_t)(end - name));
+  if (name_end == NULL || name_end == name) return -1;
+  *fn = name;
+  *fn_len = (size_t)(name_end - name);
+  *args = p;
+  *args_len = (size_t)(args_end - p);
+  return 0;
 }

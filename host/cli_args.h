@@ -15,9 +15,14 @@
 #define MBXH_CLI_MSG_SIZE 320
 /* --env may be given this many times (the library's cap on virtual variables). */
 #define MBXH_CLI_MAX_ENV 256
+/* --pause-on may be given this many times (the library's cap on host functions). */
+#define MBXH_CLI_MAX_PAUSE 256
+/* The exit code of a run that stopped at a --pause-on function (docs/cli.md). */
+#define MBXH_CLI_EXIT_PAUSED 4
 
 typedef enum mbxH_cli_command {
   MBXH_CLI_RUN,    /* moonbox run ... */
+  MBXH_CLI_RESUME, /* moonbox resume SNAPSHOT (--value JSON | --error MESSAGE) ... */
   MBXH_CLI_HELP,   /* usage on stdout, exit 0 */
   MBXH_CLI_VERSION /* version line on stdout, exit 0 */
 } mbxH_cli_command;
@@ -53,6 +58,13 @@ typedef struct mbxH_cli_options {
   const char *env[MBXH_CLI_MAX_ENV]; /* --env NAME=VALUE, in order; each has an '=' */
   int env_count;
   int deterministic;           /* --deterministic */
+  const char *pause_on[MBXH_CLI_MAX_PAUSE]; /* --pause-on NAME, in order */
+  int pause_count;
+  const char *snapshot_out;    /* --snapshot-out FILE, or NULL */
+  /* moonbox resume only: */
+  const char *snapshot;        /* SNAPSHOT: the file to restore ("-" = stdin) */
+  const char *resume_value;    /* --value JSON, or NULL */
+  const char *resume_error;    /* --error MESSAGE, or NULL (exactly one of the two is set) */
 } mbxH_cli_options;
 
 /*
@@ -90,6 +102,14 @@ int mbxH_cli_parse_epoch(const char *option, const char *text, int64_t *out, cha
 ** splitting a UTF-8 sequence.
 */
 void mbxH_cli_chunk_name(const char *path, char *buf, size_t size);
+
+/*
+** Finds the pending call in the JSON of a paused result (mbx_result_json: compact, keys
+** sorted, so "pending":{"args":[...],"function":"NAME"}). Returns 0 and points *fn at NAME
+** and *args at the JSON array (brackets included), or -1 when the text holds no pending call.
+*/
+int mbxH_cli_find_pending(const char *json, size_t len, const char **fn, size_t *fn_len,
+                          const char **args, size_t *args_len);
 
 /* The process exit code for an mbx_status (run outcome or API status); see docs/cli.md. */
 int mbxH_cli_exit_code(int status);

@@ -1,4 +1,5 @@
-/* cli_main.c -- the moonbox command: runs one script in a sandbox and prints its outcome. */
+/* cli_main.c -- the moonbox command: runs one script in a sandbox and prints its outcome, or
+   resumes a paused run from its snapshot. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -6,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "host/cli_args.h"
 #include "moonbox.h"
@@ -19,6 +21,8 @@ enum { EXIT_USAGE = 2, EXIT_INTERNAL = 70 };
 
 /* --input-file has no library limit; this only stops `--input-file /dev/zero` eating RAM. */
 #define INPUT_FILE_MAX ((size_t)64 * 1024 * 1024)
+/* A snapshot holds at most 256 MiB of log plus its header (capabilities/replay.h). */
+#define SNAPSHOT_FILE_MAX ((size_t)257 * 1024 * 1024)
 
 /* The sandbox a SIGINT should interrupt, NULL outside a run. Atomic (and lock-free on every
    platform we build for) so that the signal handler may read it. */
@@ -31,7 +35,16 @@ typedef struct byte_buffer {
 
 /* Everything the run thread needs, and what it hands back. */
 typedef struct run_job {
-  mbx_sandbox *sandbox;
+  /* resume: restore the sandbox from the snapshot, then answer its pending call. */
+  int resume;
+  mbx_runtime *runtime;
+  const mbx_policy *policy;
+  const void *snapshot;
+  size_t snapshot_len;
+  const char *answer; /* --value JSON or --error MESSAGE */
+  int answer_is_error;
+  int not_paused;     /* resume: the snapshot was taken idle, nothing to answer */
+  mbx_sandbox *sandbox; /* run: given; resume: set by the thread when restored */
   const char *code;
   size_t code_len;
   const char *chunk_name;
@@ -55,8 +68,30 @@ static void on_sigint(int signo) {
 
 static void *run_thread(void *arg) {
   run_job *job = arg;
-  job->status = mbx_run_named(job->sandbox, job->code, job->code_len, job->chunk_name, job->inputs,
-                              job->inputs_len, &job->result, &job->err);
+  if (!job->resume) {
+    job->status = mbx_run_named(job->sandbox, job->code, job->code_len, job->chunk_name,
+                                job->inputs, job->inputs_len, &job->result, &job->err);
+    return NULL;
+  }
+  /* The replay re-executes the recorded runs: it needs the big stack as much as a run. */
+  job->sandbox = mbx_sandbox_restore(job->runtime, job->policy, job->snapshot,
+                                     job->snapshot_len, &job->err);
+  if (job->sandbox == NULL) {
+    job->status = (mbx_status)job->err.code;
+    return NULL;
+  }
+  if (!mbx_sandbox_paused(job->sandbox)) {
+    job->not_paused = 1;
+    job->status = MBX_INVALID_ARGUMENT;
+    return NULL;
+  }
+  atomic_store(&running_sandbox, job->sandbox); /* Ctrl-C now interrupts the resumed run */
+  if (job->answer_is_error)
+    job->status = mbx_resume_error(job->sandbox, job->answer, strlen(job->answer), &job->result,
+                                   &job->err);
+  else
+    job->status = mbx_resume(job->sandbox, job->answer, strlen(job->answer), &job->result,
+                             &job->err);
   return NULL;
 }
 
@@ -190,7 +225,22 @@ static int print_result(const mbx_result *res, int json) {
     fflush(stdout); /* keep the two streams in order on a shared terminal */
     fwrite(text, 1, len, stderr);
   }
-  if (mbx_result_exit_code(res, NULL)) {
+  if (status == MBX_PAUSED) {
+    /* Not a failure: say where the run stands, on stderr so that stdout stays the script's. */
+    const char *fn, *args;
+    size_t fn_len, args_len;
+    text = mbx_result_json(res, &len);
+    fflush(stdout);
+    if (mbxH_cli_find_pending(text, len, &fn, &fn_len, &args, &args_len) == 0) {
+      fputs("moonbox: paused at ", stderr);
+      fwrite(fn, 1, fn_len, stderr);
+      fputc('(', stderr);
+      fwrite(args + 1, 1, args_len - 2, stderr); /* the array without its brackets */
+      fputs(")\n", stderr);
+    } else {
+      fputs("moonbox: paused at an external call\n", stderr);
+    }
+  } else if (mbx_result_exit_code(res, NULL)) {
     /* os.exit(N) is the script's choice, not a failure to report: like lua(1), say nothing
        (the code, and the result JSON under --json, still tell). */
   } else if (status == MBX_OK) {
@@ -206,13 +256,41 @@ static int print_result(const mbx_result *res, int json) {
   return run_exit_code(res);
 }
 
-/* Applies --seed, --deterministic, --time and --env; the library checks the values. */
+static int compare_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+** Grants the --pause-on functions as external functions. They are granted in sorted order:
+** the snapshot's policy digest covers the order of host functions, and the order of the
+** options should not matter to resume.
+*/
+static int apply_pause_on(mbx_policy *p, const mbxH_cli_options *opt) {
+  const char *names[MBXH_CLI_MAX_PAUSE];
+  mbx_error err;
+  int i;
+  memset(&err, 0, sizeof err);
+  memcpy(names, opt->pause_on, (size_t)opt->pause_count * sizeof names[0]);
+  qsort(names, (size_t)opt->pause_count, sizeof names[0], compare_names);
+  for (i = 0; i < opt->pause_count; i++) {
+    if (mbx_policy_add_external(p, names[i], &err) != MBX_OK) {
+      fprintf(stderr, "moonbox: --pause-on: %s\n", err.message);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Applies --seed, --deterministic, --time, --env and --pause-on; the library checks the
+   values. Snapshots need deterministic mode: --snapshot-out and resume turn it on. */
 static int apply_settings(mbx_policy *p, const mbxH_cli_options *opt) {
   mbx_error err;
   int i;
   memset(&err, 0, sizeof err);
   if (opt->seed.set) (void)mbx_policy_set_seed(p, opt->seed.value, &err);
-  if (opt->deterministic) (void)mbx_policy_set_deterministic(p, 1, &err);
+  if (opt->deterministic || opt->snapshot_out != NULL || opt->command == MBXH_CLI_RESUME)
+    (void)mbx_policy_set_deterministic(p, 1, &err);
+  if (apply_pause_on(p, opt) != 0) return -1;
   if (opt->time_set && mbx_policy_set_time(p, opt->time, &err) != MBX_OK) {
     fprintf(stderr, "moonbox: --time: %s\n", err.message);
     return -1;
@@ -319,6 +397,183 @@ static int run_on_thread(run_job *job) {
   return 0;
 }
 
+/*
+** Writes the bytes to PATH atomically: PATH.tmp is written, flushed to disk and renamed over
+** PATH, so a reader (or the next step of a shell chain) never sees half a snapshot, and a
+** failed write leaves an earlier PATH as it was. Prints the error and returns -1 on failure.
+*/
+static int write_file_atomic(const char *path, const void *bytes, size_t len) {
+  size_t path_len = strlen(path);
+  char *tmp = malloc(path_len + 5);
+  FILE *f;
+  int ok;
+  if (tmp == NULL) {
+    fprintf(stderr, "moonbox: --snapshot-out: out of memory\n");
+    return -1;
+  }
+  memcpy(tmp, path, path_len);
+  memcpy(tmp + path_len, ".tmp", 5);
+  f = fopen(tmp, "wb");
+  if (f == NULL) {
+    fprintf(stderr, "moonbox: --snapshot-out: cannot create '%s': %s\n", tmp, strerror(errno));
+    free(tmp);
+    return -1;
+  }
+  ok = fwrite(bytes, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  if (!ok) {
+    int saved_errno = errno;
+    fclose(f);
+    remove(tmp);
+    fprintf(stderr, "moonbox: --snapshot-out: cannot write '%s': %s\n", tmp,
+            strerror(saved_errno));
+    free(tmp);
+    return -1;
+  }
+  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    int saved_errno = errno;
+    remove(tmp);
+    fprintf(stderr, "moonbox: --snapshot-out: cannot write '%s': %s\n", path,
+            strerror(saved_errno));
+    free(tmp);
+    return -1;
+  }
+  free(tmp);
+  return 0;
+}
+
+/* Snapshots the paused sandbox into opt->snapshot_out. Returns 0, or the exit code. */
+static int save_snapshot(mbx_sandbox *sb, const char *path) {
+  void *bytes = NULL;
+  size_t len = 0;
+  mbx_error err;
+  mbx_status s;
+  memset(&err, 0, sizeof err);
+  s = mbx_sandbox_snapshot(sb, &bytes, &len, &err);
+  if (s != MBX_OK) {
+    fprintf(stderr, "moonbox: --snapshot-out: %s\n", err.message);
+    return EXIT_INTERNAL;
+  }
+  if (write_file_atomic(path, bytes, len) != 0) {
+    mbx_free(bytes);
+    return EXIT_USAGE;
+  }
+  mbx_free(bytes);
+  return 0;
+}
+
+/*
+** After the run (or the resume) thread: reports an API status, or prints the result and,
+** when the run paused and --snapshot-out was given, writes the snapshot. Returns the exit code.
+*/
+static int finish_job(const mbxH_cli_options *opt, run_job *job) {
+  int exit_code;
+  if (job->status >= MBX_API_ERROR_BASE) {
+    /* No run happened: there is no result to print, with or without --json. */
+    if (job->resume && job->status == MBX_INVALID_INPUT)
+      fprintf(stderr, "moonbox: --value: %s\n", job->err.message);
+    else if (job->status == MBX_INVALID_INPUT)
+      fprintf(stderr, "moonbox: %s: %s\n", opt->input_file ? "--input-file" : "--input",
+              job->err.message);
+    else
+      fprintf(stderr, "moonbox: %s\n", job->err.message);
+    return mbxH_cli_exit_code(job->status);
+  }
+  exit_code = print_result(job->result, opt->json);
+  if (job->status == MBX_PAUSED && opt->snapshot_out != NULL) {
+    int rc = save_snapshot(job->sandbox, opt->snapshot_out);
+    if (rc != 0) exit_code = rc;
+  }
+  return exit_code;
+}
+
+/* Builds the policy of run and resume from the options; prints and returns NULL on error
+   (*exit_code says which). */
+static mbx_policy *make_policy(const mbxH_cli_options *opt, int *exit_code) {
+  mbx_policy *policy = mbx_policy_new();
+  if (policy == NULL) {
+    fprintf(stderr, "moonbox: out of memory\n");
+    *exit_code = EXIT_INTERNAL;
+    return NULL;
+  }
+  if (apply_limits(policy, opt) != 0 || apply_settings(policy, opt) != 0) {
+    mbx_policy_free(policy);
+    *exit_code = EXIT_USAGE;
+    return NULL;
+  }
+  return policy;
+}
+
+/* moonbox resume SNAPSHOT (--value JSON | --error MESSAGE) [OPTIONS] */
+static int resume_command(const mbxH_cli_options *opt) {
+  mbx_policy *policy = NULL;
+  mbx_runtime *runtime = NULL;
+  byte_buffer snap = {NULL, 0};
+  const char *name = strcmp(opt->snapshot, "-") == 0 ? "stdin" : opt->snapshot;
+  run_job job;
+  mbx_error err;
+  int too_large = 0, exit_code = EXIT_INTERNAL;
+
+  memset(&job, 0, sizeof job);
+  memset(&err, 0, sizeof err);
+  policy = make_policy(opt, &exit_code);
+  if (policy == NULL) goto done;
+  if (read_path(opt->snapshot, SNAPSHOT_FILE_MAX, &snap, &too_large) != 0) {
+    exit_code = EXIT_USAGE;
+    goto done;
+  }
+  if (too_large || snap.len == 0) {
+    fprintf(stderr, "moonbox: %s: %s (give a file moonbox run --snapshot-out wrote)\n", name,
+            too_large ? "too large to be a snapshot" : "the snapshot file is empty");
+    exit_code = EXIT_USAGE;
+    goto done;
+  }
+  runtime = mbx_runtime_new(&err);
+  if (runtime == NULL) {
+    fprintf(stderr, "moonbox: %s\n", err.message);
+    goto done;
+  }
+  job.resume = 1;
+  job.runtime = runtime;
+  job.policy = policy;
+  job.snapshot = snap.data;
+  job.snapshot_len = snap.len;
+  job.answer = opt->resume_value != NULL ? opt->resume_value : opt->resume_error;
+  job.answer_is_error = opt->resume_value == NULL;
+  if (run_on_thread(&job) != 0) goto done;
+
+  if (job.sandbox == NULL) {
+    /* The snapshot was refused: a damaged file, another build, another policy, a replay
+       that went another way. */
+    if (strstr(job.err.message, "another policy") != NULL)
+      fprintf(stderr,
+              "moonbox: %s: the snapshot was made under other policy options; resume needs "
+              "the same --memory, --instructions, --timeout, --output-limit, --source-limit, "
+              "--seed, --time, --env and --pause-on as the run that wrote it (%s)\n",
+              name, job.err.message);
+    else
+      fprintf(stderr, "moonbox: %s: not a usable snapshot: %s\n", name, job.err.message);
+    exit_code = job.status == MBX_INVALID_INPUT ? EXIT_USAGE : mbxH_cli_exit_code(job.status);
+    goto done;
+  }
+  if (job.not_paused) {
+    fprintf(stderr,
+            "moonbox: %s: the snapshot is not paused at an external call; there is nothing to "
+            "answer with --value or --error\n",
+            name);
+    exit_code = EXIT_USAGE;
+    goto done;
+  }
+  exit_code = finish_job(opt, &job);
+
+done:
+  mbx_result_free(job.result);
+  mbx_sandbox_free(job.sandbox);
+  mbx_runtime_free(runtime);
+  mbx_policy_free(policy);
+  free(snap.data);
+  return exit_code;
+}
+
 static int run_command(const mbxH_cli_options *opt) {
   mbx_policy *policy = NULL;
   mbx_runtime *runtime = NULL;
@@ -334,15 +589,8 @@ static int run_command(const mbxH_cli_options *opt) {
 
   memset(&job, 0, sizeof job);
   memset(&err, 0, sizeof err);
-  policy = mbx_policy_new();
-  if (policy == NULL) {
-    fprintf(stderr, "moonbox: out of memory\n");
-    goto done;
-  }
-  if (apply_limits(policy, opt) != 0 || apply_settings(policy, opt) != 0) {
-    exit_code = EXIT_USAGE;
-    goto done;
-  }
+  policy = make_policy(opt, &exit_code);
+  if (policy == NULL) goto done;
 
   /* Load everything before creating the sandbox: nothing is run until all inputs are known
      good. A file is read no further than the source limit allows. */
@@ -409,18 +657,7 @@ static int run_command(const mbxH_cli_options *opt) {
   }
   job.sandbox = sandbox;
   if (run_on_thread(&job) != 0) goto done;
-
-  if (job.status >= MBX_API_ERROR_BASE) {
-    /* No run happened: there is no result to print, with or without --json. */
-    if (job.status == MBX_INVALID_INPUT)
-      fprintf(stderr, "moonbox: %s: %s\n", opt->input_file ? "--input-file" : "--input",
-              job.err.message);
-    else
-      fprintf(stderr, "moonbox: %s\n", job.err.message);
-    exit_code = mbxH_cli_exit_code(job.status);
-    goto done;
-  }
-  exit_code = print_result(job.result, opt->json);
+  exit_code = finish_job(opt, &job);
 
 done:
   mbx_result_free(job.result);
@@ -455,6 +692,8 @@ int main(int argc, char **argv) {
   case MBXH_CLI_VERSION:
     printf("moonbox %s (Lua 5.4)\n", mbx_version());
     return finish(0);
+  case MBXH_CLI_RESUME:
+    return finish(resume_command(&opt));
   case MBXH_CLI_RUN:
     break;
   }

@@ -634,6 +634,139 @@ mb run --json --seed 1 --time 0 "$tmp/det.lua"
 check_json '"table: 0x0000000000" not in d["stdout"]'
 
 # ------------------------------------------------------------------------------------------
+# Pauses, snapshots and resume: each step is its own moonbox process.
+
+cat >"$tmp/chain.lua" <<'LUA'
+local seen = {}
+for k, v in pairs({b = 2, a = 1, c = 3, [1] = "x"}) do seen[#seen + 1] = tostring(k) .. "=" .. tostring(v) end
+print("start", table.concat(seen, ","))
+local r1 = tools.fetch("first", 1)
+local ok, err = pcall(tools.ask, {q = "second", n = r1.n})
+print("end", r1.n, ok, err)
+return r1.n + #err, table.concat(seen, ",")
+LUA
+PAUSE_FLAGS=(--pause-on tools.fetch --pause-on tools.ask --seed 3 --time 0 --timeout 2s)
+
+start pause_snapshot_resume_chain
+rm -f "$tmp/s1.bin" "$tmp/s2.bin"
+mb run "${PAUSE_FLAGS[@]}" --snapshot-out "$tmp/s1.bin" "$tmp/chain.lua"
+check_rc 4
+check_out $'start\t1=x,a=1,b=2,c=3\n'
+check_err $'moonbox: paused at tools.fetch("first",1)\n'
+[ -s "$tmp/s1.bin" ] || fail "no snapshot written"
+[ -e "$tmp/s1.bin.tmp" ] && fail "the temporary snapshot file was left behind"
+# The options may come in another order (--pause-on included): the policy is the same.
+mb resume "$tmp/s1.bin" --value '{"n": 40}' --pause-on tools.ask --timeout 2s --time 0 \
+  --seed 3 --pause-on tools.fetch --snapshot-out "$tmp/s2.bin"
+check_rc 4
+check_out ''
+check_err $'moonbox: paused at tools.ask({"n":40,"q":"second"})\n'
+mb resume "$tmp/s2.bin" --value '"ok"' "${PAUSE_FLAGS[@]}"
+check_rc 0
+check_out $'end\t40\ttrue\tok\n[42,"1=x,a=1,b=2,c=3"]\n'
+check_err ''
+# The same snapshot answers again, any number of times, in new processes.
+mb resume "$tmp/s2.bin" --value '"four"' "${PAUSE_FLAGS[@]}" --json
+check_rc 0
+check_json 'd["status"] == "ok" and d["value"] == [44, "1=x,a=1,b=2,c=3"] and d["usage"]["host_calls"] == 2'
+
+start pause_snapshot_resume_json
+mb run "${PAUSE_FLAGS[@]}" --json --snapshot-out "$tmp/j1.bin" "$tmp/chain.lua"
+check_rc 4
+check_json 'd["status"] == "paused" and d["pending"] == {"function": "tools.fetch", "args": ["first", 1]} and d["stdout"] == "start\t1=x,a=1,b=2,c=3\n" and d["value"] is None'
+check_err ''
+mb resume "$tmp/j1.bin" --json --value '{"n": 1}' "${PAUSE_FLAGS[@]}" --snapshot-out "$tmp/j2.bin"
+check_rc 4
+check_json 'd["status"] == "paused" and d["pending"] == {"function": "tools.ask", "args": [{"n": 1, "q": "second"}]}'
+# A snapshot of the same state is the same bytes, whichever process wrote it.
+mb run "${PAUSE_FLAGS[@]}" --snapshot-out "$tmp/j1b.bin" "$tmp/chain.lua"
+cmp -s "$tmp/j1.bin" "$tmp/j1b.bin" || fail "two runs wrote different snapshots of one state"
+
+start resume_error_path
+mb resume "$tmp/s2.bin" --error 'no such page' "${PAUSE_FLAGS[@]}"
+check_rc 0
+check_out $'end\t40\tfalse\tno such page\n[52,"1=x,a=1,b=2,c=3"]\n'
+# Uncaught, the host's error ends the run as a script error.
+mb resume "$tmp/s1.bin" --error 'fetch failed' "${PAUSE_FLAGS[@]}"
+check_rc 1
+check_err_first '^moonbox: .*chain\.lua:4: fetch failed$'
+
+start pause_without_snapshot
+mb run --pause-on tools.fetch -e 'print("a") return tools.fetch()'
+check_rc 4
+check_out $'a\n'
+check_err $'moonbox: paused at tools.fetch()\n'
+# --snapshot-out is written only when the run pauses.
+rm -f "$tmp/none.bin"
+mb run --snapshot-out "$tmp/none.bin" -e 'return 1'
+check_rc 0
+check_out $'1\n'
+[ -e "$tmp/none.bin" ] && fail "a snapshot was written for a run that did not pause"
+# A pause-on name the library refuses is a usage error.
+mb run --pause-on string.fetch -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: --pause-on: '
+
+start resume_policy_mismatch
+for flags in "--memory 32M" "--seed 4" "--time 1" "--env A=1" "--timeout 3s" "--pause-on tools.other"; do
+  # shellcheck disable=SC2086 # one flag and its value
+  mb resume "$tmp/s1.bin" --value 1 "${PAUSE_FLAGS[@]}" $flags
+  check_rc 2
+  check_err_first "^moonbox: .*s1\.bin: the snapshot was made under other policy options; resume needs the same --memory, .*--pause-on as the run that wrote it"
+  check_out ''
+done
+mb resume "$tmp/s1.bin" --value 1 --seed 3 --time 0 --timeout 2s --pause-on tools.fetch
+check_rc 2
+check_err_has 'other policy options'
+
+start resume_bad_snapshot
+size=$(wc -c <"$tmp/s1.bin")
+# One byte flipped in the middle, the end cut off, garbage, empty, missing, a directory.
+python3 - "$tmp/s1.bin" "$tmp/flip.bin" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+b[len(b) // 2] ^= 0x40
+open(sys.argv[2], 'wb').write(bytes(b))
+PY
+head -c $((size - 7)) "$tmp/s1.bin" >"$tmp/cut.bin"
+printf 'not a snapshot at all' >"$tmp/junk.bin"
+: >"$tmp/empty.bin"
+for f in flip cut junk; do
+  mb resume "$tmp/$f.bin" --value 1 "${PAUSE_FLAGS[@]}"
+  check_rc 2
+  check_err_first "^moonbox: .*$f\.bin: not a usable snapshot: "
+  check_out ''
+done
+mb resume "$tmp/empty.bin" --value 1 "${PAUSE_FLAGS[@]}"
+check_rc 2
+check_err_first 'the snapshot file is empty'
+mb resume "$tmp/missing.bin" --value 1 "${PAUSE_FLAGS[@]}"
+check_rc 2
+check_err_first "^moonbox: cannot open '.*missing\.bin'"
+mb resume "$tmp" --value 1 "${PAUSE_FLAGS[@]}"
+check_rc 2
+# From stdin.
+STDIN_FILE="$tmp/s2.bin" mb resume - --value '"ok"' "${PAUSE_FLAGS[@]}"
+check_rc 0
+check_out $'end\t40\ttrue\tok\n[42,"1=x,a=1,b=2,c=3"]\n'
+
+start resume_bad_value
+mb resume "$tmp/s1.bin" --value '{"n":' "${PAUSE_FLAGS[@]}"
+check_rc 2
+check_err_first '^moonbox: --value: .*not valid JSON'
+mb resume "$tmp/s1.bin" "${PAUSE_FLAGS[@]}"
+check_rc 2
+check_err_first '^moonbox: no answer given'
+mb resume "$tmp/s1.bin" --value 1 -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: -e is an option of moonbox run'
+
+start snapshot_out_unwritable
+mb run --pause-on tools.fetch --snapshot-out "$tmp/no/such/dir/s.bin" -e 'return tools.fetch()'
+check_rc 2
+check_err_has "^moonbox: --snapshot-out: cannot create '.*s\.bin\.tmp'"
+
+# ------------------------------------------------------------------------------------------
 
 if [ "$failures" -ne 0 ]; then
   printf '%d checks failed (%d cases run)\n' "$failures" "$cases"

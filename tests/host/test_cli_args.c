@@ -252,7 +252,8 @@ static void test_top_level_commands(void **state) {
   assert_int_equal(opt.command, MBXH_CLI_HELP);
   PARSE_OK(&opt, "run", "script.lua", "--version");
   assert_int_equal(opt.command, MBXH_CLI_VERSION);
-  PARSE_FAILS("unknown command 'walk' (the command is run; see moonbox --help)", "walk");
+  PARSE_FAILS("unknown command 'walk' (the commands are run and resume; see moonbox --help)",
+              "walk");
   PARSE_FAILS("unknown option '--json' (options go after the command: moonbox run [OPTIONS] "
               "FILE; see moonbox --help)",
               "--json");
@@ -471,7 +472,8 @@ static void test_exit_codes(void **state) {
   assert_int_equal(mbxH_cli_exit_code(MBX_INTERRUPTED), 3);
   assert_int_equal(mbxH_cli_exit_code(MBX_SOURCE_TOO_LARGE), 3);
   assert_int_equal(mbxH_cli_exit_code(MBX_INTERNAL_ERROR), 70);
-  assert_int_equal(mbxH_cli_exit_code(MBX_PAUSED), 70);
+  assert_int_equal(mbxH_cli_exit_code(MBX_PAUSED), 4);
+  assert_int_equal(MBXH_CLI_EXIT_PAUSED, 4);
   assert_int_equal(mbxH_cli_exit_code(MBX_INVALID_ARGUMENT), 70);
   assert_int_equal(mbxH_cli_exit_code(MBX_SANDBOX_POISONED), 70);
   assert_int_equal(mbxH_cli_exit_code(MBX_STACK_TOO_SMALL), 70);
@@ -594,6 +596,186 @@ static void test_usage_lists_every_option(void **state) {
   assert_int_equal(usage[strlen(usage) - 1], '\n');
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Pauses, snapshots and resume                                                              */
+
+static void test_pause_on_and_snapshot_out(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "-e", "return 1");
+  assert_int_equal(opt.pause_count, 0);
+  assert_null(opt.snapshot_out);
+  PARSE_OK(&opt, "run", "--pause-on", "tools.fetch", "--pause-on=tools.ask", "--snapshot-out",
+           "snap.bin", "s.lua");
+  assert_int_equal(opt.command, MBXH_CLI_RUN);
+  assert_int_equal(opt.pause_count, 2);
+  assert_string_equal(opt.pause_on[0], "tools.fetch");
+  assert_string_equal(opt.pause_on[1], "tools.ask");
+  assert_string_equal(opt.snapshot_out, "snap.bin");
+  assert_string_equal(opt.script, "s.lua");
+  assert_false(opt.deterministic); /* --snapshot-out implies it when the policy is built */
+  PARSE_OK(&opt, "run", "--snapshot-out=a", "--snapshot-out", "b", "-e", "return 1");
+  assert_string_equal(opt.snapshot_out, "b"); /* the last one wins */
+  PARSE_FAILS("--pause-on: empty name (e.g. --pause-on tools.fetch)", "run", "--pause-on", "",
+              "s.lua");
+  PARSE_FAILS("--pause-on needs a value (e.g. --pause-on tools.fetch)", "run", "s.lua",
+              "--pause-on");
+  PARSE_FAILS("--snapshot-out: empty file name (e.g. --snapshot-out snap.bin)", "run",
+              "--snapshot-out=", "s.lua");
+  PARSE_FAILS("--snapshot-out needs a value (e.g. --snapshot-out snap.bin)", "run", "s.lua",
+              "--snapshot-out");
+}
+
+static void test_pause_on_cap(void **state) {
+  char *argv[2 * MBXH_CLI_MAX_PAUSE + 8];
+  char msg[MBXH_CLI_MSG_SIZE] = "";
+  mbxH_cli_options opt;
+  int argc = 0, i;
+  (void)state;
+  argv[argc++] = "moonbox";
+  argv[argc++] = "run";
+  argv[argc++] = "s.lua";
+  for (i = 0; i <= MBXH_CLI_MAX_PAUSE; i++) {
+    argv[argc++] = "--pause-on";
+    argv[argc++] = "t.f";
+  }
+  argv[argc] = NULL;
+  assert_int_equal(mbxH_cli_parse(argc, argv, &opt, msg, sizeof msg), -1);
+  assert_string_equal(msg, "--pause-on: at most 256 functions can be given");
+  assert_int_equal(mbxH_cli_parse(argc - 2, argv, &opt, msg, sizeof msg), 0); /* 256 fit */
+  assert_int_equal(opt.pause_count, MBXH_CLI_MAX_PAUSE);
+}
+
+static void test_resume_command(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "resume", "snap.bin", "--value", "{\"ok\":true}");
+  assert_int_equal(opt.command, MBXH_CLI_RESUME);
+  assert_string_equal(opt.snapshot, "snap.bin");
+  assert_string_equal(opt.resume_value, "{\"ok\":true}");
+  assert_null(opt.resume_error);
+  assert_int_equal(opt.script_kind, MBXH_CLI_SCRIPT_NONE);
+  assert_false(opt.json);
+  assert_null(opt.snapshot_out);
+
+  /* Every policy option of run, in any order, with --json and --snapshot-out. */
+  PARSE_OK(&opt, "resume", "--error", "not found", "--memory", "16M", "--instructions", "1e6",
+           "--timeout", "2s", "--output-limit", "64k", "--source-limit", "1M", "--seed", "7",
+           "--time", "0", "--env", "A=1", "--pause-on", "tools.fetch", "--deterministic",
+           "--json", "--snapshot-out", "next.bin", "snap.bin");
+  assert_string_equal(opt.snapshot, "snap.bin");
+  assert_null(opt.resume_value);
+  assert_string_equal(opt.resume_error, "not found");
+  assert_true(opt.memory.set && opt.memory.value == 16 * MIB);
+  assert_true(opt.instructions.set && opt.instructions.value == 1000000);
+  assert_true(opt.timeout_ms.set && opt.timeout_ms.value == 2000);
+  assert_true(opt.output.set && opt.output.value == 64 * KIB);
+  assert_true(opt.source.set && opt.source.value == MIB);
+  assert_true(opt.seed.set && opt.seed.value == 7);
+  assert_true(opt.time_set && opt.time == 0);
+  assert_int_equal(opt.env_count, 1);
+  assert_int_equal(opt.pause_count, 1);
+  assert_string_equal(opt.pause_on[0], "tools.fetch");
+  assert_true(opt.deterministic && opt.json);
+  assert_string_equal(opt.snapshot_out, "next.bin");
+
+  /* An empty error message is a message; - is stdin; -- ends the options. */
+  PARSE_OK(&opt, "resume", "-", "--error=");
+  assert_string_equal(opt.snapshot, "-");
+  assert_string_equal(opt.resume_error, "");
+  PARSE_OK(&opt, "resume", "--value", "null", "--", "-odd.bin");
+  assert_string_equal(opt.snapshot, "-odd.bin");
+  assert_string_equal(opt.resume_value, "null");
+  /* The value of --value is the next argument even when it starts with '-'. */
+  PARSE_OK(&opt, "resume", "s.bin", "--value", "-5");
+  assert_string_equal(opt.resume_value, "-5");
+  PARSE_OK(&opt, "resume", "--help");
+  assert_int_equal(opt.command, MBXH_CLI_HELP);
+}
+
+static void test_resume_errors(void **state) {
+  (void)state;
+  PARSE_FAILS("no snapshot given (use moonbox resume SNAPSHOT --value JSON, with the file moonbox "
+              "run --snapshot-out wrote)",
+              "resume", "--value", "1");
+  PARSE_FAILS("no snapshot given (use moonbox resume SNAPSHOT --value JSON, with the file moonbox "
+              "run --snapshot-out wrote)",
+              "resume");
+  PARSE_FAILS("no answer given (resume needs --value JSON or --error MESSAGE: what the paused call "
+              "returns or raises)",
+              "resume", "snap.bin");
+  PARSE_FAILS("--value and --error cannot both be given (the paused call either returns a value "
+              "or raises an error)",
+              "resume", "snap.bin", "--value", "1", "--error", "x");
+  PARSE_FAILS("two snapshots given ('a.bin' and 'b.bin'); give exactly one SNAPSHOT file", "resume",
+              "a.bin", "b.bin", "--value", "1");
+  PARSE_FAILS("empty snapshot file name (give SNAPSHOT, or - for stdin)", "resume", "", "--value",
+              "1");
+  PARSE_FAILS("--value: empty value (give one JSON value, e.g. --value '{\"ok\": true}')",
+              "resume", "s.bin", "--value", "");
+  PARSE_FAILS("--value needs a value (e.g. --value '{\"ok\": true}')", "resume", "s.bin",
+              "--value");
+  PARSE_FAILS("--error needs a value (e.g. --error 'not found')", "resume", "s.bin", "--error");
+  PARSE_FAILS("unknown option '--bogus' (see moonbox resume --help)", "resume", "s.bin",
+              "--bogus");
+  /* Options of one command only. */
+  PARSE_FAILS("-e is an option of moonbox run, not of resume (resume continues the script and "
+              "inputs recorded in the snapshot)",
+              "resume", "s.bin", "--value", "1", "-e", "return 1");
+  PARSE_FAILS("--input is an option of moonbox run, not of resume (resume continues the script "
+              "and inputs recorded in the snapshot)",
+              "resume", "s.bin", "--value", "1", "--input", "{}");
+  PARSE_FAILS("--input-file is an option of moonbox run, not of resume (resume continues the "
+              "script and inputs recorded in the snapshot)",
+              "resume", "s.bin", "--value", "1", "--input-file=x.json");
+  PARSE_FAILS("--value is an option of moonbox resume (it answers a paused call), not of run",
+              "run", "--value", "1", "s.lua");
+  PARSE_FAILS("--error is an option of moonbox resume (it answers a paused call), not of run",
+              "run", "s.lua", "--error", "x");
+  /* Policy values are checked as for run. */
+  PARSE_FAILS("--memory: '12Q' is not a size " SIZE_HINT, "resume", "s.bin", "--value", "1",
+              "--memory", "12Q");
+  PARSE_FAILS("unknown command 'resum' (the commands are run and resume; see moonbox --help)",
+              "resum", "s.bin");
+}
+
+static void test_find_pending(void **state) {
+  static const char paused[] =
+      "{\"error\":null,\"pending\":{\"args\":[[1,\"x]\"],{\"a\":\"\\\"]}\"},null],"
+      "\"function\":\"tools.fetch\"},\"status\":\"paused\"}";
+  static const char no_args[] =
+      "{\"error\":null,\"pending\":{\"args\":[],\"function\":\"t.f\"},\"status\":\"paused\"}";
+  static const char done[] = "{\"error\":null,\"pending\":null,\"status\":\"ok\"}";
+  static const char cut[] = "{\"error\":null,\"pending\":{\"args\":[\"abc";
+  const char *fn = NULL, *args = NULL;
+  size_t fn_len = 0, args_len = 0;
+  (void)state;
+  assert_int_equal(mbxH_cli_find_pending(paused, strlen(paused), &fn, &fn_len, &args, &args_len),
+                   0);
+  assert_int_equal(fn_len, strlen("tools.fetch"));
+  assert_memory_equal(fn, "tools.fetch", fn_len);
+  assert_int_equal(args_len, strlen("[[1,\"x]\"],{\"a\":\"\\\"]}\"},null]"));
+  assert_memory_equal(args, "[[1,\"x]\"],{\"a\":\"\\\"]}\"},null]", args_len);
+  assert_int_equal(
+      mbxH_cli_find_pending(no_args, strlen(no_args), &fn, &fn_len, &args, &args_len), 0);
+  assert_memory_equal(fn, "t.f", 3);
+  assert_int_equal(args_len, 2);
+  assert_int_equal(mbxH_cli_find_pending(done, strlen(done), &fn, &fn_len, &args, &args_len), -1);
+  assert_int_equal(mbxH_cli_find_pending(cut, strlen(cut), &fn, &fn_len, &args, &args_len), -1);
+  assert_int_equal(mbxH_cli_find_pending("", 0, &fn, &fn_len, &args, &args_len), -1);
+}
+
+static void test_usage_mentions_resume(void **state) {
+  static const char *const names[] = {"moonbox resume", "--pause-on NAME", "--snapshot-out FILE",
+                                      "--value JSON",   "--error MESSAGE", "4 paused"};
+  const char *usage = mbxH_cli_usage();
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strstr(usage, names[i]) == NULL) fail_msg("usage does not mention %s", names[i]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_size_plain_bytes),
@@ -625,6 +807,12 @@ int main(void) {
       cmocka_unit_test(test_deterministic_flag),
       cmocka_unit_test(test_exit_code_for_os_exit),
       cmocka_unit_test(test_usage_lists_every_option),
+      cmocka_unit_test(test_pause_on_and_snapshot_out),
+      cmocka_unit_test(test_pause_on_cap),
+      cmocka_unit_test(test_resume_command),
+      cmocka_unit_test(test_resume_errors),
+      cmocka_unit_test(test_find_pending),
+      cmocka_unit_test(test_usage_mentions_resume),
   };
   return cmocka_run_group_tests_name("host/cli_args", tests, NULL, NULL);
 }
