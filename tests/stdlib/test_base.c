@@ -107,19 +107,6 @@ static void tostring_of_plain_values(void **state) {
   snippet_check_error("return tostring()", MBX_RUNTIME_ERROR, "bad argument #1 to 'tostring'");
 }
 
-static void tostring_hides_addresses(void **state) {
-  (void)state;
-  snippet_outcome o;
-  assert_int_equal(snippet_run("return tostring({})", &o), MBX_OK);
-  assert_hidden_address_json(o.value, "table");
-  assert_int_equal(snippet_run("return tostring(function() end)", &o), MBX_OK);
-  assert_hidden_address_json(o.value, "function");
-  assert_int_equal(snippet_run("return tostring(tostring)", &o), MBX_OK);
-  assert_hidden_address_json(o.value, "function");
-  assert_int_equal(snippet_run("return tostring(coroutine.create(print))", &o), MBX_OK);
-  assert_hidden_address_json(o.value, "thread");
-}
-
 static void tostring_is_stable_per_object_and_distinct_between_objects(void **state) {
   (void)state;
   snippet_check_value("local t, u = {}, {} collectgarbage() "
@@ -659,7 +646,6 @@ int main(void) {
       cmocka_unit_test(print_hides_addresses),
       cmocka_unit_test(print_uses_tostring_metamethod),
       cmocka_unit_test(tostring_of_plain_values),
-      cmocka_unit_test(tostring_hides_addresses),
       cmocka_unit_test(tostring_is_stable_per_object_and_distinct_between_objects),
       cmocka_unit_test(tostring_differs_between_sandboxes),
       cmocka_unit_test(load_compiles_text),
