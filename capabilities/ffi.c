@@ -23,41 +23,6 @@ static int is_scalar(char c) {
   return c != '\0' && strchr(scalar_letters, c) != NULL;
 }
 
-const char *mbxC_ffi_type_name(char letter) {
-  switch (letter) {
-  case 'v':
-    return "void";
-  case 'b':
-    return "bool";
-  case 'c':
-    return "int8";
-  case 'C':
-    return "uint8";
-  case 's':
-    return "int16";
-  case 'S':
-    return "uint16";
-  case 'i':
-    return "int32";
-  case 'I':
-    return "uint32";
-  case 'l':
-    return "int64";
-  case 'L':
-    return "uint64";
-  case 'f':
-    return "float";
-  case 'd':
-    return "double";
-  case 'z':
-    return "const char *";
-  case 'o':
-    return "output string";
-  default:
-    return "unknown";
-  }
-}
-
 /* A byte for a message: 'x', or '\x01' for one that would not print. */
 static const char *show_byte(char c, char buf[8]) {
   unsigned char u = (unsigned char)c;
@@ -156,35 +121,13 @@ static ffi_type *size_type(void) {
 
 /* The libffi type of a letter. bool is one byte in the ABIs libffi supports (SysV, AAPCS). */
 static ffi_type *ffi_type_of(char letter) {
+  if (letter == 'o') return size_type();
   switch (letter) {
-  case 'v':
-    return &ffi_type_void;
-  case 'b':
-    return &ffi_type_uint8;
-  case 'c':
-    return &ffi_type_sint8;
-  case 'C':
-    return &ffi_type_uint8;
-  case 's':
-    return &ffi_type_sint16;
-  case 'S':
-    return &ffi_type_uint16;
-  case 'i':
-    return &ffi_type_sint32;
-  case 'I':
-    return &ffi_type_uint32;
-  case 'l':
-    return &ffi_type_sint64;
-  case 'L':
-    return &ffi_type_uint64;
-  case 'f':
-    return &ffi_type_float;
-  case 'd':
-    return &ffi_type_double;
-  case 'z':
-    return &ffi_type_pointer;
-  case 'o':
-    return size_type();
+#define FFI_TYPE_CASE(t, m, ct, ft, name, bits, sgn, where) \
+  case t:                                                   \
+    return &ffi_type_##ft;
+    MBXC_FFI_TYPES(FFI_TYPE_CASE)
+#undef FFI_TYPE_CASE
   default:
     return NULL;
   }
@@ -256,35 +199,24 @@ void mbxC_native_call(const mbxC_native *n, const mbxC_ffi_value *args, char *ou
   } rv;
   memset(&rv, 0, sizeof rv);
   ffi_call((ffi_cif *)&n->cif, n->fn, &rv, values);
-  switch (n->sig.ret) {
-  case 'b':
+  if (n->sig.ret == 'v') return;
+  if (n->sig.ret == 'b') {
     ret->b = (uint8_t)rv.word != 0;
+    return;
+  }
+  int is_signed, bits = mbxC_ffi_int_bits(n->sig.ret, &is_signed);
+  if (n->sig.ret != 'o' && (bits == 0 || bits == 64)) {
+    *ret = rv.value; /* l L f d: stored as their own type */
+    return;
+  }
+  switch (n->sig.ret) {
+#define FFI_NARROW_CASE(t, m, ct, ft, name, bits_, sgn, where) \
+  case t:                                                     \
+    ret->m = (ct)rv.word;                                     \
     break;
-  case 'c':
-    ret->c = (int8_t)rv.word;
-    break;
-  case 'C':
-    ret->C = (uint8_t)rv.word;
-    break;
-  case 's':
-    ret->s = (int16_t)rv.word;
-    break;
-  case 'S':
-    ret->S = (uint16_t)rv.word;
-    break;
-  case 'i':
-    ret->i = (int32_t)rv.word;
-    break;
-  case 'I':
-    ret->I = (uint32_t)rv.word;
-    break;
-  case 'o':
-    ret->o = (size_t)rv.word;
-    break;
-  case 'v':
-    break;
+    MBXC_FFI_TYPES(FFI_NARROW_CASE)
+#undef FFI_NARROW_CASE
   default:
-    *ret = rv.value;
-    break; /* l L f d */
+    break;
   }
 }

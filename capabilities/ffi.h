@@ -20,45 +20,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Arguments a signature may declare, and the longest signature text: "r(" + 16 + ")". */
-#define MBXC_FFI_MAX_ARGS 16
-#define MBXC_FFI_MAX_SIGNATURE (MBXC_FFI_MAX_ARGS + 3)
-
-/* The letters, in the order the error messages list them. */
-#define MBXC_FFI_ALPHABET "v b c C s S i I l L f d z o"
-
-/* One converted C value; the member is the one its type letter names. Each member sits at
-   offset 0, so a pointer to the union is a pointer to the value for libffi. */
-typedef union mbxC_ffi_value {
-  uint8_t b; /* bool: 0 or 1 */
-  int8_t c;
-  uint8_t C;
-  int16_t s;
-  uint16_t S;
-  int32_t i;
-  uint32_t I;
-  int64_t l;
-  uint64_t L;
-  float f;
-  double d;
-  const char *z; /* 'z' argument: NUL-terminated, borrowed for the call */
-  size_t o;      /* 'o' return: the length the function reported */
-} mbxC_ffi_value;
-
-/* A parsed signature: the type letters. */
-typedef struct mbxC_ffi_sig {
-  char ret; /* 'v', 'o' or a scalar letter */
-  int nargs;
-  char args[MBXC_FFI_MAX_ARGS]; /* scalar letters or 'z' */
-} mbxC_ffi_sig;
+#include "capabilities/port.h" /* the alphabet, mbxC_ffi_value and mbxC_ffi_sig */
 
 /* Parse and validate text into *sig. Returns 0, or -1 with why naming the 1-based byte, what
    was found there and what was expected, e.g. "signature 'd(dx)': unknown type 'x' at byte 4
    (use v b c C s S i I l L f d z o)". */
 int mbxC_ffi_parse(const char *text, mbxC_ffi_sig *sig, char *why, size_t why_size);
-
-/* The C type a letter stands for ("int8", "uint64", "double", "const char *"...). */
-const char *mbxC_ffi_type_name(char letter);
 
 /* A prepared binding. Opaque: it holds the ffi_cif. */
 typedef struct mbxC_native mbxC_native;

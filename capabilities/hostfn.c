@@ -128,7 +128,7 @@ static int add_entry(mbxC_hostfn_table *t, const char *name, mbxC_hostfn entry, 
   return 0;
 }
 
-int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_hostfn_kind kind,
+int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_fn_kind kind,
                     mbx_host_fn fn, void *userdata, char *why, size_t why_size) {
   return add_entry(t, name, (mbxC_hostfn){.kind = kind, .fn = fn, .userdata = userdata}, why,
                    why_size);
@@ -136,7 +136,7 @@ int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_hostfn_kind kin
 
 int mbxC_hostfn_add_native(mbxC_hostfn_table *t, const char *name, struct mbxC_native *native,
                            char *why, size_t why_size) {
-  return add_entry(t, name, (mbxC_hostfn){.kind = MBXC_HOSTFN_NATIVE, .native = native}, why,
+  return add_entry(t, name, (mbxC_hostfn){.kind = MBXC_FN_NATIVE, .native = native}, why,
                    why_size);
 }
 

@@ -6,21 +6,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capabilities/port.h" /* mbxC_fn_kind, mbxC_call_result */
 #include "include/moonbox.h"
-
-/* How the guest's call reaches the host. */
-typedef enum mbxC_hostfn_kind {
-  MBXC_HOSTFN_SYNC = 1,     /* mbx_policy_add_function: a callback answers at once */
-  MBXC_HOSTFN_EXTERNAL = 2, /* mbx_policy_add_external: the run pauses; mbx_resume answers */
-  MBXC_HOSTFN_NATIVE = 3    /* mbx_policy_bind_native: a C function called through libffi */
-} mbxC_hostfn_kind;
 
 struct mbxC_native; /* capabilities/ffi.h */
 
 /* One granted function. */
 typedef struct mbxC_hostfn {
   char *name; /* malloc'd, validated dotted path: "tools.search" */
-  mbxC_hostfn_kind kind;
+  mbxC_fn_kind kind;
   mbx_host_fn fn; /* SYNC only */
   void *userdata; /* SYNC only: borrowed from the host, passed back untouched */
   struct mbxC_native *native; /* NATIVE only: one reference, shared with the table's copies */
@@ -43,7 +37,7 @@ typedef struct mbxC_hostfn_table {
    existing path) or MBXC_HOSTFN_NO_MEMORY. Nothing changes on failure. */
 #define MBXC_HOSTFN_INVALID (-1)
 #define MBXC_HOSTFN_NO_MEMORY (-2)
-int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_hostfn_kind kind,
+int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_fn_kind kind,
                     mbx_host_fn fn, void *userdata, char *why, size_t why_size);
 /* Validate name and add a native binding under it (same names, same namespace as the host
    functions). On success the table takes over the caller's reference to native; on failure
@@ -64,12 +58,6 @@ struct mbx_host_reply {
   enum { MBXC_REPLY_NONE, MBXC_REPLY_JSON, MBXC_REPLY_ERROR } kind;
   size_t refused_len; /* a reply past its cap: its length, for the message */
 };
-
-/* What a call gave the guest. */
-typedef enum mbxC_call_result {
-  MBXC_CALL_VALUE = 0, /* *reply is JSON (len 0: the function returns nothing) */
-  MBXC_CALL_ERROR = 1  /* *reply is the message to raise */
-} mbxC_call_result;
 
 /* Call fn (a SYNC entry) with the arguments' JSON; the reply's bytes stay in r until the next
    call. Never raises (the callback runs outside any Lua frame's control: the trampoline

@@ -1,5 +1,6 @@
 /* capabilities/policy.c -- what a sandbox may use: limits, clock, seed and environment. */
 #include "capabilities/policy.h"
+#include "common/bytes.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -92,15 +93,6 @@ uint64_t mbxC_policy_get_limit(const mbx_policy *p, mbx_limit which) {
 
 /* ---- the virtual environment, clock and seed ---- */
 
-static char *dup_string(const char *s, size_t n) {
-  char *copy = malloc(n + 1);
-  if (copy) {
-    memcpy(copy, s, n);
-    copy[n] = '\0';
-  }
-  return copy;
-}
-
 /* Names are checked so that what a guest sees is what the host meant: no '=' (a name
    "A=B" could never be set in a real environment and would confuse a later exec backend
    that builds envp from this list), no blanks or control bytes (invisible in logs). */
@@ -149,7 +141,7 @@ int mbxC_policy_set_env(mbx_policy *p, const char *name, const char *value, char
              value_len, MBXC_MAX_ENV_VALUE);
     return MBXC_POLICY_INVALID;
   }
-  char *value_copy = dup_string(value, value_len);
+  char *value_copy = mbxU_dup_bytes(value, value_len);
   if (value_copy == NULL) return MBXC_POLICY_NO_MEMORY;
   if (at < p->env_count) {
     free(p->env[at].value);
@@ -173,7 +165,7 @@ int mbxC_policy_set_env(mbx_policy *p, const char *name, const char *value, char
     p->env = grown;
     p->env_cap = cap;
   }
-  char *name_copy = dup_string(name, name_len);
+  char *name_copy = mbxU_dup_bytes(name, name_len);
   if (name_copy == NULL) {
     free(value_copy);
     return MBXC_POLICY_NO_MEMORY;
@@ -255,7 +247,7 @@ uint64_t mbxC_policy_digest(const mbx_policy *p) {
     const mbxC_hostfn *fn = &p->host_fns.fns[i];
     digest_str(&st, fn->name, strlen(fn->name));
     digest_u64(&st, (uint64_t)fn->kind);
-    if (fn->kind == MBXC_HOSTFN_NATIVE && fn->native) {
+    if (fn->kind == MBXC_FN_NATIVE && fn->native) {
       const mbxC_ffi_sig *sig = mbxC_native_sig(fn->native);
       char text[MBXC_FFI_MAX_ARGS + 1];
       text[0] = sig->ret;

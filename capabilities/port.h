@@ -1,113 +1,348 @@
-/* capabilities/port.h -- the one narrow interface through which the stdlib reaches outside the VM.
+/* capabilities/port.h -- the one interface through which the stdlib reaches outside the VM.
  */
 #ifndef MBX_CAPABILITIES_PORT_H
 #define MBX_CAPABILITIES_PORT_H
 
 /*
-** Plain C only: no Lua type appears here (capabilities/ knows nothing of Lua). The stdlib
-** calls these operations with C arguments; the default implementation below serves them
-** in-process from the sandbox's copy of its policy, and a later worker mode serves the same
-** table from another process. Later issues add files, exec and host calls.
+** capabilities/ owns what the host grants a sandbox: the policy, the host functions and native
+** bindings, the record/replay log of everything the guest observed, and this port, the table
+** of operations the stdlib calls. This header is the whole interface and only the interface:
+** plain C, standard headers only, no Lua, no policy, no log, no host pointer. The stdlib
+** includes it and nothing else of capabilities/.
 **
-** Every operation is called on the thread running the sandbox, never concurrently, and must
-** not call back into the VM. None of them raises or longjmps.
+** Like sqlite3_vfs, the port is a versioned table of function pointers with one `ud` passed
+** back to every operation. Implementations:
+**   - capabilities/port_local.c serves it in-process from a copy of the policy;
+**   - capabilities/port_record.c wraps *any* port: live it forwards and records each answer,
+**     replaying it answers from the log (snapshots);
+**   - a worker process (later) serves the same table over a socket.
+**
+** Rules every operation follows:
+**   - It is called on the thread running the sandbox, never concurrently, never re-entered, and
+**     never calls back into the VM. It never raises or longjmps: failures come back as values.
+**   - Bytes it returns stay valid until the next operation on the same port.
+**   - A NULL operation is a capability this port does not serve: the stdlib reports it to the
+**     guest as not granted (an fs operation gives the guest `nil, message, errno`).
+**
+** Whose time is it (one rule for every operation): *who decides how long it takes pays for
+** it*. When the host decides (a host callback, a native function, a clock or environment
+** read), the time is host time: the run's deadline moves on by it and the guest's CPU clock
+** does not count it; the operation gets an mbxC_wait carrying only the interrupt. When the
+** guest decides (the program exec runs, how much a file read or write moves, later the
+** worker's answer to guest-sized work), the time is guest time: it counts against the
+** deadline, and the operation gets an mbxC_wait with the run's deadline and must return by it
+** with MBXC_E_TIMEDOUT (the stdlib then ends the run with time_limit).
+**
+** Adding an operation: append a member at the end of mbxC_port (never reorder: a worker
+** built against an older table must still find the old members where they were), bump
+** MBXC_PORT_VERSION, document its answer and its time class here; serve it in port_local.c;
+** give it a record type and a replay class in capabilities/replay.h and port_record.c
+** (answers from outside the sandbox are replayed from the log, effects inside the sandbox are
+** re-executed); then call it from the stdlib.
 */
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "capabilities/ffi.h"
-#include "capabilities/policy.h"
-#include "capabilities/replay.h"
-#include "include/moonbox.h"
+#define MBXC_PORT_VERSION 1
+
+/* ---- native function values: the signature alphabet ---- */
+
+/*
+** The type letters of a native signature ("d(dd)"), as one X-macro every layer expands:
+**   X(letter, member of mbxC_ffi_value, C type of the member, libffi type (ffi_type_<x>),
+**     name in messages, integer bits (0: not an integer), signed, where it may appear:
+**     'r' return only, 'a' argument only, 'b' both)
+** There is deliberately no pointer type: the guest never holds an address. Strings go in as
+** 'z' (a borrowed NUL-terminated copy valid for the call) and come out as 'o' (bytes the
+** function writes into a buffer moonbox owns; the member is the length it reported).
+*/
+#define MBXC_FFI_TYPES(X)                                           \
+  X('v', o, size_t, void, "void", 0, 0, 'r')                        \
+  X('b', b, uint8_t, uint8, "bool", 0, 0, 'b')                      \
+  X('c', c, int8_t, sint8, "int8", 8, 1, 'b')                       \
+  X('C', C, uint8_t, uint8, "uint8", 8, 0, 'b')                     \
+  X('s', s, int16_t, sint16, "int16", 16, 1, 'b')                   \
+  X('S', S, uint16_t, uint16, "uint16", 16, 0, 'b')                 \
+  X('i', i, int32_t, sint32, "int32", 32, 1, 'b')                   \
+  X('I', I, uint32_t, uint32, "uint32", 32, 0, 'b')                 \
+  X('l', l, int64_t, sint64, "int64", 64, 1, 'b')                   \
+  X('L', L, uint64_t, uint64, "uint64", 64, 0, 'b')                 \
+  X('f', f, float, float, "float", 0, 0, 'b')                       \
+  X('d', d, double, double, "double", 0, 0, 'b')                    \
+  X('z', z, const char *, pointer, "const char *", 0, 0, 'a')       \
+  X('o', o, size_t, uint64, "output string", 0, 0, 'r')
+
+/* The letters, in the order error messages list them. */
+#define MBXC_FFI_ALPHABET "v b c C s S i I l L f d z o"
+
+#define MBXC_FFI_MAX_ARGS 16
+/* The longest signature text: "r(" + MBXC_FFI_MAX_ARGS letters + ")". */
+#define MBXC_FFI_MAX_SIGNATURE (MBXC_FFI_MAX_ARGS + 3)
+
+/* One converted C value; the member is the one its type letter names. Each member sits at
+   offset 0, so a pointer to the union is a pointer to the value for libffi. */
+typedef union mbxC_ffi_value {
+  uint8_t b; /* bool: 0 or 1 */
+  int8_t c;
+  uint8_t C;
+  int16_t s;
+  uint16_t S;
+  int32_t i;
+  uint32_t I;
+  int64_t l;
+  uint64_t L;
+  float f;
+  double d;
+  const char *z; /* 'z' argument: NUL-terminated, borrowed for the call */
+  size_t o;      /* 'o' return: the length the function reported */
+} mbxC_ffi_value;
+
+/* A parsed signature: the type letters. */
+typedef struct mbxC_ffi_sig {
+  char ret; /* 'v', 'o' or a scalar letter */
+  int nargs;
+  char args[MBXC_FFI_MAX_ARGS]; /* scalar letters or 'z' */
+} mbxC_ffi_sig;
+
+/* Integer width of a letter (0 for any other letter); *is_signed gets its signedness. */
+static inline int mbxC_ffi_int_bits(char letter, int *is_signed) {
+  switch (letter) {
+#define MBXC_FFI_BITS_CASE(t, m, ct, ft, name, bits, sgn, where) \
+  case t:                                                \
+    *is_signed = sgn;                                    \
+    return bits;
+    MBXC_FFI_TYPES(MBXC_FFI_BITS_CASE)
+#undef MBXC_FFI_BITS_CASE
+  default:
+    *is_signed = 0;
+    return 0;
+  }
+}
+
+/* The C type name of a letter ("int8", "const char *"...), "unknown" for any other byte. */
+static inline const char *mbxC_ffi_type_name(char letter) {
+  switch (letter) {
+#define MBXC_FFI_NAME_CASE(t, m, ct, ft, name, bits, sgn, where) \
+  case t:                                                        \
+    return name;
+    MBXC_FFI_TYPES(MBXC_FFI_NAME_CASE)
+#undef MBXC_FFI_NAME_CASE
+  default:
+    return "unknown";
+  }
+}
+
+/* A scalar or 'o' value as one 64-bit word (integers sign- or zero-extended, floats by their
+   bits): how values are hashed, logged and carried across a process boundary. */
+static inline uint64_t mbxC_ffi_word(char letter, const mbxC_ffi_value *v) {
+  int is_signed, bits = mbxC_ffi_int_bits(letter, &is_signed);
+  uint64_t w = 0;
+  if (bits) {
+    int64_t s = bits == 8 ? v->c : bits == 16 ? v->s : bits == 32 ? v->i : v->l;
+    uint64_t u = bits == 8 ? v->C : bits == 16 ? v->S : bits == 32 ? v->I : v->L;
+    return is_signed ? (uint64_t)s : u;
+  }
+  switch (letter) {
+  case 'b':
+    return v->b;
+  case 'f': {
+    uint32_t b;
+    __builtin_memcpy(&b, &v->f, sizeof b);
+    return b;
+  }
+  case 'd':
+    __builtin_memcpy(&w, &v->d, sizeof w);
+    return w;
+  case 'o':
+    return v->o;
+  default:
+    return 0;
+  }
+}
+
+/* The inverse of mbxC_ffi_word: 1 when w is a value of that type ('v' takes only 0). */
+static inline int mbxC_ffi_from_word(char letter, uint64_t w, mbxC_ffi_value *v) {
+  int is_signed, bits = mbxC_ffi_int_bits(letter, &is_signed);
+  __builtin_memset(v, 0, sizeof *v);
+  if (bits) {
+    switch (bits) {
+    case 8:
+      if (is_signed) v->c = (int8_t)w; else v->C = (uint8_t)w;
+      break;
+    case 16:
+      if (is_signed) v->s = (int16_t)w; else v->S = (uint16_t)w;
+      break;
+    case 32:
+      if (is_signed) v->i = (int32_t)w; else v->I = (uint32_t)w;
+      break;
+    default:
+      v->L = w;
+      return 1;
+    }
+    return mbxC_ffi_word(letter, v) == w;
+  }
+  switch (letter) {
+  case 'v':
+    return w == 0;
+  case 'b':
+    v->b = (uint8_t)w;
+    return w <= 1;
+  case 'f': {
+    uint32_t b = (uint32_t)w;
+    __builtin_memcpy(&v->f, &b, sizeof b);
+    return b == w;
+  }
+  case 'd':
+    __builtin_memcpy(&v->d, &w, sizeof w);
+    return 1;
+  case 'o':
+    v->o = (size_t)w;
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* ---- what the guest was granted: plain data the stdlib reads ---- */
+
+/* How a granted function's call reaches the host. */
+typedef enum mbxC_fn_kind {
+  MBXC_FN_SYNC = 1,     /* a host callback answers at once */
+  MBXC_FN_EXTERNAL = 2, /* the run pauses; the host answers with mbx_resume */
+  MBXC_FN_NATIVE = 3    /* a C function called through libffi, described by sig */
+} mbxC_fn_kind;
+
+typedef struct mbxC_grant_fn {
+  const char *name; /* validated dotted path: "tools.search" */
+  mbxC_fn_kind kind;
+  mbxC_ffi_sig sig; /* MBXC_FN_NATIVE only */
+} mbxC_grant_fn;
+
+typedef struct mbxC_grants {
+  /* Deterministic mode: canonical pairs/next order, counter ids in tostring, os.clock from
+     the instruction count. A plain field: pairs/next read it on every call. */
+  int deterministic;
+  size_t fn_count;
+  const mbxC_grant_fn *fns; /* indexes are what host_call / native_call take */
+} mbxC_grants;
+
+/* ---- cancellation and errors ---- */
+
+/* Passed to every operation that can block (see "whose time is it" above). */
+typedef struct mbxC_wait {
+  uint64_t deadline_ns; /* CLOCK_MONOTONIC; 0 = host time, no deadline */
+  /* Nonzero once the host has interrupted the run (mbx_sandbox_interrupt): a blocking
+     operation polls it and gives up. NULL = cannot be interrupted. */
+  int (*interrupted)(const void *ctx);
+  const void *ctx;
+} mbxC_wait;
+
+/* What a call of a granted function gave the guest. */
+typedef enum mbxC_call_result {
+  MBXC_CALL_VALUE = 0, /* *reply is JSON (length 0: the function returns nothing) */
+  MBXC_CALL_ERROR = 1  /* *reply is the message to raise */
+} mbxC_call_result;
+
+/* An fs or exec failure: errnum is a POSIX errno value the guest sees as the third result of
+   its `nil, message, errno`; message names the path and the reason. */
+#define MBXC_E_TIMEDOUT 110 /* ETIMEDOUT: a guest-time operation reached the deadline */
+typedef struct mbxC_port_error {
+  int errnum;
+  char message[256];
+} mbxC_port_error;
+
+/* fs: what open asks for, and what stat tells. */
+enum { MBXC_FS_READ = 1, MBXC_FS_WRITE = 2, MBXC_FS_CREATE = 4, MBXC_FS_TRUNCATE = 8,
+       MBXC_FS_APPEND = 16, MBXC_FS_EXCLUSIVE = 32 };
+typedef struct mbxC_fs_stat {
+  int is_dir;
+  uint64_t size;
+  int64_t mtime; /* seconds since the epoch */
+  int writable;
+} mbxC_fs_stat;
+
+/* exec: one request, described as data (never a shell string), and its outcome. */
+typedef struct mbxC_exec_request {
+  const char *const *argv; /* argv[0] is a virtual path or a program name on the image */
+  size_t argc;
+  const char *stdin_bytes;
+  size_t stdin_len;
+  const char *cwd; /* virtual path; NULL = "/" */
+} mbxC_exec_request;
+typedef struct mbxC_exec_result {
+  int exit_code;   /* -1 when killed by a signal */
+  int signal;      /* 0 unless killed */
+  const char *out; /* bounded, valid until the next operation */
+  size_t out_len;
+  const char *err;
+  size_t err_len;
+  int timed_out;
+} mbxC_exec_result;
+
+/* ---- the table ---- */
 
 typedef struct mbxC_port {
-  void *ud; /* passed to every operation */
-  /* Wall-clock time in whole seconds since the Unix epoch (UTC): the real clock, or the time
-     the policy fixed (mbx_policy_set_time). */
+  int version; /* MBXC_PORT_VERSION of the implementation */
+  void *ud;    /* passed to every operation */
+  const mbxC_grants *grants;
+
+  /* -- version 1: clock, randomness, environment (host time) -- */
+  /* Wall-clock seconds since the Unix epoch (UTC): the real clock, or the policy's fixed
+     time. */
   int64_t (*wall_time)(void *ud);
-  /* CPU seconds the current run has used so far (os.clock). */
+  /* CPU seconds the current run has used so far (os.clock), of this thread only. */
   double (*cpu_time)(void *ud);
-  /* Two 64-bit words to seed math.random with. The first call for a sandbox gives its
-     initial seed; later calls (math.randomseed() with no argument) give fresh ones. With a
-     policy seed N the first call gives {N, 0} (what math.randomseed(N) uses in stock Lua)
-     and later calls a fixed sequence derived from N; without one, kernel randomness. */
+  /* Two words to seed math.random with. The first call for a sandbox gives its initial
+     seed; later calls (math.randomseed() with no argument) give fresh ones. With a policy
+     seed N the first call gives {N, 0} and later calls a fixed sequence derived from N;
+     without one, kernel randomness. */
   void (*random_seed)(void *ud, uint64_t seed[2]);
-  /* The value of the virtual environment variable name (name_len bytes), or NULL when the
-     policy does not define it. The value is NUL-terminated, *value_len gets its length, and
-     it stays valid until the port is freed. Nothing is read from the host's environment. */
+  /* The value of the virtual environment variable name, or NULL when the policy does not
+     define it. NUL-terminated, *value_len its length, valid until the port is freed. Nothing
+     is read from the host's environment. */
   const char *(*env_get)(void *ud, const char *name, size_t name_len, size_t *value_len);
-  /* Nonzero in deterministic mode (mbx_policy_set_deterministic). A plain field, not an
-     operation: pairs/next read it on every call, so it must cost one load. The stdlib checks
-     it at call time, never at open: a sandbox's state is restored from a template built
-     without a port. */
-  int deterministic;
-  /* The granted host functions (names, kinds), a copy owned by the port; the stdlib installs
-     them into the guest's globals after a state is restored (templates hold none). */
-  const mbxC_hostfn_table *host_fns;
-  /* Call synchronous host function `index` of host_fns with the arguments' JSON. Returns
-     MBXC_CALL_VALUE with *reply the JSON value (length 0: no value) or MBXC_CALL_ERROR with
-     *reply the message the guest's error carries. The bytes stay valid until the next
-     host_call. The host's callback runs in here; nothing in it can unwind Lua. */
+
+  /* -- version 1: granted functions (host time) -- */
+  /* Call synchronous function `index` of grants->fns with its arguments as one JSON array.
+     MBXC_CALL_VALUE: *reply the JSON value (length 0: none); MBXC_CALL_ERROR: *reply the
+     message the guest's error carries. The host's callback runs in here. */
   mbxC_call_result (*host_call)(void *ud, size_t index, const char *args, size_t args_len,
-                                const char **reply, size_t *reply_len);
-  /* Call native function `index` of host_fns (kind NATIVE) with its sig->nargs arguments,
-     already converted and range-checked. Returns MBXC_CALL_VALUE with the result in *ret
-     (and, for an 'o' return, the output bytes in *bytes and *len, valid until the next call), or
-     MBXC_CALL_ERROR with *bytes the message for the guest (an 'o' length past the buffer,
-     no memory for the buffer). Nothing in the native function can unwind Lua. */
+                                const mbxC_wait *wait, const char **reply, size_t *reply_len);
+  /* Call native function `index` with its sig.nargs arguments, already converted and
+     range-checked. MBXC_CALL_VALUE: the result in *ret (for an 'o' return also the bytes in
+     *bytes and *len); MBXC_CALL_ERROR: *bytes the message for the guest. */
   mbxC_call_result (*native_call)(void *ud, size_t index, const mbxC_ffi_value *args,
-                                  mbxC_ffi_value *ret, const char **bytes, size_t *len);
+                                  const mbxC_wait *wait, mbxC_ffi_value *ret,
+                                  const char **bytes, size_t *len);
+
+  /* -- reserved shape of the next capabilities (the filesystem view and exec issues serve
+     them; until then every port leaves them NULL and the guest sees them as not granted).
+     Handles are small integers a port hands out; paths are virtual, absolute, normalized.
+     Each returns 0, or -1 with *e filled. Reads and writes move at most len bytes per call
+     (the stdlib loops, charging the budget between blocks) and are guest time. -- */
+  int (*fs_open)(void *ud, const char *path, size_t path_len, int flags, const mbxC_wait *wait,
+                 int *handle, mbxC_port_error *e);
+  int (*fs_read)(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
+                 size_t *got, mbxC_port_error *e);
+  int (*fs_write)(void *ud, int handle, const char *buf, size_t len, const mbxC_wait *wait,
+                  size_t *put, mbxC_port_error *e);
+  int (*fs_seek)(void *ud, int handle, int whence, int64_t offset, int64_t *pos,
+                 mbxC_port_error *e);
+  int (*fs_close)(void *ud, int handle, mbxC_port_error *e);
+  /* The names in directory path, as NUL-separated bytes in *names (valid until the next
+     operation). */
+  int (*fs_list)(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                 const char **names, size_t *names_len, mbxC_port_error *e);
+  int (*fs_stat)(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
+                 mbxC_port_error *e);
+  int (*fs_mkdir)(void *ud, const char *path, size_t path_len, mbxC_port_error *e);
+  int (*fs_remove)(void *ud, const char *path, size_t path_len, mbxC_port_error *e);
+  int (*fs_rename)(void *ud, const char *from, size_t from_len, const char *to, size_t to_len,
+                   mbxC_port_error *e);
+  /* Run one program in the exec backend (guest time: wait carries the deadline). */
+  int (*exec_run)(void *ud, const mbxC_exec_request *req, const mbxC_wait *wait,
+                  mbxC_exec_result *res, mbxC_port_error *e);
 } mbxC_port;
-
-/* The in-process implementation: the policy's settings copied at sandbox creation. */
-typedef struct mbxC_port_local {
-  mbxC_port port; /* port.ud points at this struct: do not move it once initialized */
-  int time_fixed;
-  int64_t time;
-  int seed_fixed;
-  uint64_t seed;
-  uint64_t draws; /* random_seed calls so far */
-  mbxC_env_var *env;
-  size_t env_count;
-  uint64_t cpu_start_ns; /* thread CPU clock when the current run began */
-  mbxC_hostfn_table host_fns; /* copied from the policy */
-  struct mbx_host_reply reply; /* reused by every host call */
-  char *native_out; /* MBX_NATIVE_OUT_MAX bytes for 'o' returns, made at the first one */
-  char native_error[MBXC_MAX_HOSTFN_NAME + 128]; /* a native call's message for the guest */
-  /* The replay log (capabilities/replay.h), kept for deterministic policies only. Live: every
-     answer is appended as it is given. Replaying (mbx_sandbox_restore): every answer is read
-     from the log at `cursor` instead, after checking that the request is the one recorded;
-     the host's callbacks and clocks are not consulted. */
-  int logging;
-  int replaying;
-  size_t cursor;
-  uint64_t chain0;
-  mbxC_replay_log log;
-  char diverged[320]; /* replaying: the first divergence, naming the record; "" while none */
-} mbxC_port_local;
-
-/* Copy what the port needs from p (the environment too) and fill pl->port. Returns 0, or -1
-   when out of memory (pl is then empty and needs no mbxC_port_local_free). */
-int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p);
-/* Release the copies. Never fails; a zeroed pl is fine. */
-void mbxC_port_local_free(mbxC_port_local *pl);
-/* A run begins on the calling thread: os.clock counts from here. */
-void mbxC_port_local_run_begin(mbxC_port_local *pl);
-
-/* Start (or restart, dropping every record) the replay log, its chain beginning at chain0. */
-void mbxC_port_log_begin(mbxC_port_local *pl, uint64_t chain0);
-/* Replay mode: answers come from log (the port takes it over, with the records to replay;
-   logging goes on after them once mbxC_port_replay_end is called). */
-void mbxC_port_replay_begin(mbxC_port_local *pl, mbxC_replay_log *log);
-/* Back to live answers. Returns 0, or -1 with pl->diverged set when records were left over. */
-int mbxC_port_replay_end(mbxC_port_local *pl);
-/* Session records (host/api.c): appended when live; when replaying, checked against the
-   record at the cursor (a mismatch sets pl->diverged). */
-void mbxC_port_session_run(mbxC_port_local *pl, const char *chunk_name, const char *code,
-                           size_t code_len, const char *inputs, size_t inputs_len);
-void mbxC_port_session_resume(mbxC_port_local *pl, int as_error, const char *value, size_t len);
-void mbxC_port_session_outcome(mbxC_port_local *pl, uint32_t status, uint64_t hash,
-                               uint64_t host_calls);
 
 #endif

@@ -15,7 +15,8 @@
 
 #include "capabilities/ffi.h"
 #include "capabilities/policy.h"
-#include "capabilities/port.h"
+#include "capabilities/port_local.h"
+#include "capabilities/port_record.h"
 #include "capabilities/replay.h"
 #include "host/result.h"
 #include "include/moonbox.h"
@@ -51,7 +52,11 @@ struct mbx_runtime {
 struct mbx_sandbox {
   mbx_runtime *rt;
   mbxV_vm *vm;            /* lives at a fixed address inside its slot */
-  mbxC_port_local port; /* the policy's clock, seed and environment, copied; vm.port -> it */
+  mbxC_port_local port; /* the policy's clock, seed, environment and functions, copied */
+  /* Deterministic policies only: the record/replay layer over port (snapshots); the stdlib
+     then talks to record.port instead of port.port. */
+  mbxC_port_record record;
+  int recording;
   mbxV_config cfg;        /* what the sandbox was made with, for mbx_sandbox_reset */
   uint64_t heap_counted;  /* this sandbox's share of rt->heap_total */
   int poisoned;
@@ -69,8 +74,7 @@ struct mbx_sandbox {
   mbxC_snap_header snap;
   uint64_t log_generation;
   uint64_t checkpoint_log_generation;
-  size_t checkpoint_log_count;
-  int checkpoint_log_broken;
+  mbxC_record_mark checkpoint_log;
 };
 
 MBX_API const char *mbx_version(void) {
@@ -290,10 +294,10 @@ MBX_API uint64_t mbx_policy_get_limit(const mbx_policy *p, mbx_limit which) {
 }
 
 static mbx_status add_hostfn(mbx_policy *p, const char *fn_name, const char *name,
-                             mbxC_hostfn_kind kind, mbx_host_fn fn, void *userdata,
+                             mbxC_fn_kind kind, mbx_host_fn fn, void *userdata,
                              mbx_error *err) {
   char why[300];
-  if (p == NULL || (kind == MBXC_HOSTFN_SYNC && fn == NULL)) {
+  if (p == NULL || (kind == MBXC_FN_SYNC && fn == NULL)) {
     mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s: the policy and the callback must not be NULL",
                    fn_name);
     return MBX_INVALID_ARGUMENT;
@@ -312,11 +316,11 @@ static mbx_status add_hostfn(mbx_policy *p, const char *fn_name, const char *nam
 
 MBX_API mbx_status mbx_policy_add_function(mbx_policy *p, const char *name, mbx_host_fn fn,
                                            void *userdata, mbx_error *err) {
-  return add_hostfn(p, "mbx_policy_add_function", name, MBXC_HOSTFN_SYNC, fn, userdata, err);
+  return add_hostfn(p, "mbx_policy_add_function", name, MBXC_FN_SYNC, fn, userdata, err);
 }
 
 MBX_API mbx_status mbx_policy_add_external(mbx_policy *p, const char *name, mbx_error *err) {
-  return add_hostfn(p, "mbx_policy_add_external", name, MBXC_HOSTFN_EXTERNAL, NULL, NULL, err);
+  return add_hostfn(p, "mbx_policy_add_external", name, MBXC_FN_EXTERNAL, NULL, NULL, err);
 }
 
 MBX_API mbx_status mbx_policy_bind_native(mbx_policy *p, const char *name, const char *signature,
@@ -361,10 +365,8 @@ static int run_protected(lua_State *L, lua_CFunction fn) {
    template was built with no port, so math.random is seeded again and the host functions
    are installed here. Returns 0 when either step fails (guest heap too small). */
 static int attach_port(mbx_sandbox *sb) {
-  sb->vm->port = &sb->port.port;
+  mbxL_attach(sb->vm->L, sb->recording ? &sb->record.port : &sb->port.port);
   sb->vm->budget.host_call_limit = sb->host_call_limit;
-  sb->vm->paused = 0;
-  sb->vm->resume_error = 0;
   return run_protected(sb->vm->L, mbxL_reseed) &&
          run_protected(sb->vm->L, mbxL_open_host_functions);
 }
@@ -403,8 +405,9 @@ static mbx_sandbox *sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbxC_repla
                                   .seed = p->seed_fixed ? p->seed : 0,
                                   .time_fixed = p->time_fixed != 0,
                                   .time = p->time_fixed ? p->time : 0};
-    mbxC_port_log_begin(&sb->port, mbxC_snap_chain0(&sb->snap));
-    if (replay) mbxC_port_replay_begin(&sb->port, replay);
+    mbxC_port_record_init(&sb->record, &sb->port.port, mbxC_snap_chain0(&sb->snap));
+    sb->recording = 1;
+    if (replay) mbxC_port_record_replay_begin(&sb->record, replay);
   }
   if (replay) mbxC_replay_free(replay); /* taken over above, or of no use */
   sb->cfg = cfg;
@@ -419,6 +422,7 @@ static mbx_sandbox *sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbxC_repla
     if (heap_cap && heap_total > heap_cap) {
       atomic_fetch_sub(&rt->heap_total, sb->heap_counted);
       mbxV_vm_free(sb->vm);
+      mbxC_port_record_free(&sb->record);
       mbxC_port_local_free(&sb->port);
       free(sb);
       mbxV_error_set(err, MBX_NO_MEMORY,
@@ -432,6 +436,7 @@ static mbx_sandbox *sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbxC_repla
     atomic_fetch_sub(&rt->heap_total, sb->heap_counted);
     mbxV_vm_free(sb->vm);
   }
+  mbxC_port_record_free(&sb->record);
   mbxC_port_local_free(&sb->port);
   free(sb);
   if (made == MBXV_NEW_CAP)
@@ -475,6 +480,7 @@ MBX_API void mbx_sandbox_free(mbx_sandbox *sb) {
   atomic_fetch_sub(&sb->rt->heap_total, sb->heap_counted);
   mbxV_checkpoint_free(&sb->checkpoint);
   mbxV_vm_free(sb->vm);
+  mbxC_port_record_free(&sb->record);
   mbxC_port_local_free(&sb->port);
   free(sb);
 }
@@ -526,11 +532,11 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err) {
   } else {
     /* Seeded again from the port's first draw, exactly as mbx_sandbox_new seeds: with a
        policy seed the sequence is the new sandbox's, without one it is fresh randomness. */
-    sb->port.draws = 0;
+    mbxC_port_local_seek(&sb->port, 0);
     /* The pristine state is a new session: its log starts again (the seed draw below is its
        first record). */
-    if (sb->port.logging) {
-      mbxC_port_log_begin(&sb->port, sb->port.chain0);
+    if (sb->recording) {
+      mbxC_port_record_restart(&sb->record);
       sb->log_generation++;
     }
     if (!attach_port(sb)) {
@@ -557,10 +563,9 @@ MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err) {
   case MBXV_CHECKPOINT_OK:
     sb->checkpoint_poisoned = sb->poisoned;
     sb->checkpoint_poisoned_by = sb->poisoned_by;
-    sb->checkpoint_draws = sb->port.draws;
+    sb->checkpoint_draws = mbxC_port_local_position(&sb->port);
     sb->checkpoint_log_generation = sb->log_generation;
-    sb->checkpoint_log_count = sb->port.log.count;
-    sb->checkpoint_log_broken = sb->port.log.broken;
+    sb->checkpoint_log = mbxC_port_record_mark(&sb->record);
     break;
   case MBXV_CHECKPOINT_NO_MEMORY:
     s = MBX_NO_MEMORY;
@@ -597,16 +602,14 @@ MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err) {
   mbxV_vm_rewind(sb->vm, &sb->checkpoint);
   sb->poisoned = sb->checkpoint_poisoned;
   sb->poisoned_by = sb->checkpoint_poisoned_by;
-  sb->port.draws = sb->checkpoint_draws;
-  if (sb->port.logging) {
+  mbxC_port_local_seek(&sb->port, sb->checkpoint_draws);
+  if (sb->recording) {
     /* The log goes back with the state. Across a reset the records of the checkpoint's
        session are gone: the sandbox cannot be snapshotted until its next reset. */
-    if (sb->checkpoint_log_generation == sb->log_generation) {
-      mbxC_replay_truncate(&sb->port.log, sb->checkpoint_log_count, sb->port.chain0);
-      sb->port.log.broken = sb->checkpoint_log_broken;
-    } else {
-      sb->port.log.broken = 1;
-    }
+    if (sb->checkpoint_log_generation == sb->log_generation)
+      mbxC_port_record_rewind(&sb->record, sb->checkpoint_log);
+    else
+      mbxC_port_record_break(&sb->record);
   }
   count_heap(sb);
   atomic_store(&sb->busy, 0);
@@ -637,7 +640,7 @@ static size_t stack_left(void) {
 
 /* The outcome record after a run or resume: what a replay must reproduce. */
 static void log_outcome(mbx_sandbox *sb, mbx_status s, const mbxV_outcome *o) {
-  if (!sb->port.logging) return;
+  if (!sb->recording) return;
   uint64_t hash = 0, host_calls = 0;
   if (s < MBX_API_ERROR_BASE) {
     XXH64_hash_t h =
@@ -650,7 +653,7 @@ static void log_outcome(mbx_sandbox *sb, mbx_status s, const mbxV_outcome *o) {
     host_calls = o->host_calls;
   }
   /* Not the instruction count: it is not reproducible (capabilities/replay.h). */
-  mbxC_port_session_outcome(&sb->port, (uint32_t)s, hash, host_calls);
+  mbxC_port_record_outcome(&sb->record, (uint32_t)s, hash, host_calls);
 }
 
 static int poisons(mbx_status s) {
@@ -708,14 +711,15 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
   else snprintf(name, sizeof name, "=%s", given);
   mbxV_outcome outcome;
   mbxC_port_local_run_begin(&sb->port);
+  mbxL_run_begin(sb->vm->L);
   /* A source past the limit touches nothing (mbxV_run_cached refuses it): not a session
      event. */
-  int logged = code_len <= sb->cfg.source_limit;
-  if (logged) mbxC_port_session_run(&sb->port, chunk_name, code, code_len, inputs_json, inputs_len);
+  int logged = sb->recording && code_len <= sb->cfg.source_limit;
+  if (logged) mbxC_port_record_run(&sb->record, chunk_name, code, code_len, inputs_json, inputs_len);
   const char *code_text = code ? code : "";
   /* Deterministic mode bypasses the bytecode cache: a hit skips the parse and its charge, so
      the instruction count (and os.clock, which reads it) would depend on what ran before. */
-  mbxV_bcache *cache = atomic_load(&sb->rt->bytecode_on) && !sb->port.port.deterministic
+  mbxV_bcache *cache = atomic_load(&sb->rt->bytecode_on) && !sb->port.grants.deterministic
                            ? sb->rt->bytecode
                            : NULL;
   mbx_status s = mbxV_run_cached(sb->vm, cache, code_text, code_len, name, inputs_json,
@@ -776,8 +780,9 @@ static mbx_status resume(mbx_sandbox *sb, const char *fn, const char *value, siz
   if (as_error && len > MBX_HOST_ERROR_MAX) len = MBX_HOST_ERROR_MAX;
   locale_t host_locale = uselocale(sb->rt->c_locale);
   mbxC_port_local_run_begin(&sb->port);
+  mbxL_run_begin(sb->vm->L);
   mbxV_outcome outcome;
-  mbxC_port_session_resume(&sb->port, as_error, value, len);
+  if (sb->recording) mbxC_port_record_resume(&sb->record, as_error, value, len);
   s = mbxV_resume(sb->vm, value, len, as_error, &outcome, err);
   uselocale(host_locale);
   log_outcome(sb, s, &outcome);
@@ -821,7 +826,7 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
   }
   if (!claim(sb, "mbx_sandbox_snapshot", err)) return MBX_SANDBOX_BUSY;
   mbx_status s = MBX_OK;
-  if (!sb->port.logging) {
+  if (!sb->recording) {
     s = MBX_INVALID_ARGUMENT;
     mbxV_error_set(err, s,
                    "mbx_sandbox_snapshot: the sandbox's policy is not deterministic; "
@@ -833,7 +838,7 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
                    "mbx_sandbox_snapshot: the sandbox ended a run with %s; a poisoned "
                    "sandbox cannot be snapshotted",
                    mbx_status_key(sb->poisoned_by));
-  } else if (sb->port.log.broken) {
+  } else if (sb->record.log.broken) {
     s = MBX_UNSUPPORTED;
     mbxV_error_set(err, s,
                    "mbx_sandbox_snapshot: the sandbox's replay log is incomplete (it "
@@ -843,7 +848,7 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
   } else {
     mbxC_snap_header h = sb->snap;
     h.paused = (uint8_t)(mbx_sandbox_paused(sb) != 0);
-    if (mbxC_snap_encode(&h, &sb->port.log, bytes, len) != 0) {
+    if (mbxC_snap_encode(&h, &sb->record.log, bytes, len) != 0) {
       s = MBX_NO_MEMORY;
       mbxV_error_set(err, s, "mbx_sandbox_snapshot: out of host memory for the blob");
     }
@@ -853,9 +858,9 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
 }
 
 /* Replay every session record of the port's log through the normal run path. Returns 0, or
-   -1 with sb->port.diverged saying where and why. */
+   -1 with sb->record.diverged saying where and why. */
 static int replay_session(mbx_sandbox *sb) {
-  mbxC_port_local *pl = &sb->port;
+  mbxC_port_record *pl = &sb->record;
   while (!pl->diverged[0]) {
     mbxC_record r;
     size_t at = pl->cursor;
@@ -942,9 +947,9 @@ MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, c
   mbx_sandbox *sb = sandbox_new(rt, p, &log, err);
   if (sb == NULL) return NULL;
   /* The sandbox's own creation consumed its seed record; now the session, run by run. */
-  int ok = replay_session(sb) == 0 && mbxC_port_replay_end(&sb->port) == 0;
+  int ok = replay_session(sb) == 0 && mbxC_port_record_replay_end(&sb->record) == 0;
   if (ok && (sb->poisoned || mbx_sandbox_paused(sb) != h.paused)) {
-    snprintf(sb->port.diverged, sizeof sb->port.diverged,
+    snprintf(sb->record.diverged, sizeof sb->record.diverged,
              "the replay ended %s where the snapshot was taken %s",
              sb->poisoned             ? "poisoned"
              : mbx_sandbox_paused(sb) ? "paused"
@@ -956,7 +961,7 @@ MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, c
     mbxV_error_set(err, MBX_INVALID_INPUT,
                    "mbx_sandbox_restore: the replay diverged from the "
                    "snapshot: %s",
-                   sb->port.diverged);
+                   sb->record.diverged);
     mbx_sandbox_free(sb);
     return NULL;
   }

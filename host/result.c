@@ -1,5 +1,6 @@
 /* host/result.c -- the result contract object built from a run's outcome. */
 #include "host/result.h"
+#include "common/bytes.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -8,15 +9,6 @@
 
 #include "host/buf.h"
 #include "vm/json_text.h"
-
-static char *copy_bytes(const char *s, size_t n) {
-  char *p = malloc(n + 1);
-  if (p) {
-    if (n) memcpy(p, s, n);
-    p[n] = '\0';
-  }
-  return p;
-}
 
 static void put_key(mbxH_buf *b, const char *key) {
   mbxH_buf_puts(b, "\"");
@@ -107,7 +99,7 @@ mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output) {
   r->usage.output_bytes = outcome->output_bytes;
   r->usage.host_calls = outcome->host_calls;
   for (int i = 0; i < 2; i++) {
-    r->stream[i] = copy_bytes(output->data[i] ? output->data[i] : "", output->len[i]);
+    r->stream[i] = mbxU_dup_bytes(output->data[i] ? output->data[i] : "", output->len[i]);
     r->stream_len[i] = output->len[i];
   }
   mbxH_buf b = {0};

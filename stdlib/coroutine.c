@@ -34,18 +34,18 @@ static int resume_under_budget(lua_State *L, lua_State *co, int narg) {
      two hook calls would run uncharged (THREATS 0.5): charge a hook interval per resume. */
   mbxV_charge(L, MBXV_HOOK_COUNT_COROUTINE);
   lua_xmove(L, co, narg);
-  mbxV_vm *vm = mbxV_from(L);
+  mbxL_state *state = mbxL_state_of(L);
   /* A pause inside co can reach the host only if this resumer can yield too (and every
      resumer above it): the external trampoline checks this flag before pausing. */
-  int chain_ok = vm->pause_chain_ok;
-  vm->pause_chain_ok = chain_ok && lua_isyieldable(L);
+  int chain_broken = state->pause_chain_broken;
+  state->pause_chain_broken = chain_broken || !lua_isyieldable(L);
   lua_State *previous = mbxV_budget_enter(L, co);
   int nres = 0;
   int status = lua_resume(co, L, narg, &nres);
   mbxV_budget_leave(L, previous);
-  vm->pause_chain_ok = chain_ok;
+  state->pause_chain_broken = chain_broken;
   mbxV_check(L);
-  if (status == LUA_YIELD && vm->paused) {
+  if (status == LUA_YIELD && state->paused) {
     lua_pop(co, nres); /* a pause yields nothing; the host's answer comes back down */
     return RESUME_PAUSED;
   }
@@ -95,16 +95,16 @@ static int co_resume_continue(lua_State *L, int status, lua_KContext base) {
 /* Close co (run its pending __close handlers) with the nesting bounded. Returns the status of
    lua_resetthread, or -1 when nested too deeply (nothing was done). */
 static int close_bounded(lua_State *L, lua_State *co) {
-  mbxV_vm *vm = mbxV_from(L);
+  mbxL_state *state = mbxL_state_of(L);
   /* After a trip, __close handlers of a coroutine that died by the hook's error would run
      with that thread's hooks still disabled: never run guest code then. */
   mbxV_check(L);
-  if (vm->close_nesting >= MBXL_MAX_CLOSE_NESTING) return -1;
-  vm->close_nesting++;
+  if (state->close_nesting >= MBXL_MAX_CLOSE_NESTING) return -1;
+  state->close_nesting++;
   lua_State *previous = mbxV_budget_enter(L, co);
   int status = mbxV_closethread(co, L);
   mbxV_budget_leave(L, previous);
-  vm->close_nesting--;
+  state->close_nesting--;
   mbxV_check(L);
   return status;
 }

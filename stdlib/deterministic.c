@@ -63,8 +63,8 @@ typedef struct canon_key {
 #define CHARGE_BATCH 1024
 
 int mbxL_deterministic(lua_State *L) {
-  mbxV_vm *vm = mbxV_from(L);
-  return vm != NULL && vm->port != NULL && vm->port->deterministic;
+  const mbxC_port *port = mbxL_port(L);
+  return port != NULL && port->grants != NULL && port->grants->deterministic;
 }
 
 /* The next number from the sandbox's counter. */

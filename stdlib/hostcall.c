@@ -6,12 +6,12 @@
 #include <lauxlib.h>
 
 #include "capabilities/port.h"
+#include "include/moonbox.h" /* MBX_HOST_ARGS_MAX */
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
 #include "vm/json.h"
-#include "vm/vm.h"
 
-/* Upvalues of every trampoline: the function's index in the port's table, and its name. */
+/* Upvalues of every trampoline: the function's index in the port's grants, and its name. */
 #define UPV_INDEX lua_upvalueindex(1)
 #define UPV_NAME lua_upvalueindex(2)
 
@@ -56,8 +56,7 @@ static int decode_reply(lua_State *L) {
 }
 
 static int hostcall_sync(lua_State *L) {
-  mbxV_vm *vm = mbxV_from(L);
-  const mbxC_port *port = vm->port;
+  const mbxC_port *port = mbxL_port(L);
   size_t index = (size_t)lua_tointeger(L, UPV_INDEX);
   const char *name = lua_tostring(L, UPV_NAME);
   mbxV_count_host_call(L);
@@ -69,7 +68,9 @@ static int hostcall_sync(lua_State *L) {
      could be unwound: any error for the guest is raised below, after it returned (design
      decision 8). The host's time is not the guest's: the deadline moves on by it. */
   uint64_t begun = mbxV_budget_host_begin(L);
-  mbxC_call_result r = port->host_call(port->ud, index, args, args_len, &reply, &reply_len);
+  mbxC_wait wait = mbxL_host_wait(L);
+  mbxC_call_result r =
+      port->host_call(port->ud, index, args, args_len, &wait, &reply, &reply_len);
   mbxV_budget_host_end(L, begun);
   /* An interrupt that arrived while the host worked ends the run here. */
   mbxV_charge(L, reply_len / 64 + 1);
@@ -90,17 +91,15 @@ static int hostcall_sync(lua_State *L) {
   return 1;
 }
 
-/* The pending call was answered: mbx_resume passed the value (or, with vm->resume_error, an
-   error message) down to here, through every coroutine wrapper on the way. */
+/* The pending call was answered: mbx_resume passed (true, value) or (false, message) down to
+   here (vm/run.h), through every coroutine wrapper on the way. */
 static int external_continue(lua_State *L, int status, lua_KContext ctx) {
   (void)status;
   (void)ctx;
-  mbxV_vm *vm = mbxV_from(L);
+  mbxL_state_of(L)->paused = 0;
   mbxV_check(L);
-  if (vm->resume_error) {
-    vm->resume_error = 0;
-    return lua_error(L);
-  }
+  if (!lua_toboolean(L, 1)) return lua_error(L); /* the message is on top */
+  lua_remove(L, 1);
   return lua_gettop(L);
 }
 
@@ -131,13 +130,13 @@ static int cannot_pause(lua_State *L, const char *name) {
 }
 
 static int hostcall_external(lua_State *L) {
-  mbxV_vm *vm = mbxV_from(L);
+  mbxL_state *state = mbxL_state_of(L);
   const char *name = lua_tostring(L, UPV_NAME);
   mbxV_check(L);
   /* Decide before anything is counted or recorded: a refused pause costs the host
      nothing. pause_chain_ok covers the coroutine wrappers between here and the run
      thread (stdlib/coroutine.c). */
-  if (!lua_isyieldable(L) || !vm->pause_chain_ok) return cannot_pause(L, name);
+  if (!lua_isyieldable(L) || state->pause_chain_broken) return cannot_pause(L, name);
   mbxV_count_host_call(L);
   size_t args_len;
   encode_args(L, name, &args_len);
@@ -149,9 +148,10 @@ static int hostcall_external(lua_State *L) {
   lua_concat(L, 3);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending);
   lua_settop(L, 0);
-  /* The flag, not the yield, makes this a pause: a trip also suspends a yieldable thread
-     (finish_pcall in stdlib/base.c), and must never look like one. */
-  vm->paused = 1;
+  /* The flag (and, for the run thread, the pending call), not the yield, makes this a
+     pause: a trip also suspends a yieldable thread (finish_pcall in stdlib/base.c), and must
+     never look like one. */
+  state->paused = 1;
   return lua_yieldk(L, 0, 0, external_continue);
 }
 
@@ -177,15 +177,14 @@ static void get_or_make_table(lua_State *L, int t, const char *key, size_t key_l
 }
 
 int mbxL_open_host_functions(lua_State *L) {
-  mbxV_vm *vm = mbxV_from(L);
-  const mbxC_port *port = vm ? vm->port : NULL;
-  if (port == NULL || port->host_fns == NULL || port->host_fns->count == 0) return 0;
+  const mbxC_port *port = mbxL_port(L);
+  if (port == NULL || port->grants == NULL || port->grants->fn_count == 0) return 0;
   lua_pushglobaltable(L);
   int globals = lua_gettop(L);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_builtins);
   int builtins = lua_gettop(L);
-  for (size_t i = 0; i < port->host_fns->count; i++) {
-    const mbxC_hostfn *fn = &port->host_fns->fns[i];
+  for (size_t i = 0; i < port->grants->fn_count; i++) {
+    const mbxC_grant_fn *fn = &port->grants->fns[i];
     const char *part = fn->name;
     int table = globals;
     for (const char *dot; (dot = strchr(part, '.')) != NULL; part = dot + 1) {
@@ -196,8 +195,8 @@ int mbxL_open_host_functions(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)i);
     lua_pushstring(L, fn->name);
     lua_pushcclosure(L,
-                     fn->kind == MBXC_HOSTFN_EXTERNAL ? hostcall_external
-                     : fn->kind == MBXC_HOSTFN_NATIVE ? mbxL_native_call
+                     fn->kind == MBXC_FN_EXTERNAL ? hostcall_external
+                     : fn->kind == MBXC_FN_NATIVE ? mbxL_native_call
                                                       : hostcall_sync,
                      2);
     lua_rawset(L, table);

@@ -15,9 +15,10 @@
    port (a state the host did not equip), from the kernel, then from the sandbox's key. */
 static void draw_seeds(lua_State *L, lua_Integer seeds[2]) {
   mbxV_vm *vm = mbxV_from(L);
-  if (vm && vm->port) {
+  const mbxC_port *port = mbxL_port(L);
+  if (port) {
     uint64_t words[2];
-    vm->port->random_seed(vm->port->ud, words);
+    port->random_seed(port->ud, words);
     seeds[0] = (lua_Integer)words[0];
     seeds[1] = (lua_Integer)words[1];
     return;

@@ -6,37 +6,14 @@
 
 #include <lauxlib.h>
 
-#include "capabilities/ffi.h"
 #include "capabilities/port.h"
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
-#include "vm/vm.h"
 
 /* Upvalues, as for every host function trampoline (stdlib/hostcall.c): the function's index
    in the port's table, and its name. */
 #define UPV_INDEX lua_upvalueindex(1)
 #define UPV_NAME lua_upvalueindex(2)
-
-/* The width and signedness of an integer letter; 0 bits for any other letter. */
-static int integer_bits(char t, int *is_signed) {
-  *is_signed = t == 'c' || t == 's' || t == 'i' || t == 'l';
-  switch (t) {
-  case 'c':
-  case 'C':
-    return 8;
-  case 's':
-  case 'S':
-    return 16;
-  case 'i':
-  case 'I':
-    return 32;
-  case 'l':
-  case 'L':
-    return 64;
-  default:
-    return 0;
-  }
-}
 
 static int type_error(lua_State *L, const char *name, int arg, const char *expected) {
   return luaL_error(L, "%s: argument #%d must be %s (got %s)", name, arg, expected,
@@ -63,7 +40,7 @@ static int range_error(lua_State *L, const char *name, int arg, char t, int bits
 */
 static void to_integer(lua_State *L, const char *name, int arg, char t, mbxC_ffi_value *v) {
   int is_signed;
-  int bits = integer_bits(t, &is_signed);
+  int bits = mbxC_ffi_int_bits(t, &is_signed);
   if (lua_type(L, arg) != LUA_TNUMBER) type_error(L, name, arg, "a number");
   int64_t as_signed = 0;
   uint64_t as_unsigned = 0;
@@ -197,11 +174,10 @@ static void push_result(lua_State *L, char t, const mbxC_ffi_value *r) {
 }
 
 int mbxL_native_call(lua_State *L) {
-  mbxV_vm *vm = mbxV_from(L);
-  const mbxC_port *port = vm->port;
+  const mbxC_port *port = mbxL_port(L);
   size_t index = (size_t)lua_tointeger(L, UPV_INDEX);
   const char *name = lua_tostring(L, UPV_NAME);
-  const mbxC_ffi_sig *sig = mbxC_native_sig(port->host_fns->fns[index].native);
+  const mbxC_ffi_sig *sig = &port->grants->fns[index].sig;
   mbxV_count_host_call(L);
   int given = lua_gettop(L);
   if (given > sig->nargs)
@@ -215,7 +191,8 @@ int mbxL_native_call(lua_State *L) {
   /* As for host callbacks: the native code runs with nothing between here and it that an
      error could unwind, and its time is the host's, not the guest's. */
   uint64_t begun = mbxV_budget_host_begin(L);
-  mbxC_call_result r = port->native_call(port->ud, index, args, &ret, &bytes, &len);
+  mbxC_wait wait = mbxL_host_wait(L);
+  mbxC_call_result r = port->native_call(port->ud, index, args, &wait, &ret, &bytes, &len);
   mbxV_budget_host_end(L, begun);
   mbxV_charge(L, len / 64 + 1); /* an interrupt that arrived meanwhile ends the run here */
   if (r == MBXC_CALL_ERROR) {

@@ -21,8 +21,7 @@
 #define DATE_ITEM_MAX 250
 
 static const mbxC_port *port_of(lua_State *L) {
-  mbxV_vm *vm = mbxV_from(L);
-  return vm ? vm->port : NULL;
+  return mbxL_port(L);
 }
 
 static int64_t now_seconds(lua_State *L) {
@@ -173,7 +172,7 @@ static int os_difftime(lua_State *L) {
    instruction count / 1e8, a function of the work done rather than of the machine. */
 static int os_clock(lua_State *L) {
   const mbxC_port *port = port_of(L);
-  if (port && port->deterministic) {
+  if (port && port->grants->deterministic) {
     lua_pushnumber(L, (lua_Number)mbxV_from(L)->budget.instructions / 1e8);
     return 1;
   }

@@ -1,6 +1,9 @@
 /* stdlib/stdlib.c -- builds the guest's global environment from the curated libraries. */
 #include "stdlib/stdlib.h"
 
+#include <stdatomic.h>
+#include <string.h>
+
 #include <lauxlib.h>
 
 #include "vm/budget.h"
@@ -77,4 +80,26 @@ int mbxL_open_sandbox(lua_State *L) {
   lua_pop(L, 2);
   lua_setfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   return 0;
+}
+
+void mbxL_attach(lua_State *L, const mbxC_port *port) {
+  mbxL_state *st = mbxL_state_of(L);
+  memset(st, 0, sizeof *st);
+  st->port = port;
+}
+
+void mbxL_run_begin(lua_State *L) {
+  mbxL_state *st = mbxL_state_of(L);
+  st->close_nesting = 0;
+  st->pause_chain_broken = 0;
+}
+
+static int interrupted(const void *ctx) {
+  const mbxV_budget *b = ctx;
+  return atomic_load_explicit(&b->interrupt, memory_order_acquire) != 0;
+}
+
+mbxC_wait mbxL_host_wait(lua_State *L) {
+  return (mbxC_wait){.deadline_ns = 0, .interrupted = interrupted,
+                     .ctx = &mbxV_from(L)->budget};
 }

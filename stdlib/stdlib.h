@@ -2,7 +2,56 @@
 #ifndef MBX_STDLIB_STDLIB_H
 #define MBX_STDLIB_STDLIB_H
 
+/*
+** stdlib/ owns everything guest code can name: the curated base/string/table/math/utf8/
+** coroutine/os/io/json libraries, the metered replacements of every C function whose work
+** memory does not bound, the policing of metatables, and the trampolines of host functions.
+** It reaches outside the VM only through capabilities/port.h (the one header of
+** capabilities/ it includes) and keeps its per-sandbox state in the vm's extension area
+** (mbxL_state below), so vm/ knows nothing of ports, pauses or coroutine closes.
+*/
+
 #include <lua.h>
+
+#include "capabilities/port.h"
+#include "vm/vm.h"
+
+/* The stdlib's per-sandbox state, inside the vm (mbxV_vm.ext): copied with templates,
+   checkpoints and rewinds, so a checkpoint taken while paused rewinds to the paused state.
+   Zeroed when a state is made or reset. */
+typedef struct mbxL_state {
+  /* What the guest may reach outside the VM; NULL = nothing at all (a template is built with
+     no port: it holds nothing of one sandbox). */
+  const mbxC_port *port;
+  int close_nesting;      /* nested coroutine closes in progress (stdlib/coroutine.c) */
+  int paused;             /* an external call's yield is on its way up to the run thread */
+  int pause_chain_broken; /* some resumer between here and the run thread cannot yield */
+} mbxL_state;
+
+_Static_assert(sizeof(mbxL_state) <= MBXV_EXT_BYTES, "mbxL_state must fit in mbxV_vm.ext");
+
+/* The state of L's sandbox (any of its threads); NULL for a state that is not ours. */
+static inline mbxL_state *mbxL_state_of(lua_State *L) {
+  mbxV_vm *vm = mbxV_from(L);
+  return vm ? (mbxL_state *)(void *)vm->ext : NULL;
+}
+
+/* The port of L's sandbox, NULL when none is attached. */
+static inline const mbxC_port *mbxL_port(lua_State *L) {
+  mbxL_state *st = mbxL_state_of(L);
+  return st ? st->port : NULL;
+}
+
+/* The mbxC_wait of a host-time port operation (capabilities/port.h): no deadline, and the
+   run's interrupt flag to poll. */
+mbxC_wait mbxL_host_wait(lua_State *L);
+
+/* Attach port to a freshly made or reset state (the host does this before reseeding and
+   installing host functions). */
+void mbxL_attach(lua_State *L, const mbxC_port *port);
+/* A run or resume begins: per-run state back to its start (no close in progress, the run
+   thread itself can hand a pause to the host). */
+void mbxL_run_begin(lua_State *L);
 
 /* Depth of nested coroutine.close / wrap error paths we allow: 5.4.4 resets the C-call count
    in lua_resetthread, so a chain of __close handlers closing coroutines overflows the C stack
@@ -33,12 +82,12 @@ int mbxL_open_require(lua_State *L);
 /* Make require(name) return the table at idx too (host function modules). */
 void mbxL_require_add(lua_State *L, const char *name, size_t name_len, int idx);
 
-/* Install the port's host functions (stdlib/hostcall.c) into the globals: dotted names make
-   module tables that require serves. For a state restored from a template (which holds
-   none): a lua_CFunction, run it with lua_pcall once vm->port is set. */
+/* Install the port's granted functions (stdlib/hostcall.c) into the globals: dotted names
+   make module tables that require serves. For a state restored from a template (which holds
+   none): a lua_CFunction, run it with lua_pcall once the port is attached. */
 int mbxL_open_host_functions(lua_State *L);
 /* The trampoline of a native function (stdlib/native.c): upvalue 1 its index in the port's
-   host_fns, upvalue 2 its name. Installed by mbxL_open_host_functions. */
+   grants, upvalue 2 its name. Installed by mbxL_open_host_functions. */
 int mbxL_native_call(lua_State *L);
 /* Room for "<name>(#<n>)", the path the codec names a bad argument by. */
 #define MBXL_HOSTFN_PATH_MAX 160

@@ -1,5 +1,6 @@
 /* vm/errors.c -- turning a failed chunk into a message, a position and a traceback, safely. */
 #include "vm/errors.h"
+#include "common/bytes.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,15 +38,6 @@ static void text_puts(text *t, const char *s) {
   text_put(t, s, strlen(s));
 }
 
-static char *copy_bytes(const char *s, size_t n) {
-  char *p = malloc(n + 1);
-  if (p) {
-    memcpy(p, s, n);
-    p[n] = '\0';
-  }
-  return p;
-}
-
 int mbxV_error_split(const char *msg, size_t len, char *chunk, size_t chunk_size, int *line,
                      size_t *text_offset) {
   /* Chunk names may contain ':' ([string "a:1: b"]), so a bracketed name is skipped whole. */
@@ -79,9 +71,9 @@ int mbxV_error_from_message(const char *msg, size_t len, int split, mbxV_error_i
   size_t off = 0;
   if (!split || !mbxV_error_split(msg, len, out->chunk, sizeof out->chunk, &out->line, &off))
     off = 0;
-  out->message = copy_bytes(msg + off, len - off);
+  out->message = mbxU_dup_bytes(msg + off, len - off);
   out->message_len = len - off;
-  out->traceback = copy_bytes("", 0);
+  out->traceback = mbxU_dup_bytes("", 0);
   return out->message && out->traceback ? 0 : -1;
 }
 
@@ -167,7 +159,7 @@ int mbxV_error_describe(lua_State *L, lua_State *co, const char *override, mbxV_
   if (len > MBXV_ERROR_MAX) len = MBXV_ERROR_MAX;
   size_t off = 0;
   if (!mbxV_error_split(msg, len, out->chunk, sizeof out->chunk, &out->line, &off)) off = 0;
-  out->message = copy_bytes(msg + off, len - off);
+  out->message = mbxU_dup_bytes(msg + off, len - off);
   out->message_len = len - off;
   text t = {0};
   char chunk[64] = "";

@@ -1,5 +1,6 @@
 /* vm/run.c -- one run: bind inputs, load text, resume the chunk's thread, collect the outcome. */
 #include "vm/run.h"
+#include "common/bytes.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,15 +54,6 @@ static char *dup_printf(const char *fmt, const char *a) {
   size_t n = strlen(fmt) + strlen(a) + 1;
   char *p = malloc(n);
   if (p) snprintf(p, n, fmt, a);
-  return p;
-}
-
-static char *dup_bytes(const char *s, size_t n) {
-  char *p = malloc(n + 1);
-  if (p) {
-    memcpy(p, s, n);
-    p[n] = '\0';
-  }
   return p;
 }
 
@@ -134,7 +126,7 @@ static int step_prepare(lua_State *L) {
     size_t n = 0;
     const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "syntax error";
     if (n == 0) n = strlen(msg);
-    st->syntax_error = dup_bytes(msg, n);
+    st->syntax_error = mbxU_dup_bytes(msg, n);
     st->syntax_len = n;
     return 0;
   }
@@ -186,7 +178,7 @@ static int step_encode(lua_State *L) {
   }
   size_t len;
   const char *json = lua_tolstring(L, -1, &len);
-  st->value = dup_bytes(json, len);
+  st->value = mbxU_dup_bytes(json, len);
   st->value_len = len;
   if (st->value == NULL) return luaL_error(L, "out of host memory");
   return 0;
@@ -209,6 +201,14 @@ static int step_release(lua_State *L) {
   return 0;
 }
 
+/* 1 when the layer above asked for the run thread's yield as a host pause: the pending call
+   is in the registry (a raw read: cannot raise). */
+static int pending_call_set(lua_State *L) {
+  int type = lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending);
+  lua_pop(L, 1);
+  return type == LUA_TSTRING;
+}
+
 /* Protected: copy the pending call's JSON out of the registry (stdlib/hostcall.c put it
    there) for the result. */
 static int step_pending(lua_State *L) {
@@ -221,7 +221,7 @@ static int step_pending(lua_State *L) {
     json = "null";
     len = 4;
   }
-  st->value = dup_bytes(json, len);
+  st->value = mbxU_dup_bytes(json, len);
   st->value_len = len;
   if (st->value == NULL) return luaL_error(L, "out of host memory");
   lua_pushnil(L);
@@ -240,6 +240,8 @@ typedef struct resume_value {
 static int step_resume_value(lua_State *L) {
   resume_value *rv = lua_touserdata(L, 1);
   lua_settop(L, 0);
+  /* The answer goes down as (true, value...) or (false, message): see mbxV_resume. */
+  lua_pushboolean(L, !rv->as_error);
   if (rv->as_error) {
     lua_pushlstring(L, rv->text ? rv->text : "", rv->len);
   } else if (rv->len > 0) {
@@ -262,7 +264,7 @@ static int protected_step(lua_State *L, lua_CFunction f, run_step *st) {
     const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "error";
     if (n == 0) n = strlen(msg);
     free(st->step_error);
-    st->step_error = dup_bytes(msg, n);
+    st->step_error = mbxU_dup_bytes(msg, n);
     st->step_error_len = st->step_error ? n : 0;
     lua_pop(L, 1);
   }
@@ -278,7 +280,7 @@ static int protected_step_keep(lua_State *L, lua_CFunction f, void *arg, char **
     size_t n = 0;
     const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "error";
     if (n == 0) n = strlen(msg);
-    *error = dup_bytes(msg, n);
+    *error = mbxU_dup_bytes(msg, n);
     lua_pop(L, 1);
   }
   return rc;
@@ -365,7 +367,6 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
   lua_State *L = vm->L;
   lua_State *co = st->co;
   vm->budget.run_thread = co;
-  vm->pause_chain_ok = 1; /* the run thread itself can always hand a pause to the host */
   vm->paused = 0;
   lua_State *previous = mbxV_budget_enter(L, co);
   int nres = 0;
@@ -387,15 +388,17 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
       out->value_len = st->value_len;
       st->value = NULL;
     }
-  } else if (status == LUA_YIELD && vm->paused && mbxV_tripped(L) == MBXV_TRIP_NONE) {
-    /* An external host function suspended the run (stdlib/hostcall.c); a trip suspends a
-       thread too (base.c finish_pcall) but never sets vm->paused, and wins if both. */
+  } else if (status == LUA_YIELD && pending_call_set(L) && mbxV_tripped(L) == MBXV_TRIP_NONE) {
+    /* An external host function suspended the run (stdlib/hostcall.c): it put the pending
+       call in the registry before yielding. A trip suspends a thread too (base.c
+       finish_pcall) but never sets the pending call, and wins if both. */
     lua_pop(co, nres);
     if (protected_step(L, step_pending, st) != LUA_OK) {
       vm->paused = 0;
       fail_with_message(L, out, MBX_INTERNAL_ERROR, "out of host memory for the pending call",
                         39, 0);
     } else {
+      vm->paused = 1;
       out->status = MBX_PAUSED;
       out->pending_json = st->value;
       out->pending_len = st->value_len;
@@ -496,7 +499,7 @@ finish:
     return api;
   }
   if (out->value_json == NULL) {
-    out->value_json = dup_bytes("null", 4);
+    out->value_json = mbxU_dup_bytes("null", 4);
     out->value_len = 4;
   }
   if (out->value_json == NULL || (out->failed && out->error.message == NULL)) {
@@ -565,16 +568,14 @@ mbx_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
     goto finish;
   }
   lua_xmove(L, st.co, nargs);
-  vm->resume_error = as_error;
   resume_and_collect(vm, &st, nargs, out);
-  vm->resume_error = 0;
 
 finish:
   record_usage(vm, out, started);
   free(st.value);
   free(st.step_error);
   if (out->value_json == NULL) {
-    out->value_json = dup_bytes("null", 4);
+    out->value_json = mbxU_dup_bytes("null", 4);
     out->value_len = 4;
   }
   if (out->value_json == NULL || (out->failed && out->error.message == NULL)) {

@@ -43,10 +43,14 @@ mbx_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, si
                            mbxV_outcome *out, mbx_error *err);
 
 /*
-** Continue the run paused at an external call (vm->paused). as_error == 0: value (NULL/0 =
-** no value) is JSON the call returns; bad JSON returns MBX_INVALID_INPUT with nothing
-** changed (still paused). as_error != 0: value is the message of the error the call raises.
-** Otherwise like mbxV_run: a run status with *out filled (possibly MBX_PAUSED again).
+** A run pauses when the layer above stores the pending call's JSON in the registry at
+** mbxV_key_pending and yields the run thread (stdlib/hostcall.c); vm->paused is then set.
+** mbxV_resume continues it. as_error == 0: value (NULL/0 = no value) is JSON the call
+** returns; bad JSON returns MBX_INVALID_INPUT with nothing changed (still paused).
+** as_error != 0: value is the message of the error the call raises. The yield receives
+** (true, value) or (true) for no value, and (false, message) for an error: the layer above
+** returns or raises accordingly. Otherwise like mbxV_run: a run status with *out filled
+** (possibly MBX_PAUSED again).
 */
 mbx_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
                        mbxV_outcome *out, mbx_error *err);

@@ -52,8 +52,8 @@ static void configure_fields(mbxV_vm *vm, const mbxV_config *cfg) {
   vm->source_limit = cfg->source_limit;
   vm->address_key = cfg->address_key;
   vm->panic_jmp = NULL;
-  vm->close_nesting = 0;
-  vm->port = NULL;
+  vm->paused = 0;
+  memset(vm->ext, 0, sizeof vm->ext);
 }
 
 /* A vm no one else knows yet: set on a fresh vm and after a template copy (which holds the

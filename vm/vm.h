@@ -12,6 +12,9 @@
 #include "vm/heap.h"
 #include "vm/output.h"
 
+/* Size of the opaque extension area inside every vm (see mbxV_vm.ext). */
+#define MBXV_EXT_BYTES 64
+
 typedef struct mbxV_vm {
   lua_State *L;           /* main thread: never runs guest code itself */
   mbxV_heap heap;
@@ -20,16 +23,14 @@ typedef struct mbxV_vm {
   size_t source_limit;    /* bytes of one chunk given by the host */
   uint64_t address_key;   /* key of the hash that stands in for addresses in tostring */
   jmp_buf *panic_jmp;     /* recovery point of the active host call, for lua_atpanic */
-  int close_nesting;      /* nested coroutine closes in progress (stdlib/coroutine.c) */
-  /* Pause/resume (external host functions). These live outside the budget/output hole, so
-     a checkpoint taken while paused rewinds to the paused state; a template holds zeros. */
-  int paused;             /* the run thread is suspended at an external call */
-  int resume_error;       /* the value passed down on resume is an error message to raise */
-  int pause_chain_ok;     /* every resumer between here and the run thread can yield */
-  /* What the guest may reach outside the VM (clock, seed, environment): a
-     capabilities/port.h table, set by the host before the libraries are opened. Opaque here:
-     vm/ knows nothing of capabilities; only stdlib/ looks inside. NULL = nothing at all. */
-  const struct mbxC_port *port;
+  /* vm/run.c's own: the last run or resume returned MBX_PAUSED (the run thread yielded with
+     the pending call in the registry) and waits for mbxV_resume. Lives outside the
+     budget/output hole, so a checkpoint taken while paused rewinds to the paused state. */
+  int paused;
+  /* Bytes the layer above owns (stdlib/: its port pointer, pause and close-nesting state;
+     stdlib/stdlib.h). vm/ never reads them: it zeroes them when a state is made or reset,
+     and they travel with the vm through templates, checkpoints and rewinds. */
+  _Alignas(16) unsigned char ext[MBXV_EXT_BYTES];
   /* The slot this vm lives in (vm/arena.h), NULL for one made by mbxV_vm_open. A slot's vm is
      restored from a byte copy: every field above that belongs to one sandbox rather than to
      the slot must be set again after the copy (configure() in vm/vm.c). */
@@ -71,8 +72,8 @@ struct mbxV_pool;
    the arena allocator, open_libs (a lua_CFunction) under lua_pcall and a full collection, then
    snapshotted as the slot's template. With MBX_ARENA_MALLOC the heap uses malloc per block
    (so ASan sees every Lua block) and the state is built every time. The vm lives inside the
-   slot, at a fixed address; it is returned with vm->port NULL: the host sets it, then reseeds
-   anything seeded at open (the template was built with no port). */
+   slot, at a fixed address; it is returned with vm->ext zeroed: the layer above attaches what
+   it needs (the stdlib its port), then reseeds anything seeded at open. */
 mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
                             lua_CFunction open_libs, mbxV_vm **out);
 /* Give the slot back to its pool (from any thread). Never lua_close (it would run guest
@@ -82,7 +83,7 @@ void mbxV_vm_free(mbxV_vm *vm);
 /* Back to pristine in place (same slot, same address): the slot's template copied back (a
    memcpy, like mbxV_vm_new), or, without a template, the state built again. The vm's budget
    and output buffers are kept and reset; every other per-sandbox field is set from cfg and
-   vm->port is NULL again (the caller sets it and reseeds, as after mbxV_vm_new). On failure
+   vm->ext is zeroed again (the caller attaches and reseeds, as after mbxV_vm_new). On failure
    (only without a template: out of host memory) vm->L is NULL and the vm may only be reset
    again or freed. */
 mbxV_new_result mbxV_vm_reset(mbxV_vm *vm, const mbxV_config *cfg, lua_CFunction open_libs);

@@ -17,7 +17,7 @@
 #include "capabilities/ffi.h"
 #include "capabilities/hostfn.h"
 #include "capabilities/policy.h"
-#include "capabilities/port.h"
+#include "capabilities/port_local.h"
 
 /* ---- the parser ---- */
 
@@ -343,19 +343,19 @@ static void port_calls_natives(void **state) {
   const char *bytes;
   size_t len;
   a[0].z = "al", a[1].i = 3;
-  assert_int_equal(pl.port.native_call(pl.port.ud, 0, a, &r, &bytes, &len), MBXC_CALL_VALUE);
+  assert_int_equal(pl.port.native_call(pl.port.ud, 0, a, NULL, &r, &bytes, &len), MBXC_CALL_VALUE);
   assert_int_equal(len, 18);
   assert_memory_equal(bytes, "hi al;hi al;hi al;", 18);
   /* The whole buffer is usable: it is MBX_NATIVE_OUT_MAX bytes. */
   a[1].i = 100000;
-  assert_int_equal(pl.port.native_call(pl.port.ud, 0, a, &r, &bytes, &len), MBXC_CALL_VALUE);
+  assert_int_equal(pl.port.native_call(pl.port.ud, 0, a, NULL, &r, &bytes, &len), MBXC_CALL_VALUE);
   assert_int_equal(len, MBX_NATIVE_OUT_MAX);
-  assert_int_equal(pl.port.native_call(pl.port.ud, 1, a, &r, &bytes, &len), MBXC_CALL_ERROR);
+  assert_int_equal(pl.port.native_call(pl.port.ud, 1, a, NULL, &r, &bytes, &len), MBXC_CALL_ERROR);
   assert_string_equal(bytes, "m.overlong: the native function returned length 65537, more "
                              "than its 65536-byte buffer");
   assert_int_equal(len, strlen(bytes));
   a[0].d = 6, a[1].d = 8;
-  assert_int_equal(pl.port.native_call(pl.port.ud, 2, a, &r, &bytes, &len), MBXC_CALL_VALUE);
+  assert_int_equal(pl.port.native_call(pl.port.ud, 2, a, NULL, &r, &bytes, &len), MBXC_CALL_VALUE);
   assert_true(r.d == 10.0);
   mbxC_port_local_free(&pl);
 }

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "capabilities/policy.h"
-#include "capabilities/port.h"
+#include "capabilities/port_local.h"
 
 static void policy_with_defaults(mbx_policy *p) {
   memset(p, 0xAB, sizeof *p);

@@ -363,7 +363,8 @@ static void vm_new_builds_once_then_restores(void **state) {
   assert_int_equal(mbxV_vm_new(pool, &vm_config, open_nothing, &vm), MBXV_NEW_OK);
   assert_ptr_equal(vm, vm->slot->arena->user); /* inside the slot */
   assert_ptr_equal(mbxV_from(vm->L), vm);
-  assert_null(vm->port);
+  static const unsigned char zero_ext[MBXV_EXT_BYTES]; /* no port attached: ext zeroed */
+  assert_memory_equal(vm->ext, zero_ext, sizeof zero_ext);
   size_t pristine = vm->heap.used;
   lua_State *L = vm->L;
   /* Dirty it. */

@@ -1,4 +1,4 @@
-/* host/status.c -- names and descriptions of mbx_status, generated from MBX_STATUS_MAP. */
+/* common/status.c -- names and descriptions of mbx_status, generated from MBX_STATUS_MAP. */
 #include "include/moonbox.h"
 
 MBX_API const char *mbx_status_name(mbx_status s) {

@@ -1,0 +1,45 @@
+/* capabilities/port_local.h -- the port served in-process, from a copy of the policy. */
+#ifndef MBX_CAPABILITIES_PORT_LOCAL_H
+#define MBX_CAPABILITIES_PORT_LOCAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capabilities/hostfn.h"
+#include "capabilities/policy.h"
+#include "capabilities/port.h"
+
+/* The in-process implementation: the policy's settings copied at sandbox creation, so the
+   host may change or free the policy while sandboxes made from it live. */
+typedef struct mbxC_port_local {
+  mbxC_port port; /* port.ud points at this struct: do not move it once initialized */
+  mbxC_grants grants;         /* what port.grants points at */
+  mbxC_grant_fn *grant_fns;   /* grants.fns: names borrowed from host_fns */
+  int time_fixed;
+  int64_t time;
+  int seed_fixed;
+  uint64_t seed;
+  uint64_t draws; /* random_seed calls so far */
+  mbxC_env_var *env;
+  size_t env_count;
+  uint64_t cpu_start_ns;      /* thread CPU clock when the current run began */
+  mbxC_hostfn_table host_fns; /* copied from the policy: the callbacks and bindings */
+  struct mbx_host_reply reply; /* reused by every host call */
+  char *native_out; /* MBX_NATIVE_OUT_MAX bytes for 'o' returns, made at the first one */
+  char native_error[MBXC_MAX_HOSTFN_NAME + 128]; /* a native call's message for the guest */
+} mbxC_port_local;
+
+/* Copy what the port needs from p and fill pl->port. Returns 0, or -1 when out of memory
+   (pl is then empty and needs no mbxC_port_local_free). */
+int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p);
+/* Release the copies. Never fails; a zeroed pl is fine, and so is freeing twice. */
+void mbxC_port_local_free(mbxC_port_local *pl);
+/* A run begins on the calling thread: os.clock counts from here. */
+void mbxC_port_local_run_begin(mbxC_port_local *pl);
+
+/* Where the port's own sequence stands (the random seeds drawn), for checkpoint/rewind and
+   reset: a rewound sandbox draws the seeds it drew after the checkpoint again. */
+uint64_t mbxC_port_local_position(const mbxC_port_local *pl);
+void mbxC_port_local_seek(mbxC_port_local *pl, uint64_t position);
+
+#endif

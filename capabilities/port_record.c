@@ -1,0 +1,429 @@
+/* capabilities/port_record.c -- record/replay as a layer over any port: live it forwards and
+   logs each answer, replaying it answers from the log (capabilities/port_record.h). */
+#include "capabilities/port_record.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "capabilities/hostfn.h"
+#include "capabilities/policy.h"
+#include "include/moonbox.h"
+
+static const char replay_failed[] = "the snapshot replay diverged from its log";
+
+void mbxC_port_record_diverge(mbxC_port_record *r, const char *fmt, ...) {
+  if (r->diverged[0]) return; /* the first divergence is the one to report */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->diverged, sizeof r->diverged, fmt, ap);
+  va_end(ap);
+  if (!r->diverged[0]) snprintf(r->diverged, sizeof r->diverged, "the replay diverged");
+}
+
+/* Replaying: the record at the cursor, which must be an answer of type want. */
+static int next_answer(mbxC_port_record *r, mbxC_rec_type want, mbxC_record *rec) {
+  if (r->diverged[0]) return 0;
+  if (!mbxC_replay_get(&r->log, r->cursor, rec)) {
+    mbxC_port_record_diverge(r, "record %zu: the replay asked for %s past the end of the log",
+                             r->cursor, mbxC_rec_type_name(want));
+    return 0;
+  }
+  if (rec->type != want) {
+    mbxC_port_record_diverge(r, "record %zu: the replay asked for %s where the log has %s",
+                             r->cursor, mbxC_rec_type_name(want), mbxC_rec_type_name(rec->type));
+    return 0;
+  }
+  r->cursor++;
+  return 1;
+}
+
+/* ---- answers from outside the sandbox: from the log when replaying ---- */
+
+static int64_t record_wall_time(void *ud) {
+  mbxC_port_record *r = ud;
+  if (r->replaying) {
+    mbxC_record rec;
+    if (!next_answer(r, MBXC_REC_WALL_TIME, &rec)) return 0;
+    mbxC_reader rd = mbxC_reader_of(&rec);
+    int64_t t = (int64_t)mbxC_read_u64(&rd);
+    /* The blob is untrusted: a clock outside what os.date can show is refused. */
+    if (t < MBXC_MIN_TIME || t > MBXC_MAX_TIME) {
+      mbxC_port_record_diverge(r, "record %zu: the recorded clock %lld is outside the years 1 "
+                                  "to 9999",
+                               r->cursor - 1, (long long)t);
+      return 0;
+    }
+    return t;
+  }
+  int64_t t = r->inner->wall_time(r->inner->ud);
+  mbxC_replay_begin(&r->log, MBXC_REC_WALL_TIME);
+  mbxC_replay_put_u64(&r->log, (uint64_t)t);
+  mbxC_replay_end(&r->log);
+  return t;
+}
+
+static double record_cpu_time(void *ud) {
+  mbxC_port_record *r = ud;
+  if (r->replaying) {
+    mbxC_record rec;
+    if (!next_answer(r, MBXC_REC_CPU_TIME, &rec)) return 0.0;
+    mbxC_reader rd = mbxC_reader_of(&rec);
+    uint64_t bits = mbxC_read_u64(&rd);
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    if (!isfinite(d) || d < 0) {
+      mbxC_port_record_diverge(r, "record %zu: the recorded CPU time is not a finite positive "
+                                  "number",
+                               r->cursor - 1);
+      return 0.0;
+    }
+    return d;
+  }
+  double d = r->inner->cpu_time(r->inner->ud);
+  uint64_t bits;
+  memcpy(&bits, &d, sizeof bits);
+  mbxC_replay_begin(&r->log, MBXC_REC_CPU_TIME);
+  mbxC_replay_put_u64(&r->log, bits);
+  mbxC_replay_end(&r->log);
+  return d;
+}
+
+static void record_random_seed(void *ud, uint64_t seed[2]) {
+  mbxC_port_record *r = ud;
+  /* Drawn from the inner port in both modes, so its sequence (the seeds after a policy seed)
+     stands where the original's did when the replay hands over to live answers. */
+  r->inner->random_seed(r->inner->ud, seed);
+  if (r->replaying) {
+    mbxC_record rec;
+    seed[0] = seed[1] = 0;
+    if (!next_answer(r, MBXC_REC_RANDOM_SEED, &rec)) return;
+    mbxC_reader rd = mbxC_reader_of(&rec);
+    seed[0] = mbxC_read_u64(&rd);
+    seed[1] = mbxC_read_u64(&rd);
+    return;
+  }
+  mbxC_replay_begin(&r->log, MBXC_REC_RANDOM_SEED);
+  mbxC_replay_put_u64(&r->log, seed[0]);
+  mbxC_replay_put_u64(&r->log, seed[1]);
+  mbxC_replay_end(&r->log);
+}
+
+/* ---- answers the policy decides: re-executed and checked when replaying ---- */
+
+static const char *record_env_get(void *ud, const char *name, size_t name_len,
+                                  size_t *value_len) {
+  mbxC_port_record *r = ud;
+  size_t len = 0;
+  const char *value = r->inner->env_get(r->inner->ud, name, name_len, &len);
+  if (r->replaying) {
+    /* The environment is the policy's (its digest matched): the recorded answer must be
+       what it says, or the replay took another path. */
+    mbxC_record rec;
+    if (!next_answer(r, MBXC_REC_ENV_GET, &rec)) return NULL;
+    mbxC_reader rd = mbxC_reader_of(&rec);
+    size_t rn, rv;
+    const char *rname = mbxC_read_str(&rd, &rn);
+    int found = mbxC_read_u8(&rd);
+    const char *rvalue = mbxC_read_str(&rd, &rv);
+    if (rn != name_len || memcmp(rname, name, rn) != 0 || found != (value != NULL) ||
+        (value && (rv != len || memcmp(rvalue, value, rv) != 0))) {
+      mbxC_port_record_diverge(r,
+                               "record %zu: the replay looked up another environment "
+                               "variable, or the policy's value differs from the recorded one",
+                               r->cursor - 1);
+      return NULL;
+    }
+  } else {
+    mbxC_replay_begin(&r->log, MBXC_REC_ENV_GET);
+    mbxC_replay_put_str(&r->log, name, name_len);
+    mbxC_replay_put_u8(&r->log, value != NULL);
+    mbxC_replay_put_str(&r->log, value ? value : "", value ? len : 0);
+    mbxC_replay_end(&r->log);
+  }
+  if (value && value_len) *value_len = len;
+  return value;
+}
+
+/* ---- granted functions: answers from outside ---- */
+
+static mbxC_call_result record_host_call(void *ud, size_t index, const char *args,
+                                         size_t args_len, const mbxC_wait *wait,
+                                         const char **reply, size_t *reply_len) {
+  mbxC_port_record *r = ud;
+  const char *name = r->port.grants->fns[index].name;
+  if (!r->replaying) {
+    mbxC_call_result res =
+        r->inner->host_call(r->inner->ud, index, args, args_len, wait, reply, reply_len);
+    mbxC_replay_begin(&r->log, MBXC_REC_HOST_CALL);
+    mbxC_replay_put_str(&r->log, name, strlen(name));
+    mbxC_replay_put_str(&r->log, args, args_len);
+    mbxC_replay_put_u8(&r->log, res == MBXC_CALL_ERROR);
+    mbxC_replay_put_str(&r->log, *reply, *reply_len);
+    mbxC_replay_end(&r->log);
+    return res;
+  }
+  /* Answered from the log: the host's callback is not called again. */
+  mbxC_record rec;
+  *reply = replay_failed;
+  *reply_len = sizeof replay_failed - 1;
+  if (!next_answer(r, MBXC_REC_HOST_CALL, &rec)) return MBXC_CALL_ERROR;
+  mbxC_reader rd = mbxC_reader_of(&rec);
+  size_t fn_len, rargs_len, rreply_len;
+  const char *fn = mbxC_read_str(&rd, &fn_len);
+  const char *rargs = mbxC_read_str(&rd, &rargs_len);
+  int is_error = mbxC_read_u8(&rd);
+  const char *rreply = mbxC_read_str(&rd, &rreply_len);
+  if (fn_len != strlen(name) || memcmp(fn, name, fn_len) != 0) {
+    mbxC_port_record_diverge(r, "record %zu: the replay called %s where the log has a call of "
+                                "%.*s",
+                             r->cursor - 1, name, (int)(fn_len > 128 ? 128 : fn_len), fn);
+    return MBXC_CALL_ERROR;
+  }
+  if (rargs_len != args_len || memcmp(rargs, args, args_len) != 0) {
+    mbxC_port_record_diverge(r, "record %zu: the replay called %s with other arguments than the "
+                                "log has",
+                             r->cursor - 1, name);
+    return MBXC_CALL_ERROR;
+  }
+  if (rreply_len > (is_error ? MBX_HOST_ERROR_MAX : MBX_HOST_REPLY_MAX)) {
+    mbxC_port_record_diverge(r, "record %zu: the recorded reply of %s is larger than a host may "
+                                "send",
+                             r->cursor - 1, name);
+    return MBXC_CALL_ERROR;
+  }
+  *reply = rreply;
+  *reply_len = rreply_len;
+  return is_error ? MBXC_CALL_ERROR : MBXC_CALL_VALUE;
+}
+
+/* A native call's arguments, hashed: scalars as their words, 'z' strings by their bytes. */
+static uint64_t native_args_hash(const mbxC_ffi_sig *sig, const mbxC_ffi_value *args) {
+  XXH64_hash_t h = XXH3_64bits(sig->args, (size_t)sig->nargs);
+  for (int i = 0; i < sig->nargs; i++) {
+    uint64_t w = sig->args[i] == 'z' ? XXH3_64bits(args[i].z, strlen(args[i].z))
+                                     : mbxC_ffi_word(sig->args[i], &args[i]);
+    h = XXH3_64bits_withSeed(&w, sizeof w, h);
+  }
+  return h;
+}
+
+static mbxC_call_result record_native_call(void *ud, size_t index, const mbxC_ffi_value *args,
+                                           const mbxC_wait *wait, mbxC_ffi_value *ret,
+                                           const char **bytes, size_t *len) {
+  mbxC_port_record *r = ud;
+  const mbxC_grant_fn *fn = &r->port.grants->fns[index];
+  const mbxC_ffi_sig *sig = &fn->sig;
+  if (!r->replaying) {
+    const char *out = NULL;
+    size_t out_len = 0;
+    mbxC_call_result res =
+        r->inner->native_call(r->inner->ud, index, args, wait, ret, &out, &out_len);
+    unsigned char hash[8];
+    uint64_t h = native_args_hash(sig, args);
+    for (int i = 0; i < 8; i++)
+      hash[i] = (unsigned char)(h >> (8 * i));
+    int with_bytes = res == MBXC_CALL_ERROR || sig->ret == 'o';
+    mbxC_replay_begin(&r->log, MBXC_REC_NATIVE_CALL);
+    mbxC_replay_put_str(&r->log, fn->name, strlen(fn->name));
+    mbxC_replay_put_str(&r->log, hash, 8);
+    mbxC_replay_put_u8(&r->log, res == MBXC_CALL_ERROR);
+    mbxC_replay_put_u64(&r->log, res == MBXC_CALL_ERROR ? 0 : mbxC_ffi_word(sig->ret, ret));
+    mbxC_replay_put_str(&r->log, with_bytes ? out : "", with_bytes ? out_len : 0);
+    mbxC_replay_end(&r->log);
+    if (bytes) *bytes = out;
+    if (len) *len = out_len;
+    return res;
+  }
+  mbxC_record rec;
+  memset(ret, 0, sizeof *ret);
+  *bytes = replay_failed;
+  *len = sizeof replay_failed - 1;
+  if (!next_answer(r, MBXC_REC_NATIVE_CALL, &rec)) return MBXC_CALL_ERROR;
+  mbxC_reader rd = mbxC_reader_of(&rec);
+  size_t fn_len, n, hash_len;
+  const char *rname = mbxC_read_str(&rd, &fn_len);
+  const char *hash = mbxC_read_str(&rd, &hash_len);
+  int is_error = mbxC_read_u8(&rd);
+  uint64_t word = mbxC_read_u64(&rd);
+  const char *rbytes = mbxC_read_str(&rd, &n);
+  uint64_t mine = native_args_hash(sig, args), theirs = 0;
+  for (size_t i = 0; hash_len == 8 && i < 8; i++)
+    theirs |= (uint64_t)(unsigned char)hash[i] << (8 * i); /* little-endian */
+  if (fn_len != strlen(fn->name) || memcmp(rname, fn->name, fn_len) != 0 || hash_len != 8 ||
+      theirs != mine) {
+    mbxC_port_record_diverge(r,
+                             "record %zu: the replay called native %s, or with other "
+                             "arguments, where the log has another call",
+                             r->cursor - 1, fn->name);
+    return MBXC_CALL_ERROR;
+  }
+  if (is_error) {
+    if (n >= MBXC_MAX_HOSTFN_NAME + 128) {
+      mbxC_port_record_diverge(r, "record %zu: the recorded error of %s is too long",
+                               r->cursor - 1, fn->name);
+      return MBXC_CALL_ERROR;
+    }
+    *bytes = rbytes;
+    *len = n;
+    return MBXC_CALL_ERROR;
+  }
+  int valid = mbxC_ffi_from_word(sig->ret, word, ret) &&
+              (sig->ret != 'o' || word <= MBX_NATIVE_OUT_MAX) &&
+              (sig->ret == 'o' ? n == word : n == 0);
+  if (!valid) {
+    mbxC_port_record_diverge(r, "record %zu: the recorded result of %s is not a value of its "
+                                "return type",
+                             r->cursor - 1, fn->name);
+    memset(ret, 0, sizeof *ret);
+    return MBXC_CALL_ERROR;
+  }
+  *bytes = sig->ret == 'o' ? rbytes : NULL;
+  *len = sig->ret == 'o' ? n : 0;
+  return MBXC_CALL_VALUE;
+}
+
+/* ---- the layer ---- */
+
+void mbxC_port_record_init(mbxC_port_record *r, const mbxC_port *inner, uint64_t chain0) {
+  memset(r, 0, sizeof *r);
+  r->inner = inner;
+  r->chain0 = chain0;
+  mbxC_replay_init(&r->log, chain0);
+  /* Only what the inner port serves is wrapped; a capability it lacks stays NULL here too. */
+  r->port = (mbxC_port){.version = MBXC_PORT_VERSION,
+                        .ud = r,
+                        .grants = inner->grants,
+                        .wall_time = inner->wall_time ? record_wall_time : NULL,
+                        .cpu_time = inner->cpu_time ? record_cpu_time : NULL,
+                        .random_seed = inner->random_seed ? record_random_seed : NULL,
+                        .env_get = inner->env_get ? record_env_get : NULL,
+                        .host_call = inner->host_call ? record_host_call : NULL,
+                        .native_call = inner->native_call ? record_native_call : NULL};
+}
+
+void mbxC_port_record_free(mbxC_port_record *r) {
+  mbxC_replay_free(&r->log);
+  r->replaying = 0;
+}
+
+void mbxC_port_record_restart(mbxC_port_record *r) {
+  mbxC_replay_free(&r->log);
+  mbxC_replay_init(&r->log, r->chain0);
+  r->replaying = 0;
+  r->cursor = 0;
+  r->diverged[0] = '\0';
+}
+
+void mbxC_port_record_replay_begin(mbxC_port_record *r, mbxC_replay_log *log) {
+  mbxC_replay_free(&r->log);
+  r->log = *log;
+  memset(log, 0, sizeof *log);
+  r->replaying = 1;
+  r->cursor = 0;
+  r->diverged[0] = '\0';
+}
+
+int mbxC_port_record_replay_end(mbxC_port_record *r) {
+  if (!r->diverged[0] && r->cursor != r->log.count)
+    mbxC_port_record_diverge(r, "record %zu: the replay reached the end with %zu of the log's "
+                                "records left",
+                             r->cursor, r->log.count - r->cursor);
+  r->replaying = 0;
+  return r->diverged[0] ? -1 : 0;
+}
+
+mbxC_record_mark mbxC_port_record_mark(const mbxC_port_record *r) {
+  return (mbxC_record_mark){.count = r->log.count, .broken = r->log.broken};
+}
+
+void mbxC_port_record_rewind(mbxC_port_record *r, mbxC_record_mark m) {
+  mbxC_replay_truncate(&r->log, m.count, r->chain0);
+  r->log.broken = m.broken;
+}
+
+void mbxC_port_record_break(mbxC_port_record *r) {
+  r->log.broken = 1;
+}
+
+/* ---- session records: appended live; written to a scratch log and compared with the
+   record at the cursor when replaying ---- */
+
+static mbxC_replay_log *session_target(mbxC_port_record *r, mbxC_replay_log *scratch) {
+  if (!r->replaying) return &r->log;
+  mbxC_replay_init(scratch, 0);
+  return scratch;
+}
+
+static void session_check(mbxC_port_record *r, mbxC_replay_log *scratch) {
+  if (!r->replaying) return;
+  mbxC_record mine, theirs;
+  if (r->diverged[0]) {
+    /* already reported */
+  } else if (scratch->broken || !mbxC_replay_get(scratch, 0, &mine)) {
+    mbxC_port_record_diverge(r, "record %zu: out of host memory while checking the replay",
+                             r->cursor);
+  } else if (!mbxC_replay_get(&r->log, r->cursor, &theirs)) {
+    mbxC_port_record_diverge(r, "record %zu: the replay made a %s past the end of the log",
+                             r->cursor, mbxC_rec_type_name(mine.type));
+  } else if (theirs.type != mine.type) {
+    mbxC_port_record_diverge(r, "record %zu: the replay made a %s where the log has %s",
+                             r->cursor, mbxC_rec_type_name(mine.type),
+                             mbxC_rec_type_name(theirs.type));
+  } else if (theirs.len != mine.len || memcmp(theirs.payload, mine.payload, mine.len) != 0) {
+    if (mine.type == MBXC_REC_OUTCOME) {
+      mbxC_reader a = mbxC_reader_of(&mine), b = mbxC_reader_of(&theirs);
+      unsigned sa = mbxC_read_u32(&a), sb = mbxC_read_u32(&b);
+      mbxC_port_record_diverge(r,
+                               "record %zu: the replayed call ended with status %u where the "
+                               "original ended with %u, or with another value or host call "
+                               "count",
+                               r->cursor, sa, sb);
+    } else {
+      mbxC_port_record_diverge(r, "record %zu: the replay's %s differs from the log's",
+                               r->cursor, mbxC_rec_type_name(mine.type));
+    }
+  } else {
+    r->cursor++;
+  }
+  mbxC_replay_free(scratch);
+}
+
+void mbxC_port_record_run(mbxC_port_record *r, const char *chunk_name, const char *code,
+                          size_t code_len, const char *inputs, size_t inputs_len) {
+  mbxC_replay_log scratch;
+  mbxC_replay_log *log = session_target(r, &scratch);
+  const char *name = chunk_name ? chunk_name : "";
+  mbxC_replay_begin(log, MBXC_REC_RUN);
+  mbxC_replay_put_str(log, name, strlen(name));
+  mbxC_replay_put_str(log, code ? code : "", code ? code_len : 0);
+  mbxC_replay_put_u8(log, inputs != NULL);
+  mbxC_replay_put_str(log, inputs ? inputs : "", inputs ? inputs_len : 0);
+  mbxC_replay_end(log);
+  session_check(r, &scratch);
+}
+
+void mbxC_port_record_resume(mbxC_port_record *r, int as_error, const char *value, size_t len) {
+  mbxC_replay_log scratch;
+  mbxC_replay_log *log = session_target(r, &scratch);
+  mbxC_replay_begin(log, as_error ? MBXC_REC_RESUME_ERROR : MBXC_REC_RESUME);
+  mbxC_replay_put_str(log, value ? value : "", value ? len : 0);
+  mbxC_replay_end(log);
+  session_check(r, &scratch);
+}
+
+void mbxC_port_record_outcome(mbxC_port_record *r, uint32_t status, uint64_t hash,
+                              uint64_t host_calls) {
+  mbxC_replay_log scratch;
+  mbxC_replay_log *log = session_target(r, &scratch);
+  mbxC_replay_begin(log, MBXC_REC_OUTCOME);
+  mbxC_replay_put_u32(log, status);
+  mbxC_replay_put_u64(log, hash);
+  mbxC_replay_put_u64(log, host_calls);
+  mbxC_replay_end(log);
+  session_check(r, &scratch);
+}
