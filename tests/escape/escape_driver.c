@@ -19,8 +19,12 @@
 #define ESCAPE_MARKER "ESCAPED"
 /* What the guest would read if it reached the host's real stdin (io.read). */
 #define STDIN_SECRET "HOST-STDIN-SECRET\n"
-/* Residual wall time allowed past a deadline (THREATS.md section 9). */
-#define WALL_SLACK_MS 100
+/* The wall bound of a run that ends on its deadline. The status check proves the run ended
+   *because of* the deadline; the bound only proves it did not run on for long after it, so it
+   is a generous multiple (the machine may be loaded by parallel tests and builds), never the
+   tight residual docs/SECURITY-MODEL.md measures on an idle machine (THREATS.md section 9). */
+#define WALL_SLACK_MS 1000
+#define WALL_BOUND_FACTOR 2
 
 /* The slack over the deadline. Sanitizer builds run C code several times slower, so their
    test presets widen it through ESCAPE_WALL_SLACK_MS (docs/SECURITY-MODEL.md states both). */
@@ -643,7 +647,7 @@ static void compute_bounds(driver *d) {
   if (spec->max_wall_ms != NO_VALUE)
     bound = spec->max_wall_ms + extra;
   else if (d->time_limit_ms > 0)
-    bound = (long)d->time_limit_ms + WALL_SLACK_MS + extra;
+    bound = WALL_BOUND_FACTOR * (long)d->time_limit_ms + WALL_SLACK_MS + extra;
   d->wall_bound_ms = bound;
   long last = bound;
   if (spec->interrupt_ms != NO_VALUE && spec->max_wall_ms == NO_VALUE) {

@@ -1,0 +1,359 @@
+/* host/inproc.c -- the in-process backend: the sandbox's vm runs on the calling thread, its
+   port is served from a copy of the policy (capabilities/port_local.c), wrapped by the
+   record/replay layer for deterministic policies. */
+#include <locale.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lua.h>
+#include <xxhash.h>
+
+#include "capabilities/policy.h"
+#include "capabilities/port_local.h"
+#include "capabilities/port_record.h"
+#include "capabilities/replay.h"
+#include "host/backend.h"
+#include "host/result.h"
+#include "host/runtime.h"
+#include "stdlib/stdlib.h"
+#include "vm/arena.h"
+#include "vm/bytecode_cache.h"
+#include "vm/errors.h"
+#include "vm/run.h"
+#include "vm/vm.h"
+
+/* mbx_run refuses to start with less C stack than this: Lua recurses in C up to 200 levels,
+   and the most stack-hungry nesting measured needs more than 256 KiB (THREATS section 1). */
+#define MBXH_MIN_STACK ((size_t)1 << 20)
+
+typedef struct inproc {
+  mbx_runtime *rt;
+  mbxV_vm *vm;          /* lives at a fixed address inside its slot */
+  mbxC_port_local port; /* the policy's clock, seed, environment and functions, copied */
+  /* Deterministic policies only: the record/replay layer over port (snapshots); the stdlib
+     then talks to record.port instead of port.port. */
+  mbxC_port_record record;
+  int recording;
+  mbxV_config cfg;          /* what the sandbox was made with, for reset */
+  uint64_t host_call_limit; /* MBX_LIMIT_HOST_CALLS, for the budget after every restore */
+  /* mbx_sandbox_checkpoint: the state's bytes, and the port's state that goes with them (the
+     output buffers are per run: nothing of them is kept). */
+  mbxV_checkpoint checkpoint;
+  uint64_t checkpoint_draws; /* port seeds drawn: math.randomseed() continues from here */
+  /* The log's generation (a reset starts a new log) and where the log stood at the
+     checkpoint. */
+  uint64_t log_generation;
+  uint64_t checkpoint_log_generation;
+  mbxC_record_mark checkpoint_log;
+} inproc;
+
+static int run_protected(lua_State *L, lua_CFunction fn) {
+  lua_pushcfunction(L, fn);
+  return lua_pcall(L, 0, 0, 0) == LUA_OK;
+}
+
+/* Give a freshly restored state (new or reset) what depends on the policy: a slot's
+   template was built with no port, so math.random is seeded again and the host functions
+   are installed here. Returns 0 when either step fails (guest heap too small). */
+static int attach_port(inproc *ip) {
+  mbxL_attach(ip->vm->L, ip->recording ? &ip->record.port : &ip->port.port);
+  ip->vm->budget.host_call_limit = ip->host_call_limit;
+  return run_protected(ip->vm->L, mbxL_reseed) &&
+         run_protected(ip->vm->L, mbxL_open_host_functions);
+}
+
+static void release(inproc *ip) {
+  mbxV_checkpoint_free(&ip->checkpoint);
+  if (ip->vm) mbxV_vm_free(ip->vm);
+  mbxC_port_record_free(&ip->record);
+  mbxC_port_local_free(&ip->port);
+  free(ip);
+}
+
+static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
+                                const mbxC_snap_header *snap, mbxC_replay_log *replay,
+                                void **impl, mbx_error *err) {
+  inproc *ip = calloc(1, sizeof *ip);
+  if (ip == NULL || mbxC_port_local_init(&ip->port, p) != 0) {
+    free(ip);
+    if (replay) mbxC_replay_free(replay);
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
+    return MBX_NO_MEMORY;
+  }
+  ip->rt = rt;
+  mbxV_config cfg = {.memory_limit = (size_t)p->memory,
+                     .instruction_limit = p->instructions,
+                     .time_limit_ms = p->time_ms,
+                     .output_limit = (size_t)p->output,
+                     .source_limit = (size_t)p->source,
+                     .address_key = rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1)};
+  if (snap) {
+    mbxC_port_record_init(&ip->record, &ip->port.port, mbxC_snap_chain0(snap));
+    ip->recording = 1;
+    if (replay) mbxC_port_record_replay_begin(&ip->record, replay);
+  }
+  if (replay) mbxC_replay_free(replay); /* taken over above, or of no use */
+  ip->cfg = cfg;
+  ip->host_call_limit = p->host_calls;
+  /* A slot's template was built with no port (it holds nothing of one sandbox); math.random
+     is seeded from this sandbox's port once the state is in place. */
+  mbxV_new_result made = mbxV_vm_new(rt->slots, &cfg, mbxL_open_sandbox, &ip->vm);
+  if (made == MBXV_NEW_OK) {
+    if (attach_port(ip)) {
+      *impl = ip;
+      return MBX_OK;
+    }
+  } else {
+    ip->vm = NULL;
+  }
+  release(ip);
+  if (made == MBXV_NEW_CAP)
+    mbxV_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_new: %llu sandboxes are live in this runtime, its cap "
+                   "MBX_CAP_SANDBOXES; free some, or raise the cap with mbx_runtime_set_cap",
+                   (unsigned long long)mbx_runtime_get_cap(rt, MBX_CAP_SANDBOXES));
+  else if (made == MBXV_NEW_RESERVE_CAP)
+    mbxV_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_new: reserving %zu MiB of address space for the sandbox's heap "
+                   "(8x MBX_LIMIT_MEMORY) would pass the runtime's cap MBX_CAP_RESERVED_BYTES "
+                   "(%llu MiB, %llu MiB reserved); free sandboxes, lower the memory limit or "
+                   "raise the cap",
+                   mbxV_slot_size_for(cfg.memory_limit) >> 20,
+                   (unsigned long long)(mbx_runtime_get_cap(rt, MBX_CAP_RESERVED_BYTES) >> 20),
+                   (unsigned long long)(mbx_runtime_usage(rt, MBX_CAP_RESERVED_BYTES) >> 20));
+  else if (made == MBXV_NEW_NO_SPACE)
+    mbxV_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_new: cannot reserve %zu MiB of address space for the sandbox's "
+                   "heap (8x MBX_LIMIT_MEMORY); lower the limit or free sandboxes",
+                   mbxV_slot_size_for(cfg.memory_limit) >> 20);
+  else
+    mbxV_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_new: the standard library does not fit in the memory limit "
+                   "(raise MBX_LIMIT_MEMORY)");
+  return MBX_NO_MEMORY;
+}
+
+static void inproc_destroy(void *impl) {
+  release(impl);
+}
+
+static void inproc_interrupt(void *impl) {
+  inproc *ip = impl;
+  atomic_store_explicit(&ip->vm->budget.interrupt, 1, memory_order_release);
+}
+
+static int inproc_paused(const void *impl) {
+  const inproc *ip = impl;
+  return ip->vm && ip->vm->L ? ip->vm->paused : 0;
+}
+
+static uint64_t inproc_heap_bytes(const void *impl) {
+  const inproc *ip = impl;
+  return ip->vm && ip->vm->L ? ip->vm->heap.used : 0;
+}
+
+static mbxC_port_record *inproc_recorder(void *impl) {
+  inproc *ip = impl;
+  return ip->recording ? &ip->record : NULL;
+}
+
+static mbx_status inproc_reset(void *impl, mbx_error *err) {
+  inproc *ip = impl;
+  mbx_runtime *rt = ip->rt;
+  /* A fresh address key, as a new sandbox would get: hashes shown in place of addresses must
+     not match across the reset. */
+  ip->cfg.address_key = rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1);
+  if (mbxV_vm_reset(ip->vm, &ip->cfg, mbxL_open_sandbox) != MBXV_NEW_OK) {
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: out of host memory while building "
+                                       "the pristine state; the sandbox refuses runs until a "
+                                       "reset succeeds");
+    return MBX_NO_MEMORY;
+  }
+  /* Seeded again from the port's first draw, exactly as mbx_sandbox_new seeds: with a policy
+     seed the sequence is the new sandbox's, without one it is fresh randomness. */
+  mbxC_port_local_seek(&ip->port, 0);
+  /* The pristine state is a new session: its log starts again (the seed draw below is its
+     first record). */
+  if (ip->recording) {
+    mbxC_port_record_restart(&ip->record);
+    ip->log_generation++;
+  }
+  if (!attach_port(ip)) {
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: could not seed math.random or "
+                                       "install the host functions");
+    return MBX_NO_MEMORY;
+  }
+  return MBX_OK;
+}
+
+static mbx_status inproc_checkpoint(void *impl, mbx_error *err) {
+  inproc *ip = impl;
+  switch (mbxV_vm_checkpoint(ip->vm, &ip->checkpoint)) {
+  case MBXV_CHECKPOINT_OK:
+    ip->checkpoint_draws = mbxC_port_local_position(&ip->port);
+    ip->checkpoint_log_generation = ip->log_generation;
+    ip->checkpoint_log = mbxC_port_record_mark(&ip->record);
+    return MBX_OK;
+  case MBXV_CHECKPOINT_NO_MEMORY:
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
+                                       "copy; the previous checkpoint (if any) is kept");
+    return MBX_NO_MEMORY;
+  case MBXV_CHECKPOINT_UNSUPPORTED:
+    break;
+  }
+  mbxV_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_checkpoint: not available in this build "
+                                       "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
+  return MBX_UNSUPPORTED;
+}
+
+static mbx_status inproc_rewind(void *impl, mbx_error *err) {
+  inproc *ip = impl;
+#ifdef MBX_ARENA_MALLOC
+  (void)ip;
+  mbxV_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_rewind: not available in this build "
+                                       "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
+  return MBX_UNSUPPORTED;
+#else
+  if (ip->checkpoint.len == 0) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox has no "
+                                              "checkpoint (call mbx_sandbox_checkpoint first)");
+    return MBX_INVALID_ARGUMENT;
+  }
+  mbxV_vm_rewind(ip->vm, &ip->checkpoint);
+  mbxC_port_local_seek(&ip->port, ip->checkpoint_draws);
+  if (ip->recording) {
+    /* The log goes back with the state. Across a reset the records of the checkpoint's
+       session are gone: the sandbox cannot be snapshotted until its next reset. */
+    if (ip->checkpoint_log_generation == ip->log_generation)
+      mbxC_port_record_rewind(&ip->record, ip->checkpoint_log);
+    else
+      mbxC_port_record_break(&ip->record);
+  }
+  return MBX_OK;
+#endif
+}
+
+/* Free C stack below the current frame, from the thread's stack bounds (queried once per
+   thread: pthread_getattr_np costs microseconds to milliseconds). */
+static size_t stack_left(void) {
+  static _Thread_local uintptr_t low;
+  static _Thread_local int known;
+  if (!known) {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void *addr;
+      size_t size;
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0) low = (uintptr_t)addr;
+      pthread_attr_destroy(&attr);
+    }
+    known = 1;
+  }
+  char here;
+  uintptr_t sp = (uintptr_t)&here;
+  if (low == 0 || sp < low) return SIZE_MAX; /* unknown: do not refuse */
+  return sp - low;
+}
+
+/* The outcome record after a run or resume: what a replay must reproduce. */
+static void log_outcome(inproc *ip, mbx_status s, const mbxV_outcome *o) {
+  uint64_t hash = 0, host_calls = 0;
+  if (s < MBX_API_ERROR_BASE) {
+    XXH64_hash_t h =
+        XXH3_64bits(o->value_json ? o->value_json : "", o->value_json ? o->value_len : 0);
+    h = XXH3_64bits_withSeed(o->pending_json ? o->pending_json : "",
+                             o->pending_json ? o->pending_len : 0, h);
+    h = XXH3_64bits_withSeed(o->error.message ? o->error.message : "",
+                             o->error.message ? o->error.message_len : 0, h);
+    hash = h;
+    host_calls = o->host_calls;
+  }
+  /* Not the instruction count: it is not reproducible (capabilities/replay.h). */
+  mbxC_port_record_outcome(&ip->record, (uint32_t)s, hash, host_calls);
+}
+
+/* What every run and resume shares once the vm is back: the outcome becomes the result
+   (*out stays NULL when host memory runs out: the public epilogue reports it). */
+static mbx_status collect(inproc *ip, mbx_status s, mbxV_outcome *outcome, int logged,
+                          mbx_result **out) {
+  if (logged) log_outcome(ip, s, outcome);
+  if (s < MBX_API_ERROR_BASE) *out = mbxH_result_new(outcome, &ip->vm->output);
+  return s;
+}
+
+static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **out,
+                             mbx_error *err) {
+  inproc *ip = impl;
+  if (stack_left() < MBXH_MIN_STACK) {
+    mbxV_error_set(err, MBX_STACK_TOO_SMALL,
+                   "%s: less than 1 MiB of C stack is left on this thread; run sandboxes "
+                   "on a thread with a larger stack (e.g. 8 MiB)",
+                   a->fn);
+    return MBX_STACK_TOO_SMALL;
+  }
+  /* The C locale for the run: a host setlocale would change number formatting and string
+     comparison, and strcoll over-reads in 5.4.4 (THREATS section 5, f623b969). */
+  locale_t host_locale = uselocale(ip->rt->c_locale);
+  /* Lua keeps LUA_IDSIZE - 1 bytes of a chunk name; keep the end of a long one, where the
+     file name is ("...dir/script.lua"). */
+  char name[LUA_IDSIZE];
+  const char *given = a->chunk_name && *a->chunk_name ? a->chunk_name : "input";
+  size_t given_len = strlen(given), room = sizeof name - 2;
+  if (given_len > room) snprintf(name, sizeof name, "=...%s", given + given_len - (room - 3));
+  else snprintf(name, sizeof name, "=%s", given);
+  mbxV_outcome outcome;
+  mbxC_port_local_run_begin(&ip->port);
+  mbxL_run_begin(ip->vm->L);
+  /* A source past the limit touches nothing (mbxV_run_cached refuses it): not a session
+     event. */
+  int logged = ip->recording && a->code_len <= ip->cfg.source_limit;
+  if (logged)
+    mbxC_port_record_run(&ip->record, a->chunk_name, a->code, a->code_len, a->inputs,
+                         a->inputs_len);
+  const char *code_text = a->code ? a->code : "";
+  /* Deterministic mode bypasses the bytecode cache: a hit skips the parse and its charge, so
+     the instruction count (and os.clock, which reads it) would depend on what ran before. */
+  mbxV_bcache *cache = atomic_load(&ip->rt->bytecode_on) && !ip->port.grants.deterministic
+                           ? ip->rt->bytecode
+                           : NULL;
+  mbx_status s = mbxV_run_cached(ip->vm, cache, code_text, a->code_len, name, a->inputs,
+                                 a->inputs_len, &outcome, err);
+  uselocale(host_locale);
+  return collect(ip, s, &outcome, logged, out);
+}
+
+static mbx_status inproc_resume(void *impl, const char *fn, const char *value, size_t len,
+                                int as_error, mbx_result **out, mbx_error *err) {
+  inproc *ip = impl;
+  if (stack_left() < MBXH_MIN_STACK) {
+    mbxV_error_set(err, MBX_STACK_TOO_SMALL, "%s: less than 1 MiB of C stack is left on this "
+                                             "thread",
+                   fn);
+    return MBX_STACK_TOO_SMALL;
+  }
+  locale_t host_locale = uselocale(ip->rt->c_locale);
+  mbxC_port_local_run_begin(&ip->port);
+  mbxL_run_begin(ip->vm->L);
+  mbxV_outcome outcome;
+  if (ip->recording) mbxC_port_record_resume(&ip->record, as_error, value, len);
+  mbx_status s = mbxV_resume(ip->vm, value, len, as_error, &outcome, err);
+  uselocale(host_locale);
+  return collect(ip, s, &outcome, ip->recording, out);
+}
+
+const mbxH_backend mbxH_inproc_backend = {.version = MBXH_BACKEND_VERSION,
+                                          .name = "in-process",
+                                          .create = inproc_create,
+                                          .destroy = inproc_destroy,
+                                          .run = inproc_run,
+                                          .resume = inproc_resume,
+                                          .reset = inproc_reset,
+                                          .checkpoint = inproc_checkpoint,
+                                          .rewind = inproc_rewind,
+                                          .interrupt = inproc_interrupt,
+                                          .paused = inproc_paused,
+                                          .heap_bytes = inproc_heap_bytes,
+                                          .recorder = inproc_recorder};

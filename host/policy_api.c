@@ -1,0 +1,155 @@
+/* host/policy_api.c -- the public C API of policies: limits, clock, seed, environment and the
+   functions a policy grants. Argument checks over capabilities/policy.c. */
+#include <stdlib.h>
+
+#include "capabilities/ffi.h"
+#include "capabilities/hostfn.h"
+#include "capabilities/policy.h"
+#include "include/moonbox.h"
+#include "vm/errors.h"
+
+MBX_API mbx_policy *mbx_policy_new(void) {
+  mbx_policy *p = malloc(sizeof *p);
+  if (p) mbxC_policy_defaults(p);
+  return p;
+}
+
+MBX_API void mbx_policy_free(mbx_policy *p) {
+  if (p == NULL) return;
+  mbxC_policy_clear(p);
+  free(p);
+}
+
+MBX_API mbx_status mbx_policy_set_env(mbx_policy *p, const char *name, const char *value,
+                                      mbx_error *err) {
+  char why[200];
+  if (p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_env: the policy is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  switch (mbxC_policy_set_env(p, name, value, why, sizeof why)) {
+  case 0:
+    return MBX_OK;
+  case MBXC_POLICY_NO_MEMORY:
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_policy_set_env: out of memory");
+    return MBX_NO_MEMORY;
+  default:
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
+    return MBX_INVALID_ARGUMENT;
+  }
+}
+
+MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx_error *err) {
+  char why[200];
+  if (p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_time: the policy is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (mbxC_policy_set_time(p, epoch_seconds, why, sizeof why) != 0) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
+    return MBX_INVALID_ARGUMENT;
+  }
+  return MBX_OK;
+}
+
+MBX_API mbx_status mbx_policy_set_seed(mbx_policy *p, uint64_t seed, mbx_error *err) {
+  if (p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_seed: the policy is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  mbxC_policy_set_seed(p, seed);
+  return MBX_OK;
+}
+
+MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error *err) {
+  if (p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_deterministic: the policy is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  mbxC_policy_set_deterministic(p, on);
+  return MBX_OK;
+}
+
+MBX_API mbx_status mbx_policy_set_limit_checked(mbx_policy *p, mbx_limit which, uint64_t value,
+                                                mbx_error *err) {
+  char why[200];
+  if (p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_limit: the policy is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (mbxC_policy_set_limit(p, which, value, why, sizeof why) != 0) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
+    return MBX_INVALID_ARGUMENT;
+  }
+  return MBX_OK;
+}
+
+MBX_API mbx_status mbx_policy_set_limit(mbx_policy *p, mbx_limit which, uint64_t value) {
+  return mbx_policy_set_limit_checked(p, which, value, NULL);
+}
+
+MBX_API uint64_t mbx_policy_get_limit(const mbx_policy *p, mbx_limit which) {
+  return p ? mbxC_policy_get_limit(p, which) : 0;
+}
+
+static mbx_status add_hostfn(mbx_policy *p, const char *fn_name, const char *name,
+                             mbxC_fn_kind kind, mbx_host_fn fn, void *userdata,
+                             mbx_error *err) {
+  char why[300];
+  if (p == NULL || (kind == MBXC_FN_SYNC && fn == NULL)) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s: the policy and the callback must not be NULL",
+                   fn_name);
+    return MBX_INVALID_ARGUMENT;
+  }
+  switch (mbxC_hostfn_add(&p->host_fns, name, kind, fn, userdata, why, sizeof why)) {
+  case 0:
+    return MBX_OK;
+  case MBXC_HOSTFN_NO_MEMORY:
+    mbxV_error_set(err, MBX_NO_MEMORY, "%s: out of memory", fn_name);
+    return MBX_NO_MEMORY;
+  default:
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s: %s", fn_name, why);
+    return MBX_INVALID_ARGUMENT;
+  }
+}
+
+MBX_API mbx_status mbx_policy_add_function(mbx_policy *p, const char *name, mbx_host_fn fn,
+                                           void *userdata, mbx_error *err) {
+  return add_hostfn(p, "mbx_policy_add_function", name, MBXC_FN_SYNC, fn, userdata, err);
+}
+
+MBX_API mbx_status mbx_policy_add_external(mbx_policy *p, const char *name, mbx_error *err) {
+  return add_hostfn(p, "mbx_policy_add_external", name, MBXC_FN_EXTERNAL, NULL, NULL, err);
+}
+
+MBX_API mbx_status mbx_policy_bind_native(mbx_policy *p, const char *name, const char *signature,
+                                          void (*fn)(void), mbx_error *err) {
+  char why[300];
+  if (p == NULL || fn == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_policy_bind_native: the policy and the function must not be NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  /* Describe, validate, then act: the signature is parsed and prepared before the name is
+     stored, and a refused name releases the prepared call. */
+  int made;
+  mbxC_native *native = mbxC_native_new(signature, fn, &made, why, sizeof why);
+  if (native == NULL) {
+    if (made == MBXC_FFI_NO_MEMORY) {
+      mbxV_error_set(err, MBX_NO_MEMORY, "mbx_policy_bind_native: out of memory");
+      return MBX_NO_MEMORY;
+    }
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_bind_native: %s", why);
+    return MBX_INVALID_ARGUMENT;
+  }
+  int added = mbxC_hostfn_add_native(&p->host_fns, name, native, why, sizeof why);
+  if (added == 0) return MBX_OK;
+  mbxC_native_unref(native);
+  if (added == MBXC_HOSTFN_NO_MEMORY) {
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_policy_bind_native: out of memory");
+    return MBX_NO_MEMORY;
+  }
+  mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_bind_native: %s", why);
+  return MBX_INVALID_ARGUMENT;
+}
+

@@ -1,0 +1,146 @@
+/* host/runtime.c -- the public C API of the runtime: versions, mbx_free, caps and usage. */
+#include "host/runtime.h"
+
+#include <stdlib.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vm/errors.h"
+
+/* Address space all slots may reserve by default: 8 TiB of the 128 TiB a 47-bit address
+   space offers. With the default 64 MiB limit (512 MiB slots) the cap on live sandboxes
+   binds first; with 1 GiB limits (8 GiB slots) this one does, at about a thousand. */
+#define MBXH_DEFAULT_RESERVED_CAP ((uint64_t)8 << 40)
+
+MBX_API const char *mbx_version(void) {
+  return MBX_VERSION;
+}
+
+MBX_API int mbx_version_number(void) {
+  return MBX_VERSION_NUMBER;
+}
+
+MBX_API void mbx_free(void *p) {
+  free(p);
+}
+
+/* ---- runtime ---- */
+
+MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
+  mbx_runtime *rt = calloc(1, sizeof *rt);
+  if (rt == NULL) {
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
+    return NULL;
+  }
+  rt->c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+  if (rt->c_locale == (locale_t)0) {
+    free(rt);
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: cannot create the C locale");
+    return NULL;
+  }
+  if (getrandom(&rt->address_key, sizeof rt->address_key, 0) != sizeof rt->address_key) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    rt->address_key = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ (uintptr_t)rt;
+  }
+  rt->slots = mbxV_pool_new(MBXV_POOL_DEFAULT_CAP);
+  rt->bytecode = mbxV_bcache_new(MBXV_BCACHE_DEFAULT_BYTES);
+  if (rt->slots == NULL || rt->bytecode == NULL) {
+    mbxV_pool_free(rt->slots);
+    mbxV_bcache_free(rt->bytecode);
+    freelocale(rt->c_locale);
+    free(rt);
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
+    return NULL;
+  }
+  mbxV_pool_set_caps(rt->slots, MBXV_POOL_DEFAULT_CAP, (size_t)MBXH_DEFAULT_RESERVED_CAP);
+  atomic_store(&rt->bytecode_on, 1);
+  rt->backend = &mbxH_inproc_backend;
+  /* Past the machine's memory the estimate would end in the OOM killer, not an error. */
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  atomic_store(&rt->heap_cap, pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0);
+  return rt;
+}
+
+MBX_API void mbx_runtime_free(mbx_runtime *rt) {
+  if (rt == NULL) return;
+  mbxV_bcache_free(rt->bytecode);
+  mbxV_pool_free(rt->slots);
+  freelocale(rt->c_locale);
+  free(rt);
+}
+
+MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, uint64_t value,
+                                       mbx_error *err) {
+  if (rt == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: the runtime is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  unsigned slots;
+  size_t reserved;
+  mbxV_pool_get_caps(rt->slots, &slots, &reserved);
+  switch (which) {
+  case MBX_CAP_SANDBOXES:
+    if (value == 0 || value > UINT32_MAX) {
+      mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                     "mbx_runtime_set_cap: MBX_CAP_SANDBOXES must be 1 to %u, not %llu",
+                     (unsigned)UINT32_MAX, (unsigned long long)value);
+      return MBX_INVALID_ARGUMENT;
+    }
+    mbxV_pool_set_caps(rt->slots, (unsigned)value, reserved);
+    return MBX_OK;
+  case MBX_CAP_RESERVED_BYTES:
+    if (value > SIZE_MAX) value = 0; /* more than the address space: no cap */
+    mbxV_pool_set_caps(rt->slots, slots, (size_t)value);
+    return MBX_OK;
+  case MBX_CAP_HEAP_BYTES:
+    atomic_store(&rt->heap_cap, value);
+    return MBX_OK;
+  case MBX_CAP_BYTECODE_CACHE_BYTES:
+    if (value > SIZE_MAX) value = SIZE_MAX;
+    mbxV_bcache_set_max(rt->bytecode, (size_t)value);
+    atomic_store(&rt->bytecode_on, value != 0);
+    return MBX_OK;
+  }
+  mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: unknown cap %d", (int)which);
+  return MBX_INVALID_ARGUMENT;
+}
+
+MBX_API uint64_t mbx_runtime_get_cap(const mbx_runtime *rt, mbx_runtime_cap which) {
+  if (rt == NULL) return 0;
+  mbx_runtime *m = (mbx_runtime *)rt; /* the getters lock: nothing observable changes */
+  unsigned slots;
+  size_t reserved;
+  mbxV_pool_get_caps(m->slots, &slots, &reserved);
+  switch (which) {
+  case MBX_CAP_SANDBOXES:
+    return slots;
+  case MBX_CAP_RESERVED_BYTES:
+    return reserved;
+  case MBX_CAP_HEAP_BYTES:
+    return atomic_load(&m->heap_cap);
+  case MBX_CAP_BYTECODE_CACHE_BYTES:
+    return mbxV_bcache_max(m->bytecode);
+  }
+  return 0;
+}
+
+MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which) {
+  if (rt == NULL) return 0;
+  mbx_runtime *m = (mbx_runtime *)rt;
+  mbxV_bcache_stats stats;
+  switch (which) {
+  case MBX_CAP_SANDBOXES:
+    return mbxV_pool_live(m->slots);
+  case MBX_CAP_RESERVED_BYTES:
+    return mbxV_pool_reserved(m->slots);
+  case MBX_CAP_HEAP_BYTES:
+    return atomic_load(&m->heap_total);
+  case MBX_CAP_BYTECODE_CACHE_BYTES:
+    mbxV_bcache_stats_get(m->bytecode, &stats);
+    return stats.bytes;
+  }
+  return 0;
+}
+

@@ -1,0 +1,36 @@
+/* host/runtime.h -- the runtime handle: what every sandbox of one runtime shares. */
+#ifndef MBX_HOST_RUNTIME_H
+#define MBX_HOST_RUNTIME_H
+
+/*
+** host/ owns the front doors: the public C API (runtime.c, policy_api.c, sandbox.c,
+** snapshot.c: argument checks and the handles' bookkeeping), the backends that run sandboxes
+** under it (backend.h; inproc.c runs them in this process), the result contract (result.c)
+** and the CLI. Only host/ sees every layer: it builds the port from the policy
+** (capabilities/), attaches it to the stdlib and drives the vm.
+*/
+
+#include <locale.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "host/backend.h"
+#include "include/moonbox.h"
+#include "vm/arena.h"
+#include "vm/bytecode_cache.h"
+
+struct mbx_runtime {
+  const mbxH_backend *backend; /* how this runtime's sandboxes run (host/backend.h) */
+  locale_t c_locale;      /* runs switch the calling thread to it with uselocale */
+  uint64_t address_key;   /* seeds the hashes that stand in for addresses */
+  _Atomic uint64_t sandboxes_created;
+  mbxV_pool *slots;       /* sandboxes' heap slots, reused by every thread (vm/arena.h) */
+  mbxV_bcache *bytecode;  /* compiled top-level sources of mbx_run (vm/bytecode_cache.h) */
+  _Atomic int bytecode_on; /* 0 once MBX_CAP_BYTECODE_CACHE_BYTES is 0: skip even the hash */
+  /* The resident estimate: the sum of the live sandboxes' heaps as of their last creation,
+     run, reset or rewind (a run's own growth is bounded by its memory limit). */
+  _Atomic uint64_t heap_total;
+  _Atomic uint64_t heap_cap; /* 0 = none */
+};
+
+#endif

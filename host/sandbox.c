@@ -1,0 +1,260 @@
+/* host/sandbox.c -- the public C API of sandboxes: argument checks, the busy claim, poisoning
+   and the runtime's heap estimate, over the runtime's backend (host/backend.h). */
+#include "host/sandbox.h"
+
+#include <stdlib.h>
+
+#include <lua.h>
+
+#include "capabilities/policy.h"
+#include "host/result.h"
+#include "host/runtime.h"
+#include "vm/errors.h"
+
+/* Bring rt->heap_total up to date with this sandbox's heap (unsigned arithmetic wraps, so a
+   shrink is a subtraction). */
+static void count_heap(mbx_sandbox *sb) {
+  uint64_t now = sb->backend->heap_bytes(sb->impl);
+  atomic_fetch_add(&sb->rt->heap_total, now - sb->heap_counted);
+  sb->heap_counted = now;
+}
+
+int mbxH_sandbox_claim(mbx_sandbox *sb, const char *fn, mbx_error *err) {
+  if (!atomic_exchange(&sb->busy, 1)) return 1;
+  mbxV_error_set(err, MBX_SANDBOX_BUSY, "%s: the sandbox is running on another thread", fn);
+  return 0;
+}
+
+void mbxH_sandbox_release(mbx_sandbox *sb) {
+  atomic_store(&sb->busy, 0);
+}
+
+mbx_sandbox *mbxH_sandbox_create(mbx_runtime *rt, const mbx_policy *p, mbxC_replay_log *replay,
+                                 mbx_error *err) {
+  mbx_sandbox *sb = calloc(1, sizeof *sb);
+  if (sb == NULL) {
+    if (replay) mbxC_replay_free(replay);
+    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
+    return NULL;
+  }
+  sb->rt = rt;
+  sb->backend = rt->backend;
+  if (p->deterministic)
+    /* Only a deterministic sandbox can be replayed: only it keeps a log. */
+    sb->snap = (mbxC_snap_header){.format = MBXC_SNAP_FORMAT,
+                                  .lua_version = LUA_VERSION_RELEASE_NUM,
+                                  .moonbox_version = MBX_VERSION_NUMBER,
+                                  .build_id = mbxC_build_id(),
+                                  .policy_digest = mbxC_policy_digest(p),
+                                  .seed_fixed = p->seed_fixed != 0,
+                                  .seed = p->seed_fixed ? p->seed : 0,
+                                  .time_fixed = p->time_fixed != 0,
+                                  .time = p->time_fixed ? p->time : 0};
+  if (sb->backend->create(rt, p, p->deterministic ? &sb->snap : NULL, replay, &sb->impl, err) !=
+      MBX_OK) {
+    free(sb);
+    return NULL;
+  }
+  sb->heap_counted = sb->backend->heap_bytes(sb->impl);
+  uint64_t heap_cap = atomic_load(&rt->heap_cap);
+  uint64_t heap_total = atomic_fetch_add(&rt->heap_total, sb->heap_counted) + sb->heap_counted;
+  if (heap_cap && heap_total > heap_cap) {
+    mbx_sandbox_free(sb);
+    mbxV_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_new: the live sandboxes' guest heaps would total %llu KiB, "
+                   "past the runtime's cap MBX_CAP_HEAP_BYTES (%llu KiB); free or reset "
+                   "sandboxes, or raise the cap with mbx_runtime_set_cap",
+                   (unsigned long long)(heap_total >> 10), (unsigned long long)(heap_cap >> 10));
+    return NULL;
+  }
+  return sb;
+}
+
+MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_error *err) {
+  if (rt == NULL || p == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_new: the runtime and the policy "
+                   "must not be NULL");
+    return NULL;
+  }
+  return mbxH_sandbox_create(rt, p, NULL, err);
+}
+
+MBX_API void mbx_sandbox_free(mbx_sandbox *sb) {
+  if (sb == NULL) return;
+  atomic_fetch_sub(&sb->rt->heap_total, sb->heap_counted);
+  sb->backend->destroy(sb->impl);
+  free(sb);
+}
+
+MBX_API mbx_status mbx_sandbox_interrupt(mbx_sandbox *sb) {
+  if (sb == NULL) return MBX_INVALID_ARGUMENT;
+  sb->backend->interrupt(sb->impl);
+  return MBX_OK;
+}
+
+MBX_API int mbx_sandbox_poisoned(const mbx_sandbox *sb) {
+  return sb ? sb->poisoned : 0;
+}
+
+MBX_API int mbx_sandbox_paused(const mbx_sandbox *sb) {
+  return sb ? sb->backend->paused(sb->impl) : 0;
+}
+
+MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err) {
+  if (sb == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_reset: the sandbox is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (!mbxH_sandbox_claim(sb, "mbx_sandbox_reset", err)) return MBX_SANDBOX_BUSY;
+  mbx_status s = sb->backend->reset(sb->impl, err);
+  sb->poisoned = s != MBX_OK;
+  sb->poisoned_by = s != MBX_OK ? MBX_INTERNAL_ERROR : MBX_OK;
+  count_heap(sb);
+  mbxH_sandbox_release(sb);
+  return s;
+}
+
+MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err) {
+  if (sb == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_checkpoint: the sandbox is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (!mbxH_sandbox_claim(sb, "mbx_sandbox_checkpoint", err)) return MBX_SANDBOX_BUSY;
+  mbx_status s = sb->backend->checkpoint(sb->impl, err);
+  if (s == MBX_OK) {
+    sb->checkpoint_poisoned = sb->poisoned;
+    sb->checkpoint_poisoned_by = sb->poisoned_by;
+  }
+  mbxH_sandbox_release(sb);
+  return s;
+}
+
+MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err) {
+  if (sb == NULL) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (!mbxH_sandbox_claim(sb, "mbx_sandbox_rewind", err)) return MBX_SANDBOX_BUSY;
+  mbx_status s = sb->backend->rewind(sb->impl, err);
+  if (s == MBX_OK) {
+    sb->poisoned = sb->checkpoint_poisoned;
+    sb->poisoned_by = sb->checkpoint_poisoned_by;
+    count_heap(sb);
+  }
+  mbxH_sandbox_release(sb);
+  return s;
+}
+
+/* ---- runs and resumes: one claim, one epilogue ---- */
+
+static int poisons(mbx_status s) {
+  return s != MBX_OK && s != MBX_SYNTAX_ERROR && s != MBX_RUNTIME_ERROR && s != MBX_PAUSED;
+}
+
+/* The checks every run and resume make before anything runs; returns MBX_OK with the sandbox
+   claimed, or the refusal (err filled, the sandbox left as it was). */
+static mbx_status begin_call(mbx_sandbox *sb, const char *fn, int resuming, mbx_error *err) {
+  /* busy first: only the thread that owns the run may read what the run writes. */
+  if (atomic_exchange(&sb->busy, 1)) {
+    if (resuming)
+      mbxV_error_set(err, MBX_SANDBOX_BUSY, "%s: the sandbox is running on another thread", fn);
+    else
+      mbxV_error_set(err, MBX_SANDBOX_BUSY,
+                     "mbx_run: the sandbox is already running on another thread");
+    return MBX_SANDBOX_BUSY;
+  }
+  mbx_status s = MBX_OK;
+  if (sb->poisoned) {
+    s = MBX_SANDBOX_POISONED;
+    if (resuming)
+      mbxV_error_set(err, s, "%s: this sandbox ended a run with %s and refuses further runs", fn,
+                     mbx_status_key(sb->poisoned_by));
+    else
+      mbxV_error_set(err, s,
+                     "this sandbox ended a run with %s and refuses further runs; reset it "
+                     "(mbx_sandbox_reset), rewind it to an earlier checkpoint, or free it and "
+                     "create a new one",
+                     mbx_status_key(sb->poisoned_by));
+  } else if (!resuming && sb->backend->paused(sb->impl)) {
+    s = MBX_SANDBOX_PAUSED;
+    mbxV_error_set(err, s,
+                   "mbx_run: the sandbox is paused at an external call; continue it with "
+                   "mbx_resume or mbx_resume_error, or abandon the run with mbx_sandbox_reset");
+  } else if (resuming && !sb->backend->paused(sb->impl)) {
+    s = MBX_INVALID_ARGUMENT;
+    mbxV_error_set(err, s, "%s: the sandbox is not paused at an external call", fn);
+  }
+  if (s != MBX_OK) mbxH_sandbox_release(sb);
+  return s;
+}
+
+static mbx_status end_call(mbx_sandbox *sb, const char *fn, mbx_status s, mbx_result **out,
+                           mbx_error *err) {
+  if (s < MBX_API_ERROR_BASE) {
+    if (poisons(s)) {
+      sb->poisoned = 1;
+      sb->poisoned_by = s;
+    }
+    if (*out == NULL) {
+      mbxV_error_set(err, MBX_NO_MEMORY, "%s: out of host memory for the result", fn);
+      s = MBX_NO_MEMORY;
+    }
+    count_heap(sb);
+  }
+  mbxH_sandbox_release(sb);
+  return s;
+}
+
+MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_len,
+                                 const char *chunk_name, const char *inputs_json,
+                                 size_t inputs_len, mbx_result **out, mbx_error *err) {
+  if (out) *out = NULL;
+  if (sb == NULL || out == NULL || (code == NULL && code_len > 0) ||
+      (inputs_json == NULL && inputs_len > 0)) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_run: the sandbox and out must not be NULL, nor code/inputs with a length");
+    return MBX_INVALID_ARGUMENT;
+  }
+  mbx_status s = begin_call(sb, "mbx_run", 0, err);
+  if (s != MBX_OK) return s;
+  mbxH_run_args a = {.fn = "mbx_run",
+                     .code = code,
+                     .code_len = code_len,
+                     .chunk_name = chunk_name,
+                     .inputs = inputs_json,
+                     .inputs_len = inputs_len};
+  return end_call(sb, "mbx_run", sb->backend->run(sb->impl, &a, out, err), out, err);
+}
+
+MBX_API mbx_status mbx_run(mbx_sandbox *sb, const char *code, size_t code_len,
+                           const char *inputs_json, size_t inputs_len, mbx_result **out,
+                           mbx_error *err) {
+  return mbx_run_named(sb, code, code_len, "input", inputs_json, inputs_len, out, err);
+}
+
+static mbx_status resume(mbx_sandbox *sb, const char *fn, const char *value, size_t len,
+                         int as_error, mbx_result **out, mbx_error *err) {
+  if (out) *out = NULL;
+  if (sb == NULL || out == NULL || (value == NULL && len > 0)) {
+    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+                   "%s: the sandbox and out must not be NULL, nor the value with a length", fn);
+    return MBX_INVALID_ARGUMENT;
+  }
+  mbx_status s = begin_call(sb, fn, 1, err);
+  if (s != MBX_OK) return s;
+  if (as_error && len > MBX_HOST_ERROR_MAX) len = MBX_HOST_ERROR_MAX;
+  return end_call(sb, fn, sb->backend->resume(sb->impl, fn, value, len, as_error, out, err), out,
+                  err);
+}
+
+MBX_API mbx_status mbx_resume(mbx_sandbox *sb, const char *value_json, size_t len,
+                              mbx_result **out, mbx_error *err) {
+  return resume(sb, "mbx_resume", value_json, len, 0, out, err);
+}
+
+MBX_API mbx_status mbx_resume_error(mbx_sandbox *sb, const char *message, size_t len,
+                                    mbx_result **out, mbx_error *err) {
+  return resume(sb, "mbx_resume_error", message ? message : "", message ? len : 0, 1, out,
+                err);
+}
