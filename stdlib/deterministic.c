@@ -170,7 +170,7 @@ static int compare(const canon_key *a, const canon_key *b) {
    own loop rather than qsort so the budget is charged as it goes: mbxV_charge may raise, and
    raising out of qsort would leak its buffer (both buffers here are Lua userdata). */
 static canon_key *sort_keys(lua_State *L, canon_key *a, canon_key *tmp, size_t n) {
-  uint64_t work = 0;
+  mbxV_meter work = mbxV_meter_init(L, CHARGE_BATCH, 1);
   for (size_t width = 1; width < n; width *= 2) {
     for (size_t lo = 0; lo < n; lo += 2 * width) {
       size_t mid = lo + width < n ? lo + width : n;
@@ -182,17 +182,15 @@ static canon_key *sort_keys(lua_State *L, canon_key *a, canon_key *tmp, size_t n
           tmp[k++] = a[i++];
         else
           tmp[k++] = a[j++];
-        if (++work == CHARGE_BATCH) {
-          mbxV_charge(L, work);
-          work = 0;
-        }
+        mbxV_meter_add(&work, 1);
       }
     }
     canon_key *swap = a;
     a = tmp;
     tmp = swap;
   }
-  mbxV_charge(L, work + 1);
+  mbxV_meter_add(&work, 1);
+  mbxV_meter_flush(&work);
   return a;
 }
 
@@ -204,12 +202,15 @@ static void push_order(lua_State *L, int t) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &key_numbers);
   int numbers = lua_gettop(L);
   size_t n = 0;
+  mbxV_meter counting = mbxV_meter_init(L, CHARGE_BATCH, 1);
   lua_pushnil(L);
   while (lua_next(L, t)) {
     lua_pop(L, 1);
-    if ((++n % CHARGE_BATCH) == 0) mbxV_charge(L, CHARGE_BATCH);
+    n++;
+    mbxV_meter_add(&counting, 1);
   }
-  mbxV_charge(L, n % CHARGE_BATCH + 1);
+  mbxV_meter_add(&counting, 1);
+  mbxV_meter_flush(&counting);
   /* Two key buffers and two key arrays (16-byte slots); refused up front rather than failing
      inside Lua with an emergency collection at a moment the guest chose. */
   size_t need = n * (2 * sizeof(canon_key) + 32);
@@ -224,6 +225,7 @@ static void push_order(lua_State *L, int t) {
   lua_createtable(L, (int)n, 0);
   int raw = lua_gettop(L);
   size_t count = 0;
+  mbxV_meter copying = mbxV_meter_init(L, CHARGE_BATCH, 1);
   lua_pushnil(L);
   /* No Lua code runs in this loop, so the table holds the same n keys as above. */
   while (lua_next(L, t)) {
@@ -233,20 +235,23 @@ static void push_order(lua_State *L, int t) {
     lua_rawseti(L, raw, (lua_Integer)count + 1);
     classify(L, lua_gettop(L), numbers, &keys[count]);
     keys[count].slot = (uint32_t)count + 1;
-    if ((++count % CHARGE_BATCH) == 0) mbxV_charge(L, CHARGE_BATCH);
+    count++;
+    mbxV_meter_add(&copying, 1); /* the remainder is not charged, as for every scan */
   }
   n = count;
   canon_key *sorted = sort_keys(L, keys, tmp, n);
   lua_createtable(L, (int)n, 0);
   int order = lua_gettop(L);
+  mbxV_meter ordering = mbxV_meter_init(L, CHARGE_BATCH, 1);
   for (size_t i = 0; i < n; i++) {
     lua_rawgeti(L, raw, sorted[i].slot);
     if (sorted[i].cls == CLASS_OBJECT && sorted[i].v.integer == 0)
       sorted[i].v.integer = assign_number(L, lua_gettop(L), numbers);
     lua_rawseti(L, order, (lua_Integer)i + 1);
-    if (((i + 1) % CHARGE_BATCH) == 0) mbxV_charge(L, CHARGE_BATCH);
+    mbxV_meter_add(&ordering, 1);
   }
-  mbxV_charge(L, n % CHARGE_BATCH + 1);
+  mbxV_meter_add(&ordering, 1);
+  mbxV_meter_flush(&ordering);
   lua_copy(L, order, base + 1);
   lua_settop(L, base + 1);
 }
@@ -293,13 +298,13 @@ static lua_Integer position_after(lua_State *L, int order, lua_Integer n, lua_In
    return its position, or 0 (nothing pushed) at the end. Keys whose value became nil during
    the traversal are skipped, as stock next never returns them either. */
 static lua_Integer scan(lua_State *L, int t, int order, lua_Integer pos, lua_Integer n) {
-  lua_Integer skipped = 0;
+  mbxV_meter skipped = mbxV_meter_init(L, CHARGE_BATCH, 1);
   for (; pos <= n; pos++) {
     lua_rawgeti(L, order, pos);
     lua_pushvalue(L, -1);
     if (lua_rawget(L, t) != LUA_TNIL) return pos;
     lua_pop(L, 2);
-    if ((++skipped % CHARGE_BATCH) == 0) mbxV_charge(L, CHARGE_BATCH);
+    mbxV_meter_add(&skipped, 1); /* charged per batch; the remainder rides on the caller */
   }
   return 0;
 }

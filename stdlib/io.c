@@ -3,6 +3,7 @@
 #include <lauxlib.h>
 
 #include "stdlib/stdlib.h"
+#include "vm/budget.h"
 #include "vm/output.h"
 
 /* Write the arguments from `first` on: strings and numbers only, like the stock io.write. */

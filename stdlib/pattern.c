@@ -53,7 +53,7 @@ typedef struct matcher {
   const char *pat_end; /* end of the pattern */
   int depth_left;      /* recursion still allowed in this match */
   int level;           /* captures started */
-  uint64_t steps;      /* counted, not yet charged */
+  mbxV_meter meter;    /* steps counted, charged every MATCH_BATCH (vm/budget.h) */
   uint32_t byte_debt;  /* bytes appended to a gsub result, not yet counted as steps */
   capture cap[MAX_CAPTURES];
 } matcher;
@@ -65,14 +65,11 @@ static inline int uchar(char c) {
 /* ---- metering ---------------------------------------------------------------------------- */
 
 static void charge_pending(matcher *m) {
-  uint64_t n = m->steps;
-  m->steps = 0;
-  mbxV_charge(m->L, n);
+  mbxV_meter_flush(&m->meter);
 }
 
 static inline void count_steps(matcher *m, uint64_t n) {
-  m->steps += n;
-  if (m->steps >= MATCH_BATCH) charge_pending(m);
+  mbxV_meter_add(&m->meter, n);
 }
 
 /* Bytes appended to a gsub result: one step per 64, so a huge result is paid for even when
@@ -95,7 +92,7 @@ static void matcher_init(matcher *m, lua_State *L, const char *s, size_t ls, con
   m->src = s;
   m->src_end = s + ls;
   m->pat_end = p + lp;
-  m->steps = 0;
+  m->meter = mbxV_meter_init(L, MATCH_BATCH, 1);
   m->byte_debt = 0;
 }
 

@@ -66,7 +66,8 @@ static int str_rep(lua_State *L) {
   /* out[0..done) now holds at least one period ("s" then "sep"). Each round copies an
      already written stretch that starts at the same phase of the period as `done`, so the
      copied text continues the pattern; the written part roughly doubles per round. */
-  size_t since_charge = done;
+  mbxV_meter copied = mbxV_meter_init(L, COPY_BATCH, 64);
+  mbxV_meter_add(&copied, done);
   while (done < total) {
     size_t from = done % unit;
     size_t chunk = done - from;
@@ -74,13 +75,9 @@ static int str_rep(lua_State *L) {
     if (chunk > COPY_BATCH) chunk = COPY_BATCH;
     memcpy(out + done, out + from, chunk);
     done += chunk;
-    since_charge += chunk;
-    if (since_charge >= COPY_BATCH) {
-      mbxV_charge(L, since_charge / 64);
-      since_charge = 0;
-    }
+    mbxV_meter_add(&copied, chunk);
   }
-  mbxV_charge(L, since_charge / 64);
+  mbxV_meter_flush(&copied);
   luaL_pushresultsize(&b, total);
   return 1;
 }

@@ -25,38 +25,19 @@
 #define TAB_L 4 /* length: __len */
 #define TAB_RW (TAB_R | TAB_W)
 
-typedef struct meter {
-  lua_State *L;
-  unsigned pending; /* steps done but not yet charged */
-} meter;
+/* Every loop here charges through one mbxV_meter (vm/budget.h): a step per element touched or
+   comparison made, paid every CHARGE_EVERY steps and at the end. */
+#define TABLE_METER(L) mbxV_meter_init((L), CHARGE_EVERY, 1)
 
-static void tick(meter *m, unsigned steps) {
-  m->pending += steps;
-  if (m->pending >= CHARGE_EVERY) {
-    unsigned n = m->pending;
-    m->pending = 0;
-    mbxV_charge(m->L, n);
-  }
-}
-
-/* Pay what is left, so a loop of calls that each stay under CHARGE_EVERY is charged too. */
-static void settle(meter *m) {
-  if (m->pending > 0) {
-    unsigned n = m->pending;
-    m->pending = 0;
-    mbxV_charge(m->L, n);
-  }
-}
-
-static void get(meter *m, int t, lua_Integer i) {
+static void get(mbxV_meter *m, int t, lua_Integer i) {
   lua_geti(m->L, t, i);
-  tick(m, 1);
+  mbxV_meter_add(m, 1);
 }
 
 /* t[i] = the value on top (popped). */
-static void set(meter *m, int t, lua_Integer i) {
+static void set(mbxV_meter *m, int t, lua_Integer i) {
   lua_seti(m->L, t, i);
-  tick(m, 1);
+  mbxV_meter_add(m, 1);
 }
 
 /* 1 if the metatable on the stack top has the field (raw); leaves the field's value pushed. */
@@ -98,7 +79,7 @@ static lua_Integer length_of(lua_State *L, int arg, int what) {
 /* ---- insert / remove / move ------------------------------------------------------------ */
 
 static int t_insert(lua_State *L) {
-  meter m = {L, 0};
+  mbxV_meter m = TABLE_METER(L);
   lua_Integer first_empty = (lua_Integer)((lua_Unsigned)length_of(L, 1, TAB_RW) + 1u);
   lua_Integer pos;
   switch (lua_gettop(L)) {
@@ -119,12 +100,12 @@ static int t_insert(lua_State *L) {
     return luaL_error(L, "wrong number of arguments to 'insert'");
   }
   set(&m, 1, pos);
-  settle(&m);
+  mbxV_meter_flush(&m);
   return 0;
 }
 
 static int t_remove(lua_State *L) {
-  meter m = {L, 0};
+  mbxV_meter m = TABLE_METER(L);
   lua_Integer size = length_of(L, 1, TAB_RW);
   lua_Integer pos = luaL_optinteger(L, 2, size);
   /* An explicit position must be in [1, size + 1]. Stock 5.4.4 blames argument #1 here (not
@@ -138,12 +119,12 @@ static int t_remove(lua_State *L) {
   }
   lua_pushnil(L);
   set(&m, 1, pos);
-  settle(&m);
+  mbxV_meter_flush(&m);
   return 1;
 }
 
 static int t_move(lua_State *L) {
-  meter m = {L, 0};
+  mbxV_meter m = TABLE_METER(L);
   lua_Integer first = luaL_checkinteger(L, 2);
   lua_Integer last = luaL_checkinteger(L, 3);
   lua_Integer dest = luaL_checkinteger(L, 4);
@@ -167,7 +148,7 @@ static int t_move(lua_State *L) {
       }
     }
   }
-  settle(&m);
+  mbxV_meter_flush(&m);
   lua_pushvalue(L, target);
   return 1;
 }
@@ -177,7 +158,7 @@ static int t_move(lua_State *L) {
 /* Append the string on the stack top to b. Before the buffer grows, the new block (the
    luaL_Buffer doubles it, and the old one is live until the copy) must fit under the
    ceiling, so a concat of guest-sized pieces stops cleanly instead of failing inside Lua. */
-static void add_top(lua_State *L, luaL_Buffer *b, meter *m) {
+static void add_top(lua_State *L, luaL_Buffer *b, mbxV_meter *m) {
   size_t len;
   lua_tolstring(L, -1, &len);
   if (len > b->size - b->n) {
@@ -186,11 +167,11 @@ static void add_top(lua_State *L, luaL_Buffer *b, meter *m) {
       luaL_error(L, "resulting string too large (not enough memory left in this sandbox)");
   }
   luaL_addvalue(b);
-  tick(m, (unsigned)(len / 64));
+  mbxV_meter_add(m, len / 64);
 }
 
 static int t_concat(lua_State *L) {
-  meter m = {L, 0};
+  mbxV_meter m = TABLE_METER(L);
   lua_Integer last = length_of(L, 1, TAB_R);
   size_t sep_len;
   luaL_optlstring(L, 2, "", &sep_len);
@@ -212,13 +193,13 @@ static int t_concat(lua_State *L) {
   }
   if (b.n > LUAL_BUFFERSIZE && !mbxL_heap_fits(L, b.n)) /* the result is copied out of the buffer */
     return luaL_error(L, "resulting string too large (not enough memory left in this sandbox)");
-  settle(&m);
+  mbxV_meter_flush(&m);
   luaL_pushresult(&b);
   return 1;
 }
 
 static int t_unpack(lua_State *L) {
-  meter m = {L, 0};
+  mbxV_meter m = TABLE_METER(L);
   lua_Integer i = luaL_optinteger(L, 2, 1);
   lua_Integer last = luaL_opt(L, luaL_checkinteger, 3, luaL_len(L, 1));
   if (i > last) return 0;
@@ -231,7 +212,7 @@ static int t_unpack(lua_State *L) {
   for (; i < last; i++)
     get(&m, 1, i);
   get(&m, 1, last);
-  settle(&m);
+  mbxV_meter_flush(&m);
   return (int)count;
 }
 
@@ -244,14 +225,14 @@ static int t_unpack(lua_State *L) {
    than itself, or runs a scan off its range, is reported as stock does. */
 
 typedef struct sorter {
-  meter m;
+  mbxV_meter m;
   int has_comparator; /* else '<' (lua_compare, which may run __lt) */
 } sorter;
 
 /* a < b for the values at absolute stack indices a and b. */
 static int less(sorter *s, int a, int b) {
   lua_State *L = s->m.L;
-  tick(&s->m, 1);
+  mbxV_meter_add(&s->m, 1);
   if (!s->has_comparator) return lua_compare(L, a, b, LUA_OPLT);
   lua_pushvalue(L, 2);
   lua_pushvalue(L, a);
@@ -414,7 +395,7 @@ static void sort_range(sorter *s, lua_Integer lo, lua_Integer up, int depth) {
 }
 
 static int t_sort(lua_State *L) {
-  sorter s = {{L, 0}, 0};
+  sorter s = {TABLE_METER(L), 0};
   lua_Integer n = length_of(L, 1, TAB_RW);
   if (n > 1) {
     luaL_argcheck(L, n < INT_MAX, 1, "array too big");
@@ -425,7 +406,7 @@ static int t_sort(lua_State *L) {
     for (lua_Integer k = n; k > 1; k >>= 1)
       depth += 2;
     sort_range(&s, 1, n, depth);
-    settle(&s.m);
+    mbxV_meter_flush(&s.m);
   }
   return 0;
 }

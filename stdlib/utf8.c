@@ -17,24 +17,7 @@
 #define SCAN_BATCH 4096u
 #define SCAN_BYTES_PER_STEP 16u
 
-typedef struct scan_meter {
-  lua_State *L;
-  size_t pending; /* bytes scanned but not yet charged */
-} scan_meter;
-
-static void scanned(scan_meter *m, size_t bytes) {
-  m->pending += bytes;
-  if (m->pending >= SCAN_BATCH) {
-    size_t n = m->pending;
-    m->pending = 0;
-    mbxV_charge(m->L, n / SCAN_BYTES_PER_STEP);
-  }
-}
-
-static void settle(scan_meter *m) {
-  if (m->pending >= SCAN_BYTES_PER_STEP) mbxV_charge(m->L, m->pending / SCAN_BYTES_PER_STEP);
-  m->pending = 0;
-}
+#define SCAN_METER(L) mbxV_meter_init((L), SCAN_BATCH, SCAN_BYTES_PER_STEP)
 
 /* A string position as the manual defines it: negative counts back from the end; one before
    the start maps to 0. */
@@ -84,21 +67,21 @@ static int u_len(lua_State *L) {
   int lax = lua_toboolean(L, 4);
   luaL_argcheck(L, 1 <= posi && --posi <= (lua_Integer)len, 2, "initial position out of bounds");
   luaL_argcheck(L, --posj < (lua_Integer)len, 3, "final position out of bounds");
-  scan_meter m = {L, 0};
+  mbxV_meter m = SCAN_METER(L);
   lua_Integer n = 0;
   while (posi <= posj) {
     size_t step = decode(s + posi, len - (size_t)posi, NULL, !lax);
     if (step == 0) {
-      settle(&m);
+      mbxV_meter_flush(&m);
       luaL_pushfail(L);
       lua_pushinteger(L, posi + 1);
       return 2;
     }
     posi += (lua_Integer)step;
     n++;
-    scanned(&m, step);
+    mbxV_meter_add(&m, step);
   }
-  settle(&m);
+  mbxV_meter_flush(&m);
   lua_pushinteger(L, n);
   return 1;
 }
@@ -119,7 +102,7 @@ static int u_codepoint(lua_State *L) {
   if (count > 1024 && !mbxL_heap_fits(L, (size_t)count * MBXL_STACK_SLOT_COST))
     return luaL_error(L, "stack overflow (string slice too long)");
   luaL_checkstack(L, count, "string slice too long");
-  scan_meter m = {L, 0};
+  mbxV_meter m = SCAN_METER(L);
   int n = 0;
   const unsigned char *p = s + posi - 1, *end = s + pose;
   while (p < end) {
@@ -129,9 +112,9 @@ static int u_codepoint(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)code);
     n++;
     p += step;
-    scanned(&m, step);
+    mbxV_meter_add(&m, step);
   }
-  settle(&m);
+  mbxV_meter_flush(&m);
   return n;
 }
 
@@ -142,11 +125,11 @@ static int u_offset(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 2);
   lua_Integer posi = relative(luaL_optinteger(L, 3, n >= 0 ? 1 : (lua_Integer)len + 1), len);
   luaL_argcheck(L, 1 <= posi && --posi <= (lua_Integer)len, 3, "position out of bounds");
-  scan_meter m = {L, 0};
+  mbxV_meter m = SCAN_METER(L);
   if (n == 0) { /* the start of the character that holds byte i */
     while (posi > 0 && is_continuation(s, len, posi)) {
       posi--;
-      scanned(&m, 1);
+      mbxV_meter_add(&m, 1);
     }
   } else {
     if (is_continuation(s, len, posi))
@@ -155,7 +138,7 @@ static int u_offset(lua_State *L) {
       while (n < 0 && posi > 0) { /* back to the start of the previous character */
         do {
           posi--;
-          scanned(&m, 1);
+          mbxV_meter_add(&m, 1);
         } while (posi > 0 && is_continuation(s, len, posi));
         n++;
       }
@@ -164,13 +147,13 @@ static int u_offset(lua_State *L) {
       while (n > 0 && posi < (lua_Integer)len) {
         do {
           posi++;
-          scanned(&m, 1);
+          mbxV_meter_add(&m, 1);
         } while (is_continuation(s, len, posi));
         n--;
       }
     }
   }
-  settle(&m);
+  mbxV_meter_flush(&m);
   if (n == 0)
     lua_pushinteger(L, posi + 1);
   else

@@ -233,3 +233,18 @@ void mbxV_budget_on_pressure(void *ud) {
   }
   if (vm->budget.current) lua_sethook(vm->budget.current, hook, LUA_MASKCOUNT, 1);
 }
+
+void mbxV_output_write(lua_State *L, int stream, const char *p, size_t n) {
+  mbxV_check(L);
+  switch (mbxV_output_append(&mbxV_from(L)->output, stream, p, n)) {
+  case MBXV_APPEND_OK:
+    return;
+  case MBXV_APPEND_NO_MEMORY:
+    mbxV_trip_set(L, MBXV_TRIP_INTERNAL);
+    break;
+  case MBXV_APPEND_OVER_LIMIT:
+    mbxV_trip_set(L, MBXV_TRIP_OUTPUT);
+    break;
+  }
+  mbxV_check(L);
+}

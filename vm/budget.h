@@ -61,6 +61,46 @@ void mbxV_charge(lua_State *L, uint64_t n);
 mbxV_trip mbxV_poll(lua_State *L, uint64_t n);
 /* Raise if the run has tripped; otherwise return. Cheap. */
 void mbxV_check(lua_State *L);
+/*
+** The one meter of batched C loops. A C function whose work memory does not bound (a scan, a
+** sort, a match, a copy, the codec) adds its work as it goes; every `batch` units the meter
+** charges the budget, which checks the clocks and limits and raises on a trip. A unit is
+** `per_unit` steps of the loop (1 for most; bytes scanned count 16 or 64 to an instruction):
+** at each charge pending / per_unit instructions are paid and the remainder dropped, as each
+** loop did before it used this. mbxV_meter_flush pays what is left (and checks the trip even
+** when nothing is), so a loop of small calls is charged too.
+*/
+typedef struct mbxV_meter {
+  lua_State *L;
+  uint64_t pending;  /* steps done, not yet charged */
+  uint64_t batch;    /* charge once pending reaches this */
+  uint64_t per_unit; /* steps per charged instruction */
+} mbxV_meter;
+
+static inline mbxV_meter mbxV_meter_init(lua_State *L, uint64_t batch, uint64_t per_unit) {
+  mbxV_meter m = {.L = L, .pending = 0, .batch = batch, .per_unit = per_unit ? per_unit : 1};
+  return m;
+}
+
+static inline void mbxV_meter_add(mbxV_meter *m, uint64_t steps) {
+  m->pending += steps;
+  if (m->pending >= m->batch) {
+    uint64_t n = m->pending / m->per_unit;
+    m->pending = 0;
+    mbxV_charge(m->L, n);
+  }
+}
+
+static inline void mbxV_meter_flush(mbxV_meter *m) {
+  uint64_t n = m->pending / m->per_unit;
+  m->pending = 0;
+  mbxV_charge(m->L, n);
+}
+
+/* Append guest output (print, io.write) to stream MBXV_STDOUT or MBXV_STDERR: the bytes that
+   fit in the output limit are kept, past it the run trips with MBXV_TRIP_OUTPUT and this
+   raises; call it only from a C function Lua called. */
+void mbxV_output_write(lua_State *L, int stream, const char *p, size_t n);
 /* The current trip of L's sandbox (MBXV_TRIP_NONE while the run is healthy). */
 mbxV_trip mbxV_tripped(lua_State *L);
 /* Record a trip (first one wins) and re-arm the current thread's hook at count 1, so the

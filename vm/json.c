@@ -63,21 +63,13 @@ typedef struct encoder {
   int out_slot;
   char *out;
   size_t out_len, out_cap;
-  uint64_t pending; /* units of work not yet charged */
+  mbxV_meter meter; /* units of work, charged every METER_BATCH (vm/budget.h) */
   const char *root;
   int nsteps;                            /* length of the path to the current value */
   path_step steps[MBXV_JSON_MAX_DEPTH];  /* the path itself */
   const void *open[MBXV_JSON_MAX_DEPTH]; /* tables being written, for cycle detection */
 } encoder;
 
-static void meter(lua_State *L, uint64_t *pending, uint64_t units) {
-  *pending += units;
-  if (*pending >= METER_BATCH) {
-    uint64_t n = *pending;
-    *pending = 0;
-    mbxV_charge(L, n);
-  }
-}
 
 static void out_reserve(encoder *e, size_t n) {
   if (e->out_cap - e->out_len >= n) return;
@@ -257,7 +249,7 @@ static void sort_keys(encoder *e, key_entry *keys, key_entry *scratch, size_t n)
         to[k++] = from[j++];
       uint64_t cost = 0;
       for (k = lo; k < hi; k++) cost += 1 + to[k].len / METER_BYTES;
-      meter(e->L, &e->pending, cost);
+      mbxV_meter_add(&e->meter, cost);
     }
     key_entry *swap = from;
     from = to;
@@ -317,7 +309,7 @@ static void encode_object(encoder *e, int t, size_t count, size_t integer_keys) 
     entry->slot = (lua_Integer)++n;
     lua_pushvalue(L, -1);
     lua_rawseti(L, keys, entry->slot);
-    meter(L, &e->pending, 1);
+    mbxV_meter_add(&e->meter, 1);
   }
   sort_keys(e, entries, sort_space, n);
 
@@ -346,7 +338,7 @@ static void encode_object(encoder *e, int t, size_t count, size_t integer_keys) 
     encode_value(e, lua_gettop(L));
     e->nsteps--;
     lua_pop(L, 1);
-    meter(L, &e->pending, 1 + entries[i].len / METER_BYTES);
+    mbxV_meter_add(&e->meter, 1 + entries[i].len / METER_BYTES);
   }
   out_char(e, '}');
   lua_pop(L, 2); /* keys, entries */
@@ -386,7 +378,7 @@ static void encode_table(encoder *e, int t) {
       all_positive_integers = 0;
     }
     count++;
-    meter(L, &e->pending, 1);
+    mbxV_meter_add(&e->meter, 1);
   }
   int sequence = count > 0 && all_positive_integers && (uint64_t)max_key == count;
   int marked = has_array_marker(L, t);
@@ -404,7 +396,7 @@ static void encode_table(encoder *e, int t) {
 
 static void encode_value(encoder *e, int idx) {
   lua_State *L = e->L;
-  meter(L, &e->pending, 1);
+  mbxV_meter_add(&e->meter, 1);
   switch (lua_type(L, idx)) {
   case LUA_TNIL:
     out_put(e, "null", 4);
@@ -426,7 +418,7 @@ static void encode_value(encoder *e, int idx) {
   case LUA_TSTRING: {
     size_t len;
     const char *s = lua_tolstring(L, idx, &len);
-    meter(L, &e->pending, len / METER_BYTES);
+    mbxV_meter_add(&e->meter, len / METER_BYTES);
     mbxV_json_put_string(out_put, e, s, len);
     return;
   }
@@ -454,7 +446,7 @@ void mbxV_json_encode(lua_State *L, int idx, const char *root_path) {
   e.L = L;
   e.root = root_path != NULL ? root_path : "value";
   e.nsteps = 0;
-  e.pending = 0;
+  e.meter = mbxV_meter_init(L, METER_BATCH, 1);
   e.out_cap = 256;
   e.out_len = 0;
   luaL_checkstack(L, 8, "encoding JSON");
@@ -462,7 +454,7 @@ void mbxV_json_encode(lua_State *L, int idx, const char *root_path) {
   e.out_slot = lua_gettop(L);
   encode_value(&e, idx);
   /* Pay the remainder of the last batch, so many small encodes cannot each run free. */
-  mbxV_charge(L, e.pending);
+  mbxV_meter_flush(&e.meter);
   lua_pushlstring(L, e.out, e.out_len);
   lua_replace(L, e.out_slot);
 }
@@ -478,7 +470,7 @@ typedef struct decoder {
   size_t pos;
   size_t metered_pos; /* bytes up to here are paid for */
   int depth;
-  uint64_t pending;
+  mbxV_meter meter;
 } decoder;
 
 /* Raise "<what> at line L, column C" for the byte at pos. Lines and columns are only
@@ -517,7 +509,7 @@ static void decode_unexpected(decoder *d) {
 static void decode_meter(decoder *d) {
   uint64_t units = 1 + (d->pos - d->metered_pos) / METER_BYTES;
   d->metered_pos += (d->pos - d->metered_pos) / METER_BYTES * METER_BYTES;
-  meter(d->L, &d->pending, units);
+  mbxV_meter_add(&d->meter, units);
 }
 
 static void skip_space(decoder *d) {
@@ -931,7 +923,10 @@ static void decode_value(decoder *d) {
 }
 
 void mbxV_json_decode(lua_State *L, const char *text, size_t len) {
-  decoder d = {.L = L, .text = (const unsigned char *)text, .len = len};
+  decoder d = {.L = L,
+               .text = (const unsigned char *)text,
+               .len = len,
+               .meter = mbxV_meter_init(L, METER_BATCH, 1)};
   luaL_checkstack(L, 8, "decoding JSON");
   /* RFC 8259 s8.1: a BOM must not be added, and a parser may refuse it. Refusing keeps one
      spelling for one document. */
@@ -944,6 +939,6 @@ void mbxV_json_decode(lua_State *L, const char *text, size_t len) {
     if (d.text[d.pos] == 0) decode_error(&d, "unexpected NUL byte after the JSON value");
     decode_error(&d, "unexpected data after the JSON value");
   }
-  d.pending += (d.pos - d.metered_pos) / METER_BYTES;
-  mbxV_charge(L, d.pending);
+  mbxV_meter_add(&d.meter, (d.pos - d.metered_pos) / METER_BYTES);
+  mbxV_meter_flush(&d.meter);
 }

@@ -4,9 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vm/budget.h"
-#include "vm/vm.h"
-
 void mbxV_output_init(mbxV_output *o, size_t limit) {
   memset(o, 0, sizeof *o);
   o->limit = limit;
@@ -37,23 +34,15 @@ static int reserve(mbxV_output *o, int stream, size_t need) {
   return 1;
 }
 
-void mbxV_output_write(lua_State *L, int stream, const char *p, size_t n) {
-  mbxV_output *o = &mbxV_from(L)->output;
-  mbxV_check(L);
+mbxV_append_result mbxV_output_append(mbxV_output *o, int stream, const char *p, size_t n) {
   o->total += n;
   size_t used = o->len[0] + o->len[1];
   size_t room = o->limit > used ? o->limit - used : 0;
   size_t keep = n < room ? n : room;
   if (keep > 0) {
-    if (!reserve(o, stream, o->len[stream] + keep)) {
-      mbxV_trip_set(L, MBXV_TRIP_INTERNAL);
-      mbxV_check(L);
-    }
+    if (!reserve(o, stream, o->len[stream] + keep)) return MBXV_APPEND_NO_MEMORY;
     memcpy(o->data[stream] + o->len[stream], p, keep);
     o->len[stream] += keep;
   }
-  if (keep < n) {
-    mbxV_trip_set(L, MBXV_TRIP_OUTPUT);
-    mbxV_check(L);
-  }
+  return keep < n ? MBXV_APPEND_OVER_LIMIT : MBXV_APPEND_OK;
 }

@@ -5,8 +5,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <lua.h>
-
 enum { MBXV_STDOUT = 0, MBXV_STDERR = 1 };
 
 /* Host memory (not the guest heap): its size is bounded by `limit`, which the host set. */
@@ -22,8 +20,13 @@ void mbxV_output_init(mbxV_output *o, size_t limit);
 /* Empty both streams for a new run (keeps the buffers). */
 void mbxV_output_reset(mbxV_output *o);
 void mbxV_output_free(mbxV_output *o);
-/* Append guest output. Past the limit the bytes that fit are kept, the run trips with
-   MBXV_TRIP_OUTPUT and this raises; call it only from a C function Lua called. */
-void mbxV_output_write(lua_State *L, int stream, const char *p, size_t n);
+typedef enum mbxV_append_result {
+  MBXV_APPEND_OK = 0,
+  MBXV_APPEND_OVER_LIMIT, /* the bytes that fit were kept, the rest dropped */
+  MBXV_APPEND_NO_MEMORY   /* host memory: nothing was kept */
+} mbxV_append_result;
+/* Append guest output to a stream, keeping what fits in the limit. Guest code writes through
+   the meter (mbxV_output_write in vm/budget.h), which turns a refusal into a trip. */
+mbxV_append_result mbxV_output_append(mbxV_output *o, int stream, const char *p, size_t n);
 
 #endif
