@@ -1,27 +1,11 @@
 /* capabilities/hostfn.c -- host functions a policy grants: validation, copies, and calls. */
 #include "capabilities/hostfn.h"
 
-#include "capabilities/ffi.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Globals every sandbox has (and the module names require serves): a host function must not
-   replace one, or guest code written against the standard library would call the host
-   instead (tests/stdlib/test_hostcall.c checks this list against a live sandbox). */
-static const char *const builtin_names[] = {
-    "_G",       "_VERSION", "assert",   "collectgarbage", "coroutine",    "error",
-    "getmetatable", "io",   "ipairs",   "json",           "load",         "math",
-    "next",     "os",       "pairs",    "pcall",          "print",        "rawequal",
-    "rawget",   "rawlen",   "rawset",   "require",        "select",       "setmetatable",
-    "string",   "table",    "tonumber", "tostring",       "type",         "utf8",
-    "xpcall",   "cjson",    "dkjson",   "debug",          "package",      "dofile",
-    "loadfile", "warn",     "proc"};
-
-static const char *const keywords[] = {
-    "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if",
-    "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while"};
+#include "capabilities/ffi.h"
 
 static int in_list(const char *s, size_t n, const char *const *list, size_t count) {
   for (size_t i = 0; i < count; i++)
@@ -29,14 +13,11 @@ static int in_list(const char *s, size_t n, const char *const *list, size_t coun
   return 0;
 }
 
-/* One dotted part: a Lua identifier that is not a keyword. Returns its length, 0 if bad. */
+/* The length of one dotted part (up to the next '.' or the end). */
 static size_t part_length(const char *s) {
   size_t n = 0;
-  for (; s[n] && s[n] != '.'; n++) {
-    unsigned char c = (unsigned char)s[n];
-    int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (!alpha && !(n > 0 && c >= '0' && c <= '9')) return 0;
-  }
+  while (s[n] && s[n] != '.')
+    n++;
   return n;
 }
 
@@ -58,22 +39,27 @@ static int validate(const mbxC_hostfn_table *t, const char *name, char *why, siz
              MBXC_MAX_HOSTFN_NAME);
     return MBXC_HOSTFN_INVALID;
   }
+  const mbxC_name_rules *rules = t->rules;
+  if (rules == NULL) { /* deny by default: no rules, no names */
+    snprintf(why, why_size, "host function name '%s': this table has no naming rules", name);
+    return MBXC_HOSTFN_INVALID;
+  }
   int depth = 0;
   for (const char *p = name;; depth++) {
     size_t n = part_length(p);
-    if (n == 0 || (p[n] != '.' && p[n] != '\0')) {
-      snprintf(why, why_size,
-               "host function name '%s': each dotted part must be a Lua identifier (letters, "
-               "digits, '_', not starting with a digit), at byte %zu",
-               name, (size_t)(p - name) + n);
-      return MBXC_HOSTFN_INVALID;
-    }
-    if (in_list(p, n, keywords, sizeof keywords / sizeof *keywords)) {
+    if (n > 0 && rules->is_reserved(p, n)) {
       snprintf(why, why_size, "host function name '%s': '%.*s' is a Lua keyword", name, (int)n,
                p);
       return MBXC_HOSTFN_INVALID;
     }
-    if (p == name && in_list(p, n, builtin_names, sizeof builtin_names / sizeof *builtin_names)) {
+    if (!rules->is_name(p, n)) {
+      snprintf(why, why_size,
+               "host function name '%s': each dotted part must be a Lua identifier (letters, "
+               "digits, '_', not starting with a digit), at byte %zu",
+               name, (size_t)(p - name));
+      return MBXC_HOSTFN_INVALID;
+    }
+    if (p == name && in_list(p, n, rules->globals, rules->global_count)) {
       snprintf(why, why_size,
                "host function name '%s' would shadow the built-in '%.*s'; use another name "
                "(e.g. 'tools.%.*s')",
@@ -142,10 +128,12 @@ int mbxC_hostfn_add_native(mbxC_hostfn_table *t, const char *name, struct mbxC_n
 
 int mbxC_hostfn_copy(mbxC_hostfn_table *dst, const mbxC_hostfn_table *src) {
   memset(dst, 0, sizeof *dst);
+  dst->rules = src->rules;
   if (src->count == 0) return 0;
   dst->fns = calloc(src->count, sizeof *dst->fns);
   if (dst->fns == NULL) return -1;
   dst->cap = src->count;
+  dst->rules = src->rules;
   for (size_t i = 0; i < src->count; i++) {
     dst->fns[i] = src->fns[i];
     dst->fns[i].native = NULL;
@@ -167,7 +155,9 @@ void mbxC_hostfn_clear(mbxC_hostfn_table *t) {
     mbxC_native_unref(t->fns[i].native);
   }
   free(t->fns);
+  const mbxC_name_rules *rules = t->rules; /* the rules outlive the entries */
   memset(t, 0, sizeof *t);
+  t->rules = rules;
 }
 
 /* Store bytes as the reply (kind given); past the cap the reply becomes a refusal. */

@@ -20,10 +20,21 @@ typedef struct mbxC_hostfn {
   struct mbxC_native *native; /* NATIVE only: one reference, shared with the table's copies */
 } mbxC_hostfn;
 
+/* What a name of a granted function may be. capabilities/ knows no Lua: the host passes the
+   rules of the language it installs the functions into (host/policy_api.c: Lua identifiers,
+   not reserved words, not one of the sandbox's globals at the top level). */
+typedef struct mbxC_name_rules {
+  int (*is_name)(const char *s, size_t n);     /* one dotted part is a valid name */
+  int (*is_reserved)(const char *s, size_t n); /* ... is a reserved word (for the message) */
+  const char *const *globals; /* names the first part must not take */
+  size_t global_count;
+} mbxC_name_rules;
+
 /* The table of a policy (and its copy in every sandbox's port). */
 typedef struct mbxC_hostfn_table {
   mbxC_hostfn *fns;
   size_t count, cap;
+  const mbxC_name_rules *rules; /* borrowed, static; NULL refuses every name */
 } mbxC_hostfn_table;
 
 /* At most this many functions per policy, names at most this long, at most this many dotted

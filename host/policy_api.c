@@ -5,12 +5,36 @@
 #include "capabilities/ffi.h"
 #include "capabilities/hostfn.h"
 #include "capabilities/policy.h"
+#include "host/policy_api.h"
 #include "include/moonbox.h"
 #include "vm/errors.h"
+#include "vm/names.h"
+
+/* Globals every sandbox has (and the module names require serves): a host function must not
+   replace one, or guest code written against the standard library would call the host
+   instead (tests/stdlib/test_hostcall.c checks this list against a live sandbox; "proc" and the
+   names of absent libraries are kept for the features that will add them). */
+static const char *const guest_globals[] = {
+    "_G",       "_VERSION", "assert",   "collectgarbage", "coroutine",    "error",
+    "getmetatable", "io",   "ipairs",   "json",           "load",         "math",
+    "next",     "os",       "pairs",    "pcall",          "print",        "rawequal",
+    "rawget",   "rawlen",   "rawset",   "require",        "select",       "setmetatable",
+    "string",   "table",    "tonumber", "tostring",       "type",         "utf8",
+    "xpcall",   "cjson",    "dkjson",   "debug",          "package",      "dofile",
+    "loadfile", "warn",     "proc"};
+
+
+const mbxC_name_rules mbxH_guest_names = {.is_name = mbxV_is_identifier,
+                                          .is_reserved = mbxV_is_reserved_word,
+                                          .globals = guest_globals,
+                                          .global_count =
+                                              sizeof guest_globals / sizeof *guest_globals};
 
 MBX_API mbx_policy *mbx_policy_new(void) {
   mbx_policy *p = malloc(sizeof *p);
-  if (p) mbxC_policy_defaults(p);
+  if (p == NULL) return NULL;
+  mbxC_policy_defaults(p);
+  p->host_fns.rules = &mbxH_guest_names;
   return p;
 }
 

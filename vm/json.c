@@ -11,6 +11,7 @@
 
 #include "vm/budget.h"
 #include "vm/json_text.h"
+#include "vm/names.h"
 
 /* Work is charged in batches: mbxV_charge checks clocks and limits, too dear for every byte,
    but a batch of 256 units keeps the unmetered stretch short. */
@@ -98,25 +99,9 @@ static void out_char(encoder *e, char c) {
   e->out[e->out_len++] = c;
 }
 
-static int is_lua_keyword(const char *s, size_t n) {
-  static const char *const keywords[] = {"and",   "break", "do",       "else", "elseif", "end",
-                                         "false", "for",   "function", "goto", "if",     "in",
-                                         "local", "nil",   "not",      "or",   "repeat", "return",
-                                         "then",  "true",  "until",    "while"};
-  for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++)
-    if (strlen(keywords[i]) == n && memcmp(keywords[i], s, n) == 0) return 1;
-  return 0;
-}
-
 /* A key a guest could write as t.name in Lua. */
 static int is_identifier(const char *s, size_t n) {
-  if (n == 0 || n > PATH_KEY_MAX) return 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return 0;
-  }
-  return !is_lua_keyword(s, n);
+  return n <= PATH_KEY_MAX && mbxV_is_identifier(s, n);
 }
 
 /* ["key"] with Lua escapes, shortened: the path is for a human, and ends up in a fixed-size

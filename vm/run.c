@@ -9,6 +9,7 @@
 
 #include "vm/bytecode_cache.h"
 #include "vm/json.h"
+#include "vm/names.h"
 
 const char mbxV_key_pending = 0;
 
@@ -34,20 +35,8 @@ typedef struct run_step {
   size_t step_error_len;
 } run_step;
 
-static const char *const reserved_words[] = {
-    "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if",
-    "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while"};
-
 static int is_identifier(const char *s, size_t n) {
-  if (n == 0 || n > 200) return 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return 0;
-  }
-  for (size_t i = 0; i < sizeof reserved_words / sizeof *reserved_words; i++)
-    if (strlen(reserved_words[i]) == n && memcmp(reserved_words[i], s, n) == 0) return 0;
-  return 1;
+  return n <= 200 && mbxV_is_identifier(s, n);
 }
 
 static char *dup_printf(const char *fmt, const char *a) {
