@@ -1,4 +1,4 @@
-/* tests/host/test_status.c -- unit tests of host/status.c: names, keys and texts of mbx_status. */
+/* tests/common/test_status.c -- unit tests of common/status.c: names, keys and texts of mbx_status. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -140,5 +140,5 @@ int main(void) {
       cmocka_unit_test(the_functions_know_nothing_outside_the_map),
       cmocka_unit_test(strings_are_static),
   };
-  return cmocka_run_group_tests_name("host/status", tests, NULL, NULL);
+  return cmocka_run_group_tests_name("common/status", tests, NULL, NULL);
 }
