@@ -15,8 +15,8 @@
 #include <xxhash.h>
 
 #include "capabilities/policy.h"
-#include "host/policy_api.h"
 #include "capabilities/replay.h"
+#include "host/policy_api.h"
 
 static void le64(unsigned char *p, uint64_t v) {
   for (int i = 0; i < 8; i++)

@@ -1,5 +1,5 @@
-/* tests/capabilities/test_port.c -- unit tests of capabilities/port.c: the in-process port
-   serves the policy's clock, seed and virtual environment, and nothing of the host's. */
+/* tests/capabilities/test_port_local.c -- unit tests of capabilities/port_local.c: the in-process
+   port serves the policy's clock, seed and virtual environment, and nothing of the host's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -205,5 +205,5 @@ int main(void) {
       cmocka_unit_test(env_names_are_validated),
       cmocka_unit_test(public_setters),
   };
-  return cmocka_run_group_tests_name("capabilities/port", tests, NULL, NULL);
+  return cmocka_run_group_tests_name("capabilities/port_local", tests, NULL, NULL);
 }
