@@ -6,12 +6,13 @@
 /*
 ** One ordered stream of typed records holds everything a deterministic sandbox depends on
 ** besides its policy (DESIGN decision 9):
-**   - session records, written by host/api.c: every mbx_run (chunk name, source, inputs),
+**   - session records, written by the host (host/inproc.c through port_record.h): every mbx_run (chunk name, source, inputs),
 **     every mbx_resume / mbx_resume_error (the value or the message), and after each the
 **     outcome (status, a hash of the value/pending call/error message, the host call count)
 **     that a replay must reproduce (not the instruction count: the JSON codec's key sort is
 **     charged by comparisons, which depend on the per-state string hash seed);
-**   - answer records, written by the port (capabilities/port.c): every clock read, random
+**   - answer records, written by the record/replay layer over the port
+**     (capabilities/port_record.c): every clock read, random
 **     seed, environment lookup, host call result and native call result, in the order the
 **     guest asked for them.
 **
@@ -33,7 +34,7 @@
 #include <stdint.h>
 
 typedef enum mbxC_rec_type {
-  /* session records (host/api.c) */
+  /* session records (the host, through capabilities/port_record.h) */
   MBXC_REC_RUN = 1,          /* str chunk name, str source, u8 has inputs, str inputs */
   MBXC_REC_RESUME = 2,       /* str value JSON (empty: no value) */
   MBXC_REC_RESUME_ERROR = 3, /* str message */

@@ -1,4 +1,5 @@
-/* tests/host/test_api.c -- unit tests of host/api.c: the public C API. */
+/* tests/host/test_api.c -- unit tests of the public C API (host/runtime.c, host/policy_api.c,
+   host/sandbox.c and the in-process backend, host/inproc.c). */
 #include <locale.h>
 #include <pthread.h>
 #include <setjmp.h>

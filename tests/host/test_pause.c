@@ -1,4 +1,4 @@
-/* tests/host/test_pause.c -- unit tests of pause/resume (host/api.c mbx_resume, vm/run.c,
+/* tests/host/test_pause.c -- unit tests of pause/resume (host/sandbox.c mbx_resume, vm/run.c,
    the external trampoline and the coroutine wrappers) through the public API. */
 #include <setjmp.h>
 #include <stdarg.h>

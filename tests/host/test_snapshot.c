@@ -1,5 +1,6 @@
 /* tests/host/test_snapshot.c -- portable snapshots through the public API
-   (mbx_sandbox_snapshot / mbx_sandbox_restore, host/api.c; the replay port, capabilities/).
+   (mbx_sandbox_snapshot / mbx_sandbox_restore, host/snapshot.c; the record/replay layer,
+   capabilities/port_record.c).
 
    Every scenario is a REPL session: runs in order, each pause answered with the next of its
    answers. It is driven uninterrupted in one sandbox; then, for every point between two steps
