@@ -22,7 +22,7 @@
 #include "stdlib/stdlib.h"
 #include "vm/arena.h"
 #include "vm/bytecode_cache.h"
-#include "vm/errors.h"
+#include "common/error.h"
 #include "vm/run.h"
 #include "vm/vm.h"
 
@@ -81,7 +81,7 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
   if (ip == NULL || mbxC_port_local_init(&ip->port, p) != 0) {
     free(ip);
     if (replay) mbxC_replay_free(replay);
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
     return MBX_NO_MEMORY;
   }
   ip->rt = rt;
@@ -112,12 +112,12 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
   }
   release(ip);
   if (made == MBXV_NEW_CAP)
-    mbxV_error_set(err, MBX_NO_MEMORY,
+    mbxU_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: %llu sandboxes are live in this runtime, its cap "
                    "MBX_CAP_SANDBOXES; free some, or raise the cap with mbx_runtime_set_cap",
                    (unsigned long long)mbx_runtime_get_cap(rt, MBX_CAP_SANDBOXES));
   else if (made == MBXV_NEW_RESERVE_CAP)
-    mbxV_error_set(err, MBX_NO_MEMORY,
+    mbxU_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: reserving %zu MiB of address space for the sandbox's heap "
                    "(8x MBX_LIMIT_MEMORY) would pass the runtime's cap MBX_CAP_RESERVED_BYTES "
                    "(%llu MiB, %llu MiB reserved); free sandboxes, lower the memory limit or "
@@ -126,12 +126,12 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
                    (unsigned long long)(mbx_runtime_get_cap(rt, MBX_CAP_RESERVED_BYTES) >> 20),
                    (unsigned long long)(mbx_runtime_usage(rt, MBX_CAP_RESERVED_BYTES) >> 20));
   else if (made == MBXV_NEW_NO_SPACE)
-    mbxV_error_set(err, MBX_NO_MEMORY,
+    mbxU_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: cannot reserve %zu MiB of address space for the sandbox's "
                    "heap (8x MBX_LIMIT_MEMORY); lower the limit or free sandboxes",
                    mbxV_slot_size_for(cfg.memory_limit) >> 20);
   else
-    mbxV_error_set(err, MBX_NO_MEMORY,
+    mbxU_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: the standard library does not fit in the memory limit "
                    "(raise MBX_LIMIT_MEMORY)");
   return MBX_NO_MEMORY;
@@ -168,7 +168,7 @@ static mbx_status inproc_reset(void *impl, mbx_error *err) {
      not match across the reset. */
   ip->cfg.address_key = rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1);
   if (mbxV_vm_reset(ip->vm, &ip->cfg, mbxL_open_sandbox) != MBXV_NEW_OK) {
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: out of host memory while building "
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: out of host memory while building "
                                        "the pristine state; the sandbox refuses runs until a "
                                        "reset succeeds");
     return MBX_NO_MEMORY;
@@ -183,7 +183,7 @@ static mbx_status inproc_reset(void *impl, mbx_error *err) {
     ip->log_generation++;
   }
   if (!attach_port(ip)) {
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: could not seed math.random or "
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: could not seed math.random or "
                                        "install the host functions");
     return MBX_NO_MEMORY;
   }
@@ -199,13 +199,13 @@ static mbx_status inproc_checkpoint(void *impl, mbx_error *err) {
     ip->checkpoint_log = mbxC_port_record_mark(&ip->record);
     return MBX_OK;
   case MBXV_CHECKPOINT_NO_MEMORY:
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
                                        "copy; the previous checkpoint (if any) is kept");
     return MBX_NO_MEMORY;
   case MBXV_CHECKPOINT_UNSUPPORTED:
     break;
   }
-  mbxV_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_checkpoint: not available in this build "
+  mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_checkpoint: not available in this build "
                                        "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
   return MBX_UNSUPPORTED;
 }
@@ -214,12 +214,12 @@ static mbx_status inproc_rewind(void *impl, mbx_error *err) {
   inproc *ip = impl;
 #ifdef MBX_ARENA_MALLOC
   (void)ip;
-  mbxV_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_rewind: not available in this build "
+  mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_rewind: not available in this build "
                                        "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
   return MBX_UNSUPPORTED;
 #else
   if (ip->checkpoint.len == 0) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox has no "
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox has no "
                                               "checkpoint (call mbx_sandbox_checkpoint first)");
     return MBX_INVALID_ARGUMENT;
   }
@@ -277,10 +277,14 @@ static void log_outcome(inproc *ip, mbx_status s, const mbxV_outcome *o) {
 
 /* What every run and resume shares once the vm is back: the outcome becomes the result
    (*out stays NULL when host memory runs out: the public epilogue reports it). */
-static mbx_status collect(inproc *ip, mbx_status s, mbxV_outcome *outcome, int logged,
-                          mbx_result **out) {
+static mbx_status collect(inproc *ip, mbxV_status vs, const mbxV_refusal *why,
+                          mbxV_outcome *outcome, int logged, mbx_result **out, mbx_error *err) {
+  mbx_status s = mbxH_status_from_vm(vs);
   if (logged) log_outcome(ip, s, outcome);
-  if (s < MBX_API_ERROR_BASE) *out = mbxH_result_new(outcome, &ip->vm->output);
+  if (s < MBX_API_ERROR_BASE)
+    *out = mbxH_result_new(outcome, &ip->vm->output);
+  else
+    mbxU_error_set(err, s, "%s", why->message);
   return s;
 }
 
@@ -288,7 +292,7 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
                              mbx_error *err) {
   inproc *ip = impl;
   if (stack_left() < MBXH_MIN_STACK) {
-    mbxV_error_set(err, MBX_STACK_TOO_SMALL,
+    mbxU_error_set(err, MBX_STACK_TOO_SMALL,
                    "%s: less than 1 MiB of C stack is left on this thread; run sandboxes "
                    "on a thread with a larger stack (e.g. 8 MiB)",
                    a->fn);
@@ -319,17 +323,18 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   mbxV_bcache *cache = atomic_load(&ip->rt->bytecode_on) && !ip->port.grants.deterministic
                            ? ip->rt->bytecode
                            : NULL;
-  mbx_status s = mbxV_run_cached(ip->vm, cache, code_text, a->code_len, name, a->inputs,
-                                 a->inputs_len, &outcome, err);
+  mbxV_refusal why = {MBXV_OK, ""};
+  mbxV_status s = mbxV_run_cached(ip->vm, cache, code_text, a->code_len, name, a->inputs,
+                                  a->inputs_len, &outcome, &why);
   uselocale(host_locale);
-  return collect(ip, s, &outcome, logged, out);
+  return collect(ip, s, &why, &outcome, logged, out, err);
 }
 
 static mbx_status inproc_resume(void *impl, const char *fn, const char *value, size_t len,
                                 int as_error, mbx_result **out, mbx_error *err) {
   inproc *ip = impl;
   if (stack_left() < MBXH_MIN_STACK) {
-    mbxV_error_set(err, MBX_STACK_TOO_SMALL, "%s: less than 1 MiB of C stack is left on this "
+    mbxU_error_set(err, MBX_STACK_TOO_SMALL, "%s: less than 1 MiB of C stack is left on this "
                                              "thread",
                    fn);
     return MBX_STACK_TOO_SMALL;
@@ -339,9 +344,10 @@ static mbx_status inproc_resume(void *impl, const char *fn, const char *value, s
   mbxL_run_begin(ip->vm->L);
   mbxV_outcome outcome;
   if (ip->recording) mbxC_port_record_resume(&ip->record, as_error, value, len);
-  mbx_status s = mbxV_resume(ip->vm, value, len, as_error, &outcome, err);
+  mbxV_refusal why = {MBXV_OK, ""};
+  mbxV_status s = mbxV_resume(ip->vm, value, len, as_error, &outcome, &why);
   uselocale(host_locale);
-  return collect(ip, s, &outcome, ip->recording, out);
+  return collect(ip, s, &why, &outcome, ip->recording, out, err);
 }
 
 const mbxH_backend mbxH_inproc_backend = {.version = MBXH_BACKEND_VERSION,

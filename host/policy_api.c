@@ -7,7 +7,7 @@
 #include "capabilities/policy.h"
 #include "host/policy_api.h"
 #include "include/moonbox.h"
-#include "vm/errors.h"
+#include "common/error.h"
 #include "vm/names.h"
 
 /* Globals every sandbox has (and the module names require serves): a host function must not
@@ -48,17 +48,17 @@ MBX_API mbx_status mbx_policy_set_env(mbx_policy *p, const char *name, const cha
                                       mbx_error *err) {
   char why[200];
   if (p == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_env: the policy is NULL");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_env: the policy is NULL");
     return MBX_INVALID_ARGUMENT;
   }
   switch (mbxC_policy_set_env(p, name, value, why, sizeof why)) {
   case 0:
     return MBX_OK;
   case MBXC_POLICY_NO_MEMORY:
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_policy_set_env: out of memory");
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_policy_set_env: out of memory");
     return MBX_NO_MEMORY;
   default:
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
     return MBX_INVALID_ARGUMENT;
   }
 }
@@ -66,11 +66,11 @@ MBX_API mbx_status mbx_policy_set_env(mbx_policy *p, const char *name, const cha
 MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx_error *err) {
   char why[200];
   if (p == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_time: the policy is NULL");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_time: the policy is NULL");
     return MBX_INVALID_ARGUMENT;
   }
   if (mbxC_policy_set_time(p, epoch_seconds, why, sizeof why) != 0) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
     return MBX_INVALID_ARGUMENT;
   }
   return MBX_OK;
@@ -78,7 +78,7 @@ MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx
 
 MBX_API mbx_status mbx_policy_set_seed(mbx_policy *p, uint64_t seed, mbx_error *err) {
   if (p == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_seed: the policy is NULL");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_seed: the policy is NULL");
     return MBX_INVALID_ARGUMENT;
   }
   mbxC_policy_set_seed(p, seed);
@@ -87,7 +87,7 @@ MBX_API mbx_status mbx_policy_set_seed(mbx_policy *p, uint64_t seed, mbx_error *
 
 MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error *err) {
   if (p == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_deterministic: the policy is NULL");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_deterministic: the policy is NULL");
     return MBX_INVALID_ARGUMENT;
   }
   mbxC_policy_set_deterministic(p, on);
@@ -98,11 +98,11 @@ MBX_API mbx_status mbx_policy_set_limit_checked(mbx_policy *p, mbx_limit which, 
                                                 mbx_error *err) {
   char why[200];
   if (p == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_limit: the policy is NULL");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_set_limit: the policy is NULL");
     return MBX_INVALID_ARGUMENT;
   }
   if (mbxC_policy_set_limit(p, which, value, why, sizeof why) != 0) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
     return MBX_INVALID_ARGUMENT;
   }
   return MBX_OK;
@@ -121,7 +121,7 @@ static mbx_status add_hostfn(mbx_policy *p, const char *fn_name, const char *nam
                              mbx_error *err) {
   char why[300];
   if (p == NULL || (kind == MBXC_FN_SYNC && fn == NULL)) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s: the policy and the callback must not be NULL",
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s: the policy and the callback must not be NULL",
                    fn_name);
     return MBX_INVALID_ARGUMENT;
   }
@@ -129,10 +129,10 @@ static mbx_status add_hostfn(mbx_policy *p, const char *fn_name, const char *nam
   case 0:
     return MBX_OK;
   case MBXC_HOSTFN_NO_MEMORY:
-    mbxV_error_set(err, MBX_NO_MEMORY, "%s: out of memory", fn_name);
+    mbxU_error_set(err, MBX_NO_MEMORY, "%s: out of memory", fn_name);
     return MBX_NO_MEMORY;
   default:
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "%s: %s", fn_name, why);
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s: %s", fn_name, why);
     return MBX_INVALID_ARGUMENT;
   }
 }
@@ -150,7 +150,7 @@ MBX_API mbx_status mbx_policy_bind_native(mbx_policy *p, const char *name, const
                                           void (*fn)(void), mbx_error *err) {
   char why[300];
   if (p == NULL || fn == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
                    "mbx_policy_bind_native: the policy and the function must not be NULL");
     return MBX_INVALID_ARGUMENT;
   }
@@ -160,20 +160,20 @@ MBX_API mbx_status mbx_policy_bind_native(mbx_policy *p, const char *name, const
   mbxC_native *native = mbxC_native_new(signature, fn, &made, why, sizeof why);
   if (native == NULL) {
     if (made == MBXC_FFI_NO_MEMORY) {
-      mbxV_error_set(err, MBX_NO_MEMORY, "mbx_policy_bind_native: out of memory");
+      mbxU_error_set(err, MBX_NO_MEMORY, "mbx_policy_bind_native: out of memory");
       return MBX_NO_MEMORY;
     }
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_bind_native: %s", why);
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_bind_native: %s", why);
     return MBX_INVALID_ARGUMENT;
   }
   int added = mbxC_hostfn_add_native(&p->host_fns, name, native, why, sizeof why);
   if (added == 0) return MBX_OK;
   mbxC_native_unref(native);
   if (added == MBXC_HOSTFN_NO_MEMORY) {
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_policy_bind_native: out of memory");
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_policy_bind_native: out of memory");
     return MBX_NO_MEMORY;
   }
-  mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_bind_native: %s", why);
+  mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_bind_native: %s", why);
   return MBX_INVALID_ARGUMENT;
 }
 

@@ -85,6 +85,26 @@ static void write_contract(mbxH_buf *b, const mbx_result *r) {
   mbxH_buf_puts(b, "}");
 }
 
+mbx_status mbxH_status_from_vm(mbxV_status s) {
+  switch (s) {
+  case MBXV_OK: return MBX_OK;
+  case MBXV_SYNTAX_ERROR: return MBX_SYNTAX_ERROR;
+  case MBXV_RUNTIME_ERROR: return MBX_RUNTIME_ERROR;
+  case MBXV_MEMORY_LIMIT: return MBX_MEMORY_LIMIT;
+  case MBXV_INSTRUCTION_LIMIT: return MBX_INSTRUCTION_LIMIT;
+  case MBXV_TIME_LIMIT: return MBX_TIME_LIMIT;
+  case MBXV_OUTPUT_LIMIT: return MBX_OUTPUT_LIMIT;
+  case MBXV_HOST_CALL_LIMIT: return MBX_HOST_CALL_LIMIT;
+  case MBXV_INTERRUPTED: return MBX_INTERRUPTED;
+  case MBXV_PAUSED: return MBX_PAUSED;
+  case MBXV_INTERNAL_ERROR: return MBX_INTERNAL_ERROR;
+  case MBXV_INVALID_INPUT: return MBX_INVALID_INPUT;
+  case MBXV_SOURCE_TOO_LARGE: return MBX_SOURCE_TOO_LARGE;
+  case MBXV_NO_MEMORY: return MBX_NO_MEMORY;
+  }
+  return MBX_INTERNAL_ERROR; /* not a status the vm gives: never reported as a success */
+}
+
 mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output) {
   mbx_result *r = calloc(1, sizeof *r);
   if (r == NULL) {
@@ -92,7 +112,7 @@ mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output) {
     return NULL;
   }
   r->outcome = *outcome;
-  r->status = outcome->status;
+  r->status = mbxH_status_from_vm(outcome->status);
   r->usage.instructions = outcome->instructions;
   r->usage.memory_peak = outcome->memory_peak;
   r->usage.wall_us = outcome->wall_us;

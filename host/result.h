@@ -15,6 +15,9 @@ struct mbx_result {
   mbx_usage usage;
 };
 
+/* The public status of a vm status (the vm has its own enum: vm/status.h). */
+mbx_status mbxH_status_from_vm(mbxV_status s);
+
 /* Build a result from an outcome (taken over: the caller must not free it) and the captured
    output. NULL when host memory ran out (the outcome is then freed). */
 mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output);

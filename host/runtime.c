@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vm/errors.h"
+#include "common/error.h"
 
 /* Address space all slots may reserve by default: 8 TiB of the 128 TiB a 47-bit address
    space offers. With the default 64 MiB limit (512 MiB slots) the cap on live sandboxes
@@ -30,13 +30,13 @@ MBX_API void mbx_free(void *p) {
 MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
   mbx_runtime *rt = calloc(1, sizeof *rt);
   if (rt == NULL) {
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
     return NULL;
   }
   rt->c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
   if (rt->c_locale == (locale_t)0) {
     free(rt);
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: cannot create the C locale");
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: cannot create the C locale");
     return NULL;
   }
   if (getrandom(&rt->address_key, sizeof rt->address_key, 0) != sizeof rt->address_key) {
@@ -51,7 +51,7 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
     mbxV_bcache_free(rt->bytecode);
     freelocale(rt->c_locale);
     free(rt);
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
     return NULL;
   }
   mbxV_pool_set_caps(rt->slots, MBXV_POOL_DEFAULT_CAP, (size_t)MBXH_DEFAULT_RESERVED_CAP);
@@ -74,7 +74,7 @@ MBX_API void mbx_runtime_free(mbx_runtime *rt) {
 MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, uint64_t value,
                                        mbx_error *err) {
   if (rt == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: the runtime is NULL");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: the runtime is NULL");
     return MBX_INVALID_ARGUMENT;
   }
   unsigned slots;
@@ -83,7 +83,7 @@ MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, u
   switch (which) {
   case MBX_CAP_SANDBOXES:
     if (value == 0 || value > UINT32_MAX) {
-      mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT,
                      "mbx_runtime_set_cap: MBX_CAP_SANDBOXES must be 1 to %u, not %llu",
                      (unsigned)UINT32_MAX, (unsigned long long)value);
       return MBX_INVALID_ARGUMENT;
@@ -103,7 +103,7 @@ MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, u
     atomic_store(&rt->bytecode_on, value != 0);
     return MBX_OK;
   }
-  mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: unknown cap %d", (int)which);
+  mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: unknown cap %d", (int)which);
   return MBX_INVALID_ARGUMENT;
 }
 

@@ -9,7 +9,7 @@
 #include "capabilities/policy.h"
 #include "host/result.h"
 #include "host/runtime.h"
-#include "vm/errors.h"
+#include "common/error.h"
 
 /* Bring rt->heap_total up to date with this sandbox's heap (unsigned arithmetic wraps, so a
    shrink is a subtraction). */
@@ -21,7 +21,7 @@ static void count_heap(mbx_sandbox *sb) {
 
 int mbxH_sandbox_claim(mbx_sandbox *sb, const char *fn, mbx_error *err) {
   if (!atomic_exchange(&sb->busy, 1)) return 1;
-  mbxV_error_set(err, MBX_SANDBOX_BUSY, "%s: the sandbox is running on another thread", fn);
+  mbxU_error_set(err, MBX_SANDBOX_BUSY, "%s: the sandbox is running on another thread", fn);
   return 0;
 }
 
@@ -34,7 +34,7 @@ mbx_sandbox *mbxH_sandbox_create(mbx_runtime *rt, const mbx_policy *p, mbxC_repl
   mbx_sandbox *sb = calloc(1, sizeof *sb);
   if (sb == NULL) {
     if (replay) mbxC_replay_free(replay);
-    mbxV_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
     return NULL;
   }
   sb->rt = rt;
@@ -60,7 +60,7 @@ mbx_sandbox *mbxH_sandbox_create(mbx_runtime *rt, const mbx_policy *p, mbxC_repl
   uint64_t heap_total = atomic_fetch_add(&rt->heap_total, sb->heap_counted) + sb->heap_counted;
   if (heap_cap && heap_total > heap_cap) {
     mbx_sandbox_free(sb);
-    mbxV_error_set(err, MBX_NO_MEMORY,
+    mbxU_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: the live sandboxes' guest heaps would total %llu KiB, "
                    "past the runtime's cap MBX_CAP_HEAP_BYTES (%llu KiB); free or reset "
                    "sandboxes, or raise the cap with mbx_runtime_set_cap",
@@ -72,7 +72,7 @@ mbx_sandbox *mbxH_sandbox_create(mbx_runtime *rt, const mbx_policy *p, mbxC_repl
 
 MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_error *err) {
   if (rt == NULL || p == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
                    "mbx_sandbox_new: the runtime and the policy "
                    "must not be NULL");
     return NULL;
@@ -103,7 +103,7 @@ MBX_API int mbx_sandbox_paused(const mbx_sandbox *sb) {
 
 MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err) {
   if (sb == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_reset: the sandbox is NULL");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_reset: the sandbox is NULL");
     return MBX_INVALID_ARGUMENT;
   }
   if (!mbxH_sandbox_claim(sb, "mbx_sandbox_reset", err)) return MBX_SANDBOX_BUSY;
@@ -117,7 +117,7 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err) {
 
 MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err) {
   if (sb == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_checkpoint: the sandbox is NULL");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_checkpoint: the sandbox is NULL");
     return MBX_INVALID_ARGUMENT;
   }
   if (!mbxH_sandbox_claim(sb, "mbx_sandbox_checkpoint", err)) return MBX_SANDBOX_BUSY;
@@ -132,7 +132,7 @@ MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err) {
 
 MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err) {
   if (sb == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox is NULL");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox is NULL");
     return MBX_INVALID_ARGUMENT;
   }
   if (!mbxH_sandbox_claim(sb, "mbx_sandbox_rewind", err)) return MBX_SANDBOX_BUSY;
@@ -158,9 +158,9 @@ static mbx_status begin_call(mbx_sandbox *sb, const char *fn, int resuming, mbx_
   /* busy first: only the thread that owns the run may read what the run writes. */
   if (atomic_exchange(&sb->busy, 1)) {
     if (resuming)
-      mbxV_error_set(err, MBX_SANDBOX_BUSY, "%s: the sandbox is running on another thread", fn);
+      mbxU_error_set(err, MBX_SANDBOX_BUSY, "%s: the sandbox is running on another thread", fn);
     else
-      mbxV_error_set(err, MBX_SANDBOX_BUSY,
+      mbxU_error_set(err, MBX_SANDBOX_BUSY,
                      "mbx_run: the sandbox is already running on another thread");
     return MBX_SANDBOX_BUSY;
   }
@@ -168,22 +168,22 @@ static mbx_status begin_call(mbx_sandbox *sb, const char *fn, int resuming, mbx_
   if (sb->poisoned) {
     s = MBX_SANDBOX_POISONED;
     if (resuming)
-      mbxV_error_set(err, s, "%s: this sandbox ended a run with %s and refuses further runs", fn,
+      mbxU_error_set(err, s, "%s: this sandbox ended a run with %s and refuses further runs", fn,
                      mbx_status_key(sb->poisoned_by));
     else
-      mbxV_error_set(err, s,
+      mbxU_error_set(err, s,
                      "this sandbox ended a run with %s and refuses further runs; reset it "
                      "(mbx_sandbox_reset), rewind it to an earlier checkpoint, or free it and "
                      "create a new one",
                      mbx_status_key(sb->poisoned_by));
   } else if (!resuming && sb->backend->paused(sb->impl)) {
     s = MBX_SANDBOX_PAUSED;
-    mbxV_error_set(err, s,
+    mbxU_error_set(err, s,
                    "mbx_run: the sandbox is paused at an external call; continue it with "
                    "mbx_resume or mbx_resume_error, or abandon the run with mbx_sandbox_reset");
   } else if (resuming && !sb->backend->paused(sb->impl)) {
     s = MBX_INVALID_ARGUMENT;
-    mbxV_error_set(err, s, "%s: the sandbox is not paused at an external call", fn);
+    mbxU_error_set(err, s, "%s: the sandbox is not paused at an external call", fn);
   }
   if (s != MBX_OK) mbxH_sandbox_release(sb);
   return s;
@@ -197,7 +197,7 @@ static mbx_status end_call(mbx_sandbox *sb, const char *fn, mbx_status s, mbx_re
       sb->poisoned_by = s;
     }
     if (*out == NULL) {
-      mbxV_error_set(err, MBX_NO_MEMORY, "%s: out of host memory for the result", fn);
+      mbxU_error_set(err, MBX_NO_MEMORY, "%s: out of host memory for the result", fn);
       s = MBX_NO_MEMORY;
     }
     count_heap(sb);
@@ -212,7 +212,7 @@ MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_
   if (out) *out = NULL;
   if (sb == NULL || out == NULL || (code == NULL && code_len > 0) ||
       (inputs_json == NULL && inputs_len > 0)) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
                    "mbx_run: the sandbox and out must not be NULL, nor code/inputs with a length");
     return MBX_INVALID_ARGUMENT;
   }
@@ -237,7 +237,7 @@ static mbx_status resume(mbx_sandbox *sb, const char *fn, const char *value, siz
                          int as_error, mbx_result **out, mbx_error *err) {
   if (out) *out = NULL;
   if (sb == NULL || out == NULL || (value == NULL && len > 0)) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
                    "%s: the sandbox and out must not be NULL, nor the value with a length", fn);
     return MBX_INVALID_ARGUMENT;
   }

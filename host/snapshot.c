@@ -12,14 +12,14 @@
 #include "capabilities/replay.h"
 #include "host/sandbox.h"
 #include "include/moonbox.h"
-#include "vm/errors.h"
+#include "common/error.h"
 
 MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *len,
                                         mbx_error *err) {
   if (bytes) *bytes = NULL;
   if (len) *len = 0;
   if (sb == NULL || bytes == NULL || len == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
                    "mbx_sandbox_snapshot: the sandbox, bytes and len must not be NULL");
     return MBX_INVALID_ARGUMENT;
   }
@@ -28,19 +28,19 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
   mbxC_port_record *rec = sb->backend->recorder(sb->impl);
   if (rec == NULL) {
     s = MBX_INVALID_ARGUMENT;
-    mbxV_error_set(err, s,
+    mbxU_error_set(err, s,
                    "mbx_sandbox_snapshot: the sandbox's policy is not deterministic; "
                    "create the sandbox from a policy with mbx_policy_set_deterministic "
                    "to snapshot it");
   } else if (sb->poisoned) {
     s = MBX_SANDBOX_POISONED;
-    mbxV_error_set(err, s,
+    mbxU_error_set(err, s,
                    "mbx_sandbox_snapshot: the sandbox ended a run with %s; a poisoned "
                    "sandbox cannot be snapshotted",
                    mbx_status_key(sb->poisoned_by));
   } else if (rec->log.broken) {
     s = MBX_UNSUPPORTED;
-    mbxV_error_set(err, s,
+    mbxU_error_set(err, s,
                    "mbx_sandbox_snapshot: the sandbox's replay log is incomplete (it "
                    "outgrew %zu MiB, the host ran out of memory, or the sandbox was "
                    "rewound across a reset); mbx_sandbox_reset starts a new one",
@@ -50,7 +50,7 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
     h.paused = (uint8_t)(mbx_sandbox_paused(sb) != 0);
     if (mbxC_snap_encode(&h, &rec->log, bytes, len) != 0) {
       s = MBX_NO_MEMORY;
-      mbxV_error_set(err, s, "mbx_sandbox_snapshot: out of host memory for the blob");
+      mbxU_error_set(err, s, "mbx_sandbox_snapshot: out of host memory for the blob");
     }
   }
   mbxH_sandbox_release(sb);
@@ -112,12 +112,12 @@ static int replay_session(mbx_sandbox *sb, mbxC_port_record *pl) {
 MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, const void *bytes,
                                          size_t len, mbx_error *err) {
   if (rt == NULL || p == NULL || bytes == NULL) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
                    "mbx_sandbox_restore: the runtime, the policy and the bytes must not be NULL");
     return NULL;
   }
   if (!p->deterministic) {
-    mbxV_error_set(err, MBX_INVALID_ARGUMENT,
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
                    "mbx_sandbox_restore: the policy is not deterministic; snapshots are made "
                    "and restored under a policy with mbx_policy_set_deterministic");
     return NULL;
@@ -127,13 +127,13 @@ MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, c
   mbxC_replay_log log;
   if (mbxC_snap_decode(bytes, len, LUA_VERSION_RELEASE_NUM, MBX_VERSION_NUMBER, &h, &log, why,
                        sizeof why) != 0) {
-    mbxV_error_set(err, MBX_INVALID_INPUT, "mbx_sandbox_restore: %s", why);
+    mbxU_error_set(err, MBX_INVALID_INPUT, "mbx_sandbox_restore: %s", why);
     return NULL;
   }
   uint64_t digest = mbxC_policy_digest(p);
   if (h.policy_digest != digest) {
     mbxC_replay_free(&log);
-    mbxV_error_set(err, MBX_INVALID_INPUT,
+    mbxU_error_set(err, MBX_INVALID_INPUT,
                    "mbx_sandbox_restore: the snapshot was made under another policy (digest "
                    "%016llx, this policy's is %016llx): limits, clock, seed, environment and "
                    "host functions must be the same",
@@ -154,7 +154,7 @@ MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, c
     ok = 0;
   }
   if (!ok) {
-    mbxV_error_set(err, MBX_INVALID_INPUT,
+    mbxU_error_set(err, MBX_INVALID_INPUT,
                    "mbx_sandbox_restore: the replay diverged from the "
                    "snapshot: %s",
                    rec->diverged);

@@ -185,13 +185,11 @@ void mbxV_error_info_free(mbxV_error_info *info) {
   info->message = info->traceback = NULL;
 }
 
-void mbxV_error_set(mbx_error *err, mbx_status code, const char *fmt, ...) {
-  if (err == NULL) return;
-  err->code = (int)code;
-  err->line = 0;
-  err->chunk[0] = '\0';
+void mbxV_refuse(mbxV_refusal *r, mbxV_status code, const char *fmt, ...) {
+  if (r == NULL) return;
+  r->code = code;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(err->message, sizeof err->message, fmt, ap);
+  vsnprintf(r->message, sizeof r->message, fmt, ap);
   va_end(ap);
 }

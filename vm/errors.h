@@ -6,7 +6,7 @@
 
 #include <lua.h>
 
-#include "include/moonbox.h"
+#include "vm/status.h"
 
 /* Error text is copied and truncated to this many bytes (THREATS P0 item 9). */
 #define MBXV_ERROR_MAX 4096
@@ -46,8 +46,5 @@ int mbxV_error_from_message(const char *msg, size_t len, int split, mbxV_error_i
 
 void mbxV_error_info_free(mbxV_error_info *info);
 
-/* Fill the public error record err (may be NULL): code, no position, a printf-style message. */
-void mbxV_error_set(mbx_error *err, mbx_status code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 #endif

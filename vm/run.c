@@ -275,22 +275,22 @@ static int protected_step_keep(lua_State *L, lua_CFunction f, void *arg, char **
   return rc;
 }
 
-static mbx_status status_of_trip(mbxV_trip t) {
+static mbxV_status status_of_trip(mbxV_trip t) {
   switch (t) {
-  case MBXV_TRIP_MEMORY: return MBX_MEMORY_LIMIT;
-  case MBXV_TRIP_INSTRUCTIONS: return MBX_INSTRUCTION_LIMIT;
-  case MBXV_TRIP_TIME: return MBX_TIME_LIMIT;
-  case MBXV_TRIP_OUTPUT: return MBX_OUTPUT_LIMIT;
-  case MBXV_TRIP_INTERRUPT: return MBX_INTERRUPTED;
-  case MBXV_TRIP_INTERNAL: return MBX_INTERNAL_ERROR;
-  case MBXV_TRIP_EXIT: return MBX_RUNTIME_ERROR;
-  case MBXV_TRIP_HOST_CALLS: return MBX_HOST_CALL_LIMIT;
-  default: return MBX_OK;
+  case MBXV_TRIP_MEMORY: return MBXV_MEMORY_LIMIT;
+  case MBXV_TRIP_INSTRUCTIONS: return MBXV_INSTRUCTION_LIMIT;
+  case MBXV_TRIP_TIME: return MBXV_TIME_LIMIT;
+  case MBXV_TRIP_OUTPUT: return MBXV_OUTPUT_LIMIT;
+  case MBXV_TRIP_INTERRUPT: return MBXV_INTERRUPTED;
+  case MBXV_TRIP_INTERNAL: return MBXV_INTERNAL_ERROR;
+  case MBXV_TRIP_EXIT: return MBXV_RUNTIME_ERROR;
+  case MBXV_TRIP_HOST_CALLS: return MBXV_HOST_CALL_LIMIT;
+  default: return MBXV_OK;
   }
 }
 
 /* Fill out->error for a failed run; the trip (if any) decides the status and the text. */
-static void fail_with_thread(lua_State *L, run_step *st, mbxV_outcome *out, mbx_status status,
+static void fail_with_thread(lua_State *L, run_step *st, mbxV_outcome *out, mbxV_status status,
                              const char *override) {
   char trip_text[MBXV_TRIP_MESSAGE_MAX];
   mbxV_trip t = mbxV_tripped(L);
@@ -300,7 +300,7 @@ static void fail_with_thread(lua_State *L, run_step *st, mbxV_outcome *out, mbx_
     out->exit_code = vm->budget.exit_code;
     /* os.exit() ends a run normally: no value (null), the output kept, and no error. */
     if (vm->budget.exit_code == 0) {
-      out->status = MBX_OK;
+      out->status = MBXV_OK;
       return;
     }
   }
@@ -319,7 +319,7 @@ static void fail_with_thread(lua_State *L, run_step *st, mbxV_outcome *out, mbx_
   }
 }
 
-static void fail_with_message(lua_State *L, mbxV_outcome *out, mbx_status status, const char *msg,
+static void fail_with_message(lua_State *L, mbxV_outcome *out, mbxV_status status, const char *msg,
                               size_t len, int split) {
   char trip_text[MBXV_TRIP_MESSAGE_MAX];
   mbxV_trip t = mbxV_tripped(L);
@@ -366,13 +366,13 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
     check_heap_after_exit(L, vm);
     st->nres = nres;
     if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
-      fail_with_thread(L, st, out, MBX_RUNTIME_ERROR, NULL);
+      fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR, NULL);
     } else if (protected_step(L, step_encode, st) != LUA_OK) {
       /* The encoder's message names the offending path; a trip wins over it. */
       const char *msg = st->step_error ? st->step_error : "the result could not be encoded";
-      fail_with_message(L, out, MBX_RUNTIME_ERROR, msg, strlen(msg), 0);
+      fail_with_message(L, out, MBXV_RUNTIME_ERROR, msg, strlen(msg), 0);
     } else {
-      out->status = MBX_OK;
+      out->status = MBXV_OK;
       out->value_json = st->value;
       out->value_len = st->value_len;
       st->value = NULL;
@@ -384,11 +384,11 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
     lua_pop(co, nres);
     if (protected_step(L, step_pending, st) != LUA_OK) {
       vm->paused = 0;
-      fail_with_message(L, out, MBX_INTERNAL_ERROR, "out of host memory for the pending call",
+      fail_with_message(L, out, MBXV_INTERNAL_ERROR, "out of host memory for the pending call",
                         39, 0);
     } else {
       vm->paused = 1;
-      out->status = MBX_PAUSED;
+      out->status = MBXV_PAUSED;
       out->pending_json = st->value;
       out->pending_len = st->value_len;
       st->value = NULL;
@@ -397,13 +397,13 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
   } else if (status == LUA_YIELD) {
     vm->paused = 0;
     /* A yield out of the main chunk is not a pause: only host functions pause a run. */
-    fail_with_thread(L, st, out, MBX_RUNTIME_ERROR,
+    fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR,
                      "attempt to yield from outside a coroutine");
   } else {
     if (status == LUA_ERRMEM && mbxV_tripped(L) == MBXV_TRIP_NONE)
       mbxV_trip_set(L, MBXV_TRIP_MEMORY);
     check_heap_after_exit(L, vm);
-    fail_with_thread(L, st, out, MBX_RUNTIME_ERROR, NULL);
+    fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR, NULL);
   }
   vm->paused = 0;
   protected_step(L, step_release, st);
@@ -421,26 +421,26 @@ static void record_usage(mbxV_vm *vm, mbxV_outcome *out, uint64_t started) {
   out->output_bytes = vm->output.total;
 }
 
-mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
-                    const char *inputs, size_t inputs_len, mbxV_outcome *out, mbx_error *err) {
+mbxV_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
+                    const char *inputs, size_t inputs_len, mbxV_outcome *out, mbxV_refusal *err) {
   return mbxV_run_cached(vm, NULL, code, code_len, chunk_name, inputs, inputs_len, out, err);
 }
 
-mbx_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, size_t code_len,
+mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, size_t code_len,
                            const char *chunk_name, const char *inputs, size_t inputs_len,
-                           mbxV_outcome *out, mbx_error *err) {
+                           mbxV_outcome *out, mbxV_refusal *err) {
   memset(out, 0, sizeof *out);
   if (code_len > vm->source_limit) {
-    mbxV_error_set(err, MBX_SOURCE_TOO_LARGE,
+    mbxV_refuse(err, MBXV_SOURCE_TOO_LARGE,
                    "the script is %zu bytes; the source limit is %zu bytes (raise "
                    "MBX_LIMIT_SOURCE, or split the script)",
                    code_len, vm->source_limit);
-    return MBX_SOURCE_TOO_LARGE;
+    return MBXV_SOURCE_TOO_LARGE;
   }
   lua_State *L = vm->L;
   run_step st = {.code = code, .code_len = code_len, .chunk_name = chunk_name,
                  .inputs = inputs, .inputs_len = inputs_len, .cache = cache};
-  volatile mbx_status api = MBX_OK;
+  volatile mbxV_status api = MBXV_OK;
   jmp_buf recovery;
   uint64_t started = mbxV_now_ns();
   mbxV_output_reset(&vm->output);
@@ -448,7 +448,7 @@ mbx_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, si
   vm->panic_jmp = &recovery;
   if (setjmp(recovery) != 0) {
     /* lua_atpanic: an error escaped every protected call. The state is not touched again. */
-    out->status = MBX_INTERNAL_ERROR;
+    out->status = MBXV_INTERNAL_ERROR;
     out->failed = 1;
     const char *msg = "internal error: an error escaped the runtime's protected calls";
     mbxV_error_from_message(msg, strlen(msg), 0, &out->error);
@@ -459,17 +459,17 @@ mbx_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, si
   if (st.reached != STEP_READY) {
     if (mbxV_tripped(L) != MBXV_TRIP_NONE || (rc == LUA_ERRMEM)) {
       if (mbxV_tripped(L) == MBXV_TRIP_NONE) mbxV_trip_set(L, MBXV_TRIP_MEMORY);
-      fail_with_message(L, out, MBX_MEMORY_LIMIT, "", 0, 0);
+      fail_with_message(L, out, MBXV_MEMORY_LIMIT, "", 0, 0);
     } else if (st.reached == STEP_INPUTS) {
-      api = MBX_INVALID_INPUT;
-      if (st.bad_input) mbxV_error_set(err, MBX_INVALID_INPUT, "%s", st.bad_input);
+      api = MBXV_INVALID_INPUT;
+      if (st.bad_input) mbxV_refuse(err, MBXV_INVALID_INPUT, "%s", st.bad_input);
       else
-        mbxV_error_set(err, MBX_INVALID_INPUT, "inputs are not valid JSON: %s",
+        mbxV_refuse(err, MBXV_INVALID_INPUT, "inputs are not valid JSON: %s",
                        st.step_error ? st.step_error : "unknown error");
     } else if (st.syntax_error) {
-      fail_with_message(L, out, MBX_SYNTAX_ERROR, st.syntax_error, st.syntax_len, 1);
+      fail_with_message(L, out, MBXV_SYNTAX_ERROR, st.syntax_error, st.syntax_len, 1);
     } else {
-      fail_with_message(L, out, MBX_INTERNAL_ERROR, "could not prepare the run", 25, 0);
+      fail_with_message(L, out, MBXV_INTERNAL_ERROR, "could not prepare the run", 25, 0);
     }
     goto finish;
   }
@@ -483,7 +483,7 @@ finish:
   free(st.syntax_error);
   free(st.value);
   free(st.step_error);
-  if (api != MBX_OK) {
+  if (api != MBXV_OK) {
     mbxV_outcome_free(out);
     return api;
   }
@@ -493,14 +493,14 @@ finish:
   }
   if (out->value_json == NULL || (out->failed && out->error.message == NULL)) {
     mbxV_outcome_free(out);
-    mbxV_error_set(err, MBX_NO_MEMORY, "out of host memory while collecting the result");
-    return MBX_NO_MEMORY;
+    mbxV_refuse(err, MBXV_NO_MEMORY, "out of host memory while collecting the result");
+    return MBXV_NO_MEMORY;
   }
   return out->status;
 }
 
-mbx_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
-                       mbxV_outcome *out, mbx_error *err) {
+mbxV_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
+                       mbxV_outcome *out, mbxV_refusal *err) {
   memset(out, 0, sizeof *out);
   lua_State *L = vm->L;
   run_step st = {0};
@@ -513,7 +513,7 @@ mbx_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
   vm->panic_jmp = &recovery;
   if (setjmp(recovery) != 0) {
     vm->paused = 0;
-    out->status = MBX_INTERNAL_ERROR;
+    out->status = MBXV_INTERNAL_ERROR;
     out->failed = 1;
     const char *msg = "internal error: an error escaped the runtime's protected calls";
     mbxV_error_from_message(msg, strlen(msg), 0, &out->error);
@@ -525,7 +525,7 @@ mbx_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
   if (st.co == NULL || lua_status(st.co) != LUA_YIELD) {
     vm->paused = 0;
     const char *msg = "internal error: the paused run's thread is missing";
-    fail_with_message(L, out, MBX_INTERNAL_ERROR, msg, strlen(msg), 0);
+    fail_with_message(L, out, MBXV_INTERNAL_ERROR, msg, strlen(msg), 0);
     goto finish;
   }
   resume_value rv = {.text = value, .len = value ? len : 0, .as_error = as_error};
@@ -537,22 +537,22 @@ mbx_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
       /* The value did not fit in the memory limit: that ends the run like any trip. */
       free(why);
       vm->paused = 0;
-      fail_with_message(L, out, MBX_MEMORY_LIMIT, "", 0, 0);
+      fail_with_message(L, out, MBXV_MEMORY_LIMIT, "", 0, 0);
       protected_step(L, step_release, &st);
       goto finish;
     }
     vm->panic_jmp = NULL;
     mbxV_budget_stop(L);
-    mbxV_error_set(err, MBX_INVALID_INPUT, "mbx_resume: the value is not valid JSON: %s",
+    mbxV_refuse(err, MBXV_INVALID_INPUT, "mbx_resume: the value is not valid JSON: %s",
                    why ? why : "out of memory");
     free(why);
-    return MBX_INVALID_INPUT;
+    return MBXV_INVALID_INPUT;
   }
   int nargs = lua_gettop(L) - base;
   if (!lua_checkstack(st.co, nargs + 1)) {
     lua_settop(L, base);
     vm->paused = 0;
-    fail_with_message(L, out, MBX_MEMORY_LIMIT, "memory limit exceeded", 21, 0);
+    fail_with_message(L, out, MBXV_MEMORY_LIMIT, "memory limit exceeded", 21, 0);
     protected_step(L, step_release, &st);
     goto finish;
   }
@@ -569,8 +569,8 @@ finish:
   }
   if (out->value_json == NULL || (out->failed && out->error.message == NULL)) {
     mbxV_outcome_free(out);
-    mbxV_error_set(err, MBX_NO_MEMORY, "out of host memory while collecting the result");
-    return MBX_NO_MEMORY;
+    mbxV_refuse(err, MBXV_NO_MEMORY, "out of host memory while collecting the result");
+    return MBXV_NO_MEMORY;
   }
   return out->status;
 }

@@ -5,13 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "include/moonbox.h"
 #include "vm/bytecode_cache.h"
 #include "vm/errors.h"
+#include "vm/status.h"
 #include "vm/vm.h"
 
 typedef struct mbxV_outcome {
-  mbx_status status;     /* a run status (< MBX_API_ERROR_BASE) */
+  mbxV_status status;    /* how the run ended (< MBXV_REFUSED_BASE) */
   char *value_json;      /* malloc'd; "null" when the run failed */
   size_t value_len;
   int failed;            /* error below is filled */
@@ -23,37 +23,37 @@ typedef struct mbxV_outcome {
   int exited;            /* the run ended by os.exit (status ok or runtime_error) */
   int64_t exit_code;     /* its code: 0 for os.exit(), os.exit(true) and os.exit(0) */
   uint64_t host_calls;   /* host calls and pauses of the run so far (across resumes) */
-  char *pending_json;    /* malloc'd when status is MBX_PAUSED: {"args":[..],"function":".."} */
+  char *pending_json;    /* malloc'd when status is MBXV_PAUSED: {"args":[..],"function":".."} */
   size_t pending_len;
 } mbxV_outcome;
 
 /*
-** Run code (text only) in vm. On a run status (< MBX_API_ERROR_BASE) *out is filled and owned
-** by the caller (mbxV_outcome_free). On an API status (bad inputs, source too large, host out
-** of memory) nothing ran, nothing was bound, and err says why.
+** Run code (text only) in vm. On a run status (< MBXV_REFUSED_BASE) *out is filled and owned
+** by the caller (mbxV_outcome_free). On a refusal (bad inputs, source too large, host out of
+** memory) nothing ran, nothing was bound, and err says why.
 */
-mbx_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
-                    const char *inputs, size_t inputs_len, mbxV_outcome *out, mbx_error *err);
+mbxV_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
+                    const char *inputs, size_t inputs_len, mbxV_outcome *out, mbxV_refusal *err);
 
 /* mbxV_run with the runtime's bytecode cache (NULL = none): the chunk is loaded from the
    cached compile of this exact text when there is one, and a clean compile is stored. Only
    for source the host gave (mbx_run), never for text the guest produced. */
-mbx_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, size_t code_len,
+mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, size_t code_len,
                            const char *chunk_name, const char *inputs, size_t inputs_len,
-                           mbxV_outcome *out, mbx_error *err);
+                           mbxV_outcome *out, mbxV_refusal *err);
 
 /*
 ** A run pauses when the layer above stores the pending call's JSON in the registry at
 ** mbxV_key_pending and yields the run thread (stdlib/hostcall.c); vm->paused is then set.
 ** mbxV_resume continues it. as_error == 0: value (NULL/0 = no value) is JSON the call
-** returns; bad JSON returns MBX_INVALID_INPUT with nothing changed (still paused).
+** returns; bad JSON returns MBXV_INVALID_INPUT with nothing changed (still paused).
 ** as_error != 0: value is the message of the error the call raises. The yield receives
 ** (true, value) or (true) for no value, and (false, message) for an error: the layer above
 ** returns or raises accordingly. Otherwise like mbxV_run: a run status with *out filled
-** (possibly MBX_PAUSED again).
+** (possibly MBXV_PAUSED again).
 */
-mbx_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
-                       mbxV_outcome *out, mbx_error *err);
+mbxV_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
+                       mbxV_outcome *out, mbxV_refusal *err);
 
 void mbxV_outcome_free(mbxV_outcome *out);
 

@@ -17,7 +17,7 @@
 static mbxV_outcome outcome_ok(const char *value) {
   mbxV_outcome o;
   memset(&o, 0, sizeof o);
-  o.status = MBX_OK;
+  o.status = MBXV_OK;
   o.value_json = strdup(value);
   o.value_len = strlen(value);
   o.instructions = 7;
@@ -30,7 +30,7 @@ static mbxV_outcome outcome_ok(const char *value) {
 static mbxV_outcome outcome_failed(mbx_status status, const char *chunk, int line,
                                    const char *message, const char *traceback) {
   mbxV_outcome o = outcome_ok("null");
-  o.status = status;
+  o.status = (mbxV_status)status; /* the vm numbers its statuses as the public enum */
   o.failed = 1;
   snprintf(o.error.chunk, sizeof o.error.chunk, "%s", chunk);
   o.error.line = line;
@@ -116,13 +116,41 @@ static void negative_line_is_written_as_zero(void **state) {
   mbx_result_free(r);
 }
 
+/* The vm's statuses map one to one onto the public ones (host/result.c), refusals included;
+   a value the vm never gives is never reported as a success. */
+static void vm_statuses_map_exactly(void **state) {
+  (void)state;
+  static const struct {
+    mbxV_status vm;
+    mbx_status pub;
+  } map[] = {{MBXV_OK, MBX_OK},
+             {MBXV_SYNTAX_ERROR, MBX_SYNTAX_ERROR},
+             {MBXV_RUNTIME_ERROR, MBX_RUNTIME_ERROR},
+             {MBXV_MEMORY_LIMIT, MBX_MEMORY_LIMIT},
+             {MBXV_INSTRUCTION_LIMIT, MBX_INSTRUCTION_LIMIT},
+             {MBXV_TIME_LIMIT, MBX_TIME_LIMIT},
+             {MBXV_OUTPUT_LIMIT, MBX_OUTPUT_LIMIT},
+             {MBXV_HOST_CALL_LIMIT, MBX_HOST_CALL_LIMIT},
+             {MBXV_INTERRUPTED, MBX_INTERRUPTED},
+             {MBXV_PAUSED, MBX_PAUSED},
+             {MBXV_INTERNAL_ERROR, MBX_INTERNAL_ERROR},
+             {MBXV_INVALID_INPUT, MBX_INVALID_INPUT},
+             {MBXV_SOURCE_TOO_LARGE, MBX_SOURCE_TOO_LARGE},
+             {MBXV_NO_MEMORY, MBX_NO_MEMORY}};
+  for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+    assert_int_equal(mbxH_status_from_vm(map[i].vm), map[i].pub);
+    assert_int_equal(map[i].vm >= MBXV_REFUSED_BASE, map[i].pub >= MBX_API_ERROR_BASE);
+  }
+  assert_int_equal(mbxH_status_from_vm((mbxV_status)55), MBX_INTERNAL_ERROR);
+}
+
 /* Every run status appears under its key. */
 static void every_run_status_has_its_key(void **state) {
   (void)state;
   for (int s = MBX_OK; s <= MBX_INTERNAL_ERROR; s++) {
     mbxV_outcome o =
         s == MBX_OK ? outcome_ok("1") : outcome_failed((mbx_status)s, "input", 1, "m", "t");
-    o.status = (mbx_status)s;
+    o.status = (mbxV_status)s;
     mbx_result *r = make(o, NULL, 0, NULL, 0);
     char want[64];
     snprintf(want, sizeof want, "\"status\":\"%s\",", mbx_status_key((mbx_status)s));
@@ -310,6 +338,7 @@ int main(void) {
       cmocka_unit_test(runtime_error_contract_is_exact),
       cmocka_unit_test(limit_contract_is_exact),
       cmocka_unit_test(negative_line_is_written_as_zero),
+      cmocka_unit_test(vm_statuses_map_exactly),
       cmocka_unit_test(every_run_status_has_its_key),
       cmocka_unit_test(big_usage_numbers_are_exact),
       cmocka_unit_test(invalid_utf8_output_is_base64),

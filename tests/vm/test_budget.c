@@ -60,7 +60,7 @@ static void close_vm(mbxV_vm *vm) {
 
 /* Run code, return the status; the outcome's message and counters are copied out. */
 typedef struct ran {
-  mbx_status status;
+  mbxV_status status;
   char message[256];
   char value[256];
   uint64_t instructions;
@@ -70,7 +70,7 @@ typedef struct ran {
 
 static ran run(mbxV_vm *vm, const char *code) {
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   ran r = {0};
   r.status = mbxV_run(vm, code, strlen(code), "=input", NULL, 0, &out, &err);
   assert_true(r.status < MBX_API_ERROR_BASE);
@@ -86,9 +86,10 @@ static ran run(mbxV_vm *vm, const char *code) {
 
 static void expect_status(mbxV_vm *vm, const char *code, mbx_status want) {
   ran r = run(vm, code);
-  if (r.status != want)
-    fail_msg("%s: status %s (%s), expected %s", code, mbx_status_name(r.status), r.message,
-             mbx_status_name(want));
+  /* The vm numbers its statuses as the public enum (vm/status.h). */
+  if ((int)r.status != (int)want)
+    fail_msg("%s: status %s (%s), expected %s", code, mbx_status_name((mbx_status)r.status),
+             r.message, mbx_status_name(want));
 }
 
 /* ---- limits through real runs ---- */

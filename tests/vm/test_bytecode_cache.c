@@ -39,18 +39,18 @@ static void close_vm(mbxV_vm *vm) {
 }
 
 /* Run code through the cache; the outcome is left in *out (free it). */
-static mbx_status run_cached(mbxV_vm *vm, mbxV_bcache *c, const char *code, const char *name,
+static mbxV_status run_cached(mbxV_vm *vm, mbxV_bcache *c, const char *code, const char *name,
                              mbxV_outcome *out) {
-  mbx_error err;
-  mbx_status s = mbxV_run_cached(vm, c, code, strlen(code), name, NULL, 0, out, &err);
+  mbxV_refusal err;
+  mbxV_status s = mbxV_run_cached(vm, c, code, strlen(code), name, NULL, 0, out, &err);
   assert_true(s < MBX_API_ERROR_BASE);
   return s;
 }
 
 static void expect_cached(mbxV_vm *vm, mbxV_bcache *c, const char *code, const char *json) {
   mbxV_outcome out;
-  mbx_status s = run_cached(vm, c, code, "=input", &out);
-  if (s != MBX_OK) fail_msg("%s: status %d: %s", code, s, out.error.message);
+  mbxV_status s = run_cached(vm, c, code, "=input", &out);
+  if (s != MBXV_OK) fail_msg("%s: status %d: %s", code, s, out.error.message);
   assert_string_equal(out.value_json, json);
   mbxV_outcome_free(&out);
 }
@@ -88,7 +88,7 @@ static void miss_then_hit(void **state) {
   assert_int_equal(st.misses, 3);
   assert_int_equal(st.entries, 3);
   /* Inputs bind globals before the (cached) chunk runs: a hit sees them like a miss. */
-  mbx_error err;
+  mbxV_refusal err;
   const char *uses = "return x * 2";
   for (int i = 0; i < 2; i++) {
     char inputs[32];
@@ -337,9 +337,9 @@ static void *hammer_main(void *arg) {
     snprintf(code, sizeof code, "local s = 0 for i = 1, %d do s = s + i end return s", 10 + k);
     snprintf(want, sizeof want, "%d", (10 + k) * (11 + k) / 2);
     mbxV_outcome out;
-    mbx_error err;
-    mbx_status s = mbxV_run_cached(vm, h->c, code, strlen(code), "=input", NULL, 0, &out, &err);
-    if (s != MBX_OK || strcmp(out.value_json, want) != 0) {
+    mbxV_refusal err;
+    mbxV_status s = mbxV_run_cached(vm, h->c, code, strlen(code), "=input", NULL, 0, &out, &err);
+    if (s != MBXV_OK || strcmp(out.value_json, want) != 0) {
       if (!h->failures++)
         snprintf(h->first_failure, sizeof h->first_failure, "status %d value %s want %s", s,
                  s < MBX_API_ERROR_BASE ? out.value_json : "-", want);

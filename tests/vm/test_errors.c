@@ -92,7 +92,7 @@ static void split_truncates_a_long_chunk_name(void **state) {
   assert_string_equal(msg + off, "boom");
 }
 
-/* ---- mbxV_error_from_message / mbxV_error_set ---- */
+/* ---- mbxV_error_from_message / mbxV_refuse ---- */
 
 static void from_message_splits_the_position(void **state) {
   (void)state;
@@ -152,21 +152,19 @@ static void from_message_truncates_to_the_maximum(void **state) {
   free(m);
 }
 
-static void error_set_fills_and_truncates(void **state) {
+static void refusal_fills_and_truncates(void **state) {
   (void)state;
-  mbxV_error_set(NULL, MBX_INVALID_ARGUMENT, "no record: %d", 1); /* must not crash */
-  mbx_error err;
-  memset(&err, 0x55, sizeof err);
-  mbxV_error_set(&err, MBX_SOURCE_TOO_LARGE, "limit is %d bytes", 16);
-  assert_int_equal(err.code, MBX_SOURCE_TOO_LARGE);
-  assert_int_equal(err.line, 0);
-  assert_string_equal(err.chunk, "");
-  assert_string_equal(err.message, "limit is 16 bytes");
+  mbxV_refuse(NULL, MBXV_INVALID_INPUT, "no record: %d", 1); /* must not crash */
+  mbxV_refusal r;
+  memset(&r, 0x55, sizeof r);
+  mbxV_refuse(&r, MBXV_SOURCE_TOO_LARGE, "limit is %d bytes", 16);
+  assert_int_equal(r.code, MBXV_SOURCE_TOO_LARGE);
+  assert_string_equal(r.message, "limit is 16 bytes");
   char long_text[1000];
   memset(long_text, 'L', sizeof long_text - 1);
   long_text[sizeof long_text - 1] = '\0';
-  mbxV_error_set(&err, MBX_NO_MEMORY, "%s", long_text);
-  assert_int_equal(strlen(err.message), sizeof err.message - 1);
+  mbxV_refuse(&r, MBXV_NO_MEMORY, "%s", long_text);
+  assert_int_equal(strlen(r.message), sizeof r.message - 1);
 }
 
 /* ---- mbxV_error_describe on a thread, directly ---- */
@@ -455,7 +453,7 @@ int main(void) {
       cmocka_unit_test(from_message_without_position_keeps_it_whole),
       cmocka_unit_test(from_message_without_split_keeps_a_position_lookalike),
       cmocka_unit_test(from_message_truncates_to_the_maximum),
-      cmocka_unit_test(error_set_fills_and_truncates),
+      cmocka_unit_test(refusal_fills_and_truncates),
       cmocka_unit_test(describe_reads_error_objects_raw),
       cmocka_unit_test(describe_uses_the_message_position_first),
       cmocka_unit_test(describe_override_replaces_the_message),

@@ -45,10 +45,10 @@ static int teardown(void **state) {
 }
 
 /* Run code; on a run status the outcome is left in *out (free it), else err is filled. */
-static mbx_status run_in(mbxV_vm *vm, const char *code, const char *inputs, mbxV_outcome *out,
-                         mbx_error *err) {
+static mbxV_status run_in(mbxV_vm *vm, const char *code, const char *inputs, mbxV_outcome *out,
+                         mbxV_refusal *err) {
   memset(err, 0, sizeof *err);
-  mbx_status s =
+  mbxV_status s =
       mbxV_run(vm, code, strlen(code), "=input", inputs, inputs ? strlen(inputs) : 0, out, err);
   /* Whatever happened, the run thread is no longer anchored. */
   assert_int_equal(lua_rawgetp(vm->L, LUA_REGISTRYINDEX, &mbxV_key_run_thread), LUA_TNIL);
@@ -65,9 +65,9 @@ static mbx_status run_in(mbxV_vm *vm, const char *code, const char *inputs, mbxV
 /* Run code that must succeed and compare its value JSON. */
 static void expect_json(mbxV_vm *vm, const char *code, const char *json) {
   mbxV_outcome out;
-  mbx_error err;
-  mbx_status s = run_in(vm, code, NULL, &out, &err);
-  if (s != MBX_OK)
+  mbxV_refusal err;
+  mbxV_status s = run_in(vm, code, NULL, &out, &err);
+  if (s != MBXV_OK)
     fail_msg("%s: status %d (%s)", code, s, out.failed ? out.error.message : err.message);
   assert_int_equal(out.failed, 0);
   assert_int_equal(out.value_len, strlen(json));
@@ -94,7 +94,7 @@ static void return_values_become_json(void **state) {
 static void many_return_values(void **state) {
   mbxV_vm *vm = *state;
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(run_in(vm,
                           "local function f(n, ...) if n == 0 then return ... end "
                           "return f(n - 1, n, ...) end return f(5000)",
@@ -108,7 +108,7 @@ static void many_return_values(void **state) {
 static void syntax_error_has_chunk_and_line(void **state) {
   mbxV_vm *vm = *state;
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(run_in(vm, "local a = 1\nb = = 2\n", NULL, &out, &err), MBX_SYNTAX_ERROR);
   assert_int_equal(out.failed, 1);
   assert_string_equal(out.error.chunk, "input");
@@ -124,7 +124,7 @@ static void syntax_error_has_chunk_and_line(void **state) {
 static void binary_chunks_are_refused(void **state) {
   mbxV_vm *vm = *state;
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(run_in(vm, "\x1bLua\x54\x00garbage", NULL, &out, &err), MBX_SYNTAX_ERROR);
   assert_non_null(strstr(out.error.message, "binary"));
   mbxV_outcome_free(&out);
@@ -133,7 +133,7 @@ static void binary_chunks_are_refused(void **state) {
 static void runtime_error_has_chunk_line_and_traceback(void **state) {
   mbxV_vm *vm = *state;
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(run_in(vm, "local t = nil\nreturn t.x\n", NULL, &out, &err), MBX_RUNTIME_ERROR);
   assert_int_equal(out.failed, 1);
   assert_string_equal(out.error.chunk, "input");
@@ -148,7 +148,7 @@ static void runtime_error_has_chunk_line_and_traceback(void **state) {
 static void chunk_name_is_the_callers(void **state) {
   mbxV_vm *vm = *state;
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   const char *code = "\nerror('x')";
   assert_int_equal(mbxV_run(vm, code, strlen(code), "=script.lua", NULL, 0, &out, &err),
                    MBX_RUNTIME_ERROR);
@@ -162,7 +162,7 @@ static void chunk_name_is_the_callers(void **state) {
 static void yield_out_of_the_main_chunk_is_a_runtime_error(void **state) {
   mbxV_vm *vm = *state;
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(run_in(vm, "x = 1\ncoroutine.yield(1, 2)\nreturn 3", NULL, &out, &err),
                    MBX_RUNTIME_ERROR);
   assert_string_equal(out.error.message, "attempt to yield from outside a coroutine");
@@ -175,7 +175,7 @@ static void yield_out_of_the_main_chunk_is_a_runtime_error(void **state) {
 static void inputs_become_globals(void **state) {
   mbxV_vm *vm = *state;
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(run_in(vm, "return x * 2, name, #list, obj.k, flag, nothing == nil",
                           "{\"x\": 21, \"name\": \"bob\", \"list\": [1, 2, 3], "
                           "\"obj\": {\"k\": \"v\"}, \"flag\": false, \"_under9\": 1}",
@@ -216,9 +216,9 @@ static void bad_inputs_are_refused_and_bind_nothing(void **state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     mbxV_outcome out;
-    mbx_error err;
-    mbx_status s = run_in(vm, "ran = true return 1", cases[i].json, &out, &err);
-    if (s != MBX_INVALID_INPUT) {
+    mbxV_refusal err;
+    mbxV_status s = run_in(vm, "ran = true return 1", cases[i].json, &out, &err);
+    if (s != MBXV_INVALID_INPUT) {
       if (s < MBX_API_ERROR_BASE) mbxV_outcome_free(&out);
       fail_msg("inputs %s: status %d, expected MBX_INVALID_INPUT", cases[i].json, s);
     }
@@ -238,8 +238,8 @@ static void bad_inputs_are_refused_and_bind_nothing(void **state) {
 static void empty_json_array_is_not_an_object(void **state) {
   mbxV_vm *vm = *state;
   mbxV_outcome out;
-  mbx_error err;
-  mbx_status s = run_in(vm, "return 1", "[]", &out, &err);
+  mbxV_refusal err;
+  mbxV_status s = run_in(vm, "return 1", "[]", &out, &err);
   if (s < MBX_API_ERROR_BASE) mbxV_outcome_free(&out);
   assert_int_equal(s, MBX_INVALID_INPUT);
   assert_int_equal(err.code, MBX_INVALID_INPUT);
@@ -251,7 +251,7 @@ static void inputs_may_replace_guest_globals(void **state) {
   mbxV_vm *vm = *state;
   expect_json(vm, "mine = 1 return mine", "1");
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(run_in(vm, "return mine", "{\"mine\": 2}", &out, &err), MBX_OK);
   assert_string_equal(out.value_json, "2");
   mbxV_outcome_free(&out);
@@ -261,7 +261,7 @@ static void source_size_limit(void **state) {
   (void)state;
   mbxV_vm *vm = open_vm_with(64u << 20, 0, 16);
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(run_in(vm, "return 123456789", NULL, &out, &err), MBX_OK); /* 16 bytes */
   mbxV_outcome_free(&out);
   assert_int_equal(run_in(vm, "return 1234567890", NULL, &out, &err), MBX_SOURCE_TOO_LARGE);
@@ -281,7 +281,7 @@ static void globals_persist_between_runs(void **state) {
   expect_json(vm, "return twice(counter)", "84");
   /* A failed run keeps what it did before failing. */
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(run_in(vm, "before = 'set' error('stop') after = 'set'", NULL, &out, &err),
                    MBX_RUNTIME_ERROR);
   mbxV_outcome_free(&out);
@@ -290,9 +290,9 @@ static void globals_persist_between_runs(void **state) {
 
 static void expect_encode_error(mbxV_vm *vm, const char *code, const char *message) {
   mbxV_outcome out;
-  mbx_error err;
-  mbx_status s = run_in(vm, code, NULL, &out, &err);
-  if (s != MBX_RUNTIME_ERROR) {
+  mbxV_refusal err;
+  mbxV_status s = run_in(vm, code, NULL, &out, &err);
+  if (s != MBXV_RUNTIME_ERROR) {
     if (s < MBX_API_ERROR_BASE) mbxV_outcome_free(&out);
     fail_msg("%s: status %d", code, s);
   }
@@ -337,7 +337,7 @@ static void output_is_reset_for_each_run(void **state) {
   assert_memory_equal(vm->output.data[MBXV_STDOUT], "b\n", 2);
   assert_int_equal(vm->output.len[MBXV_STDERR], 0);
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(run_in(vm, "io.write('abc')", NULL, &out, &err), MBX_OK);
   assert_int_equal(out.output_bytes, 3);
   mbxV_outcome_free(&out);
@@ -346,7 +346,7 @@ static void output_is_reset_for_each_run(void **state) {
 static void usage_is_reported(void **state) {
   mbxV_vm *vm = *state;
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(
       run_in(vm, "local t = {} for i = 1, 20000 do t[i] = i end return #t", NULL, &out, &err),
       MBX_OK);
@@ -363,7 +363,7 @@ static void a_trip_wins_over_the_guest_error(void **state) {
   (void)state;
   mbxV_vm *vm = open_vm_with(64u << 20, 50000, 1u << 16);
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(
       run_in(vm, "pcall(function() while true do end end)\nerror('mine')", NULL, &out, &err),
       MBX_INSTRUCTION_LIMIT);
@@ -378,7 +378,7 @@ static void memory_limit_ends_the_run(void **state) {
   (void)state;
   mbxV_vm *vm = open_vm_with(1u << 20, 0, 1u << 16);
   mbxV_outcome out;
-  mbx_error err;
+  mbxV_refusal err;
   assert_int_equal(
       run_in(vm, "local t = {} for i = 1, 1e8 do t[i] = i end return #t", NULL, &out, &err),
       MBX_MEMORY_LIMIT);
