@@ -2,6 +2,15 @@
 #ifndef MBX_VM_VM_H
 #define MBX_VM_VM_H
 
+/*
+** vm/ owns the guest VM and nothing outside it: the arena slots and their pristine templates,
+** the guest heap and its limits, the one meter (budget.h: instructions, deadline, interrupt,
+** memory and output, sticky trips), text-only loading and the bytecode cache, a run and its
+** resume, error reports and tracebacks, and the Lua<->JSON codec. It knows no port, no policy
+** and no stdlib state: what the layer above keeps per sandbox lives in `ext`, opaque here, and
+** a run's outcome is reported in vm/status.h's terms for host/ to map.
+*/
+
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
