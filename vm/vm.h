@@ -22,7 +22,7 @@
 #include "vm/output.h"
 
 /* Size of the opaque extension area inside every vm (see mbxV_vm.ext). */
-#define MBXV_EXT_BYTES 64
+#define MBXV_EXT_BYTES 32
 
 typedef struct mbxV_vm {
   lua_State *L;           /* main thread: never runs guest code itself */
@@ -39,7 +39,7 @@ typedef struct mbxV_vm {
   /* Bytes the layer above owns (stdlib/: its port pointer, pause and close-nesting state;
      stdlib/stdlib.h). vm/ never reads them: it zeroes them when a state is made or reset,
      and they travel with the vm through templates, checkpoints and rewinds. */
-  _Alignas(16) unsigned char ext[MBXV_EXT_BYTES];
+  _Alignas(void *) unsigned char ext[MBXV_EXT_BYTES];
   /* The slot this vm lives in (vm/arena.h), NULL for one made by mbxV_vm_open. A slot's vm is
      restored from a byte copy: every field above that belongs to one sandbox rather than to
      the slot must be set again after the copy (configure() in vm/vm.c). */
