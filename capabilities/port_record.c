@@ -350,6 +350,28 @@ void mbxC_port_record_break(mbxC_port_record *r) {
   r->log.broken = 1;
 }
 
+int mbxC_port_record_broken(const mbxC_port_record *r) {
+  return r->log.broken;
+}
+
+int mbxC_port_record_snapshot(const mbxC_port_record *r, const mbxC_snap_header *h,
+                              void **bytes, size_t *len) {
+  return mbxC_snap_encode(h, &r->log, bytes, len);
+}
+
+int mbxC_port_record_pending(const mbxC_port_record *r, mbxC_record *rec, size_t *at) {
+  *at = r->cursor;
+  return !r->diverged[0] && mbxC_replay_get(&r->log, r->cursor, rec);
+}
+
+size_t mbxC_port_record_cursor(const mbxC_port_record *r) {
+  return r->cursor;
+}
+
+const char *mbxC_port_record_divergence(const mbxC_port_record *r) {
+  return r->diverged;
+}
+
 /* ---- session records: appended live; written to a scratch log and compared with the
    record at the cursor when replaying ---- */
 

@@ -61,6 +61,22 @@ void mbxC_port_record_rewind(mbxC_port_record *r, mbxC_record_mark m);
 /* The log can no longer make a faithful snapshot (rewound across a reset). */
 void mbxC_port_record_break(mbxC_port_record *r);
 
+/* 1 when the log can no longer make a faithful snapshot (a bound, host memory, a rewind
+   across a reset). */
+int mbxC_port_record_broken(const mbxC_port_record *r);
+/* The snapshot blob of header h and the log (mbxC_snap_encode). Returns 0, or -1 when out of
+   host memory. */
+int mbxC_port_record_snapshot(const mbxC_port_record *r, const mbxC_snap_header *h,
+                              void **bytes, size_t *len);
+/* Replaying: the record at the cursor, for the host to re-issue when it is a session record
+   (run, resume). Returns 0 when the log is exhausted or the replay has diverged; *at gets the
+   cursor. */
+int mbxC_port_record_pending(const mbxC_port_record *r, mbxC_record *rec, size_t *at);
+/* Replaying: where the cursor stands (a session call that did not move it failed). */
+size_t mbxC_port_record_cursor(const mbxC_port_record *r);
+/* "" while the replay follows its log, else the first divergence. */
+const char *mbxC_port_record_divergence(const mbxC_port_record *r);
+
 /* Session records: appended when live; when replaying, checked against the record at the
    cursor (a mismatch sets r->diverged). */
 void mbxC_port_record_run(mbxC_port_record *r, const char *chunk_name, const char *code,

@@ -61,7 +61,7 @@ static int run_protected(lua_State *L, lua_CFunction fn) {
    are installed here. Returns 0 when either step fails (guest heap too small). */
 static int attach_port(inproc *ip) {
   mbxL_attach(ip->vm->L, ip->recording ? &ip->record.port : &ip->port.port);
-  ip->vm->budget.host_call_limit = ip->host_call_limit;
+  mbxV_vm_set_host_call_limit(ip->vm, ip->host_call_limit);
   return run_protected(ip->vm->L, mbxL_reseed) &&
          run_protected(ip->vm->L, mbxL_open_host_functions);
 }
@@ -143,17 +143,17 @@ static void inproc_destroy(void *impl) {
 
 static void inproc_interrupt(void *impl) {
   inproc *ip = impl;
-  atomic_store_explicit(&ip->vm->budget.interrupt, 1, memory_order_release);
+  mbxV_vm_interrupt(ip->vm);
 }
 
 static int inproc_paused(const void *impl) {
   const inproc *ip = impl;
-  return ip->vm && ip->vm->L ? ip->vm->paused : 0;
+  return mbxV_vm_paused(ip->vm);
 }
 
 static uint64_t inproc_heap_bytes(const void *impl) {
   const inproc *ip = impl;
-  return ip->vm && ip->vm->L ? ip->vm->heap.used : 0;
+  return mbxV_vm_heap_used(ip->vm);
 }
 
 static mbxC_port_record *inproc_recorder(void *impl) {

@@ -38,7 +38,7 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
                    "mbx_sandbox_snapshot: the sandbox ended a run with %s; a poisoned "
                    "sandbox cannot be snapshotted",
                    mbx_status_key(sb->poisoned_by));
-  } else if (rec->log.broken) {
+  } else if (mbxC_port_record_broken(rec)) {
     s = MBX_UNSUPPORTED;
     mbxU_error_set(err, s,
                    "mbx_sandbox_snapshot: the sandbox's replay log is incomplete (it "
@@ -48,7 +48,7 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
   } else {
     mbxC_snap_header h = sb->snap;
     h.paused = (uint8_t)(mbx_sandbox_paused(sb) != 0);
-    if (mbxC_snap_encode(&h, &rec->log, bytes, len) != 0) {
+    if (mbxC_port_record_snapshot(rec, &h, bytes, len) != 0) {
       s = MBX_NO_MEMORY;
       mbxU_error_set(err, s, "mbx_sandbox_snapshot: out of host memory for the blob");
     }
@@ -58,12 +58,11 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
 }
 
 /* Replay every session record of the log through the public run path. Returns 0, or -1 with
-   pl->diverged saying where and why. */
+   the divergence recorded in pl. */
 static int replay_session(mbx_sandbox *sb, mbxC_port_record *pl) {
-  while (!pl->diverged[0]) {
-    mbxC_record r;
-    size_t at = pl->cursor;
-    if (!mbxC_replay_get(&pl->log, at, &r)) break;
+  mbxC_record r;
+  size_t at;
+  while (mbxC_port_record_pending(pl, &r, &at)) {
     mbxC_reader rd = mbxC_reader_of(&r);
     mbx_result *res = NULL;
     mbx_error e = {0};
@@ -101,12 +100,12 @@ static int replay_session(mbx_sandbox *sb, mbxC_port_record *pl) {
       break;
     }
     if (s < MBX_API_ERROR_BASE) mbx_result_free(res);
-    if (!pl->diverged[0] && pl->cursor == at)
+    if (!mbxC_port_record_divergence(pl)[0] && mbxC_port_record_cursor(pl) == at)
       mbxC_port_record_diverge(pl, "record %zu: the replay could not make this "
                "%s: %s",
                at, mbxC_rec_type_name(r.type), e.message);
   }
-  return pl->diverged[0] ? -1 : 0;
+  return mbxC_port_record_divergence(pl)[0] ? -1 : 0;
 }
 
 MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, const void *bytes,
@@ -157,7 +156,7 @@ MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, c
     mbxU_error_set(err, MBX_INVALID_INPUT,
                    "mbx_sandbox_restore: the replay diverged from the "
                    "snapshot: %s",
-                   rec->diverged);
+                   mbxC_port_record_divergence(rec));
     mbx_sandbox_free(sb);
     return NULL;
   }

@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -269,4 +270,20 @@ int mbxV_record_builtins(lua_State *L) {
   lua_pop(L, 1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_builtins);
   return 0;
+}
+
+void mbxV_vm_interrupt(mbxV_vm *vm) {
+  atomic_store_explicit(&vm->budget.interrupt, 1, memory_order_release);
+}
+
+int mbxV_vm_paused(const mbxV_vm *vm) {
+  return vm && vm->L ? vm->paused : 0;
+}
+
+size_t mbxV_vm_heap_used(const mbxV_vm *vm) {
+  return vm && vm->L ? vm->heap.used : 0;
+}
+
+void mbxV_vm_set_host_call_limit(mbxV_vm *vm, uint64_t limit) {
+  vm->budget.host_call_limit = limit;
 }

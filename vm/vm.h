@@ -122,6 +122,16 @@ mbxV_checkpoint_result mbxV_vm_checkpoint(mbxV_vm *vm, mbxV_checkpoint *ck);
 void mbxV_vm_rewind(mbxV_vm *vm, const mbxV_checkpoint *ck);
 void mbxV_checkpoint_free(mbxV_checkpoint *ck);
 
+/* What the host may ask of or tell a vm, without reaching into its parts. */
+/* Stop the active run at its next check (any thread, any time). */
+void mbxV_vm_interrupt(mbxV_vm *vm);
+/* The last run or resume paused at an external call (0 for a vm without a state). */
+int mbxV_vm_paused(const mbxV_vm *vm);
+/* Bytes the guest heap counts now (0 for a vm without a state). */
+size_t mbxV_vm_heap_used(const mbxV_vm *vm);
+/* MBX_LIMIT_HOST_CALLS for the runs to come (after every restore of the state). */
+void mbxV_vm_set_host_call_limit(mbxV_vm *vm, uint64_t limit);
+
 /* Registry keys (light userdata addresses) shared between vm/ and stdlib/. */
 extern const char mbxV_key_builtins; /* set of global names present before any guest code */
 extern const char mbxV_key_run_thread; /* the thread of the active run */
