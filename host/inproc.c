@@ -22,13 +22,10 @@
 #include "stdlib/stdlib.h"
 #include "vm/arena.h"
 #include "vm/bytecode_cache.h"
+#include "vm/cstack.h"
 #include "common/error.h"
 #include "vm/run.h"
 #include "vm/vm.h"
-
-/* mbx_run refuses to start with less C stack than this: Lua recurses in C up to 200 levels,
-   and the most stack-hungry nesting measured needs more than 256 KiB (THREATS section 1). */
-#define MBXH_MIN_STACK ((size_t)1 << 20)
 
 typedef struct inproc {
   mbx_runtime *rt;
@@ -237,27 +234,6 @@ static mbx_status inproc_rewind(void *impl, mbx_error *err) {
 #endif
 }
 
-/* Free C stack below the current frame, from the thread's stack bounds (queried once per
-   thread: pthread_getattr_np costs microseconds to milliseconds). */
-static size_t stack_left(void) {
-  static _Thread_local uintptr_t low;
-  static _Thread_local int known;
-  if (!known) {
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-      void *addr;
-      size_t size;
-      if (pthread_attr_getstack(&attr, &addr, &size) == 0) low = (uintptr_t)addr;
-      pthread_attr_destroy(&attr);
-    }
-    known = 1;
-  }
-  char here;
-  uintptr_t sp = (uintptr_t)&here;
-  if (low == 0 || sp < low) return SIZE_MAX; /* unknown: do not refuse */
-  return sp - low;
-}
-
 /* The outcome record after a run or resume: what a replay must reproduce. */
 static void log_outcome(inproc *ip, mbx_status s, const mbxV_outcome *o) {
   uint64_t hash = 0, host_calls = 0;
@@ -291,11 +267,12 @@ static mbx_status collect(inproc *ip, mbxV_status vs, const mbxV_refusal *why,
 static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **out,
                              mbx_error *err) {
   inproc *ip = impl;
-  if (stack_left() < MBXH_MIN_STACK) {
+  /* The guest may use MBXV_CSTACK_NEEDED below this call (vm/cstack.h). */
+  if (mbxV_cstack_free() < MBXV_CSTACK_NEEDED) {
     mbxU_error_set(err, MBX_STACK_TOO_SMALL,
-                   "%s: less than 1 MiB of C stack is left on this thread; run sandboxes "
-                   "on a thread with a larger stack (e.g. 8 MiB)",
-                   a->fn);
+                   "%s: less than %zu KiB of C stack is left on this thread; run sandboxes "
+                   "on a thread with a stack of at least %zu KiB (e.g. 8 MiB)",
+                   a->fn, MBXV_CSTACK_NEEDED >> 10, MBXV_CSTACK_THREAD_MIN >> 10);
     return MBX_STACK_TOO_SMALL;
   }
   /* The C locale for the run: a host setlocale would change number formatting and string
@@ -333,10 +310,10 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
 static mbx_status inproc_resume(void *impl, const char *fn, const char *value, size_t len,
                                 int as_error, mbx_result **out, mbx_error *err) {
   inproc *ip = impl;
-  if (stack_left() < MBXH_MIN_STACK) {
-    mbxU_error_set(err, MBX_STACK_TOO_SMALL, "%s: less than 1 MiB of C stack is left on this "
-                                             "thread",
-                   fn);
+  if (mbxV_cstack_free() < MBXV_CSTACK_NEEDED) {
+    mbxU_error_set(err, MBX_STACK_TOO_SMALL,
+                   "%s: less than %zu KiB of C stack is left on this thread", fn,
+                   MBXV_CSTACK_NEEDED >> 10);
     return MBX_STACK_TOO_SMALL;
   }
   locale_t host_locale = uselocale(ip->rt->c_locale);

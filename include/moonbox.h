@@ -46,8 +46,15 @@
 **   Sandboxes live in heap slots the runtime pools and hands to whichever thread creates the
 **   next sandbox: a sandbox created on one thread may be run and freed on another, and a slot
 **   freed on one thread is reused by any. No thread-local state ties a sandbox to a thread.
-**   mbx_run() needs at least 1 MiB of free C stack on the calling thread (the Lua VM recurses
-**   in C up to 200 levels); it refuses with MBX_STACK_TOO_SMALL otherwise.
+**   C STACK: run sandboxes on threads with a stack of at least 1 MiB (the smallest the library
+**   is tested on; glibc's default is 8 MiB, musl's 128 KiB is too small). mbx_run() and
+**   mbx_resume() need 896 KiB free below their caller's frame and refuse with
+**   MBX_STACK_TOO_SMALL otherwise (sanitizer builds: 1.5 MiB free on a 1.625 MiB stack).
+**   Guest code never uses more than those 896 KiB below the caller's frame, whatever it does
+**   (nested coroutine closes, callbacks, metamethods): past 640 KiB every re-entry into Lua
+**   fails with "C stack overflow", and the rest is the reserve for Lua's own nesting. A host
+**   that runs sandboxes on a stack of its own (a fiber, a switched stack) must leave 896 KiB
+**   below the call; the free-stack check cannot see such stacks and does not refuse.
 **
 ** LOCALE
 **   mbx_run() switches the calling thread to the "C" locale for the duration of the run
@@ -102,7 +109,7 @@ MBX_API int mbx_version_number(void);
   X(SANDBOX_POISONED, 103, "sandbox_poisoned", "the sandbox ended a run on a limit or fault") \
   X(SANDBOX_PAUSED, 104, "sandbox_paused", "the sandbox is paused at an external call")       \
   X(SANDBOX_BUSY, 105, "sandbox_busy", "the sandbox is already running")                      \
-  X(STACK_TOO_SMALL, 106, "stack_too_small", "less than 1 MiB of C stack left on this thread")\
+  X(STACK_TOO_SMALL, 106, "stack_too_small", "too little C stack left on this thread")\
   X(NO_MEMORY, 107, "no_memory", "the host is out of memory")                                 \
   X(UNSUPPORTED, 108, "unsupported", "not available in this build")
 

@@ -12,6 +12,7 @@
 #include "vm/load.h"
 #include "vm/output.h"
 #include "vm/vm.h"
+#include "vm/cstack.h"
 
 /* Registry keys of the metatable policy. */
 static const char key_original = 0;    /* clone[key] = the guest's metatable */
@@ -103,6 +104,7 @@ static int base_load(lua_State *L) {
       /* As in stock load, a failing reader makes load return nil and the message; a trip
          inside it is rethrown by mbxV_check. */
       lua_pushvalue(L, 1);
+      mbxV_cstack_check(L); /* a reader may call load again: each level re-enters */
       int called = lua_pcall(L, 0, 1, 0);
       mbxV_check(L);
       if (called != LUA_OK) {
@@ -141,6 +143,7 @@ static int base_load(lua_State *L) {
   /* The parser is C without hooks: it is polled as it goes (vm/load.c), and a trip there is
      raised here. */
   mbxV_charge(L, len / 16 + 1);
+  mbxV_cstack_check(L); /* the parser recurses up to 200 levels in C */
   int status = mbxV_load_text(L, text, len, chunk_name);
   mbxV_check(L);
   if (status != LUA_OK) {
@@ -419,6 +422,7 @@ static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
 static int base_pcall(lua_State *L) {
   luaL_checkany(L, 1);
   mbxV_check(L);
+  mbxV_cstack_check(L);
   lua_pushboolean(L, 1);
   lua_insert(L, 1);
   int status = lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, 0, finish_pcall);
@@ -434,6 +438,9 @@ static int guarded_handler(lua_State *L) {
     lua_settop(L, 1);
     return 1;
   }
+  /* The handler runs at the depth of the error; an error here calls the handler again, which
+     Lua bounds by its count ("error in error handling"). */
+  mbxV_cstack_check(L);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, 1);
@@ -444,6 +451,7 @@ static int base_xpcall(lua_State *L) {
   int n = lua_gettop(L);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   mbxV_check(L);
+  mbxV_cstack_check(L);
   lua_pushvalue(L, 2);
   lua_pushcclosure(L, guarded_handler, 1);
   lua_replace(L, 2);

@@ -6,6 +6,7 @@
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
 #include "vm/compat.h"
+#include "vm/cstack.h"
 #include "vm/vm.h"
 
 static lua_State *check_coroutine(lua_State *L, int idx) {
@@ -33,6 +34,7 @@ static int resume_under_budget(lua_State *L, lua_State *co, int narg) {
   /* Hooks are per thread and a fresh coroutine's count restarts, so one that finishes between
      two hook calls would run uncharged (THREATS 0.5): charge a hook interval per resume. */
   mbxV_charge(L, MBXV_HOOK_COUNT_COROUTINE);
+  mbxV_cstack_check(L);
   lua_xmove(L, co, narg);
   mbxL_state *state = mbxL_state_of(L);
   /* A pause inside co can reach the host only if this resumer can yield too (and every
@@ -99,7 +101,10 @@ static int close_bounded(lua_State *L, lua_State *co) {
   /* After a trip, __close handlers of a coroutine that died by the hook's error would run
      with that thread's hooks still disabled: never run guest code then. */
   mbxV_check(L);
-  if (state->close_nesting >= MBXL_MAX_CLOSE_NESTING) return -1;
+  /* 5.4.4's lua_resetthread runs the handlers with co's own stale C-call count, so Lua's
+     200-level bound restarts here at every close: only the real depth bounds a chain of
+     closes whose handlers nest C calls (issue 9, A.1). */
+  if (state->close_nesting >= MBXL_MAX_CLOSE_NESTING || mbxV_cstack_low(L)) return -1;
   state->close_nesting++;
   lua_State *previous = mbxV_budget_enter(L, co);
   int status = mbxV_closethread(co, L);

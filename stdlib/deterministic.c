@@ -8,6 +8,7 @@
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
 #include "vm/vm.h"
+#include "vm/cstack.h"
 
 /*
 ** Why: Lua's string-hash seed is random per process and table/function keys hash by address,
@@ -384,6 +385,7 @@ static int pairs_continue(lua_State *L, int status, lua_KContext ctx) {
 static int det_pairs(lua_State *L) {
   luaL_checkany(L, 1);
   if (luaL_getmetafield(L, 1, "__pairs") != LUA_TNIL) {
+    mbxV_cstack_check(L);
     lua_pushvalue(L, 1);
     lua_callk(L, 1, 3, 0, pairs_continue);
     return 3;

@@ -9,6 +9,7 @@
 #include "include/moonbox.h" /* MBX_HOST_ARGS_MAX */
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
+#include "vm/cstack.h"
 #include "vm/json.h"
 
 /* Upvalues of every trampoline: the function's index in the port's grants, and its name. */
@@ -59,6 +60,8 @@ static int hostcall_sync(lua_State *L) {
   const mbxC_port *port = mbxL_port(L);
   size_t index = (size_t)lua_tointeger(L, UPV_INDEX);
   const char *name = lua_tostring(L, UPV_NAME);
+  /* The host's callback runs on this stack: it gets at least the guard's reserve. */
+  mbxV_cstack_check(L);
   mbxV_count_host_call(L);
   size_t args_len;
   const char *args = encode_args(L, name, &args_len);

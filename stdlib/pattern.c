@@ -24,6 +24,7 @@
 
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
+#include "vm/cstack.h"
 
 /* Stock limits, kept so the same patterns succeed and fail: LUA_MAXCAPTURES and the
    recursion depth of lstrlib's MAXCCALLS. */
@@ -448,8 +449,11 @@ static ptrdiff_t plain_find(lua_State *L, const char *s, size_t ls, size_t init,
   return -1;
 }
 
+/* Every entry checks the C stack: the matcher recurses in C, and a gsub callback or an
+   __index of the replacement table may call the matcher again (vm/cstack.h). */
 static int find_or_match(lua_State *L, int find) {
   size_t ls, lp;
+  mbxV_cstack_check(L);
   const char *s = luaL_checklstring(L, 1, &ls);
   const char *p = luaL_checklstring(L, 2, &lp);
   size_t init = start_offset(luaL_optinteger(L, 3, 1), ls);
@@ -508,6 +512,7 @@ static int str_match(lua_State *L) {
    in gmatch (stock treats it as a literal there too). */
 static int gmatch_next(lua_State *L) {
   size_t ls, lp;
+  mbxV_cstack_check(L);
   const char *s = lua_tolstring(L, lua_upvalueindex(1), &ls);
   const char *p = lua_tolstring(L, lua_upvalueindex(2), &lp);
   lua_Integer from = lua_tointeger(L, lua_upvalueindex(3));
@@ -619,6 +624,7 @@ static int append_replacement(matcher *m, luaL_Buffer *b, const char *s, const c
 
 static int str_gsub(lua_State *L) {
   size_t ls, lp;
+  mbxV_cstack_check(L);
   const char *s = luaL_checklstring(L, 1, &ls);
   const char *p = luaL_checklstring(L, 2, &lp);
   int kind = lua_type(L, 3);

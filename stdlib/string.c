@@ -6,12 +6,14 @@
 #include <lualib.h>
 
 #include "stdlib/stdlib.h"
+#include "vm/cstack.h"
 
 /* string.format with "%s" of tables, functions and the like rendered by mbxL_tolstring (the
    stock path prints heap addresses), and "%p" refused. */
 static int str_format(lua_State *L) {
   size_t len;
   const char *fmt = luaL_checklstring(L, 1, &len);
+  mbxV_cstack_check(L);
   int top = lua_gettop(L), arg = 1;
   for (size_t i = 0; i < len; i++) {
     if (fmt[i] != '%') continue;

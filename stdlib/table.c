@@ -8,6 +8,7 @@
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
 #include "vm/vm.h"
+#include "vm/cstack.h"
 
 /* Every function here loops in C over a range or a __len the guest picks, and __index /
    __newindex may be C functions (rawlen, rawequal, ...) that run no VM instruction, so the
@@ -72,6 +73,7 @@ static void check_table(lua_State *L, int arg, int what) {
 
 /* #t (honouring __len) after checking t can be used that way. */
 static lua_Integer length_of(lua_State *L, int arg, int what) {
+  mbxV_cstack_check(L); /* __index, __newindex, __len and comparators re-enter Lua */
   check_table(L, arg, what | TAB_L);
   return luaL_len(L, arg);
 }
@@ -125,6 +127,7 @@ static int t_remove(lua_State *L) {
 
 static int t_move(lua_State *L) {
   mbxV_meter m = TABLE_METER(L);
+  mbxV_cstack_check(L);
   lua_Integer first = luaL_checkinteger(L, 2);
   lua_Integer last = luaL_checkinteger(L, 3);
   lua_Integer dest = luaL_checkinteger(L, 4);
@@ -200,6 +203,7 @@ static int t_concat(lua_State *L) {
 
 static int t_unpack(lua_State *L) {
   mbxV_meter m = TABLE_METER(L);
+  mbxV_cstack_check(L);
   lua_Integer i = luaL_optinteger(L, 2, 1);
   lua_Integer last = luaL_opt(L, luaL_checkinteger, 3, luaL_len(L, 1));
   if (i > last) return 0;

@@ -6,6 +6,7 @@
 
 #include "stdlib/stdlib.h"
 #include "vm/vm.h"
+#include "vm/cstack.h"
 
 /* A stable, per-object stand-in for its address: a keyed hash, meaningless outside this
    sandbox. Printing the real address would hand guests an ASLR bypass for any memory bug in
@@ -18,6 +19,7 @@ static unsigned long long hidden_address(lua_State *L, const void *p) {
 
 const char *mbxL_tolstring(lua_State *L, int idx, size_t *len) {
   idx = lua_absindex(L, idx);
+  mbxV_cstack_check(L); /* __tostring may call tostring again, from C each time */
   if (luaL_callmeta(L, idx, "__tostring")) {
     if (!lua_isstring(L, -1)) luaL_error(L, "'__tostring' must return a string");
     return lua_tolstring(L, -1, len);

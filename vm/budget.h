@@ -46,6 +46,9 @@ typedef struct mbxV_budget {
      the count, mbxV_budget_start does not). The limit is set by the host at creation. */
   uint64_t host_calls;
   uint64_t host_call_limit;
+  /* The lowest C frame address from which guest code may re-enter Lua, set at every run and
+     resume entry (vm/cstack.h). */
+  uintptr_t cstack_floor;
 } mbxV_budget;
 
 /* Monotonic clocks in nanoseconds: precise (for usage) and coarse (cheap: for the hook). */

@@ -8,6 +8,7 @@
 #include <lauxlib.h>
 
 #include "vm/bytecode_cache.h"
+#include "vm/cstack.h"
 #include "vm/json.h"
 #include "vm/names.h"
 
@@ -445,6 +446,7 @@ mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, s
   uint64_t started = mbxV_now_ns();
   mbxV_output_reset(&vm->output);
   mbxV_budget_start(L);
+  mbxV_cstack_arm(L); /* the guest's C depth is measured from this frame */
   vm->panic_jmp = &recovery;
   if (setjmp(recovery) != 0) {
     /* lua_atpanic: an error escaped every protected call. The state is not touched again. */
@@ -510,6 +512,7 @@ mbxV_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error
   /* A fresh window per call: the deadline, instruction count and output are per
      mbx_run/mbx_resume; host_calls is not reset (the whole run's). */
   mbxV_budget_start(L);
+  mbxV_cstack_arm(L); /* the guest's C depth is measured from this frame */
   vm->panic_jmp = &recovery;
   if (setjmp(recovery) != 0) {
     vm->paused = 0;
