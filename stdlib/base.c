@@ -85,7 +85,8 @@ static int base_load(lua_State *L) {
     return 2;
   }
   const char *chunk_name;
-  if (lua_type(L, 1) == LUA_TSTRING) {
+  /* A number is a chunk too: stock load takes anything lua_tolstring converts. */
+  if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER) {
     text = lua_tolstring(L, 1, &len);
     chunk_name = luaL_optstring(L, 2, text);
     if (len > MBXL_LOAD_MAX) {
@@ -384,11 +385,19 @@ static int base_collectgarbage(lua_State *L) {
   case 3:
     lua_pushboolean(L, lua_gc(L, LUA_GCISRUNNING));
     return 1;
-  default:
-    return luaL_error(L,
-                      "collectgarbage: option '%s' is not allowed in this sandbox (allowed: "
-                      "collect, step, count, isrunning)",
-                      opt);
+  default: {
+    /* Stock's options the sandbox refuses keep the sandbox's message; anything else is not
+       an option at all, and gets stock's. */
+    static const char *const stock[] = {"stop",         "restart",     "setpause", "setstepmul",
+                                        "generational", "incremental", NULL};
+    for (int i = 0; stock[i]; i++)
+      if (strcmp(stock[i], opt) == 0)
+        return luaL_error(L,
+                          "collectgarbage: option '%s' is not allowed in this sandbox (allowed: "
+                          "collect, step, count, isrunning)",
+                          opt);
+    return luaL_argerror(L, 1, lua_pushfstring(L, "invalid option '%s'", opt));
+  }
   }
 }
 

@@ -11,7 +11,7 @@
 
 static lua_State *check_coroutine(lua_State *L, int idx) {
   lua_State *co = lua_tothread(L, idx);
-  luaL_argexpected(L, co, idx, "coroutine");
+  luaL_argexpected(L, co, idx, "thread"); /* stock's word for it */
   return co;
 }
 
@@ -186,6 +186,18 @@ static int is_run_thread(lua_State *L) {
   return L == mbxV_from(L)->budget.run_thread;
 }
 
+/* The run thread really is a coroutine (the host resumes it), so a guest yield there would
+   reach the host and end the run, even under pcall. Stock raises on its main thread, and so
+   does this, catchably; only a host function's pause (stdlib/hostcall.c) suspends the run
+   thread. No position, as stock (the error comes from lua_yield's C frame). */
+static int co_yield(lua_State *L) {
+  if (is_run_thread(L)) {
+    lua_pushliteral(L, "attempt to yield from outside a coroutine");
+    return lua_error(L);
+  }
+  return lua_yield(L, lua_gettop(L));
+}
+
 static int co_running(lua_State *L) {
   lua_pushthread(L);
   lua_pushboolean(L, is_run_thread(L));
@@ -201,7 +213,8 @@ static int co_isyieldable(lua_State *L) {
 int mbxL_open_coroutine(lua_State *L) {
   static const luaL_Reg replaced[] = {{"resume", co_resume},   {"wrap", co_wrap},
                                       {"close", co_close},     {"running", co_running},
-                                      {"isyieldable", co_isyieldable}, {NULL, NULL}};
+                                      {"isyieldable", co_isyieldable}, {"yield", co_yield},
+                                      {NULL, NULL}};
   luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
   luaL_setfuncs(L, replaced, 0);
   lua_pop(L, 1);

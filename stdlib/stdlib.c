@@ -2,6 +2,7 @@
 #include "stdlib/stdlib.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -37,6 +38,46 @@ int mbxL_heap_fits(lua_State *L, size_t need) {
   return 0;
 }
 
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Push a table of the functions of the table at lib, by name, in byte order of the names;
+   a function already in seen (function -> true) is left out, and every copied one is added
+   to it. The names stay anchored as keys of lib while the array of them is in use. */
+static void copy_functions(lua_State *L, int lib, int seen) {
+  size_t n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, lib)) {
+    if (lua_type(L, -2) == LUA_TSTRING && lua_isfunction(L, -1)) n++;
+    lua_pop(L, 1);
+  }
+  const char **names = lua_newuserdatauv(L, (n ? n : 1) * sizeof *names, 0);
+  size_t k = 0;
+  lua_pushnil(L);
+  while (lua_next(L, lib)) {
+    if (lua_type(L, -2) == LUA_TSTRING && lua_isfunction(L, -1)) names[k++] = lua_tostring(L, -2);
+    lua_pop(L, 1);
+  }
+  qsort(names, n, sizeof *names, by_name);
+  lua_createtable(L, 0, (int)n);
+  for (size_t i = 0; i < n; i++) {
+    lua_pushstring(L, names[i]);
+    lua_rawget(L, lib);
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, seen) != LUA_TNIL) {
+      lua_pop(L, 2);
+      continue;
+    }
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, seen);
+    lua_setfield(L, -2, names[i]);
+  }
+  lua_remove(L, -2); /* the names */
+}
+
 int mbxL_open_sandbox(lua_State *L) {
   /* require comes last: it records the library tables the others made. */
   static const lua_CFunction openers[] = {
@@ -51,33 +92,27 @@ int mbxL_open_sandbox(lua_State *L) {
   /* luaL_argerror names a C function called from C (pcall(string.gsub)) by searching the
      registry's loaded-module table, including every field of _G: a guest-sized, unmetered C
      loop on each such error. The table becomes private, fixed-size copies of the libraries
-     instead (not _G), so names still come out as 'string.gsub'; string.format is the stock
-     one our wrapper calls. */
-  static const char *const libs[] = {"string", "table", "math", "utf8", "coroutine",
-                                     "os",     "io",    "json"};
+     instead, functions only, so names still come out as 'string.gsub' and, from the copy of
+     _G's built-ins, 'setmetatable' (stock drops the "_G." prefix). The search walks the
+     table with lua_next, whose order depends on the string hash seed (per process): each
+     function is copied under one name only, the first in byte order of library then field
+     name, so the name found is the same in every process (issue 9, E.5). */
+  static const char *const libs[] = {"_G",  "coroutine", "io",     "json",
+                                     "math", "os",       "string", "table", "utf8"};
   lua_newtable(L);
   int loaded = lua_gettop(L);
+  lua_newtable(L);
+  int seen = lua_gettop(L);
   for (size_t i = 0; i < sizeof libs / sizeof *libs; i++) {
     if (lua_getglobal(L, libs[i]) != LUA_TTABLE) {
       lua_pop(L, 1);
       continue;
     }
-    int lib = lua_gettop(L);
-    lua_newtable(L);
-    lua_pushnil(L);
-    while (lua_next(L, lib)) {
-      lua_pushvalue(L, -2);
-      lua_insert(L, -2);
-      lua_rawset(L, lib + 1);
-    }
+    copy_functions(L, lua_gettop(L), seen);
     lua_setfield(L, loaded, libs[i]);
     lua_pop(L, 1);
   }
-  lua_getfield(L, loaded, "string");
-  lua_getfield(L, -1, "format");
-  lua_getupvalue(L, -1, 1);
-  lua_setfield(L, -3, "format");
-  lua_pop(L, 2);
+  lua_pop(L, 1); /* seen */
   lua_setfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   return 0;
 }

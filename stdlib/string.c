@@ -1,12 +1,37 @@
 /* stdlib/string.c -- the string library guests see: no dump, no unmetered C loops, a
    protected string metatable over a private copy, and string.format without addresses. */
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
 
 #include "stdlib/stdlib.h"
+#include "vm/budget.h"
 #include "vm/cstack.h"
+
+/* The stock format runs called from C (below), so its own errors carry no position and no
+   name from the call site. Raise them again from this frame, as stock would have: an
+   argument error through luaL_argerror (the name as called, 'format', and the argument
+   number shifted for a method call), anything else with the caller's position. */
+static int reraise_format_error(lua_State *L, const char *msg) {
+  static const char prefix[] = "bad argument #";
+  if (strncmp(msg, prefix, sizeof prefix - 1) == 0) {
+    char *end;
+    long arg = strtol(msg + sizeof prefix - 1, &end, 10);
+    const char *open = strstr(end, "' (");
+    size_t len = strlen(msg);
+    if (arg > 0 && arg < 256 && strncmp(end, " to '", 5) == 0 && open && msg[len - 1] == ')') {
+      const char *extra = open + 3;
+      lua_pushlstring(L, extra, (size_t)(msg + len - 1 - extra));
+      return luaL_argerror(L, (int)arg, lua_tostring(L, -1));
+    }
+  }
+  luaL_where(L, 1);
+  lua_pushstring(L, msg);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
 
 /* string.format with "%s" of tables, functions and the like rendered by mbxL_tolstring (the
    stock path prints heap addresses), and "%p" refused. */
@@ -32,8 +57,11 @@ static int str_format(lua_State *L) {
   }
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
-  lua_call(L, top, 1);
-  return 1;
+  int status = lua_pcall(L, top, 1, 0);
+  mbxV_check(L); /* a limit hit inside stays the limit */
+  if (status == LUA_OK) return 1;
+  if (status != LUA_ERRRUN || lua_type(L, -1) != LUA_TSTRING) return lua_error(L);
+  return reraise_format_error(L, lua_tostring(L, -1));
 }
 
 int mbxL_open_string(lua_State *L) {

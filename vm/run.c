@@ -8,6 +8,7 @@
 #include <lauxlib.h>
 
 #include "vm/bytecode_cache.h"
+#include "vm/compat.h"
 #include "vm/cstack.h"
 #include "vm/json.h"
 #include "vm/names.h"
@@ -350,6 +351,38 @@ static void check_heap_after_exit(lua_State *L, mbxV_vm *vm) {
   if (mbxV_heap_over_limit(&vm->heap)) atomic_store(&vm->budget.trip, MBXV_TRIP_MEMORY);
 }
 
+/* The chunk failed with a plain error (described in out, traceback included): close its
+   pending to-be-closed variables, as stock lua_pcall does, under what is left of the budget.
+   A handler that raises replaces the error, and a trip or os.exit inside one decides the
+   outcome; either way out is described again (from the thread's error object alone: the
+   frames are gone). After a trip nothing is closed: no guest code runs once a limit is hit,
+   and the hook of the failed thread could not stop a handler (THREATS D6). */
+static void close_after_error(mbxV_vm *vm, run_step *st, mbxV_outcome *out) {
+  lua_State *L = vm->L;
+  lua_State *co = st->co;
+  if (mbxV_tripped(L) != MBXV_TRIP_NONE || lua_gettop(co) == 0 || !lua_checkstack(L, 2)) return;
+  lua_pushvalue(co, -1);
+  lua_xmove(co, L, 1); /* the error as described */
+  lua_State *previous = mbxV_budget_enter(L, co);
+  int closed = mbxV_closethread(co, L);
+  mbxV_budget_leave(L, previous);
+  int replaced = mbxV_tripped(L) != MBXV_TRIP_NONE;
+  if (!replaced && closed != LUA_OK && lua_gettop(co) > 0) {
+    lua_pushvalue(co, -1);
+    lua_xmove(co, L, 1);
+    replaced = !lua_rawequal(L, -1, -2);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  if (!replaced) return;
+  if (closed == LUA_ERRMEM && mbxV_tripped(L) == MBXV_TRIP_NONE)
+    mbxV_trip_set(L, MBXV_TRIP_MEMORY);
+  mbxV_error_info_free(&out->error);
+  memset(&out->error, 0, sizeof out->error);
+  out->failed = 0;
+  fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR, NULL);
+}
+
 /* Resume the run thread st->co with nargs values already on it, and turn what comes back
    into out: the values, an error, or a pause. The run thread and the pending call stay
    anchored while paused; anything else releases them. */
@@ -405,6 +438,7 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
       mbxV_trip_set(L, MBXV_TRIP_MEMORY);
     check_heap_after_exit(L, vm);
     fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR, NULL);
+    close_after_error(vm, st, out);
   }
   vm->paused = 0;
   protected_step(L, step_release, st);
