@@ -195,6 +195,64 @@ static int check_key(encoder *e, int depth_steps) {
   return 0;
 }
 
+/* What check_key would say of the key on top, without raising: 1 string, 2 integer, 0 bad. */
+static int key_kind(lua_State *L) {
+  switch (lua_type(L, -1)) {
+  case LUA_TSTRING: {
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    return mbxV_utf8_valid(s, len) ? 1 : 0;
+  }
+  case LUA_TNUMBER:
+    return lua_isinteger(L, -1) ? 2 : 0;
+  default:
+    return 0;
+  }
+}
+
+/* The bad key a table's error names: the first in a fixed order, not the first lua_next
+   visits. Strings that are not UTF-8 come first (the least in byte order: the error shows
+   the key), then non-integer numbers, then the other types by type tag (the error shows
+   only the type, so which key of a type does not matter). */
+enum { BAD_UTF8 = 1, BAD_FLOAT = 2, BAD_TYPE = 2 };
+typedef struct bad_key {
+  int rank; /* 0 none, BAD_UTF8, BAD_FLOAT, or BAD_TYPE + lua_type */
+  const char *text; /* BAD_UTF8: the key, anchored by the table */
+  size_t len;
+} bad_key;
+
+static void note_bad_key(lua_State *L, bad_key *worst) {
+  int type = lua_type(L, -1);
+  int rank = type == LUA_TSTRING ? BAD_UTF8 : type == LUA_TNUMBER ? BAD_FLOAT : BAD_TYPE + type;
+  if (worst->rank != 0 && rank > worst->rank) return;
+  if (rank == BAD_UTF8) {
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    if (worst->rank == BAD_UTF8) {
+      size_t n = len < worst->len ? len : worst->len;
+      int c = memcmp(s, worst->text, n);
+      if (c > 0 || (c == 0 && len >= worst->len)) return;
+    }
+    worst->text = s;
+    worst->len = len;
+  }
+  worst->rank = rank;
+}
+
+/* The error check_key gives for that key. */
+static void raise_bad_key(encoder *e, const bad_key *worst) {
+  if (worst->rank == BAD_UTF8) {
+    e->steps[e->nsteps] =
+        (path_step){.kind = STEP_STRING_KEY, .key = worst->text, .key_len = worst->len};
+    encode_error(e, e->nsteps + 1, "cannot encode a table key that is not valid UTF-8 as JSON");
+  }
+  if (worst->rank == BAD_FLOAT)
+    encode_error(e, e->nsteps, "cannot encode a table with a non-integer number key as JSON");
+  encode_error(e, e->nsteps,
+               lua_pushfstring(e->L, "cannot encode a table with a %s key as JSON",
+                               lua_typename(e->L, worst->rank - BAD_TYPE)));
+}
+
 /* The explicit marker for "this table is an array", needed for an empty one. Read raw: the
    codec never runs guest code (a __index here would be a metamethod call). */
 static int has_array_marker(lua_State *L, int t) {
@@ -351,10 +409,15 @@ static void encode_table(encoder *e, int t) {
   size_t count = 0, integer_keys = 0;
   lua_Integer max_key = 0;
   int all_positive_integers = 1;
+  bad_key worst = {0, NULL, 0};
   lua_pushnil(L);
   while (lua_next(L, t)) {
     lua_pop(L, 1);
-    if (check_key(e, e->nsteps) == 2) {
+    int kind = key_kind(L);
+    if (kind == 0) {
+      note_bad_key(L, &worst);
+      all_positive_integers = 0;
+    } else if (kind == 2) {
       lua_Integer k = lua_tointeger(L, -1);
       integer_keys++;
       if (k < 1) all_positive_integers = 0;
@@ -365,6 +428,10 @@ static void encode_table(encoder *e, int t) {
     count++;
     mbxV_meter_add(&e->meter, 1);
   }
+  /* The walk ran to the end and was charged per key whatever it met, so neither the error
+     nor the instruction count depends on the order lua_next took (Lua's string hash seed
+     and addresses, different in every process: issue 9, E.5). check_key raises the error. */
+  if (worst.rank != 0) raise_bad_key(e, &worst);
   int sequence = count > 0 && all_positive_integers && (uint64_t)max_key == count;
   int marked = has_array_marker(L, t);
   if (marked && count > 0 && !sequence)

@@ -65,6 +65,12 @@ static int bind_inputs(lua_State *L, run_step *st) {
   int inputs = lua_gettop(L);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_builtins);
   int builtins = lua_gettop(L);
+  /* Every key is checked before the verdict, and the one named is the least bad key (by
+     kind, then byte order), not the first lua_next meets: that order follows the string
+     hash seed, different in every process (issue 9, E.5). */
+  int worst_kind = 0; /* 1 not an identifier, 2 shadows a built-in */
+  const char *worst = NULL; /* anchored as a key of inputs */
+  size_t worst_len = 0;
   lua_pushnil(L);
   while (lua_next(L, inputs)) {
     lua_pop(L, 1);
@@ -74,22 +80,36 @@ static int bind_inputs(lua_State *L, run_step *st) {
     }
     size_t n;
     const char *key = lua_tolstring(L, -1, &n);
-    char shown[80];
-    snprintf(shown, sizeof shown, "%.*s", (int)(n < 64 ? n : 64), key);
+    int kind = 0;
     if (!is_identifier(key, n)) {
-      st->bad_input = dup_printf("inputs: key '%s' is not a Lua identifier (use letters, "
-                                 "digits and '_', not starting with a digit or a keyword)",
-                                 shown);
-      return 0;
+      kind = 1;
+    } else {
+      lua_pushvalue(L, -1);
+      if (lua_rawget(L, builtins) != LUA_TNIL) kind = 2;
+      lua_pop(L, 1);
     }
-    lua_pushvalue(L, -1);
-    if (lua_rawget(L, builtins) != LUA_TNIL) {
-      st->bad_input = dup_printf("inputs: key '%s' would shadow the built-in global of that "
-                                 "name (rename the input)",
-                                 shown);
-      return 0;
+    if (kind == 0 || (worst_kind != 0 && kind > worst_kind)) continue;
+    if (kind == worst_kind) {
+      size_t m = n < worst_len ? n : worst_len;
+      int c = memcmp(key, worst, m);
+      if (c > 0 || (c == 0 && n >= worst_len)) continue;
     }
-    lua_pop(L, 1);
+    worst_kind = kind;
+    worst = key;
+    worst_len = n;
+  }
+  if (worst_kind != 0) {
+    char shown[80];
+    snprintf(shown, sizeof shown, "%.*s", (int)(worst_len < 64 ? worst_len : 64), worst);
+    st->bad_input =
+        worst_kind == 1
+            ? dup_printf("inputs: key '%s' is not a Lua identifier (use letters, digits and "
+                         "'_', not starting with a digit or a keyword)",
+                         shown)
+            : dup_printf("inputs: key '%s' would shadow the built-in global of that name "
+                         "(rename the input)",
+                         shown);
+    return 0;
   }
   lua_pushglobaltable(L);
   int globals = lua_gettop(L);
