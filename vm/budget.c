@@ -198,6 +198,9 @@ void mbxV_budget_start(lua_State *L) {
 void mbxV_budget_stop(lua_State *L) {
   mbxV_budget *b = &mbxV_from(L)->budget;
   b->running = 0;
+  /* The floor belongs to the stack of the call that set it: outside a run nothing is
+     checked (the next run or resume, on whatever thread, sets its own). */
+  b->cstack_floor = 0;
   b->current = NULL;
   b->run_thread = NULL;
 }
