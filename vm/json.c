@@ -214,7 +214,7 @@ static int key_kind(lua_State *L) {
    visits. Strings that are not UTF-8 come first (the least in byte order: the error shows
    the key), then non-integer numbers, then the other types by type tag (the error shows
    only the type, so which key of a type does not matter). */
-enum { BAD_UTF8 = 1, BAD_FLOAT = 2, BAD_TYPE = 2 };
+enum { BAD_UTF8 = 1, BAD_FLOAT = 2, BAD_TYPE = 2 }; /* BAD_TYPE + a type tag (>= 1): >= 3 */
 typedef struct bad_key {
   int rank; /* 0 none, BAD_UTF8, BAD_FLOAT, or BAD_TYPE + lua_type */
   const char *text; /* BAD_UTF8: the key, anchored by the table */
