@@ -49,7 +49,8 @@
 **   C STACK: run sandboxes on threads with a stack of at least 1 MiB (the smallest the library
 **   is tested on; glibc's default is 8 MiB, musl's 128 KiB is too small). mbx_run() and
 **   mbx_resume() need 896 KiB free below their caller's frame and refuse with
-**   MBX_STACK_TOO_SMALL otherwise (sanitizer builds: 1.5 MiB free on a 1.625 MiB stack).
+**   MBX_STACK_TOO_SMALL otherwise (sanitizer builds: 1.5 MiB free on a 1.625 MiB stack,
+**   2.5 MiB under ThreadSanitizer).
 **   Guest code never uses more than those 896 KiB below the caller's frame, whatever it does
 **   (nested coroutine closes, callbacks, metamethods): past 640 KiB every re-entry into Lua
 **   fails with "C stack overflow", and the rest is the reserve for Lua's own nesting. A host

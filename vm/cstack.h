@@ -30,6 +30,13 @@
 #define MBXV_CSTACK_SANITIZED 1
 #endif
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define MBXV_CSTACK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MBXV_CSTACK_TSAN 1
+#endif
+#endif
 
 #ifdef MBXV_CSTACK_SANITIZED
 #define MBXV_CSTACK_RESERVE ((size_t)512 << 10)
@@ -42,8 +49,13 @@
 #define MBXV_CSTACK_NEEDED (MBXV_CSTACK_DEPTH + MBXV_CSTACK_RESERVE)
 /* The smallest thread stack the docs allow (include/moonbox.h): what mbx_run needs, plus
    128 KiB for what glibc keeps at the top of a thread's stack (its descriptor, static TLS)
-   and for the host's own frames above mbx_run. */
+   and for the host's own frames above mbx_run. ThreadSanitizer's runtime keeps far more
+   there (its per-thread state is static TLS): 1 MiB. */
+#ifdef MBXV_CSTACK_TSAN
+#define MBXV_CSTACK_THREAD_MIN (MBXV_CSTACK_NEEDED + ((size_t)1 << 20))
+#else
 #define MBXV_CSTACK_THREAD_MIN (MBXV_CSTACK_NEEDED + ((size_t)128 << 10))
+#endif
 
 /* Bytes of C stack free below the caller's frame on this thread, from the thread's stack
    bounds (read once per thread). SIZE_MAX when the bounds are unknown or the caller is not on
