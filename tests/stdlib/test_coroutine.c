@@ -299,6 +299,34 @@ static void nested_wrap_errors_do_not_crash(void **state) {
   assert_non_null(strstr(o.value, "stack overflow"));
 }
 
+/* The run thread is a coroutine to the host, not to the guest: a yield there is stock's
+   catchable error, from the chunk or anything it calls (issue 9, F.1). */
+static void yield_on_the_run_thread_is_catchable(void **state) {
+  (void)state;
+  snippet_check_value("return {pcall(coroutine.yield, 1)}",
+                      "[false,\"attempt to yield from outside a coroutine\"]");
+  snippet_check_value("return select(2, xpcall(coroutine.yield, function(m) return 'h:' .. m end))",
+                      "\"h:attempt to yield from outside a coroutine\"");
+  snippet_check_value("local function f() coroutine.yield() end return select(2, pcall(f))",
+                      "\"attempt to yield from outside a coroutine\"");
+  /* In a coroutine it still yields, through pcall too. */
+  snippet_check_value("local co = coroutine.wrap(function() return pcall(coroutine.yield, 5) end)"
+                      " return {co(), co(6)}",
+                      "[5,true,6]");
+}
+
+/* Stock's word for a coroutine argument (issue 9, F.4). */
+static void arguments_are_threads(void **state) {
+  (void)state;
+  snippet_check_value("return select(2, pcall(coroutine.resume, 1))",
+                      "\"bad argument #1 to 'coroutine.resume' (thread expected, got number)\"");
+  snippet_check_value("return select(2, pcall(coroutine.close, {}))",
+                      "\"bad argument #1 to 'coroutine.close' (thread expected, got table)\"");
+  snippet_check_value("return select(2, pcall(coroutine.isyieldable, 'x'))",
+                      "\"bad argument #1 to 'coroutine.isyieldable' (thread expected, got "
+                      "string)\"");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(values_pass_both_ways),
@@ -314,6 +342,8 @@ int main(void) {
       cmocka_unit_test(resumes_are_charged_in_usage),
       cmocka_unit_test(nested_close_is_bounded),
       cmocka_unit_test(nested_wrap_errors_do_not_crash),
+      cmocka_unit_test(yield_on_the_run_thread_is_catchable),
+      cmocka_unit_test(arguments_are_threads),
   };
   return cmocka_run_group_tests_name("stdlib/coroutine", tests, snippet_setup, snippet_teardown);
 }

@@ -121,6 +121,26 @@ static void work_is_charged_to_the_run(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* The bad key an encode error names does not depend on the order lua_next meets the keys:
+   the same keys inserted in other orders (other table layouts) give the same error (issue 9,
+   E.5). */
+static void encode_names_the_least_bad_key(void **state) {
+  (void)state;
+  snippet_check_value(
+      "local msgs = {}\n"
+      "for round = 1, 8 do\n"
+      "  local t = {}\n"
+      "  for i = 1, round * 5 do t['k' .. i] = i end\n"
+      "  local bad = {true, 2.5, {}, print, '\\xffb', '\\xffa'}\n"
+      "  for i = 0, #bad - 1 do local k = bad[(i + round) % #bad + 1] t[k] = 1 end\n"
+      "  msgs[select(2, pcall(json.encode, t))] = true\n"
+      "end\n"
+      "local n, one = 0 for m in pairs(msgs) do n = n + 1 one = m end\n"
+      "return {n, one}",
+      "[1,\"json.encode: value[\\\"\\\\255a\\\"]: cannot encode a table key that is not "
+      "valid UTF-8 as JSON\"]");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(encode_values),
@@ -130,6 +150,7 @@ int main(void) {
       cmocka_unit_test(nesting_is_limited),
       cmocka_unit_test(null_and_array_marker),
       cmocka_unit_test(work_is_charged_to_the_run),
+      cmocka_unit_test(encode_names_the_least_bad_key),
   };
   return cmocka_run_group_tests_name("stdlib/json", tests, snippet_setup, snippet_teardown);
 }

@@ -133,6 +133,20 @@ static void sandboxes_have_separate_globals(void **state) {
   mbx_sandbox_free(b);
 }
 
+/* luaL_argerror names a function called without a name from the loaded-module table: base
+   functions too, each under one name (issue 9, F.2 and E.5). */
+static void functions_called_without_a_name_are_named(void **state) {
+  (void)state;
+  snippet_check_value("return select(2, pcall(setmetatable, 1))",
+                      "\"bad argument #1 to 'setmetatable' (table expected, got number)\"");
+  snippet_check_value("return select(2, pcall(rawlen, 1))",
+                      "\"bad argument #1 to 'rawlen' (table or string expected, got number)\"");
+  snippet_check_value("return select(2, pcall(string.rep))",
+                      "\"bad argument #1 to 'string.rep' (string expected, got no value)\"");
+  snippet_check_value("return select(2, pcall(json.encode))",
+                      "\"bad argument #1 to 'json.encode' (value expected)\"");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(globals_are_exactly_the_curated_set),
@@ -141,6 +155,7 @@ int main(void) {
       cmocka_unit_test(metered_replacements_are_present),
       cmocka_unit_test(inputs_cannot_shadow_builtins),
       cmocka_unit_test(sandboxes_have_separate_globals),
+      cmocka_unit_test(functions_called_without_a_name_are_named),
   };
   return cmocka_run_group_tests_name("stdlib/stdlib", tests, snippet_setup, snippet_teardown);
 }

@@ -123,6 +123,21 @@ static void stock_functions_work(void **state) {
   snippet_check_error("return string.char(256)", MBX_RUNTIME_ERROR, "value out of range");
 }
 
+/* string.format's errors come from the caller's frame, as stock's do: the position, the name
+   as called, the argument number shifted for a method call (issue 9, F.3). */
+static void format_errors_are_stock(void **state) {
+  (void)state;
+  snippet_check_value("return select(2, pcall(function() return string.format('%d', 'x') end))",
+                      "\"input:1: bad argument #2 to 'format' (number expected, got string)\"");
+  snippet_check_value("return select(2, pcall(function() return ('%d'):format('x') end))",
+                      "\"input:1: bad argument #1 to 'format' (number expected, got string)\"");
+  snippet_check_value("return select(2, pcall(string.format, '%d', 'x'))",
+                      "\"bad argument #2 to 'string.format' (number expected, got string)\"");
+  snippet_check_value("return select(2, pcall(function() return string.format('%y', 1) end))",
+                      "\"input:1: invalid conversion '%y' to 'format'\"");
+  snippet_check_value("return string.format('%5.1f|%s', 2.25, 'ok')", "\"  2.2|ok\"");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(dump_is_gone),
@@ -133,6 +148,7 @@ int main(void) {
       cmocka_unit_test(format_refuses_p),
       cmocka_unit_test(method_calls_work),
       cmocka_unit_test(stock_functions_work),
+      cmocka_unit_test(format_errors_are_stock),
   };
   return cmocka_run_group_tests_name("stdlib/string", tests, snippet_setup, snippet_teardown);
 }

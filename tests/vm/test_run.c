@@ -172,6 +172,54 @@ static void yield_out_of_the_main_chunk_is_a_runtime_error(void **state) {
   expect_json(vm, "return x", "1"); /* the sandbox goes on */
 }
 
+/* A failed chunk's to-be-closed variables are closed with the error, as stock lua does; a
+   handler that raises replaces the error (issue 9, F.7). */
+static void failed_chunk_closes_its_variables(void **state) {
+  mbxV_vm *vm = *state;
+  mbxV_outcome out;
+  mbxV_refusal err;
+  assert_int_equal(run_in(vm,
+                          "local t <close> = setmetatable({}, {__close = function(_, e)\n"
+                          "  closed_with = e end})\n"
+                          "error('boom')",
+                          NULL, &out, &err),
+                   MBXV_RUNTIME_ERROR);
+  assert_string_equal(out.error.message, "boom");
+  assert_int_equal(out.error.line, 3);
+  mbxV_outcome_free(&out);
+  expect_json(vm, "return closed_with", "\"input:3: boom\"");
+  assert_int_equal(run_in(vm,
+                          "local t <close> = setmetatable({}, {__close = function()\n"
+                          "  error('from close', 0) end})\n"
+                          "error('boom')",
+                          NULL, &out, &err),
+                   MBXV_RUNTIME_ERROR);
+  assert_string_equal(out.error.message, "from close");
+  mbxV_outcome_free(&out);
+}
+
+/* The bad input key named is the least one, not the first of the table's walk (issue 9,
+   E.5): every order of the same keys names the same one. */
+static void the_least_bad_input_is_named(void **state) {
+  mbxV_vm *vm = *state;
+  static const char *const orders[] = {
+      "{\"zz\": 1, \"9a\": 1, \"8b\": 2, \"print\": 3, \"a b\": 4}",
+      "{\"a b\": 4, \"print\": 3, \"8b\": 2, \"9a\": 1, \"zz\": 1}",
+      "{\"print\": 3, \"9a\": 1, \"zz\": 1, \"a b\": 4, \"8b\": 2}"};
+  for (size_t i = 0; i < sizeof orders / sizeof orders[0]; i++) {
+    mbxV_outcome out;
+    mbxV_refusal err;
+    assert_int_equal(run_in(vm, "return 1", orders[i], &out, &err), MBXV_INVALID_INPUT);
+    assert_non_null(strstr(err.message, "key '8b' is not a Lua identifier"));
+  }
+  mbxV_outcome out;
+  mbxV_refusal err;
+  assert_int_equal(run_in(vm, "return 1", "{\"zz\": 1, \"type\": 2, \"print\": 3}", &out,
+                          &err),
+                   MBXV_INVALID_INPUT);
+  assert_non_null(strstr(err.message, "key 'print' would shadow"));
+}
+
 static void inputs_become_globals(void **state) {
   mbxV_vm *vm = *state;
   mbxV_outcome out;
@@ -394,6 +442,8 @@ int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
   const struct CMUnitTest tests[] = {
       T(return_values_become_json),
+      T(failed_chunk_closes_its_variables),
+      T(the_least_bad_input_is_named),
       T(many_return_values),
       T(syntax_error_has_chunk_and_line),
       T(binary_chunks_are_refused),
