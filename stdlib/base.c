@@ -7,12 +7,12 @@
 
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
+#include "vm/cstack.h"
 #include "vm/heap.h"
 #include "vm/json.h"
 #include "vm/load.h"
 #include "vm/output.h"
 #include "vm/vm.h"
-#include "vm/cstack.h"
 
 /* Registry keys of the metatable policy. */
 static const char key_original = 0;    /* clone[key] = the guest's metatable */

@@ -7,8 +7,8 @@
 #include "capabilities/port.h"
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
-#include "vm/vm.h"
 #include "vm/cstack.h"
+#include "vm/vm.h"
 
 /*
 ** Why: Lua's string-hash seed is random per process and table/function keys hash by address,

@@ -7,8 +7,8 @@
 
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
-#include "vm/vm.h"
 #include "vm/cstack.h"
+#include "vm/vm.h"
 
 /* Every function here loops in C over a range or a __len the guest picks, and __index /
    __newindex may be C functions (rawlen, rawequal, ...) that run no VM instruction, so the

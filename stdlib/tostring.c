@@ -5,8 +5,8 @@
 #include <xxhash.h>
 
 #include "stdlib/stdlib.h"
-#include "vm/vm.h"
 #include "vm/cstack.h"
+#include "vm/vm.h"
 
 /* A stable, per-object stand-in for its address: a keyed hash, meaningless outside this
    sandbox. Printing the real address would hand guests an ASLR bypass for any memory bug in

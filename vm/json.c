@@ -216,7 +216,7 @@ static int key_kind(lua_State *L) {
    only the type, so which key of a type does not matter). */
 enum { BAD_UTF8 = 1, BAD_FLOAT = 2, BAD_TYPE = 2 }; /* BAD_TYPE + a type tag (>= 1): >= 3 */
 typedef struct bad_key {
-  int rank; /* 0 none, BAD_UTF8, BAD_FLOAT, or BAD_TYPE + lua_type */
+  int rank;         /* 0 none, BAD_UTF8, BAD_FLOAT, or BAD_TYPE + lua_type */
   const char *text; /* BAD_UTF8: the key, anchored by the table */
   size_t len;
 } bad_key;

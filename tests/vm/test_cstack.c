@@ -130,7 +130,7 @@ typedef struct job {
   const char *code;
   mbx_status status;
   char message[8192]; /* errors are cut at 4096 bytes */
-  uintptr_t entry; /* the frame that called mbx_run */
+  uintptr_t entry;    /* the frame that called mbx_run */
 } job;
 
 static void *run_job(void *arg) {
@@ -169,8 +169,7 @@ static void on_thread(pthread_attr_t *attr, job *j) {
 
 static void expect_overflow(const chain *c, const job *j) {
   if (j->status != MBX_RUNTIME_ERROR || strstr(j->message, c->message) == NULL)
-    fail_msg("%s: status %s, message '%.300s'", c->name, mbx_status_key(j->status),
-             j->message);
+    fail_msg("%s: status %s, message '%.300s'", c->name, mbx_status_key(j->status), j->message);
 }
 
 /* The smallest thread stack the docs allow runs every chain to a clean error. */
@@ -204,7 +203,8 @@ static void depth_is_bounded_below_the_entry_frame(void **state) {
     on_thread(&attr, &j);
     expect_overflow(&chains[i], &j);
     size_t untouched = 0;
-    while (untouched < size && stack[untouched] == 0xA5) untouched++;
+    while (untouched < size && stack[untouched] == 0xA5)
+      untouched++;
     size_t depth = j.entry - ((uintptr_t)stack + untouched);
     if (depth > MBXV_CSTACK_NEEDED)
       fail_msg("%s went %zu KiB below mbx_run's frame; the bound is %zu KiB", chains[i].name,
@@ -212,8 +212,7 @@ static void depth_is_bounded_below_the_entry_frame(void **state) {
     /* And the guard is what stopped it, not a smaller structural limit: the guest used most
        of its depth. */
     if (i == 0 && depth < MBXV_CSTACK_DEPTH)
-      fail_msg("%s stopped %zu KiB below the entry, before the floor", chains[i].name,
-               depth >> 10);
+      fail_msg("%s stopped %zu KiB below the entry, before the floor", chains[i].name, depth >> 10);
   }
   pthread_attr_destroy(&attr);
   munmap(stack, size);

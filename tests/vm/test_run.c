@@ -214,8 +214,7 @@ static void the_least_bad_input_is_named(void **state) {
   }
   mbxV_outcome out;
   mbxV_refusal err;
-  assert_int_equal(run_in(vm, "return 1", "{\"zz\": 1, \"type\": 2, \"print\": 3}", &out,
-                          &err),
+  assert_int_equal(run_in(vm, "return 1", "{\"zz\": 1, \"type\": 2, \"print\": 3}", &out, &err),
                    MBXV_INVALID_INPUT);
   assert_non_null(strstr(err.message, "key 'print' would shadow"));
 }
