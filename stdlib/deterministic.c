@@ -395,7 +395,7 @@ static int det_pairs(lua_State *L) {
     lua_pushinteger(L, 0);
     lua_pushcclosure(L, ordered_iterator, 2);
   } else {
-    lua_pushcfunction(L, det_next); /* == the global next, as in stock Lua */
+    lua_pushvalue(L, lua_upvalueindex(1)); /* == the global next, as in stock Lua */
   }
   lua_pushvalue(L, 1);
   lua_pushnil(L);
@@ -416,9 +416,13 @@ int mbxL_open_deterministic(lua_State *L) {
   /* Installed whatever the policy: the template this state may become is shared by every
      policy, so the wrappers decide at call time. */
   lua_pushglobaltable(L);
-  lua_pushcfunction(L, det_next);
-  lua_setfield(L, -2, "next");
-  lua_pushcfunction(L, det_pairs);
+  /* Closures, not light C functions: those hash by code address (stdlib/stdlib.c). pairs
+     returns next itself, its upvalue. */
+  lua_pushboolean(L, 0);
+  lua_pushcclosure(L, det_next, 1);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, "next");
+  lua_pushcclosure(L, det_pairs, 1);
   lua_setfield(L, -2, "pairs");
   lua_pop(L, 1);
   return 0;

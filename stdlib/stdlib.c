@@ -78,6 +78,119 @@ static void copy_functions(lua_State *L, int lib, int seen) {
   lua_remove(L, -2); /* the names */
 }
 
+/* ---- no code addresses in guest-visible functions (issue 9, D) ----
+   Lua hashes a light C function by its code address, and next/pairs walk a table in hash
+   order: probing a few table sizes recovers the low bits of the addresses of liblua5.4 and of
+   this binary (an ASLR bypass). A C closure with an upvalue is a heap object in the sandbox's
+   slot instead, placed at a random address far from the libraries (vm/arena.c). So every C
+   function a guest can reach is made a closure: the library tables in one sweep once they are
+   all open, and the few stock functions that push a light C function when called (ipairs,
+   utf8.codes) through wrappers that push closures made here. stdlib/deterministic.c makes its
+   next/pairs closures itself. tests/stdlib/test_stdlib.c walks what a guest reaches. */
+
+int mbxL_is_light_cfunction(lua_State *L, int idx) {
+  if (!lua_iscfunction(L, idx)) return 0;
+  if (lua_getupvalue(L, idx, 1) == NULL) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* The closure standing for the light C function on top of the stack (replaced by it): one per
+   function, remembered in the table at map, so every copy of it stays one value. */
+static void close_top(lua_State *L, int map) {
+  if (!mbxL_is_light_cfunction(L, -1)) return;
+  lua_pushvalue(L, -1);
+  if (lua_rawget(L, map) != LUA_TNIL) {
+    lua_replace(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  lua_CFunction f = lua_tocfunction(L, -1);
+  lua_pushboolean(L, 0); /* the upvalue: its value does not matter, only that it exists */
+  lua_pushcclosure(L, f, 1);
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, map);
+  lua_replace(L, -2);
+}
+
+/* Every light C function among the values of the table at idx becomes its closure. */
+static void close_fields(lua_State *L, int idx, int map) {
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (mbxL_is_light_cfunction(L, -1)) {
+      close_top(L, map);
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, idx); /* an existing field: allowed during the traversal */
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+}
+
+/* ipairs(t): stock's, with its iterator as a closure (upvalue 1). */
+static int closed_ipairs(lua_State *L) {
+  luaL_checkany(L, 1);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_pushvalue(L, 1);
+  lua_pushinteger(L, 0);
+  return 3;
+}
+
+/* utf8.codes(s [, lax]): stock 5.4.4's, with its two iterators as closures (upvalues 1 and 2:
+   strict and lax). */
+static int closed_codes(lua_State *L) {
+  int lax = lua_toboolean(L, 2);
+  luaL_checkstring(L, 1);
+  lua_pushvalue(L, lua_upvalueindex(lax ? 2 : 1));
+  lua_pushvalue(L, 1);
+  lua_pushinteger(L, 0);
+  return 3;
+}
+
+/* Call the stock factory below the nargs arguments on top and leave the closure for the
+   iterator it returns in their place. */
+static void push_stock_iterator(lua_State *L, int map, int nargs) {
+  lua_call(L, nargs, 1);
+  close_top(L, map);
+}
+
+static void hide_code_addresses(lua_State *L) {
+  lua_newtable(L);
+  int map = lua_gettop(L);
+  lua_pushglobaltable(L);
+  int g = lua_gettop(L);
+  if (lua_getfield(L, g, "ipairs") == LUA_TFUNCTION) {
+    lua_newtable(L);
+    push_stock_iterator(L, map, 1);
+    lua_pushcclosure(L, closed_ipairs, 1);
+    lua_setfield(L, g, "ipairs");
+  }
+  lua_settop(L, g);
+  if (lua_getfield(L, g, "utf8") == LUA_TTABLE && lua_getfield(L, -1, "codes") == LUA_TFUNCTION) {
+    int codes = lua_gettop(L);
+    lua_pushvalue(L, codes);
+    lua_pushliteral(L, "");
+    push_stock_iterator(L, map, 1);
+    lua_pushvalue(L, codes);
+    lua_pushliteral(L, "");
+    lua_pushboolean(L, 1);
+    push_stock_iterator(L, map, 2);
+    lua_pushcclosure(L, closed_codes, 2);
+    lua_setfield(L, codes - 1, "codes");
+  }
+  lua_settop(L, g);
+  close_fields(L, g, map);
+  lua_pushnil(L);
+  while (lua_next(L, g)) {
+    if (lua_type(L, -1) == LUA_TTABLE) close_fields(L, -1, map);
+    lua_pop(L, 1);
+  }
+  lua_settop(L, map - 1);
+}
+
 int mbxL_open_sandbox(lua_State *L) {
   /* require comes last: it records the library tables the others made. */
   static const lua_CFunction openers[] = {
@@ -88,6 +201,7 @@ int mbxL_open_sandbox(lua_State *L) {
     openers[i](L);
     lua_settop(L, 0);
   }
+  hide_code_addresses(L);
   mbxV_record_builtins(L);
   /* luaL_argerror names a C function called from C (pcall(string.gsub)) by searching the
      registry's loaded-module table, including every field of _G: a guest-sized, unmetered C

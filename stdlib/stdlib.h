@@ -109,6 +109,10 @@ void mbxL_install_builders(lua_State *L, int lib);
    refused before anything is allocated instead. */
 int mbxL_heap_fits(lua_State *L, size_t need);
 
+/* 1 when the value at idx is a light C function (a C function without upvalues): Lua hashes
+   those by their code address, so none may reach a guest (issue 9, D). */
+int mbxL_is_light_cfunction(lua_State *L, int idx);
+
 /* Per-value cost of growing the Lua stack, for pre-checks like the one above. */
 #define MBXL_STACK_SLOT_COST 48u
 

@@ -10,8 +10,13 @@
 
 #include <cmocka.h>
 
+#include <lauxlib.h>
+#include <lua.h>
+
 #include "moonbox.h"
+#include "stdlib/stdlib.h"
 #include "tests/support/snippet.h"
+#include "vm/vm.h"
 
 
 /* Lua that compares the keys of table `t` with the space-separated list `want`, and returns
@@ -147,6 +152,132 @@ static void functions_called_without_a_name_are_named(void **state) {
                       "\"bad argument #1 to 'json.encode' (value expected)\"");
 }
 
+/* ---- no code address reaches a guest (issue 9, D) ---- */
+
+/* Depth-first over everything reachable from the value on top (popped): table keys, values
+   and metatables. Counts the light C functions met and the C functions seen; seen is a
+   table at index `seen` so cycles end. */
+static void walk(lua_State *L, int seen, int *light, int *cfuncs) {
+  int v = lua_gettop(L);
+  int t = lua_type(L, v);
+  if ((t != LUA_TTABLE && t != LUA_TFUNCTION) || (lua_pushvalue(L, v), lua_rawget(L, seen))) {
+    lua_settop(L, v - 1);
+    return;
+  }
+  lua_pop(L, 1);
+  lua_pushvalue(L, v);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, seen);
+  if (t == LUA_TFUNCTION) {
+    if (lua_iscfunction(L, v)) (*cfuncs)++;
+    if (mbxL_is_light_cfunction(L, v)) (*light)++;
+  } else {
+    lua_pushnil(L);
+    while (lua_next(L, v)) {
+      lua_pushvalue(L, -2);
+      walk(L, seen, light, cfuncs);
+      walk(L, seen, light, cfuncs);
+    }
+    if (lua_getmetatable(L, v)) walk(L, seen, light, cfuncs);
+  }
+  lua_settop(L, v - 1);
+}
+
+/* What the factories hand out at run time, next to the globals and the string metatable. */
+static const char REACHABLE[] =
+    "local f = {} "
+    "f[1], f[2] = pairs({}) f[3] = ipairs({}) f[4] = utf8.codes('') "
+    "f[5] = utf8.codes('', true) f[6] = string.gmatch('', '') "
+    "f[7] = coroutine.wrap(function() end) f[8] = getmetatable('') "
+    "f[9] = select(2, load('return 1')) f[10] = load('return 1') "
+    "return f";
+
+static void no_light_c_function_is_reachable(void **state) {
+  (void)state;
+  mbxV_config cfg = {.memory_limit = 64u << 20, .output_limit = 1u << 20,
+                     .source_limit = 1u << 16, .address_key = 1};
+  mbxV_vm *vm = calloc(1, sizeof *vm);
+  assert_non_null(vm);
+  assert_true(mbxV_vm_open(vm, &cfg));
+  lua_State *L = vm->L;
+  lua_pushcfunction(L, mbxL_open_sandbox);
+  assert_int_equal(lua_pcall(L, 0, 0, 0), LUA_OK);
+  lua_newtable(L);
+  int seen = lua_gettop(L);
+  int light = 0, cfuncs = 0;
+  lua_pushglobaltable(L);
+  walk(L, seen, &light, &cfuncs);
+  assert_int_equal(luaL_loadstring(L, REACHABLE), LUA_OK);
+  assert_int_equal(lua_pcall(L, 0, 1, 0), LUA_OK);
+  walk(L, seen, &light, &cfuncs);
+  assert_int_equal(light, 0);
+  /* The walk did reach the libraries (every stock function is a C function). */
+  assert_true(cfuncs > 100);
+  /* And stock identities hold: pairs returns the global next. */
+  assert_int_equal(luaL_dostring(L, "return select(1, pairs({})) == next"), LUA_OK);
+  assert_true(lua_toboolean(L, -1));
+  mbxV_vm_close(vm);
+  free(vm);
+}
+
+/* The attack of issue 9 D: the order next() walks function keys in follows their hashes,
+   `address mod (2^k - 1)` — for a light C function its code address: the same in every
+   sandbox of a process, and probing three table sizes recovers the library's address (CRT).
+   The probe makes one table keyed by every library function and reports the order next()
+   walks them in. Code-address hashes would fix the relative order of most pairs in every
+   sandbox; closures in each sandbox's own slot (a random address) leave only the pairs whose
+   hashes lie close together (a slot's base shifts all of them alike): about a tenth. */
+#define ORDER_PROBE                                                                                \
+  "local names = {} "                                                                              \
+  "for _, lib in ipairs{'_G', 'string', 'table', 'math', 'utf8', 'coroutine', 'os'} do "           \
+  "  for k, v in pairs(_G[lib]) do "                                                               \
+  "    if type(v) == 'function' then names[#names + 1] = lib .. '.' .. k end "                     \
+  "  end "                                                                                         \
+  "end "                                                                                           \
+  "table.sort(names) "                                                                             \
+  "local t = {} "                                                                                  \
+  "for i, n in ipairs(names) do local lib, k = n:match('([%w_]+)%.(%w+)') t[_G[lib][k]] = i end " \
+  "local out = {} for _, i in next, t do out[#out + 1] = i end "                                   \
+  "return table.concat(out, ' ')"
+
+static void function_key_order_varies_between_sandboxes(void **state) {
+  (void)state;
+  enum { SANDBOXES = 10, MAX_FUNCS = 256 };
+  mbx_sandbox *sb[SANDBOXES];
+  static int rank[SANDBOXES][MAX_FUNCS + 1];
+  int count = -1;
+  snippet_outcome o;
+  /* All alive at once, so each sits in a slot of its own. */
+  for (int i = 0; i < SANDBOXES; i++) {
+    sb[i] = snippet_sandbox();
+    assert_int_equal(snippet_run_in(sb[i], ORDER_PROBE, &o), MBX_OK);
+    int n = 0;
+    for (char *p = o.value + 1; *p && *p != '"' && n < MAX_FUNCS; n++) {
+      long f = strtol(p, &p, 10);
+      assert_true(f >= 1 && f <= MAX_FUNCS);
+      rank[i][f] = n;
+    }
+    if (count < 0) count = n;
+    assert_int_equal(n, count);
+  }
+  assert_true(count > 90); /* every library function was probed */
+  int pairs = 0, fixed = 0;
+  for (int f = 1; f <= count; f++) {
+    for (int g = f + 1; g <= count; g++) {
+      int before = rank[0][f] < rank[0][g], same = 1;
+      for (int i = 1; i < SANDBOXES; i++)
+        same &= (rank[i][f] < rank[i][g]) == before;
+      pairs++;
+      fixed += same;
+    }
+  }
+  print_message("%d of %d pairs of function keys in the same order in all %d sandboxes\n",
+                fixed, pairs, SANDBOXES);
+  assert_true(fixed * 10 < pairs * 4);
+  for (int i = 0; i < SANDBOXES; i++)
+    mbx_sandbox_free(sb[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(globals_are_exactly_the_curated_set),
@@ -156,6 +287,8 @@ int main(void) {
       cmocka_unit_test(inputs_cannot_shadow_builtins),
       cmocka_unit_test(sandboxes_have_separate_globals),
       cmocka_unit_test(functions_called_without_a_name_are_named),
+      cmocka_unit_test(no_light_c_function_is_reachable),
+      cmocka_unit_test(function_key_order_varies_between_sandboxes),
   };
   return cmocka_run_group_tests_name("stdlib/stdlib", tests, snippet_setup, snippet_teardown);
 }
