@@ -169,7 +169,7 @@ typedef enum mbx_runtime_cap {
   /* Live sandboxes. Default 4096; 1 to 2^32-1. */
   MBX_CAP_SANDBOXES = 1,
   /* Bytes of address space reserved for sandbox heaps (each sandbox's slot is 8x its memory
-     limit, rounded up to a power of two, at least 2 MiB, plus a 64 KiB guard; idle slots the
+     limit, rounded up to a power of two, at least 2 MiB, plus two 64 KiB guards; idle slots the
      runtime keeps for reuse count too and are unmapped first when a new one would pass the
      cap). Address space is not memory (MAP_NORESERVE). Default 8 TiB; 0 = no cap. */
   MBX_CAP_RESERVED_BYTES = 2,

@@ -4,7 +4,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #define PAGE MBXV_ARENA_PAGE
@@ -255,9 +257,9 @@ struct mbxV_pool {
   size_t reserve_cap;  /* 0 = none */
 };
 
-/* What one slot of a size class reserves. */
+/* What one slot of a size class reserves: a guard on each side. */
 static size_t reservation(size_t size) {
-  return size + MBXV_ARENA_GUARD;
+  return MBXV_ARENA_GUARD + size + MBXV_ARENA_GUARD;
 }
 
 size_t mbxV_slot_size_for(size_t limit) {
@@ -275,31 +277,82 @@ static unsigned log2_of(size_t size) {
   return n;
 }
 
+/* Where slots are placed (issue 9, D). Guest-visible iteration order hashes heap objects by
+   address, so a guest can learn the low bits of the addresses in its slot; mmap(NULL) puts a
+   slot right next to the shared libraries, which would make those bits an ASLR bypass. Slots
+   go at random addresses instead, between 17 TiB and 80 TiB: clear of the libraries and the
+   stack (near 128 TiB), of the PIE binary and its brk heap (near 85 TiB), and of ASan's
+   shadow (below 16 TiB). ThreadSanitizer only allows mappings in its own application ranges,
+   which are those near the libraries: its builds keep mmap(NULL). */
+#if defined(__SANITIZE_THREAD__)
+#define MBXV_RANDOM_SLOTS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MBXV_RANDOM_SLOTS 0
+#endif
+#endif
+#if !defined(MBXV_RANDOM_SLOTS) && UINTPTR_MAX > 0xffffffffu && defined(MAP_FIXED_NOREPLACE)
+#define MBXV_RANDOM_SLOTS 1
+#endif
+#ifndef MBXV_RANDOM_SLOTS
+#define MBXV_RANDOM_SLOTS 0
+#endif
+#define SLOT_SPACE_LOW ((uintptr_t)0x110000000000u)
+#define SLOT_SPACE_HIGH ((uintptr_t)0x500000000000u)
+/* Collisions with earlier mappings are rare in 63 TiB; tries past this mean the range is not
+   usable here (a kernel with a smaller address space), and placement falls back to mmap. */
+#define SLOT_PLACE_TRIES 32
+
+/* A PROT_NONE reservation of len bytes at a random page in the slot space, or MAP_FAILED. */
+static void *reserve_at_random(size_t len) {
+#if MBXV_RANDOM_SLOTS
+  uintptr_t span = SLOT_SPACE_HIGH - SLOT_SPACE_LOW;
+  if (len >= span) return MAP_FAILED;
+  for (int i = 0; i < SLOT_PLACE_TRIES; i++) {
+    uint64_t r;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) return MAP_FAILED;
+    uintptr_t at = SLOT_SPACE_LOW + (uintptr_t)(r % ((span - len) / PAGE)) * PAGE;
+    void *p = mmap((void *)at, len, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == (void *)at) return p;
+    if (p != MAP_FAILED) munmap(p, len); /* a kernel that took the flag as a mere hint */
+    else if (errno != EEXIST) return MAP_FAILED;
+  }
+#else
+  (void)len;
+#endif
+  return MAP_FAILED;
+}
+
 static mbxV_slot *slot_map(mbxV_pool *p, size_t size) {
   mbxV_slot *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   /* Address space only: MAP_NORESERVE makes even thousands of 512 MiB reservations free until
-     pages are touched. The guard after the usable bytes turns an overflow into a fault. */
-  void *base = mmap(NULL, size + MBXV_ARENA_GUARD, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+     pages are touched. The guards on both sides stay PROT_NONE, so a linear overflow or
+     underflow faults instead of reaching whatever the random placement put next door. */
+  size_t len = reservation(size);
+  void *base = reserve_at_random(len);
+  if (base == MAP_FAILED)
+    base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
     free(s);
     return NULL;
   }
-  if (mprotect((char *)base + size, MBXV_ARENA_GUARD, PROT_NONE) != 0) {
-    munmap(base, size + MBXV_ARENA_GUARD);
+  char *usable = (char *)base + MBXV_ARENA_GUARD;
+  if (mprotect(usable, size, PROT_READ | PROT_WRITE) != 0) {
+    munmap(base, len);
     free(s);
     return NULL;
   }
   s->pool = p;
-  s->arena = base;
+  s->arena = (mbxV_arena *)usable;
   s->size = size;
   s->size_class = log2_of(size);
   return s;
 }
 
 static void slot_unmap(mbxV_slot *s) {
-  munmap(s->arena, s->size + MBXV_ARENA_GUARD);
+  munmap((char *)s->arena - MBXV_ARENA_GUARD, reservation(s->size));
   free(s->template_bytes);
   free(s);
 }

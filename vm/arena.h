@@ -7,8 +7,10 @@
 
 /*
 ** A slot is one private anonymous reservation (MAP_NORESERVE: address space, not memory) of a
-** power-of-two size class of at least 8x the sandbox's memory limit, followed by a PROT_NONE
-** guard region so a linear overflow faults instead of reaching a neighbouring slot.
+** power-of-two size class of at least 8x the sandbox's memory limit, between two PROT_NONE
+** guard regions so a linear overflow faults instead of reaching a neighbouring mapping. It is
+** placed at a random address far from the libraries (vm/arena.c), because guests can observe
+** the low bits of addresses inside their slot through hash order.
 **
 ** Layout:  [ mbxV_arena header | user area (the mbxV_vm) | blocks ... bump -> | free | guard ]
 **
@@ -25,7 +27,7 @@
 #define MBXV_ARENA_SMALL_MAX 4096
 #define MBXV_ARENA_CLASSES (MBXV_ARENA_SMALL_MAX / MBXV_ARENA_GRANULE)
 #define MBXV_ARENA_PAGE 4096
-/* PROT_NONE bytes after each slot. */
+/* PROT_NONE bytes before and after each slot. */
 #define MBXV_ARENA_GUARD ((size_t)64 << 10)
 /* Smallest slot: 8x the smallest memory limit a policy accepts (256 KiB). */
 #define MBXV_ARENA_MIN_SLOT ((size_t)2 << 20)

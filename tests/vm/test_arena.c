@@ -345,6 +345,42 @@ static void pool_reuses_and_caps_slots(void **state) {
   mbxV_pool_free(pool);
 }
 
+/* Slots sit at random addresses far from the libraries and the binary (issue 9, D), with a
+   PROT_NONE guard on each side. */
+static void slots_are_placed_at_random_far_from_code(void **state) {
+  (void)state;
+  mbxV_pool *pool = mbxV_pool_new(8);
+  mbxV_slot *s[4];
+  uintptr_t code = (uintptr_t)&memcpy, self = (uintptr_t)&mbxV_pool_new;
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(mbxV_pool_take(pool, MIB, &s[i]), MBXV_TAKE_OK);
+    uintptr_t at = (uintptr_t)s[i]->arena;
+#if !defined(__SANITIZE_THREAD__)
+    assert_true(at >= (uintptr_t)0x110000000000u && at < (uintptr_t)0x500000000000u);
+    uintptr_t tib = (uintptr_t)1 << 40;
+    assert_true((code > at ? code - at : at - code) > tib);
+    assert_true((self > at ? self - at : at - self) > tib);
+#endif
+    /* Both guards are PROT_NONE: mincore still answers for them (mapped), and the neighbours
+       of the reservation are not this slot's. */
+    unsigned char vec;
+    assert_int_equal(mincore((char *)at - MBXV_ARENA_GUARD, 4096, &vec), 0);
+    assert_int_equal(mincore((char *)at + s[i]->size, 4096, &vec), 0);
+  }
+  /* Random, not adjacent: mmap(NULL) stacks reservations one right below the other. */
+  int adjacent = 0;
+  for (int i = 1; i < 4; i++) {
+    uintptr_t a = (uintptr_t)s[i - 1]->arena, b = (uintptr_t)s[i]->arena;
+    adjacent += (a > b ? a - b : b - a) == s[i]->size + 2 * MBXV_ARENA_GUARD;
+  }
+#if !defined(__SANITIZE_THREAD__)
+  assert_true(adjacent < 3);
+#endif
+  for (int i = 0; i < 4; i++)
+    mbxV_pool_give(s[i]);
+  mbxV_pool_free(pool);
+}
+
 /* ---- templates through the vm ---- */
 
 static int open_nothing(lua_State *L) {
@@ -586,6 +622,7 @@ int main(void) {
       cmocka_unit_test(fragmentation_exhausts_the_slot),
       cmocka_unit_test(trim_and_give_return_free_pages),
       cmocka_unit_test(pool_reuses_and_caps_slots),
+      cmocka_unit_test(slots_are_placed_at_random_far_from_code),
       cmocka_unit_test(vm_new_builds_once_then_restores),
       cmocka_unit_test(vm_new_reports_the_cap),
       cmocka_unit_test(a_new_sandbox_in_the_same_slot_is_pristine),
