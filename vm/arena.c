@@ -9,34 +9,412 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define MBXV_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MBXV_ASAN 1
+#endif
+#endif
+#ifdef MBXV_ASAN
+#include <sanitizer/asan_interface.h>
+/* Free space is poisoned, so a stray read or write by Lua (or by us) into a free block, the
+   unused tail of a block or the bytes just past the bump pointer is reported (the asan-arena
+   preset runs the real arena; the asan preset puts Lua on malloc instead). */
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #define PAGE MBXV_ARENA_PAGE
+#define HEADER MBXV_ARENA_HEADER
+#define MIN_BLOCK MBXV_ARENA_MIN_BLOCK
+#define SL MBXV_TLSF_SL
+#define SL_LOG2 MBXV_TLSF_SL_LOG2
+#define FL MBXV_TLSF_FL
+#define FL_SHIFT MBXV_TLSF_FL_SHIFT
+/* Sizes below this map linearly into first level 0. */
+#define SMALL_BLOCK ((size_t)1 << FL_SHIFT)
+/* Bytes of poisoned redzone kept right past the bump pointer in ASan builds. */
+#define BUMP_REDZONE 256
+
+/* Flags in the low bits of a block's size word (sizes are multiples of 8). */
+#define FREE_BIT ((size_t)1)      /* this block is free */
+#define PREV_FREE_BIT ((size_t)2) /* the block right before this one is free */
+#define CLEAN_BIT ((size_t)4)     /* free, and its inside pages were returned to the OS */
+#define FLAGS ((size_t)7)
 
 static size_t align_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
 
-static char *page_up(char *p) {
-  return (char *)align_up((uintptr_t)p, PAGE);
+/* ---- boundary tags ---- */
+
+/* Block layout: [size word | payload ...]; free: [size word | next | prev | ... | start]. */
+static size_t *word(char *b) {
+  return (size_t *)(void *)b;
+}
+static size_t block_size(char *b) {
+  return *word(b) & ~FLAGS;
+}
+static int is_free(char *b) {
+  return (*word(b) & FREE_BIT) != 0;
+}
+static char **next_free(char *b) {
+  return (char **)(void *)(b + HEADER);
+}
+static char **prev_free(char *b) {
+  return (char **)(void *)(b + 2 * HEADER);
+}
+static char **start_tag(char *b, size_t size) {
+  return (char **)(void *)(b + size - sizeof(char *));
 }
 
-static char *run_end(const mbxV_free_run *r) {
-  return (char *)r + r->pages * PAGE;
+/* The block size that serves a payload of n bytes. */
+static size_t block_for(size_t n) {
+  size_t size = align_up(n + HEADER, MBXV_ARENA_GRANULE);
+  return size < MIN_BLOCK ? MIN_BLOCK : size;
 }
 
-/* The bytes a block of n bytes really occupies: a multiple of 16 up to the small maximum,
-   whole pages above it. Blocks carry no header, so this must depend on n alone. */
-static size_t footprint(size_t n) {
-  return n <= MBXV_ARENA_SMALL_MAX ? align_up(n, MBXV_ARENA_GRANULE) : align_up(n, PAGE);
+/* Whole pages inside the free block [b, b + size) that hold none of its tags: these are not
+   charged and are the ones returned to the OS. */
+static size_t inside_pages(char *b, size_t size) {
+  uintptr_t lo = align_up((uintptr_t)b + 3 * HEADER, PAGE);
+  uintptr_t hi = ((uintptr_t)b + size - sizeof(char *)) / PAGE * PAGE;
+  return hi > lo ? (hi - lo) / PAGE : 0;
+}
+
+/* Set or clear the PREV_FREE flag of the block that follows [b, b + size), if any. */
+static void mark_next(mbxV_arena *a, char *b, size_t size, int prev_is_free) {
+  char *n = b + size;
+  if (n >= a->bump) return;
+  if (prev_is_free) *word(n) |= PREV_FREE_BIT;
+  else *word(n) &= ~PREV_FREE_BIT;
+}
+
+/* ---- the two-level index ---- */
+
+static int log2_floor(size_t n) {
+  return (int)(sizeof(unsigned long long) * 8 - 1) - __builtin_clzll((unsigned long long)n);
+}
+
+/* The list a free block of `size` bytes belongs to. */
+static void list_of(size_t size, int *fl, int *sl) {
+  if (size < SMALL_BLOCK) {
+    *fl = 0;
+    *sl = (int)(size / MBXV_ARENA_GRANULE);
+    return;
+  }
+  int f = log2_floor(size);
+  *sl = (int)(size >> (f - SL_LOG2)) ^ SL;
+  *fl = f - FL_SHIFT + 1;
+  if (*fl >= FL) {
+    *fl = FL - 1;
+    *sl = SL - 1;
+  }
+}
+
+/* The first list whose every block can serve `size` (good fit: rounds size up to the next
+   list boundary), or the last list, where blocks must be checked one by one. */
+static void list_for_request(size_t size, int *fl, int *sl) {
+  if (size >= SMALL_BLOCK) {
+    size_t round = ((size_t)1 << (log2_floor(size) - SL_LOG2)) - 1;
+    size = size > SIZE_MAX - round ? SIZE_MAX : size + round;
+  }
+  list_of(size, fl, sl);
+}
+
+static void list_insert(mbxV_arena *a, char *b, size_t size) {
+  int fl, sl;
+  list_of(size, &fl, &sl);
+  char *head = a->free_lists[fl][sl];
+  *next_free(b) = head;
+  *prev_free(b) = NULL;
+  if (head) *prev_free(head) = b;
+  a->free_lists[fl][sl] = b;
+  a->fl_bitmap |= (uint64_t)1 << fl;
+  a->sl_bitmap[fl] |= (uint8_t)(1u << sl);
+  a->free_inside += inside_pages(b, size);
+}
+
+static void list_remove(mbxV_arena *a, char *b, size_t size) {
+  int fl, sl;
+  list_of(size, &fl, &sl);
+  char *n = *next_free(b), *p = *prev_free(b);
+  if (n) *prev_free(n) = p;
+  if (p) *next_free(p) = n;
+  else {
+    a->free_lists[fl][sl] = n;
+    if (n == NULL) {
+      a->sl_bitmap[fl] &= (uint8_t)~(1u << sl);
+      if (a->sl_bitmap[fl] == 0) a->fl_bitmap &= ~((uint64_t)1 << fl);
+    }
+  }
+  a->free_inside -= inside_pages(b, size);
+}
+
+/* Blocks of a size's own list looked at when no list above it has one: a block there may fit
+   although the list does not guarantee it. Bounded, so an allocation stays O(1). */
+#define OWN_LIST_LOOKS 8
+
+/* A free block of at least `size` bytes, unlinked, or NULL. */
+static char *list_take(mbxV_arena *a, size_t size) {
+  int fl, sl;
+  list_for_request(size, &fl, &sl);
+  if (!(a->sl_bitmap[fl] & (~0u << sl)) &&
+      !(fl + 1 < 64 && (a->fl_bitmap & (~(uint64_t)0 << (fl + 1))))) {
+    int ofl, osl;
+    list_of(size, &ofl, &osl);
+    char *b = a->free_lists[ofl][osl];
+    for (int i = 0; b && i < OWN_LIST_LOOKS; i++, b = *next_free(b)) {
+      if (block_size(b) >= size) {
+        list_remove(a, b, block_size(b));
+        return b;
+      }
+    }
+  }
+  unsigned sl_map = a->sl_bitmap[fl] & (~0u << sl);
+  if (sl_map == 0) {
+    uint64_t fl_map = fl + 1 < 64 ? a->fl_bitmap & (~(uint64_t)0 << (fl + 1)) : 0;
+    if (fl_map == 0) return NULL;
+    fl = __builtin_ctzll(fl_map);
+    sl_map = a->sl_bitmap[fl];
+  }
+  sl = __builtin_ctz(sl_map);
+  char *b = a->free_lists[fl][sl];
+  /* Only the last list (2^40 bytes and up) is not size-sorted: its blocks are checked. */
+  while (b && block_size(b) < size)
+    b = *next_free(b);
+  if (b == NULL) return NULL;
+  list_remove(a, b, block_size(b));
+  return b;
+}
+
+/* ---- free space ---- */
+
+/* Make [b, b + size) a free block (in a list, tagged, poisoned beyond its tags). clean: its
+   inside pages are known to be back with the OS already. */
+static void make_free(mbxV_arena *a, char *b, size_t size, int clean) {
+  UNPOISON(b, 3 * HEADER);
+  UNPOISON(b + size - sizeof(char *), sizeof(char *));
+  *word(b) = size | FREE_BIT | (clean ? CLEAN_BIT : 0);
+  *start_tag(b, size) = b;
+  list_insert(a, b, size);
+  mark_next(a, b, size, 1);
+  if (size > 4 * HEADER) POISON(b + 3 * HEADER, size - 4 * HEADER);
+}
+
+static void give_back(char *lo, char *hi);
+
+/* Return every free block's inside pages and the dirty pages past the bump pointer. */
+static size_t return_free_pages(mbxV_arena *a) {
+  size_t total = 0;
+  /* Only blocks of at least a page plus their tags can have an inside page. */
+  int fl0, sl0;
+  list_of(PAGE, &fl0, &sl0);
+  for (int fl = fl0; fl < FL; fl++) {
+    if (!(a->fl_bitmap & ((uint64_t)1 << fl))) continue;
+    for (int sl = 0; sl < SL; sl++) {
+      for (char *b = a->free_lists[fl][sl]; b; b = *next_free(b)) {
+        size_t size = block_size(b);
+        if ((*word(b) & CLEAN_BIT) || inside_pages(b, size) == 0) continue;
+        char *lo = (char *)align_up((uintptr_t)b + 3 * HEADER, PAGE);
+        char *hi = (char *)(((uintptr_t)b + size - sizeof(char *)) / PAGE * PAGE);
+        give_back(lo, hi);
+        total += (size_t)(hi - lo);
+        *word(b) |= CLEAN_BIT;
+      }
+    }
+  }
+  char *top = (char *)align_up((uintptr_t)a->bump, PAGE);
+  if (a->high > top) {
+    give_back(top, a->high);
+    total += (size_t)(a->high - top);
+  }
+  a->high = a->bump;
+  a->unreturned = 0;
+  return total;
+}
+
+/* Pages were freed: return them all once enough have piled up. */
+static void note_freed(mbxV_arena *a, size_t pages) {
+  a->unreturned += pages;
+  if (a->unreturned >= MBXV_ARENA_RETURN_BATCH) return_free_pages(a);
+}
+
+/* Free the block [b, b + size) (its flags already read): merge with free neighbours, or give
+   it back to the bump region when it ends there. */
+static void release(mbxV_arena *a, char *b, size_t size, int prev_is_free) {
+  size_t before = 0;
+  if (prev_is_free) {
+    char *p = *(char **)(void *)(b - sizeof(char *));
+    size_t psize = block_size(p);
+    before += inside_pages(p, psize);
+    list_remove(a, p, psize);
+    b = p;
+    size += psize;
+  }
+  char *n = b + size;
+  if (n == a->bump) {
+    /* The tail shrinks: its pages are dirty past the bump pointer until returned. */
+    char *old_top = (char *)align_up((uintptr_t)a->bump, PAGE);
+    a->bump = b;
+    char *top = (char *)align_up((uintptr_t)b, PAGE);
+    POISON(b, (size_t)(n - b) < BUMP_REDZONE ? (size_t)(n - b) : BUMP_REDZONE);
+    note_freed(a, (size_t)(old_top - top) / PAGE);
+    return;
+  }
+  if (is_free(n)) {
+    size_t nsize = block_size(n);
+    before += inside_pages(n, nsize);
+    list_remove(a, n, nsize);
+    size += nsize;
+  }
+  make_free(a, b, size, 0);
+  size_t inside = inside_pages(b, size);
+  note_freed(a, inside > before ? inside - before : 0);
+}
+
+/* Give up the tail [b + keep, b + size) of the live block b (keep a block size). */
+static void shrink_to(mbxV_arena *a, char *b, size_t size, size_t keep) {
+  if (size - keep < MIN_BLOCK) return;
+  *word(b) = keep | (*word(b) & PREV_FREE_BIT);
+  char *tail = b + keep;
+  *word(tail) = size - keep; /* a live block for a moment: its predecessor is live */
+  release(a, tail, size - keep, 0);
+}
+
+/* ---- blocks ---- */
+
+static char *block_new(mbxV_arena *a, size_t size) {
+  char *b = list_take(a, size);
+  if (b) {
+    size_t have = block_size(b);
+    int clean = (*word(b) & CLEAN_BIT) != 0;
+    UNPOISON(b, size);
+    if (have - size >= MIN_BLOCK) {
+      *word(b) = size; /* the block before a free block is never free */
+      make_free(a, b + size, have - size, clean);
+    } else {
+      *word(b) = have;
+      mark_next(a, b, have, 0);
+    }
+    return b;
+  }
+  if ((size_t)(a->end - a->bump) < size) return NULL;
+  b = a->bump;
+  a->bump += size;
+  if (a->bump > a->high) a->high = a->bump;
+  UNPOISON(b, size);
+  POISON(a->bump, (size_t)(a->end - a->bump) < BUMP_REDZONE ? (size_t)(a->end - a->bump)
+                                                           : BUMP_REDZONE);
+  *word(b) = size; /* the block that ended at bump is live */
+  return b;
+}
+
+/* Grow the live block b from size to want bytes where it is: from the bump region when it
+   ends there, or from a free block right after it. */
+static int grow_in_place(mbxV_arena *a, char *b, size_t size, size_t want) {
+  char *n = b + size;
+  size_t extra = want - size;
+  if (n == a->bump) {
+    if ((size_t)(a->end - a->bump) < extra) return 0;
+    a->bump += extra;
+    if (a->bump > a->high) a->high = a->bump;
+    UNPOISON(n, extra);
+    POISON(a->bump, (size_t)(a->end - a->bump) < BUMP_REDZONE ? (size_t)(a->end - a->bump)
+                                                             : BUMP_REDZONE);
+    *word(b) = want | (*word(b) & PREV_FREE_BIT);
+    return 1;
+  }
+  if (!is_free(n)) return 0;
+  size_t nsize = block_size(n);
+  if (size + nsize < want) return 0;
+  int clean = (*word(n) & CLEAN_BIT) != 0;
+  list_remove(a, n, nsize);
+  UNPOISON(n, extra);
+  if (size + nsize - want >= MIN_BLOCK) {
+    make_free(a, b + want, size + nsize - want, clean);
+  } else {
+    want = size + nsize;
+    mark_next(a, b, want, 0);
+  }
+  *word(b) = want | (*word(b) & PREV_FREE_BIT);
+  return 1;
+}
+
+/* Poison the unused tail of a live block: its payload is n bytes. */
+static void poison_slack(char *b, size_t n) {
+  size_t used = HEADER + n, size = block_size(b);
+  if (size > used) POISON(b + used, size - used);
+}
+
+void *mbxV_arena_realloc_within(mbxV_arena *a, void *ptr, size_t osize, size_t nsize,
+                                size_t cap) {
+  if (nsize > (size_t)(a->end - a->base)) return NULL;
+  if (ptr == NULL) {
+    if (nsize == 0) return NULL;
+    char *b = block_new(a, block_for(nsize));
+    if (b == NULL) return NULL;
+    if (mbxV_arena_charged(a) > cap) {
+      release(a, b, block_size(b), (*word(b) & PREV_FREE_BIT) != 0);
+      return NULL;
+    }
+    poison_slack(b, nsize);
+    return b + HEADER;
+  }
+  char *b = (char *)ptr - HEADER;
+  size_t size = block_size(b);
+  if (nsize == 0) {
+    release(a, b, size, (*word(b) & PREV_FREE_BIT) != 0);
+    return NULL;
+  }
+  size_t want = block_for(nsize);
+  if (want <= size) {
+    /* Shrinks never fail (Lua assumes they cannot) and never move. */
+    UNPOISON(b + HEADER, size - HEADER);
+    shrink_to(a, b, size, want);
+    poison_slack(b, nsize);
+    return ptr;
+  }
+  if (grow_in_place(a, b, size, want)) {
+    if (mbxV_arena_charged(a) <= cap) {
+      poison_slack(b, nsize);
+      return ptr;
+    }
+    shrink_to(a, b, block_size(b), size); /* undo: the block is as it was */
+    return NULL;
+  }
+  char *moved = block_new(a, want);
+  if (moved == NULL) return NULL; /* the slot is exhausted; the old block stays valid */
+  if (mbxV_arena_charged(a) > cap) { /* both copies count while both exist */
+    release(a, moved, block_size(moved), (*word(moved) & PREV_FREE_BIT) != 0);
+    return NULL;
+  }
+  UNPOISON(b + HEADER, size - HEADER);
+  memcpy(moved + HEADER, ptr, osize < nsize ? osize : nsize);
+  poison_slack(moved, nsize);
+  /* moved may have been carved right after b, so read b's flags only now. */
+  release(a, b, block_size(b), (*word(b) & PREV_FREE_BIT) != 0);
+  return moved + HEADER;
+}
+
+void *mbxV_arena_realloc(mbxV_arena *a, void *ptr, size_t osize, size_t nsize) {
+  return mbxV_arena_realloc_within(a, ptr, osize, nsize, SIZE_MAX);
 }
 
 mbxV_arena *mbxV_arena_init(void *base, size_t size, size_t user_size) {
   mbxV_arena *a = base;
+  UNPOISON(base, align_up(sizeof *a, 16) + align_up(user_size, 16));
   memset(a, 0, sizeof *a);
   a->base = base;
   a->end = a->base + size;
-  a->user = a->base + align_up(sizeof *a, MBXV_ARENA_GRANULE);
+  a->user = a->base + align_up(sizeof *a, 16);
   memset(a->user, 0, user_size);
-  a->bump = a->user + align_up(user_size, MBXV_ARENA_GRANULE);
+  a->heap = a->user + align_up(user_size, 16);
+  a->bump = a->heap;
   a->high = a->bump;
   return a;
 }
@@ -45,177 +423,17 @@ size_t mbxV_arena_prefix(const mbxV_arena *a) {
   return (size_t)(a->bump - a->base);
 }
 
-/* ---- small blocks ---- */
-
-/* n: a multiple of 16 between 16 and MBXV_ARENA_SMALL_MAX. Any such piece of free space can
-   join a list, which is what lets shrinks and page-alignment gaps never waste memory. */
-static void small_push(mbxV_arena *a, char *p, size_t n) {
-  void **head = &a->small[n / MBXV_ARENA_GRANULE - 1];
-  *(void **)p = *head;
-  *head = p;
-}
-
-static void bump_to(mbxV_arena *a, char *to) {
-  a->bump = to;
-  if (to > a->high) a->high = to;
-}
-
-/* ---- page runs ---- */
-
-/* First fit over the free runs. */
-static char *runs_take(mbxV_arena *a, size_t pages) {
-  for (mbxV_free_run **link = &a->runs; *link; link = &(*link)->next) {
-    mbxV_free_run *r = *link;
-    if (r->pages < pages) continue;
-    if (r->pages == pages) {
-      *link = r->next;
-    } else {
-      mbxV_free_run *rest = (mbxV_free_run *)((char *)r + pages * PAGE);
-      mbxV_free_run *after = r->next;
-      rest->pages = r->pages - pages;
-      rest->next = after;
-      *link = rest;
-    }
-    return (char *)r;
-  }
-  return NULL;
-}
-
-/* Free [p, p + pages * PAGE): insert in address order, merge with the free neighbours, and give
-   a run that ends at the bump pointer back to the bump region (so the tail stays one piece and
-   the high-water mark can be trimmed). */
-static void runs_insert(mbxV_arena *a, char *p, size_t pages) {
-  mbxV_free_run **link = &a->runs, **prev_link = NULL;
-  while (*link && (char *)*link < p) {
-    prev_link = link;
-    link = &(*link)->next;
-  }
-  mbxV_free_run *next = *link, *r, **r_link;
-  if (prev_link && run_end(*prev_link) == p) {
-    r = *prev_link;
-    r->pages += pages;
-    r_link = prev_link;
-  } else {
-    r = (mbxV_free_run *)p;
-    r->pages = pages;
-    r->next = next;
-    *link = r;
-    r_link = link;
-  }
-  if (next && run_end(r) == (char *)next) {
-    r->pages += next->pages;
-    r->next = next->next;
-  }
-  if (run_end(r) == a->bump) {
-    *r_link = r->next; /* NULL: nothing free lies above the bump pointer */
-    a->bump = (char *)r;
-  }
-}
-
-static char *pages_new(mbxV_arena *a, size_t pages) {
-  char *p = runs_take(a, pages);
-  if (p) return p;
-  char *start = page_up(a->bump);
-  if (start > a->end || (size_t)(a->end - start) / PAGE < pages) return NULL;
-  if (start != a->bump) small_push(a, a->bump, (size_t)(start - a->bump));
-  bump_to(a, start + pages * PAGE);
-  return start;
-}
-
-/* Grow the run at p from old_bytes to new_bytes without moving it: from the bump region when
-   it ends there, or from a free run that starts right after it. */
-static int pages_grow_in_place(mbxV_arena *a, char *p, size_t old_bytes, size_t new_bytes) {
-  char *after = p + old_bytes;
-  size_t extra = new_bytes - old_bytes;
-  if (after == a->bump) {
-    if ((size_t)(a->end - a->bump) < extra) return 0;
-    bump_to(a, a->bump + extra);
-    return 1;
-  }
-  for (mbxV_free_run **link = &a->runs; *link && (char *)*link <= after; link = &(*link)->next) {
-    mbxV_free_run *r = *link;
-    if ((char *)r != after) continue;
-    size_t need = extra / PAGE;
-    if (r->pages < need) return 0;
-    if (r->pages == need) {
-      *link = r->next;
-    } else {
-      mbxV_free_run *rest = (mbxV_free_run *)(after + extra);
-      mbxV_free_run *following = r->next;
-      rest->pages = r->pages - need;
-      rest->next = following;
-      *link = rest;
-    }
-    return 1;
-  }
-  return 0;
-}
-
-/* ---- blocks ---- */
-
-static void *block_new(mbxV_arena *a, size_t n) {
-  if (n > (size_t)(a->end - a->base)) return NULL;
-  size_t size = footprint(n);
-  if (n > MBXV_ARENA_SMALL_MAX) return pages_new(a, size / PAGE);
-  void **head = &a->small[size / MBXV_ARENA_GRANULE - 1];
-  if (*head) {
-    void *p = *head;
-    *head = *(void **)p;
-    return p;
-  }
-  if ((size_t)(a->end - a->bump) >= size) {
-    char *p = a->bump;
-    bump_to(a, p + size);
-    return p;
-  }
-  /* The tail is exhausted: carve the block out of a free page, the rest of the page joins the
-     list of its size. */
-  char *page = runs_take(a, 1);
-  if (page == NULL) return NULL;
-  if (size < PAGE) small_push(a, page + size, PAGE - size);
-  return page;
-}
-
-/* Free the bytes [p + keep, p + size) of a block whose footprint is size, keeping the first
-   keep bytes (a footprint too) allocated. keep = 0 frees the whole block. */
-static void block_free_tail(mbxV_arena *a, char *p, size_t size, size_t keep) {
-  if (size <= MBXV_ARENA_SMALL_MAX) {
-    if (size > keep) small_push(a, p + keep, size - keep);
-    return;
-  }
-  if (keep == 0) {
-    runs_insert(a, p, size / PAGE);
-    return;
-  }
-  /* A page run keeps its first `kept` pages; a small remainder of the last kept page becomes
-     a small free block. */
-  size_t kept = align_up(keep, PAGE);
-  if (kept > keep) small_push(a, p + keep, kept - keep);
-  if (size > kept) runs_insert(a, p + kept, (size - kept) / PAGE);
-}
-
-void *mbxV_arena_realloc(mbxV_arena *a, void *ptr, size_t osize, size_t nsize) {
-  if (ptr == NULL) return nsize ? block_new(a, nsize) : NULL;
-  size_t old_size = footprint(osize);
-  if (nsize == 0) {
-    block_free_tail(a, ptr, old_size, 0);
-    return NULL;
-  }
-  if (nsize > (size_t)(a->end - a->base)) return NULL;
-  size_t new_size = footprint(nsize);
-  if (new_size == old_size) return ptr;
-  /* Shrinks never fail (Lua assumes they cannot): keep the block where it is and free its
-     tail, which is always a valid small block or page run. */
-  if (new_size < old_size) {
-    block_free_tail(a, ptr, old_size, new_size);
-    return ptr;
-  }
-  if (osize > MBXV_ARENA_SMALL_MAX && pages_grow_in_place(a, ptr, old_size, new_size)) return ptr;
-  void *moved = block_new(a, nsize);
-  if (moved == NULL) return NULL; /* the slot is exhausted; the old block stays valid */
-  memcpy(moved, ptr, osize);
-  block_free_tail(a, ptr, old_size, 0);
-  return moved;
+void mbxV_arena_clear(mbxV_arena *a, size_t user_size) {
+  /* Unlike mbxV_arena_init, the user area is left alone: it holds the vm being rebuilt. */
+  memset(a->free_lists, 0, sizeof a->free_lists);
+  memset(a->sl_bitmap, 0, sizeof a->sl_bitmap);
+  a->fl_bitmap = 0;
+  a->free_inside = 0;
+  a->unreturned = 0;
+  a->heap = a->user + align_up(user_size, 16);
+  UNPOISON(a->heap, (size_t)(a->bump > a->heap ? a->bump - a->heap : 0));
+  a->bump = a->heap;
+  if (a->high < a->bump) a->high = a->bump;
 }
 
 /* ---- returning pages to the OS ---- */
@@ -227,7 +445,7 @@ static size_t os_page(void) {
 
 /* MADV_DONTNEED on the OS pages wholly inside [lo, hi): private anonymous pages are dropped and
    read back as zeros, so resident memory falls without unmapping the reservation. */
-static size_t give_back(char *lo, char *hi, size_t page) {
+static size_t give_back_pages(char *lo, char *hi, size_t page) {
   char *from = (char *)align_up((uintptr_t)lo, page);
   char *to = (char *)((uintptr_t)hi / page * page);
   if (from >= to) return 0;
@@ -235,14 +453,40 @@ static size_t give_back(char *lo, char *hi, size_t page) {
   return (size_t)(to - from);
 }
 
+static void give_back(char *lo, char *hi) {
+  give_back_pages(lo, hi, os_page());
+}
+
 size_t mbxV_arena_trim(mbxV_arena *a) {
-  size_t page = os_page(), total = 0;
-  /* A run's first page holds its list node: it stays. */
-  for (mbxV_free_run *r = a->runs; r; r = r->next)
-    total += give_back((char *)r + sizeof *r, run_end(r), page);
-  total += give_back(a->bump, a->high, page);
-  a->high = a->bump;
-  return total;
+  return return_free_pages(a);
+}
+
+/* ASan builds: a byte copy of the prefix must neither read nor write poisoned bytes, so the
+   prefix is unpoisoned around it and the free blocks poisoned again afterwards (the slack of
+   live blocks stays unpoisoned: their payload sizes are Lua's). */
+static void unpoison_prefix(mbxV_arena *a, size_t len) {
+  (void)a;
+  (void)len;
+  UNPOISON(a, len);
+}
+
+static void repoison_prefix(mbxV_arena *a) {
+#ifdef MBXV_ASAN
+  for (char *b = a->heap; b < a->bump; b += block_size(b))
+    if (is_free(b) && block_size(b) > 4 * HEADER)
+      POISON(b + 3 * HEADER, block_size(b) - 4 * HEADER);
+  POISON(a->bump, (size_t)(a->end - a->bump) < BUMP_REDZONE ? (size_t)(a->end - a->bump)
+                                                           : BUMP_REDZONE);
+#else
+  (void)a;
+#endif
+}
+
+void mbxV_arena_copy_out(const mbxV_arena *a, char *dst, size_t len) {
+  mbxV_arena *m = (mbxV_arena *)a;
+  unpoison_prefix(m, len);
+  memcpy(dst, a, len);
+  repoison_prefix(m);
 }
 
 /* ---- slots ---- */
@@ -492,10 +736,10 @@ void mbxV_pool_give(mbxV_slot *s) {
      state was never initialised. */
   mbxV_arena *a = s->arena;
   char *base = (char *)a, *limit = base + s->size;
-  char *high = a->high;
+  char *high = (char *)align_up((uintptr_t)a->high, PAGE); /* the page bump is on is dirty */
   if (high < base || high > limit) high = limit;
   char *keep = base + s->template_len + MBXV_ARENA_KEEP_RESIDENT;
-  if (high > keep) give_back(keep, high, os_page());
+  if (high > keep) give_back_pages(keep, high, os_page());
   mbxV_pool *p = s->pool;
   pthread_mutex_lock(&p->lock);
   s->next = p->idle[s->size_class];
@@ -509,15 +753,26 @@ int mbxV_slot_snapshot(mbxV_slot *s) {
   size_t len = mbxV_arena_prefix(s->arena);
   char *copy = malloc(len);
   if (copy == NULL) return 0;
-  memcpy(copy, s->arena, len);
+  mbxV_arena_copy_out(s->arena, copy, len);
   free(s->template_bytes);
   s->template_bytes = copy;
   s->template_len = len;
   return 1;
 }
 
+/* The bytes a copy of len bytes over the slot's current state may touch poisoned: the larger
+   prefix and the redzone past its bump pointer (a dead state's bump is clamped). */
+static size_t copy_extent(mbxV_slot *s, size_t len) {
+  char *base = (char *)s->arena, *bump = s->arena->bump;
+  size_t cur = bump >= base && bump <= base + s->size ? (size_t)(bump - base) : s->size;
+  if (cur < len) cur = len;
+  return s->size - cur < BUMP_REDZONE ? s->size : cur + BUMP_REDZONE;
+}
+
 void mbxV_slot_restore(mbxV_slot *s) {
+  unpoison_prefix(s->arena, copy_extent(s, s->template_len));
   memcpy(s->arena, s->template_bytes, s->template_len);
+  repoison_prefix(s->arena);
 }
 
 void mbxV_slot_restore_prefix(mbxV_slot *s, const char *bytes, size_t len, size_t hole_at,
@@ -525,23 +780,18 @@ void mbxV_slot_restore_prefix(mbxV_slot *s, const char *bytes, size_t len, size_
   mbxV_arena *a = s->arena;
   char *base = (char *)a, *limit = base + s->size;
   /* The dirty extent of the state being replaced, clamped like mbxV_pool_give does. */
-  char *old_high = a->high;
+  char *old_high = (char *)align_up((uintptr_t)a->high, PAGE);
   if (old_high < base || old_high > limit) old_high = limit;
+  unpoison_prefix(a, copy_extent(s, len));
   memcpy(base, bytes, hole_at);
   memcpy(base + hole_at + hole_len, bytes + hole_at + hole_len, len - hole_at - hole_len);
+  repoison_prefix(a);
   /* Past the restored prefix everything is free again: give back what the replaced state
      dirtied there, beyond the small slack the next run will almost surely touch again. */
   char *keep = base + len + MBXV_ARENA_KEEP_RESIDENT;
-  if (old_high > keep) give_back(keep, old_high, os_page());
+  if (old_high > keep) give_back_pages(keep, old_high, os_page());
   else keep = old_high;
   /* Below `keep` pages may still be dirty: the high-water mark must cover them (for trim). */
   if (keep > a->high) a->high = keep;
 }
 
-void mbxV_arena_clear(mbxV_arena *a, size_t user_size) {
-  /* Unlike mbxV_arena_init, the user area is left alone: it holds the vm being rebuilt. */
-  a->runs = NULL;
-  memset(a->small, 0, sizeof a->small);
-  a->bump = a->user + align_up(user_size, MBXV_ARENA_GRANULE);
-  if (a->high < a->bump) a->high = a->bump;
-}

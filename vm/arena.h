@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /*
 ** A slot is one private anonymous reservation (MAP_NORESERVE: address space, not memory) of a
@@ -14,19 +15,41 @@
 **
 ** Layout:  [ mbxV_arena header | user area (the mbxV_vm) | blocks ... bump -> | free | guard ]
 **
-** Everything the allocator knows lives in the header, and everything Lua knows lives in the
-** blocks, so a byte copy of the used prefix [base, bump) is a complete snapshot of a Lua state
-** and its allocator. Copied back to the same address, it is that state again: the pointers in
-** it are all absolute and all point inside the slot (or at static code and data).
+** Everything the allocator knows lives in the header and in the blocks' own boundary tags,
+** and everything Lua knows lives in the blocks, so a byte copy of the used prefix
+** [base, bump) is a complete snapshot of a Lua state and its allocator. Copied back to the
+** same address, it is that state again: the pointers in it are all absolute and all point
+** inside the slot (or at static code and data).
+**
+** The allocator is a TLSF (two-level segregated fit) over boundary-tagged blocks: every block
+** starts with one size word; a free block also holds its list links and, in its last word, a
+** pointer to its start, so freeing merges with both neighbours in O(1) and any free space
+** serves any size (a per-size free list would keep memory freed at one size from every
+** other: issue 9, C.1). What the guest is charged (mbxV_arena_charged) is resident memory:
+** every page of the used prefix except the pages wholly inside free blocks, which are
+** returned to the OS (MADV_DONTNEED) in batches, so fragmentation costs the guest, not the
+** host.
 */
 
-/* Allocator granule: every block is 16-byte aligned (Lua needs 8). */
-#define MBXV_ARENA_GRANULE 16
-/* Blocks up to this size come from per-size free lists (multiples of 16); larger blocks are
-   runs of whole pages. */
-#define MBXV_ARENA_SMALL_MAX 4096
-#define MBXV_ARENA_CLASSES (MBXV_ARENA_SMALL_MAX / MBXV_ARENA_GRANULE)
+/* Allocator granule: every block and payload is 8-byte aligned (Lua needs 8: LUAI_MAXALIGN). */
+#define MBXV_ARENA_GRANULE 8
 #define MBXV_ARENA_PAGE 4096
+/* Bytes of a block before its payload (its size word), and the smallest block: a free block
+   needs its size word, two list links and its trailing start pointer. */
+#define MBXV_ARENA_HEADER 8
+#define MBXV_ARENA_MIN_BLOCK 32
+/* TLSF geometry: 8 second-level lists per power of two; sizes below 64 bytes are one first
+   level of exact 8-byte classes; the last first level (blocks from 2^40 up) takes every
+   larger size. 35 x 8 list heads: the control block is 2.3 KiB, in every template. */
+#define MBXV_TLSF_SL_LOG2 3
+#define MBXV_TLSF_SL (1 << MBXV_TLSF_SL_LOG2)
+#define MBXV_TLSF_FL_SHIFT (MBXV_TLSF_SL_LOG2 + 3)
+#define MBXV_TLSF_FL_MAX_LOG2 40
+#define MBXV_TLSF_FL (MBXV_TLSF_FL_MAX_LOG2 - MBXV_TLSF_FL_SHIFT + 1)
+/* Pages that may be resident although no block uses them (freed pages not yet returned):
+   past this many, every free block's inside pages go back to the OS. Bounds the resident
+   memory the guest is not charged for to 1 MiB. */
+#define MBXV_ARENA_RETURN_BATCH 256
 /* PROT_NONE bytes before and after each slot. */
 #define MBXV_ARENA_GUARD ((size_t)64 << 10)
 /* Smallest slot: 8x the smallest memory limit a policy accepts (256 KiB). */
@@ -39,22 +62,20 @@
    the default 64 MiB limit, well inside the 128 TiB of a 47-bit address space). */
 #define MBXV_POOL_DEFAULT_CAP 4096u
 
-/* A free run of whole pages. The node lives in the run's own first bytes, so the list costs no
-   memory outside the slot and is part of every snapshot. */
-typedef struct mbxV_free_run {
-  struct mbxV_free_run *next;
-  size_t pages;
-} mbxV_free_run;
-
 /* The slot header, at the slot's base address. */
 typedef struct mbxV_arena {
   char *base;          /* == (char *)this */
   char *end;           /* end of the usable bytes (the guard starts here) */
-  char *bump;          /* everything in [bump, end) has never been handed out */
+  char *heap;          /* the first block */
+  char *bump;          /* everything in [bump, end) has never been handed out; the block
+                          ending at bump, if any, is never free (it would have merged) */
   char *high;          /* highest bump since the last trim: pages below it may be dirty */
   char *user;          /* the user area: fixed address, inside the snapshot */
-  mbxV_free_run *runs; /* free page runs, sorted by address, never adjacent */
-  void *small[MBXV_ARENA_CLASSES]; /* free blocks of 16, 32, ... 4096 bytes (LIFO lists) */
+  size_t free_inside;  /* pages wholly inside free blocks (beyond their tags): not charged */
+  size_t unreturned;   /* pages freed since the last return to the OS (an upper bound) */
+  uint64_t fl_bitmap;  /* first levels with a non-empty list */
+  uint8_t sl_bitmap[MBXV_TLSF_FL];
+  char *free_lists[MBXV_TLSF_FL][MBXV_TLSF_SL];
 } mbxV_arena;
 
 /* Lay an empty arena over [base, base + size) (size a multiple of MBXV_ARENA_PAGE), with a
@@ -64,16 +85,32 @@ mbxV_arena *mbxV_arena_init(void *base, size_t size, size_t user_size);
 /* Lua's allocation contract without the accounting (vm/heap.c does that): ptr NULL = new block
    (osize is ignored), nsize 0 = free (returns NULL), otherwise resize keeping the contents.
    Returns NULL only when a growth does not fit in the slot (then ptr is untouched). A shrink
-   never fails. osize must be the size the block was last given (Lua guarantees it), because
-   blocks carry no header. */
+   never fails and never moves. osize is the size Lua gave the block last (only its first
+   osize bytes are copied when a growth moves it). */
 void *mbxV_arena_realloc(mbxV_arena *a, void *ptr, size_t osize, size_t nsize);
+/* The same, but a growth that would take mbxV_arena_charged past cap is refused (NULL, ptr
+   untouched) — measured while a moved block's old and new copies both exist. */
+void *mbxV_arena_realloc_within(mbxV_arena *a, void *ptr, size_t osize, size_t nsize,
+                                size_t cap);
+
+/* Bytes the arena holds resident for its owner: every page of the used prefix [base, bump)
+   (header, user area and blocks) except the pages wholly inside free blocks. A page that
+   holds one live byte is charged whole. */
+static inline size_t mbxV_arena_charged(const mbxV_arena *a) {
+  size_t prefix = (size_t)(a->bump - a->base) + MBXV_ARENA_PAGE - 1;
+  return prefix / MBXV_ARENA_PAGE * MBXV_ARENA_PAGE - a->free_inside * MBXV_ARENA_PAGE;
+}
 
 /* Bytes of the used prefix [base, bump): what a snapshot has to copy. */
 size_t mbxV_arena_prefix(const mbxV_arena *a);
+/* Copy the first len bytes of the arena (len <= the prefix) to dst: a memcpy, except that
+   ASan builds lift the poison on free space around it. */
+void mbxV_arena_copy_out(const mbxV_arena *a, char *dst, size_t len);
 
-/* Return to the OS (MADV_DONTNEED) every page that lies wholly in free space: inside free page
-   runs and between the bump pointer and the high-water mark. Only when no Lua code can be
-   running in the arena: the pages read back as zeros afterwards. Returns the bytes returned. */
+/* Return to the OS (MADV_DONTNEED) every page that lies wholly in free space: inside free
+   blocks (beyond their tags) and between the bump pointer and the high-water mark. Safe while
+   Lua runs (the allocator does it itself every MBXV_ARENA_RETURN_BATCH freed pages): no one
+   reads free space. Returns the bytes returned. */
 size_t mbxV_arena_trim(mbxV_arena *a);
 
 /* Forget every block (the arena is empty again) but keep the user area's contents; the

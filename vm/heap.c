@@ -16,7 +16,7 @@ struct mbxV_block {
 #define HEADER sizeof(mbxV_block)
 
 size_t mbxV_heap_ceiling_for(size_t limit) {
-  return 2 * limit + ((size_t)1 << 20);
+  return limit + limit / 4 + ((size_t)1 << 20);
 }
 
 void mbxV_heap_init(mbxV_heap *h, size_t limit) {
@@ -50,11 +50,23 @@ static void unlink_block(mbxV_heap *h, mbxV_block *b) {
   if (b->next) b->next->prev = b->prev;
 }
 
+static void account_large(mbxV_heap *h, size_t osize, size_t nsize) {
+  if (osize >= MBXV_LARGE_BLOCK) h->large_live -= osize;
+  if (nsize >= MBXV_LARGE_BLOCK) h->large_live += nsize;
+}
+
 static void account(mbxV_heap *h, size_t osize, size_t nsize) {
   h->used = h->used - osize + nsize;
   if (h->used > h->peak) h->peak = h->used;
-  if (osize >= MBXV_LARGE_BLOCK) h->large_live -= osize;
-  if (nsize >= MBXV_LARGE_BLOCK) h->large_live += nsize;
+  account_large(h, osize, nsize);
+}
+
+/* With an arena, `used` is what the arena holds resident (whole pages: vm/arena.h), so page
+   rounding and fragmentation are the guest's, and the ceiling bounds real memory. */
+static void account_arena(mbxV_heap *h, size_t osize, size_t nsize) {
+  h->used = mbxV_arena_charged(h->arena);
+  if (h->used > h->peak) h->peak = h->used;
+  account_large(h, osize, nsize);
 }
 
 /* Lua answers NULL with an emergency collection and a catchable "not enough memory". That
@@ -73,7 +85,7 @@ void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   if (nsize == 0) {
     if (ptr && h->arena) {
       mbxV_arena_realloc(h->arena, ptr, osize, 0);
-      account(h, osize, 0);
+      account_arena(h, osize, 0);
     } else if (ptr) {
       mbxV_block *b = (mbxV_block *)ptr - 1;
       unlink_block(h, b);
@@ -84,14 +96,17 @@ void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   }
   /* Shrinks never fail: Lua assumes they succeed. Growth is refused only past the ceiling. */
   size_t grow = nsize > osize ? nsize - osize : 0;
-  if (grow > 0 && (nsize > SIZE_MAX - HEADER || h->used + grow > h->ceiling)) return refuse(h);
   void *result;
   if (h->arena) {
-    /* Below the ceiling the arena fails only when fragmentation has used up the slot (it is
-       8x the limit): the one NULL a guest can cause below the ceiling. Shrinks never fail. */
-    result = mbxV_arena_realloc(h->arena, ptr, osize, nsize);
+    /* The arena measures the growth in resident pages, with both copies of a moved block
+       counted, and refuses what would pass the ceiling. Below it, it fails only when the
+       slot (8x the limit) is used up. Shrinks never fail. */
+    result = mbxV_arena_realloc_within(h->arena, ptr, osize, nsize, h->ceiling);
     if (result == NULL) return refuse(h);
+    account_arena(h, osize, nsize);
   } else {
+    if (grow > 0 && (nsize > SIZE_MAX - HEADER || h->used + grow > h->ceiling))
+      return refuse(h);
     mbxV_block *old = ptr ? (mbxV_block *)ptr - 1 : NULL;
     if (old) unlink_block(h, old);
     mbxV_block *b = realloc(old, HEADER + nsize);
@@ -101,8 +116,8 @@ void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     }
     link_block(h, b);
     result = b + 1;
+    account(h, osize, nsize);
   }
-  account(h, osize, nsize);
   /* A large block means an instruction that copies or scans megabytes may follow (or just
      ran): have the hook look at the clock at the next instruction. Costs one hook call per
      block of at least 256 KiB, nothing next to copying it. */

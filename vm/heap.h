@@ -15,7 +15,8 @@ struct mbxV_arena;
 typedef struct mbxV_heap {
   size_t limit;       /* soft limit: past it the run is stopped at its next instruction */
   size_t ceiling;     /* hard limit: past it allocations fail (never reached by normal code) */
-  size_t used;        /* live bytes, as Lua counts them */
+  size_t used;        /* live bytes: with an arena, the resident pages it holds (whole pages,
+                         fragmentation included: mbxV_arena_charged); on malloc, Lua's sizes */
   size_t peak;        /* highest `used` ever seen */
   size_t large_live;  /* bytes in live blocks >= MBXV_LARGE_BLOCK */
   mbxV_block *blocks; /* every live block, so the whole heap can be released without lua_close */
@@ -32,9 +33,11 @@ typedef struct mbxV_heap {
   int refused;        /* a growth past the ceiling was refused (the callback runs too) */
 } mbxV_heap;
 
-/* ceiling = 2 * limit + 1 MiB: room for the error paths (message, traceback) of a run that
-   went over the limit, so Lua's allocator never fails, and no emergency collection ever runs
-   at a moment guest code picks (shared/THREATS.md P0 item 8). */
+/* ceiling = 1.25 * limit + 1 MiB: room for the error paths (message, traceback) of a run
+   that went over the limit, so Lua's allocator almost never fails (a refusal sets the sticky
+   memory trip, and guests hold no finalizers or weak tables an emergency collection could
+   run: shared/THREATS.md P0 item 8), and yet close enough to the limit that the process's
+   resident memory stays within 1.25x the limit plus a constant (issue 9, C). */
 size_t mbxV_heap_ceiling_for(size_t limit);
 void mbxV_heap_init(mbxV_heap *h, size_t limit);
 /* The lua_Alloc: ud is the mbxV_heap. */

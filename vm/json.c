@@ -64,6 +64,7 @@ typedef struct encoder {
   int out_slot;
   char *out;
   size_t out_len, out_cap;
+  size_t max_len;   /* longest text allowed (SIZE_MAX: none); past it, the output limit trips */
   mbxV_meter meter; /* units of work, charged every METER_BATCH (vm/budget.h) */
   const char *root;
   int nsteps;                            /* length of the path to the current value */
@@ -73,6 +74,12 @@ typedef struct encoder {
 
 
 static void out_reserve(encoder *e, size_t n) {
+  if (n > e->max_len - e->out_len) {
+    /* A run's result is output (issue 9, C.3): past the limit it ends the run as stdout
+       does, before the text can grow any further. */
+    mbxV_trip_set(e->L, MBXV_TRIP_OUTPUT);
+    luaL_error(e->L, "result too large");
+  }
   if (e->out_cap - e->out_len >= n) return;
   size_t cap = e->out_cap;
   while (cap - e->out_len < n) {
@@ -493,9 +500,14 @@ static void encode_value(encoder *e, int idx) {
 /* The stack effect is +1: the buffer's slot is reused for the result, so an error at any
    point leaves only garbage the collector owns. */
 void mbxV_json_encode(lua_State *L, int idx, const char *root_path) {
+  mbxV_json_encode_bounded(L, idx, root_path, SIZE_MAX);
+}
+
+void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size_t max_len) {
   encoder e;
   idx = lua_absindex(L, idx);
   e.L = L;
+  e.max_len = max_len;
   e.root = root_path != NULL ? root_path : "value";
   e.nsteps = 0;
   e.meter = mbxV_meter_init(L, METER_BATCH, 1);

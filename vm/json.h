@@ -41,6 +41,9 @@ void mbxV_json_set_array_marker(lua_State *L, int idx);
 ** run unmetered. Must run inside a protected call: raises on error or on a trip.
 */
 void mbxV_json_encode(lua_State *L, int idx, const char *root_path);
+/* The same, for a run's result: text longer than max_len bytes trips the output limit
+   (MBXV_TRIP_OUTPUT, sticky) and raises before the buffer grows past it. */
+void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size_t max_len);
 
 /*
 ** Decode JSON text (RFC 8259; a leading UTF-8 BOM is refused; duplicate keys: last wins)

@@ -158,11 +158,13 @@ static int step_encode(lua_State *L) {
   lua_settop(L, 0);
   lua_State *co = st->co;
   int n = st->nres;
+  /* The result is output too: bounded by the output limit (issue 9, C.3). */
+  size_t room = mbxV_from(L)->output.limit;
   if (n == 0) {
     lua_pushliteral(L, "null");
   } else if (n == 1) {
     lua_xmove(co, L, 1);
-    mbxV_json_encode(L, 1, "value");
+    mbxV_json_encode_bounded(L, 1, "value", room);
   } else {
     /* Encode each value on its own (a nil in the middle stays null, which a table could not
        express), popping from the top of co. */
@@ -172,7 +174,9 @@ static int step_encode(lua_State *L) {
       char path[32];
       snprintf(path, sizeof path, "value[%d]", i);
       lua_xmove(co, L, 1);
-      mbxV_json_encode(L, 2, path);
+      mbxV_json_encode_bounded(L, 2, path, room);
+      size_t len = lua_rawlen(L, -1) + 1; /* and its comma */
+      room = room > len ? room - len : 0;
       lua_rawseti(L, 1, i);
       lua_pop(L, 1);
     }

@@ -231,7 +231,7 @@ mbxV_checkpoint_result mbxV_vm_checkpoint(mbxV_vm *vm, mbxV_checkpoint *ck) {
     ck->bytes = grown;
     ck->cap = len;
   }
-  memcpy(ck->bytes, vm->slot->arena, len);
+  mbxV_arena_copy_out(vm->slot->arena, ck->bytes, len);
   ck->len = len;
   return MBXV_CHECKPOINT_OK;
 #endif

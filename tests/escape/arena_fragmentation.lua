@@ -1,12 +1,11 @@
--- expect: memory_limit
--- accept: ok
--- limits: memory=8M time=3s
--- Attack: fragment the sandbox's arena on purpose (issue 3): live data stays under the memory
--- limit, but each round leaves its freed blocks in one small-size class that the next round
--- (a larger class) cannot reuse, so the slot itself runs out. The slot must refuse cleanly
--- (a sticky memory_limit), never crash, fault on its guard region or pass the ceiling.
--- Sanitizer builds give every block its own malloc (no slot to fragment): there it ends ok.
--- tests/vm/test_arena.c checks the refusal itself at the allocator level.
+-- expect: ok
+-- limits: memory=8M time=10s
+-- Attack: fragment the sandbox's arena on purpose (issues 3 and 9, C.1): live data stays under
+-- the memory limit, but each round frees its blocks at one size and the next round asks for a
+-- larger one. With per-size free lists the slot ran out (and the process's RSS reached 8x the
+-- limit); the coalescing allocator merges the freed blocks and serves every later size from
+-- them, so all 200 rounds fit. What fragmentation remains is charged (resident pages), never
+-- past the ceiling; tests/vm/test_rss.c measures the process's RSS for the same attack.
 local function str(n)
   local s, p = "", "x"
   while n > 0 do

@@ -415,9 +415,9 @@ static void check_common(driver *d, int run, const mbx_result *res, long wall_ms
     fail(d, "run %d: mbx_result_usage failed", run);
     memset(&usage, 0, sizeof usage);
   }
-  uint64_t ceiling = 2 * d->memory_limit + (1u << 20);
+  uint64_t ceiling = d->memory_limit + d->memory_limit / 4 + (1u << 20);
   if (usage.memory_peak > ceiling)
-    fail(d, "run %d: usage.memory_peak %llu exceeds the documented ceiling 2*limit+1MiB = %llu",
+    fail(d, "run %d: usage.memory_peak %llu exceeds the documented ceiling 1.25*limit+1MiB = %llu",
          run, (unsigned long long)usage.memory_peak, (unsigned long long)ceiling);
   if (out_len + err_len > d->output_limit)
     fail(d, "run %d: captured output %zu bytes exceeds the output limit %llu", run,

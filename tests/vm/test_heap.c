@@ -28,7 +28,7 @@ static void init_sets_every_field(void **state) {
   memset(&h, 0x5A, sizeof h);
   mbxV_heap_init(&h, 4 * MIB);
   assert_int_equal(h.limit, 4 * MIB);
-  assert_int_equal(h.ceiling, 9 * MIB);
+  assert_int_equal(h.ceiling, 6 * MIB);
   assert_int_equal(h.used, 0);
   assert_int_equal(h.peak, 0);
   assert_int_equal(h.large_live, 0);
@@ -40,12 +40,13 @@ static void init_sets_every_field(void **state) {
   assert_int_equal(mbxV_heap_over_limit(&h), 0);
 }
 
-static void ceiling_is_twice_the_limit_plus_one_mib(void **state) {
+static void ceiling_is_a_quarter_over_the_limit_plus_one_mib(void **state) {
   (void)state;
   assert_int_equal(mbxV_heap_ceiling_for(0), MIB);
-  assert_int_equal(mbxV_heap_ceiling_for(256 * KIB), 512 * KIB + MIB);
-  assert_int_equal(mbxV_heap_ceiling_for(64 * MIB), 129 * MIB);
-  assert_int_equal(mbxV_heap_ceiling_for((size_t)1 << 40), ((size_t)1 << 41) + MIB);
+  assert_int_equal(mbxV_heap_ceiling_for(256 * KIB), 320 * KIB + MIB);
+  assert_int_equal(mbxV_heap_ceiling_for(64 * MIB), 81 * MIB);
+  assert_int_equal(mbxV_heap_ceiling_for((size_t)1 << 40),
+                   ((size_t)1 << 40) + ((size_t)1 << 38) + MIB);
 }
 
 /* Lua passes the object type in osize when ptr is NULL: it must not be subtracted. */
@@ -392,7 +393,7 @@ static void real_state_hits_the_ceiling_as_a_memory_error(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(init_sets_every_field),
-      cmocka_unit_test(ceiling_is_twice_the_limit_plus_one_mib),
+      cmocka_unit_test(ceiling_is_a_quarter_over_the_limit_plus_one_mib),
       cmocka_unit_test(new_block_ignores_the_type_tag),
       cmocka_unit_test(freeing_null_changes_nothing),
       cmocka_unit_test(realloc_grow_and_shrink_keep_contents_and_accounting),
