@@ -194,8 +194,8 @@ static char *list_take(mbxV_arena *a, size_t size) {
 
 /* ---- free space ---- */
 
-/* Make [b, b + size) a free block (in a list, tagged, poisoned beyond its tags). clean: its
-   inside pages are known to be back with the OS already. */
+/* Make [b, b + size) a free block (in a list, tagged). clean: its inside pages are known to
+   be back with the OS already. The caller poisons what became free space. */
 static void make_free(mbxV_arena *a, char *b, size_t size, int clean) {
   UNPOISON(b, 3 * HEADER);
   UNPOISON(b + size - sizeof(char *), sizeof(char *));
@@ -203,7 +203,15 @@ static void make_free(mbxV_arena *a, char *b, size_t size, int clean) {
   *start_tag(b, size) = b;
   list_insert(a, b, size);
   mark_next(a, b, size, 1);
-  if (size > 4 * HEADER) POISON(b + 3 * HEADER, size - 4 * HEADER);
+}
+
+/* Poison the part of [lo, hi) that lies beyond the tags of the free block [b, b + size):
+   only what just became free, so a merge never re-poisons a large neighbour (O(freed)). */
+static void poison_freed(char *b, size_t size, char *lo, char *hi) {
+  char *from = b + 3 * HEADER, *to = b + size - sizeof(char *);
+  if (lo > from) from = lo;
+  if (hi < to) to = hi;
+  if (to > from) POISON(from, (size_t)(to - from));
 }
 
 static void give_back(char *lo, char *hi);
@@ -248,6 +256,9 @@ static void note_freed(mbxV_arena *a, size_t pages) {
    it back to the bump region when it ends there. */
 static void release(mbxV_arena *a, char *b, size_t size, int prev_is_free) {
   size_t before = 0;
+  /* What becomes free space: the block, the start tag of a free block before it and the
+     head of a free block after it. */
+  char *freed_lo = b - sizeof(char *), *freed_hi = b + size + 3 * HEADER;
   if (prev_is_free) {
     char *p = *(char **)(void *)(b - sizeof(char *));
     size_t psize = block_size(p);
@@ -273,6 +284,7 @@ static void release(mbxV_arena *a, char *b, size_t size, int prev_is_free) {
     size += nsize;
   }
   make_free(a, b, size, 0);
+  poison_freed(b, size, freed_lo, freed_hi);
   size_t inside = inside_pages(b, size);
   note_freed(a, inside > before ? inside - before : 0);
 }

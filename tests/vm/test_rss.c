@@ -30,6 +30,7 @@
 #endif
 #endif
 
+#ifndef SANITIZED
 /* In the child: run code in a fresh sandbox, report the status through fd, exit. */
 static void child_run(const char *code, int fd) {
   mbx_error err;
@@ -52,8 +53,10 @@ static void child_run(const char *code, int fd) {
   mbx_runtime_free(rt);
   _exit(0);
 }
+#endif
 
 /* Run code in a child; returns its peak RSS in bytes and its run status in *status. */
+#ifndef SANITIZED
 static uint64_t child_peak_rss(const char *code, int *status) {
   int fds[2];
   assert_int_equal(pipe(fds), 0);
@@ -75,6 +78,7 @@ static uint64_t child_peak_rss(const char *code, int *status) {
   assert_int_equal(WEXITSTATUS(wstatus), 0);
   return (uint64_t)ru.ru_maxrss * 1024;
 }
+#endif
 
 static void expect_bounded(const char *name, const char *code, int want_a, int want_b) {
 #ifdef SANITIZED
