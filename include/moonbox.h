@@ -202,10 +202,11 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
 /* library only, with the default limits below.                                               */
 
 typedef enum mbx_limit {
-  /* Bytes of live guest heap. Default 64 MiB, minimum 256 KiB. The allocator keeps a hard
-     ceiling of 2 * limit + 1 MiB: a run that exceeds the limit is stopped at its next
-     instruction (after one full garbage collection shows the memory is really live), so
-     usage.memory_peak can exceed the limit, but never the ceiling. */
+  /* Bytes of guest heap resident in memory: every 4 KiB page of the sandbox's slot that holds
+     a live byte, the sandbox's state included. Default 64 MiB, minimum 256 KiB. The allocator
+     keeps a hard ceiling of 1.25 * limit + 1 MiB: a run that exceeds the limit is stopped at
+     its next instruction (after one full garbage collection shows the memory is really live),
+     so usage.memory_peak can exceed the limit, but never the ceiling. */
   MBX_LIMIT_MEMORY = 1,
   /* Lua VM instructions per run, counted in steps of about 1000. 0 = no instruction limit
      (the time limit still applies). Default 1e9. */
@@ -213,7 +214,8 @@ typedef enum mbx_limit {
   /* Wall-clock milliseconds per run, parse time included. 0 = no time limit. Default 5000. */
   MBX_LIMIT_TIME_MS = 3,
   /* Bytes of stdout + stderr per run. Default 1 MiB. Output beyond it is dropped and the run
-     ends with MBX_OUTPUT_LIMIT. */
+     ends with MBX_OUTPUT_LIMIT. The JSON text of the run's value is bounded by it too (on its
+     own): a longer value ends the run with MBX_OUTPUT_LIMIT and no value. */
   MBX_LIMIT_OUTPUT = 4,
   /* Bytes of one chunk of source given to mbx_run. Default 64 KiB, at most 16 MiB. (Guest
      `load` calls are capped at 16 KiB each: Lua's parser runs in C, unmetered, and is

@@ -1,6 +1,6 @@
 -- expect: memory_limit
 -- limits: memory=8M time=2s
--- Attack: one instruction asks for more than the hard ceiling (2 * limit + 1 MiB); Lua then
+-- Attack: one instruction asks for more than the hard ceiling (1.25 * limit + 1 MiB); Lua then
 -- runs its emergency collection and raises a catchable "not enough memory". The refusal must
 -- still end the run: pcall cannot swallow it (THREATS P0 item 8).
 local s = "x"

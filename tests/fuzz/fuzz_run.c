@@ -9,7 +9,7 @@
        produce (paused, host_call_limit, interrupted, internal_error) count as violations;
      - a run that ended on a limit poisons the sandbox, and one that did not leaves it usable
        (a second run of `return 1` gives 1 or a limit);
-     - usage.memory_peak stays at or below the allocator ceiling, 2 * limit + 1 MiB;
+     - usage.memory_peak stays at or below the allocator ceiling, 1.25 * limit + 1 MiB;
      - mbx_run returns within the deadline + WALL_SLACK_MS (measured here, not taken from
        usage). The machine is noisy, so an overrun is re-run once in a fresh sandbox and
        counts only if it happens again (the issue's rule for the escape suite);
@@ -42,7 +42,7 @@
 #define OUTPUT_LIMIT (64u << 10)
 #define SOURCE_LIMIT (64u << 10)
 /* The allocator's documented hard ceiling (moonbox.h, MBX_LIMIT_MEMORY). */
-#define MEMORY_CEILING (2u * MEMORY_LIMIT + (1u << 20))
+#define MEMORY_CEILING (MEMORY_LIMIT + MEMORY_LIMIT / 4 + (1u << 20))
 /* Residual wall time allowed past the deadline (THREATS.md section 9). */
 #define WALL_SLACK_MS 100
 #define MARKER "ESCAPED"
