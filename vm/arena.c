@@ -1,10 +1,10 @@
 /* vm/arena.c -- guest heap slots: in-slot allocator, madvise of free pages, templates, pool. */
 #include "vm/arena.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -194,6 +194,13 @@ static char *list_take(mbxV_arena *a, size_t size) {
 
 /* ---- free space ---- */
 
+/* The bytes right past the bump pointer are poisoned, so a read or write past the last block
+   is reported in ASan builds. */
+static void poison_redzone(mbxV_arena *a) {
+  size_t room = (size_t)(a->end - a->bump);
+  POISON(a->bump, room < BUMP_REDZONE ? room : BUMP_REDZONE);
+}
+
 /* Make [b, b + size) a free block (in a list, tagged). clean: its inside pages are known to
    be back with the OS already. The caller poisons what became free space. */
 static void make_free(mbxV_arena *a, char *b, size_t size, int clean) {
@@ -320,8 +327,7 @@ static char *block_new(mbxV_arena *a, size_t size) {
   a->bump += size;
   if (a->bump > a->high) a->high = a->bump;
   UNPOISON(b, size);
-  POISON(a->bump, (size_t)(a->end - a->bump) < BUMP_REDZONE ? (size_t)(a->end - a->bump)
-                                                           : BUMP_REDZONE);
+  poison_redzone(a);
   *word(b) = size; /* the block that ended at bump is live */
   return b;
 }
@@ -336,8 +342,7 @@ static int grow_in_place(mbxV_arena *a, char *b, size_t size, size_t want) {
     a->bump += extra;
     if (a->bump > a->high) a->high = a->bump;
     UNPOISON(n, extra);
-    POISON(a->bump, (size_t)(a->end - a->bump) < BUMP_REDZONE ? (size_t)(a->end - a->bump)
-                                                             : BUMP_REDZONE);
+    poison_redzone(a);
     *word(b) = want | (*word(b) & PREV_FREE_BIT);
     return 1;
   }
@@ -487,8 +492,7 @@ static void repoison_prefix(mbxV_arena *a) {
   for (char *b = a->heap; b < a->bump; b += block_size(b))
     if (is_free(b) && block_size(b) > 4 * HEADER)
       POISON(b + 3 * HEADER, block_size(b) - 4 * HEADER);
-  POISON(a->bump, (size_t)(a->end - a->bump) < BUMP_REDZONE ? (size_t)(a->end - a->bump)
-                                                           : BUMP_REDZONE);
+  poison_redzone(a);
 #else
   (void)a;
 #endif
