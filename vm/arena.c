@@ -406,10 +406,12 @@ void *mbxV_arena_realloc_within(mbxV_arena *a, void *ptr, size_t osize, size_t n
   }
   char *moved = block_new(a, want);
   if (moved == NULL) return NULL; /* the slot is exhausted; the old block stays valid */
-  if (mbxV_arena_charged(a) > cap) { /* both copies count while both exist */
+  size_t both = mbxV_arena_charged(a); /* both copies count while both exist */
+  if (both > cap) {
     release(a, moved, block_size(moved), (*word(moved) & PREV_FREE_BIT) != 0);
     return NULL;
   }
+  if (both > a->moving_peak) a->moving_peak = both;
   UNPOISON(b + HEADER, size - HEADER);
   memcpy(moved + HEADER, ptr, osize < nsize ? osize : nsize);
   poison_slack(moved, nsize);

@@ -73,6 +73,8 @@ typedef struct mbxV_arena {
   char *user;          /* the user area: fixed address, inside the snapshot */
   size_t free_inside;  /* pages wholly inside free blocks (beyond their tags): not charged */
   size_t unreturned;   /* pages freed since the last return to the OS (an upper bound) */
+  size_t moving_peak;  /* the charge while a moved block's two copies both existed, for the
+                          heap's peak (it reads and clears it); 0 when none since */
   uint64_t fl_bitmap;  /* first levels with a non-empty list */
   uint8_t sl_bitmap[MBXV_TLSF_FL];
   char *free_lists[MBXV_TLSF_FL][MBXV_TLSF_SL];

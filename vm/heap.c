@@ -66,6 +66,9 @@ static void account(mbxV_heap *h, size_t osize, size_t nsize) {
 static void account_arena(mbxV_heap *h, size_t osize, size_t nsize) {
   h->used = mbxV_arena_charged(h->arena);
   if (h->used > h->peak) h->peak = h->used;
+  size_t moving = h->arena->moving_peak; /* a growth that moved: both copies at once */
+  h->arena->moving_peak = 0;
+  if (moving > h->peak) h->peak = moving;
   account_large(h, osize, nsize);
 }
 
