@@ -152,6 +152,31 @@ static void table_churn(void **state) {
                  MBX_OK, MBX_MEMORY_LIMIT);
 }
 
+/* Coroutines: each holds its own Lua stack, grown by reallocation. */
+static void coroutine_swarm(void **state) {
+  (void)state;
+  expect_bounded("coroutines",
+                 "local cos = {} "
+                 "local function deep(n) if n == 0 then coroutine.yield() return 0 end "
+                 "  return 1 + deep(n - 1) end "
+                 "for i = 1, 100000 do local co = coroutine.create(deep) "
+                 "  coroutine.resume(co, 40) cos[i] = co end "
+                 "return #cos",
+                 MBX_OK, MBX_MEMORY_LIMIT);
+}
+
+/* The guest's own JSON encoder on a large table, text kept and rebuilt: big buffers grown by
+   doubling next to many small blocks. */
+static void json_text_churn(void **state) {
+  (void)state;
+  expect_bounded("json churn",
+                 "local t = {} for i = 1, 200000 do t[i] = {id = i, name = 'n' .. i} end "
+                 "local keep = {} "
+                 "for round = 1, 8 do keep[round] = json.encode(t) end "
+                 "return #keep",
+                 MBX_OK, MBX_MEMORY_LIMIT);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(fragmentation_by_size_classes),
@@ -159,6 +184,8 @@ int main(void) {
       cmocka_unit_test(a_huge_result),
       cmocka_unit_test(doubling_to_the_limit),
       cmocka_unit_test(table_churn),
+      cmocka_unit_test(coroutine_swarm),
+      cmocka_unit_test(json_text_churn),
   };
   return cmocka_run_group_tests_name("vm/rss", tests, NULL, NULL);
 }
