@@ -19,6 +19,7 @@ void mbxC_policy_defaults(mbx_policy *p) {
   p->output = MBXC_DEFAULT_OUTPUT;
   p->source = MBXC_DEFAULT_SOURCE;
   p->host_calls = MBXC_DEFAULT_HOST_CALLS;
+  p->result = 0;
   p->time_fixed = 0;
   p->time = 0;
   p->seed_fixed = 0;
@@ -60,6 +61,8 @@ static const limit_spec limit_specs[] = {
      offsetof(mbx_policy, source)},
     {MBX_LIMIT_HOST_CALLS, "MBX_LIMIT_HOST_CALLS", 0, UINT64_MAX / 4,
      offsetof(mbx_policy, host_calls)},
+    {MBX_LIMIT_RESULT, "MBX_LIMIT_RESULT (bytes)", 0, MBXC_MAX_OUTPUT,
+     offsetof(mbx_policy, result)},
 };
 
 static const limit_spec *find_limit(mbx_limit which) {
@@ -221,6 +224,8 @@ uint64_t mbxC_policy_digest(const mbx_policy *p) {
   digest_u64(&st, p->output);
   digest_u64(&st, p->source);
   digest_u64(&st, p->host_calls);
+  /* Only when set, so every digest made before this limit existed still matches. */
+  if (p->result) digest_u64(&st, p->result);
   digest_u64(&st, (uint64_t)(p->time_fixed != 0));
   digest_u64(&st, p->time_fixed ? (uint64_t)p->time : 0);
   digest_u64(&st, (uint64_t)(p->seed_fixed != 0));

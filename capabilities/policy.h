@@ -23,6 +23,7 @@ struct mbx_policy {
   uint64_t output;
   uint64_t source;
   uint64_t host_calls;
+  uint64_t result; /* bytes of the value's JSON; 0 = the output limit */
   int time_fixed; /* os.time/os.date read `time` instead of the real clock */
   int64_t time;
   int seed_fixed; /* math.random starts from `seed` instead of kernel randomness */

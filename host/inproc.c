@@ -87,6 +87,7 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
                      .time_limit_ms = p->time_ms,
                      .output_limit = (size_t)p->output,
                      .source_limit = (size_t)p->source,
+                     .result_limit = (size_t)p->result,
                      .address_key = rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1)};
   if (snap) {
     mbxC_port_record_init(&ip->record, &ip->port.port, mbxC_snap_chain0(snap));

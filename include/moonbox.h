@@ -214,8 +214,7 @@ typedef enum mbx_limit {
   /* Wall-clock milliseconds per run, parse time included. 0 = no time limit. Default 5000. */
   MBX_LIMIT_TIME_MS = 3,
   /* Bytes of stdout + stderr per run. Default 1 MiB. Output beyond it is dropped and the run
-     ends with MBX_OUTPUT_LIMIT. The JSON text of the run's value is bounded by it too (on its
-     own): a longer value ends the run with MBX_OUTPUT_LIMIT and no value. */
+     ends with MBX_OUTPUT_LIMIT. */
   MBX_LIMIT_OUTPUT = 4,
   /* Bytes of one chunk of source given to mbx_run. Default 64 KiB, at most 16 MiB. (Guest
      `load` calls are capped at 16 KiB each: Lua's parser runs in C, unmetered, and is
@@ -227,7 +226,12 @@ typedef enum mbx_limit {
      Counted over the whole run, across its mbx_resume calls (mbx_run starts the count at 0);
      the call past the limit ends the run with MBX_HOST_CALL_LIMIT instead of reaching the
      host. 0 = no host calls at all. Default 1000. */
-  MBX_LIMIT_HOST_CALLS = 6
+  MBX_LIMIT_HOST_CALLS = 6,
+  /* Bytes of the JSON text of a run's value (mbx_result_value_json). The value is encoded
+     in the guest heap as it is built, and a longer one ends the run with MBX_OUTPUT_LIMIT
+     and no value before more is built. 0 (the default) = the same as MBX_LIMIT_OUTPUT; up to
+     1 GiB. */
+  MBX_LIMIT_RESULT = 7
 } mbx_limit;
 
 /* A policy with the defaults above. NULL when out of memory. */

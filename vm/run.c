@@ -158,8 +158,8 @@ static int step_encode(lua_State *L) {
   lua_settop(L, 0);
   lua_State *co = st->co;
   int n = st->nres;
-  /* The result is output too: bounded by the output limit (issue 9, C.3). */
-  size_t room = mbxV_from(L)->output.limit;
+  /* The result is output too: bounded by MBX_LIMIT_RESULT (issue 9, C.3). */
+  size_t room = mbxV_from(L)->result_limit;
   if (n == 0) {
     lua_pushliteral(L, "null");
   } else if (n == 1) {

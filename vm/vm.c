@@ -51,6 +51,7 @@ static void configure_fields(mbxV_vm *vm, const mbxV_config *cfg) {
   vm->heap.on_pressure = mbxV_budget_on_pressure;
   vm->heap.pressure_ud = vm;
   vm->source_limit = cfg->source_limit;
+  vm->result_limit = cfg->result_limit ? cfg->result_limit : cfg->output_limit;
   vm->address_key = cfg->address_key;
   vm->panic_jmp = NULL;
   vm->paused = 0;

@@ -30,6 +30,7 @@ typedef struct mbxV_vm {
   mbxV_budget budget;
   mbxV_output output;
   size_t source_limit;    /* bytes of one chunk given by the host */
+  size_t result_limit;    /* bytes of the JSON text of a run's value */
   uint64_t address_key;   /* key of the hash that stands in for addresses in tostring */
   jmp_buf *panic_jmp;     /* recovery point of the active host call, for lua_atpanic */
   /* vm/run.c's own: the last run or resume returned MBX_PAUSED (the run thread yielded with
@@ -52,6 +53,7 @@ typedef struct mbxV_config {
   uint64_t time_limit_ms;     /* 0 = none */
   size_t output_limit;
   size_t source_limit;
+  size_t result_limit; /* 0 = output_limit */
   uint64_t address_key;
 } mbxV_config;
 

@@ -21,6 +21,7 @@ static void defaults_match_the_header(void **state) {
   assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_OUTPUT), 1ull << 20);
   assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_SOURCE), 64ull << 10);
   assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_HOST_CALLS), 1000);
+  assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_RESULT), 0); /* = the output limit */
 }
 
 typedef struct range {
@@ -37,6 +38,7 @@ static const range ranges[] = {
     {MBX_LIMIT_OUTPUT, 0, 1ull << 30, "MBX_LIMIT_OUTPUT"},
     {MBX_LIMIT_SOURCE, 1, 16ull << 20, "MBX_LIMIT_SOURCE"},
     {MBX_LIMIT_HOST_CALLS, 0, UINT64_MAX / 4, "MBX_LIMIT_HOST_CALLS"},
+    {MBX_LIMIT_RESULT, 0, 1ull << 30, "MBX_LIMIT_RESULT"},
 };
 
 static void expect_refused(mbx_limit which, uint64_t value, const char *name) {

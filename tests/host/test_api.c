@@ -107,6 +107,25 @@ static void the_header_example_runs(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* MBX_LIMIT_RESULT reaches the run: a value longer than it ends as output_limit, whatever
+   the output limit (issue 9, C.3). */
+static void the_result_limit_reaches_the_run(void **state) {
+  fixture *f = *state;
+  assert_int_equal(mbx_policy_set_limit(f->p, MBX_LIMIT_RESULT, 100), MBX_OK);
+  assert_int_equal(mbx_policy_get_limit(f->p, MBX_LIMIT_RESULT), 100);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  mbx_result *res = NULL;
+  const char *fits = "return string.rep('x', 98)", *longer = "return string.rep('x', 99)";
+  assert_int_equal(mbx_run(sb, fits, strlen(fits), NULL, 0, &res, &err), MBX_OK);
+  mbx_result_free(res);
+  assert_int_equal(mbx_run(sb, longer, strlen(longer), NULL, 0, &res, &err), MBX_OUTPUT_LIMIT);
+  assert_string_equal(mbx_result_value_json(res, NULL), "null");
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+}
+
 static void null_arguments_everywhere(void **state) {
   fixture *f = *state;
   /* Destructors accept NULL. */
@@ -824,6 +843,7 @@ int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
   const struct CMUnitTest api[] = {
       cmocka_unit_test(version_matches_the_header),
+      T(the_result_limit_reaches_the_run),
       T(the_header_example_runs),
       T(null_arguments_everywhere),
       T(policy_through_the_api),

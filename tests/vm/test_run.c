@@ -437,6 +437,44 @@ static void memory_limit_ends_the_run(void **state) {
   free(vm);
 }
 
+/* The value's JSON text is bounded by the result limit (issue 9, C.3): past it the run ends
+   with output_limit and no value, whatever the output limit; several values share it. */
+static void the_value_is_bounded_by_the_result_limit(void **state) {
+  (void)state;
+  mbxV_vm *vm = calloc(1, sizeof *vm);
+  assert_non_null(vm);
+  mbxV_config cfg = {.memory_limit = 64u << 20, .time_limit_ms = 10000,
+                     .output_limit = 1u << 20, .source_limit = 1u << 16,
+                     .result_limit = 1000, .address_key = 7};
+  assert_true(mbxV_vm_open(vm, &cfg));
+  lua_pushcfunction(vm->L, mbxL_open_sandbox);
+  assert_int_equal(lua_pcall(vm->L, 0, 0, 0), LUA_OK);
+  mbxV_outcome out;
+  mbxV_refusal err;
+  /* 998 bytes of text ("x" * 996 in quotes): fits. */
+  assert_int_equal(run_in(vm, "return string.rep('x', 996)", NULL, &out, &err), MBXV_OK);
+  assert_int_equal(out.value_len, 998);
+  mbxV_outcome_free(&out);
+  assert_int_equal(run_in(vm, "return string.rep('x', 999)", NULL, &out, &err),
+                   MBXV_OUTPUT_LIMIT);
+  assert_string_equal(out.value_json, "null");
+  mbxV_outcome_free(&out);
+  mbxV_vm_close(vm);
+  free(vm);
+  /* 0 = the output limit; values returned together share the room. */
+  vm = open_vm_with(64u << 20, 0, 1u << 16); /* output limit 1 MiB */
+  assert_int_equal(run_in(vm, "local s = string.rep('y', 400 * 1024) return s, s", NULL, &out,
+                          &err),
+                   MBXV_OK);
+  mbxV_outcome_free(&out);
+  assert_int_equal(run_in(vm, "local s = string.rep('y', 400 * 1024) return s, s, s", NULL, &out,
+                          &err),
+                   MBXV_OUTPUT_LIMIT);
+  mbxV_outcome_free(&out);
+  mbxV_vm_close(vm);
+  free(vm);
+}
+
 int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -461,6 +499,7 @@ int main(void) {
       T(usage_is_reported),
       cmocka_unit_test(a_trip_wins_over_the_guest_error),
       cmocka_unit_test(memory_limit_ends_the_run),
+      cmocka_unit_test(the_value_is_bounded_by_the_result_limit),
   };
 #undef T
   return cmocka_run_group_tests_name("vm/run", tests, NULL, NULL);
