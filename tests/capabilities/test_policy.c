@@ -102,7 +102,7 @@ static void a_limit_changes_only_itself(void **state) {
 
 static void unknown_limits_are_refused(void **state) {
   (void)state;
-  const int unknown[] = {0, 7, -1, 100, 1 << 30};
+  const int unknown[] = {0, 8, -1, 100, 1 << 30};
   for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
     mbx_policy p, before;
     mbxC_policy_defaults(&p);
