@@ -257,6 +257,7 @@ enum { MBXC_FS_READ = 1, MBXC_FS_WRITE = 2, MBXC_FS_CREATE = 4, MBXC_FS_TRUNCATE
        MBXC_FS_APPEND = 16, MBXC_FS_EXCLUSIVE = 32 };
 typedef struct mbxC_fs_stat {
   int is_dir;
+  int is_file; /* a regular file; neither flag: something else (a FIFO, a device...) */
   uint64_t size;
   int64_t mtime; /* seconds since the epoch */
   int writable;

@@ -1,0 +1,124 @@
+/* capabilities/vfs.h -- the sandbox's filesystem view: virtual paths, a mount table of memory
+   files and confined host directories, a handle table and quotas. No Lua here. */
+#ifndef MBX_CAPABILITIES_VFS_H
+#define MBX_CAPABILITIES_VFS_H
+
+/*
+** What the guest sees is a tree of virtual absolute paths. A path is normalized lexically
+** first (".", "..", duplicate slashes; ".." at "/" stays at "/"), then matched against the
+** mount table, longest prefix first:
+**   - a host mount (ro or rw) reaches one host directory through one directory fd opened
+**     when the view is made; every open under it is an openat2(RESOLVE_BENEATH |
+**     RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV) from that fd, or a component-by-component
+**     O_NOFOLLOW walk where openat2 is refused (ENOSYS, or EPERM from a seccomp profile);
+**   - the memory tree: "/", the ancestors of every mount point, the policy's files (read-only
+**     inputs) and their directories, and the memory /tmp (writable, sized by the tmp quota);
+**   - everything else does not exist, with one error whatever the host holds at that path.
+** Only regular files and directories are ever opened: a host object is first opened O_PATH
+** and fstat'ed, so FIFOs, sockets and devices are refused without being opened, then
+** reopened with O_NONBLOCK | O_NOCTTY and checked to be the same inode.
+** Overlay mounts are not implemented (the policy refuses them).
+*/
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capabilities/port.h"
+
+/* Longest virtual path (bytes, without the NUL), and longest component. */
+#define MBXC_VFS_PATH_MAX 1024
+#define MBXC_VFS_NAME_MAX 255
+/* A buffer every normalization fits in (mbxC_vfs_normalize's out_size). */
+#define MBXC_VFS_PATH_BUF (MBXC_VFS_PATH_MAX + 2)
+/* Mounts and policy files one view may hold. */
+#define MBXC_VFS_MAX_MOUNTS 32
+#define MBXC_VFS_MAX_FILES 1024
+
+/* Mount modes (the values of the public MBX_MOUNT_* flags). */
+enum { MBXC_MOUNT_RO = 1, MBXC_MOUNT_RW = 2, MBXC_MOUNT_OVERLAY = 4 };
+
+/* Quota defaults and ranges. */
+#define MBXC_DEFAULT_FS_TMP (8ull << 20)
+#define MBXC_DEFAULT_FS_BYTES (16ull << 20)
+#define MBXC_DEFAULT_FS_FILES 1000ull
+#define MBXC_DEFAULT_FS_OPEN_FILES 64ull
+#define MBXC_MAX_FS_BYTES (1ull << 40)
+#define MBXC_MAX_FS_FILES 1000000ull
+#define MBXC_MAX_FS_OPEN_FILES 4096ull
+
+/* What a view is made from (the policy's copy: capabilities/policy.h owns the strings). */
+typedef struct mbxC_fs_mount {
+  char *path; /* virtual, normalized, not "/" */
+  char *host; /* absolute, resolved once (realpath) when the policy took it */
+  int mode;   /* MBXC_MOUNT_RO or MBXC_MOUNT_RW */
+} mbxC_fs_mount;
+typedef struct mbxC_fs_file {
+  char *path; /* virtual, normalized */
+  char *data;
+  size_t len;
+} mbxC_fs_file;
+typedef struct mbxC_fs_spec {
+  mbxC_fs_mount *mounts;
+  size_t mount_count;
+  mbxC_fs_file *files;
+  size_t file_count;
+  uint64_t tmp_bytes;  /* size of the memory /tmp */
+  uint64_t bytes;      /* bytes the guest may add: memory files plus host files' growth */
+  uint64_t files_max;  /* files and directories the guest may create */
+  uint64_t open_files; /* handles open at once */
+} mbxC_fs_spec;
+
+/* Normalize path (len bytes, not NUL-terminated) into out (out_size bytes, NUL-terminated):
+   an absolute path without ".", "..", empty components or a trailing slash. A relative path
+   is taken from "/" (the sandbox's working directory). Returns 0, or EINVAL (a NUL byte),
+   ENOENT (empty) or ENAMETOOLONG (path longer than MBXC_VFS_PATH_MAX as written, a component
+   longer than MBXC_VFS_NAME_MAX, or out_size too small: MBXC_VFS_PATH_BUF always fits). */
+int mbxC_vfs_normalize(const char *path, size_t len, char *out, size_t out_size, size_t *out_len);
+/* 1 when path is absolute and already normalized (what a policy accepts), else 0. */
+int mbxC_vfs_is_canonical(const char *path, size_t len);
+/* The mount of normalized path among the normalized prefixes[0..n): the index of the longest
+   one that is path or a parent of it ("/a" covers "/a" and "/a/b", not "/ab"), -1 when none.
+   *rel_off gets the offset of what lies below the mount (path + *rel_off is "" or "b/c"). */
+int mbxC_vfs_match(const char *const *prefixes, size_t n, const char *path, size_t len,
+                   size_t *rel_off);
+
+typedef struct mbxC_vfs mbxC_vfs;
+
+/* A view from spec (copied: the spec may go away). Opens one directory fd per host mount.
+   NULL with *e filled when a host directory cannot be opened or host memory runs out. */
+mbxC_vfs *mbxC_vfs_new(const mbxC_fs_spec *spec, mbxC_port_error *e);
+/* Close every handle and fd, free every memory file. NULL is fine. */
+void mbxC_vfs_free(mbxC_vfs *v);
+/* Close every open handle (a run ended): their numbers are never valid again. */
+void mbxC_vfs_close_all(mbxC_vfs *v);
+/* Tests: use the O_NOFOLLOW walk instead of openat2 (on != 0). */
+void mbxC_vfs_force_walk(mbxC_vfs *v, int on);
+/* Handles open now, and quota use so far. */
+size_t mbxC_vfs_open_count(const mbxC_vfs *v);
+uint64_t mbxC_vfs_bytes_used(const mbxC_vfs *v);
+uint64_t mbxC_vfs_files_used(const mbxC_vfs *v);
+
+/* The operations of capabilities/port.h (fs_*), on guest paths (normalized here). Each
+   returns 0, or -1 with e->errnum an errno value and e->message its text plus the reason in
+   parentheses when there is one ("No such file or directory (not in the sandbox view;
+   mounts: /data ro, /tmp)"); the message never names the host path. */
+int mbxC_vfs_open(mbxC_vfs *v, const char *path, size_t len, int flags, int *handle,
+                  mbxC_port_error *e);
+int mbxC_vfs_read(mbxC_vfs *v, int handle, char *buf, size_t len, size_t *got,
+                  mbxC_port_error *e);
+int mbxC_vfs_write(mbxC_vfs *v, int handle, const char *buf, size_t len, size_t *put,
+                   mbxC_port_error *e);
+int mbxC_vfs_seek(mbxC_vfs *v, int handle, int whence, int64_t offset, int64_t *pos,
+                  mbxC_port_error *e);
+int mbxC_vfs_close(mbxC_vfs *v, int handle, mbxC_port_error *e);
+int mbxC_vfs_stat(mbxC_vfs *v, const char *path, size_t len, mbxC_fs_stat *st,
+                  mbxC_port_error *e);
+/* Names NUL-separated (each followed by a NUL) in *names, valid until the next call. */
+int mbxC_vfs_list(mbxC_vfs *v, const char *path, size_t len, const char **names,
+                  size_t *names_len, mbxC_port_error *e);
+int mbxC_vfs_mkdir(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *e);
+int mbxC_vfs_remove(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *e);
+int mbxC_vfs_rename(mbxC_vfs *v, const char *from, size_t from_len, const char *to,
+                    size_t to_len, mbxC_port_error *e);
+
+#endif
