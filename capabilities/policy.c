@@ -2,10 +2,13 @@
 #include "capabilities/policy.h"
 #include "common/bytes.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
@@ -28,6 +31,29 @@ void mbxC_policy_defaults(mbx_policy *p) {
   p->env_count = p->env_cap = 0;
   p->deterministic = 0;
   memset(&p->host_fns, 0, sizeof p->host_fns);
+  memset(&p->fs, 0, sizeof p->fs);
+  p->fs.tmp_bytes = MBXC_DEFAULT_FS_TMP;
+  p->fs.bytes = MBXC_DEFAULT_FS_BYTES;
+  p->fs.files_max = MBXC_DEFAULT_FS_FILES;
+  p->fs.open_files = MBXC_DEFAULT_FS_OPEN_FILES;
+  p->fs_file_bytes = 0;
+}
+
+static void clear_fs(mbx_policy *p) {
+  for (size_t i = 0; i < p->fs.mount_count; i++) {
+    free(p->fs.mounts[i].path);
+    free(p->fs.mounts[i].host);
+  }
+  for (size_t i = 0; i < p->fs.file_count; i++) {
+    free(p->fs.files[i].path);
+    free(p->fs.files[i].data);
+  }
+  free(p->fs.mounts);
+  free(p->fs.files);
+  p->fs.mounts = NULL;
+  p->fs.files = NULL;
+  p->fs.mount_count = p->fs.file_count = 0;
+  p->fs_file_bytes = 0;
 }
 
 void mbxC_policy_clear(mbx_policy *p) {
@@ -39,6 +65,7 @@ void mbxC_policy_clear(mbx_policy *p) {
   p->env = NULL;
   p->env_count = p->env_cap = 0;
   mbxC_hostfn_clear(&p->host_fns);
+  clear_fs(p);
 }
 
 /* A limit's name, range and storage, described once so validation and lookup agree. */
@@ -63,6 +90,14 @@ static const limit_spec limit_specs[] = {
      offsetof(mbx_policy, host_calls)},
     {MBX_LIMIT_RESULT, "MBX_LIMIT_RESULT (bytes)", 0, MBXC_MAX_OUTPUT,
      offsetof(mbx_policy, result)},
+    {MBX_LIMIT_FS_TMP, "MBX_LIMIT_FS_TMP (bytes)", 0, MBXC_MAX_FS_BYTES,
+     offsetof(mbx_policy, fs.tmp_bytes)},
+    {MBX_LIMIT_FS_BYTES, "MBX_LIMIT_FS_BYTES (bytes)", 0, MBXC_MAX_FS_BYTES,
+     offsetof(mbx_policy, fs.bytes)},
+    {MBX_LIMIT_FS_FILES, "MBX_LIMIT_FS_FILES", 0, MBXC_MAX_FS_FILES,
+     offsetof(mbx_policy, fs.files_max)},
+    {MBX_LIMIT_FS_OPEN_FILES, "MBX_LIMIT_FS_OPEN_FILES", 1, MBXC_MAX_FS_OPEN_FILES,
+     offsetof(mbx_policy, fs.open_files)},
 };
 
 static const limit_spec *find_limit(mbx_limit which) {
@@ -199,6 +234,226 @@ void mbxC_policy_set_deterministic(mbx_policy *p, int on) {
   p->deterministic = on != 0;
 }
 
+/* ---- the filesystem view ---- */
+
+/* 1 when a (normalized) is b or one of its parents. */
+static int path_covers(const char *a, const char *b) {
+  size_t n = strlen(a);
+  return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+/* The rules every virtual path of a policy follows; the message names the path. */
+static int virtual_path_ok(const char *fn, const char *path, size_t len, char *why,
+                           size_t why_size) {
+  if (path == NULL || len == 0) {
+    snprintf(why, why_size, "%s: the virtual path is empty (write an absolute path, e.g. "
+                            "/data)", fn);
+    return 0;
+  }
+  if (memchr(path, '\0', len) != NULL) {
+    snprintf(why, why_size, "%s: the virtual path contains a NUL byte", fn);
+    return 0;
+  }
+  if (len > MBXC_VFS_PATH_MAX) {
+    snprintf(why, why_size, "%s: the virtual path is %zu bytes; at most %d are allowed", fn,
+             len, MBXC_VFS_PATH_MAX);
+    return 0;
+  }
+  if (path[0] != '/') {
+    snprintf(why, why_size, "%s: the virtual path \"%.100s\" is relative (write it from /, "
+                            "e.g. /%.100s)", fn, path, path);
+    return 0;
+  }
+  if (!mbxC_vfs_is_canonical(path, len)) {
+    char norm[MBXC_VFS_PATH_BUF];
+    size_t n;
+    int bad = mbxC_vfs_normalize(path, len, norm, sizeof norm, &n);
+    if (bad)
+      snprintf(why, why_size, "%s: the virtual path \"%.100s\" has a component longer than %d "
+                              "bytes", fn, path, MBXC_VFS_NAME_MAX);
+    else
+      snprintf(why, why_size, "%s: the virtual path \"%.100s\" is not normalized (no '.', "
+                              "'..', '//' or trailing '/'; did you mean \"%.100s\"?)", fn,
+               path, norm);
+    return 0;
+  }
+  if (len == 1) {
+    snprintf(why, why_size, "%s: \"/\" cannot be mounted or replaced (mount a directory "
+                            "below it, e.g. /data)", fn);
+    return 0;
+  }
+  if (path_covers("/tmp", path)) {
+    snprintf(why, why_size, "%s: \"%.100s\" is inside the sandbox's memory /tmp", fn, path);
+    return 0;
+  }
+  return 1;
+}
+
+/* A new path (a mount or a file) must neither contain nor lie inside a mount, and for a file
+   must not be a file's parent or child (mount: no file below or above it). */
+static int overlap_ok(const mbx_policy *p, const char *fn, const char *path, int is_mount,
+                      char *why, size_t why_size) {
+  for (size_t i = 0; i < p->fs.mount_count; i++) {
+    const char *m = p->fs.mounts[i].path;
+    if (path_covers(m, path) || path_covers(path, m)) {
+      snprintf(why, why_size, "%s: \"%.100s\" overlaps the mount at %.100s (mounts may not "
+                              "nest)", fn, path, m);
+      return 0;
+    }
+  }
+  for (size_t i = 0; i < p->fs.file_count; i++) {
+    const char *f = p->fs.files[i].path;
+    int same = strcmp(path, f) == 0; /* a file given again replaces its contents */
+    if ((path_covers(f, path) || path_covers(path, f)) && (is_mount || !same)) {
+      snprintf(why, why_size, "%s: \"%.100s\" overlaps the policy file %.100s", fn, path, f);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+int mbxC_policy_mount(mbx_policy *p, const char *virtual_path, size_t path_len,
+                      const char *host_dir, int mode, char *why, size_t why_size) {
+  const char *fn = "mbx_policy_mount";
+  if (mode == MBXC_MOUNT_OVERLAY) {
+    snprintf(why, why_size, "%s: overlay mounts are not implemented yet (use MBX_MOUNT_RO, or "
+                            "MBX_MOUNT_RW on a copy)", fn);
+    return MBXC_POLICY_UNSUPPORTED;
+  }
+  if (mode != MBXC_MOUNT_RO && mode != MBXC_MOUNT_RW) {
+    snprintf(why, why_size, "%s: mode %d is not MBX_MOUNT_RO, MBX_MOUNT_RW or "
+                            "MBX_MOUNT_OVERLAY", fn, mode);
+    return MBXC_POLICY_INVALID;
+  }
+  if (!virtual_path_ok(fn, virtual_path, path_len, why, why_size)) return MBXC_POLICY_INVALID;
+  if (!overlap_ok(p, fn, virtual_path, 1, why, why_size)) return MBXC_POLICY_INVALID;
+  if (p->fs.mount_count >= MBXC_VFS_MAX_MOUNTS) {
+    snprintf(why, why_size, "%s: at most %d mounts per policy", fn, MBXC_VFS_MAX_MOUNTS);
+    return MBXC_POLICY_INVALID;
+  }
+  if (host_dir == NULL || host_dir[0] == '\0') {
+    snprintf(why, why_size, "%s: the host directory of %.100s is empty", fn, virtual_path);
+    return MBXC_POLICY_INVALID;
+  }
+  /* Resolved once: a symlink swapped at host_dir later does not move the mount. */
+  char resolved[PATH_MAX];
+  struct stat st;
+  if (realpath(host_dir, resolved) == NULL || stat(resolved, &st) != 0) {
+    snprintf(why, why_size, "%s: the host directory \"%.100s\" of %.100s: %s", fn, host_dir,
+             virtual_path, strerror(errno));
+    return MBXC_POLICY_INVALID;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(why, why_size, "%s: the host path \"%.100s\" of %.100s is not a directory", fn,
+             host_dir, virtual_path);
+    return MBXC_POLICY_INVALID;
+  }
+  mbxC_fs_mount *grown = realloc(p->fs.mounts, (p->fs.mount_count + 1) * sizeof *grown);
+  if (grown == NULL) return MBXC_POLICY_NO_MEMORY;
+  p->fs.mounts = grown;
+  mbxC_fs_mount m = {mbxU_dup_bytes(virtual_path, path_len),
+                     mbxU_dup_bytes(resolved, strlen(resolved)), mode};
+  if (m.path == NULL || m.host == NULL) {
+    free(m.path);
+    free(m.host);
+    return MBXC_POLICY_NO_MEMORY;
+  }
+  p->fs.mounts[p->fs.mount_count++] = m;
+  return 0;
+}
+
+int mbxC_policy_add_file(mbx_policy *p, const char *virtual_path, size_t path_len,
+                         const void *data, size_t len, char *why, size_t why_size) {
+  const char *fn = "mbx_policy_add_file";
+  if (!virtual_path_ok(fn, virtual_path, path_len, why, why_size)) return MBXC_POLICY_INVALID;
+  if (!overlap_ok(p, fn, virtual_path, 0, why, why_size)) return MBXC_POLICY_INVALID;
+  if (data == NULL && len > 0) {
+    snprintf(why, why_size, "%s: the data of %.100s is NULL", fn, virtual_path);
+    return MBXC_POLICY_INVALID;
+  }
+  if (len > MBXC_MAX_FS_FILE_BYTES - p->fs_file_bytes) {
+    snprintf(why, why_size, "%s: %.100s would bring the policy's files past %llu MiB", fn,
+             virtual_path, (unsigned long long)(MBXC_MAX_FS_FILE_BYTES >> 20));
+    return MBXC_POLICY_INVALID;
+  }
+  size_t at = p->fs.file_count;
+  for (size_t i = 0; i < p->fs.file_count; i++)
+    if (strcmp(p->fs.files[i].path, virtual_path) == 0) at = i;
+  if (at == p->fs.file_count && p->fs.file_count >= MBXC_VFS_MAX_FILES) {
+    snprintf(why, why_size, "%s: at most %d files per policy", fn, MBXC_VFS_MAX_FILES);
+    return MBXC_POLICY_INVALID;
+  }
+  char *copy = malloc(len ? len : 1);
+  if (copy == NULL) return MBXC_POLICY_NO_MEMORY;
+  if (len) memcpy(copy, data, len);
+  if (at < p->fs.file_count) { /* the same path again replaces the contents */
+    p->fs_file_bytes -= p->fs.files[at].len;
+    free(p->fs.files[at].data);
+    p->fs.files[at].data = copy;
+    p->fs.files[at].len = len;
+    p->fs_file_bytes += len;
+    return 0;
+  }
+  mbxC_fs_file *grown = realloc(p->fs.files, (p->fs.file_count + 1) * sizeof *grown);
+  char *path = mbxU_dup_bytes(virtual_path, path_len);
+  if (grown) p->fs.files = grown;
+  if (grown == NULL || path == NULL) {
+    free(copy);
+    free(path);
+    return MBXC_POLICY_NO_MEMORY;
+  }
+  p->fs.files[p->fs.file_count++] = (mbxC_fs_file){path, copy, len};
+  p->fs_file_bytes += len;
+  return 0;
+}
+
+int mbxC_policy_copy_settings(mbx_policy *dst, const mbx_policy *src) {
+  mbxC_hostfn_table keep = dst->host_fns;
+  mbxC_fs_spec fs = src->fs;
+  *dst = *src;
+  dst->host_fns = keep;
+  dst->env = NULL;
+  dst->env_count = dst->env_cap = 0;
+  dst->fs.mounts = NULL;
+  dst->fs.files = NULL;
+  dst->fs.mount_count = dst->fs.file_count = 0;
+  dst->fs_file_bytes = 0;
+  char why[200];
+  for (size_t i = 0; i < src->env_count; i++)
+    if (mbxC_policy_set_env(dst, src->env[i].name, src->env[i].value, why, sizeof why) != 0)
+      goto oom;
+  if (fs.mount_count) {
+    if ((dst->fs.mounts = calloc(fs.mount_count, sizeof *dst->fs.mounts)) == NULL) goto oom;
+    for (size_t i = 0; i < fs.mount_count; i++) {
+      mbxC_fs_mount *m = &dst->fs.mounts[i];
+      m->path = mbxU_dup_bytes(fs.mounts[i].path, strlen(fs.mounts[i].path));
+      m->host = mbxU_dup_bytes(fs.mounts[i].host, strlen(fs.mounts[i].host));
+      m->mode = fs.mounts[i].mode;
+      dst->fs.mount_count = i + 1;
+      if (m->path == NULL || m->host == NULL) goto oom;
+    }
+  }
+  for (size_t i = 0; i < fs.file_count; i++)
+    if (mbxC_policy_add_file(dst, fs.files[i].path, strlen(fs.files[i].path), fs.files[i].data,
+                             fs.files[i].len, why, sizeof why) != 0)
+      goto oom;
+  return 0;
+oom:
+  mbxC_policy_clear(dst);
+  dst->host_fns = keep;
+  return MBXC_POLICY_NO_MEMORY;
+}
+
+void mbxC_policy_take_settings(mbx_policy *dst, mbx_policy *src) {
+  mbxC_hostfn_table keep = dst->host_fns, theirs = src->host_fns;
+  memset(&dst->host_fns, 0, sizeof dst->host_fns);
+  mbxC_policy_clear(dst);
+  *dst = *src;
+  dst->host_fns = keep;
+  mbxC_policy_defaults(src);
+  src->host_fns = theirs;
+}
+
 /* ---- the digest ---- */
 
 static void digest_u64(XXH3_state_t *st, uint64_t v) {
@@ -259,6 +514,24 @@ uint64_t mbxC_policy_digest(const mbx_policy *p) {
       memcpy(text + 1, sig->args, (size_t)sig->nargs);
       digest_str(&st, text, (size_t)sig->nargs + 1);
     }
+  }
+  /* The filesystem: a snapshot taken under other mounts, files or quotas is refused. */
+  digest_u64(&st, p->fs.tmp_bytes);
+  digest_u64(&st, p->fs.bytes);
+  digest_u64(&st, p->fs.files_max);
+  digest_u64(&st, p->fs.open_files);
+  digest_u64(&st, p->fs.mount_count);
+  for (size_t i = 0; i < p->fs.mount_count; i++) {
+    const mbxC_fs_mount *m = &p->fs.mounts[i];
+    digest_str(&st, m->path, strlen(m->path));
+    digest_u64(&st, (uint64_t)m->mode);
+    digest_str(&st, m->host, strlen(m->host));
+  }
+  digest_u64(&st, p->fs.file_count);
+  for (size_t i = 0; i < p->fs.file_count; i++) {
+    const mbxC_fs_file *f = &p->fs.files[i];
+    digest_str(&st, f->path, strlen(f->path));
+    digest_str(&st, f->data, f->len);
   }
   return XXH3_64bits_digest(&st);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "capabilities/hostfn.h"
+#include "capabilities/vfs.h"
 #include "include/moonbox.h"
 
 /* One virtual environment variable (os.getenv). */
@@ -34,7 +35,14 @@ struct mbx_policy {
      ids in tostring, os.clock from the instruction count, no bytecode cache. */
   int deterministic;
   mbxC_hostfn_table host_fns; /* granted host functions (capabilities/hostfn.h) */
+  /* The filesystem view (capabilities/vfs.h): mounts with their host directories resolved
+     once, the policy's files, and the quotas (MBX_LIMIT_FS_*). Owned here. */
+  mbxC_fs_spec fs;
+  size_t fs_file_bytes; /* total bytes of fs.files, against MBXC_MAX_FS_FILE_BYTES */
 };
+
+/* All of a policy's files together (they are copied into every sandbox's view). */
+#define MBXC_MAX_FS_FILE_BYTES (256ull << 20)
 
 #define MBXC_DEFAULT_MEMORY (64ull << 20)
 #define MBXC_DEFAULT_INSTRUCTIONS 1000000000ull
@@ -87,10 +95,31 @@ void mbxC_policy_set_seed(mbx_policy *p, uint64_t seed);
 /* Turn deterministic mode on (on != 0) or off. Cannot fail. */
 void mbxC_policy_set_deterministic(mbx_policy *p, int on);
 
+/* Mount host_dir (resolved here, once, with realpath: it must exist and be a directory) at
+   virtual_path (absolute and normalized, not "/", not /tmp or below it), mode MBXC_MOUNT_RO or
+   MBXC_MOUNT_RW, not overlapping another mount or a policy file. MBXC_POLICY_UNSUPPORTED for
+   MBXC_MOUNT_OVERLAY (not implemented). */
+#define MBXC_POLICY_UNSUPPORTED (-3)
+int mbxC_policy_mount(mbx_policy *p, const char *virtual_path, size_t path_len,
+                      const char *host_dir, int mode, char *why, size_t why_size);
+/* A read-only memory file of len bytes (copied) at virtual_path (absolute, normalized, not
+   under a mount or /tmp, not a file's parent or child). */
+int mbxC_policy_add_file(mbx_policy *p, const char *virtual_path, size_t path_len,
+                         const void *data, size_t len, char *why, size_t why_size);
+
+/* Copy the settings of src (limits, clock, seed, deterministic flag, environment and
+   filesystem; not the host functions) into dst, a fresh mbxC_policy_defaults policy.
+   0, or MBXC_POLICY_NO_MEMORY (dst is then cleared). */
+int mbxC_policy_copy_settings(mbx_policy *dst, const mbx_policy *src);
+/* Move src's settings into dst, releasing dst's old ones; dst keeps its host functions and
+   src is left with defaults. */
+void mbxC_policy_take_settings(mbx_policy *dst, mbx_policy *src);
+
 /* XXH3-64 of a canonical serialization of what the policy grants and limits: the limits, the
    clock, the seed, the deterministic flag, the environment (sorted by name) and the host
-   functions in order (name, kind and, for native ones, the parsed signature), never the
-   callbacks or their userdata. Snapshots record it; a restore under another policy is
+   functions in order (name, kind and, for native ones, the parsed signature), the mounts
+   (virtual path, mode, resolved host path), the policy's files (path and contents) and the
+   filesystem quotas, never the callbacks or their userdata. Snapshots record it; a restore under another policy is
    refused. */
 uint64_t mbxC_policy_digest(const mbx_policy *p);
 

@@ -1,6 +1,7 @@
 /* host/policy_api.c -- the public C API of policies: limits, clock, seed, environment and the
    functions a policy grants. Argument checks over capabilities/policy.c. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "capabilities/ffi.h"
 #include "capabilities/hostfn.h"
@@ -177,3 +178,47 @@ MBX_API mbx_status mbx_policy_bind_native(mbx_policy *p, const char *name, const
   return MBX_INVALID_ARGUMENT;
 }
 
+
+/* ---- the filesystem view ---- */
+
+static mbx_status fs_status(int r, const char *fn, const char *why, mbx_error *err) {
+  switch (r) {
+  case 0:
+    return MBX_OK;
+  case MBXC_POLICY_NO_MEMORY:
+    mbxU_error_set(err, MBX_NO_MEMORY, "%s: out of memory", fn);
+    return MBX_NO_MEMORY;
+  case MBXC_POLICY_UNSUPPORTED:
+    mbxU_error_set(err, MBX_UNSUPPORTED, "%s", why);
+    return MBX_UNSUPPORTED;
+  default:
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s", why);
+    return MBX_INVALID_ARGUMENT;
+  }
+}
+
+MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path,
+                                    const char *host_dir, int mode, mbx_error *err) {
+  char why[400];
+  if (p == NULL || virtual_path == NULL) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_policy_mount: the policy and the virtual path must not be NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  int r = mbxC_policy_mount(p, virtual_path, strlen(virtual_path), host_dir, mode, why,
+                            sizeof why);
+  return fs_status(r, "mbx_policy_mount", why, err);
+}
+
+MBX_API mbx_status mbx_policy_add_file(mbx_policy *p, const char *virtual_path, const void *data,
+                                       size_t len, mbx_error *err) {
+  char why[400];
+  if (p == NULL || virtual_path == NULL) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_policy_add_file: the policy and the virtual path must not be NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  int r = mbxC_policy_add_file(p, virtual_path, strlen(virtual_path), data, len, why,
+                               sizeof why);
+  return fs_status(r, "mbx_policy_add_file", why, err);
+}

@@ -231,7 +231,20 @@ typedef enum mbx_limit {
      in the guest heap as it is built, and a longer one ends the run with MBX_OUTPUT_LIMIT
      and no value before more is built. 0 (the default) = the same as MBX_LIMIT_OUTPUT; up to
      1 GiB. */
-  MBX_LIMIT_RESULT = 7
+  MBX_LIMIT_RESULT = 7,
+  /* The filesystem view (mbx_policy_mount, below). Bytes the memory /tmp holds at once:
+     default 8 MiB, at most 1 TiB. A write past it fails with ENOSPC. */
+  MBX_LIMIT_FS_TMP = 8,
+  /* Bytes the guest may add to the view over a sandbox's life: what its memory files hold
+     now plus what it has grown host files in rw mounts by (overwriting is free; removing a
+     host file gives nothing back). Default 16 MiB, at most 1 TiB. Past it: EDQUOT. */
+  MBX_LIMIT_FS_BYTES = 9,
+  /* Files and directories the guest may create (memory and rw mounts). Default 1000, at most
+     1e6. Past it: EDQUOT. */
+  MBX_LIMIT_FS_FILES = 10,
+  /* Files open at once. Default 64, 1 to 4096. Past it io.open answers EMFILE. Every open
+     file is closed when a run ends (not when it pauses) and when the sandbox is freed. */
+  MBX_LIMIT_FS_OPEN_FILES = 11
 } mbx_limit;
 
 /* A policy with the defaults above. NULL when out of memory. */
@@ -301,6 +314,57 @@ MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx
 ** MBX_INVALID_ARGUMENT for NULL p.
 */
 MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error *err);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Files: what the guest's io, os and fs functions see. docs/policy.md is the guide.           */
+/*
+** Every sandbox sees a virtual tree: "/" (read-only), a memory /tmp (always there, empty at
+** creation and after mbx_sandbox_reset, sized by MBX_LIMIT_FS_TMP), the policy's files and its
+** mounts. Any other path does not exist, whatever the host has there, and the guest cannot
+** tell a host path that exists from one that does not. Virtual paths are absolute and
+** normalized ("/data", not "/data/", "data" or "/a/../data"). mbx_sandbox_rewind does not
+** restore files: memory files and writes to rw mounts stay as they are.
+*/
+#define MBX_MOUNT_RO 1      /* reads only: every write, create, remove or rename is EROFS */
+#define MBX_MOUNT_RW 2      /* writes reach the host directory (within the MBX_LIMIT_FS_* quotas) */
+#define MBX_MOUNT_OVERLAY 4 /* not implemented yet: refused with MBX_UNSUPPORTED */
+
+/*
+** Mount host_dir at virtual_path. host_dir is resolved once, here (symlinks and relative
+** parts, against the current directory): the sandbox reaches exactly that directory and what
+** lies below it, never a symlink, ".." or mount crossing out of it, never a FIFO, socket or
+** device in it (those are refused without being opened). A regular file with more than one
+** hard link is read-only in a rw mount (the other link may lie outside). virtual_path must be
+** absolute and normalized, not "/", not /tmp or below it, and must not contain or lie inside
+** another mount or a policy file. At most 32 mounts. Returns MBX_OK, MBX_INVALID_ARGUMENT
+** (err names what was wrong; nothing changed), MBX_UNSUPPORTED (MBX_MOUNT_OVERLAY) or
+** MBX_NO_MEMORY. Sandboxes open the directory when they are created; a policy with mounts
+** cannot be snapshotted (mbx_sandbox_snapshot answers MBX_UNSUPPORTED).
+*/
+MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path,
+                                    const char *host_dir, int mode, mbx_error *err);
+
+/*
+** A read-only file at virtual_path with the len bytes at data (copied; data may be NULL when
+** len is 0). Its parent directories appear as read-only directories. The path follows the
+** rules of mbx_policy_mount, and must not be another file's parent or child. At most 1024
+** files, 256 MiB in all. Returns MBX_OK, MBX_INVALID_ARGUMENT or MBX_NO_MEMORY.
+*/
+MBX_API mbx_status mbx_policy_add_file(mbx_policy *p, const char *virtual_path, const void *data,
+                                       size_t len, mbx_error *err);
+
+/*
+** Load the settings in the JSON object text (len bytes) into p: "limits", "env", "seed",
+** "time", "deterministic" and "fs" (mounts, files, tmp, quota), as docs/policy.md shows.
+** Relative host paths are taken from base_dir (NULL: the current directory). The whole
+** object is checked before p changes: an unknown key, a wrong type, a bad size or path, or a
+** setter's refusal gives MBX_INVALID_ARGUMENT with the key in err ("fs.mounts[1].mode:
+** expected "ro", "rw" or "overlay", got "wr"") and p as it was. Keys not in the
+** text keep p's values; mounts and files are added to p's. Host functions cannot be granted
+** from JSON.
+*/
+MBX_API mbx_status mbx_policy_load_json(mbx_policy *p, const char *text, size_t len,
+                                        const char *base_dir, mbx_error *err);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Host functions: what the guest may call in the host. docs/host-functions.md is the guide.  */

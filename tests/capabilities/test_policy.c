@@ -22,6 +22,11 @@ static void defaults_match_the_header(void **state) {
   assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_SOURCE), 64ull << 10);
   assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_HOST_CALLS), 1000);
   assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_RESULT), 0); /* = the output limit */
+  assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_FS_TMP), 8ull << 20);
+  assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_FS_BYTES), 16ull << 20);
+  assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_FS_FILES), 1000);
+  assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_FS_OPEN_FILES), 64);
+  assert_int_equal(p.fs.mount_count + p.fs.file_count, 0);
 }
 
 typedef struct range {
@@ -39,6 +44,10 @@ static const range ranges[] = {
     {MBX_LIMIT_SOURCE, 1, 16ull << 20, "MBX_LIMIT_SOURCE"},
     {MBX_LIMIT_HOST_CALLS, 0, UINT64_MAX / 4, "MBX_LIMIT_HOST_CALLS"},
     {MBX_LIMIT_RESULT, 0, 1ull << 30, "MBX_LIMIT_RESULT"},
+    {MBX_LIMIT_FS_TMP, 0, 1ull << 40, "MBX_LIMIT_FS_TMP"},
+    {MBX_LIMIT_FS_BYTES, 0, 1ull << 40, "MBX_LIMIT_FS_BYTES"},
+    {MBX_LIMIT_FS_FILES, 0, 1000000, "MBX_LIMIT_FS_FILES"},
+    {MBX_LIMIT_FS_OPEN_FILES, 1, 4096, "MBX_LIMIT_FS_OPEN_FILES"},
 };
 
 static void expect_refused(mbx_limit which, uint64_t value, const char *name) {
@@ -102,7 +111,7 @@ static void a_limit_changes_only_itself(void **state) {
 
 static void unknown_limits_are_refused(void **state) {
   (void)state;
-  const int unknown[] = {0, 8, -1, 100, 1 << 30};
+  const int unknown[] = {0, 12, -1, 100, 1 << 30};
   for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
     mbx_policy p, before;
     mbxC_policy_defaults(&p);
@@ -143,8 +152,106 @@ static void refusal_message_is_truncated_to_fit(void **state) {
     assert_int_equal(why[i], '#');
 }
 
+/* ---- mounts and files: every refusal names what was wrong ---- */
+
+typedef struct path_case {
+  const char *path;
+  const char *needle; /* in the message */
+} path_case;
+
+static void mount_refusals(void **state) {
+  (void)state;
+  mbx_policy p;
+  mbxC_policy_defaults(&p);
+  char why[400];
+  assert_int_equal(mbxC_policy_mount(&p, "/data", 5, "/tmp", MBXC_MOUNT_RO, why, sizeof why), 0);
+  static const path_case bad[] = {
+      {"data", "is relative"},
+      {"/data/../etc", "not normalized"},
+      {"/a//b", "did you mean \"/a/b\""},
+      {"/a/", "not normalized"},
+      {"/a/./b", "not normalized"},
+      {"/", "cannot be mounted"},
+      {"/tmp", "memory /tmp"},
+      {"/tmp/x", "memory /tmp"},
+      {"/data", "overlaps the mount at /data"},
+      {"/data/sub", "overlaps the mount at /data"},
+      {"", "empty"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    why[0] = '\0';
+    assert_int_equal(mbxC_policy_mount(&p, bad[i].path, strlen(bad[i].path), "/tmp",
+                                       MBXC_MOUNT_RO, why, sizeof why),
+                     MBXC_POLICY_INVALID);
+    if (strstr(why, bad[i].needle) == NULL) fail_msg("%s: %s", bad[i].path, why);
+  }
+  assert_int_equal(mbxC_policy_mount(&p, "/a\0b", 4, "/tmp", MBXC_MOUNT_RO, why, sizeof why),
+                   MBXC_POLICY_INVALID);
+  assert_non_null(strstr(why, "NUL"));
+  assert_int_equal(mbxC_policy_mount(&p, "/x", 2, "/nonexistent/mbx", MBXC_MOUNT_RO, why,
+                                     sizeof why), MBXC_POLICY_INVALID);
+  assert_non_null(strstr(why, "No such file or directory"));
+  assert_int_equal(mbxC_policy_mount(&p, "/x", 2, "/etc/passwd", MBXC_MOUNT_RO, why, sizeof why),
+                   MBXC_POLICY_INVALID);
+  assert_non_null(strstr(why, "not a directory"));
+  assert_int_equal(mbxC_policy_mount(&p, "/x", 2, "/tmp", 3, why, sizeof why),
+                   MBXC_POLICY_INVALID);
+  assert_non_null(strstr(why, "mode 3"));
+  assert_int_equal(mbxC_policy_mount(&p, "/x", 2, "/tmp", MBXC_MOUNT_OVERLAY, why, sizeof why),
+                   MBXC_POLICY_UNSUPPORTED);
+  assert_int_equal(p.fs.mount_count, 1); /* every refusal changed nothing */
+  /* Host paths are resolved once: "/tmp/." is stored as "/tmp". */
+  assert_int_equal(mbxC_policy_mount(&p, "/y", 2, "/tmp/.", MBXC_MOUNT_RW, why, sizeof why), 0);
+  assert_string_equal(p.fs.mounts[1].host, "/tmp");
+  /* Files: not under or above a mount, not a file's parent or child. */
+  assert_int_equal(mbxC_policy_add_file(&p, "/in/a.txt", 9, "A", 1, why, sizeof why), 0);
+  assert_int_equal(mbxC_policy_add_file(&p, "/data/f", 7, "A", 1, why, sizeof why),
+                   MBXC_POLICY_INVALID);
+  assert_non_null(strstr(why, "overlaps the mount"));
+  assert_int_equal(mbxC_policy_add_file(&p, "/in/a.txt/b", 11, "A", 1, why, sizeof why),
+                   MBXC_POLICY_INVALID);
+  assert_non_null(strstr(why, "overlaps the policy file /in/a.txt"));
+  assert_int_equal(mbxC_policy_add_file(&p, "/in", 3, "A", 1, why, sizeof why),
+                   MBXC_POLICY_INVALID);
+  assert_int_equal(mbxC_policy_mount(&p, "/in", 3, "/tmp", MBXC_MOUNT_RO, why, sizeof why),
+                   MBXC_POLICY_INVALID);
+  assert_non_null(strstr(why, "overlaps the policy file"));
+  assert_int_equal(mbxC_policy_add_file(&p, "/in/a.txt", 9, "BB", 2, why, sizeof why), 0);
+  assert_int_equal(p.fs.file_count, 1);
+  assert_int_equal(p.fs.files[0].len, 2);
+  mbxC_policy_clear(&p);
+}
+
+static void digest_covers_the_filesystem(void **state) {
+  (void)state;
+  mbx_policy a, b;
+  char why[400];
+  mbxC_policy_defaults(&a);
+  mbxC_policy_defaults(&b);
+  assert_int_equal(mbxC_policy_digest(&a), mbxC_policy_digest(&b));
+  assert_int_equal(mbxC_policy_add_file(&a, "/f", 2, "x", 1, why, sizeof why), 0);
+  assert_int_equal(mbxC_policy_add_file(&b, "/f", 2, "y", 1, why, sizeof why), 0);
+  assert_int_not_equal(mbxC_policy_digest(&a), mbxC_policy_digest(&b));
+  assert_int_equal(mbxC_policy_add_file(&b, "/f", 2, "x", 1, why, sizeof why), 0);
+  assert_int_equal(mbxC_policy_digest(&a), mbxC_policy_digest(&b));
+  assert_int_equal(mbxC_policy_mount(&a, "/m", 2, "/tmp", MBXC_MOUNT_RO, why, sizeof why), 0);
+  assert_int_equal(mbxC_policy_mount(&b, "/m", 2, "/tmp", MBXC_MOUNT_RW, why, sizeof why), 0);
+  assert_int_not_equal(mbxC_policy_digest(&a), mbxC_policy_digest(&b));
+  mbx_policy c;
+  mbxC_policy_defaults(&c);
+  assert_int_equal(mbxC_policy_copy_settings(&c, &a), 0);
+  assert_int_equal(mbxC_policy_digest(&a), mbxC_policy_digest(&c));
+  assert_int_equal(mbxC_policy_set_limit(&c, MBX_LIMIT_FS_TMP, 5, why, sizeof why), 0);
+  assert_int_not_equal(mbxC_policy_digest(&a), mbxC_policy_digest(&c));
+  mbxC_policy_clear(&a);
+  mbxC_policy_clear(&b);
+  mbxC_policy_clear(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(mount_refusals),
+      cmocka_unit_test(digest_covers_the_filesystem),
       cmocka_unit_test(defaults_match_the_header),
       cmocka_unit_test(every_limit_accepts_its_edges),
       cmocka_unit_test(every_limit_refuses_past_its_edges),

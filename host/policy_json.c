@@ -1,0 +1,416 @@
+/* host/policy_json.c -- mbx_policy_load_json: a policy's settings from one JSON object
+   (jansson, private to the library), checked whole into a copy before the policy changes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "capabilities/policy.h"
+#include "common/error.h"
+#include "include/moonbox.h"
+
+/* A refusal: the message names the key path ("fs.mounts[1].mode") and what was expected. */
+typedef struct loader {
+  char msg[256];
+  mbx_status status;
+  const char *base_dir;
+} loader;
+
+static int refuse(loader *ld, mbx_status s, const char *key, const char *fmt, ...) {
+  char what[220];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  snprintf(ld->msg, sizeof ld->msg, "%s: %s", key, what);
+  ld->status = s;
+  return -1;
+}
+
+/* How a value reads in a message: "wr" (quoted, shortened), 5, true, null, an object. */
+static void describe(const json_t *v, char *buf, size_t size) {
+  switch (json_typeof(v)) {
+  case JSON_STRING: {
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    snprintf(buf, size, "\"%.40s%s\"", s, n > 40 ? "..." : "");
+    for (char *p = buf; *p; p++)
+      if ((unsigned char)*p < 0x20) *p = '?';
+    break;
+  }
+  case JSON_INTEGER:
+    snprintf(buf, size, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    break;
+  case JSON_REAL:
+    snprintf(buf, size, "%g", json_real_value(v));
+    break;
+  case JSON_TRUE:
+    snprintf(buf, size, "true");
+    break;
+  case JSON_FALSE:
+    snprintf(buf, size, "false");
+    break;
+  case JSON_NULL:
+    snprintf(buf, size, "null");
+    break;
+  case JSON_OBJECT:
+    snprintf(buf, size, "an object");
+    break;
+  case JSON_ARRAY:
+    snprintf(buf, size, "an array");
+    break;
+  }
+}
+
+static int expected(loader *ld, const char *key, const char *what, const json_t *got) {
+  char g[64];
+  describe(got, g, sizeof g);
+  return refuse(ld, MBX_INVALID_ARGUMENT, key, "expected %s, got %s", what, g);
+}
+
+/* Keys outside `allowed` (NULL-terminated) are refused, naming the ones that are valid. */
+static int known_keys(loader *ld, const char *prefix, const json_t *obj,
+                      const char *const *allowed) {
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)obj, k, v) {
+    int ok = 0;
+    for (size_t i = 0; allowed[i]; i++)
+      ok |= strcmp(k, allowed[i]) == 0;
+    if (ok) continue;
+    char list[160] = "", key[200];
+    for (size_t i = 0; allowed[i]; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+               allowed[i]);
+    snprintf(key, sizeof key, "%s%s%.60s", prefix, *prefix ? "." : "", k);
+    return refuse(ld, MBX_INVALID_ARGUMENT, key, "unknown key (expected one of: %s)", list);
+  }
+  return 0;
+}
+
+/* A size: a whole number of bytes, or a string "64M" / "512k" / "1GiB" / "4096" (powers of
+   1024). */
+static int size_value(loader *ld, const char *key, const json_t *v, uint64_t *out) {
+  static const char *what = "a size (bytes, or a string like \"64M\")";
+  if (json_is_integer(v)) {
+    if (json_integer_value(v) < 0) return expected(ld, key, what, v);
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+  }
+  if (!json_is_string(v)) return expected(ld, key, what, v);
+  const char *s = json_string_value(v);
+  size_t len = json_string_length(v), i = 0;
+  uint64_t n = 0;
+  if (len == 0 || s[0] < '0' || s[0] > '9') return expected(ld, key, what, v);
+  while (i < len && s[i] >= '0' && s[i] <= '9') {
+    if (n > (UINT64_MAX - 9) / 10) return expected(ld, key, what, v);
+    n = n * 10 + (uint64_t)(s[i++] - '0');
+  }
+  unsigned shift = 0;
+  if (i < len) {
+    switch (s[i] | 0x20) {
+    case 'k': shift = 10; i++; break;
+    case 'm': shift = 20; i++; break;
+    case 'g': shift = 30; i++; break;
+    case 't': shift = 40; i++; break;
+    default: break;
+    }
+    if (shift && i < len && (s[i] | 0x20) == 'i') i++;
+    if (i < len && (s[i] | 0x20) == 'b') i++;
+  }
+  if (i != len || (shift && n > (UINT64_MAX >> shift))) return expected(ld, key, what, v);
+  *out = n << shift;
+  return 0;
+}
+
+static int count_value(loader *ld, const char *key, const json_t *v, uint64_t *out) {
+  if (!json_is_integer(v) || json_integer_value(v) < 0)
+    return expected(ld, key, "a whole number >= 0", v);
+  *out = (uint64_t)json_integer_value(v);
+  return 0;
+}
+
+/* A setter's refusal, under the key it came from ("mbx_policy_mount: " dropped). */
+static int setter(loader *ld, const char *key, int r, const char *why) {
+  if (r == 0) return 0;
+  if (r == MBXC_POLICY_NO_MEMORY) return refuse(ld, MBX_NO_MEMORY, key, "out of memory");
+  const char *colon = strncmp(why, "mbx_", 4) == 0 ? strstr(why, ": ") : NULL;
+  return refuse(ld, r == MBXC_POLICY_UNSUPPORTED ? MBX_UNSUPPORTED : MBX_INVALID_ARGUMENT, key,
+                "%s", colon ? colon + 2 : why);
+}
+
+static int limit(loader *ld, mbx_policy *p, const char *key, mbx_limit which, uint64_t value) {
+  char why[200];
+  if (mbxC_policy_set_limit(p, which, value, why, sizeof why) == 0) return 0;
+  return refuse(ld, MBX_INVALID_ARGUMENT, key, "%s", why);
+}
+
+static int load_limits(loader *ld, mbx_policy *p, const json_t *obj) {
+  static const char *const keys[] = {"memory", "instructions", "time_ms", "output", "source",
+                                     "host_calls", NULL};
+  if (!json_is_object(obj)) return expected(ld, "limits", "an object", obj);
+  if (known_keys(ld, "limits", obj, keys) != 0) return -1;
+  static const struct {
+    const char *name, *key;
+    mbx_limit which;
+    int is_size;
+  } specs[] = {{"memory", "limits.memory", MBX_LIMIT_MEMORY, 1},
+               {"instructions", "limits.instructions", MBX_LIMIT_INSTRUCTIONS, 0},
+               {"time_ms", "limits.time_ms", MBX_LIMIT_TIME_MS, 0},
+               {"output", "limits.output", MBX_LIMIT_OUTPUT, 1},
+               {"source", "limits.source", MBX_LIMIT_SOURCE, 1},
+               {"host_calls", "limits.host_calls", MBX_LIMIT_HOST_CALLS, 0}};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    json_t *v = json_object_get(obj, specs[i].name);
+    uint64_t n;
+    if (v == NULL) continue;
+    if ((specs[i].is_size ? size_value(ld, specs[i].key, v, &n)
+                          : count_value(ld, specs[i].key, v, &n)) != 0 ||
+        limit(ld, p, specs[i].key, specs[i].which, n) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+static int load_env(loader *ld, mbx_policy *p, const json_t *obj) {
+  if (!json_is_object(obj)) return expected(ld, "env", "an object of strings", obj);
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)obj, k, v) {
+    char key[300], why[200];
+    snprintf(key, sizeof key, "env.%.200s", k);
+    if (!json_is_string(v)) return expected(ld, key, "a string", v);
+    if (strlen(json_string_value(v)) != json_string_length(v))
+      return refuse(ld, MBX_INVALID_ARGUMENT, key, "the value contains a NUL byte");
+    if (setter(ld, key, mbxC_policy_set_env(p, k, json_string_value(v), why, sizeof why), why))
+      return -1;
+  }
+  return 0;
+}
+
+/* A host path from the policy: relative ones are taken from the policy file's directory. */
+static void host_path(const loader *ld, const char *given, char *out, size_t size) {
+  if (given[0] == '/' || ld->base_dir == NULL || ld->base_dir[0] == '\0')
+    snprintf(out, size, "%s", given);
+  else
+    snprintf(out, size, "%s/%s", ld->base_dir, given);
+}
+
+static int string_key(loader *ld, const char *key, const json_t *v, const char **out) {
+  if (!json_is_string(v)) return expected(ld, key, "a string", v);
+  if (strlen(json_string_value(v)) != json_string_length(v))
+    return refuse(ld, MBX_INVALID_ARGUMENT, key, "the string contains a NUL byte");
+  *out = json_string_value(v);
+  return 0;
+}
+
+static int load_mounts(loader *ld, mbx_policy *p, const json_t *arr) {
+  static const char *const keys[] = {"path", "host", "mode", NULL};
+  if (!json_is_array(arr)) return expected(ld, "fs.mounts", "an array", arr);
+  for (size_t i = 0; i < json_array_size(arr); i++) {
+    json_t *m = json_array_get(arr, i);
+    char base[64], key[96], why[400], host[4096];
+    snprintf(base, sizeof base, "fs.mounts[%zu]", i);
+    if (!json_is_object(m)) return expected(ld, base, "an object {path, host, mode}", m);
+    if (known_keys(ld, base, m, keys) != 0) return -1;
+    const char *path, *dir, *mode_text = "ro";
+    json_t *pv = json_object_get(m, "path"), *hv = json_object_get(m, "host"),
+           *mv = json_object_get(m, "mode");
+    snprintf(key, sizeof key, "%s.path", base);
+    if (pv == NULL) return refuse(ld, MBX_INVALID_ARGUMENT, key, "missing (e.g. \"/data\")");
+    if (string_key(ld, key, pv, &path) != 0) return -1;
+    snprintf(key, sizeof key, "%s.host", base);
+    if (hv == NULL) return refuse(ld, MBX_INVALID_ARGUMENT, key, "missing (e.g. \"./data\")");
+    if (string_key(ld, key, hv, &dir) != 0) return -1;
+    snprintf(key, sizeof key, "%s.mode", base);
+    int mode;
+    if (mv && !json_is_string(mv)) return expected(ld, key, "\"ro\", \"rw\" or \"overlay\"", mv);
+    if (mv) mode_text = json_string_value(mv);
+    if (strcmp(mode_text, "ro") == 0 && (!mv || json_string_length(mv) == 2))
+      mode = MBXC_MOUNT_RO;
+    else if (strcmp(mode_text, "rw") == 0 && json_string_length(mv) == 2)
+      mode = MBXC_MOUNT_RW;
+    else if (strcmp(mode_text, "overlay") == 0 && json_string_length(mv) == 7)
+      mode = MBXC_MOUNT_OVERLAY;
+    else
+      return expected(ld, key, "\"ro\", \"rw\" or \"overlay\"", mv);
+    host_path(ld, dir, host, sizeof host);
+    int r = mbxC_policy_mount(p, path, json_string_length(pv), host, mode, why, sizeof why);
+    snprintf(key, sizeof key, "%s.%s", base,
+             r == MBXC_POLICY_UNSUPPORTED ? "mode" : strstr(why, "host") ? "host" : "path");
+    if (setter(ld, key, r, why) != 0) return -1;
+  }
+  return 0;
+}
+
+/* The bytes of a host file for fs.files[i].host_file: a regular file, within the cap. */
+static int read_host_file(loader *ld, const char *key, const char *path, char **data,
+                          size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  struct stat st;
+  if (fd < 0)
+    return refuse(ld, MBX_INVALID_ARGUMENT, key, "\"%.100s\": %s", path, strerror(errno));
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return refuse(ld, MBX_INVALID_ARGUMENT, key, "\"%.100s\" is not a regular file", path);
+  }
+  if ((uint64_t)st.st_size > MBXC_MAX_FS_FILE_BYTES) {
+    close(fd);
+    return refuse(ld, MBX_INVALID_ARGUMENT, key, "\"%.100s\" is larger than %llu MiB", path,
+                  (unsigned long long)(MBXC_MAX_FS_FILE_BYTES >> 20));
+  }
+  *len = (size_t)st.st_size;
+  *data = malloc(*len ? *len : 1);
+  size_t got = 0;
+  while (*data && got < *len) {
+    ssize_t k = read(fd, *data + got, *len - got);
+    if (k <= 0) break;
+    got += (size_t)k;
+  }
+  close(fd);
+  if (*data == NULL) return refuse(ld, MBX_NO_MEMORY, key, "out of memory");
+  *len = got; /* a file that shrank while it was read gives what it had */
+  return 0;
+}
+
+static int load_files(loader *ld, mbx_policy *p, const json_t *arr) {
+  static const char *const keys[] = {"path", "host_file", "text", NULL};
+  if (!json_is_array(arr)) return expected(ld, "fs.files", "an array", arr);
+  for (size_t i = 0; i < json_array_size(arr); i++) {
+    json_t *f = json_array_get(arr, i);
+    char base[64], key[96], why[400], host[4096];
+    snprintf(base, sizeof base, "fs.files[%zu]", i);
+    if (!json_is_object(f)) return expected(ld, base, "an object {path, host_file or text}", f);
+    if (known_keys(ld, base, f, keys) != 0) return -1;
+    json_t *pv = json_object_get(f, "path"), *hv = json_object_get(f, "host_file"),
+           *tv = json_object_get(f, "text");
+    const char *path, *file;
+    snprintf(key, sizeof key, "%s.path", base);
+    if (pv == NULL) return refuse(ld, MBX_INVALID_ARGUMENT, key, "missing (e.g. \"/input/a.csv\")");
+    if (string_key(ld, key, pv, &path) != 0) return -1;
+    if ((hv == NULL) == (tv == NULL))
+      return refuse(ld, MBX_INVALID_ARGUMENT, base, "give exactly one of host_file and text");
+    char *data = NULL;
+    size_t len;
+    if (tv) {
+      snprintf(key, sizeof key, "%s.text", base);
+      if (!json_is_string(tv)) return expected(ld, key, "a string", tv);
+      len = json_string_length(tv);
+    } else {
+      snprintf(key, sizeof key, "%s.host_file", base);
+      if (string_key(ld, key, hv, &file) != 0) return -1;
+      host_path(ld, file, host, sizeof host);
+      if (read_host_file(ld, key, host, &data, &len) != 0) return -1;
+    }
+    int r = mbxC_policy_add_file(p, path, json_string_length(pv),
+                                 tv ? json_string_value(tv) : data, len, why, sizeof why);
+    free(data);
+    snprintf(key, sizeof key, "%s.path", base);
+    if (setter(ld, key, r, why) != 0) return -1;
+  }
+  return 0;
+}
+
+static int load_fs(loader *ld, mbx_policy *p, const json_t *obj) {
+  static const char *const keys[] = {"mounts", "files", "tmp", "quota", NULL};
+  static const char *const quota_keys[] = {"bytes", "files", "open_files", NULL};
+  if (!json_is_object(obj)) return expected(ld, "fs", "an object", obj);
+  if (known_keys(ld, "fs", obj, keys) != 0) return -1;
+  json_t *v;
+  uint64_t n;
+  if ((v = json_object_get(obj, "mounts")) && load_mounts(ld, p, v) != 0) return -1;
+  if ((v = json_object_get(obj, "files")) && load_files(ld, p, v) != 0) return -1;
+  if ((v = json_object_get(obj, "tmp")) &&
+      (size_value(ld, "fs.tmp", v, &n) != 0 || limit(ld, p, "fs.tmp", MBX_LIMIT_FS_TMP, n) != 0))
+    return -1;
+  json_t *q = json_object_get(obj, "quota");
+  if (q == NULL) return 0;
+  if (!json_is_object(q)) return expected(ld, "fs.quota", "an object", q);
+  if (known_keys(ld, "fs.quota", q, quota_keys) != 0) return -1;
+  if ((v = json_object_get(q, "bytes")) &&
+      (size_value(ld, "fs.quota.bytes", v, &n) != 0 ||
+       limit(ld, p, "fs.quota.bytes", MBX_LIMIT_FS_BYTES, n) != 0))
+    return -1;
+  if ((v = json_object_get(q, "files")) &&
+      (count_value(ld, "fs.quota.files", v, &n) != 0 ||
+       limit(ld, p, "fs.quota.files", MBX_LIMIT_FS_FILES, n) != 0))
+    return -1;
+  if ((v = json_object_get(q, "open_files")) &&
+      (count_value(ld, "fs.quota.open_files", v, &n) != 0 ||
+       limit(ld, p, "fs.quota.open_files", MBX_LIMIT_FS_OPEN_FILES, n) != 0))
+    return -1;
+  return 0;
+}
+
+static int load(loader *ld, mbx_policy *p, const json_t *root) {
+  static const char *const keys[] = {"limits", "env", "seed", "time", "deterministic", "fs",
+                                     NULL};
+  if (!json_is_object(root)) return expected(ld, "(top level)", "an object", root);
+  if (known_keys(ld, "", root, keys) != 0) return -1;
+  json_t *v;
+  char why[200];
+  if ((v = json_object_get(root, "limits")) && load_limits(ld, p, v) != 0) return -1;
+  if ((v = json_object_get(root, "env")) && load_env(ld, p, v) != 0) return -1;
+  if ((v = json_object_get(root, "seed"))) {
+    if (json_is_null(v)) p->seed_fixed = 0;
+    else if (json_is_integer(v)) mbxC_policy_set_seed(p, (uint64_t)json_integer_value(v));
+    else return expected(ld, "seed", "an integer or null", v);
+  }
+  if ((v = json_object_get(root, "time"))) {
+    if (json_is_null(v)) p->time_fixed = 0;
+    else if (!json_is_integer(v))
+      return expected(ld, "time", "seconds since 1970-01-01T00:00:00Z or null", v);
+    else if (setter(ld, "time", mbxC_policy_set_time(p, json_integer_value(v), why, sizeof why),
+                    why) != 0)
+      return -1;
+  }
+  if ((v = json_object_get(root, "deterministic"))) {
+    if (!json_is_boolean(v)) return expected(ld, "deterministic", "true or false", v);
+    mbxC_policy_set_deterministic(p, json_is_true(v));
+  }
+  if ((v = json_object_get(root, "fs")) && load_fs(ld, p, v) != 0) return -1;
+  return 0;
+}
+
+MBX_API mbx_status mbx_policy_load_json(mbx_policy *p, const char *text, size_t len,
+                                        const char *base_dir, mbx_error *err) {
+  if (p == NULL || (text == NULL && len > 0)) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_policy_load_json: the policy and the text must not be NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  json_error_t jerr;
+  json_t *root =
+      json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+  if (root == NULL) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "policy JSON, line %d column %d: %s", jerr.line,
+                   jerr.column, jerr.text);
+    return MBX_INVALID_ARGUMENT;
+  }
+  /* Checked whole into a copy: a refusal halfway leaves p exactly as it was. */
+  mbx_policy scratch;
+  mbxC_policy_defaults(&scratch);
+  if (mbxC_policy_copy_settings(&scratch, p) != 0) {
+    json_decref(root);
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_policy_load_json: out of memory");
+    return MBX_NO_MEMORY;
+  }
+  loader ld = {.status = MBX_OK, .base_dir = base_dir};
+  int r = load(&ld, &scratch, root);
+  json_decref(root);
+  if (r != 0) {
+    mbxC_policy_clear(&scratch);
+    mbxU_error_set(err, ld.status, "%s", ld.msg);
+    return ld.status;
+  }
+  mbxC_policy_take_settings(p, &scratch);
+  mbxC_policy_clear(&scratch);
+  return MBX_OK;
+}
