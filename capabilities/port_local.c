@@ -2,6 +2,7 @@
    virtual environment, host callbacks and native calls, from a copy of the policy. */
 #include "capabilities/port_local.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,76 @@ static mbxC_call_result local_native_call(void *ud, size_t index, const mbxC_ffi
   return MBXC_CALL_VALUE;
 }
 
+/* ---- the filesystem view (capabilities/vfs.c does the work) ---- */
+
+static int local_fs_open(void *ud, const char *path, size_t path_len, int flags,
+                         const mbxC_wait *wait, int *handle, mbxC_port_error *e) {
+  (void)wait; /* opens of regular files do not block: FIFOs and devices are never opened */
+  return mbxC_vfs_open(((mbxC_port_local *)ud)->vfs, path, path_len, flags, handle, e);
+}
+static int local_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
+                         size_t *got, mbxC_port_error *e) {
+  (void)wait; /* a read of a regular file moves at most len bytes and returns */
+  return mbxC_vfs_read(((mbxC_port_local *)ud)->vfs, handle, buf, len, got, e);
+}
+static int local_fs_write(void *ud, int handle, const char *buf, size_t len,
+                          const mbxC_wait *wait, size_t *put, mbxC_port_error *e) {
+  (void)wait;
+  return mbxC_vfs_write(((mbxC_port_local *)ud)->vfs, handle, buf, len, put, e);
+}
+static int local_fs_seek(void *ud, int handle, int whence, int64_t offset, int64_t *pos,
+                         mbxC_port_error *e) {
+  return mbxC_vfs_seek(((mbxC_port_local *)ud)->vfs, handle, whence, offset, pos, e);
+}
+static int local_fs_close(void *ud, int handle, mbxC_port_error *e) {
+  return mbxC_vfs_close(((mbxC_port_local *)ud)->vfs, handle, e);
+}
+static int local_fs_list(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                         const char **names, size_t *names_len, mbxC_port_error *e) {
+  (void)wait;
+  return mbxC_vfs_list(((mbxC_port_local *)ud)->vfs, path, path_len, names, names_len, e);
+}
+static int local_fs_stat(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
+                         mbxC_port_error *e) {
+  return mbxC_vfs_stat(((mbxC_port_local *)ud)->vfs, path, path_len, st, e);
+}
+static int local_fs_mkdir(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+  return mbxC_vfs_mkdir(((mbxC_port_local *)ud)->vfs, path, path_len, e);
+}
+static int local_fs_remove(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+  return mbxC_vfs_remove(((mbxC_port_local *)ud)->vfs, path, path_len, e);
+}
+static int local_fs_rename(void *ud, const char *from, size_t from_len, const char *to,
+                           size_t to_len, mbxC_port_error *e) {
+  return mbxC_vfs_rename(((mbxC_port_local *)ud)->vfs, from, from_len, to, to_len, e);
+}
+
+/* The view's clock for memory files' mtime: the port's (a policy's fixed time). */
+static int64_t vfs_clock(void *ud) {
+  return local_wall_time(ud);
+}
+
+static int make_view(mbxC_port_local *pl) {
+  mbxC_vfs *v = mbxC_vfs_new(&pl->fs_policy->fs, &pl->fs_error);
+  if (v == NULL) return -1;
+  mbxC_vfs_set_clock(v, vfs_clock, pl);
+  mbxC_vfs_free(pl->vfs);
+  pl->vfs = v;
+  return 0;
+}
+
+int mbxC_port_local_fs_reset(mbxC_port_local *pl) {
+  return pl->fs_policy ? make_view(pl) : 0;
+}
+
+void mbxC_port_local_run_end(mbxC_port_local *pl) {
+  if (pl->vfs) mbxC_vfs_close_all(pl->vfs);
+}
+
+int mbxC_port_local_has_mounts(const mbxC_port_local *pl) {
+  return pl->fs_policy && pl->fs_policy->fs.mount_count > 0;
+}
+
 /* The grants descriptor the stdlib reads: names, kinds and native signatures, as plain data
    (the callbacks and the prepared calls stay here). */
 static int grant_functions(mbxC_port_local *pl) {
@@ -141,8 +212,8 @@ static int grant_functions(mbxC_port_local *pl) {
 
 int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
   memset(pl, 0, sizeof *pl);
-  /* Only the operations this port serves: the filesystem and exec stay NULL (not granted)
-     until their issues land. */
+  /* Only the operations this port serves: exec stays NULL (not granted) until its issue
+     lands. */
   pl->port = (mbxC_port){.version = MBXC_PORT_VERSION,
                          .ud = pl,
                          .grants = &pl->grants,
@@ -151,7 +222,17 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
                          .random_seed = local_random_seed,
                          .env_get = local_env_get,
                          .host_call = local_host_call,
-                         .native_call = local_native_call};
+                         .native_call = local_native_call,
+                         .fs_open = local_fs_open,
+                         .fs_read = local_fs_read,
+                         .fs_write = local_fs_write,
+                         .fs_seek = local_fs_seek,
+                         .fs_close = local_fs_close,
+                         .fs_list = local_fs_list,
+                         .fs_stat = local_fs_stat,
+                         .fs_mkdir = local_fs_mkdir,
+                         .fs_remove = local_fs_remove,
+                         .fs_rename = local_fs_rename};
   pl->time_fixed = p->time_fixed;
   pl->time = p->time;
   pl->seed_fixed = p->seed_fixed;
@@ -162,6 +243,26 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
   if (grant_functions(pl) != 0) {
     mbxC_port_local_free(pl);
     return -1;
+  }
+  /* The view is made from a copy of the filesystem settings, kept for reset. */
+  pl->fs_policy = malloc(sizeof *pl->fs_policy);
+  if (pl->fs_policy == NULL) {
+    mbxC_port_local_free(pl);
+    return -1;
+  }
+  mbxC_policy_defaults(pl->fs_policy);
+  if (mbxC_policy_copy_settings(pl->fs_policy, p) != 0) {
+    free(pl->fs_policy);
+    pl->fs_policy = NULL;
+    mbxC_port_local_free(pl);
+    return -1;
+  }
+  if (make_view(pl) != 0) {
+    int oom = pl->fs_error.errnum == ENOMEM;
+    mbxC_port_error keep = pl->fs_error;
+    mbxC_port_local_free(pl);
+    pl->fs_error = keep;
+    return oom ? -1 : MBXC_PORT_LOCAL_FS_FAILED;
   }
   if (p->env_count == 0) return 0;
   /* A copy, so the host may change or free the policy while sandboxes made from it live. */
@@ -185,6 +286,13 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
 }
 
 void mbxC_port_local_free(mbxC_port_local *pl) {
+  mbxC_vfs_free(pl->vfs);
+  pl->vfs = NULL;
+  if (pl->fs_policy) {
+    mbxC_policy_clear(pl->fs_policy);
+    free(pl->fs_policy);
+    pl->fs_policy = NULL;
+  }
   for (size_t i = 0; i < pl->env_count; i++) {
     free(pl->env[i].name);
     free(pl->env[i].value);

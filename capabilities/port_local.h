@@ -8,6 +8,7 @@
 #include "capabilities/hostfn.h"
 #include "capabilities/policy.h"
 #include "capabilities/port.h"
+#include "capabilities/vfs.h"
 
 /* The in-process implementation: the policy's settings copied at sandbox creation, so the
    host may change or free the policy while sandboxes made from it live. */
@@ -27,15 +28,30 @@ typedef struct mbxC_port_local {
   struct mbx_host_reply reply; /* reused by every host call */
   char *native_out; /* MBX_NATIVE_OUT_MAX bytes for 'o' returns, made at the first one */
   char native_error[MBXC_MAX_HOSTFN_NAME + 128]; /* a native call's message for the guest */
+  /* The filesystem view (capabilities/vfs.h), made from a copy of the policy's fs spec. */
+  mbxC_vfs *vfs;
+  mbxC_fs_spec fs_spec; /* borrowed strings: fs_policy owns them */
+  mbx_policy *fs_policy; /* the copy the view is remade from on reset */
+  mbxC_port_error fs_error; /* why the last view could not be made */
 } mbxC_port_local;
 
-/* Copy what the port needs from p and fill pl->port. Returns 0, or -1 when out of memory
-   (pl is then empty and needs no mbxC_port_local_free). */
+/* Copy what the port needs from p and fill pl->port. Returns 0, -1 when out of memory, or
+   MBXC_PORT_LOCAL_FS_FAILED when the filesystem view cannot be made (a mounted host
+   directory cannot be opened: pl->fs_error says which and why). pl is then empty and needs
+   no mbxC_port_local_free. */
+#define MBXC_PORT_LOCAL_FS_FAILED (-2)
 int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p);
 /* Release the copies. Never fails; a zeroed pl is fine, and so is freeing twice. */
 void mbxC_port_local_free(mbxC_port_local *pl);
 /* A run begins on the calling thread: os.clock counts from here. */
 void mbxC_port_local_run_begin(mbxC_port_local *pl);
+/* A run ended (not paused): every open file is closed. */
+void mbxC_port_local_run_end(mbxC_port_local *pl);
+/* The sandbox is reset: the view is made again, so memory files and /tmp start empty.
+   0, or -1 (pl->fs_error says why; the old view is kept). */
+int mbxC_port_local_fs_reset(mbxC_port_local *pl);
+/* 1 when the view reaches host directories (the policy has mounts). */
+int mbxC_port_local_has_mounts(const mbxC_port_local *pl);
 
 /* Where the port's own sequence stands (the random seeds drawn), for checkpoint/rewind and
    reset: a rewound sandbox draws the seeds it drew after the checkpoint again. */

@@ -287,6 +287,65 @@ static mbxC_call_result record_native_call(void *ud, size_t index, const mbxC_ff
   return MBXC_CALL_VALUE;
 }
 
+/* ---- files: re-executed, not logged ----
+   The view a deterministic sandbox can be snapshotted with holds only memory files: /tmp and
+   the policy's files, whose contents are in the policy digest the restore checks. Everything
+   the guest observes of it follows from the guest's own earlier operations, so a replay that
+   runs the same code against a fresh view gets the same answers: the operations pass
+   through in both modes. A view with host mounts would need the host files' bytes in the
+   log; host/snapshot.c refuses to snapshot such a sandbox instead (mbx_sandbox_snapshot). */
+
+static const mbxC_port *inner_of(void *ud) {
+  return ((mbxC_port_record *)ud)->inner;
+}
+static int record_fs_open(void *ud, const char *path, size_t path_len, int flags,
+                          const mbxC_wait *wait, int *handle, mbxC_port_error *e) {
+  const mbxC_port *in = inner_of(ud);
+  return in->fs_open(in->ud, path, path_len, flags, wait, handle, e);
+}
+static int record_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
+                          size_t *got, mbxC_port_error *e) {
+  const mbxC_port *in = inner_of(ud);
+  return in->fs_read(in->ud, handle, buf, len, wait, got, e);
+}
+static int record_fs_write(void *ud, int handle, const char *buf, size_t len,
+                           const mbxC_wait *wait, size_t *put, mbxC_port_error *e) {
+  const mbxC_port *in = inner_of(ud);
+  return in->fs_write(in->ud, handle, buf, len, wait, put, e);
+}
+static int record_fs_seek(void *ud, int handle, int whence, int64_t offset, int64_t *pos,
+                          mbxC_port_error *e) {
+  const mbxC_port *in = inner_of(ud);
+  return in->fs_seek(in->ud, handle, whence, offset, pos, e);
+}
+static int record_fs_close(void *ud, int handle, mbxC_port_error *e) {
+  const mbxC_port *in = inner_of(ud);
+  return in->fs_close(in->ud, handle, e);
+}
+static int record_fs_list(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                          const char **names, size_t *names_len, mbxC_port_error *e) {
+  const mbxC_port *in = inner_of(ud);
+  return in->fs_list(in->ud, path, path_len, wait, names, names_len, e);
+}
+static int record_fs_stat(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
+                          mbxC_port_error *e) {
+  const mbxC_port *in = inner_of(ud);
+  return in->fs_stat(in->ud, path, path_len, st, e);
+}
+static int record_fs_mkdir(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+  const mbxC_port *in = inner_of(ud);
+  return in->fs_mkdir(in->ud, path, path_len, e);
+}
+static int record_fs_remove(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+  const mbxC_port *in = inner_of(ud);
+  return in->fs_remove(in->ud, path, path_len, e);
+}
+static int record_fs_rename(void *ud, const char *from, size_t from_len, const char *to,
+                            size_t to_len, mbxC_port_error *e) {
+  const mbxC_port *in = inner_of(ud);
+  return in->fs_rename(in->ud, from, from_len, to, to_len, e);
+}
+
 /* ---- the layer ---- */
 
 void mbxC_port_record_init(mbxC_port_record *r, const mbxC_port *inner, uint64_t chain0) {
@@ -303,7 +362,17 @@ void mbxC_port_record_init(mbxC_port_record *r, const mbxC_port *inner, uint64_t
                         .random_seed = inner->random_seed ? record_random_seed : NULL,
                         .env_get = inner->env_get ? record_env_get : NULL,
                         .host_call = inner->host_call ? record_host_call : NULL,
-                        .native_call = inner->native_call ? record_native_call : NULL};
+                        .native_call = inner->native_call ? record_native_call : NULL,
+                        .fs_open = inner->fs_open ? record_fs_open : NULL,
+                        .fs_read = inner->fs_read ? record_fs_read : NULL,
+                        .fs_write = inner->fs_write ? record_fs_write : NULL,
+                        .fs_seek = inner->fs_seek ? record_fs_seek : NULL,
+                        .fs_close = inner->fs_close ? record_fs_close : NULL,
+                        .fs_list = inner->fs_list ? record_fs_list : NULL,
+                        .fs_stat = inner->fs_stat ? record_fs_stat : NULL,
+                        .fs_mkdir = inner->fs_mkdir ? record_fs_mkdir : NULL,
+                        .fs_remove = inner->fs_remove ? record_fs_remove : NULL,
+                        .fs_rename = inner->fs_rename ? record_fs_rename : NULL};
 }
 
 void mbxC_port_record_free(mbxC_port_record *r) {

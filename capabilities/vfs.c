@@ -145,6 +145,8 @@ struct mbxC_vfs {
   uint64_t bytes_max, bytes_used;
   uint64_t files_max, files_used;
   int walk_only;
+  int64_t (*clock)(void *ud);
+  void *clock_ud;
   char view[160]; /* "mounts: /data ro, /tmp" for the not-in-view reason */
   char *names;    /* fs_list's answer */
   size_t names_cap;
@@ -165,11 +167,16 @@ static int fail(mbxC_port_error *e, int errnum, const char *reason, ...) {
   return -1;
 }
 
-static int64_t now_seconds(void) {
+static int64_t real_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec;
 }
+
+static int64_t now_of(const mbxC_vfs *v) {
+  return v->clock ? v->clock(v->clock_ud) : real_seconds();
+}
+#define now_seconds() now_of(v)
 
 static mnode *find_node(const mbxC_vfs *v, const char *path, size_t len) {
   for (size_t i = 0; i < v->node_count; i++) {
@@ -316,6 +323,13 @@ oom:
   mbxC_vfs_free(v);
   fail(e, ENOMEM, NULL);
   return NULL;
+}
+
+void mbxC_vfs_set_clock(mbxC_vfs *v, int64_t (*now)(void *ud), void *ud) {
+  v->clock = now;
+  v->clock_ud = ud;
+  for (size_t i = 0; i < v->node_count; i++)
+    v->nodes[i]->mtime = now_of(v);
 }
 
 void mbxC_vfs_force_walk(mbxC_vfs *v, int on) {

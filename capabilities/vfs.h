@@ -91,6 +91,9 @@ mbxC_vfs *mbxC_vfs_new(const mbxC_fs_spec *spec, mbxC_port_error *e);
 void mbxC_vfs_free(mbxC_vfs *v);
 /* Close every open handle (a run ended): their numbers are never valid again. */
 void mbxC_vfs_close_all(mbxC_vfs *v);
+/* The clock memory files' mtime comes from (the port's: a policy's fixed time shows);
+   without one, the real clock. */
+void mbxC_vfs_set_clock(mbxC_vfs *v, int64_t (*now)(void *ud), void *ud);
 /* Tests: use the O_NOFOLLOW walk instead of openat2 (on != 0). */
 void mbxC_vfs_force_walk(mbxC_vfs *v, int on);
 /* Handles open now, and quota use so far. */

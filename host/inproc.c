@@ -75,9 +75,16 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
                                 const mbxC_snap_header *snap, mbxC_replay_log *replay,
                                 void **impl, mbx_error *err) {
   inproc *ip = calloc(1, sizeof *ip);
-  if (ip == NULL || mbxC_port_local_init(&ip->port, p) != 0) {
-    free(ip);
+  int made_port = ip ? mbxC_port_local_init(&ip->port, p) : -1;
+  if (made_port != 0) {
     if (replay) mbxC_replay_free(replay);
+    if (made_port == MBXC_PORT_LOCAL_FS_FAILED) {
+      /* A mounted directory went away (or lost its permissions) since the policy took it. */
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_new: %s", ip->port.fs_error.message);
+      free(ip);
+      return MBX_INVALID_ARGUMENT;
+    }
+    free(ip);
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
     return MBX_NO_MEMORY;
   }
@@ -169,6 +176,12 @@ static mbx_status inproc_reset(void *impl, mbx_error *err) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: out of host memory while building "
                                        "the pristine state; the sandbox refuses runs until a "
                                        "reset succeeds");
+    return MBX_NO_MEMORY;
+  }
+  /* Memory files and /tmp start empty again, as in a new sandbox. */
+  if (mbxC_port_local_fs_reset(&ip->port) != 0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: the filesystem view could not be "
+                                       "made again: %s", ip->port.fs_error.message);
     return MBX_NO_MEMORY;
   }
   /* Seeded again from the port's first draw, exactly as mbx_sandbox_new seeds: with a policy
@@ -305,6 +318,8 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   mbxV_status s = mbxV_run_cached(ip->vm, cache, code_text, a->code_len, name, a->inputs,
                                   a->inputs_len, &outcome, &why);
   uselocale(host_locale);
+  /* Files are closed when a run ends, never by __gc (a paused run keeps them). */
+  if (!mbxV_vm_paused(ip->vm)) mbxC_port_local_run_end(&ip->port);
   return collect(ip, s, &why, &outcome, logged, out, err);
 }
 
@@ -325,6 +340,7 @@ static mbx_status inproc_resume(void *impl, const char *fn, const char *value, s
   mbxV_refusal why = {MBXV_OK, ""};
   mbxV_status s = mbxV_resume(ip->vm, value, len, as_error, &outcome, &why);
   uselocale(host_locale);
+  if (!mbxV_vm_paused(ip->vm)) mbxC_port_local_run_end(&ip->port);
   return collect(ip, s, &why, &outcome, ip->recording, out, err);
 }
 

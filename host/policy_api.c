@@ -22,7 +22,7 @@ static const char *const guest_globals[] = {
     "rawget",   "rawlen",   "rawset",   "require",        "select",       "setmetatable",
     "string",   "table",    "tonumber", "tostring",       "type",         "utf8",
     "xpcall",   "cjson",    "dkjson",   "debug",          "package",      "dofile",
-    "loadfile", "warn",     "proc"};
+    "loadfile", "warn",     "proc",     "fs"};
 
 
 const mbxC_name_rules mbxH_guest_names = {.is_name = mbxV_is_identifier,

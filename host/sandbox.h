@@ -22,6 +22,8 @@ struct mbx_sandbox {
   mbx_status checkpoint_poisoned_by;
   /* Snapshots (deterministic policies): the blob's fixed header. */
   mbxC_snap_header snap;
+  /* The policy mounts host directories: snapshots are refused (host/snapshot.c). */
+  int has_mounts;
 };
 
 /* mbx_sandbox_new, and mbx_sandbox_restore with replay (taken over, also on failure). */

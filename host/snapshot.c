@@ -32,6 +32,13 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
                    "mbx_sandbox_snapshot: the sandbox's policy is not deterministic; "
                    "create the sandbox from a policy with mbx_policy_set_deterministic "
                    "to snapshot it");
+  } else if (sb->has_mounts) {
+    /* The replay would need the host files' bytes the guest read (they may change or go
+       away): not recorded, so not snapshotted. Memory files replay by re-execution. */
+    s = MBX_UNSUPPORTED;
+    mbxU_error_set(err, s,
+                   "mbx_sandbox_snapshot: the sandbox's policy mounts host directories; "
+                   "snapshots cover memory files (/tmp, mbx_policy_add_file) only");
   } else if (sb->poisoned) {
     s = MBX_SANDBOX_POISONED;
     mbxU_error_set(err, s,

@@ -1,63 +1,731 @@
-/* stdlib/io.c -- the io guests see: io.write and io.stdout/io.stderr:write into the captured
-   streams; the file functions say why they are unavailable. Nothing reaches a host file. */
+/* stdlib/io.c -- the io guests see: files of the sandbox's view through the port (io.open,
+   io.lines, file methods), io.write and io.stdout/io.stderr into the captured streams, and the
+   small fs module (list, stat, mkdir, exists, remove). Nothing here names a host path: the
+   port serves virtual paths only. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
 #include <lauxlib.h>
 
+#include "capabilities/port.h"
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
 #include "vm/output.h"
+#include "vm/vm.h"
 
-/* Write the arguments from `first` on: strings and numbers only, like the stock io.write. */
-static void write_args(lua_State *L, int stream, int first) {
-  int n = lua_gettop(L);
-  for (int i = first; i <= n; i++) {
-    size_t len;
-    const char *s = luaL_checklstring(L, i, &len); /* numbers convert in place, as stock */
-    mbxV_output_write(L, stream, s, len);
-  }
+#define FILE_TYPE "FILE*"
+/* Bytes one port read or write moves at most; the read buffer of a file. */
+#define IO_CHUNK 4096
+/* Bytes copied per charged instruction, and how often the meter charges. */
+#define IO_BYTES_PER_INSN 16
+#define IO_METER_BATCH (64u << 10)
+/* What every port operation costs at least, so a loop of opens or stats is metered. */
+#define IO_OP_COST 64
+
+enum { KIND_FILE = 0, KIND_STDOUT = 1, KIND_STDERR = 2 };
+
+typedef struct lfile {
+  int kind;
+  int closed;
+  int handle;
+  int readable, writable;
+  size_t rpos, rlen; /* unread bytes buf[rpos..rlen) came from the port ahead of the guest */
+  char buf[IO_CHUNK];
+} lfile;
+
+/* ---- errors: stock's nil, message, errno ---- */
+
+static int push_fail(lua_State *L, const char *path, const mbxC_port_error *e) {
+  luaL_pushfail(L);
+  if (path)
+    lua_pushfstring(L, "%s: %s", path, e->message);
+  else
+    lua_pushstring(L, e->message);
+  lua_pushinteger(L, e->errnum);
+  return 3;
 }
 
-/* io.write(...): returns io.stdout, so calls chain. */
-static int io_write(lua_State *L) {
-  write_args(L, MBXV_STDOUT, 1);
-  lua_pushvalue(L, lua_upvalueindex(1));
+static void not_granted(mbxC_port_error *e) {
+  e->errnum = EPERM;
+  snprintf(e->message, sizeof e->message, "%s", "Operation not permitted (this sandbox has no "
+                                                "filesystem)");
+}
+
+/* The port when it serves files, else NULL with *e saying so. */
+static const mbxC_port *fs_port(lua_State *L, mbxC_port_error *e) {
+  const mbxC_port *port = mbxL_port(L);
+  if (port == NULL || port->fs_open == NULL) {
+    not_granted(e);
+    return NULL;
+  }
+  mbxV_charge(L, IO_OP_COST);
+  return port;
+}
+
+/* Guest time (capabilities/port.h): the run's deadline and interrupt. */
+static mbxC_wait guest_wait(lua_State *L) {
+  mbxC_wait w = mbxL_host_wait(L);
+  w.deadline_ns = mbxV_from(L)->budget.deadline_ns;
+  return w;
+}
+
+/* ---- files ---- */
+
+static lfile *check_file(lua_State *L, int idx) {
+  return (lfile *)luaL_checkudata(L, idx, FILE_TYPE);
+}
+
+static lfile *open_file(lua_State *L, int idx) {
+  lfile *f = check_file(L, idx);
+  if (f->closed) luaL_error(L, "attempt to use a closed file");
+  return f;
+}
+
+static lfile *new_file(lua_State *L, int kind) {
+  lfile *f = (lfile *)lua_newuserdatauv(L, sizeof *f, 0);
+  memset(f, 0, offsetof(lfile, buf));
+  f->kind = kind;
+  f->handle = -1;
+  f->writable = kind != KIND_FILE;
+  luaL_setmetatable(L, FILE_TYPE);
+  return f;
+}
+
+/* Give back to the port what was read ahead, so a write or seek happens where the guest
+   stands. */
+static int sync_read(lua_State *L, lfile *f, mbxC_port_error *e) {
+  const mbxC_port *port = mbxL_port(L);
+  if (f->rlen > f->rpos) {
+    int64_t pos;
+    if (port->fs_seek(port->ud, f->handle, SEEK_CUR, -(int64_t)(f->rlen - f->rpos), &pos, e) != 0)
+      return -1;
+  }
+  f->rpos = f->rlen = 0;
+  return 0;
+}
+
+/* Refill the read buffer. 1: bytes are there; 0: end of file; -1: error in *e. */
+static int fill(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
+  if (f->rpos < f->rlen) return 1;
+  const mbxC_port *port = mbxL_port(L);
+  mbxC_wait w = guest_wait(L);
+  size_t got = 0;
+  if (port == NULL) not_granted(e);
+  if (port == NULL || port->fs_read(port->ud, f->handle, f->buf, sizeof f->buf, &w, &got, e) != 0)
+    return -1;
+  mbxV_meter_add(m, got + IO_BYTES_PER_INSN);
+  f->rpos = 0;
+  f->rlen = got;
+  return got > 0;
+}
+
+static int read_line(lua_State *L, lfile *f, int keep_nl, mbxV_meter *m, mbxC_port_error *e) {
+  luaL_Buffer b;
+  size_t total = 0;
+  int r, seen_nl = 0;
+  luaL_buffinit(L, &b);
+  while (!seen_nl && (r = fill(L, f, m, e)) > 0) {
+    const char *start = f->buf + f->rpos;
+    size_t avail = f->rlen - f->rpos;
+    const char *nl = memchr(start, '\n', avail);
+    size_t take = nl ? (size_t)(nl - start) + 1 : avail;
+    seen_nl = nl != NULL;
+    luaL_addlstring(&b, start, seen_nl && !keep_nl ? take - 1 : take);
+    f->rpos += take;
+    total += take;
+  }
+  if (!seen_nl && r < 0) return -1;
+  luaL_pushresult(&b);
+  return total > 0 ? 1 : 0;
+}
+
+static int read_count(lua_State *L, lfile *f, size_t n, mbxV_meter *m, mbxC_port_error *e) {
+  luaL_Buffer b;
+  size_t total = 0;
+  int r = 1;
+  /* The buffer grows with what is read, never to what was asked for. */
+  luaL_buffinit(L, &b);
+  while (total < n && (r = fill(L, f, m, e)) > 0) {
+    size_t avail = f->rlen - f->rpos, take = n - total < avail ? n - total : avail;
+    luaL_addlstring(&b, f->buf + f->rpos, take);
+    f->rpos += take;
+    total += take;
+  }
+  if (r < 0 && total == 0) return -1;
+  luaL_pushresult(&b);
+  return total > 0 ? 1 : 0;
+}
+
+/* read("a"): what is left of the file, checked against the heap before it is read. */
+static int read_all(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
+  const mbxC_port *port = mbxL_port(L);
+  int64_t here, end;
+  if (sync_read(L, f, e) != 0 || port->fs_seek(port->ud, f->handle, SEEK_CUR, 0, &here, e) != 0 ||
+      port->fs_seek(port->ud, f->handle, SEEK_END, 0, &end, e) != 0 ||
+      port->fs_seek(port->ud, f->handle, SEEK_SET, here, &here, e) != 0)
+    return -1;
+  size_t left = end > here ? (size_t)(end - here) : 0;
+  if (left > IO_CHUNK && !mbxL_heap_fits(L, 2 * left)) {
+    mbxV_trip_set(L, MBXV_TRIP_MEMORY);
+    mbxV_check(L);
+  }
+  luaL_Buffer b;
+  int r;
+  luaL_buffinit(L, &b);
+  /* A file growing while it is read is read to where it ends now; the heap still bounds it. */
+  while ((r = fill(L, f, m, e)) > 0) {
+    luaL_addlstring(&b, f->buf + f->rpos, f->rlen - f->rpos);
+    f->rpos = f->rlen;
+  }
+  if (r < 0) return -1;
+  luaL_pushresult(&b);
   return 1;
 }
 
-/* file:write(...) on io.stdout / io.stderr: returns the file. */
-static int file_write(lua_State *L) {
-  write_args(L, (int)lua_tointeger(L, lua_upvalueindex(1)), 2);
+/* read("n"): the longest numeral prefix (at most 200 bytes, as stock), then tonumber. */
+static int read_number(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
+  char num[201];
+  size_t n = 0;
+  int r;
+  while ((r = fill(L, f, m, e)) > 0 && strchr(" \t\n\r\f\v", f->buf[f->rpos]) != NULL)
+    f->rpos++;
+  while (n < sizeof num - 1 && (r = fill(L, f, m, e)) > 0) {
+    char c = f->buf[f->rpos];
+    if (!strchr("0123456789abcdefABCDEFxXpP.+-", c)) break;
+    if ((c == '+' || c == '-') && n > 0 && strchr("eEpP", num[n - 1]) == NULL) break;
+    num[n++] = c;
+    f->rpos++;
+  }
+  if (r < 0 && n == 0) return -1;
+  num[n] = '\0';
+  if (n > 0 && lua_stringtonumber(L, num) == n + 1) return 1;
+  lua_pushnil(L);
+  return 0;
+}
+
+/* The stock g_read: formats from `first`, results until the first one that fails. */
+static int do_read(lua_State *L, lfile *f, int first) {
+  mbxC_port_error e;
+  if (f->kind != KIND_FILE || !f->readable) {
+    e.errnum = EBADF;
+    snprintf(e.message, sizeof e.message, "Bad file descriptor");
+    return push_fail(L, NULL, &e);
+  }
+  mbxV_meter m = mbxV_meter_init(L, IO_METER_BATCH, IO_BYTES_PER_INSN);
+  int nargs = lua_gettop(L) - first + 1, n, ok = 1;
+  if (nargs <= 0) {
+    ok = read_line(L, f, 0, &m, &e);
+    n = first + 1;
+  } else {
+    luaL_checkstack(L, nargs + LUA_MINSTACK, "too many arguments");
+    for (n = first; nargs-- && ok > 0; n++) {
+      if (lua_type(L, n) == LUA_TNUMBER) {
+        lua_Integer l = luaL_checkinteger(L, n);
+        if (l < 0) return luaL_argerror(L, n, "invalid format");
+        if (l == 0) {
+          int r = fill(L, f, &m, &e);
+          ok = r < 0 ? -1 : r;
+          if (r > 0) lua_pushliteral(L, "");
+        } else {
+          ok = read_count(L, f, (size_t)l, &m, &e);
+        }
+      } else {
+        const char *p = luaL_checkstring(L, n);
+        if (*p == '*') p++; /* the 5.3 spelling */
+        switch (*p) {
+        case 'n': ok = read_number(L, f, &m, &e); break;
+        case 'l': ok = read_line(L, f, 0, &m, &e); break;
+        case 'L': ok = read_line(L, f, 1, &m, &e); break;
+        case 'a': ok = read_all(L, f, &m, &e); break;
+        default: return luaL_argerror(L, n, "invalid format");
+        }
+      }
+    }
+  }
+  mbxV_meter_flush(&m);
+  if (ok < 0) return push_fail(L, NULL, &e);
+  if (ok == 0) {
+    lua_pop(L, 1);
+    luaL_pushfail(L);
+  }
+  return n - first;
+}
+
+static int f_read(lua_State *L) {
+  return do_read(L, open_file(L, 1), 2);
+}
+
+/* Write the arguments from `first` on: strings and numbers only, like the stock write. */
+static int do_write(lua_State *L, lfile *f, int first) {
+  int n = lua_gettop(L);
+  if (f->kind != KIND_FILE) {
+    for (int i = first; i <= n; i++) {
+      size_t len;
+      const char *s = luaL_checklstring(L, i, &len); /* numbers convert in place, as stock */
+      mbxV_output_write(L, f->kind == KIND_STDOUT ? MBXV_STDOUT : MBXV_STDERR, s, len);
+    }
+    return 1;
+  }
+  mbxC_port_error e;
+  const mbxC_port *port = mbxL_port(L);
+  if (!f->writable) {
+    e.errnum = EBADF;
+    snprintf(e.message, sizeof e.message, "Bad file descriptor");
+    return push_fail(L, NULL, &e);
+  }
+  if (port == NULL || sync_read(L, f, &e) != 0) return push_fail(L, NULL, &e);
+  mbxV_meter m = mbxV_meter_init(L, IO_METER_BATCH, IO_BYTES_PER_INSN);
+  for (int i = first; i <= n; i++) {
+    size_t len, done = 0;
+    const char *s = luaL_checklstring(L, i, &len);
+    while (done < len) {
+      size_t step = len - done < (64u << 10) ? len - done : (64u << 10), put = 0;
+      mbxC_wait w = guest_wait(L);
+      if (port->fs_write(port->ud, f->handle, s + done, step, &w, &put, &e) != 0)
+        return push_fail(L, NULL, &e);
+      done += put;
+      mbxV_meter_add(&m, put + IO_BYTES_PER_INSN);
+      if (put == 0) break;
+    }
+  }
+  mbxV_meter_flush(&m);
+  return 1;
+}
+
+static int f_write(lua_State *L) {
+  lfile *f = open_file(L, 1);
+  lua_pushvalue(L, 1);
+  lua_insert(L, 2); /* the result: the file itself */
+  int r = do_write(L, f, 3);
+  if (r == 1) lua_settop(L, 2);
+  return r;
+}
+
+static int f_seek(lua_State *L) {
+  static const int mode[] = {SEEK_SET, SEEK_CUR, SEEK_END};
+  static const char *const modenames[] = {"set", "cur", "end", NULL};
+  lfile *f = open_file(L, 1);
+  int op = luaL_checkoption(L, 2, "cur", modenames);
+  lua_Integer offset = luaL_optinteger(L, 3, 0);
+  mbxC_port_error e;
+  if (f->kind != KIND_FILE) {
+    e.errnum = ESPIPE;
+    snprintf(e.message, sizeof e.message, "Illegal seek");
+    return push_fail(L, NULL, &e);
+  }
+  const mbxC_port *port = mbxL_port(L);
+  int64_t pos;
+  mbxV_charge(L, IO_OP_COST);
+  if (port == NULL || sync_read(L, f, &e) != 0 ||
+      port->fs_seek(port->ud, f->handle, mode[op], (int64_t)offset, &pos, &e) != 0)
+    return push_fail(L, NULL, &e);
+  lua_pushinteger(L, (lua_Integer)pos);
+  return 1;
+}
+
+static int close_file(lua_State *L, lfile *f) {
+  if (f->kind != KIND_FILE) {
+    luaL_pushfail(L);
+    lua_pushliteral(L, "cannot close standard file");
+    return 2;
+  }
+  const mbxC_port *port = mbxL_port(L);
+  mbxC_port_error e;
+  f->closed = 1;
+  if (port && port->fs_close && port->fs_close(port->ud, f->handle, &e) != 0 &&
+      e.errnum != EBADF) /* closed at the end of an earlier run: nothing to report */
+    return push_fail(L, NULL, &e);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int f_close(lua_State *L) {
+  return close_file(L, open_file(L, 1));
+}
+
+/* __close (a `<close>` variable): like close, and a second time does nothing. */
+static int f_tbc_close(lua_State *L) {
+  lfile *f = check_file(L, 1);
+  if (!f->closed) close_file(L, f);
+  return 0;
+}
+
+/* Buffering is the port's: setvbuf accepts the stock modes and changes nothing, flush has
+   nothing to push (writes reach the view when write returns). */
+static int f_setvbuf(lua_State *L) {
+  static const char *const modenames[] = {"no", "full", "line", NULL};
+  open_file(L, 1);
+  luaL_checkoption(L, 2, NULL, modenames);
+  luaL_optinteger(L, 3, 0);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int f_flush(lua_State *L) {
+  open_file(L, 1);
   lua_settop(L, 1);
   return 1;
 }
 
-static void new_stream(lua_State *L, int stream) {
-  lua_createtable(L, 0, 1);
-  lua_pushinteger(L, stream);
-  lua_pushcclosure(L, file_write, 1);
-  lua_setfield(L, -2, "write");
+static int f_tostring(lua_State *L) {
+  lfile *f = check_file(L, 1);
+  lua_pushstring(L, f->closed ? "file (closed)" : "file");
+  return 1;
+}
+
+/* The iterator of lines(): upvalue 1 the file, 2 the number of formats, 3.. the formats;
+   upvalue (n + 3) is true when the iterator owns the file (io.lines) and closes it at the
+   end. */
+static int io_readline(lua_State *L) {
+  lfile *f = check_file(L, lua_upvalueindex(1));
+  int n = (int)lua_tointeger(L, lua_upvalueindex(2));
+  if (f->closed) return luaL_error(L, "file is already closed");
+  lua_settop(L, 1);
+  luaL_checkstack(L, n, "too many arguments");
+  for (int i = 1; i <= n; i++)
+    lua_pushvalue(L, lua_upvalueindex(3 + i - 1));
+  n = do_read(L, f, 2);
+  if (lua_toboolean(L, -n)) return n;
+  if (n > 1 && lua_type(L, -n + 1) == LUA_TSTRING) /* an error: nil, message */
+    return luaL_error(L, "%s", lua_tostring(L, -n + 1));
+  if (lua_toboolean(L, lua_upvalueindex(3 + (int)lua_tointeger(L, lua_upvalueindex(2))))) {
+    lua_settop(L, 0);
+    close_file(L, f);
+  }
+  return 0;
+}
+
+static void push_lines(lua_State *L, int toclose) {
+  int n = lua_gettop(L) - 1; /* formats after the file at 1 */
+  luaL_argcheck(L, n <= 250, 252, "too many arguments");
+  lua_pushvalue(L, 1);
+  lua_pushinteger(L, n);
+  for (int i = 2; i <= n + 1; i++)
+    lua_pushvalue(L, i);
+  lua_pushboolean(L, toclose);
+  lua_pushcclosure(L, io_readline, 3 + n);
+}
+
+static int f_lines(lua_State *L) {
+  open_file(L, 1);
+  push_lines(L, 0);
+  return 1;
+}
+
+/* ---- io functions ---- */
+
+/* Stock's mode check: [rwa]%+?b* */
+static int mode_flags(const char *mode) {
+  int flags;
+  switch (*mode++) {
+  case 'r': flags = MBXC_FS_READ; break;
+  case 'w': flags = MBXC_FS_WRITE | MBXC_FS_CREATE | MBXC_FS_TRUNCATE; break;
+  case 'a': flags = MBXC_FS_WRITE | MBXC_FS_CREATE | MBXC_FS_APPEND; break;
+  default: return -1;
+  }
+  if (*mode == '+') {
+    flags |= MBXC_FS_READ | MBXC_FS_WRITE;
+    mode++;
+  }
+  return strspn(mode, "b") == strlen(mode) ? flags : -1;
+}
+
+/* Open path for flags into a new file at the top; 0, or -1 with *e (nothing pushed). */
+static int open_path(lua_State *L, const char *path, size_t len, int flags,
+                     mbxC_port_error *e) {
+  const mbxC_port *port = fs_port(L, e);
+  if (port == NULL) return -1;
+  lfile *f = new_file(L, KIND_FILE);
+  f->closed = 1; /* until the port says otherwise */
+  mbxC_wait w = guest_wait(L);
+  int h;
+  if (port->fs_open(port->ud, path, len, flags, &w, &h, e) != 0) {
+    lua_pop(L, 1);
+    return -1;
+  }
+  f->handle = h;
+  f->closed = 0;
+  f->readable = (flags & MBXC_FS_READ) != 0;
+  f->writable = (flags & MBXC_FS_WRITE) != 0;
+  return 0;
+}
+
+static int io_open(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  const char *mode = luaL_optstring(L, 2, "r");
+  int flags = mode_flags(mode);
+  luaL_argcheck(L, flags >= 0, 2, "invalid mode");
+  mbxC_port_error e;
+  if (open_path(L, path, len, flags, &e) != 0) return push_fail(L, path, &e);
+  return 1;
+}
+
+/* io.lines(path, ...): raises when the file cannot be opened (stock); the four results let a
+   generic for close the file when the loop is left early. */
+static int io_lines(lua_State *L) {
+  if (lua_isnoneornil(L, 1))
+    return luaL_error(L, "io.lines without a file name reads standard input, which the "
+                         "sandbox does not have");
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  mbxC_port_error e;
+  if (open_path(L, path, len, MBXC_FS_READ, &e) != 0)
+    return luaL_error(L, "%s: %s", path, e.message);
+  lua_replace(L, 1);
+  push_lines(L, 1);
+  lua_pushnil(L);
+  lua_pushnil(L);
+  lua_pushvalue(L, 1);
+  return 4;
+}
+
+static int io_type(lua_State *L) {
+  luaL_checkany(L, 1);
+  lfile *f = (lfile *)luaL_testudata(L, 1, FILE_TYPE);
+  if (f == NULL)
+    luaL_pushfail(L);
+  else if (f->closed)
+    lua_pushliteral(L, "closed file");
+  else
+    lua_pushliteral(L, "file");
+  return 1;
+}
+
+static int io_close(lua_State *L) {
+  if (lua_isnone(L, 1)) lua_getfield(L, lua_upvalueindex(1), "stdout");
+  return f_close(L);
+}
+
+/* io.write(...): to io.stdout, which it returns. */
+static int io_write(lua_State *L) {
+  lfile *out = check_file(L, lua_upvalueindex(1));
+  do_write(L, out, 1);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  return 1;
+}
+
+/* ---- os.remove, os.rename, os.tmpname (stdlib/os.c installs them) ---- */
+
+int mbxL_os_remove(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  mbxC_port_error e;
+  const mbxC_port *port = fs_port(L, &e);
+  if (port == NULL || port->fs_remove(port->ud, path, len, &e) != 0)
+    return push_fail(L, path, &e);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+int mbxL_os_rename(lua_State *L) {
+  size_t from_len, to_len;
+  const char *from = luaL_checklstring(L, 1, &from_len);
+  const char *to = luaL_checklstring(L, 2, &to_len);
+  mbxC_port_error e;
+  const mbxC_port *port = fs_port(L, &e);
+  if (port == NULL || port->fs_rename(port->ud, from, from_len, to, to_len, &e) != 0)
+    return push_fail(L, from, &e);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* os.tmpname(): a new empty file in the memory /tmp, made exclusively (as mkstemp does), its
+   name from a per-sandbox counter (the registry's), so runs are reproducible. */
+int mbxL_os_tmpname(lua_State *L) {
+  mbxC_port_error e;
+  const mbxC_port *port = fs_port(L, &e);
+  if (port == NULL) return luaL_error(L, "unable to generate a unique filename");
+  lua_Integer n = (lua_getfield(L, LUA_REGISTRYINDEX, "mbx.tmpname") == LUA_TNUMBER)
+                      ? lua_tointeger(L, -1) : 0;
+  lua_pop(L, 1);
+  for (int tries = 0; tries < 100; tries++) {
+    char name[40];
+    int len = snprintf(name, sizeof name, "/tmp/lua_%06lld", (long long)++n);
+    int h;
+    mbxC_wait w = guest_wait(L);
+    int r = port->fs_open(port->ud, name, (size_t)len,
+                          MBXC_FS_WRITE | MBXC_FS_CREATE | MBXC_FS_EXCLUSIVE, &w, &h, &e);
+    if (r == 0) port->fs_close(port->ud, h, &e);
+    if (r == 0 || e.errnum != EEXIST) {
+      lua_pushinteger(L, n);
+      lua_setfield(L, LUA_REGISTRYINDEX, "mbx.tmpname");
+      if (r != 0) return luaL_error(L, "unable to generate a unique filename: %s", e.message);
+      lua_pushlstring(L, name, (size_t)len);
+      return 1;
+    }
+  }
+  return luaL_error(L, "unable to generate a unique filename");
+}
+
+/* ---- fs: what Lua's io and os lack ---- */
+
+static const char *type_name(const mbxC_fs_stat *st) {
+  return st->is_dir ? "directory" : st->is_file ? "file" : "other";
+}
+
+static int fs_stat(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  mbxC_port_error e;
+  mbxC_fs_stat st;
+  const mbxC_port *port = fs_port(L, &e);
+  if (port == NULL || port->fs_stat(port->ud, path, len, &st, &e) != 0)
+    return push_fail(L, path, &e);
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, type_name(&st));
+  lua_setfield(L, -2, "type");
+  lua_pushinteger(L, (lua_Integer)st.size);
+  lua_setfield(L, -2, "size");
+  lua_pushinteger(L, (lua_Integer)st.mtime);
+  lua_setfield(L, -2, "mtime");
+  lua_pushboolean(L, st.writable);
+  lua_setfield(L, -2, "writable");
+  return 1;
+}
+
+static int fs_exists(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  mbxC_port_error e;
+  mbxC_fs_stat st;
+  const mbxC_port *port = fs_port(L, &e);
+  lua_pushboolean(L, port != NULL && port->fs_stat(port->ud, path, len, &st, &e) == 0);
+  return 1;
+}
+
+static int fs_mkdir(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  mbxC_port_error e;
+  const mbxC_port *port = fs_port(L, &e);
+  if (port == NULL || port->fs_mkdir(port->ud, path, len, &e) != 0) return push_fail(L, path, &e);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* fs.list(dir): an array of {name = ..., type = "file" | "directory" | "other"}, sorted by
+   name (the host's directory order would differ between hosts). */
+static int fs_list(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  mbxC_port_error e;
+  const mbxC_port *port = fs_port(L, &e);
+  const char *names;
+  size_t names_len;
+  mbxC_wait w = guest_wait(L);
+  if (port == NULL || port->fs_list(port->ud, path, len, &w, &names, &names_len, &e) != 0)
+    return push_fail(L, path, &e);
+  /* The names are valid until the next port call: copy them into one Lua string first. */
+  lua_pushlstring(L, names, names_len);
+  mbxV_charge(L, names_len / IO_BYTES_PER_INSN + 1);
+  size_t all_len;
+  const char *all = lua_tolstring(L, -1, &all_len);
+  lua_newtable(L);
+  lua_Integer i = 0;
+  for (size_t at = 0; at < all_len; at += strlen(all + at) + 1) {
+    const char *name = all + at;
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, name);
+    lua_setfield(L, -2, "name");
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addlstring(&b, path, len);
+    if (len == 0 || path[len - 1] != '/') luaL_addchar(&b, '/');
+    luaL_addstring(&b, name);
+    luaL_pushresult(&b);
+    size_t child_len;
+    const char *child = lua_tolstring(L, -1, &child_len);
+    mbxC_fs_stat st;
+    mbxV_charge(L, IO_OP_COST);
+    const char *type = port->fs_stat(port->ud, child, child_len, &st, &e) == 0 ? type_name(&st)
+                                                                                 : "other";
+    lua_pop(L, 1);
+    lua_pushstring(L, type);
+    lua_setfield(L, -2, "type");
+    lua_rawseti(L, -2, ++i);
+  }
+  /* Sorted with table.sort's own comparison would run guest-visible code; names are
+     compared bytewise here, in a metered insertion into place. */
+  for (lua_Integer a = 2; a <= i; a++) {
+    for (lua_Integer b2 = a; b2 > 1; b2--) {
+      lua_rawgeti(L, -1, b2 - 1);
+      lua_getfield(L, -1, "name");
+      lua_rawgeti(L, -3, b2);
+      lua_getfield(L, -1, "name");
+      int swap = strcmp(lua_tostring(L, -3), lua_tostring(L, -1)) > 0;
+      mbxV_charge(L, 1);
+      if (!swap) {
+        lua_pop(L, 4);
+        break;
+      }
+      lua_pop(L, 1);          /* ... t prev prevname cur */
+      lua_rawseti(L, -4, b2 - 1);
+      lua_pop(L, 1);          /* ... t prev */
+      lua_rawseti(L, -2, b2);
+    }
+  }
+  return 1;
+}
+
+static int fs_remove(lua_State *L) {
+  return mbxL_os_remove(L);
+}
+
+static void open_fs(lua_State *L) {
+  static const luaL_Reg funcs[] = {{"list", fs_list},     {"stat", fs_stat},
+                                   {"mkdir", fs_mkdir},   {"exists", fs_exists},
+                                   {"remove", fs_remove}, {NULL, NULL}};
+  luaL_newlib(L, funcs);
+  lua_setglobal(L, "fs");
 }
 
 int mbxL_open_io(lua_State *L) {
-  /* Stubs, not nils: a model's io.open(...) gets a reason it can report or work around. */
+  static const luaL_Reg methods[] = {{"read", f_read},   {"write", f_write},
+                                     {"lines", f_lines}, {"seek", f_seek},
+                                     {"close", f_close}, {"setvbuf", f_setvbuf},
+                                     {"flush", f_flush}, {NULL, NULL}};
+  /* Stubs, not nils: a model's io.popen(...) gets a reason it can report or work around. */
   static const mbxL_refusal removed[] = {
-      {"open", "io.open is not available: this policy grants no files"},
-      {"lines", "io.lines is not available: this policy grants no files"},
       {"read", "io.read is not available: the sandbox has no standard input"},
       {"popen", "io.popen is not available: this policy grants no exec"},
-      {"tmpfile", "io.tmpfile is not available: this policy grants no files"},
+      {"tmpfile", "io.tmpfile is not available: use io.open(os.tmpname(), 'w+')"},
       {"input", "io.input is not available: the sandbox has no standard input"},
       {"output", "io.output is not available: output goes to io.stdout only"},
-      {"close", "io.close is not available: this policy grants no files"},
       {NULL, NULL}};
-  lua_createtable(L, 0, 11);
+  luaL_newmetatable(L, FILE_TYPE);
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, f_tbc_close);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, f_tostring);
+  lua_setfield(L, -2, "__tostring");
+  /* The metatable stays out of the guest's reach: a __gc added to it would mark every file
+     opened later for finalization (guest code at a moment the collector picks). */
+  lua_pushliteral(L, "FILE*");
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+
+  lua_createtable(L, 0, 12);
   mbxL_add_refusals(L, -1, removed);
-  new_stream(L, MBXV_STDOUT);
+  lua_pushcfunction(L, io_open);
+  lua_setfield(L, -2, "open");
+  lua_pushcfunction(L, io_lines);
+  lua_setfield(L, -2, "lines");
+  lua_pushcfunction(L, io_type);
+  lua_setfield(L, -2, "type");
+  new_file(L, KIND_STDOUT);
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "stdout");
   lua_pushcclosure(L, io_write, 1);
   lua_setfield(L, -2, "write");
-  new_stream(L, MBXV_STDERR);
+  new_file(L, KIND_STDERR);
   lua_setfield(L, -2, "stderr");
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, io_close, 1);
+  lua_setfield(L, -2, "close");
   lua_setglobal(L, "io");
+  open_fs(L);
   return 0;
 }

@@ -211,8 +211,8 @@ int mbxL_open_sandbox(lua_State *L) {
      table with lua_next, whose order depends on the string hash seed (per process): each
      function is copied under one name only, the first in byte order of library then field
      name, so the name found is the same in every process (issue 9, E.5). */
-  static const char *const libs[] = {"_G",  "coroutine", "io",     "json",
-                                     "math", "os",       "string", "table", "utf8"};
+  static const char *const libs[] = {"_G",  "coroutine", "fs",     "io",    "json",
+                                     "math", "os",        "string", "table", "utf8"};
   lua_newtable(L);
   int loaded = lua_gettop(L);
   lua_newtable(L);

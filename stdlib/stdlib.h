@@ -74,8 +74,13 @@ int mbxL_open_math(lua_State *L);
 int mbxL_reseed(lua_State *L);
 int mbxL_open_utf8(lua_State *L);
 int mbxL_open_coroutine(lua_State *L);
+/* io and the fs module (fs.list/stat/mkdir/exists/remove). */
 int mbxL_open_io(lua_State *L);
 int mbxL_open_os(lua_State *L);
+/* os.remove, os.rename and os.tmpname: files of the sandbox's view (stdlib/io.c). */
+int mbxL_os_remove(lua_State *L);
+int mbxL_os_rename(lua_State *L);
+int mbxL_os_tmpname(lua_State *L);
 int mbxL_open_json(lua_State *L);
 /* require: opened last, it serves the library tables present when it is opened. */
 int mbxL_open_require(lua_State *L);

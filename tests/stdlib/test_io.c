@@ -1,5 +1,6 @@
 /* tests/stdlib/test_io.c -- unit tests of stdlib/io.c: io.write and io.stdout/io.stderr
-   write into the captured streams; nothing reaches a host file. */
+   write into the captured streams; io.open and friends reach the sandbox's view only (the
+   memory /tmp, policy files, a mounted host directory), with stock Lua's error triples. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -66,29 +68,212 @@ static void numbers_are_written_tables_refused(void **state) {
   assert_string_equal(o.out, "kept");
 }
 
-static void no_host_file_functions(void **state) {
+static void unavailable_functions_say_why(void **state) {
   (void)state;
-  /* The file functions are stubs that say why they are unavailable, and reach nothing. */
   static const char *const stubs[][2] = {
-      {"open", "io.open is not available: this policy grants no files"},
-      {"lines", "io.lines is not available: this policy grants no files"},
       {"read", "io.read is not available: the sandbox has no standard input"},
       {"popen", "io.popen is not available: this policy grants no exec"},
-      {"tmpfile", "io.tmpfile is not available: this policy grants no files"},
+      {"tmpfile", "io.tmpfile is not available: use io.open(os.tmpname(), 'w+')"},
       {"input", "io.input is not available: the sandbox has no standard input"},
-      {"output", "io.output is not available: output goes to io.stdout only"},
-      {"close", "io.close is not available: this policy grants no files"}};
+      {"output", "io.output is not available: output goes to io.stdout only"}};
   for (size_t i = 0; i < sizeof stubs / sizeof *stubs; i++) {
     char code[160], want[200];
     snprintf(code, sizeof code, "return pcall(io.%s, '/etc/passwd', 'r')", stubs[i][0]);
     snprintf(want, sizeof want, "[false,\"%s\"]", stubs[i][1]);
     snippet_check_value(code, want);
   }
-  snippet_check_value("return io.type, io.stdin", "[null,null]");
-  snippet_check_value("local n = 0 for k in pairs(io) do n = n + 1 end "
-              "local m = 0 for k in pairs(io.stdout) do m = m + 1 end "
-              "return n, m, io.stdout.close, io.stdout.read, io.stdout.seek, io.stdout.lines",
-              "[11,1,null,null,null,null]");
+  snippet_check_value("return io.stdin, io.type(io.stdout), io.type(42), getmetatable(io.stdout)",
+                      "[null,\"file\",null,\"FILE*\"]");
+  snippet_check_value("return io.stdout:close()", "[null,\"cannot close standard file\"]");
+  snippet_check_value("return io.stdout:seek()", "[null,\"Illegal seek\",29]");
+}
+
+/* Outside the view: stock Lua's triple, with the reason. */
+static void outside_the_view_is_the_stock_triple(void **state) {
+  (void)state;
+  snippet_check_value("return io.open('/etc/passwd')",
+                      "[null,\"/etc/passwd: No such file or directory (not in the sandbox view; "
+                      "mounts: /tmp)\",2]");
+  snippet_check_value("return io.open('../../etc/passwd', 'rb')",
+                      "[null,\"../../etc/passwd: No such file or directory (not in the sandbox "
+                      "view; mounts: /tmp)\",2]");
+  snippet_check_value("return os.remove('/etc/hostname')",
+                      "[null,\"/etc/hostname: No such file or directory (not in the sandbox view; "
+                      "mounts: /tmp)\",2]");
+  snippet_check_value("return io.open('/x', 'w')",
+                      "[null,\"/x: Read-only file system (only /tmp and rw mounts are "
+                      "writable)\",30]");
+  snippet_check_value("return io.open('/tmp/a\\0b', 'w')",
+                      "[null,\"/tmp/a: Invalid argument (the path contains a NUL byte)\",22]");
+  snippet_check_error("io.lines('/etc/passwd')", MBX_RUNTIME_ERROR,
+                      "/etc/passwd: No such file or directory (not in the sandbox view");
+  snippet_check_error("io.open('/tmp/x', 'rw')", MBX_RUNTIME_ERROR,
+                      "bad argument #2 to 'open' (invalid mode)");
+  snippet_check_value("return fs.exists('/etc'), fs.exists('/'), fs.exists('/tmp'), "
+                      "fs.stat('/tmp').type, (fs.stat('/nope'))",
+                      "[false,true,true,\"directory\",null]");
+}
+
+static void tmp_files_round_trip(void **state) {
+  (void)state;
+  snippet_check_value(
+      "local f = assert(io.open('/tmp/a.txt', 'w')) "
+      "assert(f:write('one\\n', 2, '\\n', 'three') == f) f:close() "
+      "local t = {} for l in io.lines('/tmp/a.txt') do t[#t + 1] = l end "
+      "local g = io.open('/tmp/a.txt', 'rb') "
+      "local a, b, c, d = g:read('L', 'n', 'l', 'a') "
+      "local pos = g:seek('set', 4) local e = g:read(1) local z = g:read('a') "
+      "local eof1, eof2 = g:read(0), g:read('l') "
+      "g:close() "
+      "return t, a, b, c, d, pos, e, z, eof1, eof2, io.type(g), g.seek == nil",
+      "[[\"one\",\"2\",\"three\"],\"one\\n\",2,\"\",\"three\",4,\"2\",\"\\nthree\",null,"
+      "null,\"closed file\",false]");
+  /* append, r+, w+ and a+ */
+  snippet_check_value(
+      "local f = io.open('/tmp/b', 'w') f:write('abc') f:close() "
+      "f = io.open('/tmp/b', 'a') f:write('def') f:close() "
+      "f = io.open('/tmp/b', 'r+') f:seek('set', 1) f:write('X') f:close() "
+      "f = io.open('/tmp/b', 'a+') f:write('!') f:seek('set', 0) local all = f:read('a') f:close() "
+      "f = io.open('/tmp/b', 'w+') local empty = f:read('a') f:write('new') f:seek('set') "
+      "local n = f:read('a') f:close() "
+      "return all, empty, n, io.open('/tmp/b', 'r'):read('a')",
+      "[\"aXcdef!\",\"\",\"new\",\"new\"]");
+  /* <close>, os.rename, os.remove, os.tmpname, fs */
+  snippet_check_value(
+      "do local f <close> = assert(io.open('/tmp/c', 'w')) f:write('c') g = f end "
+      "local closed = io.type(g) "
+      "assert(os.rename('/tmp/c', '/tmp/d')) local gone = io.open('/tmp/c') "
+      "local t1, t2 = os.tmpname(), os.tmpname() "
+      "assert(fs.mkdir('/tmp/dir')) local again = select(3, fs.mkdir('/tmp/dir')) "
+      "local names = {} for _, e in ipairs(fs.list('/tmp')) do names[#names + 1] = e.name .. ':' "
+      ".. e.type end "
+      "local st = fs.stat('/tmp/d') "
+      "return closed, gone, t1, t2 ~= t1, table.concat(names, ' '), st.size, st.type, "
+      "st.writable, os.remove('/tmp/d'), fs.exists('/tmp/d'), select(3, os.remove('/tmp/d'))",
+      "[\"closed file\",null,\"/tmp/lua_000001\",true,"
+      "\"d:file dir:directory lua_000001:file lua_000002:file\",1,\"file\",true,true,false,2]");
+  /* A file's methods are checked: no handle number reaches the guest. */
+  snippet_check_error("local f = io.open('/tmp/e', 'w') f:close() f:write('x')", MBX_RUNTIME_ERROR,
+                      "attempt to use a closed file");
+  snippet_check_value("local f = io.open('/tmp/e', 'w') return f:read('a')",
+                      "[null,\"Bad file descriptor\",9]");
+  snippet_check_value("local f = io.open('/tmp/e', 'w') f:write('q') f:close() "
+                      "return io.open('/tmp/e'):write('x')",
+                      "[null,\"Bad file descriptor\",9]");
+}
+
+/* Every file is closed when a run ends: a handle kept in a global is dead in the next run,
+   and the open_files quota is free again. */
+static void files_close_at_run_end(void **state) {
+  (void)state;
+  mbx_sandbox *sb = snippet_sandbox_with(MBX_LIMIT_FS_OPEN_FILES, 2);
+  snippet_outcome o;
+  assert_int_equal(snippet_run_in(sb, "io.open('/tmp/k', 'w'):write('kept'):close() "
+                                      "keep = io.open('/tmp/k') "
+                                      "local x = io.open('/tmp/k') "
+                                      "return select('#', io.open('/tmp/k')), "
+                                      "select(3, io.open('/tmp/k'))", &o), MBX_OK);
+  assert_string_equal(o.value, "[3,24]"); /* EMFILE past the quota */
+  assert_int_equal(snippet_run_in(sb, "return keep:read('a'), io.open('/tmp/k'):read('a')", &o),
+                   MBX_OK);
+  assert_string_equal(o.value, "[null,\"kept\"]");
+  /* reset drops memory files */
+  assert_int_equal(mbx_sandbox_reset(sb, NULL), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return (io.open('/tmp/k'))", &o), MBX_OK);
+  assert_string_equal(o.value, "null");
+  mbx_sandbox_free(sb);
+}
+
+/* ---- a mounted host directory ---- */
+
+static char host_dir[64];
+
+static void write_host(const char *name, const char *text, size_t repeat) {
+  char p[128];
+  snprintf(p, sizeof p, "%s/%s", host_dir, name);
+  FILE *f = fopen(p, "w");
+  assert_non_null(f);
+  for (size_t i = 0; i < repeat; i++)
+    fputs(text, f);
+  fclose(f);
+}
+
+static mbx_sandbox *mounted(uint64_t memory, uint64_t instructions, int mode) {
+  mbx_policy *p = mbx_policy_new();
+  mbx_error err;
+  if (instructions == 1) { /* deterministic, for the snapshot refusal */
+    assert_int_equal(mbx_policy_set_deterministic(p, 1, &err), MBX_OK);
+    instructions = 0;
+  }
+  assert_int_equal(mbx_policy_mount(p, "/data", host_dir, mode, &err), MBX_OK);
+  assert_int_equal(mbx_policy_add_file(p, "/input/note.txt", "inline", 6, &err), MBX_OK);
+  if (memory) assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, memory), MBX_OK);
+  if (instructions)
+    assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, instructions), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
+  assert_non_null(sb);
+  mbx_policy_free(p);
+  return sb;
+}
+
+static void mounted_directory(void **state) {
+  (void)state;
+  snprintf(host_dir, sizeof host_dir, "/tmp/mbx_test_io_XXXXXX");
+  assert_non_null(mkdtemp(host_dir));
+  write_host("x.txt", "line\n", 3);
+  write_host("big.txt", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n",
+             1 << 16); /* 4 MiB */
+  mbx_sandbox *sb = mounted(0, 1, MBX_MOUNT_RO);
+  snippet_outcome o;
+  assert_int_equal(snippet_run_in(sb, "local n = 0 for l in io.lines('/data/x.txt') do "
+                                      "assert(l == 'line') n = n + 1 end "
+                                      "return n, io.open('/input/note.txt'):read('a'), "
+                                      "select(2, io.open('/data/new', 'w')), "
+                                      "(select(2, io.open('/nope')))", &o), MBX_OK);
+  assert_string_equal(o.value, "[3,\"inline\",\"/data/new: Read-only file system (/data is "
+                               "mounted read-only)\",\"/nope: No such file or directory (not in "
+                               "the sandbox view; mounts: /data ro, /tmp)\"]");
+  /* Snapshots of a sandbox that reads host files are refused (not recorded). */
+  void *blob;
+  size_t len;
+  mbx_error err;
+  assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_UNSUPPORTED);
+  assert_non_null(strstr(err.message, "mounts host directories"));
+  mbx_sandbox_free(sb);
+  /* read('a') of a file past the heap ends the run on the memory limit, without a host
+     allocation of its size. */
+  sb = mounted(1 << 20, 0, MBX_MOUNT_RO);
+  assert_int_equal(snippet_run_in(sb, "local s = io.open('/data/big.txt'):read('a') return #s",
+                                  &o), MBX_MEMORY_LIMIT);
+  mbx_sandbox_free(sb);
+  /* Bytes read are charged: 4 MiB line by line is more than 100k instructions' worth. */
+  sb = mounted(0, 100000, MBX_MOUNT_RO);
+  assert_int_equal(snippet_run_in(sb, "local n = 0 for l in io.lines('/data/big.txt') do "
+                                      "n = n + 1 end return n", &o), MBX_INSTRUCTION_LIMIT);
+  mbx_sandbox_free(sb);
+  sb = mounted(0, 0, MBX_MOUNT_RO);
+  assert_int_equal(snippet_run_in(sb, "local n = 0 for l in io.lines('/data/big.txt') do "
+                                      "n = n + 1 end return n", &o), MBX_OK);
+  assert_string_equal(o.value, "65536");
+  mbx_sandbox_free(sb);
+  /* rw: the write reaches the host. */
+  sb = mounted(0, 0, MBX_MOUNT_RW);
+  assert_int_equal(snippet_run_in(sb, "local f = assert(io.open('/data/out.txt', 'w')) "
+                                      "f:write('from the guest') f:close() "
+                                      "return os.remove('/data/x.txt')", &o), MBX_OK);
+  mbx_sandbox_free(sb);
+  char p[128], buf[64] = "";
+  snprintf(p, sizeof p, "%s/out.txt", host_dir);
+  FILE *f = fopen(p, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(buf, sizeof buf, f));
+  fclose(f);
+  assert_string_equal(buf, "from the guest");
+  snprintf(p, sizeof p, "%s/x.txt", host_dir);
+  assert_int_equal(access(p, F_OK), -1);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", host_dir);
+  assert_int_equal(system(cmd), 0);
 }
 
 static void output_limit_keeps_what_fits(void **state) {
@@ -120,7 +305,11 @@ int main(void) {
       cmocka_unit_test(file_write_goes_to_its_stream),
       cmocka_unit_test(writes_chain),
       cmocka_unit_test(numbers_are_written_tables_refused),
-      cmocka_unit_test(no_host_file_functions),
+      cmocka_unit_test(unavailable_functions_say_why),
+      cmocka_unit_test(outside_the_view_is_the_stock_triple),
+      cmocka_unit_test(tmp_files_round_trip),
+      cmocka_unit_test(files_close_at_run_end),
+      cmocka_unit_test(mounted_directory),
       cmocka_unit_test(output_limit_keeps_what_fits),
   };
   return cmocka_run_group_tests_name("stdlib/io", tests, snippet_setup, snippet_teardown);
