@@ -73,7 +73,10 @@ typedef enum option_id {
   OPT_PAUSE_ON,
   OPT_SNAPSHOT_OUT,
   OPT_VALUE,
-  OPT_ERROR
+  OPT_ERROR,
+  OPT_POLICY,
+  OPT_MOUNT,
+  OPT_FILE
 } option_id;
 
 typedef struct option_spec {
@@ -107,6 +110,9 @@ static const option_spec run_options[] = {
     {"--snapshot-out", OPT_SNAPSHOT_OUT, 1, "--snapshot-out snap.bin", 0},
     {"--value", OPT_VALUE, 1, "--value '{\"ok\": true}'", FOR_RESUME},
     {"--error", OPT_ERROR, 1, "--error 'not found'", FOR_RESUME},
+    {"--policy", OPT_POLICY, 1, "--policy policy.json", 0},
+    {"--mount", OPT_MOUNT, 1, "--mount ./data:/data", 0},
+    {"--file", OPT_FILE, 1, "--file /input/orders.csv=orders.csv", 0},
 };
 
 static const char usage_text[] =
@@ -141,6 +147,12 @@ static const char usage_text[] =
     "                         run stops at its first call and exits 4 (repeatable)\n"
     "  --snapshot-out FILE    when the run pauses, write a snapshot of it to FILE (turns\n"
     "                         --deterministic on)\n"
+    "  --policy FILE          load limits, env, seed, time and files from a JSON policy\n"
+    "                         (docs/policy.md); the options here override its values\n"
+    "  --mount HOSTDIR:/PATH[:ro|rw]\n"
+    "                         show HOSTDIR at /PATH (ro: read-only, the default; rw: writes\n"
+    "                         reach HOSTDIR) (repeatable)\n"
+    "  --file /PATH=HOSTFILE  a read-only copy of HOSTFILE at /PATH (repeatable)\n"
     "  --json                 print one JSON object with status, value, output and usage\n"
     "  -h, --help             show this help\n"
     "  --version              show the version\n"
@@ -621,6 +633,41 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_ERROR:
     opt->resume_error = value; /* an empty message is a message */
     break;
+  case OPT_POLICY:
+    if (value[0] == '\0') {
+      set_msg(msg, msg_size, "--policy: empty file name (e.g. %s)", spec->example);
+      return -1;
+    }
+    opt->policy_file = value;
+    break;
+  case OPT_MOUNT: {
+    /* The shape here; the paths are checked by the library (mbx_policy_mount). */
+    char host[8], virt[8];
+    int mode;
+    if (mbxH_cli_split_mount(value, host, 0, virt, 0, &mode, msg, msg_size) != 0) return -1;
+    if (opt->mount_count == MBXH_CLI_MAX_MOUNTS) {
+      set_msg(msg, msg_size, "--mount: at most %d mounts can be given", MBXH_CLI_MAX_MOUNTS);
+      return -1;
+    }
+    opt->mounts[opt->mount_count++] = value;
+    break;
+  }
+  case OPT_FILE: {
+    const char *eq = strchr(value, '=');
+    char quoted[QUOTE_MAX + 4];
+    quote_value(value, quoted, sizeof quoted);
+    if (value[0] != '/' || eq == NULL || eq[1] == '\0') {
+      set_msg(msg, msg_size, "--file: '%s' is not /VIRTUAL=HOSTFILE (e.g. %s)", quoted,
+              spec->example);
+      return -1;
+    }
+    if (opt->file_count == MBXH_CLI_MAX_FILES) {
+      set_msg(msg, msg_size, "--file: at most %d files can be given", MBXH_CLI_MAX_FILES);
+      return -1;
+    }
+    opt->files[opt->file_count++] = value;
+    break;
+  }
   case OPT_INPUT:
   case OPT_INPUT_FILE:
     if (value[0] == '\0') {
@@ -636,6 +683,46 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   if (rc == 0 && limit != NULL)
     limit->set = 1; /* a repeated limit option: the last one wins, as in most tools */
   return rc;
+}
+
+int mbxH_cli_split_mount(const char *value, char *host, size_t host_size, char *virt,
+                         size_t virt_size, int *mode, char *msg, size_t msg_size) {
+  static const struct {
+    const char *suffix;
+    int mode;
+  } modes[] = {{":ro", 1}, {":rw", 2}, {":overlay", 4}};
+  char quoted[QUOTE_MAX + 4];
+  size_t len = strlen(value);
+  quote_value(value, quoted, sizeof quoted);
+  *mode = 1;
+  for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+    size_t n = strlen(modes[i].suffix);
+    if (len > n && strcmp(value + len - n, modes[i].suffix) == 0) {
+      *mode = modes[i].mode;
+      len -= n;
+      break;
+    }
+  }
+  /* The virtual path starts at the last ":/" (host directories may contain ':'). */
+  const char *split = NULL;
+  for (size_t i = 0; i + 1 < len; i++)
+    if (value[i] == ':' && value[i + 1] == '/') split = value + i;
+  if (split == NULL || split == value) {
+    set_msg(msg, msg_size, "--mount: '%s' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)",
+            quoted);
+    return -1;
+  }
+  size_t host_len = (size_t)(split - value), virt_len = len - host_len - 1;
+  if (host_size == 0 && virt_size == 0) return 0; /* the shape only */
+  if (host_len + 1 > host_size || virt_len + 1 > virt_size) {
+    set_msg(msg, msg_size, "--mount: '%s' is too long", quoted);
+    return -1;
+  }
+  memcpy(host, value, host_len);
+  host[host_len] = '\0';
+  memcpy(virt, split + 1, virt_len);
+  virt[virt_len] = '\0';
+  return 0;
 }
 
 /* The SNAPSHOT argument of moonbox resume: exactly one. */

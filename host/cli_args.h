@@ -17,6 +17,9 @@
 #define MBXH_CLI_MAX_ENV 256
 /* --pause-on may be given this many times (the library's cap on host functions). */
 #define MBXH_CLI_MAX_PAUSE 256
+/* --mount and --file may be given this many times (the library's caps). */
+#define MBXH_CLI_MAX_MOUNTS 32
+#define MBXH_CLI_MAX_FILES 1024
 /* The exit code of a run that stopped at a --pause-on function (docs/cli.md). */
 #define MBXH_CLI_EXIT_PAUSED 4
 
@@ -61,6 +64,11 @@ typedef struct mbxH_cli_options {
   const char *pause_on[MBXH_CLI_MAX_PAUSE]; /* --pause-on NAME, in order */
   int pause_count;
   const char *snapshot_out;    /* --snapshot-out FILE, or NULL */
+  const char *policy_file;     /* --policy FILE, or NULL */
+  const char *mounts[MBXH_CLI_MAX_MOUNTS]; /* --mount HOSTDIR:/virtual[:ro|rw|overlay] */
+  int mount_count;
+  const char *files[MBXH_CLI_MAX_FILES]; /* --file /virtual=HOSTFILE */
+  int file_count;
   /* moonbox resume only: */
   const char *snapshot;        /* SNAPSHOT: the file to restore ("-" = stdin) */
   const char *resume_value;    /* --value JSON, or NULL */
@@ -95,6 +103,15 @@ int mbxH_cli_parse_seed(const char *option, const char *text, uint64_t *out, cha
                         size_t msg_size);
 int mbxH_cli_parse_epoch(const char *option, const char *text, int64_t *out, char *msg,
                          size_t msg_size);
+
+/*
+** Splits a --mount value "HOSTDIR:/virtual[:ro|rw|overlay]" (ro when no mode is given; the
+** virtual path is the part from the last ":/"). Returns 0 with the host directory in host,
+** the virtual path in virt (both NUL-terminated, truncated values are refused) and *mode
+** 1 (ro), 2 (rw) or 4 (overlay) -- the MBX_MOUNT_* values; or -1 with msg filled.
+*/
+int mbxH_cli_split_mount(const char *value, char *host, size_t host_size, char *virt,
+                         size_t virt_size, int *mode, char *msg, size_t msg_size);
 
 /*
 ** The chunk name for a script file: the path as given when it fits in size - 1 bytes,

@@ -1,12 +1,14 @@
 /* cli_main.c -- the moonbox command: runs one script in a sandbox and prints its outcome, or
    resumes a paused run from its snapshot. */
 #include <errno.h>
+#include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "host/cli_args.h"
@@ -316,6 +318,83 @@ static int apply_settings(mbx_policy *p, const mbxH_cli_options *opt) {
   return 0;
 }
 
+/* Reads a whole host file (a policy or a --file): NULL with a message on stderr when it
+   cannot be read, is not a regular file or is larger than max bytes. */
+static char *read_host_file(const char *option, const char *path, size_t max, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  struct stat st;
+  if (f == NULL || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
+      (uint64_t)st.st_size > max) {
+    fprintf(stderr, "moonbox: %s: %s: %s\n", option, path,
+            f == NULL ? strerror(errno)
+            : (uint64_t)st.st_size > max && S_ISREG(st.st_mode) ? "the file is too large"
+                                                                : "not a regular file");
+    if (f) fclose(f);
+    return NULL;
+  }
+  char *data = malloc((size_t)st.st_size + 1);
+  *len = data ? fread(data, 1, (size_t)st.st_size, f) : 0;
+  fclose(f);
+  if (data == NULL) fprintf(stderr, "moonbox: out of memory\n");
+  return data;
+}
+
+/* --policy FILE: relative host paths in it are taken from the file's directory. */
+static int apply_policy_file(mbx_policy *p, const mbxH_cli_options *opt) {
+  if (opt->policy_file == NULL) return 0;
+  size_t len;
+  char *text = read_host_file("--policy", opt->policy_file, 16u << 20, &len);
+  if (text == NULL) return -1;
+  char *dir = strdup(opt->policy_file);
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  mbx_status s = dir ? mbx_policy_load_json(p, text, len, dirname(dir), &err) : MBX_NO_MEMORY;
+  free(text);
+  free(dir);
+  if (s != MBX_OK) {
+    fprintf(stderr, "moonbox: --policy %s: %s\n", opt->policy_file,
+            s == MBX_NO_MEMORY && err.message[0] == '\0' ? "out of memory" : err.message);
+    return -1;
+  }
+  return 0;
+}
+
+/* --mount and --file; the library checks the paths. */
+static int apply_files(mbx_policy *p, const mbxH_cli_options *opt) {
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  for (int i = 0; i < opt->mount_count; i++) {
+    char host[4096], virt[1100], msg[MBXH_CLI_MSG_SIZE];
+    int mode;
+    if (mbxH_cli_split_mount(opt->mounts[i], host, sizeof host, virt, sizeof virt, &mode, msg,
+                             sizeof msg) != 0) {
+      fprintf(stderr, "moonbox: %s\n", msg);
+      return -1;
+    }
+    if (mbx_policy_mount(p, virt, host, mode, &err) != MBX_OK) {
+      fprintf(stderr, "moonbox: --mount %s: %s\n", opt->mounts[i], err.message);
+      return -1;
+    }
+  }
+  for (int i = 0; i < opt->file_count; i++) {
+    const char *eq = strchr(opt->files[i], '=');
+    char virt[1100];
+    size_t vlen = (size_t)(eq - opt->files[i]), len;
+    if (vlen >= sizeof virt) vlen = sizeof virt - 1;
+    memcpy(virt, opt->files[i], vlen);
+    virt[vlen] = '\0';
+    char *data = read_host_file("--file", eq + 1, 256u << 20, &len);
+    if (data == NULL) return -1;
+    mbx_status s = mbx_policy_add_file(p, virt, data, len, &err);
+    free(data);
+    if (s != MBX_OK) {
+      fprintf(stderr, "moonbox: --file %s: %s\n", opt->files[i], err.message);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* Applies the limits given on the command line; the library checks the ranges. */
 static int apply_limits(mbx_policy *p, const mbxH_cli_options *opt) {
   const struct {
@@ -495,7 +574,9 @@ static mbx_policy *make_policy(const mbxH_cli_options *opt, int *exit_code) {
     *exit_code = EXIT_INTERNAL;
     return NULL;
   }
-  if (apply_limits(policy, opt) != 0 || apply_settings(policy, opt) != 0) {
+  /* The file first: the options given on the command line override its values. */
+  if (apply_policy_file(policy, opt) != 0 || apply_limits(policy, opt) != 0 ||
+      apply_settings(policy, opt) != 0 || apply_files(policy, opt) != 0) {
     mbx_policy_free(policy);
     *exit_code = EXIT_USAGE;
     return NULL;

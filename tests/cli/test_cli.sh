@@ -767,6 +767,103 @@ check_rc 2
 check_err_has "^moonbox: --snapshot-out: cannot create '.*s\.bin\.tmp'"
 
 # ------------------------------------------------------------------------------------------
+# Files (docs/cli.md, docs/policy.md): a temporary host tree, checked byte for byte after
+# each run, so a ro mount is seen to stay untouched and rw to change exactly what was written.
+
+tree=$tmp/tree
+mkdir -p "$tree/data/sub" "$tree/work" "$tree/outside"
+printf 'alpha\nbeta\n' >"$tree/data/x.txt"
+printf 'secret\n' >"$tree/outside/secret"
+ln -s ../outside/secret "$tree/data/link"
+printf 'keep\n' >"$tree/work/keep.txt"
+snapshot_tree() { (cd "$tree" && find . -printf '%p %y %s\n' | LC_ALL=C sort && find . -type f \
+  -exec sha256sum {} + | LC_ALL=C sort); }
+snapshot_tree >"$tmp/tree.before"
+
+start mount_lines_just_work
+cd "$tree" && mb run --mount ./data:/data -e 'for l in io.lines("/data/x.txt") do print(l) end'
+cd - >/dev/null
+check_rc 0
+check_out $'alpha\nbeta\n'
+check_empty err
+
+start mount_ro_refuses_writes_and_escapes
+cd "$tree" && mb run --mount ./data:/data -e '
+  local r = {}
+  r[1] = select(2, io.open("/data/x.txt", "w"))
+  r[2] = select(2, io.open("/data/new.txt", "w"))
+  r[3] = select(2, os.remove("/data/x.txt"))
+  r[4] = select(2, io.open("/data/link"))
+  r[5] = select(2, io.open("/data/../outside/secret"))
+  r[6] = select(2, io.open("/etc/passwd"))
+  print(table.concat(r, "\n"))'
+cd - >/dev/null
+check_rc 0
+check_out "/data/x.txt: Read-only file system (/data is mounted read-only)
+/data/new.txt: Read-only file system (/data is mounted read-only)
+/data/x.txt: Read-only file system (/data is mounted read-only)
+/data/link: Permission denied (the path leads outside its mount)
+/data/../outside/secret: No such file or directory (not in the sandbox view; mounts: /data ro, /tmp)
+/etc/passwd: No such file or directory (not in the sandbox view; mounts: /data ro, /tmp)
+"
+snapshot_tree >"$tmp/tree.after"
+cmp -s "$tmp/tree.before" "$tmp/tree.after" || fail "the ro run changed the host tree"
+
+start mount_rw_changes_exactly_what_was_written
+cd "$tree" && mb run --mount ./data:/data --mount "$tree/work:/work:rw" -e '
+  local f = assert(io.open("/work/report.txt", "w"))
+  for l in io.lines("/data/x.txt") do f:write(l:upper(), "\n") end
+  f:close()
+  assert(os.rename("/work/keep.txt", "/work/kept.txt"))
+  local t = io.open(os.tmpname(), "w") t:write("scratch") t:close()
+  print(#fs.list("/tmp"))'
+cd - >/dev/null
+check_rc 0
+check_out $'1\n'
+printf 'ALPHA\nBETA\n' | cmp -s - "$tree/work/report.txt" || fail "report.txt is not what was written"
+printf 'keep\n' | cmp -s - "$tree/work/kept.txt" || fail "the rename did not reach the host"
+[ -e "$tree/work/keep.txt" ] && fail "keep.txt is still there after the rename"
+[ -e "$tree/tmp" ] && fail "the memory /tmp reached the host"
+# Undo exactly those two changes: the tree must then be what it was.
+mv "$tree/work/kept.txt" "$tree/work/keep.txt" && rm -f "$tree/work/report.txt"
+snapshot_tree >"$tmp/tree.after"
+cmp -s "$tmp/tree.before" "$tmp/tree.after" || fail "the rw run changed more than it wrote"
+
+start file_and_policy
+printf 'id,total\n1,5\n' >"$tmp/orders.csv"
+cat >"$tmp/policy.json" <<JSON
+{"limits": {"memory": "16M"},
+ "fs": {"mounts": [{"path": "/data", "host": "tree/data", "mode": "ro"}],
+        "files": [{"path": "/input/note.txt", "text": "inline"}]},
+ "env": {"LANG": "C.UTF-8"}}
+JSON
+mb run --policy "$tmp/policy.json" --file "/input/orders.csv=$tmp/orders.csv" -e '
+  print(io.open("/input/orders.csv"):read("a") .. io.open("/input/note.txt"):read("a"))
+  print(io.open("/data/x.txt"):read("l"), os.getenv("LANG"))'
+check_rc 0
+check_out $'id,total\n1,5\ninline\nalpha\tC.UTF-8\n'
+
+start policy_bad_key_exit_2
+printf '{"fs": {"mounts": [{"path": "/w", "host": "tree/work", "mode": "wr"}]}}' >"$tmp/bad.json"
+mb run --policy "$tmp/bad.json" -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: --policy .*bad.json: fs.mounts\[0\].mode: expected "ro", "rw" or "overlay", got "wr"$'
+
+start mount_bad_values_exit_2
+mb run --mount nocolon -e 'return 1'
+check_rc 2
+check_err_first "^moonbox: --mount: 'nocolon' is not HOSTDIR:/PATH"
+mb run --mount "$tmp/none:/data" -e 'return 1'
+check_rc 2
+check_err_has 'No such file or directory'
+mb run --mount "$tree/data:/tmp/x" -e 'return 1'
+check_rc 2
+check_err_has 'inside the sandbox.s memory /tmp'
+
+snapshot_tree >"$tmp/tree.after"
+cmp -s "$tmp/tree.before" "$tmp/tree.after" || fail "the host tree differs at the end"
+
+# ------------------------------------------------------------------------------------------
 
 if [ "$failures" -ne 0 ]; then
   printf '%d checks failed (%d cases run)\n' "$failures" "$cases"
