@@ -10,6 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,6 +72,10 @@ typedef struct script_spec {
   int runs;
   int then_status; /* NO_VALUE: no further run */
   int host_functions; /* grant host.echo, host.fail (sync) and host.fetch (external) */
+  /* mounts: /virtual=fixture:mode ... (the fixture tree is described in README.md) */
+  const char *mount_virtual[8], *mount_fixture[8];
+  int mount_mode[8];
+  int n_mounts;
 } script_spec;
 
 /* Everything the sandbox thread needs and reports. */
@@ -222,8 +230,21 @@ static int parse_limits(script_spec *spec, char *text, const char **why) {
     } else if (strcmp(name, "source") == 0) {
       ls.which = MBX_LIMIT_SOURCE;
       ok = parse_amount(value, 1, &ls.value);
+    } else if (strcmp(name, "fs-tmp") == 0) {
+      ls.which = MBX_LIMIT_FS_TMP;
+      ok = parse_amount(value, 1, &ls.value);
+    } else if (strcmp(name, "fs-bytes") == 0) {
+      ls.which = MBX_LIMIT_FS_BYTES;
+      ok = parse_amount(value, 1, &ls.value);
+    } else if (strcmp(name, "fs-files") == 0) {
+      ls.which = MBX_LIMIT_FS_FILES;
+      ok = parse_amount(value, 0, &ls.value);
+    } else if (strcmp(name, "open-files") == 0) {
+      ls.which = MBX_LIMIT_FS_OPEN_FILES;
+      ok = parse_amount(value, 0, &ls.value);
     } else {
-      *why = "unknown limit (memory, instructions, time, output, source)";
+      *why = "unknown limit (memory, instructions, time, output, source, fs-tmp, fs-bytes, "
+             "fs-files, open-files)";
       return -1;
     }
     if (ok != 0) {
@@ -314,6 +335,25 @@ static int parse_header_line(script_spec *spec, char *line, const char **why) {
     spec->input = value;
   } else if (strcmp(key, "host-functions") == 0) {
     spec->host_functions = strcmp(value, "on") == 0;
+  } else if (strcmp(key, "mounts") == 0) {
+    for (char *save = NULL, *tok = strtok_r(value, " \t", &save); tok;
+         tok = strtok_r(NULL, " \t", &save)) {
+      char *eq = strchr(tok, '='), *colon = eq ? strchr(eq, ':') : NULL;
+      if (!eq || !colon || spec->n_mounts == 8) {
+        *why = "mounts: each is /virtual=fixture:ro or /virtual=fixture:rw";
+        return -1;
+      }
+      *eq = *colon = '\0';
+      int mode = strcmp(colon + 1, "ro") == 0 ? MBX_MOUNT_RO
+                 : strcmp(colon + 1, "rw") == 0 ? MBX_MOUNT_RW : 0;
+      if (mode == 0 || (strcmp(eq + 1, "tree") != 0 && strcmp(eq + 1, "work") != 0)) {
+        *why = "mounts: the fixture is tree or work, the mode ro or rw";
+        return -1;
+      }
+      spec->mount_virtual[spec->n_mounts] = tok;
+      spec->mount_fixture[spec->n_mounts] = eq + 1;
+      spec->mount_mode[spec->n_mounts++] = mode;
+    }
   } else if (strcmp(key, "then") == 0) {
     spec->then_status = status_from_key(value, 1);
     if (spec->then_status == NO_VALUE) {
@@ -322,7 +362,7 @@ static int parse_header_line(script_spec *spec, char *line, const char **why) {
     }
   } else {
     *why = "unknown header key (expect accept limits interrupt max-wall stdout-contains "
-           "stdout-not-contains error-contains runs input then host-functions)";
+           "stdout-not-contains error-contains runs input then host-functions mounts)";
     return -1;
   }
   return 1;
@@ -619,6 +659,100 @@ static int8_t native_int8(int8_t x) {
   return x;
 }
 
+/* ---- the host tree of `mounts:` (tests/escape/README.md) ---- */
+
+static char fixture[64];
+
+static int write_text(const char *rel, const char *text) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", fixture, rel);
+  FILE *f = fopen(p, "w");
+  if (!f) return -1;
+  fputs(text, f);
+  return fclose(f);
+}
+
+static int make_link(const char *target, const char *rel) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", fixture, rel);
+  return symlink(target, p);
+}
+
+/* What lies outside every mount holds "ESCAPED", so a read of it fails the test by itself. */
+static const char outside_secret[] = "ESCAPED: the guest read a file outside its mounts\n";
+
+static int make_fixture(void) {
+  char p[256], q[256];
+  snprintf(fixture, sizeof fixture, "/tmp/mbx_escape_XXXXXX");
+  if (mkdtemp(fixture) == NULL) return -1;
+  const char *dirs[] = {"tree", "tree/sub", "work", "outside"};
+  for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+    snprintf(p, sizeof p, "%s/%s", fixture, dirs[i]);
+    if (mkdir(p, 0755) != 0) return -1;
+  }
+  snprintf(p, sizeof p, "%s/outside/secret", fixture);
+  if (write_text("outside/secret", outside_secret) != 0 ||
+      write_text("outside/hard_target", "original\n") != 0 ||
+      write_text("tree/x.txt", "inside\n") != 0 || write_text("tree/sub/y.txt", "below\n") != 0 ||
+      write_text("work/keep.txt", "keep\n") != 0 || make_link(p, "tree/abs_link") != 0 ||
+      make_link("../outside/secret", "tree/rel_link") != 0 ||
+      make_link("chain2", "tree/chain1") != 0 || make_link("chain3", "tree/chain2") != 0 ||
+      make_link("../outside/secret", "tree/chain3") != 0 ||
+      make_link("../outside", "tree/dir_link") != 0 ||
+      make_link("sub/../../outside/secret", "tree/dotdot_link") != 0 ||
+      make_link("/proc/self/root", "tree/proc_root") != 0 ||
+      make_link("/proc/self/cwd", "tree/proc_cwd") != 0 ||
+      make_link("/dev/zero", "tree/dev_link") != 0 ||
+      make_link("sub/y.txt", "tree/inside_link") != 0)
+    return -1;
+  snprintf(p, sizeof p, "%s/tree/fifo", fixture);
+  if (mkfifo(p, 0644) != 0) return -1;
+  /* A listening unix socket in the mount: opening it would connect to it. */
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s/tree/sock", fixture);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 1) != 0) return -1;
+  /* A hard link into the rw mount of a file outside it. */
+  snprintf(p, sizeof p, "%s/outside/hard_target", fixture);
+  snprintf(q, sizeof q, "%s/work/hard", fixture);
+  if (link(p, q) != 0) return -1;
+  return 0;
+}
+
+static int file_is(const char *rel, const char *text) {
+  char p[256], buf[256];
+  snprintf(p, sizeof p, "%s/%s", fixture, rel);
+  FILE *f = fopen(p, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return strcmp(buf, text) == 0;
+}
+
+/* After the runs: nothing outside the mounts and nothing in a ro mount changed. */
+static void check_fixture(driver *d) {
+  if (!file_is("outside/secret", outside_secret)) fail(d, "outside/secret changed");
+  if (!file_is("outside/hard_target", "original\n"))
+    fail(d, "the file hard-linked into the rw mount was written through the link");
+  int tree_rw = 0;
+  for (int i = 0; i < d->spec.n_mounts; i++)
+    tree_rw |= strcmp(d->spec.mount_fixture[i], "tree") == 0 && d->spec.mount_mode[i] == MBX_MOUNT_RW;
+  if (!tree_rw && (!file_is("tree/x.txt", "inside\n") || !file_is("tree/sub/y.txt", "below\n")))
+    fail(d, "a file of the read-only mount changed");
+  char p[300];
+  snprintf(p, sizeof p, "%s/outside", fixture);
+  DIR *dir = opendir(p);
+  int entries = 0;
+  struct dirent *de;
+  while (dir && (de = readdir(dir)) != NULL) entries++;
+  if (dir) closedir(dir);
+  if (entries != 4) fail(d, "outside/ holds %d entries, not the 2 files it had", entries - 2);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", fixture);
+  if (system(cmd) != 0) fail(d, "could not remove the fixture %s", fixture);
+}
+
 /* Sets the policy's limits: the driver's default time of 2 s, then the header's. */
 static int build_policy(driver *d, mbx_policy *p) {
   mbx_error err;
@@ -688,6 +822,20 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (build_policy(&d, policy) != 0) return 1;
+  if (d.spec.n_mounts > 0 && make_fixture() != 0) {
+    fprintf(stderr, "FAIL escape/%s: cannot build the fixture tree: %s\n", d.name, strerror(errno));
+    return 1;
+  }
+  for (int i = 0; i < d.spec.n_mounts; i++) {
+    char host[128];
+    snprintf(host, sizeof host, "%s/%s", fixture, d.spec.mount_fixture[i]);
+    if (mbx_policy_mount(policy, d.spec.mount_virtual[i], host, d.spec.mount_mode[i], &err) !=
+        MBX_OK) {
+      fprintf(stderr, "FAIL escape/%s: mount %s: %s\n", d.name, d.spec.mount_virtual[i],
+              err.message);
+      return 1;
+    }
+  }
   if (d.spec.host_functions &&
       (mbx_policy_add_function(policy, "host.echo", host_echo, NULL, &err) != MBX_OK ||
        mbx_policy_add_function(policy, "host.fail", host_fail, NULL, &err) != MBX_OK ||
@@ -770,6 +918,7 @@ int main(int argc, char **argv) {
     buf[n] = '\0';
     fail(&d, "%ld bytes reached the host's stdout/stderr during the run: %s", leaked, buf);
   }
+  if (d.spec.n_mounts > 0) check_fixture(&d);
   fclose(d.report);
   for (int i = 0; i < d.header_count; i++) free(d.header_lines[i]);
   if (d.failures) {
