@@ -245,7 +245,9 @@ typedef enum mbxC_call_result {
 } mbxC_call_result;
 
 /* An fs or exec failure: errnum is a POSIX errno value the guest sees as the third result of
-   its `nil, message, errno`; message names the path and the reason. */
+   its `nil, message, errno`; message is its text and the reason in parentheses ("No such
+   file or directory (not in the sandbox view; mounts: /data ro, /tmp)"), without the path:
+   the stdlib prefixes the path as the guest wrote it, as stock Lua does. */
 #define MBXC_E_TIMEDOUT 110 /* ETIMEDOUT: a guest-time operation reached the deadline */
 typedef struct mbxC_port_error {
   int errnum;
@@ -317,9 +319,10 @@ typedef struct mbxC_port {
                                   const mbxC_wait *wait, mbxC_ffi_value *ret,
                                   const char **bytes, size_t *len);
 
-  /* -- reserved shape of the next capabilities (the filesystem view and exec issues serve
-     them; until then every port leaves them NULL and the guest sees them as not granted).
-     Handles are small integers a port hands out; paths are virtual, absolute, normalized.
+  /* -- the filesystem view (capabilities/vfs.c serves it in port_local) and exec (not served
+     yet: NULL, the guest sees it as not granted). Handles are integers a port hands out,
+     carrying a generation so a stale one is refused; paths are the guest's own bytes (the
+     port normalizes them; relative ones are taken from "/").
      Each returns 0, or -1 with *e filled. Reads and writes move at most len bytes per call
      (the stdlib loops, charging the budget between blocks) and are guest time. -- */
   int (*fs_open)(void *ud, const char *path, size_t path_len, int flags, const mbxC_wait *wait,
