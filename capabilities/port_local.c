@@ -125,55 +125,13 @@ static mbxC_call_result local_native_call(void *ud, size_t index, const mbxC_ffi
 
 /* ---- the filesystem view (capabilities/vfs.c does the work) ---- */
 
-static int local_fs_open(void *ud, const char *path, size_t path_len, int flags,
-                         const mbxC_wait *wait, int *handle, mbxC_port_error *e) {
-  (void)wait; /* opens of regular files do not block: FIFOs and devices are never opened */
-  return mbxC_vfs_open(((mbxC_port_local *)ud)->vfs, path, path_len, flags, handle, e);
-}
-static int local_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
-                         size_t *got, mbxC_port_error *e) {
-  (void)wait; /* a read of a regular file moves at most len bytes and returns */
-  return mbxC_vfs_read(((mbxC_port_local *)ud)->vfs, handle, buf, len, got, e);
-}
-static int local_fs_write(void *ud, int handle, const char *buf, size_t len,
-                          const mbxC_wait *wait, size_t *put, mbxC_port_error *e) {
-  (void)wait;
-  return mbxC_vfs_write(((mbxC_port_local *)ud)->vfs, handle, buf, len, put, e);
-}
-static int local_fs_seek(void *ud, int handle, int whence, int64_t offset, int64_t *pos,
-                         mbxC_port_error *e) {
-  return mbxC_vfs_seek(((mbxC_port_local *)ud)->vfs, handle, whence, offset, pos, e);
-}
-static int local_fs_close(void *ud, int handle, mbxC_port_error *e) {
-  return mbxC_vfs_close(((mbxC_port_local *)ud)->vfs, handle, e);
-}
-static int local_fs_list(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
-                         const char **names, size_t *names_len, mbxC_port_error *e) {
-  (void)wait;
-  return mbxC_vfs_list(((mbxC_port_local *)ud)->vfs, path, path_len, names, names_len, e);
-}
-static int local_fs_stat(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
-                         mbxC_port_error *e) {
-  return mbxC_vfs_stat(((mbxC_port_local *)ud)->vfs, path, path_len, st, e);
-}
-static int local_fs_mkdir(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
-  return mbxC_vfs_mkdir(((mbxC_port_local *)ud)->vfs, path, path_len, e);
-}
-static int local_fs_remove(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
-  return mbxC_vfs_remove(((mbxC_port_local *)ud)->vfs, path, path_len, e);
-}
-static int local_fs_rename(void *ud, const char *from, size_t from_len, const char *to,
-                           size_t to_len, mbxC_port_error *e) {
-  return mbxC_vfs_rename(((mbxC_port_local *)ud)->vfs, from, from_len, to, to_len, e);
-}
-
 /* The view's clock for memory files' mtime: the port's (a policy's fixed time). */
 static int64_t vfs_clock(void *ud) {
   return local_wall_time(ud);
 }
 
 static int make_view(mbxC_port_local *pl) {
-  mbxC_vfs *v = mbxC_vfs_new(&pl->fs_policy->fs, &pl->fs_error);
+  mbxC_vfs *v = mbxC_vfs_new(pl->fs_policy ? &pl->fs_policy->fs : &pl->fs_spec, &pl->fs_error);
   if (v == NULL) return -1;
   mbxC_vfs_set_clock(v, vfs_clock, pl);
   mbxC_vfs_free(pl->vfs);
@@ -181,8 +139,74 @@ static int make_view(mbxC_port_local *pl) {
   return 0;
 }
 
+/* The view, made at the first file operation when the policy has no mounts or files (most
+   sandboxes never touch a file: they pay nothing for the view). NULL with *e filled. */
+static mbxC_vfs *view(void *ud, mbxC_port_error *e) {
+  mbxC_port_local *pl = ud;
+  if (pl->vfs == NULL && make_view(pl) != 0) {
+    *e = pl->fs_error;
+    return NULL;
+  }
+  return pl->vfs;
+}
+
+static int local_fs_open(void *ud, const char *path, size_t path_len, int flags,
+                         const mbxC_wait *wait, int *handle, mbxC_port_error *e) {
+  (void)wait; /* opens of regular files do not block: FIFOs and devices are never opened */
+  mbxC_vfs *v = view(ud, e);
+  return v ? mbxC_vfs_open(v, path, path_len, flags, handle, e) : -1;
+}
+static int local_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
+                         size_t *got, mbxC_port_error *e) {
+  (void)wait; /* a read of a regular file moves at most len bytes and returns */
+  mbxC_vfs *v = view(ud, e);
+  return v ? mbxC_vfs_read(v, handle, buf, len, got, e) : -1;
+}
+static int local_fs_write(void *ud, int handle, const char *buf, size_t len,
+                          const mbxC_wait *wait, size_t *put, mbxC_port_error *e) {
+  (void)wait;
+  mbxC_vfs *v = view(ud, e);
+  return v ? mbxC_vfs_write(v, handle, buf, len, put, e) : -1;
+}
+static int local_fs_seek(void *ud, int handle, int whence, int64_t offset, int64_t *pos,
+                         mbxC_port_error *e) {
+  mbxC_vfs *v = view(ud, e);
+  return v ? mbxC_vfs_seek(v, handle, whence, offset, pos, e) : -1;
+}
+static int local_fs_close(void *ud, int handle, mbxC_port_error *e) {
+  mbxC_vfs *v = view(ud, e);
+  return v ? mbxC_vfs_close(v, handle, e) : -1;
+}
+static int local_fs_list(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                         const char **names, size_t *names_len, mbxC_port_error *e) {
+  (void)wait;
+  mbxC_vfs *v = view(ud, e);
+  return v ? mbxC_vfs_list(v, path, path_len, names, names_len, e) : -1;
+}
+static int local_fs_stat(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
+                         mbxC_port_error *e) {
+  mbxC_vfs *v = view(ud, e);
+  return v ? mbxC_vfs_stat(v, path, path_len, st, e) : -1;
+}
+static int local_fs_mkdir(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+  mbxC_vfs *v = view(ud, e);
+  return v ? mbxC_vfs_mkdir(v, path, path_len, e) : -1;
+}
+static int local_fs_remove(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+  mbxC_vfs *v = view(ud, e);
+  return v ? mbxC_vfs_remove(v, path, path_len, e) : -1;
+}
+static int local_fs_rename(void *ud, const char *from, size_t from_len, const char *to,
+                           size_t to_len, mbxC_port_error *e) {
+  mbxC_vfs *v = view(ud, e);
+  return v ? mbxC_vfs_rename(v, from, from_len, to, to_len, e) : -1;
+}
+
 int mbxC_port_local_fs_reset(mbxC_port_local *pl) {
-  return pl->fs_policy ? make_view(pl) : 0;
+  if (pl->fs_policy) return make_view(pl);
+  mbxC_vfs_free(pl->vfs); /* made again at the next file operation */
+  pl->vfs = NULL;
+  return 0;
 }
 
 void mbxC_port_local_run_end(mbxC_port_local *pl) {
@@ -244,7 +268,14 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
     mbxC_port_local_free(pl);
     return -1;
   }
-  /* The view is made from a copy of the filesystem settings, kept for reset. */
+  /* The quotas alone make the view of a policy without mounts or files, at the first file
+     operation. With mounts or files the view is made from a copy of the filesystem settings
+     (kept for reset) now, so a mounted directory that went away is reported at creation. */
+  pl->fs_spec = p->fs;
+  pl->fs_spec.mounts = NULL;
+  pl->fs_spec.files = NULL;
+  pl->fs_spec.mount_count = pl->fs_spec.file_count = 0;
+  if (p->fs.mount_count == 0 && p->fs.file_count == 0) goto env;
   pl->fs_policy = malloc(sizeof *pl->fs_policy);
   if (pl->fs_policy == NULL) {
     mbxC_port_local_free(pl);
@@ -264,6 +295,7 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
     pl->fs_error = keep;
     return oom ? -1 : MBXC_PORT_LOCAL_FS_FAILED;
   }
+env:
   if (p->env_count == 0) return 0;
   /* A copy, so the host may change or free the policy while sandboxes made from it live. */
   pl->env = calloc(p->env_count, sizeof *pl->env);

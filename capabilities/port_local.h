@@ -28,10 +28,12 @@ typedef struct mbxC_port_local {
   struct mbx_host_reply reply; /* reused by every host call */
   char *native_out; /* MBX_NATIVE_OUT_MAX bytes for 'o' returns, made at the first one */
   char native_error[MBXC_MAX_HOSTFN_NAME + 128]; /* a native call's message for the guest */
-  /* The filesystem view (capabilities/vfs.h), made from a copy of the policy's fs spec. */
+  /* The filesystem view (capabilities/vfs.h): made at creation from fs_policy, a copy of the
+     policy's settings, when it has mounts or files; otherwise from fs_spec (the quotas only)
+     at the first file operation. */
   mbxC_vfs *vfs;
-  mbxC_fs_spec fs_spec; /* borrowed strings: fs_policy owns them */
-  mbx_policy *fs_policy; /* the copy the view is remade from on reset */
+  mbxC_fs_spec fs_spec;  /* the quotas; no mounts or files */
+  mbx_policy *fs_policy; /* NULL without mounts and files */
   mbxC_port_error fs_error; /* why the last view could not be made */
 } mbxC_port_local;
 

@@ -505,6 +505,14 @@ static int quota_bytes(mbxC_vfs *v, uint64_t more, mbxC_port_error *e) {
   return 0;
 }
 
+/* What truncating or removing a host file frees counts against what the guest added (never
+   below zero): the quotas bound the mount's net growth, so a guest that rewrites one report
+   many times is not charged for every copy. */
+static void give_back(mbxC_vfs *v, uint64_t bytes, uint64_t files) {
+  v->bytes_used -= bytes < v->bytes_used ? bytes : v->bytes_used;
+  v->files_used -= files < v->files_used ? files : v->files_used;
+}
+
 static int host_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_port_error *e) {
   const vmount *m = &v->mounts[w->mount];
   int writing = want_write(flags);
@@ -582,7 +590,10 @@ static int host_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_p
       close(fd);
       return host_fail(e, err, 0);
     }
-    if (flags & MBXC_FS_TRUNCATE) st.st_size = 0;
+    if (flags & MBXC_FS_TRUNCATE) {
+      give_back(v, (uint64_t)st.st_size, 0);
+      st.st_size = 0;
+    }
   }
   (void)created;
   handle *h = &v->handles[slot];
@@ -951,7 +962,11 @@ int mbxC_vfs_remove(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *
   if (ok == 0) ok = unlinkat(dfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
   int err = errno;
   close(dfd);
-  return ok == 0 ? 0 : host_fail(e, err, 0);
+  if (ok != 0) return host_fail(e, err, 0);
+  /* A file with another link frees nothing. */
+  if (S_ISDIR(st.st_mode) || st.st_nlink <= 1)
+    give_back(v, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0, 1);
+  return 0;
 }
 
 static int mem_rename(mbxC_vfs *v, const where *a, const where *b, mbxC_port_error *e) {

@@ -443,6 +443,16 @@ static void quotas(void **state) {
   assert_int_equal(mbxC_vfs_write(v, h, "abcde", 5, &put, &e), 0); /* overwriting is free */
   assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
   assert_string_equal(slurp("rw/big"), "abcde");
+  /* Rewriting the file frees what it held: the quota bounds net growth. */
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(mbxC_vfs_open(v, "/work/big", 9, MBXC_FS_WRITE | MBXC_FS_TRUNCATE, &h, &e),
+                     0);
+    assert_int_equal(mbxC_vfs_write(v, h, "vwxyz", 5, &put, &e), 0);
+    assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+  }
+  assert_int_equal(mbxC_vfs_bytes_used(v), 5);
+  assert_int_equal(mbxC_vfs_remove(v, "/work/big", 9, &e), 0);
+  assert_int_equal(mbxC_vfs_bytes_used(v), 0);
   mbxC_vfs_free(v);
 }
 
