@@ -331,6 +331,47 @@ static void test_every_option(void **state) {
   assert_string_equal(opt.input_file, "in.json");
 }
 
+/* --policy, --mount, --file: the shape here, the paths in the library. */
+static void test_files_options(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "--policy", "p.json", "--mount", "./data:/data", "--mount",
+           "/srv/a:b:/work:rw", "--file", "/in/x.csv=x.csv", "-e", "return 1");
+  assert_string_equal(opt.policy_file, "p.json");
+  assert_int_equal(opt.mount_count, 2);
+  assert_int_equal(opt.file_count, 1);
+  assert_string_equal(opt.files[0], "/in/x.csv=x.csv");
+  char host[64], virt[64], msg[MBXH_CLI_MSG_SIZE];
+  int mode;
+  assert_int_equal(mbxH_cli_split_mount(opt.mounts[0], host, sizeof host, virt, sizeof virt,
+                                        &mode, msg, sizeof msg), 0);
+  assert_string_equal(host, "./data");
+  assert_string_equal(virt, "/data");
+  assert_int_equal(mode, 1);
+  /* A host directory may contain ':': the virtual path starts at the last ":/". */
+  assert_int_equal(mbxH_cli_split_mount(opt.mounts[1], host, sizeof host, virt, sizeof virt,
+                                        &mode, msg, sizeof msg), 0);
+  assert_string_equal(host, "/srv/a:b");
+  assert_string_equal(virt, "/work");
+  assert_int_equal(mode, 2);
+  assert_int_equal(mbxH_cli_split_mount("d:/o:overlay", host, sizeof host, virt, sizeof virt,
+                                        &mode, msg, sizeof msg), 0);
+  assert_int_equal(mode, 4);
+  assert_int_equal(mbxH_cli_split_mount("averyveryverylonghostdirectory:/x", host, 8, virt,
+                                        sizeof virt, &mode, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "too long"));
+  PARSE_FAILS("--mount: 'data' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)", "run",
+              "--mount", "data", "-e", "1");
+  PARSE_FAILS("--mount: ':/data' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)", "run",
+              "--mount", ":/data", "-e", "1");
+  PARSE_FAILS("--file: 'x.csv' is not /VIRTUAL=HOSTFILE (e.g. --file /input/orders.csv=orders.csv)",
+              "run", "--file", "x.csv", "-e", "1");
+  PARSE_FAILS("--file: '/x=' is not /VIRTUAL=HOSTFILE (e.g. --file /input/orders.csv=orders.csv)",
+              "run", "--file", "/x=", "-e", "1");
+  PARSE_FAILS("--policy: empty file name (e.g. --policy policy.json)", "run", "--policy", "",
+              "-e", "1");
+}
+
 static void test_equals_form(void **state) {
   mbxH_cli_options opt;
   (void)state;
@@ -796,6 +837,7 @@ int main(void) {
       cmocka_unit_test(test_last_limit_wins),
       cmocka_unit_test(test_double_dash),
       cmocka_unit_test(test_missing_values),
+      cmocka_unit_test(test_files_options),
       cmocka_unit_test(test_bad_options),
       cmocka_unit_test(test_script_conflicts),
       cmocka_unit_test(test_input_file_stdin_allowed),
