@@ -182,6 +182,13 @@ static void hide_code_addresses(lua_State *L) {
     lua_setfield(L, codes - 1, "codes");
   }
   lua_settop(L, g);
+  /* The file methods (stdlib/io.c) are reached as io.stdout.write, through the metatable's
+     __index (the metatable itself is hidden from getmetatable; its metamethods too). */
+  if (luaL_getmetatable(L, "FILE*") == LUA_TTABLE) {
+    close_fields(L, -1, map);
+    if (lua_getfield(L, -1, "__index") == LUA_TTABLE) close_fields(L, -1, map);
+  }
+  lua_settop(L, g);
   close_fields(L, g, map);
   lua_pushnil(L);
   while (lua_next(L, g)) {

@@ -164,7 +164,8 @@ static void functions_called_without_a_name_are_named(void **state) {
 static void walk(lua_State *L, int seen, int *light, int *cfuncs) {
   int v = lua_gettop(L);
   int t = lua_type(L, v);
-  if ((t != LUA_TTABLE && t != LUA_TFUNCTION) || (lua_pushvalue(L, v), lua_rawget(L, seen))) {
+  if ((t != LUA_TTABLE && t != LUA_TFUNCTION && t != LUA_TUSERDATA) ||
+      (lua_pushvalue(L, v), lua_rawget(L, seen))) {
     lua_settop(L, v - 1);
     return;
   }
@@ -175,6 +176,9 @@ static void walk(lua_State *L, int seen, int *light, int *cfuncs) {
   if (t == LUA_TFUNCTION) {
     if (lua_iscfunction(L, v)) (*cfuncs)++;
     if (mbxL_is_light_cfunction(L, v)) (*light)++;
+  } else if (t == LUA_TUSERDATA) {
+    /* A file's methods are reached through its metatable's __index (io.stdout.write). */
+    if (lua_getmetatable(L, v)) walk(L, seen, light, cfuncs);
   } else {
     lua_pushnil(L);
     while (lua_next(L, v)) {
