@@ -125,8 +125,12 @@ static mbxC_call_result local_native_call(void *ud, size_t index, const mbxC_ffi
 
 /* ---- the filesystem view (capabilities/vfs.c does the work) ---- */
 
-/* The view's clock for memory files' mtime: the port's (a policy's fixed time). */
+/* The view's clock for memory files' mtime: the port's (a policy's fixed time). In
+   deterministic mode without a fixed time it is 0: the record layer does not see this read,
+   so the real clock would make a replay diverge. */
 static int64_t vfs_clock(void *ud) {
+  mbxC_port_local *pl = ud;
+  if (!pl->time_fixed && pl->grants.deterministic) return 0;
   return local_wall_time(ud);
 }
 

@@ -248,6 +248,17 @@ static const scenario scenarios[] = {
      {NULL},
      {"v\"a\"", "v\"b\"", "v\"c\"", "v\"d\"", "v\"e\"", "v\"f\"", "v\"g\"", "v\"h\"", "v\"i\"",
       "v\"j\""}},
+    {"memory files across pauses and runs: re-executed on replay",
+     {"local f = assert(io.open('/tmp/log', 'w'))\n"
+      "for i = 1, 3 do f:write(ask(i), '\\n') end\n"
+      "f:close()\n"
+      "assert(fs.mkdir('/tmp/d'))\n"
+      "return {io.open('/tmp/log'):read('a'), fs.stat('/tmp/log').mtime, os.tmpname()}",
+      "local t = {} for l in io.lines('/tmp/log') do t[#t + 1] = l end\n"
+      "os.remove('/tmp/log')\n"
+      "return {t, fs.exists('/tmp/log'), fs.exists('/tmp/d'), tools.fetch(#t)}"},
+     {NULL, NULL},
+     {"v\"a\"", "v\"b\"", "v\"c\"", "v1"}},
 };
 
 #define N_SCENARIOS (sizeof scenarios / sizeof *scenarios)
