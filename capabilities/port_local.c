@@ -213,6 +213,33 @@ int mbxC_port_local_fs_reset(mbxC_port_local *pl) {
   return 0;
 }
 
+int mbxC_port_local_fs_mark(mbxC_port_local *pl, mbxC_vfs_mark **mark) {
+  *mark = NULL;
+  return pl->vfs && (*mark = mbxC_vfs_mark_take(pl->vfs)) == NULL ? -1 : 0;
+}
+
+void mbxC_port_local_fs_keep(mbxC_port_local *pl, mbxC_vfs_mark *mark) {
+  mbxC_vfs_mark_free(pl->fs_mark);
+  pl->fs_mark = mark;
+  pl->fs_marked = 1;
+}
+
+int mbxC_port_local_fs_rewind(mbxC_port_local *pl) {
+  if (!pl->fs_marked) return 0;
+  if (pl->fs_mark) {
+    mbxC_port_error e;
+    mbxC_vfs *v = view(pl, &e);
+    return v ? mbxC_vfs_mark_restore(v, pl->fs_mark) : -1;
+  }
+  /* No view at the checkpoint: none was needed yet, so /tmp was empty. */
+  if (pl->fs_policy == NULL) {
+    mbxC_vfs_free(pl->vfs);
+    pl->vfs = NULL;
+    return 0;
+  }
+  return 0;
+}
+
 void mbxC_port_local_run_end(mbxC_port_local *pl) {
   if (pl->vfs) mbxC_vfs_close_all(pl->vfs);
 }
@@ -324,6 +351,9 @@ env:
 void mbxC_port_local_free(mbxC_port_local *pl) {
   mbxC_vfs_free(pl->vfs);
   pl->vfs = NULL;
+  mbxC_vfs_mark_free(pl->fs_mark);
+  pl->fs_mark = NULL;
+  pl->fs_marked = 0;
   if (pl->fs_policy) {
     mbxC_policy_clear(pl->fs_policy);
     free(pl->fs_policy);

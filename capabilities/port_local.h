@@ -35,6 +35,8 @@ typedef struct mbxC_port_local {
   mbxC_fs_spec fs_spec;  /* the quotas; no mounts or files */
   mbx_policy *fs_policy; /* NULL without mounts and files */
   mbxC_port_error fs_error; /* why the last view could not be made */
+  mbxC_vfs_mark *fs_mark;   /* the memory tree at the checkpoint; NULL: no view then */
+  int fs_marked;            /* a checkpoint was taken */
 } mbxC_port_local;
 
 /* Copy what the port needs from p and fill pl->port. Returns 0, -1 when out of memory, or
@@ -52,6 +54,13 @@ void mbxC_port_local_run_end(mbxC_port_local *pl);
 /* The sandbox is reset: the view is made again, so memory files and /tmp start empty.
    0, or -1 (pl->fs_error says why; the old view is kept). */
 int mbxC_port_local_fs_reset(mbxC_port_local *pl);
+/* mbx_sandbox_checkpoint / mbx_sandbox_rewind of the memory files (capabilities/vfs.h): take
+   a mark (0, or -1 when out of host memory; *mark NULL when no view exists yet), keep it as
+   the checkpoint's once the vm's checkpoint succeeded (or free it with mbxC_vfs_mark_free),
+   and rewind to the kept one (0, or -1 when out of host memory). */
+int mbxC_port_local_fs_mark(mbxC_port_local *pl, mbxC_vfs_mark **mark);
+void mbxC_port_local_fs_keep(mbxC_port_local *pl, mbxC_vfs_mark *mark);
+int mbxC_port_local_fs_rewind(mbxC_port_local *pl);
 /* 1 when the view reaches host directories (the policy has mounts). */
 int mbxC_port_local_has_mounts(const mbxC_port_local *pl);
 

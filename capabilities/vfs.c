@@ -145,6 +145,7 @@ struct mbxC_vfs {
   uint64_t bytes_max, bytes_used;
   uint64_t files_max, files_used;
   int walk_only;
+  uint64_t mutations; /* changes to the memory tree, so a rewind with none costs nothing */
   int64_t (*clock)(void *ud);
   void *clock_ud;
   char view[160]; /* "mounts: /data ro, /tmp" for the not-in-view reason */
@@ -211,6 +212,7 @@ static mnode *add_node(mbxC_vfs *v, const char *path, size_t len, int is_dir, in
   n->in_table = 1;
   n->mtime = now_seconds();
   v->nodes[v->node_count++] = n;
+  v->mutations++;
   return n;
 }
 
@@ -221,6 +223,7 @@ static void free_node(mnode *n) {
 }
 
 static void unlink_node(mbxC_vfs *v, mnode *n) {
+  v->mutations++;
   for (size_t i = 0; i < v->node_count; i++) {
     if (v->nodes[i] == n) {
       v->nodes[i] = v->nodes[--v->node_count];
@@ -633,6 +636,7 @@ static int mem_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_po
     v->files_used++;
   }
   if ((flags & MBXC_FS_TRUNCATE) && n->len) {
+    v->mutations++;
     v->tmp_used -= n->len;
     v->bytes_used -= n->len;
     n->len = 0;
@@ -713,6 +717,7 @@ static int mem_write(mbxC_vfs *v, handle *h, const char *buf, size_t len, mbxC_p
   memcpy(n->data + h->pos, buf, len);
   h->pos = end;
   n->mtime = now_seconds();
+  v->mutations++;
   return 0;
 }
 
@@ -986,6 +991,7 @@ static int mem_rename(mbxC_vfs *v, const where *a, const where *b, mbxC_port_err
     if (old->guest_made) v->files_used--;
     unlink_node(v, old);
   }
+  v->mutations++;
   /* The node and, for a directory, everything below it take the new prefix. */
   for (size_t i = 0; i < v->node_count; i++) {
     mnode *c = v->nodes[i];
@@ -1037,4 +1043,124 @@ int mbxC_vfs_rename(mbxC_vfs *v, const char *from, size_t from_len, const char *
   close(da);
   close(db);
   return ok == 0 ? 0 : host_fail(e, err, 0);
+}
+
+/* ---- checkpoints of the memory tree ---- */
+
+typedef struct saved_node {
+  char *path;
+  size_t path_len;
+  int is_dir, guest_made;
+  char *data;
+  size_t len;
+  int64_t mtime;
+} saved_node;
+
+struct mbxC_vfs_mark {
+  const mbxC_vfs *view; /* the view it was taken of (a reset makes another) */
+  uint64_t mutations;
+  saved_node *nodes; /* the writable nodes below /tmp; the rest never changes */
+  size_t count;
+  uint64_t tmp_used;
+  uint64_t mem_files; /* guest-made memory nodes */
+};
+
+static uint64_t mem_files_of(const mbxC_vfs *v) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < v->node_count; i++)
+    n += v->nodes[i]->guest_made != 0;
+  return n;
+}
+
+void mbxC_vfs_mark_free(mbxC_vfs_mark *m) {
+  if (m == NULL) return;
+  for (size_t i = 0; i < m->count; i++) {
+    free(m->nodes[i].path);
+    free(m->nodes[i].data);
+  }
+  free(m->nodes);
+  free(m);
+}
+
+mbxC_vfs_mark *mbxC_vfs_mark_take(const mbxC_vfs *v) {
+  mbxC_vfs_mark *m = calloc(1, sizeof *m);
+  if (m == NULL) return NULL;
+  m->view = v;
+  m->mutations = v->mutations;
+  m->tmp_used = v->tmp_used;
+  m->mem_files = mem_files_of(v);
+  if (v->node_count && (m->nodes = calloc(v->node_count, sizeof *m->nodes)) == NULL) goto oom;
+  for (size_t i = 0; i < v->node_count; i++) {
+    const mnode *n = v->nodes[i];
+    if (!n->writable || (n->path_len == 4 && memcmp(n->path, "/tmp", 4) == 0)) continue;
+    saved_node *c = &m->nodes[m->count++];
+    *c = (saved_node){.path_len = n->path_len, .is_dir = n->is_dir,
+                      .guest_made = n->guest_made, .len = n->len, .mtime = n->mtime};
+    if ((c->path = mbxU_dup_bytes(n->path, n->path_len)) == NULL ||
+        (n->len && (c->data = mbxU_dup_bytes(n->data, n->len)) == NULL))
+      goto oom;
+  }
+  return m;
+oom:
+  mbxC_vfs_mark_free(m);
+  return NULL;
+}
+
+int mbxC_vfs_mark_restore(mbxC_vfs *v, const mbxC_vfs_mark *m) {
+  mbxC_vfs_close_all(v);
+  if (m->view == v && m->mutations == v->mutations) return 0;
+  uint64_t mem_files = mem_files_of(v);
+  uint64_t host_files = v->files_used > mem_files ? v->files_used - mem_files : 0;
+  /* Copies first, so running out of memory changes nothing. */
+  mnode **fresh = m->count ? calloc(m->count, sizeof *fresh) : NULL;
+  if (m->count && fresh == NULL) return -1;
+  for (size_t i = 0; i < m->count; i++) {
+    const saved_node *c = &m->nodes[i];
+    fresh[i] = calloc(1, sizeof **fresh);
+    if (fresh[i] == NULL || (fresh[i]->path = mbxU_dup_bytes(c->path, c->path_len)) == NULL ||
+        (c->len && (fresh[i]->data = mbxU_dup_bytes(c->data, c->len)) == NULL)) {
+      for (size_t j = 0; j <= i; j++)
+        if (fresh[j]) free_node(fresh[j]);
+      free(fresh);
+      return -1;
+    }
+    *fresh[i] = (mnode){.path = fresh[i]->path, .path_len = c->path_len, .is_dir = c->is_dir,
+                        .writable = 1, .guest_made = c->guest_made, .in_table = 1,
+                        .data = fresh[i]->data, .len = c->len, .cap = c->len,
+                        .mtime = c->mtime};
+  }
+  size_t keep = 0;
+  for (size_t i = 0; i < v->node_count; i++) {
+    mnode *n = v->nodes[i];
+    if (n->writable && !(n->path_len == 4 && memcmp(n->path, "/tmp", 4) == 0))
+      free_node(n); /* no handle is open: close_all above */
+    else
+      v->nodes[keep++] = n;
+  }
+  v->node_count = keep;
+  if (keep + m->count > v->node_cap) {
+    mnode **grown = realloc(v->nodes, (keep + m->count) * sizeof *grown);
+    if (grown == NULL) { /* the tree is now /tmp empty: still consistent */
+      for (size_t i = 0; i < m->count; i++)
+        free_node(fresh[i]);
+      free(fresh);
+      v->bytes_used -= v->tmp_used < v->bytes_used ? v->tmp_used : v->bytes_used;
+      v->tmp_used = 0;
+      v->files_used = host_files;
+      v->mutations++;
+      return -1;
+    }
+    v->nodes = grown;
+    v->node_cap = keep + m->count;
+  }
+  for (size_t i = 0; i < m->count; i++)
+    v->nodes[v->node_count++] = fresh[i];
+  free(fresh);
+  /* The quotas follow the memory tree back; what rw mounts grew by stays counted. */
+  uint64_t host_bytes = v->bytes_used > v->tmp_used ? v->bytes_used - v->tmp_used : 0;
+  v->bytes_used = host_bytes + m->tmp_used;
+  v->tmp_used = m->tmp_used;
+  v->files_used = host_files + m->mem_files;
+  v->mutations++;
+  return 0;
 }

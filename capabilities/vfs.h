@@ -101,6 +101,18 @@ size_t mbxC_vfs_open_count(const mbxC_vfs *v);
 uint64_t mbxC_vfs_bytes_used(const mbxC_vfs *v);
 uint64_t mbxC_vfs_files_used(const mbxC_vfs *v);
 
+/* Checkpoints of the memory tree (mbx_sandbox_checkpoint / mbx_sandbox_rewind): a mark copies
+   what /tmp holds (its size, at most the tmp quota; the policy's files never change and are
+   not copied). Restoring closes every handle, then, if the memory tree changed since the
+   mark, puts /tmp back as it was, with its quota use; what rw mounts were written stays
+   (and stays counted). A restore with no change since the mark costs nothing more. NULL /
+   -1 when out of host memory (restore then leaves a consistent tree: as it was, or /tmp
+   empty). */
+typedef struct mbxC_vfs_mark mbxC_vfs_mark;
+mbxC_vfs_mark *mbxC_vfs_mark_take(const mbxC_vfs *v);
+int mbxC_vfs_mark_restore(mbxC_vfs *v, const mbxC_vfs_mark *m);
+void mbxC_vfs_mark_free(mbxC_vfs_mark *m);
+
 /* The operations of capabilities/port.h (fs_*), on guest paths (normalized here). Each
    returns 0, or -1 with e->errnum an errno value and e->message its text plus the reason in
    parentheses when there is one ("No such file or directory (not in the sandbox view;

@@ -203,7 +203,19 @@ static mbx_status inproc_reset(void *impl, mbx_error *err) {
 
 static mbx_status inproc_checkpoint(void *impl, mbx_error *err) {
   inproc *ip = impl;
-  switch (mbxV_vm_checkpoint(ip->vm, &ip->checkpoint)) {
+  /* The memory files first (a copy of /tmp), kept only if the state's copy succeeds too. */
+  mbxC_vfs_mark *files;
+  if (mbxC_port_local_fs_mark(&ip->port, &files) != 0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
+                                       "copy of /tmp; the previous checkpoint (if any) is kept");
+    return MBX_NO_MEMORY;
+  }
+  mbxV_checkpoint_result made = mbxV_vm_checkpoint(ip->vm, &ip->checkpoint);
+  if (made == MBXV_CHECKPOINT_OK)
+    mbxC_port_local_fs_keep(&ip->port, files);
+  else
+    mbxC_vfs_mark_free(files);
+  switch (made) {
   case MBXV_CHECKPOINT_OK:
     ip->checkpoint_draws = mbxC_port_local_position(&ip->port);
     ip->checkpoint_log_generation = ip->log_generation;
@@ -236,6 +248,12 @@ static mbx_status inproc_rewind(void *impl, mbx_error *err) {
   }
   mbxV_vm_rewind(ip->vm, &ip->checkpoint);
   mbxC_port_local_seek(&ip->port, ip->checkpoint_draws);
+  if (mbxC_port_local_fs_rewind(&ip->port) != 0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_rewind: the state is rewound, but the "
+                                       "memory files could not be (out of host memory): /tmp "
+                                       "may be empty");
+    return MBX_NO_MEMORY;
+  }
   if (ip->recording) {
     /* The log goes back with the state. Across a reset the records of the checkpoint's
        session are gone: the sandbox cannot be snapshotted until its next reset. */

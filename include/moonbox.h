@@ -323,8 +323,9 @@ MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error
 ** creation and after mbx_sandbox_reset, sized by MBX_LIMIT_FS_TMP), the policy's files and its
 ** mounts. Any other path does not exist, whatever the host has there, and the guest cannot
 ** tell a host path that exists from one that does not. Virtual paths are absolute and
-** normalized ("/data", not "/data/", "data" or "/a/../data"). mbx_sandbox_rewind does not
-** restore files: memory files and writes to rw mounts stay as they are.
+** normalized ("/data", not "/data/", "data" or "/a/../data"). mbx_sandbox_rewind puts /tmp
+** back as it was at the checkpoint (and closes every open file); writes to rw mounts are never
+** undone.
 */
 #define MBX_MOUNT_RO 1      /* reads only: every write, create, remove or rename is EROFS */
 #define MBX_MOUNT_RW 2      /* writes reach the host directory (within the MBX_LIMIT_FS_* quotas) */
@@ -590,7 +591,9 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err);
 ** mbx_sandbox_checkpoint captures the sandbox's whole current state between runs: the guest
 ** heap (a copy of the used part of the sandbox's heap slot: ~18 KB for an idle sandbox, more
 ** with whatever the guest keeps in globals), and the host-side state that belongs to it: the
-** poisoned flag and the position in the policy's seed sequence. Output buffers are per run:
+** poisoned flag, the position in the policy's seed sequence, and a copy of the memory /tmp
+** (what it holds, at most MBX_LIMIT_FS_TMP bytes; writes to rw mounts are never undone, and a
+** rewind closes every open file). Output buffers are per run:
 ** nothing of them is kept. One checkpoint per sandbox: a new one replaces the old (its buffer
 ** is reused). Cost: one memcpy of that size (plus a malloc the first time or when it grew).
 **
@@ -604,8 +607,8 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err);
 ** Both refuse while a run is active on another thread (MBX_SANDBOX_BUSY). Both return
 ** MBX_UNSUPPORTED in MBX_ARENA_MALLOC builds (the asan preset), where the guest heap is
 ** spread over malloc blocks. Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL, or a rewind with
-** no checkpoint), MBX_SANDBOX_BUSY, MBX_UNSUPPORTED or, for a checkpoint, MBX_NO_MEMORY (the
-** previous checkpoint is kept).
+** no checkpoint), MBX_SANDBOX_BUSY, MBX_UNSUPPORTED or MBX_NO_MEMORY (a checkpoint: the
+** previous one is kept; a rewind: the state is rewound but /tmp could not be).
 */
 MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err);
 MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err);

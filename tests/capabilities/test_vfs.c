@@ -486,6 +486,45 @@ static void handle_table(void **state) {
   mbxC_vfs_free(v);
 }
 
+static void marks_restore_tmp(void **state) {
+  (void)state;
+  mbxC_vfs *v = make_view(1000, 1000, 100, 16, 0);
+  mbxC_port_error e;
+  int h;
+  size_t put;
+  assert_int_equal(mbxC_vfs_open(v, "/tmp/a", 6, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e), 0);
+  assert_int_equal(mbxC_vfs_write(v, h, "before", 6, &put, &e), 0);
+  assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+  assert_int_equal(mbxC_vfs_mkdir(v, "/tmp/d", 6, &e), 0);
+  mbxC_vfs_mark *m = mbxC_vfs_mark_take(v);
+  assert_non_null(m);
+  /* Change everything: rewrite, remove, rename, create; a handle stays open. */
+  assert_int_equal(mbxC_vfs_open(v, "/tmp/a", 6, MBXC_FS_WRITE | MBXC_FS_TRUNCATE, &h, &e), 0);
+  assert_int_equal(mbxC_vfs_write(v, h, "after!!!", 8, &put, &e), 0);
+  assert_int_equal(mbxC_vfs_rename(v, "/tmp/d", 6, "/tmp/e", 6, &e), 0);
+  assert_int_equal(mbxC_vfs_mkdir(v, "/tmp/f", 6, &e), 0);
+  assert_int_equal(mbxC_vfs_mkdir(v, "/work/host_dir", 14, &e), 0); /* rw: not undone */
+  assert_int_equal(mbxC_vfs_files_used(v), 4);
+  assert_int_equal(mbxC_vfs_mark_restore(v, m), 0);
+  assert_int_equal(mbxC_vfs_open_count(v), 0);
+  int err;
+  assert_string_equal(read_all(v, "/tmp/a", &err), "before");
+  mbxC_fs_stat st;
+  assert_int_equal(mbxC_vfs_stat(v, "/tmp/d", 6, &st, &e), 0);
+  assert_true(st.is_dir);
+  assert_int_equal(mbxC_vfs_stat(v, "/tmp/e", 6, &st, &e), -1);
+  assert_int_equal(mbxC_vfs_stat(v, "/tmp/f", 6, &st, &e), -1);
+  assert_int_equal(mbxC_vfs_bytes_used(v), 6);
+  assert_int_equal(mbxC_vfs_files_used(v), 3); /* a, d, and the host directory */
+  assert_string_equal(read_all(v, "/input/note.txt", &err), "inline content");
+  /* Again, with nothing changed in between: still the same tree. */
+  assert_int_equal(mbxC_vfs_mark_restore(v, m), 0);
+  assert_string_equal(read_all(v, "/tmp/a", &err), "before");
+  mbxC_vfs_mark_free(m);
+  assert_int_equal(mbxC_vfs_remove(v, "/work/host_dir", 14, &e), 0);
+  mbxC_vfs_free(v);
+}
+
 static void missing_host_dir_refused(void **state) {
   (void)state;
   mbxC_fs_mount m = {"/gone", "/nonexistent/mbx/dir", MBXC_MOUNT_RO};
@@ -508,6 +547,7 @@ int main(void) {
       cmocka_unit_test(memory_tmp_and_policy_files),
       cmocka_unit_test(quotas),
       cmocka_unit_test(handle_table),
+      cmocka_unit_test(marks_restore_tmp),
       cmocka_unit_test(missing_host_dir_refused),
   };
   return cmocka_run_group_tests(tests, setup_tree, teardown_tree);

@@ -184,6 +184,41 @@ static void files_close_at_run_end(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* mbx_sandbox_rewind puts the memory files back as they were at the checkpoint. */
+static void rewind_restores_memory_files(void **state) {
+  (void)state;
+  mbx_sandbox *sb = snippet_sandbox();
+  snippet_outcome o;
+  mbx_error err;
+  assert_int_equal(snippet_run_in(sb, "io.open('/tmp/a', 'w'):write('before'):close()", &o),
+                   MBX_OK);
+  mbx_status s = mbx_sandbox_checkpoint(sb, &err);
+  if (s == MBX_UNSUPPORTED) { /* MBX_ARENA_MALLOC builds have no checkpoints */
+    mbx_sandbox_free(sb);
+    return;
+  }
+  assert_int_equal(s, MBX_OK);
+  for (int round = 0; round < 2; round++) {
+    assert_int_equal(snippet_run_in(sb, "io.open('/tmp/a', 'w'):write('after'):close() "
+                                        "io.open('/tmp/b', 'w'):close() "
+                                        "return io.open('/tmp/a'):read('a')", &o), MBX_OK);
+    assert_string_equal(o.value, "\"after\"");
+    assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
+    assert_int_equal(snippet_run_in(sb, "return io.open('/tmp/a'):read('a'), fs.exists('/tmp/b')",
+                                    &o), MBX_OK);
+    assert_string_equal(o.value, "[\"before\",false]");
+  }
+  mbx_sandbox_free(sb);
+  /* A checkpoint before any file was touched: the rewind leaves /tmp empty. */
+  sb = snippet_sandbox();
+  assert_int_equal(mbx_sandbox_checkpoint(sb, &err), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "io.open('/tmp/c', 'w'):close()", &o), MBX_OK);
+  assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return #fs.list('/tmp')", &o), MBX_OK);
+  assert_string_equal(o.value, "0");
+  mbx_sandbox_free(sb);
+}
+
 /* ---- a mounted host directory ---- */
 
 static char host_dir[64];
@@ -309,6 +344,7 @@ int main(void) {
       cmocka_unit_test(outside_the_view_is_the_stock_triple),
       cmocka_unit_test(tmp_files_round_trip),
       cmocka_unit_test(files_close_at_run_end),
+      cmocka_unit_test(rewind_restores_memory_files),
       cmocka_unit_test(mounted_directory),
       cmocka_unit_test(output_limit_keeps_what_fits),
   };
