@@ -579,6 +579,35 @@ static void swapped_symlink_race(void **state) {
   unlink(p);
 }
 
+/* A file the host appends to while the guest reads it: each read sees where it ends then;
+   nothing is cached past a read, and the bytes quota is not involved (the host wrote them). */
+static void file_growing_while_read(void **state) {
+  (void)state;
+  mbxC_vfs *v = default_view(0);
+  mbxC_port_error e;
+  int h;
+  char buf[16], p[512];
+  size_t got;
+  put("rw/grow", "ab");
+  assert_int_equal(mbxC_vfs_open(v, "/work/grow", 10, MBXC_FS_READ, &h, &e), 0);
+  assert_int_equal(mbxC_vfs_read(v, h, buf, sizeof buf, &got, &e), 0);
+  assert_int_equal(got, 2);
+  assert_int_equal(mbxC_vfs_read(v, h, buf, sizeof buf, &got, &e), 0);
+  assert_int_equal(got, 0); /* the end, for now */
+  at(p, sizeof p, "rw/grow");
+  FILE *f = fopen(p, "a");
+  assert_non_null(f);
+  fputs("cdef", f);
+  fclose(f);
+  assert_int_equal(mbxC_vfs_read(v, h, buf, sizeof buf, &got, &e), 0);
+  assert_int_equal(got, 4);
+  assert_memory_equal(buf, "cdef", 4);
+  assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+  assert_int_equal(mbxC_vfs_bytes_used(v), 0);
+  unlink(p);
+  mbxC_vfs_free(v);
+}
+
 static void missing_host_dir_refused(void **state) {
   (void)state;
   mbxC_fs_mount m = {"/gone", "/nonexistent/mbx/dir", MBXC_MOUNT_RO};
@@ -603,6 +632,7 @@ int main(void) {
       cmocka_unit_test(handle_table),
       cmocka_unit_test(marks_restore_tmp),
       cmocka_unit_test(swapped_symlink_race),
+      cmocka_unit_test(file_growing_while_read),
       cmocka_unit_test(missing_host_dir_refused),
   };
   return cmocka_run_group_tests(tests, setup_tree, teardown_tree);
