@@ -19,6 +19,10 @@ static const char key_original = 0;    /* clone[key] = the guest's metatable */
 static const char key_protected = 0;   /* clone[key] = true when the guest set __metatable */
 static const char key_events = 0;      /* clone[key] = bit i set when event_names[i] is in it */
 static const char key_clone_cache = 0; /* registry: {[mt] = clone}, weak (see clone_cache) */
+static const char key_depth = 0;       /* clone[key] = its chain depth (see chain_depth) */
+static const char key_limit = 0;       /* pin[key] = the depth its table may not exceed */
+static const char key_pin_only = 0;    /* pin[key] = true: a pin standing for "no metatable" */
+static const char key_pin_zero = 0;    /* registry: the shared pin of limit 0, no metatable */
 
 /* Every field of a metatable that Lua 5.4 or this library ever reads: the events of ltm.c
    (less __gc, __mode and __concat, which setmetatable refuses outright), and the fields
@@ -32,6 +36,10 @@ static const char *const event_names[] = {
     "__shl",   "__shr",      "__unm",  "__bnot",  "__lt",      "__le",  "__call",
     "__close", "__tostring", "__name", "__pairs", "__jsontype"};
 #define EVENT_COUNT ((int)(sizeof event_names / sizeof *event_names))
+/* Positions in event_names of the events the chain and call rules read. */
+#define EVENT_INDEX 0
+#define EVENT_NEWINDEX 1
+#define EVENT_CALL 20
 
 /* Fields setmetatable refuses, and why. */
 static const char *const refused_fields[][2] = {
@@ -277,19 +285,122 @@ static int clone_matches(lua_State *L, int mt, int clone) {
   return same;
 }
 
-/* Push a frozen shallow clone of the metatable at mt: the object gets the clone, so fields
-   added to mt later (a __gc, __mode or __concat placeholder swapped in) never take effect
-   (THREATS P0 item 4). clone.__metatable makes getmetatable return the guest's own table.
-   Called from base_setmetatable's frame. */
-static void push_clone(lua_State *L, int mt) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &key_clone_cache);
-  int cache = lua_gettop(L);
-  lua_pushvalue(L, mt);
-  if (lua_rawget(L, cache) == LUA_TTABLE && clone_matches(L, mt, cache + 1)) {
-    lua_remove(L, cache);
+/*
+** Bounded __index/__newindex chains (issue 9, B.2). luaV_finishget and luaV_finishset follow
+** table-valued __index/__newindex links inside one VM instruction, up to Lua's MAXTAGLOOP
+** (2000), and no hook fires between links. Each link is a full key lookup, which a guest can
+** make cost a memcmp of a multi-MiB key (every table of the chain keyed by the same long
+** string, looked up with an equal-length one that differs at the end) or a walk of a bucket
+** of colliding integer keys: measured 88 s and 7.5 s in one instruction. So every clone
+** records its depth, a bound on the links a lookup starting at an object that uses it can
+** follow, and setmetatable refuses a clone deeper than MBXL_CHAIN_MAX. A chain of distinct
+** tables visits each at most once, so its bucket walks together cost at most the heap; only
+** a shared long key multiplies, by at most MBXL_CHAIN_MAX.
+**
+** A depth is computed from the depths its targets have when the clone is made, so it stays a
+** bound only if no target gets deeper later. So each table that becomes the __index or
+** __newindex of a clone is pinned: its metatable becomes a pin, a private copy of what it
+** had (or, for a table without one, a shared empty pin that getmetatable reports as nil)
+** plus a limit, the depth it had when it last became a target. setmetatable on a pinned
+** table refuses a clone deeper than the limit, and keeps the table pinned (also for nil).
+** By induction every recorded depth stays a bound, and no loop can form: closing one would
+** make a target deeper than its own limit (a table as its own __index is refused outright).
+**
+** Why a pin in the target's metatable rather than a registry set of targets: the set would
+** need weak keys not to keep every target alive for the sandbox's life (one per object in
+** code that gives each object a fresh __index table), and weak tables are what Debian
+** 5.4.4's finishset use-after-free needs (THREATS section 0). A pin lives and dies with its
+** table. Its price: one private metatable copy (about 100 bytes plus the events) for each
+** target that had a metatable of its own, made once; nothing for the others.
+*/
+
+/* The depth of table t: that of its clone or pin, 0 without a metatable (or with the one
+   metatable C sets on guest data, the JSON array marker, which has no __index). */
+static lua_Integer table_depth(lua_State *L, int t) {
+  if (!lua_getmetatable(L, t)) return 0;
+  lua_Integer depth = lua_rawgetp(L, -1, &key_depth) == LUA_TNUMBER ? lua_tointeger(L, -1) : 0;
+  lua_pop(L, 2);
+  return depth;
+}
+
+/* The links a lookup may follow through the __index or __newindex value at idx: a table is
+   one link plus its own chain; a string goes through the string metatable to the private
+   library copy (two links, set from C, no metatable); a function is called (metered), and
+   anything else raises. */
+static lua_Integer link_depth(lua_State *L, int idx) {
+  switch (lua_type(L, idx)) {
+  case LUA_TNIL: return 0;
+  case LUA_TTABLE: return 1 + table_depth(L, idx);
+  case LUA_TSTRING: return 2;
+  default: return 1;
+  }
+}
+
+/* The limit of the pinned table at t, or -1 when it is not pinned. */
+static lua_Integer pin_limit(lua_State *L, int t) {
+  if (!lua_getmetatable(L, t)) return -1;
+  lua_Integer limit = lua_rawgetp(L, -1, &key_limit) == LUA_TNUMBER ? lua_tointeger(L, -1) : -1;
+  lua_pop(L, 2);
+  return limit;
+}
+
+/* Give the table at t the metatable at mt (a clone, the array marker, or nil for none),
+   pinned at limit: a private copy of mt's fields plus the limit, or the shared zero pin. */
+static void set_pinned(lua_State *L, int t, int mt, lua_Integer limit) {
+  t = lua_absindex(L, t);
+  mt = lua_absindex(L, mt);
+  if (lua_isnil(L, mt) && limit == 0) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &key_pin_zero);
+    lua_setmetatable(L, t);
     return;
   }
+  lua_createtable(L, 0, 8);
+  if (lua_isnil(L, mt)) {
+    lua_pushboolean(L, 1);
+    lua_rawsetp(L, -2, &key_pin_only);
+  } else {
+    /* Bounded: a clone holds at most the events plus a few private keys. */
+    lua_pushnil(L);
+    while (lua_next(L, mt)) {
+      if (lua_touserdata(L, -2) == &key_limit) {
+        lua_pop(L, 1);
+        continue;
+      }
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, -4);
+    }
+  }
+  lua_pushinteger(L, limit);
+  lua_rawsetp(L, -2, &key_limit);
+  lua_setmetatable(L, t);
+}
+
+/* The table at t becomes a target of a new clone: pin it at its current depth (a limit only
+   ever goes down). */
+static void pin_target(lua_State *L, int t) {
+  t = lua_absindex(L, t);
+  lua_Integer depth = table_depth(L, t), limit = pin_limit(L, t);
+  if (limit >= 0) {
+    if (limit > depth) { /* a private pin (the shared one has limit 0) */
+      lua_getmetatable(L, t);
+      lua_pushinteger(L, depth);
+      lua_rawsetp(L, -2, &key_limit);
+      lua_pop(L, 1);
+    }
+    return;
+  }
+  if (!lua_getmetatable(L, t)) lua_pushnil(L);
+  set_pinned(L, t, lua_gettop(L), depth);
   lua_pop(L, 1);
+}
+
+/* Build a frozen shallow clone of the metatable at mt and push it: the object gets the
+   clone, so fields added to mt later (a __gc, __mode or __concat placeholder swapped in, a
+   __call or a deeper __index) never take effect (THREATS P0 item 4). clone.__metatable
+   makes getmetatable return the guest's own table. Checks the call and chain rules, and
+   raises before anything is recorded. Called from base_setmetatable's frame. */
+static void push_new_clone(lua_State *L, int obj, int mt) {
   lua_createtable(L, 0, 4);
   int clone = lua_gettop(L);
   lua_Integer present = 0;
@@ -300,9 +411,35 @@ static void push_clone(lua_State *L, int mt) {
       lua_pop(L, 2);
       continue;
     }
+    /* Lua retries a __call that is not a function without bound inside one OP_CALL (or
+       one __close while unwinding, where no instruction runs at all), shifting a growing
+       argument list: `setmetatable(t, {__call = t}); t()` hangs stock Lua. A function is
+       always called at the first step. */
+    if (i == EVENT_CALL && lua_type(L, -1) != LUA_TFUNCTION)
+      luaL_error(L,
+                 "setmetatable: '__call' must be a function in this sandbox (got a %s; a "
+                 "callable table as __call makes one call retry without end)",
+                 luaL_typename(L, -1));
+    if ((i == EVENT_INDEX || i == EVENT_NEWINDEX) && lua_rawequal(L, -1, obj))
+      luaL_error(L, "setmetatable: a table cannot be its own '%s' (the lookup would loop)",
+                 event_names[i]);
     lua_rawset(L, clone);
     present |= (lua_Integer)1 << i;
   }
+  lua_pushvalue(L, UPV_EVENT(EVENT_INDEX));
+  lua_rawget(L, clone);
+  lua_pushvalue(L, UPV_EVENT(EVENT_NEWINDEX));
+  lua_rawget(L, clone);
+  lua_Integer via_index = link_depth(L, -2), via_newindex = link_depth(L, -1);
+  lua_pop(L, 2);
+  lua_Integer depth = via_index > via_newindex ? via_index : via_newindex;
+  if (depth > MBXL_CHAIN_MAX)
+    luaL_error(L,
+               "setmetatable: this '__index'/'__newindex' chain would be %d tables long; this "
+               "sandbox allows %d (use an __index function for deeper lookups)",
+               (int)depth, MBXL_CHAIN_MAX);
+  lua_pushinteger(L, depth);
+  lua_rawsetp(L, clone, &key_depth);
   lua_pushinteger(L, present);
   lua_rawsetp(L, clone, &key_events);
   lua_pushvalue(L, UPV_METATABLE);
@@ -317,10 +454,19 @@ static void push_clone(lua_State *L, int mt) {
   lua_rawset(L, clone);
   lua_pushvalue(L, mt);
   lua_rawsetp(L, clone, &key_original);
+}
+
+/* Push the clone for the metatable at mt, from the cache when it still matches. Sets *fresh
+   when it was just built (then neither cached nor its targets recorded yet). */
+static void push_clone(lua_State *L, int obj, int mt, int cache, int *fresh) {
   lua_pushvalue(L, mt);
-  lua_pushvalue(L, clone);
-  lua_rawset(L, cache);
-  lua_remove(L, cache);
+  if (lua_rawget(L, cache) == LUA_TTABLE && clone_matches(L, mt, lua_gettop(L))) {
+    *fresh = 0;
+    return;
+  }
+  lua_pop(L, 1);
+  *fresh = 1;
+  push_new_clone(L, obj, mt);
 }
 
 static int base_setmetatable(lua_State *L) {
@@ -328,18 +474,23 @@ static int base_setmetatable(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
   lua_settop(L, 2);
+  lua_Integer limit = -1;
   if (lua_getmetatable(L, 1)) {
-    /* Our clones carry __metatable for getmetatable's sake; only a __metatable the guest
-       wrote itself protects the object. */
-    int ours = lua_rawgetp(L, -1, &key_original) != LUA_TNIL || mbxV_json_is_array_marker(L, -2);
+    /* Our clones and pins carry __metatable for getmetatable's sake; only a __metatable the
+       guest wrote itself protects the object. */
+    limit = lua_rawgetp(L, -1, &key_limit) == LUA_TNUMBER ? lua_tointeger(L, -1) : -1;
     lua_pop(L, 1);
+    int ours = limit >= 0 || lua_rawgetp(L, -1, &key_original) != LUA_TNIL ||
+               mbxV_json_is_array_marker(L, -2);
+    if (limit < 0) lua_pop(L, 1);
     int protected_ = ours ? (lua_rawgetp(L, -1, &key_protected) != LUA_TNIL)
                           : (lua_getfield(L, -1, "__metatable") != LUA_TNIL);
     lua_pop(L, 2);
     if (protected_) return luaL_error(L, "cannot change a protected metatable");
   }
   if (t == LUA_TNIL) {
-    lua_setmetatable(L, 1);
+    if (limit >= 0) set_pinned(L, 1, 2, limit); /* a target stays pinned */
+    else lua_setmetatable(L, 1);
     return 1;
   }
   for (int i = 0; i < REFUSED_COUNT; i++) {
@@ -350,10 +501,49 @@ static int base_setmetatable(lua_State *L) {
                         refused_fields[i][0], refused_fields[i][1]);
     lua_pop(L, 1);
   }
-  lua_checkstack(L, 8); /* the check and the clone use a few slots above the two arguments */
-  push_clone(L, 2);
-  lua_setmetatable(L, 1);
+  lua_checkstack(L, 12); /* the check and the clone use a few slots above the two arguments */
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &key_clone_cache); /* 3 */
+  int fresh;
+  push_clone(L, 1, 2, 3, &fresh); /* 4 */
+  lua_rawgetp(L, 4, &key_depth);
+  lua_Integer depth = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  /* A table some chain runs through may not get deeper (see above). */
+  if (depth > limit && limit >= 0)
+    return luaL_error(L,
+                      "setmetatable: this table is the '__index' or '__newindex' of another "
+                      "metatable, so its own chain cannot grow (from %d to %d tables; set "
+                      "metatables from the base class up)",
+                      (int)limit, (int)depth);
+  if (fresh) {
+    for (int i = EVENT_INDEX; i <= EVENT_NEWINDEX; i++) {
+      lua_pushvalue(L, UPV_EVENT(i));
+      if (lua_rawget(L, 4) == LUA_TTABLE) pin_target(L, -1);
+      lua_pop(L, 1);
+    }
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 4);
+    lua_rawset(L, 3);
+  }
+  if (limit >= 0) set_pinned(L, 1, 4, limit);
+  else lua_setmetatable(L, 1);
   lua_settop(L, 1);
+  return 1;
+}
+
+/* getmetatable as stock, except that a pin standing for "no metatable" is reported as nil. */
+static int base_getmetatable(lua_State *L) {
+  luaL_checkany(L, 1);
+  if (!lua_getmetatable(L, 1)) {
+    lua_pushnil(L);
+    return 1;
+  }
+  if (lua_rawgetp(L, -1, &key_pin_only) != LUA_TNIL) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_pop(L, 1);
+  luaL_getmetafield(L, 1, "__metatable");
   return 1;
 }
 
@@ -481,6 +671,13 @@ static void open_setmetatable(lua_State *L) {
   lua_setfield(L, -2, "__mode");
   lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_clone_cache);
+  /* The shared pin of tables that had no metatable when they became a target. */
+  lua_createtable(L, 0, 2);
+  lua_pushboolean(L, 1);
+  lua_rawsetp(L, -2, &key_pin_only);
+  lua_pushinteger(L, 0);
+  lua_rawsetp(L, -2, &key_limit);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_pin_zero);
   luaL_checkstack(L, UPVALUE_COUNT, "setmetatable");
   for (int i = 0; i < EVENT_COUNT; i++)
     lua_pushstring(L, event_names[i]);
@@ -496,6 +693,7 @@ int mbxL_open_base(lua_State *L) {
       {"print", base_print}, {"tostring", base_tostring},
       {"load", base_load},   {"collectgarbage", base_collectgarbage},
       {"pcall", base_pcall}, {"xpcall", base_xpcall},
+      {"getmetatable", base_getmetatable},
       {NULL, NULL}};
   static const char *const removed[] = {"dofile", "loadfile", "warn"};
   luaL_requiref(L, LUA_GNAME, luaopen_base, 1);

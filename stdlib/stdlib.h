@@ -57,6 +57,9 @@ void mbxL_run_begin(lua_State *L);
    in lua_resetthread, so a chain of __close handlers closing coroutines overflows the C stack
    (upstream 1e64c139; THREATS 0.1). */
 #define MBXL_MAX_CLOSE_NESTING 100
+/* Links one __index/__newindex lookup may follow (setmetatable refuses longer chains): Lua
+   follows them all inside one VM instruction, where no hook fires (issue 9, B.2). */
+#define MBXL_CHAIN_MAX 16
 /* Bytes of source one guest `load` call may compile (the parser is unmetered C). */
 #define MBXL_LOAD_MAX 16384
 
