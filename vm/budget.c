@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "vm/heap.h"
 #include "vm/vm.h"
 
 uint64_t mbxV_now_ns(void) {
@@ -28,8 +29,18 @@ static int interval_for(mbxV_vm *vm, lua_State *L) {
   if (atomic_load_explicit(&b->trip, memory_order_relaxed) != MBXV_TRIP_NONE ||
       vm->heap.pressure_pending)
     return 1;
-  if (vm->heap.large_live > 0) return MBXV_HOOK_COUNT_LARGE;
-  return L == b->run_thread ? MBXV_HOOK_COUNT : MBXV_HOOK_COUNT_COROUTINE;
+  int normal = L == b->run_thread ? MBXV_HOOK_COUNT : MBXV_HOOK_COUNT_COROUTINE;
+  if (vm->heap.large_live == 0) return normal;
+  /* One instruction can cost time in proportion to the largest live block: `<` between
+     two strings of NULs runs one strcoll per byte (about 8 ns each, in C, with no hook),
+     and a lookup walks a bucket of colliding keys or compares a long key. The live large
+     bytes bound that block, so the interval shrinks as they grow: an interval's worth of
+     such instructions covers at most MBXV_HOOK_LARGE_BYTES (67 ms of NUL compares), and
+     from that size on the hook looks after every instruction, so the deadline is overrun
+     by at most one of them (docs/SECURITY-MODEL.md lists the worst case). */
+  size_t share = MBXV_HOOK_LARGE_BYTES / vm->heap.large_live;
+  return share < 1 ? 1 : share < (size_t)MBXV_HOOK_COUNT_LARGE ? (int)share
+                                                                 : MBXV_HOOK_COUNT_LARGE;
 }
 
 static void arm(mbxV_vm *vm, lua_State *L) {

@@ -3,6 +3,7 @@
 #define MBX_VM_BUDGET_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <lua.h>
@@ -30,6 +31,9 @@ typedef enum mbxV_trip {
 /* Interval while large blocks are live: single instructions (comparing or hashing multi-MiB
    strings) get expensive, so the deadline must be checked more often. */
 #define MBXV_HOOK_COUNT_LARGE 32
+/* Live large bytes one hook interval may scan, at most: the interval is this divided by the
+   live large bytes, from MBXV_HOOK_COUNT_LARGE down to 1 (issue 9, B.3). */
+#define MBXV_HOOK_LARGE_BYTES ((size_t)8 << 20)
 
 typedef struct mbxV_budget {
   uint64_t instruction_limit; /* 0 = none */
