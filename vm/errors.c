@@ -38,6 +38,16 @@ static void text_puts(text *t, const char *s) {
   text_put(t, s, strlen(s));
 }
 
+size_t mbxV_utf8_cut(const char *s, size_t len, size_t max) {
+  if (len <= max) return len;
+  /* Back off over continuation bytes (10xxxxxx) to the start of the character the cut
+     falls in, so valid UTF-8 stays valid (and is not sent as {"$bytes": ...}). A sequence
+     is at most four bytes; past three continuations the text was not UTF-8 anyway. */
+  size_t cut = max;
+  while (cut > 0 && max - cut < 3 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--;
+  return ((unsigned char)s[cut] & 0xC0) == 0x80 ? max : cut;
+}
+
 int mbxV_error_split(const char *msg, size_t len, char *chunk, size_t chunk_size, int *line,
                      size_t *text_offset) {
   /* Chunk names may contain ':' ([string "a:1: b"]), so a bracketed name is skipped whole. */
@@ -67,7 +77,7 @@ int mbxV_error_split(const char *msg, size_t len, char *chunk, size_t chunk_size
 
 int mbxV_error_from_message(const char *msg, size_t len, int split, mbxV_error_info *out) {
   memset(out, 0, sizeof *out);
-  if (len > MBXV_ERROR_MAX) len = MBXV_ERROR_MAX;
+  len = mbxV_utf8_cut(msg, len, MBXV_ERROR_MAX);
   size_t off = 0;
   if (!split || !mbxV_error_split(msg, len, out->chunk, sizeof out->chunk, &out->line, &off))
     off = 0;
@@ -102,7 +112,9 @@ static void describe_frame(text *t, lua_Debug *ar) {
   else snprintf(buf, sizeof buf, "%s: in ", ar->short_src);
   text_puts(t, buf);
   if (ar->namewhat && *ar->namewhat) {
-    snprintf(buf, sizeof buf, "%s '%.60s'", ar->namewhat, ar->name ? ar->name : "?");
+    const char *name = ar->name ? ar->name : "?";
+    int shown = (int)mbxV_utf8_cut(name, strlen(name), 60);
+    snprintf(buf, sizeof buf, "%s '%.*s'", ar->namewhat, shown, name);
   } else if (ar->what && *ar->what == 'm') {
     snprintf(buf, sizeof buf, "main chunk");
   } else if (ar->what && *ar->what == 'C') {
@@ -116,7 +128,15 @@ static void describe_frame(text *t, lua_Debug *ar) {
 
 /* Our own traceback instead of luaL_traceback: that one looks up function names by iterating
    package.loaded and the global table, which guest code can make arbitrarily large. */
-static void build_traceback(lua_State *co, text *t, char *chunk, size_t chunk_size, int *line) {
+typedef struct frame_positions {
+  int count;
+  struct {
+    char chunk[LUA_IDSIZE];
+    int line;
+  } at[MBXV_TRACE_TOP + MBXV_TRACE_BOTTOM];
+} frame_positions;
+
+static void build_traceback(lua_State *co, text *t, frame_positions *seen) {
   int depth = stack_depth(co);
   lua_Debug ar;
   text_puts(t, "stack traceback:");
@@ -131,9 +151,9 @@ static void build_traceback(lua_State *co, text *t, char *chunk, size_t chunk_si
     }
     if (!lua_getstack(co, level, &ar) || !lua_getinfo(co, "Slnt", &ar)) break;
     describe_frame(t, &ar);
-    if (*line == 0 && ar.currentline > 0) {
-      snprintf(chunk, chunk_size, "%s", ar.short_src);
-      *line = ar.currentline;
+    if (ar.currentline > 0 && seen->count < (int)(sizeof seen->at / sizeof *seen->at)) {
+      snprintf(seen->at[seen->count].chunk, sizeof seen->at[0].chunk, "%s", ar.short_src);
+      seen->at[seen->count++].line = ar.currentline;
     }
   }
 }
@@ -156,19 +176,33 @@ int mbxV_error_describe(lua_State *L, lua_State *co, const char *override, mbxV_
     msg = typebuf;
     len = strlen(typebuf);
   }
-  if (len > MBXV_ERROR_MAX) len = MBXV_ERROR_MAX;
+  len = mbxV_utf8_cut(msg, len, MBXV_ERROR_MAX);
+  text t = {0};
+  frame_positions *seen = calloc(1, sizeof *seen);
+  if (seen == NULL) return -1;
+  build_traceback(co, &t, seen);
+  /* The position comes from the frames, never from the text: error("/etc/shadow:31337: x",
+     0) must not set chunk and line (issue 9, E.2). A "chunk:line: " prefix is moved out of
+     the message only when it names a frame on the stack (what luaL_where wrote for an
+     error at level 1, 2, ...), and then that frame is the position; otherwise the message
+     is kept whole and the position is the frame that raised (the first with a line). */
+  char chunk[sizeof out->chunk];
+  int line = 0;
   size_t off = 0;
-  if (!mbxV_error_split(msg, len, out->chunk, sizeof out->chunk, &out->line, &off)) off = 0;
+  if (mbxV_error_split(msg, len, chunk, sizeof chunk, &line, &off)) {
+    int named = -1;
+    for (int i = 0; i < seen->count && named < 0; i++)
+      if (seen->at[i].line == line && strcmp(seen->at[i].chunk, chunk) == 0) named = i;
+    if (named < 0) off = 0;
+    else seen->at[0] = seen->at[named];
+  }
+  if (seen->count > 0) {
+    snprintf(out->chunk, sizeof out->chunk, "%s", seen->at[0].chunk);
+    out->line = seen->at[0].line;
+  }
+  free(seen);
   out->message = mbxU_dup_bytes(msg + off, len - off);
   out->message_len = len - off;
-  text t = {0};
-  char chunk[64] = "";
-  int line = 0;
-  build_traceback(co, &t, chunk, sizeof chunk, &line);
-  if (out->line == 0 && line > 0) {
-    memcpy(out->chunk, chunk, sizeof out->chunk);
-    out->line = line;
-  }
   out->traceback = t.failed ? NULL : t.p;
   out->traceback_len = t.len;
   if (t.failed) free(t.p);

@@ -23,6 +23,10 @@ typedef struct mbxV_error_info {
   int line;           /* 0 when unknown */
 } mbxV_error_info;
 
+/* The length of the longest prefix of s (len bytes) that is at most max bytes and does not
+   end inside a UTF-8 sequence: len when len <= max. */
+size_t mbxV_utf8_cut(const char *s, size_t len, size_t max);
+
 /* Split "chunk:line: text" into its parts; returns 1 and fills chunk/line/offset of the text
    when msg starts with a position, 0 otherwise. */
 int mbxV_error_split(const char *msg, size_t len, char *chunk, size_t chunk_size, int *line,

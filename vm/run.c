@@ -458,7 +458,10 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
     fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR,
                      "attempt to yield from outside a coroutine");
   } else {
-    if (status == LUA_ERRMEM && mbxV_tripped(L) == MBXV_TRIP_NONE)
+    /* LUA_ERRMEM is no proof: lua_error turns a guest's error("not enough memory") into
+       it (the message is Lua's preregistered one). Only the heap knows whether it refused
+       a block; without that this is a runtime error carrying a guest string. */
+    if (status == LUA_ERRMEM && mbxV_tripped(L) == MBXV_TRIP_NONE && vm->heap.refused)
       mbxV_trip_set(L, MBXV_TRIP_MEMORY);
     check_heap_after_exit(L, vm);
     fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR, NULL);
