@@ -282,6 +282,79 @@ static void describe_truncates_huge_messages(void **state) {
   lua_close(L);
 }
 
+/* A level-0 error cannot choose its position: chunk and line come from a frame on the stack,
+   and a prefix naming no frame stays in the message (issue 9, E.2). */
+static void describe_position_comes_from_the_frames(void **state) {
+  (void)state;
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  describe_call d = {.co = failed_thread(L, "local x = 1\nerror('/etc/shadow:31337: boom', 0)\n")};
+  describe(L, &d);
+  assert_string_equal(d.info.chunk, "input");
+  assert_int_equal(d.info.line, 2);
+  assert_string_equal(d.info.message, "/etc/shadow:31337: boom");
+  mbxV_error_info_free(&d.info);
+  /* The right chunk with a line no frame is at is forged too. */
+  lua_settop(L, 0);
+  describe_call e = {.co = failed_thread(L, "error('input:99: boom', 0)")};
+  describe(L, &e);
+  assert_int_equal(e.info.line, 1);
+  assert_string_equal(e.info.message, "input:99: boom");
+  mbxV_error_info_free(&e.info);
+  /* A prefix that names the raising frame is what luaL_where writes: moved out. */
+  lua_settop(L, 0);
+  describe_call f = {.co = failed_thread(L, "\n\nerror('boom')")};
+  describe(L, &f);
+  assert_int_equal(f.info.line, 3);
+  assert_string_equal(f.info.message, "boom");
+  mbxV_error_info_free(&f.info);
+  lua_close(L);
+}
+
+/* The 4096-byte cut never splits a UTF-8 character (issue 9, E.3). */
+static void describe_cuts_on_a_character_boundary(void **state) {
+  (void)state;
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  /* 4095 ASCII bytes, then two-byte characters: the cut at 4096 falls inside one. */
+  describe_call d = {.co = failed_thread(
+                         L, "error(string.rep('a', 4095) .. string.rep('\\u{e9}', 100), 0)")};
+  describe(L, &d);
+  assert_int_equal(d.info.message_len, 4095);
+  mbxV_error_info_free(&d.info);
+  lua_settop(L, 0);
+  /* Four-byte characters from an offset of 1, 2 and 3 bytes before the cut. */
+  for (int lead = 1; lead <= 3; lead++) {
+    char code[96];
+    snprintf(code, sizeof code, "error(string.rep('a', %d) .. string.rep('\\u{1F600}', 2000), 0)",
+             MBXV_ERROR_MAX - lead);
+    describe_call e = {.co = failed_thread(L, code)};
+    describe(L, &e);
+    assert_int_equal(e.info.message_len, MBXV_ERROR_MAX - lead);
+    mbxV_error_info_free(&e.info);
+    lua_settop(L, 0);
+  }
+  lua_close(L);
+}
+
+static void utf8_cut_cases(void **state) {
+  (void)state;
+  assert_int_equal(mbxV_utf8_cut("abc", 3, 4), 3);
+  assert_int_equal(mbxV_utf8_cut("abcd", 4, 2), 2);
+  assert_int_equal(mbxV_utf8_cut("a\xc3\xa9", 3, 2), 1);         /* inside a 2-byte char */
+  assert_int_equal(mbxV_utf8_cut("\xe2\x82\xac!", 4, 3), 3);     /* right after a char */
+  assert_int_equal(mbxV_utf8_cut("\xf0\x9f\x98\x80", 4, 3), 0);  /* inside a 4-byte char */
+  assert_int_equal(mbxV_utf8_cut("\x80\x80\x80\x80\x80", 5, 4), 4); /* not UTF-8: plain cut */
+  /* from_message cuts the same way. */
+  char m[MBXV_ERROR_MAX + 8];
+  memset(m, 'a', sizeof m);
+  memcpy(m + MBXV_ERROR_MAX - 1, "\xc3\xa9", 2);
+  mbxV_error_info info;
+  assert_int_equal(mbxV_error_from_message(m, sizeof m, 0, &info), 0);
+  assert_int_equal(info.message_len, MBXV_ERROR_MAX - 1);
+  mbxV_error_info_free(&info);
+}
+
 /* A thread that never ran: no frames, no position. */
 static void describe_an_empty_thread(void **state) {
   (void)state;
@@ -459,6 +532,9 @@ int main(void) {
       cmocka_unit_test(describe_override_replaces_the_message),
       cmocka_unit_test(describe_truncates_huge_messages),
       cmocka_unit_test(describe_an_empty_thread),
+      cmocka_unit_test(describe_position_comes_from_the_frames),
+      cmocka_unit_test(describe_cuts_on_a_character_boundary),
+      cmocka_unit_test(utf8_cut_cases),
       cmocka_unit_test(traceback_names_functions_and_the_main_chunk),
       cmocka_unit_test(traceback_of_deep_recursion_is_truncated),
       cmocka_unit_test(traceback_of_a_stack_overflow_is_short),
