@@ -415,6 +415,18 @@ mb run "$long_dir/script_with_a_long_name.lua"
 check_rc 1
 check_err_first '^moonbox: \.\.\..*/script_with_a_long_name\.lua:1: far$'
 
+# The chunk name is the path as given, never the absolute host path: the guest reads it in
+# its own error messages (issue 9, E.7).
+start script_file_path_as_given
+mkdir -p "$tmp/given/sub"
+printf 'local ok, m = pcall(function() error("where") end)\nprint(m)\nerror("x")\n' >"$tmp/given/rel.lua"
+(cd "$tmp/given" && timeout 10 "$MBX" run --json sub/../rel.lua </dev/null >"$tmp/out" 2>"$tmp/err")
+rc=$?
+check_rc 1
+check_json 'd["error"]["chunk"] == "sub/../rel.lua" and d["error"]["line"] == 3'
+check_json 'd["stdout"] == "sub/../rel.lua:1: where\n"'
+if grep -q "$tmp" "$tmp/out"; then fail "the absolute path reached the result"; fi
+
 start options_after_script
 mb run "$tmp/ok.lua" --json
 check_rc 0
