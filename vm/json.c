@@ -440,6 +440,17 @@ static void encode_table(encoder *e, int t) {
      and addresses, different in every process: issue 9, E.5). check_key raises the error. */
   if (worst.rank != 0) raise_bad_key(e, &worst);
   int sequence = count > 0 && all_positive_integers && (uint64_t)max_key == count;
+  /* {"$bytes": "<base64>"} is how a string that is not UTF-8 is written: a table with that
+     one key would be read back as a byte string (issue 9, E.4), so it is refused. */
+  if (count == 1 && integer_keys == 0) {
+    lua_pushliteral(L, "$bytes");
+    int reserved = lua_rawget(L, t) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (reserved)
+      encode_error(e, e->nsteps,
+                   "cannot encode a table whose only key is \"$bytes\" as JSON (that form is "
+                   "reserved for byte strings; add another key or rename it)");
+  }
   int marked = has_array_marker(L, t);
   if (marked && count > 0 && !sequence)
     encode_error(e, e->nsteps,
@@ -822,10 +833,11 @@ static void decode_bytes_object(decoder *d, size_t value_pos) {
   lua_State *L = d->L;
   lua_pushliteral(L, "$bytes");
   lua_rawget(L, -2);
-  if (lua_type(L, -1) != LUA_TSTRING) {
-    lua_pop(L, 1); /* {"$bytes": <not a string>} is just an object */
-    return;
-  }
+  /* The one-member {"$bytes": ...} form is reserved both ways (the encoder refuses a table
+     that would take it), so the host can rely on it: it is a byte string or an error. */
+  if (lua_type(L, -1) != LUA_TSTRING)
+    decode_error_at(d, value_pos, "{\"$bytes\": ...} is reserved for byte strings: its value "
+                                  "must be a base64 string");
   size_t n;
   const char *s = lua_tolstring(L, -1, &n);
   luaL_Buffer b;
