@@ -238,7 +238,9 @@ static size_t unpack_start(lua_State *L, size_t data_len) {
   lua_Integer pos = lua_tointegerx(L, 3, &is_integer);
   if (!is_integer) pos = 1;
   if (pos > 0) return (size_t)pos - 1;
-  if (pos == 0 || (lua_Unsigned)-pos > data_len) return 0;
+  /* 0u - pos, not -pos: the magnitude of math.mininteger does not fit a lua_Integer (signed
+     overflow; UBSan aborts the host: issue 9, E.6). */
+  if (pos == 0 || 0u - (lua_Unsigned)pos > data_len) return 0;
   return data_len + (size_t)pos;
 }
 

@@ -1,6 +1,5 @@
 -- expect: time_limit
 -- limits: memory=64M instructions=0 time=1s
--- max-wall: 2s
 -- stdout-contains: refused
 -- Attack: the looping __call reached from a __close handler while the stack unwinds after
 -- the deadline: no instruction runs there, so the sticky trip cannot stop it (issue 9, B.1;

@@ -1,6 +1,5 @@
 -- expect: time_limit
 -- limits: memory=64M instructions=0 time=1s
--- max-wall: 2s
 -- stdout-contains: chain would be 17 tables long
 -- Attack: an __index chain of tables whose integer keys all collide into one bucket, looked
 -- up with one more colliding key: every link walks its whole bucket inside one instruction

@@ -1,6 +1,5 @@
 -- expect: time_limit
 -- limits: memory=64M instructions=0 time=1s
--- max-wall: 2s
 -- stdout-contains: chain would be 17 tables long
 -- Attack: an __index chain of tables all keyed by one 8 MiB string, looked up with an
 -- equal-length key that differs at the last byte: Lua follows every link inside one

@@ -257,6 +257,64 @@ static void setmetatable_refuses_dangerous_fields(void **state) {
               "[false,true]");
 }
 
+/* __call must be a function: anything else makes Lua retry the call without bound inside one
+   instruction (issue 9, B.1). */
+static void setmetatable_call_must_be_a_function(void **state) {
+  (void)state;
+  snippet_check_error("local t = {} setmetatable(t, {__call = t})", MBX_RUNTIME_ERROR,
+                      "'__call' must be a function in this sandbox (got a table;");
+  snippet_check_error("setmetatable({}, {__call = 'f'})", MBX_RUNTIME_ERROR, "(got a string;");
+  snippet_check_value("local f = setmetatable({}, {__call = function(self, x) return x * 2 end}) "
+                      "return f(21)",
+                      "42");
+  /* A later change of the guest's table is not seen (frozen clone). */
+  snippet_check_value("local mt = {__call = function() return 1 end} local f = setmetatable({}, mt) "
+                      "mt.__call = f return f()",
+                      "1");
+}
+
+/* __index/__newindex chains: at most MBXL_CHAIN_MAX links, and no table already in a chain
+   can get deeper (issue 9, B.2). */
+static void setmetatable_bounds_chains(void **state) {
+  (void)state;
+  snippet_check_value("local t, n = {}, 0 "
+                      "while pcall(function() t = setmetatable({}, {__index = t}) end) do n = n + 1 end "
+                      "return n",
+                      "16");
+  snippet_check_value("local t, n = {}, 0 "
+                      "while pcall(function() t = setmetatable({}, {__newindex = t}) end) do "
+                      "n = n + 1 end return n",
+                      "16");
+  /* The example of docs/compat.md. */
+  snippet_check_value("local Base = {} Base.__index = Base "
+                      "local Derived = setmetatable({}, Base) Derived.__index = Derived "
+                      "local obj = setmetatable({}, Derived) "
+                      "local a = pcall(setmetatable, Derived, {__index = {}}) "
+                      "local b = pcall(setmetatable, Base, {__index = {}}) "
+                      "return a, b, getmetatable(Base) == nil, getmetatable(obj) == Derived",
+                      "[true,false,true,true]");
+  snippet_check_error("local a = {} setmetatable(a, {__index = a})", MBX_RUNTIME_ERROR,
+                      "cannot be its own '__index'");
+  snippet_check_error("local a, b = {}, {} setmetatable(a, {__index = b}) "
+                      "setmetatable(b, {__index = a})",
+                      MBX_RUNTIME_ERROR, "its own chain cannot grow (from 0 to 2 tables");
+  /* A pin survives setmetatable(t, nil), and a pinned table reads as it did. */
+  snippet_check_value("local a, b = {}, {} setmetatable(a, {__index = b}) setmetatable(b, nil) "
+                      "return getmetatable(b), pcall(setmetatable, b, {__index = {}}), "
+                      "pcall(setmetatable, b, {__len = function() return 3 end}), #b",
+                      "[null,false,true,3]");
+  /* A string __index is two links: the string metatable, then the library. */
+  snippet_check_value("local t = {} for _ = 1, 14 do t = setmetatable({}, {__index = t}) end "
+                      "local s = setmetatable({}, {__index = 'x'}) "
+                      "local ok1 = pcall(setmetatable, {}, {__index = s, __newindex = t}) "
+                      "return s.upper == string.upper, ok1",
+                      "[true,true]");
+  /* A pinned empty JSON array keeps encoding as []. */
+  snippet_check_value("local a = json.decode('[]') setmetatable({}, {__index = a}) "
+                      "return json.encode(a)",
+                      "\"[]\"");
+}
+
 static void setmetatable_returns_the_object(void **state) {
   (void)state;
   snippet_check_value("local t = {} return setmetatable(t, {}) == t", "true");
@@ -666,6 +724,8 @@ int main(void) {
       cmocka_unit_test(load_defaults_env_to_sandbox_globals),
       cmocka_unit_test(load_returns_nil_and_message_on_syntax_error),
       cmocka_unit_test(setmetatable_refuses_dangerous_fields),
+      cmocka_unit_test(setmetatable_call_must_be_a_function),
+      cmocka_unit_test(setmetatable_bounds_chains),
       cmocka_unit_test(setmetatable_returns_the_object),
       cmocka_unit_test(metatable_fields_added_later_have_no_effect),
       cmocka_unit_test(metatable_index_table_contents_are_live),
