@@ -659,7 +659,12 @@ MBX_API mbx_status mbx_result_status(const mbx_result *r);
 **    "usage": {"host_calls","instructions","memory_peak","output_bytes","wall_us"},
 **    "value": <the chunk's return values: one as itself, several as an array, none as null>}
 ** Integers are exact 64-bit values: a client that parses JSON numbers into doubles loses
-** precision past 2^53. A string that is not valid UTF-8 appears as {"$bytes": "<base64>"}.
+** precision past 2^53. A string that is not valid UTF-8 appears as {"$bytes": "<base64>"},
+** and that one-member form means nothing else: a guest table whose only key is "$bytes"
+** cannot be encoded (runtime_error), so every such object is a byte string. "status" comes
+** from the runtime's own flags, never from the error text; error "chunk" and "line" name a
+** frame of the run (a "chunk:line: " prefix in the message that names no frame stays in
+** "message"); "message" is cut at 4096 bytes on a UTF-8 character boundary.
 ** len may be NULL.
 */
 MBX_API const char *mbx_result_json(const mbx_result *r, size_t *len);
