@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "host/buf.h"
+#include "vm/errors.h"
 #include "vm/json_text.h"
 
 static void put_key(mbxH_buf *b, const char *key) {
@@ -164,8 +165,10 @@ MBX_API int mbx_result_error(const mbx_result *r, mbx_error *err) {
     err->code = (int)r->status;
     err->line = r->outcome.error.line;
     snprintf(err->chunk, sizeof err->chunk, "%s", r->outcome.error.chunk);
-    snprintf(err->message, sizeof err->message, "%.*s", (int)r->outcome.error.message_len,
-             r->outcome.error.message);
+    /* Cut on a character boundary, as the 4096-byte cut is (issue 9, E.3). */
+    size_t shown = mbxV_utf8_cut(r->outcome.error.message, r->outcome.error.message_len,
+                                 sizeof err->message - 1);
+    snprintf(err->message, sizeof err->message, "%.*s", (int)shown, r->outcome.error.message);
   }
   return 1;
 }

@@ -5,7 +5,7 @@
 -- up with one more colliding key: every link walks its whole bucket inside one instruction
 -- (issue 9, B.2: 7.5 s for a 3 s limit). The chain is refused at 17 tables, and a chain of
 -- distinct tables walks each bucket once, so a lookup costs at most the heap it holds.
-local size = 4096 -- nodes per table; keys k * (size - 1) all share one main position
+local size = 1024 -- nodes per table; keys k * (size - 1) all share one main position
 local function colliding()
   local t = {}
   for k = 1, size do t[k * (size - 1)] = true end

@@ -252,6 +252,13 @@ static void result_error_truncates_to_fit(void **state) {
   mbx_result_error_message(r, &len); /* the full message is still there */
   assert_int_equal(len, sizeof msg - 1);
   mbx_result_free(r);
+  /* The cut never ends inside a UTF-8 character: a two-byte one straddles byte 255. */
+  memset(msg, 'M', sizeof msg - 1);
+  memcpy(msg + sizeof err.message - 2, "\xc3\xa9", 2);
+  r = make(outcome_failed(MBX_RUNTIME_ERROR, "c", 1, msg, ""), NULL, 0, NULL, 0);
+  assert_int_equal(mbx_result_error(r, &err), 1);
+  assert_int_equal(strlen(err.message), sizeof err.message - 2);
+  mbx_result_free(r);
 }
 
 static void accessors_on_null(void **state) {
