@@ -36,7 +36,7 @@ static int interval_for(mbxV_vm *vm, lua_State *L) {
      and a lookup walks a bucket of colliding keys or compares a long key. The live large
      bytes bound that block, so the interval shrinks as they grow: an interval's worth of
      such instructions may scan at most `allowed` bytes, MBXV_HOOK_LARGE_BYTES (67 ms of NUL
-     compares) or, under a longer deadline, an eighth of the deadline's worth. Past that
+     compares) or, under a longer deadline, a quarter of the deadline's worth. Past that
      the hook looks after every instruction, and the deadline is overrun by at most one
      instruction (docs/SECURITY-MODEL.md lists the worst cases). Measured cost of a small
      interval on a plain loop: x1.25 at 8, x1.8 at 4, x4.5 at 1 (docs/performance.md). */

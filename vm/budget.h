@@ -33,10 +33,10 @@ typedef enum mbxV_trip {
 #define MBXV_HOOK_COUNT_LARGE 32
 /* Live large bytes one hook interval may scan, at most: the interval is this divided by the
    live large bytes, from MBXV_HOOK_COUNT_LARGE down to 1 (issue 9, B.3). Under a deadline
-   longer than about 0.5 s the allowance is an eighth of the deadline instead, at 8 ns per
+   longer than about 0.27 s the allowance is a quarter of the deadline instead, at 8 ns per
    byte (the cost of `<` on NUL-laden strings): MBXV_HOOK_BYTES_PER_MS per ms of limit. */
 #define MBXV_HOOK_LARGE_BYTES ((size_t)8 << 20)
-#define MBXV_HOOK_BYTES_PER_MS ((uint64_t)15625)
+#define MBXV_HOOK_BYTES_PER_MS ((uint64_t)31250)
 
 typedef struct mbxV_budget {
   uint64_t instruction_limit; /* 0 = none */
