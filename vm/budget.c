@@ -31,15 +31,19 @@ static int interval_for(mbxV_vm *vm, lua_State *L) {
     return 1;
   int normal = L == b->run_thread ? MBXV_HOOK_COUNT : MBXV_HOOK_COUNT_COROUTINE;
   if (vm->heap.large_live == 0) return normal;
-  /* One instruction can cost time in proportion to the largest live block: `<` between
-     two strings of NULs runs one strcoll per byte (about 8 ns each, in C, with no hook),
-     and a lookup walks a bucket of colliding keys or compares a long key. The live large
-     bytes bound that block, so the interval shrinks as they grow: an interval's worth of
-     such instructions may scan at most `allowed` bytes, MBXV_HOOK_LARGE_BYTES (67 ms of NUL
-     compares) or, under a longer deadline, a quarter of the deadline's worth. Past that
-     the hook looks after every instruction, and the deadline is overrun by at most one
-     instruction (docs/SECURITY-MODEL.md lists the worst cases). Measured cost of a small
-     interval on a plain loop: x1.25 at 8, x1.8 at 4, x4.5 at 1 (docs/performance.md). */
+  /* Large blocks make single instructions cost time in proportion to them, in C where no
+     hook fires: `<` between two strings of NULs runs one strcoll per byte (about 8 ns each);
+     a lookup compares a long key or walks a bucket of colliding keys; a rehash counts and
+     copies a whole array part (3.3 ms for 32 MiB on the arena). So an interval's worth of
+     instructions may cost at most `allowed` bytes at 8 ns: MBXV_HOOK_LARGE_BYTES (67 ms),
+     or, under a longer deadline, a quarter of the deadline's worth. Strings are charged at
+     that rate by the largest one the heap ever held (a compare walks two strings side by
+     side, up to the shorter: 7.5-7.8 ns per byte measured); every other large byte at
+     1/MBXV_HOOK_TABLE_FACTOR of it (table work is memory-speed, under 0.5 ns per byte).
+     Past the allowance the hook looks after every instruction, and the deadline is overrun
+     by at most one instruction (docs/SECURITY-MODEL.md lists the worst cases). Measured
+     cost of a small interval on a plain loop: x1.25 at 8, x1.8 at 4, x4.5 at 1
+     (docs/performance.md). */
   size_t allowed = MBXV_HOOK_LARGE_BYTES;
   if (b->time_limit_ms > 0) {
     uint64_t by_deadline = b->time_limit_ms < UINT64_MAX / MBXV_HOOK_BYTES_PER_MS
@@ -47,7 +51,13 @@ static int interval_for(mbxV_vm *vm, lua_State *L) {
                                : UINT64_MAX;
     if (by_deadline > allowed) allowed = by_deadline > SIZE_MAX ? SIZE_MAX : (size_t)by_deadline;
   }
-  size_t share = allowed / vm->heap.large_live;
+  size_t tables = allowed > SIZE_MAX / MBXV_HOOK_TABLE_FACTOR ? SIZE_MAX
+                                                               : allowed * MBXV_HOOK_TABLE_FACTOR;
+  size_t share = tables / vm->heap.large_live;
+  if (vm->heap.largest_string >= MBXV_LARGE_BLOCK) {
+    size_t by_string = allowed / vm->heap.largest_string;
+    if (by_string < share) share = by_string;
+  }
   return share < 1 ? 1 : share < (size_t)MBXV_HOOK_COUNT_LARGE ? (int)share
                                                                  : MBXV_HOOK_COUNT_LARGE;
 }

@@ -31,12 +31,15 @@ typedef enum mbxV_trip {
 /* Interval while large blocks are live: single instructions (comparing or hashing multi-MiB
    strings) get expensive, so the deadline must be checked more often. */
 #define MBXV_HOOK_COUNT_LARGE 32
-/* Live large bytes one hook interval may scan, at most: the interval is this divided by the
-   live large bytes, from MBXV_HOOK_COUNT_LARGE down to 1 (issue 9, B.3). Under a deadline
+/* Large bytes one hook interval may scan at 8 ns a byte, at most: the interval is this divided
+   by the largest string the heap held (and by the live large bytes / MBXV_HOOK_TABLE_FACTOR),
+   from MBXV_HOOK_COUNT_LARGE down to 1 (issue 9, B.3). Under a deadline
    longer than about 0.27 s the allowance is a quarter of the deadline instead, at 8 ns per
    byte (the cost of `<` on NUL-laden strings): MBXV_HOOK_BYTES_PER_MS per ms of limit. */
 #define MBXV_HOOK_LARGE_BYTES ((size_t)8 << 20)
 #define MBXV_HOOK_BYTES_PER_MS ((uint64_t)31250)
+/* Large bytes that are not the largest string cost this many times less per byte. */
+#define MBXV_HOOK_TABLE_FACTOR 16
 
 typedef struct mbxV_budget {
   uint64_t instruction_limit; /* 0 = none */

@@ -19,6 +19,9 @@ typedef struct mbxV_heap {
                          fragmentation included: mbxV_arena_charged); on malloc, Lua's sizes */
   size_t peak;        /* highest `used` ever seen */
   size_t large_live;  /* bytes in live blocks >= MBXV_LARGE_BLOCK */
+  /* The biggest string ever allocated in this heap (Lua names the type of a new object in
+     the allocator's osize; strings never change size): a bound of the largest live one. */
+  size_t largest_string;
   mbxV_block *blocks; /* every live block, so the whole heap can be released without lua_close */
   /* When set, blocks come from this slot arena (vm/arena.h) instead of malloc: no per-block
      header, no live list (the slot is reset as a whole). The accounting is the same. */
