@@ -142,6 +142,31 @@ static void large_live_tracks_blocks_over_the_threshold(void **state) {
   assert_int_equal(h.used, 0);
 }
 
+/* The biggest string block ever allocated: only new objects Lua tags as strings count, and
+   freeing one does not lower it (issue 9, B.3: the hook interval's bound). */
+static void largest_string_is_the_biggest_ever(void **state) {
+  (void)state;
+  mbxV_heap h;
+  mbxV_heap_init(&h, 64 * MIB);
+  assert_int_equal(h.largest_string, 0);
+  void *table = mbxV_heap_alloc(&h, NULL, LUA_TTABLE, 2 * MBXV_LARGE_BLOCK);
+  void *raw = mbxV_heap_alloc(&h, NULL, 0, 3 * MBXV_LARGE_BLOCK);
+  assert_int_equal(h.largest_string, 0);
+  void *s = mbxV_heap_alloc(&h, NULL, LUA_TSTRING, MBXV_LARGE_BLOCK + 7);
+  assert_int_equal(h.largest_string, MBXV_LARGE_BLOCK + 7);
+  void *t = mbxV_heap_alloc(&h, NULL, LUA_TSTRING, 100);
+  assert_int_equal(h.largest_string, MBXV_LARGE_BLOCK + 7);
+  mbxV_heap_alloc(&h, s, MBXV_LARGE_BLOCK + 7, 0);
+  assert_int_equal(h.largest_string, MBXV_LARGE_BLOCK + 7);
+  /* A grown raw block (a buffer) is not a string, however big. */
+  raw = mbxV_heap_alloc(&h, raw, 3 * MBXV_LARGE_BLOCK, 4 * MBXV_LARGE_BLOCK);
+  assert_int_equal(h.largest_string, MBXV_LARGE_BLOCK + 7);
+  mbxV_heap_alloc(&h, t, 100, 0);
+  mbxV_heap_alloc(&h, raw, 4 * MBXV_LARGE_BLOCK, 0);
+  mbxV_heap_alloc(&h, table, 2 * MBXV_LARGE_BLOCK, 0);
+  assert_int_equal(h.used, 0);
+}
+
 static void over_limit_is_strictly_greater(void **state) {
   (void)state;
   mbxV_heap h;
@@ -347,6 +372,7 @@ static void real_state_accounts_to_zero_on_close(void **state) {
                    LUA_OK);
   assert_true(h.used > opened + 300000);
   assert_true(h.large_live >= 300000);
+  assert_true(h.largest_string > 300000 && h.largest_string < 300100); /* the string itself */
   assert_true(h.peak >= h.used);
   assert_int_equal(luaL_dostring(L, "t = nil big = nil collectgarbage() collectgarbage()"), LUA_OK);
   assert_int_equal(h.large_live, 0);
@@ -399,6 +425,7 @@ int main(void) {
       cmocka_unit_test(realloc_grow_and_shrink_keep_contents_and_accounting),
       cmocka_unit_test(peak_is_the_highest_used),
       cmocka_unit_test(large_live_tracks_blocks_over_the_threshold),
+      cmocka_unit_test(largest_string_is_the_biggest_ever),
       cmocka_unit_test(over_limit_is_strictly_greater),
       cmocka_unit_test(growth_between_limit_and_ceiling_succeeds),
       cmocka_unit_test(growth_past_the_ceiling_returns_null),
