@@ -395,6 +395,51 @@ static void pressure_rearms_the_hook(void **state) {
   close_vm(vm);
 }
 
+/* The interval while large blocks are live (issue 9, B.3): the allowance over the largest
+   string the heap ever held, or over the live large bytes / 16, between 1 and 32. */
+static int interval_with(mbxV_vm *vm, lua_State *co, size_t large_live, size_t largest_string,
+                         uint64_t time_limit_ms) {
+  size_t saved_live = vm->heap.large_live, saved_string = vm->heap.largest_string;
+  vm->heap.large_live = large_live;
+  vm->heap.largest_string = largest_string;
+  vm->budget.time_limit_ms = time_limit_ms;
+  mbxV_budget_enter(vm->L, co);
+  int count = lua_gethookcount(co);
+  mbxV_budget_leave(vm->L, NULL);
+  vm->heap.large_live = saved_live;
+  vm->heap.largest_string = saved_string;
+  return count;
+}
+
+static void interval_follows_the_largest_string(void **state) {
+  (void)state;
+  const size_t mib = 1u << 20;
+  mbxV_vm *vm = open_vm(256u << 20, 0, 0);
+  lua_State *co = lua_newthread(vm->L);
+  mbxV_budget_start(vm->L);
+  vm->budget.run_thread = co;
+  assert_int_equal(interval_with(vm, co, 0, 0, 0), MBXV_HOOK_COUNT);
+  /* Tables (no large string): 8 MiB * 16 over the live large bytes. */
+  assert_int_equal(interval_with(vm, co, 1 * mib, 0, 0), MBXV_HOOK_COUNT_LARGE);
+  assert_int_equal(interval_with(vm, co, 64 * mib, 0, 0), 2);
+  assert_int_equal(interval_with(vm, co, 256 * mib, 0, 0), 1);
+  /* Strings: 8 MiB over the largest one, whatever else is live. */
+  assert_int_equal(interval_with(vm, co, 1 * mib, 1 * mib, 0), 8);
+  assert_int_equal(interval_with(vm, co, 2 * mib, 2 * mib, 0), 4);
+  assert_int_equal(interval_with(vm, co, 16 * mib, 16 * mib, 0), 1);
+  assert_int_equal(interval_with(vm, co, 1 * mib, MBXV_LARGE_BLOCK - 1, 0), MBXV_HOOK_COUNT_LARGE);
+  /* A longer deadline allows a quarter of itself: 3 s is 93.75 MB at 8 ns a byte. */
+  assert_int_equal(interval_with(vm, co, 16 * mib, 16 * mib, 3000), 5);
+  assert_int_equal(interval_with(vm, co, 16 * mib, 16 * mib, 100), 1);
+  assert_int_equal(interval_with(vm, co, 16 * mib, 1 * mib, 60000), MBXV_HOOK_COUNT_LARGE);
+  /* A freed string is still counted while any large block lives; with none, nothing is. */
+  assert_int_equal(interval_with(vm, co, 0, 16 * mib, 0), MBXV_HOOK_COUNT);
+  vm->budget.time_limit_ms = 0;
+  mbxV_budget_stop(vm->L);
+  lua_settop(vm->L, 0);
+  close_vm(vm);
+}
+
 static void clocks_are_monotonic(void **state) {
   (void)state;
   uint64_t a = mbxV_now_ns(), b = mbxV_now_ns();
@@ -422,6 +467,7 @@ int main(void) {
       cmocka_unit_test(check_raises_only_when_tripped),
       cmocka_unit_test(enter_and_leave_track_the_current_thread),
       cmocka_unit_test(pressure_rearms_the_hook),
+      cmocka_unit_test(interval_follows_the_largest_string),
       cmocka_unit_test(clocks_are_monotonic),
   };
   return cmocka_run_group_tests_name("vm/budget", tests, NULL, NULL);
