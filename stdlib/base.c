@@ -329,10 +329,14 @@ static lua_Integer table_depth(lua_State *L, int t) {
    anything else raises. */
 static lua_Integer link_depth(lua_State *L, int idx) {
   switch (lua_type(L, idx)) {
-  case LUA_TNIL: return 0;
-  case LUA_TTABLE: return 1 + table_depth(L, idx);
-  case LUA_TSTRING: return 2;
-  default: return 1;
+  case LUA_TNIL:
+    return 0;
+  case LUA_TTABLE:
+    return 1 + table_depth(L, idx);
+  case LUA_TSTRING:
+    return 2;
+  default:
+    return 1;
   }
 }
 
@@ -489,8 +493,10 @@ static int base_setmetatable(lua_State *L) {
     if (protected_) return luaL_error(L, "cannot change a protected metatable");
   }
   if (t == LUA_TNIL) {
-    if (limit >= 0) set_pinned(L, 1, 2, limit); /* a target stays pinned */
-    else lua_setmetatable(L, 1);
+    if (limit >= 0)
+      set_pinned(L, 1, 2, limit); /* a target stays pinned */
+    else
+      lua_setmetatable(L, 1);
     return 1;
   }
   for (int i = 0; i < REFUSED_COUNT; i++) {
@@ -525,8 +531,10 @@ static int base_setmetatable(lua_State *L) {
     lua_pushvalue(L, 4);
     lua_rawset(L, 3);
   }
-  if (limit >= 0) set_pinned(L, 1, 4, limit);
-  else lua_setmetatable(L, 1);
+  if (limit >= 0)
+    set_pinned(L, 1, 4, limit);
+  else
+    lua_setmetatable(L, 1);
   lua_settop(L, 1);
   return 1;
 }
@@ -689,12 +697,14 @@ static void open_setmetatable(lua_State *L) {
 }
 
 int mbxL_open_base(lua_State *L) {
-  static const luaL_Reg replaced[] = {
-      {"print", base_print}, {"tostring", base_tostring},
-      {"load", base_load},   {"collectgarbage", base_collectgarbage},
-      {"pcall", base_pcall}, {"xpcall", base_xpcall},
-      {"getmetatable", base_getmetatable},
-      {NULL, NULL}};
+  static const luaL_Reg replaced[] = {{"print", base_print},
+                                      {"tostring", base_tostring},
+                                      {"load", base_load},
+                                      {"collectgarbage", base_collectgarbage},
+                                      {"pcall", base_pcall},
+                                      {"xpcall", base_xpcall},
+                                      {"getmetatable", base_getmetatable},
+                                      {NULL, NULL}};
   static const char *const removed[] = {"dofile", "loadfile", "warn"};
   luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
   luaL_setfuncs(L, replaced, 0);

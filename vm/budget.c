@@ -51,15 +51,14 @@ static int interval_for(mbxV_vm *vm, lua_State *L) {
                                : UINT64_MAX;
     if (by_deadline > allowed) allowed = by_deadline > SIZE_MAX ? SIZE_MAX : (size_t)by_deadline;
   }
-  size_t tables = allowed > SIZE_MAX / MBXV_HOOK_TABLE_FACTOR ? SIZE_MAX
-                                                               : allowed * MBXV_HOOK_TABLE_FACTOR;
+  size_t tables =
+      allowed > SIZE_MAX / MBXV_HOOK_TABLE_FACTOR ? SIZE_MAX : allowed * MBXV_HOOK_TABLE_FACTOR;
   size_t share = tables / vm->heap.large_live;
   if (vm->heap.largest_string >= MBXV_LARGE_BLOCK) {
     size_t by_string = allowed / vm->heap.largest_string;
     if (by_string < share) share = by_string;
   }
-  return share < 1 ? 1 : share < (size_t)MBXV_HOOK_COUNT_LARGE ? (int)share
-                                                                 : MBXV_HOOK_COUNT_LARGE;
+  return share < 1 ? 1 : share < (size_t)MBXV_HOOK_COUNT_LARGE ? (int)share : MBXV_HOOK_COUNT_LARGE;
 }
 
 static void arm(mbxV_vm *vm, lua_State *L) {

@@ -317,8 +317,8 @@ static void describe_cuts_on_a_character_boundary(void **state) {
   lua_State *L = luaL_newstate();
   luaL_openlibs(L);
   /* 4095 ASCII bytes, then two-byte characters: the cut at 4096 falls inside one. */
-  describe_call d = {.co = failed_thread(
-                         L, "error(string.rep('a', 4095) .. string.rep('\\u{e9}', 100), 0)")};
+  describe_call d = {
+      .co = failed_thread(L, "error(string.rep('a', 4095) .. string.rep('\\u{e9}', 100), 0)")};
   describe(L, &d);
   assert_int_equal(d.info.message_len, 4095);
   mbxV_error_info_free(&d.info);
@@ -341,9 +341,9 @@ static void utf8_cut_cases(void **state) {
   (void)state;
   assert_int_equal(mbxV_utf8_cut("abc", 3, 4), 3);
   assert_int_equal(mbxV_utf8_cut("abcd", 4, 2), 2);
-  assert_int_equal(mbxV_utf8_cut("a\xc3\xa9", 3, 2), 1);         /* inside a 2-byte char */
-  assert_int_equal(mbxV_utf8_cut("\xe2\x82\xac!", 4, 3), 3);     /* right after a char */
-  assert_int_equal(mbxV_utf8_cut("\xf0\x9f\x98\x80", 4, 3), 0);  /* inside a 4-byte char */
+  assert_int_equal(mbxV_utf8_cut("a\xc3\xa9", 3, 2), 1);            /* inside a 2-byte char */
+  assert_int_equal(mbxV_utf8_cut("\xe2\x82\xac!", 4, 3), 3);        /* right after a char */
+  assert_int_equal(mbxV_utf8_cut("\xf0\x9f\x98\x80", 4, 3), 0);     /* inside a 4-byte char */
   assert_int_equal(mbxV_utf8_cut("\x80\x80\x80\x80\x80", 5, 4), 4); /* not UTF-8: plain cut */
   /* from_message cuts the same way. */
   char m[MBXV_ERROR_MAX + 8];

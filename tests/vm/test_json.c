@@ -559,8 +559,8 @@ static void test_decode_bytes(void **state) {
   /* A guest table cannot forge a byte string: with "$bytes" as its only key it is refused,
      whatever the value (valid base64, invalid base64, not a string); with more keys it is
      an ordinary object, which the decoder reads back as one. */
-#define RESERVED                                                                           \
-  "cannot encode a table whose only key is \"$bytes\" as JSON (that form is reserved for byte " \
+#define RESERVED                                                                                   \
+  "cannot encode a table whose only key is \"$bytes\" as JSON (that form is reserved for byte "    \
   "strings; add another key or rename it)"
   expect_encode_error(L, "{['$bytes'] = 'aGk='}", "value: " RESERVED);
   expect_encode_error(L, "{['$bytes'] = 'a*k='}", "value: " RESERVED);
