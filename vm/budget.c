@@ -23,8 +23,26 @@ uint64_t mbxV_now_coarse_ns(void) {
 
 static void hook(lua_State *L, lua_Debug *ar);
 
-/* The hook interval right for thread L now. */
+static int interval_by_size(mbxV_vm *vm, lua_State *L);
+
+/* The hook interval right for thread L now: by the live data (interval_by_size), but never
+   past the instruction limit. The interval varies with heap sizes, which follow Lua's
+   per-process string-hash seed by a few bytes; stopping exactly at the limit keeps the point
+   where a run ends on it the same in every process (deterministic mode compares it). */
 static int interval_for(mbxV_vm *vm, lua_State *L) {
+  int want = interval_by_size(vm, L);
+  const mbxV_budget *b = &vm->budget;
+  if (b->instruction_limit && want > 1) {
+    uint64_t left = b->instructions < b->instruction_limit
+                        ? b->instruction_limit - b->instructions + 1
+                        : 1;
+    if (left < (uint64_t)want) want = (int)left;
+  }
+  return want;
+}
+
+/* The interval for the live data alone. */
+static int interval_by_size(mbxV_vm *vm, lua_State *L) {
   mbxV_budget *b = &vm->budget;
   if (atomic_load_explicit(&b->trip, memory_order_relaxed) != MBXV_TRIP_NONE ||
       vm->heap.pressure_pending)
