@@ -239,9 +239,10 @@ int mbxL_open_sandbox(lua_State *L) {
 }
 
 void mbxL_attach(lua_State *L, const mbxC_port *port) {
-  mbxL_state *st = mbxL_state_of(L);
-  memset(st, 0, sizeof *st);
-  st->port = port;
+  /* Only for a state of ours (the host attaches right after making it): no NULL path. */
+  mbxV_vm *vm = mbxV_from(L);
+  memset(vm->ext, 0, sizeof vm->ext);
+  mbxL_state_of(L)->port = port;
 }
 
 void mbxL_run_begin(lua_State *L) {

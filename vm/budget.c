@@ -48,7 +48,7 @@ static int interval_by_size(mbxV_vm *vm, lua_State *L) {
       vm->heap.pressure_pending)
     return 1;
   int normal = L == b->run_thread ? MBXV_HOOK_COUNT : MBXV_HOOK_COUNT_COROUTINE;
-  if (vm->heap.large_live == 0) return normal;
+  if (vm->heap.large_live == 0 && vm->heap.largest_string < MBXV_HOOK_STRING_MIN) return normal;
   /* Large blocks make single instructions cost time in proportion to them, in C where no
      hook fires: `<` between two strings of NULs runs one strcoll per byte (about 8 ns each);
      a lookup compares a long key or walks a bucket of colliding keys; a rehash counts and
@@ -69,14 +69,25 @@ static int interval_by_size(mbxV_vm *vm, lua_State *L) {
                                : UINT64_MAX;
     if (by_deadline > allowed) allowed = by_deadline > SIZE_MAX ? SIZE_MAX : (size_t)by_deadline;
   }
-  size_t tables =
-      allowed > SIZE_MAX / MBXV_HOOK_TABLE_FACTOR ? SIZE_MAX : allowed * MBXV_HOOK_TABLE_FACTOR;
-  size_t share = tables / vm->heap.large_live;
-  if (vm->heap.largest_string >= MBXV_LARGE_BLOCK) {
-    size_t by_string = allowed / vm->heap.largest_string;
+  size_t share = (size_t)normal;
+  if (vm->heap.large_live > 0) {
+    size_t tables =
+        allowed > SIZE_MAX / MBXV_HOOK_TABLE_FACTOR ? SIZE_MAX : allowed * MBXV_HOOK_TABLE_FACTOR;
+    share = tables / vm->heap.large_live;
+    if (share > (size_t)MBXV_HOOK_COUNT_LARGE) share = MBXV_HOOK_COUNT_LARGE;
+  }
+  /* Strings below MBXV_LARGE_BLOCK count too: a 200 KB string of NULs compared 1000 times
+     between two hooks is 1.6 s of strcoll (fuzz_hostile found it), so the interval shrinks
+     smoothly with the largest string, from the normal one down to 1. A string of a large
+     block or more can only be live while some large block is: with none live, the longest
+     that may still be live is just under MBXV_LARGE_BLOCK (interval 32). */
+  size_t longest = vm->heap.largest_string;
+  if (vm->heap.large_live == 0 && longest >= MBXV_LARGE_BLOCK) longest = MBXV_LARGE_BLOCK - 1;
+  if (longest >= MBXV_HOOK_STRING_MIN) {
+    size_t by_string = allowed / longest;
     if (by_string < share) share = by_string;
   }
-  return share < 1 ? 1 : share < (size_t)MBXV_HOOK_COUNT_LARGE ? (int)share : MBXV_HOOK_COUNT_LARGE;
+  return share < 1 ? 1 : share < (size_t)normal ? (int)share : normal;
 }
 
 static void arm(mbxV_vm *vm, lua_State *L) {

@@ -8,6 +8,8 @@
 
 #include <lua.h>
 
+#include "vm/heap.h" /* MBXV_NOTABLE_STRING */
+
 /* Why a run was stopped. Once set during a run it never goes back to NONE (sticky). */
 typedef enum mbxV_trip {
   MBXV_TRIP_NONE = 0,
@@ -37,6 +39,9 @@ typedef enum mbxV_trip {
    longer than about 0.27 s the allowance is a quarter of the deadline instead, at 8 ns per
    byte (the cost of `<` on NUL-laden strings): MBXV_HOOK_BYTES_PER_MS per ms of limit. */
 #define MBXV_HOOK_LARGE_BYTES ((size_t)8 << 20)
+/* Strings at least this long shorten the interval (MBXV_HOOK_LARGE_BYTES / their length, when
+   that is below the normal interval): below it an interval's compares cost under 67 ms. */
+#define MBXV_HOOK_STRING_MIN ((size_t)MBXV_NOTABLE_STRING)
 #define MBXV_HOOK_BYTES_PER_MS ((uint64_t)31250)
 /* Large bytes that are not the largest string cost this many times less per byte. */
 #define MBXV_HOOK_TABLE_FACTOR 16

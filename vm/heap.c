@@ -86,12 +86,16 @@ static void *refuse(mbxV_heap *h) {
 
 void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   mbxV_heap *h = ud;
+  int notable = 0; /* a new longest string the budget should size its hook interval by */
   /* When ptr is NULL, osize encodes the object type, not a size (Lua manual 4.6). */
   if (ptr == NULL) {
     /* The biggest string block ever made here, an upper bound of the largest live string
        (strings never grow or shrink): the budget sizes its hook interval by it, since one
        `<` of NUL-laden strings costs about 8 ns per byte in one instruction (issue 9, B.3). */
-    if (osize == LUA_TSTRING && nsize > h->largest_string) h->largest_string = nsize;
+    if (osize == LUA_TSTRING && nsize > h->largest_string) {
+      h->largest_string = nsize;
+      notable = nsize >= MBXV_NOTABLE_STRING;
+    }
     osize = 0;
   }
   if (nsize == 0) {
@@ -133,7 +137,7 @@ void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   /* A large block means an instruction that copies or scans megabytes may follow (or just
      ran): have the hook look at the clock at the next instruction. Costs one hook call per
      block of at least 256 KiB, nothing next to copying it. */
-  int large = nsize >= MBXV_LARGE_BLOCK;
+  int large = nsize >= MBXV_LARGE_BLOCK || notable;
   if (h->on_pressure && grow > 0 &&
       (large || (h->used > h->limit && !h->pressure_pending))) {
     h->pressure_pending = 1;

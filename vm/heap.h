@@ -8,6 +8,9 @@
 /* Blocks at least this big count as "large": while any is live, single instructions can be
    expensive (comparing or hashing them), so the budget checks the clock more often. */
 #define MBXV_LARGE_BLOCK (256 * 1024)
+/* A new longest string of at least this many bytes is reported to the budget too (see
+   on_pressure): comparing it may cost milliseconds inside one instruction. */
+#define MBXV_NOTABLE_STRING (8 * 1024)
 
 typedef struct mbxV_block mbxV_block;
 struct mbxV_arena;
@@ -27,8 +30,9 @@ typedef struct mbxV_heap {
      header, no live list (the slot is reset as a whole). The accounting is the same. */
   struct mbxV_arena *arena;
   /* Called (with `pressure_ud`) when a growth takes `used` over `limit` (not again while
-     `pressure_pending` is set: the budget clears it once it has looked), and at every growth
-     to a block of at least MBXV_LARGE_BLOCK. The budget re-arms the running thread's hook at
+     `pressure_pending` is set: the budget clears it once it has looked), at every growth
+     to a block of at least MBXV_LARGE_BLOCK, and when a string longer than any before (and
+     at least MBXV_NOTABLE_STRING) is made. The budget re-arms the running thread's hook at
      count 1 there, so the limits are checked at the next instruction. May be NULL. */
   void (*on_pressure)(void *pressure_ud);
   void *pressure_ud;

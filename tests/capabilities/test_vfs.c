@@ -560,19 +560,28 @@ static void swapped_symlink_race(void **state) {
     pthread_t t;
     atomic_store(&swapping, 1);
     assert_int_equal(pthread_create(&t, NULL, swapper, NULL), 0);
-    int reads = 0;
     for (int i = 0; i < 3000; i++) {
       int err;
       char *got = read_all(v, "/data/swap", &err);
-      if (got) {
-        reads++;
-        if (strstr(got, "SECRET")) fail_msg("read outside the mount in a race: %s", got);
-      }
+      if (got && strstr(got, "SECRET")) fail_msg("read outside the mount in a race: %s", got);
     }
     atomic_store(&swapping, 0);
     pthread_join(t, NULL);
+    /* Which side wins each race is the scheduler's business (a loaded machine may give every
+       one to the link): that the same view still reads the file once it is a regular file
+       again shows the refusals were the links', not a broken view. */
+    char file[512];
+    at(file, sizeof file, "ro/swap");
+    unlink(file);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("safe", f);
+    fclose(f);
+    int err;
+    char *after = read_all(v, "/data/swap", &err);
+    assert_non_null(after);
+    assert_string_equal(after, "safe");
     mbxC_vfs_free(v);
-    assert_true(reads > 0); /* the regular file was won at least sometimes */
   }
   char p[512];
   at(p, sizeof p, "ro/swap");

@@ -277,6 +277,34 @@ static void pressure_fires_once_until_cleared(void **state) {
 
 /* Every growth to a large block calls back (even while pending): the next instruction may
    copy or scan megabytes, so the hook must look at the clock. */
+/* A string longer than any before, from MBXV_NOTABLE_STRING on, is reported too: the budget
+   shortens its hook interval by it at the next instruction (issue 9, B.3). */
+static void pressure_fires_at_a_new_longest_string(void **state) {
+  (void)state;
+  mbxV_heap h;
+  mbxV_heap_init(&h, 64 * MIB);
+  h.on_pressure = count_pressure;
+  h.pressure_ud = &pressure_calls;
+  pressure_calls = 0;
+  void *small = mbxV_heap_alloc(&h, NULL, LUA_TSTRING, MBXV_NOTABLE_STRING - 1);
+  assert_int_equal(pressure_calls, 0);
+  void *a = mbxV_heap_alloc(&h, NULL, LUA_TSTRING, MBXV_NOTABLE_STRING);
+  assert_int_equal(pressure_calls, 1);
+  void *b = mbxV_heap_alloc(&h, NULL, LUA_TSTRING, MBXV_NOTABLE_STRING); /* not longer */
+  assert_int_equal(pressure_calls, 1);
+  void *t = mbxV_heap_alloc(&h, NULL, LUA_TTABLE, 4 * MBXV_NOTABLE_STRING); /* not a string */
+  assert_int_equal(pressure_calls, 1);
+  void *c = mbxV_heap_alloc(&h, NULL, LUA_TSTRING, 2 * MBXV_NOTABLE_STRING);
+  assert_int_equal(pressure_calls, 2);
+  assert_int_equal(h.largest_string, 2 * MBXV_NOTABLE_STRING);
+  mbxV_heap_alloc(&h, small, MBXV_NOTABLE_STRING - 1, 0);
+  mbxV_heap_alloc(&h, a, MBXV_NOTABLE_STRING, 0);
+  mbxV_heap_alloc(&h, b, MBXV_NOTABLE_STRING, 0);
+  mbxV_heap_alloc(&h, t, 4 * MBXV_NOTABLE_STRING, 0);
+  mbxV_heap_alloc(&h, c, 2 * MBXV_NOTABLE_STRING, 0);
+  mbxV_heap_release_all(&h);
+}
+
 static void pressure_fires_at_every_large_growth(void **state) {
   (void)state;
   mbxV_heap h;
@@ -433,6 +461,7 @@ int main(void) {
       cmocka_unit_test(shrinks_never_fail),
       cmocka_unit_test(pressure_fires_once_until_cleared),
       cmocka_unit_test(pressure_fires_at_every_large_growth),
+      cmocka_unit_test(pressure_fires_at_a_new_longest_string),
       cmocka_unit_test(refusal_is_recorded_and_reported),
       cmocka_unit_test(no_callback_is_fine),
       cmocka_unit_test(release_all_frees_every_block),
