@@ -235,10 +235,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   runtime = mbx_runtime_new(&err);
   policy = mbx_policy_new();
   if (runtime == NULL || policy == NULL) abort();
-  mbx_policy_set_limit(policy, MBX_LIMIT_MEMORY, MEMORY_LIMIT);
-  mbx_policy_set_limit(policy, MBX_LIMIT_INSTRUCTIONS, INSTRUCTION_LIMIT);
-  mbx_policy_set_limit(policy, MBX_LIMIT_TIME_MS, TIME_LIMIT_MS);
-  mbx_policy_set_limit(policy, MBX_LIMIT_OUTPUT, 64u << 10);
+  if (mbx_policy_set_limit(policy, MBX_LIMIT_MEMORY, MEMORY_LIMIT) != MBX_OK ||
+      mbx_policy_set_limit(policy, MBX_LIMIT_INSTRUCTIONS, INSTRUCTION_LIMIT) != MBX_OK ||
+      mbx_policy_set_limit(policy, MBX_LIMIT_TIME_MS, TIME_LIMIT_MS) != MBX_OK ||
+      mbx_policy_set_limit(policy, MBX_LIMIT_OUTPUT, 64u << 10) != MBX_OK)
+    abort();
   return 0;
 }
 
