@@ -137,7 +137,7 @@ static int hostcall_external(lua_State *L) {
   const char *name = lua_tostring(L, UPV_NAME);
   mbxV_check(L);
   /* Decide before anything is counted or recorded: a refused pause costs the host
-     nothing. pause_chain_ok covers the coroutine wrappers between here and the run
+     nothing. pause_chain_broken covers the coroutine wrappers between here and the run
      thread (stdlib/coroutine.c). */
   if (!lua_isyieldable(L) || state->pause_chain_broken) return cannot_pause(L, name);
   mbxV_count_host_call(L);
