@@ -23,6 +23,13 @@ uint64_t mbxV_now_coarse_ns(void) {
 
 static void hook(lua_State *L, lua_Debug *ar);
 
+/* Every lua_sethook of vm/ goes through here: the one place that composes what a thread's hook
+   mask must hold, so no caller can drop another's part by setting its own. Today that is the
+   budget's count hook every `count` instructions (0: none). */
+void mbxV_hook_set(lua_State *L, int count) {
+  lua_sethook(L, hook, count > 0 ? LUA_MASKCOUNT : 0, count > 0 ? count : 0);
+}
+
 static int interval_by_size(mbxV_vm *vm, lua_State *L);
 
 /* The hook interval right for thread L now: by the live data (interval_by_size), but never
@@ -91,7 +98,7 @@ static int interval_by_size(mbxV_vm *vm, lua_State *L) {
 }
 
 static void arm(mbxV_vm *vm, lua_State *L) {
-  lua_sethook(L, hook, LUA_MASKCOUNT, interval_for(vm, L));
+  mbxV_hook_set(L, interval_for(vm, L));
 }
 
 void mbxV_trip_message(lua_State *L, mbxV_trip why, char *buf, size_t size) {
@@ -149,7 +156,7 @@ void mbxV_trip_set(lua_State *L, mbxV_trip why) {
   atomic_compare_exchange_strong(&vm->budget.trip, &none, (int)why);
   /* From now on the hook fires at every instruction of the running thread and raises, so
      pcall, xpcall handlers and __close cannot swallow the trip (THREATS D6). */
-  if (vm->budget.current) lua_sethook(vm->budget.current, hook, LUA_MASKCOUNT, 1);
+  if (vm->budget.current) mbxV_hook_set(vm->budget.current, 1);
 }
 
 void mbxV_trip_exit(lua_State *L, int64_t code) {
@@ -190,11 +197,11 @@ static void hook(lua_State *L, lua_Debug *ar) {
   vm->budget.instructions += (uint64_t)lua_gethookcount(L);
   mbxV_trip t = evaluate(L, vm, 1);
   if (t != MBXV_TRIP_NONE) {
-    lua_sethook(L, hook, LUA_MASKCOUNT, 1);
+    mbxV_hook_set(L, 1);
     raise_trip(L, t);
   }
   int want = interval_for(vm, L);
-  if (want != lua_gethookcount(L)) lua_sethook(L, hook, LUA_MASKCOUNT, want);
+  if (want != lua_gethookcount(L)) mbxV_hook_set(L, want);
 }
 
 void mbxV_charge(lua_State *L, uint64_t n) {
@@ -237,7 +244,7 @@ void mbxV_budget_leave(lua_State *L, lua_State *previous) {
   vm->budget.current = previous;
   /* The thread we return to may have been re-armed meanwhile (a trip while it waited). */
   if (previous && atomic_load(&vm->budget.trip) != MBXV_TRIP_NONE)
-    lua_sethook(previous, hook, LUA_MASKCOUNT, 1);
+    mbxV_hook_set(previous, 1);
 }
 
 void mbxV_budget_start(lua_State *L) {
@@ -292,7 +299,7 @@ void mbxV_budget_on_pressure(void *ud) {
     int none = MBXV_TRIP_NONE;
     atomic_compare_exchange_strong(&vm->budget.trip, &none, MBXV_TRIP_MEMORY);
   }
-  if (vm->budget.current) lua_sethook(vm->budget.current, hook, LUA_MASKCOUNT, 1);
+  if (vm->budget.current) mbxV_hook_set(vm->budget.current, 1);
 }
 
 void mbxV_output_write(lua_State *L, int stream, const char *p, size_t n) {

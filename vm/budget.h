@@ -133,6 +133,11 @@ void mbxV_trip_exit(lua_State *L, int64_t code);
 lua_State *mbxV_budget_enter(lua_State *L, lua_State *co);
 void mbxV_budget_leave(lua_State *L, lua_State *previous);
 
+/* Set thread L's hook: every lua_sethook in vm/ goes through this one function, which composes
+   the mask (the budget's count hook every `count` instructions, 0 for none, with whatever other
+   hook the vm carries), so one user's lua_sethook never silently drops another's. */
+void mbxV_hook_set(lua_State *L, int count);
+
 /* Start and end a run: counters to zero, trip and interrupt cleared, deadline set (so parse
    time counts). The run's thread is recorded later in budget.run_thread. */
 void mbxV_budget_start(lua_State *L);
