@@ -704,6 +704,35 @@ MBX_API int mbx_result_exit_code(const mbx_result *r, int64_t *code);
 MBX_API mbx_status mbx_result_usage(const mbx_result *r, mbx_usage *usage);
 MBX_API void mbx_result_free(mbx_result *r);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Static check: what a script would reach for, before anything runs.                         */
+
+/*
+** Compile code (under the policy's source cap; nothing runs) and list the global names it reads
+** or writes that the policy does not provide. *json (freed with mbx_free):
+**   {"globals": [{"access": "read"|"write", "line": n, "name": s}, ...],
+**    "ok": bool, "syntax_error": null | {"line": n, "message": s}}
+** ("ok" = no syntax error and no ungranted global; keys in sorted order, as in the result).
+** The code is compiled exactly as mbx_run compiles it (text only, chunk name "input"), in a
+** throwaway state with the policy's memory, instruction and time limits. Globals are read
+** from the compiled bytecode, not from the text: every GETTABUP/SETTABUP on the chunk's _ENV
+** (in nested functions too; a `local _ENV` is not the global table), one entry per name, line
+** and access, sorted by line then name. Provided = a global of the sandbox's standard library
+** (what _G holds in a new sandbox) or the first part of a function the policy grants
+** ("tools" for "tools.search"). Inputs are not known here: a read of an input's name is
+** reported, and a caller that knows its inputs drops those names. Accesses the bytecode does
+** not name (_ENV[k] with a computed k, rawget(_G, k), code given to load) are not reported.
+** A name that is not valid UTF-8 appears as {"$bytes": "<base64>"}; "message" is the parser's
+** message without the "input:N:" prefix (its line is "line").
+** Returns MBX_OK with *json, or, with *json NULL and err filled: MBX_INVALID_ARGUMENT (NULL p
+** or json, NULL code with a length), MBX_SOURCE_TOO_LARGE, MBX_MEMORY_LIMIT /
+** MBX_INSTRUCTION_LIMIT / MBX_TIME_LIMIT (the compile itself passed that limit),
+** MBX_STACK_TOO_SMALL (as mbx_run) or MBX_NO_MEMORY. json_len may be NULL. Thread-safe: the
+** policy is only read.
+*/
+MBX_API mbx_status mbx_check(const mbx_policy *p, const char *code, size_t len, char **json,
+                             size_t *json_len, mbx_error *err);
+
 #ifdef __cplusplus
 }
 #endif
