@@ -118,6 +118,7 @@ static const option_spec run_options[] = {
 static const char usage_text[] =
     "Usage: moonbox run [OPTIONS] (FILE | -e CODE | -)\n"
     "       moonbox resume [OPTIONS] SNAPSHOT (--value JSON | --error MESSAGE)\n"
+    "       moonbox check [OPTIONS] (FILE | -e CODE | -)\n"
     "       moonbox --help | --version\n"
     "\n"
     "Runs an untrusted Lua 5.4 script in a sandbox with memory, instruction, time and\n"
@@ -164,6 +165,12 @@ static const char usage_text[] =
     "  The policy options (--memory, --instructions, --timeout, --output-limit,\n"
     "  --source-limit, --seed, --time, --env, --pause-on) must be those of the run that\n"
     "  wrote the snapshot. --json and --snapshot-out work as for run.\n"
+    "\n"
+    "Check (compiles the script under the policy and runs nothing):\n"
+    "  Lists the global names the script reads or writes that the policy does not provide\n"
+    "  (the standard library, --pause-on functions, --input keys are provided), with line\n"
+    "  numbers, and syntax errors. Exit 0 clean, 1 with findings, 2 on bad usage. --json\n"
+    "  prints {\"globals\":[...],\"ok\":...,\"syntax_error\":...}.\n"
     "\n"
     "SIZE takes k, M or G suffixes (also KiB, MiB, GiB; powers of 1024). Options may come\n"
     "before or after the script; -- ends the options. Both --opt VALUE and --opt=VALUE work.\n"
@@ -776,7 +783,9 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
                      size_t msg_size) {
   char quoted[QUOTE_MAX + 4];
   int i, options_ended = 0;
-  const char *command_name = opt->command == MBXH_CLI_RESUME ? "resume" : "run";
+  const char *command_name = opt->command == MBXH_CLI_RESUME  ? "resume"
+                             : opt->command == MBXH_CLI_CHECK ? "check"
+                                                              : "run";
   for (i = 0; i < argc; i++) {
     const char *arg = argv[i], *value = NULL, *eq;
     const option_spec *spec;
@@ -847,6 +856,15 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
     if (apply_option(opt, spec, value, msg, msg_size) != 0) return -1;
   }
   if (opt->command == MBXH_CLI_RESUME) return check_resume(opt, msg, msg_size);
+  if (opt->command == MBXH_CLI_CHECK && opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
+    set_msg(msg, msg_size, "no script given (use moonbox check FILE, moonbox check -e CODE, "
+                           "or - to read stdin)");
+    return -1;
+  }
+  if (opt->command == MBXH_CLI_CHECK && opt->snapshot_out != NULL) {
+    set_msg(msg, msg_size, "--snapshot-out: moonbox check runs nothing, so nothing pauses");
+    return -1;
+  }
   if (opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
     set_msg(msg, msg_size,
             "no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)");
@@ -891,6 +909,10 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
     opt->command = MBXH_CLI_RESUME;
     return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
   }
+  if (strcmp(command, "check") == 0) {
+    opt->command = MBXH_CLI_CHECK;
+    return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
+  }
   quote_value(command, quoted, sizeof quoted);
   if (command[0] == '-')
     set_msg(msg, msg_size,
@@ -898,7 +920,7 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
             "[OPTIONS] FILE; see moonbox --help)",
             quoted);
   else
-    set_msg(msg, msg_size, "unknown command '%s' (the commands are run and resume; see moonbox --help)", quoted);
+    set_msg(msg, msg_size, "unknown command '%s' (the commands are run, resume and check; see moonbox --help)", quoted);
   return -1;
 }
 

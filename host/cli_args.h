@@ -27,7 +27,8 @@ typedef enum mbxH_cli_command {
   MBXH_CLI_RUN,    /* moonbox run ... */
   MBXH_CLI_RESUME, /* moonbox resume SNAPSHOT (--value JSON | --error MESSAGE) ... */
   MBXH_CLI_HELP,   /* usage on stdout, exit 0 */
-  MBXH_CLI_VERSION /* version line on stdout, exit 0 */
+  MBXH_CLI_VERSION, /* version line on stdout, exit 0 */
+  MBXH_CLI_CHECK    /* moonbox check ... (FILE | -e CODE | -): the static check, no run */
 } mbxH_cli_command;
 
 typedef enum mbxH_cli_script {

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "host/cli_args.h"
 #include "moonbox.h"
 
@@ -655,6 +657,67 @@ done:
   return exit_code;
 }
 
+/* The script of run and check (-e CODE, FILE or stdin), read no further than the policy's
+   source limit allows, without the prefix lua(1) skips. Returns 0, or the exit code after
+   printing why. */
+static int load_script(const mbxH_cli_options *opt, const mbx_policy *policy, byte_buffer *script,
+                       const char **code, size_t *code_len, char *chunk_name,
+                       size_t chunk_name_size, const char **chunk) {
+  int too_large = 0;
+  size_t skip;
+  if (opt->script_kind == MBXH_CLI_SCRIPT_CODE) {
+    *code = opt->script;
+    *code_len = strlen(opt->script);
+    *chunk = "input";
+    return 0;
+  }
+  uint64_t source_limit = mbx_policy_get_limit(policy, MBX_LIMIT_SOURCE);
+  const char *path = opt->script_kind == MBXH_CLI_SCRIPT_STDIN ? "-" : opt->script;
+  size_t max = source_limit < SIZE_MAX - 1 ? (size_t)source_limit : SIZE_MAX - 1;
+  if (read_path(path, max, script, &too_large) != 0) return EXIT_USAGE;
+  if (too_large) {
+    fprintf(stderr,
+            "moonbox: %s: the script is larger than the source limit of %llu bytes "
+            "(raise it with --source-limit, up to 16M)\n",
+            opt->script_kind == MBXH_CLI_SCRIPT_STDIN ? "stdin" : opt->script,
+            (unsigned long long)source_limit);
+    return mbxH_cli_exit_code(MBX_SOURCE_TOO_LARGE);
+  }
+  skip = skip_file_prefix(script->data, script->len);
+  *code = script->data ? script->data + skip : ""; /* an empty file: realloc was never called */
+  *code_len = script->len - skip;
+  if (opt->script_kind == MBXH_CLI_SCRIPT_FILE) {
+    mbxH_cli_chunk_name(opt->script, chunk_name, chunk_name_size);
+    *chunk = chunk_name;
+  } else {
+    *chunk = "input";
+  }
+  return 0;
+}
+
+/* The --input text or the --input-file bytes (NULL when neither was given). Returns 0, or the
+   exit code after printing why. */
+static int load_inputs(const mbxH_cli_options *opt, byte_buffer *inputs, const char **text,
+                       size_t *len) {
+  int too_large = 0;
+  *text = NULL;
+  *len = 0;
+  if (opt->input_json != NULL) {
+    *text = opt->input_json;
+    *len = strlen(opt->input_json);
+  } else if (opt->input_file != NULL) {
+    if (read_path(opt->input_file, INPUT_FILE_MAX, inputs, &too_large) != 0) return EXIT_USAGE;
+    if (too_large || inputs->len == 0) {
+      fprintf(stderr, "moonbox: --input-file: '%s' is %s (give a JSON object)\n", opt->input_file,
+              too_large ? "larger than 64 MiB" : "empty");
+      return EXIT_USAGE;
+    }
+    *text = inputs->data;
+    *len = inputs->len;
+  }
+  return 0;
+}
+
 static int run_command(const mbxH_cli_options *opt) {
   mbx_policy *policy = NULL;
   mbx_runtime *runtime = NULL;
@@ -665,8 +728,7 @@ static int run_command(const mbxH_cli_options *opt) {
   char chunk_name[60];
   run_job job;
   mbx_error err;
-  int too_large = 0, exit_code = EXIT_INTERNAL;
-  size_t skip;
+  int exit_code = EXIT_INTERNAL;
 
   memset(&job, 0, sizeof job);
   memset(&err, 0, sizeof err);
@@ -674,57 +736,15 @@ static int run_command(const mbxH_cli_options *opt) {
   if (policy == NULL) goto done;
 
   /* Load everything before creating the sandbox: nothing is run until all inputs are known
-     good. A file is read no further than the source limit allows. */
-  if (opt->script_kind == MBXH_CLI_SCRIPT_CODE) {
-    job.code = opt->script;
-    job.code_len = strlen(opt->script);
-    job.chunk_name = "input";
-  } else {
-    uint64_t source_limit = mbx_policy_get_limit(policy, MBX_LIMIT_SOURCE);
-    const char *path = opt->script_kind == MBXH_CLI_SCRIPT_STDIN ? "-" : opt->script;
-    size_t max = source_limit < SIZE_MAX - 1 ? (size_t)source_limit : SIZE_MAX - 1;
-    if (read_path(path, max, &script, &too_large) != 0) {
-      exit_code = EXIT_USAGE;
-      goto done;
-    }
-    if (too_large) {
-      fprintf(stderr,
-              "moonbox: %s: the script is larger than the source limit of %llu bytes "
-              "(raise it with --source-limit, up to 16M)\n",
-              opt->script_kind == MBXH_CLI_SCRIPT_STDIN ? "stdin" : opt->script,
-              (unsigned long long)source_limit);
-      exit_code = mbxH_cli_exit_code(MBX_SOURCE_TOO_LARGE);
-      goto done;
-    }
-    skip = skip_file_prefix(script.data, script.len);
-    job.code = script.data + skip;
-    job.code_len = script.len - skip;
-    if (opt->script_kind == MBXH_CLI_SCRIPT_FILE) {
-      mbxH_cli_chunk_name(opt->script, chunk_name, sizeof chunk_name);
-      job.chunk_name = chunk_name;
-    } else {
-      job.chunk_name = "input";
-    }
-  }
-  if (job.code == NULL) job.code = ""; /* an empty file: realloc was never called */
+     good. */
+  exit_code = load_script(opt, policy, &script, &job.code, &job.code_len, chunk_name,
+                          sizeof chunk_name, &job.chunk_name);
+  if (exit_code != 0) goto done;
+  exit_code = EXIT_INTERNAL;
 
-  if (opt->input_json != NULL) {
-    job.inputs = opt->input_json;
-    job.inputs_len = strlen(opt->input_json);
-  } else if (opt->input_file != NULL) {
-    if (read_path(opt->input_file, INPUT_FILE_MAX, &inputs, &too_large) != 0) {
-      exit_code = EXIT_USAGE;
-      goto done;
-    }
-    if (too_large || inputs.len == 0) {
-      fprintf(stderr, "moonbox: --input-file: '%s' is %s (give a JSON object)\n", opt->input_file,
-              too_large ? "larger than 64 MiB" : "empty");
-      exit_code = EXIT_USAGE;
-      goto done;
-    }
-    job.inputs = inputs.data;
-    job.inputs_len = inputs.len;
-  }
+  exit_code = load_inputs(opt, &inputs, &job.inputs, &job.inputs_len);
+  if (exit_code != 0) goto done;
+  exit_code = EXIT_INTERNAL;
 
   runtime = mbx_runtime_new(&err);
   if (runtime == NULL) {
@@ -747,6 +767,143 @@ done:
   mbx_policy_free(policy);
   free(script.data);
   free(inputs.data);
+  return exit_code;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* moonbox check: the static check (mbx_check) with this command line's policy.              */
+
+typedef struct check_job {
+  const mbx_policy *policy;
+  const char *code;
+  size_t code_len;
+  char *json;
+  size_t json_len;
+  mbx_status status;
+  mbx_error err;
+} check_job;
+
+static void *check_thread(void *arg) {
+  check_job *job = arg;
+  job->status =
+      mbx_check(job->policy, job->code, job->code_len, &job->json, &job->json_len, &job->err);
+  return NULL;
+}
+
+/* The compile recurses in C like a run: the same big stack (a SIGINT just ends the process:
+   nothing is running that would need an orderly stop). */
+static int check_on_thread(check_job *job) {
+  pthread_attr_t attr;
+  pthread_t thread;
+  int rc = pthread_attr_init(&attr);
+  if (rc == 0) {
+    rc = pthread_attr_setstacksize(&attr, RUN_STACK_SIZE);
+    if (rc == 0) rc = pthread_create(&thread, &attr, check_thread, job);
+    pthread_attr_destroy(&attr);
+  }
+  if (rc != 0) {
+    fprintf(stderr, "moonbox: cannot start the check thread: %s\n", strerror(rc));
+    return -1;
+  }
+  pthread_join(thread, NULL);
+  return 0;
+}
+
+/* Text shown on a terminal: control bytes become '?' (a name or message comes from the
+   script, and escape sequences in it could rewrite what the user sees). */
+static void print_sanitized(const char *s) {
+  for (; *s; s++) fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, stdout);
+}
+
+/* The name of a finding for the text output: JSON-quoted and ASCII-only, so nothing the
+   script chose reaches the terminal raw ({"$bytes": ...} for one that is not UTF-8). */
+static void print_name(const json_t *name) {
+  char *text = json_dumps(name, JSON_ENCODE_ANY | JSON_ENSURE_ASCII | JSON_COMPACT);
+  fputs(text ? text : "?", stdout);
+  free(text);
+}
+
+/* moonbox check [OPTIONS] (FILE | -e CODE | -): exit 0 clean, 1 with findings (or a syntax
+   error), 2 on bad usage, 3 when compiling passed a limit. Names of --input/--input-file keys
+   are globals the run will have: they are not findings. */
+static int check_command(const mbxH_cli_options *opt) {
+  mbx_policy *policy = NULL;
+  byte_buffer script = {NULL, 0}, inputs_buf = {NULL, 0};
+  char chunk_name[60];
+  const char *chunk = "input", *inputs_text = NULL;
+  size_t inputs_len = 0;
+  json_t *inputs = NULL, *report = NULL;
+  check_job job;
+  int exit_code = EXIT_INTERNAL;
+
+  memset(&job, 0, sizeof job);
+  policy = make_policy(opt, &exit_code);
+  if (policy == NULL) goto done;
+  exit_code = load_script(opt, policy, &script, &job.code, &job.code_len, chunk_name,
+                          sizeof chunk_name, &chunk);
+  if (exit_code == 0) exit_code = load_inputs(opt, &inputs_buf, &inputs_text, &inputs_len);
+  if (exit_code != 0) goto done;
+  if (inputs_text != NULL) {
+    json_error_t jerr;
+    inputs = json_loadb(inputs_text, inputs_len, JSON_ALLOW_NUL, &jerr);
+    if (inputs == NULL || !json_is_object(inputs)) {
+      fprintf(stderr, "moonbox: %s: %s (give a JSON object whose keys are the input names)\n",
+              opt->input_file ? "--input-file" : "--input",
+              inputs == NULL ? jerr.text : "not a JSON object");
+      exit_code = EXIT_USAGE;
+      goto done;
+    }
+  }
+  job.policy = policy;
+  exit_code = EXIT_INTERNAL;
+  if (check_on_thread(&job) != 0) goto done;
+  if (job.status != MBX_OK) {
+    fprintf(stderr, "moonbox: %s\n", job.err.message);
+    exit_code = mbxH_cli_exit_code(job.status);
+    goto done;
+  }
+  report = json_loadb(job.json, job.json_len, 0, NULL);
+  json_t *globals = report ? json_object_get(report, "globals") : NULL;
+  json_t *syntax = report ? json_object_get(report, "syntax_error") : NULL;
+  if (!json_is_array(globals) || syntax == NULL) {
+    fprintf(stderr, "moonbox: internal error: the check's report does not parse\n");
+    goto done;
+  }
+  for (size_t i = json_array_size(globals); i-- > 0;) {
+    const char *name = json_string_value(json_object_get(json_array_get(globals, i), "name"));
+    if (name && inputs && json_object_get(inputs, name)) json_array_remove(globals, i);
+  }
+  int ok = json_is_null(syntax) && json_array_size(globals) == 0;
+  json_object_set_new(report, "ok", json_boolean(ok));
+  if (opt->json) {
+    char *text = json_dumps(report, JSON_COMPACT | JSON_SORT_KEYS);
+    if (text == NULL) goto done;
+    puts(text);
+    free(text);
+  } else if (!json_is_null(syntax)) {
+    print_sanitized(chunk);
+    printf(":%lld: syntax error: ", (long long)json_integer_value(json_object_get(syntax, "line")));
+    print_sanitized(json_string_value(json_object_get(syntax, "message")));
+    fputc('\n', stdout);
+  } else {
+    for (size_t i = 0; i < json_array_size(globals); i++) {
+      json_t *g = json_array_get(globals, i);
+      print_sanitized(chunk);
+      printf(":%lld: %s of global ", (long long)json_integer_value(json_object_get(g, "line")),
+             json_string_value(json_object_get(g, "access")));
+      print_name(json_object_get(g, "name"));
+      fputs(", which the policy does not provide\n", stdout);
+    }
+  }
+  exit_code = ok ? 0 : 1;
+
+done:
+  json_decref(report);
+  json_decref(inputs);
+  mbx_free(job.json);
+  mbx_policy_free(policy);
+  free(script.data);
+  free(inputs_buf.data);
   return exit_code;
 }
 
@@ -775,6 +932,8 @@ int main(int argc, char **argv) {
     return finish(0);
   case MBXH_CLI_RESUME:
     return finish(resume_command(&opt));
+  case MBXH_CLI_CHECK:
+    return finish(check_command(&opt));
   case MBXH_CLI_RUN:
     break;
   }
