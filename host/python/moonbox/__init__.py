@@ -1,0 +1,22 @@
+"""moonbox: run untrusted, agent-generated Lua 5.4 in-process with budgets and capabilities.
+
+    from moonbox import Sandbox, Limits
+    with Sandbox(limits=Limits(memory="64M", instructions=10_000_000, timeout=1.0)) as sb:
+        r = sb.run("return #input.items", inputs={"input": {"items": [1, 2, 3]}})
+        r.status, r.value, r.stdout, r.error, r.usage
+
+Pure ctypes over libmoonbox (found through $MOONBOX_LIBRARY, the path recorded at install, or
+the repository's build directories). docs/agents.md shows it wired into an agent as a tool.
+"""
+
+from ._native import library_path
+from .sandbox import Limits, MoonboxError, Policy, Result, Sandbox, check, run
+
+__all__ = ["Limits", "MoonboxError", "Policy", "Result", "Sandbox", "check", "run",
+           "library_path", "version"]
+
+
+def version():
+    """The version of the linked libmoonbox."""
+    from ._native import lib
+    return lib.mbx_version().decode()

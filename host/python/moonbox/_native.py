@@ -1,0 +1,155 @@
+"""The C library through ctypes: finding libmoonbox, and the prototypes of its functions.
+
+Nothing here is compiled: the library is the one the CMake build made (found as described in
+find_library), and every function used is declared with its exact argument and return types,
+so ctypes never guesses an int where the C API takes a size_t or a pointer.
+"""
+
+import ctypes
+import os
+import sys
+
+# The public error record of include/moonbox.h (a fixed-size struct, filled without
+# allocating).
+class MbxError(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_int),
+        ("line", ctypes.c_int),
+        ("chunk", ctypes.c_char * 64),
+        ("message", ctypes.c_char * 256),
+    ]
+
+
+# mbx_host_fn: status (*)(void *userdata, const char *args, size_t len, mbx_host_reply *reply)
+HOST_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                           ctypes.c_void_p)
+
+MBX_API_ERROR_BASE = 100
+# The statuses the binding acts on (include/moonbox.h, MBX_STATUS_MAP).
+MBX_OK = 0
+MBX_SANDBOX_BUSY = 105
+MBX_UNSUPPORTED = 108
+
+LIMIT_MEMORY = 1
+LIMIT_INSTRUCTIONS = 2
+LIMIT_TIME_MS = 3
+LIMIT_OUTPUT = 4
+LIMIT_SOURCE = 5
+LIMIT_HOST_CALLS = 6
+LIMIT_RESULT = 7
+
+MOUNT_MODES = {"ro": 1, "rw": 2, "overlay": 4}
+
+
+def _candidates():
+    """Where the library may be, in order: $MOONBOX_LIBRARY; the path recorded when the
+    package was installed (pip install ./host/python); the build directories of the
+    repository this file lives in (running from PYTHONPATH=host/python); the system's."""
+    env = os.environ.get("MOONBOX_LIBRARY")
+    if env:
+        yield env
+        return  # an explicit choice is never second-guessed
+    try:
+        from . import _library_path  # written by setup.py at install time
+        yield _library_path.LIBRARY
+    except ImportError:
+        pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    for preset in ("release", "dev", "asan"):
+        yield os.path.join(repo, "build", preset, "libmoonbox.so")
+    yield "libmoonbox.so.0"
+
+
+def find_library():
+    tried = []
+    for path in _candidates():
+        if os.path.isabs(path) and not os.path.exists(path):
+            tried.append(path + " (missing)")
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    raise ImportError(
+        "moonbox: libmoonbox was not found; build it (cmake --preset release && cmake --build "
+        "--preset release) or set MOONBOX_LIBRARY to the path of libmoonbox.so. Tried: "
+        + "; ".join(tried))
+
+
+lib, library_path = find_library()
+
+_P = ctypes.c_void_p
+_E = ctypes.POINTER(MbxError)
+_S = ctypes.c_size_t
+_PP = ctypes.POINTER(ctypes.c_void_p)
+_PS = ctypes.POINTER(ctypes.c_size_t)
+_C = ctypes.c_char_p
+_I = ctypes.c_int
+_U64 = ctypes.c_uint64
+
+_PROTOTYPES = {
+    "mbx_version": (_C, []),
+    "mbx_status_key": (_C, [_I]),
+    "mbx_free": (None, [_P]),
+    "mbx_runtime_new": (_P, [_E]),
+    "mbx_policy_new": (_P, []),
+    "mbx_policy_free": (None, [_P]),
+    "mbx_policy_set_limit_checked": (_I, [_P, _I, _U64, _E]),
+    "mbx_policy_get_limit": (_U64, [_P, _I]),
+    "mbx_policy_set_env": (_I, [_P, _C, _C, _E]),
+    "mbx_policy_set_seed": (_I, [_P, _U64, _E]),
+    "mbx_policy_set_time": (_I, [_P, ctypes.c_int64, _E]),
+    "mbx_policy_set_deterministic": (_I, [_P, _I, _E]),
+    "mbx_policy_mount": (_I, [_P, _C, _C, _I, _E]),
+    "mbx_policy_add_file": (_I, [_P, _C, _P, _S, _E]),
+    "mbx_policy_load_json": (_I, [_P, _P, _S, _C, _E]),
+    "mbx_policy_add_function": (_I, [_P, _C, HOST_FN, _P, _E]),
+    "mbx_policy_add_external": (_I, [_P, _C, _E]),
+    "mbx_host_reply_json": (_I, [_P, _P, _S]),
+    "mbx_host_reply_error": (_I, [_P, _P, _S]),
+    "mbx_sandbox_new": (_P, [_P, _P, _E]),
+    "mbx_sandbox_free": (None, [_P]),
+    "mbx_run_named": (_I, [_P, _P, _S, _C, _P, _S, _PP, _E]),
+    "mbx_resume": (_I, [_P, _P, _S, _PP, _E]),
+    "mbx_resume_error": (_I, [_P, _P, _S, _PP, _E]),
+    "mbx_sandbox_paused": (_I, [_P]),
+    "mbx_sandbox_interrupt": (_I, [_P]),
+    "mbx_sandbox_poisoned": (_I, [_P]),
+    "mbx_sandbox_reset": (_I, [_P, _E]),
+    "mbx_sandbox_checkpoint": (_I, [_P, _E]),
+    "mbx_sandbox_rewind": (_I, [_P, _E]),
+    "mbx_sandbox_snapshot": (_I, [_P, _PP, _PS, _E]),
+    "mbx_sandbox_restore": (_P, [_P, _P, _P, _S, _E]),
+    "mbx_result_status": (_I, [_P]),
+    "mbx_result_json": (_P, [_P, _PS]),
+    "mbx_result_stdout": (_P, [_P, _PS]),
+    "mbx_result_stderr": (_P, [_P, _PS]),
+    "mbx_result_free": (None, [_P]),
+    "mbx_check": (_I, [_P, _P, _S, _PP, _PS, _E]),
+}
+
+for _name, (_restype, _argtypes) in _PROTOTYPES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _restype
+    _fn.argtypes = _argtypes
+
+# Optional: the change set (contract 1), when the library has it.
+HAS_CHANGES = hasattr(lib, "mbx_sandbox_changes")
+if HAS_CHANGES:
+    lib.mbx_sandbox_changes.restype = _I
+    lib.mbx_sandbox_changes.argtypes = [_P, ctypes.c_uint, _PP, _PS, _E]
+
+
+def status_key(code):
+    key = lib.mbx_status_key(code)
+    return key.decode() if key else "status_%d" % code
+
+
+def error_message(err):
+    return err.message.decode("utf-8", "replace")
+
+
+del _name, _restype, _argtypes, _fn
+if sys.version_info < (3, 9):
+    raise ImportError("moonbox needs CPython 3.9 or later")

@@ -1,0 +1,615 @@
+"""Sandbox, Limits, Policy, Result: the Python face of include/moonbox.h."""
+
+import ctypes
+import os
+import queue
+import re
+import threading
+
+from . import _native
+from ._native import lib, MbxError
+from ._values import from_json, to_json
+
+
+class MoonboxError(Exception):
+    """The library refused a call (an API status: nothing ran). .status is the status key
+    ("invalid_input", "source_too_large", "sandbox_busy", ...), .code its number."""
+
+    def __init__(self, message, status="invalid_argument", code=100):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+
+
+def _raise_for(code, err, what):
+    msg = _native.error_message(err) or "%s failed" % what
+    raise MoonboxError(msg, _native.status_key(code), code)
+
+
+# ----------------------------------------------------------------------------------------
+# The runtime: one per process, thread-safe, shared by every sandbox (its bytecode cache and
+# heap-slot pool are what make a new sandbox cheap). Never freed: sandboxes may outlive any
+# object that would own it, and the process's exit releases it.
+
+_runtime = None
+_runtime_lock = threading.Lock()
+
+
+def _get_runtime():
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            err = MbxError()
+            rt = lib.mbx_runtime_new(ctypes.byref(err))
+            if not rt:
+                _raise_for(err.code or 107, err, "mbx_runtime_new")
+            _runtime = rt
+        return _runtime
+
+
+# ----------------------------------------------------------------------------------------
+# Limits and policies
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+               "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def _size(name, value):
+    if isinstance(value, bool):
+        raise TypeError("Limits.%s: expected bytes as an int or a string like '64M', got a bool"
+                        % name)
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("Limits.%s: %d is negative" % (name, value))
+        return value
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
+        if m and m.group(2).lower() in _SIZE_UNITS:
+            n = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+            if n == int(n):
+                return int(n)
+        raise ValueError("Limits.%s: %r is not a size (use bytes, or a number with k, M or G, "
+                         "e.g. '64M')" % (name, value))
+    raise TypeError("Limits.%s: expected an int or a string like '64M', got %s"
+                    % (name, type(value).__name__))
+
+
+def _count(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("Limits.%s: expected a whole number >= 0 (0 = no limit), got %r"
+                         % (name, value))
+    return value
+
+
+class Limits:
+    """Per-run limits. memory/output/source/result: bytes (int, or '64M', '512k'); instructions
+    and host_calls: counts (0 = none for instructions, no host calls for host_calls); timeout:
+    seconds (float; 0 = no time limit). None keeps the library's default
+    (include/moonbox.h, mbx_limit)."""
+
+    def __init__(self, memory=None, instructions=None, timeout=None, output=None, source=None,
+                 host_calls=None, result=None):
+        self.memory = memory
+        self.instructions = instructions
+        self.timeout = timeout
+        self.output = output
+        self.source = source
+        self.host_calls = host_calls
+        self.result = result
+        self._settings()  # check the values now, not at the first sandbox
+
+    def _settings(self):
+        out = []
+        if self.memory is not None:
+            out.append((_native.LIMIT_MEMORY, _size("memory", self.memory), "memory"))
+        if self.instructions is not None:
+            out.append((_native.LIMIT_INSTRUCTIONS, _count("instructions", self.instructions),
+                        "instructions"))
+        if self.timeout is not None:
+            t = self.timeout
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
+                raise ValueError("Limits.timeout: expected seconds >= 0 (0 = no time limit), "
+                                 "got %r" % (t,))
+            ms = int(round(t * 1000))
+            if t > 0 and ms == 0:
+                ms = 1
+            out.append((_native.LIMIT_TIME_MS, ms, "timeout"))
+        if self.output is not None:
+            out.append((_native.LIMIT_OUTPUT, _size("output", self.output), "output"))
+        if self.source is not None:
+            out.append((_native.LIMIT_SOURCE, _size("source", self.source), "source"))
+        if self.host_calls is not None:
+            out.append((_native.LIMIT_HOST_CALLS, _count("host_calls", self.host_calls),
+                        "host_calls"))
+        if self.result is not None:
+            out.append((_native.LIMIT_RESULT, _size("result", self.result), "result"))
+        return out
+
+    def __repr__(self):
+        fields = ("memory", "instructions", "timeout", "output", "source", "host_calls",
+                  "result")
+        return "Limits(%s)" % ", ".join("%s=%r" % (f, getattr(self, f)) for f in fields
+                                        if getattr(self, f) is not None)
+
+
+class Policy:
+    """A JSON policy (docs/policy.md): limits, env, seed, time, deterministic, fs. Checked when
+    made; a Sandbox loads it again into its own C policy, then applies its own arguments on
+    top (they override the file's values). Host functions cannot come from JSON."""
+
+    def __init__(self, text, base_dir=None):
+        if isinstance(text, str):
+            text = text.encode("utf-8")
+        self.text = bytes(text)
+        self.base_dir = os.path.abspath(base_dir) if base_dir else os.getcwd()
+        p = lib.mbx_policy_new()
+        if not p:
+            raise MemoryError("mbx_policy_new")
+        try:
+            self._load_into(p)
+        finally:
+            lib.mbx_policy_free(p)
+
+    @classmethod
+    def from_file(cls, path):
+        with open(path, "rb") as f:
+            text = f.read()
+        return cls(text, base_dir=os.path.dirname(os.path.abspath(path)))
+
+    @classmethod
+    def from_dict(cls, obj, base_dir=None):
+        return cls(to_json(obj, "policy"), base_dir)
+
+    def _load_into(self, p):
+        err = MbxError()
+        buf = ctypes.create_string_buffer(self.text, len(self.text))
+        rc = lib.mbx_policy_load_json(p, buf, len(self.text), self.base_dir.encode(),
+                                      ctypes.byref(err))
+        if rc != _native.MBX_OK:
+            _raise_for(rc, err, "mbx_policy_load_json")
+
+
+def _check(rc, err, what):
+    if rc != _native.MBX_OK:
+        _raise_for(rc, err, what)
+
+
+class _CPolicy:
+    """A C policy built from a Sandbox's arguments, and the callbacks it points to (kept alive
+    by whoever holds this: the C side borrows them)."""
+
+    def __init__(self, policy=None, limits=None, mounts=None, files=None, functions=None,
+                 externals=None, env=None, seed=None, time=None, deterministic=False):
+        self.ptr = lib.mbx_policy_new()
+        if not self.ptr:
+            raise MemoryError("mbx_policy_new")
+        self.callbacks = []
+        try:
+            self._build(policy, limits, mounts, files, functions, externals, env, seed, time,
+                        deterministic)
+        except BaseException:
+            self.free()
+            raise
+
+    def _build(self, policy, limits, mounts, files, functions, externals, env, seed, time,
+               deterministic):
+        err = MbxError()
+        e = ctypes.byref(err)
+        p = self.ptr
+        if policy is not None:
+            if isinstance(policy, (str, os.PathLike)):
+                policy = Policy.from_file(policy)
+            if isinstance(policy, dict):
+                policy = Policy.from_dict(policy)
+            if not isinstance(policy, Policy):
+                raise TypeError("policy: expected a Policy, a dict or a path, got %s"
+                                % type(policy).__name__)
+            policy._load_into(p)
+        if limits is not None:
+            if isinstance(limits, dict):
+                limits = Limits(**limits)
+            for which, value, name in limits._settings():
+                rc = lib.mbx_policy_set_limit_checked(p, which, value, e)
+                if rc != _native.MBX_OK:
+                    raise MoonboxError("Limits.%s: %s" % (name, _native.error_message(err)),
+                                       _native.status_key(rc), rc)
+        for name, value in (env or {}).items():
+            _check(lib.mbx_policy_set_env(p, name.encode(), value.encode(), e), err, "env")
+        if seed is not None:
+            _check(lib.mbx_policy_set_seed(p, seed & ((1 << 64) - 1), e), err, "seed")
+        if time is not None:
+            _check(lib.mbx_policy_set_time(p, int(time), e), err, "time")
+        if deterministic:
+            _check(lib.mbx_policy_set_deterministic(p, 1, e), err, "deterministic")
+        for virtual, spec in (mounts or {}).items():
+            host, mode = (spec, "ro") if isinstance(spec, (str, os.PathLike)) else spec
+            if mode not in _native.MOUNT_MODES:
+                raise ValueError("mounts[%r]: mode %r is not 'ro', 'rw' or 'overlay'"
+                                 % (virtual, mode))
+            _check(lib.mbx_policy_mount(p, virtual.encode(), os.fsencode(host),
+                                        _native.MOUNT_MODES[mode], e), err, "mounts")
+        for virtual, data in (files or {}).items():
+            if isinstance(data, str):
+                data = data.encode("utf-8")
+            data = bytes(data)
+            buf = ctypes.create_string_buffer(data, len(data))
+            _check(lib.mbx_policy_add_file(p, virtual.encode(), buf, len(data), e), err,
+                   "files")
+        for name, fn in (functions or {}).items():
+            if not callable(fn):
+                raise TypeError("functions[%r]: %r is not callable" % (name, fn))
+            cb = _native.HOST_FN(_trampoline(name, fn))
+            _check(lib.mbx_policy_add_function(p, name.encode(), cb, None, e), err,
+                   "functions")
+            self.callbacks.append(cb)
+        for name in externals or ():
+            _check(lib.mbx_policy_add_external(p, name.encode(), e), err, "externals")
+
+    def free(self):
+        if self.ptr:
+            lib.mbx_policy_free(self.ptr)
+            self.ptr = None
+
+
+def _reply_error(reply, message):
+    data = message.encode("utf-8", "replace")
+    buf = ctypes.create_string_buffer(data, len(data))
+    lib.mbx_host_reply_error(reply, buf, len(data))
+
+
+def _trampoline(name, fn):
+    """The C callback of a Python host function. Nothing may escape it: an exception (any,
+    KeyboardInterrupt and SystemExit included) becomes the guest's Lua error with its message,
+    so ctypes never sees one and no longjmp ever crosses this frame (the library raises the
+    guest's error after the callback has returned)."""
+
+    def callback(userdata, args, args_len, reply):
+        try:
+            values = from_json(ctypes.string_at(args, args_len))
+            result = fn(*values)
+            if result is not None:
+                data = to_json(result, "%s()" % name).encode("utf-8")
+                buf = ctypes.create_string_buffer(data, len(data))
+                if lib.mbx_host_reply_json(reply, buf, len(data)) != _native.MBX_OK:
+                    _reply_error(reply, "%s: the reply of %d bytes was refused (too large)"
+                                 % (name, len(data)))
+        except BaseException as e:  # noqa: B902 -- see the docstring
+            try:
+                _reply_error(reply, str(e) or type(e).__name__)
+            except BaseException:
+                pass
+        return _native.MBX_OK
+
+    return callback
+
+
+# ----------------------------------------------------------------------------------------
+# Results
+
+class Result:
+    """One run's outcome: the result contract of include/moonbox.h as attributes.
+    status: "ok", "syntax_error", "runtime_error", "memory_limit", ..., "paused";
+    value: the returned value (None when nothing or on failure); stdout/stderr: str (invalid
+    UTF-8 replaced; stdout_bytes/stderr_bytes are exact); error: None or a dict with chunk,
+    line, message, traceback; usage: dict; pending: None or {"function", "args"} when paused;
+    json: the whole contract as a dict."""
+
+    __slots__ = ("status", "value", "stdout_bytes", "stderr_bytes", "error", "usage",
+                 "pending", "json")
+
+    def __init__(self, res):
+        n = ctypes.c_size_t()
+        text = ctypes.string_at(lib.mbx_result_json(res, ctypes.byref(n)), n.value)
+        self.json = from_json(text)
+        self.status = self.json["status"]
+        self.value = self.json.get("value")
+        self.error = self.json.get("error")
+        self.usage = self.json.get("usage")
+        self.pending = self.json.get("pending")
+        p = lib.mbx_result_stdout(res, ctypes.byref(n))
+        self.stdout_bytes = ctypes.string_at(p, n.value) if n.value else b""
+        p = lib.mbx_result_stderr(res, ctypes.byref(n))
+        self.stderr_bytes = ctypes.string_at(p, n.value) if n.value else b""
+
+    @property
+    def ok(self):
+        return self.status == "ok"
+
+    @property
+    def stdout(self):
+        return self.stdout_bytes.decode("utf-8", "replace")
+
+    @property
+    def stderr(self):
+        return self.stderr_bytes.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return "Result(status=%r, value=%r)" % (self.status, self.value)
+
+
+# ----------------------------------------------------------------------------------------
+# Running off the main thread
+
+class _Worker:
+    """A sandbox's own thread for calls made from the main thread: the C call runs there
+    (ctypes releases the GIL) while the main thread waits in a lock acquire, which Ctrl-C
+    interrupts. KeyboardInterrupt then becomes mbx_sandbox_interrupt and the wait goes on:
+    the run ends within about a thousand instructions and returns "interrupted"."""
+
+    def __init__(self):
+        self._jobs = queue.SimpleQueue()
+        self._thread = None
+
+    def _loop(self):
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, box, done = job
+            try:
+                box.append((True, fn()))
+            except BaseException as e:
+                box.append((False, e))
+            done.set()
+
+    def call(self, fn, on_interrupt):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="moonbox-sandbox",
+                                            daemon=True)
+            self._thread.start()
+        box, done = [], threading.Event()
+        self._jobs.put((fn, box, done))
+        while True:
+            try:
+                done.wait()
+                break
+            except KeyboardInterrupt:
+                on_interrupt()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    def stop(self):
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None
+
+
+# ----------------------------------------------------------------------------------------
+# Sandbox
+
+class Sandbox:
+    """One isolated Lua state (include/moonbox.h, mbx_sandbox). Arguments:
+      limits        Limits (or a dict of its arguments)
+      policy        a Policy, a path to a JSON policy or a dict; the other arguments apply
+                    on top of it
+      mounts        {"/data": ("./data", "ro")} (or just the directory: read-only)
+      files         {"/input/x.csv": "text" or b"bytes"}: read-only files
+      functions     {"search": callable, "tools.get": callable}: synchronous host functions;
+                    the guest's arguments arrive as Python values, the return value goes back
+                    (None = nothing); an exception becomes a Lua error with its message
+      externals     ["fetch"]: pausing functions; a run that calls one returns status
+                    "paused" with r.pending, continue it with resume()/resume_error()
+      env, seed, time, deterministic   as in docs/policy.md
+    A sandbox is used by one thread at a time: a second thread's call while one runs raises
+    MoonboxError with status "sandbox_busy". interrupt() may be called from any thread."""
+
+    def __init__(self, limits=None, policy=None, mounts=None, files=None, functions=None,
+                 externals=None, env=None, seed=None, time=None, deterministic=False,
+                 _snapshot=None):
+        self._ptr = None
+        self._lock = threading.Lock()
+        self._worker = _Worker()
+        self._policy = _CPolicy(policy, limits, mounts, files, functions, externals, env, seed,
+                                time, deterministic)
+        self._callbacks = self._policy.callbacks  # alive as long as the sandbox
+        rt = _get_runtime()
+        err = MbxError()
+        if _snapshot is None:
+            ptr = lib.mbx_sandbox_new(rt, self._policy.ptr, ctypes.byref(err))
+        else:
+            blob = bytes(_snapshot)
+            buf = ctypes.create_string_buffer(blob, len(blob))
+            # The replay re-executes the recorded runs: on the sandbox's thread, like a run.
+            ptr = self._call(lambda: lib.mbx_sandbox_restore(rt, self._policy.ptr, buf,
+                                                             len(blob), ctypes.byref(err)))
+        # The C policy's settings were copied into the sandbox; the callbacks stay referenced.
+        self._policy.free()
+        if not ptr:
+            _raise_for(err.code or 100, err,
+                       "mbx_sandbox_restore" if _snapshot is not None else "mbx_sandbox_new")
+        self._ptr = ptr
+
+    @classmethod
+    def restore(cls, snapshot, **kwargs):
+        """A sandbox from sb.snapshot()'s bytes, made with the same arguments (limits, policy,
+        externals, ...) as the sandbox that took it; it stands where that one stood (paused at
+        the same call, or idle)."""
+        return cls(_snapshot=snapshot, **kwargs)
+
+    # -- plumbing --
+
+    def _call(self, fn):
+        if threading.current_thread() is threading.main_thread():
+            return self._worker.call(fn, self.interrupt)
+        return fn()
+
+    def _enter(self, what):
+        if self._ptr is None:
+            raise MoonboxError("%s: the sandbox is closed" % what, "invalid_argument", 100)
+        if not self._lock.acquire(blocking=False):
+            raise MoonboxError(
+                "%s: the sandbox is busy: another thread (or a host function of this run) is "
+                "using it; a sandbox is used by one thread at a time" % what, "sandbox_busy",
+                _native.MBX_SANDBOX_BUSY)
+
+    def _result_call(self, what, c_call):
+        self._enter(what)
+        try:
+            out = ctypes.c_void_p()
+            err = MbxError()
+            rc = self._call(lambda: c_call(ctypes.byref(out), ctypes.byref(err)))
+            if rc >= _native.MBX_API_ERROR_BASE or not out.value:
+                _raise_for(rc, err, what)
+            try:
+                return Result(out.value)
+            finally:
+                lib.mbx_result_free(out.value)
+        finally:
+            self._lock.release()
+
+    def _simple(self, what, c_fn):
+        self._enter(what)
+        try:
+            err = MbxError()
+            _check(c_fn(self._ptr, ctypes.byref(err)), err, what)
+        finally:
+            self._lock.release()
+
+    # -- the API --
+
+    def run(self, code, inputs=None, chunk_name=None):
+        """Run Lua source text; inputs (a dict) become globals first. Returns a Result for
+        every run outcome (limits, errors and pauses included); raises MoonboxError when the
+        library refused the call (bad inputs, source too large, poisoned or busy sandbox)."""
+        data = code.encode("utf-8") if isinstance(code, str) else bytes(code)
+        code_buf = ctypes.create_string_buffer(data, len(data))
+        if inputs is not None:
+            if not isinstance(inputs, dict):
+                raise TypeError("inputs: expected a dict of global names to values, got %s"
+                                % type(inputs).__name__)
+            in_data = to_json(inputs, "inputs").encode("utf-8")
+        else:
+            in_data = None
+        in_buf = ctypes.create_string_buffer(in_data, len(in_data)) if in_data else None
+        name = chunk_name.encode() if chunk_name else None
+        return self._result_call("run", lambda out, err: lib.mbx_run_named(
+            self._ptr, code_buf, len(data), name, in_buf, len(in_data or b""), out, err))
+
+    def resume(self, value=None):
+        """Continue a paused run: the pending call returns value."""
+        data = to_json(value, "value").encode("utf-8")
+        buf = ctypes.create_string_buffer(data, len(data))
+        return self._result_call("resume", lambda out, err: lib.mbx_resume(
+            self._ptr, buf, len(data), out, err))
+
+    def resume_error(self, message):
+        """Continue a paused run: the pending call raises a Lua error with this message."""
+        data = str(message).encode("utf-8", "replace")
+        buf = ctypes.create_string_buffer(data, len(data))
+        return self._result_call("resume_error", lambda out, err: lib.mbx_resume_error(
+            self._ptr, buf, len(data), out, err))
+
+    def interrupt(self):
+        """From any thread: end the current run with status "interrupted"."""
+        ptr = self._ptr
+        if ptr is not None:
+            lib.mbx_sandbox_interrupt(ptr)
+
+    @property
+    def paused(self):
+        return bool(self._ptr and lib.mbx_sandbox_paused(self._ptr))
+
+    @property
+    def poisoned(self):
+        return bool(self._ptr and lib.mbx_sandbox_poisoned(self._ptr))
+
+    def reset(self):
+        self._simple("reset", lib.mbx_sandbox_reset)
+
+    def checkpoint(self):
+        """Capture the whole state (globals, /tmp, the random sequence) for rewind()."""
+        self._simple("checkpoint", lib.mbx_sandbox_checkpoint)
+
+    def rewind(self):
+        self._simple("rewind", lib.mbx_sandbox_rewind)
+
+    def snapshot(self):
+        """The portable snapshot of a paused or idle sandbox (deterministic policies only):
+        bytes for Sandbox.restore."""
+        self._enter("snapshot")
+        try:
+            out, n, err = ctypes.c_void_p(), ctypes.c_size_t(), MbxError()
+            rc = lib.mbx_sandbox_snapshot(self._ptr, ctypes.byref(out), ctypes.byref(n),
+                                          ctypes.byref(err))
+            _check(rc, err, "snapshot")
+            try:
+                return ctypes.string_at(out.value, n.value)
+            finally:
+                lib.mbx_free(out.value)
+        finally:
+            self._lock.release()
+
+    def close(self):
+        if self._ptr is not None:
+            self._enter("close")
+            try:
+                lib.mbx_sandbox_free(self._ptr)
+                self._ptr = None
+            finally:
+                self._lock.release()
+        self._worker.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            if self._ptr is not None and self._lock.acquire(blocking=False):
+                lib.mbx_sandbox_free(self._ptr)
+                self._ptr = None
+            self._worker.stop()
+        except Exception:
+            pass
+
+
+# ----------------------------------------------------------------------------------------
+# One-liners
+
+_SANDBOX_ARGS = ("limits", "policy", "mounts", "files", "functions", "externals", "env",
+                 "seed", "time", "deterministic")
+
+
+def run(code, inputs=None, **kwargs):
+    """Run code in a fresh sandbox made with kwargs (Sandbox's arguments) and return its
+    Result."""
+    with Sandbox(**kwargs) as sb:
+        return sb.run(code, inputs=inputs)
+
+
+def check(code, inputs=None, **kwargs):
+    """The static check (mbx_check) under the policy kwargs describe: a dict
+    {"ok", "syntax_error", "globals": [{"name", "line", "access"}]}. Names that are keys of
+    inputs are provided (inputs are globals of the run); nothing runs."""
+    pol = _CPolicy(**kwargs)
+    try:
+        data = code.encode("utf-8") if isinstance(code, str) else bytes(code)
+        buf = ctypes.create_string_buffer(data, len(data))
+        out, n, err = ctypes.c_void_p(), ctypes.c_size_t(), MbxError()
+
+        def call():
+            return lib.mbx_check(pol.ptr, buf, len(data), ctypes.byref(out), ctypes.byref(n),
+                                 ctypes.byref(err))
+
+        if threading.current_thread() is threading.main_thread():
+            rc = _Worker().call(call, lambda: None)
+        else:
+            rc = call()
+        _check(rc, err, "check")
+        try:
+            report = from_json(ctypes.string_at(out.value, n.value))
+        finally:
+            lib.mbx_free(out.value)
+    finally:
+        pol.free()
+    if inputs:
+        report["globals"] = [g for g in report["globals"]
+                             if not (isinstance(g["name"], str) and g["name"] in inputs)]
+        report["ok"] = report["syntax_error"] is None and not report["globals"]
+    return report

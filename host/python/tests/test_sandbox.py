@@ -1,0 +1,335 @@
+"""The Python binding end to end: runs, values, limits, host functions, pauses, snapshots,
+checkpoints, threads and the static check. Run: PYTHONPATH=host/python python3 -m unittest
+discover -s host/python/tests (MOONBOX_LIBRARY may name the library)."""
+
+import gc
+import json
+import os
+import tempfile
+import threading
+import time
+import unittest
+
+import moonbox
+from moonbox import Limits, MoonboxError, Policy, Sandbox
+
+# Generous bounds: the machine running the tests may be heavily loaded.
+SLOW = 30.0
+
+
+class RunAndValues(unittest.TestCase):
+    def test_the_issue_example(self):
+        with Sandbox(limits=Limits(memory="64M", instructions=10_000_000, timeout=1.0)) as sb:
+            r = sb.run("print('items') return #input.items",
+                       inputs={"input": {"items": [1, 2, 3]}})
+        self.assertEqual(r.status, "ok")
+        self.assertEqual(r.value, 3)
+        self.assertEqual(r.stdout, "items\n")
+        self.assertIsNone(r.error)
+        self.assertGreater(r.usage["instructions"], 0)
+        self.assertTrue(r.ok)
+
+    def test_int64_is_exact_both_ways(self):
+        big, small = (1 << 63) - 1, -(1 << 63)
+        r = moonbox.run("return a, b, a - 1, math.type(a), 2^53 + 1, (1 << 53) + 1",
+                        inputs={"a": big, "b": small})
+        self.assertEqual(r.value, [big, small, big - 1, "integer", 2.0 ** 53, (1 << 53) + 1])
+        self.assertIsInstance(r.value[0], int)
+        self.assertIsInstance(r.value[4], float)
+
+    def test_integers_past_int64_are_refused_not_rounded(self):
+        with self.assertRaises(ValueError) as cm:
+            moonbox.run("return x", inputs={"x": 1 << 63})
+        self.assertIn("64 bits", str(cm.exception))
+        with self.assertRaises(ValueError):
+            moonbox.run("return x", inputs={"x": float("nan")})
+
+    def test_nested_tables_none_and_json_null(self):
+        data = {"a": [1, 2.5, "s", None, {"deep": [True, False, None]}], "n": None}
+        r = moonbox.run("return input, input.n == json.null, input.a[4] == json.null, "
+                        "{x = json.null, y = {1, json.null, 3}}", inputs={"input": data})
+        self.assertEqual(r.value[0], data)
+        self.assertEqual(r.value[1:3], [True, True])
+        self.assertEqual(r.value[3], {"x": None, "y": [1, None, 3]})
+
+    def test_floats_and_bytes(self):
+        r = moonbox.run("return f, math.type(f), s, #s, 0.1", inputs={"f": 1.0,
+                                                                      "s": b"\xff\x00a"})
+        self.assertEqual(r.value, [1.0, "float", b"\xff\x00a", 3, 0.1])
+        self.assertIsInstance(r.value[0], float)
+
+    def test_nothing_or_several_values(self):
+        self.assertIsNone(moonbox.run("local x = 1").value)
+        self.assertEqual(moonbox.run("return 1, nil, 3").value, [1, None, 3])
+
+    def test_unconvertible_inputs_name_the_path(self):
+        with self.assertRaises(TypeError) as cm:
+            moonbox.run("return 1", inputs={"x": {"k": object()}})
+        self.assertIn("inputs.x.k", str(cm.exception))
+        cyclic = []
+        cyclic.append(cyclic)
+        with self.assertRaises(ValueError):
+            moonbox.run("return 1", inputs={"x": cyclic})
+        with self.assertRaises(MoonboxError) as cm:
+            moonbox.run("return 1", inputs={"print": 1})
+        self.assertEqual(cm.exception.status, "invalid_input")
+        self.assertIn("shadow", cm.exception.message)
+
+    def test_errors(self):
+        r = moonbox.run("local x = 1\nerror('boom')")
+        self.assertEqual(r.status, "runtime_error")
+        self.assertEqual(r.error["line"], 2)
+        self.assertEqual(r.error["message"], "boom")
+        r = moonbox.run("return = 1")
+        self.assertEqual(r.status, "syntax_error")
+        self.assertIsNone(r.value)
+
+
+class LimitsAndPolicies(unittest.TestCase):
+    def test_each_limit_ends_the_run_because_of_it(self):
+        r = moonbox.run("while true do end", limits=Limits(instructions=100_000, timeout=0))
+        self.assertEqual(r.status, "instruction_limit")
+        r = moonbox.run("while true do end", limits=Limits(instructions=0, timeout=0.1))
+        self.assertEqual(r.status, "time_limit")
+        r = moonbox.run("local t = {} for i = 1, 1e8 do t[i] = i end",
+                        limits={"memory": "1M", "instructions": 0, "timeout": SLOW})
+        self.assertEqual(r.status, "memory_limit")
+        r = moonbox.run("for i = 1, 1e6 do io.write('xxxxxxxx') end",
+                        limits=Limits(output="4k", timeout=SLOW))
+        self.assertEqual(r.status, "output_limit")
+
+    def test_bad_limits_say_what_is_wrong(self):
+        with self.assertRaises(ValueError) as cm:
+            Limits(memory="64Q")
+        self.assertIn("Limits.memory", str(cm.exception))
+        with self.assertRaises(MoonboxError) as cm:
+            Sandbox(limits=Limits(memory=1024))
+        self.assertIn("Limits.memory", cm.exception.message)
+        with self.assertRaises(ValueError):
+            Limits(timeout=-1)
+
+    def test_a_limit_poisons_until_reset(self):
+        with Sandbox(limits=Limits(instructions=10_000)) as sb:
+            self.assertEqual(sb.run("while true do end").status, "instruction_limit")
+            self.assertTrue(sb.poisoned)
+            with self.assertRaises(MoonboxError) as cm:
+                sb.run("return 1")
+            self.assertEqual(cm.exception.status, "sandbox_poisoned")
+            sb.reset()
+            self.assertEqual(sb.run("return 1").value, 1)
+
+    def test_policy_from_file_and_overrides(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.mkdir(os.path.join(d, "data"))
+            with open(os.path.join(d, "data", "x.txt"), "w") as f:
+                f.write("hello")
+            path = os.path.join(d, "policy.json")
+            with open(path, "w") as f:
+                json.dump({"limits": {"instructions": 50000}, "env": {"MODE": "test"},
+                           "fs": {"mounts": [{"path": "/data", "host": "data"}]}}, f)
+            pol = Policy.from_file(path)
+            r = moonbox.run("return os.getenv('MODE'), io.open('/data/x.txt'):read('a')",
+                            policy=pol)
+            self.assertEqual(r.value, ["test", "hello"])
+            self.assertEqual(moonbox.run("while true do end", policy=pol).status,
+                             "instruction_limit")
+            # Arguments override the file.
+            r = moonbox.run("local n = 0 for i = 1, 1e5 do n = n + i end return n", policy=pol,
+                            limits=Limits(instructions=0))
+            self.assertEqual(r.value, 5000050000)
+            with open(path, "w") as f:
+                f.write('{"limits": {"memroy": "1M"}}')
+            with self.assertRaises(MoonboxError) as cm:
+                Policy.from_file(path)
+            self.assertIn("memroy", cm.exception.message)
+
+    def test_mounts_and_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "in.csv"), "w") as f:
+                f.write("a,b\n")
+            r = moonbox.run("io.open('/out/w.txt', 'w'):write('written'):close() "
+                            "return io.open('/in/in.csv'):read('a'), "
+                            "io.open('/input/inline.txt'):read('a'), "
+                            "select(2, io.open('/in/new', 'w'))",
+                            mounts={"/in": (d, "ro"), "/out": (d, "rw")},
+                            files={"/input/inline.txt": "inline"})
+            self.assertEqual(r.status, "ok", r.error)
+            self.assertEqual(r.value[:2], ["a,b\n", "inline"])
+            self.assertIn("Read-only", r.value[2])
+            with open(os.path.join(d, "w.txt")) as f:
+                self.assertEqual(f.read(), "written")
+        with self.assertRaises(ValueError):
+            Sandbox(mounts={"/x": (".", "wr")})
+
+
+class HostFunctions(unittest.TestCase):
+    def test_arguments_and_results_convert(self):
+        seen = []
+
+        def search(query, opts):
+            seen.append((query, opts))
+            return {"hits": [1, 2], "q": query, "none": None}
+
+        r = moonbox.run("local r = tools.search('lua', {limit = 2, exact = true}) "
+                        "return r.hits[2], r.q, r.none == json.null",
+                        functions={"tools.search": search})
+        self.assertEqual(r.value, [2, "lua", True])
+        self.assertEqual(seen, [("lua", {"limit": 2, "exact": True})])
+
+    def test_exceptions_become_catchable_lua_errors(self):
+        def bad(x):
+            raise ValueError("no such item: %s" % x)
+
+        def interrupted():
+            raise KeyboardInterrupt
+
+        def unencodable():
+            return object()
+
+        r = moonbox.run("local ok, e = pcall(bad, 'x') "
+                        "local ok2, e2 = pcall(interrupted) "
+                        "local ok3, e3 = pcall(unencodable) return ok, e, ok2, e2, ok3, e3",
+                        functions={"bad": bad, "interrupted": interrupted,
+                                   "unencodable": unencodable})
+        self.assertEqual(r.status, "ok")
+        self.assertEqual(r.value[:4], [False, "no such item: x", False, "KeyboardInterrupt"])
+        self.assertFalse(r.value[4])
+        self.assertIn("cannot be passed to the guest", r.value[5])
+        r = moonbox.run("bad(1)", functions={"bad": bad})
+        self.assertEqual(r.status, "runtime_error")
+        self.assertIn("no such item: 1", r.error["message"])
+
+    def test_callbacks_live_as_long_as_the_sandbox(self):
+        sb = Sandbox(functions={"f": lambda x: x * 2})
+        gc.collect()
+        self.assertEqual(sb.run("return f(21)").value, 42)
+        sb.close()
+
+    def test_reentry_from_a_callback_is_a_clear_error(self):
+        holder = {}
+
+        def again():
+            return holder["sb"].run("return 1").value
+
+        with Sandbox(functions={"again": again}) as sb:
+            holder["sb"] = sb
+            r = sb.run("local ok, e = pcall(again) return ok, e")
+        self.assertFalse(r.value[0])
+        self.assertIn("busy", r.value[1])
+
+
+class PausesSnapshotsCheckpoints(unittest.TestCase):
+    def test_externals_pause_and_resume(self):
+        with Sandbox(externals=["fetch"]) as sb:
+            r = sb.run("local a = fetch('u1') local ok, e = pcall(fetch, 'u2') "
+                       "return a.body, ok, e")
+            self.assertEqual(r.status, "paused")
+            self.assertEqual(r.pending, {"function": "fetch", "args": ["u1"]})
+            self.assertTrue(sb.paused)
+            r = sb.resume({"body": "<html>"})
+            self.assertEqual(r.pending, {"function": "fetch", "args": ["u2"]})
+            r = sb.resume_error("404 not found")
+            self.assertEqual(r.status, "ok")
+            self.assertEqual(r.value, ["<html>", False, "404 not found"])
+            with self.assertRaises(MoonboxError) as cm:
+                sb.resume(1)
+            self.assertIn("not paused", cm.exception.message)
+
+    def test_snapshot_and_restore(self):
+        kw = dict(externals=["ask"], deterministic=True, seed=7, time=1700000000)
+        with Sandbox(**kw) as sb:
+            r = sb.run("counter = 40 local v = ask('q') return counter + v")
+            self.assertEqual(r.status, "paused")
+            blob = sb.snapshot()
+        self.assertIsInstance(blob, bytes)
+        with Sandbox.restore(blob, **kw) as sb2:
+            self.assertTrue(sb2.paused)
+            self.assertEqual(sb2.resume(2).value, 42)
+        with self.assertRaises(MoonboxError) as cm:
+            Sandbox.restore(blob[:-3], **kw)
+        self.assertEqual(cm.exception.status, "invalid_input")
+
+    def test_checkpoint_and_rewind(self):
+        with Sandbox() as sb:
+            sb.run("x = 1")
+            try:
+                sb.checkpoint()
+            except MoonboxError as e:
+                if e.status == "unsupported":
+                    self.skipTest("checkpoints are not in this build (%s)" % e.message)
+                raise
+            sb.run("x = 2")
+            self.assertEqual(sb.run("return x").value, 2)
+            sb.rewind()
+            self.assertEqual(sb.run("return x").value, 1)
+
+
+class Threads(unittest.TestCase):
+    def test_interrupt_from_another_thread(self):
+        with Sandbox(limits=Limits(instructions=0, timeout=0)) as sb:
+            timer = threading.Timer(0.2, sb.interrupt)
+            timer.start()
+            started = time.monotonic()
+            r = sb.run("while true do end")
+            timer.join()
+        self.assertEqual(r.status, "interrupted")
+        self.assertLess(time.monotonic() - started, SLOW)
+
+    def test_two_threads_on_one_sandbox(self):
+        with Sandbox(limits=Limits(instructions=0, timeout=SLOW),
+                     functions={"ready": lambda: ready.set()}) as sb:
+            ready = threading.Event()
+            results = []
+            t = threading.Thread(target=lambda: results.append(
+                sb.run("ready() while true do end")))
+            t.start()
+            self.assertTrue(ready.wait(SLOW))
+            with self.assertRaises(MoonboxError) as cm:
+                sb.run("return 1")
+            self.assertEqual(cm.exception.status, "sandbox_busy")
+            self.assertIn("one thread at a time", cm.exception.message)
+            sb.interrupt()
+            t.join(SLOW)
+            self.assertEqual(results[0].status, "interrupted")
+
+    def test_sandboxes_on_many_threads(self):
+        out = []
+
+        def work(i):
+            with Sandbox() as sb:
+                out.append(sb.run("return n * 2", inputs={"n": i}).value)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(SLOW)
+        self.assertEqual(sorted(out), [i * 2 for i in range(8)])
+
+
+class Check(unittest.TestCase):
+    def test_check(self):
+        rep = moonbox.check("local a = 1\ncount = a\nreturn fetch(url)")
+        self.assertFalse(rep["ok"])
+        self.assertEqual(rep["globals"], [
+            {"access": "write", "line": 2, "name": "count"},
+            {"access": "read", "line": 3, "name": "fetch"},
+            {"access": "read", "line": 3, "name": "url"}])
+        rep = moonbox.check("return fetch(url)", externals=["fetch"], inputs={"url": "x"})
+        self.assertEqual(rep, {"globals": [], "ok": True, "syntax_error": None})
+        rep = moonbox.check("x = = 1")
+        self.assertEqual(rep["syntax_error"]["line"], 1)
+        with self.assertRaises(MoonboxError) as cm:
+            moonbox.check("return 1 + 1", limits=Limits(source=4))
+        self.assertEqual(cm.exception.status, "source_too_large")
+
+
+@unittest.skipUnless(hasattr(moonbox, "version"), "no version")
+class Library(unittest.TestCase):
+    def test_version_and_path(self):
+        self.assertRegex(moonbox.version(), r"^\d+\.\d+\.\d+")
+        self.assertTrue(os.path.exists(moonbox.library_path) or "/" not in moonbox.library_path)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tests/python/pip_install.sh -- `pip install` of host/python into a throwaway venv, offline
+# (--no-index --no-build-isolation: CI reaches no package index), then a run from another
+# directory with neither PYTHONPATH nor MOONBOX_LIBRARY: the installed package must find the
+# library it recorded at build time. Exits 77 with the reason when venv or pip is unavailable.
+# Usage: pip_install.sh LIBMOONBOX SOURCE_DIR WORK_DIR
+set -u
+lib=$(realpath "${1:?usage: pip_install.sh LIBMOONBOX SOURCE_DIR WORK_DIR}")
+src=${2:?}
+work=${3:?}
+rm -rf "$work"
+mkdir -p "$work"
+# A copy of the package: the build writes build/ and *.egg-info next to setup.py, which must
+# not land in the source tree.
+cp -r "$src/host/python" "$work/pkg"
+rm -rf "$work/pkg/tests"
+# The first interpreter that can build a wheel offline (setuptools and wheel: Debian's
+# python3-setuptools and python3-wheel for /usr/bin/python3) in a venv that sees them.
+py=
+for candidate in python3 /usr/bin/python3; do
+  command -v "$candidate" >/dev/null 2>&1 || continue
+  rm -rf "$work/venv"
+  "$candidate" -m venv --system-site-packages "$work/venv" >"$work/venv.log" 2>&1 || continue
+  if "$work/venv/bin/python" -c 'import setuptools, wheel, pip' 2>/dev/null; then
+    py=$candidate
+    break
+  fi
+done
+if [ -z "$py" ]; then
+  echo "SKIP: no python3 here has venv, pip, setuptools and wheel (Debian: python3-venv"
+  echo "      python3-setuptools python3-wheel) to build the package offline"
+  exit 77
+fi
+echo "python: $(command -v "$py")"
+MOONBOX_LIBRARY=$lib "$work/venv/bin/python" -m pip install --no-index --no-build-isolation \
+  --no-cache-dir --disable-pip-version-check -q "$work/pkg" || {
+  echo "FAIL: pip install of host/python"
+  exit 1
+}
+cd "$work" || exit 1
+out=$(env -u MOONBOX_LIBRARY -u PYTHONPATH "$work/venv/bin/python" -c '
+import moonbox, os
+assert "site-packages" in moonbox.__file__, moonbox.__file__
+print(moonbox.run("return 1 + 1").value, os.path.realpath(moonbox.library_path))
+') || {
+  echo "FAIL: the installed package does not run"
+  exit 1
+}
+want="2 $(realpath "$lib")"
+if [ "$out" != "$want" ]; then
+  echo "FAIL: expected [$want], got [$out]"
+  exit 1
+fi
+echo "pip_install: ok ($out)"
