@@ -110,7 +110,9 @@ _PROTOTYPES = {
     "mbx_host_reply_error": (_I, [_P, _P, _S]),
     "mbx_sandbox_new": (_P, [_P, _P, _E]),
     "mbx_sandbox_free": (None, [_P]),
-    "mbx_run_named": (_I, [_P, _P, _S, _C, _P, _S, _PP, _E]),
+    # Source and inputs as c_char_p: ctypes passes a bytes object's own buffer (no copy; the
+    # explicit lengths make embedded NULs safe).
+    "mbx_run_named": (_I, [_P, _C, _S, _C, _C, _S, _PP, _E]),
     "mbx_resume": (_I, [_P, _P, _S, _PP, _E]),
     "mbx_resume_error": (_I, [_P, _P, _S, _PP, _E]),
     "mbx_sandbox_paused": (_I, [_P]),

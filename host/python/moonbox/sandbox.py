@@ -331,15 +331,44 @@ class Result:
 # ----------------------------------------------------------------------------------------
 # Running off the main thread
 
+# The C stack a run needs below its caller (include/moonbox.h, THREADS: 896 KiB free; a
+# thread's default size follows `ulimit -s`, which the binding does not control).
+_WORKER_STACK = 8 << 20
+_idle_workers = []
+_workers_lock = threading.Lock()
+
+
 class _Worker:
-    """A sandbox's own thread for calls made from the main thread: the C call runs there
-    (ctypes releases the GIL) while the main thread waits in a lock acquire, which Ctrl-C
-    interrupts. KeyboardInterrupt then becomes mbx_sandbox_interrupt and the wait goes on:
-    the run ends within about a thousand instructions and returns "interrupted"."""
+    """A thread for the calls made from the main thread: the C call runs there (ctypes
+    releases the GIL) while the main thread waits in a lock acquire, which Ctrl-C interrupts.
+    KeyboardInterrupt then becomes mbx_sandbox_interrupt and the wait goes on: the run ends
+    within about a thousand instructions and returns "interrupted". Idle workers are kept for
+    the next sandbox (a thread costs more to start than a small run takes)."""
 
     def __init__(self):
         self._jobs = queue.SimpleQueue()
-        self._thread = None
+        with _workers_lock:
+            previous = threading.stack_size(_WORKER_STACK)
+            try:
+                self._thread = threading.Thread(target=self._loop, name="moonbox-sandbox",
+                                                daemon=True)
+                self._thread.start()
+            finally:
+                threading.stack_size(previous)
+
+    @staticmethod
+    def take():
+        with _workers_lock:
+            if _idle_workers:
+                return _idle_workers.pop()
+        return _Worker()
+
+    def give_back(self):
+        with _workers_lock:
+            if len(_idle_workers) < 8:
+                _idle_workers.append(self)
+                return
+        self._jobs.put(None)
 
     def _loop(self):
         while True:
@@ -354,10 +383,6 @@ class _Worker:
             done.set()
 
     def call(self, fn, on_interrupt):
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="moonbox-sandbox",
-                                            daemon=True)
-            self._thread.start()
         box, done = [], threading.Event()
         self._jobs.put((fn, box, done))
         while True:
@@ -371,10 +396,16 @@ class _Worker:
             raise value
         return value
 
-    def stop(self):
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread = None
+
+def _on_main_thread(fn, on_interrupt):
+    """fn() on a worker when called from the main thread (where Ctrl-C lands), else here."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn()
+    worker = _Worker.take()
+    try:
+        return worker.call(fn, on_interrupt)
+    finally:
+        worker.give_back()
 
 
 # ----------------------------------------------------------------------------------------
@@ -393,15 +424,19 @@ class Sandbox:
       externals     ["fetch"]: pausing functions; a run that calls one returns status
                     "paused" with r.pending, continue it with resume()/resume_error()
       env, seed, time, deterministic   as in docs/policy.md
+      ctrl_c        True (the default): a call made from the main thread runs on a helper
+                    thread, so Ctrl-C interrupts the run ("interrupted") instead of waiting
+                    for it; False: the call runs on the main thread itself (lower latency,
+                    docs/performance.md; Ctrl-C is then handled after the run returns)
     A sandbox is used by one thread at a time: a second thread's call while one runs raises
     MoonboxError with status "sandbox_busy". interrupt() may be called from any thread."""
 
     def __init__(self, limits=None, policy=None, mounts=None, files=None, functions=None,
                  externals=None, env=None, seed=None, time=None, deterministic=False,
-                 _snapshot=None):
+                 ctrl_c=True, _snapshot=None):
         self._ptr = None
         self._lock = threading.Lock()
-        self._worker = _Worker()
+        self._ctrl_c = bool(ctrl_c)
         self._policy = _CPolicy(policy, limits, mounts, files, functions, externals, env, seed,
                                 time, deterministic)
         self._callbacks = self._policy.callbacks  # alive as long as the sandbox
@@ -432,9 +467,7 @@ class Sandbox:
     # -- plumbing --
 
     def _call(self, fn):
-        if threading.current_thread() is threading.main_thread():
-            return self._worker.call(fn, self.interrupt)
-        return fn()
+        return _on_main_thread(fn, self.interrupt) if self._ctrl_c else fn()
 
     def _enter(self, what):
         if self._ptr is None:
@@ -475,18 +508,15 @@ class Sandbox:
         every run outcome (limits, errors and pauses included); raises MoonboxError when the
         library refused the call (bad inputs, source too large, poisoned or busy sandbox)."""
         data = code.encode("utf-8") if isinstance(code, str) else bytes(code)
-        code_buf = ctypes.create_string_buffer(data, len(data))
+        in_data = None
         if inputs is not None:
             if not isinstance(inputs, dict):
                 raise TypeError("inputs: expected a dict of global names to values, got %s"
                                 % type(inputs).__name__)
             in_data = to_json(inputs, "inputs").encode("utf-8")
-        else:
-            in_data = None
-        in_buf = ctypes.create_string_buffer(in_data, len(in_data)) if in_data else None
         name = chunk_name.encode() if chunk_name else None
         return self._result_call("run", lambda out, err: lib.mbx_run_named(
-            self._ptr, code_buf, len(data), name, in_buf, len(in_data or b""), out, err))
+            self._ptr, data, len(data), name, in_data, len(in_data or b""), out, err))
 
     def resume(self, value=None):
         """Continue a paused run: the pending call returns value."""
@@ -550,7 +580,6 @@ class Sandbox:
                 self._ptr = None
             finally:
                 self._lock.release()
-        self._worker.stop()
 
     def __enter__(self):
         return self
@@ -564,17 +593,12 @@ class Sandbox:
             if self._ptr is not None and self._lock.acquire(blocking=False):
                 lib.mbx_sandbox_free(self._ptr)
                 self._ptr = None
-            self._worker.stop()
         except Exception:
             pass
 
 
 # ----------------------------------------------------------------------------------------
 # One-liners
-
-_SANDBOX_ARGS = ("limits", "policy", "mounts", "files", "functions", "externals", "env",
-                 "seed", "time", "deterministic")
-
 
 def run(code, inputs=None, **kwargs):
     """Run code in a fresh sandbox made with kwargs (Sandbox's arguments) and return its
@@ -587,6 +611,7 @@ def check(code, inputs=None, **kwargs):
     """The static check (mbx_check) under the policy kwargs describe: a dict
     {"ok", "syntax_error", "globals": [{"name", "line", "access"}]}. Names that are keys of
     inputs are provided (inputs are globals of the run); nothing runs."""
+    kwargs.pop("ctrl_c", None)
     pol = _CPolicy(**kwargs)
     try:
         data = code.encode("utf-8") if isinstance(code, str) else bytes(code)
@@ -597,10 +622,7 @@ def check(code, inputs=None, **kwargs):
             return lib.mbx_check(pol.ptr, buf, len(data), ctypes.byref(out), ctypes.byref(n),
                                  ctypes.byref(err))
 
-        if threading.current_thread() is threading.main_thread():
-            rc = _Worker().call(call, lambda: None)
-        else:
-            rc = call()
+        rc = _on_main_thread(call, lambda: None)
         _check(rc, err, "check")
         try:
             report = from_json(ctypes.string_at(out.value, n.value))

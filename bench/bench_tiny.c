@@ -1,0 +1,85 @@
+/* bench_tiny.c -- the per-call latency of one tiny chunk ("return 1+1" by default) through the
+   C API on one long-lived sandbox: the peer that front ends (the Python binding, the MCP
+   server) measure themselves against in the same run. Usage: bench_tiny [ITERS [CODE]].
+   Prints one line: "c_api <median us> <p99 us> <iters>". */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "moonbox.h"
+
+typedef struct job {
+  size_t iters;
+  const char *code;
+  double *samples;
+  int failed;
+} job;
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* One untimed tenth first (warm-up: the bytecode cache, the slot's pages), then iters timed
+   calls of mbx_run + mbx_result_json + mbx_result_free, which is what a front end does. */
+static void *bench(void *arg) {
+  job *j = arg;
+  mbx_error err;
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  mbx_policy *p = mbx_policy_new();
+  mbx_sandbox *sb = rt && p ? mbx_sandbox_new(rt, p, &err) : NULL;
+  if (sb == NULL) {
+    fprintf(stderr, "bench_tiny: %s\n", err.message);
+    j->failed = 1;
+    return NULL;
+  }
+  size_t len = strlen(j->code), warmup = j->iters / 10 + 1;
+  for (size_t i = 0; i < warmup + j->iters; i++) {
+    mbx_result *res = NULL;
+    double t0 = now_us();
+    mbx_status s = mbx_run(sb, j->code, len, NULL, 0, &res, &err);
+    size_t n;
+    (void)mbx_result_json(res, &n);
+    mbx_result_free(res);
+    double t1 = now_us();
+    if (s != MBX_OK) {
+      fprintf(stderr, "bench_tiny: the run failed: %s\n", mbx_status_str(s));
+      j->failed = 1;
+      break;
+    }
+    if (i >= warmup) j->samples[i - warmup] = t1 - t0;
+  }
+  mbx_sandbox_free(sb);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  job j = {.iters = argc > 1 ? strtoul(argv[1], NULL, 10) : 100000,
+           .code = argc > 2 ? argv[2] : "return 1+1"};
+  if (j.iters == 0) j.iters = 1;
+  j.samples = calloc(j.iters, sizeof *j.samples);
+  pthread_attr_t attr;
+  pthread_t t;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 8u << 20);
+  if (j.samples == NULL || pthread_create(&t, &attr, bench, &j) != 0) return 70;
+  pthread_join(t, NULL);
+  if (j.failed) return 1;
+  qsort(j.samples, j.iters, sizeof *j.samples, by_value);
+  printf("c_api %.3f %.3f %zu\n", j.samples[j.iters / 2], j.samples[j.iters * 99 / 100],
+         j.iters);
+  free(j.samples);
+  return 0;
+}
