@@ -2,7 +2,6 @@
 
 import ctypes
 import os
-import queue
 import re
 import threading
 
@@ -346,7 +345,14 @@ class _Worker:
     the next sandbox (a thread costs more to start than a small run takes)."""
 
     def __init__(self):
-        self._jobs = queue.SimpleQueue()
+        # Two plain locks hand the job over and back (the cheapest handoff threading has:
+        # a lock acquire is one futex wait, and it is what Ctrl-C interrupts).
+        self._go = threading.Lock()
+        self._go.acquire()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._job = None
+        self._outcome = None
         with _workers_lock:
             previous = threading.stack_size(_WORKER_STACK)
             try:
@@ -368,30 +374,32 @@ class _Worker:
             if len(_idle_workers) < 8:
                 _idle_workers.append(self)
                 return
-        self._jobs.put(None)
+        self._job = None
+        self._go.release()  # ends the thread
 
     def _loop(self):
         while True:
-            job = self._jobs.get()
+            self._go.acquire()
+            job = self._job
             if job is None:
                 return
-            fn, box, done = job
             try:
-                box.append((True, fn()))
+                self._outcome = (True, job())
             except BaseException as e:
-                box.append((False, e))
-            done.set()
+                self._outcome = (False, e)
+            self._done.release()
 
     def call(self, fn, on_interrupt):
-        box, done = [], threading.Event()
-        self._jobs.put((fn, box, done))
+        self._job = fn
+        self._go.release()
         while True:
             try:
-                done.wait()
+                self._done.acquire()
                 break
             except KeyboardInterrupt:
                 on_interrupt()
-        ok, value = box[0]
+        ok, value = self._outcome
+        self._job = self._outcome = None
         if not ok:
             raise value
         return value
