@@ -353,6 +353,7 @@ class _Worker:
         self._done.acquire()
         self._job = None
         self._outcome = None
+        self._busy = False
         with _workers_lock:
             previous = threading.stack_size(_WORKER_STACK)
             try:
@@ -370,6 +371,8 @@ class _Worker:
         return _Worker()
 
     def give_back(self):
+        if self._busy:
+            return  # a KeyboardInterrupt landed mid-handoff: never hand out a busy worker
         with _workers_lock:
             if len(_idle_workers) < 8:
                 _idle_workers.append(self)
@@ -390,6 +393,7 @@ class _Worker:
             self._done.release()
 
     def call(self, fn, on_interrupt):
+        self._busy = True
         self._job = fn
         self._go.release()
         while True:
@@ -400,6 +404,7 @@ class _Worker:
                 on_interrupt()
         ok, value = self._outcome
         self._job = self._outcome = None
+        self._busy = False
         if not ok:
             raise value
         return value
