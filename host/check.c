@@ -23,14 +23,15 @@
 /*
 ** The check compiles the code exactly as mbx_run would (vm/load.c: text only, the parser fed
 ** in pieces with the budget polled between them), in a throwaway state that has the policy's
-** memory, instruction and time limits and the sandbox's standard library, then reads the
+** memory, instruction and time limits, then reads the
 ** lua_dump of the compiled function with vm/chunk.c. Globals are the indexing instructions
 ** whose table is the chunk's _ENV with a constant key (GETTABUP/SETTABUP, and past 255
 ** constants GETUPVAL + LOADK + GETTABLE/SETTABLE: walk() below): _ENV is the main function's
 ** first upvalue, and in a nested function an upvalue that the enclosing function passes down
 ** from its own _ENV upvalue (a `local _ENV = t` is a register, so accesses through it are not
 ** globals). A name
-** the state's _G holds, or the first part of a function the policy grants, is provided.
+** a new sandbox's _G holds (list_builtins), or the first part of a function the policy
+** grants, is provided.
 ** Dynamic accesses (_ENV[k] with a computed k, rawget(_G, k), load) cannot be seen in the
 ** bytecode and are not reported.
 */
@@ -49,7 +50,7 @@ typedef struct check_state {
   mbxH_buf dump;
   char *syntax;
   size_t syntax_len;
-  char **provided; /* the fresh state's global names (host memory) */
+  char **provided; /* builtins only: the library's global names (host memory) */
   size_t nprovided;
   int no_memory;
 } check_state;
@@ -311,6 +312,25 @@ static int run_step(lua_State *L, lua_CFunction fn, check_state *st) {
   return lua_pcall(L, 1, 0, 0);
 }
 
+/* The global names of the sandbox's standard library: the same for every policy (templates
+   are built without one; granted functions are added per policy, see is_provided), so they
+   are listed once per process, from a state opened as a template is. The compile itself
+   needs no library. */
+static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
+static check_state builtins;
+static int builtins_ok;
+
+static void list_builtins(void) {
+  mbxV_config cfg = {.memory_limit = 64u << 20, .output_limit = 1u << 20, .source_limit = 0};
+  mbxV_vm vm;
+  if (!mbxV_vm_open(&vm, &cfg)) return;
+  /* Protected calls only: an error cannot escape to the panic handler here. */
+  lua_pushcfunction(vm.L, mbxL_open_sandbox);
+  builtins_ok = lua_pcall(vm.L, 0, 0, 0) == LUA_OK &&
+                run_step(vm.L, step_globals, &builtins) == LUA_OK && !builtins.no_memory;
+  mbxV_vm_close(&vm);
+}
+
 /* The compile in its throwaway state; fills st. Returns MBX_OK, a limit's status or
    MBX_NO_MEMORY with err filled. */
 static mbx_status compile(const mbx_policy *p, check_state *st, mbx_error *err) {
@@ -334,14 +354,6 @@ static mbx_status compile(const mbx_policy *p, check_state *st, mbx_error *err) 
                    "mbx_check: an error escaped the check's "
                    "protected calls");
     s = MBX_INTERNAL_ERROR;
-    goto done;
-  }
-  lua_pushcfunction(L, mbxL_open_sandbox);
-  if (lua_pcall(L, 0, 0, 0) != LUA_OK || run_step(L, step_globals, st) != LUA_OK) {
-    mbxU_error_set(err, MBX_NO_MEMORY,
-                   "mbx_check: the standard library does not fit in the "
-                   "memory limit (raise MBX_LIMIT_MEMORY)");
-    s = MBX_NO_MEMORY;
     goto done;
   }
   /* The parse's work and memory are the guest's, metered like mbx_run's (parse time counts
@@ -398,7 +410,7 @@ static mbx_status report_globals(const mbx_policy *p, check_state *st, mbxH_buf 
   free(env);
   size_t kept = 0;
   for (size_t i = 0; i < f->n; i++)
-    if (!is_provided(st, p, f->v[i].name, f->v[i].len)) f->v[kept++] = f->v[i];
+    if (!is_provided(&builtins, p, f->v[i].name, f->v[i].len)) f->v[kept++] = f->v[i];
   f->n = kept;
   if (f->n) qsort(f->v, f->n, sizeof *f->v, by_line);
   mbxH_buf_puts(out, "{\"globals\":[");
@@ -470,6 +482,13 @@ MBX_API mbx_status mbx_check(const mbx_policy *p, const char *code, size_t len, 
   pthread_once(&c_locale_once, make_c_locale);
   if (c_locale == (locale_t)0) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_check: could not create the C locale");
+    return MBX_NO_MEMORY;
+  }
+  pthread_once(&builtins_once, list_builtins);
+  if (!builtins_ok) {
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_check: out of host memory while listing the "
+                   "standard library's globals");
     return MBX_NO_MEMORY;
   }
   check_state st = {.code = code ? code : "", .len = len};

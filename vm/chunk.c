@@ -279,8 +279,8 @@ static void read_header(reader *r) {
     }
     r->at++;
   }
-  int64_t check_int;
-  double check_num;
+  int64_t check_int = 0;
+  double check_num = 0;
   get_bytes(r, &check_int, sizeof check_int, "header");
   if (!r->failed && check_int != 0x5678) {
     r->at -= sizeof check_int;
