@@ -817,8 +817,8 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
         spec->only != (opt->command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN)) {
       if (spec->only == FOR_RESUME)
         set_msg(msg, msg_size,
-                "%s is an option of moonbox resume (it answers a paused call), not of run",
-                spec->name);
+                "%s is an option of moonbox resume (it answers a paused call), not of %s",
+                spec->name, command_name);
       else
         set_msg(msg, msg_size,
                 "%s is an option of moonbox run, not of resume (resume continues the script "

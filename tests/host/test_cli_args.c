@@ -817,8 +817,33 @@ static void test_usage_mentions_resume(void **state) {
   }
 }
 
+static void test_check_command(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "check", "--json", "--pause-on", "tools.fetch", "script.lua");
+  assert_int_equal(opt.command, MBXH_CLI_CHECK);
+  assert_int_equal(opt.script_kind, MBXH_CLI_SCRIPT_FILE);
+  assert_string_equal(opt.script, "script.lua");
+  assert_true(opt.json);
+  assert_int_equal(opt.pause_count, 1);
+  PARSE_OK(&opt, "check", "-e", "return x", "--input", "{\"x\":1}");
+  assert_int_equal(opt.script_kind, MBXH_CLI_SCRIPT_CODE);
+  assert_string_equal(opt.input_json, "{\"x\":1}");
+  PARSE_FAILS("no script given (use moonbox check FILE, moonbox check -e CODE, or - to read "
+              "stdin)",
+              "check");
+  PARSE_FAILS("--snapshot-out: moonbox check runs nothing, so nothing pauses", "check",
+              "--snapshot-out", "s.bin", "x.lua");
+  PARSE_FAILS("unknown option '--nope' (see moonbox check --help)", "check", "--nope");
+  PARSE_FAILS("--value is an option of moonbox resume (it answers a paused call), not of check",
+              "check", "--value", "1", "x.lua");
+  if (strstr(mbxH_cli_usage(), "moonbox check [OPTIONS] (FILE | -e CODE | -)") == NULL)
+    fail_msg("usage does not mention moonbox check");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_check_command),
       cmocka_unit_test(test_size_plain_bytes),
       cmocka_unit_test(test_size_suffixes),
       cmocka_unit_test(test_size_exact_fractions),
