@@ -94,9 +94,11 @@ static int writer(lua_State *L, const void *p, size_t n, void *ud) {
 
 static void source_mode(const char *src, size_t n) {
   if (n > 4096) return;
+  /* An upper bound of the lines Lua counts: it ends a line at '\n' or '\r' (a "\r\n" or
+     "\n\r" pair once). */
   int lines = 1;
   for (size_t i = 0; i < n; i++)
-    lines += src[i] == '\n';
+    lines += src[i] == '\n' || src[i] == '\r';
   lua_State *L = luaL_newstate();
   CHECK(L != NULL);
   if (luaL_loadbufferx(L, src, n, "=f", "t") == LUA_OK) {
