@@ -69,5 +69,6 @@ typedef struct mbxH_backend {
 
 /* The backends there are. */
 extern const mbxH_backend mbxH_inproc_backend;
+extern const mbxH_backend mbxH_worker_backend; /* host/worker.c */
 
 #endif

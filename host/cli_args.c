@@ -76,7 +76,8 @@ typedef enum option_id {
   OPT_ERROR,
   OPT_POLICY,
   OPT_MOUNT,
-  OPT_FILE
+  OPT_FILE,
+  OPT_ISOLATE
 } option_id;
 
 typedef struct option_spec {
@@ -113,6 +114,7 @@ static const option_spec run_options[] = {
     {"--policy", OPT_POLICY, 1, "--policy policy.json", 0},
     {"--mount", OPT_MOUNT, 1, "--mount ./data:/data", 0},
     {"--file", OPT_FILE, 1, "--file /input/orders.csv=orders.csv", 0},
+    {"--isolate", OPT_ISOLATE, 1, "--isolate process", 0},
 };
 
 static const char usage_text[] =
@@ -154,6 +156,9 @@ static const char usage_text[] =
     "                         show HOSTDIR at /PATH (ro: read-only, the default; rw: writes\n"
     "                         reach HOSTDIR) (repeatable)\n"
     "  --file /PATH=HOSTFILE  a read-only copy of HOSTFILE at /PATH (repeatable)\n"
+    "  --isolate process|none run the script in a jailed worker process (moonbox-worker:\n"
+    "                         no files, no network, no system calls but compute) or in\n"
+    "                         this process (none, the default)\n"
     "  --json                 print one JSON object with status, value, output and usage\n"
     "  -h, --help             show this help\n"
     "  --version              show the version\n"
@@ -659,6 +664,17 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     opt->mounts[opt->mount_count++] = value;
     break;
   }
+  case OPT_ISOLATE:
+    if (strcmp(value, "process") == 0 || strcmp(value, "none") == 0) {
+      opt->isolate = value[0] == 'p';
+      return 0;
+    } else {
+      char quoted[QUOTE_MAX + 4];
+      quote_value(value, quoted, sizeof quoted);
+      set_msg(msg, msg_size, "--isolate: '%s' is not process or none (e.g. %s)", quoted,
+              spec->example);
+      return -1;
+    }
   case OPT_FILE: {
     const char *eq = strchr(value, '=');
     char quoted[QUOTE_MAX + 4];

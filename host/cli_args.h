@@ -74,6 +74,7 @@ typedef struct mbxH_cli_options {
   const char *snapshot;        /* SNAPSHOT: the file to restore ("-" = stdin) */
   const char *resume_value;    /* --value JSON, or NULL */
   const char *resume_error;    /* --error MESSAGE, or NULL (exactly one of the two is set) */
+  int isolate;                 /* --isolate process (1) | none (0, the default) */
 } mbxH_cli_options;
 
 /*

@@ -587,6 +587,17 @@ static mbx_policy *make_policy(const mbxH_cli_options *opt, int *exit_code) {
 }
 
 /* moonbox resume SNAPSHOT (--value JSON | --error MESSAGE) [OPTIONS] */
+/* The runtime, isolated with --isolate process (the worker is found next to this binary). */
+static mbx_runtime *new_runtime(const mbxH_cli_options *opt, mbx_error *err) {
+  mbx_runtime *rt = mbx_runtime_new(err);
+  if (rt && opt->isolate &&
+      mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, err) != MBX_OK) {
+    mbx_runtime_free(rt);
+    return NULL;
+  }
+  return rt;
+}
+
 static int resume_command(const mbxH_cli_options *opt) {
   mbx_policy *policy = NULL;
   mbx_runtime *runtime = NULL;
@@ -610,7 +621,7 @@ static int resume_command(const mbxH_cli_options *opt) {
     exit_code = EXIT_USAGE;
     goto done;
   }
-  runtime = mbx_runtime_new(&err);
+  runtime = new_runtime(opt, &err);
   if (runtime == NULL) {
     fprintf(stderr, "moonbox: %s\n", err.message);
     goto done;
@@ -746,7 +757,7 @@ static int run_command(const mbxH_cli_options *opt) {
   if (exit_code != 0) goto done;
   exit_code = EXIT_INTERNAL;
 
-  runtime = mbx_runtime_new(&err);
+  runtime = new_runtime(opt, &err);
   if (runtime == NULL) {
     fprintf(stderr, "moonbox: %s\n", err.message);
     goto done;

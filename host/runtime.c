@@ -7,6 +7,11 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "host/helper_path.h"
+#include "host/worker.h"
+
+#include <limits.h>
+#include <string.h>
 
 /* Address space all slots may reserve by default: 8 TiB of the 128 TiB a 47-bit address
    space offers. With the default 64 MiB limit (512 MiB slots) the cap on live sandboxes
@@ -65,10 +70,91 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
 
 MBX_API void mbx_runtime_free(mbx_runtime *rt) {
   if (rt == NULL) return;
+  mbxH_wpool_free(rt->workers);
+  for (int i = 0; i < 4; i++) free(rt->paths[i]);
   mbxV_bcache_free(rt->bytecode);
   mbxV_pool_free(rt->slots);
   freelocale(rt->c_locale);
   free(rt);
+}
+
+static int sandboxes_live(mbx_runtime *rt) {
+  return mbxV_pool_live(rt->slots) + mbxH_wpool_live(rt->workers) > 0;
+}
+
+/* MBX_CAP_ISOLATE: switch the backend while no sandbox is live (a sandbox keeps the backend
+   it was made with, but the pool it uses must outlive it). */
+static mbx_status set_isolation(mbx_runtime *rt, uint64_t value, mbx_error *err) {
+  if (value > MBX_ISOLATE_PROCESS) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: MBX_CAP_ISOLATE must be "
+                   "MBX_ISOLATE_NONE (0) or MBX_ISOLATE_PROCESS (1), not %llu",
+                   (unsigned long long)value);
+    return MBX_INVALID_ARGUMENT;
+  }
+  if ((value == MBX_ISOLATE_PROCESS) == (rt->workers != NULL)) return MBX_OK;
+  if (sandboxes_live(rt)) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: MBX_CAP_ISOLATE cannot "
+                   "change while sandboxes are live; free them first");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (value == MBX_ISOLATE_NONE) {
+    mbxH_wpool_free(rt->workers);
+    rt->workers = NULL;
+    rt->backend = &mbxH_inproc_backend;
+    return MBX_OK;
+  }
+  char path[PATH_MAX];
+  mbx_status s = mbxH_helper_path("moonbox-worker", rt->paths[MBX_PATH_WORKER], path,
+                                  sizeof path, err);
+  if (s != MBX_OK) return s;
+  rt->workers = mbxH_wpool_new(path);
+  if (rt->workers == NULL) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_set_cap: out of memory");
+    return MBX_NO_MEMORY;
+  }
+  rt->backend = &mbxH_worker_backend;
+  return MBX_OK;
+}
+
+MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which, const char *path,
+                                        mbx_error *err) {
+  if (rt == NULL || which < MBX_PATH_BWRAP || which > MBX_PATH_WORKER) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_path: %s",
+                   rt ? "unknown path (MBX_PATH_BWRAP, MBX_PATH_EXEC_HELPER or MBX_PATH_WORKER)"
+                      : "the runtime is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (path && (path[0] != '/' || strlen(path) >= PATH_MAX)) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_path: the path must be absolute "
+                   "and shorter than %d bytes, not \"%.100s\"", PATH_MAX, path);
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (which == MBX_PATH_WORKER && rt->workers && mbxH_wpool_live(rt->workers) > 0) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_path: the worker's path cannot "
+                   "change while isolated sandboxes are live");
+    return MBX_INVALID_ARGUMENT;
+  }
+  char *copy = NULL;
+  if (path && (copy = strdup(path)) == NULL) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_set_path: out of memory");
+    return MBX_NO_MEMORY;
+  }
+  free(rt->paths[which]);
+  rt->paths[which] = copy;
+  if (which == MBX_PATH_WORKER && rt->workers) {
+    /* Isolated already: the next sandboxes use the new worker. */
+    char full[PATH_MAX];
+    mbx_status s = mbxH_helper_path("moonbox-worker", copy, full, sizeof full, err);
+    if (s != MBX_OK) return s;
+    mbxH_wpool *pool = mbxH_wpool_new(full);
+    if (pool == NULL) {
+      mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_set_path: out of memory");
+      return MBX_NO_MEMORY;
+    }
+    mbxH_wpool_free(rt->workers);
+    rt->workers = pool;
+  }
+  return MBX_OK;
 }
 
 MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, uint64_t value,
@@ -102,6 +188,8 @@ MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, u
     mbxV_bcache_set_max(rt->bytecode, (size_t)value);
     atomic_store(&rt->bytecode_on, value != 0);
     return MBX_OK;
+  case MBX_CAP_ISOLATE:
+    return set_isolation(rt, value, err);
   }
   mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: unknown cap %d", (int)which);
   return MBX_INVALID_ARGUMENT;
@@ -122,6 +210,8 @@ MBX_API uint64_t mbx_runtime_get_cap(const mbx_runtime *rt, mbx_runtime_cap whic
     return atomic_load(&m->heap_cap);
   case MBX_CAP_BYTECODE_CACHE_BYTES:
     return mbxV_bcache_max(m->bytecode);
+  case MBX_CAP_ISOLATE:
+    return m->workers ? MBX_ISOLATE_PROCESS : MBX_ISOLATE_NONE;
   }
   return 0;
 }
@@ -132,7 +222,7 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
   mbxV_bcache_stats stats;
   switch (which) {
   case MBX_CAP_SANDBOXES:
-    return mbxV_pool_live(m->slots);
+    return mbxV_pool_live(m->slots) + mbxH_wpool_live(m->workers);
   case MBX_CAP_RESERVED_BYTES:
     return mbxV_pool_reserved(m->slots);
   case MBX_CAP_HEAP_BYTES:
@@ -140,6 +230,8 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
   case MBX_CAP_BYTECODE_CACHE_BYTES:
     mbxV_bcache_stats_get(m->bytecode, &stats);
     return stats.bytes;
+  case MBX_CAP_ISOLATE:
+    return mbxH_wpool_live(m->workers);
   }
   return 0;
 }

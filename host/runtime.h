@@ -31,6 +31,10 @@ struct mbx_runtime {
      run, reset or rewind (a run's own growth is bounded by its memory limit). */
   _Atomic uint64_t heap_total;
   _Atomic uint64_t heap_cap; /* 0 = none */
+  /* MBX_CAP_ISOLATE: the worker pool (host/worker.h), made with the first isolated sandbox's
+     runtime setting; NULL in-process. */
+  struct mbxH_wpool *workers;
+  char *paths[4]; /* mbx_runtime_set_path, indexed by mbx_runtime_path; NULL = default */
 };
 
 #endif

@@ -184,8 +184,32 @@ typedef enum mbx_runtime_cap {
      sources given to mbx_run use it, never guest `load` calls (a hit-or-miss timing would
      tell one tenant what another ran). Least recently used entries are dropped past the cap.
      Default 16 MiB; 0 disables the cache (and empties it). */
-  MBX_CAP_BYTECODE_CACHE_BYTES = 4
+  MBX_CAP_BYTECODE_CACHE_BYTES = 4,
+  /* Where the runtime's sandboxes run: MBX_ISOLATE_NONE (0, the default) in this process,
+     MBX_ISOLATE_PROCESS (1) each in its own jailed worker process (the moonbox-worker helper,
+     found next to the library or set with mbx_runtime_set_path; docs/SECURITY-MODEL.md,
+     "Worker mode"). The public functions behave the same; a worker that crashes, hangs past
+     its backstop or breaks the protocol ends its run with MBX_INTERNAL_ERROR and a message
+     saying why, and is replaced. Not yet through a worker: exec, and snapshot/restore (see
+     mbx_sandbox_snapshot). Only while no sandbox is live (MBX_INVALID_ARGUMENT otherwise). */
+  MBX_CAP_ISOLATE = 5
 } mbx_runtime_cap;
+
+#define MBX_ISOLATE_NONE 0
+#define MBX_ISOLATE_PROCESS 1
+
+/* Absolute paths of the helpers a runtime starts (never looked up in PATH; the default is the
+   directory of libmoonbox, or of the executable it is linked into). */
+typedef enum mbx_runtime_path {
+  MBX_PATH_BWRAP = 1,
+  MBX_PATH_EXEC_HELPER = 2,
+  MBX_PATH_WORKER = 3 /* moonbox-worker (MBX_CAP_ISOLATE) */
+} mbx_runtime_path;
+
+/* Set one (path NULL: back to the default). MBX_INVALID_ARGUMENT for a relative or overlong
+   path, an unknown `which`, or MBX_PATH_WORKER while isolated sandboxes are live. */
+MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which, const char *path,
+                                        mbx_error *err);
 
 /* Set a cap. Thread-safe. Returns MBX_OK, or MBX_INVALID_ARGUMENT (NULL runtime, unknown cap,
    value out of range; nothing changed, err says why). */

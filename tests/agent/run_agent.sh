@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/agent/run_agent.sh -- runs every model-style snippet in a directory through
 # `moonbox run --json` and checks the outcome each one declares in its header comment.
-# Usage: run_agent.sh MOONBOX_BINARY DIR
+# Usage: run_agent.sh MOONBOX_BINARY DIR [OPTION...]
+#   (the OPTIONs go to every run, e.g. --isolate process: the corpus in worker processes)
 #
 # Header lines (the leading `--` comment lines of a snippet; see README.md):
 #   -- args: --seed 7 --time 1700000000 --input {"k": [1, 2]}
@@ -14,18 +15,19 @@
 #   -- stock: skip (reason)   moonbox-only behaviour: not run by the stock-Lua cross-check
 # Prints one line per failure (expected vs actual) and exits 1 if any snippet failed.
 set -u
-if [ $# -ne 2 ]; then
-  echo "usage: $0 MOONBOX_BINARY DIR" >&2
+if [ $# -lt 2 ]; then
+  echo "usage: $0 MOONBOX_BINARY DIR [OPTION...]" >&2
   exit 2
 fi
 if ! command -v python3 >/dev/null 2>&1; then
   echo "FAIL: python3 not found" >&2
   exit 1
 fi
-exec python3 - "$1" "$2" <<'PYTHON'
+exec python3 - "$@" <<'PYTHON'
 import glob, json, os, subprocess, sys
 
 moonbox, snippet_dir = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+extra_args = sys.argv[3:]
 
 
 def parse_header(path):
@@ -108,7 +110,7 @@ def check(path):
     header = parse_header(path)
     if "value" not in header and "stdout" not in header and "error" not in header:
         return ["%s: header declares no expect-value, expect-stdout or expect-error" % name]
-    cmd = [moonbox, "run", "--json"] + header["args"] + [name]
+    cmd = [moonbox, "run", "--json"] + extra_args + header["args"] + [name]
     try:
         proc = subprocess.run(cmd, cwd=snippet_dir, capture_output=True, timeout=60)
     except subprocess.TimeoutExpired:

@@ -792,8 +792,8 @@ static void compute_bounds(driver *d) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s <script.lua>\n", argv[0]);
+  if (argc != 2 && !(argc == 4 && strcmp(argv[2], "--isolate") == 0)) {
+    fprintf(stderr, "usage: %s <script.lua> [--isolate WORKER]\n", argv[0]);
     return 2;
   }
   static driver d;
@@ -819,6 +819,14 @@ int main(int argc, char **argv) {
   mbx_policy *policy = mbx_policy_new();
   if (!rt || !policy) {
     fprintf(stderr, "FAIL escape/%s: runtime/policy creation failed: %s\n", d.name, err.message);
+    return 1;
+  }
+  /* escape_driver SCRIPT --isolate WORKER: the same script and checks in a worker process
+     (MBX_CAP_ISOLATE; tests/CMakeLists.txt runs the corpus both ways). */
+  if (argc == 4 && strcmp(argv[2], "--isolate") == 0 &&
+      (mbx_runtime_set_path(rt, MBX_PATH_WORKER, argv[3], &err) != MBX_OK ||
+       mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err) != MBX_OK)) {
+    fprintf(stderr, "FAIL escape/%s: isolation: %s\n", d.name, err.message);
     return 1;
   }
   if (build_policy(&d, policy) != 0) return 1;

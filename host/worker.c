@@ -1,0 +1,1261 @@
+/* host/worker.c -- the worker backend: each sandbox's vm runs in a jailed moonbox-worker
+   process; the parent keeps every capability and trusts nothing the worker sends. */
+
+/*
+** One sandbox, one worker. The runtime's pool (mbxH_wpool) owns the zygote, a single-threaded
+** moonbox-worker started with posix_spawn (this process is never forked: the host may have
+** threads), and a few warm workers the zygote forked ahead of demand; spawn requests are
+** pipelined (the replies are read at the next take), so taking a warm worker is one recvmsg.
+**
+** The parent's half of a sandbox is the in-process backend's without the vm: the port
+** (capabilities/port_local.c, wrapped by the record layer for deterministic policies) is
+** served here, so files, host functions and natives keep their checks and the worker never
+** holds a host fd. A call to the worker (run, resume, reset, ...) sends one frame and then
+** serves the worker's port calls until its answer arrives. Everything read is checked
+** (host/worker_proto.c); anything wrong -- EOF, a malformed or oversized frame, a frame of the
+** wrong type, no answer by the backstop -- ends the worker with SIGKILL (through its pidfd: no
+** pid reuse race), has the zygote reap it for the reason, and turns the run into
+** internal_error with that reason. The sandbox is then poisoned (host/sandbox.c), and its reset
+** takes a fresh worker.
+**
+** The backstop of a run is 2x its time limit plus a grace (a default without a time limit): a C
+** call that never returns cannot be pre-empted in the worker either, so this is what ends it.
+** Time the parent spends serving a port call is host time and moves the backstop on.
+**
+** Crashes are rate-limited: after one, the zygote is re-executed (fresh ASLR for the next
+** workers, no sibling shares a crashed worker's layout) at most once a second, and a burst of
+** crashes slows worker creation down (crash-and-retry probing gets slow).
+*/
+#include "host/worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lua.h>
+#include <xxhash.h>
+
+#include "capabilities/port_local.h"
+#include "capabilities/port_record.h"
+#include "common/error.h"
+#include "host/backend.h"
+#include "host/result.h"
+#include "host/runtime.h"
+#include "host/worker_proto.h"
+#include "vm/arena.h"
+
+#define WARM_MAX 8
+/* Crashes within this window slow worker creation down. */
+#define CRASH_WINDOW_NS 1000000000ull
+#define CRASH_BURST 4
+#define CRASH_PENALTY_NS 100000000ull
+#define ZYGOTE_REEXEC_MIN_NS 1000000000ull
+/* The zygote answers a spawn or reap in far less; past this it is broken. */
+#define ZYGOTE_TIMEOUT_MS 10000
+
+typedef struct wproc {
+  pid_t pid;
+  int sock;  /* -1: none */
+  int pidfd;
+} wproc;
+
+struct mbxH_wpool {
+  pthread_mutex_t mu;
+  char path[PATH_MAX];
+  pid_t zpid; /* 0: not running */
+  int zsock;
+  wproc warm[WARM_MAX];
+  int nwarm;
+  int requested;      /* SPAWNED replies still to read */
+  int reaps_pending;  /* REAPED replies nobody waits for */
+  _Atomic unsigned live;
+  uint64_t crash_at[CRASH_BURST]; /* the last crashes' times, a ring */
+  unsigned crash_next;
+  uint64_t zygote_started;
+  int zygote_stale; /* a worker crashed: re-exec the zygote when the rate limit allows */
+  mbxH_wp_writer w;
+  unsigned char *rbuf;
+  size_t rcap;
+};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- sockets with deadlines ---- */
+
+/* Wait for fd to be ready for events until deadline (ns, CLOCK_MONOTONIC). 1 ready, 0 timed
+   out, -1 error or hang-up with nothing to read. */
+static int wait_fd(int fd, short events, uint64_t deadline) {
+  for (;;) {
+    uint64_t now = now_ns();
+    if (now >= deadline) return 0;
+    uint64_t ms = (deadline - now + 999999) / 1000000;
+    struct pollfd p = {fd, events, 0};
+    int r = poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) continue;
+    if (p.revents & events) return 1;
+    return -1;
+  }
+}
+
+typedef enum io_result { IO_OK = 0, IO_TIMEOUT, IO_CLOSED } io_result;
+
+static io_result write_all(int fd, const void *p, size_t n, uint64_t deadline) {
+  const unsigned char *b = p;
+  while (n) {
+    ssize_t w = send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      b += w;
+      n -= (size_t)w;
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      int r = wait_fd(fd, POLLOUT, deadline);
+      if (r == 0) return IO_TIMEOUT;
+      if (r < 0) return IO_CLOSED;
+      continue;
+    }
+    return IO_CLOSED;
+  }
+  return IO_OK;
+}
+
+static io_result read_all(int fd, void *p, size_t n, uint64_t deadline) {
+  unsigned char *b = p;
+  while (n) {
+    ssize_t r = recv(fd, b, n, MSG_DONTWAIT);
+    if (r > 0) {
+      b += r;
+      n -= (size_t)r;
+      continue;
+    }
+    if (r == 0) return IO_CLOSED;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      int w = wait_fd(fd, POLLIN, deadline);
+      if (w == 0) return IO_TIMEOUT;
+      if (w < 0) return IO_CLOSED;
+      continue;
+    }
+    return IO_CLOSED;
+  }
+  return IO_OK;
+}
+
+static int grow(unsigned char **buf, size_t *cap, size_t n) {
+  if (n <= *cap) return 0;
+  unsigned char *b = realloc(*buf, n);
+  if (b == NULL) return -1;
+  *buf = b;
+  *cap = n;
+  return 0;
+}
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+/* ---- the zygote ---- */
+
+static void zygote_stop(mbxH_wpool *pool) {
+  if (pool->zpid <= 0) return;
+  /* Closing the socket ends it once it has served what is queued (reaps of killed workers). */
+  close_fd(&pool->zsock);
+  int st;
+  while (waitpid(pool->zpid, &st, 0) < 0 && errno == EINTR) {
+  }
+  pool->zpid = 0;
+  pool->requested = 0;
+  pool->reaps_pending = 0;
+}
+
+static void proc_kill(wproc *p) {
+  if (p->pidfd >= 0) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+}
+
+/* Close a worker's fds once it is killed; the zygote reaps it (asynchronously when nobody
+   needs the reason). */
+static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap);
+
+static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
+  if (access(pool->path, X_OK) != 0) {
+    mbxU_error_set(err, MBX_UNSUPPORTED,
+                   "mbx_sandbox_new: the worker %s is not an executable file (%s): install "
+                   "moonbox-worker next to the library, or set its path with "
+                   "mbx_runtime_set_path(MBX_PATH_WORKER)", pool->path, strerror(errno));
+    return -1;
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: socketpair for the worker zygote: %s",
+                   strerror(errno));
+    return -1;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  /* Only the control socket, as fd 3; stdio from /dev/null except stderr (the zygote runs no
+     guest code; its workers close everything but their own socket). */
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+  char *argv[] = {(char *)"moonbox-worker", (char *)"--zygote", NULL};
+  char *envp[] = {NULL};
+  pid_t pid;
+  int rc = posix_spawn(&pid, pool->path, &fa, NULL, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    mbxU_error_set(err, MBX_UNSUPPORTED,
+                   "mbx_sandbox_new: cannot start the worker %s: %s (install moonbox-worker "
+                   "next to the library, or set its path with mbx_runtime_set_path)",
+                   pool->path, strerror(rc));
+    return -1;
+  }
+  pool->zpid = pid;
+  pool->zsock = sv[0];
+  pool->zygote_started = now_ns();
+  pool->zygote_stale = 0;
+  return 0;
+}
+
+/* Read one zygote frame and act on it: a SPAWNED worker joins the warm list, a REAPED one
+   fills *status when it is want_pid's. 0, or -1 when the zygote is broken. */
+static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) {
+  unsigned char hdr[MBXH_WP_HEADER];
+  union {
+    char buf[CMSG_SPACE(2 * sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  struct iovec iov = {hdr, sizeof hdr};
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+  if (wait_fd(pool->zsock, POLLIN, now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u) != 1)
+    return -1;
+  ssize_t n;
+  do n = recvmsg(pool->zsock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  while (n < 0 && errno == EINTR);
+  int fds[2] = {-1, -1}, nfds = 0;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < k; i++) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        if (nfds < 2) fds[nfds++] = fd;
+        else close(fd);
+      }
+    }
+  }
+  mbxH_wp_type type;
+  uint32_t len;
+  if (n != (ssize_t)sizeof hdr || (msg.msg_flags & MSG_CTRUNC) ||
+      mbxH_wp_header(hdr, 64, &type, &len, NULL, 0) != 0 || grow(&pool->rbuf, &pool->rcap, 64) ||
+      read_all(pool->zsock, pool->rbuf, len, now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u)) {
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    return -1;
+  }
+  mbxH_wp_reader r;
+  mbxH_wp_reader_init(&r, pool->rbuf, len);
+  if (type == MBXH_WP_SPAWNED) {
+    int64_t pid = (int64_t)mbxH_wp_get_u64(&r);
+    pool->requested--;
+    if (mbxH_wp_end(&r) != 0 || (pid > 0) != (nfds == 2)) {
+      for (int i = 0; i < nfds; i++) close(fds[i]);
+      return -1;
+    }
+    if (pid <= 0) return 0; /* the fork failed (e.g. out of processes) */
+    wproc p = {(pid_t)pid, fds[0], fds[1]};
+    if (pool->nwarm < WARM_MAX) {
+      pool->warm[pool->nwarm++] = p;
+    } else {
+      proc_kill(&p);
+      proc_forget(pool, &p, 1);
+    }
+    return 0;
+  }
+  for (int i = 0; i < nfds; i++) close(fds[i]);
+  if (type != MBXH_WP_REAPED) return -1;
+  pid_t pid = (pid_t)mbxH_wp_get_u64(&r);
+  uint64_t st = mbxH_wp_get_u64(&r);
+  if (mbxH_wp_end(&r) != 0) return -1;
+  if (want_pid > 0 && pid == want_pid) {
+    *status = st == UINT64_MAX ? -1 : (int)st;
+    *got = 1;
+  } else {
+    pool->reaps_pending--;
+  }
+  return 0;
+}
+
+static int zygote_send(mbxH_wpool *pool) {
+  if (mbxH_wp_finish(&pool->w) != 0) return -1;
+  return write_all(pool->zsock, pool->w.data, pool->w.len,
+                   now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u) == IO_OK ? 0 : -1;
+}
+
+static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap) {
+  close_fd(&p->sock);
+  close_fd(&p->pidfd);
+  if (send_reap && pool->zpid > 0 && p->pid > 0) {
+    mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
+    mbxH_wp_u64(&pool->w, (uint64_t)p->pid);
+    if (zygote_send(pool) == 0) pool->reaps_pending++;
+  }
+  p->pid = 0;
+}
+
+/* Kill a worker and learn how it ended: its wait status, or -1 when unknown. */
+static int proc_end(mbxH_wpool *pool, wproc *p) {
+  proc_kill(p);
+  pid_t pid = p->pid;
+  proc_forget(pool, p, 0);
+  int status = -1, got = 0;
+  if (pool->zpid <= 0 || pid <= 0) return -1;
+  mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
+  mbxH_wp_u64(&pool->w, (uint64_t)pid);
+  if (zygote_send(pool) != 0) return -1;
+  while (!got)
+    if (zygote_read(pool, pid, &status, &got) != 0) {
+      zygote_stop(pool);
+      return -1;
+    }
+  return status;
+}
+
+static void drop_warm(mbxH_wpool *pool) {
+  for (int i = 0; i < pool->nwarm; i++) {
+    proc_kill(&pool->warm[i]);
+    proc_forget(pool, &pool->warm[i], 1);
+  }
+  pool->nwarm = 0;
+}
+
+static int request_spawns(mbxH_wpool *pool, int k) {
+  if (k <= 0) return 0;
+  mbxH_wp_begin(&pool->w, MBXH_WP_SPAWN);
+  mbxH_wp_u32(&pool->w, (uint32_t)k);
+  if (zygote_send(pool) != 0) return -1;
+  pool->requested += k;
+  return 0;
+}
+
+static void sleep_ns(uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* A warm worker for a new sandbox (*p), the zygote started or re-executed as needed. */
+static mbx_status pool_take(mbxH_wpool *pool, wproc *p, mbx_error *err) {
+  pthread_mutex_lock(&pool->mu);
+  uint64_t now = now_ns();
+  /* Many crashes in a short time: slow down before giving out another worker. */
+  uint64_t oldest = pool->crash_at[pool->crash_next % CRASH_BURST];
+  if (oldest && now - oldest < CRASH_WINDOW_NS) sleep_ns(CRASH_PENALTY_NS);
+  if (pool->zygote_stale && pool->zpid > 0 &&
+      now_ns() - pool->zygote_started >= ZYGOTE_REEXEC_MIN_NS) {
+    drop_warm(pool);
+    zygote_stop(pool);
+  }
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (pool->zpid <= 0 && zygote_start(pool, err) != 0) {
+      pthread_mutex_unlock(&pool->mu);
+      return MBX_UNSUPPORTED;
+    }
+    int broken = 0;
+    if (pool->nwarm == 0 && pool->requested == 0) broken = request_spawns(pool, 1) != 0;
+    while (!broken && pool->nwarm == 0 && pool->requested > 0)
+      broken = zygote_read(pool, 0, NULL, NULL) != 0;
+    if (!broken && pool->nwarm > 0) {
+      *p = pool->warm[--pool->nwarm];
+      /* Refill ahead of demand: the zygote forks while this sandbox is set up. */
+      int want = MBXH_WORKER_WARM - pool->nwarm - pool->requested;
+      if (request_spawns(pool, want) != 0) {
+        drop_warm(pool);
+        zygote_stop(pool);
+      }
+      atomic_fetch_add(&pool->live, 1);
+      pthread_mutex_unlock(&pool->mu);
+      return MBX_OK;
+    }
+    /* The zygote is gone or broken (or cannot fork): once more with a fresh one. */
+    drop_warm(pool);
+    if (pool->zpid > 0) kill(pool->zpid, SIGKILL);
+    zygote_stop(pool);
+  }
+  pthread_mutex_unlock(&pool->mu);
+  mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: the worker zygote (%s) could not fork "
+                 "a worker (out of processes or memory?)", pool->path);
+  return MBX_NO_MEMORY;
+}
+
+/* The worker of a sandbox is done with: killed, and reaped by the zygote. With want_status,
+   wait for its status (how it ended); else reap it later. */
+static int pool_release(mbxH_wpool *pool, wproc *p, int want_status, int crashed) {
+  pthread_mutex_lock(&pool->mu);
+  int st = -1;
+  if (want_status) {
+    st = proc_end(pool, p);
+  } else {
+    proc_kill(p);
+    proc_forget(pool, p, 1);
+  }
+  if (crashed) {
+    pool->crash_at[pool->crash_next++ % CRASH_BURST] = now_ns();
+    pool->zygote_stale = 1;
+  }
+  atomic_fetch_sub(&pool->live, 1);
+  pthread_mutex_unlock(&pool->mu);
+  return st;
+}
+
+mbxH_wpool *mbxH_wpool_new(const char *worker_path) {
+  mbxH_wpool *pool = calloc(1, sizeof *pool);
+  if (pool == NULL) return NULL;
+  if (strlen(worker_path) >= sizeof pool->path) {
+    free(pool);
+    return NULL;
+  }
+  strcpy(pool->path, worker_path);
+  pthread_mutex_init(&pool->mu, NULL);
+  pool->zsock = -1;
+  return pool;
+}
+
+void mbxH_wpool_free(mbxH_wpool *pool) {
+  if (pool == NULL) return;
+  pthread_mutex_lock(&pool->mu);
+  drop_warm(pool);
+  zygote_stop(pool);
+  pthread_mutex_unlock(&pool->mu);
+  pthread_mutex_destroy(&pool->mu);
+  mbxH_wp_writer_free(&pool->w);
+  free(pool->rbuf);
+  free(pool);
+}
+
+unsigned mbxH_wpool_live(mbxH_wpool *pool) {
+  return pool ? atomic_load(&pool->live) : 0;
+}
+
+/* ---- a sandbox in a worker ---- */
+
+typedef struct wsb {
+  mbx_runtime *rt;
+  mbxH_wpool *pool;
+  mbxC_port_local port;
+  mbxC_port_record record;
+  int recording;
+  mbxV_config cfg;
+  uint64_t host_call_limit;
+  mbxH_wp_bounds bounds;
+  uint32_t frame_max;
+  /* The worker: proc.sock < 0 once it is gone. sig_mu guards proc for interrupt, which may
+     come from any thread. */
+  pthread_mutex_t sig_mu;
+  wproc proc;
+  unsigned runs;
+  int tainted; /* a run poisoned the sandbox: its reset takes a new worker */
+  _Atomic int interrupted;
+  int paused;
+  uint64_t heap;
+  /* The checkpoint lives in the worker; the port's side of it here. */
+  int has_checkpoint;
+  int checkpoint_paused;
+  unsigned checkpoint_worker; /* which worker holds it (generation) */
+  unsigned worker_gen;
+  uint64_t checkpoint_draws;
+  uint64_t log_generation, checkpoint_log_generation;
+  mbxC_record_mark checkpoint_log;
+  mbxH_wp_writer w, reply;
+  unsigned char *rbuf;
+  size_t rcap, rlen;
+  char reason[256]; /* why the last worker was lost */
+} wsb;
+
+static const mbxC_port *served_port(wsb *ws) {
+  return ws->recording ? &ws->record.port : &ws->port.port;
+}
+
+static int parent_interrupted(const void *ctx) {
+  const wsb *ws = ctx;
+  return atomic_load(&((wsb *)ws)->interrupted);
+}
+
+/* The reason a worker ended, from its wait status. */
+static void describe_end(wsb *ws, int status, const char *fallback) {
+  if (status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS)
+    snprintf(ws->reason, sizeof ws->reason,
+             "worker killed by its seccomp filter (signal %d): it made a forbidden system call",
+             SIGSYS);
+  else if (status >= 0 && WIFSIGNALED(status) && fallback == NULL)
+    snprintf(ws->reason, sizeof ws->reason, "worker crashed (signal %d)", WTERMSIG(status));
+  else if (status >= 0 && WIFEXITED(status) && fallback == NULL)
+    snprintf(ws->reason, sizeof ws->reason, "worker exited unexpectedly (code %d)",
+             WEXITSTATUS(status));
+  else
+    snprintf(ws->reason, sizeof ws->reason, "%s", fallback ? fallback : "worker lost");
+}
+
+/* End the sandbox's worker after something went wrong. fallback NULL: the reason is how it
+   died (it closed the socket); else the reason given (a protocol error, the backstop). */
+static void lose_worker(wsb *ws, const char *fallback) {
+  pthread_mutex_lock(&ws->sig_mu);
+  wproc p = ws->proc;
+  ws->proc.sock = -1;
+  ws->proc.pidfd = -1;
+  ws->proc.pid = 0;
+  pthread_mutex_unlock(&ws->sig_mu);
+  if (p.pid <= 0) return;
+  int st = pool_release(ws->pool, &p, 1, 1);
+  describe_end(ws, st, fallback);
+}
+
+static int worker_alive(const wsb *ws) {
+  return ws->proc.sock >= 0;
+}
+
+/* The reply to a port call, written into ws->reply. */
+static void serve_call(wsb *ws, const mbxH_wp_call *c) {
+  const mbxC_port *port = served_port(ws);
+  mbxH_wp_writer *w = &ws->reply;
+  mbxC_wait wait = {c->deadline_ns, parent_interrupted, ws};
+  mbxC_port_error e = {0, ""};
+  int rc = 0;
+  mbxH_wp_begin(w, MBXH_WP_PORT_REPLY);
+  switch (c->op) {
+  case MBXH_OP_WALL_TIME:
+    mbxH_wp_u64(w, (uint64_t)port->wall_time(port->ud));
+    return;
+  case MBXH_OP_RANDOM_SEED: {
+    uint64_t seed[2];
+    port->random_seed(port->ud, seed);
+    mbxH_wp_u64(w, seed[0]);
+    mbxH_wp_u64(w, seed[1]);
+    return;
+  }
+  case MBXH_OP_ENV_GET: {
+    size_t len = 0;
+    const char *v = port->env_get(port->ud, c->a, c->a_len, &len);
+    mbxH_wp_u8(w, v != NULL);
+    if (v) mbxH_wp_bytes(w, v, len);
+    return;
+  }
+  case MBXH_OP_HOST_CALL: {
+    const char *reply = "";
+    size_t len = 0;
+    mbxC_call_result r = port->host_call(port->ud, (size_t)c->index, c->a, c->a_len, &wait,
+                                         &reply, &len);
+    mbxH_wp_u8(w, r == MBXC_CALL_ERROR);
+    mbxH_wp_bytes(w, reply, len);
+    return;
+  }
+  case MBXH_OP_NATIVE_CALL: {
+    const char *bytes = "";
+    size_t len = 0;
+    mbxC_ffi_value ret;
+    memset(&ret, 0, sizeof ret);
+    mbxC_call_result r = port->native_call(port->ud, (size_t)c->index, c->args, &wait, &ret,
+                                           &bytes, &len);
+    char letter = ws->port.grants.fns[c->index].sig.ret;
+    mbxH_wp_u8(w, r == MBXC_CALL_ERROR);
+    mbxH_wp_u64(w, r == MBXC_CALL_ERROR ? 0 : mbxC_ffi_word(letter, &ret));
+    mbxH_wp_bytes(w, bytes, bytes ? len : 0);
+    return;
+  }
+  default:
+    break;
+  }
+  /* The filesystem: the operation, then its status, then its data. */
+  int h = -1;
+  size_t got = 0, put = 0, names_len = 0;
+  int64_t pos = 0;
+  const char *names = "";
+  mbxC_fs_stat st = {0};
+  char *buf = NULL;
+  switch (c->op) {
+  case MBXH_OP_FS_OPEN:
+    rc = port->fs_open(port->ud, c->a, c->a_len, (int)c->i1, &wait, &h, &e);
+    break;
+  case MBXH_OP_FS_READ:
+    buf = malloc(c->i2 ? (size_t)c->i2 : 1);
+    if (buf == NULL) {
+      rc = -1;
+      e.errnum = 12;
+      snprintf(e.message, sizeof e.message, "Cannot allocate memory (host)");
+      break;
+    }
+    rc = port->fs_read(port->ud, (int)c->i1, buf, (size_t)c->i2, &wait, &got, &e);
+    if (got > (size_t)c->i2) got = (size_t)c->i2;
+    break;
+  case MBXH_OP_FS_WRITE:
+    rc = port->fs_write(port->ud, (int)c->i1, c->a, c->a_len, &wait, &put, &e);
+    break;
+  case MBXH_OP_FS_SEEK:
+    rc = port->fs_seek(port->ud, (int)c->i1, (int)c->i2, c->i3, &pos, &e);
+    break;
+  case MBXH_OP_FS_CLOSE:
+    rc = port->fs_close(port->ud, (int)c->i1, &e);
+    break;
+  case MBXH_OP_FS_LIST:
+    rc = port->fs_list(port->ud, c->a, c->a_len, &wait, &names, &names_len, &e);
+    break;
+  case MBXH_OP_FS_STAT:
+    rc = port->fs_stat(port->ud, c->a, c->a_len, &st, &e);
+    break;
+  case MBXH_OP_FS_MKDIR:
+    rc = port->fs_mkdir(port->ud, c->a, c->a_len, &e);
+    break;
+  case MBXH_OP_FS_REMOVE:
+    rc = port->fs_remove(port->ud, c->a, c->a_len, &e);
+    break;
+  case MBXH_OP_FS_RENAME:
+    rc = port->fs_rename(port->ud, c->a, c->a_len, c->b, c->b_len, &e);
+    break;
+  default:
+    break;
+  }
+  mbxH_wp_u8(w, rc != 0);
+  if (rc != 0) {
+    mbxH_wp_u32(w, (uint32_t)e.errnum);
+    mbxH_wp_bytes(w, e.message, strnlen(e.message, sizeof e.message));
+    free(buf);
+    return;
+  }
+  switch (c->op) {
+  case MBXH_OP_FS_OPEN:
+    mbxH_wp_u64(w, (uint64_t)(int64_t)h);
+    break;
+  case MBXH_OP_FS_READ:
+    mbxH_wp_bytes(w, buf, got);
+    break;
+  case MBXH_OP_FS_WRITE:
+    mbxH_wp_u64(w, put);
+    break;
+  case MBXH_OP_FS_SEEK:
+    mbxH_wp_u64(w, (uint64_t)pos);
+    break;
+  case MBXH_OP_FS_LIST:
+    mbxH_wp_bytes(w, names, names_len);
+    break;
+  case MBXH_OP_FS_STAT:
+    mbxH_wp_u8(w, (uint8_t)(st.is_dir != 0));
+    mbxH_wp_u8(w, (uint8_t)(st.is_file != 0));
+    mbxH_wp_u64(w, st.size);
+    mbxH_wp_u64(w, (uint64_t)st.mtime);
+    mbxH_wp_u8(w, (uint8_t)(st.writable != 0));
+    break;
+  default:
+    break;
+  }
+  free(buf);
+}
+
+/* Whether a port operation is one the parent's port serves (the worker was told which). */
+static int op_served(const mbxC_port *p, mbxH_wp_op op) {
+  switch (op) {
+  case MBXH_OP_HOST_CALL:
+    return p->host_call != NULL;
+  case MBXH_OP_NATIVE_CALL:
+    return p->native_call != NULL;
+  case MBXH_OP_FS_OPEN:
+    return p->fs_open != NULL;
+  case MBXH_OP_FS_READ:
+    return p->fs_read != NULL;
+  case MBXH_OP_FS_WRITE:
+    return p->fs_write != NULL;
+  case MBXH_OP_FS_SEEK:
+    return p->fs_seek != NULL;
+  case MBXH_OP_FS_CLOSE:
+    return p->fs_close != NULL;
+  case MBXH_OP_FS_LIST:
+    return p->fs_list != NULL;
+  case MBXH_OP_FS_STAT:
+    return p->fs_stat != NULL;
+  case MBXH_OP_FS_MKDIR:
+    return p->fs_mkdir != NULL;
+  case MBXH_OP_FS_REMOVE:
+    return p->fs_remove != NULL;
+  case MBXH_OP_FS_RENAME:
+    return p->fs_rename != NULL;
+  default:
+    return 1;
+  }
+}
+
+/*
+** Send ws->w and serve port calls until a frame of type `expect` arrives (its payload in
+** ws->rbuf/rlen). budget_ms bounds the worker's own time (the backstop); time spent serving
+** a port call is added back. 0, or -1 with the worker lost and ws->reason saying why.
+*/
+static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
+  char why[200];
+  if (!worker_alive(ws)) {
+    snprintf(ws->reason, sizeof ws->reason, "the worker is gone");
+    return -1;
+  }
+  uint64_t deadline = now_ns() + budget_ms * 1000000u;
+  if (mbxH_wp_finish(&ws->w) != 0) {
+    /* Too large to send at all: a host-side refusal, the worker is fine. */
+    snprintf(ws->reason, sizeof ws->reason, "the request is too large for the worker protocol");
+    return -2;
+  }
+  io_result io = write_all(ws->proc.sock, ws->w.data, ws->w.len, deadline);
+  for (;;) {
+    if (io != IO_OK) break;
+    unsigned char hdr[MBXH_WP_HEADER];
+    io = read_all(ws->proc.sock, hdr, sizeof hdr, deadline);
+    if (io != IO_OK) break;
+    mbxH_wp_type type;
+    uint32_t len;
+    if (mbxH_wp_header(hdr, ws->frame_max, &type, &len, why, sizeof why) != 0) {
+      char msg[256];
+      snprintf(msg, sizeof msg, "worker protocol error: %s", why);
+      lose_worker(ws, msg);
+      return -1;
+    }
+    if (grow(&ws->rbuf, &ws->rcap, (size_t)len + 1) != 0) {
+      lose_worker(ws, "worker protocol error: out of host memory for its frame");
+      return -1;
+    }
+    io = read_all(ws->proc.sock, ws->rbuf, len, deadline);
+    if (io != IO_OK) break;
+    ws->rlen = len;
+    if (type == expect) return 0;
+    if (type != MBXH_WP_PORT_CALL) {
+      char msg[256];
+      snprintf(msg, sizeof msg, "worker protocol error: a frame of type %u where %u was due",
+               (unsigned)type, (unsigned)expect);
+      lose_worker(ws, msg);
+      return -1;
+    }
+    mbxH_wp_call c;
+    if (mbxH_wp_get_call(ws->rbuf, len, &ws->port.grants, &c, why, sizeof why) != 0 ||
+        !op_served(served_port(ws), c.op)) {
+      char msg[256];
+      if (c.op && !op_served(served_port(ws), c.op)) snprintf(why, sizeof why, "operation %u "
+                                                               "is not granted", c.op);
+      snprintf(msg, sizeof msg, "worker protocol error: %s", why);
+      mbxH_wp_call_free(&c);
+      lose_worker(ws, msg);
+      return -1;
+    }
+    /* Host time: the backstop waits for it. */
+    uint64_t t0 = now_ns();
+    serve_call(ws, &c);
+    mbxH_wp_call_free(&c);
+    if (mbxH_wp_finish(&ws->reply) != 0) {
+      lose_worker(ws, "worker protocol error: a port answer too large for the protocol");
+      return -1;
+    }
+    deadline += now_ns() - t0;
+    io = write_all(ws->proc.sock, ws->reply.data, ws->reply.len, deadline);
+  }
+  if (io == IO_TIMEOUT) lose_worker(ws, "worker killed: wall-clock backstop");
+  else lose_worker(ws, NULL);
+  return -1;
+}
+
+static uint64_t run_budget_ms(const wsb *ws) {
+  return ws->cfg.time_limit_ms ? 2 * ws->cfg.time_limit_ms + MBXH_WORKER_GRACE_MS
+                               : MBXH_WORKER_BACKSTOP_DEFAULT_MS;
+}
+
+/* A STATUS answer: 0 with *code and the heap updated, or -1 (lost or malformed). */
+static int read_status(wsb *ws, uint32_t *code, char *msg, size_t msg_size) {
+  mbxH_wp_reader r;
+  mbxH_wp_reader_init(&r, ws->rbuf, ws->rlen);
+  *code = mbxH_wp_get_u32(&r);
+  uint64_t heap = mbxH_wp_get_u64(&r);
+  const char *p;
+  size_t n = mbxH_wp_get_bytes(&r, msg_size - 1, &p);
+  if (mbxH_wp_end(&r) != 0 || *code > 4) {
+    lose_worker(ws, "worker protocol error: a malformed status report");
+    return -1;
+  }
+  memcpy(msg, p, n);
+  msg[n] = '\0';
+  ws->heap = heap;
+  return 0;
+}
+
+static void put_create(wsb *ws) {
+  mbxH_wp_writer *w = &ws->w;
+  const mbxC_port *port = served_port(ws);
+  uint32_t served = 0;
+  for (unsigned op = MBXH_OP_WALL_TIME; op < MBXH_OP_COUNT; op++)
+    if (op_served(port, (mbxH_wp_op)op)) served |= 1u << op;
+  mbxH_wp_begin(w, MBXH_WP_CREATE);
+  mbxH_wp_u64(w, ws->cfg.memory_limit);
+  mbxH_wp_u64(w, ws->cfg.instruction_limit);
+  mbxH_wp_u64(w, ws->cfg.time_limit_ms);
+  mbxH_wp_u64(w, ws->cfg.output_limit);
+  mbxH_wp_u64(w, ws->cfg.source_limit);
+  mbxH_wp_u64(w, ws->cfg.result_limit);
+  mbxH_wp_u64(w, ws->cfg.address_key);
+  mbxH_wp_u64(w, ws->host_call_limit);
+  mbxH_wp_u8(w, (uint8_t)(ws->port.grants.deterministic != 0));
+  mbxH_wp_u32(w, served);
+  mbxH_wp_u32(w, (uint32_t)ws->port.grants.fn_count);
+  for (size_t i = 0; i < ws->port.grants.fn_count; i++) {
+    const mbxC_grant_fn *f = &ws->port.grants.fns[i];
+    mbxH_wp_bytes(w, f->name, strlen(f->name));
+    mbxH_wp_u8(w, (uint8_t)f->kind);
+    mbxH_wp_u8(w, (uint8_t)f->sig.ret);
+    mbxH_wp_u8(w, (uint8_t)f->sig.nargs);
+    for (int a = 0; a < f->sig.nargs; a++) mbxH_wp_u8(w, (uint8_t)f->sig.args[a]);
+  }
+}
+
+/* Give the sandbox a fresh worker with a pristine state: 0, or an API status with err set. */
+static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
+  wproc p;
+  mbx_status taken = pool_take(ws->pool, &p, err);
+  if (taken != MBX_OK) return taken;
+  pthread_mutex_lock(&ws->sig_mu);
+  ws->proc = p;
+  pthread_mutex_unlock(&ws->sig_mu);
+  ws->worker_gen++;
+  ws->runs = 0;
+  ws->tainted = 0;
+  ws->paused = 0;
+  put_create(ws);
+  if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) != 0) {
+    mbxU_error_set(err, MBX_INTERNAL_ERROR, "%s: the sandbox's worker failed while starting: %s",
+                   fn, ws->reason);
+    return MBX_INTERNAL_ERROR;
+  }
+  uint32_t code;
+  char msg[256];
+  if (read_status(ws, &code, msg, sizeof msg) != 0) {
+    mbxU_error_set(err, MBX_INTERNAL_ERROR, "%s: %s", fn, ws->reason);
+    return MBX_INTERNAL_ERROR;
+  }
+  if (code != 0) {
+    lose_worker(ws, msg);
+    mbxU_error_set(err, MBX_NO_MEMORY, "%s: the worker could not make the sandbox: %s", fn, msg);
+    return MBX_NO_MEMORY;
+  }
+  return MBX_OK;
+}
+
+static void release(wsb *ws) {
+  if (ws->proc.pid > 0) {
+    wproc p = ws->proc;
+    ws->proc.sock = ws->proc.pidfd = -1;
+    ws->proc.pid = 0;
+    pool_release(ws->pool, &p, 0, 0);
+  }
+  pthread_mutex_destroy(&ws->sig_mu);
+  mbxC_port_record_free(&ws->record);
+  mbxC_port_local_free(&ws->port);
+  mbxH_wp_writer_free(&ws->w);
+  mbxH_wp_writer_free(&ws->reply);
+  free(ws->rbuf);
+  free(ws);
+}
+
+static size_t sat_mul(size_t a, size_t b) {
+  return b && a > SIZE_MAX / b ? SIZE_MAX : a * b;
+}
+
+static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
+                                const mbxC_snap_header *snap, mbxC_replay_log *replay,
+                                void **impl, mbx_error *err) {
+  uint64_t cap = mbx_runtime_get_cap(rt, MBX_CAP_SANDBOXES);
+  if (mbxH_wpool_live(rt->workers) >= cap) {
+    if (replay) mbxC_replay_free(replay);
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_new: %llu sandboxes are live in this runtime, its cap "
+                   "MBX_CAP_SANDBOXES; free some, or raise the cap with mbx_runtime_set_cap",
+                   (unsigned long long)cap);
+    return MBX_NO_MEMORY;
+  }
+  wsb *ws = calloc(1, sizeof *ws);
+  int made_port = ws ? mbxC_port_local_init(&ws->port, p) : -1;
+  if (made_port != 0) {
+    if (replay) mbxC_replay_free(replay);
+    if (made_port == MBXC_PORT_LOCAL_FS_FAILED) {
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_new: %s", ws->port.fs_error.message);
+      free(ws);
+      return MBX_INVALID_ARGUMENT;
+    }
+    free(ws);
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
+    return MBX_NO_MEMORY;
+  }
+  ws->rt = rt;
+  ws->pool = rt->workers;
+  pthread_mutex_init(&ws->sig_mu, NULL);
+  ws->proc = (wproc){0, -1, -1};
+  ws->cfg = (mbxV_config){.memory_limit = (size_t)p->memory,
+                          .instruction_limit = p->instructions,
+                          .time_limit_ms = p->time_ms,
+                          .output_limit = (size_t)p->output,
+                          .source_limit = (size_t)p->source,
+                          .result_limit = (size_t)p->result,
+                          .address_key =
+                              rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1)};
+  ws->host_call_limit = p->host_calls;
+  /* What a report may hold: a value or pending call's JSON (escapes make text longer than
+     the heap it came from), the run's output. */
+  size_t result = ws->cfg.result_limit ? ws->cfg.result_limit : ws->cfg.output_limit;
+  ws->bounds.value_max = sat_mul(ws->cfg.memory_limit, 8) + result;
+  if (ws->bounds.value_max > MBXH_WP_MAX_FRAME) ws->bounds.value_max = MBXH_WP_MAX_FRAME;
+  ws->bounds.output_max = ws->cfg.output_limit;
+  size_t frame = 2 * ws->bounds.value_max + ws->bounds.output_max + ((size_t)1 << 20);
+  ws->frame_max = frame > MBXH_WP_MAX_FRAME ? MBXH_WP_MAX_FRAME : (uint32_t)frame;
+  if (snap) {
+    mbxC_port_record_init(&ws->record, &ws->port.port, mbxC_snap_chain0(snap));
+    ws->recording = 1;
+    if (replay) mbxC_port_record_replay_begin(&ws->record, replay);
+  }
+  if (replay) mbxC_replay_free(replay);
+  mbx_status s = attach_worker(ws, "mbx_sandbox_new", err);
+  if (s != MBX_OK) {
+    release(ws);
+    return s;
+  }
+  *impl = ws;
+  return MBX_OK;
+}
+
+static void worker_destroy(void *impl) {
+  release(impl);
+}
+
+static void worker_interrupt(void *impl) {
+  wsb *ws = impl;
+  atomic_store(&ws->interrupted, 1);
+  pthread_mutex_lock(&ws->sig_mu);
+  if (ws->proc.pidfd >= 0) syscall(SYS_pidfd_send_signal, ws->proc.pidfd, SIGUSR1, NULL, 0);
+  pthread_mutex_unlock(&ws->sig_mu);
+}
+
+static int worker_paused(const void *impl) {
+  return ((const wsb *)impl)->paused;
+}
+
+static uint64_t worker_heap_bytes(const void *impl) {
+  return ((const wsb *)impl)->heap;
+}
+
+static mbxC_port_record *worker_recorder(void *impl) {
+  wsb *ws = impl;
+  return ws->recording ? &ws->record : NULL;
+}
+
+static mbx_status worker_reset(void *impl, mbx_error *err) {
+  wsb *ws = impl;
+  mbx_runtime *rt = ws->rt;
+  ws->cfg.address_key = rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1);
+  if (mbxC_port_local_fs_reset(&ws->port) != 0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: the filesystem view could not be "
+                                       "made again: %s", ws->port.fs_error.message);
+    return MBX_NO_MEMORY;
+  }
+  mbxC_port_local_seek(&ws->port, 0);
+  if (ws->recording) {
+    mbxC_port_record_restart(&ws->record);
+    ws->log_generation++;
+  }
+  ws->paused = 0;
+  /* A poisoned run, a lost worker or enough runs: the pristine state is made in a new one. */
+  if (!worker_alive(ws) || ws->tainted || ws->runs >= MBXH_WORKER_RUNS_MAX) {
+    if (worker_alive(ws)) {
+      pthread_mutex_lock(&ws->sig_mu);
+      wproc p = ws->proc;
+      ws->proc = (wproc){0, -1, -1};
+      pthread_mutex_unlock(&ws->sig_mu);
+      pool_release(ws->pool, &p, 0, 0);
+    }
+    ws->has_checkpoint = 0;
+    mbx_status s = attach_worker(ws, "mbx_sandbox_reset", err);
+    if (s != MBX_OK) ws->heap = 0;
+    return s;
+  }
+  mbxH_wp_begin(&ws->w, MBXH_WP_RESET);
+  mbxH_wp_u64(&ws->w, ws->cfg.address_key);
+  uint32_t code;
+  char msg[256];
+  if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) != 0 ||
+      read_status(ws, &code, msg, sizeof msg) != 0) {
+    mbxU_error_set(err, MBX_INTERNAL_ERROR, "mbx_sandbox_reset: %s; the next reset takes a "
+                   "new worker", ws->reason);
+    return MBX_INTERNAL_ERROR;
+  }
+  if (code != 0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: %s; the sandbox refuses runs until "
+                   "a reset succeeds", msg);
+    ws->tainted = 1;
+    return MBX_NO_MEMORY;
+  }
+  return MBX_OK;
+}
+
+static mbx_status worker_checkpoint(void *impl, mbx_error *err) {
+  wsb *ws = impl;
+  if (!worker_alive(ws)) {
+    mbxU_error_set(err, MBX_INTERNAL_ERROR, "mbx_sandbox_checkpoint: the sandbox's worker is "
+                   "gone (%s); reset the sandbox", ws->reason);
+    return MBX_INTERNAL_ERROR;
+  }
+  mbxC_vfs_mark *files;
+  if (mbxC_port_local_fs_mark(&ws->port, &files) != 0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
+                                       "copy of /tmp; the previous checkpoint (if any) is kept");
+    return MBX_NO_MEMORY;
+  }
+  mbxH_wp_begin(&ws->w, MBXH_WP_CHECKPOINT);
+  uint32_t code;
+  char msg[256];
+  if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) != 0 ||
+      read_status(ws, &code, msg, sizeof msg) != 0) {
+    mbxC_vfs_mark_free(files);
+    mbxU_error_set(err, MBX_INTERNAL_ERROR, "mbx_sandbox_checkpoint: %s", ws->reason);
+    return MBX_INTERNAL_ERROR;
+  }
+  if (code != 0) {
+    mbxC_vfs_mark_free(files);
+    if (code == 3) {
+      mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_checkpoint: not available in this build "
+                     "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
+      return MBX_UNSUPPORTED;
+    }
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of memory in the worker "
+                   "for the copy; the previous checkpoint (if any) is kept");
+    return MBX_NO_MEMORY;
+  }
+  mbxC_port_local_fs_keep(&ws->port, files);
+  ws->has_checkpoint = 1;
+  ws->checkpoint_worker = ws->worker_gen;
+  ws->checkpoint_draws = mbxC_port_local_position(&ws->port);
+  ws->checkpoint_log_generation = ws->log_generation;
+  ws->checkpoint_log = mbxC_port_record_mark(&ws->record);
+  ws->checkpoint_paused = ws->paused;
+  return MBX_OK;
+}
+
+static mbx_status worker_rewind(void *impl, mbx_error *err) {
+  wsb *ws = impl;
+#ifdef MBX_ARENA_MALLOC
+  (void)ws;
+  mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_rewind: not available in this build "
+                                       "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
+  return MBX_UNSUPPORTED;
+#else
+  if (!ws->has_checkpoint) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox has no "
+                                              "checkpoint (call mbx_sandbox_checkpoint first)");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (!worker_alive(ws) || ws->checkpoint_worker != ws->worker_gen) {
+    mbxU_error_set(err, MBX_INTERNAL_ERROR, "mbx_sandbox_rewind: the worker that held the "
+                   "checkpoint is gone (%s); reset the sandbox", ws->reason);
+    return MBX_INTERNAL_ERROR;
+  }
+  mbxH_wp_begin(&ws->w, MBXH_WP_REWIND);
+  uint32_t code;
+  char msg[256];
+  if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) != 0 ||
+      read_status(ws, &code, msg, sizeof msg) != 0) {
+    mbxU_error_set(err, MBX_INTERNAL_ERROR, "mbx_sandbox_rewind: %s", ws->reason);
+    return MBX_INTERNAL_ERROR;
+  }
+  if (code != 0) {
+    lose_worker(ws, "worker protocol error: it lost the checkpoint it acknowledged");
+    mbxU_error_set(err, MBX_INTERNAL_ERROR, "mbx_sandbox_rewind: %s", ws->reason);
+    return MBX_INTERNAL_ERROR;
+  }
+  ws->paused = ws->checkpoint_paused;
+  ws->tainted = 0;
+  mbxC_port_local_seek(&ws->port, ws->checkpoint_draws);
+  if (mbxC_port_local_fs_rewind(&ws->port) != 0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_rewind: the state is rewound, but the "
+                                       "memory files could not be (out of host memory): /tmp "
+                                       "may be empty");
+    return MBX_NO_MEMORY;
+  }
+  if (ws->recording) {
+    if (ws->checkpoint_log_generation == ws->log_generation)
+      mbxC_port_record_rewind(&ws->record, ws->checkpoint_log);
+    else
+      mbxC_port_record_break(&ws->record);
+  }
+  return MBX_OK;
+#endif
+}
+
+/* The outcome record after a run or resume (as host/inproc.c logs it). */
+static void log_outcome(wsb *ws, mbx_status s, const mbxV_outcome *o) {
+  uint64_t hash = 0, host_calls = 0;
+  if (s < MBX_API_ERROR_BASE) {
+    XXH64_hash_t h =
+        XXH3_64bits(o->value_json ? o->value_json : "", o->value_json ? o->value_len : 0);
+    h = XXH3_64bits_withSeed(o->pending_json ? o->pending_json : "",
+                             o->pending_json ? o->pending_len : 0, h);
+    h = XXH3_64bits_withSeed(o->error.message ? o->error.message : "",
+                             o->error.message ? o->error.message_len : 0, h);
+    hash = h;
+    host_calls = o->host_calls;
+  }
+  mbxC_port_record_outcome(&ws->record, (uint32_t)s, hash, host_calls);
+}
+
+/* internal_error with the reason the worker was lost: a result like any run's. */
+static mbx_status lost_result(wsb *ws, mbx_result **out) {
+  mbxV_outcome o;
+  memset(&o, 0, sizeof o);
+  o.status = MBXV_INTERNAL_ERROR;
+  o.value_json = malloc(5);
+  if (o.value_json) memcpy(o.value_json, "null", 5);
+  o.value_len = 4;
+  o.failed = 1;
+  if (o.value_json == NULL || mbxV_error_from_message(ws->reason, strlen(ws->reason), 0,
+                                                      &o.error) != 0) {
+    mbxV_outcome_free(&o);
+    *out = NULL;
+    return MBX_INTERNAL_ERROR;
+  }
+  mbxV_output none;
+  memset(&none, 0, sizeof none);
+  *out = mbxH_result_new(&o, &none);
+  ws->paused = 0;
+  ws->tainted = 1;
+  return MBX_INTERNAL_ERROR;
+}
+
+static int poisons(mbxV_status s) {
+  return s != MBXV_OK && s != MBXV_SYNTAX_ERROR && s != MBXV_RUNTIME_ERROR && s != MBXV_PAUSED;
+}
+
+/* A DONE report into the result. */
+static mbx_status finish(wsb *ws, const char *fn, int logged, mbx_result **out, mbx_error *err) {
+  mbxH_wp_done d;
+  char why[200];
+  if (mbxH_wp_get_done(ws->rbuf, ws->rlen, &ws->bounds, &d, why, sizeof why) != 0) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "worker protocol error: %s", why);
+    lose_worker(ws, msg);
+    return lost_result(ws, out);
+  }
+  ws->heap = d.heap;
+  ws->paused = d.paused;
+  if (!ws->paused) mbxC_port_local_run_end(&ws->port);
+  if (d.status >= MBXV_REFUSED_BASE) {
+    mbx_status s = mbxH_status_from_vm(d.status);
+    if (logged) log_outcome(ws, s, &d.outcome);
+    mbxU_error_set(err, s, "%s", d.refusal[0] ? d.refusal : fn);
+    return s;
+  }
+  ws->runs++;
+  if (poisons(d.status)) ws->tainted = 1;
+  mbx_status s = mbxH_status_from_vm(d.status);
+  if (logged) log_outcome(ws, s, &d.outcome);
+  mbxV_output o;
+  memset(&o, 0, sizeof o);
+  o.data[0] = d.stream[0];
+  o.data[1] = d.stream[1];
+  o.len[0] = d.stream_len[0];
+  o.len[1] = d.stream_len[1];
+  o.total = d.output_total;
+  *out = mbxH_result_new(&d.outcome, &o); /* takes the outcome */
+  memset(&d.outcome, 0, sizeof d.outcome);
+  mbxH_wp_done_free(&d);
+  return s;
+}
+
+static mbx_status worker_run(void *impl, const mbxH_run_args *a, mbx_result **out,
+                             mbx_error *err) {
+  wsb *ws = impl;
+  if (!worker_alive(ws)) {
+    mbxU_error_set(err, MBX_SANDBOX_POISONED, "%s: the sandbox's worker is gone (%s); reset "
+                   "the sandbox", a->fn, ws->reason);
+    return MBX_SANDBOX_POISONED;
+  }
+  char name[LUA_IDSIZE];
+  const char *given = a->chunk_name && *a->chunk_name ? a->chunk_name : "input";
+  size_t given_len = strlen(given), room = sizeof name - 2;
+  if (given_len > room) snprintf(name, sizeof name, "=...%s", given + given_len - (room - 3));
+  else snprintf(name, sizeof name, "=%s", given);
+  atomic_store(&ws->interrupted, 0);
+  mbxC_port_local_run_begin(&ws->port);
+  int logged = ws->recording && a->code_len <= ws->cfg.source_limit;
+  if (logged)
+    mbxC_port_record_run(&ws->record, a->chunk_name, a->code, a->code_len, a->inputs,
+                         a->inputs_len);
+  mbxH_wp_begin(&ws->w, MBXH_WP_RUN);
+  mbxH_wp_bytes(&ws->w, name, strlen(name));
+  mbxH_wp_bytes(&ws->w, a->code ? a->code : "", a->code_len);
+  mbxH_wp_u8(&ws->w, a->inputs != NULL);
+  mbxH_wp_bytes(&ws->w, a->inputs ? a->inputs : "", a->inputs ? a->inputs_len : 0);
+  int x = exchange(ws, MBXH_WP_DONE, run_budget_ms(ws));
+  if (x == -2) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s: the code and inputs are too large to send "
+                   "to the worker (%u MiB at most)", a->fn, (unsigned)(MBXH_WP_MAX_FRAME >> 20));
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (x != 0) return lost_result(ws, out);
+  return finish(ws, a->fn, logged, out, err);
+}
+
+static mbx_status worker_resume(void *impl, const char *fn, const char *value, size_t len,
+                                int as_error, mbx_result **out, mbx_error *err) {
+  wsb *ws = impl;
+  if (!worker_alive(ws)) {
+    mbxU_error_set(err, MBX_SANDBOX_POISONED, "%s: the sandbox's worker is gone (%s); reset "
+                   "the sandbox", fn, ws->reason);
+    return MBX_SANDBOX_POISONED;
+  }
+  atomic_store(&ws->interrupted, 0);
+  mbxC_port_local_run_begin(&ws->port);
+  if (ws->recording) mbxC_port_record_resume(&ws->record, as_error, value, len);
+  mbxH_wp_begin(&ws->w, MBXH_WP_RESUME);
+  mbxH_wp_u8(&ws->w, (uint8_t)(as_error != 0));
+  mbxH_wp_u8(&ws->w, value != NULL);
+  mbxH_wp_bytes(&ws->w, value ? value : "", value ? len : 0);
+  int x = exchange(ws, MBXH_WP_DONE, run_budget_ms(ws));
+  if (x == -2) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s: the value is too large to send to the "
+                   "worker", fn);
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (x != 0) return lost_result(ws, out);
+  return finish(ws, fn, ws->recording, out, err);
+}
+
+const mbxH_backend mbxH_worker_backend = {.version = MBXH_BACKEND_VERSION,
+                                          .name = "worker",
+                                          .create = worker_create,
+                                          .destroy = worker_destroy,
+                                          .run = worker_run,
+                                          .resume = worker_resume,
+                                          .reset = worker_reset,
+                                          .checkpoint = worker_checkpoint,
+                                          .rewind = worker_rewind,
+                                          .interrupt = worker_interrupt,
+                                          .paused = worker_paused,
+                                          .heap_bytes = worker_heap_bytes,
+                                          .recorder = worker_recorder};

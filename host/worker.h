@@ -1,0 +1,29 @@
+/* host/worker.h -- the worker backend's runtime-wide part: the zygote and the warm pool. */
+#ifndef MBX_HOST_WORKER_H
+#define MBX_HOST_WORKER_H
+
+#include "include/moonbox.h"
+
+typedef struct mbxH_wpool mbxH_wpool;
+
+/* The pool of a runtime whose sandboxes run in workers (MBX_CAP_ISOLATE): nothing is started
+   until the first sandbox. worker_path is the moonbox-worker to start (absolute). NULL when
+   out of memory. */
+mbxH_wpool *mbxH_wpool_new(const char *worker_path);
+/* Kill the warm workers and end the zygote (no process or fd is left). NULL is fine. */
+void mbxH_wpool_free(mbxH_wpool *pool);
+/* Live isolated sandboxes (for MBX_CAP_SANDBOXES). */
+unsigned mbxH_wpool_live(mbxH_wpool *pool);
+
+/* Runs after which a worker is replaced at its sandbox's next reset. */
+#define MBXH_WORKER_RUNS_MAX 1000
+/* Warm workers the pool keeps forked ahead of demand. */
+#define MBXH_WORKER_WARM 2
+/* The hard SIGKILL backstop of a run: 2x its time limit plus this grace, or the default when
+   it has none (host time spent serving the worker's port calls does not count). */
+#define MBXH_WORKER_GRACE_MS 2000
+#define MBXH_WORKER_BACKSTOP_DEFAULT_MS 120000
+/* Creating, resetting, checkpointing: no guest code runs, but a worker may still hang. */
+#define MBXH_WORKER_CONTROL_MS 30000
+
+#endif

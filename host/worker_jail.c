@@ -1,0 +1,171 @@
+/* host/worker_jail.c -- what a worker process gives up before it reads any guest code. */
+#include "host/worker_jail.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <seccomp.h>
+
+#include "vm/cstack.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define JAIL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define JAIL_ASAN 1
+#endif
+#endif
+
+/* The uid and gid a root parent's workers run as. */
+#define JAIL_NOBODY 65534
+/* Address space beyond the slot: the worker's binary, malloc arenas, the checkpoint copy
+   (up to the heap), the frames' buffers. */
+#define JAIL_AS_OVERHEAD ((size_t)512 << 20)
+/* CPU seconds over the worker's whole life; the parent's wall-clock backstop ends a single
+   run long before, and a worker is recycled after a bounded number of runs. */
+#define JAIL_CPU_SECONDS 3600
+
+static int write_file(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = write(fd, text, strlen(text));
+  close(fd);
+  return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static int drop_root(void) {
+  if (geteuid() == 0) {
+    if (setgroups(0, NULL) != 0 || setresgid(JAIL_NOBODY, JAIL_NOBODY, JAIL_NOBODY) != 0 ||
+        setresuid(JAIL_NOBODY, JAIL_NOBODY, JAIL_NOBODY) != 0)
+      return -1;
+    /* Make sure it cannot be undone. */
+    return setuid(0) == 0 || geteuid() != JAIL_NOBODY ? -1 : 0;
+  }
+  /* Not root: a user namespace where this process is its own non-root uid (it never had root
+     to drop; the namespace takes away what the host uid could reach through ids). Where user
+     namespaces are off, the uid stays as it is: seccomp is then the whole jail. */
+  uid_t uid = getuid();
+  gid_t gid = getgid();
+  if (unshare(CLONE_NEWUSER) != 0) return 0;
+  char map[64];
+  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+  if (write_file("/proc/self/uid_map", map) != 0) return -1;
+  if (write_file("/proc/self/setgroups", "deny") != 0) return -1;
+  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+  return write_file("/proc/self/gid_map", map);
+}
+
+int mbxH_jail_process(int keep_fd, pid_t zygote) {
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != zygote) return -1;
+  /* Every fd but the socket: the zygote's control socket, stdio, whatever it held. */
+  if (keep_fd > 0 && syscall(SYS_close_range, 0u, (unsigned)keep_fd - 1, 0u) != 0) return -1;
+  if (syscall(SYS_close_range, (unsigned)keep_fd + 1, ~0u, 0u) != 0) return -1;
+  int fl = fcntl(keep_fd, F_GETFD);
+  if (fl < 0 || fcntl(keep_fd, F_SETFD, fl | FD_CLOEXEC) != 0) return -1;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return -1;
+  if (drop_root() != 0) return -1;
+  struct rlimit core = {0, 0};
+  if (setrlimit(RLIMIT_CORE, &core) != 0) return -1;
+  /* The user namespace's uid map is written above; from here no fd can be opened. */
+  struct rlimit nofile = {(rlim_t)keep_fd + 1, (rlim_t)keep_fd + 1};
+  if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) return -1;
+  return 0;
+}
+
+int mbxH_jail_limits(size_t slot_bytes, size_t memory_limit, char *why, size_t why_size) {
+  struct rlimit cpu = {JAIL_CPU_SECONDS, JAIL_CPU_SECONDS};
+  if (setrlimit(RLIMIT_CPU, &cpu) != 0) {
+    snprintf(why, why_size, "setrlimit(RLIMIT_CPU): %s", strerror(errno));
+    return -1;
+  }
+#ifndef JAIL_ASAN
+  size_t as = slot_bytes + 2 * memory_limit + JAIL_AS_OVERHEAD;
+  struct rlimit lim = {(rlim_t)as, (rlim_t)as};
+  if (setrlimit(RLIMIT_AS, &lim) != 0) {
+    snprintf(why, why_size, "setrlimit(RLIMIT_AS, %zu MiB): %s", as >> 20, strerror(errno));
+    return -1;
+  }
+#else
+  (void)slot_bytes;
+  (void)memory_limit;
+#endif
+  return 0;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  return *(const int *)a - *(const int *)b;
+}
+
+/* glibc does some work the first time only, with system calls the filter does not allow:
+   qsort sizes its buffer from sysinfo (for arrays past 1 KiB), localtime reads
+   /etc/localtime, pthread_getattr_np (the C stack guard, vm/cstack.c) reads /proc/self/maps
+   and getrlimit for the main thread (the guard caches the answer per thread). */
+static void warm_glibc(void) {
+  (void)mbxV_cstack_free();
+  static int v[2048];
+  for (int i = 0; i < 2048; i++) v[i] = 2048 - i;
+  qsort(v, 2048, sizeof v[0], cmp_int);
+  time_t t = time(NULL);
+  struct tm tm;
+  localtime_r(&t, &tm);
+  gmtime_r(&t, &tm);
+  char buf[64];
+  strftime(buf, sizeof buf, "%c", &tm);
+}
+
+int mbxH_jail_seccomp(char *why, size_t why_size) {
+  warm_glibc();
+#ifdef MBX_WORKER_SECCOMP_LOG
+  uint32_t deny = SCMP_ACT_LOG; /* development only: find what the corpora need */
+#else
+  uint32_t deny = SCMP_ACT_KILL_PROCESS;
+#endif
+  scmp_filter_ctx ctx = seccomp_init(deny);
+  if (ctx == NULL) {
+    snprintf(why, why_size, "seccomp_init failed");
+    return -1;
+  }
+  static const int allowed[] = {
+      /* the socket to the parent (fd 3: nothing else is open) */
+      SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(recvmsg), SCMP_SYS(sendmsg),
+      /* memory */
+      SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(madvise),
+      SCMP_SYS(mremap), SCMP_SYS(brk),
+      /* threads' primitives, signals (interrupt, the deadline path), clocks */
+      SCMP_SYS(futex), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigprocmask),
+      SCMP_SYS(rt_sigreturn), SCMP_SYS(sigaltstack), SCMP_SYS(restart_syscall),
+      SCMP_SYS(clock_gettime), SCMP_SYS(clock_getres), SCMP_SYS(gettimeofday),
+      SCMP_SYS(clock_nanosleep), SCMP_SYS(nanosleep), SCMP_SYS(sched_yield),
+      SCMP_SYS(getrandom), SCMP_SYS(getpid), SCMP_SYS(gettid), SCMP_SYS(pause),
+      SCMP_SYS(exit), SCMP_SYS(exit_group)};
+  int rc = 0;
+  for (size_t i = 0; i < sizeof allowed / sizeof allowed[0] && rc == 0; i++)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+  /* abort() signals its own process, and only that. */
+  pid_t self = getpid();
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+                          SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)self));
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
+                          SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)self));
+  if (rc == 0) rc = seccomp_load(ctx);
+  seccomp_release(ctx);
+  if (rc != 0) {
+    snprintf(why, why_size, "loading the seccomp filter failed: %s", strerror(-rc));
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,21 @@
+/* host/worker_jail.h -- the jail of a moonbox worker process (part of moonbox-worker only). */
+#ifndef MBX_HOST_WORKER_JAIL_H
+#define MBX_HOST_WORKER_JAIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Right after the fork: die with the zygote, close every fd but keep_fd, no new privileges,
+   not dumpable (no ptrace, no /proc/pid/mem of it), an unprivileged uid (as root: setuid to
+   65534 "nobody" with no groups; otherwise a user namespace mapping the same non-root uid),
+   no core dumps, no fd beyond keep_fd can be opened. 0, or -1 (the worker must exit). */
+int mbxH_jail_process(int keep_fd, pid_t zygote);
+/* With the sandbox's limits known: the address space (its slot plus overhead; none under
+   ASan, whose shadow memory dwarfs any limit) and the CPU seconds of the worker's life.
+   0, or -1 with why filled. */
+int mbxH_jail_limits(size_t slot_bytes, size_t memory_limit, char *why, size_t why_size);
+/* The last step: glibc's lazy paths warmed, then the seccomp allow-list (anything else
+   kills the process). 0, or -1 with why filled. */
+int mbxH_jail_seccomp(char *why, size_t why_size);
+
+#endif

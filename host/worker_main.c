@@ -1,0 +1,756 @@
+/* host/worker_main.c -- moonbox-worker: the zygote that forks jailed workers, and a worker's
+   loop (one sandbox: its vm runs here; every capability is the parent's, over the socket). */
+
+/*
+** The parent starts `moonbox-worker --zygote` with posix_spawn, an empty environment and one
+** fd (3, its control socket). The zygote is single-threaded and runs no guest code: on
+** MBXH_WP_SPAWN it makes a socketpair and forks; the child closes every fd but its end and
+** hardens itself (worker_jail.c: no new privileges, not dumpable, an unprivileged uid, no core
+** dumps, no fds to open); the zygote sends the other end and a pidfd of the child to the parent
+** and closes its copies. The parent then talks to the worker directly: MBXH_WP_CREATE carries
+** the sandbox's limits and grants; the worker builds its vm, sets its address-space and CPU
+** limits and loads the seccomp allow-list before it answers, so no guest byte is read before
+** the jail is complete. It serves runs until the parent closes the socket or it is killed.
+*/
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "host/worker_jail.h"
+#include "host/worker_proto.h"
+#include "stdlib/stdlib.h"
+#include "vm/arena.h"
+#include "vm/run.h"
+#include "vm/vm.h"
+
+#define ZYGOTE_FD 3
+#define WORKER_FD 3
+
+/* ---- frames on a blocking socket ---- */
+
+static int write_all(int fd, const void *p, size_t n) {
+  const unsigned char *b = p;
+  while (n) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    b += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int read_all(int fd, void *p, size_t n) {
+  unsigned char *b = p;
+  while (n) {
+    ssize_t r = read(fd, b, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    b += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+static int send_frame(int fd, mbxH_wp_writer *w) {
+  return mbxH_wp_finish(w) == 0 ? write_all(fd, w->data, w->len) : -1;
+}
+
+/* The next frame into *buf (grown as needed); its type, or -1 when the socket closed or the
+   frame is malformed (the parent is trusted: either way the worker has nothing left to do). */
+static int recv_frame(int fd, unsigned char **buf, size_t *cap, size_t *len) {
+  unsigned char hdr[MBXH_WP_HEADER];
+  if (read_all(fd, hdr, sizeof hdr) != 0) return -1;
+  mbxH_wp_type type;
+  uint32_t n;
+  if (mbxH_wp_header(hdr, MBXH_WP_MAX_FRAME, &type, &n, NULL, 0) != 0) return -1;
+  if (n + (size_t)1 > *cap) {
+    unsigned char *b = realloc(*buf, n + (size_t)1);
+    if (b == NULL) return -1;
+    *buf = b;
+    *cap = n + (size_t)1;
+  }
+  if (read_all(fd, *buf, n) != 0) return -1;
+  *len = n;
+  return (int)type;
+}
+
+/* ---- the worker's port: every operation is a round trip to the parent ---- */
+
+typedef struct rport {
+  mbxC_port port;
+  mbxC_grants grants;
+  mbxC_grant_fn *fns;
+  char *names; /* the fns' names, NUL-separated copies */
+  int fd;
+  mbxH_wp_writer w;
+  unsigned char *rbuf; /* the last reply: what the port's answers point into */
+  size_t rcap, rlen;
+  char *reply_copy; /* NUL-terminated copy of the last reply's bytes */
+  uint64_t cpu_start_ns;
+} rport;
+
+static rport g_port;
+static mbxV_vm *volatile g_vm;
+
+static void die_quietly(void) {
+  _exit(3);
+}
+
+static void call_begin(rport *rp, mbxH_wp_op op, const mbxC_wait *wait) {
+  mbxH_wp_begin(&rp->w, MBXH_WP_PORT_CALL);
+  mbxH_wp_u8(&rp->w, (uint8_t)op);
+  mbxH_wp_u64(&rp->w, wait ? wait->deadline_ns : 0);
+}
+
+/* Send the call, read the reply into a reader over it. */
+static void call_end(rport *rp, mbxH_wp_reader *r) {
+  if (send_frame(rp->fd, &rp->w) != 0) die_quietly();
+  int t = recv_frame(rp->fd, &rp->rbuf, &rp->rcap, &rp->rlen);
+  if (t != MBXH_WP_PORT_REPLY) die_quietly();
+  mbxH_wp_reader_init(r, rp->rbuf, rp->rlen);
+}
+
+/* Bytes of the reply as a NUL-terminated string that stays valid until the next call. */
+static const char *reply_bytes(rport *rp, mbxH_wp_reader *r, size_t *len) {
+  const char *p;
+  size_t n = mbxH_wp_get_bytes(r, MBXH_WP_MAX_FRAME, &p);
+  if (r->bad) die_quietly();
+  char *c = realloc(rp->reply_copy, n + 1);
+  if (c == NULL) die_quietly();
+  memcpy(c, p, n);
+  c[n] = '\0';
+  rp->reply_copy = c;
+  *len = n;
+  return c;
+}
+
+static int64_t r_wall_time(void *ud) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  call_begin(rp, MBXH_OP_WALL_TIME, NULL);
+  call_end(rp, &r);
+  return (int64_t)mbxH_wp_get_u64(&r);
+}
+
+/* os.clock: this process's run thread, measured here (the parent's clock would show none). */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double r_cpu_time(void *ud) {
+  rport *rp = ud;
+  return (double)(thread_cpu_ns() - rp->cpu_start_ns) / 1e9;
+}
+
+static void r_random_seed(void *ud, uint64_t seed[2]) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  call_begin(rp, MBXH_OP_RANDOM_SEED, NULL);
+  call_end(rp, &r);
+  seed[0] = mbxH_wp_get_u64(&r);
+  seed[1] = mbxH_wp_get_u64(&r);
+}
+
+static const char *r_env_get(void *ud, const char *name, size_t name_len, size_t *value_len) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  call_begin(rp, MBXH_OP_ENV_GET, NULL);
+  mbxH_wp_bytes(&rp->w, name, name_len);
+  call_end(rp, &r);
+  if (!mbxH_wp_get_u8(&r)) return NULL;
+  return reply_bytes(rp, &r, value_len);
+}
+
+static mbxC_call_result r_host_call(void *ud, size_t index, const char *args, size_t args_len,
+                                    const mbxC_wait *wait, const char **reply,
+                                    size_t *reply_len) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  call_begin(rp, MBXH_OP_HOST_CALL, wait);
+  mbxH_wp_u64(&rp->w, index);
+  mbxH_wp_bytes(&rp->w, args, args_len);
+  call_end(rp, &r);
+  uint8_t res = mbxH_wp_get_u8(&r);
+  *reply = reply_bytes(rp, &r, reply_len);
+  return res ? MBXC_CALL_ERROR : MBXC_CALL_VALUE;
+}
+
+static mbxC_call_result r_native_call(void *ud, size_t index, const mbxC_ffi_value *args,
+                                      const mbxC_wait *wait, mbxC_ffi_value *ret,
+                                      const char **bytes, size_t *len) {
+  rport *rp = ud;
+  const mbxC_ffi_sig *sig = &rp->grants.fns[index].sig;
+  mbxH_wp_reader r;
+  call_begin(rp, MBXH_OP_NATIVE_CALL, wait);
+  mbxH_wp_u64(&rp->w, index);
+  mbxH_wp_u32(&rp->w, (uint32_t)sig->nargs);
+  for (int i = 0; i < sig->nargs; i++) {
+    if (sig->args[i] == 'z') mbxH_wp_bytes(&rp->w, args[i].z, strlen(args[i].z));
+    else mbxH_wp_u64(&rp->w, mbxC_ffi_word(sig->args[i], &args[i]));
+  }
+  call_end(rp, &r);
+  uint8_t res = mbxH_wp_get_u8(&r);
+  uint64_t word = mbxH_wp_get_u64(&r);
+  *bytes = reply_bytes(rp, &r, len);
+  if (res == 0 && !mbxC_ffi_from_word(sig->ret, word, ret)) die_quietly();
+  return res ? MBXC_CALL_ERROR : MBXC_CALL_VALUE;
+}
+
+/* The common tail of an fs reply: 0, or -1 with *e filled. */
+static int fs_status(rport *rp, mbxH_wp_reader *r, mbxC_port_error *e) {
+  (void)rp;
+  if (mbxH_wp_get_u8(r) == 0) return 0;
+  e->errnum = (int)mbxH_wp_get_u32(r);
+  const char *p;
+  size_t n = mbxH_wp_get_bytes(r, sizeof e->message - 1, &p);
+  if (r->bad) die_quietly();
+  memcpy(e->message, p, n);
+  e->message[n] = '\0';
+  return -1;
+}
+
+static int r_fs_open(void *ud, const char *path, size_t path_len, int flags,
+                     const mbxC_wait *wait, int *handle, mbxC_port_error *e) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  call_begin(rp, MBXH_OP_FS_OPEN, wait);
+  mbxH_wp_bytes(&rp->w, path, path_len);
+  mbxH_wp_u64(&rp->w, (uint64_t)flags);
+  call_end(rp, &r);
+  if (fs_status(rp, &r, e) != 0) return -1;
+  *handle = (int)mbxH_wp_get_u64(&r);
+  return 0;
+}
+
+static int r_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
+                     size_t *got, mbxC_port_error *e) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  if (len > MBXH_WP_MAX_IO) len = MBXH_WP_MAX_IO;
+  call_begin(rp, MBXH_OP_FS_READ, wait);
+  mbxH_wp_u64(&rp->w, (uint64_t)handle);
+  mbxH_wp_u64(&rp->w, len);
+  call_end(rp, &r);
+  if (fs_status(rp, &r, e) != 0) return -1;
+  const char *p;
+  size_t n = mbxH_wp_get_bytes(&r, len, &p);
+  if (r.bad) die_quietly();
+  memcpy(buf, p, n);
+  *got = n;
+  return 0;
+}
+
+static int r_fs_write(void *ud, int handle, const char *buf, size_t len, const mbxC_wait *wait,
+                      size_t *put, mbxC_port_error *e) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  if (len > MBXH_WP_MAX_IO) len = MBXH_WP_MAX_IO;
+  call_begin(rp, MBXH_OP_FS_WRITE, wait);
+  mbxH_wp_u64(&rp->w, (uint64_t)handle);
+  mbxH_wp_bytes(&rp->w, buf, len);
+  call_end(rp, &r);
+  if (fs_status(rp, &r, e) != 0) return -1;
+  uint64_t n = mbxH_wp_get_u64(&r);
+  *put = n > len ? len : (size_t)n;
+  return 0;
+}
+
+static int r_fs_seek(void *ud, int handle, int whence, int64_t offset, int64_t *pos,
+                     mbxC_port_error *e) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  call_begin(rp, MBXH_OP_FS_SEEK, NULL);
+  mbxH_wp_u64(&rp->w, (uint64_t)handle);
+  mbxH_wp_u64(&rp->w, (uint64_t)whence);
+  mbxH_wp_u64(&rp->w, (uint64_t)offset);
+  call_end(rp, &r);
+  if (fs_status(rp, &r, e) != 0) return -1;
+  *pos = (int64_t)mbxH_wp_get_u64(&r);
+  return 0;
+}
+
+static int r_fs_close(void *ud, int handle, mbxC_port_error *e) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  call_begin(rp, MBXH_OP_FS_CLOSE, NULL);
+  mbxH_wp_u64(&rp->w, (uint64_t)handle);
+  call_end(rp, &r);
+  return fs_status(rp, &r, e);
+}
+
+static int path_op(rport *rp, mbxH_wp_op op, const char *path, size_t len, const mbxC_wait *wait,
+                   mbxH_wp_reader *r, mbxC_port_error *e) {
+  call_begin(rp, op, wait);
+  mbxH_wp_bytes(&rp->w, path, len);
+  call_end(rp, r);
+  return fs_status(rp, r, e);
+}
+
+static int r_fs_list(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                     const char **names, size_t *names_len, mbxC_port_error *e) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  if (path_op(rp, MBXH_OP_FS_LIST, path, path_len, wait, &r, e) != 0) return -1;
+  *names = reply_bytes(rp, &r, names_len);
+  return 0;
+}
+
+static int r_fs_stat(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
+                     mbxC_port_error *e) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  if (path_op(rp, MBXH_OP_FS_STAT, path, path_len, NULL, &r, e) != 0) return -1;
+  st->is_dir = mbxH_wp_get_u8(&r);
+  st->is_file = mbxH_wp_get_u8(&r);
+  st->size = mbxH_wp_get_u64(&r);
+  st->mtime = (int64_t)mbxH_wp_get_u64(&r);
+  st->writable = mbxH_wp_get_u8(&r);
+  return 0;
+}
+
+static int r_fs_mkdir(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+  mbxH_wp_reader r;
+  return path_op(ud, MBXH_OP_FS_MKDIR, path, path_len, NULL, &r, e);
+}
+
+static int r_fs_remove(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+  mbxH_wp_reader r;
+  return path_op(ud, MBXH_OP_FS_REMOVE, path, path_len, NULL, &r, e);
+}
+
+static int r_fs_rename(void *ud, const char *from, size_t from_len, const char *to, size_t to_len,
+                       mbxC_port_error *e) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  call_begin(rp, MBXH_OP_FS_RENAME, NULL);
+  mbxH_wp_bytes(&rp->w, from, from_len);
+  mbxH_wp_bytes(&rp->w, to, to_len);
+  call_end(rp, &r);
+  return fs_status(rp, &r, e);
+}
+
+/* ---- the sandbox ---- */
+
+typedef struct wsandbox {
+  mbxV_pool *pool;
+  mbxV_vm *vm;
+  mbxV_config cfg;
+  uint64_t host_call_limit;
+  mbxV_checkpoint checkpoint;
+} wsandbox;
+
+static int run_protected(lua_State *L, lua_CFunction fn) {
+  lua_pushcfunction(L, fn);
+  return lua_pcall(L, 0, 0, 0) == LUA_OK;
+}
+
+#ifdef MBX_WORKER_TEST_HOOKS
+/* Test builds only (tests/CMakeLists.txt builds moonbox-worker-test with this definition;
+   the shipped moonbox-worker never has it): C functions that misbehave the way a
+   compromised VM would, for tests/host/test_worker.c. */
+static int hook_wild_pointer(lua_State *L) {
+  (void)L;
+  volatile int *p = (volatile int *)(uintptr_t)0x10;
+  return *p;
+}
+
+static int hook_spin(lua_State *L) {
+  (void)L;
+  for (volatile unsigned long i = 0;; i++) {
+  }
+  return 0;
+}
+
+static int hook_syscall(lua_State *L) {
+  const char *what = luaL_checkstring(L, 1);
+  long r = -1;
+  if (strcmp(what, "open") == 0) r = syscall(SYS_openat, -100, "/etc/passwd", 0);
+  else if (strcmp(what, "socket") == 0) r = syscall(SYS_socket, 2, 1, 0);
+  else if (strcmp(what, "execve") == 0) {
+    char *argv[] = {"/bin/true", NULL};
+    r = syscall(SYS_execve, "/bin/true", argv, (char **)NULL);
+  }
+  lua_pushinteger(L, r);
+  return 1;
+}
+
+static int hook_frame(lua_State *L) {
+  const char *what = luaL_checkstring(L, 1);
+  unsigned char hdr[MBXH_WP_HEADER];
+  uint16_t v = MBXH_WP_VERSION, t = MBXH_WP_DONE;
+  uint32_t n = 0;
+  if (strcmp(what, "garbage") == 0) {
+    memcpy(hdr, "\x13\x37garbage", MBXH_WP_HEADER);
+  } else {
+    n = strcmp(what, "oversized") == 0 ? UINT32_MAX - 1 : 3; /* else a short, bogus DONE */
+    memcpy(hdr, &v, 2);
+    memcpy(hdr + 2, &t, 2);
+    memcpy(hdr + 4, &n, 4);
+  }
+  write_all(g_port.fd, hdr, sizeof hdr);
+  if (n == 3) write_all(g_port.fd, "\xff\xff\xff", 3);
+  for (;;) pause(); /* the parent must end this worker */
+  return 0;
+}
+
+static void install_hooks(lua_State *L) {
+  lua_register(L, "__test_wild_pointer", hook_wild_pointer);
+  lua_register(L, "__test_spin", hook_spin);
+  lua_register(L, "__test_syscall", hook_syscall);
+  lua_register(L, "__test_frame", hook_frame);
+}
+#endif
+
+static int attach(wsandbox *ws) {
+  mbxL_attach(ws->vm->L, &g_port.port);
+  mbxV_vm_set_host_call_limit(ws->vm, ws->host_call_limit);
+  if (!run_protected(ws->vm->L, mbxL_reseed) ||
+      !run_protected(ws->vm->L, mbxL_open_host_functions))
+    return 0;
+#ifdef MBX_WORKER_TEST_HOOKS
+  install_hooks(ws->vm->L);
+#endif
+  return 1;
+}
+
+static void on_interrupt(int sig) {
+  (void)sig;
+  mbxV_vm *vm = g_vm;
+  if (vm) mbxV_vm_interrupt(vm);
+}
+
+static int send_status(int fd, mbxH_wp_writer *w, uint32_t code, uint64_t heap, const char *msg) {
+  mbxH_wp_begin(w, MBXH_WP_STATUS);
+  mbxH_wp_u32(w, code);
+  mbxH_wp_u64(w, heap);
+  mbxH_wp_bytes(w, msg, strlen(msg));
+  return send_frame(fd, w);
+}
+
+static uint64_t heap_of(const wsandbox *ws) {
+  return ws->vm ? mbxV_vm_heap_used(ws->vm) : 0;
+}
+
+/* MBXH_WP_CREATE: the limits, the grants, then the jail, then the state. */
+static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer *w) {
+  mbxH_wp_reader r;
+  mbxH_wp_reader_init(&r, p, n);
+  mbxV_config *cfg = &ws->cfg;
+  cfg->memory_limit = (size_t)mbxH_wp_get_u64(&r);
+  cfg->instruction_limit = mbxH_wp_get_u64(&r);
+  cfg->time_limit_ms = mbxH_wp_get_u64(&r);
+  cfg->output_limit = (size_t)mbxH_wp_get_u64(&r);
+  cfg->source_limit = (size_t)mbxH_wp_get_u64(&r);
+  cfg->result_limit = (size_t)mbxH_wp_get_u64(&r);
+  cfg->address_key = mbxH_wp_get_u64(&r);
+  ws->host_call_limit = mbxH_wp_get_u64(&r);
+  g_port.grants.deterministic = mbxH_wp_get_u8(&r);
+  uint32_t served = mbxH_wp_get_u32(&r);
+  uint32_t count = mbxH_wp_get_u32(&r);
+  if (r.bad || count > r.left) return -1;
+  g_port.fns = calloc(count ? count : 1, sizeof *g_port.fns);
+  g_port.names = malloc(r.left + 1);
+  if (g_port.fns == NULL || g_port.names == NULL) return -1;
+  char *at = g_port.names;
+  for (uint32_t i = 0; i < count; i++) {
+    const char *name;
+    size_t len = mbxH_wp_get_bytes(&r, 4096, &name);
+    mbxC_grant_fn *f = &g_port.fns[i];
+    f->kind = (mbxC_fn_kind)mbxH_wp_get_u8(&r);
+    f->sig.ret = (char)mbxH_wp_get_u8(&r);
+    uint8_t nargs = mbxH_wp_get_u8(&r);
+    if (r.bad || nargs > MBXC_FFI_MAX_ARGS) return -1;
+    f->sig.nargs = nargs;
+    for (int a = 0; a < nargs; a++) f->sig.args[a] = (char)mbxH_wp_get_u8(&r);
+    if (r.bad) return -1;
+    memcpy(at, name, len);
+    at[len] = '\0';
+    f->name = at;
+    at += len + 1;
+  }
+  if (mbxH_wp_end(&r) != 0) return -1;
+  g_port.grants.fn_count = count;
+  g_port.grants.fns = g_port.fns;
+  mbxC_port *port = &g_port.port;
+  port->version = MBXC_PORT_VERSION;
+  port->ud = &g_port;
+  port->grants = &g_port.grants;
+  port->wall_time = r_wall_time;
+  port->cpu_time = r_cpu_time;
+  port->random_seed = r_random_seed;
+  port->env_get = r_env_get;
+  /* Only what the parent's port serves: a NULL is "not granted" to the stdlib. */
+#define SERVED(op, member, fn) port->member = (served & (1u << (op))) ? fn : NULL
+  SERVED(MBXH_OP_HOST_CALL, host_call, r_host_call);
+  SERVED(MBXH_OP_NATIVE_CALL, native_call, r_native_call);
+  SERVED(MBXH_OP_FS_OPEN, fs_open, r_fs_open);
+  SERVED(MBXH_OP_FS_READ, fs_read, r_fs_read);
+  SERVED(MBXH_OP_FS_WRITE, fs_write, r_fs_write);
+  SERVED(MBXH_OP_FS_SEEK, fs_seek, r_fs_seek);
+  SERVED(MBXH_OP_FS_CLOSE, fs_close, r_fs_close);
+  SERVED(MBXH_OP_FS_LIST, fs_list, r_fs_list);
+  SERVED(MBXH_OP_FS_STAT, fs_stat, r_fs_stat);
+  SERVED(MBXH_OP_FS_MKDIR, fs_mkdir, r_fs_mkdir);
+  SERVED(MBXH_OP_FS_REMOVE, fs_remove, r_fs_remove);
+  SERVED(MBXH_OP_FS_RENAME, fs_rename, r_fs_rename);
+#undef SERVED
+  port->exec_run = NULL; /* exec is not forwarded yet: not granted in a worker */
+
+  /* The jail's last steps, before anything of the guest arrives. */
+  char why[256] = "";
+  if (mbxH_jail_limits(mbxV_slot_size_for(cfg->memory_limit), cfg->memory_limit, why,
+                       sizeof why) != 0) {
+    send_status(g_port.fd, w, 2, 0, why);
+    return -1;
+  }
+  ws->pool = mbxV_pool_new(1);
+  if (ws->pool == NULL) return -1;
+  mbxV_new_result made = mbxV_vm_new(ws->pool, cfg, mbxL_open_sandbox, &ws->vm);
+  if (made != MBXV_NEW_OK) {
+    ws->vm = NULL;
+    send_status(g_port.fd, w, 1, 0, made == MBXV_NEW_NO_SPACE
+                                        ? "cannot reserve the sandbox's heap in the worker"
+                                        : "the standard library does not fit in the memory "
+                                          "limit (raise MBX_LIMIT_MEMORY)");
+    return -1;
+  }
+  g_vm = ws->vm;
+  if (mbxH_jail_seccomp(why, sizeof why) != 0) {
+    send_status(g_port.fd, w, 2, 0, why);
+    return -1;
+  }
+  if (!attach(ws)) {
+    send_status(g_port.fd, w, 1, 0, "could not seed math.random or install the host "
+                                    "functions");
+    return -1;
+  }
+  return send_status(g_port.fd, w, 0, heap_of(ws), "");
+}
+
+static void send_done(wsandbox *ws, mbxH_wp_writer *w, mbxV_status s, const mbxV_refusal *why,
+                      mbxV_outcome *o) {
+  const char *streams[2] = {ws->vm->output.data[0], ws->vm->output.data[1]};
+  size_t lens[2] = {ws->vm->output.len[0], ws->vm->output.len[1]};
+  mbxH_wp_put_done(w, s, why->message, o, streams, lens, ws->vm->output.total,
+                   mbxV_vm_paused(ws->vm), heap_of(ws));
+  if (s < MBXV_REFUSED_BASE) mbxV_outcome_free(o);
+  if (send_frame(g_port.fd, w) != 0) die_quietly();
+}
+
+static void run(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer *w) {
+  mbxH_wp_reader r;
+  mbxH_wp_reader_init(&r, p, n);
+  const char *name, *code, *inputs;
+  size_t name_len = mbxH_wp_get_bytes(&r, LUA_IDSIZE, &name);
+  size_t code_len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &code);
+  uint8_t has_inputs = mbxH_wp_get_u8(&r);
+  size_t inputs_len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &inputs);
+  if (mbxH_wp_end(&r) != 0) die_quietly();
+  char chunk[LUA_IDSIZE + 1];
+  memcpy(chunk, name, name_len);
+  chunk[name_len] = '\0';
+  g_port.cpu_start_ns = thread_cpu_ns();
+  mbxL_run_begin(ws->vm->L);
+  mbxV_outcome o;
+  mbxV_refusal why = {MBXV_OK, ""};
+  mbxV_status s = mbxV_run_cached(ws->vm, NULL, code, code_len, chunk,
+                                  has_inputs ? inputs : NULL, inputs_len, &o, &why);
+  send_done(ws, w, s, &why, &o);
+}
+
+static void resume(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer *w) {
+  mbxH_wp_reader r;
+  mbxH_wp_reader_init(&r, p, n);
+  uint8_t as_error = mbxH_wp_get_u8(&r);
+  uint8_t has_value = mbxH_wp_get_u8(&r);
+  const char *value;
+  size_t len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &value);
+  if (mbxH_wp_end(&r) != 0) die_quietly();
+  g_port.cpu_start_ns = thread_cpu_ns();
+  mbxL_run_begin(ws->vm->L);
+  mbxV_outcome o;
+  mbxV_refusal why = {MBXV_OK, ""};
+  mbxV_status s = mbxV_resume(ws->vm, has_value ? value : NULL, len, as_error, &o, &why);
+  send_done(ws, w, s, &why, &o);
+}
+
+static void serve(int fd) {
+  wsandbox ws = {0};
+  mbxH_wp_writer w = {0};
+  unsigned char *buf = NULL;
+  size_t cap = 0, len = 0;
+  g_port.fd = fd;
+  struct sigaction sa = {0};
+  sa.sa_handler = on_interrupt;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, NULL);
+  if (recv_frame(fd, &buf, &cap, &len) != MBXH_WP_CREATE) die_quietly();
+  if (create(&ws, buf, len, &w) != 0) die_quietly();
+  for (;;) {
+    int t = recv_frame(fd, &buf, &cap, &len);
+    if (t < 0) _exit(0); /* the parent closed the socket: the sandbox is freed */
+    switch (t) {
+    case MBXH_WP_RUN:
+      run(&ws, buf, len, &w);
+      break;
+    case MBXH_WP_RESUME:
+      resume(&ws, buf, len, &w);
+      break;
+    case MBXH_WP_RESET: {
+      mbxH_wp_reader r;
+      mbxH_wp_reader_init(&r, buf, len);
+      ws.cfg.address_key = mbxH_wp_get_u64(&r);
+      if (mbxH_wp_end(&r) != 0) die_quietly();
+      if (mbxV_vm_reset(ws.vm, &ws.cfg, mbxL_open_sandbox) != MBXV_NEW_OK)
+        send_status(fd, &w, 1, heap_of(&ws), "out of memory while building the pristine state");
+      else if (!attach(&ws))
+        send_status(fd, &w, 1, heap_of(&ws), "could not seed math.random or install the host "
+                                             "functions");
+      else
+        send_status(fd, &w, 0, heap_of(&ws), "");
+      break;
+    }
+    case MBXH_WP_CHECKPOINT: {
+      mbxV_checkpoint_result made = mbxV_vm_checkpoint(ws.vm, &ws.checkpoint);
+      send_status(fd, &w, made == MBXV_CHECKPOINT_OK ? 0 : made == MBXV_CHECKPOINT_NO_MEMORY ? 1 : 3,
+                  heap_of(&ws), "");
+      break;
+    }
+    case MBXH_WP_REWIND:
+      if (ws.checkpoint.len == 0) {
+        send_status(fd, &w, 4, heap_of(&ws), "");
+        break;
+      }
+      mbxV_vm_rewind(ws.vm, &ws.checkpoint);
+      send_status(fd, &w, 0, heap_of(&ws), "");
+      break;
+    default:
+      die_quietly();
+    }
+  }
+}
+
+/* ---- the zygote ---- */
+
+static int send_spawned(int zfd, mbxH_wp_writer *w, pid_t pid, int sock, int pidfd) {
+  mbxH_wp_begin(w, MBXH_WP_SPAWNED);
+  mbxH_wp_u64(w, (uint64_t)pid);
+  if (mbxH_wp_finish(w) != 0) return -1;
+  struct iovec iov = {w->data, w->len};
+  union {
+    char buf[CMSG_SPACE(2 * sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  memset(&u, 0, sizeof u);
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  int fds[2] = {sock, pidfd};
+  int nfds = pid > 0 ? 2 : 0;
+  if (nfds) {
+    msg.msg_control = u.buf;
+    msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+  }
+  ssize_t s;
+  do s = sendmsg(zfd, &msg, MSG_NOSIGNAL);
+  while (s < 0 && errno == EINTR);
+  return s == (ssize_t)w->len ? 0 : -1;
+}
+
+static void spawn_one(int zfd, mbxH_wp_writer *w) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    send_spawned(zfd, w, -errno, -1, -1);
+    return;
+  }
+  pid_t zygote = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* The worker: only its end of the pair, at WORKER_FD, then the first steps of the jail. */
+    if (dup2(sv[1], WORKER_FD) != WORKER_FD) _exit(4);
+    if (mbxH_jail_process(WORKER_FD, zygote) != 0) _exit(5);
+    mbxH_wp_writer_free(w);
+    serve(WORKER_FD);
+    _exit(0);
+  }
+  int err = errno;
+  close(sv[1]);
+  if (pid < 0) {
+    close(sv[0]);
+    send_spawned(zfd, w, -err, -1, -1);
+    return;
+  }
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (pidfd < 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(sv[0]);
+    send_spawned(zfd, w, -ENOSYS, -1, -1);
+    return;
+  }
+  if (send_spawned(zfd, w, pid, sv[0], pidfd) != 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+  }
+  close(sv[0]);
+  close(pidfd);
+}
+
+static int zygote(void) {
+  int zfd = ZYGOTE_FD;
+  mbxH_wp_writer w = {0};
+  unsigned char *buf = NULL;
+  size_t cap = 0, len = 0;
+  signal(SIGPIPE, SIG_IGN);
+  for (;;) {
+    int t = recv_frame(zfd, &buf, &cap, &len);
+    if (t < 0) return 0; /* the parent went away; workers die with us (PDEATHSIG) */
+    mbxH_wp_reader r;
+    mbxH_wp_reader_init(&r, buf, len);
+    if (t == MBXH_WP_SPAWN) {
+      uint32_t count = mbxH_wp_get_u32(&r);
+      if (mbxH_wp_end(&r) != 0 || count > 64) return 1;
+      for (uint32_t i = 0; i < count; i++) spawn_one(zfd, &w);
+    } else if (t == MBXH_WP_REAP) {
+      pid_t pid = (pid_t)mbxH_wp_get_u64(&r);
+      if (mbxH_wp_end(&r) != 0) return 1;
+      int st = 0;
+      pid_t got;
+      do got = waitpid(pid, &st, 0);
+      while (got < 0 && errno == EINTR);
+      mbxH_wp_begin(&w, MBXH_WP_REAPED);
+      mbxH_wp_u64(&w, (uint64_t)pid);
+      mbxH_wp_u64(&w, got == pid ? (uint64_t)(unsigned)st : UINT64_MAX);
+      if (send_frame(zfd, &w) != 0) return 1;
+    } else {
+      return 1;
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--zygote") == 0) return zygote();
+  fprintf(stderr,
+          "moonbox-worker: started by the moonbox library (a runtime with MBX_CAP_ISOLATE), "
+          "not by hand\n");
+  return 2;
+}
