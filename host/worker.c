@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <lua.h>
 #include <xxhash.h>
 
@@ -783,6 +784,29 @@ static uint64_t run_budget_ms(const wsb *ws) {
                                : MBXH_WORKER_BACKSTOP_DEFAULT_MS;
 }
 
+/* The runtime's heap estimate takes the worker's word only up to the sandbox's limit. */
+static uint64_t clamp_heap(const wsb *ws, uint64_t heap) {
+  return heap > ws->cfg.memory_limit ? ws->cfg.memory_limit : heap;
+}
+
+/* A pending call must name one of the sandbox's external functions, as in-process: a host
+   dispatches on that name. */
+static int pending_ok(const wsb *ws, const char *json, size_t len) {
+  json_error_t e;
+  json_t *j = json_loadb(json, len, JSON_ALLOW_NUL, &e);
+  int ok = 0;
+  if (j && json_is_object(j) && json_is_array(json_object_get(j, "args")) &&
+      json_object_size(j) == 2) {
+    const char *name = json_string_value(json_object_get(j, "function"));
+    for (size_t i = 0; name && i < ws->port.grants.fn_count; i++)
+      if (ws->port.grants.fns[i].kind == MBXC_FN_EXTERNAL &&
+          strcmp(ws->port.grants.fns[i].name, name) == 0)
+        ok = 1;
+  }
+  json_decref(j);
+  return ok;
+}
+
 /* A STATUS answer: 0 with *code and the heap updated, or -1 (lost or malformed). */
 static int read_status(wsb *ws, uint32_t *code, char *msg, size_t msg_size) {
   mbxH_wp_reader r;
@@ -797,7 +821,7 @@ static int read_status(wsb *ws, uint32_t *code, char *msg, size_t msg_size) {
   }
   memcpy(msg, p, n);
   msg[n] = '\0';
-  ws->heap = heap;
+  ws->heap = clamp_heap(ws, heap);
   return 0;
 }
 
@@ -832,20 +856,24 @@ static void put_create(wsb *ws) {
 /* Give the sandbox a fresh worker with a pristine state: 0, or an API status with err set. */
 static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
   wproc p;
-  mbx_status taken = pool_take(ws->pool, &p, err);
-  if (taken != MBX_OK) return taken;
-  pthread_mutex_lock(&ws->sig_mu);
-  ws->proc = p;
-  pthread_mutex_unlock(&ws->sig_mu);
-  ws->worker_gen++;
-  ws->runs = 0;
-  ws->tainted = 0;
-  ws->paused = 0;
-  put_create(ws);
-  if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) != 0) {
-    mbxU_error_set(err, MBX_INTERNAL_ERROR, "%s: the sandbox's worker failed while starting: %s",
-                   fn, ws->reason);
-    return MBX_INTERNAL_ERROR;
+  /* A warm worker may have died while idle (killed from outside, say): another one then. */
+  for (int attempt = 0;; attempt++) {
+    mbx_status taken = pool_take(ws->pool, &p, err);
+    if (taken != MBX_OK) return taken;
+    pthread_mutex_lock(&ws->sig_mu);
+    ws->proc = p;
+    pthread_mutex_unlock(&ws->sig_mu);
+    ws->worker_gen++;
+    ws->runs = 0;
+    ws->tainted = 0;
+    ws->paused = 0;
+    put_create(ws);
+    if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) == 0) break;
+    if (attempt == 2) {
+      mbxU_error_set(err, MBX_INTERNAL_ERROR, "%s: the sandbox's worker failed while "
+                     "starting: %s", fn, ws->reason);
+      return MBX_INTERNAL_ERROR;
+    }
   }
   uint32_t code;
   char msg[256];
@@ -1161,7 +1189,13 @@ static mbx_status finish(wsb *ws, const char *fn, int logged, mbx_result **out, 
     lose_worker(ws, msg);
     return lost_result(ws, out);
   }
-  ws->heap = d.heap;
+  if (d.outcome.pending_json && !pending_ok(ws, d.outcome.pending_json, d.outcome.pending_len)) {
+    mbxH_wp_done_free(&d);
+    lose_worker(ws, "worker protocol error: a pause at a call that is not one of the "
+                    "sandbox's external functions");
+    return lost_result(ws, out);
+  }
+  ws->heap = clamp_heap(ws, d.heap);
   ws->paused = d.paused;
   if (!ws->paused) mbxC_port_local_run_end(&ws->port);
   if (d.status >= MBXV_REFUSED_BASE) {

@@ -747,6 +747,15 @@ static int zygote(void) {
   }
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+/* Under ASan: no leak check and no symbolizer (both would need system calls the jail kills,
+   and look like a crash), and a wild pointer is the plain SIGSEGV the parent reports. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) {
+  return "detect_leaks=0:symbolize=0:handle_segv=0:handle_sigbus=0";
+}
+#endif
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--zygote") == 0) return zygote();
   fprintf(stderr,

@@ -229,7 +229,11 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
   mbxH_wp_reader r;
   mbxH_wp_reader_init(&r, payload, n);
   uint32_t s = mbxH_wp_get_u32(&r);
-  if (r.bad || !(run_status(s) || refusal_status(s))) {
+  if (r.bad) {
+    say(why, why_size, "a malformed done report (%zu bytes): shorter than its status", n);
+    return -1;
+  }
+  if (!(run_status(s) || refusal_status(s))) {
     say(why, why_size, "a run ended with status %u, not a status there is", s);
     return -1;
   }

@@ -190,8 +190,9 @@ typedef enum mbx_runtime_cap {
      found next to the library or set with mbx_runtime_set_path; docs/SECURITY-MODEL.md,
      "Worker mode"). The public functions behave the same; a worker that crashes, hangs past
      its backstop or breaks the protocol ends its run with MBX_INTERNAL_ERROR and a message
-     saying why, and is replaced. Not yet through a worker: exec, and snapshot/restore (see
-     mbx_sandbox_snapshot). Only while no sandbox is live (MBX_INVALID_ARGUMENT otherwise). */
+     saying why, and is replaced (at the sandbox's reset). Not forwarded to a worker yet:
+     exec (not granted there). Only while no sandbox is live (MBX_INVALID_ARGUMENT
+     otherwise). */
   MBX_CAP_ISOLATE = 5
 } mbx_runtime_cap;
 

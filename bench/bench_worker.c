@@ -1,0 +1,207 @@
+/* bench/bench_worker.c -- worker mode (MBX_CAP_ISOLATE) against in-process and against a bare
+   `unshare -U -n /bin/true`, in one run: the round trip of `return 1+1` on a live sandbox, a
+   fresh sandbox + run + free from the warm pool, the cold start of a runtime's first worker,
+   and the memory of an idle worker. Prints medians; never a test.
+   Usage: bench_worker [ITERATIONS]   (the worker is the moonbox-worker next to this binary's
+   build directory, MBX_BENCH_WORKER) */
+#include <dirent.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moonbox.h"
+
+extern char **environ;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static mbx_runtime *runtime(int isolate) {
+  mbx_error err;
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  if (rt && isolate &&
+      (mbx_runtime_set_path(rt, MBX_PATH_WORKER, MBX_BENCH_WORKER, &err) != MBX_OK ||
+       mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err) != MBX_OK)) {
+    fprintf(stderr, "bench_worker: %s\n", err.message);
+    exit(1);
+  }
+  return rt;
+}
+
+static void run_once(mbx_sandbox *sb) {
+  mbx_result *res;
+  mbx_error err;
+  if (mbx_run(sb, "return 1+1", 10, NULL, 0, &res, &err) != MBX_OK) {
+    fprintf(stderr, "bench_worker: run failed\n");
+    exit(1);
+  }
+  mbx_result_free(res);
+}
+
+static double live_round_trip(int isolate, int n) {
+  mbx_runtime *rt = runtime(isolate);
+  mbx_policy *p = mbx_policy_new();
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+  double *v = malloc(sizeof *v * (size_t)n);
+  for (int i = 0; i < 100; i++) run_once(sb);
+  for (int i = 0; i < n; i++) {
+    uint64_t t0 = now_ns();
+    run_once(sb);
+    v[i] = (double)(now_ns() - t0) / 1000.0;
+  }
+  double m = median(v, n);
+  free(v);
+  mbx_sandbox_free(sb);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+  return m;
+}
+
+/* new + run + free; pace_us > 0 leaves the zygote that long between sandboxes to refill the
+   warm pool (the steady state of a host that does not create sandboxes back to back). */
+static double fresh_sandbox(int isolate, int n, int pace_us) {
+  mbx_runtime *rt = runtime(isolate);
+  mbx_policy *p = mbx_policy_new();
+  mbx_error err;
+  double *v = malloc(sizeof *v * (size_t)n);
+  for (int i = 0; i < n + 20; i++) {
+    if (pace_us) usleep((useconds_t)pace_us);
+    uint64_t t0 = now_ns();
+    mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+    if (sb == NULL) {
+      fprintf(stderr, "bench_worker: %s\n", err.message);
+      exit(1);
+    }
+    run_once(sb);
+    mbx_sandbox_free(sb);
+    if (i >= 20) v[i - 20] = (double)(now_ns() - t0) / 1000.0;
+  }
+  double m = median(v, n);
+  free(v);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+  return m;
+}
+
+static double cold_start(int n) {
+  mbx_policy *p = mbx_policy_new();
+  mbx_error err;
+  double *v = malloc(sizeof *v * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    uint64_t t0 = now_ns();
+    mbx_runtime *rt = runtime(1);
+    mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+    run_once(sb);
+    v[i] = (double)(now_ns() - t0) / 1000.0;
+    mbx_sandbox_free(sb);
+    mbx_runtime_free(rt);
+  }
+  double m = median(v, n);
+  free(v);
+  mbx_policy_free(p);
+  return m;
+}
+
+static double unshare_true(int n) {
+  double *v = malloc(sizeof *v * (size_t)n);
+  char *argv[] = {"unshare", "-U", "-n", "/bin/true", NULL};
+  for (int i = 0; i < n; i++) {
+    uint64_t t0 = now_ns();
+    pid_t pid;
+    if (posix_spawn(&pid, "/usr/bin/unshare", NULL, NULL, argv, environ) != 0) return -1;
+    int st;
+    waitpid(pid, &st, 0);
+    v[i] = (double)(now_ns() - t0) / 1000.0;
+  }
+  double m = median(v, n);
+  free(v);
+  return m;
+}
+
+static long status_kb(pid_t pid, const char *file, const char *key) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+  FILE *f = fopen(path, "r");
+  long kb = -1;
+  if (!f) return -1;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, key, strlen(key)) == 0) kb = strtol(line + strlen(key), NULL, 10);
+  fclose(f);
+  return kb;
+}
+
+/* RSS and PSS of idle workers holding a live sandbox (the last-forked ones). */
+static void idle_rss(int count) {
+  mbx_runtime *rt = runtime(1);
+  mbx_policy *p = mbx_policy_new();
+  mbx_error err;
+  mbx_sandbox **sbs = calloc((size_t)count, sizeof *sbs);
+  for (int i = 0; i < count; i++) {
+    sbs[i] = mbx_sandbox_new(rt, p, &err);
+    run_once(sbs[i]);
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+  FILE *f = fopen(path, "r");
+  int zygote = 0;
+  if (f && fscanf(f, "%d", &zygote) != 1) zygote = 0;
+  if (f) fclose(f);
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", zygote, zygote);
+  f = fopen(path, "r");
+  long rss = 0, pss = 0;
+  int n = 0, pid;
+  while (f && fscanf(f, "%d", &pid) == 1) {
+    long r = status_kb(pid, "status", "VmRSS:"), s = status_kb(pid, "smaps_rollup", "Pss:");
+    if (r > 0) {
+      rss += r;
+      pss += s;
+      n++;
+    }
+  }
+  if (f) fclose(f);
+  printf("idle worker (%d workers with a live sandbox after one run): RSS %.0f KiB, PSS %.0f "
+         "KiB each (mean); zygote RSS %ld KiB\n", n, n ? (double)rss / n : 0.0,
+         n ? (double)pss / n : 0.0, status_kb(zygote, "status", "VmRSS:"));
+  for (int i = 0; i < count; i++) mbx_sandbox_free(sbs[i]);
+  free(sbs);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 2000;
+  if (n < 10) n = 10;
+  double in_live = live_round_trip(0, n), w_live = live_round_trip(1, n);
+  printf("return 1+1 on a live sandbox: in-process %.2f us, worker %.2f us (x%.1f)\n", in_live,
+         w_live, w_live / in_live);
+  int nf = n / 4 < 10 ? 10 : n / 4;
+  double in_fresh = fresh_sandbox(0, nf, 0), w_fresh = fresh_sandbox(1, nf, 0);
+  double w_paced = fresh_sandbox(1, nf, 2000);
+  printf("fresh sandbox + return 1+1 + free: in-process %.2f us, worker back to back %.2f us, "
+         "worker from a refilled warm pool (2 ms apart) %.2f us\n", in_fresh, w_fresh, w_paced);
+  int nc = 50;
+  double cold = cold_start(nc), uns = unshare_true(nc);
+  printf("cold start (new runtime: zygote exec + first worker + return 1+1): %.0f us; "
+         "unshare -U -n /bin/true: %.0f us (difference %+.0f us)\n", cold, uns, cold - uns);
+  idle_rss(20);
+  return 0;
+}

@@ -1,0 +1,483 @@
+/* tests/host/test_worker.c -- worker mode (host/worker.c, host/worker_main.c): the public API
+   with MBX_CAP_ISOLATE, and a worker that crashes, spins in C, makes forbidden system calls,
+   writes bad frames or is killed from outside -- each contained, reported with its own reason,
+   and the next run succeeding on a new worker; no process or fd leaks over many sandboxes. */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "include/moonbox.h"
+
+/* A generous bound on a contained failure (the machine is loaded): the point of each test is
+   the reason, the bound only proves nothing hung. */
+#define GENEROUS_MS 30000
+
+typedef struct fixture {
+  mbx_runtime *rt;
+  mbx_policy *p;
+} fixture;
+
+static mbx_runtime *isolated(const char *worker) {
+  mbx_error err;
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  assert_non_null(rt);
+  assert_int_equal(mbx_runtime_set_path(rt, MBX_PATH_WORKER, worker, &err), MBX_OK);
+  assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err), MBX_OK);
+  return rt;
+}
+
+static int setup_plain(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  f->rt = isolated(MBX_TEST_WORKER);
+  f->p = mbx_policy_new();
+  *state = f;
+  return 0;
+}
+
+static int setup_hooks(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  f->rt = isolated(MBX_TEST_WORKER_HOOKS);
+  f->p = mbx_policy_new();
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  mbx_policy_free(f->p);
+  mbx_runtime_free(f->rt);
+  free(f);
+  return 0;
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Run code; returns the status, *res the result (caller frees). */
+static mbx_status run(mbx_sandbox *sb, const char *code, mbx_result **res) {
+  mbx_error err;
+  mbx_status s = mbx_run(sb, code, strlen(code), NULL, 0, res, &err);
+  if (s >= MBX_API_ERROR_BASE) fail_msg("mbx_run: %s", err.message);
+  return s;
+}
+
+static void want_value(mbx_sandbox *sb, const char *code, const char *value) {
+  mbx_result *res;
+  mbx_status s = run(sb, code, &res);
+  if (s != MBX_OK) fail_msg("%s: %s", code, mbx_result_json(res, NULL));
+  assert_string_equal(mbx_result_value_json(res, NULL), value);
+  mbx_result_free(res);
+}
+
+/* ---- the API through a worker ---- */
+
+static void test_results_match_in_process(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  mbx_runtime *local = mbx_runtime_new(&err);
+  mbx_sandbox *a = mbx_sandbox_new(f->rt, f->p, &err);
+  mbx_sandbox *b = mbx_sandbox_new(local, f->p, &err);
+  assert_non_null(a);
+  assert_non_null(b);
+  static const char *const codes[] = {
+      "return 1 + 1",
+      "print('out') io.stderr:write('err') return {x = 1, y = {true, 'z'}}",
+      "error('boom')",
+      "local t = {} for i = 1, 3000 do t[i] = (i * 7919) % 1000 end table.sort(t) "
+      "return t[1], t[3000], os.date('!%Y-%m-%d', 86400)",
+      "return string.rep('x', 10) .. tostring(1/0)",
+      "return (",
+  };
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+    mbx_result *ra, *rb;
+    mbx_status sa = run(a, codes[i], &ra), sb_ = run(b, codes[i], &rb);
+    assert_int_equal(sa, sb_);
+    assert_string_equal(mbx_result_value_json(ra, NULL), mbx_result_value_json(rb, NULL));
+    assert_string_equal(mbx_result_stdout(ra, NULL), mbx_result_stdout(rb, NULL));
+    assert_string_equal(mbx_result_stderr(ra, NULL), mbx_result_stderr(rb, NULL));
+    size_t la = 0, lb = 0;
+    const char *ma = mbx_result_error_message(ra, &la), *mb = mbx_result_error_message(rb, &lb);
+    if (ma || mb) assert_string_equal(ma, mb);
+    mbx_result_free(ra);
+    mbx_result_free(rb);
+  }
+  mbx_sandbox_free(a);
+  mbx_sandbox_free(b);
+  mbx_runtime_free(local);
+}
+
+static mbx_status echo(void *ud, const char *args, size_t len, mbx_host_reply *reply) {
+  (void)ud;
+  return mbx_host_reply_json(reply, args, len);
+}
+
+static mbx_status refuse(void *ud, const char *args, size_t len, mbx_host_reply *reply) {
+  (void)ud;
+  (void)args;
+  (void)len;
+  return mbx_host_reply_error(reply, "refused by host", 15);
+}
+
+static void test_host_functions_pause_resume(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  assert_int_equal(mbx_policy_add_function(f->p, "host.echo", echo, NULL, &err), MBX_OK);
+  assert_int_equal(mbx_policy_add_function(f->p, "host.refuse", refuse, NULL, &err), MBX_OK);
+  assert_int_equal(mbx_policy_add_external(f->p, "host.fetch", &err), MBX_OK);
+  assert_int_equal(mbx_policy_set_env(f->p, "GREETING", "hi", &err), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  want_value(sb, "return host.echo(1, 'a', {b = true})", "[1,\"a\",{\"b\":true}]");
+  want_value(sb, "return select(2, pcall(host.refuse))", "\"refused by host\"");
+  want_value(sb, "return os.getenv('GREETING'), os.getenv('HOME')", "[\"hi\",null]");
+  mbx_result *res;
+  assert_int_equal(run(sb, "local v = host.fetch('u') return v.n + 1", &res), MBX_PAUSED);
+  mbx_result_free(res);
+  assert_true(mbx_sandbox_paused(sb));
+  assert_int_equal(mbx_resume(sb, "{\"n\": 41}", 9, &res, &err), MBX_OK);
+  assert_string_equal(mbx_result_value_json(res, NULL), "42");
+  mbx_result_free(res);
+  assert_false(mbx_sandbox_paused(sb));
+  /* state survives between runs, reset clears it */
+  want_value(sb, "counter = 5 return counter", "5");
+  want_value(sb, "return counter", "5");
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  want_value(sb, "return counter", "null");
+  mbx_sandbox_free(sb);
+}
+
+static void test_files_stay_in_the_parent(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  char dir[] = "/tmp/mbx_worker_test_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[256];
+  snprintf(path, sizeof path, "%s/data.txt", dir);
+  FILE *fp = fopen(path, "w");
+  fputs("line one\nline two\n", fp);
+  fclose(fp);
+  assert_int_equal(mbx_policy_mount(f->p, "/data", dir, MBX_MOUNT_RO, &err), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  want_value(sb, "local f = assert(io.open('/data/data.txt')) local s = f:read('a') f:close() "
+               "return s", "\"line one\\nline two\\n\"");
+  want_value(sb, "local f = assert(io.open('/tmp/x', 'w')) f:write('abc') f:close() "
+               "return io.open('/tmp/x'):read('a')", "\"abc\"");
+  want_value(sb, "return (select(2, io.open('/data/nope')))",
+               "\"/data/nope: No such file or directory\"");
+  want_value(sb, "return (select(2, io.open('/data/new', 'w')) or ''):find('Read%-only') ~= nil",
+               "true");
+  mbx_sandbox_free(sb);
+  unlink(path);
+  rmdir(dir);
+}
+
+static void test_checkpoint_rewind(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  want_value(sb, "x = 1 return x", "1");
+  mbx_status s = mbx_sandbox_checkpoint(sb, &err);
+  if (s == MBX_UNSUPPORTED) { /* the asan preset (MBX_ARENA_MALLOC), as in-process */
+    mbx_sandbox_free(sb);
+    skip();
+  }
+  assert_int_equal(s, MBX_OK);
+  want_value(sb, "x = 2 return x", "2");
+  assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
+  want_value(sb, "return x", "1");
+  mbx_sandbox_free(sb);
+}
+
+/* A paused run's snapshot, restored into another isolated sandbox (the log is the parent's:
+   the worker only re-executes), then resumed. */
+static void test_snapshot_restore(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  assert_int_equal(mbx_policy_add_external(f->p, "host.fetch", &err), MBX_OK);
+  assert_int_equal(mbx_policy_set_deterministic(f->p, 1, &err), MBX_OK);
+  assert_int_equal(mbx_policy_set_seed(f->p, 7, &err), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  want_value(sb, "base = math.random(1000) return base > 0", "true");
+  mbx_result *res;
+  assert_int_equal(run(sb, "local v = host.fetch('x') return v + base", &res), MBX_PAUSED);
+  mbx_result_free(res);
+  void *bytes;
+  size_t len;
+  assert_int_equal(mbx_sandbox_snapshot(sb, &bytes, &len, &err), MBX_OK);
+  assert_int_equal(mbx_resume(sb, "1", 1, &res, &err), MBX_OK);
+  char expected[64];
+  snprintf(expected, sizeof expected, "%s", mbx_result_value_json(res, NULL));
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+  mbx_sandbox *again = mbx_sandbox_restore(f->rt, f->p, bytes, len, &err);
+  if (again == NULL) fail_msg("restore: %s", err.message);
+  mbx_free(bytes);
+  assert_true(mbx_sandbox_paused(again));
+  assert_int_equal(mbx_resume(again, "1", 1, &res, &err), MBX_OK);
+  assert_string_equal(mbx_result_value_json(res, NULL), expected);
+  mbx_result_free(res);
+  mbx_sandbox_free(again);
+}
+
+typedef struct interrupter {
+  mbx_sandbox *sb;
+  int delay_ms;
+} interrupter;
+
+static void *interrupt_later(void *arg) {
+  interrupter *it = arg;
+  struct timespec ts = {0, it->delay_ms * 1000000L};
+  nanosleep(&ts, NULL);
+  mbx_sandbox_interrupt(it->sb);
+  return NULL;
+}
+
+static void test_interrupt(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  interrupter it = {sb, 200};
+  pthread_t t;
+  pthread_create(&t, NULL, interrupt_later, &it);
+  mbx_result *res;
+  assert_int_equal(run(sb, "while true do end", &res), MBX_INTERRUPTED);
+  mbx_result_free(res);
+  pthread_join(t, NULL);
+  mbx_sandbox_free(sb);
+}
+
+/* ---- misbehaving workers (moonbox-worker-test's hooks) ---- */
+
+static void expect_contained(fixture *f, uint64_t time_ms, const char *code, const char *reason) {
+  mbx_error err;
+  if (time_ms) mbx_policy_set_limit(f->p, MBX_LIMIT_TIME_MS, time_ms);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  want_value(sb, "return 'before'", "\"before\"");
+  uint64_t t0 = now_ms();
+  mbx_result *res;
+  mbx_status s = run(sb, code, &res);
+  uint64_t took = now_ms() - t0;
+  const char *msg = mbx_result_error_message(res, NULL);
+  if (s != MBX_INTERNAL_ERROR || msg == NULL || strstr(msg, reason) == NULL)
+    fail_msg("%s: expected internal_error with \"%s\", got %s", code, reason,
+             mbx_result_json(res, NULL));
+  mbx_result_free(res);
+  assert_true(took < GENEROUS_MS);
+  /* Poisoned like any internal error; the reset takes a new worker, which runs fine. */
+  assert_true(mbx_sandbox_poisoned(sb));
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  want_value(sb, "return 'after'", "\"after\"");
+  mbx_sandbox_free(sb);
+  /* And a new sandbox of the runtime works too. */
+  sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  want_value(sb, "return 1 + 1", "2");
+  mbx_sandbox_free(sb);
+}
+
+static void test_wild_pointer(void **state) {
+  expect_contained(*state, 0, "__test_wild_pointer()", "worker crashed (signal 11)");
+}
+
+static void test_spin_in_c(void **state) {
+  /* 2 x 300 ms + the grace: the backstop, not the (in-C unreachable) deadline, ends it. */
+  expect_contained(*state, 300, "__test_spin()", "worker killed: wall-clock backstop");
+}
+
+static void test_forbidden_syscalls(void **state) {
+  expect_contained(*state, 0, "__test_syscall('open')", "seccomp filter");
+  expect_contained(*state, 0, "__test_syscall('socket')", "seccomp filter");
+  expect_contained(*state, 0, "__test_syscall('execve')", "seccomp filter");
+}
+
+static void test_bad_frames(void **state) {
+  expect_contained(*state, 0, "__test_frame('garbage')", "worker protocol error: frame of "
+                                                         "protocol version");
+  expect_contained(*state, 0, "__test_frame('oversized')", "worker protocol error: frame of "
+                                                           "4294967294 bytes");
+  expect_contained(*state, 0, "__test_frame('short')", "worker protocol error: a malformed "
+                                                       "done report");
+}
+
+/* ---- process and fd accounting ---- */
+
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+/* The pids of a process's children (its every thread's). */
+static int children_of(pid_t pid, pid_t *out, int max) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  int n = 0;
+  if (d == NULL) return 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char cp[320];
+    snprintf(cp, sizeof cp, "/proc/%d/task/%s/children", (int)pid, e->d_name);
+    FILE *f = fopen(cp, "r");
+    if (!f) continue;
+    int c;
+    while (n < max && fscanf(f, "%d", &c) == 1) out[n++] = c;
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+/* Workers: the zygote's children (the zygote is this process's only child here). */
+static int count_workers(pid_t *zygote) {
+  pid_t kids[16], workers[256];
+  int n = children_of(getpid(), kids, 16);
+  if (n == 0) return 0;
+  *zygote = kids[0];
+  return children_of(kids[0], workers, 256);
+}
+
+typedef struct killer {
+  int delay_ms;
+  int killed;
+} killer;
+
+static void *kill_worker_later(void *arg) {
+  killer *k = arg;
+  struct timespec ts = {0, k->delay_ms * 1000000L};
+  nanosleep(&ts, NULL);
+  pid_t zygote = 0, kids[16], workers[256];
+  if (children_of(getpid(), kids, 16) < 1) return NULL;
+  zygote = kids[0];
+  int n = children_of(zygote, workers, 256);
+  /* The running worker is the one using CPU; killing every worker is simpler and also fine:
+     idle warm ones are replaced. */
+  for (int i = 0; i < n; i++) k->killed += kill(workers[i], SIGKILL) == 0;
+  return NULL;
+}
+
+static void test_killed_from_outside(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  killer k = {300, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, kill_worker_later, &k);
+  mbx_result *res;
+  assert_int_equal(run(sb, "while true do end", &res), MBX_INTERNAL_ERROR);
+  assert_non_null(strstr(mbx_result_error_message(res, NULL), "worker crashed (signal 9)"));
+  mbx_result_free(res);
+  pthread_join(t, NULL);
+  assert_true(k.killed >= 1);
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  want_value(sb, "return 'again'", "\"again\"");
+  mbx_sandbox_free(sb);
+}
+
+static void test_many_sandboxes_no_leaks(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  int fds_start = count_fds(); /* no zygote yet */
+  /* Warm up: the zygote and the warm pool exist from here on. */
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  want_value(sb, "return 0", "0");
+  mbx_sandbox_free(sb);
+  int fds0 = count_fds();
+  pid_t zygote = 0;
+  int workers0 = count_workers(&zygote);
+  for (int i = 0; i < 300; i++) {
+    sb = mbx_sandbox_new(f->rt, f->p, &err);
+    if (sb == NULL) fail_msg("sandbox %d: %s", i, err.message);
+    want_value(sb, "return 6 * 7", "42");
+    if (i % 50 == 0) {
+      mbx_result *res;
+      run(sb, "__test_wild_pointer()", &res); /* some crash on the way */
+      mbx_result_free(res);
+    }
+    mbx_sandbox_free(sb);
+  }
+  /* 100 runs on one sandbox: the same worker, no growth either. */
+  sb = mbx_sandbox_new(f->rt, f->p, &err);
+  for (int i = 0; i < 100; i++) want_value(sb, "x = (x or 0) + 1 return x > 0", "true");
+  mbx_sandbox_free(sb);
+  assert_int_equal(count_fds(), fds0);
+  pid_t z2 = 0;
+  int workers1 = count_workers(&z2);
+  /* The pool keeps the same few warm workers (reaps of freed ones may still be queued). */
+  assert_true(workers1 <= workers0 + 4);
+  mbx_runtime_free(f->rt);
+  f->rt = isolated(MBX_TEST_WORKER_HOOKS);
+  pid_t kids[16];
+  assert_int_equal(children_of(getpid(), kids, 16), 0); /* the zygote is gone with its runtime */
+  assert_int_equal(count_fds(), fds_start); /* its socket, the warm workers' sockets, pidfds */
+}
+
+static void test_bad_settings(void **state) {
+  (void)state;
+  mbx_error err;
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  assert_int_equal(mbx_runtime_set_path(rt, MBX_PATH_WORKER, "relative/worker", &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(err.message, "absolute"));
+  assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, 2, &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_runtime_set_path(rt, MBX_PATH_WORKER, "/nonexistent/moonbox-worker", &err),
+                   MBX_OK);
+  assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, 1, &err), MBX_OK);
+  mbx_policy *p = mbx_policy_new();
+  assert_null(mbx_sandbox_new(rt, p, &err));
+  assert_int_equal(err.code, MBX_UNSUPPORTED);
+  assert_non_null(strstr(err.message, "/nonexistent/moonbox-worker"));
+  /* A live sandbox pins the mode. */
+  assert_int_equal(mbx_runtime_set_path(rt, MBX_PATH_WORKER, MBX_TEST_WORKER, &err), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+  assert_non_null(sb);
+  assert_int_equal(mbx_runtime_get_cap(rt, MBX_CAP_ISOLATE), MBX_ISOLATE_PROCESS);
+  assert_int_equal(mbx_runtime_usage(rt, MBX_CAP_SANDBOXES), 1);
+  assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, 0, &err), MBX_INVALID_ARGUMENT);
+  mbx_sandbox_free(sb);
+  assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, 0, &err), MBX_OK);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_results_match_in_process, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_host_functions_pause_resume, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_files_stay_in_the_parent, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_checkpoint_rewind, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_interrupt, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_snapshot_restore, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_wild_pointer, setup_hooks, teardown),
+      cmocka_unit_test_setup_teardown(test_spin_in_c, setup_hooks, teardown),
+      cmocka_unit_test_setup_teardown(test_forbidden_syscalls, setup_hooks, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_frames, setup_hooks, teardown),
+      cmocka_unit_test_setup_teardown(test_killed_from_outside, setup_hooks, teardown),
+      cmocka_unit_test_setup_teardown(test_many_sandboxes_no_leaks, setup_hooks, teardown),
+      cmocka_unit_test(test_bad_settings),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
