@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -125,18 +128,20 @@ static void warm_glibc(void) {
   strftime(buf, sizeof buf, "%c", &tm);
 }
 
-int mbxH_jail_seccomp(char *why, size_t why_size) {
-  warm_glibc();
+/* The pid the zygote compiles into the program in place of the worker's own (above pid_max,
+   2^22, so no real pid is confused with it). */
+#define JAIL_PID_PLACEHOLDER 0x7ead5eedu
+
+/* The allow-list for pid (the only process kill and tgkill may signal). NULL when out of
+   memory or libseccomp refuses. */
+static scmp_filter_ctx build_filter(uint32_t pid) {
 #ifdef MBX_WORKER_SECCOMP_LOG
   uint32_t deny = SCMP_ACT_LOG; /* development only: find what the corpora need */
 #else
   uint32_t deny = SCMP_ACT_KILL_PROCESS;
 #endif
   scmp_filter_ctx ctx = seccomp_init(deny);
-  if (ctx == NULL) {
-    snprintf(why, why_size, "seccomp_init failed");
-    return -1;
-  }
+  if (ctx == NULL) return NULL;
   static const int allowed[] = {
       /* the socket to the parent (fd 3: nothing else is open) */
       SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(recvmsg), SCMP_SYS(sendmsg),
@@ -154,15 +159,74 @@ int mbxH_jail_seccomp(char *why, size_t why_size) {
   for (size_t i = 0; i < sizeof allowed / sizeof allowed[0] && rc == 0; i++)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
   /* abort() signals its own process, and only that. */
-  pid_t self = getpid();
   if (rc == 0)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
-                          SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)self));
+                          SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)pid));
   if (rc == 0)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
-                          SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)self));
-  if (rc == 0) rc = seccomp_load(ctx);
+                          SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)pid));
+  if (rc != 0) {
+    seccomp_release(ctx);
+    return NULL;
+  }
+  return ctx;
+}
+
+/* The zygote's compiled program (mbxH_jail_prepare), with the placeholder pid. */
+static struct sock_filter *prepared;
+static unsigned short prepared_len;
+
+int mbxH_jail_prepare(void) {
+  warm_glibc();
+  scmp_filter_ctx ctx = build_filter(JAIL_PID_PLACEHOLDER);
+  if (ctx == NULL) return -1;
+  int fd = memfd_create("moonbox-seccomp", MFD_CLOEXEC);
+  int rc = fd >= 0 ? seccomp_export_bpf(ctx, fd) : -1;
   seccomp_release(ctx);
+  off_t size = rc == 0 ? lseek(fd, 0, SEEK_END) : -1;
+  if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
+      size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  struct sock_filter *prog = malloc((size_t)size);
+  int placeholders = 0;
+  if (prog && pread(fd, prog, (size_t)size, 0) == size) {
+    for (off_t i = 0; i < size / (off_t)sizeof *prog; i++)
+      if (prog[i].k == JAIL_PID_PLACEHOLDER && prog[i].code == (BPF_JMP | BPF_JEQ | BPF_K))
+        placeholders++;
+  }
+  close(fd);
+  /* Both rules compare the pid (libseccomp compares the low word against it): anything else
+     means the program is not what this code expects, and workers compile their own. */
+  if (placeholders < 2) {
+    free(prog);
+    return -1;
+  }
+  prepared = prog;
+  prepared_len = (unsigned short)(size / (off_t)sizeof *prog);
+  return 0;
+}
+
+int mbxH_jail_seccomp(char *why, size_t why_size) {
+  warm_glibc();
+  uint32_t self = (uint32_t)getpid();
+  if (prepared) {
+    /* The zygote's program with this worker's pid where the placeholder was. */
+    for (unsigned i = 0; i < prepared_len; i++)
+      if (prepared[i].k == JAIL_PID_PLACEHOLDER &&
+          (prepared[i].code == (BPF_JMP | BPF_JEQ | BPF_K)))
+        prepared[i].k = self;
+    struct sock_fprog fprog = {prepared_len, prepared};
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) != 0) {
+      snprintf(why, why_size, "loading the seccomp filter failed: %s", strerror(errno));
+      return -1;
+    }
+    return 0;
+  }
+  scmp_filter_ctx ctx = build_filter(self);
+  int rc = ctx ? seccomp_load(ctx) : -ENOMEM;
+  if (ctx) seccomp_release(ctx);
   if (rc != 0) {
     snprintf(why, why_size, "loading the seccomp filter failed: %s", strerror(-rc));
     return -1;

@@ -14,6 +14,10 @@ int mbxH_jail_process(int keep_fd, pid_t zygote);
    ASan, whose shadow memory dwarfs any limit) and the CPU seconds of the worker's life.
    0, or -1 with why filled. */
 int mbxH_jail_limits(size_t slot_bytes, size_t memory_limit, char *why, size_t why_size);
+/* In the zygote, once, before any fork: warm glibc's lazy paths and compile the seccomp
+   allow-list to BPF (libseccomp's compile costs about 0.7 ms; a worker then only patches its
+   own pid into the program and loads it). 0, or -1 (workers then compile their own). */
+int mbxH_jail_prepare(void);
 /* The last step: glibc's lazy paths warmed, then the seccomp allow-list (anything else
    kills the process). 0, or -1 with why filled. */
 int mbxH_jail_seccomp(char *why, size_t why_size);

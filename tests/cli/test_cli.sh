@@ -875,6 +875,23 @@ check_err_has 'inside the sandbox.s memory /tmp'
 snapshot_tree >"$tmp/tree.after"
 cmp -s "$tmp/tree.before" "$tmp/tree.after" || fail "the host tree differs at the end"
 
+start isolate_process
+# --isolate process: the same result from a jailed worker (found next to the binary); the
+# mount is still served by this process.
+mb run --json --isolate process --mount "$tree/data:/data" \
+  -e 'print("hi") return io.open("/data/x.txt"):read("l"), 1 + 1'
+check_rc 0
+check_json 'd["status"] == "ok" and d["value"] == ["alpha", 2] and d["stdout"] == "hi\n"'
+mb run --isolate process -e 'error("boom")'
+check_rc 1
+check_err_has 'boom'
+mb run --isolate none -e 'return 3'
+check_rc 0
+check_out $'3\n'
+mb run --isolate bogus -e 'return 1'
+check_rc 2
+check_err_first "^moonbox: --isolate: 'bogus' is not process or none"
+
 # ------------------------------------------------------------------------------------------
 
 if [ "$failures" -ne 0 ]; then

@@ -299,6 +299,11 @@ static void test_wild_pointer(void **state) {
   expect_contained(*state, 0, "__test_wild_pointer()", "worker crashed (signal 11)");
 }
 
+static void test_abort(void **state) {
+  /* The filter lets abort() signal its own process (and only that). */
+  expect_contained(*state, 0, "__test_abort()", "worker crashed (signal 6)");
+}
+
 static void test_spin_in_c(void **state) {
   /* 2 x 300 ms + the grace: the backstop, not the (in-C unreachable) deadline, ends it. */
   expect_contained(*state, 300, "__test_spin()", "worker killed: wall-clock backstop");
@@ -472,6 +477,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_interrupt, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_snapshot_restore, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_wild_pointer, setup_hooks, teardown),
+      cmocka_unit_test_setup_teardown(test_abort, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_spin_in_c, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_forbidden_syscalls, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_bad_frames, setup_hooks, teardown),
