@@ -319,6 +319,13 @@ static int zygote_send(mbxH_wpool *pool) {
 static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap) {
   close_fd(&p->sock);
   close_fd(&p->pidfd);
+  /* Read what the zygote already answered first: a host that frees many sandboxes without
+     making new ones must not fill the zygote's socket with unread REAPED frames. */
+  while (send_reap && pool->zpid > 0 && pool->reaps_pending > 0) {
+    struct pollfd pf = {pool->zsock, POLLIN, 0};
+    if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLIN) || zygote_read(pool, 0, NULL, NULL))
+      break;
+  }
   if (send_reap && pool->zpid > 0 && p->pid > 0) {
     mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
     mbxH_wp_u64(&pool->w, (uint64_t)p->pid);
