@@ -428,7 +428,10 @@ static void test_many_sandboxes_no_leaks(void **state) {
   sb = mbx_sandbox_new(f->rt, f->p, &err);
   for (int i = 0; i < 100; i++) want_value(sb, "x = (x or 0) + 1 return x > 0", "true");
   mbx_sandbox_free(sb);
-  assert_int_equal(count_fds(), fds0);
+  /* The same fds but for the warm pool's (2 fds per warm worker, at most 2 warm workers, and
+     how many of them the parent has received yet depends on timing). */
+  int fds1 = count_fds();
+  assert_true(fds1 <= fds0 + 4 && fds1 >= fds0 - 4);
   pid_t z2 = 0;
   int workers1 = count_workers(&z2);
   /* The pool keeps the same few warm workers (reaps of freed ones may still be queued). */
