@@ -209,8 +209,9 @@ int mbxH_jail_prepare(void) {
 }
 
 int mbxH_jail_seccomp(char *why, size_t why_size) {
-  warm_glibc();
   uint32_t self = (uint32_t)getpid();
+  /* The zygote warmed glibc before forking (a fork inherits what it cached). */
+  if (prepared == NULL) warm_glibc();
   if (prepared) {
     /* The zygote's program with this worker's pid where the placeholder was. */
     for (unsigned i = 0; i < prepared_len; i++)
