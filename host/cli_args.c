@@ -121,6 +121,7 @@ static const char usage_text[] =
     "Usage: moonbox run [OPTIONS] (FILE | -e CODE | -)\n"
     "       moonbox resume [OPTIONS] SNAPSHOT (--value JSON | --error MESSAGE)\n"
     "       moonbox check [OPTIONS] (FILE | -e CODE | -)\n"
+    "       moonbox fuzz FILE [OPTIONS] [LIBFUZZER FLAGS] [CORPUS...]  (moonbox fuzz --help)\n"
     "       moonbox --help | --version\n"
     "\n"
     "Runs an untrusted Lua 5.4 script in a sandbox with memory, instruction, time and\n"
@@ -1041,4 +1042,9 @@ int mbxH_cli_find_pending(const char *json, size_t len, const char **fn, size_t 
   *args = p;
   *args_len = (size_t)(args_end - p);
   return 0;
+}
+
+int mbxH_cli_option_arity(const char *name, size_t name_len) {
+  const option_spec *spec = find_option(name, name_len);
+  return spec == NULL ? -1 : spec->takes_value;
 }

@@ -137,6 +137,10 @@ int mbxH_cli_exit_code(int status);
    success, and a negative code has no portable meaning). */
 int mbxH_cli_exit_code_for_exit(int64_t code);
 
+/* Whether option `name` (name_len bytes, e.g. "--memory") of run takes a value: 1, 0 for a
+   flag, -1 for no such option (moonbox fuzz passes them on to the fuzz engine). */
+int mbxH_cli_option_arity(const char *name, size_t name_len);
+
 /* The --help text, ending in a newline. */
 const char *mbxH_cli_usage(void);
 

@@ -24,6 +24,7 @@
 
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
+#include "vm/coverage.h"
 #include "vm/cstack.h"
 
 /* Stock limits, kept so the same patterns succeed and fail: LUA_MAXCAPTURES and the
@@ -449,6 +450,20 @@ static ptrdiff_t plain_find(lua_State *L, const char *s, size_t ls, size_t init,
   return -1;
 }
 
+/* The fuzz engine's comparison hint for a search that failed (vm/coverage.h): the literal
+   head of the pattern, up to its first special character (a character a quantifier follows is
+   not part of it), and the subject from where the search started. */
+static void hint_failed_search(const char *s, size_t ls, size_t init, const char *p, size_t lp,
+                               int plain) {
+  size_t n = lp;
+  if (!plain) {
+    for (n = 0; n < lp && !strchr("^$*+?.([%-", p[n]); n++) {
+    }
+    if (n < lp && n > 0 && strchr("*?-", p[n])) n--;
+  }
+  if (n > 0) mbxV_compare_hint(s + init, ls - init, p, n);
+}
+
 /* Every entry checks the C stack: the matcher recurses in C, and a gsub callback or an
    __index of the replacement table may call the matcher again (vm/cstack.h). */
 static int find_or_match(lua_State *L, int find) {
@@ -465,6 +480,7 @@ static int find_or_match(lua_State *L, int find) {
     mbxV_charge(L, lp / 64 + 1);
     ptrdiff_t at = plain_find(L, s, ls, init, p, lp);
     if (at < 0) {
+      if (mbxV_compare_hint != NULL) hint_failed_search(s, ls, init, p, lp, 1);
       luaL_pushfail(L);
       return 1;
     }
@@ -492,6 +508,7 @@ static int find_or_match(lua_State *L, int find) {
     if (anchored || from >= m.src_end) break;
   }
   charge_pending(&m);
+  if (mbxV_compare_hint != NULL) hint_failed_search(s, ls, init, p, lp, 0);
   luaL_pushfail(L);
   return 1;
 }

@@ -23,7 +23,7 @@ static const char *const modules[][2] = {
     {"dkjson", "json"},         {"math", "math"}, {"os", "os"},     {"string", "string"},
     {"table", "table"},         {"utf8", "utf8"}, {"fs", "fs"}};
 
-#define AVAILABLE "coroutine, fs, io, json, math, os, string, table, utf8"
+#define AVAILABLE "coroutine, fs, fuzz, io, json, math, os, string, table, utf8"
 
 static int require_module(lua_State *L) {
   size_t len;

@@ -87,6 +87,8 @@ int mbxL_os_tmpname(lua_State *L);
 int mbxL_open_json(lua_State *L);
 /* require: opened last, it serves the library tables present when it is opened. */
 int mbxL_open_require(lua_State *L);
+/* require("fuzz"): the input provider of fuzz targets (stdlib/fuzz.c); after require. */
+int mbxL_open_fuzz(lua_State *L);
 /* Make require(name) return the table at idx too (host function modules). */
 void mbxL_require_add(lua_State *L, const char *name, size_t name_len, int idx);
 

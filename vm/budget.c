@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "vm/coverage.h"
 #include "vm/heap.h"
 #include "vm/vm.h"
 
@@ -24,10 +25,16 @@ uint64_t mbxV_now_coarse_ns(void) {
 static void hook(lua_State *L, lua_Debug *ar);
 
 /* Every lua_sethook of vm/ goes through here: the one place that composes what a thread's hook
-   mask must hold, so no caller can drop another's part by setting its own. Today that is the
-   budget's count hook every `count` instructions (0: none). */
+   mask must hold, so no caller can drop another's part by setting its own: the budget's count
+   hook every `count` instructions (0: none), plus line events while the fuzz engine collects
+   guest coverage (vm/coverage.h). A thread re-armed at count 1 after a trip or under memory
+   pressure, and a coroutine armed at its resume, keep the line events, so coverage cannot
+   vanish inside coroutines or after pressure. With coverage on the count hook is the deadline
+   path (the fuzz engine never asks for count 0: libFuzzer owns the timer signals). */
 void mbxV_hook_set(lua_State *L, int count) {
-  lua_sethook(L, hook, count > 0 ? LUA_MASKCOUNT : 0, count > 0 ? count : 0);
+  int mask = count > 0 ? LUA_MASKCOUNT : 0;
+  if (mbxV_coverage_active != NULL) mask |= LUA_MASKLINE;
+  lua_sethook(L, mask ? hook : NULL, mask, count > 0 ? count : 0);
 }
 
 static int interval_by_size(mbxV_vm *vm, lua_State *L);
@@ -192,7 +199,12 @@ static mbxV_trip evaluate(lua_State *L, mbxV_vm *vm, int may_collect) {
 }
 
 static void hook(lua_State *L, lua_Debug *ar) {
-  (void)ar;
+  if (ar->event == LUA_HOOKLINE) {
+    /* Coverage only: a line event charges nothing and checks nothing (the count event of
+       the same instruction, which Lua delivers first, did). */
+    mbxV_coverage_line(L, ar);
+    return;
+  }
   mbxV_vm *vm = mbxV_from(L);
   vm->budget.instructions += (uint64_t)lua_gethookcount(L);
   mbxV_trip t = evaluate(L, vm, 1);

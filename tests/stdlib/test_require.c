@@ -12,7 +12,7 @@
 #include "moonbox.h"
 #include "tests/support/snippet.h"
 
-#define AVAILABLE "(available: coroutine, fs, io, json, math, os, string, table, utf8)"
+#define AVAILABLE "(available: coroutine, fs, fuzz, io, json, math, os, string, table, utf8)"
 
 static void builtin_modules_are_the_globals(void **state) {
   (void)state;

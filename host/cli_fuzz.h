@@ -1,0 +1,34 @@
+/* cli_fuzz.h -- `moonbox fuzz`: checks its options and execs the moonbox-fuzz engine. */
+#ifndef MBX_HOST_CLI_FUZZ_H
+#define MBX_HOST_CLI_FUZZ_H
+
+#include <stddef.h>
+
+/* The engine's flags, which libFuzzer ignores (it skips every flag that starts with "--") and
+   hands on unchanged to its -fork, -jobs and -merge children. */
+#define MBXH_FUZZ_FLAG_TARGET "--moonbox-target="
+#define MBXH_FUZZ_FLAG_OPTION "--moonbox-option=" /* one run option, as --name=value */
+#define MBXH_FUZZ_FLAG_FINDINGS "--moonbox-findings="
+#define MBXH_FUZZ_FLAG_REPRODUCE "--moonbox-reproduce="
+#define MBXH_FUZZ_FLAG_NO_COVERAGE "--moonbox-no-coverage"
+/* The engine's file name, looked up next to the moonbox binary (never through PATH). */
+#define MBXH_FUZZ_ENGINE "moonbox-fuzz"
+
+/*
+** Translates `moonbox fuzz FILE ARGS...` (argv[1] is "fuzz") into the engine's argv: FILE
+** becomes --moonbox-target=FILE, each run option (with its value) one --moonbox-option=, the
+** fuzz options their flags, and every other argument (libFuzzer's -flags, corpus directories,
+** inputs) is kept in order. out gets argc - 1 entries at most (plus NULL); strings are
+** allocated (free with mbxH_cli_fuzz_free_argv). Returns the count, 0 for --help (usage
+** printed), or -1 with msg filled.
+*/
+int mbxH_cli_fuzz_argv(int argc, char *const argv[], char **out, char *msg, size_t msg_size);
+void mbxH_cli_fuzz_free_argv(char **out);
+
+/* The whole command: translate, find the engine, exec it. Returns an exit code on failure. */
+int mbxH_cli_fuzz(int argc, char **argv);
+
+/* The usage of moonbox fuzz, ending in a newline. */
+const char *mbxH_cli_fuzz_usage(void);
+
+#endif

@@ -1,0 +1,2 @@
+-- Defines no fuzz function.
+x = 1
