@@ -1,4 +1,4 @@
-/* tests/host/test_cli_fuzz.c -- unit tests of host/cli_fuzz.c: moonbox fuzz's argv for the engine. */
+/* tests/host/test_cli_fuzz.c -- unit tests of host/cli_fuzz.c: the engine's argv. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
