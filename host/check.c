@@ -10,6 +10,7 @@
 #include "capabilities/policy.h"
 #include "common/error.h"
 #include "host/buf.h"
+#include "host/check.h"
 #include "include/moonbox.h"
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
@@ -517,4 +518,40 @@ MBX_API mbx_status mbx_check(const mbx_policy *p, const char *code, size_t len, 
   *json = text;
   if (json_len) *json_len = n;
   return MBX_OK;
+}
+
+mbx_status mbxH_check_dump(const mbx_policy *p, const char *code, size_t len, char **dump,
+                           size_t *dump_len, mbx_error *err) {
+  *dump = NULL;
+  *dump_len = 0;
+  if (len > p->source) {
+    mbxU_error_set(err, MBX_SOURCE_TOO_LARGE, "the script is over the source limit");
+    return MBX_SOURCE_TOO_LARGE;
+  }
+  if (mbxV_cstack_free() < MBXV_CSTACK_NEEDED) {
+    mbxU_error_set(err, MBX_STACK_TOO_SMALL, "too little C stack to compile");
+    return MBX_STACK_TOO_SMALL;
+  }
+  pthread_once(&c_locale_once, make_c_locale);
+  if (c_locale == (locale_t)0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "could not create the C locale");
+    return MBX_NO_MEMORY;
+  }
+  check_state st = {.code = code ? code : "", .len = len};
+  locale_t host_locale = uselocale(c_locale);
+  mbx_status s = compile(p, &st, err);
+  uselocale(host_locale);
+  if (s == MBX_OK && st.syntax) {
+    mbxU_error_set(err, MBX_SYNTAX_ERROR, "%s", st.syntax);
+    s = MBX_SYNTAX_ERROR;
+  }
+  if (s == MBX_OK) {
+    *dump = mbxH_buf_take(&st.dump, dump_len);
+    if (*dump == NULL) {
+      mbxU_error_set(err, MBX_NO_MEMORY, "out of host memory");
+      s = MBX_NO_MEMORY;
+    }
+  }
+  clear_state(&st);
+  return s;
 }

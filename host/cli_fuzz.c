@@ -17,14 +17,15 @@ static const char fuzz_usage[] =
     "\n"
     "Coverage-guided fuzzing of the Lua function fuzz(data) that FILE defines, with\n"
     "libFuzzer. FILE's top level runs once; every input then runs fuzz(data) in the sandbox\n"
-    "rewound to the state after it. Guest line coverage guides the search. See\n"
-    "docs/fuzzing.md.\n"
+    "rewound to the state after it. Guest line coverage guides the search; the string and\n"
+    "number constants of FILE are a dictionary. See docs/fuzzing.md.\n"
     "\n"
     "Options:\n"
     "  --findings LIST        what is a finding: errors (the default), instructions, memory,\n"
     "                         time, comma-separated (e.g. errors,instructions)\n"
     "  --reproduce INPUT      run one input (a crash- file) and print its traceback\n"
     "  --no-coverage          do not collect guest line coverage (for comparison)\n"
+    "  --no-dictionary        do not hand FILE's constants to libFuzzer as a dictionary\n"
       "  --memory, --instructions, --timeout, --output-limit, --source-limit, --seed,\n"
     "  --time, --env, --policy, --mount, --file: as for moonbox run, per input\n"
     "                         (defaults: --memory 64M --instructions 10M --seed 0\n"
@@ -117,6 +118,8 @@ int mbxH_cli_fuzz_argv(int argc, char *const argv[], char **out, char *msg, size
         flag = MBXH_FUZZ_FLAG_REPRODUCE, takes = 1;
       else if (len == 13 && strncmp(arg, "--no-coverage", len) == 0)
         flag = MBXH_FUZZ_FLAG_NO_COVERAGE, takes = 0;
+      else if (len == 15 && strncmp(arg, "--no-dictionary", len) == 0)
+        flag = MBXH_FUZZ_FLAG_NO_DICTIONARY, takes = 0;
       else if (refused(arg, len) != NULL) {
         set_msg(msg, msg_size, "fuzz: %.*s is not an option of moonbox fuzz (%s)", (int)len, arg,
                 refused(arg, len));

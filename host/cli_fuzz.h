@@ -11,6 +11,9 @@
 #define MBXH_FUZZ_FLAG_FINDINGS "--moonbox-findings="
 #define MBXH_FUZZ_FLAG_REPRODUCE "--moonbox-reproduce="
 #define MBXH_FUZZ_FLAG_NO_COVERAGE "--moonbox-no-coverage"
+#define MBXH_FUZZ_FLAG_NO_DICTIONARY "--moonbox-no-dictionary"
+/* Set by the engine for its children: the -dict= file already holds the constants. */
+#define MBXH_FUZZ_FLAG_DICTIONARY_DONE "--moonbox-dictionary-done"
 /* The engine's file name, looked up next to the moonbox binary (never through PATH). */
 #define MBXH_FUZZ_ENGINE "moonbox-fuzz"
 

@@ -11,6 +11,7 @@
 #include "host/cli_args.h"
 #include "host/cli_fuzz.h"
 #include "host/cli_policy.h"
+#include "host/fuzz_dict.h"
 #include "moonbox.h"
 #include "vm/coverage.h"
 
@@ -64,6 +65,8 @@ typedef struct engine {
   const char *reproduce;
   unsigned findings;
   int coverage;
+  int dictionary;
+  char dict_path[4096]; /* the dictionary: /proc/PID/fd/N of this process, or "" */
   char *code;
   size_t code_len;
   char chunk[256];
@@ -189,6 +192,7 @@ static int parse_args(int argc, char **argv) {
   E.argv = argv;
   E.findings = FIND_ERRORS;
   E.coverage = 1;
+  E.dictionary = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
 #define FLAG_VALUE(flag) (strncmp(a, flag, strlen(flag)) == 0 ? a + strlen(flag) : NULL)
@@ -198,6 +202,8 @@ static int parse_args(int argc, char **argv) {
     else if ((v = FLAG_VALUE(MBXH_FUZZ_FLAG_FINDINGS)) != NULL) {
       if (parse_findings(v) != 0) return -1;
     } else if (strcmp(a, MBXH_FUZZ_FLAG_NO_COVERAGE) == 0) E.coverage = 0;
+    else if (strcmp(a, MBXH_FUZZ_FLAG_NO_DICTIONARY) == 0) E.dictionary = 0;
+    else if (strcmp(a, MBXH_FUZZ_FLAG_DICTIONARY_DONE) == 0) E.dictionary = 0;
     else if (strncmp(a, "--moonbox-", 10) == 0 && FLAG_VALUE(MBXH_FUZZ_FLAG_OPTION) == NULL) {
       fail("unknown flag '%s' (run it as moonbox fuzz FILE ...; see moonbox fuzz --help)%s", a,
            "");
@@ -422,16 +428,80 @@ static int reproduce(void) {
   return rc;
 }
 
+/*
+** The dictionary: the user's -dict=FILE (if any) followed by the target's constants, written
+** to a file under $TMPDIR (or /tmp) that is removed at once and kept open: libFuzzer and the
+** -fork, -jobs, -merge and -minimize_crash children (which live no longer than this process)
+** read it as /proc/PID/fd/N, and nothing is left behind however the process ends (a crash
+** ends it with _Exit, past every atexit handler). Returns 0 with E.dict_path set, or -1.
+*/
+static int write_dictionary(const char *user_dict) {
+  char path[4096];
+  const char *dir = getenv("TMPDIR");
+  if (dir == NULL || dir[0] != '/' || strlen(dir) > 4000) dir = "/tmp";
+  snprintf(path, sizeof path, "%s/moonbox-fuzz-XXXXXX.dict", dir);
+  int fd = mkstemps(path, 5);
+  int copy = fd >= 0 ? dup(fd) : -1;
+  FILE *f = copy >= 0 ? fdopen(copy, "w") : NULL;
+  if (fd >= 0) unlink(path);
+  if (f == NULL) {
+    fprintf(stderr, "moonbox-fuzz: cannot create the dictionary %s: %s (set TMPDIR, or give "
+            "--no-dictionary)\n", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    if (copy >= 0) close(copy);
+    return -1;
+  }
+  if (user_dict != NULL) {
+    size_t len;
+    char *text = read_file("-dict", user_dict, INPUT_MAX, &len);
+    if (text == NULL) {
+      fclose(f);
+      return -1;
+    }
+    fwrite(text, 1, len, f);
+    if (len > 0 && text[len - 1] != '\n') fputc('\n', f);
+    free(text);
+  }
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  int n = mbxH_fuzz_dict_write(E.policy, E.code, E.code_len, f, &err);
+  if (fclose(f) != 0 || n < 0) {
+    fprintf(stderr, "moonbox-fuzz: the dictionary of %s: %s\n", E.target,
+            n < 0 ? err.message : strerror(errno));
+    return -1;
+  }
+  snprintf(E.dict_path, sizeof E.dict_path, "/proc/%ld/fd/%d", (long)getpid(), fd);
+  return 0;
+}
+
 /* libFuzzer gets the whole argv: it skips the --moonbox- flags and hands them to its
-   children. */
+   children. With the dictionary, -dict= names the file written here and
+   --moonbox-dictionary-done tells the children not to write their own. */
 static int fuzz(void) {
   for (size_t i = 0; i < MAP_SIZE; i++)
     pc_table[2 * i] = i + 1; /* flags 0: no function entries for -print_funcs to name */
   __sanitizer_cov_8bit_counters_init(counters, counters + MAP_SIZE);
   __sanitizer_cov_pcs_init(pc_table, pc_table + 2 * MAP_SIZE);
   mbxV_compare_hint = compare_hint;
-  int argc = E.argc;
-  char **argv = E.argv;
+  char **argv = calloc((size_t)E.argc + 3, sizeof *argv);
+  if (argv == NULL) return MBXH_CLI_EXIT_INTERNAL;
+  int argc = 0;
+  const char *user_dict = NULL;
+  for (int i = 0; i < E.argc; i++) {
+    if (E.dictionary && strncmp(E.argv[i], "-dict=", 6) == 0)
+      user_dict = E.argv[i] + 6; /* folded into ours */
+    else
+      argv[argc++] = E.argv[i];
+  }
+  static char dict_flag[4096 + 8];
+  static char done_flag[] = MBXH_FUZZ_FLAG_DICTIONARY_DONE;
+  if (E.dictionary) {
+    if (write_dictionary(user_dict) != 0) return MBXH_CLI_EXIT_USAGE;
+    snprintf(dict_flag, sizeof dict_flag, "-dict=%s", E.dict_path);
+    argv[argc++] = dict_flag;
+    argv[argc++] = done_flag;
+  }
+  argv[argc] = NULL;
   return LLVMFuzzerRunDriver(&argc, &argv, one_input);
 }
 

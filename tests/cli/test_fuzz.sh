@@ -110,6 +110,31 @@ if long nested; then
   fi
 fi
 
+# --- The dictionary of the target's constants ----------------------------------------------
+start "a magic 8-byte string compared with == is found through the constants dictionary"
+fz magic "$T/magic.lua" -runs=20000 -seed=1
+if [ "$rc" -eq 0 ] || ! grep -q "the magic string" "$tmp/magic/err" ||
+  ! grep -q "^Dictionary: [0-9]* entries" "$tmp/magic/err"; then
+  fail "rc=$rc: $(show "$tmp/magic/err")"
+fi
+
+start "and not without the dictionary in as many runs"
+fz magic_off "$T/magic.lua" --no-dictionary -runs=20000 -seed=1
+if [ "$rc" -ne 0 ] || [ "$(crashes magic_off)" -ne 0 ] || ! grep -q "Done 20000 runs" "$tmp/magic_off/err"; then
+  fail "rc=$rc: $(show "$tmp/magic_off/err")"
+fi
+
+start "a user -dict is merged with the constants, and no dictionary file is left behind"
+printf 'kw1="hello"\nkw2="world"\n' >"$tmp/user.dict"
+before=$(ls "${TMPDIR:-/tmp}"/moonbox-fuzz-*.dict 2>/dev/null | wc -l)
+fz userdict "$T/magic.lua" -dict="$tmp/user.dict" -runs=20000 -seed=1
+after=$(ls "${TMPDIR:-/tmp}"/moonbox-fuzz-*.dict 2>/dev/null | wc -l)
+# magic.lua's constants: "sub", "M00nB0x!", "error", "the magic string", "fuzz", 1, 8 (text
+# and byte): 9, plus the user's 2.
+if ! grep -q "^Dictionary: 11 entries" "$tmp/userdict/err" || [ "$after" -gt "$before" ]; then
+  fail "$(grep Dictionary "$tmp/userdict/err"); dictionary files before $before, after $after"
+fi
+
 # --- Hints from string.find ------------------------------------------------------------------
 start "a word only string.find compares is found through its compare hint"
 fz hint "$T/find_hint.lua" -runs=20000 -seed=1

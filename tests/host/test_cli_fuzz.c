@@ -52,6 +52,8 @@ static void options_become_single_flags(void **state) {
   CHECK("--moonbox-target=t.lua|--moonbox-option=--mount=./lib:/lib|"
         "--moonbox-option=--deterministic|-fork=2|--moonbox-reproduce=crash-1",
         "t.lua", "--mount=./lib:/lib", "--deterministic", "-fork=2", "--reproduce", "crash-1");
+  CHECK("--moonbox-target=t.lua|--moonbox-no-dictionary|-dict=x.dict", "t.lua", "--no-dictionary",
+        "-dict=x.dict");
 }
 
 static void bad_arguments_say_what_to_do(void **state) {
