@@ -26,7 +26,7 @@ static const char fuzz_usage[] =
     "  --reproduce INPUT      run one input (a crash- file) and print its traceback\n"
     "  --no-coverage          do not collect guest line coverage (for comparison)\n"
     "  --no-dictionary        do not hand FILE's constants to libFuzzer as a dictionary\n"
-      "  --memory, --instructions, --timeout, --output-limit, --source-limit, --seed,\n"
+    "  --memory, --instructions, --timeout, --output-limit, --source-limit, --seed,\n"
     "  --time, --env, --policy, --mount, --file: as for moonbox run, per input\n"
     "                         (defaults: --memory 64M --instructions 10M --seed 0\n"
     "                         --time 1700000000; deterministic mode is always on)\n"
@@ -100,8 +100,9 @@ int mbxH_cli_fuzz_argv(int argc, char *const argv[], char **out, char *msg, size
     }
     if (!have_target) {
       if (arg[0] == '-') {
-        set_msg(msg, msg_size, "fuzz: the target FILE comes first (moonbox fuzz FILE "
-                               "[OPTIONS] ...; see moonbox fuzz --help)");
+        set_msg(msg, msg_size,
+                "fuzz: the target FILE comes first (moonbox fuzz FILE "
+                "[OPTIONS] ...; see moonbox fuzz --help)");
         goto fail;
       }
       made = join(MBXH_FUZZ_FLAG_TARGET, arg, NULL);
@@ -164,8 +165,9 @@ int mbxH_cli_fuzz_argv(int argc, char *const argv[], char **out, char *msg, size
     out[n] = NULL;
   }
   if (!have_target) {
-    set_msg(msg, msg_size, "fuzz: no target given (moonbox fuzz FILE [OPTIONS]; see moonbox "
-                           "fuzz --help)");
+    set_msg(msg, msg_size,
+            "fuzz: no target given (moonbox fuzz FILE [OPTIONS]; see moonbox "
+            "fuzz --help)");
     goto fail;
   }
   return n;

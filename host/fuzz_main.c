@@ -52,8 +52,7 @@ enum { FIND_ERRORS = 1, FIND_INSTRUCTIONS = 2, FIND_MEMORY = 4, FIND_TIME = 8 };
 
 /* The data global the driver reads and removes before it calls fuzz. */
 #define DATA_GLOBAL "__moonbox_fuzz_data"
-static const char driver[] =
-    "local data = " DATA_GLOBAL "; " DATA_GLOBAL " = nil; fuzz(data)";
+static const char driver[] = "local data = " DATA_GLOBAL "; " DATA_GLOBAL " = nil; fuzz(data)";
 
 static uint8_t counters[MAP_SIZE];
 static uintptr_t pc_table[2 * MAP_SIZE];
@@ -131,9 +130,9 @@ static char *read_file(const char *what, const char *path, size_t max, size_t *l
   if (f == NULL || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
       (uint64_t)st.st_size > max) {
     fprintf(stderr, "moonbox-fuzz: %s %s: %s\n", what, path,
-            f == NULL                       ? strerror(errno)
-            : !S_ISREG(st.st_mode)          ? "not a regular file"
-                                            : "the file is too large");
+            f == NULL              ? strerror(errno)
+            : !S_ISREG(st.st_mode) ? "not a regular file"
+                                   : "the file is too large");
     if (f) fclose(f);
     return NULL;
   }
@@ -197,16 +196,20 @@ static int parse_args(int argc, char **argv) {
     const char *a = argv[i];
 #define FLAG_VALUE(flag) (strncmp(a, flag, strlen(flag)) == 0 ? a + strlen(flag) : NULL)
     const char *v;
-    if ((v = FLAG_VALUE(MBXH_FUZZ_FLAG_TARGET)) != NULL) E.target = v;
-    else if ((v = FLAG_VALUE(MBXH_FUZZ_FLAG_REPRODUCE)) != NULL) E.reproduce = v;
+    if ((v = FLAG_VALUE(MBXH_FUZZ_FLAG_TARGET)) != NULL)
+      E.target = v;
+    else if ((v = FLAG_VALUE(MBXH_FUZZ_FLAG_REPRODUCE)) != NULL)
+      E.reproduce = v;
     else if ((v = FLAG_VALUE(MBXH_FUZZ_FLAG_FINDINGS)) != NULL) {
       if (parse_findings(v) != 0) return -1;
-    } else if (strcmp(a, MBXH_FUZZ_FLAG_NO_COVERAGE) == 0) E.coverage = 0;
-    else if (strcmp(a, MBXH_FUZZ_FLAG_NO_DICTIONARY) == 0) E.dictionary = 0;
-    else if (strcmp(a, MBXH_FUZZ_FLAG_DICTIONARY_DONE) == 0) E.dictionary = 0;
+    } else if (strcmp(a, MBXH_FUZZ_FLAG_NO_COVERAGE) == 0)
+      E.coverage = 0;
+    else if (strcmp(a, MBXH_FUZZ_FLAG_NO_DICTIONARY) == 0)
+      E.dictionary = 0;
+    else if (strcmp(a, MBXH_FUZZ_FLAG_DICTIONARY_DONE) == 0)
+      E.dictionary = 0;
     else if (strncmp(a, "--moonbox-", 10) == 0 && FLAG_VALUE(MBXH_FUZZ_FLAG_OPTION) == NULL) {
-      fail("unknown flag '%s' (run it as moonbox fuzz FILE ...; see moonbox fuzz --help)%s", a,
-           "");
+      fail("unknown flag '%s' (run it as moonbox fuzz FILE ...; see moonbox fuzz --help)%s", a, "");
       return -1;
     }
 #undef FLAG_VALUE
@@ -293,8 +296,8 @@ static int run_top_level(void) {
 static int setup(void) {
   size_t len;
   uint64_t source_limit = mbx_policy_get_limit(E.policy, MBX_LIMIT_SOURCE);
-  E.code = read_file("target", E.target, source_limit < TARGET_MAX ? source_limit : TARGET_MAX,
-                     &len);
+  E.code =
+      read_file("target", E.target, source_limit < TARGET_MAX ? source_limit : TARGET_MAX, &len);
   if (E.code == NULL) return -1;
   E.code_len = len;
   mbxH_cli_chunk_name(E.target, E.chunk, sizeof E.chunk);
@@ -445,8 +448,10 @@ static int write_dictionary(const char *user_dict) {
   FILE *f = copy >= 0 ? fdopen(copy, "w") : NULL;
   if (fd >= 0) unlink(path);
   if (f == NULL) {
-    fprintf(stderr, "moonbox-fuzz: cannot create the dictionary %s: %s (set TMPDIR, or give "
-            "--no-dictionary)\n", path, strerror(errno));
+    fprintf(stderr,
+            "moonbox-fuzz: cannot create the dictionary %s: %s (set TMPDIR, or give "
+            "--no-dictionary)\n",
+            path, strerror(errno));
     if (fd >= 0) close(fd);
     if (copy >= 0) close(copy);
     return -1;

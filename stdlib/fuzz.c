@@ -149,10 +149,9 @@ static int f_provider(lua_State *L) {
 }
 
 int mbxL_open_fuzz(lua_State *L) {
-  static const luaL_Reg methods[] = {{"int", p_int},         {"bool", p_bool},
-                                     {"bytes", p_bytes},     {"string", p_string},
-                                     {"choice", p_choice},   {"remaining", p_remaining},
-                                     {NULL, NULL}};
+  static const luaL_Reg methods[] = {
+      {"int", p_int},       {"bool", p_bool},           {"bytes", p_bytes}, {"string", p_string},
+      {"choice", p_choice}, {"remaining", p_remaining}, {NULL, NULL}};
   lua_createtable(L, 0, 3);
   luaL_newlib(L, methods);
   lua_setfield(L, -2, "__index");

@@ -35,19 +35,18 @@ static const char *translate(const char *const *args, char *buf, size_t size) {
   return buf;
 }
 
-#define CHECK(want, ...)                                                                       \
-  do {                                                                                         \
-    const char *args_[] = {__VA_ARGS__, NULL};                                                 \
-    char buf_[2048];                                                                           \
-    assert_string_equal(translate(args_, buf_, sizeof buf_), want);                            \
+#define CHECK(want, ...)                                                                           \
+  do {                                                                                             \
+    const char *args_[] = {__VA_ARGS__, NULL};                                                     \
+    char buf_[2048];                                                                               \
+    assert_string_equal(translate(args_, buf_, sizeof buf_), want);                                \
   } while (0)
 
 static void options_become_single_flags(void **state) {
   (void)state;
   CHECK("--moonbox-target=t.lua|--moonbox-option=--memory=16M|-runs=5|corpus|"
         "--moonbox-findings=errors,time|--moonbox-no-coverage",
-        "t.lua", "--memory", "16M", "-runs=5", "corpus", "--findings=errors,time",
-        "--no-coverage");
+        "t.lua", "--memory", "16M", "-runs=5", "corpus", "--findings=errors,time", "--no-coverage");
   /* Both spellings of a value; flags without one; libFuzzer's flags untouched, in order. */
   CHECK("--moonbox-target=t.lua|--moonbox-option=--mount=./lib:/lib|"
         "--moonbox-option=--deterministic|-fork=2|--moonbox-reproduce=crash-1",

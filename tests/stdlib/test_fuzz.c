@@ -51,11 +51,9 @@ static void choice_picks_an_element(void **state) {
 static void bad_calls_say_what_is_wrong(void **state) {
   (void)state;
   snippet_check_error(P "('x') return fdp:int(5, 1)", MBX_RUNTIME_ERROR, "the range is empty");
-  snippet_check_error(P "('x') return fdp.int(1, 2)", MBX_RUNTIME_ERROR,
-                      "call methods with ':'");
+  snippet_check_error(P "('x') return fdp.int(1, 2)", MBX_RUNTIME_ERROR, "call methods with ':'");
   snippet_check_error(P "('x') return fdp:bytes(-1)", MBX_RUNTIME_ERROR, "must not be negative");
-  snippet_check_error("return require('fuzz').provider(12)", MBX_RUNTIME_ERROR,
-                      "string expected");
+  snippet_check_error("return require('fuzz').provider(12)", MBX_RUNTIME_ERROR, "string expected");
   /* The metatable is hidden: the guest cannot reach or change the methods. */
   snippet_check_value(P "('x') return getmetatable(fdp)", "false");
 }
@@ -78,10 +76,8 @@ static void copies_are_metered(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(integers_come_from_the_end),
-      cmocka_unit_test(bytes_come_from_the_front),
-      cmocka_unit_test(choice_picks_an_element),
-      cmocka_unit_test(bad_calls_say_what_is_wrong),
+      cmocka_unit_test(integers_come_from_the_end), cmocka_unit_test(bytes_come_from_the_front),
+      cmocka_unit_test(choice_picks_an_element),    cmocka_unit_test(bad_calls_say_what_is_wrong),
       cmocka_unit_test(copies_are_metered),
   };
   return cmocka_run_group_tests_name("stdlib/fuzz", tests, snippet_setup, snippet_teardown);

@@ -86,9 +86,8 @@ static void lines_inside_coroutines_count(void **state) {
   free(deep);
   free(shallow);
   assert_true(d >= s + 30);
-  char *resumed =
-      lines("x = 0\nlocal co = coroutine.create(function()\ncoroutine.yield()\n", 40,
-            "end)\ncoroutine.resume(co)\ncoroutine.resume(co)\n");
+  char *resumed = lines("x = 0\nlocal co = coroutine.create(function()\ncoroutine.yield()\n", 40,
+                        "end)\ncoroutine.resume(co)\ncoroutine.resume(co)\n");
   assert_true(edges_of(resumed) >= s + 30);
   free(resumed);
 }
@@ -109,8 +108,10 @@ static void every_arm_keeps_the_line_mask(void **state) {
   (void)state;
   mbxV_vm *vm = calloc(1, sizeof *vm);
   assert_non_null(vm);
-  mbxV_config cfg = {.memory_limit = 64u << 20, .output_limit = 1u << 20,
-                     .source_limit = 1u << 16, .address_key = 3};
+  mbxV_config cfg = {.memory_limit = 64u << 20,
+                     .output_limit = 1u << 20,
+                     .source_limit = 1u << 16,
+                     .address_key = 3};
   assert_true(mbxV_vm_open(vm, &cfg));
   lua_State *co = lua_newthread(vm->L);
   map_on();
