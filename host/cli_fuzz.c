@@ -11,6 +11,7 @@
 
 #include "host/cli_args.h"
 #include "host/cli_policy.h"
+#include "host/helper_path.h"
 
 static const char fuzz_usage[] =
     "Usage: moonbox fuzz FILE [OPTIONS] [LIBFUZZER FLAGS] [CORPUS_DIR... | INPUT...]\n"
@@ -80,6 +81,8 @@ static const char *refused(const char *name, size_t len) {
       {"--snapshot-out", "inputs never pause"},
       {"--value", "it is an option of moonbox resume"},
       {"--error", "it is an option of moonbox resume"},
+      {"--isolate", "the engine reads the guest's coverage in its own process; each input is "
+                    "already bounded by the sandbox's limits"},
   };
   for (size_t i = 0; i < sizeof list / sizeof *list; i++)
     if (strlen(list[i].name) == len && strncmp(list[i].name, name, len) == 0) return list[i].why;
@@ -177,19 +180,6 @@ fail:
   return -1;
 }
 
-/* The engine next to this binary: the directory of /proc/self/exe, never PATH. */
-static int engine_path(char *out, size_t size) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return -1;
-  self[n] = '\0';
-  char *slash = strrchr(self, '/');
-  if (slash == NULL) return -1;
-  *slash = '\0';
-  int w = snprintf(out, size, "%s/%s", self, MBXH_FUZZ_ENGINE);
-  return w > 0 && (size_t)w < size ? 0 : -1;
-}
-
 int mbxH_cli_fuzz(int argc, char **argv) {
   char msg[MBXH_CLI_MSG_SIZE];
   char **args = calloc((size_t)argc + 2, sizeof *args);
@@ -203,8 +193,12 @@ int mbxH_cli_fuzz(int argc, char **argv) {
     free(args);
     return n < 0 ? MBXH_CLI_EXIT_USAGE : 0;
   }
+  /* Next to this binary (shared contract 3: never PATH). */
   char path[PATH_MAX];
-  if (engine_path(path, sizeof path) != 0 || access(path, X_OK) != 0) {
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  if (mbxH_helper_path(MBXH_FUZZ_ENGINE, NULL, path, sizeof path, &err) != MBX_OK ||
+      access(path, X_OK) != 0) {
     fprintf(stderr,
             "moonbox: fuzz: the fuzz engine %s is not installed next to moonbox (it is built "
             "only when libFuzzer is found: apt-get install clang libclang-rt-14-dev, then "

@@ -206,5 +206,14 @@ if [ "$r3" -ne 2 ] || ! grep -q "unknown kind 'bugs'" "$tmp/u3"; then fail "find
 if [ "$r4" -ne 1 ] || ! grep -q "defines no global function fuzz" "$tmp/u4"; then fail "nofuzz: $r4 $(show "$tmp/u4")"; fi
 if [ "$r5" -ne 2 ] || ! grep -q "every input is the fuzz input" "$tmp/u5"; then fail "input: $r5 $(show "$tmp/u5")"; fi
 
+start "without the engine next to it, moonbox fuzz says what to install"
+mkdir -p "$tmp/alone"
+cp "$MBX" "$tmp/alone/moonbox"
+timeout 60 "$tmp/alone/moonbox" fuzz "$T/nested.lua" -runs=1 >/dev/null 2>"$tmp/u6"
+r6=$?
+if [ "$r6" -ne 2 ] || ! grep -q "apt-get install clang libclang-rt-14-dev" "$tmp/u6"; then
+  fail "rc=$r6: $(show "$tmp/u6")"
+fi
+
 printf '%d cases, %d failures\n' "$cases" "$failures"
 [ "$failures" -eq 0 ]
