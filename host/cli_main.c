@@ -220,6 +220,10 @@ static int print_result(const mbx_result *res, int json) {
   const char *text;
   if (json) {
     text = mbx_result_json(res, &len);
+    if (text == NULL) {
+      fputs("moonbox: out of memory while writing the result\n", stderr);
+      return mbxH_cli_exit_code(MBX_NO_MEMORY);
+    }
     fwrite(text, 1, len, stdout);
     fputc('\n', stdout);
     return run_exit_code(res);

@@ -86,6 +86,8 @@ static void write_contract(mbxH_buf *b, const mbx_result *r) {
   mbxH_buf_puts(b, "}");
 }
 
+static const char empty_stream[1] = "";
+
 mbx_status mbxH_status_from_vm(mbxV_status s) {
   switch (s) {
   case MBXV_OK: return MBX_OK;
@@ -120,16 +122,14 @@ mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output) {
   r->usage.output_bytes = outcome->output_bytes;
   r->usage.host_calls = outcome->host_calls;
   for (int i = 0; i < 2; i++) {
-    r->stream[i] = mbxU_dup_bytes(output->data[i] ? output->data[i] : "", output->len[i]);
+    /* Most runs print nothing: an empty stream is the shared "" (never freed). */
+    r->stream[i] = output->len[i] == 0 ? (char *)empty_stream
+                                       : mbxU_dup_bytes(output->data[i], output->len[i]);
     r->stream_len[i] = output->len[i];
-  }
-  mbxH_buf b = {0};
-  if (r->stream[0] && r->stream[1]) write_contract(&b, r);
-  else b.failed = 1;
-  r->json = mbxH_buf_take(&b, &r->json_len);
-  if (r->json == NULL) {
-    mbx_result_free(r);
-    return NULL;
+    if (r->stream[i] == NULL) {
+      mbx_result_free(r);
+      return NULL;
+    }
   }
   return r;
 }
@@ -139,8 +139,25 @@ MBX_API mbx_status mbx_result_status(const mbx_result *r) {
 }
 
 MBX_API const char *mbx_result_json(const mbx_result *r, size_t *len) {
-  if (len) *len = r ? r->json_len : 0;
-  return r ? r->json : NULL;
+  if (len) *len = 0;
+  if (r == NULL) return NULL;
+  mbx_result *m = (mbx_result *)r; /* the cache of the text: nothing observable changes */
+  char *json = atomic_load_explicit(&m->json, memory_order_acquire);
+  if (json == NULL) {
+    mbxH_buf b = {0};
+    write_contract(&b, r);
+    size_t n;
+    char *made = mbxH_buf_take(&b, &n);
+    if (made == NULL) return NULL; /* out of host memory: a later call tries again */
+    atomic_store_explicit(&m->json_len, n, memory_order_relaxed);
+    if (atomic_compare_exchange_strong_explicit(&m->json, &json, made, memory_order_acq_rel,
+                                                memory_order_acquire))
+      json = made;
+    else
+      free(made); /* another thread published its copy first: json now points at it */
+  }
+  if (len) *len = atomic_load_explicit(&m->json_len, memory_order_relaxed);
+  return json;
 }
 
 MBX_API const char *mbx_result_value_json(const mbx_result *r, size_t *len) {
@@ -200,8 +217,8 @@ MBX_API mbx_status mbx_result_usage(const mbx_result *r, mbx_usage *usage) {
 MBX_API void mbx_result_free(mbx_result *r) {
   if (r == NULL) return;
   mbxV_outcome_free(&r->outcome);
-  free(r->stream[0]);
-  free(r->stream[1]);
-  free(r->json);
+  for (int i = 0; i < 2; i++)
+    if (r->stream[i] != empty_stream) free(r->stream[i]);
+  free(atomic_load(&r->json));
   free(r);
 }

@@ -2,15 +2,20 @@
 #ifndef MBX_HOST_RESULT_H
 #define MBX_HOST_RESULT_H
 
+#include <stdatomic.h>
+
 #include "include/moonbox.h"
 #include "vm/run.h"
 
 struct mbx_result {
   mbx_status status;
-  char *json; /* the whole contract */
-  size_t json_len;
+  /* The whole contract, built on the first mbx_result_json (most hosts read the parts, and
+     building it cost more than the rest of a small run): published once with a
+     compare-and-swap, so concurrent readers of one result agree on one copy. */
+  _Atomic(char *) json;
+  _Atomic size_t json_len; /* a pure function of the result: racing builders store the same */
   mbxV_outcome outcome; /* value JSON, error, usage */
-  char *stream[2];      /* captured stdout, stderr */
+  char *stream[2];      /* captured stdout, stderr ("" not allocated when empty) */
   size_t stream_len[2];
   mbx_usage usage;
 };

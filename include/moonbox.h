@@ -690,7 +690,9 @@ MBX_API mbx_status mbx_result_status(const mbx_result *r);
 ** from the runtime's own flags, never from the error text; error "chunk" and "line" name a
 ** frame of the run (a "chunk:line: " prefix in the message that names no frame stays in
 ** "message"); "message" is cut at 4096 bytes on a UTF-8 character boundary.
-** len may be NULL.
+** len may be NULL. The text is built on the first call (the other accessors never need it) and
+** kept with the result; NULL (and *len 0) only when host memory runs out, and a later call
+** tries again. Safe to call from several threads at once.
 */
 MBX_API const char *mbx_result_json(const mbx_result *r, size_t *len);
 /* Just the "value" member ("null" when the run failed). len may be NULL. */

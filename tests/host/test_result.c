@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "host/result.h"
 #include "include/moonbox.h"
@@ -52,6 +53,31 @@ static mbx_result *make(mbxV_outcome o, const char *out, size_t out_len, const c
   mbx_result *r = mbxH_result_new(&o, &output);
   assert_non_null(r);
   return r;
+}
+
+static void *json_of(void *r) {
+  return (void *)mbx_result_json(r, NULL);
+}
+
+/* The contract is built on the first mbx_result_json and kept: later calls, and calls racing
+   on other threads, all get the one published copy (the tsan preset runs this). */
+static void the_contract_is_built_once(void **state) {
+  (void)state;
+  mbx_result *r = make(outcome_ok("42"), "out", 3, NULL, 0);
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, json_of, r), 0);
+  void *got[4];
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_join(t[i], &got[i]), 0);
+  size_t len = 0;
+  const char *json = mbx_result_json(r, &len);
+  assert_non_null(json);
+  assert_int_equal(len, strlen(json));
+  for (int i = 0; i < 4; i++)
+    assert_ptr_equal(got[i], json);
+  assert_non_null(strstr(json, "\"stdout\":\"out\""));
+  mbx_result_free(r);
 }
 
 static void ok_contract_is_exact(void **state) {
@@ -342,6 +368,7 @@ static void contract_from_a_real_run(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ok_contract_is_exact),
+      cmocka_unit_test(the_contract_is_built_once),
       cmocka_unit_test(runtime_error_contract_is_exact),
       cmocka_unit_test(limit_contract_is_exact),
       cmocka_unit_test(negative_line_is_written_as_zero),
