@@ -23,7 +23,13 @@ typedef struct mbxC_port_local {
   uint64_t draws; /* random_seed calls so far */
   mbxC_env_var *env;
   size_t env_count;
-  uint64_t cpu_start_ns;      /* thread CPU clock when the current run began */
+  /* os.clock's origin: the thread CPU clock when the current run began, read lazily. Reading
+     that clock is a system call (0.3-0.7 us, more than the rest of a small run), so a run or
+     resume only notes the coarse wall clock; the first os.clock of the run reads the CPU
+     clock and puts the origin the coarse wall time since the start before it. */
+  uint64_t cpu_start_ns;
+  uint64_t run_start_coarse_ns; /* CLOCK_MONOTONIC_COARSE at the run's start */
+  int cpu_start_known;          /* cpu_start_ns is set for the current run */
   mbxC_hostfn_table host_fns; /* copied from the policy: the callbacks and bindings */
   struct mbx_host_reply reply; /* reused by every host call */
   char *native_out; /* MBX_NATIVE_OUT_MAX bytes for 'o' returns, made at the first one */
