@@ -315,8 +315,12 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   char name[LUA_IDSIZE];
   const char *given = a->chunk_name && *a->chunk_name ? a->chunk_name : "input";
   size_t given_len = strlen(given), room = sizeof name - 2;
-  if (given_len > room) snprintf(name, sizeof name, "=...%s", given + given_len - (room - 3));
-  else snprintf(name, sizeof name, "=%s", given);
+  if (given_len > room) {
+    snprintf(name, sizeof name, "=...%s", given + given_len - (room - 3));
+  } else {
+    name[0] = '='; /* the common case without snprintf's format machinery */
+    memcpy(name + 1, given, given_len + 1);
+  }
   mbxV_outcome outcome;
   mbxC_port_local_run_begin(&ip->port);
   mbxL_run_begin(ip->vm->L);

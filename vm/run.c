@@ -11,6 +11,7 @@
 #include "vm/compat.h"
 #include "vm/cstack.h"
 #include "vm/json.h"
+#include "vm/json_text.h"
 #include "vm/names.h"
 
 const char mbxV_key_pending = 0;
@@ -123,6 +124,57 @@ static int bind_inputs(lua_State *L, run_step *st) {
   return 1;
 }
 
+/* The last chunk's function, kept for the next run of the same text (a REPL, an agent loop
+   re-running a tool script, a benchmark): undumping its bytecode again was most of a small
+   run's cost. A chunk's function is immutable but for its one upvalue, _ENV, which the reused
+   function shares with the closures its earlier runs made: so only a text that never names
+   _ENV is kept (without the debug library, naming it is the only way to assign it), and the
+   difference between a fresh and a kept function cannot be observed. Only where the bytecode
+   cache is used (never in deterministic mode: see inproc.c), only small texts (their copy
+   lives on the guest heap, compared byte for byte: no hash decides). */
+#define MEMO_MAX_TEXT 4096
+static const char key_memo_fn = 0, key_memo_text = 0, key_memo_name = 0;
+
+static int memo_wanted(const run_step *st) {
+  return st->cache != NULL && st->code_len <= MEMO_MAX_TEXT &&
+         memmem(st->code, st->code_len, "_ENV", 4) == NULL;
+}
+
+static int same_string(lua_State *L, const void *key, const char *p, size_t n) {
+  size_t len = 0;
+  const char *kept = lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TSTRING
+                         ? lua_tolstring(L, -1, &len)
+                         : NULL;
+  int same = kept != NULL && len == n && memcmp(kept, p, n) == 0;
+  lua_pop(L, 1);
+  return same;
+}
+
+/* Push the kept function when st's text and chunk name are the kept ones. */
+static int memo_push(lua_State *L, const run_step *st) {
+  if (!memo_wanted(st) || !same_string(L, &key_memo_text, st->code, st->code_len) ||
+      !same_string(L, &key_memo_name, st->chunk_name, strlen(st->chunk_name)))
+    return 0;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key_memo_fn) == LUA_TFUNCTION) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* Keep the function on top of L (just loaded) for the next run; allocates (may raise). */
+static void memo_keep(lua_State *L, const run_step *st) {
+  if (!memo_wanted(st) || mbxV_tripped(L) != MBXV_TRIP_NONE) return;
+  /* The text goes last: an allocation that fails half way leaves no text, so no stale
+     function can ever be matched (clearing a key allocates nothing). */
+  lua_pushnil(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_text);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_fn);
+  lua_pushstring(L, st->chunk_name);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_name);
+  lua_pushlstring(L, st->code, st->code_len);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_text);
+}
+
 /* Protected: inputs, then the parser, then the run thread. */
 static int step_prepare(lua_State *L) {
   run_step *st = lua_touserdata(L, 1);
@@ -133,19 +185,33 @@ static int step_prepare(lua_State *L) {
   /* Text only, always: binary chunks can crash 5.4.4 just by being loaded (THREATS E4). The
      one exception is bytecode the cache holds, which we dumped ourselves from this very text
      (vm/bytecode_cache.h); guest `load` never goes this way. */
-  if (mbxV_bcache_load(st->cache, L, st->code, st->code_len, st->chunk_name, NULL) != LUA_OK) {
+  if (memo_push(L, st)) {
+    /* The same text as the last run's: its function again, nothing loaded. */
+  } else if (mbxV_bcache_load(st->cache, L, st->code, st->code_len, st->chunk_name, NULL) !=
+             LUA_OK) {
     size_t n = 0;
     const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "syntax error";
     if (n == 0) n = strlen(msg);
     st->syntax_error = mbxU_dup_bytes(msg, n);
     st->syntax_len = n;
     return 0;
+  } else {
+    memo_keep(L, st);
   }
   mbxV_check(L);
-  lua_State *co = lua_newthread(L);
-  lua_pushvalue(L, -1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread); /* anchored for the run */
+  /* The run thread of the last run that ended well is reused (it is idle: status OK, an
+     empty stack): a new thread per run cost a tenth of a small run. Any other ending
+     released it (step_release), and a new one is made and anchored. */
+  lua_State *co = NULL;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread) == LUA_TTHREAD) {
+    co = lua_tothread(L, -1);
+    if (lua_status(co) != LUA_OK || lua_gettop(co) != 0) co = NULL;
+  }
   lua_pop(L, 1);
+  if (co == NULL) {
+    co = lua_newthread(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread); /* anchored across runs */
+  }
   lua_xmove(L, co, 1);
   st->co = co;
   st->reached = STEP_READY;
@@ -197,6 +263,71 @@ static int step_encode(lua_State *L) {
   st->value_len = len;
   if (st->value == NULL) return luaL_error(L, "out of host memory");
   return 0;
+}
+
+/* A fixed buffer the JSON text writers fill, for the fast path below. */
+typedef struct small_text {
+  char data[256];
+  size_t len;
+  int overflow;
+} small_text;
+
+static void small_put(void *sink, const char *p, size_t n) {
+  small_text *t = sink;
+  if (t->overflow || n > sizeof t->data - t->len) {
+    t->overflow = 1;
+    return;
+  }
+  memcpy(t->data + t->len, p, n);
+  t->len += n;
+}
+
+/* The common case without a protected step, a Lua buffer or any guest allocation: no value,
+   or one nil, boolean, finite number or short string. Gives exactly step_encode's text and
+   charge (one unit for a value, none for no value); returns 0 (nothing done, co untouched) for any other value, or a text
+   past the result limit, which step_encode then handles (and refuses) as ever. On a trip
+   found by the charge, st->value stays NULL and the trip is set. */
+#define SMALL_STRING_MAX 32 /* escaped or as {"$bytes": ...}, well inside small_text */
+static int encode_small(lua_State *L, run_step *st) {
+  lua_State *co = st->co;
+  small_text t = {.len = 0, .overflow = 0};
+  if (st->nres == 0) {
+    small_put(&t, "null", 4);
+  } else if (st->nres == 1) {
+    switch (lua_type(co, -1)) {
+    case LUA_TNIL:
+      small_put(&t, "null", 4);
+      break;
+    case LUA_TBOOLEAN:
+      if (lua_toboolean(co, -1)) small_put(&t, "true", 4);
+      else small_put(&t, "false", 5);
+      break;
+    case LUA_TNUMBER:
+      if (lua_isinteger(co, -1)) mbxV_json_put_integer(small_put, &t, lua_tointeger(co, -1));
+      else if (!mbxV_json_put_number(small_put, &t, lua_tonumber(co, -1))) return 0;
+      break;
+    case LUA_TSTRING: {
+      size_t n;
+      const char *s = lua_tolstring(co, -1, &n);
+      if (n > SMALL_STRING_MAX) return 0;
+      mbxV_json_put_string(small_put, &t, s, n);
+      break;
+    }
+    default:
+      return 0;
+    }
+  } else {
+    return 0;
+  }
+  if (t.overflow || t.len > mbxV_from(L)->result_limit) return 0;
+  if (st->nres == 1) {
+    lua_pop(co, 1);
+    /* step_encode's meter pays one unit for a scalar (and checks the limits with it). */
+    if (mbxV_poll(L, 1) != MBXV_TRIP_NONE) return 1;
+  }
+  st->value = mbxU_dup_bytes(t.data, t.len);
+  st->value_len = t.len;
+  return 1;
 }
 
 /* Protected: describe the error on top of co. */
@@ -425,6 +556,17 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
     st->nres = nres;
     if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
       fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR, NULL);
+    } else if (encode_small(L, st)) {
+      if (st->value != NULL) {
+        out->status = MBXV_OK;
+        out->value_json = st->value;
+        out->value_len = st->value_len;
+        st->value = NULL;
+      } else if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
+        fail_with_message(L, out, MBXV_RUNTIME_ERROR, "", 0, 0);
+      } else {
+        fail_with_message(L, out, MBXV_RUNTIME_ERROR, "out of host memory", 18, 0);
+      }
     } else if (protected_step(L, step_encode, st) != LUA_OK) {
       /* The encoder's message names the offending path; a trip wins over it. */
       const char *msg = st->step_error ? st->step_error : "the result could not be encoded";
@@ -468,6 +610,9 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
     close_after_error(vm, st, out);
   }
   vm->paused = 0;
+  /* A run that ended well leaves its thread idle for the next one (step_prepare reuses it);
+     every other ending drops it, and whatever its stack still holds. */
+  if (status == LUA_OK && lua_gettop(co) == 0 && !pending_call_set(L)) return;
   protected_step(L, step_release, st);
 }
 

@@ -50,8 +50,15 @@ static mbxV_status run_in(mbxV_vm *vm, const char *code, const char *inputs, mbx
   memset(err, 0, sizeof *err);
   mbxV_status s =
       mbxV_run(vm, code, strlen(code), "=input", inputs, inputs ? strlen(inputs) : 0, out, err);
-  /* Whatever happened, the run thread is no longer anchored. */
-  assert_int_equal(lua_rawgetp(vm->L, LUA_REGISTRYINDEX, &mbxV_key_run_thread), LUA_TNIL);
+  /* Whatever happened, the run thread holds nothing: a run that returned leaves it idle
+     (status OK, an empty stack) for the next run to reuse; any other ending drops it. */
+  int anchored = lua_rawgetp(vm->L, LUA_REGISTRYINDEX, &mbxV_key_run_thread);
+  if (s == MBXV_OK) assert_int_equal(anchored, LUA_TTHREAD);
+  if (anchored != LUA_TNIL && s != MBXV_PAUSED) {
+    assert_int_equal(anchored, LUA_TTHREAD);
+    assert_int_equal(lua_status(lua_tothread(vm->L, -1)), LUA_OK);
+    assert_int_equal(lua_gettop(lua_tothread(vm->L, -1)), 0);
+  }
   lua_pop(vm->L, 1);
   assert_int_equal(vm->budget.running, 0);
   assert_null(vm->panic_jmp);
@@ -89,6 +96,41 @@ static void return_values_become_json(void **state) {
               "[9223372036854775807,-9223372036854775808]");
   expect_json(vm, "return {1, 2, {3}}", "[1,2,[3]]");
   expect_json(vm, "return 1, 2, 3, 4, 5, 6, 7, 8, 9, 10", "[1,2,3,4,5,6,7,8,9,10]");
+}
+
+/* The one-value fast path (no protected step) writes exactly what the general encoder does,
+   and leaves to it whatever it cannot write. */
+static void small_values_match_the_encoder(void **state) {
+  mbxV_vm *vm = *state;
+  expect_json(vm, "return 0.1", "0.1");
+  expect_json(vm, "return 1.0", "1.0");
+  expect_json(vm, "return -0.0", "-0.0");
+  expect_json(vm, "return 2^63", "9.223372036854776e+18");
+  expect_json(vm, "return -7", "-7");
+  expect_json(vm, "return false", "false");
+  expect_json(vm, "return 'a\"b\\n'", "\"a\\\"b\\n\"");
+  expect_json(vm, "return '\\xff'", "{\"$bytes\":\"/w==\"}");
+  expect_json(vm, "return ('x'):rep(32)", "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"");
+  expect_json(vm, "return ('x'):rep(33)", "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"");
+  mbxV_outcome out;
+  mbxV_refusal err;
+  assert_int_equal(run_in(vm, "return 0/0", NULL, &out, &err), MBX_RUNTIME_ERROR);
+  assert_non_null(strstr(out.error.message, "NaN or infinity"));
+  mbxV_outcome_free(&out);
+}
+
+/* A run that returned leaves its thread for the next run (the guest sees the same main
+   thread, as in a stock REPL); a run that failed does not, and the next one gets a new one. */
+static void the_run_thread_is_reused_after_a_clean_run(void **state) {
+  mbxV_vm *vm = *state;
+  expect_json(vm, "T = coroutine.running() return select('#', ...)", "0");
+  expect_json(vm, "return coroutine.running() == T, select('#', ...), coroutine.isyieldable()",
+              "[true,0,false]");
+  mbxV_outcome out;
+  mbxV_refusal err;
+  assert_int_equal(run_in(vm, "error('boom')", NULL, &out, &err), MBX_RUNTIME_ERROR);
+  mbxV_outcome_free(&out);
+  expect_json(vm, "return coroutine.running() == T", "false");
 }
 
 static void many_return_values(void **state) {
@@ -481,6 +523,8 @@ int main(void) {
       T(return_values_become_json),
       T(failed_chunk_closes_its_variables),
       T(the_least_bad_input_is_named),
+      T(small_values_match_the_encoder),
+      T(the_run_thread_is_reused_after_a_clean_run),
       T(many_return_values),
       T(syntax_error_has_chunk_and_line),
       T(binary_chunks_are_refused),

@@ -1,0 +1,82 @@
+/* tests/host/test_run_reuse.c -- what a run on a live sandbox reuses from the last one (the
+   run thread, the last text's function: vm/run.c) can never be told from a fresh one. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "moonbox.h"
+#include "tests/support/snippet.h"
+
+static void expect_in(mbx_sandbox *sb, const char *code, mbx_status status, const char *want) {
+  snippet_outcome o;
+  mbx_status s = snippet_run_in(sb, code, &o);
+  if (s != status) fail_msg("%s: status %s, want %s: %s", code, mbx_status_name(s),
+                            mbx_status_name(status), o.value);
+  if (strstr(o.value, want) == NULL) fail_msg("%s: got %s, want %s", code, o.value, want);
+}
+
+/* The same text run again gives the same function back; other texts in between, or another
+   chunk name, get their own. */
+static void texts_alternate(void **state) {
+  (void)state;
+  mbx_sandbox *sb = snippet_sandbox();
+  for (int i = 0; i < 3; i++) {
+    expect_in(sb, "n = (n or 0) + 1 return n", MBX_OK, "");
+    expect_in(sb, "return 'other'", MBX_OK, "\"other\"");
+  }
+  expect_in(sb, "return n", MBX_OK, "3");
+  const char *code = "error('where')";
+  const char *names[] = {"input", "other.lua", "input"};
+  for (int i = 0; i < 3; i++) {
+    mbx_result *res = NULL;
+    mbx_error err;
+    assert_int_equal(mbx_run_named(sb, code, strlen(code), names[i], NULL, 0, &res, &err),
+                     MBX_RUNTIME_ERROR);
+    assert_int_equal(mbx_result_error(res, &err), 1);
+    assert_string_equal(err.chunk, names[i]);
+    assert_string_equal(err.message, "where");
+    mbx_result_free(res);
+  }
+  mbx_sandbox_free(sb);
+}
+
+/* A chunk that assigns _ENV: the closures one run made keep that run's _ENV, and the next run
+   of the same text starts from the globals again, as with a fresh load (a kept function would
+   share its _ENV upvalue with them, and start from {y = 5}). */
+static void a_text_naming_env_gets_a_fresh_function(void **state) {
+  (void)state;
+  mbx_sandbox *sb = snippet_sandbox();
+  const char *code = "if G then return G() end G = function() return y end _ENV = {y = 5} "
+                     "return 0";
+  expect_in(sb, code, MBX_OK, "0");
+  expect_in(sb, code, MBX_OK, "5");
+  mbx_sandbox_free(sb);
+}
+
+/* The guest sees one main thread across clean runs (as in a stock REPL), a new one after a run
+   that failed; and a reused thread carries nothing of the last run on its stack. */
+static void the_main_thread_across_runs(void **state) {
+  (void)state;
+  mbx_sandbox *sb = snippet_sandbox();
+  expect_in(sb, "T = coroutine.running() return select('#', ...)", MBX_OK, "0");
+  expect_in(sb, "return coroutine.running() == T, select('#', ...)", MBX_OK, "[true,0]");
+  expect_in(sb, "local a, b = coroutine.running() return b, coroutine.isyieldable()", MBX_OK,
+            "[true,false]");
+  expect_in(sb, "error({})", MBX_RUNTIME_ERROR, "");
+  expect_in(sb, "return coroutine.running() == T", MBX_OK, "false");
+  mbx_sandbox_free(sb);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(texts_alternate),
+      cmocka_unit_test(a_text_naming_env_gets_a_fresh_function),
+      cmocka_unit_test(the_main_thread_across_runs),
+  };
+  return cmocka_run_group_tests(tests, snippet_setup, snippet_teardown);
+}
