@@ -21,6 +21,9 @@ typedef struct mbxC_port_local {
   int seed_fixed;
   uint64_t seed;
   uint64_t draws; /* random_seed calls so far */
+  /* Where seeds come from without a policy seed: the runtime's secret (capabilities/seeds.h),
+     set by the host after init; NULL: getrandom per draw. */
+  struct mbxC_seeds *seeds;
   mbxC_env_var *env;
   size_t env_count;
   /* os.clock's origin: the thread CPU clock when the current run began, read lazily. Reading

@@ -89,6 +89,7 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
     return MBX_NO_MEMORY;
   }
   ip->rt = rt;
+  ip->port.seeds = &rt->seeds;
   mbxV_config cfg = {.memory_limit = (size_t)p->memory,
                      .instruction_limit = p->instructions,
                      .time_limit_ms = p->time_ms,

@@ -49,6 +49,7 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
     clock_gettime(CLOCK_REALTIME, &ts);
     rt->address_key = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ (uintptr_t)rt;
   }
+  mbxC_seeds_init(&rt->seeds);
   rt->slots = mbxV_pool_new(MBXV_POOL_DEFAULT_CAP);
   rt->bytecode = mbxV_bcache_new(MBXV_BCACHE_DEFAULT_BYTES);
   if (rt->slots == NULL || rt->bytecode == NULL) {

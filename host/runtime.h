@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "capabilities/seeds.h"
 #include "host/backend.h"
 #include "include/moonbox.h"
 #include "vm/arena.h"
@@ -23,6 +24,7 @@ struct mbx_runtime {
   const mbxH_backend *backend; /* how this runtime's sandboxes run (host/backend.h) */
   locale_t c_locale;      /* runs switch the calling thread to it with uselocale */
   uint64_t address_key;   /* seeds the hashes that stand in for addresses */
+  mbxC_seeds seeds;       /* every sandbox's math.random seeds (capabilities/seeds.h) */
   _Atomic uint64_t sandboxes_created;
   mbxV_pool *slots;       /* sandboxes' heap slots, reused by every thread (vm/arena.h) */
   mbxV_bcache *bytecode;  /* compiled top-level sources of mbx_run (vm/bytecode_cache.h) */
