@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <lauxlib.h>
+#include <xxhash.h>
 
 #include "vm/bytecode_cache.h"
 #include "vm/compat.h"
@@ -160,9 +161,15 @@ static int memo_push(lua_State *L, const run_step *st) {
   return 0;
 }
 
-/* Keep the function on top of L (just loaded) for the next run; allocates (may raise). */
+/* Keep the function on top of L (just loaded) for the next run, when the last run had the
+   same text too; allocates (may raise). */
 static void memo_keep(lua_State *L, const run_step *st) {
   if (!memo_wanted(st) || mbxV_tripped(L) != MBXV_TRIP_NONE) return;
+  mbxV_vm *vm = mbxV_from(L);
+  uint64_t hash = XXH3_64bits(st->code, st->code_len) | 1; /* never the 0 of "none yet" */
+  int again = vm->last_text_hash == hash;
+  vm->last_text_hash = hash;
+  if (!again) return; /* a hash only decides when to keep; the match is byte for byte */
   /* The text goes last: an allocation that fails half way leaves no text, so no stale
      function can ever be matched (clearing a key allocates nothing). */
   lua_pushnil(L);

@@ -55,6 +55,7 @@ static void configure_fields(mbxV_vm *vm, const mbxV_config *cfg) {
   vm->address_key = cfg->address_key;
   vm->panic_jmp = NULL;
   vm->paused = 0;
+  vm->last_text_hash = 0;
   memset(vm->ext, 0, sizeof vm->ext);
 }
 

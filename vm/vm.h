@@ -37,6 +37,9 @@ typedef struct mbxV_vm {
      the pending call in the registry) and waits for mbxV_resume. Lives outside the
      budget/output hole, so a checkpoint taken while paused rewinds to the paused state. */
   int paused;
+  /* vm/run.c's own: a hash of the last run's text, so its function is kept only when a text
+     comes twice in a row (a fresh sandbox's one run pays nothing for the keeping). */
+  uint64_t last_text_hash;
   /* Bytes the layer above owns (stdlib/: its port pointer, pause and close-nesting state;
      stdlib/stdlib.h). vm/ never reads them: it zeroes them when a state is made or reset,
      and they travel with the vm through templates, checkpoints and rewinds. */
