@@ -57,7 +57,9 @@ typedef struct key_entry {
 
 typedef struct encoder {
   lua_State *L;
-  /* The output lives in a userdata at stack slot out_slot and grows by replacement. Not a
+  /* The output starts in a buffer on the C stack (most texts are small: no guest allocation
+     but the final string), then lives in a userdata at stack slot out_slot and grows by
+     replacement. Not a
      luaL_Buffer: that wants its box at the top of the stack at every call, which a recursive
      walk holding tables and keys on the stack cannot give it. Either way the bytes come
      from the guest allocator and are collected if an error unwinds us. */
@@ -67,14 +69,22 @@ typedef struct encoder {
   size_t max_len;   /* longest text allowed (SIZE_MAX: none); past it, the output limit trips */
   mbxV_meter meter; /* units of work, charged every METER_BATCH (vm/budget.h) */
   const char *root;
+  int root_arg;           /* > 0: the root is "root(#root_arg)", an argument of a call */
+  const char *too_large;  /* non-NULL: past max_len raise "<too_large>: ..." instead of tripping */
   int nsteps;                            /* length of the path to the current value */
   path_step steps[MBXV_JSON_MAX_DEPTH];  /* the path itself */
   const void *open[MBXV_JSON_MAX_DEPTH]; /* tables being written, for cycle detection */
 } encoder;
 
 
+/* Bytes of the first output buffer, on the C stack. */
+#define ENCODE_STACK_BUFFER 256
+
 static void out_reserve(encoder *e, size_t n) {
   if (n > e->max_len - e->out_len) {
+    if (e->too_large)
+      luaL_error(e->L, "%s: the arguments exceed %d bytes of JSON, the most a host call takes",
+                 e->too_large, (int)e->max_len);
     /* A run's result is output (issue 9, C.3): past the limit it ends the run as stdout
        does, before the text can grow any further. */
     mbxV_trip_set(e->L, MBXV_TRIP_OUTPUT);
@@ -88,7 +98,7 @@ static void out_reserve(encoder *e, size_t n) {
   }
   char *grown = lua_newuserdatauv(e->L, cap, 0);
   memcpy(grown, e->out, e->out_len);
-  lua_replace(e->L, e->out_slot); /* the old buffer becomes garbage */
+  lua_replace(e->L, e->out_slot); /* the old buffer (if not the C stack's) becomes garbage */
   e->out = grown;
   e->out_cap = cap;
 }
@@ -150,6 +160,10 @@ static void encode_error(encoder *e, int nsteps, const char *what) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addstring(&b, e->root);
+  if (e->root_arg > 0) {
+    lua_pushfstring(L, "(#%d)", e->root_arg);
+    luaL_addvalue(&b);
+  }
   for (int i = 0; i < nsteps; i++) {
     const path_step *step = &e->steps[i];
     if (step->kind == STEP_STRING_KEY) {
@@ -514,18 +528,52 @@ void mbxV_json_encode(lua_State *L, int idx, const char *root_path) {
   mbxV_json_encode_bounded(L, idx, root_path, SIZE_MAX);
 }
 
+void mbxV_json_encode_args(lua_State *L, int first, int n, const char *fn_name,
+                           size_t max_len) {
+  encoder e;
+  first = lua_absindex(L, first);
+  e.L = L;
+  e.max_len = max_len;
+  e.root = fn_name;
+  e.root_arg = 0;
+  e.too_large = fn_name;
+  e.nsteps = 0;
+  e.meter = mbxV_meter_init(L, METER_BATCH, 1);
+  char first_buffer[ENCODE_STACK_BUFFER];
+  e.out_cap = sizeof first_buffer;
+  e.out_len = 0;
+  luaL_checkstack(L, 8, "encoding JSON");
+  e.out = first_buffer;
+  lua_pushnil(L); /* the slot a grown buffer takes */
+  e.out_slot = lua_gettop(L);
+  out_char(&e, '[');
+  for (int i = 0; i < n; i++) {
+    if (i > 0) out_char(&e, ',');
+    e.root_arg = i + 1;
+    encode_value(&e, first + i);
+  }
+  out_char(&e, ']');
+  mbxV_meter_flush(&e.meter);
+  lua_pushlstring(L, e.out, e.out_len);
+  lua_replace(L, e.out_slot);
+}
+
 void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size_t max_len) {
   encoder e;
   idx = lua_absindex(L, idx);
   e.L = L;
   e.max_len = max_len;
   e.root = root_path != NULL ? root_path : "value";
+  e.root_arg = 0;
+  e.too_large = NULL;
   e.nsteps = 0;
   e.meter = mbxV_meter_init(L, METER_BATCH, 1);
-  e.out_cap = 256;
+  char first_buffer[ENCODE_STACK_BUFFER];
+  e.out_cap = sizeof first_buffer;
   e.out_len = 0;
   luaL_checkstack(L, 8, "encoding JSON");
-  e.out = lua_newuserdatauv(L, e.out_cap, 0);
+  e.out = first_buffer;
+  lua_pushnil(L); /* the slot a grown buffer takes */
   e.out_slot = lua_gettop(L);
   encode_value(&e, idx);
   /* Pay the remainder of the last batch, so many small encodes cannot each run free. */

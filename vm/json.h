@@ -44,6 +44,12 @@ void mbxV_json_encode(lua_State *L, int idx, const char *root_path);
 /* The same, for a run's result: text longer than max_len bytes trips the output limit
    (MBXV_TRIP_OUTPUT, sticky) and raises before the buffer grows past it. */
 void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size_t max_len);
+/* The arguments first .. first+n-1 of a call to fn_name as one JSON array, pushed, in one
+   pass and one buffer (what a host call sends). Errors name the argument
+   ("tools.search(#2).filter: ..."); a text past max_len raises "fn_name: the arguments exceed
+   max_len bytes of JSON, the most a host call takes" before it grows any further. */
+void mbxV_json_encode_args(lua_State *L, int first, int n, const char *fn_name,
+                           size_t max_len);
 
 /*
 ** Decode JSON text (RFC 8259; a leading UTF-8 BOM is refused; duplicate keys: last wins)
