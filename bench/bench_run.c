@@ -413,6 +413,7 @@ typedef struct bench_args {
   int host_only;   /* --host-only: sections 18-20 (host functions, pauses) only */
   const char *snippet_path;
   const char *agent_dir; /* the tests/agent corpus; NULL: next to the default snippet */
+  int issue10_only;      /* --issue10-only: section 21 alone (the earlier figures: not measured) */
 } bench_args;
 
 /* The snippet's "digest" field from the moonbox result JSON; -1 if absent. */
@@ -658,6 +659,16 @@ typedef struct target_row {
   int met;
 } target_row;
 
+/* Figures of earlier sections the issue-10 table repeats (NAN: that section did not run). */
+static struct {
+  double live_us, live_raw_us;      /* 11d, 11i */
+  double sync_ns, native_ns;        /* 18d, 18c per call */
+  double install_us;                /* 20b - 20a */
+  double idle_bytes;                /* section 14 */
+  double live_rss_mib;              /* section 15: +RSS of 10,000 live sandboxes */
+  double cycle_us, cycle_raw_us;    /* cases 1 and 3 */
+} fig10 = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+
 #define MAX_TARGETS 8
 static target_row targets[MAX_TARGETS];
 static size_t n_targets;
@@ -859,6 +870,7 @@ static void bench_run_phase(bench_ctx *ctx, const bench_plan *plan, const char *
   ctx->expect_value = "2";
   bench_stats mbx_tiny_live = measure(ctx, case_mbx_live_checked, plan->tiny_warmup, plan->tiny_iters);
   print_row("11d moonbox run: `return 1+1` (the fixed cost of a run)", &mbx_tiny_live, ref);
+  fig10.live_us = mbx_tiny_live.p50_us;
   ctx->expect_value = NULL;
 
   print_row("11e raw lua_pcall: snippet, no hook", &raw_full, ref);
@@ -866,6 +878,7 @@ static void bench_run_phase(bench_ctx *ctx, const bench_plan *plan, const char *
   print_row("11g raw lua_pcall: digest-only snippet, no hook", &raw_wrap, ref);
   print_row("11h raw lua_pcall: digest-only snippet + count hook", &raw_wrap_hook, ref);
   print_row("11i raw lua_pcall: `return 1+1` + count hook", &raw_tiny_hook, ref);
+  fig10.live_raw_us = raw_tiny_hook.p50_us;
 
   double hook_cost = raw_wrap_hook.p50_us / raw_wrap.p50_us;
   printf("\nrun phase: moonbox 11c / raw 11h (same chunk, same count hook) = %.3fx; the hook "
@@ -1014,6 +1027,7 @@ static void bench_idle(bench_ctx *ctx) {
          "prefix copied per sandbox) is not exposed by the public API: see the per-sandbox RSS "
          "of section 15.\n",
          heap, counted, usage.memory_peak);
+  fig10.idle_bytes = (double)heap;
   add_target("idle sandbox <= 20 KB through the allocator", heap <= 20 * 1024,
              "%" PRIu64 " bytes (%.1f KiB; mbx_runtime_usage MBX_CAP_HEAP_BYTES); guest "
              "collectgarbage count %.0f bytes",
@@ -1108,6 +1122,7 @@ static void bench_live_sandboxes(bench_ctx *ctx) {
   printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after freeing them again", mib(rss4));
   printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after mbx_runtime_free", mib(rss5));
   printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after malloc_trim(0) (glibc's free lists)", mib(rss6));
+  fig10.live_rss_mib = signed_mib(rss1, rss0);
   add_target("10,000 live sandboxes in <= 500 MB RSS", rss1 - rss0 <= 500ull * 1000 * 1000,
              "+%.1f MiB (%.1f KiB each; %.1f MiB total process RSS); created in %.0f ms",
              signed_mib(rss1, rss0), per / 1024.0, mib(rss1), first_ms);
@@ -1428,6 +1443,7 @@ static void bench_host_calls(bench_ctx *ctx, int quick) {
   mbx_policy_free(policy);
   bench_stats native = measure_loop(ctx, warm, iters, HOST_LOOP_CALLS);
   print_scaled("18c moonbox: native tools.add \"l(ll)\" through libffi", &native, 1000.0, raw_ns);
+  fig10.native_ns = native.p50_us * 1000.0;
   mbx_sandbox_free(ctx->repl);
 
   ctx->case_name = "18d moonbox sync host function";
@@ -1439,6 +1455,7 @@ static void bench_host_calls(bench_ctx *ctx, int quick) {
   mbx_policy_free(policy);
   bench_stats sync = measure_loop(ctx, warm, iters, HOST_LOOP_CALLS);
   print_scaled("18d moonbox: sync host function tools.add (JSON)", &sync, 1000.0, raw_ns);
+  fig10.sync_ns = sync.p50_us * 1000.0; /* measure_loop's figures are per call */
   mbx_sandbox_free(ctx->repl);
   if (add_state.calls != (uint64_t)(warm + iters) * HOST_LOOP_CALLS)
     die(ctx->case_name, "the callback was not called once per guest call", "");
@@ -1711,6 +1728,7 @@ static void bench_install(bench_ctx *ctx, const bench_plan *plan) {
   }
   for (int k = 0; k < 4; k++)
     mbx_policy_free(policies[k]);
+  fig10.install_us = s[1].p50_us - s[0].p50_us;
   printf("\ninstalling %d host functions: %+.2f us p50 per new + run + free (sync), %+.2f us "
          "(external), %+.2f us (native); %.0f ns per function (sync)\n",
          INSTALL_FUNCTIONS, s[1].p50_us - s[0].p50_us, s[2].p50_us - s[0].p50_us,
@@ -1737,6 +1755,278 @@ static void bench_issue3(bench_ctx *ctx, const bench_plan *plan, const cycle_ref
   bench_peak_residency(ctx); /* before section 15: its RSS is cleaner on an unfragmented heap */
   bench_live_sandboxes(ctx);
   print_targets();
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Section 21: issue 10's figures, each with its peer measured in this run.                  */
+
+static const char VM_LOOP[] = "local s = 0 for i = 1, 3e7 do s = s + i % 7 end return s";
+#define VM_LOOP_VALUE "89999997"
+#define LIB_REPS 7
+#define THREAD_ITERS 20000
+
+/* The metered library grid: each workload as moonbox runs it and as stock Lua does. */
+static const struct {
+  const char *label;
+  const char *code; /* returns something cheap to encode */
+} LIB_GRID[] = {
+    {"find plain, absent needle, 1 MB",
+     "local s = ('a'):rep(1 << 20) local n = 0 for i = 1, 20 do "
+     "if s:find('b', 1, true) then n = n + 1 end end return n"},
+    {"find plain, present needle at the end, 1 MB",
+     "local s = ('a'):rep(1 << 20) .. 'b' local n = 0 for i = 1, 20 do "
+     "n = n + s:find('b', 1, true) end return n"},
+    {"find pattern %d+ absent, 1 MB",
+     "local s = ('a'):rep(1 << 20) local n = 0 for i = 1, 5 do "
+     "if s:find('%d+') then n = n + 1 end end return n"},
+    {"match (%w+)=(%w+) x 20000",
+     "local n = 0 for i = 1, 20000 do local k, v = ('key' .. i .. '=v' .. i):match('(%w+)=(%w+)') "
+     "n = n + #k + #v end return n"},
+    {"gsub %s+ on 200 KB",
+     "local s = ('ab  cd '):rep(30000) local r, k = s:gsub('%s+', ' ') return k"},
+    {"gmatch %a+ over 200 KB",
+     "local s = ('word '):rep(40000) local n = 0 for w in s:gmatch('%a+') do n = n + 1 end "
+     "return n"},
+    {"table.sort 100000 integers",
+     "local t = {} local x = 1 for i = 1, 100000 do x = x * 1103515245 % 2147483648 t[i] = x "
+     "end table.sort(t) return #t"},
+    {"table.concat 100000 strings",
+     "local t = {} for i = 1, 100000 do t[i] = 'x' .. i end return #table.concat(t, ',')"},
+    {"string.rep 8 MB", "return #(('abc'):rep(3 << 20 // 1))"},
+    {"string.pack/unpack x 50000",
+     "local n = 0 for i = 1, 50000 do n = n + string.unpack('<i4', string.pack('<i4', i)) end "
+     "return n"},
+    {"utf8.len + codes over 100 KB",
+     "local s = ('h\\u{e9}llo '):rep(15000) local n = utf8.len(s) for _, c in utf8.codes(s) do "
+     "n = n + 1 end return n"},
+};
+
+static double median_run_us(mbx_sandbox *sb, const char *code, const char *what) {
+  double t[LIB_REPS];
+  for (int r = 0; r < LIB_REPS; r++) {
+    mbx_error err;
+    mbx_result *res = NULL;
+    uint64_t t0 = now_ns();
+    mbx_status st = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
+    t[r] = (double)(now_ns() - t0) / 1e3;
+    if (st >= MBX_API_ERROR_BASE) die(what, mbx_status_name(st), err.message);
+    if (st != MBX_OK) {
+      mbx_error run_err;
+      mbx_result_error(res, &run_err);
+      die(what, mbx_status_name(st), run_err.message);
+    }
+    mbx_result_free(res);
+  }
+  return median_of(t, LIB_REPS);
+}
+
+static double median_raw_us(lua_State *L, const char *code, const char *what) {
+  double t[LIB_REPS];
+  for (int r = 0; r < LIB_REPS; r++) {
+    uint64_t t0 = now_ns();
+    if (luaL_loadbuffer(L, code, strlen(code), "=input") != LUA_OK ||
+        lua_pcall(L, 0, 1, 0) != LUA_OK)
+      die(what, "raw Lua", lua_tostring(L, -1));
+    t[r] = (double)(now_ns() - t0) / 1e3;
+    lua_settop(L, 0);
+  }
+  return median_of(t, LIB_REPS);
+}
+
+/* A sandbox with a deadline and a memory limit only (the agent-host case the issue's no-hook
+   mode is for; today the count hook is still on). */
+static mbx_sandbox *deadline_only_sandbox(bench_ctx *ctx) {
+  mbx_policy *p = mbx_policy_new();
+  if (!p) die(ctx->case_name, "mbx_policy_new", "out of memory");
+  if (mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 0) != MBX_OK ||
+      mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, 120000) != MBX_OK ||
+      mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, 256u << 20) != MBX_OK)
+    die(ctx->case_name, "mbx_policy_set_limit", "refused");
+  mbx_sandbox *sb = must_new(ctx, ctx->rt, p);
+  mbx_policy_free(p);
+  return sb;
+}
+
+typedef struct thread_job {
+  mbx_runtime *rt;
+  const mbx_policy *policy;
+  size_t iters;
+  int failed;
+} thread_job;
+
+static void *fresh_loop(void *arg) {
+  thread_job *j = arg;
+  for (size_t i = 0; i < j->iters && !j->failed; i++) {
+    mbx_error err;
+    mbx_sandbox *sb = mbx_sandbox_new(j->rt, j->policy, &err);
+    mbx_result *res = NULL;
+    if (!sb || mbx_run(sb, TINY_SOURCE, strlen(TINY_SOURCE), NULL, 0, &res, &err) != MBX_OK)
+      j->failed = 1;
+    mbx_result_free(res);
+    mbx_sandbox_free(sb);
+  }
+  return NULL;
+}
+
+/* Wall ns for `threads` threads each doing THREAD_ITERS fresh cycles on one runtime. */
+static uint64_t fresh_cycles_ns(bench_ctx *ctx, int threads) {
+  pthread_t t[2];
+  thread_job jobs[2];
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, BENCH_STACK_BYTES);
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < threads; i++) {
+    jobs[i] = (thread_job){ctx->rt, ctx->policy, THREAD_ITERS, 0};
+    if (pthread_create(&t[i], &attr, fresh_loop, &jobs[i]) != 0)
+      die(ctx->case_name, "pthread_create", "failed");
+  }
+  for (int i = 0; i < threads; i++) {
+    pthread_join(t[i], NULL);
+    if (jobs[i].failed) die(ctx->case_name, "a fresh cycle failed", "");
+  }
+  pthread_attr_destroy(&attr);
+  return now_ns() - t0;
+}
+
+/* Bytes a bare luaL_newstate + luaL_openlibs holds (a counting allocator). */
+static size_t raw_bytes;
+static void *counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  (void)ud;
+  if (ptr) raw_bytes -= osize;
+  if (nsize == 0) {
+    free(ptr);
+    return NULL;
+  }
+  void *p = realloc(ptr, nsize);
+  if (p) raw_bytes += nsize;
+  else if (ptr) raw_bytes += osize;
+  return p;
+}
+
+static size_t raw_idle_bytes(void) {
+  raw_bytes = 0;
+  lua_State *L = lua_newstate(counting_alloc, NULL);
+  if (!L) die(NULL, "lua_newstate", "out of memory");
+  luaL_openlibs(L);
+  lua_gc(L, LUA_GCCOLLECT);
+  size_t n = raw_bytes;
+  lua_close(L);
+  return n;
+}
+
+#define MAX_TARGETS10 12
+static target_row targets10[MAX_TARGETS10];
+static size_t n_targets10;
+
+static void add_target10(const char *target, int met, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add_target10(const char *target, int met, const char *fmt, ...) {
+  if (n_targets10 == MAX_TARGETS10) die(NULL, "too many targets", target);
+  target_row *t = &targets10[n_targets10++];
+  t->target = target;
+  t->met = met;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t->figure, sizeof t->figure, fmt, ap);
+  va_end(ap);
+}
+
+static void bench_issue10(bench_ctx *ctx, int quick) {
+  bench_ctx saved = *ctx;
+  printf("\n## 21. Issue 10: the pure VM loop, the metered library and 2-thread throughput, "
+         "each against stock Lua 5.4 (the same liblua, in this process) or one thread; medians "
+         "of %d runs\n\n",
+         LIB_REPS);
+  printf("| %-*s | %12s | %12s | %9s |\n", LABEL_WIDTH, "workload", "moonbox us", "stock us",
+         "ratio");
+  printf("|%.*s|-------------:|-------------:|----------:|\n", LABEL_WIDTH + 2,
+         "------------------------------------------------------------------------------------");
+  lua_State *L = luaL_newstate();
+  if (!L) die(NULL, "luaL_newstate", "out of memory");
+  luaL_openlibs(L);
+  ctx->case_name = "21 deadline-only sandbox";
+  mbx_sandbox *sb = deadline_only_sandbox(ctx);
+  /* The loop once, checked, before timing. */
+  mbx_result *res = must_run(ctx, sb, VM_LOOP);
+  if (strcmp(mbx_result_value_json(res, NULL), VM_LOOP_VALUE) != 0)
+    die(ctx->case_name, "the VM loop gave", mbx_result_value_json(res, NULL));
+  mbx_result_free(res);
+  double vm_mbx = median_run_us(sb, VM_LOOP, "21 VM loop (moonbox)");
+  double vm_raw = median_raw_us(L, VM_LOOP, "21 VM loop (stock)");
+  printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH,
+         "VM loop 3e7, deadline + memory limit only", vm_mbx, vm_raw, vm_mbx / vm_raw);
+  double worst = 0;
+  const char *worst_label = "";
+  size_t n_lib = quick ? 3 : sizeof LIB_GRID / sizeof LIB_GRID[0];
+  for (size_t i = 0; i < n_lib; i++) {
+    double m = median_run_us(sb, LIB_GRID[i].code, LIB_GRID[i].label);
+    double r = median_raw_us(L, LIB_GRID[i].code, LIB_GRID[i].label);
+    printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH, LIB_GRID[i].label, m, r, m / r);
+    if (m / r > worst) {
+      worst = m / r;
+      worst_label = LIB_GRID[i].label;
+    }
+  }
+  mbx_sandbox_free(sb);
+  lua_close(L);
+
+  ctx->case_name = "21 2-thread throughput";
+  uint64_t one = fresh_cycles_ns(ctx, 1), two = fresh_cycles_ns(ctx, 2);
+  double speedup = 2.0 * (double)one / (double)two;
+  printf("\nfresh-sandbox throughput (new + run `return 1+1` + free, one shared runtime): 1 "
+         "thread %.0f cycles/s, 2 threads %.0f cycles/s: %.2fx (this machine has %ld cores, "
+         "shared with whatever else runs)\n",
+         THREAD_ITERS / ((double)one / 1e9), 2.0 * THREAD_ITERS / ((double)two / 1e9), speedup,
+         sysconf(_SC_NPROCESSORS_ONLN));
+  size_t raw_idle = raw_idle_bytes();
+  printf("idle bytes peer: a bare luaL_newstate + luaL_openlibs holds %zu bytes after a full "
+         "collection (moonbox's idle sandbox: section 14)\n",
+         raw_idle);
+
+  char buf[64];
+#define FIG(x, fmt) (isnan(x) ? "not measured in this run" : (snprintf(buf, sizeof buf, fmt, x), buf))
+  double cycle_ratio = fig10.cycle_raw_us / fig10.cycle_us;
+  add_target10("new + run + free >= 20x faster than raw Lua's cycle",
+               isnan(cycle_ratio) ? -1 : cycle_ratio >= 20,
+               "%.1fx (case 1 %.2f us vs case 3 %.2f us)", cycle_ratio, fig10.cycle_us,
+               fig10.cycle_raw_us);
+  add_target10("`return 1+1` on a live sandbox <= 0.5 us",
+               isnan(fig10.live_us) ? -1 : fig10.live_us <= 0.5,
+               "%.2f us (11d) vs raw lua_pcall + hook %.2f us (11i)", fig10.live_us,
+               fig10.live_raw_us);
+  add_target10("sync host call <= 0.40 us", isnan(fig10.sync_ns) ? -1 : fig10.sync_ns <= 400,
+               "%.0f ns (18d) vs native through libffi %.0f ns (18c)", fig10.sync_ns,
+               fig10.native_ns);
+  add_target10("10 host functions in the policy <= +0.3 us",
+               isnan(fig10.install_us) ? -1 : fig10.install_us <= 0.3, "%s",
+               FIG(fig10.install_us, "%+.2f us (20b - 20a)"));
+  add_target10("idle sandbox <= 20 KB through the allocator",
+               isnan(fig10.idle_bytes) ? -1 : fig10.idle_bytes <= 20480,
+               "%.0f bytes (section 14) vs bare newstate + openlibs %zu bytes", fig10.idle_bytes,
+               raw_idle);
+  add_target10("10,000 live sandboxes <= 300 MB",
+               isnan(fig10.live_rss_mib) ? -1 : fig10.live_rss_mib <= 300, "%s",
+               FIG(fig10.live_rss_mib, "+%.1f MiB RSS (section 15)"));
+  add_target10("fresh-sandbox throughput, 2 threads >= 1.8x one", speedup >= 1.8,
+               "%.2fx (%ld cores)", speedup, sysconf(_SC_NPROCESSORS_ONLN));
+  add_target10("pure VM loop, deadline only <= 1.05x stock lua5.4", vm_mbx / vm_raw <= 1.05,
+               "%.2fx (%.0f us vs %.0f us; the count hook is still on)", vm_mbx / vm_raw,
+               vm_mbx, vm_raw);
+  add_target10("metered library, each <= 1.2x stock", worst <= 1.2, "worst %.2fx (%s)", worst,
+               worst_label);
+#undef FIG
+  printf("\nIssue 10 figures (every peer measured in this run)\n\n| %-*s | %-*s | %-7s |\n", 58,
+         "target", 100, "measured", "verdict");
+  printf("|%.*s|%.*s|---------|\n", 60,
+         "--------------------------------------------------------------------------------", 102,
+         "--------------------------------------------------------------------------------"
+         "----------------------------------------");
+  for (size_t i = 0; i < n_targets10; i++)
+    printf("| %-*s | %-*s | %-7s |\n", 58, targets10[i].target, 100, targets10[i].figure,
+           targets10[i].met < 0 ? "n/a" : targets10[i].met ? "met" : "not met");
+  fflush(stdout);
+  *ctx = saved;
 }
 
 static void *bench_main(void *arg) {
@@ -1781,6 +2071,10 @@ static void *bench_main(void *arg) {
     bench_host(&ctx, plan, args->quick);
     goto done;
   }
+  if (args->issue10_only) {
+    bench_issue10(&ctx, args->quick);
+    goto done;
+  }
   cross_check_snippet(&ctx);
 
   print_table_head("p50 / mbx");
@@ -1810,6 +2104,8 @@ static void *bench_main(void *arg) {
   s = measure(&ctx, case_lua_plain, plan->tiny_warmup, plan->tiny_iters);
   print_row("3 raw Lua: newstate + openlibs + load + pcall + close", &s, mbx_tiny.p50_us);
   refs.lua_tiny = s;
+  fig10.cycle_us = mbx_tiny.p50_us;
+  fig10.cycle_raw_us = s.p50_us;
 
   if (all) {
     ctx.case_name = "4 raw Lua + count hook";
@@ -1885,6 +2181,7 @@ static void *bench_main(void *arg) {
 
 issue3:
   bench_issue3(&ctx, plan, &refs, snippet, snippet_len, &json, constructor_len, &lua_inputs);
+  if (all) bench_issue10(&ctx, args->quick);
 
 done:
   mbx_sandbox_free(ctx.repl);
@@ -1899,7 +2196,7 @@ done:
 static void usage(FILE *to) {
   fprintf(to,
           "usage: bench_run [--quick] [--snippet PATH] [--agent-dir DIR] [--agent-only]\n"
-          "                 [--issue3-only] [--host-only]\n"
+          "                 [--issue3-only] [--host-only] [--issue10-only]\n"
           "  --quick          fewer iterations (a smoke run; numbers are noisier)\n"
           "  --snippet PATH   the Lua snippet of cases 5-8 (default %s)\n"
           "  --agent-dir DIR  the snippet corpus of section 10 (default: tests/agent in the\n"
@@ -1908,7 +2205,10 @@ static void usage(FILE *to) {
           "  --issue3-only    run only the issue-3 sections (11-16) and the cases their targets\n"
           "                   are judged against (1, 3, 5, 7, 8), with fewer iterations\n"
           "  --host-only      run only sections 18-20: sync host calls, pause/resume round\n"
-          "                   trips, installing host functions\n",
+          "                   trips, installing host functions\n"
+          "  --issue10-only   run only section 21: the VM loop and the metered library\n"
+          "                   against stock Lua, 2-thread throughput (the issue-10 table's\n"
+          "                   other rows come from sections 1-20 of a full run)\n",
           MBX_BENCH_SNIPPET);
 }
 
@@ -1929,7 +2229,7 @@ static void default_agent_dir(char *buf, size_t size) {
 int main(int argc, char **argv) {
   static char agent_dir[4096];
   default_agent_dir(agent_dir, sizeof agent_dir);
-  bench_args args = {0, 0, 0, 0, MBX_BENCH_SNIPPET, agent_dir};
+  bench_args args = {0, 0, 0, 0, MBX_BENCH_SNIPPET, agent_dir, 0};
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       args.quick = 1;
@@ -1939,6 +2239,8 @@ int main(int argc, char **argv) {
       args.issue3_only = 1;
     } else if (strcmp(argv[i], "--host-only") == 0) {
       args.host_only = 1;
+    } else if (strcmp(argv[i], "--issue10-only") == 0) {
+      args.issue10_only = 1;
     } else if (strcmp(argv[i], "--agent-dir") == 0 && i + 1 < argc) {
       args.agent_dir = argv[++i];
     } else if (strcmp(argv[i], "--snippet") == 0 && i + 1 < argc) {
