@@ -37,6 +37,7 @@ void mbxC_policy_defaults(mbx_policy *p) {
   p->fs.files_max = MBXC_DEFAULT_FS_FILES;
   p->fs.open_files = MBXC_DEFAULT_FS_OPEN_FILES;
   p->fs_file_bytes = 0;
+  mbxC_exec_spec_defaults(&p->exec);
 }
 
 static void clear_fs(mbx_policy *p) {
@@ -66,6 +67,7 @@ void mbxC_policy_clear(mbx_policy *p) {
   p->env_count = p->env_cap = 0;
   mbxC_hostfn_clear(&p->host_fns);
   clear_fs(p);
+  mbxC_exec_spec_clear(&p->exec);
 }
 
 /* A limit's name, range and storage, described once so validation and lookup agree. */
@@ -98,6 +100,16 @@ static const limit_spec limit_specs[] = {
      offsetof(mbx_policy, fs.files_max)},
     {MBX_LIMIT_FS_OPEN_FILES, "MBX_LIMIT_FS_OPEN_FILES", 1, MBXC_MAX_FS_OPEN_FILES,
      offsetof(mbx_policy, fs.open_files)},
+    {MBX_LIMIT_EXEC_TIMEOUT_MS, "MBX_LIMIT_EXEC_TIMEOUT_MS", 1, MBXC_MAX_TIME_MS,
+     offsetof(mbx_policy, exec.timeout_ms)},
+    {MBX_LIMIT_EXEC_MEMORY, "MBX_LIMIT_EXEC_MEMORY (bytes)", MBXC_MIN_EXEC_MEMORY,
+     MBXC_MAX_EXEC_MEMORY, offsetof(mbx_policy, exec.memory)},
+    {MBX_LIMIT_EXEC_PIDS, "MBX_LIMIT_EXEC_PIDS", 1, MBXC_MAX_EXEC_PIDS,
+     offsetof(mbx_policy, exec.pids)},
+    {MBX_LIMIT_EXEC_OUTPUT, "MBX_LIMIT_EXEC_OUTPUT (bytes)", 0, MBXC_MAX_EXEC_OUTPUT,
+     offsetof(mbx_policy, exec.output)},
+    {MBX_LIMIT_EXEC_RUNS, "MBX_LIMIT_EXEC_RUNS", 0, UINT64_MAX / 4,
+     offsetof(mbx_policy, exec.max_runs)},
 };
 
 static const limit_spec *find_limit(mbx_limit which) {
@@ -418,6 +430,10 @@ int mbxC_policy_copy_settings(mbx_policy *dst, const mbx_policy *src) {
   dst->fs.files = NULL;
   dst->fs.mount_count = dst->fs.file_count = 0;
   dst->fs_file_bytes = 0;
+  if (mbxC_exec_spec_copy(&dst->exec, &src->exec) != 0) {
+    mbxC_exec_spec_defaults(&dst->exec);
+    goto oom;
+  }
   char why[200];
   for (size_t i = 0; i < src->env_count; i++)
     if (mbxC_policy_set_env(dst, src->env[i].name, src->env[i].value, why, sizeof why) != 0)
@@ -532,6 +548,18 @@ uint64_t mbxC_policy_digest(const mbx_policy *p) {
     const mbxC_fs_file *f = &p->fs.files[i];
     digest_str(&st, f->path, strlen(f->path));
     digest_str(&st, f->data, f->len);
+  }
+  /* exec: only when a program is allowed, so every digest made before exec existed still
+     matches (such a policy cannot be snapshotted today, but the digest says what it grants). */
+  if (p->exec.allow_count) {
+    digest_u64(&st, p->exec.allow_count);
+    for (size_t i = 0; i < p->exec.allow_count; i++)
+      digest_str(&st, p->exec.allow[i], strlen(p->exec.allow[i]));
+    digest_u64(&st, p->exec.timeout_ms);
+    digest_u64(&st, p->exec.memory);
+    digest_u64(&st, p->exec.pids);
+    digest_u64(&st, p->exec.output);
+    digest_u64(&st, p->exec.max_runs);
   }
   return XXH3_64bits_digest(&st);
 }

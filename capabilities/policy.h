@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capabilities/exec.h"
 #include "capabilities/hostfn.h"
 #include "capabilities/vfs.h"
 #include "include/moonbox.h"
@@ -39,6 +40,9 @@ struct mbx_policy {
      once, the policy's files, and the quotas (MBX_LIMIT_FS_*). Owned here. */
   mbxC_fs_spec fs;
   size_t fs_file_bytes; /* total bytes of fs.files, against MBXC_MAX_FS_FILE_BYTES */
+  /* The exec backend: the allowed programs and the MBX_LIMIT_EXEC_* limits
+     (capabilities/exec.h). No allowed program: no exec at all. Owned here. */
+  mbxC_exec_spec exec;
 };
 
 /* All of a policy's files together (they are copied into every sandbox's view). */

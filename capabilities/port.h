@@ -271,7 +271,10 @@ typedef struct mbxC_exec_request {
   size_t argc;
   const char *stdin_bytes;
   size_t stdin_len;
-  const char *cwd; /* virtual path; NULL = "/" */
+  const char *cwd; /* virtual path; NULL = "/tmp" (the process's private, writable /tmp) */
+  const char *const *env; /* "NAME=VALUE" entries added to the policy's environment */
+  size_t envc;
+  uint64_t timeout_ms; /* 0 = the policy's exec timeout; never more than it */
 } mbxC_exec_request;
 typedef struct mbxC_exec_result {
   int exit_code;   /* -1 when killed by a signal */
@@ -280,7 +283,9 @@ typedef struct mbxC_exec_result {
   size_t out_len;
   const char *err;
   size_t err_len;
-  int timed_out;
+  int timed_out;  /* the program's own timeout killed the whole process tree */
+  int truncated;  /* stdout or stderr was longer than the policy's exec output cap */
+  uint64_t wall_ms;
 } mbxC_exec_result;
 
 /* ---- the table ---- */
@@ -344,7 +349,11 @@ typedef struct mbxC_port {
   int (*fs_remove)(void *ud, const char *path, size_t path_len, mbxC_port_error *e);
   int (*fs_rename)(void *ud, const char *from, size_t from_len, const char *to, size_t to_len,
                    mbxC_port_error *e);
-  /* Run one program in the exec backend (guest time: wait carries the deadline). */
+  /* Run one program in the exec backend (guest time: wait carries the deadline). 0 with *res
+     (its bytes valid until the next operation), or -1 with *e: EACCES not on the allow
+     list or no exec granted, ENOENT no such program in the sandbox, ENOSYS the backend is
+     unusable (the message says why), EAGAIN the run's exec count is spent, MBXC_E_TIMEDOUT
+     the run's deadline (the process tree is killed first). */
   int (*exec_run)(void *ud, const mbxC_exec_request *req, const mbxC_wait *wait,
                   mbxC_exec_result *res, mbxC_port_error *e);
 } mbxC_port;

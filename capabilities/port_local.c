@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "capabilities/ffi.h"
@@ -225,6 +227,147 @@ static int local_fs_rename(void *ud, const char *from, size_t from_len, const ch
   return v ? mbxC_vfs_rename(v, from, from_len, to, to_len, e) : -1;
 }
 
+/* ---- exec (capabilities/exec.c does the work) ---- */
+
+static int exec_refuse(mbxC_port_error *e, int errnum, const char *fmt, const char *arg,
+                       const char *arg2) {
+  e->errnum = errnum;
+  snprintf(e->message, sizeof e->message, fmt, arg, arg2);
+  return -1;
+}
+
+/* "/bin/sh, /usr/bin/python3" (cut to fit). */
+static void allowed_list(const mbxC_exec_spec *s, char *out, size_t size) {
+  size_t n = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < s->allow_count && n + 8 < size; i++) {
+    int w = snprintf(out + n, size - n, "%s%s", i ? ", " : "", s->allow[i]);
+    if (w < 0 || (size_t)w >= size - n) {
+      snprintf(out + (size > 5 ? size - 5 : 0), 5, "...");
+      break;
+    }
+    n += (size_t)w;
+  }
+}
+
+/* Whether the allowed program exists in the sandbox's image: /usr (and the merged-/usr links)
+   from the host, a mount through its held dirfd. Anything else the process cannot see. */
+static int program_exists(mbxC_port_local *pl, const char *prog, const mbxC_exec_mount *m,
+                          size_t nm) {
+  struct stat st;
+  for (size_t i = 0; i < nm; i++) {
+    size_t len = strlen(m[i].path);
+    if (strncmp(prog, m[i].path, len) == 0 && prog[len] == '/')
+      return fstatat(m[i].dirfd, prog + len + 1, &st, 0) == 0 && S_ISREG(st.st_mode);
+  }
+  static const char *const image[] = {"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", NULL};
+  (void)pl;
+  for (size_t i = 0; image[i]; i++)
+    if (strncmp(prog, image[i], strlen(image[i])) == 0)
+      return stat(prog, &st) == 0 && S_ISREG(st.st_mode) && access(prog, X_OK) == 0;
+  return 0;
+}
+
+static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wait *wait,
+                          mbxC_exec_result *res, mbxC_port_error *e) {
+  mbxC_port_local *pl = ud;
+  char list[200];
+  if (req->argc == 0 || req->argv[0] == NULL)
+    return exec_refuse(e, EINVAL, "%s%s", "no program given (proc.run{\"prog\", args...})", "");
+  const char *prog = mbxC_exec_resolve(&pl->exec, req->argv[0]);
+  if (prog == NULL) {
+    allowed_list(&pl->exec, list, sizeof list);
+    return exec_refuse(e, EACCES,
+                       "Permission denied (not on the policy's exec allow list; allowed: %s%s)",
+                       list, "");
+  }
+  if (pl->exec_runs >= pl->exec.max_runs) {
+    snprintf(list, sizeof list, "%llu", (unsigned long long)pl->exec.max_runs);
+    return exec_refuse(e, EAGAIN, "the run already started %s programs (exec.max_runs)%s", list,
+                       "");
+  }
+  if (pl->has_files)
+    return exec_refuse(e, EOPNOTSUPP,
+                       "Operation not supported (a policy with memory files cannot run programs "
+                       "yet: a process could not see them; mount a host directory instead)%s%s",
+                       "", "");
+  mbxC_vfs *v = view(ud, e);
+  if (v == NULL) return -1;
+  size_t nm = mbxC_vfs_mount_count(v);
+  mbxC_exec_mount mounts[MBXC_VFS_MAX_MOUNTS];
+  for (size_t i = 0; i < nm && i < MBXC_VFS_MAX_MOUNTS; i++)
+    mounts[i].dirfd = mbxC_vfs_mount_fd(v, i, &mounts[i].path, &mounts[i].mode);
+  if (!program_exists(pl, prog, mounts, nm))
+    return exec_refuse(e, ENOENT,
+                       "No such file or directory (%s is allowed but is not a program in the "
+                       "sandbox: the process sees /usr, its /bin and /lib links, /tmp and the "
+                       "policy's mounts)%s",
+                       prog, "");
+  char cwd[MBXC_VFS_PATH_BUF];
+  if (req->cwd && mbxC_vfs_normalize(req->cwd, strlen(req->cwd), cwd, sizeof cwd, NULL) != 0)
+    return exec_refuse(e, EINVAL, "the working directory '%.100s' is not a valid path%s",
+                       req->cwd, "");
+  /* The environment: the policy's virtual one, then the request's (a later entry of the same
+     name wins in bwrap's --setenv order). */
+  size_t envc = pl->env_count + req->envc;
+  const char **env = envc ? calloc(envc, sizeof *env) : NULL;
+  char **owned = pl->env_count ? calloc(pl->env_count, sizeof *owned) : NULL;
+  if ((envc && env == NULL) || (pl->env_count && owned == NULL)) {
+    free(env);
+    free(owned);
+    return exec_refuse(e, ENOMEM, "%s%s", "out of host memory", "");
+  }
+  int oom = 0;
+  for (size_t i = 0; i < pl->env_count; i++) {
+    const mbxC_env_var *ev = &pl->env[i];
+    size_t nl = strlen(ev->name);
+    owned[i] = malloc(nl + ev->value_len + 2);
+    if (owned[i] == NULL) {
+      oom = 1;
+      continue;
+    }
+    memcpy(owned[i], ev->name, nl);
+    owned[i][nl] = '=';
+    memcpy(owned[i] + nl + 1, ev->value, ev->value_len);
+    owned[i][nl + 1 + ev->value_len] = '\0';
+    env[i] = owned[i];
+  }
+  for (size_t i = 0; i < req->envc; i++)
+    env[pl->env_count + i] = req->env[i];
+  uint64_t timeout = req->timeout_ms && req->timeout_ms < pl->exec.timeout_ms
+                         ? req->timeout_ms
+                         : pl->exec.timeout_ms;
+  mbxC_exec_plan plan = {.program = prog,
+                         .argv = req->argv,
+                         .argc = req->argc,
+                         .cwd = req->cwd ? cwd : NULL,
+                         .env = env,
+                         .envc = envc,
+                         .mounts = mounts,
+                         .mount_count = nm,
+                         .tmp_bytes = pl->fs_policy ? pl->fs_policy->fs.tmp_bytes
+                                                    : pl->fs_spec.tmp_bytes,
+                         .shim = pl->exec_backend->helper};
+  int r = oom ? exec_refuse(e, ENOMEM, "%s%s", "out of host memory", "")
+              : (pl->exec_runs++,
+                 mbxC_exec_run(pl->exec_backend, &plan, &pl->exec, req->stdin_bytes,
+                               req->stdin_len, timeout, wait, &pl->exec_bufs, res, e));
+  for (size_t i = 0; i < pl->env_count; i++)
+    free(owned ? owned[i] : NULL);
+  free(owned);
+  free(env);
+  return r;
+}
+
+void mbxC_port_local_set_exec(mbxC_port_local *pl, mbxC_exec_backend *backend) {
+  pl->exec_backend = backend;
+  pl->port.exec_run = backend && pl->exec.allow_count ? local_exec_run : NULL;
+}
+
+int mbxC_port_local_has_exec(const mbxC_port_local *pl) {
+  return pl->exec.allow_count > 0;
+}
+
 int mbxC_port_local_fs_reset(mbxC_port_local *pl) {
   if (pl->fs_policy) return make_view(pl);
   mbxC_vfs_free(pl->vfs); /* made again at the next file operation */
@@ -314,6 +457,11 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
   pl->grants.deterministic = p->deterministic;
   mbxC_port_local_run_begin(pl);
   if (mbxC_hostfn_copy(&pl->host_fns, &p->host_fns) != 0) return -1;
+  pl->has_files = p->fs.file_count > 0;
+  if (mbxC_exec_spec_copy(&pl->exec, &p->exec) != 0) {
+    mbxC_port_local_free(pl);
+    return -1;
+  }
   if (grant_functions(pl) != 0) {
     mbxC_port_local_free(pl);
     return -1;
@@ -386,6 +534,9 @@ void mbxC_port_local_free(mbxC_port_local *pl) {
   pl->env = NULL;
   pl->env_count = 0;
   mbxC_hostfn_clear(&pl->host_fns);
+  mbxC_exec_spec_clear(&pl->exec);
+  mbxC_exec_buffers_free(&pl->exec_bufs);
+  pl->port.exec_run = NULL;
   mbxC_host_reply_free(&pl->reply);
   free(pl->native_out);
   pl->native_out = NULL;
@@ -398,6 +549,7 @@ void mbxC_port_local_free(mbxC_port_local *pl) {
 void mbxC_port_local_run_begin(mbxC_port_local *pl) {
   pl->run_start_coarse_ns = coarse_ns();
   pl->cpu_start_known = 0;
+  pl->exec_runs = 0;
 }
 
 uint64_t mbxC_port_local_position(const mbxC_port_local *pl) {

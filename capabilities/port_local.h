@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capabilities/exec.h"
 #include "capabilities/hostfn.h"
 #include "capabilities/policy.h"
 #include "capabilities/port.h"
@@ -46,6 +47,13 @@ typedef struct mbxC_port_local {
   mbxC_port_error fs_error; /* why the last view could not be made */
   mbxC_vfs_mark *fs_mark;   /* the memory tree at the checkpoint; NULL: no view then */
   int fs_marked;            /* a checkpoint was taken */
+  /* exec (capabilities/exec.h): the policy's allow list and limits, the runtime's backend
+     (NULL until mbxC_port_local_set_exec), the output buffers, programs started this run. */
+  mbxC_exec_spec exec;
+  mbxC_exec_backend *exec_backend;
+  mbxC_exec_buffers exec_bufs;
+  uint64_t exec_runs;
+  int has_files; /* the policy has memory files (a process could not see them) */
 } mbxC_port_local;
 
 /* Copy what the port needs from p and fill pl->port. Returns 0, -1 when out of memory, or
@@ -54,6 +62,11 @@ typedef struct mbxC_port_local {
    no mbxC_port_local_free. */
 #define MBXC_PORT_LOCAL_FS_FAILED (-2)
 int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p);
+/* Serve exec_run through backend (the runtime's; it outlives the port) when the policy allows
+   a program; without one exec_run stays NULL (the guest sees "not granted"). */
+void mbxC_port_local_set_exec(mbxC_port_local *pl, mbxC_exec_backend *backend);
+/* 1 when the policy allows at least one program (such a sandbox cannot be snapshotted). */
+int mbxC_port_local_has_exec(const mbxC_port_local *pl);
 /* Release the copies. Never fails; a zeroed pl is fine, and so is freeing twice. */
 void mbxC_port_local_free(mbxC_port_local *pl);
 /* A run begins on the calling thread: os.clock counts from here. */

@@ -346,6 +346,24 @@ static int record_fs_rename(void *ud, const char *from, size_t from_len, const c
   return in->fs_rename(in->ud, from, from_len, to, to_len, e);
 }
 
+/* ---- exec: forwarded live, never replayed ----
+   A program's answer comes from outside the sandbox, so a replay would need it from the log;
+   exec results are not recorded yet, and host/snapshot.c refuses to snapshot a sandbox whose
+   policy allows a program (mbx_sandbox_snapshot). Replaying, the call is refused rather than
+   run again. */
+static int record_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wait *wait,
+                           mbxC_exec_result *res, mbxC_port_error *e) {
+  mbxC_port_record *r = ud;
+  if (r->replaying) {
+    e->errnum = 95; /* EOPNOTSUPP */
+    snprintf(e->message, sizeof e->message,
+             "Operation not supported (exec results are not recorded: a replay cannot run "
+             "programs)");
+    return -1;
+  }
+  return r->inner->exec_run(r->inner->ud, req, wait, res, e);
+}
+
 /* ---- the layer ---- */
 
 void mbxC_port_record_init(mbxC_port_record *r, const mbxC_port *inner, uint64_t chain0) {
@@ -372,7 +390,8 @@ void mbxC_port_record_init(mbxC_port_record *r, const mbxC_port *inner, uint64_t
                         .fs_stat = inner->fs_stat ? record_fs_stat : NULL,
                         .fs_mkdir = inner->fs_mkdir ? record_fs_mkdir : NULL,
                         .fs_remove = inner->fs_remove ? record_fs_remove : NULL,
-                        .fs_rename = inner->fs_rename ? record_fs_rename : NULL};
+                        .fs_rename = inner->fs_rename ? record_fs_rename : NULL,
+                        .exec_run = inner->exec_run ? record_exec_run : NULL};
 }
 
 void mbxC_port_record_free(mbxC_port_record *r) {

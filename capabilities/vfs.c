@@ -153,6 +153,16 @@ struct mbxC_vfs {
   size_t names_cap;
 };
 
+size_t mbxC_vfs_mount_count(const mbxC_vfs *v) {
+  return v->mount_count;
+}
+
+int mbxC_vfs_mount_fd(const mbxC_vfs *v, size_t i, const char **path, int *mode) {
+  *path = v->mounts[i].path;
+  *mode = v->mounts[i].mode;
+  return v->mounts[i].dirfd;
+}
+
 static int fail(mbxC_port_error *e, int errnum, const char *reason, ...) {
   e->errnum = errnum;
   const char *text = strerrordesc_np(errnum);

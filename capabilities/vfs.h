@@ -101,6 +101,12 @@ size_t mbxC_vfs_open_count(const mbxC_vfs *v);
 uint64_t mbxC_vfs_bytes_used(const mbxC_vfs *v);
 uint64_t mbxC_vfs_files_used(const mbxC_vfs *v);
 
+/* The exec backend's view of host mount i (0..mbxC_vfs_mount_count): its virtual path, mode
+   and the O_PATH directory fd opened when the view was made (owned by the view), so a process
+   sees the directory the view resolved once, not whatever is at the host path now. */
+size_t mbxC_vfs_mount_count(const mbxC_vfs *v);
+int mbxC_vfs_mount_fd(const mbxC_vfs *v, size_t i, const char **path, int *mode);
+
 /* Checkpoints of the memory tree (mbx_sandbox_checkpoint / mbx_sandbox_rewind): a mark copies
    what /tmp holds (its size, at most the tmp quota; the policy's files never change and are
    not copied). Restoring closes every handle, then, if the memory tree changed since the

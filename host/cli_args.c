@@ -77,7 +77,8 @@ typedef enum option_id {
   OPT_POLICY,
   OPT_MOUNT,
   OPT_FILE,
-  OPT_ISOLATE
+  OPT_ISOLATE,
+  OPT_ALLOW_EXEC
 } option_id;
 
 typedef struct option_spec {
@@ -115,6 +116,7 @@ static const option_spec run_options[] = {
     {"--mount", OPT_MOUNT, 1, "--mount ./data:/data", 0},
     {"--file", OPT_FILE, 1, "--file /input/orders.csv=orders.csv", 0},
     {"--isolate", OPT_ISOLATE, 1, "--isolate process", 0},
+    {"--allow-exec", OPT_ALLOW_EXEC, 1, "--allow-exec /usr/bin/python3", 0},
 };
 
 static const char usage_text[] =
@@ -122,6 +124,7 @@ static const char usage_text[] =
     "       moonbox resume [OPTIONS] SNAPSHOT (--value JSON | --error MESSAGE)\n"
     "       moonbox check [OPTIONS] (FILE | -e CODE | -)\n"
     "       moonbox fuzz FILE [OPTIONS] [LIBFUZZER FLAGS] [CORPUS...]  (moonbox fuzz --help)\n"
+    "       moonbox doctor [--json]   (what the exec backend found, and why not)\n"
     "       moonbox --help | --version\n"
     "\n"
     "Runs an untrusted Lua 5.4 script in a sandbox with memory, instruction, time and\n"
@@ -160,6 +163,9 @@ static const char usage_text[] =
     "  --isolate process|none run the script in a jailed worker process (moonbox-worker:\n"
     "                         no files, no network, no system calls but compute) or in\n"
     "                         this process (none, the default)\n"
+    "  --allow-exec PROGRAM   let proc.run start PROGRAM (an absolute path, e.g. /bin/sh) in\n"
+    "                         the exec sandbox (bubblewrap); /bin/sh also enables os.execute\n"
+    "                         and io.popen (repeatable; see moonbox doctor)\n"
     "  --json                 print one JSON object with status, value, output and usage\n"
     "  -h, --help             show this help\n"
     "  --version              show the version\n"
@@ -676,6 +682,22 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
               spec->example);
       return -1;
     }
+  case OPT_ALLOW_EXEC:
+    /* The shape here; the library checks the path (mbx_policy_allow_exec). */
+    if (value[0] != '/') {
+      char quoted[QUOTE_MAX + 4];
+      quote_value(value, quoted, sizeof quoted);
+      set_msg(msg, msg_size, "--allow-exec: '%s' is not an absolute path (e.g. %s)", quoted,
+              spec->example);
+      return -1;
+    }
+    if (opt->allow_exec_count == MBXH_CLI_MAX_EXEC) {
+      set_msg(msg, msg_size, "--allow-exec: at most %d programs can be allowed",
+              MBXH_CLI_MAX_EXEC);
+      return -1;
+    }
+    opt->allow_exec[opt->allow_exec_count++] = value;
+    break;
   case OPT_FILE: {
     const char *eq = strchr(value, '=');
     char quoted[QUOTE_MAX + 4];
@@ -922,6 +944,19 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
     return 0;
   }
   if (strcmp(command, "run") == 0) return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
+  if (strcmp(command, "doctor") == 0) {
+    opt->command = MBXH_CLI_DOCTOR;
+    for (int i = 2; i < argc; i++) {
+      if (strcmp(argv[i], "--json") == 0) {
+        opt->json = 1;
+        continue;
+      }
+      quote_value(argv[i], quoted, sizeof quoted);
+      set_msg(msg, msg_size, "moonbox doctor takes only --json, not '%s'", quoted);
+      return -1;
+    }
+    return 0;
+  }
   if (strcmp(command, "resume") == 0) {
     opt->command = MBXH_CLI_RESUME;
     return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
@@ -937,7 +972,7 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
             "[OPTIONS] FILE; see moonbox --help)",
             quoted);
   else
-    set_msg(msg, msg_size, "unknown command '%s' (the commands are run, resume and check; see moonbox --help)", quoted);
+    set_msg(msg, msg_size, "unknown command '%s' (the commands are run, resume, check and doctor; see moonbox --help)", quoted);
   return -1;
 }
 

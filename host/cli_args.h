@@ -20,6 +20,7 @@
 /* --mount and --file may be given this many times (the library's caps). */
 #define MBXH_CLI_MAX_MOUNTS 32
 #define MBXH_CLI_MAX_FILES 1024
+#define MBXH_CLI_MAX_EXEC 64 /* --allow-exec (mbx_policy_allow_exec's cap) */
 /* The exit code of a run that stopped at a --pause-on function (docs/cli.md). */
 #define MBXH_CLI_EXIT_PAUSED 4
 
@@ -28,7 +29,8 @@ typedef enum mbxH_cli_command {
   MBXH_CLI_RESUME, /* moonbox resume SNAPSHOT (--value JSON | --error MESSAGE) ... */
   MBXH_CLI_HELP,   /* usage on stdout, exit 0 */
   MBXH_CLI_VERSION, /* version line on stdout, exit 0 */
-  MBXH_CLI_CHECK    /* moonbox check ... (FILE | -e CODE | -): the static check, no run */
+  MBXH_CLI_CHECK,   /* moonbox check ... (FILE | -e CODE | -): the static check, no run */
+  MBXH_CLI_DOCTOR   /* what the exec backend found (moonbox doctor [--json]) */
 } mbxH_cli_command;
 
 typedef enum mbxH_cli_script {
@@ -70,6 +72,8 @@ typedef struct mbxH_cli_options {
   int mount_count;
   const char *files[MBXH_CLI_MAX_FILES]; /* --file /virtual=HOSTFILE */
   int file_count;
+  const char *allow_exec[MBXH_CLI_MAX_EXEC]; /* --allow-exec PROGRAM */
+  int allow_exec_count;
   /* moonbox resume only: */
   const char *snapshot;        /* SNAPSHOT: the file to restore ("-" = stdin) */
   const char *resume_value;    /* --value JSON, or NULL */

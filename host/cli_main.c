@@ -751,6 +751,56 @@ static int finish(int exit_code) {
   return exit_code;
 }
 
+/* moonbox doctor: the exec backend's probe, as text or JSON; exit 0 when it is usable, 1 when
+   not (the reason says why and what to do). */
+static int doctor_command(const mbxH_cli_options *opt) {
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  char *json = NULL;
+  size_t len = 0;
+  if (rt == NULL || mbx_runtime_exec_status(rt, &json, &len, &err) != MBX_OK) {
+    fprintf(stderr, "moonbox: doctor: %s\n", err.message);
+    mbx_runtime_free(rt);
+    return 1;
+  }
+  int ok = strstr(json, "\"available\":true") != NULL;
+  if (opt->json) {
+    printf("%s\n", json);
+  } else {
+    /* The JSON is flat enough to print as "key: value" lines. */
+    printf("moonbox %s: exec backend %s\n", mbx_version(), ok ? "available" : "UNAVAILABLE");
+    const char *keys[] = {"reason", "bwrap", "bwrap_version", "helper", "user_namespaces",
+                          "uid_isolation", "seccomp", "limits", "cgroups", NULL};
+    for (int i = 0; keys[i]; i++) {
+      char pat[40];
+      snprintf(pat, sizeof pat, "\"%s\":", keys[i]);
+      const char *v = strstr(json, pat);
+      if (v == NULL) continue;
+      v += strlen(pat);
+      const char *end = v;
+      int depth = 0, in_str = 0;
+      for (; *end; end++) {
+        if (in_str) {
+          if (*end == '\\' && end[1]) end++;
+          else if (*end == '"') in_str = 0;
+          continue;
+        }
+        if (*end == '"') in_str = 1;
+        else if (*end == '[' || *end == '{') depth++;
+        else if (*end == ']' || *end == '}') {
+          if (depth == 0) break;
+          depth--;
+        } else if (*end == ',' && depth == 0) break;
+      }
+      printf("  %-16s %.*s\n", keys[i], (int)(end - v), v);
+    }
+  }
+  mbx_free(json);
+  mbx_runtime_free(rt);
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   mbxH_cli_options opt;
   char msg[MBXH_CLI_MSG_SIZE];
@@ -771,6 +821,8 @@ int main(int argc, char **argv) {
     return finish(resume_command(&opt));
   case MBXH_CLI_CHECK:
     return finish(check_command(&opt));
+  case MBXH_CLI_DOCTOR:
+    return finish(doctor_command(&opt));
   case MBXH_CLI_RUN:
     break;
   }

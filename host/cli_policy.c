@@ -126,6 +126,11 @@ static int apply_files(mbx_policy *p, const mbxH_cli_options *opt) {
       return -1;
     }
   }
+  for (int i = 0; i < opt->allow_exec_count; i++)
+    if (mbx_policy_allow_exec(p, opt->allow_exec[i], &err) != MBX_OK) {
+      fprintf(stderr, "moonbox: --allow-exec %s: %s\n", opt->allow_exec[i], err.message);
+      return -1;
+    }
   for (int i = 0; i < opt->file_count; i++) {
     const char *eq = strchr(opt->files[i], '=');
     char virt[1100];

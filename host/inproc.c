@@ -90,6 +90,7 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
   }
   ip->rt = rt;
   ip->port.seeds = &rt->seeds;
+  mbxC_port_local_set_exec(&ip->port, &rt->exec);
   mbxV_config cfg = {.memory_limit = (size_t)p->memory,
                      .instruction_limit = p->instructions,
                      .time_limit_ms = p->time_ms,

@@ -210,6 +210,24 @@ MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path,
   return fs_status(r, "mbx_policy_mount", why, err);
 }
 
+MBX_API mbx_status mbx_policy_allow_exec(mbx_policy *p, const char *program, mbx_error *err) {
+  char why[400];
+  if (p == NULL) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_allow_exec: the policy is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  int r = mbxC_exec_allow(&p->exec, program, why, sizeof why);
+  if (r == -2) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_policy_allow_exec: out of memory");
+    return MBX_NO_MEMORY;
+  }
+  if (r != 0) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_policy_allow_exec: %s", why);
+    return MBX_INVALID_ARGUMENT;
+  }
+  return MBX_OK;
+}
+
 MBX_API mbx_status mbx_policy_add_file(mbx_policy *p, const char *virtual_path, const void *data,
                                        size_t len, mbx_error *err) {
   char why[400];

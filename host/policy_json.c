@@ -349,9 +349,49 @@ static int load_fs(loader *ld, mbx_policy *p, const json_t *obj) {
   return 0;
 }
 
+/* "exec": {"allow": [...], "timeout_ms", "memory", "pids", "output", "max_runs"}. */
+static int load_exec(loader *ld, mbx_policy *p, const json_t *obj) {
+  static const char *const keys[] = {"allow", "timeout_ms", "memory", "pids", "output",
+                                     "max_runs", NULL};
+  if (!json_is_object(obj)) return expected(ld, "exec", "an object", obj);
+  if (known_keys(ld, "exec", obj, keys) != 0) return -1;
+  json_t *allow = json_object_get(obj, "allow");
+  if (allow) {
+    if (!json_is_array(allow)) return expected(ld, "exec.allow", "an array of paths", allow);
+    for (size_t i = 0; i < json_array_size(allow); i++) {
+      char key[48], why[400];
+      snprintf(key, sizeof key, "exec.allow[%zu]", i);
+      const char *prog;
+      if (string_key(ld, key, json_array_get(allow, i), &prog) != 0) return -1;
+      int r = mbxC_exec_allow(&p->exec, prog, why, sizeof why);
+      if (r == -2) return setter(ld, key, MBXC_POLICY_NO_MEMORY, why);
+      if (r != 0) return refuse(ld, MBX_INVALID_ARGUMENT, key, "%s", why);
+    }
+  }
+  static const struct {
+    const char *name, *key;
+    mbx_limit which;
+    int is_size;
+  } specs[] = {{"timeout_ms", "exec.timeout_ms", MBX_LIMIT_EXEC_TIMEOUT_MS, 0},
+               {"memory", "exec.memory", MBX_LIMIT_EXEC_MEMORY, 1},
+               {"pids", "exec.pids", MBX_LIMIT_EXEC_PIDS, 0},
+               {"output", "exec.output", MBX_LIMIT_EXEC_OUTPUT, 1},
+               {"max_runs", "exec.max_runs", MBX_LIMIT_EXEC_RUNS, 0}};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    json_t *v = json_object_get(obj, specs[i].name);
+    uint64_t n;
+    if (v == NULL) continue;
+    if ((specs[i].is_size ? size_value(ld, specs[i].key, v, &n)
+                          : count_value(ld, specs[i].key, v, &n)) != 0 ||
+        limit(ld, p, specs[i].key, specs[i].which, n) != 0)
+      return -1;
+  }
+  return 0;
+}
+
 static int load(loader *ld, mbx_policy *p, const json_t *root) {
   static const char *const keys[] = {"limits", "env", "seed", "time", "deterministic", "fs",
-                                     NULL};
+                                     "exec", NULL};
   if (!json_is_object(root)) return expected(ld, "(top level)", "an object", root);
   if (known_keys(ld, "", root, keys) != 0) return -1;
   json_t *v;
@@ -376,6 +416,7 @@ static int load(loader *ld, mbx_policy *p, const json_t *root) {
     mbxC_policy_set_deterministic(p, json_is_true(v));
   }
   if ((v = json_object_get(root, "fs")) && load_fs(ld, p, v) != 0) return -1;
+  if ((v = json_object_get(root, "exec")) && load_exec(ld, p, v) != 0) return -1;
   return 0;
 }
 

@@ -66,6 +66,12 @@ static void write_contract(mbxH_buf *b, const mbx_result *r) {
   mbxH_buf_puts(b, ",");
   put_key(b, "usage");
   mbxH_buf_puts(b, "{");
+  put_key(b, "exec_ms");
+  put_u64(b, r->usage.exec_ms);
+  mbxH_buf_puts(b, ",");
+  put_key(b, "exec_runs");
+  put_u64(b, r->usage.exec_runs);
+  mbxH_buf_puts(b, ",");
   put_key(b, "host_calls");
   put_u64(b, r->usage.host_calls);
   mbxH_buf_puts(b, ",");
@@ -121,6 +127,8 @@ mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output) {
   r->usage.wall_us = outcome->wall_us;
   r->usage.output_bytes = outcome->output_bytes;
   r->usage.host_calls = outcome->host_calls;
+  r->usage.exec_runs = outcome->exec_runs;
+  r->usage.exec_ms = outcome->exec_ms;
   for (int i = 0; i < 2; i++) {
     /* Most runs print nothing: an empty stream is the shared "" (never freed). */
     r->stream[i] = output->len[i] == 0 ? (char *)empty_stream

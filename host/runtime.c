@@ -1,6 +1,7 @@
 /* host/runtime.c -- the public C API of the runtime: versions, mbx_free, caps and usage. */
 #include "host/runtime.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <time.h>
@@ -63,6 +64,13 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
   mbxV_pool_set_caps(rt->slots, MBXV_POOL_DEFAULT_CAP, (size_t)MBXH_DEFAULT_RESERVED_CAP);
   atomic_store(&rt->bytecode_on, 1);
   rt->backend = &mbxH_inproc_backend;
+  mbxC_exec_backend_init(&rt->exec);
+  mbx_error herr;
+  if (mbxH_helper_path("moonbox-exec", NULL, rt->exec.helper, sizeof rt->exec.helper, &herr) !=
+      MBX_OK) {
+    rt->exec.helper[0] = '\0';
+    snprintf(rt->exec.helper_error, sizeof rt->exec.helper_error, "%s", herr.message);
+  }
   /* Past the machine's memory the estimate would end in the OOM killer, not an error. */
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   atomic_store(&rt->heap_cap, pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0);
@@ -76,6 +84,7 @@ MBX_API void mbx_runtime_free(mbx_runtime *rt) {
   mbxV_bcache_free(rt->bytecode);
   mbxV_pool_free(rt->slots);
   freelocale(rt->c_locale);
+  mbxC_exec_backend_free(&rt->exec);
   free(rt);
 }
 
@@ -142,6 +151,21 @@ MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which,
   }
   free(rt->paths[which]);
   rt->paths[which] = copy;
+  if (which == MBX_PATH_BWRAP || which == MBX_PATH_EXEC_HELPER) {
+    /* The exec backend keeps its own absolute copies and probes again at its next use. */
+    char full[PATH_MAX], why[200];
+    if (which == MBX_PATH_BWRAP) {
+      snprintf(full, sizeof full, "%s", copy ? copy : "/usr/bin/bwrap");
+    } else {
+      mbx_status s = mbxH_helper_path("moonbox-exec", copy, full, sizeof full, err);
+      if (s != MBX_OK) return s;
+    }
+    if (mbxC_exec_backend_set(&rt->exec, which == MBX_PATH_EXEC_HELPER, full, why,
+                              sizeof why) != 0) {
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_path: %s", why);
+      return MBX_INVALID_ARGUMENT;
+    }
+  }
   if (which == MBX_PATH_WORKER && rt->workers) {
     /* Isolated already: the next sandboxes use the new worker. */
     char full[PATH_MAX];

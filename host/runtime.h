@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "capabilities/exec.h"
 #include "capabilities/seeds.h"
 #include "host/backend.h"
 #include "include/moonbox.h"
@@ -37,6 +38,9 @@ struct mbx_runtime {
      runtime setting; NULL in-process. */
   struct mbxH_wpool *workers;
   char *paths[4]; /* mbx_runtime_set_path, indexed by mbx_runtime_path; NULL = default */
+  /* The exec backend: bwrap and helper paths, the cached probe (capabilities/exec.h). Every
+     sandbox's port points here: the runtime outlives its sandboxes. */
+  mbxC_exec_backend exec;
 };
 
 #endif

@@ -208,7 +208,9 @@ typedef enum mbx_runtime_path {
 } mbx_runtime_path;
 
 /* Set one (path NULL: back to the default). MBX_INVALID_ARGUMENT for a relative or overlong
-   path, an unknown `which`, or MBX_PATH_WORKER while isolated sandboxes are live. */
+   path, an unknown `which`, or MBX_PATH_WORKER while isolated sandboxes are live. The exec
+   backend (MBX_PATH_BWRAP default /usr/bin/bwrap, MBX_PATH_EXEC_HELPER default moonbox-exec)
+   is probed again at its next use: set them before sandboxes run programs. */
 MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which, const char *path,
                                         mbx_error *err);
 
@@ -221,6 +223,14 @@ MBX_API uint64_t mbx_runtime_get_cap(const mbx_runtime *rt, mbx_runtime_cap whic
 /* What a cap is measured against right now: live sandboxes, reserved bytes, the resident
    estimate, the bytecode cache's bytes. 0 for an unknown cap or a NULL runtime. */
 MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which);
+
+/* What the exec backend found when probed (once per runtime, at the first program or here):
+   *json (freed with mbx_free) is {"available": bool, "reason": null | s (why not, with a
+   hint), "bwrap", "bwrap_version", "helper", "user_namespaces", "uid_isolation" (running as
+   root: each run gets its own unprivileged host uid), "seccomp", "limits": [...], "cgroups":
+   {"applied": bool, "reason"}}. MBX_OK, MBX_INVALID_ARGUMENT or MBX_NO_MEMORY. */
+MBX_API mbx_status mbx_runtime_exec_status(mbx_runtime *rt, char **json, size_t *len,
+                                           mbx_error *err);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Policy: what a sandbox may use. Deny by default: a new policy grants the curated standard  */
@@ -270,7 +280,21 @@ typedef enum mbx_limit {
   MBX_LIMIT_FS_FILES = 10,
   /* Files open at once. Default 64, 1 to 4096. Past it io.open answers EMFILE. Every open
      file is closed when a run ends (not when it pauses) and when the sandbox is freed. */
-  MBX_LIMIT_FS_OPEN_FILES = 11
+  MBX_LIMIT_FS_OPEN_FILES = 11,
+  /* The exec backend (mbx_policy_allow_exec, below). Milliseconds one program may run before
+     its whole process tree is killed (the result says timed_out); the run's own time limit
+     still applies. Default 10000, 1 to 86400000. */
+  MBX_LIMIT_EXEC_TIMEOUT_MS = 12,
+  /* Address space of each process (RLIMIT_AS), bytes. Default 256 MiB, 16 MiB to 64 GiB. */
+  MBX_LIMIT_EXEC_MEMORY = 13,
+  /* Processes the program and its children may hold at once (RLIMIT_NPROC of the run's own
+     uid). Default 64, 1 to 4096. */
+  MBX_LIMIT_EXEC_PIDS = 14,
+  /* Bytes kept of stdout and of stderr each; the rest is read and dropped (truncated = true).
+     Default 1 MiB, at most 256 MiB. */
+  MBX_LIMIT_EXEC_OUTPUT = 15,
+  /* Programs one run may start. Default 100; 0 = none. */
+  MBX_LIMIT_EXEC_RUNS = 16
 } mbx_limit;
 
 /* A policy with the defaults above. NULL when out of memory. */
@@ -370,6 +394,19 @@ MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error
 */
 MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path,
                                     const char *host_dir, int mode, mbx_error *err);
+
+/*
+** Allow the guest to run program (proc.run, and os.execute / io.popen when /bin/sh is
+** allowed) in the exec backend: a real process inside a bubblewrap sandbox with its own
+** user, pid, network (loopback only), ipc and uts namespaces, a seccomp deny list, no
+** capabilities, the MBX_LIMIT_EXEC_* limits, a read-only /usr, a private /tmp and the
+** policy's mounts (docs/SECURITY-MODEL.md, section "exec"). program is the absolute,
+** normalized path the sandbox sees ("/usr/bin/python3"); a guest may name it by that path or
+** by its last component. The allow list restricts only the program started: a shell or an
+** interpreter can run anything under /usr. At most 64 programs. A policy that allows a
+** program cannot be snapshotted. MBX_OK, MBX_INVALID_ARGUMENT or MBX_NO_MEMORY.
+*/
+MBX_API mbx_status mbx_policy_allow_exec(mbx_policy *p, const char *program, mbx_error *err);
 
 /*
 ** A read-only file at virtual_path with the len bytes at data (copied; data may be NULL when
@@ -681,7 +718,8 @@ MBX_API mbx_status mbx_result_status(const mbx_result *r);
 **    "status": "ok|syntax_error|runtime_error|memory_limit|instruction_limit|time_limit|
 **               output_limit|host_call_limit|interrupted|paused|internal_error",
 **    "stderr": "...", "stdout": "...",
-**    "usage": {"host_calls","instructions","memory_peak","output_bytes","wall_us"},
+**    "usage": {"host_calls","instructions","memory_peak","output_bytes","wall_us","exec_runs",
+**              "exec_ms"},
 **    "value": <the chunk's return values: one as itself, several as an array, none as null>}
 ** Integers are exact 64-bit values: a client that parses JSON numbers into doubles loses
 ** precision past 2^53. A string that is not valid UTF-8 appears as {"$bytes": "<base64>"},
@@ -713,6 +751,8 @@ typedef struct mbx_usage {
   uint64_t wall_us;      /* wall-clock microseconds of the run, parse included */
   uint64_t output_bytes; /* bytes written to stdout + stderr (before truncation) */
   uint64_t host_calls;   /* host calls and pauses so far in the run (across its resumes) */
+  uint64_t exec_runs;    /* programs the run started in the exec backend */
+  uint64_t exec_ms;      /* wall-clock milliseconds those programs took */
 } mbx_usage;
 
 /*

@@ -229,11 +229,8 @@ int mbxL_open_os(lua_State *L) {
       {"time", os_time},     {"date", os_date}, {"difftime", os_difftime},   {"clock", os_clock},
       {"getenv", os_getenv}, {"exit", os_exit}, {"setlocale", os_setlocale},
       {"remove", mbxL_os_remove}, {"rename", mbxL_os_rename}, {"tmpname", mbxL_os_tmpname},
-      {NULL, NULL}};
-  static const mbxL_refusal removed[] = {
-      {"execute", "os.execute is not available: this policy grants no exec"}, {NULL, NULL}};
+      {"execute", mbxL_os_execute}, {NULL, NULL}};
   luaL_newlib(L, funcs);
-  mbxL_add_refusals(L, -1, removed);
   lua_setglobal(L, "os");
   return 0;
 }

@@ -204,8 +204,8 @@ int mbxL_open_sandbox(lua_State *L) {
   static const lua_CFunction openers[] = {
       mbxL_open_base,      mbxL_open_deterministic, mbxL_open_string, mbxL_open_table,
       mbxL_open_math,      mbxL_open_utf8,
-      mbxL_open_coroutine, mbxL_open_io,     mbxL_open_os,    mbxL_open_json, mbxL_open_require,
-      mbxL_open_fuzz};
+      mbxL_open_coroutine, mbxL_open_io,     mbxL_open_os,    mbxL_open_proc,  mbxL_open_json,
+      mbxL_open_require,   mbxL_open_fuzz};
   for (size_t i = 0; i < sizeof openers / sizeof *openers; i++) {
     openers[i](L);
     lua_settop(L, 0);
@@ -220,8 +220,8 @@ int mbxL_open_sandbox(lua_State *L) {
      table with lua_next, whose order depends on the string hash seed (per process): each
      function is copied under one name only, the first in byte order of library then field
      name, so the name found is the same in every process (issue 9, E.5). */
-  static const char *const libs[] = {"_G",  "coroutine", "fs",     "io",    "json",
-                                     "math", "os",        "string", "table", "utf8"};
+  static const char *const libs[] = {"_G",   "coroutine", "fs",   "io",    "json", "math",
+                                     "os",   "proc",      "string", "table", "utf8"};
   lua_newtable(L);
   int loaded = lua_gettop(L);
   lua_newtable(L);

@@ -80,6 +80,10 @@ int mbxL_open_coroutine(lua_State *L);
 /* io and the fs module (fs.list/stat/mkdir/exists/remove). */
 int mbxL_open_io(lua_State *L);
 int mbxL_open_os(lua_State *L);
+/* proc.run (stdlib/proc.c), and os.execute through /bin/sh -c: served by the port's exec_run
+   (the guest gets "not available" without it). */
+int mbxL_open_proc(lua_State *L);
+int mbxL_os_execute(lua_State *L);
 /* os.remove, os.rename and os.tmpname: files of the sandbox's view (stdlib/io.c). */
 int mbxL_os_remove(lua_State *L);
 int mbxL_os_rename(lua_State *L);

@@ -61,6 +61,10 @@ typedef struct mbxV_budget {
      the count, mbxV_budget_start does not). The limit is set by the host at creation. */
   uint64_t host_calls;
   uint64_t host_call_limit;
+  /* Programs the run started in the exec backend and their wall-clock milliseconds (the
+     stdlib's proc.run counts them; zeroed with host_calls). */
+  uint64_t exec_runs;
+  uint64_t exec_ms;
   /* The lowest C frame address from which guest code may re-enter Lua, set at every run and
      resume entry (vm/cstack.h). */
   uintptr_t cstack_floor;

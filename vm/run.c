@@ -629,6 +629,8 @@ static void record_usage(mbxV_vm *vm, mbxV_outcome *out, uint64_t started) {
   vm->panic_jmp = NULL;
   out->instructions = vm->budget.instructions;
   out->host_calls = vm->budget.host_calls;
+  out->exec_runs = vm->budget.exec_runs;
+  out->exec_ms = vm->budget.exec_ms;
   mbxV_budget_stop(vm->L);
   out->wall_us = (mbxV_now_ns() - started) / 1000;
   out->memory_peak = vm->heap.peak;
@@ -690,6 +692,7 @@ mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, s
   }
 
   vm->budget.host_calls = 0; /* counted over the run, across its resumes */
+  vm->budget.exec_runs = vm->budget.exec_ms = 0;
   resume_and_collect(vm, &st, 0, out);
 
 finish:

@@ -23,6 +23,8 @@ typedef struct mbxV_outcome {
   int exited;            /* the run ended by os.exit (status ok or runtime_error) */
   int64_t exit_code;     /* its code: 0 for os.exit(), os.exit(true) and os.exit(0) */
   uint64_t host_calls;   /* host calls and pauses of the run so far (across resumes) */
+  uint64_t exec_runs;    /* programs started in the exec backend (across resumes) */
+  uint64_t exec_ms;      /* their wall-clock milliseconds */
   char *pending_json;    /* malloc'd when status is MBXV_PAUSED: {"args":[..],"function":".."} */
   size_t pending_len;
 } mbxV_outcome;

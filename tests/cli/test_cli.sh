@@ -128,7 +128,7 @@ mb run --json -e 'return 1+1'
 check_rc 0
 check_contract '{"error":null,"pending":null,"status":"ok","stderr":"","stdout":"","usage":{},"value":2}'
 check_json 'd["status"] == "ok" and d["value"] == 2 and d["error"] is None'
-check_json 'set(d["usage"]) == {"host_calls", "instructions", "memory_peak", "output_bytes", "wall_us"}'
+check_json 'set(d["usage"]) == {"exec_ms", "exec_runs", "host_calls", "instructions", "memory_peak", "output_bytes", "wall_us"}'
 check_empty err
 
 start plain_value

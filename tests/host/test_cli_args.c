@@ -252,7 +252,7 @@ static void test_top_level_commands(void **state) {
   assert_int_equal(opt.command, MBXH_CLI_HELP);
   PARSE_OK(&opt, "run", "script.lua", "--version");
   assert_int_equal(opt.command, MBXH_CLI_VERSION);
-  PARSE_FAILS("unknown command 'walk' (the commands are run, resume and check; see moonbox --help)",
+  PARSE_FAILS("unknown command 'walk' (the commands are run, resume, check and doctor; see moonbox --help)",
               "walk");
   PARSE_FAILS("unknown option '--json' (options go after the command: moonbox run [OPTIONS] "
               "FILE; see moonbox --help)",
@@ -776,7 +776,7 @@ static void test_resume_errors(void **state) {
   /* Policy values are checked as for run. */
   PARSE_FAILS("--memory: '12Q' is not a size " SIZE_HINT, "resume", "s.bin", "--value", "1",
               "--memory", "12Q");
-  PARSE_FAILS("unknown command 'resum' (the commands are run, resume and check; see moonbox --help)",
+  PARSE_FAILS("unknown command 'resum' (the commands are run, resume, check and doctor; see moonbox --help)",
               "resum", "s.bin");
 }
 

@@ -85,7 +85,7 @@ static void every_rejection_names_its_key(void **state) {
        " {\"path\": \"/w\", \"host\": \"work\", \"mode\": \"wr\"}]}}",
        "fs.mounts[1].mode: expected \"ro\", \"rw\" or \"overlay\", got \"wr\""},
       {"{\"limit\": {}}",
-       "limit: unknown key (expected one of: limits, env, seed, time, deterministic, fs)"},
+       "limit: unknown key (expected one of: limits, env, seed, time, deterministic, fs, exec)"},
       {"{\"limits\": {\"memory\": \"64X\"}}",
        "limits.memory: expected a size (bytes, or a string like \"64M\"), got \"64X\""},
       {"{\"limits\": {\"memory\": true}}",

@@ -45,7 +45,7 @@ static void expect_keys(const char *table_expr, const char *names) {
 static void globals_are_exactly_the_curated_set(void **state) {
   (void)state;
   expect_keys("_G", "_G _VERSION assert collectgarbage coroutine error fs getmetatable io ipairs "
-                    "json load math next os pairs pcall print rawequal rawget rawlen rawset "
+                    "json load math next os pairs pcall print proc rawequal rawget rawlen rawset "
                     "require select setmetatable string table tonumber tostring type utf8 "
                     "xpcall");
   snippet_check_value("return _VERSION, _G._G == _G", "[\"Lua 5.4\",true]");
@@ -85,6 +85,7 @@ static void libraries_hold_exactly_their_functions(void **state) {
   expect_keys("os", "clock date difftime execute exit getenv remove rename setlocale time "
                     "tmpname");
   expect_keys("json", "array decode encode null");
+  expect_keys("proc", "run");
   /* io.stdout is a file (methods through its protected metatable). */
   snippet_check_value("return type(io.stdout), io.type(io.stdout), type(io.stdout.write), "
                       "getmetatable(io.stdout)",

@@ -1,0 +1,818 @@
+/* capabilities/exec.c -- the exec backend's library side: the allow list, the bwrap argument
+   list, spawning the helper, the wall clock, bounded capture and the probe (exec.h). */
+#include "capabilities/exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capabilities/vfs.h"
+#include "common/bytes.h"
+
+/* ---- the policy's part ---- */
+
+void mbxC_exec_spec_defaults(mbxC_exec_spec *s) {
+  memset(s, 0, sizeof *s);
+  s->timeout_ms = MBXC_DEFAULT_EXEC_TIMEOUT_MS;
+  s->memory = MBXC_DEFAULT_EXEC_MEMORY;
+  s->pids = MBXC_DEFAULT_EXEC_PIDS;
+  s->output = MBXC_DEFAULT_EXEC_OUTPUT;
+  s->max_runs = MBXC_DEFAULT_EXEC_RUNS;
+}
+
+void mbxC_exec_spec_clear(mbxC_exec_spec *s) {
+  for (size_t i = 0; i < s->allow_count; i++)
+    free(s->allow[i]);
+  free(s->allow);
+  s->allow = NULL;
+  s->allow_count = 0;
+}
+
+int mbxC_exec_spec_copy(mbxC_exec_spec *dst, const mbxC_exec_spec *src) {
+  *dst = *src;
+  dst->allow = NULL;
+  dst->allow_count = 0;
+  if (src->allow_count == 0) return 0;
+  if ((dst->allow = calloc(src->allow_count, sizeof *dst->allow)) == NULL) return -1;
+  for (size_t i = 0; i < src->allow_count; i++) {
+    dst->allow[i] = mbxU_dup_bytes(src->allow[i], strlen(src->allow[i]));
+    dst->allow_count = i + 1;
+    if (dst->allow[i] == NULL) {
+      mbxC_exec_spec_clear(dst);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int mbxC_exec_allow(mbxC_exec_spec *s, const char *program, char *why, size_t why_size) {
+  size_t n = program ? strlen(program) : 0;
+  if (n == 0 || n > MBXC_VFS_NAME_MAX || !mbxC_vfs_is_canonical(program, n) ||
+      strcmp(program, "/") == 0) {
+    snprintf(why, why_size,
+             "the program must be an absolute, normalized path of at most %d bytes as the "
+             "sandbox sees it (e.g. /usr/bin/python3), not '%.80s'",
+             MBXC_VFS_NAME_MAX, program ? program : "(null)");
+    return -1;
+  }
+  for (size_t i = 0; i < s->allow_count; i++)
+    if (strcmp(s->allow[i], program) == 0) return 0;
+  if (s->allow_count >= MBXC_EXEC_MAX_ALLOW) {
+    snprintf(why, why_size, "at most %d programs can be allowed", MBXC_EXEC_MAX_ALLOW);
+    return -1;
+  }
+  char *copy = mbxU_dup_bytes(program, n);
+  char **grown = copy ? realloc(s->allow, (s->allow_count + 1) * sizeof *grown) : NULL;
+  if (grown == NULL) {
+    free(copy);
+    return -2;
+  }
+  s->allow = grown;
+  s->allow[s->allow_count++] = copy;
+  return 0;
+}
+
+const char *mbxC_exec_resolve(const mbxC_exec_spec *s, const char *argv0) {
+  if (argv0 == NULL || *argv0 == '\0') return NULL;
+  int bare = strchr(argv0, '/') == NULL;
+  for (size_t i = 0; i < s->allow_count; i++) {
+    const char *a = s->allow[i];
+    if (strcmp(a, argv0) == 0) return a;
+    if (bare) {
+      const char *base = strrchr(a, '/') + 1;
+      if (strcmp(base, argv0) == 0) return a;
+    }
+  }
+  return NULL;
+}
+
+/* ---- string lists ---- */
+
+int mbxC_strlist_push(mbxC_strlist *l, const char *s) {
+  if (l->count == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 64;
+    char **grown = realloc(l->items, cap * sizeof *grown);
+    if (grown == NULL) return -1;
+    l->items = grown;
+    l->cap = cap;
+  }
+  char *copy = mbxU_dup_bytes(s, strlen(s));
+  if (copy == NULL) return -1;
+  l->items[l->count++] = copy;
+  return 0;
+}
+
+void mbxC_strlist_free(mbxC_strlist *l) {
+  for (size_t i = 0; i < l->count; i++)
+    free(l->items[i]);
+  free(l->items);
+  memset(l, 0, sizeof *l);
+}
+
+/* ---- the argument list ---- */
+
+const char *const mbxC_exec_image_names[6] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32"};
+
+void mbxC_exec_image_probe(mbxC_exec_image *img) {
+  memset(img, 0, sizeof *img);
+  for (int i = 0; i < 6; i++) {
+    char path[16];
+    snprintf(path, sizeof path, "/%s", mbxC_exec_image_names[i]);
+    struct stat st;
+    if (lstat(path, &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      ssize_t n = readlink(path, img->links[i], sizeof img->links[i] - 1);
+      /* Only a link into /usr is followed: anything else is left out of the image. */
+      if (n <= 0 || (strncmp(img->links[i], "usr/", 4) != 0 &&
+                     strncmp(img->links[i], "/usr/", 5) != 0))
+        img->links[i][0] = '\0';
+      else
+        img->links[i][n] = '\0';
+    } else if (S_ISDIR(st.st_mode)) {
+      img->dirs[i] = 1;
+    }
+  }
+}
+
+#define PUSH(s)                                  \
+  do {                                           \
+    if (mbxC_strlist_push(out, (s)) != 0) goto oom; \
+  } while (0)
+
+int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
+                         mbxC_strlist *out, size_t *command_at) {
+  char num[64];
+  /* Namespaces one by one (bwrap 0.8 rejects --unshare-all with --userns); the user
+     namespace bwrap makes itself, as the unprivileged host uid the helper switched to. No
+     network namespace is ever shared: the process sees only lo. */
+  static const char *const fixed[] = {
+      "--unshare-user", "--disable-userns", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+      "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+      "--cap-drop", "ALL", "--hostname", "moonbox", "--clearenv", NULL};
+  for (size_t i = 0; fixed[i]; i++)
+    PUSH(fixed[i]);
+  /* The image: /usr read-only, the merged-/usr links (or real directories) beside it. */
+  PUSH("--ro-bind");
+  PUSH("/usr");
+  PUSH("/usr");
+  for (int i = 0; i < 6; i++) {
+    char dest[16];
+    snprintf(dest, sizeof dest, "/%s", mbxC_exec_image_names[i]);
+    if (img->links[i][0]) {
+      PUSH("--symlink");
+      PUSH(img->links[i]);
+      PUSH(dest);
+    } else if (img->dirs[i]) {
+      PUSH("--ro-bind");
+      PUSH(dest);
+      PUSH(dest);
+    }
+  }
+  /* A fresh procfs of the new pid namespace (bwrap covers /proc/sys and the other writable
+     kernel knobs read-only), a minimal /dev, a private size-capped /tmp. */
+  PUSH("--proc");
+  PUSH("/proc");
+  PUSH("--dev");
+  PUSH("/dev");
+  PUSH("--perms");
+  PUSH("1777");
+  PUSH("--size");
+  snprintf(num, sizeof num, "%llu", (unsigned long long)(plan->tmp_bytes ? plan->tmp_bytes : 1));
+  PUSH(num);
+  PUSH("--tmpfs");
+  PUSH("/tmp");
+  /* The policy's host mounts at their virtual paths, through the view's held dirfds: bwrap
+     0.8 has no --bind-fd, and a host path would be resolved again by name (following
+     symlinks) at each run. */
+  for (size_t i = 0; i < plan->mount_count; i++) {
+    char src[64];
+    snprintf(src, sizeof src, "/proc/self/fd/%d", MBXC_EXEC_FIRST_MOUNT_FD + (int)i);
+    PUSH(plan->mounts[i].mode == MBXC_MOUNT_RW ? "--bind" : "--ro-bind");
+    PUSH(src);
+    PUSH(plan->mounts[i].path);
+  }
+  /* The shim that closes every inherited fd above 2 before the program starts. */
+  PUSH("--ro-bind");
+  PUSH(plan->shim);
+  PUSH(MBXC_EXEC_SHIM);
+  PUSH("--remount-ro");
+  PUSH("/");
+  PUSH("--setenv");
+  PUSH("PATH");
+  PUSH("/usr/local/bin:/usr/bin:/bin");
+  PUSH("--setenv");
+  PUSH("HOME");
+  PUSH("/tmp");
+  PUSH("--setenv");
+  PUSH("LANG");
+  PUSH("C.UTF-8");
+  for (size_t i = 0; i < plan->envc; i++) {
+    const char *eq = strchr(plan->env[i], '=');
+    if (eq == NULL) continue;
+    char *name = mbxU_dup_bytes(plan->env[i], (size_t)(eq - plan->env[i]));
+    if (name == NULL) goto oom;
+    int r = mbxC_strlist_push(out, "--setenv") | mbxC_strlist_push(out, name) |
+            mbxC_strlist_push(out, eq + 1);
+    free(name);
+    if (r != 0) goto oom;
+  }
+  PUSH("--chdir");
+  PUSH(plan->cwd ? plan->cwd : "/tmp");
+  *command_at = out->count;
+  PUSH("--");
+  PUSH(MBXC_EXEC_SHIM);
+  PUSH("--shim");
+  PUSH(plan->program);
+  for (size_t i = 0; i < plan->argc; i++)
+    PUSH(plan->argv[i]);
+  return 0;
+oom:
+  return -1;
+}
+#undef PUSH
+
+/* ---- the request the helper reads (host/exec_helper.c parses it) ----
+   Items "<tag><decimal length>:<bytes>": b bwrap path, u host uid (0: keep), n nproc, m
+   address space bytes, f file size bytes, o open files, c CPU seconds, k mount fd count,
+   a one bwrap option argument (into --args), x one word of the command ("--" first). */
+
+typedef struct reqbuf {
+  char *p;
+  size_t len, cap;
+  int failed;
+} reqbuf;
+
+static void req_item(reqbuf *r, char tag, const char *data, size_t len) {
+  char head[32];
+  int n = snprintf(head, sizeof head, "%c%zu:", tag, len);
+  if (r->len + (size_t)n + len > r->cap) {
+    size_t cap = r->cap ? r->cap : 4096;
+    while (cap < r->len + (size_t)n + len)
+      cap *= 2;
+    char *grown = realloc(r->p, cap);
+    if (grown == NULL) {
+      r->failed = 1;
+      return;
+    }
+    r->p = grown;
+    r->cap = cap;
+  }
+  memcpy(r->p + r->len, head, (size_t)n);
+  memcpy(r->p + r->len + n, data, len);
+  r->len += (size_t)n + len;
+}
+
+static void req_num(reqbuf *r, char tag, uint64_t v) {
+  char num[32];
+  int n = snprintf(num, sizeof num, "%llu", (unsigned long long)v);
+  req_item(r, tag, num, (size_t)n);
+}
+
+/* ---- running ---- */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int fail(mbxC_port_error *e, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(mbxC_port_error *e, int errnum, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  e->errnum = errnum;
+  vsnprintf(e->message, sizeof e->message, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static int grow_to(char **buf, size_t *cap, size_t want) {
+  if (*cap >= want) return 0;
+  char *p = realloc(*buf, want ? want : 1);
+  if (p == NULL) return -1;
+  *buf = p;
+  *cap = want;
+  return 0;
+}
+
+void mbxC_exec_buffers_free(mbxC_exec_buffers *bufs) {
+  free(bufs->out);
+  free(bufs->err);
+  memset(bufs, 0, sizeof *bufs);
+}
+
+/* One captured stream: bytes past cap are read and dropped, so the program never blocks on
+   a full pipe. */
+typedef struct stream {
+  int fd;
+  char *buf;
+  size_t len, cap;
+  int truncated;
+} stream;
+
+static void drain(stream *s) {
+  char scratch[16384];
+  for (;;) {
+    ssize_t n = read(s->fd, scratch, sizeof scratch);
+    if (n > 0) {
+      size_t keep = s->len < s->cap ? s->cap - s->len : 0;
+      if ((size_t)n > keep) s->truncated = 1;
+      if (keep > (size_t)n) keep = (size_t)n;
+      memcpy(s->buf + s->len, scratch, keep);
+      s->len += keep;
+      continue;
+    }
+    if (n == 0) {
+      close(s->fd);
+      s->fd = -1;
+    }
+    return; /* EAGAIN: later; an error: the stream is given up at the end */
+  }
+}
+
+/* The status lines bwrap writes (--json-status-fd) and the helper's own error line. */
+typedef struct status_text {
+  char buf[2048];
+  size_t len;
+} status_text;
+
+static void read_status(int *fd, status_text *st) {
+  for (;;) {
+    char scratch[512];
+    ssize_t n = read(*fd, scratch, sizeof scratch);
+    if (n > 0) {
+      size_t keep = sizeof st->buf - 1 - st->len;
+      if (keep > (size_t)n) keep = (size_t)n;
+      memcpy(st->buf + st->len, scratch, keep);
+      st->len += keep;
+      st->buf[st->len] = '\0';
+      continue;
+    }
+    if (n == 0) {
+      close(*fd);
+      *fd = -1;
+    }
+    return;
+  }
+}
+
+/* The number after "key": in the status text, or -1. */
+static long status_number(const status_text *st, const char *key) {
+  const char *p = strstr(st->buf, key);
+  if (p == NULL) return -1;
+  p += strlen(key);
+  while (*p == '"' || *p == ':' || *p == ' ')
+    p++;
+  if (*p < '0' || *p > '9') return -1;
+  return strtol(p, NULL, 10);
+}
+
+static int set_nonblock(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+/* The per-run host uid when running as root: one uid per run, from a range no distribution
+   hands out in /etc/subuid (which starts at 100000 in 65536 steps), so RLIMIT_NPROC (counted
+   per uid) of one run cannot be used up by another run's fork bomb. */
+#define MBXC_EXEC_UID_BASE 0x5a000000u
+static uint32_t run_uid(mbxC_exec_backend *b) {
+  uint64_t n = atomic_fetch_add(&b->runs, 1);
+  return MBXC_EXEC_UID_BASE + ((((uint32_t)getpid() & 0xffffu) << 8) | (uint32_t)(n & 0xffu));
+}
+
+static void kill_tree(pid_t pid) {
+  /* The helper has become bwrap: killing it kills the sandbox's pid 1 (--die-with-parent),
+     and with it every process of the pid namespace, setsid'd ones included. */
+  kill(pid, SIGKILL);
+}
+
+int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_exec_spec *spec,
+                  const char *stdin_bytes, size_t stdin_len, uint64_t timeout_ms,
+                  const mbxC_wait *wait, mbxC_exec_buffers *bufs, mbxC_exec_result *res,
+                  mbxC_port_error *e) {
+  memset(res, 0, sizeof *res);
+  if (!mbxC_exec_probe(b)) return fail(e, ENOSYS, "the exec backend is unavailable: %s", b->reason);
+  if (plan->mount_count > 64) return fail(e, EINVAL, "too many mounts for exec");
+  mbxC_strlist args = {0};
+  size_t command_at = 0;
+  if (mbxC_exec_build_args(plan, &b->image, &args, &command_at) != 0) {
+    mbxC_strlist_free(&args);
+    return fail(e, ENOMEM, "out of host memory");
+  }
+  reqbuf r = {0};
+  req_item(&r, 'b', b->bwrap, strlen(b->bwrap));
+  req_num(&r, 'u', b->uid_isolation ? run_uid(b) : 0);
+  req_num(&r, 'n', spec->pids);
+  req_num(&r, 'm', spec->memory);
+  req_num(&r, 'f', plan->tmp_bytes > spec->output ? plan->tmp_bytes : spec->output);
+  req_num(&r, 'o', 256);
+  req_num(&r, 'c', (timeout_ms + 999) / 1000 + 1);
+  req_num(&r, 'k', plan->mount_count);
+  for (size_t i = 0; i < args.count; i++)
+    req_item(&r, i < command_at ? 'a' : 'x', args.items[i], strlen(args.items[i]));
+  mbxC_strlist_free(&args);
+  if (r.failed) {
+    free(r.p);
+    return fail(e, ENOMEM, "out of host memory");
+  }
+
+  int reqfd = memfd_create("moonbox-exec-request", MFD_CLOEXEC);
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, status[2] = {-1, -1};
+  int ok = reqfd >= 0;
+  for (size_t off = 0; ok && off < r.len;) {
+    ssize_t n = write(reqfd, r.p + off, r.len - off);
+    if (n <= 0) ok = 0;
+    else off += (size_t)n;
+  }
+  free(r.p);
+    /* stdin is a socket pair, so writing to a program that exited answers EPIPE through
+     MSG_NOSIGNAL instead of raising SIGPIPE in the host (a library must not touch the host's
+     signal dispositions). */
+  ok = ok && lseek(reqfd, 0, SEEK_SET) == 0 &&
+       socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 &&
+       pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0 &&
+       pipe2(status, O_CLOEXEC) == 0;
+  posix_spawn_file_actions_t fa;
+  int fa_ok = ok && posix_spawn_file_actions_init(&fa) == 0;
+  pid_t pid = -1;
+  int spawn_err = 0;
+  if (fa_ok) {
+    /* dup2 clears FD_CLOEXEC on the target: exactly these fds reach the helper. The mount
+       dirfds are first moved above every target so a dup2 never overwrites one of them. */
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    posix_spawn_file_actions_adddup2(&fa, reqfd, 3);
+    posix_spawn_file_actions_adddup2(&fa, status[1], 4);
+    for (size_t i = 0; i < plan->mount_count; i++)
+      posix_spawn_file_actions_adddup2(&fa, plan->mounts[i].dirfd,
+                                       MBXC_EXEC_FIRST_MOUNT_FD + (int)i);
+    posix_spawn_file_actions_addclosefrom_np(&fa,
+                                             MBXC_EXEC_FIRST_MOUNT_FD + (int)plan->mount_count);
+    char *const argv[] = {(char *)"moonbox-exec", NULL};
+    char *const envp[] = {NULL};
+    spawn_err = posix_spawn(&pid, b->helper, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    if (spawn_err != 0) pid = -1;
+  }
+  close_fd(&reqfd);
+  close_fd(&in[0]);
+  close_fd(&out[1]);
+  close_fd(&err[1]);
+  close_fd(&status[1]);
+  if (pid < 0) {
+    close_fd(&in[1]);
+    close_fd(&out[0]);
+    close_fd(&err[0]);
+    close_fd(&status[0]);
+    if (spawn_err)
+      return fail(e, ENOSYS, "the exec backend is unavailable: cannot start the helper %s (%s)",
+                  b->helper, strerror(spawn_err));
+    return fail(e, ENOMEM, "cannot prepare the exec request (%s)", strerror(errno));
+  }
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  uint64_t start = now_ns();
+
+  if (grow_to(&bufs->out, &bufs->out_cap, spec->output) != 0 ||
+      grow_to(&bufs->err, &bufs->err_cap, spec->output) != 0) {
+    kill_tree(pid);
+    waitpid(pid, NULL, 0);
+    close_fd(&pidfd);
+    close_fd(&in[1]);
+    close_fd(&out[0]);
+    close_fd(&err[0]);
+    close_fd(&status[0]);
+    return fail(e, ENOMEM, "out of host memory for the output of exec");
+  }
+  stream so = {out[0], bufs->out, 0, spec->output, 0};
+  stream se = {err[0], bufs->err, 0, spec->output, 0};
+  status_text st = {{0}, 0};
+  int sfd = status[0];
+  int ifd = in[1];
+  size_t in_off = 0;
+  set_nonblock(so.fd);
+  set_nonblock(se.fd);
+  set_nonblock(sfd);
+  set_nonblock(ifd);
+  if (stdin_len == 0) close_fd(&ifd);
+
+  uint64_t own_deadline = start + timeout_ms * 1000000ull;
+  int timed_out = 0, deadline_hit = 0, interrupted = 0, exited = 0, wstatus = 0;
+  uint64_t exit_ns = 0;
+  for (;;) {
+    if (!exited) {
+      pid_t w = waitpid(pid, &wstatus, WNOHANG);
+      if (w == pid) {
+        exited = 1;
+        exit_ns = now_ns();
+      }
+    }
+    uint64_t now = now_ns();
+    /* Once the tree is gone the pipes close; a descendant that escaped the pid namespace
+       cannot exist, but a bounded grace keeps a wedged pipe from holding the run. */
+    if (exited && ((so.fd < 0 && se.fd < 0 && sfd < 0) || now > exit_ns + 500000000ull)) break;
+    if (!exited) {
+      int stop = 0;
+      if (wait && wait->deadline_ns && now >= wait->deadline_ns) deadline_hit = stop = 1;
+      else if (now >= own_deadline) timed_out = stop = 1;
+      else if (wait && wait->interrupted && wait->interrupted(wait->ctx)) interrupted = stop = 1;
+      if (stop) {
+        kill_tree(pid);
+        waitpid(pid, &wstatus, 0);
+        exited = 1;
+        exit_ns = now_ns();
+        continue;
+      }
+    }
+    struct pollfd pf[5];
+    int n = 0, ip = -1;
+    if (so.fd >= 0) pf[n++] = (struct pollfd){so.fd, POLLIN, 0};
+    if (se.fd >= 0) pf[n++] = (struct pollfd){se.fd, POLLIN, 0};
+    if (sfd >= 0) pf[n++] = (struct pollfd){sfd, POLLIN, 0};
+    if (ifd >= 0) {
+      ip = n;
+      pf[n++] = (struct pollfd){ifd, POLLOUT, 0};
+    }
+    if (pidfd >= 0 && !exited) pf[n++] = (struct pollfd){pidfd, POLLIN, 0};
+    uint64_t until = exited ? exit_ns + 500000000ull : own_deadline;
+    if (!exited && wait && wait->deadline_ns && wait->deadline_ns < until) until = wait->deadline_ns;
+    uint64_t left_ms = until > now ? (until - now) / 1000000u + 1 : 0;
+    /* Short slices: the interrupt flag is polled, and without a pidfd the exit is seen. */
+    if (left_ms > 50) left_ms = 50;
+    poll(pf, (nfds_t)n, (int)left_ms);
+    if (so.fd >= 0) drain(&so);
+    if (se.fd >= 0) drain(&se);
+    if (sfd >= 0) read_status(&sfd, &st);
+    if (ip >= 0 && ifd >= 0 && (pf[ip].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      ssize_t w = send(ifd, stdin_bytes + in_off, stdin_len - in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) in_off += (size_t)w;
+      if ((w < 0 && errno != EAGAIN) || in_off == stdin_len) close_fd(&ifd);
+    }
+  }
+  close_fd(&ifd);
+  close_fd(&so.fd);
+  close_fd(&se.fd);
+  if (sfd >= 0) read_status(&sfd, &st);
+  close_fd(&sfd);
+  close_fd(&pidfd);
+  uint64_t wall = now_ns() - start;
+
+  if (deadline_hit)
+    return fail(e, MBXC_E_TIMEDOUT, "the run's time limit was reached while the program ran "
+                "(its process tree was killed)");
+  if (interrupted) return fail(e, EINTR, "interrupted (the program's process tree was killed)");
+  /* The helper's own failure (before bwrap): "moonbox-exec: ..." on the status pipe. */
+  const char *herr = strstr(st.buf, "moonbox-exec: ");
+  if (!timed_out && herr) {
+    size_t hl = strcspn(herr, "\n");
+    return fail(e, EIO, "the exec backend could not start the program: %.*s", (int)hl, herr);
+  }
+  long child = status_number(&st, "\"child-pid\"");
+  long code = status_number(&st, "\"exit-code\"");
+  if (!timed_out && (child < 0 || code < 0)) {
+    /* bwrap gave up during setup: its message is on stderr. */
+    size_t l = se.len < 200 ? se.len : 200;
+    return fail(e, EIO, "the exec backend could not set up the sandbox: %.*s", (int)l,
+                se.len ? bufs->err : "(no message)");
+  }
+  res->out = bufs->out;
+  res->out_len = so.len;
+  res->err = bufs->err;
+  res->err_len = se.len;
+  res->truncated = so.truncated || se.truncated;
+  res->wall_ms = wall / 1000000u;
+  res->timed_out = timed_out;
+  if (timed_out) {
+    res->exit_code = -1;
+    res->signal = SIGKILL;
+  } else if (code > 128 && code < 128 + 65) {
+    /* bwrap's pid 1 reports a death by signal as 128 + the signal, as shells do. */
+    res->exit_code = -1;
+    res->signal = (int)(code - 128);
+  } else {
+    res->exit_code = (int)code;
+  }
+  (void)wstatus;
+  return 0;
+}
+
+/* ---- the backend ---- */
+
+void mbxC_exec_backend_init(mbxC_exec_backend *b) {
+  memset(b, 0, sizeof *b);
+  pthread_mutex_init(&b->lock, NULL);
+  snprintf(b->bwrap, sizeof b->bwrap, "/usr/bin/bwrap");
+}
+
+void mbxC_exec_backend_free(mbxC_exec_backend *b) {
+  pthread_mutex_destroy(&b->lock);
+}
+
+int mbxC_exec_backend_set(mbxC_exec_backend *b, int helper, const char *path, char *why,
+                          size_t why_size) {
+  if (path == NULL || path[0] != '/' || strlen(path) >= sizeof b->bwrap) {
+    snprintf(why, why_size, "the %s path must be absolute (it is never looked up in PATH)",
+             helper ? "exec helper" : "bwrap");
+    return -1;
+  }
+  pthread_mutex_lock(&b->lock);
+  snprintf(helper ? b->helper : b->bwrap, sizeof b->bwrap, "%s", path);
+  if (helper) b->helper_error[0] = '\0';
+  b->probed = 0;
+  pthread_mutex_unlock(&b->lock);
+  return 0;
+}
+
+/* `bwrap --version` with an empty environment: "bubblewrap 0.8.0". */
+static int bwrap_version(const char *bwrap, char *ver, size_t size, char *why, size_t why_size) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    snprintf(why, why_size, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  char *const argv[] = {(char *)"bwrap", (char *)"--version", NULL};
+  char *const envp[] = {NULL};
+  pid_t pid;
+  int r = posix_spawn(&pid, bwrap, &fa, NULL, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  close(p[1]);
+  if (r != 0) {
+    close(p[0]);
+    snprintf(why, why_size, "cannot run %.200s (%s); install bubblewrap (apt-get install bubblewrap)"
+             " or set its path (mbx_runtime_set_path MBX_PATH_BWRAP)", bwrap, strerror(r));
+    return -1;
+  }
+  char text[128] = {0};
+  size_t len = 0;
+  uint64_t until = now_ns() + 5000000000ull;
+  while (len < sizeof text - 1 && now_ns() < until) {
+    struct pollfd pf = {p[0], POLLIN, 0};
+    if (poll(&pf, 1, 100) <= 0) continue;
+    ssize_t n = read(p[0], text + len, sizeof text - 1 - len);
+    if (n <= 0) break;
+    len += (size_t)n;
+  }
+  close(p[0]);
+  int ws = 0;
+  if (waitpid(pid, &ws, WNOHANG) == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &ws, 0);
+  }
+  unsigned maj = 0, min = 0, pat = 0;
+  if (sscanf(text, "bubblewrap %u.%u.%u", &maj, &min, &pat) < 2) {
+    snprintf(why, why_size, "%s --version did not answer \"bubblewrap X.Y.Z\" (it said \"%.40s\")",
+             bwrap, text);
+    return -1;
+  }
+  snprintf(ver, size, "%u.%u.%u", maj, min, pat);
+  if (maj == 0 && min < 8) {
+    snprintf(why, why_size, "bubblewrap %s is older than 0.8 (needed: --args, --json-status-fd,"
+             " --disable-userns, --size)", ver);
+    return -1;
+  }
+  return 0;
+}
+
+static int probe_locked(mbxC_exec_backend *b) {
+  b->available = 0;
+  b->reason[0] = '\0';
+  b->version[0] = '\0';
+  b->uid_isolation = geteuid() == 0;
+  mbxC_exec_image_probe(&b->image);
+  if (bwrap_version(b->bwrap, b->version, sizeof b->version, b->reason, sizeof b->reason) != 0)
+    return 0;
+  if (b->helper[0] == '\0' || access(b->helper, X_OK) != 0) {
+    snprintf(b->reason, sizeof b->reason,
+             "the exec helper moonbox-exec was not found (%.200s); install it next to libmoonbox "
+             "or set its path (mbx_runtime_set_path MBX_PATH_EXEC_HELPER)",
+             b->helper_error[0] ? b->helper_error : b->helper);
+    return 0;
+  }
+  FILE *f = fopen("/proc/sys/user/max_user_namespaces", "r");
+  long maxns = -1;
+  if (f) {
+    if (fscanf(f, "%ld", &maxns) != 1) maxns = -1;
+    fclose(f);
+  }
+  b->userns = maxns != 0;
+  if (!b->userns) {
+    snprintf(b->reason, sizeof b->reason,
+             "user namespaces are disabled (/proc/sys/user/max_user_namespaces is 0); enable "
+             "them (sysctl user.max_user_namespaces=15000)");
+    return 0;
+  }
+  /* The smoke run: /usr/bin/true through the whole path, helper, bwrap and shim. */
+  b->available = 1; /* so mbxC_exec_run does not probe again */
+  b->probed = 1;
+  mbxC_exec_spec spec;
+  mbxC_exec_spec_defaults(&spec);
+  spec.output = 4096;
+  static const char *const true_argv[] = {"true"};
+  mbxC_exec_plan plan = {.program = "/usr/bin/true", .argv = true_argv, .argc = 1,
+                         .tmp_bytes = 1 << 20, .shim = b->helper};
+  mbxC_exec_buffers bufs = {0};
+  mbxC_exec_result res;
+  mbxC_port_error e;
+  int r = mbxC_exec_run(b, &plan, &spec, NULL, 0, 10000, NULL, &bufs, &res, &e);
+  if (r != 0 || res.exit_code != 0) {
+    b->available = 0;
+    if (r != 0)
+      snprintf(b->reason, sizeof b->reason, "the smoke run of /usr/bin/true failed: %s (user "
+               "namespaces blocked, or /proc masked in a nested container?)", e.message);
+    else
+      snprintf(b->reason, sizeof b->reason, "the smoke run of /usr/bin/true exited with %d: %.*s",
+               res.exit_code, (int)(res.err_len < 200 ? res.err_len : 200),
+               res.err_len ? res.err : "");
+  }
+  mbxC_exec_buffers_free(&bufs);
+  return b->available;
+}
+
+int mbxC_exec_probe(mbxC_exec_backend *b) {
+  /* The smoke run calls mbxC_exec_run, which calls here: b->probed is set first. */
+  if (atomic_load_explicit((_Atomic int *)&b->probed, memory_order_acquire))
+    return b->available;
+  pthread_mutex_lock(&b->lock);
+  if (!b->probed) {
+    probe_locked(b);
+    atomic_store_explicit((_Atomic int *)&b->probed, 1, memory_order_release);
+  }
+  int a = b->available;
+  pthread_mutex_unlock(&b->lock);
+  return a;
+}
+
+static void json_str(char *out, size_t size, size_t *len, const char *s) {
+  size_t n = *len;
+  if (n + 2 >= size) return;
+  out[n++] = '"';
+  for (; *s && n + 8 < size; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      out[n++] = '\\';
+      out[n++] = (char)c;
+    } else if (c < 0x20) {
+      n += (size_t)snprintf(out + n, size - n, "\\u%04x", c);
+    } else {
+      out[n++] = (char)c;
+    }
+  }
+  out[n++] = '"';
+  out[n] = '\0';
+  *len = n;
+}
+
+char *mbxC_exec_status_json(mbxC_exec_backend *b) {
+  mbxC_exec_probe(b);
+  size_t size = 16384, n = 0;
+  char *out = malloc(size);
+  if (out == NULL) return NULL;
+  pthread_mutex_lock(&b->lock);
+  n += (size_t)snprintf(out + n, size - n, "{\"available\":%s,\"reason\":",
+                        b->available ? "true" : "false");
+  if (b->available) n += (size_t)snprintf(out + n, size - n, "null");
+  else json_str(out, size, &n, b->reason);
+  n += (size_t)snprintf(out + n, size - n, ",\"bwrap\":");
+  json_str(out, size, &n, b->bwrap);
+  n += (size_t)snprintf(out + n, size - n, ",\"bwrap_version\":");
+  if (b->version[0]) json_str(out, size, &n, b->version);
+  else n += (size_t)snprintf(out + n, size - n, "null");
+  n += (size_t)snprintf(out + n, size - n, ",\"helper\":");
+  json_str(out, size, &n, b->helper[0] ? b->helper : "");
+  n += (size_t)snprintf(
+      out + n, size - n,
+      ",\"user_namespaces\":%s,\"uid_isolation\":%s,\"seccomp\":%s,"
+      "\"limits\":[\"RLIMIT_AS\",\"RLIMIT_NPROC\",\"RLIMIT_FSIZE\",\"RLIMIT_NOFILE\","
+      "\"RLIMIT_CPU\",\"RLIMIT_CORE\"],"
+      "\"cgroups\":{\"applied\":false,\"reason\":\"cgroup limits are not applied by this "
+      "version: memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC per run uid\"}}",
+      b->userns ? "true" : "false", b->uid_isolation ? "true" : "false",
+      b->available ? "true" : "false");
+  pthread_mutex_unlock(&b->lock);
+  return out;
+}
