@@ -453,21 +453,30 @@ int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_e
        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 &&
        pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0 &&
        pipe2(status, O_CLOEXEC) == 0;
+  /* Every source fd is first copied above the target range (0 .. first mount fd + mounts),
+     so no dup2 below overwrites a source another dup2 still needs (a view's dirfd is often
+     fd 3 or 4 in a small host). */
+  int top = MBXC_EXEC_FIRST_MOUNT_FD + (int)plan->mount_count;
+  int src[5 + 64];
+  int nsrc = 0;
+  const int plain[5] = {in[0], out[1], err[1], reqfd, status[1]};
+  for (int i = 0; ok && i < 5; i++) {
+    src[nsrc] = fcntl(plain[i], F_DUPFD_CLOEXEC, top);
+    ok = src[nsrc++] >= 0;
+  }
+  for (size_t i = 0; ok && i < plan->mount_count; i++) {
+    src[nsrc] = fcntl(plan->mounts[i].dirfd, F_DUPFD_CLOEXEC, top);
+    ok = src[nsrc++] >= 0;
+  }
   posix_spawn_file_actions_t fa;
   int fa_ok = ok && posix_spawn_file_actions_init(&fa) == 0;
   pid_t pid = -1;
   int spawn_err = 0;
   if (fa_ok) {
-    /* dup2 clears FD_CLOEXEC on the target: exactly these fds reach the helper. The mount
-       dirfds are first moved above every target so a dup2 never overwrites one of them. */
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-    posix_spawn_file_actions_adddup2(&fa, reqfd, 3);
-    posix_spawn_file_actions_adddup2(&fa, status[1], 4);
-    for (size_t i = 0; i < plan->mount_count; i++)
-      posix_spawn_file_actions_adddup2(&fa, plan->mounts[i].dirfd,
-                                       MBXC_EXEC_FIRST_MOUNT_FD + (int)i);
+    /* dup2 clears FD_CLOEXEC on the target: exactly these fds reach the helper (0-2 the
+       program's, 3 the request, 4 the status, then the mounts' dirfds). */
+    for (int i = 0; i < nsrc; i++)
+      posix_spawn_file_actions_adddup2(&fa, src[i], i);
     posix_spawn_file_actions_addclosefrom_np(&fa,
                                              MBXC_EXEC_FIRST_MOUNT_FD + (int)plan->mount_count);
     char *const argv[] = {(char *)"moonbox-exec", NULL};
@@ -476,6 +485,8 @@ int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_e
     posix_spawn_file_actions_destroy(&fa);
     if (spawn_err != 0) pid = -1;
   }
+  for (int i = 0; i < nsrc; i++)
+    if (src[i] >= 0) close(src[i]);
   close_fd(&reqfd);
   close_fd(&in[0]);
   close_fd(&out[1]);

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# tests/exec/test_exec.sh CLI PROBE -- the exec backend end to end: real processes through
+# moonbox-exec and bubblewrap, each protection asserted from inside the sandbox (and from the
+# host where only the host can tell). Skips (77) only where user namespaces cannot be made.
+set -u
+cli=$1
+probe_bin=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/moonbox-exec-test.XXXXXX")
+chmod 755 "$work"
+listener=
+cleanup() {
+  [ -n "$listener" ] && kill "$listener" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fails=0 passes=0
+
+doctor=$("$cli" doctor --json)
+if ! grep -q '"available":true' <<<"$doctor"; then
+  if ! unshare --user true 2>/dev/null; then
+    echo "SKIP: user namespaces are unavailable here: $doctor"
+    exit 77
+  fi
+  echo "FAIL: namespaces work but the exec backend is unavailable: $doctor"
+  exit 1
+fi
+
+ok() { passes=$((passes + 1)); echo "ok $1"; }
+bad() { fails=$((fails + 1)); echo "FAIL $1: $2"; }
+# expect NAME HAYSTACK NEEDLE: HAYSTACK contains NEEDLE.
+expect() { if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1" "no '$3' in: $2"; fi; }
+# refuse NAME HAYSTACK NEEDLE: HAYSTACK does not contain NEEDLE.
+refuse() { if grep -qF -- "$3" <<<"$2"; then bad "$1" "found '$3' in: $2"; else ok "$1"; fi; }
+run() { "$cli" run --timeout 60s "$@" 2>&1; }
+
+# The probe and the mounts.
+mkdir -p "$work/bin" "$work/ro" "$work/rw"
+cp "$probe_bin" "$work/bin/probe"
+chmod 755 "$work/bin" "$work/bin/probe" "$work/ro"
+echo "visible" >"$work/ro/hello.txt"
+echo "root only" >"$work/ro/secret"
+chown root:root "$work/ro/secret"
+chmod 0640 "$work/ro/secret"
+chmod 1777 "$work/rw"
+mounts=(--mount "$work/bin:/probe:ro" --mount "$work/ro:/data:ro" --mount "$work/rw:/out:rw")
+sh_only=(--allow-exec /bin/sh)
+
+# 1. Host files outside the mounts are invisible; the ro mount reads but cannot be written.
+here=$(cd "$(dirname "$0")" && pwd)
+out=$(run "${sh_only[@]}" "${mounts[@]}" -e "return proc.run{'sh', '-c', [[
+  for p in /etc/shadow /root /home '$here' '$work'; do [ -e \"\$p\" ] && echo \"SEEN \$p\"; done
+  cat /data/hello.txt; echo more >/data/hello.txt || echo ro-refused; ls /
+]]}.stdout")
+refuse "host files outside the mounts are invisible" "$out" "SEEN"
+expect "an ro mount is readable" "$out" "visible"
+expect "an ro mount cannot be written" "$out" "ro-refused"
+refuse "the root holds nothing but the image" "$out" "work"
+
+# 2. Supplementary groups are dropped: a 0640 root:root file in a mount cannot be read.
+out=$(run "${sh_only[@]}" "${mounts[@]}" -e "local r = proc.run{'sh', '-c',
+  'cat /data/secret || echo denied; id -G'} return r.stdout .. r.stderr")
+expect "a 0640 root:root file cannot be read" "$out" "denied"
+refuse "no root group" "$out" "root only"
+
+# 3. The uid: not 0 inside the kernel's view; files created in an rw mount belong to the
+#    run's own unprivileged host uid.
+out=$(run "${sh_only[@]}" "${mounts[@]}" -e "io.write(proc.run{'sh', '-c',
+  'cat /proc/self/uid_map; id -u; echo made >/out/made.txt; echo x >/proc/sys/kernel/ostype || echo sys-refused'}.stdout)")
+expect "writing /proc/sys fails" "$out" "sys-refused"
+owner=$(stat -c %u "$work/rw/made.txt" 2>/dev/null || echo missing)
+if [ "$owner" != missing ] && [ "$owner" -ge $((0x5a000000)) ]; then
+  ok "a file made in an rw mount is owned by the run's uid ($owner), not root"
+else
+  bad "rw mount owner" "owner '$owner' ($out)"
+fi
+uid_line=$(head -1 <<<"$out")
+if [ "$(awk '{print $1}' <<<"$uid_line")" = "$owner" ] && [ "$owner" != 0 ]; then
+  ok "uid_map maps only the run's uid ($uid_line)"
+else
+  bad "uid_map" "$out"
+fi
+
+# 4. The host's environment and argv appear nowhere in /proc.
+out=$(MOONBOX_PLANTED=envsecret_4711 run "${sh_only[@]}" --input '{"k": "argvsecret_4711"}' -e "
+  io.write(proc.run{'sh', '-c', 'a=envsecret; b=argvsecret; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr \"\\\\0\" \"\\\\n\" | grep -c -e \"\${a}_4711\" -e \"\${b}_4711\"; ls /proc/self/fd'}.stdout)")
+expect "no host env or argv in /proc" "$out" "0"
+fds=$(tail -n +2 <<<"$out" | tr '\n' ' ')
+if [ "$fds" = "0 1 2 3 " ]; then ok "no inherited fds beyond 0-2 (ls's own is 3)"; else bad "fds" "$fds"; fi
+
+# 5. The network: only lo, and the host's loopback is not reachable.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -c "import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port)); s.listen(5); time.sleep(120)" &
+listener=$!
+sleep 0.5
+out=$(run "${sh_only[@]}" --allow-exec /probe/probe "${mounts[@]}" -e "
+  local a = proc.run{'sh', '-c', 'cat /proc/net/dev'}
+  local b = proc.run{'probe', 'connect', '$port'}
+  io.write(a.stdout .. b.stdout)")
+ifaces=$(grep ':' <<<"$out" | grep -v -e connect -e '|' | sed 's/:.*//; s/ //g' | tr '\n' ' ')
+if [ "$ifaces" = "lo " ]; then ok "only lo exists"; else bad "interfaces" "$ifaces / $out"; fi
+expect "the host's 127.0.0.1 is not reachable" "$out" "Connection refused"
+
+# 6. The seccomp deny list, syscall by syscall, and x32 numbers kill the process.
+out=$(run --allow-exec /probe/probe "${mounts[@]}" -e "
+  local r = proc.run{'/probe/probe', 'deny'} local x = proc.run{'probe', 'x32'}
+  return r.stdout .. 'code=' .. r.code .. ' x32signal=' .. x.signal")
+expect "every syscall of the deny list fails as listed" "$out" "failures: 0"
+expect "the deny list probe exits 0" "$out" "code=0"
+expect "an x32 syscall kills the process (SIGSYS)" "$out" "x32signal=31"
+
+# 7. A fork bomb is contained by the pids limit; the host has nothing left afterwards.
+cat >"$work/pids.json" <<'EOF'
+{"exec": {"allow": ["/bin/sh"], "pids": 20, "timeout_ms": 20000}}
+EOF
+out=$(run --policy "$work/pids.json" -e "local r = proc.run{'sh', '-c',
+  'n=0; while [ \$n -lt 200 ]; do sleep 1009 & n=\$((n+1)); done; echo spawned'}
+  return r.stderr .. ' code=' .. r.code")
+expect "a fork bomb hits the pids limit" "$out" "fork"
+sleep 0.5
+if pgrep -f 'sleep 1009' >/dev/null; then bad "fork bomb cleanup" "sleep 1009 still runs"; else ok "the fork bomb's processes are gone"; fi
+
+# 8. A memory hog fails at the memory limit.
+cat >"$work/mem.json" <<'EOF'
+{"exec": {"allow": ["/probe/probe"], "memory": "128M"}}
+EOF
+out=$(run --policy "$work/mem.json" "${mounts[@]}" -e "local r = proc.run{'probe', 'hog'}
+  return r.stdout .. ' code=' .. r.code")
+expect "a memory hog stops at the memory limit" "$out" "allocation failed after"
+expect "the hog's exit code says so" "$out" "code=3"
+
+# 9. The timeout kills the whole tree, setsid'd processes included (checked from the host).
+out=$(run "${sh_only[@]}" -e "local r = proc.run{'sh', '-c', 'sleep 1007 & setsid sleep 1013 & echo started; wait', timeout_ms = 1000}
+  return tostring(r.timed_out) .. ' ' .. r.signal .. ' ' .. r.stdout")
+expect "the timeout is reported" "$out" "true 9 started"
+sleep 0.5
+if pgrep -f 'sleep 10(07|13)' >/dev/null; then bad "timeout cleanup" "a sleep survived"; else ok "no process survives the timeout"; fi
+
+# 10. The run's own deadline ends the run (time_limit) and kills the program.
+out=$("$cli" run --json --timeout 1500ms "${sh_only[@]}" -e "proc.run{'sh', '-c', 'sleep 1021'} return 1" 2>&1)
+expect "the run's deadline ends a run stuck in a program" "$out" '"status":"time_limit"'
+sleep 0.5
+if pgrep -f 'sleep 1021' >/dev/null; then bad "deadline cleanup" "sleep 1021 survived"; else ok "the deadline kills the program"; fi
+
+# 11. Output past the cap is truncated, and the program is not blocked by it.
+cat >"$work/out.json" <<'EOF'
+{"exec": {"allow": ["/bin/sh"], "output": "64k"}}
+EOF
+out=$(run --policy "$work/out.json" -e "local r = proc.run{'sh', '-c', 'head -c 5000000 /dev/zero; echo end >&2'}
+  return #r.stdout .. ' ' .. tostring(r.truncated) .. ' ' .. r.code .. ' ' .. r.stderr")
+expect "output is cut at the cap, the program finishes" "$out" "65536 true 0 end"
+
+# 12. stdin, env, cwd, argv with spaces; two runs in a row; two processes at once.
+out=$(run "${sh_only[@]}" "${mounts[@]}" --env FROM_POLICY=p1 -e "
+  local r = proc.run{'sh', '-c', 'cat; echo \"[\$1]\" \$FROM_POLICY \$EXTRA; pwd', 'sh', 'a b', stdin = 'in-', env = {EXTRA = 'e2'}, cwd = '/data'}
+  local r2 = proc.run{'sh', '-c', 'echo second'}
+  return r.stdout .. r2.stdout")
+expect "stdin, argv, env and cwd reach the program" "$out" 'in-[a b] p1 e2'
+expect "cwd" "$out" '/data'
+expect "two runs in a row" "$out" 'second'
+run "${sh_only[@]}" -e "return proc.run{'sh', '-c', 'echo one'}.stdout" >"$work/c1" &
+c1=$!
+run "${sh_only[@]}" -e "return proc.run{'sh', '-c', 'echo two'}.stdout" >"$work/c2"
+wait $c1
+expect "two concurrent runs (1)" "$(cat "$work/c1")" 'one'
+expect "two concurrent runs (2)" "$(cat "$work/c2")" 'two'
+
+# 13. os.execute through /bin/sh, with Lua's results; the usage figures count the runs.
+out=$("$cli" run --json "${sh_only[@]}" -e "local a, b, c = os.execute('echo via-sh; exit 5') return {tostring(a), b, c}" 2>&1)
+expect "os.execute's output is the run's" "$out" 'via-sh'
+expect "os.execute returns fail, exit, code" "$out" '"value":["nil","exit",5]'
+expect "usage counts exec runs" "$out" '"exec_runs":1'
+
+# 14. The errors: not allowed, missing program, bad policy, no exec granted.
+out=$(run "${sh_only[@]}" -e "return {proc.run{'python3', '-c', 'pass'}}")
+expect "a program not on the allow list is refused" "$out" 'not on the policy'"'"'s exec allow list'
+out=$(run --allow-exec /usr/bin/no-such-program -e "return {proc.run{'no-such-program'}}")
+expect "a missing program is its own error" "$out" 'is not a program in the sandbox'
+echo '{"exec": {"allow": ["python3"]}}' >"$work/bad.json"
+out=$(run --policy "$work/bad.json" -e "return 1")
+expect "a bad allow entry names its key" "$out" 'exec.allow[0]'
+echo '{"exec": {"pids": 0}}' >"$work/bad2.json"
+out=$(run --policy "$work/bad2.json" -e "return 1")
+expect "a bad exec limit names its key" "$out" 'exec.pids'
+out=$(run --allow-exec sh -e "return 1")
+expect "--allow-exec wants an absolute path" "$out" 'not an absolute path'
+out=$(run -e "return proc.run{'sh'}")
+expect "no exec granted" "$out" 'proc.run is not available: this policy grants no exec'
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
