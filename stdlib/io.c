@@ -23,13 +23,22 @@
 /* What every port operation costs at least, so a loop of opens or stats is metered. */
 #define IO_OP_COST 64
 
-enum { KIND_FILE = 0, KIND_STDOUT = 1, KIND_STDERR = 2 };
+/* KIND_POPEN_R: a program's stdout, read from the Lua string in the user value (the program
+   ran to completion in io.popen); KIND_POPEN_W: writes collected in the user value (a table of
+   strings) and given to the program as its stdin at close. */
+enum { KIND_FILE = 0, KIND_STDOUT = 1, KIND_STDERR = 2, KIND_POPEN_R = 3, KIND_POPEN_W = 4 };
+
+/* What io.popen(cmd, "w") collects at most before close runs the program. */
+#define IO_POPEN_MAX_STDIN (64u << 20)
 
 typedef struct lfile {
   int kind;
   int closed;
   int handle;
   int readable, writable;
+  const char *pdata; /* KIND_POPEN_R: the output (anchored by the user value) */
+  size_t plen, ppos; /* its length and read position; KIND_POPEN_W: bytes collected */
+  int pcode, psignal; /* KIND_POPEN_R: how the program ended */
   size_t rpos, rlen; /* unread bytes buf[rpos..rlen) came from the port ahead of the guest */
   char buf[IO_CHUNK];
 } lfile;
@@ -83,11 +92,11 @@ static lfile *open_file(lua_State *L, int idx) {
 }
 
 static lfile *new_file(lua_State *L, int kind) {
-  lfile *f = (lfile *)lua_newuserdatauv(L, sizeof *f, 0);
+  lfile *f = (lfile *)lua_newuserdatauv(L, sizeof *f, 1);
   memset(f, 0, offsetof(lfile, buf));
   f->kind = kind;
   f->handle = -1;
-  f->writable = kind != KIND_FILE;
+  f->writable = kind != KIND_FILE && kind != KIND_POPEN_R;
   luaL_setmetatable(L, FILE_TYPE);
   return f;
 }
@@ -108,6 +117,15 @@ static int sync_read(lua_State *L, lfile *f, mbxC_port_error *e) {
 /* Refill the read buffer. 1: bytes are there; 0: end of file; -1: error in *e. */
 static int fill(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
   if (f->rpos < f->rlen) return 1;
+  if (f->kind == KIND_POPEN_R) {
+    size_t got = f->plen - f->ppos < sizeof f->buf ? f->plen - f->ppos : sizeof f->buf;
+    memcpy(f->buf, f->pdata + f->ppos, got);
+    f->ppos += got;
+    mbxV_meter_add(m, got + IO_BYTES_PER_INSN);
+    f->rpos = 0;
+    f->rlen = got;
+    return got > 0;
+  }
   const mbxC_port *port = mbxL_port(L);
   mbxC_wait w = guest_wait(L);
   size_t got = 0;
@@ -161,7 +179,11 @@ static int read_count(lua_State *L, lfile *f, size_t n, mbxV_meter *m, mbxC_port
 static int read_all(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
   const mbxC_port *port = mbxL_port(L);
   int64_t here, end;
-  if (sync_read(L, f, e) != 0 || port->fs_seek(port->ud, f->handle, SEEK_CUR, 0, &here, e) != 0 ||
+  if (f->kind == KIND_POPEN_R) {
+    /* Already in the guest heap: the copy is what counts, and the heap limit bounds it. */
+    here = (int64_t)f->ppos;
+    end = (int64_t)f->plen;
+  } else if (sync_read(L, f, e) != 0 || port->fs_seek(port->ud, f->handle, SEEK_CUR, 0, &here, e) != 0 ||
       port->fs_seek(port->ud, f->handle, SEEK_END, 0, &end, e) != 0 ||
       port->fs_seek(port->ud, f->handle, SEEK_SET, here, &here, e) != 0)
     return -1;
@@ -207,7 +229,7 @@ static int read_number(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e
 /* The stock g_read: formats from `first`, results until the first one that fails. */
 static int do_read(lua_State *L, lfile *f, int first) {
   mbxC_port_error e;
-  if (f->kind != KIND_FILE || !f->readable) {
+  if ((f->kind != KIND_FILE && f->kind != KIND_POPEN_R) || !f->readable) {
     e.errnum = EBADF;
     snprintf(e.message, sizeof e.message, "Bad file descriptor");
     return push_fail(L, NULL, &e);
@@ -259,6 +281,28 @@ static int f_read(lua_State *L) {
 /* Write the arguments from `first` on: strings and numbers only, like the stock write. */
 static int do_write(lua_State *L, lfile *f, int first) {
   int n = lua_gettop(L);
+  if (f->kind == KIND_POPEN_W) {
+    /* Collected for the program's stdin (f_write has the file at 1). */
+    lua_getiuservalue(L, 1, 1);
+    int parts = lua_gettop(L);
+    for (int i = first; i <= n; i++) {
+      size_t len;
+      luaL_checklstring(L, i, &len);
+      if (len > IO_POPEN_MAX_STDIN - f->plen)
+        return luaL_error(L, "io.popen: more than %d MiB written to the program",
+                          (int)(IO_POPEN_MAX_STDIN >> 20));
+      f->plen += len;
+      mbxV_charge(L, len / IO_BYTES_PER_INSN + 1);
+      lua_pushvalue(L, i);
+      lua_rawseti(L, parts, (lua_Integer)lua_rawlen(L, parts) + 1);
+    }
+    lua_pop(L, 1);
+    return 1;
+  }
+  if (f->kind == KIND_POPEN_R) {
+    mbxC_port_error e = {EBADF, "Bad file descriptor"};
+    return push_fail(L, NULL, &e);
+  }
   if (f->kind != KIND_FILE) {
     for (int i = first; i <= n; i++) {
       size_t len;
@@ -324,7 +368,36 @@ static int f_seek(lua_State *L) {
   return 1;
 }
 
-static int close_file(lua_State *L, lfile *f) {
+/* A popen file: "w" runs the program now with what was written; both give os.execute's
+   results. idx is the file's stack index. */
+static int close_popen(lua_State *L, lfile *f, int idx) {
+  f->closed = 1;
+  if (f->kind == KIND_POPEN_R)
+    return mbxL_push_exec_status(L, f->pcode, f->psignal);
+  lua_getiuservalue(L, idx, 1);
+  int parts = lua_gettop(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, parts);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, parts, i);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  size_t len;
+  const char *in = lua_tolstring(L, -1, &len);
+  lua_rawgeti(L, parts, 0); /* the command */
+  const char *cmd = lua_tostring(L, -1);
+  mbxC_exec_result res;
+  mbxC_port_error e;
+  if (mbxL_exec_shell(L, cmd, in, len, &res, &e) != 0) return push_fail(L, NULL, &e);
+  mbxV_output_write(L, MBXV_STDOUT, res.out, res.out_len);
+  mbxV_output_write(L, MBXV_STDERR, res.err, res.err_len);
+  return mbxL_push_exec_status(L, res.signal ? -1 : res.exit_code, res.signal);
+}
+
+static int close_file(lua_State *L, lfile *f, int idx) {
+  if (f->kind == KIND_POPEN_R || f->kind == KIND_POPEN_W) return close_popen(L, f, idx);
   if (f->kind != KIND_FILE) {
     luaL_pushfail(L);
     lua_pushliteral(L, "cannot close standard file");
@@ -341,13 +414,13 @@ static int close_file(lua_State *L, lfile *f) {
 }
 
 static int f_close(lua_State *L) {
-  return close_file(L, open_file(L, 1));
+  return close_file(L, open_file(L, 1), 1);
 }
 
 /* __close (a `<close>` variable): like close, and a second time does nothing. */
 static int f_tbc_close(lua_State *L) {
   lfile *f = check_file(L, 1);
-  if (!f->closed) close_file(L, f);
+  if (!f->closed) close_file(L, f, 1);
   return 0;
 }
 
@@ -391,7 +464,8 @@ static int io_readline(lua_State *L) {
     return luaL_error(L, "%s", lua_tostring(L, -n + 1));
   if (lua_toboolean(L, lua_upvalueindex(3 + (int)lua_tointeger(L, lua_upvalueindex(2))))) {
     lua_settop(L, 0);
-    close_file(L, f);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    close_file(L, f, 1);
   }
   return 0;
 }
@@ -459,6 +533,42 @@ static int io_open(lua_State *L) {
   luaL_argcheck(L, flags >= 0, 2, "invalid mode");
   mbxC_port_error e;
   if (open_path(L, path, len, flags, &e) != 0) return push_fail(L, path, &e);
+  return 1;
+}
+
+/* io.popen(cmd [, "r" | "w"]): /bin/sh -c cmd in the exec backend (stdlib/proc.c). "r" runs
+   the program to completion now and returns a file that reads its stdout (its stderr goes to
+   the run's); "w" returns a file whose writes become the program's stdin when it is closed
+   (its output goes to the run's). close gives os.execute's results. A "w" file never closed
+   runs nothing. */
+static int io_popen(lua_State *L) {
+  const char *cmd = luaL_checkstring(L, 1);
+  const char *mode = luaL_optstring(L, 2, "r");
+  int w = strcmp(mode, "w") == 0;
+  luaL_argcheck(L, w || strcmp(mode, "r") == 0, 2, "invalid mode");
+  const mbxC_port *port = mbxL_port(L);
+  if (port == NULL || port->exec_run == NULL)
+    return luaL_error(L, "io.popen is not available: this policy grants no exec");
+  if (w) {
+    lfile *f = new_file(L, KIND_POPEN_W);
+    lua_createtable(L, 4, 0);
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, 0);
+    lua_setiuservalue(L, -2, 1);
+    f->writable = 1;
+    return 1;
+  }
+  mbxC_exec_result res;
+  mbxC_port_error e;
+  if (mbxL_exec_shell(L, cmd, NULL, 0, &res, &e) != 0) return push_fail(L, cmd, &e);
+  mbxV_output_write(L, MBXV_STDERR, res.err, res.err_len);
+  lfile *f = new_file(L, KIND_POPEN_R);
+  lua_pushlstring(L, res.out, res.out_len);
+  f->pdata = lua_tolstring(L, -1, &f->plen);
+  lua_setiuservalue(L, -2, 1);
+  f->readable = 1;
+  f->pcode = res.signal ? -1 : res.exit_code;
+  f->psignal = res.signal;
   return 1;
 }
 
@@ -689,7 +799,6 @@ int mbxL_open_io(lua_State *L) {
   /* Stubs, not nils: a model's io.popen(...) gets a reason it can report or work around. */
   static const mbxL_refusal removed[] = {
       {"read", "io.read is not available: the sandbox has no standard input"},
-      {"popen", "io.popen is not available: this policy grants no exec"},
       {"tmpfile", "io.tmpfile is not available: use io.open(os.tmpname(), 'w+')"},
       {"input", "io.input is not available: the sandbox has no standard input"},
       {"output", "io.output is not available: output goes to io.stdout only"},
@@ -715,6 +824,8 @@ int mbxL_open_io(lua_State *L) {
   lua_setfield(L, -2, "lines");
   lua_pushcfunction(L, io_type);
   lua_setfield(L, -2, "type");
+  lua_pushcfunction(L, io_popen);
+  lua_setfield(L, -2, "popen");
   new_file(L, KIND_STDOUT);
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "stdout");

@@ -7,6 +7,7 @@
 #include "capabilities/port.h"
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
+#include "vm/output.h"
 #include "vm/vm.h"
 
 /* Arguments and environment entries one request may carry (the port caps bytes too). */
@@ -153,6 +154,27 @@ static int proc_run(lua_State *L) {
   return 1;
 }
 
+int mbxL_exec_shell(lua_State *L, const char *cmd, const char *in, size_t in_len,
+                    mbxC_exec_result *res, mbxC_port_error *e) {
+  const char *argv[] = {"/bin/sh", "-c", cmd};
+  mbxC_exec_request req = {.argv = argv, .argc = 3, .stdin_bytes = in, .stdin_len = in_len};
+  return run_request(L, &req, res, e);
+}
+
+int mbxL_push_exec_status(lua_State *L, int code, int signal) {
+  if (signal) {
+    luaL_pushfail(L);
+    lua_pushliteral(L, "signal");
+    lua_pushinteger(L, signal);
+  } else {
+    if (code == 0) lua_pushboolean(L, 1);
+    else luaL_pushfail(L);
+    lua_pushliteral(L, "exit");
+    lua_pushinteger(L, code);
+  }
+  return 3;
+}
+
 /* os.execute(cmd): /bin/sh -c cmd in the exec backend, with stock Lua's results (true or
    fail, "exit" or "signal", the number); the command's stdout and stderr go to the run's
    output. os.execute() says whether exec is granted at all. */
@@ -165,40 +187,14 @@ int mbxL_os_execute(lua_State *L) {
   const char *cmd = luaL_checkstring(L, 1);
   if (port == NULL || port->exec_run == NULL)
     return luaL_error(L, "os.execute is not available: this policy grants no exec");
-  const char *argv[] = {"/bin/sh", "-c", cmd};
-  mbxC_exec_request req = {.argv = argv, .argc = 3};
   mbxC_exec_result res;
   mbxC_port_error e;
-  if (run_request(L, &req, &res, &e) != 0)
+  if (mbxL_exec_shell(L, cmd, NULL, 0, &res, &e) != 0)
     return luaL_error(L, "os.execute: %s", e.message);
   /* The program's output is the run's output, as a real shell's would be the terminal's. */
-  lua_getglobal(L, "io");
-  if (lua_getfield(L, -1, "stdout") == LUA_TUSERDATA && lua_getfield(L, -1, "write") ==
-      LUA_TFUNCTION) {
-    lua_pushvalue(L, -2);
-    lua_pushlstring(L, res.out, res.out_len);
-    lua_call(L, 2, 0);
-  }
-  lua_settop(L, 1);
-  lua_getglobal(L, "io");
-  if (lua_getfield(L, -1, "stderr") == LUA_TUSERDATA && lua_getfield(L, -1, "write") ==
-      LUA_TFUNCTION) {
-    lua_pushvalue(L, -2);
-    lua_pushlstring(L, res.err, res.err_len);
-    lua_call(L, 2, 0);
-  }
-  lua_settop(L, 1);
-  if (res.signal) {
-    luaL_pushfail(L);
-    lua_pushliteral(L, "signal");
-    lua_pushinteger(L, res.signal);
-  } else {
-    if (res.exit_code == 0) lua_pushboolean(L, 1);
-    else luaL_pushfail(L);
-    lua_pushliteral(L, "exit");
-    lua_pushinteger(L, res.exit_code);
-  }
-  return 3;
+  mbxV_output_write(L, MBXV_STDOUT, res.out, res.out_len);
+  mbxV_output_write(L, MBXV_STDERR, res.err, res.err_len);
+  return mbxL_push_exec_status(L, res.exit_code, res.signal);
 }
 
 int mbxL_open_proc(lua_State *L) {

@@ -84,6 +84,13 @@ int mbxL_open_os(lua_State *L);
    (the guest gets "not available" without it). */
 int mbxL_open_proc(lua_State *L);
 int mbxL_os_execute(lua_State *L);
+/* /bin/sh -c cmd with stdin (in_len bytes) through the port, counted like proc.run (the run's
+   deadline ends the run). 0 with *res, or -1 with *e. For io.popen. */
+int mbxL_exec_shell(lua_State *L, const char *cmd, const char *in, size_t in_len,
+                    mbxC_exec_result *res, mbxC_port_error *e);
+/* Push os.execute's results for an exit code (or code -1 and signal): true or fail, "exit" or
+   "signal", the number. Returns 3. */
+int mbxL_push_exec_status(lua_State *L, int code, int signal);
 /* os.remove, os.rename and os.tmpname: files of the sandbox's view (stdlib/io.c). */
 int mbxL_os_remove(lua_State *L);
 int mbxL_os_rename(lua_State *L);

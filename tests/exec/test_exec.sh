@@ -169,6 +169,15 @@ out=$("$cli" run --json "${sh_only[@]}" -e "local a, b, c = os.execute('echo via
 expect "os.execute's output is the run's" "$out" 'via-sh'
 expect "os.execute returns fail, exit, code" "$out" '"value":["nil","exit",5]'
 expect "usage counts exec runs" "$out" '"exec_runs":1'
+out=$(run "${sh_only[@]}" -e "
+  local f = io.popen('echo one; echo two; exit 3') local a, b = f:read('l', 'a')
+  local ok, how, code = f:close()
+  local g = io.popen('tr a-z A-Z', 'w') g:write('piped ', 'in') local gok = g:close()
+  io.write('|', a, '|', b, '|', tostring(ok), how, code, '|', tostring(gok), '|')")
+expect "io.popen 'r' reads the program's stdout and closes with its status" "$out" '|one|two
+|nilexit3|'
+expect "io.popen 'w' feeds the program at close" "$out" 'PIPED IN|one'
+expect "io.popen 'w' closes with the status" "$out" '|true|'
 
 # 14. The errors: not allowed, missing program, bad policy, no exec granted.
 out=$(run "${sh_only[@]}" -e "return {proc.run{'python3', '-c', 'pass'}}")
