@@ -64,13 +64,40 @@ int main(int argc, char **argv) {
   mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
   const char *code = "return proc.run{'/usr/bin/true'}.code";
   char *const true_argv[] = {"true", NULL};
-  char *const bwrap_argv[] = {"bwrap", "--unshare-user", "--unshare-ipc", "--unshare-pid",
-                              "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                              "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-                              "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
-                              "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-                              "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-                              "--remount-ro", "/", "--", "/usr/bin/true", NULL};
+  char *const bwrap_argv[] = {"bwrap",
+                              "--unshare-user",
+                              "--unshare-ipc",
+                              "--unshare-pid",
+                              "--unshare-net",
+                              "--unshare-uts",
+                              "--unshare-cgroup-try",
+                              "--die-with-parent",
+                              "--new-session",
+                              "--cap-drop",
+                              "ALL",
+                              "--ro-bind",
+                              "/usr",
+                              "/usr",
+                              "--symlink",
+                              "usr/bin",
+                              "/bin",
+                              "--symlink",
+                              "usr/lib",
+                              "/lib",
+                              "--symlink",
+                              "usr/lib64",
+                              "/lib64",
+                              "--proc",
+                              "/proc",
+                              "--dev",
+                              "/dev",
+                              "--tmpfs",
+                              "/tmp",
+                              "--remount-ro",
+                              "/",
+                              "--",
+                              "/usr/bin/true",
+                              NULL};
   /* Interleaved, so the machine's load falls on all three alike. */
   for (int i = 0; i < n; i++) {
     fe[i] = spawn_wait("/usr/bin/true", true_argv);
@@ -90,8 +117,8 @@ int main(int argc, char **argv) {
   printf("exec start-up, /usr/bin/true, median of %d interleaved runs:\n", n);
   printf("  posix_spawn + waitpid          %8.2f ms\n", mfe);
   printf("  bare bwrap (same namespaces)   %8.2f ms  (x%.1f of spawn)\n", mbw, mbw / mfe);
-  printf("  moonbox proc.run (full story)  %8.2f ms  (x%.1f of spawn, x%.2f of bare bwrap)\n",
-         mmb, mmb / mfe, mmb / mbw);
+  printf("  moonbox proc.run (full story)  %8.2f ms  (x%.1f of spawn, x%.2f of bare bwrap)\n", mmb,
+         mmb / mfe, mmb / mbw);
   mbx_sandbox_free(sb);
   mbx_policy_free(p);
   mbx_runtime_free(rt);

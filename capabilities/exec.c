@@ -6,8 +6,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,8 +137,8 @@ void mbxC_exec_image_probe(mbxC_exec_image *img) {
     if (S_ISLNK(st.st_mode)) {
       ssize_t n = readlink(path, img->links[i], sizeof img->links[i] - 1);
       /* Only a link into /usr is followed: anything else is left out of the image. */
-      if (n <= 0 || (strncmp(img->links[i], "usr/", 4) != 0 &&
-                     strncmp(img->links[i], "/usr/", 5) != 0))
+      if (n <= 0 ||
+          (strncmp(img->links[i], "usr/", 4) != 0 && strncmp(img->links[i], "/usr/", 5) != 0))
         img->links[i][0] = '\0';
       else
         img->links[i][n] = '\0';
@@ -148,21 +148,32 @@ void mbxC_exec_image_probe(mbxC_exec_image *img) {
   }
 }
 
-#define PUSH(s)                                  \
-  do {                                           \
-    if (mbxC_strlist_push(out, (s)) != 0) goto oom; \
+#define PUSH(s)                                                                                    \
+  do {                                                                                             \
+    if (mbxC_strlist_push(out, (s)) != 0) goto oom;                                                \
   } while (0)
 
-int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
-                         mbxC_strlist *out, size_t *command_at) {
+int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img, mbxC_strlist *out,
+                         size_t *command_at) {
   char num[64];
   /* Namespaces one by one (bwrap 0.8 rejects --unshare-all with --userns); the user
      namespace bwrap makes itself, as the unprivileged host uid the helper switched to. No
      network namespace is ever shared: the process sees only lo. */
-  static const char *const fixed[] = {
-      "--unshare-user", "--disable-userns", "--unshare-ipc", "--unshare-pid", "--unshare-net",
-      "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-      "--cap-drop", "ALL", "--hostname", "moonbox", "--clearenv", NULL};
+  static const char *const fixed[] = {"--unshare-user",
+                                      "--disable-userns",
+                                      "--unshare-ipc",
+                                      "--unshare-pid",
+                                      "--unshare-net",
+                                      "--unshare-uts",
+                                      "--unshare-cgroup-try",
+                                      "--die-with-parent",
+                                      "--new-session",
+                                      "--cap-drop",
+                                      "ALL",
+                                      "--hostname",
+                                      "moonbox",
+                                      "--clearenv",
+                                      NULL};
   for (size_t i = 0; fixed[i]; i++)
     PUSH(fixed[i]);
   /* The image: /usr read-only, the merged-/usr links (or real directories) beside it. */
@@ -442,17 +453,18 @@ int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_e
   int ok = reqfd >= 0;
   for (size_t off = 0; ok && off < r.len;) {
     ssize_t n = write(reqfd, r.p + off, r.len - off);
-    if (n <= 0) ok = 0;
-    else off += (size_t)n;
+    if (n <= 0)
+      ok = 0;
+    else
+      off += (size_t)n;
   }
   free(r.p);
-    /* stdin is a socket pair, so writing to a program that exited answers EPIPE through
-     MSG_NOSIGNAL instead of raising SIGPIPE in the host (a library must not touch the host's
-     signal dispositions). */
+  /* stdin is a socket pair, so writing to a program that exited answers EPIPE through
+   MSG_NOSIGNAL instead of raising SIGPIPE in the host (a library must not touch the host's
+   signal dispositions). */
   ok = ok && lseek(reqfd, 0, SEEK_SET) == 0 &&
-       socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 &&
-       pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0 &&
-       pipe2(status, O_CLOEXEC) == 0;
+       socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 && pipe2(out, O_CLOEXEC) == 0 &&
+       pipe2(err, O_CLOEXEC) == 0 && pipe2(status, O_CLOEXEC) == 0;
   /* Every source fd is first copied above the target range (0 .. first mount fd + mounts),
      so no dup2 below overwrites a source another dup2 still needs (a view's dirfd is often
      fd 3 or 4 in a small host). */
@@ -545,9 +557,12 @@ int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_e
     if (exited && ((so.fd < 0 && se.fd < 0 && sfd < 0) || now > exit_ns + 500000000ull)) break;
     if (!exited) {
       int stop = 0;
-      if (wait && wait->deadline_ns && now >= wait->deadline_ns) deadline_hit = stop = 1;
-      else if (now >= own_deadline) timed_out = stop = 1;
-      else if (wait && wait->interrupted && wait->interrupted(wait->ctx)) interrupted = stop = 1;
+      if (wait && wait->deadline_ns && now >= wait->deadline_ns)
+        deadline_hit = stop = 1;
+      else if (now >= own_deadline)
+        timed_out = stop = 1;
+      else if (wait && wait->interrupted && wait->interrupted(wait->ctx))
+        interrupted = stop = 1;
       if (stop) {
         kill_tree(pid);
         waitpid(pid, &wstatus, 0);
@@ -567,7 +582,8 @@ int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_e
     }
     if (pidfd >= 0 && !exited) pf[n++] = (struct pollfd){pidfd, POLLIN, 0};
     uint64_t until = exited ? exit_ns + 500000000ull : own_deadline;
-    if (!exited && wait && wait->deadline_ns && wait->deadline_ns < until) until = wait->deadline_ns;
+    if (!exited && wait && wait->deadline_ns && wait->deadline_ns < until)
+      until = wait->deadline_ns;
     uint64_t left_ms = until > now ? (until - now) / 1000000u + 1 : 0;
     /* Short slices: the interrupt flag is polled, and without a pidfd the exit is seen. */
     if (left_ms > 50) left_ms = 50;
@@ -590,7 +606,8 @@ int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_e
   uint64_t wall = now_ns() - start;
 
   if (deadline_hit)
-    return fail(e, MBXC_E_TIMEDOUT, "the run's time limit was reached while the program ran "
+    return fail(e, MBXC_E_TIMEDOUT,
+                "the run's time limit was reached while the program ran "
                 "(its process tree was killed)");
   if (interrupted) return fail(e, EINTR, "interrupted (the program's process tree was killed)");
   /* The helper's own failure (before bwrap): "moonbox-exec: ..." on the status pipe. */
@@ -674,8 +691,10 @@ static int bwrap_version(const char *bwrap, char *ver, size_t size, char *why, s
   close(p[1]);
   if (r != 0) {
     close(p[0]);
-    snprintf(why, why_size, "cannot run %.200s (%s); install bubblewrap (apt-get install bubblewrap)"
-             " or set its path (mbx_runtime_set_path MBX_PATH_BWRAP)", bwrap, strerror(r));
+    snprintf(why, why_size,
+             "cannot run %.200s (%s); install bubblewrap (apt-get install bubblewrap)"
+             " or set its path (mbx_runtime_set_path MBX_PATH_BWRAP)",
+             bwrap, strerror(r));
     return -1;
   }
   char text[128] = {0};
@@ -702,8 +721,10 @@ static int bwrap_version(const char *bwrap, char *ver, size_t size, char *why, s
   }
   snprintf(ver, size, "%u.%u.%u", maj, min, pat);
   if (maj == 0 && min < 8) {
-    snprintf(why, why_size, "bubblewrap %s is older than 0.8 (needed: --args, --json-status-fd,"
-             " --disable-userns, --size)", ver);
+    snprintf(why, why_size,
+             "bubblewrap %s is older than 0.8 (needed: --args, --json-status-fd,"
+             " --disable-userns, --size)",
+             ver);
     return -1;
   }
   return 0;
@@ -744,8 +765,11 @@ static int probe_locked(mbxC_exec_backend *b) {
   mbxC_exec_spec_defaults(&spec);
   spec.output = 4096;
   static const char *const true_argv[] = {"true"};
-  mbxC_exec_plan plan = {.program = "/usr/bin/true", .argv = true_argv, .argc = 1,
-                         .tmp_bytes = 1 << 20, .shim = b->helper};
+  mbxC_exec_plan plan = {.program = "/usr/bin/true",
+                         .argv = true_argv,
+                         .argc = 1,
+                         .tmp_bytes = 1 << 20,
+                         .shim = b->helper};
   mbxC_exec_buffers bufs = {0};
   mbxC_exec_result res;
   mbxC_port_error e;
@@ -753,8 +777,10 @@ static int probe_locked(mbxC_exec_backend *b) {
   if (r != 0 || res.exit_code != 0) {
     b->available = 0;
     if (r != 0)
-      snprintf(b->reason, sizeof b->reason, "the smoke run of /usr/bin/true failed: %s (user "
-               "namespaces blocked, or /proc masked in a nested container?)", e.message);
+      snprintf(b->reason, sizeof b->reason,
+               "the smoke run of /usr/bin/true failed: %s (user "
+               "namespaces blocked, or /proc masked in a nested container?)",
+               e.message);
     else
       snprintf(b->reason, sizeof b->reason, "the smoke run of /usr/bin/true exited with %d: %.*s",
                res.exit_code, (int)(res.err_len < 200 ? res.err_len : 200),
@@ -766,8 +792,7 @@ static int probe_locked(mbxC_exec_backend *b) {
 
 int mbxC_exec_probe(mbxC_exec_backend *b) {
   /* The smoke run calls mbxC_exec_run, which calls here: b->probed is set first. */
-  if (atomic_load_explicit((_Atomic int *)&b->probed, memory_order_acquire))
-    return b->available;
+  if (atomic_load_explicit((_Atomic int *)&b->probed, memory_order_acquire)) return b->available;
   pthread_mutex_lock(&b->lock);
   if (!b->probed) {
     probe_locked(b);
@@ -804,15 +829,19 @@ char *mbxC_exec_status_json(mbxC_exec_backend *b) {
   char *out = malloc(size);
   if (out == NULL) return NULL;
   pthread_mutex_lock(&b->lock);
-  n += (size_t)snprintf(out + n, size - n, "{\"available\":%s,\"reason\":",
-                        b->available ? "true" : "false");
-  if (b->available) n += (size_t)snprintf(out + n, size - n, "null");
-  else json_str(out, size, &n, b->reason);
+  n += (size_t)snprintf(out + n, size - n,
+                        "{\"available\":%s,\"reason\":", b->available ? "true" : "false");
+  if (b->available)
+    n += (size_t)snprintf(out + n, size - n, "null");
+  else
+    json_str(out, size, &n, b->reason);
   n += (size_t)snprintf(out + n, size - n, ",\"bwrap\":");
   json_str(out, size, &n, b->bwrap);
   n += (size_t)snprintf(out + n, size - n, ",\"bwrap_version\":");
-  if (b->version[0]) json_str(out, size, &n, b->version);
-  else n += (size_t)snprintf(out + n, size - n, "null");
+  if (b->version[0])
+    json_str(out, size, &n, b->version);
+  else
+    n += (size_t)snprintf(out + n, size - n, "null");
   n += (size_t)snprintf(out + n, size - n, ",\"helper\":");
   json_str(out, size, &n, b->helper[0] ? b->helper : "");
   n += (size_t)snprintf(

@@ -37,7 +37,7 @@
 /* ---- the policy's part ---- */
 
 #define MBXC_EXEC_MAX_ALLOW 64
-#define MBXC_EXEC_MAX_ARGS 4096        /* argv entries of one request */
+#define MBXC_EXEC_MAX_ARGS 4096            /* argv entries of one request */
 #define MBXC_EXEC_MAX_ARG_BYTES (1u << 20) /* all of argv and env together */
 #define MBXC_EXEC_MAX_STDIN (64u << 20)
 
@@ -84,7 +84,7 @@ typedef struct mbxC_exec_plan {
   const char *program; /* resolved, allowed sandbox path */
   const char *const *argv;
   size_t argc;
-  const char *cwd; /* sandbox path; NULL = "/tmp" */
+  const char *cwd;        /* sandbox path; NULL = "/tmp" */
   const char *const *env; /* "NAME=VALUE" entries: the policy's, then the request's */
   size_t envc;
   const mbxC_exec_mount *mounts;
@@ -107,16 +107,17 @@ void mbxC_strlist_free(mbxC_strlist *l);
 
 /* The bwrap arguments of plan: the options (what goes into the --args memfd, so no host
    detail shows in the sandbox's /proc/1/cmdline), then from *command_at on "--", the shim
-   and the program's argv (bwrap takes the command only from its real argv), for image (the host's /usr layout: which of /bin /sbin /lib /lib64 /lib32 are
-   symlinks into /usr, probed once). 0 or -1 (out of memory). */
+   and the program's argv (bwrap takes the command only from its real argv), for image (the host's
+   /usr layout: which of /bin /sbin /lib /lib64 /lib32 are symlinks into /usr, probed once). 0 or -1
+   (out of memory). */
 typedef struct mbxC_exec_image {
   char links[6][32]; /* "usr/bin" when /bin is that symlink; "" when it is absent */
   int dirs[6];       /* 1 when it is a real directory (bound read-only) */
 } mbxC_exec_image;
 extern const char *const mbxC_exec_image_names[6];
 void mbxC_exec_image_probe(mbxC_exec_image *img);
-int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
-                         mbxC_strlist *out, size_t *command_at);
+int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img, mbxC_strlist *out,
+                         size_t *command_at);
 
 /* ---- the backend (one per runtime) ---- */
 

@@ -972,7 +972,10 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
             "[OPTIONS] FILE; see moonbox --help)",
             quoted);
   else
-    set_msg(msg, msg_size, "unknown command '%s' (the commands are run, resume, check and doctor; see moonbox --help)", quoted);
+    set_msg(msg, msg_size,
+            "unknown command '%s' (the commands are run, resume, check and doctor; see moonbox "
+            "--help)",
+            quoted);
   return -1;
 }
 

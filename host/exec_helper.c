@@ -68,40 +68,47 @@ static const struct {
   unsigned nr;
   int err;
 } deny[] = {
-    {101, EPERM}, /* ptrace */
-    {310, EPERM}, {311, EPERM}, /* process_vm_readv, process_vm_writev */
-    {321, EPERM}, /* bpf */
-    {323, EPERM}, /* userfaultfd */
-    {298, EPERM}, /* perf_event_open */
-    {425, EPERM}, {426, EPERM}, {427, EPERM}, /* io_uring_setup, _enter, _register */
-    {246, EPERM}, {320, EPERM}, /* kexec_load, kexec_file_load */
-    {175, EPERM}, {313, EPERM}, {176, EPERM}, /* init_module, finit_module, delete_module */
-    {174, EPERM}, {177, EPERM}, {178, EPERM}, /* create_module, get_kernel_syms, query_module */
-    {227, EPERM}, {164, EPERM}, {159, EPERM}, {305, EPERM}, /* clock_settime, settimeofday,
-                                                               adjtimex, clock_adjtime */
-    {272, EPERM}, {308, EPERM}, /* unshare, setns */
-    {165, EPERM}, {166, EPERM}, {155, EPERM}, {161, EPERM}, /* mount, umount2, pivot_root,
-                                                               chroot */
-    {250, EPERM}, {248, EPERM}, {249, EPERM}, /* keyctl, add_key, request_key */
-    {163, EPERM}, {167, EPERM}, {168, EPERM}, {169, EPERM}, /* acct, swapon, swapoff, reboot */
-    {170, EPERM}, {171, EPERM}, {172, EPERM}, {173, EPERM}, /* sethostname, setdomainname,
-                                                               iopl, ioperm */
-    {179, EPERM}, {443, EPERM}, {180, EPERM}, /* quotactl, quotactl_fd, nfsservctl */
-    {134, EPERM}, {212, EPERM}, {153, EPERM}, {103, EPERM}, /* uselib, lookup_dcookie,
-                                                               vhangup, syslog */
-    {303, EPERM}, {304, EPERM}, /* name_to_handle_at, open_by_handle_at */
-    {300, EPERM}, /* fanotify_init */
-    {156, EPERM}, {139, EPERM}, {136, EPERM}, /* _sysctl, sysfs, ustat */
-    {279, EPERM}, {256, EPERM}, /* move_pages, migrate_pages */
-    {312, EPERM}, {438, EPERM}, {440, EPERM}, /* kcmp, pidfd_getfd, process_madvise */
-    {447, EPERM}, /* memfd_secret */
+    {101, EPERM},                               /* ptrace */
+    {310, EPERM},  {311, EPERM},                /* process_vm_readv, process_vm_writev */
+    {321, EPERM},                               /* bpf */
+    {323, EPERM},                               /* userfaultfd */
+    {298, EPERM},                               /* perf_event_open */
+    {425, EPERM},  {426, EPERM},  {427, EPERM}, /* io_uring_setup, _enter, _register */
+    {246, EPERM},  {320, EPERM},                /* kexec_load, kexec_file_load */
+    {175, EPERM},  {313, EPERM},  {176, EPERM}, /* init_module, finit_module, delete_module */
+    {174, EPERM},  {177, EPERM},  {178, EPERM}, /* create_module, get_kernel_syms, query_module */
+    {227, EPERM},  {164, EPERM},  {159, EPERM},
+    {305, EPERM},                /* clock_settime, settimeofday,
+                                    adjtimex, clock_adjtime */
+    {272, EPERM},  {308, EPERM}, /* unshare, setns */
+    {165, EPERM},  {166, EPERM},  {155, EPERM},
+    {161, EPERM},                               /* mount, umount2, pivot_root,
+                                                   chroot */
+    {250, EPERM},  {248, EPERM},  {249, EPERM}, /* keyctl, add_key, request_key */
+    {163, EPERM},  {167, EPERM},  {168, EPERM},
+    {169, EPERM}, /* acct, swapon, swapoff, reboot */
+    {170, EPERM},  {171, EPERM},  {172, EPERM},
+    {173, EPERM},                               /* sethostname, setdomainname,
+                                                   iopl, ioperm */
+    {179, EPERM},  {443, EPERM},  {180, EPERM}, /* quotactl, quotactl_fd, nfsservctl */
+    {134, EPERM},  {212, EPERM},  {153, EPERM},
+    {103, EPERM},                               /* uselib, lookup_dcookie,
+                                                   vhangup, syslog */
+    {303, EPERM},  {304, EPERM},                /* name_to_handle_at, open_by_handle_at */
+    {300, EPERM},                               /* fanotify_init */
+    {156, EPERM},  {139, EPERM},  {136, EPERM}, /* _sysctl, sysfs, ustat */
+    {279, EPERM},  {256, EPERM},                /* move_pages, migrate_pages */
+    {312, EPERM},  {438, EPERM},  {440, EPERM}, /* kcmp, pidfd_getfd, process_madvise */
+    {447, EPERM},                               /* memfd_secret */
     {435, ENOSYS}, /* clone3: its flags sit in memory a filter cannot read; glibc falls back */
-    {428, ENOSYS}, {429, ENOSYS}, {430, ENOSYS}, {431, ENOSYS}, /* the new mount API:
-        open_tree, move_mount, fsopen, fsconfig */
+    {428, ENOSYS}, {429, ENOSYS}, {430, ENOSYS},
+    {431, ENOSYS},                               /* the new mount API:
+open_tree, move_mount, fsopen, fsconfig */
     {432, ENOSYS}, {433, ENOSYS}, {442, ENOSYS}, /* fsmount, fspick, mount_setattr */
 };
 
-#define CLONE_NS_FLAGS 0x7e020080u /* CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME */
+#define CLONE_NS_FLAGS                                                                             \
+  0x7e020080u /* CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME */
 
 static size_t bpf_len;
 static struct sock_filter bpf[256];
@@ -110,7 +117,7 @@ static void emit(uint16_t code, uint32_t k, uint8_t jt, uint8_t jf) {
   if (bpf_len < sizeof bpf / sizeof *bpf) bpf[bpf_len++] = (struct sock_filter){code, jt, jf, k};
 }
 #define RET(v) emit(BPF_RET | BPF_K, (v), 0, 0)
-#define ERRNO(e) (SECCOMP_RET_ERRNO | ((uint32_t)(e) & SECCOMP_RET_DATA))
+#define ERRNO(e) (SECCOMP_RET_ERRNO | ((uint32_t)(e)&SECCOMP_RET_DATA))
 #define LD(off) emit(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(off), 0, 0)
 
 static void build_filter(void) {
@@ -231,16 +238,35 @@ static void helper_spawn_main(void) {
       memcpy(bwrap, it.data, it.len);
       bwrap[it.len] = '\0';
       break;
-    case 'u': uid = item_num(&it); break;
-    case 'n': limit(RLIMIT_NPROC, item_num(&it), "RLIMIT_NPROC"); break;
-    case 'm': limit(RLIMIT_AS, item_num(&it), "RLIMIT_AS"); break;
-    case 'f': limit(RLIMIT_FSIZE, item_num(&it), "RLIMIT_FSIZE"); break;
-    case 'o': limit(RLIMIT_NOFILE, item_num(&it), "RLIMIT_NOFILE"); break;
-    case 'c': limit(RLIMIT_CPU, item_num(&it), "RLIMIT_CPU"); break;
-    case 'k': mounts = item_num(&it); break;
-    case 'a': args_bytes += it.len + 1; break;
-    case 'x': commands++; break;
-    default: helper_fail("unknown request item", 0);
+    case 'u':
+      uid = item_num(&it);
+      break;
+    case 'n':
+      limit(RLIMIT_NPROC, item_num(&it), "RLIMIT_NPROC");
+      break;
+    case 'm':
+      limit(RLIMIT_AS, item_num(&it), "RLIMIT_AS");
+      break;
+    case 'f':
+      limit(RLIMIT_FSIZE, item_num(&it), "RLIMIT_FSIZE");
+      break;
+    case 'o':
+      limit(RLIMIT_NOFILE, item_num(&it), "RLIMIT_NOFILE");
+      break;
+    case 'c':
+      limit(RLIMIT_CPU, item_num(&it), "RLIMIT_CPU");
+      break;
+    case 'k':
+      mounts = item_num(&it);
+      break;
+    case 'a':
+      args_bytes += it.len + 1;
+      break;
+    case 'x':
+      commands++;
+      break;
+    default:
+      helper_fail("unknown request item", 0);
     }
   }
   limit(RLIMIT_CORE, 0, "RLIMIT_CORE");
@@ -289,9 +315,22 @@ static void helper_spawn_main(void) {
   snprintf(pf, sizeof pf, "%d", passwd_fd);
   snprintf(gf, sizeof gf, "%d", group_fd);
   snprintf(hf, sizeof hf, "%d", hosts_fd);
-  char *fixed[] = {"bwrap", "--json-status-fd", "4", "--seccomp", s,
-                   "--ro-bind-data", pf, "/etc/passwd", "--ro-bind-data", gf, "/etc/group",
-                   "--ro-bind-data", hf, "/etc/hosts", "--args", a};
+  char *fixed[] = {"bwrap",
+                   "--json-status-fd",
+                   "4",
+                   "--seccomp",
+                   s,
+                   "--ro-bind-data",
+                   pf,
+                   "/etc/passwd",
+                   "--ro-bind-data",
+                   gf,
+                   "/etc/group",
+                   "--ro-bind-data",
+                   hf,
+                   "/etc/hosts",
+                   "--args",
+                   a};
   size_t nfixed = sizeof fixed / sizeof *fixed;
   char **argv = calloc(nfixed + commands + 1, sizeof *argv);
   if (argv == NULL) helper_fail("out of memory", ENOMEM);

@@ -183,9 +183,10 @@ static int read_all(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
     /* Already in the guest heap: the copy is what counts, and the heap limit bounds it. */
     here = (int64_t)f->ppos;
     end = (int64_t)f->plen;
-  } else if (sync_read(L, f, e) != 0 || port->fs_seek(port->ud, f->handle, SEEK_CUR, 0, &here, e) != 0 ||
-      port->fs_seek(port->ud, f->handle, SEEK_END, 0, &end, e) != 0 ||
-      port->fs_seek(port->ud, f->handle, SEEK_SET, here, &here, e) != 0)
+  } else if (sync_read(L, f, e) != 0 ||
+             port->fs_seek(port->ud, f->handle, SEEK_CUR, 0, &here, e) != 0 ||
+             port->fs_seek(port->ud, f->handle, SEEK_END, 0, &end, e) != 0 ||
+             port->fs_seek(port->ud, f->handle, SEEK_SET, here, &here, e) != 0)
     return -1;
   size_t left = end > here ? (size_t)(end - here) : 0;
   if (left > IO_CHUNK && !mbxL_heap_fits(L, 2 * left)) {

@@ -63,7 +63,8 @@ static int proc_run(lua_State *L) {
   if (port == NULL || port->exec_run == NULL) return luaL_error(L, no_exec);
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
-  if (n < 1) return luaL_error(L, "proc.run: give the program first: proc.run{\"sh\", \"-c\", \"...\"}");
+  if (n < 1)
+    return luaL_error(L, "proc.run: give the program first: proc.run{\"sh\", \"-c\", \"...\"}");
   if (n > PROC_MAX_ARGS) return luaL_error(L, "proc.run: at most %d arguments", PROC_MAX_ARGS);
   mbxV_charge(L, (uint64_t)n);
   size_t total = 0;
@@ -111,7 +112,8 @@ static int proc_run(lua_State *L) {
     while (lua_next(L, et)) {
       mbxV_charge(L, 1);
       if (lua_type(L, -2) != LUA_TSTRING) return luaL_error(L, "proc.run: env keys must be names");
-      if (envc == PROC_MAX_ENV) return luaL_error(L, "proc.run: at most %d env entries", PROC_MAX_ENV);
+      if (envc == PROC_MAX_ENV)
+        return luaL_error(L, "proc.run: at most %d env entries", PROC_MAX_ENV);
       size_t kl;
       const char *k = lua_tolstring(L, -2, &kl);
       if (kl == 0 || strlen(k) != kl || strchr(k, '=') != NULL)
@@ -167,8 +169,10 @@ int mbxL_push_exec_status(lua_State *L, int code, int signal) {
     lua_pushliteral(L, "signal");
     lua_pushinteger(L, signal);
   } else {
-    if (code == 0) lua_pushboolean(L, 1);
-    else luaL_pushfail(L);
+    if (code == 0)
+      lua_pushboolean(L, 1);
+    else
+      luaL_pushfail(L);
     lua_pushliteral(L, "exit");
     lua_pushinteger(L, code);
   }

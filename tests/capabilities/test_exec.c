@@ -85,16 +85,24 @@ static void argument_list(void **state) {
   const char *argv[] = {"sh", "-c", "echo $HOME", "--", "--bind"};
   const char *env[] = {"A=1", "B=two words"};
   mbxC_exec_mount mounts[] = {{"/data", MBXC_MOUNT_RO, 9}, {"/out", MBXC_MOUNT_RW, 10}};
-  mbxC_exec_plan plan = {.program = "/bin/sh", .argv = argv, .argc = 5, .cwd = "/data",
-                         .env = env, .envc = 2, .mounts = mounts, .mount_count = 2,
-                         .tmp_bytes = 1 << 20, .shim = "/opt/moonbox/moonbox-exec"};
+  mbxC_exec_plan plan = {.program = "/bin/sh",
+                         .argv = argv,
+                         .argc = 5,
+                         .cwd = "/data",
+                         .env = env,
+                         .envc = 2,
+                         .mounts = mounts,
+                         .mount_count = 2,
+                         .tmp_bytes = 1 << 20,
+                         .shim = "/opt/moonbox/moonbox-exec"};
   mbxC_strlist l = {0};
   size_t at = 0;
   assert_int_equal(mbxC_exec_build_args(&plan, &img, &l, &at), 0);
   /* The namespaces one by one, never --unshare-all or a shared network. */
-  const char *must[] = {"--unshare-user", "--disable-userns", "--unshare-ipc", "--unshare-pid",
-                        "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                        "--die-with-parent", "--new-session", "--clearenv"};
+  const char *must[] = {
+      "--unshare-user", "--disable-userns", "--unshare-ipc",        "--unshare-pid",
+      "--unshare-net",  "--unshare-uts",    "--unshare-cgroup-try", "--die-with-parent",
+      "--new-session",  "--clearenv"};
   for (size_t i = 0; i < sizeof must / sizeof *must; i++) {
     ssize_t k = find(&l, must[i], 0);
     assert_true(k >= 0 && (size_t)k < at);

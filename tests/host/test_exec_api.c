@@ -95,7 +95,8 @@ static void unavailable_backend(void **state) {
   assert_non_null(f);
   /* Answers the version check like bwrap 0.8 but fails every sandbox. */
   fputs("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'bubblewrap 0.8.0'; exit 0; }\n"
-        "echo 'bwrap: No permissions to create new namespace' >&2; exit 1\n", f);
+        "echo 'bwrap: No permissions to create new namespace' >&2; exit 1\n",
+        f);
   fclose(f);
   chmod(fake, 0755);
   mbx_error err;
@@ -112,8 +113,8 @@ static void unavailable_backend(void **state) {
     mbx_free(json);
     mbx_policy *p = mbx_policy_new();
     assert_int_equal(mbx_policy_allow_exec(p, "/bin/sh", &err), MBX_OK);
-    char *v = run(rt, p, "local r, m, e = proc.run{'sh', '-c', 'exit 0'} return {r == nil, m, e}",
-                  NULL);
+    char *v =
+        run(rt, p, "local r, m, e = proc.run{'sh', '-c', 'exit 0'} return {r == nil, m, e}", NULL);
     if (strstr(v, "the exec backend is unavailable") == NULL || strstr(v, ",38]") == NULL)
       fail_msg("%s", v);
     free(v);

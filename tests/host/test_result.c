@@ -86,7 +86,8 @@ static void ok_contract_is_exact(void **state) {
   size_t len = 0;
   const char *json = mbx_result_json(r, &len);
   const char *expect = "{\"error\":null,\"pending\":null,\"status\":\"ok\",\"stderr\":\"\","
-                       "\"stdout\":\"hi\\n\",\"usage\":{\"exec_ms\":0,\"exec_runs\":0,\"host_calls\":0,\"instructions\":7,"
+                       "\"stdout\":\"hi\\n\",\"usage\":{\"exec_ms\":0,\"exec_runs\":0,"
+      "\"host_calls\":0,\"instructions\":7,"
                        "\"memory_peak\":9,\"output_bytes\":10,\"wall_us\":8},"
                        "\"value\":[1,null,3]}";
   assert_string_equal(json, expect);
@@ -106,7 +107,8 @@ static void runtime_error_contract_is_exact(void **state) {
       "{\"error\":{\"chunk\":\"input\",\"line\":3,\"message\":\"boom \\\"quoted\\\"\","
       "\"traceback\":\"stack traceback:\\n\\tinput:3: in main chunk\"},\"pending\":null,"
       "\"status\":\"runtime_error\",\"stderr\":\"warn\",\"stdout\":\"\",\"usage\":{"
-      "\"exec_ms\":0,\"exec_runs\":0,\"host_calls\":0,\"instructions\":7,\"memory_peak\":9,\"output_bytes\":10,"
+      "\"exec_ms\":0,\"exec_runs\":0,"
+      "\"host_calls\":0,\"instructions\":7,\"memory_peak\":9,\"output_bytes\":10,"
       "\"wall_us\":8},\"value\":null}";
   assert_string_equal(mbx_result_json(r, NULL), expect);
   assert_int_equal(mbx_result_status(r), MBX_RUNTIME_ERROR);
@@ -128,7 +130,8 @@ static void limit_contract_is_exact(void **state) {
   const char *expect =
       "{\"error\":{\"chunk\":\"\",\"line\":0,\"message\":\"time limit exceeded (200 ms)\","
       "\"traceback\":\"stack traceback:\"},\"pending\":null,\"status\":\"time_limit\","
-      "\"stderr\":\"\",\"stdout\":\"\",\"usage\":{\"exec_ms\":0,\"exec_runs\":0,\"host_calls\":0,\"instructions\":7,"
+      "\"stderr\":\"\",\"stdout\":\"\",\"usage\":{\"exec_ms\":0,\"exec_runs\":0,"
+      "\"host_calls\":0,\"instructions\":7,"
       "\"memory_peak\":9,\"output_bytes\":10,\"wall_us\":8},\"value\":null}";
   assert_string_equal(mbx_result_json(r, NULL), expect);
   mbx_result_free(r);
@@ -344,7 +347,8 @@ static void contract_from_a_real_run(void **state) {
   char expect[512];
   snprintf(expect, sizeof expect,
            "{\"error\":null,\"pending\":null,\"status\":\"ok\",\"stderr\":\"err\","
-           "\"stdout\":\"out\\n\",\"usage\":{\"exec_ms\":0,\"exec_runs\":0,\"host_calls\":0,\"instructions\":%llu,"
+           "\"stdout\":\"out\\n\",\"usage\":{\"exec_ms\":0,\"exec_runs\":0,"
+      "\"host_calls\":0,\"instructions\":%llu,"
            "\"memory_peak\":%llu,\"output_bytes\":7,\"wall_us\":%llu},\"value\":42}",
            (unsigned long long)u.instructions, (unsigned long long)u.memory_peak,
            (unsigned long long)u.wall_us);
