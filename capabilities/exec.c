@@ -259,7 +259,8 @@ oom:
 /* ---- the request the helper reads (host/exec_helper.c parses it) ----
    Items "<tag><decimal length>:<bytes>": b bwrap path, u host uid (0: keep), n nproc, m
    address space bytes, f file size bytes, o open files, c CPU seconds, k mount fd count,
-   a one bwrap option argument (into --args), x one word of the command ("--" first). */
+   a one bwrap option argument (into --args), x one word of the command ("--" first), F a
+   memory file ("path\0bytes"). */
 
 typedef struct reqbuf {
   char *p;
@@ -437,11 +438,25 @@ int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_e
   req_num(&r, 'n', spec->pids);
   req_num(&r, 'm', spec->memory);
   req_num(&r, 'f', plan->tmp_bytes > spec->output ? plan->tmp_bytes : spec->output);
-  req_num(&r, 'o', 256);
+  req_num(&r, 'o', 256 + plan->file_count);
   req_num(&r, 'c', (timeout_ms + 999) / 1000 + 1);
   req_num(&r, 'k', plan->mount_count);
   for (size_t i = 0; i < args.count; i++)
     req_item(&r, i < command_at ? 'a' : 'x', args.items[i], strlen(args.items[i]));
+  for (size_t i = 0; i < plan->file_count && !r.failed; i++) {
+    /* "path\0bytes": the path is a canonical virtual path (no NUL), the bytes anything. */
+    const mbxC_fs_file *f = &plan->files[i];
+    size_t pl = strlen(f->path);
+    char *item = malloc(pl + 1 + f->len);
+    if (item == NULL) {
+      r.failed = 1;
+      break;
+    }
+    memcpy(item, f->path, pl + 1);
+    if (f->len) memcpy(item + pl + 1, f->data, f->len);
+    req_item(&r, 'F', item, pl + 1 + f->len);
+    free(item);
+  }
   mbxC_strlist_free(&args);
   if (r.failed) {
     free(r.p);

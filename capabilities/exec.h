@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "capabilities/port.h"
+#include "capabilities/vfs.h"
 
 /* ---- the policy's part ---- */
 
@@ -90,7 +91,12 @@ typedef struct mbxC_exec_plan {
   const mbxC_exec_mount *mounts;
   size_t mount_count;
   uint64_t tmp_bytes; /* size of the process's private /tmp */
-  const char *shim;   /* host path of moonbox-exec, bound read-only at MBXC_EXEC_SHIM */
+  /* The policy's memory files: each is copied into a fresh memfd by the helper and bound
+     read-only at its virtual path (bwrap --ro-bind-data), so the process sees what io.open
+     does. */
+  const mbxC_fs_file *files;
+  size_t file_count;
+  const char *shim; /* host path of moonbox-exec, bound read-only at MBXC_EXEC_SHIM */
 } mbxC_exec_plan;
 
 #define MBXC_EXEC_SHIM "/.moonbox/moonbox-exec"

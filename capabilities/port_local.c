@@ -286,11 +286,6 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
     return exec_refuse(e, EAGAIN, "the run already started %s programs (exec.max_runs)%s", list,
                        "");
   }
-  if (pl->has_files)
-    return exec_refuse(e, EOPNOTSUPP,
-                       "Operation not supported (a policy with memory files cannot run programs "
-                       "yet: a process could not see them; mount a host directory instead)%s%s",
-                       "", "");
   mbxC_vfs *v = view(ud, e);
   if (v == NULL) return -1;
   size_t nm = mbxC_vfs_mount_count(v);
@@ -347,7 +342,9 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
                          .mount_count = nm,
                          .tmp_bytes = pl->fs_policy ? pl->fs_policy->fs.tmp_bytes
                                                     : pl->fs_spec.tmp_bytes,
-                         .shim = pl->exec_backend->helper};
+                         .shim = pl->exec_backend->helper,
+                         .files = pl->fs_policy ? pl->fs_policy->fs.files : NULL,
+                         .file_count = pl->fs_policy ? pl->fs_policy->fs.file_count : 0};
   int r = oom ? exec_refuse(e, ENOMEM, "%s%s", "out of host memory", "")
               : (pl->exec_runs++,
                  mbxC_exec_run(pl->exec_backend, &plan, &pl->exec, req->stdin_bytes,
@@ -457,7 +454,6 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
   pl->grants.deterministic = p->deterministic;
   mbxC_port_local_run_begin(pl);
   if (mbxC_hostfn_copy(&pl->host_fns, &p->host_fns) != 0) return -1;
-  pl->has_files = p->fs.file_count > 0;
   if (mbxC_exec_spec_copy(&pl->exec, &p->exec) != 0) {
     mbxC_port_local_free(pl);
     return -1;

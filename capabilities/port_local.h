@@ -53,7 +53,6 @@ typedef struct mbxC_port_local {
   mbxC_exec_backend *exec_backend;
   mbxC_exec_buffers exec_bufs;
   uint64_t exec_runs;
-  int has_files; /* the policy has memory files (a process could not see them) */
 } mbxC_port_local;
 
 /* Copy what the port needs from p and fill pl->port. Returns 0, -1 when out of memory, or

@@ -228,7 +228,7 @@ static void helper_spawn_main(void) {
   item it;
   char bwrap[4096] = "";
   unsigned long long uid = 0, mounts = 0;
-  size_t commands = 0;
+  size_t commands = 0, files = 0;
   /* Pass 1: settings (arguments are copied into the --args memfd afterwards). */
   size_t args_bytes = 0;
   while (next_item(&p, end, &it)) {
@@ -261,6 +261,9 @@ static void helper_spawn_main(void) {
       break;
     case 'a':
       args_bytes += it.len + 1;
+      break;
+    case 'F':
+      files++;
       break;
     case 'x':
       commands++;
@@ -332,10 +335,26 @@ static void helper_spawn_main(void) {
                    "--args",
                    a};
   size_t nfixed = sizeof fixed / sizeof *fixed;
-  char **argv = calloc(nfixed + commands + 1, sizeof *argv);
+  char **argv = calloc(nfixed + 3 * files + commands + 1, sizeof *argv);
   if (argv == NULL) helper_fail("out of memory", ENOMEM);
-  memcpy(argv, fixed, sizeof fixed);
-  size_t ac = nfixed;
+  /* The policy's memory files, read-only at their virtual paths (before --args, whose list
+     ends with --remount-ro /). */
+  memcpy(argv, fixed, sizeof fixed - sizeof *fixed * 2);
+  size_t ac = nfixed - 2;
+  for (p = req; next_item(&p, end, &it);) {
+    if (it.tag != 'F') continue;
+    const char *nul = memchr(it.data, '\0', it.len);
+    if (nul == NULL || it.data[0] != '/') helper_fail("malformed file item", 0);
+    int fd = new_memfd("moonbox-file", nul + 1, it.len - (size_t)(nul + 1 - it.data));
+    char *num = malloc(16);
+    if (num == NULL) helper_fail("out of memory", ENOMEM);
+    snprintf(num, 16, "%d", fd);
+    argv[ac++] = "--ro-bind-data";
+    argv[ac++] = num;
+    argv[ac++] = (char *)it.data; /* NUL-terminated at nul, inside the mapping */
+  }
+  argv[ac++] = "--args";
+  argv[ac++] = a;
   for (p = req; next_item(&p, end, &it);) {
     if (it.tag != 'x') continue;
     if (memchr(it.data, '\0', it.len)) helper_fail("an argument holds a NUL byte", 0);

@@ -56,6 +56,13 @@ expect "an ro mount is readable" "$out" "visible"
 expect "an ro mount cannot be written" "$out" "ro-refused"
 refuse "the root holds nothing but the image" "$out" "work"
 
+# 1b. The policy's memory files are there for the process too, read-only.
+printf 'id,total\n1,5\n' >"$work/orders.csv"
+out=$(run "${sh_only[@]}" --file "/input/orders.csv=$work/orders.csv" -e "local r = proc.run{'sh', '-c',
+  'cat /input/orders.csv; echo x >/input/orders.csv || echo file-ro'} io.write(r.stdout)")
+expect "a policy file is visible to the process" "$out" "1,5"
+expect "a policy file is read-only to the process" "$out" "file-ro"
+
 # 2. Supplementary groups are dropped: a 0640 root:root file in a mount cannot be read.
 out=$(run "${sh_only[@]}" "${mounts[@]}" -e "local r = proc.run{'sh', '-c',
   'cat /data/secret || echo denied; id -G'} return r.stdout .. r.stderr")
