@@ -346,22 +346,95 @@ static int record_fs_rename(void *ud, const char *from, size_t from_len, const c
   return in->fs_rename(in->ud, from, from_len, to, to_len, e);
 }
 
-/* ---- exec: forwarded live, never replayed ----
-   A program's answer comes from outside the sandbox, so a replay would need it from the log;
-   exec results are not recorded yet, and host/snapshot.c refuses to snapshot a sandbox whose
-   policy allows a program (mbx_sandbox_snapshot). Replaying, the call is refused rather than
-   run again. */
+/* ---- exec: an answer from outside, recorded live and replayed from the log ----
+   A replay runs nothing: the program's result (or the error that stopped it) comes from the
+   log, after the request is checked to be the one recorded (a hash of argv, stdin, cwd, env
+   and timeout). */
+
+static uint64_t exec_request_hash(const mbxC_exec_request *req) {
+  XXH3_state_t *st = XXH3_createState();
+  uint64_t h = 0;
+  if (st == NULL) return 0;
+  XXH3_64bits_reset(st);
+  uint64_t n = req->argc;
+  XXH3_64bits_update(st, &n, sizeof n);
+  for (size_t i = 0; i < req->argc; i++)
+    XXH3_64bits_update(st, req->argv[i], strlen(req->argv[i]) + 1);
+  n = req->stdin_len;
+  XXH3_64bits_update(st, &n, sizeof n);
+  if (req->stdin_len) XXH3_64bits_update(st, req->stdin_bytes, req->stdin_len);
+  XXH3_64bits_update(st, req->cwd ? req->cwd : "", req->cwd ? strlen(req->cwd) + 1 : 1);
+  n = req->envc;
+  XXH3_64bits_update(st, &n, sizeof n);
+  for (size_t i = 0; i < req->envc; i++)
+    XXH3_64bits_update(st, req->env[i], strlen(req->env[i]) + 1);
+  XXH3_64bits_update(st, &req->timeout_ms, sizeof req->timeout_ms);
+  h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
+
 static int record_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wait *wait,
                            mbxC_exec_result *res, mbxC_port_error *e) {
   mbxC_port_record *r = ud;
-  if (r->replaying) {
-    e->errnum = 95; /* EOPNOTSUPP */
-    snprintf(e->message, sizeof e->message,
-             "Operation not supported (exec results are not recorded: a replay cannot run "
-             "programs)");
+  unsigned char hash[8];
+  uint64_t h = exec_request_hash(req);
+  for (int i = 0; i < 8; i++)
+    hash[i] = (unsigned char)(h >> (8 * i));
+  if (!r->replaying) {
+    int rc = r->inner->exec_run(r->inner->ud, req, wait, res, e);
+    mbxC_replay_begin(&r->log, MBXC_REC_EXEC);
+    mbxC_replay_put_str(&r->log, hash, 8);
+    mbxC_replay_put_u8(&r->log, rc != 0);
+    mbxC_replay_put_u32(&r->log, rc != 0 ? (uint32_t)e->errnum : (uint32_t)res->exit_code);
+    mbxC_replay_put_u32(&r->log, rc != 0 ? 0 : (uint32_t)res->signal);
+    mbxC_replay_put_u8(&r->log, rc == 0 && res->timed_out);
+    mbxC_replay_put_u8(&r->log, rc == 0 && res->truncated);
+    mbxC_replay_put_u64(&r->log, rc != 0 ? 0 : res->wall_ms);
+    mbxC_replay_put_str(&r->log, rc != 0 ? "" : res->out, rc != 0 ? 0 : res->out_len);
+    if (rc != 0)
+      mbxC_replay_put_str(&r->log, e->message, strlen(e->message));
+    else
+      mbxC_replay_put_str(&r->log, res->err, res->err_len);
+    mbxC_replay_end(&r->log);
+    return rc;
+  }
+  memset(res, 0, sizeof *res);
+  e->errnum = 5; /* EIO */
+  snprintf(e->message, sizeof e->message, "%s", replay_failed);
+  mbxC_record rec;
+  if (!next_answer(r, MBXC_REC_EXEC, &rec)) return -1;
+  mbxC_reader rd = mbxC_reader_of(&rec);
+  size_t hash_len, out_len, err_len;
+  const char *rhash = mbxC_read_str(&rd, &hash_len);
+  int is_error = mbxC_read_u8(&rd);
+  uint32_t code = mbxC_read_u32(&rd), sig = mbxC_read_u32(&rd);
+  int timed_out = mbxC_read_u8(&rd), truncated = mbxC_read_u8(&rd);
+  uint64_t wall = mbxC_read_u64(&rd);
+  const char *out = mbxC_read_str(&rd, &out_len);
+  const char *err = mbxC_read_str(&rd, &err_len);
+  if (hash_len != 8 || memcmp(rhash, hash, 8) != 0) {
+    mbxC_port_record_diverge(r,
+                             "record %zu: the replay ran %s, or with other arguments, where "
+                             "the log has another program",
+                             r->cursor - 1, req->argc ? req->argv[0] : "(nothing)");
     return -1;
   }
-  return r->inner->exec_run(r->inner->ud, req, wait, res, e);
+  if (is_error) {
+    e->errnum = (int)code;
+    snprintf(e->message, sizeof e->message, "%.*s", (int)(err_len < 255 ? err_len : 255), err);
+    return -1;
+  }
+  res->exit_code = (int32_t)code;
+  res->signal = (int)sig;
+  res->timed_out = timed_out;
+  res->truncated = truncated;
+  res->wall_ms = wall;
+  res->out = out;
+  res->out_len = out_len;
+  res->err = err;
+  res->err_len = err_len;
+  return 0;
 }
 
 /* ---- the layer ---- */

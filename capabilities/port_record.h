@@ -7,8 +7,8 @@
 ** forwards every operation to the inner port and appends the answer to the replay log
 ** (capabilities/replay.h). Replaying (mbx_sandbox_restore), it checks each request against its
 ** record and answers by the operation's replay class:
-**   - answers from outside the sandbox (clocks, random seeds, host and native calls, and later
-**     host files and exec) come from the log: the inner port is not asked, except that a
+**   - answers from outside the sandbox (clocks, random seeds, host and native calls, exec
+**     results, and later host files) come from the log: the inner port is not asked, except that a
 **     random seed is still drawn from it so its sequence stays where the original's was;
 **   - answers the policy decides (the virtual environment) and, later, effects inside the
 **     sandbox (memory and overlay files) are re-executed on the inner port and the recorded

@@ -186,6 +186,8 @@ const char *mbxC_rec_type_name(int type) {
     return "host_call";
   case MBXC_REC_NATIVE_CALL:
     return "native_call";
+  case MBXC_REC_EXEC:
+    return "exec";
   default:
     return "unknown";
   }
@@ -347,6 +349,16 @@ static int record_shape_ok(const mbxC_record *r) {
     mbxC_read_u64(&rd);
     mbxC_read_str(&rd, &n);
     break;
+  case MBXC_REC_EXEC: {
+    mbxC_read_str(&rd, &n);
+    if (n != 8 || mbxC_read_u8(&rd) > 1) return 0;
+    mbxC_read_u32(&rd);
+    if (mbxC_read_u32(&rd) > 64 || mbxC_read_u8(&rd) > 1 || mbxC_read_u8(&rd) > 1) return 0;
+    mbxC_read_u64(&rd);
+    mbxC_read_str(&rd, &n);
+    mbxC_read_str(&rd, &n);
+    break;
+  }
   default:
     return 0;
   }

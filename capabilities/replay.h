@@ -46,7 +46,10 @@ typedef enum mbxC_rec_type {
   MBXC_REC_ENV_GET = 19,     /* str name, u8 found, str value */
   MBXC_REC_HOST_CALL = 20,   /* str function, str args JSON, u8 error, str reply */
   MBXC_REC_NATIVE_CALL =
-      21 /* str function, str args hash (8 LE bytes), u8 error, u64 ret, str bytes */
+      21, /* str function, str args hash (8 LE bytes), u8 error, u64 ret, str bytes */
+  /* str request hash (8 LE bytes), u8 error, u32 exit code or errnum, u32 signal,
+     u8 timed out, u8 truncated, u64 wall ms, str stdout, str stderr (the message on error) */
+  MBXC_REC_EXEC = 22
 } mbxC_rec_type;
 
 #define MBXC_SNAP_MAGIC "MBXSNAP1"

@@ -40,7 +40,6 @@ mbx_sandbox *mbxH_sandbox_create(mbx_runtime *rt, const mbx_policy *p, mbxC_repl
   sb->rt = rt;
   sb->backend = rt->backend;
   sb->has_mounts = p->fs.mount_count > 0;
-  sb->has_exec = p->exec.allow_count > 0;
   if (p->deterministic)
     /* Only a deterministic sandbox can be replayed: only it keeps a log. */
     sb->snap = (mbxC_snap_header){.format = MBXC_SNAP_FORMAT,

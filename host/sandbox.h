@@ -24,7 +24,6 @@ struct mbx_sandbox {
   mbxC_snap_header snap;
   /* The policy mounts host directories: snapshots are refused (host/snapshot.c). */
   int has_mounts;
-  int has_exec; /* the policy allows programs: their results are not recorded */
 };
 
 /* mbx_sandbox_new, and mbx_sandbox_restore with replay (taken over, also on failure). */

@@ -39,12 +39,6 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
     mbxU_error_set(err, s,
                    "mbx_sandbox_snapshot: the sandbox's policy mounts host directories; "
                    "snapshots cover memory files (/tmp, mbx_policy_add_file) only");
-  } else if (sb->has_exec) {
-    s = MBX_UNSUPPORTED;
-    mbxU_error_set(err, s,
-                   "mbx_sandbox_snapshot: the sandbox's policy allows programs "
-                   "(mbx_policy_allow_exec); exec results are not recorded, so it cannot be "
-                   "snapshotted");
   } else if (sb->poisoned) {
     s = MBX_SANDBOX_POISONED;
     mbxU_error_set(err, s,

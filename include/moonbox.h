@@ -403,8 +403,9 @@ MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path,
 ** policy's mounts (docs/SECURITY-MODEL.md, section "exec"). program is the absolute,
 ** normalized path the sandbox sees ("/usr/bin/python3"); a guest may name it by that path or
 ** by its last component. The allow list restricts only the program started: a shell or an
-** interpreter can run anything under /usr. At most 64 programs. A policy that allows a
-** program cannot be snapshotted. MBX_OK, MBX_INVALID_ARGUMENT or MBX_NO_MEMORY.
+** interpreter can run anything under /usr. At most 64 programs. Snapshots record each
+** program's result; a restore replays it without running anything. MBX_OK,
+** MBX_INVALID_ARGUMENT or MBX_NO_MEMORY.
 */
 MBX_API mbx_status mbx_policy_allow_exec(mbx_policy *p, const char *program, mbx_error *err);
 

@@ -84,6 +84,7 @@ static void records_round_trip(void **state) {
   assert_int_equal(r.payload[7], 0xff);
   assert_int_equal(r.payload[-4], 8); /* its length */
   assert_string_equal(mbxC_rec_type_name(MBXC_REC_HOST_CALL), "host_call");
+  assert_string_equal(mbxC_rec_type_name(MBXC_REC_EXEC), "exec");
   assert_string_equal(mbxC_rec_type_name(200), "unknown");
   mbxC_replay_free(&log);
 }
