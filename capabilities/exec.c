@@ -419,12 +419,12 @@ static void kill_tree(pid_t pid) {
   kill(pid, SIGKILL);
 }
 
-int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_exec_spec *spec,
-                  const char *stdin_bytes, size_t stdin_len, uint64_t timeout_ms,
-                  const mbxC_wait *wait, mbxC_exec_buffers *bufs, mbxC_exec_result *res,
-                  mbxC_port_error *e) {
+/* One run, the probe's outcome not consulted (the probe's smoke run comes through here). */
+static int run_unprobed(mbxC_exec_backend *b, const mbxC_exec_plan *plan,
+                        const mbxC_exec_spec *spec, const char *stdin_bytes, size_t stdin_len,
+                        uint64_t timeout_ms, const mbxC_wait *wait, mbxC_exec_buffers *bufs,
+                        mbxC_exec_result *res, mbxC_port_error *e) {
   memset(res, 0, sizeof *res);
-  if (!mbxC_exec_probe(b)) return fail(e, ENOSYS, "the exec backend is unavailable: %s", b->reason);
   if (plan->mount_count > 64) return fail(e, EINVAL, "too many mounts for exec");
   mbxC_strlist args = {0};
   size_t command_at = 0;
@@ -660,6 +660,16 @@ int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_e
   return 0;
 }
 
+int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_exec_spec *spec,
+                  const char *stdin_bytes, size_t stdin_len, uint64_t timeout_ms,
+                  const mbxC_wait *wait, mbxC_exec_buffers *bufs, mbxC_exec_result *res,
+                  mbxC_port_error *e) {
+  memset(res, 0, sizeof *res);
+  if (!mbxC_exec_probe(b))
+    return fail(e, ENOSYS, "the exec backend is unavailable: %s", b->reason);
+  return run_unprobed(b, plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
+}
+
 /* ---- the backend ---- */
 
 void mbxC_exec_backend_init(mbxC_exec_backend *b) {
@@ -682,7 +692,7 @@ int mbxC_exec_backend_set(mbxC_exec_backend *b, int helper, const char *path, ch
   pthread_mutex_lock(&b->lock);
   snprintf(helper ? b->helper : b->bwrap, sizeof b->bwrap, "%s", path);
   if (helper) b->helper_error[0] = '\0';
-  b->probed = 0;
+  atomic_store(&b->probed, 0);
   pthread_mutex_unlock(&b->lock);
   return 0;
 }
@@ -774,8 +784,7 @@ static int probe_locked(mbxC_exec_backend *b) {
     return 0;
   }
   /* The smoke run: /usr/bin/true through the whole path, helper, bwrap and shim. */
-  b->available = 1; /* so mbxC_exec_run does not probe again */
-  b->probed = 1;
+  b->available = 1;
   mbxC_exec_spec spec;
   mbxC_exec_spec_defaults(&spec);
   spec.output = 4096;
@@ -788,7 +797,7 @@ static int probe_locked(mbxC_exec_backend *b) {
   mbxC_exec_buffers bufs = {0};
   mbxC_exec_result res;
   mbxC_port_error e;
-  int r = mbxC_exec_run(b, &plan, &spec, NULL, 0, 10000, NULL, &bufs, &res, &e);
+  int r = run_unprobed(b, &plan, &spec, NULL, 0, 10000, NULL, &bufs, &res, &e);
   if (r != 0 || res.exit_code != 0) {
     b->available = 0;
     if (r != 0)
@@ -806,12 +815,12 @@ static int probe_locked(mbxC_exec_backend *b) {
 }
 
 int mbxC_exec_probe(mbxC_exec_backend *b) {
-  /* The smoke run calls mbxC_exec_run, which calls here: b->probed is set first. */
-  if (atomic_load_explicit((_Atomic int *)&b->probed, memory_order_acquire)) return b->available;
+  /* Once probed, the outcome changes only when a path is set again (under the lock). */
+  if (atomic_load_explicit(&b->probed, memory_order_acquire)) return b->available;
   pthread_mutex_lock(&b->lock);
   if (!b->probed) {
     probe_locked(b);
-    atomic_store_explicit((_Atomic int *)&b->probed, 1, memory_order_release);
+    atomic_store_explicit(&b->probed, 1, memory_order_release);
   }
   int a = b->available;
   pthread_mutex_unlock(&b->lock);

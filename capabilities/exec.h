@@ -132,7 +132,8 @@ typedef struct mbxC_exec_backend {
   char bwrap[4096];  /* absolute */
   char helper[4096]; /* absolute; "" = not found (helper_error says why) */
   char helper_error[256];
-  int probed, available;
+  _Atomic int probed; /* read without the lock once set */
+  int available;
   char reason[512];  /* why not available, with a hint */
   char version[64];  /* bwrap's, e.g. "0.8.0" */
   int userns;        /* user namespaces can be created */
