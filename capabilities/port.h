@@ -324,8 +324,9 @@ typedef struct mbxC_port {
                                   const mbxC_wait *wait, mbxC_ffi_value *ret,
                                   const char **bytes, size_t *len);
 
-  /* -- the filesystem view (capabilities/vfs.c serves it in port_local) and exec (not served
-     yet: NULL, the guest sees it as not granted). Handles are integers a port hands out,
+  /* -- the filesystem view (capabilities/vfs.c serves it in port_local) and exec
+     (capabilities/exec.c; NULL unless the policy allows a program: the guest sees it as not
+     granted). Handles are integers a port hands out,
      carrying a generation so a stale one is refused; paths are the guest's own bytes (the
      port normalizes them; relative ones are taken from "/").
      Each returns 0, or -1 with *e filled. Reads and writes move at most len bytes per call

@@ -426,8 +426,8 @@ static int grant_functions(mbxC_port_local *pl) {
 
 int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
   memset(pl, 0, sizeof *pl);
-  /* Only the operations this port serves: exec stays NULL (not granted) until its issue
-     lands. */
+  /* Only the operations this port serves: exec_run is set by mbxC_port_local_set_exec when
+     the policy allows a program (NULL: not granted). */
   pl->port = (mbxC_port){.version = MBXC_PORT_VERSION,
                          .ud = pl,
                          .grants = &pl->grants,
