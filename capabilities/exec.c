@@ -216,10 +216,8 @@ int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
     PUSH(src);
     PUSH(plan->mounts[i].path);
   }
-  /* The shim that closes every inherited fd above 2 before the program starts. */
-  PUSH("--ro-bind");
-  PUSH(plan->shim);
-  PUSH(MBXC_EXEC_SHIM);
+  /* (The shim at MBXC_EXEC_SHIM, which closes every inherited fd above 2 before the program
+     starts, is copied in by the helper: host/exec_helper.c.) */
   PUSH("--remount-ro");
   PUSH("/");
   PUSH("--setenv");
@@ -665,8 +663,7 @@ int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_e
                   const mbxC_wait *wait, mbxC_exec_buffers *bufs, mbxC_exec_result *res,
                   mbxC_port_error *e) {
   memset(res, 0, sizeof *res);
-  if (!mbxC_exec_probe(b))
-    return fail(e, ENOSYS, "the exec backend is unavailable: %s", b->reason);
+  if (!mbxC_exec_probe(b)) return fail(e, ENOSYS, "the exec backend is unavailable: %s", b->reason);
   return run_unprobed(b, plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
 }
 
@@ -792,8 +789,7 @@ static int probe_locked(mbxC_exec_backend *b) {
   mbxC_exec_plan plan = {.program = "/usr/bin/true",
                          .argv = true_argv,
                          .argc = 1,
-                         .tmp_bytes = 1 << 20,
-                         .shim = b->helper};
+                         .tmp_bytes = 1 << 20};
   mbxC_exec_buffers bufs = {0};
   mbxC_exec_result res;
   mbxC_port_error e;

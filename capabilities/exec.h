@@ -96,7 +96,6 @@ typedef struct mbxC_exec_plan {
      does. */
   const mbxC_fs_file *files;
   size_t file_count;
-  const char *shim; /* host path of moonbox-exec, bound read-only at MBXC_EXEC_SHIM */
 } mbxC_exec_plan;
 
 #define MBXC_EXEC_SHIM "/.moonbox/moonbox-exec"

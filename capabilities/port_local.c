@@ -342,7 +342,6 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
                          .mount_count = nm,
                          .tmp_bytes = pl->fs_policy ? pl->fs_policy->fs.tmp_bytes
                                                     : pl->fs_spec.tmp_bytes,
-                         .shim = pl->exec_backend->helper,
                          .files = pl->fs_policy ? pl->fs_policy->fs.files : NULL,
                          .file_count = pl->fs_policy ? pl->fs_policy->fs.file_count : 0};
   int r = oom ? exec_refuse(e, ENOMEM, "%s%s", "out of host memory", "")

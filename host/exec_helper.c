@@ -304,6 +304,11 @@ static void helper_spawn_main(void) {
   int passwd_fd = new_memfd("moonbox-passwd", passwd, (size_t)pn);
   int group_fd = new_memfd("moonbox-group", group, (size_t)gn);
   int hosts_fd = new_memfd("moonbox-hosts", hosts, sizeof hosts - 1);
+  /* The shim is this very program, copied into the sandbox by bwrap from an fd opened here,
+     while still root: the run's uid may not be able to reach the directory it is installed
+     in (a build tree under a 0700 home), and a path would be resolved again by name. */
+  int shim_fd = open("/proc/self/exe", O_RDONLY); /* no CLOEXEC: bwrap reads it */
+  if (shim_fd < 0) helper_fail("cannot open the helper itself (/proc/self/exe)", errno);
   /* Supplementary groups survive into the sandbox otherwise (bwrap 0.8 never calls
      setgroups): drop them while still root, then become the run's own uid. */
   if (geteuid() == 0) {
@@ -312,7 +317,8 @@ static void helper_spawn_main(void) {
                      setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0))
       helper_fail("setresuid to the run's uid", errno);
   }
-  char a[16], s[16], pf[16], gf[16], hf[16];
+  char a[16], s[16], pf[16], gf[16], hf[16], sf[16];
+  snprintf(sf, sizeof sf, "%d", shim_fd);
   snprintf(a, sizeof a, "%d", args_fd);
   snprintf(s, sizeof s, "%d", seccomp_fd);
   snprintf(pf, sizeof pf, "%d", passwd_fd);
@@ -332,6 +338,11 @@ static void helper_spawn_main(void) {
                    "--ro-bind-data",
                    hf,
                    "/etc/hosts",
+                   "--perms",
+                   "0555",
+                   "--ro-bind-data",
+                   sf,
+                   "/.moonbox/moonbox-exec",
                    "--args",
                    a};
   size_t nfixed = sizeof fixed / sizeof *fixed;
