@@ -928,6 +928,16 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
                    (unsigned long long)cap);
     return MBX_NO_MEMORY;
   }
+  if (p->exec.allow_count > 0) {
+    /* The worker protocol does not carry exec_run: refused here, so the guest never sees a
+       granted program answer "not available". */
+    if (replay) mbxC_replay_free(replay);
+    mbxU_error_set(err, MBX_UNSUPPORTED,
+                   "mbx_sandbox_new: a policy that allows programs (mbx_policy_allow_exec) "
+                   "cannot run under MBX_CAP_ISOLATE yet; run it in-process (the programs "
+                   "still run in the exec sandbox)");
+    return MBX_UNSUPPORTED;
+  }
   wsb *ws = calloc(1, sizeof *ws);
   int made_port = ws ? mbxC_port_local_init(&ws->port, p) : -1;
   if (made_port != 0) {

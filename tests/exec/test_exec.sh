@@ -202,5 +202,8 @@ expect "--allow-exec wants an absolute path" "$out" 'not an absolute path'
 out=$(run -e "return proc.run{'sh'}")
 expect "no exec granted" "$out" 'proc.run is not available: this policy grants no exec'
 
+out=$(run --isolate process "${sh_only[@]}" -e "return 1")
+expect "worker mode refuses an exec policy with its reason" "$out" 'cannot run under MBX_CAP_ISOLATE yet'
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
