@@ -561,16 +561,15 @@ static int base_collectgarbage(lua_State *L) {
   int which = -1;
   for (int i = 0; options[i]; i++)
     if (strcmp(options[i], opt) == 0) which = i;
-  mbxV_vm *vm = mbxV_from(L);
   switch (which) {
   case 0: /* a full collection is O(heap): charge it */
-    mbxV_charge(L, vm->heap.used / 64 + 1);
+    mbxV_charge(L, mbxL_collect_cost(L));
     lua_gc(L, LUA_GCCOLLECT);
     lua_pushinteger(L, 0);
     return 1;
   case 1: {
     lua_Integer step = luaL_optinteger(L, 2, 0);
-    mbxV_charge(L, vm->heap.used / 64 + 1);
+    mbxV_charge(L, mbxL_collect_cost(L));
     if (step < 0 || step > (1 << 20)) step = 1 << 20;
     lua_pushboolean(L, lua_gc(L, LUA_GCSTEP, (int)step));
     return 1;

@@ -23,6 +23,11 @@ void mbxL_add_refusals(lua_State *L, int idx, const mbxL_refusal *list) {
   }
 }
 
+size_t mbxL_collect_cost(lua_State *L) {
+  size_t bytes = (size_t)lua_gc(L, LUA_GCCOUNT) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB);
+  return bytes / 64 + 1;
+}
+
 int mbxL_heap_fits(lua_State *L, size_t need) {
   const size_t slack = (size_t)64 * 1024;
   mbxV_vm *vm = mbxV_from(L);
@@ -31,7 +36,7 @@ int mbxL_heap_fits(lua_State *L, size_t need) {
     size_t used = vm->heap.used + slack;
     if (used < vm->heap.ceiling && need <= vm->heap.ceiling - used) return 1;
     if (round == 0) {
-      mbxV_charge(L, vm->heap.used / 64 + 1);
+      mbxV_charge(L, mbxL_collect_cost(L));
       lua_gc(L, LUA_GCCOLLECT);
     }
   }

@@ -123,6 +123,12 @@ const char *mbxL_tolstring(lua_State *L, int idx, size_t *len);
 void mbxL_install_patterns(lua_State *L, int lib);
 void mbxL_install_builders(lua_State *L, int lib);
 
+/* What a full collection costs in instructions: one per 64 bytes Lua holds. Lua's own count
+   of the bytes it holds, not the arena's resident pages: the pages a state touches depend on
+   where its slot and blocks fall, which differs between processes, and in deterministic mode
+   the instruction count must not (the determinism differential, tests/determinism). */
+size_t mbxL_collect_cost(lua_State *L);
+
 /* 1 if the guest heap can still grow by `need` bytes (plus 64 KiB of slack for the call's own
    work) before the allocator refuses; garbage counts in `used`, so one charged full
    collection gets a second look before answering 0. A refusal inside Lua would run an
