@@ -327,12 +327,7 @@ static int overlap_ok(const mbx_policy *p, const char *fn, const char *path, int
 int mbxC_policy_mount(mbx_policy *p, const char *virtual_path, size_t path_len,
                       const char *host_dir, int mode, char *why, size_t why_size) {
   const char *fn = "mbx_policy_mount";
-  if (mode == MBXC_MOUNT_OVERLAY) {
-    snprintf(why, why_size, "%s: overlay mounts are not implemented yet (use MBX_MOUNT_RO, or "
-                            "MBX_MOUNT_RW on a copy)", fn);
-    return MBXC_POLICY_UNSUPPORTED;
-  }
-  if (mode != MBXC_MOUNT_RO && mode != MBXC_MOUNT_RW) {
+  if (mode != MBXC_MOUNT_RO && mode != MBXC_MOUNT_RW && mode != MBXC_MOUNT_OVERLAY) {
     snprintf(why, why_size, "%s: mode %d is not MBX_MOUNT_RO, MBX_MOUNT_RW or "
                             "MBX_MOUNT_OVERLAY", fn, mode);
     return MBXC_POLICY_INVALID;

@@ -100,9 +100,8 @@ void mbxC_policy_set_seed(mbx_policy *p, uint64_t seed);
 void mbxC_policy_set_deterministic(mbx_policy *p, int on);
 
 /* Mount host_dir (resolved here, once, with realpath: it must exist and be a directory) at
-   virtual_path (absolute and normalized, not "/", not /tmp or below it), mode MBXC_MOUNT_RO or
-   MBXC_MOUNT_RW, not overlapping another mount or a policy file. MBXC_POLICY_UNSUPPORTED for
-   MBXC_MOUNT_OVERLAY (not implemented). */
+   virtual_path (absolute and normalized, not "/", not /tmp or below it), mode MBXC_MOUNT_RO,
+   MBXC_MOUNT_RW or MBXC_MOUNT_OVERLAY, not overlapping another mount or a policy file. */
 #define MBXC_POLICY_UNSUPPORTED (-3)
 int mbxC_policy_mount(mbx_policy *p, const char *virtual_path, size_t path_len,
                       const char *host_dir, int mode, char *why, size_t why_size);

@@ -365,9 +365,9 @@ int mbxC_port_local_has_exec(const mbxC_port_local *pl) {
 }
 
 int mbxC_port_local_fs_reset(mbxC_port_local *pl) {
-  if (pl->fs_policy) return make_view(pl);
-  mbxC_vfs_free(pl->vfs); /* made again at the next file operation */
-  pl->vfs = NULL;
+  /* The same view, emptied through the journal: a checkpoint taken before the reset can
+     still be rewound to, and the mounts' directory fds stay those opened at creation. */
+  if (pl->vfs) mbxC_vfs_reset(pl->vfs);
   return 0;
 }
 
@@ -389,12 +389,9 @@ int mbxC_port_local_fs_rewind(mbxC_port_local *pl) {
     mbxC_vfs *v = view(pl, &e);
     return v ? mbxC_vfs_mark_restore(v, pl->fs_mark) : -1;
   }
-  /* No view at the checkpoint: none was needed yet, so /tmp was empty. */
-  if (pl->fs_policy == NULL) {
-    mbxC_vfs_free(pl->vfs);
-    pl->vfs = NULL;
-    return 0;
-  }
+  /* No view at the checkpoint: none was needed yet, so /tmp was empty; whatever is there
+     now was made since. */
+  if (pl->vfs) mbxC_vfs_reset(pl->vfs);
   return 0;
 }
 

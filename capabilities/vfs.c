@@ -19,8 +19,7 @@
 
 /* ---- paths ---- */
 
-int mbxC_vfs_normalize(const char *path, size_t len, char *out, size_t out_size,
-                       size_t *out_len) {
+int mbxC_vfs_normalize(const char *path, size_t len, char *out, size_t out_size, size_t *out_len) {
   if (out_size < 2) return ENAMETOOLONG;
   if (memchr(path, '\0', len) != NULL) return EINVAL;
   if (len == 0) return ENOENT; /* what fopen("") answers */
@@ -104,19 +103,53 @@ typedef struct vmount {
 } vmount;
 
 /* A memory file or directory. The tree is flat: a node's parent is the node whose path is
-   its path up to the last '/' (views hold at most a few thousand nodes). */
+   its path up to the last '/' (views hold at most a few thousand nodes). Overlay mounts keep
+   their changed entries in the same table: a file or directory the guest wrote or made below
+   the mount (ov = 1 + the mount's index), or a whiteout hiding the host entry at its path. */
 typedef struct mnode {
   char *path;
   size_t path_len;
   int is_dir;
-  int writable;    /* under the memory /tmp; the policy's files and "/" are read-only */
+  int writable;    /* under the memory /tmp or in an overlay; the policy's files and "/" are not */
   int guest_made;  /* created by the guest: counted in the files quota */
-  int in_table;    /* 0 once removed while a handle still had it open */
+  int ov;          /* 0: the memory tree; else 1 + the index of its overlay mount */
+  int whiteout;    /* overlay: the host entry at path is removed from the guest's view */
+  char *from;      /* overlay: the path the file was renamed from (NULL: none), for changes */
+  int in_table;    /* 0 once removed while a handle or the journal still had it */
   int opens;       /* handles open on it */
+  int jrefs;       /* journal entries that hold it (a removal a rewind puts back) */
+  uint64_t epoch;  /* the journal epoch its state was last saved or created in */
+  int64_t add_pos; /* the journal index of its creation, -1 when it is not journaled */
   char *data;
   size_t len, cap;
   int64_t mtime;
 } mnode;
+
+struct mbxC_vfs_mark {
+  mbxC_vfs *view; /* NULL once the view is freed */
+  mbxC_vfs_mark *next;
+  int64_t pos; /* the journal's absolute length when the mark was taken */
+  int valid;   /* 0 once an older mark was restored: what it saw is gone */
+  uint64_t tmp_used, mem_bytes, mem_files;
+};
+
+/* The journal that makes a rewind cost what changed since the checkpoint: while a mark is
+   live, the first change to a node in an epoch saves its state (J_SAVE: path, bytes, flags),
+   a creation is noted (J_ADD) and a removed node is kept (J_DEL). A restore undoes the
+   entries after its mark, newest first; no entry after the mark, no work. */
+enum { J_NOP = 0, J_SAVE = 1, J_ADD = 2, J_DEL = 3 };
+typedef struct jentry {
+  int op;
+  mnode *node;
+  /* J_SAVE: the node as it was (owned here until a restore hands it back) */
+  char *path;
+  size_t path_len;
+  char *data;
+  size_t len;
+  char *from;
+  int is_dir, whiteout;
+  int64_t mtime;
+} jentry;
 
 enum { H_FREE = 0, H_HOST = 1, H_MEM = 2 };
 #define SLOT_BITS 12 /* MBXC_MAX_FS_OPEN_FILES slots */
@@ -141,11 +174,17 @@ struct mbxC_vfs {
   handle *handles;
   size_t handle_cap; /* the open_files quota */
   size_t open_count;
-  uint64_t tmp_max, tmp_used;
-  uint64_t bytes_max, bytes_used;
-  uint64_t files_max, files_used;
+  uint64_t tmp_max, tmp_used; /* bytes of the memory /tmp's files */
+  uint64_t bytes_max, files_max;
+  uint64_t mem_bytes, mem_files;   /* held by memory nodes the guest made (tmp and overlays) */
+  uint64_t host_bytes, host_files; /* what rw mounts grew by (never undone) */
   int walk_only;
-  uint64_t mutations; /* changes to the memory tree, so a rewind with none costs nothing */
+  jentry *journal;
+  size_t jlen, jcap;
+  int64_t jbase; /* the absolute index of journal[0] (older entries were dropped) */
+  uint64_t epoch;
+  mbxC_vfs_mark *marks; /* the live marks, newest first */
+  uint64_t copied;      /* bytes the journal copied (saves and restores), for tests */
   int64_t (*clock)(void *ud);
   void *clock_ud;
   char view[160]; /* "mounts: /data ro, /tmp" for the not-in-view reason */
@@ -203,6 +242,59 @@ static size_t parent_len(const char *path, size_t len) {
   return len > 1 ? len - 1 : 1;
 }
 
+static void free_node(mnode *n) {
+  free(n->path);
+  free(n->data);
+  free(n->from);
+  free(n);
+}
+
+/* A node nothing refers to any more goes away. */
+static void maybe_free(mnode *n) {
+  if (!n->in_table && n->opens == 0 && n->jrefs == 0) free_node(n);
+}
+
+static int64_t newest_mark_pos(const mbxC_vfs *v);
+static void journal_drop(mbxC_vfs *v, size_t k);
+
+static int journal_push(mbxC_vfs *v, const jentry *j) {
+  if (v->jlen == v->jcap) {
+    size_t cap = v->jcap ? v->jcap * 2 : 64;
+    jentry *grown = realloc(v->journal, cap * sizeof *grown);
+    if (grown == NULL) return -1;
+    v->journal = grown;
+    v->jcap = cap;
+  }
+  v->journal[v->jlen++] = *j;
+  return 0;
+}
+
+/* Before node n changes in place (its bytes, path or kind): with a live mark, its state is
+   saved once per epoch. -1 when out of host memory (nothing changed). */
+static int touch(mbxC_vfs *v, mnode *n) {
+  if (v->marks == NULL || n->epoch == v->epoch) return 0;
+  jentry j = {.op = J_SAVE,
+              .node = n,
+              .path_len = n->path_len,
+              .len = n->len,
+              .is_dir = n->is_dir,
+              .whiteout = n->whiteout,
+              .mtime = n->mtime};
+  if ((j.path = mbxU_dup_bytes(n->path, n->path_len)) == NULL ||
+      (n->len && (j.data = mbxU_dup_bytes(n->data, n->len)) == NULL) ||
+      (n->from && (j.from = mbxU_dup_bytes(n->from, strlen(n->from))) == NULL) ||
+      journal_push(v, &j) != 0) {
+    free(j.path);
+    free(j.data);
+    free(j.from);
+    return -1;
+  }
+  v->copied += n->len;
+  n->jrefs++;
+  n->epoch = v->epoch;
+  return 0;
+}
+
 static mnode *add_node(mbxC_vfs *v, const char *path, size_t len, int is_dir, int writable) {
   if (v->node_count == v->node_cap) {
     size_t cap = v->node_cap ? v->node_cap * 2 : 16;
@@ -220,20 +312,25 @@ static mnode *add_node(mbxC_vfs *v, const char *path, size_t len, int is_dir, in
   n->is_dir = is_dir;
   n->writable = writable;
   n->in_table = 1;
+  n->add_pos = -1;
   n->mtime = now_seconds();
+  if (v->marks) {
+    jentry j = {.op = J_ADD, .node = n};
+    if (journal_push(v, &j) != 0) {
+      free_node(n);
+      return NULL;
+    }
+    n->add_pos = v->jbase + (int64_t)v->jlen - 1;
+    n->jrefs++;
+    n->epoch = v->epoch; /* made after the mark: undone by removal, nothing to save */
+  }
   v->nodes[v->node_count++] = n;
-  v->mutations++;
   return n;
 }
 
-static void free_node(mnode *n) {
-  free(n->path);
-  free(n->data);
-  free(n);
-}
-
+/* Take n out of the table. A node made since the newest mark just goes (its creation entry
+   becomes a no-op); an older one stays in the journal so a rewind can put it back. */
 static void unlink_node(mbxC_vfs *v, mnode *n) {
-  v->mutations++;
   for (size_t i = 0; i < v->node_count; i++) {
     if (v->nodes[i] == n) {
       v->nodes[i] = v->nodes[--v->node_count];
@@ -241,7 +338,35 @@ static void unlink_node(mbxC_vfs *v, mnode *n) {
     }
   }
   n->in_table = 0;
-  if (n->opens == 0) free_node(n);
+  if (v->marks) {
+    if (n->add_pos >= newest_mark_pos(v) && n->add_pos >= v->jbase) {
+      jentry *j = &v->journal[n->add_pos - v->jbase];
+      j->op = J_NOP;
+      j->node = NULL;
+      n->jrefs--;
+      n->add_pos = -1;
+    } else {
+      jentry j = {.op = J_DEL, .node = n};
+      /* Out of host memory for the entry: the removal cannot be undone, but the node stays
+         referenced (as if journaled) rather than being lost while an entry may point at it. */
+      if (journal_push(v, &j) == 0) n->jrefs++;
+    }
+  }
+  maybe_free(n);
+}
+
+/* The bytes of node n become len long: the quotas follow (the /tmp quota for the memory
+   tree's nodes). The caller checked the room. */
+static void account_len(mbxC_vfs *v, mnode *n, size_t len) {
+  if (len >= n->len) {
+    uint64_t more = len - n->len;
+    v->mem_bytes += more;
+    if (!n->ov) v->tmp_used += more;
+  } else {
+    uint64_t less = n->len - len;
+    v->mem_bytes -= less < v->mem_bytes ? less : v->mem_bytes;
+    if (!n->ov) v->tmp_used -= less < v->tmp_used ? less : v->tmp_used;
+  }
 }
 
 /* A read-only directory node for path and each of its ancestors not there yet. */
@@ -261,8 +386,13 @@ void mbxC_vfs_free(mbxC_vfs *v) {
     if (v->mounts[i].dirfd >= 0) close(v->mounts[i].dirfd);
     free(v->mounts[i].path);
   }
+  /* The journal's nodes first (those out of the table go with it), then the table's. */
+  journal_drop(v, v->jlen);
   for (size_t i = 0; i < v->node_count; i++)
     free_node(v->nodes[i]);
+  free(v->journal);
+  for (mbxC_vfs_mark *m = v->marks; m; m = m->next)
+    m->view = NULL;
   free(v->mounts);
   free(v->prefixes);
   free(v->nodes);
@@ -275,7 +405,9 @@ static void describe_view(mbxC_vfs *v) {
   size_t at = (size_t)snprintf(v->view, sizeof v->view, "mounts: ");
   for (size_t i = 0; i < v->mount_count && at < sizeof v->view; i++)
     at += (size_t)snprintf(v->view + at, sizeof v->view - at, "%s %s, ", v->mounts[i].path,
-                           v->mounts[i].mode == MBXC_MOUNT_RW ? "rw" : "ro");
+                           v->mounts[i].mode == MBXC_MOUNT_RW        ? "rw"
+                           : v->mounts[i].mode == MBXC_MOUNT_OVERLAY ? "overlay"
+                                                                     : "ro");
   if (at < sizeof v->view) snprintf(v->view + at, sizeof v->view - at, "/tmp");
 }
 
@@ -288,10 +420,9 @@ mbxC_vfs *mbxC_vfs_new(const mbxC_fs_spec *spec, mbxC_port_error *e) {
   v->tmp_max = spec->tmp_bytes;
   v->bytes_max = spec->bytes;
   v->files_max = spec->files_max;
-  v->handle_cap = spec->open_files > MBXC_MAX_FS_OPEN_FILES ? MBXC_MAX_FS_OPEN_FILES
-                                                            : (size_t)spec->open_files;
-  if (v->handle_cap && (v->handles = calloc(v->handle_cap, sizeof *v->handles)) == NULL)
-    goto oom;
+  v->handle_cap =
+      spec->open_files > MBXC_MAX_FS_OPEN_FILES ? MBXC_MAX_FS_OPEN_FILES : (size_t)spec->open_files;
+  if (v->handle_cap && (v->handles = calloc(v->handle_cap, sizeof *v->handles)) == NULL) goto oom;
   if (spec->mount_count) {
     v->mounts = calloc(spec->mount_count, sizeof *v->mounts);
     v->prefixes = calloc(spec->mount_count, sizeof *v->prefixes);
@@ -353,10 +484,13 @@ size_t mbxC_vfs_open_count(const mbxC_vfs *v) {
   return v->open_count;
 }
 uint64_t mbxC_vfs_bytes_used(const mbxC_vfs *v) {
-  return v->bytes_used;
+  return v->mem_bytes + v->host_bytes;
 }
 uint64_t mbxC_vfs_files_used(const mbxC_vfs *v) {
-  return v->files_used;
+  return v->mem_files + v->host_files;
+}
+uint64_t mbxC_vfs_journal_copied(const mbxC_vfs *v) {
+  return v->copied;
 }
 
 /* ---- resolving a guest path ---- */
@@ -450,8 +584,10 @@ static int beneath(mbxC_vfs *v, const vmount *m, const char *rel, int flags, mod
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
     long fd = syscall(SYS_openat2, m->dirfd, rel, &how, sizeof how);
     if (fd >= 0) return (int)fd;
-    if (errno == ENOSYS) v->walk_only = 1; /* this kernel will not have it later either */
-    else if (errno != EPERM) return -errno;
+    if (errno == ENOSYS)
+      v->walk_only = 1; /* this kernel will not have it later either */
+    else if (errno != EPERM)
+      return -errno;
   }
   return walk_open(m, rel, flags, mode);
 }
@@ -505,14 +641,14 @@ static int access_mode(int flags) {
 }
 
 static int quota_file(mbxC_vfs *v, mbxC_port_error *e) {
-  if (v->files_used >= v->files_max)
+  if (v->mem_files + v->host_files >= v->files_max)
     return fail(e, EDQUOT, "the sandbox may create at most %llu files and directories",
                 (unsigned long long)v->files_max);
   return 0;
 }
 
 static int quota_bytes(mbxC_vfs *v, uint64_t more, mbxC_port_error *e) {
-  if (more > v->bytes_max - v->bytes_used)
+  if (more > v->bytes_max - (v->mem_bytes + v->host_bytes))
     return fail(e, EDQUOT, "the sandbox's write quota of %llu bytes is used up",
                 (unsigned long long)v->bytes_max);
   return 0;
@@ -522,8 +658,8 @@ static int quota_bytes(mbxC_vfs *v, uint64_t more, mbxC_port_error *e) {
    below zero): the quotas bound the mount's net growth, so a guest that rewrites one report
    many times is not charged for every copy. */
 static void give_back(mbxC_vfs *v, uint64_t bytes, uint64_t files) {
-  v->bytes_used -= bytes < v->bytes_used ? bytes : v->bytes_used;
-  v->files_used -= files < v->files_used ? files : v->files_used;
+  v->host_bytes -= bytes < v->host_bytes ? bytes : v->host_bytes;
+  v->host_files -= files < v->host_files ? files : v->host_files;
 }
 
 static int host_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_port_error *e) {
@@ -556,7 +692,7 @@ static int host_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_p
       close(fd);
       return fail(e, EACCES, NULL);
     }
-    v->files_used++;
+    v->host_files++;
     created = 1;
   } else {
     if (fstat(pfd, &st) != 0) {
@@ -624,31 +760,13 @@ static int host_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_p
 
 /* ---- the memory tree ---- */
 
-static int mem_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_port_error *e) {
-  mnode *n = find_node(v, w->path, w->len);
-  int writing = want_write(flags);
-  if (n == NULL) {
-    if (!(flags & MBXC_FS_CREATE)) return missing(v, w, e);
-    mnode *dir = find_node(v, w->path, parent_len(w->path, w->len));
-    if (dir == NULL || !dir->is_dir) return missing(v, w, e);
-    if (!dir->writable) return fail(e, EROFS, "only /tmp and rw mounts are writable");
-    if (quota_file(v, e) != 0) return -1;
-  } else {
-    if (n->is_dir) return fail(e, EISDIR, NULL);
-    if (writing && !n->writable) return fail(e, EROFS, "the policy's files are read-only");
-    if ((flags & MBXC_FS_EXCLUSIVE) && (flags & MBXC_FS_CREATE)) return fail(e, EEXIST, NULL);
-  }
+/* A handle on memory file n (truncated first when flags say so). */
+static int node_open(mbxC_vfs *v, mnode *n, int flags, int *number, mbxC_port_error *e) {
   int slot = alloc_handle(v, e);
   if (slot < 0) return -1;
-  if (n == NULL) {
-    if ((n = add_node(v, w->path, w->len, 0, 1)) == NULL) return fail(e, ENOMEM, NULL);
-    n->guest_made = 1;
-    v->files_used++;
-  }
   if ((flags & MBXC_FS_TRUNCATE) && n->len) {
-    v->mutations++;
-    v->tmp_used -= n->len;
-    v->bytes_used -= n->len;
+    if (touch(v, n) != 0) return fail(e, ENOMEM, NULL);
+    account_len(v, n, 0);
     n->len = 0;
     n->mtime = now_seconds();
   }
@@ -665,16 +783,414 @@ static int mem_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_po
   return 0;
 }
 
+/* A new guest-made node (counted in the files quota, which the caller checked). */
+static mnode *guest_node(mbxC_vfs *v, const char *path, size_t len, int is_dir, int ov,
+                         mbxC_port_error *e) {
+  mnode *n = add_node(v, path, len, is_dir, 1);
+  if (n == NULL) {
+    fail(e, ENOMEM, NULL);
+    return NULL;
+  }
+  n->guest_made = 1;
+  n->ov = ov;
+  v->mem_files++;
+  return n;
+}
+
+static int mem_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_port_error *e) {
+  mnode *n = find_node(v, w->path, w->len);
+  int writing = want_write(flags);
+  if (n == NULL) {
+    if (!(flags & MBXC_FS_CREATE)) return missing(v, w, e);
+    mnode *dir = find_node(v, w->path, parent_len(w->path, w->len));
+    if (dir == NULL || !dir->is_dir) return missing(v, w, e);
+    if (!dir->writable) return fail(e, EROFS, "only /tmp and rw mounts are writable");
+    if (quota_file(v, e) != 0) return -1;
+  } else {
+    if (n->is_dir) return fail(e, EISDIR, NULL);
+    if (writing && !n->writable) return fail(e, EROFS, "the policy's files are read-only");
+    if ((flags & MBXC_FS_EXCLUSIVE) && (flags & MBXC_FS_CREATE)) return fail(e, EEXIST, NULL);
+  }
+  if (v->open_count >= v->handle_cap) return alloc_handle(v, e);
+  if (n == NULL && (n = guest_node(v, w->path, w->len, 0, 0, e)) == NULL) return -1;
+  return node_open(v, n, flags, number, e);
+}
+
+static int host_stat(mbxC_vfs *v, const vmount *m, const char *rel, mbxC_fs_stat *out,
+                     mbxC_port_error *e) {
+  int fd = beneath(v, m, rel, O_PATH, 0);
+  if (fd < 0) return host_fail(e, -fd, walk_mode(v));
+  struct stat st;
+  int ok = fstat(fd, &st);
+  int err = errno;
+  close(fd);
+  if (ok != 0) return host_fail(e, err, 0);
+  /* Only the walk stops on a link (O_PATH | O_NOFOLLOW opens the link itself). */
+  if (S_ISLNK(st.st_mode)) return fail(e, ELOOP, "symbolic links are not followed in this mount");
+  out->is_dir = S_ISDIR(st.st_mode);
+  out->is_file = S_ISREG(st.st_mode);
+  out->size = out->is_file ? (uint64_t)st.st_size : 0;
+  out->mtime = (int64_t)st.st_mtime;
+  out->writable = m->mode == MBXC_MOUNT_RW && (out->is_dir || st.st_nlink <= 1);
+  return 0;
+}
+
+static void release_handle(mbxC_vfs *v, handle *h);
+static int add_name(mbxC_vfs *v, size_t *at, const char *name, size_t n, mbxC_port_error *e);
+
+/* ---- overlay mounts ----
+   Reads fall through to the host directory, confined exactly as a ro mount's; every change
+   lands in the node table: a file the guest wrote (copied up from the host first, unless it
+   was truncated), a directory it made, or a whiteout where it removed or renamed away a host
+   entry. The host directory is never opened for writing. */
+
+enum { K_NONE = 0, K_FILE = 1, K_DIR = 2, K_OTHER = 3 };
+
+/* w with its path cut to len bytes (a parent at or below the mount point). */
+static void sub_where(const where *w, const vmount *m, size_t len, where *out) {
+  memcpy(out->path, w->path, len);
+  out->path[len] = '\0';
+  out->len = len;
+  out->mount = w->mount;
+  out->rel = len > m->len ? out->path + m->len + 1 : ".";
+}
+
+/* What the host holds at rel: K_NONE, K_FILE, K_DIR, K_OTHER, or -1 (e filled: a link the
+   walk stopped at, a path leading outside the mount). */
+static int host_kind(mbxC_vfs *v, const vmount *m, const char *rel, struct stat *st,
+                     mbxC_port_error *e) {
+  int fd = beneath(v, m, rel, O_PATH, 0);
+  if (fd < 0) {
+    if (-fd == ENOENT || -fd == ENOTDIR) return K_NONE;
+    return host_fail(e, -fd, walk_mode(v));
+  }
+  int ok = fstat(fd, st);
+  int err = errno;
+  close(fd);
+  if (ok != 0) return host_fail(e, err, 0);
+  if (S_ISLNK(st->st_mode)) return fail(e, ELOOP, "symbolic links are not followed in this mount");
+  return S_ISREG(st->st_mode) ? K_FILE : S_ISDIR(st->st_mode) ? K_DIR : K_OTHER;
+}
+
+/* What the guest sees at w in its overlay mount, and the node that answers for it (NULL: the
+   host does; a whiteout node comes back with K_NONE so callers can reuse its place). */
+static int ov_find(mbxC_vfs *v, const where *w, mnode **node, mbxC_port_error *e) {
+  const vmount *m = &v->mounts[w->mount];
+  *node = NULL;
+  if (strcmp(w->rel, ".") == 0) return K_DIR;
+  /* A removed or replaced ancestor hides everything below it. */
+  for (size_t len = parent_len(w->path, w->len); len > m->len; len = parent_len(w->path, len)) {
+    mnode *a = find_node(v, w->path, len);
+    if (a && (a->whiteout || !a->is_dir)) return K_NONE;
+  }
+  mnode *n = find_node(v, w->path, w->len);
+  if (n) {
+    *node = n;
+    return n->whiteout ? K_NONE : n->is_dir ? K_DIR : K_FILE;
+  }
+  struct stat st;
+  return host_kind(v, m, w->rel, &st, e);
+}
+
+/* 1 when the host has something at w (whatever the guest sees), 0 when not, -1 on error. */
+static int host_has(mbxC_vfs *v, const where *w, mbxC_port_error *e) {
+  struct stat st;
+  int k = host_kind(v, &v->mounts[w->mount], w->rel, &st, e);
+  return k < 0 ? -1 : k != K_NONE;
+}
+
+/* 0 when the parent of w is a directory the guest sees, else -1 (ENOENT or ENOTDIR). */
+static int ov_parent_ok(mbxC_vfs *v, const where *w, mbxC_port_error *e) {
+  const vmount *m = &v->mounts[w->mount];
+  size_t plen = parent_len(w->path, w->len);
+  if (plen <= m->len) return 0;
+  where p;
+  mnode *n;
+  sub_where(w, m, plen, &p);
+  int k = ov_find(v, &p, &n, e);
+  if (k < 0) return -1;
+  if (k == K_DIR) return 0;
+  return fail(e, k == K_NONE ? ENOENT : ENOTDIR, NULL);
+}
+
+/* The host file at w, whole, for a copy-up: opened as a ro mount opens it (no link followed,
+   only a regular file, the same inode as looked at), its size charged to the bytes quota
+   before anything is read. */
+static int host_read_upto(mbxC_vfs *v, const where *w, int charge, uint64_t limit, char **data,
+                          size_t *len, mbxC_port_error *e) {
+  int number;
+  *data = NULL;
+  *len = 0;
+  if (host_open(v, w, MBXC_FS_READ, &number, e) != 0) return -1;
+  handle *h = get_handle(v, number, e);
+  struct stat st;
+  int rc = -1;
+  if (fstat(h->fd, &st) != 0) {
+    host_fail(e, errno, 0);
+  } else if ((uint64_t)st.st_size > limit) {
+    fail(e, EFBIG, "the file is larger than %llu bytes", (unsigned long long)limit);
+  } else if (!charge || quota_bytes(v, (uint64_t)st.st_size, e) == 0) {
+    size_t size = (size_t)st.st_size, got = 0;
+    char *buf = malloc(size ? size : 1);
+    if (buf == NULL) {
+      fail(e, ENOMEM, NULL);
+    } else {
+      while (got < size) { /* a file that shrank meanwhile gives what it holds */
+        ssize_t k = pread(h->fd, buf + got, size - got, (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+      }
+      *data = buf;
+      *len = got;
+      rc = 0;
+    }
+  }
+  release_handle(v, h);
+  return rc;
+}
+
+static int host_read_whole(mbxC_vfs *v, const where *w, char **data, size_t *len,
+                           mbxC_port_error *e) {
+  return host_read_upto(v, w, 1, UINT64_MAX, data, len, e);
+}
+
+/* A whiteout at w: the host entry there is gone from the guest's view. */
+static int add_whiteout(mbxC_vfs *v, const where *w, mbxC_port_error *e) {
+  mnode *n = guest_node(v, w->path, w->len, 0, w->mount + 1, e);
+  if (n == NULL) return -1;
+  n->whiteout = 1;
+  return 0;
+}
+
+/* Drop node n of the guest's (its bytes and its place in the files quota come back). */
+static void drop_node(mbxC_vfs *v, mnode *n) {
+  account_len(v, n, 0);
+  if (n->guest_made) v->mem_files--;
+  unlink_node(v, n);
+}
+
+static int ov_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_port_error *e) {
+  if (strcmp(w->rel, ".") == 0) return fail(e, EISDIR, NULL);
+  mnode *n;
+  int k = ov_find(v, w, &n, e);
+  if (k < 0) return -1;
+  if (k == K_DIR) return fail(e, EISDIR, NULL);
+  if (k == K_OTHER)
+    return fail(e, EACCES, "not a regular file: the sandbox opens only files and directories");
+  int excl = (flags & MBXC_FS_EXCLUSIVE) && (flags & MBXC_FS_CREATE);
+  if (k == K_FILE && excl) return fail(e, EEXIST, NULL);
+  if (k == K_FILE && n) return node_open(v, n, flags, number, e);
+  if (k == K_FILE && !want_write(flags)) return host_open(v, w, flags, number, e);
+  if (k == K_NONE && !(flags & MBXC_FS_CREATE)) return fail(e, ENOENT, NULL);
+  if (k == K_NONE && ov_parent_ok(v, w, e) != 0) return -1;
+  /* A new node: the copy of the host file (none when truncated or new), or a whiteout's
+     place taken over. */
+  if (v->open_count >= v->handle_cap) return alloc_handle(v, e);
+  if (n == NULL && quota_file(v, e) != 0) return -1;
+  char *data = NULL;
+  size_t len = 0;
+  if (k == K_FILE && !(flags & MBXC_FS_TRUNCATE) && host_read_whole(v, w, &data, &len, e) != 0)
+    return -1;
+  if (n) drop_node(v, n); /* the whiteout */
+  mnode *f = guest_node(v, w->path, w->len, 0, w->mount + 1, e);
+  if (f == NULL) {
+    free(data);
+    return -1;
+  }
+  f->data = data;
+  f->cap = len;
+  account_len(v, f, len);
+  f->len = len;
+  return node_open(v, f, flags, number, e);
+}
+
+/* The names the guest sees in overlay directory w: its nodes' plus the host's not hidden. */
+static int ov_list(mbxC_vfs *v, const where *w, size_t *at, mbxC_port_error *e) {
+  mnode *d;
+  int k = ov_find(v, w, &d, e);
+  if (k < 0) return -1;
+  if (k == K_NONE) return fail(e, ENOENT, NULL);
+  if (k != K_DIR) return fail(e, ENOTDIR, NULL);
+  for (size_t i = 0; i < v->node_count; i++) {
+    mnode *n = v->nodes[i];
+    if (n->ov != w->mount + 1 || n->whiteout || n->path_len <= w->len) continue;
+    if (parent_len(n->path, n->path_len) != w->len || memcmp(n->path, w->path, w->len) != 0)
+      continue;
+    const char *base = n->path + w->len + 1;
+    if (add_name(v, at, base, strlen(base), e) != 0) return -1;
+  }
+  struct stat st;
+  int hk = host_kind(v, &v->mounts[w->mount], w->rel, &st, e);
+  if (hk < 0) return -1;
+  if (hk != K_DIR || (d && !d->is_dir)) return 0;
+  int fd = beneath(v, &v->mounts[w->mount], w->rel, O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0) return host_fail(e, -fd, walk_mode(v));
+  DIR *dir = fdopendir(fd);
+  if (dir == NULL) {
+    int err = errno;
+    close(fd);
+    return host_fail(e, err, 0);
+  }
+  struct dirent *de;
+  int rc = 0;
+  char child[MBXC_VFS_PATH_BUF];
+  while ((de = readdir(dir)) != NULL) {
+    size_t n = strlen(de->d_name);
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    if (w->len + 1 + n > MBXC_VFS_PATH_MAX) continue; /* a name the guest could not open */
+    memcpy(child, w->path, w->len);
+    child[w->len] = '/';
+    memcpy(child + w->len + 1, de->d_name, n);
+    if (find_node(v, child, w->len + 1 + n)) continue; /* listed above, or hidden */
+    if ((rc = add_name(v, at, de->d_name, n, e)) != 0) break;
+  }
+  closedir(dir);
+  return rc;
+}
+
+/* 0 when directory w shows nothing (every host entry below it is hidden), else -1. */
+static int ov_dir_empty(mbxC_vfs *v, const where *w, mbxC_port_error *e) {
+  size_t at = 0;
+  if (ov_list(v, w, &at, e) != 0) return -1;
+  return at == 0 ? 0 : fail(e, ENOTEMPTY, NULL);
+}
+
+static int ov_stat(mbxC_vfs *v, const where *w, mbxC_fs_stat *out, mbxC_port_error *e) {
+  mnode *n;
+  int k = ov_find(v, w, &n, e);
+  if (k < 0) return -1;
+  if (k == K_NONE) return fail(e, ENOENT, NULL);
+  if (n) {
+    out->is_dir = n->is_dir;
+    out->is_file = !n->is_dir;
+    out->size = n->len;
+    out->mtime = n->mtime;
+    out->writable = 1;
+    return 0;
+  }
+  if (host_stat(v, &v->mounts[w->mount], w->rel, out, e) != 0) return -1;
+  out->writable = out->is_dir || out->is_file;
+  return 0;
+}
+
+static int ov_mkdir(mbxC_vfs *v, const where *w, mbxC_port_error *e) {
+  if (strcmp(w->rel, ".") == 0) return fail(e, EEXIST, NULL);
+  mnode *n;
+  int k = ov_find(v, w, &n, e);
+  if (k < 0) return -1;
+  if (k != K_NONE) return fail(e, EEXIST, NULL);
+  if (ov_parent_ok(v, w, e) != 0) return -1;
+  if (n == NULL && quota_file(v, e) != 0) return -1;
+  /* Over a whiteout, the whiteouts below it stay: what the host holds there stays hidden. */
+  if (n) drop_node(v, n);
+  return guest_node(v, w->path, w->len, 1, w->mount + 1, e) ? 0 : -1;
+}
+
+static int ov_remove(mbxC_vfs *v, const where *w, mbxC_port_error *e) {
+  const vmount *m = &v->mounts[w->mount];
+  if (strcmp(w->rel, ".") == 0) return fail(e, EBUSY, "%s is a mount point", m->path);
+  mnode *n;
+  int k = ov_find(v, w, &n, e);
+  if (k < 0) return -1;
+  if (k == K_NONE) return fail(e, ENOENT, NULL);
+  if (k == K_DIR && ov_dir_empty(v, w, e) != 0) return -1;
+  int on_host = host_has(v, w, e);
+  if (on_host < 0) return -1;
+  if (on_host && n == NULL && quota_file(v, e) != 0) return -1;
+  if (n) {
+    if (!on_host && n->is_dir) {
+      /* A directory the host does not have: the whiteouts below it hide nothing now. */
+      for (size_t i = 0; i < v->node_count;) {
+        mnode *c = v->nodes[i];
+        if (c != n && c->ov == n->ov && covers(n->path, n->path_len, c->path, c->path_len))
+          drop_node(v, c); /* swaps the last node into i */
+        else
+          i++;
+      }
+    }
+    drop_node(v, n);
+  }
+  return on_host ? add_whiteout(v, w, e) : 0;
+}
+
+static int ov_rename(mbxC_vfs *v, const where *a, const where *b, mbxC_port_error *e) {
+  const vmount *m = &v->mounts[a->mount];
+  if (strcmp(a->rel, ".") == 0 || strcmp(b->rel, ".") == 0)
+    return fail(e, EBUSY, "%s is a mount point", m->path);
+  mnode *na, *nb;
+  int ka = ov_find(v, a, &na, e);
+  if (ka < 0) return -1;
+  if (ka == K_NONE) return fail(e, ENOENT, NULL);
+  if (ka == K_DIR)
+    return fail(e, EXDEV,
+                "a directory in an overlay mount cannot be renamed, as in overlayfs: "
+                "copy its files instead");
+  if (ka == K_OTHER)
+    return fail(e, EACCES, "not a regular file: the sandbox opens only files and directories");
+  if (a->len == b->len && memcmp(a->path, b->path, a->len) == 0) return 0;
+  if (ov_parent_ok(v, b, e) != 0) return -1;
+  int kb = ov_find(v, b, &nb, e);
+  if (kb < 0) return -1;
+  if (kb == K_DIR) return fail(e, EISDIR, NULL);
+  int a_host = host_has(v, a, e);
+  if (a_host < 0) return -1;
+  /* Room first, so a refusal changes nothing: a node for the copy (none when the source is
+     already one), a whiteout where the host's source was; the target's node goes. */
+  uint64_t need = (na ? 0u : 1u) + (a_host ? 1u : 0u), gone = nb ? 1u : 0u;
+  if (v->mem_files + v->host_files + need > v->files_max + gone)
+    return fail(e, EDQUOT, "the sandbox may create at most %llu files and directories",
+                (unsigned long long)v->files_max);
+  char *data = NULL;
+  size_t len = 0;
+  if (!na && host_read_whole(v, a, &data, &len, e) != 0) return -1;
+  const char *origin = na ? (na->from ? na->from : a_host ? a->path : NULL) : a->path;
+  char *from = origin ? mbxU_dup_bytes(origin, strlen(origin)) : NULL;
+  char *path = mbxU_dup_bytes(b->path, b->len);
+  if ((origin && from == NULL) || path == NULL || (na && touch(v, na) != 0)) {
+    free(data);
+    free(from);
+    free(path);
+    return fail(e, ENOMEM, NULL);
+  }
+  if (nb) drop_node(v, nb);
+  mnode *moved = na;
+  if (moved) {
+    free(moved->path);
+    moved->path = path;
+    moved->path_len = b->len;
+    free(moved->from);
+  } else {
+    free(path);
+    if ((moved = guest_node(v, b->path, b->len, 0, b->mount + 1, e)) == NULL) {
+      free(data);
+      free(from);
+      return -1;
+    }
+    moved->data = data;
+    moved->cap = len;
+    account_len(v, moved, len);
+    moved->len = len;
+  }
+  /* Renamed back where it came from: just a file at its own path again. */
+  if (from && strcmp(from, moved->path) == 0) {
+    free(from);
+    from = NULL;
+  }
+  moved->from = from;
+  return a_host ? add_whiteout(v, a, e) : 0;
+}
+
 int mbxC_vfs_open(mbxC_vfs *v, const char *path, size_t len, int flags, int *handle_out,
                   mbxC_port_error *e) {
   where w;
   if (locate(v, path, len, &w, e) != 0) return -1;
-  return w.mount >= 0 ? host_open(v, &w, flags, handle_out, e)
-                      : mem_open(v, &w, flags, handle_out, e);
+  if (w.mount < 0) return mem_open(v, &w, flags, handle_out, e);
+  if (v->mounts[w.mount].mode == MBXC_MOUNT_OVERLAY) return ov_open(v, &w, flags, handle_out, e);
+  return host_open(v, &w, flags, handle_out, e);
 }
 
-int mbxC_vfs_read(mbxC_vfs *v, int number, char *buf, size_t len, size_t *got,
-                  mbxC_port_error *e) {
+int mbxC_vfs_read(mbxC_vfs *v, int number, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
   handle *h = get_handle(v, number, e);
   *got = 0;
   if (h == NULL) return -1;
@@ -706,10 +1222,13 @@ static int mem_write(mbxC_vfs *v, handle *h, const char *buf, size_t len, mbxC_p
   uint64_t end = h->pos + len;
   if (end > n->len) {
     uint64_t more = end - n->len;
-    if (more > v->tmp_max - v->tmp_used)
+    if (!n->ov && more > v->tmp_max - v->tmp_used)
       return fail(e, ENOSPC, "the memory /tmp holds at most %llu bytes",
                   (unsigned long long)v->tmp_max);
     if (quota_bytes(v, more, e) != 0) return -1;
+  }
+  if (touch(v, n) != 0) return fail(e, ENOMEM, NULL);
+  if (end > n->len) {
     if (end > n->cap) {
       size_t cap = n->cap ? n->cap : 256;
       while (cap < end)
@@ -720,14 +1239,12 @@ static int mem_write(mbxC_vfs *v, handle *h, const char *buf, size_t len, mbxC_p
       n->cap = cap;
     }
     if (h->pos > n->len) memset(n->data + n->len, 0, (size_t)(h->pos - n->len));
-    v->tmp_used += more;
-    v->bytes_used += more;
+    account_len(v, n, (size_t)end);
     n->len = (size_t)end;
   }
   memcpy(n->data + h->pos, buf, len);
   h->pos = end;
   n->mtime = now_seconds();
-  v->mutations++;
   return 0;
 }
 
@@ -762,7 +1279,7 @@ int mbxC_vfs_write(mbxC_vfs *v, int number, const char *buf, size_t len, size_t 
   }
   h->pos += done;
   if (h->pos > h->host_size) {
-    v->bytes_used += h->pos - h->host_size;
+    v->host_bytes += h->pos - h->host_size;
     h->host_size = h->pos;
   }
   *put = done;
@@ -801,7 +1318,8 @@ static void release_handle(mbxC_vfs *v, handle *h) {
     close(h->fd);
   } else if (h->kind == H_MEM) {
     mnode *n = h->node;
-    if (--n->opens == 0 && !n->in_table) free_node(n);
+    n->opens--;
+    maybe_free(n);
   }
   h->kind = H_FREE;
   h->fd = -1;
@@ -838,22 +1356,8 @@ int mbxC_vfs_stat(mbxC_vfs *v, const char *path, size_t len, mbxC_fs_stat *out,
     out->writable = n->writable;
     return 0;
   }
-  const vmount *m = &v->mounts[w.mount];
-  int fd = beneath(v, m, w.rel, O_PATH, 0);
-  if (fd < 0) return host_fail(e, -fd, walk_mode(v));
-  struct stat st;
-  int ok = fstat(fd, &st);
-  int err = errno;
-  close(fd);
-  if (ok != 0) return host_fail(e, err, 0);
-  /* Only the walk stops on a link (O_PATH | O_NOFOLLOW opens the link itself). */
-  if (S_ISLNK(st.st_mode)) return fail(e, ELOOP, "symbolic links are not followed in this mount");
-  out->is_dir = S_ISDIR(st.st_mode);
-  out->is_file = S_ISREG(st.st_mode);
-  out->size = out->is_file ? (uint64_t)st.st_size : 0;
-  out->mtime = (int64_t)st.st_mtime;
-  out->writable = m->mode == MBXC_MOUNT_RW && (out->is_dir || st.st_nlink <= 1);
-  return 0;
+  if (v->mounts[w.mount].mode == MBXC_MOUNT_OVERLAY) return ov_stat(v, &w, out, e);
+  return host_stat(v, &v->mounts[w.mount], w.rel, out, e);
 }
 
 static int add_name(mbxC_vfs *v, size_t *at, const char *name, size_t n, mbxC_port_error *e) {
@@ -861,8 +1365,7 @@ static int add_name(mbxC_vfs *v, size_t *at, const char *name, size_t n, mbxC_po
     size_t cap = v->names_cap ? v->names_cap * 2 : 1024;
     while (cap < *at + n + 1)
       cap *= 2;
-    if (cap > (1u << 20))
-      return fail(e, ENOMEM, "the directory lists more than 1 MiB of names");
+    if (cap > (1u << 20)) return fail(e, ENOMEM, "the directory lists more than 1 MiB of names");
     char *grown = realloc(v->names, cap);
     if (grown == NULL) return fail(e, ENOMEM, NULL);
     v->names = grown;
@@ -874,8 +1377,8 @@ static int add_name(mbxC_vfs *v, size_t *at, const char *name, size_t n, mbxC_po
   return 0;
 }
 
-int mbxC_vfs_list(mbxC_vfs *v, const char *path, size_t len, const char **names,
-                  size_t *names_len, mbxC_port_error *e) {
+int mbxC_vfs_list(mbxC_vfs *v, const char *path, size_t len, const char **names, size_t *names_len,
+                  mbxC_port_error *e) {
   where w;
   size_t at = 0;
   *names = NULL;
@@ -887,12 +1390,14 @@ int mbxC_vfs_list(mbxC_vfs *v, const char *path, size_t len, const char **names,
     if (!dir->is_dir) return fail(e, ENOTDIR, NULL);
     for (size_t i = 0; i < v->node_count; i++) {
       mnode *n = v->nodes[i];
-      if (n == dir || n->path_len <= w.len) continue;
+      if (n == dir || n->ov || n->path_len <= w.len) continue;
       size_t p = parent_len(n->path, n->path_len);
       if (p != w.len || memcmp(n->path, w.path, w.len) != 0) continue;
       const char *base = n->path + (w.len == 1 ? 1 : w.len + 1);
       if (add_name(v, &at, base, strlen(base), e) != 0) return -1;
     }
+  } else if (v->mounts[w.mount].mode == MBXC_MOUNT_OVERLAY) {
+    if (ov_list(v, &w, &at, e) != 0) return -1;
   } else {
     int fd = beneath(v, &v->mounts[w.mount], w.rel, O_RDONLY | O_DIRECTORY, 0);
     if (fd < 0) return host_fail(e, -fd, walk_mode(v));
@@ -925,13 +1430,10 @@ int mbxC_vfs_mkdir(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *e
     if (dir == NULL || !dir->is_dir) return missing(v, &w, e);
     if (!dir->writable) return fail(e, EROFS, "only /tmp and rw mounts are writable");
     if (quota_file(v, e) != 0) return -1;
-    mnode *n = add_node(v, w.path, w.len, 1, 1);
-    if (n == NULL) return fail(e, ENOMEM, NULL);
-    n->guest_made = 1;
-    v->files_used++;
-    return 0;
+    return guest_node(v, w.path, w.len, 1, 0, e) ? 0 : -1;
   }
   const vmount *m = &v->mounts[w.mount];
+  if (m->mode == MBXC_MOUNT_OVERLAY) return ov_mkdir(v, &w, e);
   if (strcmp(w.rel, ".") == 0) return fail(e, EEXIST, NULL);
   if (m->mode != MBXC_MOUNT_RW) return fail(e, EROFS, "%s is mounted read-only", m->path);
   if (quota_file(v, e) != 0) return -1;
@@ -942,7 +1444,7 @@ int mbxC_vfs_mkdir(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *e
   int err = errno;
   close(dfd);
   if (ok != 0) return host_fail(e, err, 0);
-  v->files_used++;
+  v->host_files++;
   return 0;
 }
 
@@ -956,17 +1458,16 @@ int mbxC_vfs_remove(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *
     if (w.len == 4 && memcmp(w.path, "/tmp", 4) == 0) return fail(e, EBUSY, NULL);
     if (n->is_dir) {
       for (size_t i = 0; i < v->node_count; i++)
-        if (v->nodes[i] != n && parent_len(v->nodes[i]->path, v->nodes[i]->path_len) == w.len &&
+        if (v->nodes[i] != n && !v->nodes[i]->ov &&
+            parent_len(v->nodes[i]->path, v->nodes[i]->path_len) == w.len &&
             memcmp(v->nodes[i]->path, w.path, w.len) == 0 && v->nodes[i]->path_len > w.len)
           return fail(e, ENOTEMPTY, NULL);
     }
-    v->tmp_used -= n->len;
-    v->bytes_used -= n->len;
-    if (n->guest_made) v->files_used--;
-    unlink_node(v, n);
+    drop_node(v, n);
     return 0;
   }
   const vmount *m = &v->mounts[w.mount];
+  if (m->mode == MBXC_MOUNT_OVERLAY) return ov_remove(v, &w, e);
   if (strcmp(w.rel, ".") == 0) return fail(e, EBUSY, "%s is a mount point", m->path);
   if (m->mode != MBXC_MOUNT_RW) return fail(e, EROFS, "%s is mounted read-only", m->path);
   const char *name;
@@ -994,24 +1495,20 @@ static int mem_rename(mbxC_vfs *v, const where *a, const where *b, mbxC_port_err
   if (a->len == b->len && memcmp(a->path, b->path, a->len) == 0) return 0;
   if (covers(a->path, a->len, b->path, b->len)) return fail(e, EINVAL, NULL);
   mnode *old = find_node(v, b->path, b->len);
-  if (old) {
-    if (old->is_dir || n->is_dir) return fail(e, old->is_dir ? EISDIR : ENOTDIR, NULL);
-    v->tmp_used -= old->len;
-    v->bytes_used -= old->len;
-    if (old->guest_made) v->files_used--;
-    unlink_node(v, old);
-  }
-  v->mutations++;
-  /* The node and, for a directory, everything below it take the new prefix. */
+  if (old && (old->is_dir || n->is_dir)) return fail(e, old->is_dir ? EISDIR : ENOTDIR, NULL);
+  /* The node and, for a directory, everything below it take the new prefix: checked and
+     saved for the journal first, so a refusal changes nothing. */
   for (size_t i = 0; i < v->node_count; i++) {
     mnode *c = v->nodes[i];
-    if (!covers(a->path, a->len, c->path, c->path_len)) continue;
+    if (c->ov || !covers(a->path, a->len, c->path, c->path_len)) continue;
     size_t rest = c->path_len - a->len;
     if (b->len + rest > MBXC_VFS_PATH_MAX) return fail(e, ENAMETOOLONG, NULL);
+    if (touch(v, c) != 0) return fail(e, ENOMEM, NULL);
   }
+  if (old) drop_node(v, old);
   for (size_t i = 0; i < v->node_count; i++) {
     mnode *c = v->nodes[i];
-    if (!covers(a->path, a->len, c->path, c->path_len)) continue;
+    if (c->ov || !covers(a->path, a->len, c->path, c->path_len)) continue;
     size_t rest = c->path_len - a->len;
     char *p = malloc(b->len + rest + 1);
     if (p == NULL) return fail(e, ENOMEM, NULL);
@@ -1025,8 +1522,8 @@ static int mem_rename(mbxC_vfs *v, const where *a, const where *b, mbxC_port_err
   return 0;
 }
 
-int mbxC_vfs_rename(mbxC_vfs *v, const char *from, size_t from_len, const char *to,
-                    size_t to_len, mbxC_port_error *e) {
+int mbxC_vfs_rename(mbxC_vfs *v, const char *from, size_t from_len, const char *to, size_t to_len,
+                    mbxC_port_error *e) {
   where a, b;
   if (locate(v, from, from_len, &a, e) != 0 || locate(v, to, to_len, &b, e) != 0) return -1;
   if (a.mount < 0 && b.mount < 0) return mem_rename(v, &a, &b, e);
@@ -1037,6 +1534,7 @@ int mbxC_vfs_rename(mbxC_vfs *v, const char *from, size_t from_len, const char *
     return fail(e, EXDEV, "a rename cannot cross mounts");
   }
   const vmount *m = &v->mounts[a.mount];
+  if (m->mode == MBXC_MOUNT_OVERLAY) return ov_rename(v, &a, &b, e);
   if (strcmp(a.rel, ".") == 0 || strcmp(b.rel, ".") == 0)
     return fail(e, EBUSY, "%s is a mount point", m->path);
   if (m->mode != MBXC_MOUNT_RW) return fail(e, EROFS, "%s is mounted read-only", m->path);
@@ -1055,122 +1553,227 @@ int mbxC_vfs_rename(mbxC_vfs *v, const char *from, size_t from_len, const char *
   return ok == 0 ? 0 : host_fail(e, err, 0);
 }
 
-/* ---- checkpoints of the memory tree ---- */
+/* ---- checkpoints: marks over the journal ---- */
 
-typedef struct saved_node {
-  char *path;
-  size_t path_len;
-  int is_dir, guest_made;
-  char *data;
-  size_t len;
-  int64_t mtime;
-} saved_node;
+static int64_t newest_mark_pos(const mbxC_vfs *v) {
+  return v->marks ? v->marks->pos : INT64_MAX;
+}
 
-struct mbxC_vfs_mark {
-  const mbxC_vfs *view; /* the view it was taken of (a reset makes another) */
-  uint64_t mutations;
-  saved_node *nodes; /* the writable nodes below /tmp; the rest never changes */
-  size_t count;
-  uint64_t tmp_used;
-  uint64_t mem_files; /* guest-made memory nodes */
-};
+/* Forget the first k journal entries: nothing will be restored past them any more. */
+static void journal_drop(mbxC_vfs *v, size_t k) {
+  for (size_t i = 0; i < k; i++) {
+    jentry *j = &v->journal[i];
+    if (j->op == J_NOP) continue;
+    mnode *n = j->node;
+    if (j->op == J_SAVE) {
+      free(j->path);
+      free(j->data);
+      free(j->from);
+    }
+    if (j->op == J_ADD) n->add_pos = -1;
+    n->jrefs--;
+    maybe_free(n);
+  }
+  memmove(v->journal, v->journal + k, (v->jlen - k) * sizeof *v->journal);
+  v->jlen -= k;
+  v->jbase += (int64_t)k;
+}
 
-static uint64_t mem_files_of(const mbxC_vfs *v) {
-  uint64_t n = 0;
-  for (size_t i = 0; i < v->node_count; i++)
-    n += v->nodes[i]->guest_made != 0;
-  return n;
+mbxC_vfs_mark *mbxC_vfs_mark_take(mbxC_vfs *v) {
+  mbxC_vfs_mark *m = calloc(1, sizeof *m);
+  if (m == NULL) return NULL;
+  *m = (mbxC_vfs_mark){.view = v,
+                       .next = v->marks,
+                       .pos = v->jbase + (int64_t)v->jlen,
+                       .valid = 1,
+                       .tmp_used = v->tmp_used,
+                       .mem_bytes = v->mem_bytes,
+                       .mem_files = v->mem_files};
+  v->marks = m;
+  v->epoch++; /* every node's next change is saved again */
+  return m;
 }
 
 void mbxC_vfs_mark_free(mbxC_vfs_mark *m) {
   if (m == NULL) return;
-  for (size_t i = 0; i < m->count; i++) {
-    free(m->nodes[i].path);
-    free(m->nodes[i].data);
+  mbxC_vfs *v = m->view;
+  if (v) {
+    for (mbxC_vfs_mark **p = &v->marks; *p; p = &(*p)->next) {
+      if (*p == m) {
+        *p = m->next;
+        break;
+      }
+    }
+    /* What only this mark needed goes: all of it when it was the last one. */
+    int64_t oldest = v->jbase + (int64_t)v->jlen;
+    for (mbxC_vfs_mark *o = v->marks; o; o = o->next)
+      if (o->pos < oldest) oldest = o->pos;
+    if (oldest > v->jbase) journal_drop(v, (size_t)(oldest - v->jbase));
   }
-  free(m->nodes);
   free(m);
 }
 
-mbxC_vfs_mark *mbxC_vfs_mark_take(const mbxC_vfs *v) {
-  mbxC_vfs_mark *m = calloc(1, sizeof *m);
-  if (m == NULL) return NULL;
-  m->view = v;
-  m->mutations = v->mutations;
-  m->tmp_used = v->tmp_used;
-  m->mem_files = mem_files_of(v);
-  if (v->node_count && (m->nodes = calloc(v->node_count, sizeof *m->nodes)) == NULL) goto oom;
-  for (size_t i = 0; i < v->node_count; i++) {
-    const mnode *n = v->nodes[i];
-    if (!n->writable || (n->path_len == 4 && memcmp(n->path, "/tmp", 4) == 0)) continue;
-    saved_node *c = &m->nodes[m->count++];
-    *c = (saved_node){.path_len = n->path_len, .is_dir = n->is_dir,
-                      .guest_made = n->guest_made, .len = n->len, .mtime = n->mtime};
-    if ((c->path = mbxU_dup_bytes(n->path, n->path_len)) == NULL ||
-        (n->len && (c->data = mbxU_dup_bytes(n->data, n->len)) == NULL))
-      goto oom;
+int mbxC_vfs_mark_restore(mbxC_vfs *v, mbxC_vfs_mark *m) {
+  if (m->view != v || !m->valid || m->pos < v->jbase) return -1;
+  mbxC_vfs_close_all(v);
+  size_t keep = (size_t)(m->pos - v->jbase);
+  /* Room for every node a removal took out, first: past this point nothing can fail. */
+  size_t back = 0;
+  for (size_t i = keep; i < v->jlen; i++)
+    back += v->journal[i].op == J_DEL;
+  if (v->node_count + back > v->node_cap) {
+    mnode **grown = realloc(v->nodes, (v->node_count + back) * sizeof *grown);
+    if (grown == NULL) return -1;
+    v->nodes = grown;
+    v->node_cap = v->node_count + back;
   }
-  return m;
-oom:
-  mbxC_vfs_mark_free(m);
-  return NULL;
+  for (size_t i = v->jlen; i-- > keep;) {
+    jentry *j = &v->journal[i];
+    mnode *n = j->node;
+    if (j->op == J_NOP) continue;
+    if (j->op == J_SAVE) {
+      free(n->path);
+      free(n->data);
+      free(n->from);
+      n->path = j->path;
+      n->path_len = j->path_len;
+      n->data = j->data;
+      n->len = n->cap = j->len;
+      n->from = j->from;
+      n->is_dir = j->is_dir;
+      n->whiteout = j->whiteout;
+      n->mtime = j->mtime;
+    } else if (j->op == J_ADD) {
+      for (size_t k = 0; k < v->node_count; k++) {
+        if (v->nodes[k] == n) {
+          v->nodes[k] = v->nodes[--v->node_count];
+          break;
+        }
+      }
+      n->in_table = 0;
+      n->add_pos = -1;
+    } else {
+      v->nodes[v->node_count++] = n;
+      n->in_table = 1;
+    }
+    n->jrefs--;
+    maybe_free(n);
+  }
+  v->jlen = keep;
+  v->epoch++;
+  for (mbxC_vfs_mark *o = v->marks; o; o = o->next)
+    if (o->pos > m->pos) o->valid = 0;
+  /* The quotas follow the memory tree back; what rw mounts grew by stays counted. */
+  v->tmp_used = m->tmp_used;
+  v->mem_bytes = m->mem_bytes;
+  v->mem_files = m->mem_files;
+  return 0;
 }
 
-int mbxC_vfs_mark_restore(mbxC_vfs *v, const mbxC_vfs_mark *m) {
+void mbxC_vfs_reset(mbxC_vfs *v) {
   mbxC_vfs_close_all(v);
-  if (m->view == v && m->mutations == v->mutations) return 0;
-  uint64_t mem_files = mem_files_of(v);
-  uint64_t host_files = v->files_used > mem_files ? v->files_used - mem_files : 0;
-  /* Copies first, so running out of memory changes nothing. */
-  mnode **fresh = m->count ? calloc(m->count, sizeof *fresh) : NULL;
-  if (m->count && fresh == NULL) return -1;
-  for (size_t i = 0; i < m->count; i++) {
-    const saved_node *c = &m->nodes[i];
-    fresh[i] = calloc(1, sizeof **fresh);
-    if (fresh[i] == NULL || (fresh[i]->path = mbxU_dup_bytes(c->path, c->path_len)) == NULL ||
-        (c->len && (fresh[i]->data = mbxU_dup_bytes(c->data, c->len)) == NULL)) {
-      for (size_t j = 0; j <= i; j++)
-        if (fresh[j]) free_node(fresh[j]);
-      free(fresh);
-      return -1;
-    }
-    *fresh[i] = (mnode){.path = fresh[i]->path, .path_len = c->path_len, .is_dir = c->is_dir,
-                        .writable = 1, .guest_made = c->guest_made, .in_table = 1,
-                        .data = fresh[i]->data, .len = c->len, .cap = c->len,
-                        .mtime = c->mtime};
-  }
-  size_t keep = 0;
-  for (size_t i = 0; i < v->node_count; i++) {
-    mnode *n = v->nodes[i];
-    if (n->writable && !(n->path_len == 4 && memcmp(n->path, "/tmp", 4) == 0))
-      free_node(n); /* no handle is open: close_all above */
+  for (size_t i = 0; i < v->node_count;) {
+    if (v->nodes[i]->guest_made)
+      drop_node(v, v->nodes[i]); /* swaps the last node into i */
     else
-      v->nodes[keep++] = n;
+      i++;
   }
-  v->node_count = keep;
-  if (keep + m->count > v->node_cap) {
-    mnode **grown = realloc(v->nodes, (keep + m->count) * sizeof *grown);
-    if (grown == NULL) { /* the tree is now /tmp empty: still consistent */
-      for (size_t i = 0; i < m->count; i++)
-        free_node(fresh[i]);
-      free(fresh);
-      v->bytes_used -= v->tmp_used < v->bytes_used ? v->tmp_used : v->bytes_used;
-      v->tmp_used = 0;
-      v->files_used = host_files;
-      v->mutations++;
-      return -1;
-    }
-    v->nodes = grown;
-    v->node_cap = keep + m->count;
+  v->tmp_used = v->mem_bytes = v->mem_files = 0;
+  v->host_bytes = v->host_files = 0;
+}
+
+/* ---- the change set ---- */
+
+static int by_path(const void *a, const void *b) {
+  const mnode *x = *(const mnode *const *)a, *y = *(const mnode *const *)b;
+  size_t n = x->path_len < y->path_len ? x->path_len : y->path_len;
+  int c = memcmp(x->path, y->path, n);
+  return c ? c : (x->path_len > y->path_len) - (x->path_len < y->path_len);
+}
+
+static int by_string(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The kind of overlay node n's change, or 0 when the guest's view equals the host's. */
+static int ov_change(mbxC_vfs *v, const mnode *n, int *host_dir) {
+  where w;
+  mbxC_port_error e;
+  struct stat st;
+  if (locate(v, n->path, n->path_len, &w, &e) != 0 || w.mount < 0) return 0;
+  int hk = host_kind(v, &v->mounts[w.mount], w.rel, &st, &e);
+  if (hk < 0) hk = K_OTHER;
+  *host_dir = hk == K_DIR;
+  if (n->whiteout) return hk == K_NONE ? 0 : MBXC_CHANGE_REMOVED;
+  if (n->is_dir) return hk == K_DIR ? 0 : MBXC_CHANGE_CREATED;
+  if (hk == K_FILE) {
+    /* The same bytes as the host's (written back unchanged): no change. */
+    if ((uint64_t)st.st_size != n->len) return MBXC_CHANGE_MODIFIED;
+    char *data;
+    size_t len;
+    if (host_read_upto(v, &w, 0, n->len, &data, &len, &e) != 0) return MBXC_CHANGE_MODIFIED;
+    int same = len == n->len && (len == 0 || memcmp(data, n->data, len) == 0);
+    free(data);
+    return same ? 0 : MBXC_CHANGE_MODIFIED;
   }
-  for (size_t i = 0; i < m->count; i++)
-    v->nodes[v->node_count++] = fresh[i];
-  free(fresh);
-  /* The quotas follow the memory tree back; what rw mounts grew by stays counted. */
-  uint64_t host_bytes = v->bytes_used > v->tmp_used ? v->bytes_used - v->tmp_used : 0;
-  v->bytes_used = host_bytes + m->tmp_used;
-  v->tmp_used = m->tmp_used;
-  v->files_used = host_files + m->mem_files;
-  v->mutations++;
-  return 0;
+  if (hk == K_OTHER) return MBXC_CHANGE_MODIFIED;
+  return n->from ? MBXC_CHANGE_RENAMED : MBXC_CHANGE_CREATED;
+}
+
+int mbxC_vfs_changes(mbxC_vfs *v, mbxC_vfs_change_fn fn, void *ud, mbxC_port_error *e) {
+  size_t count = 0;
+  for (size_t i = 0; i < v->node_count; i++)
+    count += v->nodes[i]->guest_made != 0;
+  if (count == 0) return 0;
+  mnode **list = malloc(count * sizeof *list);
+  int *kinds = calloc(count, sizeof *kinds);
+  int *dirs = calloc(count, sizeof *dirs);
+  const char **froms = malloc(count * sizeof *froms);
+  int rc = 0;
+  if (list == NULL || kinds == NULL || dirs == NULL || froms == NULL) {
+    rc = fail(e, ENOMEM, NULL);
+    goto done;
+  }
+  size_t k = 0, nfrom = 0;
+  for (size_t i = 0; i < v->node_count; i++)
+    if (v->nodes[i]->guest_made) list[k++] = v->nodes[i];
+  qsort(list, count, sizeof *list, by_path);
+  for (size_t i = 0; i < count; i++) {
+    mnode *n = list[i];
+    kinds[i] = n->ov ? ov_change(v, n, &dirs[i]) : MBXC_CHANGE_CREATED;
+    if (kinds[i] == MBXC_CHANGE_RENAMED) froms[nfrom++] = n->from;
+  }
+  qsort(froms, nfrom, sizeof *froms, by_string);
+  for (size_t i = 0; i < count && rc == 0; i++) {
+    mnode *n = list[i];
+    if (kinds[i] == 0) continue;
+    /* The source of a rename shows as the rename's "from", not as a removal too. */
+    if (kinds[i] == MBXC_CHANGE_REMOVED && nfrom &&
+        bsearch(&n->path, froms, nfrom, sizeof *froms, by_string))
+      continue;
+    mbxC_vfs_change c = {.path = n->path,
+                         .path_len = n->path_len,
+                         .kind = kinds[i],
+                         .from = kinds[i] == MBXC_CHANGE_RENAMED ? n->from : NULL,
+                         .is_dir = kinds[i] == MBXC_CHANGE_REMOVED ? dirs[i] : n->is_dir,
+                         .data = n->whiteout || n->is_dir ? NULL : n->data,
+                         .len = n->whiteout || n->is_dir ? 0 : n->len};
+    if (fn(ud, &c) != 0) rc = fail(e, ECANCELED, NULL);
+  }
+done:
+  free(list);
+  free(kinds);
+  free(dirs);
+  free(froms);
+  return rc;
+}
+
+int mbxC_vfs_host_original(mbxC_vfs *v, const char *path, size_t len, uint64_t max, char **data,
+                           size_t *n, mbxC_port_error *e) {
+  where w;
+  *data = NULL;
+  *n = 0;
+  if (locate(v, path, len, &w, e) != 0) return -1;
+  if (w.mount < 0) return fail(e, ENOENT, "a memory path has no host original");
+  return host_read_upto(v, &w, 0, max, data, n, e);
 }

@@ -17,7 +17,11 @@
 ** Only regular files and directories are ever opened: a host object is first opened O_PATH
 ** and fstat'ed, so FIFOs, sockets and devices are refused without being opened, then
 ** reopened with O_NONBLOCK | O_NOCTTY and checked to be the same inode.
-** Overlay mounts are not implemented (the policy refuses them).
+** An overlay mount reads through to its host directory exactly as a ro mount does; every
+** change the guest makes below it (a file written, a directory made, an entry removed or
+** renamed) lands in the view's node table as a memory file, directory or whiteout, charged to
+** the quota; the host directory is never opened for writing. Renaming a directory in an
+** overlay answers EXDEV, as overlayfs does. mbxC_vfs_changes walks those entries.
 */
 
 #include <stddef.h>
@@ -50,7 +54,7 @@ enum { MBXC_MOUNT_RO = 1, MBXC_MOUNT_RW = 2, MBXC_MOUNT_OVERLAY = 4 };
 typedef struct mbxC_fs_mount {
   char *path; /* virtual, normalized, not "/" */
   char *host; /* absolute, resolved once (realpath) when the policy took it */
-  int mode;   /* MBXC_MOUNT_RO or MBXC_MOUNT_RW */
+  int mode;   /* MBXC_MOUNT_RO, MBXC_MOUNT_RW or MBXC_MOUNT_OVERLAY */
 } mbxC_fs_mount;
 typedef struct mbxC_fs_file {
   char *path; /* virtual, normalized */
@@ -107,17 +111,50 @@ uint64_t mbxC_vfs_files_used(const mbxC_vfs *v);
 size_t mbxC_vfs_mount_count(const mbxC_vfs *v);
 int mbxC_vfs_mount_fd(const mbxC_vfs *v, size_t i, const char **path, int *mode);
 
-/* Checkpoints of the memory tree (mbx_sandbox_checkpoint / mbx_sandbox_rewind): a mark copies
-   what /tmp holds (its size, at most the tmp quota; the policy's files never change and are
-   not copied). Restoring closes every handle, then, if the memory tree changed since the
-   mark, puts /tmp back as it was, with its quota use; what rw mounts were written stays
-   (and stays counted). A restore with no change since the mark costs nothing more. NULL /
-   -1 when out of host memory (restore then leaves a consistent tree: as it was, or /tmp
-   empty). */
+/* Checkpoints of the memory tree and the overlays (mbx_sandbox_checkpoint / rewind). While
+   a mark is live, a journal records the first change to each memory node per checkpoint
+   epoch (its path, bytes and kind, copied once), every creation and every removal (the node
+   kept); restoring undoes the entries after the mark, newest first. So taking a mark copies
+   nothing, and a restore costs what changed since the mark, never what stayed the same (the
+   granularity is one file: the first write to a file after a mark copies that file).
+   Restoring closes every handle; what rw mounts were written stays (and stays counted).
+   Restoring a mark makes the newer marks invalid (their restore answers -1). take: NULL when
+   out of host memory; restore: -1 when out of host memory (nothing changed) or the mark is
+   not valid for v. Marks may outlive the view (then they only free). */
 typedef struct mbxC_vfs_mark mbxC_vfs_mark;
-mbxC_vfs_mark *mbxC_vfs_mark_take(const mbxC_vfs *v);
-int mbxC_vfs_mark_restore(mbxC_vfs *v, const mbxC_vfs_mark *m);
+mbxC_vfs_mark *mbxC_vfs_mark_take(mbxC_vfs *v);
+int mbxC_vfs_mark_restore(mbxC_vfs *v, mbxC_vfs_mark *m);
 void mbxC_vfs_mark_free(mbxC_vfs_mark *m);
+/* Bytes the journal has copied so far (tests assert a rewind's cost with it). */
+uint64_t mbxC_vfs_journal_copied(const mbxC_vfs *v);
+/* Back to the view as made: every handle closed, every file and directory the guest made in
+   /tmp and the overlays dropped (journaled, so a live mark can still be restored), quotas
+   zero. */
+void mbxC_vfs_reset(mbxC_vfs *v);
+
+/* The change set: what the guest created, modified, removed or renamed in the overlays and
+   the memory /tmp, as the host would see it if applied. Each entry once, sorted by path
+   (bytewise); an overlay file written back with the host's bytes is no change, and the
+   source of a rename appears as the rename's from, not as a removal. data/len: a file's
+   bytes now (NULL for directories and removals), valid during the callback only. */
+enum { MBXC_CHANGE_CREATED = 1, MBXC_CHANGE_MODIFIED = 2, MBXC_CHANGE_REMOVED = 3,
+       MBXC_CHANGE_RENAMED = 4 };
+typedef struct mbxC_vfs_change {
+  const char *path;
+  size_t path_len;
+  int kind;
+  const char *from; /* MBXC_CHANGE_RENAMED: the path it was renamed from; else NULL */
+  int is_dir;
+  const char *data;
+  size_t len;
+} mbxC_vfs_change;
+typedef int (*mbxC_vfs_change_fn)(void *ud, const mbxC_vfs_change *c);
+/* 0, or -1 (e: out of host memory, or ECANCELED when fn returned nonzero). */
+int mbxC_vfs_changes(mbxC_vfs *v, mbxC_vfs_change_fn fn, void *ud, mbxC_port_error *e);
+/* The host's bytes at overlay path (for a diff against the original): confined as every
+   read is, at most max bytes (EFBIG past it); *data malloc'd (free it). */
+int mbxC_vfs_host_original(mbxC_vfs *v, const char *path, size_t len, uint64_t max,
+                           char **data, size_t *n, mbxC_port_error *e);
 
 /* The operations of capabilities/port.h (fs_*), on guest paths (normalized here). Each
    returns 0, or -1 with e->errnum an errno value and e->message its text plus the reason in

@@ -373,12 +373,16 @@ MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error
 ** mounts. Any other path does not exist, whatever the host has there, and the guest cannot
 ** tell a host path that exists from one that does not. Virtual paths are absolute and
 ** normalized ("/data", not "/data/", "data" or "/a/../data"). mbx_sandbox_rewind puts /tmp
-** back as it was at the checkpoint (and closes every open file); writes to rw mounts are never
-** undone.
+** and the overlays back as they were at the checkpoint (and closes every open file), at a
+** cost proportional to what changed since; writes to rw mounts are never undone.
 */
 #define MBX_MOUNT_RO 1      /* reads only: every write, create, remove or rename is EROFS */
 #define MBX_MOUNT_RW 2      /* writes reach the host directory (within the MBX_LIMIT_FS_* quotas) */
-#define MBX_MOUNT_OVERLAY 4 /* not implemented yet: refused with MBX_UNSUPPORTED */
+/* reads fall through to host_dir (confined as ro); writes, creates, removes and renames land
+   in the sandbox's memory (charged to the MBX_LIMIT_FS_* quotas): the host is never
+   modified. A directory rename answers EXDEV (as overlayfs does). mbx_sandbox_changes lists
+   what the guest changed; mbx_sandbox_reset drops it, mbx_sandbox_rewind restores it. */
+#define MBX_MOUNT_OVERLAY 4
 
 /*
 ** Mount host_dir at virtual_path. host_dir is resolved once, here (symlinks and relative
@@ -388,8 +392,7 @@ MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error
 ** hard link is read-only in a rw mount (the other link may lie outside). virtual_path must be
 ** absolute and normalized, not "/", not /tmp or below it, and must not contain or lie inside
 ** another mount or a policy file. At most 32 mounts. Returns MBX_OK, MBX_INVALID_ARGUMENT
-** (err names what was wrong; nothing changed), MBX_UNSUPPORTED (MBX_MOUNT_OVERLAY) or
-** MBX_NO_MEMORY. Sandboxes open the directory when they are created; a policy with mounts
+** (err names what was wrong; nothing changed) or MBX_NO_MEMORY. Sandboxes open the directory when they are created; a policy with mounts
 ** cannot be snapshotted (mbx_sandbox_snapshot answers MBX_UNSUPPORTED).
 */
 MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path,
