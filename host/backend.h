@@ -21,6 +21,7 @@
 
 #include "capabilities/port_record.h"
 #include "capabilities/replay.h"
+#include "capabilities/vfs.h"
 #include "include/moonbox.h"
 
 typedef struct mbxH_run_args {
@@ -65,6 +66,9 @@ typedef struct mbxH_backend {
   /* The record/replay layer over the sandbox's port: NULL unless the policy is
      deterministic (only such sandboxes keep the log that snapshots are made of). */
   mbxC_port_record *(*recorder)(void *impl);
+  /* The sandbox's filesystem view, for the change set (host/changes.c): NULL when none was
+     made yet (nothing was written) or the backend keeps it elsewhere. */
+  mbxC_vfs *(*files)(void *impl);
 } mbxH_backend;
 
 /* The backends there are. */

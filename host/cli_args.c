@@ -78,7 +78,10 @@ typedef enum option_id {
   OPT_MOUNT,
   OPT_FILE,
   OPT_ISOLATE,
-  OPT_ALLOW_EXEC
+  OPT_ALLOW_EXEC,
+  OPT_CHANGES,
+  OPT_EXPORT_CHANGES,
+  OPT_DIFF
 } option_id;
 
 typedef struct option_spec {
@@ -117,6 +120,9 @@ static const option_spec run_options[] = {
     {"--file", OPT_FILE, 1, "--file /input/orders.csv=orders.csv", 0},
     {"--isolate", OPT_ISOLATE, 1, "--isolate process", 0},
     {"--allow-exec", OPT_ALLOW_EXEC, 1, "--allow-exec /usr/bin/python3", 0},
+    {"--changes", OPT_CHANGES, 0, NULL, FOR_RUN},
+    {"--export-changes", OPT_EXPORT_CHANGES, 1, "--export-changes ./changes", FOR_RUN},
+    {"--diff", OPT_DIFF, 0, NULL, FOR_RUN},
 };
 
 static const char usage_text[] =
@@ -156,9 +162,10 @@ static const char usage_text[] =
     "                         --deterministic on)\n"
     "  --policy FILE          load limits, env, seed, time and files from a JSON policy\n"
     "                         (docs/policy.md); the options here override its values\n"
-    "  --mount HOSTDIR:/PATH[:ro|rw]\n"
+    "  --mount HOSTDIR:/PATH[:ro|rw|overlay]\n"
     "                         show HOSTDIR at /PATH (ro: read-only, the default; rw: writes\n"
-    "                         reach HOSTDIR) (repeatable)\n"
+    "                         reach HOSTDIR; overlay: writes stay in the sandbox's memory)\n"
+    "                         (repeatable)\n"
     "  --file /PATH=HOSTFILE  a read-only copy of HOSTFILE at /PATH (repeatable)\n"
     "  --isolate process|none run the script in a jailed worker process (moonbox-worker:\n"
     "                         no files, no network, no system calls but compute) or in\n"
@@ -167,6 +174,11 @@ static const char usage_text[] =
     "                         the exec sandbox (bubblewrap); /bin/sh also enables os.execute\n"
     "                         and io.popen (repeatable; see moonbox doctor)\n"
     "  --json                 print one JSON object with status, value, output and usage\n"
+    "  --changes              after the run, list what the script changed in overlays and\n"
+    "                         /tmp on stderr (under \"changes\" with --json)\n"
+    "  --export-changes DIR   write the changed files under DIR (a new directory), with\n"
+    "                         the manifest DIR/.moonbox-changes.json (removals, renames)\n"
+    "  --diff                 print a unified diff of the changes on stdout, after the output\n"
     "  -h, --help             show this help\n"
     "  --version              show the version\n"
     "\n"
@@ -576,6 +588,8 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_VERSION:
   case OPT_JSON:
   case OPT_DETERMINISTIC:
+  case OPT_CHANGES:
+  case OPT_DIFF:
     break; /* flags are handled by the caller */
   case OPT_EVAL:
     return set_script(opt, MBXH_CLI_SCRIPT_CODE, value, msg, msg_size);
@@ -634,6 +648,13 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
       return -1;
     }
     opt->pause_on[opt->pause_count++] = value;
+    break;
+  case OPT_EXPORT_CHANGES:
+    if (value[0] == '\0') {
+      set_msg(msg, msg_size, "--export-changes: empty directory name (e.g. %s)", spec->example);
+      return -1;
+    }
+    opt->export_changes = value;
     break;
   case OPT_SNAPSHOT_OUT:
     if (value[0] == '\0') {
@@ -878,6 +899,10 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
       /* --json and --deterministic; with --json given twice, the second is a no-op. */
       if (spec->id == OPT_DETERMINISTIC)
         opt->deterministic = 1;
+      else if (spec->id == OPT_CHANGES)
+        opt->changes = 1;
+      else if (spec->id == OPT_DIFF)
+        opt->diff = 1;
       else
         opt->json = 1;
       continue;

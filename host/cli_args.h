@@ -74,6 +74,9 @@ typedef struct mbxH_cli_options {
   int file_count;
   const char *allow_exec[MBXH_CLI_MAX_EXEC]; /* --allow-exec PROGRAM */
   int allow_exec_count;
+  int changes;                 /* --changes */
+  const char *export_changes;  /* --export-changes DIR, or NULL */
+  int diff;                    /* --diff */
   /* moonbox resume only: */
   const char *snapshot;        /* SNAPSHOT: the file to restore ("-" = stdin) */
   const char *resume_value;    /* --value JSON, or NULL */

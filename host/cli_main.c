@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "host/changes.h"
 #include "host/cli_args.h"
 #include "host/cli_fuzz.h"
 #include "host/cli_policy.h"
@@ -213,8 +214,9 @@ static int run_exit_code(const mbx_result *res) {
   return mbxH_cli_exit_code(mbx_result_status(res));
 }
 
-/* Prints the outcome of a run that happened; returns the exit code. */
-static int print_result(const mbx_result *res, int json) {
+/* Prints the outcome of a run that happened; returns the exit code. changes (NULL: none) is
+   the change set's JSON array, added to the --json object under "changes". */
+static int print_result(const mbx_result *res, int json, const char *changes) {
   mbx_status status = mbx_result_status(res);
   size_t len = 0;
   const char *text;
@@ -224,7 +226,14 @@ static int print_result(const mbx_result *res, int json) {
       fputs("moonbox: out of memory while writing the result\n", stderr);
       return mbxH_cli_exit_code(MBX_NO_MEMORY);
     }
-    fwrite(text, 1, len, stdout);
+    if (changes && len > 1 && text[len - 1] == '}') {
+      fwrite(text, 1, len - 1, stdout);
+      fputs(",\"changes\":", stdout);
+      fputs(changes, stdout);
+      fputs("}", stdout);
+    } else {
+      fwrite(text, 1, len, stdout);
+    }
     fputc('\n', stdout);
     return run_exit_code(res);
   }
@@ -402,7 +411,27 @@ static int finish_job(const mbxH_cli_options *opt, run_job *job) {
       fprintf(stderr, "moonbox: %s\n", job->err.message);
     return mbxH_cli_exit_code(job->status);
   }
-  exit_code = print_result(job->result, opt->json);
+  char *changes = NULL;
+  mbx_error cerr;
+  if (opt->json && opt->changes &&
+      mbx_sandbox_changes(job->sandbox, 0, &changes, NULL, &cerr) != MBX_OK) {
+    fprintf(stderr, "moonbox: --changes: %s\n", cerr.message);
+    return EXIT_INTERNAL;
+  }
+  exit_code = print_result(job->result, opt->json, changes);
+  mbx_free(changes);
+  /* The change set after the output: the summary on stderr, the diff on stdout. */
+  mbx_status cs = MBX_OK;
+  fflush(stdout);
+  if (opt->changes && !opt->json) cs = mbxH_changes_summary(job->sandbox, stderr, &cerr);
+  if (cs == MBX_OK && opt->diff) cs = mbxH_changes_diff(job->sandbox, stdout, &cerr);
+  if (cs == MBX_OK && opt->export_changes)
+    cs = mbxH_changes_export(job->sandbox, opt->export_changes, &cerr);
+  if (cs != MBX_OK) {
+    fflush(stdout);
+    fprintf(stderr, "moonbox: %s\n", cerr.message);
+    return cs == MBX_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_INTERNAL;
+  }
   if (job->status == MBX_PAUSED && opt->snapshot_out != NULL) {
     int rc = save_snapshot(job->sandbox, opt->snapshot_out);
     if (rc != 0) exit_code = rc;

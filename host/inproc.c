@@ -368,6 +368,10 @@ static mbx_status inproc_resume(void *impl, const char *fn, const char *value, s
   return collect(ip, s, &why, &outcome, ip->recording, out, err);
 }
 
+static mbxC_vfs *inproc_files(void *impl) {
+  return ((inproc *)impl)->port.vfs;
+}
+
 const mbxH_backend mbxH_inproc_backend = {.version = MBXH_BACKEND_VERSION,
                                           .name = "in-process",
                                           .create = inproc_create,
@@ -380,4 +384,5 @@ const mbxH_backend mbxH_inproc_backend = {.version = MBXH_BACKEND_VERSION,
                                           .interrupt = inproc_interrupt,
                                           .paused = inproc_paused,
                                           .heap_bytes = inproc_heap_bytes,
-                                          .recorder = inproc_recorder};
+                                          .recorder = inproc_recorder,
+                                          .files = inproc_files};

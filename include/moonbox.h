@@ -657,9 +657,11 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err);
 ** mbx_sandbox_checkpoint captures the sandbox's whole current state between runs: the guest
 ** heap (a copy of the used part of the sandbox's heap slot: ~18 KB for an idle sandbox, more
 ** with whatever the guest keeps in globals), and the host-side state that belongs to it: the
-** poisoned flag, the position in the policy's seed sequence, and a copy of the memory /tmp
-** (what it holds, at most MBX_LIMIT_FS_TMP bytes; writes to rw mounts are never undone, and a
-** rewind closes every open file). Output buffers are per run:
+** poisoned flag, the position in the policy's seed sequence, and the memory files (/tmp and
+** what overlay mounts hold): a journal starts recording their changes, so the checkpoint
+** copies none of them and a rewind costs what changed since (a file written after the
+** checkpoint is copied once, at its first change; files left alone are never copied). Writes
+** to rw mounts are never undone, and a rewind closes every open file. Output buffers are per run:
 ** nothing of them is kept. One checkpoint per sandbox: a new one replaces the old (its buffer
 ** is reused). Cost: one memcpy of that size (plus a malloc the first time or when it grew).
 **
@@ -678,6 +680,24 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err);
 */
 MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err);
 MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err);
+
+/*
+** THE CHANGE SET: what the guest created, modified, renamed or removed in overlay mounts and
+** memory paths (/tmp, files it wrote) since the sandbox was created or last reset, so a host
+** can show a person the agent's edits and apply them only after approval (the CLI's
+** --changes, --export-changes and --diff are built on it). *json (freed with mbx_free) is a
+** JSON array sorted by path (bytewise) of
+**   {"path", "kind": "created"|"modified"|"removed"|"renamed", "from" (renamed only),
+**    "type": "file"|"dir", "size", "content" (with MBX_CHANGES_CONTENT: a string for valid
+**    UTF-8, else {"$bytes": base64})}
+** A file written back with the host's bytes is no change; the source of a rename shows only
+** as the rename's "from". Writes to rw mounts are not in it (they reached the host already).
+** Not while a run is active on another thread (MBX_SANDBOX_BUSY). Returns MBX_OK,
+** MBX_INVALID_ARGUMENT (NULL sb or json), MBX_SANDBOX_BUSY or MBX_NO_MEMORY.
+*/
+#define MBX_CHANGES_CONTENT 1u /* include file contents */
+MBX_API mbx_status mbx_sandbox_changes(mbx_sandbox *sb, unsigned flags, char **json, size_t *len,
+                                       mbx_error *err);
 
 /*
 ** PORTABLE SNAPSHOTS (docs/host-functions.md, "Snapshots").
