@@ -340,14 +340,16 @@ static int parse_header_line(script_spec *spec, char *line, const char **why) {
          tok = strtok_r(NULL, " \t", &save)) {
       char *eq = strchr(tok, '='), *colon = eq ? strchr(eq, ':') : NULL;
       if (!eq || !colon || spec->n_mounts == 8) {
-        *why = "mounts: each is /virtual=fixture:ro or /virtual=fixture:rw";
+        *why = "mounts: each is /virtual=fixture:ro, :rw or :overlay";
         return -1;
       }
       *eq = *colon = '\0';
-      int mode = strcmp(colon + 1, "ro") == 0 ? MBX_MOUNT_RO
-                 : strcmp(colon + 1, "rw") == 0 ? MBX_MOUNT_RW : 0;
+      int mode = strcmp(colon + 1, "ro") == 0        ? MBX_MOUNT_RO
+                 : strcmp(colon + 1, "rw") == 0      ? MBX_MOUNT_RW
+                 : strcmp(colon + 1, "overlay") == 0 ? MBX_MOUNT_OVERLAY
+                                                     : 0;
       if (mode == 0 || (strcmp(eq + 1, "tree") != 0 && strcmp(eq + 1, "work") != 0)) {
-        *why = "mounts: the fixture is tree or work, the mode ro or rw";
+        *why = "mounts: the fixture is tree or work, the mode ro, rw or overlay";
         return -1;
       }
       spec->mount_virtual[spec->n_mounts] = tok;
@@ -730,7 +732,18 @@ static int file_is(const char *rel, const char *text) {
   return strcmp(buf, text) == 0;
 }
 
-/* After the runs: nothing outside the mounts and nothing in a ro mount changed. */
+static int count_entries(const char *rel) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/%s", fixture, rel);
+  DIR *dir = opendir(p);
+  int entries = 0;
+  struct dirent *de;
+  while (dir && (de = readdir(dir)) != NULL) entries++;
+  if (dir) closedir(dir);
+  return entries;
+}
+
+/* After the runs: nothing outside the mounts and nothing in a ro or overlay mount changed. */
 static void check_fixture(driver *d) {
   if (!file_is("outside/secret", outside_secret)) fail(d, "outside/secret changed");
   if (!file_is("outside/hard_target", "original\n"))
@@ -740,14 +753,11 @@ static void check_fixture(driver *d) {
     tree_rw |= strcmp(d->spec.mount_fixture[i], "tree") == 0 && d->spec.mount_mode[i] == MBX_MOUNT_RW;
   if (!tree_rw && (!file_is("tree/x.txt", "inside\n") || !file_is("tree/sub/y.txt", "below\n")))
     fail(d, "a file of the read-only mount changed");
-  char p[300];
-  snprintf(p, sizeof p, "%s/outside", fixture);
-  DIR *dir = opendir(p);
-  int entries = 0;
-  struct dirent *de;
-  while (dir && (de = readdir(dir)) != NULL) entries++;
-  if (dir) closedir(dir);
+  int entries = count_entries("outside");
   if (entries != 4) fail(d, "outside/ holds %d entries, not the 2 files it had", entries - 2);
+  /* ro and overlay: not one name of the tree appeared or went away either. */
+  if (!tree_rw && (count_entries("tree") != 17 || count_entries("tree/sub") != 3))
+    fail(d, "the read-only or overlay tree gained or lost entries");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", fixture);
   if (system(cmd) != 0) fail(d, "could not remove the fixture %s", fixture);
