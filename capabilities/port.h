@@ -357,6 +357,9 @@ typedef struct mbxC_port {
      the run's deadline (the process tree is killed first). */
   int (*exec_run)(void *ud, const mbxC_exec_request *req, const mbxC_wait *wait,
                   mbxC_exec_result *res, mbxC_port_error *e);
+  /* io.stdin: the next at most len bytes of what the host supplied (mbx_sandbox_set_stdin),
+     *got 0 at the end. NULL: the guest's stdin is empty. */
+  int (*stdin_read)(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e);
 } mbxC_port;
 
 #endif

@@ -364,6 +364,26 @@ int mbxC_port_local_has_exec(const mbxC_port_local *pl) {
   return pl->exec.allow_count > 0;
 }
 
+static int local_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
+  mbxC_port_local *pl = ud;
+  (void)e;
+  size_t left = pl->stdin_len - pl->stdin_pos, take = left < len ? left : len;
+  if (take) memcpy(buf, pl->stdin_data + pl->stdin_pos, take);
+  pl->stdin_pos += take;
+  *got = take;
+  return 0;
+}
+
+int mbxC_port_local_set_stdin(mbxC_port_local *pl, const char *data, size_t len) {
+  char *copy = NULL;
+  if (len && (copy = mbxU_dup_bytes(data, len)) == NULL) return -1;
+  free(pl->stdin_data);
+  pl->stdin_data = copy;
+  pl->stdin_len = len;
+  pl->stdin_pos = 0;
+  return 0;
+}
+
 int mbxC_port_local_fs_reset(mbxC_port_local *pl) {
   /* The same view, emptied through the journal: a checkpoint taken before the reset can
      still be rewound to, and the mounts' directory fds stay those opened at creation. */
@@ -442,7 +462,8 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
                          .fs_stat = local_fs_stat,
                          .fs_mkdir = local_fs_mkdir,
                          .fs_remove = local_fs_remove,
-                         .fs_rename = local_fs_rename};
+                         .fs_rename = local_fs_rename,
+                         .stdin_read = local_stdin_read};
   pl->time_fixed = p->time_fixed;
   pl->time = p->time;
   pl->seed_fixed = p->seed_fixed;
@@ -532,6 +553,9 @@ void mbxC_port_local_free(mbxC_port_local *pl) {
   mbxC_host_reply_free(&pl->reply);
   free(pl->native_out);
   pl->native_out = NULL;
+  free(pl->stdin_data);
+  pl->stdin_data = NULL;
+  pl->stdin_len = pl->stdin_pos = 0;
   free(pl->grant_fns);
   pl->grant_fns = NULL;
   pl->grants.fns = NULL;

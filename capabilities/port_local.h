@@ -53,6 +53,9 @@ typedef struct mbxC_port_local {
   mbxC_exec_backend *exec_backend;
   mbxC_exec_buffers exec_bufs;
   uint64_t exec_runs;
+  /* io.stdin: the host's bytes (mbxC_port_local_set_stdin) and how far the guest read. */
+  char *stdin_data;
+  size_t stdin_len, stdin_pos;
 } mbxC_port_local;
 
 /* Copy what the port needs from p and fill pl->port. Returns 0, -1 when out of memory, or
@@ -82,6 +85,9 @@ int mbxC_port_local_fs_reset(mbxC_port_local *pl);
 int mbxC_port_local_fs_mark(mbxC_port_local *pl, mbxC_vfs_mark **mark);
 void mbxC_port_local_fs_keep(mbxC_port_local *pl, mbxC_vfs_mark *mark);
 int mbxC_port_local_fs_rewind(mbxC_port_local *pl);
+/* The bytes io.stdin reads from now on (copied; len 0: empty), from their start. 0, or -1
+   when out of host memory (the old bytes are kept). */
+int mbxC_port_local_set_stdin(mbxC_port_local *pl, const char *data, size_t len);
 /* 1 when the view reaches host directories (the policy has mounts). */
 int mbxC_port_local_has_mounts(const mbxC_port_local *pl);
 

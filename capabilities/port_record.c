@@ -340,6 +340,11 @@ static int record_fs_remove(void *ud, const char *path, size_t path_len, mbxC_po
   const mbxC_port *in = inner_of(ud);
   return in->fs_remove(in->ud, path, path_len, e);
 }
+static int record_stdin_read(void *ud, char *buf, size_t len, size_t *got,
+                             mbxC_port_error *e) {
+  const mbxC_port *in = ((mbxC_port_record *)ud)->inner;
+  return in->stdin_read(in->ud, buf, len, got, e);
+}
 static int record_fs_rename(void *ud, const char *from, size_t from_len, const char *to,
                             size_t to_len, mbxC_port_error *e) {
   const mbxC_port *in = inner_of(ud);
@@ -464,7 +469,8 @@ void mbxC_port_record_init(mbxC_port_record *r, const mbxC_port *inner, uint64_t
                         .fs_mkdir = inner->fs_mkdir ? record_fs_mkdir : NULL,
                         .fs_remove = inner->fs_remove ? record_fs_remove : NULL,
                         .fs_rename = inner->fs_rename ? record_fs_rename : NULL,
-                        .exec_run = inner->exec_run ? record_exec_run : NULL};
+                        .exec_run = inner->exec_run ? record_exec_run : NULL,
+                        .stdin_read = inner->stdin_read ? record_stdin_read : NULL};
 }
 
 void mbxC_port_record_free(mbxC_port_record *r) {

@@ -81,7 +81,8 @@ typedef enum option_id {
   OPT_ALLOW_EXEC,
   OPT_CHANGES,
   OPT_EXPORT_CHANGES,
-  OPT_DIFF
+  OPT_DIFF,
+  OPT_STDIN
 } option_id;
 
 typedef struct option_spec {
@@ -123,6 +124,7 @@ static const option_spec run_options[] = {
     {"--changes", OPT_CHANGES, 0, NULL, FOR_RUN},
     {"--export-changes", OPT_EXPORT_CHANGES, 1, "--export-changes ./changes", FOR_RUN},
     {"--diff", OPT_DIFF, 0, NULL, FOR_RUN},
+    {"--stdin", OPT_STDIN, 1, "--stdin data.txt", FOR_RUN},
 };
 
 static const char usage_text[] =
@@ -167,6 +169,8 @@ static const char usage_text[] =
     "                         reach HOSTDIR; overlay: writes stay in the sandbox's memory)\n"
     "                         (repeatable)\n"
     "  --file /PATH=HOSTFILE  a read-only copy of HOSTFILE at /PATH (repeatable)\n"
+    "  --stdin FILE           what io.stdin and io.read read (- = standard input; without\n"
+    "                         it, input piped or redirected from a file is used)\n"
     "  --isolate process|none run the script in a jailed worker process (moonbox-worker:\n"
     "                         no files, no network, no system calls but compute) or in\n"
     "                         this process (none, the default)\n"
@@ -648,6 +652,14 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
       return -1;
     }
     opt->pause_on[opt->pause_count++] = value;
+    break;
+  case OPT_STDIN:
+    if (value[0] == '\0') {
+      set_msg(msg, msg_size, "--stdin: empty file name (e.g. %s, or - for standard input)",
+              spec->example);
+      return -1;
+    }
+    opt->stdin_file = value;
     break;
   case OPT_EXPORT_CHANGES:
     if (value[0] == '\0') {

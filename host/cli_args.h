@@ -77,6 +77,7 @@ typedef struct mbxH_cli_options {
   int changes;                 /* --changes */
   const char *export_changes;  /* --export-changes DIR, or NULL */
   int diff;                    /* --diff */
+  const char *stdin_file;      /* --stdin FILE ("-" = standard input), or NULL */
   /* moonbox resume only: */
   const char *snapshot;        /* SNAPSHOT: the file to restore ("-" = stdin) */
   const char *resume_value;    /* --value JSON, or NULL */

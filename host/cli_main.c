@@ -28,6 +28,8 @@ enum { EXIT_USAGE = MBXH_CLI_EXIT_USAGE, EXIT_INTERNAL = MBXH_CLI_EXIT_INTERNAL 
 
 /* --input-file has no library limit; this only stops `--input-file /dev/zero` eating RAM. */
 #define INPUT_FILE_MAX ((size_t)64 * 1024 * 1024)
+/* The most --stdin (or piped input) hands the guest's io.stdin. */
+#define STDIN_MAX ((size_t)64 * 1024 * 1024)
 /* A snapshot holds at most 256 MiB of log plus its header (capabilities/replay.h). */
 #define SNAPSHOT_FILE_MAX ((size_t)257 * 1024 * 1024)
 
@@ -586,7 +588,7 @@ static int run_command(const mbxH_cli_options *opt) {
   mbx_policy *policy = NULL;
   mbx_runtime *runtime = NULL;
   mbx_sandbox *sandbox = NULL;
-  byte_buffer script = {NULL, 0}, inputs = {NULL, 0};
+  byte_buffer script = {NULL, 0}, inputs = {NULL, 0}, guest_stdin = {NULL, 0};
   /* Lua keeps at most LUA_IDSIZE - 1 = 59 bytes of a chunk name in its messages, cutting
      the end (where the file name is); shortened here, the name loses its start instead. */
   char chunk_name[60];
@@ -621,6 +623,30 @@ static int run_command(const mbxH_cli_options *opt) {
     goto done;
   }
   job.sandbox = sandbox;
+  /* io.stdin: --stdin FILE, or what is piped or redirected in from a file when nothing else
+     reads standard input (a terminal or /dev/null gives an empty stdin). */
+  const char *stdin_path = opt->stdin_file;
+  struct stat in_st;
+  if (stdin_path == NULL && opt->script_kind != MBXH_CLI_SCRIPT_STDIN &&
+      !(opt->input_file && strcmp(opt->input_file, "-") == 0) && fstat(0, &in_st) == 0 &&
+      (S_ISFIFO(in_st.st_mode) || S_ISREG(in_st.st_mode)))
+    stdin_path = "-";
+  if (stdin_path != NULL) {
+    if (read_path(stdin_path, STDIN_MAX, &guest_stdin, &too_large) != 0) {
+      exit_code = EXIT_USAGE;
+      goto done;
+    }
+    if (too_large) {
+      fprintf(stderr, "moonbox: --stdin: '%s' is larger than 64 MiB\n",
+              strcmp(stdin_path, "-") == 0 ? "stdin" : stdin_path);
+      exit_code = EXIT_USAGE;
+      goto done;
+    }
+    if (mbx_sandbox_set_stdin(sandbox, guest_stdin.data, guest_stdin.len, &err) != MBX_OK) {
+      fprintf(stderr, "moonbox: %s\n", err.message);
+      goto done;
+    }
+  }
   if (run_on_thread(&job) != 0) goto done;
   exit_code = finish_job(opt, &job);
 
@@ -631,6 +657,7 @@ done:
   mbx_policy_free(policy);
   free(script.data);
   free(inputs.data);
+  free(guest_stdin.data);
   return exit_code;
 }
 

@@ -41,6 +41,7 @@ typedef struct inproc {
      output buffers are per run: nothing of them is kept). */
   mbxV_checkpoint checkpoint;
   uint64_t checkpoint_draws; /* port seeds drawn: math.randomseed() continues from here */
+  size_t checkpoint_stdin;   /* how far io.stdin was read */
   /* The log's generation (a reset starts a new log) and where the log stood at the
      checkpoint. */
   uint64_t log_generation;
@@ -180,6 +181,8 @@ static mbx_status inproc_reset(void *impl, mbx_error *err) {
                                        "reset succeeds");
     return MBX_NO_MEMORY;
   }
+  /* io.stdin reads the host's bytes from their start again. */
+  ip->port.stdin_pos = 0;
   /* Memory files and /tmp start empty again, as in a new sandbox. */
   if (mbxC_port_local_fs_reset(&ip->port) != 0) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: the filesystem view could not be "
@@ -220,6 +223,7 @@ static mbx_status inproc_checkpoint(void *impl, mbx_error *err) {
   switch (made) {
   case MBXV_CHECKPOINT_OK:
     ip->checkpoint_draws = mbxC_port_local_position(&ip->port);
+    ip->checkpoint_stdin = ip->port.stdin_pos;
     ip->checkpoint_log_generation = ip->log_generation;
     ip->checkpoint_log = mbxC_port_record_mark(&ip->record);
     return MBX_OK;
@@ -250,6 +254,7 @@ static mbx_status inproc_rewind(void *impl, mbx_error *err) {
   }
   mbxV_vm_rewind(ip->vm, &ip->checkpoint);
   mbxC_port_local_seek(&ip->port, ip->checkpoint_draws);
+  ip->port.stdin_pos = ip->checkpoint_stdin <= ip->port.stdin_len ? ip->checkpoint_stdin : 0;
   if (mbxC_port_local_fs_rewind(&ip->port) != 0) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_rewind: the state is rewound, but the "
                                        "memory files could not be (out of host memory): /tmp "
@@ -368,6 +373,13 @@ static mbx_status inproc_resume(void *impl, const char *fn, const char *value, s
   return collect(ip, s, &why, &outcome, ip->recording, out, err);
 }
 
+static mbx_status inproc_set_stdin(void *impl, const char *data, size_t len, mbx_error *err) {
+  if (mbxC_port_local_set_stdin(&((inproc *)impl)->port, data, len) == 0) return MBX_OK;
+  mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_set_stdin: out of host memory for %zu bytes",
+                 len);
+  return MBX_NO_MEMORY;
+}
+
 static mbxC_vfs *inproc_files(void *impl) {
   return ((inproc *)impl)->port.vfs;
 }
@@ -385,4 +397,5 @@ const mbxH_backend mbxH_inproc_backend = {.version = MBXH_BACKEND_VERSION,
                                           .paused = inproc_paused,
                                           .heap_bytes = inproc_heap_bytes,
                                           .recorder = inproc_recorder,
-                                          .files = inproc_files};
+                                          .files = inproc_files,
+                                          .set_stdin = inproc_set_stdin};

@@ -147,6 +147,24 @@ MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err) {
   return s;
 }
 
+MBX_API mbx_status mbx_sandbox_set_stdin(mbx_sandbox *sb, const char *data, size_t len,
+                                         mbx_error *err) {
+  if (sb == NULL || (data == NULL && len > 0)) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_set_stdin: the sandbox must not be NULL, nor data with a length");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (sb->backend->set_stdin == NULL) {
+    mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_set_stdin: the %s backend has no stdin",
+                   sb->backend->name);
+    return MBX_UNSUPPORTED;
+  }
+  if (!mbxH_sandbox_claim(sb, "mbx_sandbox_set_stdin", err)) return MBX_SANDBOX_BUSY;
+  mbx_status s = sb->backend->set_stdin(sb->impl, data, len, err);
+  mbxH_sandbox_release(sb);
+  return s;
+}
+
 /* ---- runs and resumes: one claim, one epilogue ---- */
 
 static int poisons(mbx_status s) {

@@ -695,6 +695,18 @@ MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err);
 ** Not while a run is active on another thread (MBX_SANDBOX_BUSY). Returns MBX_OK,
 ** MBX_INVALID_ARGUMENT (NULL sb or json), MBX_SANDBOX_BUSY or MBX_NO_MEMORY.
 */
+/*
+** STANDARD INPUT: the bytes the guest's io.stdin (and io.read, io.lines() while io.input is
+** io.stdin) reads, copied here. Reads consume them across runs, like a pipe; setting them
+** again starts from their first byte, and so does mbx_sandbox_reset; mbx_sandbox_rewind
+** goes back to where the checkpoint had read. Without a call, io.stdin is empty (reads give
+** nil at once). Not while a run is active on another thread (MBX_SANDBOX_BUSY). Returns
+** MBX_OK, MBX_INVALID_ARGUMENT (NULL sb, or NULL data with a length), MBX_SANDBOX_BUSY or
+** MBX_NO_MEMORY (the previous bytes are kept).
+*/
+MBX_API mbx_status mbx_sandbox_set_stdin(mbx_sandbox *sb, const char *data, size_t len,
+                                         mbx_error *err);
+
 #define MBX_CHANGES_CONTENT 1u /* include file contents */
 MBX_API mbx_status mbx_sandbox_changes(mbx_sandbox *sb, unsigned flags, char **json, size_t *len,
                                        mbx_error *err);

@@ -25,11 +25,24 @@
 
 /* KIND_POPEN_R: a program's stdout, read from the Lua string in the user value (the program
    ran to completion in io.popen); KIND_POPEN_W: writes collected in the user value (a table of
-   strings) and given to the program as its stdin at close. */
-enum { KIND_FILE = 0, KIND_STDOUT = 1, KIND_STDERR = 2, KIND_POPEN_R = 3, KIND_POPEN_W = 4 };
+   strings) and given to the program as its stdin at close; KIND_STDIN: the host's bytes
+   through the port's stdin_read. */
+enum {
+  KIND_FILE = 0,
+  KIND_STDOUT = 1,
+  KIND_STDERR = 2,
+  KIND_POPEN_R = 3,
+  KIND_POPEN_W = 4,
+  KIND_STDIN = 5
+};
 
 /* What io.popen(cmd, "w") collects at most before close runs the program. */
 #define IO_POPEN_MAX_STDIN (64u << 20)
+
+/* The registry keys of io.input() and io.output() (the registry is out of the guest's
+   reach). */
+#define IO_INPUT "mbx.io.input"
+#define IO_OUTPUT "mbx.io.output"
 
 typedef struct lfile {
   int kind;
@@ -57,8 +70,9 @@ static int push_fail(lua_State *L, const char *path, const mbxC_port_error *e) {
 
 static void not_granted(mbxC_port_error *e) {
   e->errnum = EPERM;
-  snprintf(e->message, sizeof e->message, "%s", "Operation not permitted (this sandbox has no "
-                                                "filesystem)");
+  snprintf(e->message, sizeof e->message, "%s",
+           "Operation not permitted (this sandbox has no "
+           "filesystem)");
 }
 
 /* The port when it serves files, else NULL with *e saying so. */
@@ -96,7 +110,8 @@ static lfile *new_file(lua_State *L, int kind) {
   memset(f, 0, offsetof(lfile, buf));
   f->kind = kind;
   f->handle = -1;
-  f->writable = kind != KIND_FILE && kind != KIND_POPEN_R;
+  f->writable = kind == KIND_STDOUT || kind == KIND_STDERR || kind == KIND_POPEN_W;
+  f->readable = kind == KIND_STDIN;
   luaL_setmetatable(L, FILE_TYPE);
   return f;
 }
@@ -129,9 +144,15 @@ static int fill(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
   const mbxC_port *port = mbxL_port(L);
   mbxC_wait w = guest_wait(L);
   size_t got = 0;
-  if (port == NULL) not_granted(e);
-  if (port == NULL || port->fs_read(port->ud, f->handle, f->buf, sizeof f->buf, &w, &got, e) != 0)
-    return -1;
+  if (f->kind == KIND_STDIN) {
+    /* The host's bytes; none supplied (or no port): an empty stdin. */
+    if (port && port->stdin_read && port->stdin_read(port->ud, f->buf, sizeof f->buf, &got, e))
+      return -1;
+  } else {
+    if (port == NULL) not_granted(e);
+    if (port == NULL || port->fs_read(port->ud, f->handle, f->buf, sizeof f->buf, &w, &got, e) != 0)
+      return -1;
+  }
   mbxV_meter_add(m, got + IO_BYTES_PER_INSN);
   f->rpos = 0;
   f->rlen = got;
@@ -179,6 +200,19 @@ static int read_count(lua_State *L, lfile *f, size_t n, mbxV_meter *m, mbxC_port
 static int read_all(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
   const mbxC_port *port = mbxL_port(L);
   int64_t here, end;
+  if (f->kind == KIND_STDIN) {
+    /* No size to check first: the chunks grow the buffer under the memory limit. */
+    luaL_Buffer b;
+    int r;
+    luaL_buffinit(L, &b);
+    while ((r = fill(L, f, m, e)) > 0) {
+      luaL_addlstring(&b, f->buf + f->rpos, f->rlen - f->rpos);
+      f->rpos = f->rlen;
+    }
+    if (r < 0) return -1;
+    luaL_pushresult(&b);
+    return 1;
+  }
   if (f->kind == KIND_POPEN_R) {
     /* Already in the guest heap: the copy is what counts, and the heap limit bounds it. */
     here = (int64_t)f->ppos;
@@ -230,7 +264,7 @@ static int read_number(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e
 /* The stock g_read: formats from `first`, results until the first one that fails. */
 static int do_read(lua_State *L, lfile *f, int first) {
   mbxC_port_error e;
-  if ((f->kind != KIND_FILE && f->kind != KIND_POPEN_R) || !f->readable) {
+  if (!f->readable) {
     e.errnum = EBADF;
     snprintf(e.message, sizeof e.message, "Bad file descriptor");
     return push_fail(L, NULL, &e);
@@ -257,11 +291,20 @@ static int do_read(lua_State *L, lfile *f, int first) {
         const char *p = luaL_checkstring(L, n);
         if (*p == '*') p++; /* the 5.3 spelling */
         switch (*p) {
-        case 'n': ok = read_number(L, f, &m, &e); break;
-        case 'l': ok = read_line(L, f, 0, &m, &e); break;
-        case 'L': ok = read_line(L, f, 1, &m, &e); break;
-        case 'a': ok = read_all(L, f, &m, &e); break;
-        default: return luaL_argerror(L, n, "invalid format");
+        case 'n':
+          ok = read_number(L, f, &m, &e);
+          break;
+        case 'l':
+          ok = read_line(L, f, 0, &m, &e);
+          break;
+        case 'L':
+          ok = read_line(L, f, 1, &m, &e);
+          break;
+        case 'a':
+          ok = read_all(L, f, &m, &e);
+          break;
+        default:
+          return luaL_argerror(L, n, "invalid format");
         }
       }
     }
@@ -304,7 +347,7 @@ static int do_write(lua_State *L, lfile *f, int first) {
     mbxC_port_error e = {EBADF, "Bad file descriptor"};
     return push_fail(L, NULL, &e);
   }
-  if (f->kind != KIND_FILE) {
+  if (f->kind == KIND_STDOUT || f->kind == KIND_STDERR) {
     for (int i = first; i <= n; i++) {
       size_t len;
       const char *s = luaL_checklstring(L, i, &len); /* numbers convert in place, as stock */
@@ -494,10 +537,17 @@ static int f_lines(lua_State *L) {
 static int mode_flags(const char *mode) {
   int flags;
   switch (*mode++) {
-  case 'r': flags = MBXC_FS_READ; break;
-  case 'w': flags = MBXC_FS_WRITE | MBXC_FS_CREATE | MBXC_FS_TRUNCATE; break;
-  case 'a': flags = MBXC_FS_WRITE | MBXC_FS_CREATE | MBXC_FS_APPEND; break;
-  default: return -1;
+  case 'r':
+    flags = MBXC_FS_READ;
+    break;
+  case 'w':
+    flags = MBXC_FS_WRITE | MBXC_FS_CREATE | MBXC_FS_TRUNCATE;
+    break;
+  case 'a':
+    flags = MBXC_FS_WRITE | MBXC_FS_CREATE | MBXC_FS_APPEND;
+    break;
+  default:
+    return -1;
   }
   if (*mode == '+') {
     flags |= MBXC_FS_READ | MBXC_FS_WRITE;
@@ -507,8 +557,7 @@ static int mode_flags(const char *mode) {
 }
 
 /* Open path for flags into a new file at the top; 0, or -1 with *e (nothing pushed). */
-static int open_path(lua_State *L, const char *path, size_t len, int flags,
-                     mbxC_port_error *e) {
+static int open_path(lua_State *L, const char *path, size_t len, int flags, mbxC_port_error *e) {
   const mbxC_port *port = fs_port(L, e);
   if (port == NULL) return -1;
   lfile *f = new_file(L, KIND_FILE);
@@ -576,9 +625,15 @@ static int io_popen(lua_State *L) {
 /* io.lines(path, ...): raises when the file cannot be opened (stock); the four results let a
    generic for close the file when the loop is left early. */
 static int io_lines(lua_State *L) {
-  if (lua_isnoneornil(L, 1))
-    return luaL_error(L, "io.lines without a file name reads standard input, which the "
-                         "sandbox does not have");
+  if (lua_isnone(L, 1)) lua_pushnil(L);
+  if (lua_isnil(L, 1)) {
+    /* The lines of io.input(), which stays open (stock). */
+    lua_getfield(L, LUA_REGISTRYINDEX, IO_INPUT);
+    lua_replace(L, 1);
+    open_file(L, 1);
+    push_lines(L, 0);
+    return 1;
+  }
   size_t len;
   const char *path = luaL_checklstring(L, 1, &len);
   mbxC_port_error e;
@@ -605,16 +660,60 @@ static int io_type(lua_State *L) {
 }
 
 static int io_close(lua_State *L) {
-  if (lua_isnone(L, 1)) lua_getfield(L, lua_upvalueindex(1), "stdout");
+  if (lua_isnone(L, 1)) lua_getfield(L, LUA_REGISTRYINDEX, IO_OUTPUT);
   return f_close(L);
 }
 
-/* io.write(...): to io.stdout, which it returns. */
-static int io_write(lua_State *L) {
-  lfile *out = check_file(L, lua_upvalueindex(1));
-  do_write(L, out, 1);
-  lua_pushvalue(L, lua_upvalueindex(1));
+/* io.input / io.output: the current file; with a name, that file opened (raising when it
+   cannot be, as stock), with a file, that file, as the new current one. */
+static int io_current(lua_State *L, const char *key, int flags) {
+  if (!lua_isnoneornil(L, 1)) {
+    size_t len;
+    const char *path = lua_tolstring(L, 1, &len);
+    if (path) {
+      mbxC_port_error e;
+      if (open_path(L, path, len, flags, &e) != 0)
+        return luaL_error(L, "cannot open file '%s' (%s)", path, e.message);
+    } else {
+      open_file(L, 1);
+      lua_pushvalue(L, 1);
+    }
+    lua_setfield(L, LUA_REGISTRYINDEX, key);
+  }
+  lua_getfield(L, LUA_REGISTRYINDEX, key);
   return 1;
+}
+
+static int io_input(lua_State *L) {
+  return io_current(L, IO_INPUT, MBXC_FS_READ);
+}
+
+static int io_output(lua_State *L) {
+  return io_current(L, IO_OUTPUT, MBXC_FS_WRITE | MBXC_FS_CREATE | MBXC_FS_TRUNCATE);
+}
+
+/* The current file of key, checked open (stock: "default input file is closed"). */
+static lfile *current(lua_State *L, const char *key, const char *what) {
+  lua_getfield(L, LUA_REGISTRYINDEX, key);
+  lfile *f = check_file(L, -1);
+  if (f->closed) luaL_error(L, "default %s file is closed", what);
+  return f;
+}
+
+/* io.read(...): io.input():read(...). */
+static int io_read(lua_State *L) {
+  lfile *in = current(L, IO_INPUT, "input");
+  lua_pop(L, 1);
+  return do_read(L, in, 1);
+}
+
+/* io.write(...): io.output():write(...), which returns the file. */
+static int io_write(lua_State *L) {
+  lfile *out = current(L, IO_OUTPUT, "output");
+  lua_pop(L, 1); /* the registry keeps it */
+  int r = do_write(L, out, 1);
+  if (r == 1) lua_getfield(L, LUA_REGISTRYINDEX, IO_OUTPUT);
+  return r;
 }
 
 /* ---- os.remove, os.rename, os.tmpname (stdlib/os.c installs them) ---- */
@@ -624,8 +723,7 @@ int mbxL_os_remove(lua_State *L) {
   const char *path = luaL_checklstring(L, 1, &len);
   mbxC_port_error e;
   const mbxC_port *port = fs_port(L, &e);
-  if (port == NULL || port->fs_remove(port->ud, path, len, &e) != 0)
-    return push_fail(L, path, &e);
+  if (port == NULL || port->fs_remove(port->ud, path, len, &e) != 0) return push_fail(L, path, &e);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -648,8 +746,8 @@ int mbxL_os_tmpname(lua_State *L) {
   mbxC_port_error e;
   const mbxC_port *port = fs_port(L, &e);
   if (port == NULL) return luaL_error(L, "unable to generate a unique filename");
-  lua_Integer n = (lua_getfield(L, LUA_REGISTRYINDEX, "mbx.tmpname") == LUA_TNUMBER)
-                      ? lua_tointeger(L, -1) : 0;
+  lua_Integer n =
+      (lua_getfield(L, LUA_REGISTRYINDEX, "mbx.tmpname") == LUA_TNUMBER) ? lua_tointeger(L, -1) : 0;
   lua_pop(L, 1);
   for (int tries = 0; tries < 100; tries++) {
     char name[40];
@@ -750,8 +848,8 @@ static int fs_list(lua_State *L) {
     const char *child = lua_tolstring(L, -1, &child_len);
     mbxC_fs_stat st;
     mbxV_charge(L, IO_OP_COST);
-    const char *type = port->fs_stat(port->ud, child, child_len, &st, &e) == 0 ? type_name(&st)
-                                                                                 : "other";
+    const char *type =
+        port->fs_stat(port->ud, child, child_len, &st, &e) == 0 ? type_name(&st) : "other";
     lua_pop(L, 1);
     lua_pushstring(L, type);
     lua_setfield(L, -2, "type");
@@ -771,9 +869,9 @@ static int fs_list(lua_State *L) {
         lua_pop(L, 4);
         break;
       }
-      lua_pop(L, 1);          /* ... t prev prevname cur */
+      lua_pop(L, 1); /* ... t prev prevname cur */
       lua_rawseti(L, -4, b2 - 1);
-      lua_pop(L, 1);          /* ... t prev */
+      lua_pop(L, 1); /* ... t prev */
       lua_rawseti(L, -2, b2);
     }
   }
@@ -793,16 +891,12 @@ static void open_fs(lua_State *L) {
 }
 
 int mbxL_open_io(lua_State *L) {
-  static const luaL_Reg methods[] = {{"read", f_read},   {"write", f_write},
-                                     {"lines", f_lines}, {"seek", f_seek},
-                                     {"close", f_close}, {"setvbuf", f_setvbuf},
+  static const luaL_Reg methods[] = {{"read", f_read},   {"write", f_write}, {"lines", f_lines},
+                                     {"seek", f_seek},   {"close", f_close}, {"setvbuf", f_setvbuf},
                                      {"flush", f_flush}, {NULL, NULL}};
   /* Stubs, not nils: a model's io.popen(...) gets a reason it can report or work around. */
   static const mbxL_refusal removed[] = {
-      {"read", "io.read is not available: the sandbox has no standard input"},
       {"tmpfile", "io.tmpfile is not available: use io.open(os.tmpname(), 'w+')"},
-      {"input", "io.input is not available: the sandbox has no standard input"},
-      {"output", "io.output is not available: output goes to io.stdout only"},
       {NULL, NULL}};
   luaL_newmetatable(L, FILE_TYPE);
   luaL_newlib(L, methods);
@@ -829,14 +923,17 @@ int mbxL_open_io(lua_State *L) {
   lua_setfield(L, -2, "popen");
   new_file(L, KIND_STDOUT);
   lua_pushvalue(L, -1);
-  lua_setfield(L, -3, "stdout");
-  lua_pushcclosure(L, io_write, 1);
-  lua_setfield(L, -2, "write");
+  lua_setfield(L, LUA_REGISTRYINDEX, IO_OUTPUT);
+  lua_setfield(L, -2, "stdout");
   new_file(L, KIND_STDERR);
   lua_setfield(L, -2, "stderr");
+  new_file(L, KIND_STDIN);
   lua_pushvalue(L, -1);
-  lua_pushcclosure(L, io_close, 1);
-  lua_setfield(L, -2, "close");
+  lua_setfield(L, LUA_REGISTRYINDEX, IO_INPUT);
+  lua_setfield(L, -2, "stdin");
+  static const luaL_Reg funcs[] = {{"write", io_write},   {"read", io_read},   {"input", io_input},
+                                   {"output", io_output}, {"close", io_close}, {NULL, NULL}};
+  luaL_setfuncs(L, funcs, 0);
   lua_setglobal(L, "io");
   open_fs(L);
   return 0;

@@ -3,7 +3,7 @@
 # host tree (checked byte for byte afterwards: never modified), --changes (stderr and
 # --json), --export-changes (applied to a copy of the tree, it reproduces the guest's view
 # exactly), --diff (byte-identical to the real `diff -u --label`), and --mount ...:overlay in
-# a --policy file.
+# a --policy file; and io.stdin from --stdin, a pipe or a redirect.
 set -u
 MOONBOX=$1
 command -v diff >/dev/null || { echo "SKIP: diff(1) is not installed"; exit 77; }
@@ -125,6 +125,22 @@ r = json.load(sys.stdin)
 assert r["changes"] == [{"path": "/w/a.txt", "kind": "modified", "type": "file", "size": 18}], r["changes"]
 ' || fail "--json changes: $out"
 [ "$(picture "$host")" == "$before" ] || fail "the host tree changed"
+
+# ---- io.stdin: --stdin FILE, piped input, a file redirect; /dev/null is empty ----
+printf 'one\ntwo\n' > "$work/in.txt"
+out=$("$MOONBOX" run --stdin "$work/in.txt" -e 'for l in io.lines() do io.write("[", l, "]") end')
+[ "$out" == "[one][two]" ] || fail "--stdin FILE: $out"
+out=$(printf '3 4' | "$MOONBOX" run -e 'print(io.read("n") + io.read("n"))')
+[ "$out" == "7" ] || fail "piped stdin: $out"
+out=$("$MOONBOX" run -e 'print(io.stdin:read("a"))' < "$work/in.txt")
+[ "$out" == "$(printf 'one\ntwo\n')" ] || fail "redirected stdin: $out"
+out=$("$MOONBOX" run -e 'print(io.read("a") == "", io.read())' < /dev/null)
+[ "$out" == "$(printf 'true\tnil')" ] || fail "/dev/null stdin: $out"
+# The script itself from stdin: then io.stdin is empty.
+out=$(echo 'print(io.read())' | "$MOONBOX" run -)
+[ "$out" == "nil" ] || fail "script on stdin: $out"
+"$MOONBOX" run --stdin "$work/missing" -e 'print(1)' 2> "$work/err"
+[ $? -eq 2 ] && grep -q "cannot open '$work/missing'" "$work/err" || fail "--stdin of a missing file: $(cat "$work/err")"
 
 if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all fs change-set CLI tests passed"

@@ -71,21 +71,90 @@ static void numbers_are_written_tables_refused(void **state) {
 static void unavailable_functions_say_why(void **state) {
   (void)state;
   static const char *const stubs[][2] = {
-      {"read", "io.read is not available: the sandbox has no standard input"},
       {"popen", "io.popen is not available: this policy grants no exec"},
-      {"tmpfile", "io.tmpfile is not available: use io.open(os.tmpname(), 'w+')"},
-      {"input", "io.input is not available: the sandbox has no standard input"},
-      {"output", "io.output is not available: output goes to io.stdout only"}};
+      {"tmpfile", "io.tmpfile is not available: use io.open(os.tmpname(), 'w+')"}};
   for (size_t i = 0; i < sizeof stubs / sizeof *stubs; i++) {
     char code[160], want[200];
     snprintf(code, sizeof code, "return pcall(io.%s, '/etc/passwd', 'r')", stubs[i][0]);
     snprintf(want, sizeof want, "[false,\"%s\"]", stubs[i][1]);
     snippet_check_value(code, want);
   }
-  snippet_check_value("return io.stdin, io.type(io.stdout), io.type(42), getmetatable(io.stdout)",
-                      "[null,\"file\",null,\"FILE*\"]");
+  snippet_check_value("return io.type(io.stdin), io.type(io.stdout), io.type(42), "
+                      "getmetatable(io.stdout)",
+                      "[\"file\",\"file\",null,\"FILE*\"]");
   snippet_check_value("return io.stdout:close()", "[null,\"cannot close standard file\"]");
   snippet_check_value("return io.stdout:seek()", "[null,\"Illegal seek\",29]");
+}
+
+/* io.stdin reads what the host set, across runs like a pipe; io.read and io.lines() read
+   io.input(); io.write writes io.output(); both switch to files and back. */
+static void stdin_input_and_output(void **state) {
+  (void)state;
+  mbx_sandbox *sb = snippet_sandbox();
+  mbx_error err;
+  snippet_outcome o;
+  /* Empty until the host supplies bytes. */
+  assert_int_equal(snippet_run_in(sb, "return io.read('a'), io.read('l'), io.stdin:read(0)", &o),
+                   MBX_OK);
+  assert_string_equal(o.value, "[\"\",null,null]");
+  assert_int_equal(mbx_sandbox_set_stdin(sb, "12 line one\nline two\nrest", 25, &err), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return io.read('n'), io.read('L'), io.read('l')", &o),
+                   MBX_OK);
+  assert_string_equal(o.value, "[12,\" line one\\n\",\"line two\"]");
+  /* The next run goes on where this one stopped. */
+  assert_int_equal(snippet_run_in(sb, "local t = {} for l in io.lines() do t[#t+1] = l end "
+                                      "return t, io.read('a')",
+                                  &o),
+                   MBX_OK);
+  assert_string_equal(o.value, "[[\"rest\"],\"\"]");
+  /* stdin is read-only and not seekable; closing it is refused as for stdout. */
+  assert_int_equal(snippet_run_in(sb, "return select(3, io.stdin:write('x')), "
+                                      "select(3, io.stdin:seek()), io.stdin:close()",
+                                  &o),
+                   MBX_OK);
+  assert_string_equal(o.value, "[9,29,null,\"cannot close standard file\"]");
+  /* io.output to a file and back; io.input from a file; io.close() closes the output. */
+  assert_int_equal(
+      snippet_run_in(sb,
+                     "io.output('/tmp/o.txt') io.write('to the file\\n', 42) "
+                     "assert(io.output() ~= io.stdout) io.close() "
+                     "io.output(io.stdout) io.write('back on stdout\\n') "
+                     "io.input('/tmp/o.txt') local a, b = io.read('l', 'n') "
+                     "io.input(io.stdin) "
+                     "local ok, msg = pcall(io.input, '/nope') "
+                     "return a, b, msg",
+                     &o),
+      MBX_OK);
+  assert_string_equal(o.out, "back on stdout\n");
+  assert_string_equal(o.value, "[\"to the file\",42,\"cannot open file '/nope' (No such file "
+                               "or directory (not in the sandbox view; mounts: /tmp))\"]");
+  snippet_check_error("io.output('/tmp/x') io.close() io.write('y')", MBX_RUNTIME_ERROR,
+                      "default output file is closed");
+  /* Setting stdin again starts from its first byte; a reset too. */
+  assert_int_equal(mbx_sandbox_set_stdin(sb, "again\n", 6, &err), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return io.read()", &o), MBX_OK);
+  assert_string_equal(o.value, "\"again\"");
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return io.read()", &o), MBX_OK);
+  assert_string_equal(o.value, "\"again\"");
+  assert_int_equal(mbx_sandbox_set_stdin(sb, NULL, 3, &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_set_stdin(NULL, "x", 1, &err), MBX_INVALID_ARGUMENT);
+  mbx_sandbox_free(sb);
+}
+
+/* A huge stdin read whole ends in memory_limit, not a host allocation of its size. */
+static void stdin_read_all_past_memory(void **state) {
+  (void)state;
+  mbx_sandbox *sb = snippet_sandbox_with(MBX_LIMIT_MEMORY, 4 << 20);
+  size_t n = 16 << 20;
+  char *big = malloc(n);
+  memset(big, 'q', n);
+  mbx_error err;
+  assert_int_equal(mbx_sandbox_set_stdin(sb, big, n, &err), MBX_OK);
+  free(big);
+  snippet_outcome o;
+  assert_int_equal(snippet_run_in(sb, "local s = io.read('a') return #s", &o), MBX_MEMORY_LIMIT);
+  mbx_sandbox_free(sb);
 }
 
 /* Outside the view: stock Lua's triple, with the reason. */
@@ -341,6 +410,8 @@ int main(void) {
       cmocka_unit_test(writes_chain),
       cmocka_unit_test(numbers_are_written_tables_refused),
       cmocka_unit_test(unavailable_functions_say_why),
+      cmocka_unit_test(stdin_input_and_output),
+      cmocka_unit_test(stdin_read_all_past_memory),
       cmocka_unit_test(outside_the_view_is_the_stock_triple),
       cmocka_unit_test(tmp_files_round_trip),
       cmocka_unit_test(files_close_at_run_end),
