@@ -1574,7 +1574,8 @@ static void journal_drop(mbxC_vfs *v, size_t k) {
     n->jrefs--;
     maybe_free(n);
   }
-  memmove(v->journal, v->journal + k, (v->jlen - k) * sizeof *v->journal);
+  if (k == 0) return;
+  if (v->jlen > k) memmove(v->journal, v->journal + k, (v->jlen - k) * sizeof *v->journal);
   v->jlen -= k;
   v->jbase += (int64_t)k;
 }
