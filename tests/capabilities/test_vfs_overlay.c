@@ -430,11 +430,132 @@ static void journal_cost(void **state) {
   host_unchanged();
 }
 
+/* The whole picture of what the guest changed: the change set with contents, the quotas'
+   use, and the merged listing of a few directories. */
+typedef struct picture {
+  char text[1 << 15];
+  size_t len;
+} picture;
+
+static int record_full(void *ud, const mbxC_vfs_change *c) {
+  picture *p = ud;
+  int n = snprintf(p->text + p->len, sizeof p->text - p->len, "%d %s %s %d %zu:", c->kind, c->path,
+                   c->from ? c->from : "-", c->is_dir, c->len);
+  if (n < 0 || (size_t)n >= sizeof p->text - p->len) return -1;
+  p->len += (size_t)n;
+  if (c->data && c->len < sizeof p->text - p->len) {
+    memcpy(p->text + p->len, c->data, c->len);
+    p->len += c->len;
+  }
+  p->text[p->len++] = '\n';
+  return 0;
+}
+
+static void take_picture(mbxC_vfs *v, picture *p) {
+  mbxC_port_error e;
+  p->len = 0;
+  assert_int_equal(mbxC_vfs_changes(v, record_full, p, &e), 0);
+  const char *dirs[] = {"/tmp", "/tmp/d", "/scratch", "/scratch/sub", "/scratch/made"};
+  for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+    char *names = names_of(v, dirs[i]);
+    p->len += (size_t)snprintf(p->text + p->len, sizeof p->text - p->len, "%s: %s\n", dirs[i],
+                               names ? names : "(none)");
+  }
+  p->len += (size_t)snprintf(p->text + p->len, sizeof p->text - p->len, "used %llu %llu\n",
+                             (unsigned long long)mbxC_vfs_bytes_used(v),
+                             (unsigned long long)mbxC_vfs_files_used(v));
+  p->text[p->len] = '\0';
+}
+
+static void random_op(mbxC_vfs *v, unsigned *seed) {
+  static const char *const paths[] = {"/tmp/a",
+                                      "/tmp/b",
+                                      "/tmp/d",
+                                      "/tmp/d/x",
+                                      "/scratch/a.txt",
+                                      "/scratch/sub",
+                                      "/scratch/sub/b.txt",
+                                      "/scratch/new",
+                                      "/scratch/empty",
+                                      "/scratch/made",
+                                      "/scratch/made/m",
+                                      "/scratch/deep/er/c.txt"};
+  const size_t n = sizeof paths / sizeof *paths;
+  const char *a = paths[(size_t)rand_r(seed) % n], *b = paths[(size_t)rand_r(seed) % n];
+  mbxC_port_error e;
+  char text[64];
+  snprintf(text, sizeof text, "t%d\n", rand_r(seed) % 1000);
+  int h;
+  size_t put_n;
+  switch (rand_r(seed) % 6) {
+  case 0:
+  case 1: {
+    int flags = rand_r(seed) % 2 ? W : (MBXC_FS_WRITE | MBXC_FS_CREATE | MBXC_FS_APPEND);
+    if (mbxC_vfs_open(v, a, strlen(a), flags, &h, &e) == 0) {
+      mbxC_vfs_write(v, h, text, strlen(text), &put_n, &e);
+      if (rand_r(seed) % 4) mbxC_vfs_close(v, h, &e); /* else left open: a restore closes it */
+    }
+    break;
+  }
+  case 2:
+    mbxC_vfs_remove(v, a, strlen(a), &e);
+    break;
+  case 3:
+    mbxC_vfs_rename(v, a, strlen(a), b, strlen(b), &e);
+    break;
+  case 4:
+    mbxC_vfs_mkdir(v, a, strlen(a), &e);
+    break;
+  default: /* an open handle written after its file was removed */
+    if (mbxC_vfs_open(v, a, strlen(a), MBXC_FS_WRITE | MBXC_FS_APPEND, &h, &e) == 0) {
+      mbxC_vfs_remove(v, a, strlen(a), &e);
+      mbxC_vfs_write(v, h, text, strlen(text), &put_n, &e);
+      mbxC_vfs_close(v, h, &e);
+    }
+  }
+}
+
+/* Random edits of /tmp and the overlay between a mark and its restore, many times over, with
+   marks taken at random points of the state's history: every restore gives back exactly the
+   picture the mark saw. */
+static void journal_random_rounds(void **state) {
+  (void)state;
+  mbxC_vfs *v = make_view(1 << 20, 200, 0);
+  static picture at_mark, now;
+  unsigned seed = 20261201;
+  mbxC_vfs_mark *m = NULL;
+  for (int round = 0; round < 400; round++) {
+    if (m == NULL || rand_r(&seed) % 10 == 0) {
+      /* Move on: a few changes kept, then a new mark over the new state. */
+      mbxC_vfs_mark_free(m);
+      for (int i = rand_r(&seed) % 4; i > 0; i--)
+        random_op(v, &seed);
+      mbxC_vfs_close_all(v);
+      take_picture(v, &at_mark);
+      m = mbxC_vfs_mark_take(v);
+      assert_non_null(m);
+    }
+    for (int i = rand_r(&seed) % 12; i > 0; i--)
+      random_op(v, &seed);
+    if (rand_r(&seed) % 8 == 0) mbxC_vfs_reset(v);
+    assert_int_equal(mbxC_vfs_mark_restore(v, m), 0);
+    take_picture(v, &now);
+    if (strcmp(now.text, at_mark.text) != 0) {
+      fprintf(stderr, "round %d\nat the mark:\n%s\nafter the restore:\n%s\n", round, at_mark.text,
+              now.text);
+      fail();
+    }
+  }
+  mbxC_vfs_mark_free(m);
+  mbxC_vfs_free(v);
+  host_unchanged();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(overlay_openat2), cmocka_unit_test(overlay_walk),
       cmocka_unit_test(overlay_quotas),  cmocka_unit_test(change_set),
-      cmocka_unit_test(journal_cost),
+      cmocka_unit_test(journal_cost),    cmocka_unit_test(journal_random_rounds),
   };
   return cmocka_run_group_tests(tests, setup_tree, teardown_tree);
 }
