@@ -627,6 +627,7 @@ static int run_command(const mbxH_cli_options *opt) {
      reads standard input (a terminal or /dev/null gives an empty stdin). */
   const char *stdin_path = opt->stdin_file;
   struct stat in_st;
+  int too_large = 0;
   if (stdin_path == NULL && opt->script_kind != MBXH_CLI_SCRIPT_STDIN &&
       !(opt->input_file && strcmp(opt->input_file, "-") == 0) && fstat(0, &in_st) == 0 &&
       (S_ISFIFO(in_st.st_mode) || S_ISREG(in_st.st_mode)))
