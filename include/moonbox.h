@@ -271,12 +271,12 @@ typedef enum mbx_limit {
      default 8 MiB, at most 1 TiB. A write past it fails with ENOSPC. */
   MBX_LIMIT_FS_TMP = 8,
   /* Bytes the guest may add to the view over a sandbox's life: what its memory files hold
-     now plus the net growth of host files in rw mounts (writes past a file's end count;
+     now (in /tmp and overlays: an overlay copy-up counts the whole file) plus the net growth of host files in rw mounts (writes past a file's end count;
      overwriting is free; truncating or removing a file gives back what it held, down to 0).
      Default 16 MiB, at most 1 TiB. Past it: EDQUOT. */
   MBX_LIMIT_FS_BYTES = 9,
-  /* Files and directories the guest may create (memory and rw mounts). Default 1000, at most
-     1e6. Past it: EDQUOT. */
+  /* Files and directories the guest may create (memory, overlay entries including the
+     whiteouts of removals, and rw mounts). Default 1000, at most 1e6. Past it: EDQUOT. */
   MBX_LIMIT_FS_FILES = 10,
   /* Files open at once. Default 64, 1 to 4096. Past it io.open answers EMFILE. Every open
      file is closed when a run ends (not when it pauses) and when the sandbox is freed. */
