@@ -39,10 +39,12 @@ enum {
 /* What io.popen(cmd, "w") collects at most before close runs the program. */
 #define IO_POPEN_MAX_STDIN (64u << 20)
 
-/* The registry keys of io.input() and io.output() (the registry is out of the guest's
-   reach). */
-#define IO_INPUT "mbx.io.input"
-#define IO_OUTPUT "mbx.io.output"
+/* io.input() and io.output() live in a table shared as upvalue 1 of the io functions that
+   use them, at integer keys: its array part, so no string hash (whose seed differs between
+   states) decides when a table grows, and deterministic sandboxes keep one heap layout. */
+#define IO_CURRENT lua_upvalueindex(1)
+#define IO_INPUT 1
+#define IO_OUTPUT 2
 
 typedef struct lfile {
   int kind;
@@ -628,7 +630,7 @@ static int io_lines(lua_State *L) {
   if (lua_isnone(L, 1)) lua_pushnil(L);
   if (lua_isnil(L, 1)) {
     /* The lines of io.input(), which stays open (stock). */
-    lua_getfield(L, LUA_REGISTRYINDEX, IO_INPUT);
+    lua_rawgeti(L, IO_CURRENT, IO_INPUT);
     lua_replace(L, 1);
     open_file(L, 1);
     push_lines(L, 0);
@@ -660,13 +662,13 @@ static int io_type(lua_State *L) {
 }
 
 static int io_close(lua_State *L) {
-  if (lua_isnone(L, 1)) lua_getfield(L, LUA_REGISTRYINDEX, IO_OUTPUT);
+  if (lua_isnone(L, 1)) lua_rawgeti(L, IO_CURRENT, IO_OUTPUT);
   return f_close(L);
 }
 
 /* io.input / io.output: the current file; with a name, that file opened (raising when it
    cannot be, as stock), with a file, that file, as the new current one. */
-static int io_current(lua_State *L, const char *key, int flags) {
+static int io_current(lua_State *L, int key, int flags) {
   if (!lua_isnoneornil(L, 1)) {
     size_t len;
     const char *path = lua_tolstring(L, 1, &len);
@@ -678,9 +680,9 @@ static int io_current(lua_State *L, const char *key, int flags) {
       open_file(L, 1);
       lua_pushvalue(L, 1);
     }
-    lua_setfield(L, LUA_REGISTRYINDEX, key);
+    lua_rawseti(L, IO_CURRENT, key);
   }
-  lua_getfield(L, LUA_REGISTRYINDEX, key);
+  lua_rawgeti(L, IO_CURRENT, key);
   return 1;
 }
 
@@ -693,8 +695,8 @@ static int io_output(lua_State *L) {
 }
 
 /* The current file of key, checked open (stock: "default input file is closed"). */
-static lfile *current(lua_State *L, const char *key, const char *what) {
-  lua_getfield(L, LUA_REGISTRYINDEX, key);
+static lfile *current(lua_State *L, int key, const char *what) {
+  lua_rawgeti(L, IO_CURRENT, key);
   lfile *f = check_file(L, -1);
   if (f->closed) luaL_error(L, "default %s file is closed", what);
   return f;
@@ -712,7 +714,7 @@ static int io_write(lua_State *L) {
   lfile *out = current(L, IO_OUTPUT, "output");
   lua_pop(L, 1); /* the registry keeps it */
   int r = do_write(L, out, 1);
-  if (r == 1) lua_getfield(L, LUA_REGISTRYINDEX, IO_OUTPUT);
+  if (r == 1) lua_rawgeti(L, IO_CURRENT, IO_OUTPUT);
   return r;
 }
 
@@ -915,25 +917,25 @@ int mbxL_open_io(lua_State *L) {
   mbxL_add_refusals(L, -1, removed);
   lua_pushcfunction(L, io_open);
   lua_setfield(L, -2, "open");
-  lua_pushcfunction(L, io_lines);
-  lua_setfield(L, -2, "lines");
   lua_pushcfunction(L, io_type);
   lua_setfield(L, -2, "type");
   lua_pushcfunction(L, io_popen);
   lua_setfield(L, -2, "popen");
-  new_file(L, KIND_STDOUT);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, IO_OUTPUT);
-  lua_setfield(L, -2, "stdout");
-  new_file(L, KIND_STDERR);
-  lua_setfield(L, -2, "stderr");
+  lua_createtable(L, 2, 0); /* io.input(), io.output() */
   new_file(L, KIND_STDIN);
   lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, IO_INPUT);
-  lua_setfield(L, -2, "stdin");
+  lua_rawseti(L, -3, IO_INPUT);
+  lua_setfield(L, -3, "stdin");
+  new_file(L, KIND_STDOUT);
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, -3, IO_OUTPUT);
+  lua_setfield(L, -3, "stdout");
+  new_file(L, KIND_STDERR);
+  lua_setfield(L, -3, "stderr");
   static const luaL_Reg funcs[] = {{"write", io_write},   {"read", io_read},   {"input", io_input},
-                                   {"output", io_output}, {"close", io_close}, {NULL, NULL}};
-  luaL_setfuncs(L, funcs, 0);
+                                   {"output", io_output}, {"close", io_close}, {"lines", io_lines},
+                                   {NULL, NULL}};
+  luaL_setfuncs(L, funcs, 1); /* each closes over the table */
   lua_setglobal(L, "io");
   open_fs(L);
   return 0;
