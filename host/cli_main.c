@@ -643,8 +643,13 @@ static int run_command(const mbxH_cli_options *opt) {
       exit_code = EXIT_USAGE;
       goto done;
     }
-    if (mbx_sandbox_set_stdin(sandbox, guest_stdin.data, guest_stdin.len, &err) != MBX_OK) {
-      fprintf(stderr, "moonbox: %s\n", err.message);
+    /* Empty input is what every sandbox has already (a worker has no stdin to set). */
+    mbx_status ss = guest_stdin.len == 0 ? MBX_OK
+                                         : mbx_sandbox_set_stdin(sandbox, guest_stdin.data,
+                                                                 guest_stdin.len, &err);
+    if (ss != MBX_OK) {
+      fprintf(stderr, "moonbox: --stdin: %s\n", err.message);
+      exit_code = ss == MBX_UNSUPPORTED ? EXIT_USAGE : EXIT_INTERNAL;
       goto done;
     }
   }
