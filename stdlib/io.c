@@ -711,11 +711,11 @@ static int io_read(lua_State *L) {
 
 /* io.write(...): io.output():write(...), which returns the file. */
 static int io_write(lua_State *L) {
-  lfile *out = current(L, IO_OUTPUT, "output");
-  lua_pop(L, 1); /* the registry keeps it */
-  int r = do_write(L, out, 1);
-  if (r == 1) lua_rawgeti(L, IO_CURRENT, IO_OUTPUT);
-  return r;
+  /* The file at 1, as f:write has it: a popen "w" file collects into its user value, which
+     do_write reaches through index 1. */
+  current(L, IO_OUTPUT, "output");
+  lua_insert(L, 1);
+  return f_write(L);
 }
 
 /* ---- os.remove, os.rename, os.tmpname (stdlib/os.c installs them) ---- */

@@ -185,6 +185,13 @@ expect "io.popen 'r' reads the program's stdout and closes with its status" "$ou
 |nilexit3|'
 expect "io.popen 'w' feeds the program at close" "$out" 'PIPED IN|one'
 expect "io.popen 'w' closes with the status" "$out" '|true|'
+# io.write with a popen "w" file as io.output(): collected like g:write (io.write's file is not
+# on the stack where the popen collector looked for it before: a crash, not an error).
+out=$(run "${sh_only[@]}" -e "
+  local g = io.popen('tr a-z A-Z', 'w') io.output(g)
+  local same = io.write('via ', 'io.write') == g
+  io.output(io.stdout) g:close() io.write('|', tostring(same), '|')")
+expect "io.write to a popen 'w' output feeds the program" "$out" 'VIA IO.WRITE|true|'
 
 # 14. The errors: not allowed, missing program, bad policy, no exec granted.
 out=$(run "${sh_only[@]}" -e "return {proc.run{'python3', '-c', 'pass'}}")
