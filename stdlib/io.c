@@ -324,12 +324,12 @@ static int f_read(lua_State *L) {
   return do_read(L, open_file(L, 1), 2);
 }
 
-/* Write the arguments from `first` on: strings and numbers only, like the stock write. */
-static int do_write(lua_State *L, lfile *f, int first) {
-  int n = lua_gettop(L);
+/* Write the arguments first..n: strings and numbers only, like the stock write. The file's
+   userdata is at fidx (a popen "w" file collects into its user value). */
+static int do_write(lua_State *L, lfile *f, int fidx, int first, int n) {
   if (f->kind == KIND_POPEN_W) {
-    /* Collected for the program's stdin (f_write has the file at 1). */
-    lua_getiuservalue(L, 1, 1);
+    /* Collected for the program's stdin. */
+    lua_getiuservalue(L, fidx, 1);
     int parts = lua_gettop(L);
     for (int i = first; i <= n; i++) {
       size_t len;
@@ -387,7 +387,7 @@ static int f_write(lua_State *L) {
   lfile *f = open_file(L, 1);
   lua_pushvalue(L, 1);
   lua_insert(L, 2); /* the result: the file itself */
-  int r = do_write(L, f, 3);
+  int r = do_write(L, f, 1, 3, lua_gettop(L));
   if (r == 1) lua_settop(L, 2);
   return r;
 }
@@ -711,11 +711,11 @@ static int io_read(lua_State *L) {
 
 /* io.write(...): io.output():write(...), which returns the file. */
 static int io_write(lua_State *L) {
-  /* The file at 1, as f:write has it: a popen "w" file collects into its user value, which
-     do_write reaches through index 1. */
-  current(L, IO_OUTPUT, "output");
-  lua_insert(L, 1);
-  return f_write(L);
+  int n = lua_gettop(L);
+  lfile *out = current(L, IO_OUTPUT, "output"); /* at n + 1, after the arguments */
+  int r = do_write(L, out, n + 1, 1, n);
+  if (r == 1) lua_rawgeti(L, IO_CURRENT, IO_OUTPUT);
+  return r;
 }
 
 /* ---- os.remove, os.rename, os.tmpname (stdlib/os.c installs them) ---- */
