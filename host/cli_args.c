@@ -133,6 +133,7 @@ static const char usage_text[] =
     "       moonbox check [OPTIONS] (FILE | -e CODE | -)\n"
     "       moonbox fuzz FILE [OPTIONS] [LIBFUZZER FLAGS] [CORPUS...]  (moonbox fuzz --help)\n"
     "       moonbox doctor [--json]   (what the exec backend found, and why not)\n"
+    "       moonbox mcp [POLICY OPTIONS]   (an MCP server on stdin/stdout; docs/mcp.md)\n"
     "       moonbox --help | --version\n"
     "\n"
     "Runs an untrusted Lua 5.4 script in a sandbox with memory, instruction, time and\n"
@@ -824,6 +825,13 @@ static int set_snapshot(mbxH_cli_options *opt, const char *path, char *msg, size
 
 /* A positional argument: the script of run, the snapshot of resume. */
 static int set_positional(mbxH_cli_options *opt, const char *arg, char *msg, size_t msg_size) {
+  if (opt->command == MBXH_CLI_MCP) {
+    char quoted[QUOTE_MAX + 4];
+    quote_value(arg, quoted, sizeof quoted);
+    set_msg(msg, msg_size,
+            "moonbox mcp takes no script ('%s'): the client sends the code in tools/call", quoted);
+    return -1;
+  }
   if (opt->command == MBXH_CLI_RESUME) return set_snapshot(opt, arg, msg, msg_size);
   if (strcmp(arg, "-") == 0) return set_script(opt, MBXH_CLI_SCRIPT_STDIN, NULL, msg, msg_size);
   return set_script(opt, MBXH_CLI_SCRIPT_FILE, arg, msg, msg_size);
@@ -850,13 +858,32 @@ static int check_resume(const mbxH_cli_options *opt, char *msg, size_t msg_size)
   return 0;
 }
 
-/* argv here starts after "run" or "resume"; opt->command says which. */
+/* moonbox mcp takes the policy options only: what a run may use. The script, its inputs and
+   the output format come from each tools/call; pauses and snapshots have no MCP form. */
+static int mcp_takes(const option_spec *spec) {
+  switch (spec->id) {
+  case OPT_EVAL:
+  case OPT_INPUT:
+  case OPT_INPUT_FILE:
+  case OPT_JSON:
+  case OPT_PAUSE_ON:
+  case OPT_SNAPSHOT_OUT:
+  case OPT_VALUE:
+  case OPT_ERROR:
+    return 0;
+  default:
+    return 1;
+  }
+}
+
+/* argv here starts after "run", "resume" or "mcp"; opt->command says which. */
 static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *msg,
                      size_t msg_size) {
   char quoted[QUOTE_MAX + 4];
   int i, options_ended = 0;
   const char *command_name = opt->command == MBXH_CLI_RESUME  ? "resume"
                              : opt->command == MBXH_CLI_CHECK ? "check"
+                             : opt->command == MBXH_CLI_MCP   ? "mcp"
                                                               : "run";
   for (i = 0; i < argc; i++) {
     const char *arg = argv[i], *value = NULL, *eq;
@@ -885,7 +912,14 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
       set_msg(msg, msg_size, "unknown option '%s' (see moonbox %s --help)", quoted, command_name);
       return -1;
     }
-    if (spec->only != FOR_BOTH &&
+    if (opt->command == MBXH_CLI_MCP && !mcp_takes(spec)) {
+      set_msg(msg, msg_size,
+              "%s is not an option of moonbox mcp (it takes the policy options: limits, "
+              "--policy, --mount, --file, --env, --seed, --time, --deterministic)",
+              spec->name);
+      return -1;
+    }
+    if (opt->command != MBXH_CLI_MCP && spec->only != FOR_BOTH &&
         spec->only != (opt->command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN)) {
       if (spec->only == FOR_RESUME)
         set_msg(msg, msg_size,
@@ -932,6 +966,7 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
     if (apply_option(opt, spec, value, msg, msg_size) != 0) return -1;
   }
   if (opt->command == MBXH_CLI_RESUME) return check_resume(opt, msg, msg_size);
+  if (opt->command == MBXH_CLI_MCP) return 0;
   if (opt->command == MBXH_CLI_CHECK && opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
     set_msg(msg, msg_size, "no script given (use moonbox check FILE, moonbox check -e CODE, "
                            "or - to read stdin)");
@@ -994,6 +1029,10 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
     }
     return 0;
   }
+  if (strcmp(command, "mcp") == 0) {
+    opt->command = MBXH_CLI_MCP;
+    return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
+  }
   if (strcmp(command, "resume") == 0) {
     opt->command = MBXH_CLI_RESUME;
     return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
@@ -1010,8 +1049,8 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
             quoted);
   else
     set_msg(msg, msg_size,
-            "unknown command '%s' (the commands are run, resume, check and doctor; see moonbox "
-            "--help)",
+            "unknown command '%s' (the commands are run, resume, check, doctor and mcp; see "
+            "moonbox --help)",
             quoted);
   return -1;
 }

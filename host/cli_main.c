@@ -17,6 +17,7 @@
 #include "host/cli_args.h"
 #include "host/cli_fuzz.h"
 #include "host/cli_policy.h"
+#include "host/mcp.h"
 #include "moonbox.h"
 
 /* Exit codes the CLI decides itself; run outcomes map through mbxH_cli_exit_code. */
@@ -885,6 +886,15 @@ int main(int argc, char **argv) {
     return finish(check_command(&opt));
   case MBXH_CLI_DOCTOR:
     return finish(doctor_command(&opt));
+  case MBXH_CLI_MCP: {
+    /* The server's policy caps every call (docs/mcp.md); stdout is the protocol's. */
+    int exit_code = EXIT_USAGE;
+    mbx_policy *policy = mbxH_cli_make_policy(&opt, &exit_code);
+    if (policy == NULL) return exit_code;
+    exit_code = mbxH_mcp_serve(policy);
+    mbx_policy_free(policy);
+    return exit_code;
+  }
   case MBXH_CLI_RUN:
     break;
   }

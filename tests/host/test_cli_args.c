@@ -252,7 +252,7 @@ static void test_top_level_commands(void **state) {
   assert_int_equal(opt.command, MBXH_CLI_HELP);
   PARSE_OK(&opt, "run", "script.lua", "--version");
   assert_int_equal(opt.command, MBXH_CLI_VERSION);
-  PARSE_FAILS("unknown command 'walk' (the commands are run, resume, check and doctor; see moonbox --help)",
+  PARSE_FAILS("unknown command 'walk' (the commands are run, resume, check, doctor and mcp; see moonbox --help)",
               "walk");
   PARSE_FAILS("unknown option '--json' (options go after the command: moonbox run [OPTIONS] "
               "FILE; see moonbox --help)",
@@ -776,7 +776,7 @@ static void test_resume_errors(void **state) {
   /* Policy values are checked as for run. */
   PARSE_FAILS("--memory: '12Q' is not a size " SIZE_HINT, "resume", "s.bin", "--value", "1",
               "--memory", "12Q");
-  PARSE_FAILS("unknown command 'resum' (the commands are run, resume, check and doctor; see moonbox --help)",
+  PARSE_FAILS("unknown command 'resum' (the commands are run, resume, check, doctor and mcp; see moonbox --help)",
               "resum", "s.bin");
 }
 
@@ -841,9 +841,34 @@ static void test_check_command(void **state) {
     fail_msg("usage does not mention moonbox check");
 }
 
+/* moonbox mcp takes the policy options only (the server's caps), never a script. */
+static void test_mcp_command(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "mcp");
+  assert_int_equal(opt.command, MBXH_CLI_MCP);
+  PARSE_OK(&opt, "mcp", "--timeout", "2s", "--memory", "16M", "--policy", "p.json", "--file",
+           "/in/a=a.txt", "--deterministic");
+  assert_int_equal(opt.command, MBXH_CLI_MCP);
+  assert_true(opt.timeout_ms.set);
+  assert_int_equal(opt.timeout_ms.value, 2000);
+  assert_string_equal(opt.policy_file, "p.json");
+  assert_int_equal(opt.file_count, 1);
+  PARSE_FAILS("moonbox mcp takes no script ('x.lua'): the client sends the code in tools/call",
+              "mcp", "x.lua");
+  PARSE_FAILS("--json is not an option of moonbox mcp (it takes the policy options: limits, "
+              "--policy, --mount, --file, --env, --seed, --time, --deterministic)",
+              "mcp", "--json");
+  PARSE_FAILS("--pause-on is not an option of moonbox mcp (it takes the policy options: "
+              "limits, --policy, --mount, --file, --env, --seed, --time, --deterministic)",
+              "mcp", "--pause-on", "f");
+  PARSE_FAILS("unknown option '--bogus' (see moonbox mcp --help)", "mcp", "--bogus");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_check_command),
+      cmocka_unit_test(test_mcp_command),
       cmocka_unit_test(test_size_plain_bytes),
       cmocka_unit_test(test_size_suffixes),
       cmocka_unit_test(test_size_exact_fractions),
