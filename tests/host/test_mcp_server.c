@@ -4,16 +4,17 @@
    that gets no response, progress, sessions with their rewind and their cap. The real-client
    test is tests/mcp/ (the TypeScript SDK). */
 #include <cmocka.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "host/mcp.h"
 
