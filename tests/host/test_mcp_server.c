@@ -3,7 +3,6 @@
    error code, hostile messages, a long call that does not stall ping, a reused id, a cancel
    that gets no response, progress, sessions with their rewind and their cap. The real-client
    test is tests/mcp/ (the TypeScript SDK). */
-#include <cmocka.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
