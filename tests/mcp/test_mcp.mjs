@@ -1,0 +1,294 @@
+// tests/mcp/test_mcp.mjs -- `moonbox mcp` against a real client: the official TypeScript SDK
+// (@modelcontextprotocol/sdk, pinned by package-lock.json) over its stdio transport, plus raw
+// writes to the server's stdin for what no SDK would send. The SDK checks every structured
+// result against the tool's outputSchema (docs/result.schema.json) and throws if it does not
+// validate, so each callTool here is also a schema test.
+// Run by tests/mcp/run.sh (ctest mcp/sdk): node test_mcp.mjs /path/to/moonbox
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import test from 'node:test';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+
+const moonbox = process.argv[2];
+if (!moonbox) throw new Error('usage: node test_mcp.mjs /path/to/moonbox');
+// Server caps: the client may lower them, never raise them.
+const serverArgs = ['mcp', '--timeout', '4s', '--memory', '32M', '--output-limit', '64k'];
+
+async function connect() {
+  const transport = new StdioClientTransport({ command: moonbox, args: serverArgs, stderr: 'pipe' });
+  const client = new Client({ name: 'moonbox-test', version: '1.0.0' });
+  await client.connect(transport);
+  return client;
+}
+
+const run = (client, args, options) =>
+  client.callTool({ name: 'run_lua', arguments: args }, undefined, options);
+const text = (result) => result.content[0].text;
+
+test('handshake and tools/list', async () => {
+  const client = await connect();
+  try {
+    assert.equal(LATEST_PROTOCOL_VERSION, '2025-11-25');
+    assert.equal(client.getServerVersion().name, 'moonbox');
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.map((t) => t.name), ['run_lua', 'reset_session', 'close_session']);
+    const runLua = tools[0];
+    assert.deepEqual(runLua.inputSchema.required, ['code']);
+    assert.equal(runLua.outputSchema.$id, 'urn:moonbox:schema:result:1');
+    await client.ping();
+  } finally {
+    await client.close();
+  }
+});
+
+test('run_lua: results of every kind validate against the outputSchema', async () => {
+  const client = await connect();
+  try {
+    await client.listTools(); // the SDK compiles the outputSchema validators here
+    let r = await run(client, { code: 'return 1 + 1' });
+    assert.equal(r.isError, false);
+    assert.equal(r.structuredContent.status, 'ok');
+    assert.equal(r.structuredContent.value, 2);
+    assert.deepEqual(JSON.parse(text(r)), r.structuredContent);
+
+    r = await run(client, {
+      code: 'print("rows", #io.open("/input/data.csv"):read("a")) return n + 1, "\\255", {a = {1, 2}}',
+      inputs: { n: 41 },
+      files: { '/input/data.csv': 'a,b\n1,2\n', '/input/raw.bin': { $bytes: 'AAEC' } },
+    });
+    assert.equal(r.structuredContent.status, 'ok');
+    assert.deepEqual(r.structuredContent.value, [42, { $bytes: '/w==' }, { a: [1, 2] }]);
+    assert.equal(r.structuredContent.stdout, 'rows\t8\n');
+
+    r = await run(client, { code: 'io.write("\\200")' });
+    assert.deepEqual(r.structuredContent.stdout, { $bytes: 'yA==' }); // byte 200
+
+    const failing = [
+      ['return +', 'syntax_error'],
+      ['error("boom")', 'runtime_error'],
+      ['local t = {} for i = 1, 1e8 do t[i] = i end', 'memory_limit', { memory: 1 << 20 }],
+      ['while true do end', 'instruction_limit', { instructions: 100000 }],
+      ['while true do end', 'time_limit', { timeout_ms: 200 }],
+      ['while true do io.write(("x"):rep(100)) end', 'output_limit'],
+    ];
+    for (const [code, status, limits] of failing) {
+      r = await run(client, limits ? { code, limits } : { code });
+      assert.equal(r.isError, true, code);
+      assert.equal(r.structuredContent.status, status, code);
+      assert.equal(typeof r.structuredContent.error.message, 'string');
+    }
+  } finally {
+    await client.close();
+  }
+});
+
+test('errors: unknown tool, bad arguments, raised limits', async () => {
+  const client = await connect();
+  try {
+    await assert.rejects(
+      client.callTool({ name: 'rm_rf', arguments: {} }),
+      (e) => e.code === -32602 && /unknown tool 'rm_rf'/.test(e.message),
+    );
+    let r = await run(client, { code: 'return 1', limits: { timeout_ms: 60000 } });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /above the server's cap of 4000/);
+    r = await run(client, { code: 'return 1', limits: { memory: 1 << 30 } });
+    assert.match(text(r), /limits\.memory/);
+    r = await run(client, { code: 'return 1', inputs: { print: 1 } });
+    assert.match(text(r), /invalid_input/);
+    r = await run(client, { code: 'return 1', mounts: ['/'] });
+    assert.match(text(r), /unknown argument 'mounts'/);
+    r = await client.callTool({ name: 'run_lua', arguments: {} });
+    assert.match(text(r), /code/);
+    await client.ping(); // still serving
+  } finally {
+    await client.close();
+  }
+});
+
+test('session across calls, rewound after a timeout, reset and closed', async () => {
+  const client = await connect();
+  try {
+    await client.listTools();
+    let r = await run(client, { session: 'nb', code: 'x = 41', limits: { timeout_ms: 400 } });
+    assert.equal(r.structuredContent.session.created, true);
+    r = await run(client, { session: 'nb', code: 'x = x + 1 return x' });
+    assert.equal(r.structuredContent.value, 42);
+    r = await run(client, { session: 'nb', code: 'x = 0 while true do end' });
+    assert.equal(r.structuredContent.status, 'time_limit');
+    // Rewound to before the call; where checkpoints are unsupported (the asan build's malloc
+    // heap) reset instead, and the result says which.
+    const { rewound, reset } = r.structuredContent.session;
+    assert.ok(rewound !== reset);
+    if (!process.env.MBX_NO_CHECKPOINTS) assert.equal(rewound, true);
+    r = await run(client, { session: 'nb', code: 'return x' });
+    assert.equal(r.structuredContent.value, rewound ? 42 : null); // survived the timeout
+    r = await client.callTool({ name: 'reset_session', arguments: { session: 'nb' } });
+    assert.deepEqual(r.structuredContent, { session: 'nb', status: 'reset' });
+    r = await run(client, { session: 'nb', code: 'return x' });
+    assert.equal(r.structuredContent.value, null);
+    r = await client.callTool({ name: 'close_session', arguments: { session: 'nb' } });
+    assert.equal(r.structuredContent.status, 'closed');
+    r = await client.callTool({ name: 'close_session', arguments: { session: 'nb' } });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /no session 'nb'/);
+  } finally {
+    await client.close();
+  }
+});
+
+test('a cancelled run is interrupted, its session rewound, and ping never stalls', async () => {
+  const client = await connect();
+  try {
+    await run(client, { session: 'c', code: 'y = 5' });
+    const controller = new AbortController();
+    const started = Date.now();
+    const long = run(client, { session: 'c', code: 'y = 6 while true do end' }, { signal: controller.signal });
+    // While it runs: ping and another call are answered.
+    await client.ping();
+    const other = await run(client, { code: 'return "meanwhile"' });
+    assert.equal(other.structuredContent.value, 'meanwhile');
+    // A second call on the busy session is refused with a clear result.
+    const busy = await run(client, { session: 'c', code: 'return 1' });
+    assert.equal(busy.isError, true);
+    assert.match(text(busy), /session busy/);
+    controller.abort('test cancel');
+    await assert.rejects(long);
+    // The server got notifications/cancelled and interrupted the run well before its 4 s limit
+    // would have ended it (generous: the machine is loaded); the session was rewound.
+    let r;
+    for (let i = 0; i < 200; i++) {
+      r = await run(client, { session: 'c', code: 'return y' });
+      if (!r.isError) break;
+      await new Promise((ok) => setTimeout(ok, 20));
+    }
+    assert.equal(r.structuredContent.value, process.env.MBX_NO_CHECKPOINTS ? null : 5);
+    assert.ok(Date.now() - started < 3900, `the cancel took ${Date.now() - started} ms`);
+  } finally {
+    await client.close();
+  }
+});
+
+test('progress notifications for a long run', async () => {
+  const client = await connect();
+  try {
+    const seen = [];
+    const r = await run(
+      client,
+      { code: 'while true do end', limits: { timeout_ms: 2500 } },
+      { onprogress: (p) => seen.push(p.progress) },
+    );
+    assert.equal(r.structuredContent.status, 'time_limit');
+    assert.ok(seen.length >= 1, 'no progress notification');
+    for (let i = 1; i < seen.length; i++) assert.ok(seen[i] > seen[i - 1]);
+    assert.ok(seen[0] >= 900);
+  } finally {
+    await client.close();
+  }
+});
+
+// ---- raw stdin: what a client library would never send ----
+
+function rawServer() {
+  const child = spawn(moonbox, serverArgs, { stdio: ['pipe', 'pipe', 'pipe'] });
+  let buffer = '';
+  const waiting = [];
+  const lines = [];
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk) => {
+    buffer += chunk;
+    let nl;
+    while ((nl = buffer.indexOf('\n')) >= 0) {
+      lines.push(JSON.parse(buffer.slice(0, nl))); // every line must be one JSON message
+      buffer = buffer.slice(nl + 1);
+      while (waiting.length && lines.length) waiting.shift()(lines.shift());
+    }
+  });
+  return {
+    child,
+    send: (data) => child.stdin.write(data),
+    next: () =>
+      new Promise((ok, fail) => {
+        if (lines.length) return ok(lines.shift());
+        const timer = setTimeout(() => fail(new Error('no reply within 60 s')), 60000);
+        waiting.push((m) => (clearTimeout(timer), ok(m)));
+      }),
+  };
+}
+
+const req = (id, method, params) => JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n';
+
+test('hostile input on stdin gets error replies, and the server keeps serving', async () => {
+  const s = rawServer();
+  try {
+    s.send(req(1, 'tools/call', { name: 'run_lua', arguments: { code: 'return 1' } }));
+    let m = await s.next();
+    assert.equal(m.error.code, -32600);
+    assert.match(m.error.message, /initialize first/);
+
+    s.send(req(2, 'initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '0' } }));
+    m = await s.next();
+    assert.equal(m.result.protocolVersion, '2025-11-25');
+    s.send('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
+
+    s.send('{"jsonrpc":"2.0","id":3,"method":\n');
+    m = await s.next();
+    assert.deepEqual([m.id, m.error.code], [null, -32700]);
+
+    s.send(Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":4,"method":"pi'), Buffer.from([0xff, 0xc0]), Buffer.from('ng"}\n')]));
+    m = await s.next();
+    assert.equal(m.error.code, -32700);
+
+    s.send('['.repeat(200000) + ']'.repeat(200000) + '\n');
+    m = await s.next();
+    assert.equal(m.error.code, -32700);
+
+    s.send('[' + req(5, 'ping').trim() + ']\n');
+    m = await s.next();
+    assert.deepEqual([m.id, m.error.code], [null, -32600]);
+
+    s.send(req(6, 'no/such/method'));
+    m = await s.next();
+    assert.deepEqual([m.id, m.error.code], [6, -32601]);
+
+    // A 70 MiB line: refused whole, without holding more than the 64 MiB cap.
+    const huge = '{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"' + 'x'.repeat(70 << 20) + '"}}\n';
+    s.send(huge);
+    m = await s.next();
+    assert.equal(m.error.code, -32700);
+    assert.match(m.error.message, /too large/);
+
+    // A reused id while the first call still runs.
+    s.send(req(8, 'tools/call', { name: 'run_lua', arguments: { code: 'while true do end', limits: { timeout_ms: 1500 } } }));
+    s.send(req(8, 'tools/call', { name: 'run_lua', arguments: { code: 'return 1' } }));
+    m = await s.next();
+    assert.deepEqual([m.id, m.error.code], [8, -32600]);
+    assert.match(m.error.message, /already in use/);
+    m = await s.next();
+    assert.equal(m.id, 8);
+    assert.equal(m.result.structuredContent.status, 'time_limit');
+
+    // Thousands of sessions: the cap answers each one past it, and says so.
+    for (let i = 0; i < 2000; i++) s.send(req(100 + i, 'tools/call', { name: 'run_lua', arguments: { session: `s${i}`, code: 'return 1' } }));
+    let refused = 0;
+    for (let i = 0; i < 2000; i++) {
+      m = await s.next();
+      if (m.result.isError) {
+        // The cap, or (while 16 calls run) the concurrency cap: both say why.
+        assert.match(m.result.content[0].text, /too many sessions|server busy/);
+        refused++;
+      }
+    }
+    assert.ok(refused >= 2000 - 32);
+
+    s.send(req(9, 'ping'));
+    m = await s.next();
+    assert.deepEqual(m, { jsonrpc: '2.0', id: 9, result: {} });
+  } finally {
+    s.child.stdin.end();
+    await new Promise((ok) => s.child.on('exit', ok));
+  }
+});
