@@ -126,7 +126,8 @@ static int write_all(int fd, const char *p, size_t n) {
   return 0;
 }
 
-/* One server; with session, every call runs in the same session (checkpointed first). */
+/* One server; with session 1, every call runs in the same session (checkpointed first); with
+   session -1 the calls are pings (the transport and JSON-RPC floor: no thread, no sandbox). */
 static int mcp(const char *moonbox, size_t calls, int session, uint64_t *ns) {
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0) return -1;
@@ -157,17 +158,20 @@ static int mcp(const char *moonbox, size_t calls, int session, uint64_t *ns) {
   size_t warm = calls / 10;
   for (size_t i = 0; rc == 0 && i < calls + warm; i++) {
     char req[256];
-    int n = snprintf(req, sizeof req,
-                     "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":\"tools/call\",\"params\":{"
-                     "\"name\":\"run_lua\",\"arguments\":{\"code\":\"%s\"%s}}}\n",
-                     i + 1, CODE, session ? ",\"session\":\"bench\"" : "");
+    int n = session < 0
+                ? snprintf(req, sizeof req,
+                           "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":\"ping\"}\n", i + 1)
+                : snprintf(req, sizeof req,
+                           "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":\"tools/call\",\"params\":{"
+                           "\"name\":\"run_lua\",\"arguments\":{\"code\":\"%s\"%s}}}\n",
+                           i + 1, CODE, session > 0 ? ",\"session\":\"bench\"" : "");
     uint64_t t0 = now_ns();
     if (write_all(in[1], req, (size_t)n) != 0 || read_line(r, line, sizeof line) < 0) {
       rc = -1;
       break;
     }
     uint64_t t1 = now_ns();
-    if (strstr(line, "\"value\":2") == NULL) {
+    if (strstr(line, session < 0 ? "\"result\":{}" : "\"value\":2") == NULL) {
       fprintf(stderr, "bench_mcp: unexpected reply: %.200s\n", line);
       rc = -1;
     }
@@ -186,7 +190,7 @@ int main(int argc, char **argv) {
   size_t calls = argc > 2 ? (size_t)strtoul(argv[2], NULL, 10) : 20000;
   if (calls < 100) calls = 100;
   uint64_t *ns = malloc(calls * sizeof *ns);
-  double med, p99, c_med, c_p99, j_med, j_p99, s_med, s_p99;
+  double med, p99, c_med, c_p99, j_med, j_p99, s_med, s_p99, p_med, p_p99;
   signal(SIGPIPE, SIG_IGN);
   if (ns == NULL || capi(calls, 0, ns) != 0) return 1;
   stats(ns, calls, &c_med, &c_p99);
@@ -196,12 +200,15 @@ int main(int argc, char **argv) {
   stats(ns, calls, &med, &p99);
   if (mcp(moonbox, calls, 1, ns) != 0) return 1;
   stats(ns, calls, &s_med, &s_p99);
+  if (mcp(moonbox, calls, -1, ns) != 0) return 1;
+  stats(ns, calls, &p_med, &p_p99);
   printf("return 1+1, %zu calls each (after %zu warm-up calls), one sandbox / one server:\n", calls,
          calls / 10);
   printf("  C API mbx_run                          median %8.2f us   p99 %8.2f us\n", c_med, c_p99);
   printf("  C API mbx_run + mbx_result_json        median %8.2f us   p99 %8.2f us\n", j_med, j_p99);
   printf("  MCP tools/call run_lua (fresh sandbox) median %8.2f us   p99 %8.2f us\n", med, p99);
   printf("  MCP run_lua in one session             median %8.2f us   p99 %8.2f us\n", s_med, s_p99);
+  printf("  MCP ping (transport floor)             median %8.2f us   p99 %8.2f us\n", p_med, p_p99);
   printf("  MCP / C API median ratio: %.1fx (session: %.1fx)\n", med / c_med, s_med / c_med);
   free(ns);
   return 0;

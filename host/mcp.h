@@ -85,7 +85,8 @@ typedef struct mbxH_mcp_server mbxH_mcp_server;
 
 /* One tools/call in flight. */
 typedef struct mbxH_mcp_call {
-  struct mbxH_mcp_call *next;
+  struct mbxH_mcp_call *next;       /* the table of calls in flight */
+  struct mbxH_mcp_call *queue_next; /* the queue of calls no worker has taken yet */
   mbxH_mcp_server *server;
   char *id;               /* the request id as compact JSON text */
   json_t *progress_token; /* NULL when the client sent none */
@@ -97,15 +98,19 @@ typedef struct mbxH_mcp_call {
 
 struct mbxH_mcp_server {
   pthread_mutex_t lock;     /* calls, sessions, counters */
-  pthread_cond_t changed;   /* a call thread ended; the monitor's tick */
+  pthread_cond_t changed;   /* a call ended, a worker left; the monitor's tick */
+  pthread_cond_t work;      /* a call was queued, or the server stops */
   pthread_mutex_t out_lock; /* the one writer of out_fd */
   int out_fd;
   int out_broken; /* a write failed (the client went away) */
   mbx_runtime *runtime;
-  const mbx_policy *policy; /* the server's: caps every call; never modified */
-  char *tools_json;         /* the tools/list result, built once */
-  mbxH_mcp_call *calls;     /* in flight, by request id */
-  int threads;              /* call threads alive */
+  const mbx_policy *policy;               /* the server's: caps every call; never modified */
+  char *tools_json;                       /* the tools/list result, built once */
+  mbxH_mcp_call *calls;                   /* in flight, by request id */
+  mbxH_mcp_call *queue_head, *queue_tail; /* calls no worker has taken yet */
+  int queued;                             /* how many */
+  int threads;                            /* calls in progress (queued or running) */
+  int workers, idle_workers; /* the call threads: started on demand, kept for the next call */
   int initialized, stopping, monitor_started;
   pthread_t monitor;
   mbxH_mcp_sessions sessions;

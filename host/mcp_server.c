@@ -163,8 +163,8 @@ int mbxH_mcp_call_running(mbxH_mcp_call *call, mbx_sandbox *sb) {
   return go;
 }
 
-static void *call_thread(void *arg) {
-  mbxH_mcp_call *call = arg;
+/* One call, on a worker: run it, answer it (unless cancelled), forget it. */
+static void process_call(mbxH_mcp_call *call) {
   mbxH_mcp_server *s = call->server;
   size_t len = 0;
   char *result = mbxH_mcp_tool_execute(call, &len);
@@ -187,6 +187,31 @@ static void *call_thread(void *arg) {
   free_call(call);
   pthread_mutex_lock(&s->lock);
   s->threads--;
+  pthread_cond_broadcast(&s->changed);
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* A call thread. Threads are kept between calls: creating one (an 8 MiB stack) costs about
+   as much as the whole of a small run, so a server answering many calls reuses them. */
+static void *worker_thread(void *arg) {
+  mbxH_mcp_server *s = arg;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (s->queue_head == NULL && !s->stopping) {
+      s->idle_workers++;
+      pthread_cond_wait(&s->work, &s->lock);
+      s->idle_workers--;
+    }
+    mbxH_mcp_call *call = s->queue_head;
+    if (call == NULL) break; /* stopping, and nothing left to do */
+    s->queue_head = call->queue_next;
+    if (s->queue_head == NULL) s->queue_tail = NULL;
+    s->queued--;
+    pthread_mutex_unlock(&s->lock);
+    process_call(call);
+    pthread_mutex_lock(&s->lock);
+  }
+  s->workers--;
   pthread_cond_broadcast(&s->changed);
   pthread_mutex_unlock(&s->lock);
   return NULL;
@@ -222,7 +247,7 @@ static void *monitor_thread(void *arg) {
       json_object_set_new(msg, "jsonrpc", json_string("2.0"));
       json_object_set_new(msg, "method", json_string("notifications/progress"));
       json_object_set_new(msg, "params", params);
-      send_json(s, msg); /* under s->lock: see call_thread */
+      send_json(s, msg); /* under s->lock: see process_call */
     }
     mbx_sandbox *expired[MBXH_MCP_MAX_SESSIONS];
     size_t n = mbxH_mcp_session_expire(&s->sessions, now, MBXH_MCP_SESSION_IDLE_MS, expired,
@@ -350,24 +375,35 @@ static void handle_tools_call(mbxH_mcp_server *s, const json_t *id, const char *
   call->start_ms = mbxH_mcp_now_ms();
   call->next_progress_ms = call->start_ms + MBXH_MCP_PROGRESS_MS;
 
-  pthread_attr_t attr;
-  pthread_t thread;
-  int rc = pthread_attr_init(&attr);
-  if (rc == 0) {
-    pthread_attr_setstacksize(&attr, CALL_STACK_SIZE);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  }
+  /* Queued for a worker: an idle one if there is one, else a new one (at most one per call
+     allowed at once, so a queued call never waits behind a running one). */
+  int rc = 0;
   pthread_mutex_lock(&s->lock);
-  call->next = s->calls;
-  s->calls = call;
-  s->threads++;
-  if (rc == 0) rc = pthread_create(&thread, &attr, call_thread, call);
-  if (rc != 0) {
-    unlink_call(s, call);
-    s->threads--;
+  if (s->idle_workers <= s->queued) { /* every idle worker is already promised a call */
+    pthread_attr_t attr;
+    pthread_t thread;
+    rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+      pthread_attr_setstacksize(&attr, CALL_STACK_SIZE);
+      pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+      rc = pthread_create(&thread, &attr, worker_thread, s);
+      pthread_attr_destroy(&attr);
+    }
+    if (rc == 0) s->workers++;
+  }
+  if (rc == 0) {
+    call->next = s->calls;
+    s->calls = call;
+    s->threads++;
+    if (s->queue_tail)
+      s->queue_tail->queue_next = call;
+    else
+      s->queue_head = call;
+    s->queue_tail = call;
+    s->queued++;
+    pthread_cond_signal(&s->work);
   }
   pthread_mutex_unlock(&s->lock);
-  pthread_attr_destroy(&attr);
   if (rc != 0) {
     free_call(call);
     send_error(s, id, MBXH_RPC_INTERNAL_ERROR, "cannot start a thread for the call: %s",
@@ -520,6 +556,7 @@ int mbxH_mcp_server_init(mbxH_mcp_server *s, const mbx_policy *policy, int out_f
   pthread_condattr_init(&ca);
   pthread_cond_init(&s->changed, &ca);
   pthread_condattr_destroy(&ca);
+  pthread_cond_init(&s->work, NULL);
   if (pthread_create(&s->monitor, NULL, monitor_thread, s) == 0) s->monitor_started = 1;
   return 0;
 }
@@ -530,6 +567,9 @@ void mbxH_mcp_server_finish(mbxH_mcp_server *s) {
   while (s->threads > 0)
     pthread_cond_wait(&s->changed, &s->lock);
   pthread_cond_broadcast(&s->changed);
+  pthread_cond_broadcast(&s->work); /* the idle workers leave */
+  while (s->workers > 0)
+    pthread_cond_wait(&s->changed, &s->lock);
   pthread_mutex_unlock(&s->lock);
   if (s->monitor_started) pthread_join(s->monitor, NULL);
   for (size_t i = 0; i < MBXH_MCP_MAX_SESSIONS; i++)
@@ -538,6 +578,7 @@ void mbxH_mcp_server_finish(mbxH_mcp_server *s) {
   mbx_runtime_free(s->runtime);
   free(s->tools_json);
   pthread_cond_destroy(&s->changed);
+  pthread_cond_destroy(&s->work);
   pthread_mutex_destroy(&s->lock);
   pthread_mutex_destroy(&s->out_lock);
 }
