@@ -315,7 +315,7 @@ static void handle_tools_call(mbxH_mcp_server *s, const json_t *id, const char *
     char quoted[80];
     cut_utf8(quoted, sizeof quoted, json_string_value(name), json_string_length(name));
     send_error(s, id, MBXH_RPC_INVALID_PARAMS,
-               "tools/call: unknown tool '%s' (the tools are run_lua, reset_session and "
+               "tools/call: unknown tool '%s' (the tools are run_lua, check_lua, reset_session and "
                "close_session; see tools/list)",
                quoted);
     return;

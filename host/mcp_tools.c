@@ -1,4 +1,5 @@
-/* host/mcp_tools.c -- the tools of `moonbox mcp`: run_lua, reset_session, close_session. Their
+/* host/mcp_tools.c -- the tools of `moonbox mcp`: run_lua, check_lua, reset_session,
+   close_session. Their
    schemas, the check of a call's arguments (describe, validate), then the run (act). The
    server's policy caps every call: a client may lower limits, never raise them, and adds
    nothing but read-only inline files. */
@@ -11,7 +12,7 @@
 #include "host/mcp.h"
 #include "vm/json_text.h"
 
-enum { TOOL_RUN = 1, TOOL_RESET, TOOL_CLOSE };
+enum { TOOL_RUN = 1, TOOL_CHECK, TOOL_RESET, TOOL_CLOSE };
 
 /* The limits a client may lower, by their names in run_lua's "limits". */
 static const struct {
@@ -43,6 +44,7 @@ struct mbxH_mcp_run {
   int limit_set[CLIENT_LIMITS];
   uint64_t limit[CLIENT_LIMITS];
   char session[MBXH_MCP_SESSION_ID_MAX + 1]; /* "" = none */
+  json_t *input_names; /* check_lua: the inputs' keys, which the code may read; or NULL */
 };
 
 /* ---------------------------------------------------------------------------------------- */
@@ -75,6 +77,29 @@ static const char run_input_schema[] =
     "\"Keep globals and /tmp between calls under this id (opened by its first call). Each call "
     "is checkpointed first: one that ends on a limit or a cancel rewinds the session to before "
     "it. limits and files apply when the session is opened.\"}}}";
+
+static const char check_input_schema[] =
+    "{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"code\"],"
+    "\"properties\":{\"code\":{\"type\":\"string\",\"description\":\"Lua 5.4 source to "
+    "check; nothing runs.\"},\"inputs\":{\"type\":\"object\",\"description\":\"The inputs "
+    "run_lua will be given: their names are globals the code may read.\"}}}";
+
+/* What mbx_check answers (include/moonbox.h), keys sorted. */
+static const char check_output_schema[] =
+    "{\"type\":\"object\",\"additionalProperties\":false,"
+    "\"required\":[\"globals\",\"ok\",\"syntax_error\"],\"$defs\":{\"text\":{\"anyOf\":["
+    "{\"type\":\"string\"},{\"type\":\"object\",\"required\":[\"$bytes\"],"
+    "\"additionalProperties\":false,\"properties\":{\"$bytes\":{\"type\":\"string\"}}}]}},"
+    "\"properties\":{\"ok\":{\"type\":\"boolean\",\"description\":\"no syntax error and "
+    "no global the policy does not provide\"},"
+    "\"syntax_error\":{\"anyOf\":[{\"type\":\"null\"},{\"type\":\"object\","
+    "\"additionalProperties\":false,\"required\":[\"line\",\"message\"],\"properties\":{"
+    "\"line\":{\"type\":\"integer\",\"minimum\":0},\"message\":{\"$ref\":\"#/$defs/text\"}}}]},"
+    "\"globals\":{\"type\":\"array\",\"description\":\"globals the code reads or writes "
+    "that the policy does not provide, by line\",\"items\":{\"type\":\"object\","
+    "\"additionalProperties\":false,\"required\":[\"access\",\"line\",\"name\"],"
+    "\"properties\":{\"access\":{\"enum\":[\"read\",\"write\"]},\"line\":{\"type\":"
+    "\"integer\",\"minimum\":0},\"name\":{\"$ref\":\"#/$defs/text\"}}}}}}";
 
 static const char session_input_schema[] =
     "{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"session\"],"
@@ -125,6 +150,12 @@ char *mbxH_mcp_tools_list(char *msg, size_t msg_size) {
                                  run_input_schema, schema_text, 0)
                     : NULL;
   free(schema_text);
+  json_t *check = tool_entry("check_lua", "Check Lua without running it",
+                             "Compile Lua 5.4 code (nothing runs) and list its syntax error and "
+                             "the global names it reads or writes that this server's sandbox "
+                             "does not provide, with line numbers, from the compiled bytecode. "
+                             "Early feedback before run_lua.",
+                             check_input_schema, check_output_schema, 1);
   json_t *reset = tool_entry("reset_session", "Reset a session",
                              "Put a session back to a fresh state (globals and /tmp "
                              "cleared); it stays open.",
@@ -134,14 +165,16 @@ char *mbxH_mcp_tools_list(char *msg, size_t msg_size) {
                  session_input_schema, session_output_schema, 0);
   json_t *result = json_object();
   char *text = NULL;
-  if (tools && run && reset && close && result) {
+  if (tools && run && check && reset && close && result) {
     json_array_append_new(tools, run);
+    json_array_append_new(tools, check);
     json_array_append_new(tools, reset);
     json_array_append_new(tools, close);
     json_object_set_new(result, "tools", tools);
     text = json_dumps(result, JSON_COMPACT);
   } else {
-    json_decref(tools), json_decref(run), json_decref(reset), json_decref(close);
+    json_decref(tools), json_decref(run), json_decref(check), json_decref(reset);
+    json_decref(close);
   }
   json_decref(result);
   if (text == NULL) snprintf(msg, msg_size, "out of memory building the tool list");
@@ -149,8 +182,8 @@ char *mbxH_mcp_tools_list(char *msg, size_t msg_size) {
 }
 
 int mbxH_mcp_tool_known(const char *name) {
-  return strcmp(name, "run_lua") == 0 || strcmp(name, "reset_session") == 0 ||
-         strcmp(name, "close_session") == 0;
+  return strcmp(name, "run_lua") == 0 || strcmp(name, "check_lua") == 0 ||
+         strcmp(name, "reset_session") == 0 || strcmp(name, "close_session") == 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -227,6 +260,7 @@ void mbxH_mcp_run_free(mbxH_mcp_run *run) {
   if (run == NULL) return;
   free(run->code);
   free(run->inputs);
+  json_decref(run->input_names);
   for (size_t i = 0; i < run->file_count; i++) {
     free(run->files[i].path);
     free(run->files[i].data);
@@ -344,6 +378,7 @@ mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_server *s, const char *name, 
   *error = NULL;
   if (run == NULL) return NULL;
   run->tool = strcmp(name, "run_lua") == 0         ? TOOL_RUN
+              : strcmp(name, "check_lua") == 0     ? TOOL_CHECK
               : strcmp(name, "reset_session") == 0 ? TOOL_RESET
                                                    : TOOL_CLOSE;
   json_t *empty = NULL;
@@ -354,15 +389,18 @@ mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_server *s, const char *name, 
     if (run->tool == TOOL_RUN) {
       for (size_t i = 0; i < sizeof run_keys / sizeof *run_keys; i++)
         if (strcmp(key, run_keys[i]) == 0) known = 1;
+    } else if (run->tool == TOOL_CHECK) {
+      known = strcmp(key, "code") == 0 || strcmp(key, "inputs") == 0;
     } else {
       known = strcmp(key, "session") == 0;
     }
     if (!known) {
       *error =
           tool_errorf("%s: unknown argument '%s' (%s)", name, quote(key, strlen(key), q, sizeof q),
-                      run->tool == TOOL_RUN ? "run_lua takes code, inputs, files, limits "
-                                              "and session"
-                                            : "it takes session");
+                      run->tool == TOOL_RUN     ? "run_lua takes code, inputs, files, limits "
+                                                  "and session"
+                      : run->tool == TOOL_CHECK ? "check_lua takes code and inputs"
+                                                : "it takes session");
       goto fail;
     }
   }
@@ -376,17 +414,17 @@ mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_server *s, const char *name, 
       goto fail;
     }
     memcpy(run->session, json_string_value(session), json_string_length(session) + 1);
-  } else if (run->tool != TOOL_RUN) {
+  } else if (run->tool == TOOL_RESET || run->tool == TOOL_CLOSE) {
     *error = tool_errorf("%s: the argument session is required (the id given to run_lua)", name);
     goto fail;
   }
-  if (run->tool != TOOL_RUN) {
+  if (run->tool == TOOL_RESET || run->tool == TOOL_CLOSE) {
     json_decref(empty);
     return run;
   }
   const json_t *code = json_object_get(args, "code");
   if (!json_is_string(code)) {
-    *error = tool_errorf("run_lua: the argument code (a string of Lua source) is required");
+    *error = tool_errorf("%s: the argument code (a string of Lua source) is required", name);
     goto fail;
   }
   run->code_len = json_string_length(code);
@@ -394,6 +432,19 @@ mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_server *s, const char *name, 
   if (run->code == NULL) goto fail;
   memcpy(run->code, json_string_value(code), run->code_len + 1);
   const json_t *inputs = json_object_get(args, "inputs");
+  if (run->tool == TOOL_CHECK) {
+    if (inputs != NULL && !json_is_null(inputs)) {
+      if (!json_is_object(inputs)) {
+        *error = tool_errorf("inputs: expected the object run_lua will be given, e.g. "
+                             "{\"items\": [1, 2, 3]}");
+        goto fail;
+      }
+      run->input_names = json_deep_copy(inputs);
+      if (run->input_names == NULL) goto fail;
+    }
+    json_decref(empty);
+    return run;
+  }
   if (inputs != NULL && !json_is_null(inputs)) {
     if (!json_is_object(inputs)) {
       *error = tool_errorf("inputs: expected an object whose keys become globals, e.g. "
@@ -639,9 +690,50 @@ static char *execute_reset_or_close(mbxH_mcp_call *call) {
   return session_done(run->session, "reset");
 }
 
+/* check_lua: mbx_check under the server's policy; the names of the inputs the client declared
+   are provided too (run_lua would bind them), so their reads are not findings. */
+static char *execute_check(mbxH_mcp_call *call) {
+  const mbxH_mcp_run *run = call->run;
+  char *json = NULL;
+  size_t len = 0;
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  mbx_status st = mbx_check(call->server->policy, run->code, run->code_len, &json, &len, &err);
+  if (st != MBX_OK) return api_error(st, &err);
+  if (run->input_names == NULL || json_object_size(run->input_names) == 0) {
+    char *out = tool_result(json, len, json, len, 0);
+    mbx_free(json);
+    return out;
+  }
+  json_t *doc = json_loadb(json, len, JSON_ALLOW_NUL, NULL);
+  mbx_free(json);
+  json_t *globals = doc ? json_object_get(doc, "globals") : NULL;
+  if (!json_is_array(globals)) {
+    json_decref(doc);
+    return NULL;
+  }
+  for (size_t i = json_array_size(globals); i-- > 0;) {
+    const json_t *name = json_object_get(json_array_get(globals, i), "name");
+    if (json_is_string(name) && json_object_get(run->input_names, json_string_value(name)))
+      json_array_remove(globals, i);
+  }
+  json_object_set_new(doc, "ok",
+                      json_boolean(json_array_size(globals) == 0 &&
+                                   json_is_null(json_object_get(doc, "syntax_error"))));
+  char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(doc);
+  if (text == NULL) return NULL;
+  char *out = tool_result(text, strlen(text), text, strlen(text), 0);
+  free(text);
+  return out;
+}
+
 char *mbxH_mcp_tool_execute(mbxH_mcp_call *call, size_t *len) {
   char *out;
   switch (call->run->tool) {
+  case TOOL_CHECK:
+    out = execute_check(call);
+    break;
   case TOOL_RUN:
     out = call->run->session[0] ? execute_session(call) : execute_oneshot(call);
     break;

@@ -209,7 +209,9 @@ static void test_tools_list(void **state) {
   send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
   json_t *msg = next_message(f);
   json_t *tools = json_object_get(json_object_get(msg, "result"), "tools");
-  assert_int_equal(json_array_size(tools), 3);
+  assert_int_equal(json_array_size(tools), 4);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(tools, 1), "name")),
+                      "check_lua");
   json_t *run = json_array_get(tools, 0);
   assert_string_equal(json_string_value(json_object_get(run, "name")), "run_lua");
   json_t *out = json_object_get(run, "outputSchema");
@@ -290,6 +292,41 @@ static void test_bad_arguments(void **state) {
   expect_tool_error(f, "{\"code\":\"x\",\"files\":{\"/tmp/a\":\"\"}}", "files['/tmp/a']");
   expect_tool_error(f, "{\"code\":\"x\",\"files\":{\"/a\":{\"$bytes\":\"!!\"}}}", "base64");
   expect_tool_error(f, "{\"code\":\"x\",\"session\":\"a b\"}", "session");
+}
+
+/* check_lua: ungranted globals with lines from the bytecode, syntax errors, declared inputs. */
+static void test_check_lua(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"check_lua\",\"arguments\":{\"code\":\"local s = 'x = y'\\n"
+               "total = fetch(url) + math.huge\",\"inputs\":{\"url\":\"u\"}}}}");
+  json_t *msg = next_message(f);
+  json_t *r = tool_result(msg, 1);
+  assert_true(json_is_false(json_object_get(r, "isError")));
+  json_t *sc = json_object_get(r, "structuredContent");
+  assert_true(json_is_false(json_object_get(sc, "ok")));
+  json_t *g = json_object_get(sc, "globals");
+  assert_int_equal(json_array_size(g), 2); /* fetch (read) and total (write); not url, not y */
+  assert_string_equal(json_string_value(json_object_get(json_array_get(g, 0), "name")), "fetch");
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(g, 0), "line")), 2);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(g, 1), "access")),
+                      "write");
+  json_decref(msg);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"check_lua\",\"arguments\":{\"code\":\"return 1 +\"}}}");
+  msg = next_message(f);
+  sc = json_object_get(tool_result(msg, 2), "structuredContent");
+  assert_int_equal(
+      json_integer_value(json_object_get(json_object_get(sc, "syntax_error"), "line")), 1);
+  json_decref(msg);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"check_lua\",\"arguments\":{\"code\":\"return x\","
+               "\"inputs\":{\"x\":1}}}}");
+  msg = next_message(f);
+  sc = json_object_get(tool_result(msg, 3), "structuredContent");
+  assert_true(json_is_true(json_object_get(sc, "ok")));
+  json_decref(msg);
 }
 
 static void wait_idle(fixture *f) {
@@ -480,6 +517,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_tools_list, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_lua, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_check_lua, setup, teardown),
       cmocka_unit_test_setup_teardown(test_long_call_cancel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),

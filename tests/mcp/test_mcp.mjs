@@ -34,7 +34,7 @@ test('handshake and tools/list', async () => {
     assert.equal(LATEST_PROTOCOL_VERSION, '2025-11-25');
     assert.equal(client.getServerVersion().name, 'moonbox');
     const { tools } = await client.listTools();
-    assert.deepEqual(tools.map((t) => t.name), ['run_lua', 'reset_session', 'close_session']);
+    assert.deepEqual(tools.map((t) => t.name), ['run_lua', 'check_lua', 'reset_session', 'close_session']);
     const runLua = tools[0];
     assert.deepEqual(runLua.inputSchema.required, ['code']);
     assert.equal(runLua.outputSchema.$id, 'urn:moonbox:schema:result:1');
@@ -80,6 +80,34 @@ test('run_lua: results of every kind validate against the outputSchema', async (
       assert.equal(r.structuredContent.status, status, code);
       assert.equal(typeof r.structuredContent.error.message, 'string');
     }
+  } finally {
+    await client.close();
+  }
+});
+
+test('check_lua: ungranted globals with lines, syntax errors, declared inputs', async () => {
+  const client = await connect();
+  try {
+    await client.listTools();
+    let r = await client.callTool({
+      name: 'check_lua',
+      arguments: { code: 'local n = #items\nresult = http.get(url)\nreturn string.upper(n)', inputs: { items: [] } },
+    });
+    assert.equal(r.isError, false);
+    assert.deepEqual(r.structuredContent, {
+      globals: [
+        { access: 'read', line: 2, name: 'http' },
+        { access: 'write', line: 2, name: 'result' },
+        { access: 'read', line: 2, name: 'url' },
+      ],
+      ok: false,
+      syntax_error: null,
+    });
+    r = await client.callTool({ name: 'check_lua', arguments: { code: 'for i = 1 do end' } });
+    assert.equal(r.structuredContent.ok, false);
+    assert.equal(r.structuredContent.syntax_error.line, 1);
+    r = await client.callTool({ name: 'check_lua', arguments: { code: 'return math.pi * r', inputs: { r: 2 } } });
+    assert.equal(r.structuredContent.ok, true);
   } finally {
     await client.close();
   }
