@@ -357,7 +357,7 @@ static int prepare_limits(const mbxH_mcp_server *s, mbxH_mcp_run *run, const jso
                                  client_limits[i].which == MBX_LIMIT_TIME_MS);
     if (!unlimited && want > cap) {
       *error = tool_errorf("limits.%s: %llu is above the server's cap of %llu (a client may "
-                           "lower a limit, never raise it; the server sets it with %s)",
+                           "lower a limit, never raise it; the server sets it with %s or --policy)",
                            key, (unsigned long long)want, (unsigned long long)cap,
                            client_limits[i].flag);
       return -1;
