@@ -454,8 +454,10 @@ static void handle_message(mbxH_mcp_server *s, const json_t *msg) {
   }
   const char *m = json_string_value(method);
   if (params != NULL && !json_is_object(params)) {
+    /* An array is structured but not what MCP methods take; anything else is not JSON-RPC. */
     if (id != NULL)
-      send_error(s, id, MBXH_RPC_INVALID_PARAMS, "%s: params must be an object",
+      send_error(s, id, json_is_array(params) ? MBXH_RPC_INVALID_PARAMS : MBXH_RPC_INVALID_REQUEST,
+                 "%s: params must be an object",
                  json_is_array(params) ? "invalid params" : "invalid request");
     return;
   }

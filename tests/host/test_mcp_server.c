@@ -185,6 +185,8 @@ static void test_malformed_messages(void **state) {
   expect_error(next_message(f), MBXH_RPC_METHOD_NOT_FOUND, "9", "resources/list");
   send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":[1]}");
   expect_error(next_message(f), MBXH_RPC_INVALID_PARAMS, "10", "params must be an object");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"ping\",\"params\":\"x\"}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "15", "params must be an object");
   send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{}}");
   expect_error(next_message(f), MBXH_RPC_INVALID_PARAMS, "11", "params.name");
   send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{"
@@ -310,15 +312,14 @@ static void test_check_lua(void **state) {
   assert_int_equal(json_array_size(g), 2); /* fetch (read) and total (write); not url, not y */
   assert_string_equal(json_string_value(json_object_get(json_array_get(g, 0), "name")), "fetch");
   assert_int_equal(json_integer_value(json_object_get(json_array_get(g, 0), "line")), 2);
-  assert_string_equal(json_string_value(json_object_get(json_array_get(g, 1), "access")),
-                      "write");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(g, 1), "access")), "write");
   json_decref(msg);
   send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
                "\"name\":\"check_lua\",\"arguments\":{\"code\":\"return 1 +\"}}}");
   msg = next_message(f);
   sc = json_object_get(tool_result(msg, 2), "structuredContent");
-  assert_int_equal(
-      json_integer_value(json_object_get(json_object_get(sc, "syntax_error"), "line")), 1);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(sc, "syntax_error"), "line")),
+                   1);
   json_decref(msg);
   send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
                "\"name\":\"check_lua\",\"arguments\":{\"code\":\"return x\","
