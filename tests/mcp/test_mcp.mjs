@@ -5,12 +5,14 @@
 // validate, so each callTool here is also a schema test.
 // Run by tests/mcp/run.sh (ctest mcp/sdk): node test_mcp.mjs /path/to/moonbox
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import test from 'node:test';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 
 const moonbox = process.argv[2];
 if (!moonbox) throw new Error('usage: node test_mcp.mjs /path/to/moonbox');
@@ -216,6 +218,38 @@ test('progress notifications for a long run', async () => {
   } finally {
     await client.close();
   }
+});
+
+// The same schema describes `moonbox run --json` (one contract, written once), and it is not a
+// schema that accepts anything: broken results fail it.
+test('docs/result.schema.json: the CLI\'s --json results validate, broken ones do not', async (t) => {
+  const schemaPath = process.env.MBX_RESULT_SCHEMA;
+  if (!schemaPath) return t.skip('MBX_RESULT_SCHEMA not set');
+  const validate = new AjvJsonSchemaValidator().getValidator(JSON.parse(readFileSync(schemaPath, 'utf8')));
+  const scripts = [
+    ['return 1, "\\255", {x = {1, 2}}'],
+    ['error({code = 1})'],
+    ['return +'],
+    ['while true do end', '--timeout', '100ms'],
+    ['os.exit(3)'],
+    ['io.stderr:write("\\200") return nil'],
+  ];
+  for (const [code, ...flags] of scripts) {
+    const r = spawnSync(moonbox, ['run', '--json', ...flags, '-e', code], { encoding: 'utf8' });
+    const result = JSON.parse(r.stdout);
+    assert.equal(validate(result).valid, true, `${code}: ${validate(result).errorMessage}`);
+  }
+  const ok = JSON.parse(spawnSync(moonbox, ['run', '--json', '-e', 'return 1'], { encoding: 'utf8' }).stdout);
+  const broken = [
+    { ...ok, status: 'fine' },
+    { ...ok, error: { chunk: 'input', line: 1, message: 'x', traceback: '' } }, // ok with an error
+    { ...ok, status: 'time_limit' }, // a limit without an error
+    { ...ok, stdout: { $bytes: '***' } },
+    { ...ok, usage: { ...ok.usage, wall_us: -1 } },
+    { ...ok, value: { $bytes: 'AA==', extra: 1 }, pending: { args: [], function: '' } },
+    { ...ok, surprise: true },
+  ];
+  for (const b of broken) assert.equal(validate(b).valid, false, JSON.stringify(b));
 });
 
 // ---- raw stdin: what a client library would never send ----
