@@ -863,6 +863,9 @@ static void test_mcp_command(void **state) {
               "limits, --policy, --mount, --file, --env, --seed, --time, --deterministic)",
               "mcp", "--pause-on", "f");
   PARSE_FAILS("unknown option '--bogus' (see moonbox mcp --help)", "mcp", "--bogus");
+  PARSE_FAILS("--isolate is not an option of moonbox mcp (it takes the policy options: limits, "
+              "--policy, --mount, --file, --env, --seed, --time, --deterministic)",
+              "mcp", "--isolate", "process");
 }
 
 int main(void) {
