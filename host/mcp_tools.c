@@ -531,21 +531,53 @@ typedef struct session_note {
 } session_note;
 
 /* The result contract, with the session member spliced in, as a tool result. */
-static char *run_result(const mbx_result *res, const char *session, const session_note *note) {
-  size_t len = 0;
+/* The result contract, with "changes" (what the sandbox's overlays and memory /tmp hold that
+   differs from its start, contents included: for a one-shot call what this run wrote, for a
+   session what it changed since the session opened or was reset; mbx_sandbox_changes) and, in
+   a session, "session" appended before the closing brace. NULL when out of host memory. */
+static char *run_result(mbx_sandbox *sb, const mbx_result *res, const char *session,
+                        const session_note *note) {
+  size_t len = 0, changes_len = 0;
   const char *json = mbx_result_json(res, &len);
+  if (json == NULL || len < 2) return NULL;
   int is_error = mbx_result_status(res) != MBX_OK;
-  if (session[0] == '\0') return tool_result(json, len, json, len, is_error);
-  char tail[200];
-  int n = snprintf(tail, sizeof tail,
-                   ",\"session\":{\"created\":%s,\"id\":\"%s\",\"reset\":%s,\"rewound\":%s}}",
-                   note->created ? "true" : "false", session, note->reset ? "true" : "false",
-                   note->rewound ? "true" : "false");
-  char *full = malloc(len + (size_t)n + 1);
-  if (full == NULL) return NULL;
-  memcpy(full, json, len - 1); /* without the closing brace */
-  memcpy(full + len - 1, tail, (size_t)n + 1);
-  char *out = tool_result(full, len - 1 + (size_t)n, full, len - 1 + (size_t)n, is_error);
+  char *changes = NULL;
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  if (mbx_sandbox_changes(sb, MBX_CHANGES_CONTENT, &changes, &changes_len, &err) != MBX_OK) {
+    changes = NULL; /* out of host memory: the result still stands, without its change set */
+    changes_len = 0;
+  }
+  char tail[200] = "";
+  int n = 0;
+  if (session[0] != '\0')
+    n = snprintf(tail, sizeof tail,
+                 ",\"session\":{\"created\":%s,\"id\":\"%s\",\"reset\":%s,\"rewound\":%s}",
+                 note->created ? "true" : "false", session, note->reset ? "true" : "false",
+                 note->rewound ? "true" : "false");
+  if (n < 0 || (size_t)n >= sizeof tail) n = 0;
+  static const char key[] = ",\"changes\":";
+  size_t key_len = sizeof key - 1;
+  size_t total = (len - 1) + (changes ? key_len + changes_len : 0) + (size_t)n + 1;
+  char *full = malloc(total + 1);
+  if (full == NULL) {
+    mbx_free(changes);
+    return NULL;
+  }
+  size_t k = len - 1; /* without the closing brace */
+  memcpy(full, json, k);
+  if (changes != NULL) {
+    memcpy(full + k, key, key_len);
+    k += key_len;
+    memcpy(full + k, changes, changes_len);
+    k += changes_len;
+  }
+  memcpy(full + k, tail, (size_t)n);
+  k += (size_t)n;
+  full[k++] = '}';
+  full[k] = '\0';
+  mbx_free(changes);
+  char *out = tool_result(full, k, full, k, is_error);
   free(full);
   return out;
 }
@@ -576,7 +608,7 @@ static char *execute_oneshot(mbxH_mcp_call *call) {
   int cancelled;
   memset(&err, 0, sizeof err);
   mbx_status st = run_code(call, sb, &res, &err, &cancelled);
-  char *out = cancelled ? NULL : res ? run_result(res, "", NULL) : api_error(st, &err);
+  char *out = cancelled ? NULL : res ? run_result(sb, res, "", NULL) : api_error(st, &err);
   mbx_result_free(res);
   mbx_sandbox_free(sb);
   return out;
@@ -642,7 +674,7 @@ static char *execute_session(mbxH_mcp_call *call) {
       else if (mbx_sandbox_reset(sb, &e2) == MBX_OK)
         note.reset = 1;
     }
-    if (!cancelled) out = res ? run_result(res, run->session, &note) : api_error(st, &err);
+    if (!cancelled) out = res ? run_result(sb, res, run->session, &note) : api_error(st, &err);
     mbx_result_free(res);
   }
   pthread_mutex_lock(&s->lock);

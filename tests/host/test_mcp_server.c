@@ -257,6 +257,23 @@ static void test_run_lua(void **state) {
   assert_string_equal(json_string_value(json_object_get(sc, "status")), "runtime_error");
   assert_non_null(
       strstr(json_string_value(json_object_get(json_object_get(sc, "error"), "message")), "boom"));
+  /* Nothing written: an empty change set. */
+  assert_int_equal(json_array_size(json_object_get(sc, "changes")), 0);
+  json_decref(msg);
+
+  /* What the code wrote comes back as the change set, contents included. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"local f = io.open('/tmp/r.txt', "
+               "'w') f:write('report') f:close()\"}}}");
+  msg = next_message(f);
+  r = tool_result(msg, 3);
+  sc = json_object_get(r, "structuredContent");
+  json_t *changes = json_object_get(sc, "changes");
+  assert_int_equal(json_array_size(changes), 1);
+  json_t *c = json_array_get(changes, 0);
+  assert_string_equal(json_string_value(json_object_get(c, "path")), "/tmp/r.txt");
+  assert_string_equal(json_string_value(json_object_get(c, "kind")), "created");
+  assert_string_equal(json_string_value(json_object_get(c, "content")), "report");
   json_decref(msg);
 }
 
