@@ -292,10 +292,12 @@ class Result:
     value: the returned value (None when nothing or on failure); stdout/stderr: str (invalid
     UTF-8 replaced; stdout_bytes/stderr_bytes are exact); error: None or a dict with chunk,
     line, message, traceback; usage: dict; pending: None or {"function", "args"} when paused;
-    json: the whole contract as a dict."""
+    json: the whole contract as a dict; changes: what the sandbox's memory /tmp and overlay
+    mounts hold that differs from its start (a list of dicts: path, kind, type, size, from for
+    renames, content as str or bytes), or None where the library has no change set."""
 
     __slots__ = ("status", "value", "stdout_bytes", "stderr_bytes", "error", "usage",
-                 "pending", "json")
+                 "pending", "json", "changes")
 
     def __init__(self, res):
         n = ctypes.c_size_t()
@@ -306,6 +308,7 @@ class Result:
         self.error = self.json.get("error")
         self.usage = self.json.get("usage")
         self.pending = self.json.get("pending")
+        self.changes = None
         p = lib.mbx_result_stdout(res, ctypes.byref(n))
         self.stdout_bytes = ctypes.string_at(p, n.value) if n.value else b""
         p = lib.mbx_result_stderr(res, ctypes.byref(n))
@@ -500,9 +503,33 @@ class Sandbox:
             if rc >= _native.MBX_API_ERROR_BASE or not out.value:
                 _raise_for(rc, err, what)
             try:
-                return Result(out.value)
+                result = Result(out.value)
             finally:
                 lib.mbx_result_free(out.value)
+            result.changes = self._changes_locked(True)
+            return result
+        finally:
+            self._lock.release()
+
+    def _changes_locked(self, content):
+        if not _native.HAS_CHANGES:
+            return None
+        out, n, err = ctypes.c_void_p(), ctypes.c_size_t(), MbxError()
+        rc = lib.mbx_sandbox_changes(self._ptr, 1 if content else 0, ctypes.byref(out),
+                                     ctypes.byref(n), ctypes.byref(err))
+        _check(rc, err, "changes")
+        try:
+            return from_json(ctypes.string_at(out.value, n.value))
+        finally:
+            lib.mbx_free(out.value)
+
+    def changes(self, content=True):
+        """What the guest created, modified, renamed or removed in the memory /tmp and the
+        overlay mounts since the sandbox was made or reset (mbx_sandbox_changes), sorted by
+        path; content=False leaves the file contents out."""
+        self._enter("changes")
+        try:
+            return self._changes_locked(content)
         finally:
             self._lock.release()
 

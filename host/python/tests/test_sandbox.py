@@ -161,6 +161,25 @@ class LimitsAndPolicies(unittest.TestCase):
         with self.assertRaises(ValueError):
             Sandbox(mounts={"/x": (".", "wr")})
 
+    def test_changes(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "notes.md"), "w") as f:
+                f.write("one\n")
+            with Sandbox(mounts={"/src": (d, "overlay")}) as sb:
+                r = sb.run("local f = io.open('/src/notes.md', 'a') f:write('two\\n') f:close() "
+                           "io.open('/tmp/bin', 'wb'):write('\\0\\255'):close() "
+                           "os.remove('/src/notes.md.bak')")
+                self.assertEqual(r.status, "ok", r.error)
+                by_path = {c["path"]: c for c in r.changes}
+                self.assertEqual(by_path["/src/notes.md"]["kind"], "modified")
+                self.assertEqual(by_path["/src/notes.md"]["content"], "one\ntwo\n")
+                self.assertEqual(by_path["/tmp/bin"]["content"], b"\x00\xff")
+                self.assertNotIn("content", sb.changes(content=False)[0])
+                sb.reset()
+                self.assertEqual(sb.changes(), [])
+            with open(os.path.join(d, "notes.md")) as f:
+                self.assertEqual(f.read(), "one\n")  # the overlay never wrote the host
+
 
 class HostFunctions(unittest.TestCase):
     def test_arguments_and_results_convert(self):
