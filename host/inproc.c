@@ -47,6 +47,9 @@ typedef struct inproc {
   uint64_t log_generation;
   uint64_t checkpoint_log_generation;
   mbxC_record_mark checkpoint_log;
+  /* What the policy's host functions install (mbxL_host_functions_shape): the key of the
+     slot's shaped template; NULL without host functions or past MBXV_SHAPE_KEY_MAX. */
+  char *shape_key;
 } inproc;
 
 static int run_protected(lua_State *L, lua_CFunction fn) {
@@ -60,8 +63,14 @@ static int run_protected(lua_State *L, lua_CFunction fn) {
 static int attach_port(inproc *ip) {
   mbxL_attach(ip->vm->L, ip->recording ? &ip->record.port : &ip->port.port);
   mbxV_vm_set_host_call_limit(ip->vm, ip->host_call_limit);
-  return run_protected(ip->vm->L, mbxL_reseed) &&
-         run_protected(ip->vm->L, mbxL_open_host_functions);
+  /* The host functions first, before the seed draw: the state they leave is then the same
+     for every sandbox of this shape, and is kept as the slot's shaped template (vm/vm.h) so
+     the next sandbox of the shape restores it instead of installing them again. */
+  if (!ip->vm->shaped) {
+    if (!run_protected(ip->vm->L, mbxL_open_host_functions)) return 0;
+    if (ip->cfg.shape_key) mbxV_vm_shape_save(ip->vm, &ip->cfg);
+  }
+  return run_protected(ip->vm->L, mbxL_reseed);
 }
 
 static void release(inproc *ip) {
@@ -69,6 +78,7 @@ static void release(inproc *ip) {
   if (ip->vm) mbxV_vm_free(ip->vm);
   mbxC_port_record_free(&ip->record);
   mbxC_port_local_free(&ip->port);
+  free(ip->shape_key);
   free(ip);
 }
 
@@ -105,6 +115,13 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
     if (replay) mbxC_port_record_replay_begin(&ip->record, replay);
   }
   if (replay) mbxC_replay_free(replay); /* taken over above, or of no use */
+  size_t shape_len = mbxL_host_functions_shape(ip->port.port.grants, NULL, 0);
+  if (shape_len > 0 && shape_len <= MBXV_SHAPE_KEY_MAX &&
+      (ip->shape_key = malloc(shape_len)) != NULL) {
+    mbxL_host_functions_shape(ip->port.port.grants, ip->shape_key, shape_len);
+    cfg.shape_key = ip->shape_key;
+    cfg.shape_key_len = shape_len;
+  }
   ip->cfg = cfg;
   ip->host_call_limit = p->host_calls;
   /* A slot's template was built with no port (it holds nothing of one sandbox); math.random

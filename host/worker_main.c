@@ -507,6 +507,8 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   cfg->source_limit = (size_t)mbxH_wp_get_u64(&r);
   cfg->result_limit = (size_t)mbxH_wp_get_u64(&r);
   cfg->address_key = mbxH_wp_get_u64(&r);
+  cfg->shape_key = NULL; /* the worker installs its host functions after every restore */
+  cfg->shape_key_len = 0;
   ws->host_call_limit = mbxH_wp_get_u64(&r);
   g_port.grants.deterministic = mbxH_wp_get_u8(&r);
   uint32_t served = mbxH_wp_get_u32(&r);

@@ -160,6 +160,24 @@ static void get_or_make_table(lua_State *L, int t, const char *key, size_t key_l
   if (top) mbxL_require_add(L, key, key_len, lua_gettop(L));
 }
 
+size_t mbxL_host_functions_shape(const mbxC_grants *g, char *out, size_t cap) {
+  /* What mbxL_open_host_functions makes of the grants depends on their order (the index in
+     each trampoline), names (the tables, the closures' name upvalues, the built-in names) and
+     kinds (which trampoline), and on nothing else: signatures, callbacks and userdata are read
+     through the port at call time. One kind byte and the NUL-terminated name per function
+     (a validated name has no NUL), so two different lists never give the same bytes. */
+  size_t len = 0;
+  for (size_t i = 0; g && i < g->fn_count; i++) {
+    size_t n = strlen(g->fns[i].name) + 1;
+    if (out && len + 1 + n <= cap) {
+      out[len] = (char)('0' + (int)g->fns[i].kind);
+      memcpy(out + len + 1, g->fns[i].name, n);
+    }
+    len += 1 + n;
+  }
+  return len;
+}
+
 int mbxL_open_host_functions(lua_State *L) {
   const mbxC_port *port = mbxL_port(L);
   if (port == NULL || port->grants == NULL || port->grants->fn_count == 0) return 0;

@@ -107,6 +107,10 @@ void mbxL_require_add(lua_State *L, const char *name, size_t name_len, int idx);
    make module tables that require serves. For a state restored from a template (which holds
    none): a lua_CFunction, run it with lua_pcall once the port is attached. */
 int mbxL_open_host_functions(lua_State *L);
+/* The exact description of what mbxL_open_host_functions installs for grants g (their order,
+   kinds and names), the key of a slot's shaped template (vm/vm.h): written to out when it
+   fits in cap; returns its length either way (0 for no functions). */
+size_t mbxL_host_functions_shape(const mbxC_grants *g, char *out, size_t cap);
 /* The trampoline of a native function (stdlib/native.c): upvalue 1 its index in the port's
    grants, upvalue 2 its name. Installed by mbxL_open_host_functions. */
 int mbxL_native_call(lua_State *L);

@@ -2,6 +2,7 @@
 #include "vm/arena.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -517,6 +518,7 @@ struct mbxV_pool {
   unsigned cap;
   size_t reserved;     /* address space of every mapped slot, idle ones and guards included */
   size_t reserve_cap;  /* 0 = none */
+  _Atomic uint64_t shape_hits, shape_saves;
 };
 
 /* What one slot of a size class reserves: a guard on each side. */
@@ -616,6 +618,7 @@ static mbxV_slot *slot_map(mbxV_pool *p, size_t size) {
 static void slot_unmap(mbxV_slot *s) {
   munmap((char *)s->arena - MBXV_ARENA_GUARD, reservation(s->size));
   free(s->template_bytes);
+  mbxV_slot_drop_shape(s);
   free(s);
 }
 
@@ -756,7 +759,8 @@ void mbxV_pool_give(mbxV_slot *s) {
   char *base = (char *)a, *limit = base + s->size;
   char *high = (char *)align_up((uintptr_t)a->high, PAGE); /* the page bump is on is dirty */
   if (high < base || high > limit) high = limit;
-  char *keep = base + s->template_len + MBXV_ARENA_KEEP_RESIDENT;
+  size_t pristine = s->shape_len > s->template_len ? s->shape_len : s->template_len;
+  char *keep = base + pristine + MBXV_ARENA_KEEP_RESIDENT;
   if (high > keep) give_back_pages(keep, high, os_page());
   mbxV_pool *p = s->pool;
   pthread_mutex_lock(&p->lock);
@@ -775,6 +779,8 @@ int mbxV_slot_snapshot(mbxV_slot *s) {
   free(s->template_bytes);
   s->template_bytes = copy;
   s->template_len = len;
+  /* A shaped template was built from the old one: it goes with it. */
+  mbxV_slot_drop_shape(s);
   return 1;
 }
 
@@ -787,10 +793,30 @@ static size_t copy_extent(mbxV_slot *s, size_t len) {
   return s->size - cur < BUMP_REDZONE ? s->size : cur + BUMP_REDZONE;
 }
 
-void mbxV_slot_restore(mbxV_slot *s) {
-  unpoison_prefix(s->arena, copy_extent(s, s->template_len));
-  memcpy(s->arena, s->template_bytes, s->template_len);
+void mbxV_slot_restore_bytes(mbxV_slot *s, const char *bytes, size_t len) {
+  unpoison_prefix(s->arena, copy_extent(s, len));
+  memcpy(s->arena, bytes, len);
   repoison_prefix(s->arena);
+}
+
+void mbxV_slot_restore(mbxV_slot *s) {
+  mbxV_slot_restore_bytes(s, s->template_bytes, s->template_len);
+}
+
+void mbxV_slot_drop_shape(mbxV_slot *s) {
+  free(s->shape_bytes);
+  free(s->shape_key);
+  s->shape_bytes = s->shape_key = NULL;
+  s->shape_len = s->shape_key_len = s->shape_peak = 0;
+}
+
+void mbxV_pool_shape_counts(mbxV_pool *p, uint64_t *hits, uint64_t *saves) {
+  *hits = atomic_load(&p->shape_hits);
+  *saves = atomic_load(&p->shape_saves);
+}
+
+void mbxV_pool_count_shape(mbxV_pool *p, int hit) {
+  atomic_fetch_add_explicit(hit ? &p->shape_hits : &p->shape_saves, 1, memory_order_relaxed);
 }
 
 void mbxV_slot_restore_prefix(mbxV_slot *s, const char *bytes, size_t len, size_t hole_at,

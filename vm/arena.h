@@ -132,6 +132,14 @@ typedef struct mbxV_slot {
   unsigned size_class;  /* log2(size) */
   char *template_bytes; /* malloc'd copy of a pristine prefix, or NULL */
   size_t template_len;
+  /* One shaped template (vm/vm.h, mbxV_vm_shape_save): the pristine state with one policy
+     shape's host functions installed, and the exact shape description it was built for
+     (compared in full: no digest, so no collision). A newer shape replaces it. */
+  char *shape_bytes;
+  size_t shape_len;
+  char *shape_key;
+  size_t shape_key_len;
+  size_t shape_peak; /* heap.peak right after the install: what that install needed */
   struct mbxV_slot *next; /* idle list link */
 } mbxV_slot;
 
@@ -174,6 +182,14 @@ void mbxV_pool_give(mbxV_slot *s);
 int mbxV_slot_snapshot(mbxV_slot *s);
 /* Copy the template back over the arena: the state is exactly as it was at the snapshot. */
 void mbxV_slot_restore(mbxV_slot *s);
+/* The same for any snapshot of this slot's prefix (len bytes from mbxV_arena_prefix). */
+void mbxV_slot_restore_bytes(mbxV_slot *s, const char *bytes, size_t len);
+/* Shaped templates restored (hits) and saved (misses that built one) by this pool's slots:
+   counters for tests and benchmarks. */
+/* Forget the slot's shaped template, if any. */
+void mbxV_slot_drop_shape(mbxV_slot *s);
+void mbxV_pool_shape_counts(mbxV_pool *p, uint64_t *hits, uint64_t *saves);
+void mbxV_pool_count_shape(mbxV_pool *p, int hit);
 /* Copy a snapshot of this slot's prefix (len bytes, from mbxV_arena_prefix at the time) back
    over the arena, except the bytes [hole_at, hole_at + hole_len), which keep their current
    contents (state that belongs to the sandbox, not to the snapshot, and may be written by

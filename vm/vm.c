@@ -56,6 +56,7 @@ static void configure_fields(mbxV_vm *vm, const mbxV_config *cfg) {
   vm->panic_jmp = NULL;
   vm->paused = 0;
   vm->last_text_hash = 0;
+  vm->shaped = 0;
   memset(vm->ext, 0, sizeof vm->ext);
 }
 
@@ -154,6 +155,54 @@ static mbxV_new_result build(mbxV_slot *slot, const mbxV_config *cfg, lua_CFunct
   return populate(vm, open_libs);
 }
 
+/* The slot holds a shaped template for cfg's shape, and cfg's memory limit held what its
+   install needed (so the install would have run the same way under this limit). */
+static int shape_fits(const mbxV_slot *slot, const mbxV_config *cfg) {
+  return cfg->shape_key && slot->shape_bytes && slot->shape_key_len == cfg->shape_key_len &&
+         slot->shape_peak <= cfg->memory_limit &&
+         memcmp(slot->shape_key, cfg->shape_key, cfg->shape_key_len) == 0;
+}
+
+/* After a restore from the shaped template and the configuration: the peak is the one the
+   install reached, as if it had just run. */
+static void mark_shaped(mbxV_vm *vm) {
+  vm->heap.peak = vm->slot->shape_peak;
+  vm->shaped = 1;
+  mbxV_pool_count_shape(vm->slot->pool, 1);
+}
+
+int mbxV_vm_shape_save(mbxV_vm *vm, const mbxV_config *cfg) {
+#ifdef MBX_ARENA_MALLOC
+  (void)vm;
+  (void)cfg;
+  return 0;
+#else
+  mbxV_slot *slot = vm->slot;
+  if (slot == NULL || slot->template_bytes == NULL || cfg->shape_key == NULL ||
+      cfg->shape_key_len > MBXV_SHAPE_KEY_MAX)
+    return 0;
+  size_t len = mbxV_arena_prefix(slot->arena);
+  if (len < slot->template_len || len - slot->template_len > MBXV_SHAPE_EXTRA_MAX) return 0;
+  char *bytes = malloc(len);
+  char *key = malloc(cfg->shape_key_len ? cfg->shape_key_len : 1);
+  if (bytes == NULL || key == NULL) {
+    free(bytes);
+    free(key);
+    return 0;
+  }
+  mbxV_arena_copy_out(slot->arena, bytes, len);
+  memcpy(key, cfg->shape_key, cfg->shape_key_len);
+  mbxV_slot_drop_shape(slot);
+  slot->shape_bytes = bytes;
+  slot->shape_len = len;
+  slot->shape_key = key;
+  slot->shape_key_len = cfg->shape_key_len;
+  slot->shape_peak = vm->heap.peak;
+  mbxV_pool_count_shape(slot->pool, 0);
+  return 1;
+#endif
+}
+
 mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
                             lua_CFunction open_libs, mbxV_vm **out) {
   *out = NULL;
@@ -172,13 +221,16 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
   if (slot->template_bytes) {
     /* The pristine state, its allocator and this vm struct, byte for byte, at the addresses
        they were built at: every pointer in them is valid again. */
-    mbxV_slot_restore(slot);
+    int shaped = shape_fits(slot, cfg);
+    if (shaped) mbxV_slot_restore_bytes(slot, slot->shape_bytes, slot->shape_len);
+    else mbxV_slot_restore(slot);
     vm = (mbxV_vm *)slot->arena->user;
     if (vm->heap.used > cfg->memory_limit) {
       mbxV_pool_give(slot);
       return MBXV_NEW_NO_FIT;
     }
     configure(vm, cfg);
+    if (shaped) mark_shaped(vm);
   } else {
     mbxV_new_result r = build(slot, cfg, open_libs);
     if (r != MBXV_NEW_OK) {
@@ -198,8 +250,11 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
 mbxV_new_result mbxV_vm_reset(mbxV_vm *vm, const mbxV_config *cfg, lua_CFunction open_libs) {
   mbxV_slot *slot = vm->slot;
   if (slot->template_bytes) {
-    restore_keeping_sandbox(vm, slot->template_bytes, slot->template_len);
+    int shaped = shape_fits(slot, cfg);
+    if (shaped) restore_keeping_sandbox(vm, slot->shape_bytes, slot->shape_len);
+    else restore_keeping_sandbox(vm, slot->template_bytes, slot->template_len);
     reconfigure(vm, cfg);
+    if (shaped) mark_shaped(vm);
     return MBXV_NEW_OK;
   }
   /* No template (MBX_ARENA_MALLOC builds, or a snapshot that found no host memory): build

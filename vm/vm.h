@@ -40,6 +40,9 @@ typedef struct mbxV_vm {
   /* vm/run.c's own: a hash of the last run's text, so its function is kept only when a text
      comes twice in a row (a fresh sandbox's one run pays nothing for the keeping). */
   uint64_t last_text_hash;
+  /* Set by mbxV_vm_new/reset: the state came from the slot's shaped template for
+     cfg->shape_key, so what that shape installs is already there (mbxV_vm_shape_save). */
+  int shaped;
   /* Bytes the layer above owns (stdlib/: its port pointer, pause and close-nesting state;
      stdlib/stdlib.h). vm/ never reads them: it zeroes them when a state is made or reset,
      and they travel with the vm through templates, checkpoints and rewinds. */
@@ -58,7 +61,21 @@ typedef struct mbxV_config {
   size_t source_limit;
   size_t result_limit; /* 0 = output_limit */
   uint64_t address_key;
+  /* The exact description of what the layer above installs into every state of this sandbox
+     after a restore (the stdlib: its host functions' names and kinds), or NULL. Sandboxes
+     whose descriptions are equal byte for byte may share a shaped template; it must cover
+     everything that shapes the installed state, and nothing the state reads through the
+     port at call time. The bytes must outlive the vm (they are read again by a reset). */
+  const char *shape_key;
+  size_t shape_key_len;
 } mbxV_config;
+
+/* Caps of the shaped-template cache: one shaped template per slot (a newer shape replaces
+   the slot's last one), no more than MBXV_SHAPE_KEY_MAX bytes of description and no more
+   than MBXV_SHAPE_EXTRA_MAX bytes of state past the plain template; past either cap the
+   shape is simply not cached (the install runs after every restore, as without a cache). */
+#define MBXV_SHAPE_KEY_MAX 4096
+#define MBXV_SHAPE_EXTRA_MAX (64 * 1024)
 
 /* The sandbox that owns L (any of its threads). NULL for a state that is not ours. */
 static inline mbxV_vm *mbxV_from(lua_State *L) {
@@ -101,6 +118,17 @@ void mbxV_vm_free(mbxV_vm *vm);
    (only without a template: out of host memory) vm->L is NULL and the vm may only be reset
    again or freed. */
 mbxV_new_result mbxV_vm_reset(mbxV_vm *vm, const mbxV_config *cfg, lua_CFunction open_libs);
+
+/* A slot's shaped template: when cfg->shape_key is set and vm->shaped is 0, the caller
+   installs what that shape describes right after mbxV_vm_new/reset (with vm->ext attached,
+   before anything that draws from the port or runs guest code) and then calls this to keep
+   the state as the slot's shaped template for that key. The next mbxV_vm_new/reset of the
+   slot with an equal key (and a memory limit that held the install's peak) restores it
+   instead of the plain template and sets vm->shaped. What the snapshot holds of this sandbox
+   (vm->ext, the configuration) is set again after every restore, as for the plain template.
+   Keeps nothing (returns 0) without a plain template, past the caps above or out of host
+   memory. */
+int mbxV_vm_shape_save(mbxV_vm *vm, const mbxV_config *cfg);
 
 /* A copy of a vm's whole state between runs, for rewinding to it: the slot's used prefix
    (arena header, this vm struct, every block). Owned by the caller; zero-initialise it, reuse
