@@ -247,11 +247,13 @@ static int read_number(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e
   char num[201];
   size_t n = 0;
   int r;
-  while ((r = fill(L, f, m, e)) > 0 && strchr(" \t\n\r\f\v", f->buf[f->rpos]) != NULL)
+  /* strchr finds the terminating NUL too: a NUL byte is neither space nor a numeral. */
+  while ((r = fill(L, f, m, e)) > 0 && f->buf[f->rpos] != '\0' &&
+         strchr(" \t\n\r\f\v", f->buf[f->rpos]) != NULL)
     f->rpos++;
   while (n < sizeof num - 1 && (r = fill(L, f, m, e)) > 0) {
     char c = f->buf[f->rpos];
-    if (!strchr("0123456789abcdefABCDEFxXpP.+-", c)) break;
+    if (c == '\0' || !strchr("0123456789abcdefABCDEFxXpP.+-", c)) break;
     if ((c == '+' || c == '-') && n > 0 && strchr("eEpP", num[n - 1]) == NULL) break;
     num[n++] = c;
     f->rpos++;
@@ -283,9 +285,10 @@ static int do_read(lua_State *L, lfile *f, int first) {
         lua_Integer l = luaL_checkinteger(L, n);
         if (l < 0) return luaL_argerror(L, n, "invalid format");
         if (l == 0) {
+          /* Stock's test_eof: "" always, fail at the end of the file (the pop below). */
           int r = fill(L, f, &m, &e);
-          ok = r < 0 ? -1 : r;
-          if (r > 0) lua_pushliteral(L, "");
+          ok = r < 0 ? -1 : r > 0;
+          if (r >= 0) lua_pushliteral(L, "");
         } else {
           ok = read_count(L, f, (size_t)l, &m, &e);
         }
@@ -519,6 +522,9 @@ static int io_readline(lua_State *L) {
 static void push_lines(lua_State *L, int toclose) {
   int n = lua_gettop(L) - 1; /* formats after the file at 1 */
   luaL_argcheck(L, n <= 250, 252, "too many arguments");
+  /* A C function is promised only LUA_MINSTACK free slots: a guest at the stack's ceiling
+     with 250 formats would otherwise have these pushes write past its end. */
+  luaL_checkstack(L, n + 3, "too many arguments");
   lua_pushvalue(L, 1);
   lua_pushinteger(L, n);
   for (int i = 2; i <= n + 1; i++)

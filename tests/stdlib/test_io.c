@@ -183,6 +183,27 @@ static void outside_the_view_is_the_stock_triple(void **state) {
                       "[false,true,true,\"directory\",null]");
 }
 
+/* Stock's read conventions at the edges (found by review): read(0) at the end of the file is
+   fail, with the results before it kept (stock's test_eof), and read("n") takes no NUL byte
+   as space or as part of a numeral. */
+static void read_edges_match_stock(void **state) {
+  (void)state;
+  snippet_check_value(
+      "local f = assert(io.open('/tmp/e.txt', 'w')) f:write('hi') f:close() "
+      "local g = io.open('/tmp/e.txt') "
+      "local a, b, c = g:read(2, 0, 5) "
+      "local h = io.open('/tmp/e.txt') local d, e = h:read(0, 'a') "
+      "return a, b, c, d, e",
+      "[\"hi\",null,null,\"\",\"hi\"]");
+  snippet_check_value(
+      "local f = assert(io.open('/tmp/n.txt', 'wb')) f:write('\\0\\0 42') f:close() "
+      "local g = io.open('/tmp/n.txt') local a = g:read('n') "
+      "f = io.open('/tmp/m.txt', 'wb') f:write('4\\0002') f:close() "
+      "local h = io.open('/tmp/m.txt') local b, c = h:read('n', 'a') "
+      "return a, b, c",
+      "[null,4,\"\\u00002\"]");
+}
+
 static void tmp_files_round_trip(void **state) {
   (void)state;
   snippet_check_value(
@@ -413,6 +434,7 @@ int main(void) {
       cmocka_unit_test(stdin_input_and_output),
       cmocka_unit_test(stdin_read_all_past_memory),
       cmocka_unit_test(outside_the_view_is_the_stock_triple),
+      cmocka_unit_test(read_edges_match_stock),
       cmocka_unit_test(tmp_files_round_trip),
       cmocka_unit_test(files_close_at_run_end),
       cmocka_unit_test(rewind_restores_memory_files),
