@@ -98,10 +98,28 @@ static mbx_status walk(mbx_sandbox *sb, const char *fn_name, mbxC_vfs_change_fn 
 
 /* ---- --changes: one line per change ---- */
 
+/* A guest path as printed for a person: bytes below 0x20, 0x7f and backslashes as \xHH, so
+   a file named "a\nmoonbox: removed  README" cannot forge a line of the summary, or a header
+   or hunk line of the diff (the JSON forms escape by themselves). out holds 4 * len + 1. */
+static const char *printable(const char *path, char *out, size_t size) {
+  size_t k = 0;
+  for (const unsigned char *p = (const unsigned char *)path; *p && k + 5 < size; p++) {
+    if (*p < 0x20 || *p == 0x7f || *p == '\\')
+      k += (size_t)snprintf(out + k, size - k, "\\x%02x", *p);
+    else
+      out[k++] = (char)*p;
+  }
+  out[k] = '\0';
+  return out;
+}
+
+#define PRINTABLE_MAX (4 * MBXC_VFS_PATH_BUF + 1)
+
 static int print_summary(void *ud, const mbxC_vfs_change *c) {
   FILE *out = ud;
-  fprintf(out, "moonbox: %-8s %s", kind_names[c->kind], c->path);
-  if (c->from) fprintf(out, " (from %s)", c->from);
+  char path[PRINTABLE_MAX], from[PRINTABLE_MAX];
+  fprintf(out, "moonbox: %-8s %s", kind_names[c->kind], printable(c->path, path, sizeof path));
+  if (c->from) fprintf(out, " (from %s)", printable(c->from, from, sizeof from));
   if (c->is_dir)
     fputs(" (directory)", out);
   else if (c->kind != MBXC_CHANGE_REMOVED)
@@ -249,20 +267,23 @@ static int diff_one(void *ud, const mbxC_vfs_change *c) {
   differ *d = ud;
   if (c->is_dir) return 0;
   const char *orig_path = c->kind == MBXC_CHANGE_RENAMED ? c->from : c->path;
+  char label_a[PRINTABLE_MAX], label_b[PRINTABLE_MAX];
+  printable(orig_path, label_a, sizeof label_a);
+  printable(c->path, label_b, sizeof label_b);
   char *orig = NULL;
   size_t orig_len = 0;
   mbxC_port_error e;
   if (c->kind != MBXC_CHANGE_CREATED &&
       mbxC_vfs_host_original(d->view, orig_path, strlen(orig_path), DIFF_ORIGINAL_MAX, &orig,
                              &orig_len, &e) != 0) {
-    fprintf(d->out, "Files %s and %s differ (the original cannot be read: %s)\n", orig_path,
-            c->path, e.message);
+    fprintf(d->out, "Files %s and %s differ (the original cannot be read: %s)\n", label_a,
+            label_b, e.message);
     return 0;
   }
   int gone = c->kind == MBXC_CHANGE_REMOVED;
   mbxH_buf b = {0};
-  mbxH_diff_unified(c->kind == MBXC_CHANGE_CREATED ? "/dev/null" : orig_path, orig, orig_len,
-                    gone ? "/dev/null" : c->path, gone ? NULL : c->data, gone ? 0 : c->len, &b);
+  mbxH_diff_unified(c->kind == MBXC_CHANGE_CREATED ? "/dev/null" : label_a, orig, orig_len,
+                    gone ? "/dev/null" : label_b, gone ? NULL : c->data, gone ? 0 : c->len, &b);
   free(orig);
   if (b.failed) {
     mbxH_buf_free(&b);

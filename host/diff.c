@@ -134,6 +134,15 @@ static void put_line(mbxH_buf *out, char mark, const line *l) {
   if (l->n == 0 || l->p[l->n - 1] != '\n') mbxH_buf_puts(out, "\n\\ No newline at end of file\n");
 }
 
+static size_t count_lines(const char *s, size_t len) {
+  size_t n = 0;
+  for (const char *p = s, *end = s + len; p && p < end; n++) {
+    p = memchr(p, '\n', (size_t)(end - p));
+    if (p) p++;
+  }
+  return n;
+}
+
 int mbxH_diff_unified(const char *label_a, const char *a, size_t alen, const char *label_b,
                       const char *b, size_t blen, mbxH_buf *out) {
   if (alen == blen && (alen == 0 || memcmp(a, b, alen) == 0)) return 0;
@@ -144,6 +153,16 @@ int mbxH_diff_unified(const char *label_a, const char *a, size_t alen, const cha
     mbxH_buf_puts(out, label_b);
     mbxH_buf_puts(out, " differ\n");
     return 0;
+  }
+  /* The line tables cost 24 bytes a line on the host heap, outside any guest limit: past
+     MBXH_DIFF_MAX_LINES lines on either side the files are only named. */
+  if (count_lines(a, alen) > MBXH_DIFF_MAX_LINES || count_lines(b, blen) > MBXH_DIFF_MAX_LINES) {
+    mbxH_buf_puts(out, "Files ");
+    mbxH_buf_puts(out, label_a);
+    mbxH_buf_puts(out, " and ");
+    mbxH_buf_puts(out, label_b);
+    mbxH_buf_puts(out, " differ (more lines than --diff compares)\n");
+    return 1;
   }
   size_t na, nb;
   line *la = split(a, alen, &na), *lb = split(b, blen, &nb);

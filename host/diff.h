@@ -14,6 +14,9 @@
    every new line added): still a correct diff, just not a minimal one. */
 #define MBXH_DIFF_MAX_EDITS 1024
 #define MBXH_DIFF_MAX_STEPS 50000000ull
+/* Files with more lines than this on either side are named, not diffed ("Files A and B differ
+   (more lines than --diff compares)"): the line tables live on the host heap. */
+#define MBXH_DIFF_MAX_LINES (1u << 20)
 
 /* Append to out the unified diff (3 lines of context) turning a into b, with the headers
    "--- label_a" and "+++ label_b"; nothing when they are equal; "Binary files label_a and

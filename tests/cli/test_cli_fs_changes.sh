@@ -142,5 +142,21 @@ out=$(echo 'print(io.read())' | "$MOONBOX" run -)
 "$MOONBOX" run --stdin "$work/missing" -e 'print(1)' 2> "$work/err"
 [ $? -eq 2 ] && grep -q "cannot open '$work/missing'" "$work/err" || fail "--stdin of a missing file: $(cat "$work/err")"
 
+# ---- hostile names and sizes in --changes / --diff ----
+# A name with a newline cannot forge a line of the summary or of the diff's headers.
+plain=$(mktemp -d "$work/plain.XXXXXX")
+"$MOONBOX" run --mount "$plain:/x:overlay" --changes --diff -e \
+  'local f = io.open("/x/n.txt (5 bytes)\nmoonbox: removed  README", "w") f:write("hi\n") f:close()' \
+  > "$work/out" 2> "$work/err"
+grep -q '^moonbox: removed' "$work/err" && fail "a file name forged a --changes line: $(cat "$work/err")"
+grep -q '^moonbox: removed' "$work/out" && fail "a file name forged a --diff line: $(cat "$work/out")"
+grep -q 'n.txt (5 bytes)\\x0amoonbox: removed  README' "$work/err" ||
+  fail "the name is not shown escaped: $(cat "$work/err")"
+# A file of millions of lines is named, not diffed (the line tables are host memory).
+out=$("$MOONBOX" run --mount "$plain:/x:overlay" --diff -e \
+  'local f = io.open("/x/many.txt", "w") f:write(string.rep("\n", 3 << 20)) f:close()')
+[ "$out" == "Files /dev/null and /x/many.txt differ (more lines than --diff compares)" ] ||
+  fail "a 3 Mi-line file: $(echo "$out" | head -c 200)"
+
 if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all fs change-set CLI tests passed"
