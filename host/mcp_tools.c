@@ -535,6 +535,9 @@ typedef struct session_note {
    differs from its start, contents included: for a one-shot call what this run wrote, for a
    session what it changed since the session opened or was reset; mbx_sandbox_changes) and, in
    a session, "session" appended before the closing brace. NULL when out of host memory. */
+/* The most change-set JSON a run_lua result carries with file contents (see run_result). */
+#define MCP_CHANGES_CONTENT_MAX ((size_t)1 << 20)
+
 static char *run_result(mbx_sandbox *sb, const mbx_result *res, const char *session,
                         const session_note *note) {
   size_t len = 0, changes_len = 0;
@@ -547,6 +550,19 @@ static char *run_result(mbx_sandbox *sb, const mbx_result *res, const char *sess
   if (mbx_sandbox_changes(sb, MBX_CHANGES_CONTENT, &changes, &changes_len, &err) != MBX_OK) {
     changes = NULL; /* out of host memory: the result still stands, without its change set */
     changes_len = 0;
+  }
+  /* The reply holds the result twice (the text block and structuredContent), escaped once more
+     in the text: past MCP_CHANGES_CONTENT_MAX of change-set JSON the contents are left out
+     (paths, kinds and sizes stay), so what a guest writes to /tmp cannot make each reply tens
+     of times its memory limit. */
+  if (changes != NULL && changes_len > MCP_CHANGES_CONTENT_MAX) {
+    mbx_free(changes);
+    changes = NULL;
+    changes_len = 0;
+    if (mbx_sandbox_changes(sb, 0, &changes, &changes_len, &err) != MBX_OK) {
+      changes = NULL;
+      changes_len = 0;
+    }
   }
   char tail[200] = "";
   int n = 0;

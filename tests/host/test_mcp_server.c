@@ -275,6 +275,20 @@ static void test_run_lua(void **state) {
   assert_string_equal(json_string_value(json_object_get(c, "kind")), "created");
   assert_string_equal(json_string_value(json_object_get(c, "content")), "report");
   json_decref(msg);
+
+  /* Past 1 MiB of change-set JSON the contents are left out; the paths and sizes stay. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"for j = 1, 3 do local f = "
+               "io.open('/tmp/f' .. j, 'w') f:write(string.rep('x', 1 << 19)) f:close() end\"}}}");
+  msg = next_message(f);
+  r = tool_result(msg, 4);
+  changes = json_object_get(json_object_get(r, "structuredContent"), "changes");
+  assert_int_equal(json_array_size(changes), 3);
+  c = json_array_get(changes, 2);
+  assert_string_equal(json_string_value(json_object_get(c, "path")), "/tmp/f3");
+  assert_int_equal(json_integer_value(json_object_get(c, "size")), 1 << 19);
+  assert_null(json_object_get(c, "content"));
+  json_decref(msg);
 }
 
 /* Arguments that fail the inputSchema or the server's caps: a tool result with isError. */
