@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include <lua.h>
-#include <xxhash.h>
 
 #include "capabilities/policy.h"
 #include "capabilities/port_local.h"
@@ -290,29 +289,12 @@ static mbx_status inproc_rewind(void *impl, mbx_error *err) {
 #endif
 }
 
-/* The outcome record after a run or resume: what a replay must reproduce. */
-static void log_outcome(inproc *ip, mbx_status s, const mbxV_outcome *o) {
-  uint64_t hash = 0, host_calls = 0;
-  if (s < MBX_API_ERROR_BASE) {
-    XXH64_hash_t h =
-        XXH3_64bits(o->value_json ? o->value_json : "", o->value_json ? o->value_len : 0);
-    h = XXH3_64bits_withSeed(o->pending_json ? o->pending_json : "",
-                             o->pending_json ? o->pending_len : 0, h);
-    h = XXH3_64bits_withSeed(o->error.message ? o->error.message : "",
-                             o->error.message ? o->error.message_len : 0, h);
-    hash = h;
-    host_calls = o->host_calls;
-  }
-  /* Not the instruction count: it is not reproducible (capabilities/replay.h). */
-  mbxC_port_record_outcome(&ip->record, (uint32_t)s, hash, host_calls);
-}
-
 /* What every run and resume shares once the vm is back: the outcome becomes the result
    (*out stays NULL when host memory runs out: the public epilogue reports it). */
 static mbx_status collect(inproc *ip, mbxV_status vs, const mbxV_refusal *why,
                           mbxV_outcome *outcome, int logged, mbx_result **out, mbx_error *err) {
   mbx_status s = mbxH_status_from_vm(vs);
-  if (logged) log_outcome(ip, s, outcome);
+  if (logged) mbxH_log_outcome(&ip->record, s, outcome);
   if (s < MBX_API_ERROR_BASE)
     *out = mbxH_result_new(outcome, &ip->vm->output);
   else

@@ -1,5 +1,9 @@
 /* host/result.c -- the result contract object built from a run's outcome. */
 #include "host/result.h"
+
+#include <xxhash.h>
+
+#include "capabilities/port_record.h"
 #include "common/bytes.h"
 
 #include <inttypes.h>
@@ -229,4 +233,19 @@ MBX_API void mbx_result_free(mbx_result *r) {
     if (r->stream[i] != empty_stream) free(r->stream[i]);
   free(atomic_load(&r->json));
   free(r);
+}
+
+void mbxH_log_outcome(struct mbxC_port_record *record, mbx_status s, const mbxV_outcome *o) {
+  uint64_t hash = 0, host_calls = 0;
+  if (s < MBX_API_ERROR_BASE) {
+    XXH64_hash_t h =
+        XXH3_64bits(o->value_json ? o->value_json : "", o->value_json ? o->value_len : 0);
+    h = XXH3_64bits_withSeed(o->pending_json ? o->pending_json : "",
+                             o->pending_json ? o->pending_len : 0, h);
+    h = XXH3_64bits_withSeed(o->error.message ? o->error.message : "",
+                             o->error.message ? o->error.message_len : 0, h);
+    hash = h;
+    host_calls = o->host_calls;
+  }
+  mbxC_port_record_outcome(record, (uint32_t)s, hash, host_calls);
 }

@@ -47,7 +47,6 @@
 
 #include <jansson.h>
 #include <lua.h>
-#include <xxhash.h>
 
 #include "capabilities/port_local.h"
 #include "capabilities/port_record.h"
@@ -1153,22 +1152,6 @@ static mbx_status worker_rewind(void *impl, mbx_error *err) {
 #endif
 }
 
-/* The outcome record after a run or resume (as host/inproc.c logs it). */
-static void log_outcome(wsb *ws, mbx_status s, const mbxV_outcome *o) {
-  uint64_t hash = 0, host_calls = 0;
-  if (s < MBX_API_ERROR_BASE) {
-    XXH64_hash_t h =
-        XXH3_64bits(o->value_json ? o->value_json : "", o->value_json ? o->value_len : 0);
-    h = XXH3_64bits_withSeed(o->pending_json ? o->pending_json : "",
-                             o->pending_json ? o->pending_len : 0, h);
-    h = XXH3_64bits_withSeed(o->error.message ? o->error.message : "",
-                             o->error.message ? o->error.message_len : 0, h);
-    hash = h;
-    host_calls = o->host_calls;
-  }
-  mbxC_port_record_outcome(&ws->record, (uint32_t)s, hash, host_calls);
-}
-
 /* internal_error with the reason the worker was lost: a result like any run's. */
 static mbx_status lost_result(wsb *ws, mbx_result **out) {
   mbxV_outcome o;
@@ -1217,14 +1200,14 @@ static mbx_status finish(wsb *ws, const char *fn, int logged, mbx_result **out, 
   if (!ws->paused) mbxC_port_local_run_end(&ws->port);
   if (d.status >= MBXV_REFUSED_BASE) {
     mbx_status s = mbxH_status_from_vm(d.status);
-    if (logged) log_outcome(ws, s, &d.outcome);
+    if (logged) mbxH_log_outcome(&ws->record, s, &d.outcome);
     mbxU_error_set(err, s, "%s", d.refusal[0] ? d.refusal : fn);
     return s;
   }
   ws->runs++;
   if (poisons(d.status)) ws->tainted = 1;
   mbx_status s = mbxH_status_from_vm(d.status);
-  if (logged) log_outcome(ws, s, &d.outcome);
+  if (logged) mbxH_log_outcome(&ws->record, s, &d.outcome);
   mbxV_output o;
   memset(&o, 0, sizeof o);
   o.data[0] = d.stream[0];
