@@ -152,22 +152,18 @@ static int limit(loader *ld, mbx_policy *p, const char *key, mbx_limit which, ui
   return refuse(ld, MBX_INVALID_ARGUMENT, key, "%s", why);
 }
 
-static int load_limits(loader *ld, mbx_policy *p, const json_t *obj) {
-  static const char *const keys[] = {"memory", "instructions", "time_ms", "output", "source",
-                                     "host_calls", NULL};
-  if (!json_is_object(obj)) return expected(ld, "limits", "an object", obj);
-  if (known_keys(ld, "limits", obj, keys) != 0) return -1;
-  static const struct {
-    const char *name, *key;
-    mbx_limit which;
-    int is_size;
-  } specs[] = {{"memory", "limits.memory", MBX_LIMIT_MEMORY, 1},
-               {"instructions", "limits.instructions", MBX_LIMIT_INSTRUCTIONS, 0},
-               {"time_ms", "limits.time_ms", MBX_LIMIT_TIME_MS, 0},
-               {"output", "limits.output", MBX_LIMIT_OUTPUT, 1},
-               {"source", "limits.source", MBX_LIMIT_SOURCE, 1},
-               {"host_calls", "limits.host_calls", MBX_LIMIT_HOST_CALLS, 0}};
-  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+/* One limit key of an object: its member name, the full key for messages, the limit it sets,
+   and whether it takes a size ("64M") or a plain count. */
+typedef struct limit_spec {
+  const char *name, *key;
+  mbx_limit which;
+  int is_size;
+} limit_spec;
+
+/* Set every limit of specs that obj has, each validated by its setter. */
+static int load_limit_specs(loader *ld, mbx_policy *p, const json_t *obj, const limit_spec *specs,
+                            size_t count) {
+  for (size_t i = 0; i < count; i++) {
     json_t *v = json_object_get(obj, specs[i].name);
     uint64_t n;
     if (v == NULL) continue;
@@ -177,6 +173,20 @@ static int load_limits(loader *ld, mbx_policy *p, const json_t *obj) {
       return -1;
   }
   return 0;
+}
+
+static int load_limits(loader *ld, mbx_policy *p, const json_t *obj) {
+  static const char *const keys[] = {"memory", "instructions", "time_ms", "output", "source",
+                                     "host_calls", NULL};
+  if (!json_is_object(obj)) return expected(ld, "limits", "an object", obj);
+  if (known_keys(ld, "limits", obj, keys) != 0) return -1;
+  static const limit_spec specs[] = {{"memory", "limits.memory", MBX_LIMIT_MEMORY, 1},
+               {"instructions", "limits.instructions", MBX_LIMIT_INSTRUCTIONS, 0},
+               {"time_ms", "limits.time_ms", MBX_LIMIT_TIME_MS, 0},
+               {"output", "limits.output", MBX_LIMIT_OUTPUT, 1},
+               {"source", "limits.source", MBX_LIMIT_SOURCE, 1},
+               {"host_calls", "limits.host_calls", MBX_LIMIT_HOST_CALLS, 0}};
+  return load_limit_specs(ld, p, obj, specs, sizeof specs / sizeof *specs);
 }
 
 static int load_env(loader *ld, mbx_policy *p, const json_t *obj) {
@@ -368,25 +378,12 @@ static int load_exec(loader *ld, mbx_policy *p, const json_t *obj) {
       if (r != 0) return refuse(ld, MBX_INVALID_ARGUMENT, key, "%s", why);
     }
   }
-  static const struct {
-    const char *name, *key;
-    mbx_limit which;
-    int is_size;
-  } specs[] = {{"timeout_ms", "exec.timeout_ms", MBX_LIMIT_EXEC_TIMEOUT_MS, 0},
+  static const limit_spec specs[] = {{"timeout_ms", "exec.timeout_ms", MBX_LIMIT_EXEC_TIMEOUT_MS, 0},
                {"memory", "exec.memory", MBX_LIMIT_EXEC_MEMORY, 1},
                {"pids", "exec.pids", MBX_LIMIT_EXEC_PIDS, 0},
                {"output", "exec.output", MBX_LIMIT_EXEC_OUTPUT, 1},
                {"max_runs", "exec.max_runs", MBX_LIMIT_EXEC_RUNS, 0}};
-  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
-    json_t *v = json_object_get(obj, specs[i].name);
-    uint64_t n;
-    if (v == NULL) continue;
-    if ((specs[i].is_size ? size_value(ld, specs[i].key, v, &n)
-                          : count_value(ld, specs[i].key, v, &n)) != 0 ||
-        limit(ld, p, specs[i].key, specs[i].which, n) != 0)
-      return -1;
-  }
-  return 0;
+  return load_limit_specs(ld, p, obj, specs, sizeof specs / sizeof *specs);
 }
 
 static int load(loader *ld, mbx_policy *p, const json_t *root) {
