@@ -180,12 +180,13 @@ static int load_limits(loader *ld, mbx_policy *p, const json_t *obj) {
                                      "host_calls", NULL};
   if (!json_is_object(obj)) return expected(ld, "limits", "an object", obj);
   if (known_keys(ld, "limits", obj, keys) != 0) return -1;
-  static const limit_spec specs[] = {{"memory", "limits.memory", MBX_LIMIT_MEMORY, 1},
-               {"instructions", "limits.instructions", MBX_LIMIT_INSTRUCTIONS, 0},
-               {"time_ms", "limits.time_ms", MBX_LIMIT_TIME_MS, 0},
-               {"output", "limits.output", MBX_LIMIT_OUTPUT, 1},
-               {"source", "limits.source", MBX_LIMIT_SOURCE, 1},
-               {"host_calls", "limits.host_calls", MBX_LIMIT_HOST_CALLS, 0}};
+  static const limit_spec specs[] = {
+      {"memory", "limits.memory", MBX_LIMIT_MEMORY, 1},
+      {"instructions", "limits.instructions", MBX_LIMIT_INSTRUCTIONS, 0},
+      {"time_ms", "limits.time_ms", MBX_LIMIT_TIME_MS, 0},
+      {"output", "limits.output", MBX_LIMIT_OUTPUT, 1},
+      {"source", "limits.source", MBX_LIMIT_SOURCE, 1},
+      {"host_calls", "limits.host_calls", MBX_LIMIT_HOST_CALLS, 0}};
   return load_limit_specs(ld, p, obj, specs, sizeof specs / sizeof *specs);
 }
 
@@ -378,11 +379,12 @@ static int load_exec(loader *ld, mbx_policy *p, const json_t *obj) {
       if (r != 0) return refuse(ld, MBX_INVALID_ARGUMENT, key, "%s", why);
     }
   }
-  static const limit_spec specs[] = {{"timeout_ms", "exec.timeout_ms", MBX_LIMIT_EXEC_TIMEOUT_MS, 0},
-               {"memory", "exec.memory", MBX_LIMIT_EXEC_MEMORY, 1},
-               {"pids", "exec.pids", MBX_LIMIT_EXEC_PIDS, 0},
-               {"output", "exec.output", MBX_LIMIT_EXEC_OUTPUT, 1},
-               {"max_runs", "exec.max_runs", MBX_LIMIT_EXEC_RUNS, 0}};
+  static const limit_spec specs[] = {
+      {"timeout_ms", "exec.timeout_ms", MBX_LIMIT_EXEC_TIMEOUT_MS, 0},
+      {"memory", "exec.memory", MBX_LIMIT_EXEC_MEMORY, 1},
+      {"pids", "exec.pids", MBX_LIMIT_EXEC_PIDS, 0},
+      {"output", "exec.output", MBX_LIMIT_EXEC_OUTPUT, 1},
+      {"max_runs", "exec.max_runs", MBX_LIMIT_EXEC_RUNS, 0}};
   return load_limit_specs(ld, p, obj, specs, sizeof specs / sizeof *specs);
 }
 
