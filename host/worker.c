@@ -65,6 +65,9 @@
 #define ZYGOTE_REEXEC_MIN_NS 1000000000ull
 /* The zygote answers a spawn or reap in far less; past this it is broken. */
 #define ZYGOTE_TIMEOUT_MS 10000
+/* The zygote answers within ZYGOTE_TIMEOUT_MS of now; nothing interrupts it. */
+#define ZYGOTE_DEADLINE                                                                        \
+  (&(io_deadline){now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u, NULL, 0})
 
 typedef struct wproc {
   pid_t pid;
@@ -99,13 +102,35 @@ static uint64_t now_ns(void) {
 
 /* ---- sockets with deadlines ---- */
 
-/* Wait for fd to be ready for events until deadline (ns, CLOCK_MONOTONIC). 1 ready, 0 timed
-   out, -1 error or hang-up with nothing to read. */
-static int wait_fd(int fd, short events, uint64_t deadline) {
+/* A deadline (ns, CLOCK_MONOTONIC) that an interrupt shortens: once *interrupted is set, the
+   worker has MBXH_WORKER_GRACE_MS more, whatever the run's own budget (NULL: no interrupt). */
+typedef struct io_deadline {
+  uint64_t at;
+  _Atomic int *interrupted;
+  int cut; /* the interrupt was seen and at shortened */
+} io_deadline;
+
+/* Now past d->at: 1, else 0 (applying an interrupt seen since the last look). */
+static int io_expired(io_deadline *d) {
+  uint64_t now = now_ns();
+  if (d->interrupted && !d->cut && atomic_load(d->interrupted)) {
+    uint64_t grace = now + (uint64_t)MBXH_WORKER_GRACE_MS * 1000000u;
+    if (grace < d->at) d->at = grace;
+    d->cut = 1;
+  }
+  return now >= d->at;
+}
+
+/* Wait for fd to be ready for events until d's deadline. 1 ready, 0 timed out, -1 error or
+   hang-up with nothing to read. While an interrupt may still come, it sleeps at most 50 ms at
+   a time, so a worker that ignores its interrupt signal cannot hold the caller past the
+   grace period. */
+static int wait_fd(int fd, short events, io_deadline *d) {
   for (;;) {
+    if (io_expired(d)) return 0;
     uint64_t now = now_ns();
-    if (now >= deadline) return 0;
-    uint64_t ms = (deadline - now + 999999) / 1000000;
+    uint64_t ms = (d->at - now + 999999) / 1000000;
+    if (d->interrupted && !d->cut && ms > 50) ms = 50;
     struct pollfd p = {fd, events, 0};
     int r = poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
     if (r < 0 && errno == EINTR) continue;
@@ -118,7 +143,7 @@ static int wait_fd(int fd, short events, uint64_t deadline) {
 
 typedef enum io_result { IO_OK = 0, IO_TIMEOUT, IO_CLOSED } io_result;
 
-static io_result write_all(int fd, const void *p, size_t n, uint64_t deadline) {
+static io_result write_all(int fd, const void *p, size_t n, io_deadline *d) {
   const unsigned char *b = p;
   while (n) {
     ssize_t w = send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -129,7 +154,7 @@ static io_result write_all(int fd, const void *p, size_t n, uint64_t deadline) {
     }
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      int r = wait_fd(fd, POLLOUT, deadline);
+      int r = wait_fd(fd, POLLOUT, d);
       if (r == 0) return IO_TIMEOUT;
       if (r < 0) return IO_CLOSED;
       continue;
@@ -139,7 +164,7 @@ static io_result write_all(int fd, const void *p, size_t n, uint64_t deadline) {
   return IO_OK;
 }
 
-static io_result read_all(int fd, void *p, size_t n, uint64_t deadline) {
+static io_result read_all(int fd, void *p, size_t n, io_deadline *d) {
   unsigned char *b = p;
   while (n) {
     ssize_t r = recv(fd, b, n, MSG_DONTWAIT);
@@ -151,7 +176,7 @@ static io_result read_all(int fd, void *p, size_t n, uint64_t deadline) {
     if (r == 0) return IO_CLOSED;
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      int w = wait_fd(fd, POLLIN, deadline);
+      int w = wait_fd(fd, POLLIN, d);
       if (w == 0) return IO_TIMEOUT;
       if (w < 0) return IO_CLOSED;
       continue;
@@ -251,7 +276,7 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
   struct iovec iov = {hdr, sizeof hdr};
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
                        .msg_controllen = sizeof u.buf};
-  if (wait_fd(pool->zsock, POLLIN, now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u) != 1)
+  if (wait_fd(pool->zsock, POLLIN, ZYGOTE_DEADLINE) != 1)
     return -1;
   ssize_t n;
   do n = recvmsg(pool->zsock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
@@ -272,7 +297,7 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
   uint32_t len;
   if (n != (ssize_t)sizeof hdr || (msg.msg_flags & MSG_CTRUNC) ||
       mbxH_wp_header(hdr, 64, &type, &len, NULL, 0) != 0 || grow(&pool->rbuf, &pool->rcap, 64) ||
-      read_all(pool->zsock, pool->rbuf, len, now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u)) {
+      read_all(pool->zsock, pool->rbuf, len, ZYGOTE_DEADLINE)) {
     for (int i = 0; i < nfds; i++) close(fds[i]);
     return -1;
   }
@@ -312,7 +337,7 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
 static int zygote_send(mbxH_wpool *pool) {
   if (mbxH_wp_finish(&pool->w) != 0) return -1;
   return write_all(pool->zsock, pool->w.data, pool->w.len,
-                   now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u) == IO_OK ? 0 : -1;
+                   ZYGOTE_DEADLINE) == IO_OK ? 0 : -1;
 }
 
 static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap) {
@@ -477,6 +502,7 @@ typedef struct wsb {
   int recording;
   mbxV_config cfg;
   uint64_t host_call_limit;
+  uint64_t host_calls; /* callbacks served in this run (across its resumes), as the vm counts */
   mbxH_wp_bounds bounds;
   uint32_t frame_max;
   /* The worker: proc.sock < 0 once it is gone. sig_mu guards proc for interrupt, which may
@@ -712,10 +738,27 @@ static int op_served(const mbxC_port *p, mbxH_wp_op op) {
   }
 }
 
+/* The port operations a worker may ask for outside a run (while the parent waits for a
+   control STATUS): none that reaches the host's callbacks, its files or its programs. */
+static int op_outside_run(mbxH_wp_op op) {
+  return op == MBXH_OP_WALL_TIME || op == MBXH_OP_RANDOM_SEED || op == MBXH_OP_ENV_GET;
+}
+
+/* Host and native callbacks: the host's time (the backstop waits for it) and the calls the
+   sandbox's MBX_LIMIT_HOST_CALLS counts. */
+static int op_is_callback(mbxH_wp_op op) {
+  return op == MBXH_OP_HOST_CALL || op == MBXH_OP_NATIVE_CALL;
+}
+
 /*
 ** Send ws->w and serve port calls until a frame of type `expect` arrives (its payload in
-** ws->rbuf/rlen). budget_ms bounds the worker's own time (the backstop); time spent serving
-** a port call is added back. 0, or -1 with the worker lost and ws->reason saying why.
+** ws->rbuf/rlen, NUL-terminated). budget_ms bounds the worker's own time (the backstop); the
+** time the host's callbacks take is added back (file operations are guest time, as
+** in-process). The parent holds a worker to what in-process mode enforces itself, since a
+** compromised VM would not: port calls only during a run (expect MBXH_WP_DONE), at most the
+** sandbox's host-call limit of callbacks per run, and an interrupt ends the run within
+** MBXH_WORKER_GRACE_MS even if the worker ignores its signal. 0, or -1 with the worker lost
+** and ws->reason saying why.
 */
 static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
   char why[200];
@@ -723,17 +766,23 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
     snprintf(ws->reason, sizeof ws->reason, "the worker is gone");
     return -1;
   }
-  uint64_t deadline = now_ns() + budget_ms * 1000000u;
+  int in_run = expect == MBXH_WP_DONE;
+  io_deadline dl = {now_ns() + budget_ms * 1000000u, in_run ? &ws->interrupted : NULL, 0};
   if (mbxH_wp_finish(&ws->w) != 0) {
     /* Too large to send at all: a host-side refusal, the worker is fine. */
     snprintf(ws->reason, sizeof ws->reason, "the request is too large for the worker protocol");
     return -2;
   }
-  io_result io = write_all(ws->proc.sock, ws->w.data, ws->w.len, deadline);
+  io_result io = write_all(ws->proc.sock, ws->w.data, ws->w.len, &dl);
   for (;;) {
     if (io != IO_OK) break;
+    /* A worker that sends port calls back to back never waits in poll: look here too. */
+    if (io_expired(&dl)) {
+      io = IO_TIMEOUT;
+      break;
+    }
     unsigned char hdr[MBXH_WP_HEADER];
-    io = read_all(ws->proc.sock, hdr, sizeof hdr, deadline);
+    io = read_all(ws->proc.sock, hdr, sizeof hdr, &dl);
     if (io != IO_OK) break;
     mbxH_wp_type type;
     uint32_t len;
@@ -747,9 +796,12 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
       lose_worker(ws, "worker protocol error: out of host memory for its frame");
       return -1;
     }
-    io = read_all(ws->proc.sock, ws->rbuf, len, deadline);
+    io = read_all(ws->proc.sock, ws->rbuf, len, &dl);
     if (io != IO_OK) break;
     ws->rlen = len;
+    /* A frame's last byte string (a host call's arguments) ends in a NUL, as the host's
+       callback is promised. */
+    ws->rbuf[len] = 0;
     if (type == expect) return 0;
     if (type != MBXH_WP_PORT_CALL) {
       char msg[256];
@@ -759,17 +811,27 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
       return -1;
     }
     mbxH_wp_call c;
-    if (mbxH_wp_get_call(ws->rbuf, len, &ws->port.grants, &c, why, sizeof why) != 0 ||
-        !op_served(served_port(ws), c.op)) {
+    int bad = mbxH_wp_get_call(ws->rbuf, len, &ws->port.grants, &c, why, sizeof why) != 0;
+    if (!bad && !op_served(served_port(ws), c.op)) {
+      snprintf(why, sizeof why, "operation %u is not granted", c.op);
+      bad = 1;
+    } else if (!bad && !in_run && !op_outside_run(c.op)) {
+      snprintf(why, sizeof why, "operation %u outside a run", c.op);
+      bad = 1;
+    } else if (!bad && op_is_callback(c.op) && ws->host_calls >= ws->host_call_limit) {
+      snprintf(why, sizeof why, "more host calls than the sandbox's limit (%llu)",
+               (unsigned long long)ws->host_call_limit);
+      bad = 1;
+    }
+    if (bad) {
       char msg[256];
-      if (c.op && !op_served(served_port(ws), c.op)) snprintf(why, sizeof why, "operation %u "
-                                                               "is not granted", c.op);
       snprintf(msg, sizeof msg, "worker protocol error: %s", why);
       mbxH_wp_call_free(&c);
       lose_worker(ws, msg);
       return -1;
     }
-    /* Host time: the backstop waits for it. */
+    int callback = op_is_callback(c.op);
+    if (callback) ws->host_calls++;
     uint64_t t0 = now_ns();
     serve_call(ws, &c);
     mbxH_wp_call_free(&c);
@@ -777,10 +839,14 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
       lose_worker(ws, "worker protocol error: a port answer too large for the protocol");
       return -1;
     }
-    deadline += now_ns() - t0;
-    io = write_all(ws->proc.sock, ws->reply.data, ws->reply.len, deadline);
+    /* Host time: the backstop waits for it, until an interrupt cut the deadline. */
+    if (callback && !dl.cut) dl.at += now_ns() - t0;
+    io = write_all(ws->proc.sock, ws->reply.data, ws->reply.len, &dl);
   }
-  if (io == IO_TIMEOUT) lose_worker(ws, "worker killed: wall-clock backstop");
+  if (io == IO_TIMEOUT && dl.cut)
+    lose_worker(ws, "worker killed: it did not stop within the grace period after "
+                    "mbx_sandbox_interrupt");
+  else if (io == IO_TIMEOUT) lose_worker(ws, "worker killed: wall-clock backstop");
   else lose_worker(ws, NULL);
   return -1;
 }
@@ -1026,8 +1092,11 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
     ws->log_generation++;
   }
   ws->paused = 0;
-  /* A poisoned run, a lost worker or enough runs: the pristine state is made in a new one. */
-  if (!worker_alive(ws) || ws->tainted || ws->runs >= MBXH_WORKER_RUNS_MAX) {
+  /* Once guest code has run in a worker, the pristine state is made in a new one: a VM the
+     guest took over (a Lua memory bug) would acknowledge a RESET and keep its state, seeing
+     the next principal's code, inputs and host replies. Only a worker that has run nothing
+     yet (or is gone, or tainted) is reset in place or replaced as before. */
+  if (!worker_alive(ws) || ws->tainted || ws->runs > 0) {
     if (worker_alive(ws)) {
       pthread_mutex_lock(&ws->sig_mu);
       wproc p = ws->proc;
@@ -1204,7 +1273,6 @@ static mbx_status finish(wsb *ws, const char *fn, int logged, mbx_result **out, 
     mbxU_error_set(err, s, "%s", d.refusal[0] ? d.refusal : fn);
     return s;
   }
-  ws->runs++;
   if (poisons(d.status)) ws->tainted = 1;
   mbx_status s = mbxH_status_from_vm(d.status);
   if (logged) mbxH_log_outcome(&ws->record, s, &d.outcome);
@@ -1235,11 +1303,15 @@ static mbx_status worker_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   if (given_len > room) snprintf(name, sizeof name, "=...%s", given + given_len - (room - 3));
   else snprintf(name, sizeof name, "=%s", given);
   atomic_store(&ws->interrupted, 0);
+  ws->host_calls = 0;
   mbxC_port_local_run_begin(&ws->port);
   int logged = ws->recording && a->code_len <= ws->cfg.source_limit;
   if (logged)
     mbxC_port_record_run(&ws->record, a->chunk_name, a->code, a->code_len, a->inputs,
                          a->inputs_len);
+  /* Counted when sent: a worker's report (even "refused") is not trusted to say whether
+     guest code ran. */
+  ws->runs++;
   mbxH_wp_begin(&ws->w, MBXH_WP_RUN);
   mbxH_wp_bytes(&ws->w, name, strlen(name));
   mbxH_wp_bytes(&ws->w, a->code ? a->code : "", a->code_len);
@@ -1266,6 +1338,7 @@ static mbx_status worker_resume(void *impl, const char *fn, const char *value, s
   atomic_store(&ws->interrupted, 0);
   mbxC_port_local_run_begin(&ws->port);
   if (ws->recording) mbxC_port_record_resume(&ws->record, as_error, value, len);
+  ws->runs++;
   mbxH_wp_begin(&ws->w, MBXH_WP_RESUME);
   mbxH_wp_u8(&ws->w, (uint8_t)(as_error != 0));
   mbxH_wp_u8(&ws->w, value != NULL);

@@ -15,12 +15,11 @@ void mbxH_wpool_free(mbxH_wpool *pool);
 /* Live isolated sandboxes (for MBX_CAP_SANDBOXES). */
 unsigned mbxH_wpool_live(mbxH_wpool *pool);
 
-/* Runs after which a worker is replaced at its sandbox's next reset. */
-#define MBXH_WORKER_RUNS_MAX 1000
 /* Warm workers the pool keeps forked ahead of demand. */
 #define MBXH_WORKER_WARM 2
 /* The hard SIGKILL backstop of a run: 2x its time limit plus this grace, or the default when
-   it has none (host time spent serving the worker's port calls does not count). */
+   it has none (the time the host's callbacks take does not count; file operations do). Also
+   how long a worker has to stop after mbx_sandbox_interrupt. */
 #define MBXH_WORKER_GRACE_MS 2000
 #define MBXH_WORKER_BACKSTOP_DEFAULT_MS 120000
 /* Creating, resetting, checkpointing: no guest code runs, but a worker may still hang. */

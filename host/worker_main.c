@@ -414,7 +414,45 @@ static int hook_frame(lua_State *L) {
   return 0;
 }
 
+/* n host calls of function 1 straight through the port, past the vm's host-call count (as a
+   VM a guest took over would): the parent must stop them at the sandbox's limit. */
+static int hook_host_flood(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  for (lua_Integer i = 0; i < n; i++) {
+    const char *reply;
+    size_t len;
+    g_port.port.host_call(g_port.port.ud, 0, "[]", 2, NULL, &reply, &len);
+  }
+  return 0;
+}
+
+/* Port calls back to back, forever, in C (no hook): each is served quickly, so only a
+   backstop that counts their time (or an interrupt) ends it. */
+static int hook_port_flood(lua_State *L) {
+  (void)L;
+  for (;;) g_port.port.wall_time(g_port.port.ud);
+  return 0;
+}
+
+/* From now on this worker acknowledges RESET without resetting, and makes a host call before
+   answering CHECKPOINT: what a compromised VM could do outside a run. */
+static int g_test_fake_reset, g_test_call_at_checkpoint;
+static int hook_fake_reset(lua_State *L) {
+  (void)L;
+  g_test_fake_reset = 1;
+  return 0;
+}
+static int hook_call_at_checkpoint(lua_State *L) {
+  (void)L;
+  g_test_call_at_checkpoint = 1;
+  return 0;
+}
+
 static void install_hooks(lua_State *L) {
+  lua_register(L, "__test_host_flood", hook_host_flood);
+  lua_register(L, "__test_port_flood", hook_port_flood);
+  lua_register(L, "__test_fake_reset", hook_fake_reset);
+  lua_register(L, "__test_call_at_checkpoint", hook_call_at_checkpoint);
   lua_register(L, "__test_wild_pointer", hook_wild_pointer);
   lua_register(L, "__test_spin", hook_spin);
   lua_register(L, "__test_abort", hook_abort);
@@ -685,6 +723,12 @@ static void serve(int fd) {
       mbxH_wp_reader_init(&r, buf, len);
       ws.cfg.address_key = mbxH_wp_get_u64(&r);
       if (mbxH_wp_end(&r) != 0) die_quietly();
+#ifdef MBX_WORKER_TEST_HOOKS
+      if (g_test_fake_reset) {
+        send_status(fd, &w, 0, heap_of(&ws), "");
+        break;
+      }
+#endif
       if (mbxV_vm_reset(ws.vm, &ws.cfg, mbxL_open_sandbox) != MBXV_NEW_OK)
         send_status(fd, &w, 1, heap_of(&ws), "out of memory while building the pristine state");
       else if (!attach(&ws))
@@ -695,6 +739,14 @@ static void serve(int fd) {
       break;
     }
     case MBXH_WP_CHECKPOINT: {
+#ifdef MBX_WORKER_TEST_HOOKS
+      if (g_test_call_at_checkpoint) {
+        const char *reply;
+        size_t rlen;
+        g_port.port.host_call(g_port.port.ud, 0, "[\"during CHECKPOINT\"]", 21, NULL, &reply,
+                              &rlen);
+      }
+#endif
       mbxV_checkpoint_result made = mbxV_vm_checkpoint(ws.vm, &ws.checkpoint);
       send_status(fd, &w, made == MBXV_CHECKPOINT_OK ? 0 : made == MBXV_CHECKPOINT_NO_MEMORY ? 1 : 3,
                   heap_of(&ws), "");

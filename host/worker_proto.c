@@ -2,6 +2,8 @@
    reading with every size and count checked (host/worker_proto.h). */
 #include "host/worker_proto.h"
 
+#include "include/moonbox.h" /* MBX_HOST_ARGS_MAX */
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,10 +374,16 @@ int mbxH_wp_get_call(const void *payload, size_t n, const mbxC_grants *g, mbxH_w
     break;
   case MBXH_OP_HOST_CALL:
     c->index = mbxH_wp_get_u64(&r);
-    c->a_len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &c->a);
+    c->a_len = mbxH_wp_get_bytes(&r, MBX_HOST_ARGS_MAX, &c->a);
     if (!r.bad && (c->index >= g->fn_count || g->fns[c->index].kind != MBXC_FN_SYNC)) {
       say(why, why_size, "host call of function %llu, not a granted synchronous function",
           (unsigned long long)c->index);
+      return -1;
+    }
+    /* What the host's callback is promised: one JSON array (of at most MBX_HOST_ARGS_MAX
+       bytes, the bound above), as in-process mode encodes it. */
+    if (!r.bad && (c->a_len == 0 || c->a[0] != '[' || !mbxH_wp_json_ok(c->a, c->a_len))) {
+      say(why, why_size, "host call arguments that are not one JSON array");
       return -1;
     }
     break;

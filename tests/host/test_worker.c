@@ -324,6 +324,102 @@ static void test_bad_frames(void **state) {
                                                        "done report");
 }
 
+/* ---- a worker that lies: the parent enforces the limits itself ---- */
+
+typedef struct counted {
+  int calls;
+  int during_checkpoint;
+} counted;
+
+static mbx_status count_calls(void *ud, const char *args, size_t len, mbx_host_reply *reply) {
+  counted *c = ud;
+  c->calls++;
+  /* The callback is promised NUL-terminated arguments. */
+  assert_int_equal(args[len], '\0');
+  if (strstr(args, "during CHECKPOINT")) c->during_checkpoint++;
+  return mbx_host_reply_json(reply, "true", 4);
+}
+
+static void test_parent_holds_host_call_limit(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  counted c = {0, 0};
+  assert_int_equal(mbx_policy_add_function(f->p, "host.count", count_calls, &c, &err), MBX_OK);
+  mbx_policy_set_limit(f->p, MBX_LIMIT_HOST_CALLS, 3);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  /* An honest worker stops the fourth call itself. */
+  mbx_result *res;
+  assert_int_equal(run(sb, "for i = 1, 10 do host.count() end", &res), MBX_HOST_CALL_LIMIT);
+  mbx_result_free(res);
+  assert_int_equal(c.calls, 3);
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  /* One that calls past its own count is stopped by the parent at the same limit. */
+  c.calls = 0;
+  assert_int_equal(run(sb, "__test_host_flood(50)", &res), MBX_INTERNAL_ERROR);
+  assert_non_null(strstr(mbx_result_error_message(res, NULL),
+                         "more host calls than the sandbox's limit (3)"));
+  mbx_result_free(res);
+  assert_int_equal(c.calls, 3);
+  mbx_sandbox_free(sb);
+}
+
+static void test_no_callbacks_outside_a_run(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  counted c = {0, 0};
+  assert_int_equal(mbx_policy_add_function(f->p, "host.count", count_calls, &c, &err), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  want_value(sb, "__test_call_at_checkpoint() return host.count()", "true");
+  assert_int_equal(c.calls, 1);
+  /* The worker makes a host call while the parent waits for its CHECKPOINT answer. */
+  assert_int_equal(mbx_sandbox_checkpoint(sb, &err), MBX_INTERNAL_ERROR);
+  assert_non_null(strstr(err.message, "outside a run"));
+  assert_int_equal(c.during_checkpoint, 0);
+  assert_int_equal(c.calls, 1);
+  mbx_sandbox_free(sb);
+}
+
+static void test_port_call_flood_hits_backstop(void **state) {
+  /* Port calls served back to back in C, never waiting in poll: the backstop (2 x 300 ms +
+     the grace) is checked between frames too, so it still ends the run. */
+  expect_contained(*state, 300, "__test_port_flood()", "worker killed: wall-clock backstop");
+}
+
+static void test_interrupt_of_a_worker_that_ignores_it(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  /* No time limit: without the interrupt only the 120 s default backstop would end it. */
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  interrupter it = {sb, 200};
+  pthread_t t;
+  pthread_create(&t, NULL, interrupt_later, &it);
+  uint64_t t0 = now_ms();
+  mbx_result *res;
+  assert_int_equal(run(sb, "__test_spin()", &res), MBX_INTERNAL_ERROR);
+  uint64_t took = now_ms() - t0;
+  assert_non_null(strstr(mbx_result_error_message(res, NULL),
+                         "did not stop within the grace period after mbx_sandbox_interrupt"));
+  mbx_result_free(res);
+  pthread_join(t, NULL);
+  assert_true(took < GENEROUS_MS);
+  mbx_sandbox_free(sb);
+}
+
+static void test_reset_takes_new_worker(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  /* The worker would acknowledge a RESET and keep the previous principal's state. */
+  want_value(sb, "__test_fake_reset() secret = 'from the first user' return 1", "1");
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  want_value(sb, "return secret", "null");
+  mbx_sandbox_free(sb);
+}
+
 /* ---- process and fd accounting ---- */
 
 static int count_fds(void) {
@@ -485,6 +581,13 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_forbidden_syscalls, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_bad_frames, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_killed_from_outside, setup_hooks, teardown),
+      cmocka_unit_test_setup_teardown(test_parent_holds_host_call_limit, setup_hooks, teardown),
+      cmocka_unit_test_setup_teardown(test_no_callbacks_outside_a_run, setup_hooks, teardown),
+      cmocka_unit_test_setup_teardown(test_port_call_flood_hits_backstop, setup_hooks,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_interrupt_of_a_worker_that_ignores_it, setup_hooks,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_reset_takes_new_worker, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_many_sandboxes_no_leaks, setup_hooks, teardown),
       cmocka_unit_test(test_bad_settings),
   };
