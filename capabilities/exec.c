@@ -199,6 +199,15 @@ int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
   PUSH("/proc");
   PUSH("--dev");
   PUSH("/dev");
+  /* bwrap's /dev is a tmpfs without a size (half the host's RAM) that the process may fill:
+     /dev/shm gets the /tmp cap, and the rest of /dev is made read-only. */
+  PUSH("--size");
+  snprintf(num, sizeof num, "%llu", (unsigned long long)(plan->tmp_bytes ? plan->tmp_bytes : 1));
+  PUSH(num);
+  PUSH("--tmpfs");
+  PUSH("/dev/shm");
+  PUSH("--remount-ro");
+  PUSH("/dev");
   PUSH("--perms");
   PUSH("1777");
   PUSH("--size");
@@ -402,13 +411,43 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
-/* The per-run host uid when running as root: one uid per run, from a range no distribution
-   hands out in /etc/subuid (which starts at 100000 in 65536 steps), so RLIMIT_NPROC (counted
-   per uid) of one run cannot be used up by another run's fork bomb. */
-#define MBXC_EXEC_UID_BASE 0x5a000000u
-static uint32_t run_uid(mbxC_exec_backend *b) {
-  uint64_t n = atomic_fetch_add(&b->runs, 1);
-  return MBXC_EXEC_UID_BASE + ((((uint32_t)getpid() & 0xffffu) << 8) | (uint32_t)(n & 0xffu));
+/* The per-run host uid when running as root: one uid per live run, from a range no
+   distribution hands out in /etc/subuid (which starts at 100000 in 65536 steps), so
+   RLIMIT_NPROC (counted per uid) of one run cannot be used up by another run's fork bomb,
+   nor a file one run created in a shared rw mount be changed by another. The uid is
+   MBXC_EXEC_UID_BASE | pid << 8 | slot: the pid (below 2^22) keeps processes apart, and the
+   slot is taken from one process-wide table for as long as the run lives, so two runtimes of
+   one process, or runs 256 apart, never share one. */
+#define MBXC_EXEC_UID_BASE 0x40000000u
+#define MBXC_EXEC_UID_SLOTS 256
+static pthread_mutex_t uid_slots_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char uid_slots[MBXC_EXEC_UID_SLOTS];
+
+/* A free slot (-1: every one is held by a live run). */
+static int uid_slot_take(void) {
+  static unsigned next;
+  int got = -1;
+  pthread_mutex_lock(&uid_slots_mu);
+  for (unsigned i = 0; i < MBXC_EXEC_UID_SLOTS && got < 0; i++) {
+    unsigned k = (next + i) % MBXC_EXEC_UID_SLOTS;
+    if (!uid_slots[k]) {
+      uid_slots[k] = 1;
+      got = (int)k;
+      next = k + 1;
+    }
+  }
+  pthread_mutex_unlock(&uid_slots_mu);
+  return got;
+}
+
+static void uid_slot_release(int slot) {
+  pthread_mutex_lock(&uid_slots_mu);
+  uid_slots[slot] = 0;
+  pthread_mutex_unlock(&uid_slots_mu);
+}
+
+static uint32_t run_uid(int slot) {
+  return MBXC_EXEC_UID_BASE | (((uint32_t)getpid() & 0x3fffffu) << 8) | (uint32_t)slot;
 }
 
 static void kill_tree(pid_t pid) {
@@ -417,11 +456,11 @@ static void kill_tree(pid_t pid) {
   kill(pid, SIGKILL);
 }
 
-/* One run, the probe's outcome not consulted (the probe's smoke run comes through here). */
-static int run_unprobed(mbxC_exec_backend *b, const mbxC_exec_plan *plan,
-                        const mbxC_exec_spec *spec, const char *stdin_bytes, size_t stdin_len,
-                        uint64_t timeout_ms, const mbxC_wait *wait, mbxC_exec_buffers *bufs,
-                        mbxC_exec_result *res, mbxC_port_error *e) {
+/* One run as host uid (0: the helper does not change uids). */
+static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan,
+                  const mbxC_exec_spec *spec, const char *stdin_bytes, size_t stdin_len,
+                  uint64_t timeout_ms, const mbxC_wait *wait, mbxC_exec_buffers *bufs,
+                  mbxC_exec_result *res, mbxC_port_error *e) {
   memset(res, 0, sizeof *res);
   if (plan->mount_count > 64) return fail(e, EINVAL, "too many mounts for exec");
   mbxC_strlist args = {0};
@@ -432,7 +471,7 @@ static int run_unprobed(mbxC_exec_backend *b, const mbxC_exec_plan *plan,
   }
   reqbuf r = {0};
   req_item(&r, 'b', b->bwrap, strlen(b->bwrap));
-  req_num(&r, 'u', b->uid_isolation ? run_uid(b) : 0);
+  req_num(&r, 'u', uid);
   req_num(&r, 'n', spec->pids);
   req_num(&r, 'm', spec->memory);
   req_num(&r, 'f', plan->tmp_bytes > spec->output ? plan->tmp_bytes : spec->output);
@@ -656,6 +695,29 @@ static int run_unprobed(mbxC_exec_backend *b, const mbxC_exec_plan *plan,
   }
   (void)wstatus;
   return 0;
+}
+
+/* One run, the probe's outcome not consulted (the probe's smoke run comes through here): as
+   a uid of its own when the backend isolates uids. */
+static int run_unprobed(mbxC_exec_backend *b, const mbxC_exec_plan *plan,
+                        const mbxC_exec_spec *spec, const char *stdin_bytes, size_t stdin_len,
+                        uint64_t timeout_ms, const mbxC_wait *wait, mbxC_exec_buffers *bufs,
+                        mbxC_exec_result *res, mbxC_port_error *e) {
+  if (!b->uid_isolation)
+    return run_as(b, 0, plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
+  int slot = uid_slot_take();
+  if (slot < 0) {
+    memset(res, 0, sizeof *res);
+    return fail(e, EAGAIN, "%d programs already run at once in this process (the most "
+                "there are per-run uids for); try again when one has finished",
+                MBXC_EXEC_UID_SLOTS);
+  }
+  int r = run_as(b, run_uid(slot), plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs,
+                 res, e);
+  /* run_as returns once the helper (bwrap, the namespace's pid 1) is reaped, and with it
+     every process of the run's pid namespace is gone: the uid is free again. */
+  uid_slot_release(slot);
+  return r;
 }
 
 int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_exec_spec *spec,

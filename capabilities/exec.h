@@ -138,7 +138,6 @@ typedef struct mbxC_exec_backend {
   int userns;        /* user namespaces can be created */
   int uid_isolation; /* running as root: each run gets its own host uid */
   mbxC_exec_image image;
-  _Atomic uint64_t runs; /* programs started, for per-run uids */
 } mbxC_exec_backend;
 
 void mbxC_exec_backend_init(mbxC_exec_backend *b);

@@ -236,6 +236,20 @@ static int exec_refuse(mbxC_port_error *e, int errnum, const char *fmt, const ch
   return -1;
 }
 
+/* NAME=VALUE whose NAME glibc's loader or libc reads at start-up (ld.so's LD_* and the
+   variables it drops for set-uid programs, as its "unsecure" list does). */
+static int loader_variable(const char *entry) {
+  static const char *const names[] = {
+      "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",
+      "MALLOC_TRACE", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR"};
+  size_t n = strcspn(entry, "=");
+  if (n >= 3 && memcmp(entry, "LD_", 3) == 0) return 1;
+  if (n >= 7 && memcmp(entry, "MALLOC_", 7) == 0) return 1;
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (strlen(names[i]) == n && memcmp(entry, names[i], n) == 0) return 1;
+  return 0;
+}
+
 /* "/bin/sh, /usr/bin/python3" (cut to fit). */
 static void allowed_list(const mbxC_exec_spec *s, char *out, size_t size) {
   size_t n = 0;
@@ -302,6 +316,20 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
   if (req->cwd && mbxC_vfs_normalize(req->cwd, strlen(req->cwd), cwd, sizeof cwd, NULL) != 0)
     return exec_refuse(e, EINVAL, "the working directory '%.100s' is not a valid path%s",
                        req->cwd, "");
+  /* The guest's environment entries may not name what the dynamic loader and libc act on
+     before the program's own code runs: LD_PRELOAD of a library the guest wrote into a
+     mount would run any code under /usr from an allowed /usr/bin/true. The policy's own
+     environment is the host's word and may. */
+  for (size_t i = 0; i < req->envc; i++) {
+    if (!loader_variable(req->env[i])) continue;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(req->env[i], "="), req->env[i]);
+    return exec_refuse(e, EPERM,
+                       "the environment variable %s is refused: the dynamic loader or libc "
+                       "would act on it before the program runs (LD_*, GLIBC_TUNABLES, "
+                       "GCONV_PATH and the like; a policy's env may set them)%s",
+                       name, "");
+  }
   /* The environment: the policy's virtual one, then the request's (a later entry of the same
      name wins in bwrap's --setenv order). */
   size_t envc = pl->env_count + req->envc;

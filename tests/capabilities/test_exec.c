@@ -123,8 +123,16 @@ static void argument_list(void **state) {
   assert_string_equal(l.items[lib64 - 1], "--ro-bind");
   assert_string_equal(l.items[lib64 + 1], "/lib64");
   assert_int_equal(find(&l, "/sbin", 0), -1); /* absent on this image */
-  /* The size-capped private /tmp. */
-  ssize_t tmp = find(&l, "--tmpfs", 0);
+  /* /dev read-only with a /dev/shm capped like /tmp (bwrap's /dev tmpfs has no size), then
+     the size-capped private /tmp. */
+  ssize_t shm = find(&l, "--tmpfs", 0);
+  assert_string_equal(l.items[shm + 1], "/dev/shm");
+  assert_string_equal(l.items[shm - 2], "--size");
+  assert_string_equal(l.items[shm - 1], "1048576");
+  ssize_t devro = find(&l, "--remount-ro", 0);
+  assert_true(devro > shm);
+  assert_string_equal(l.items[devro + 1], "/dev");
+  ssize_t tmp = find(&l, "--tmpfs", (size_t)shm + 1);
   assert_string_equal(l.items[tmp + 1], "/tmp");
   assert_string_equal(l.items[tmp - 2], "--size");
   assert_string_equal(l.items[tmp - 1], "1048576");
@@ -135,7 +143,7 @@ static void argument_list(void **state) {
   assert_string_equal(l.items[m1 - 1], "--bind");
   assert_string_equal(l.items[m1 + 1], "/out");
   /* The root made read-only after every bind (the helper copies the shim in before). */
-  ssize_t ro = find(&l, "--remount-ro", 0);
+  ssize_t ro = find(&l, "--remount-ro", (size_t)devro + 1);
   assert_true(ro > m1 && (size_t)ro < at);
   assert_string_equal(l.items[ro + 1], "/");
   /* The environment and the working directory. */

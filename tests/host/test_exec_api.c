@@ -1,6 +1,7 @@
 /* tests/host/test_exec_api.c -- the exec backend through the public API (host/exec_api.c,
    host/helper_path.c): paths, the probe and its unavailable path, mounts resolved once,
    usage and the snapshot refusal. Runs real programs where the backend is available. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -259,6 +260,51 @@ static void snapshots_replay_exec_results(void **state) {
   mbx_runtime_free(rt);
 }
 
+/* ---- per-run uids: two runtimes of one process never share one ---- */
+
+typedef struct uid_run {
+  mbx_runtime *rt;
+  mbx_policy *p;
+  char *out;
+} uid_run;
+
+static void *run_for_uid(void *arg) {
+  uid_run *u = arg;
+  /* Long enough that the two runs overlap. */
+  u->out = run(u->rt, u->p, "return proc.run{'sh', '-c', 'id -u; sleep 1'}.stdout", NULL);
+  return NULL;
+}
+
+static void concurrent_runs_get_their_own_uids(void **state) {
+  (void)state;
+  if (geteuid() != 0) skip(); /* per-run uids are only made when running as root */
+  mbx_runtime *a = runtime(), *b = runtime();
+  if (!available(a)) {
+    mbx_runtime_free(a);
+    mbx_runtime_free(b);
+    skip();
+  }
+  mbx_error err;
+  mbx_policy *p = mbx_policy_new();
+  assert_int_equal(mbx_policy_allow_exec(p, "/bin/sh", &err), MBX_OK);
+  uid_run ua = {a, p, NULL}, ub = {b, p, NULL};
+  pthread_t ta, tb;
+  assert_int_equal(pthread_create(&ta, NULL, run_for_uid, &ua), 0);
+  assert_int_equal(pthread_create(&tb, NULL, run_for_uid, &ub), 0);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  /* Both ran as an unprivileged uid ("\"1073741824\\n\""), and not the same one (each
+     runtime's first run: the old per-backend counter gave both the same). */
+  assert_true(ua.out[0] == '"' && ua.out[1] != '0');
+  assert_true(ub.out[0] == '"' && ub.out[1] != '0');
+  if (strcmp(ua.out, ub.out) == 0) fail_msg("both runs had the host uid %s", ua.out);
+  free(ua.out);
+  free(ub.out);
+  mbx_policy_free(p);
+  mbx_runtime_free(a);
+  mbx_runtime_free(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(paths_are_checked),
@@ -266,6 +312,7 @@ int main(void) {
       cmocka_unit_test(mounts_are_resolved_once),
       cmocka_unit_test(limits_and_snapshots),
       cmocka_unit_test(snapshots_replay_exec_results),
+      cmocka_unit_test(concurrent_runs_get_their_own_uids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
