@@ -49,6 +49,10 @@ typedef struct inproc {
   /* What the policy's host functions install (mbxL_host_functions_shape): the key of the
      slot's shaped template; NULL without host functions or past MBXV_SHAPE_KEY_MAX. */
   char *shape_key;
+  /* The deadline signal's entry for this sandbox (vm/watchdog.h): host memory, outside the
+     slot that templates and rewinds copy. Used when the runtime has a watchdog and the
+     policy is not deterministic (instruction counts are part of a deterministic run). */
+  mbxV_watch watch;
 } inproc;
 
 static int run_protected(lua_State *L, lua_CFunction fn) {
@@ -73,6 +77,7 @@ static int attach_port(inproc *ip) {
 }
 
 static void release(inproc *ip) {
+  mbxV_watch_fini(&ip->watch); /* before the vm it points at goes */
   mbxV_checkpoint_free(&ip->checkpoint);
   if (ip->vm) mbxV_vm_free(ip->vm);
   mbxC_port_record_free(&ip->record);
@@ -126,6 +131,10 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
   /* A slot's template was built with no port (it holds nothing of one sandbox); math.random
      is seeded from this sandbox's port once the state is in place. */
   mbxV_new_result made = mbxV_vm_new(rt->slots, &cfg, mbxL_open_sandbox, &ip->vm);
+  if (made == MBXV_NEW_OK && rt->dog && !ip->port.grants.deterministic) {
+    mbxV_watch_init(&ip->watch, rt->dog, ip->vm);
+    ip->vm->budget.watch = &ip->watch; /* kept by resets and rewinds (the budget is) */
+  }
   if (made == MBXV_NEW_OK) {
     if (attach_port(ip)) {
       *impl = ip;

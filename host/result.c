@@ -80,7 +80,9 @@ static void write_contract(mbxH_buf *b, const mbx_result *r) {
   put_u64(b, r->usage.host_calls);
   mbxH_buf_puts(b, ",");
   put_key(b, "instructions");
-  put_u64(b, r->usage.instructions);
+  /* A run without a count hook counted nothing: null, never a made-up number. */
+  if (r->usage.instructions_counted) put_u64(b, r->usage.instructions);
+  else mbxH_buf_puts(b, "null");
   mbxH_buf_puts(b, ",");
   put_key(b, "memory_peak");
   put_u64(b, r->usage.memory_peak);
@@ -126,7 +128,8 @@ mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output) {
   }
   r->outcome = *outcome;
   r->status = mbxH_status_from_vm(outcome->status);
-  r->usage.instructions = outcome->instructions;
+  r->usage.instructions_counted = !outcome->uncounted;
+  r->usage.instructions = outcome->uncounted ? 0 : outcome->instructions;
   r->usage.memory_peak = outcome->memory_peak;
   r->usage.wall_us = outcome->wall_us;
   r->usage.output_bytes = outcome->output_bytes;

@@ -71,6 +71,8 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
     rt->exec.helper[0] = '\0';
     snprintf(rt->exec.helper_error, sizeof rt->exec.helper_error, "%s", herr.message);
   }
+  /* The default deadline signal when it is free; taken by the host, the count hook. */
+  rt->dog = mbxV_watchdog_new(mbxV_watchdog_default_signal(), NULL, 0);
   /* Past the machine's memory the estimate would end in the OOM killer, not an error. */
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   atomic_store(&rt->heap_cap, pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0);
@@ -80,6 +82,7 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
 MBX_API void mbx_runtime_free(mbx_runtime *rt) {
   if (rt == NULL) return;
   mbxH_wpool_free(rt->workers);
+  mbxV_watchdog_free(rt->dog);
   for (int i = 0; i < 4; i++) free(rt->paths[i]);
   mbxV_bcache_free(rt->bytecode);
   mbxV_pool_free(rt->slots);
@@ -124,6 +127,37 @@ static mbx_status set_isolation(mbx_runtime *rt, uint64_t value, mbx_error *err)
   }
   rt->backend = &mbxH_worker_backend;
   return MBX_OK;
+}
+
+MBX_API mbx_status mbx_runtime_set_deadline_signal(mbx_runtime *rt, int signo, mbx_error *err) {
+  if (rt == NULL) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_deadline_signal: the runtime is "
+                                              "NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (sandboxes_live(rt)) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_deadline_signal: the signal "
+                   "cannot change while sandboxes are live; free them first");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (signo == mbxV_watchdog_signal(rt->dog) && mbxV_watchdog_usable(rt->dog)) return MBX_OK;
+  mbxV_watchdog *dog = NULL;
+  if (signo != 0) {
+    char why[160];
+    dog = mbxV_watchdog_new(signo, why, sizeof why);
+    if (dog == NULL) {
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_deadline_signal: %s (choose "
+                     "a free real-time signal, or 0 for the count hook)", why);
+      return MBX_INVALID_ARGUMENT;
+    }
+  }
+  mbxV_watchdog_free(rt->dog);
+  rt->dog = dog;
+  return MBX_OK;
+}
+
+MBX_API int mbx_runtime_deadline_signal(const mbx_runtime *rt) {
+  return rt && mbxV_watchdog_usable(rt->dog) ? mbxV_watchdog_signal(rt->dog) : 0;
 }
 
 MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which, const char *path,

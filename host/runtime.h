@@ -20,6 +20,7 @@
 #include "include/moonbox.h"
 #include "vm/arena.h"
 #include "vm/bytecode_cache.h"
+#include "vm/watchdog.h"
 
 struct mbx_runtime {
   const mbxH_backend *backend; /* how this runtime's sandboxes run (host/backend.h) */
@@ -41,6 +42,9 @@ struct mbx_runtime {
   /* The exec backend: bwrap and helper paths, the cached probe (capabilities/exec.h). Every
      sandbox's port points here: the runtime outlives its sandboxes. */
   mbxC_exec_backend exec;
+  /* The deadline signal's watchdog (vm/watchdog.h; mbx_runtime_set_deadline_signal), NULL
+     when runs use the count hook. Changed only while no sandbox is live. */
+  mbxV_watchdog *dog;
 };
 
 #endif

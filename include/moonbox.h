@@ -214,6 +214,27 @@ typedef enum mbx_runtime_path {
 MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which, const char *path,
                                         mbx_error *err);
 
+/*
+** The deadline signal. A run whose policy sets no instruction limit and is not deterministic
+** runs with no count hook at all (a plain Lua loop at stock speed): its deadline and
+** mbx_sandbox_interrupt are delivered by the runtime's watchdog thread as this signal, sent
+** only to the thread running that sandbox, only while it runs guest code (never during a
+** host callback or a program run), with SA_RESTART. The runtime installs its handler at
+** creation when the default signal (SIGRTMAX - 5) is free: not handled, not ignored and not
+** blocked by the creating thread. Otherwise, and under ThreadSanitizer, every run uses the
+** count hook (as runs with an instruction limit always do), and usage.instructions counts.
+** A host that later installs its own handler for the signal, or blocks it on a thread that
+** runs sandboxes, makes the runtime fall back to the count hook for the runs after that is
+** noticed (the watchdog checks before every signal): do not; choose another signal here.
+** Sets the signal for the runtime's sandboxes (0: none, always the count hook). Only while
+** the runtime has no live sandbox. Returns MBX_OK, or MBX_INVALID_ARGUMENT (NULL runtime,
+** live sandboxes, signo not SIGUSR1, SIGUSR2 or a real-time signal, or a signal the process
+** already handles, ignores or the calling thread blocks; the previous setting is kept).
+*/
+MBX_API mbx_status mbx_runtime_set_deadline_signal(mbx_runtime *rt, int signo, mbx_error *err);
+/* The signal in use, 0 when runs use the count hook (none set, unavailable, or lost). */
+MBX_API int mbx_runtime_deadline_signal(const mbx_runtime *rt);
+
 /* Set a cap. Thread-safe. Returns MBX_OK, or MBX_INVALID_ARGUMENT (NULL runtime, unknown cap,
    value out of range; nothing changed, err says why). */
 MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, uint64_t value,
@@ -627,7 +648,8 @@ MBX_API mbx_status mbx_resume_error(mbx_sandbox *sb, const char *message, size_t
 MBX_API int mbx_sandbox_paused(const mbx_sandbox *sb);
 
 /* From any thread: end the sandbox's current run with MBX_INTERRUPTED within about a thousand
-   VM instructions. An interrupt sent while no run is active is discarded. Returns
+   VM instructions (without a count hook: within about a millisecond, by the deadline signal,
+   or when a host callback returns). An interrupt sent while no run is active is discarded. Returns
    MBX_INVALID_ARGUMENT for NULL, MBX_OK otherwise. */
 MBX_API mbx_status mbx_sandbox_interrupt(mbx_sandbox *sb);
 
@@ -755,7 +777,7 @@ MBX_API mbx_status mbx_result_status(const mbx_result *r);
 **               output_limit|host_call_limit|interrupted|paused|internal_error",
 **    "stderr": "...", "stdout": "...",
 **    "usage": {"host_calls","instructions","memory_peak","output_bytes","wall_us","exec_runs",
-**              "exec_ms"},
+**              "exec_ms"} ("instructions" is null for a run without a count hook),
 **    "value": <the chunk's return values: one as itself, several as an array, none as null>}
 ** Integers are exact 64-bit values: a client that parses JSON numbers into doubles loses
 ** precision past 2^53. A string that is not valid UTF-8 appears as {"$bytes": "<base64>"},
@@ -782,13 +804,17 @@ MBX_API const char *mbx_result_error_message(const mbx_result *r, size_t *len);
 MBX_API const char *mbx_result_traceback(const mbx_result *r, size_t *len);
 
 typedef struct mbx_usage {
-  uint64_t instructions; /* VM instructions executed (granularity: the hook interval) */
+  /* VM instructions executed (granularity: the hook interval). Only counted under a count
+     hook: a run without one (no instruction limit, mbx_runtime_set_deadline_signal) has 0
+     here, instructions_counted 0, and null in the result JSON. */
+  uint64_t instructions;
   uint64_t memory_peak;  /* highest live guest heap, bytes, since the sandbox was created */
   uint64_t wall_us;      /* wall-clock microseconds of the run, parse included */
   uint64_t output_bytes; /* bytes written to stdout + stderr (before truncation) */
   uint64_t host_calls;   /* host calls and pauses so far in the run (across its resumes) */
   uint64_t exec_runs;    /* programs the run started in the exec backend */
   uint64_t exec_ms;      /* wall-clock milliseconds those programs took */
+  int instructions_counted; /* 1: instructions is a count; 0: the run had no count hook */
 } mbx_usage;
 
 /*

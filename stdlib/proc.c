@@ -44,7 +44,11 @@ static int run_request(lua_State *L, const mbxC_exec_request *req, mbxC_exec_res
   mbxV_charge(L, PROC_RUN_COST);
   mbxC_wait w = guest_wait(L);
   uint64_t t0 = mbxV_now_ns();
+  /* A blocking port operation: no deadline signal while it runs (its own wait has the
+     deadline and the interrupt flag). */
+  mbxV_budget_port_enter(L);
   int r = port->exec_run(port->ud, req, &w, res, e);
+  mbxV_budget_port_leave(L);
   mbxV_budget *b = &mbxV_from(L)->budget;
   b->exec_ms += (mbxV_now_ns() - t0) / 1000000u;
   if (r == 0 || e->errnum != ENOENT) b->exec_runs += r == 0 || e->errnum == MBXC_E_TIMEDOUT;

@@ -7,6 +7,7 @@
 #include "vm/coverage.h"
 #include "vm/heap.h"
 #include "vm/vm.h"
+#include "vm/watchdog.h"
 
 uint64_t mbxV_now_ns(void) {
   struct timespec ts;
@@ -35,6 +36,36 @@ void mbxV_hook_set(lua_State *L, int count) {
   int mask = count > 0 ? LUA_MASKCOUNT : 0;
   if (mbxV_coverage_active != NULL) mask |= LUA_MASKLINE;
   lua_sethook(L, mask ? hook : NULL, mask, count > 0 ? count : 0);
+  if (count == 1) return;
+  /* The deadline signal's handler may have run inside lua_sethook, its arm overwritten by
+     ours: it set the trip first, so a trip seen now is armed again. */
+  atomic_signal_fence(memory_order_seq_cst);
+  mbxV_vm *vm = mbxV_from(L);
+  if (vm != NULL && vm->budget.no_hook &&
+      atomic_load_explicit(&vm->budget.trip, memory_order_relaxed) != MBXV_TRIP_NONE)
+    lua_sethook(L, hook, LUA_MASKCOUNT | (mask & LUA_MASKLINE), 1);
+}
+
+/* Async-signal-safe: atomics, the vDSO clock and lua_sethook (which Lua allows in a handler,
+   as lua.c's Ctrl-C does) only. Same thread as the VM: the fields it reads are the VM's. */
+void mbxV_budget_on_signal(mbxV_vm *vm) {
+  mbxV_budget *b = &vm->budget;
+  if (!b->running || !b->no_hook) return;
+  mbxV_trip why;
+  if (atomic_load_explicit(&b->interrupt, memory_order_acquire)) why = MBXV_TRIP_INTERRUPT;
+  else if (b->deadline_ns && mbxV_now_coarse_ns() >= b->deadline_ns) why = MBXV_TRIP_TIME;
+  else return; /* the deadline moved on (host time) since the watchdog looked */
+  int none = MBXV_TRIP_NONE;
+  atomic_compare_exchange_strong(&b->trip, &none, (int)why);
+  /* The trip first, then the hooks: a lua_sethook of the VM this handler interrupted sees
+     the trip when it returns (mbxV_hook_set) and arms again. */
+  mbxV_watch *w = b->watch;
+  int depth = w->depth;
+  if (depth > MBXV_WATCH_CHAIN) depth = MBXV_WATCH_CHAIN;
+  for (int i = 0; i < depth; i++)
+    if (w->chain[i]) mbxV_hook_set(w->chain[i], 1);
+  lua_State *current = b->current;
+  if (current) mbxV_hook_set(current, 1);
 }
 
 static int interval_by_size(mbxV_vm *vm, lua_State *L);
@@ -61,6 +92,9 @@ static int interval_by_size(mbxV_vm *vm, lua_State *L) {
   if (atomic_load_explicit(&b->trip, memory_order_relaxed) != MBXV_TRIP_NONE ||
       vm->heap.pressure_pending)
     return 1;
+  /* No count hook: the deadline comes by signal, and a long single instruction delays it by
+     that instruction only, so large data needs no shorter interval either. */
+  if (b->no_hook) return 0;
   int normal = L == b->run_thread ? MBXV_HOOK_COUNT : MBXV_HOOK_COUNT_COROUTINE;
   if (vm->heap.large_live == 0 && vm->heap.largest_string < MBXV_HOOK_STRING_MIN) return normal;
   /* Large blocks make single instructions cost time in proportion to them, in C where no
@@ -151,6 +185,8 @@ void mbxV_trip_message(lua_State *L, mbxV_trip why, char *buf, size_t size) {
 /* Raise the sticky trip as a Lua error. The message is for humans reading a traceback; the
    run's status is taken from the flag, never from this text. */
 static void raise_trip(lua_State *L, mbxV_trip why) {
+  mbxV_budget *b = &mbxV_from(L)->budget;
+  if (b->no_hook) mbxV_watch_ack(b->watch); /* the watchdog stops signalling */
   char msg[MBXV_TRIP_MESSAGE_MAX];
   mbxV_trip_message(L, why, msg, sizeof msg);
   lua_pushstring(L, msg);
@@ -216,9 +252,21 @@ static void hook(lua_State *L, lua_Debug *ar) {
   if (want != lua_gethookcount(L)) mbxV_hook_set(L, want);
 }
 
+/* The watchdog lost its signal during this run (vm/watchdog.h): the count hook from here on,
+   on the current thread now and on every thread the run returns to. */
+static void fall_back(mbxV_vm *vm) {
+  mbxV_budget *b = &vm->budget;
+  b->no_hook = 0;
+  b->switched = 1;
+  if (b->current) arm(vm, b->current);
+}
+
 void mbxV_charge(lua_State *L, uint64_t n) {
   mbxV_vm *vm = mbxV_from(L);
   if (vm == NULL || !vm->budget.running) return;
+  if (vm->budget.no_hook &&
+      atomic_load_explicit(&vm->budget.watch->fallback, memory_order_relaxed))
+    fall_back(vm);
   vm->budget.instructions += n;
   mbxV_trip t = evaluate(L, vm, 1);
   if (t != MBXV_TRIP_NONE) raise_trip(L, t);
@@ -246,7 +294,10 @@ mbxV_trip mbxV_tripped(lua_State *L) {
 lua_State *mbxV_budget_enter(lua_State *L, lua_State *co) {
   mbxV_vm *vm = mbxV_from(L);
   lua_State *previous = vm->budget.current;
+  /* The chain before current: a handler in between arms co either way. */
+  if (vm->budget.no_hook) mbxV_watch_push(vm->budget.watch, co);
   vm->budget.current = co;
+  atomic_signal_fence(memory_order_seq_cst);
   arm(vm, co);
   return previous;
 }
@@ -254,9 +305,13 @@ lua_State *mbxV_budget_enter(lua_State *L, lua_State *co) {
 void mbxV_budget_leave(lua_State *L, lua_State *previous) {
   mbxV_vm *vm = mbxV_from(L);
   vm->budget.current = previous;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (vm->budget.no_hook) mbxV_watch_pop(vm->budget.watch);
   /* The thread we return to may have been re-armed meanwhile (a trip while it waited). */
   if (previous && atomic_load(&vm->budget.trip) != MBXV_TRIP_NONE)
     mbxV_hook_set(previous, 1);
+  else if (previous && vm->budget.switched)
+    arm(vm, previous); /* it ran without a count hook before the fallback */
 }
 
 void mbxV_budget_start(lua_State *L) {
@@ -269,11 +324,20 @@ void mbxV_budget_start(lua_State *L) {
   b->deadline_ns = b->time_limit_ms ? mbxV_now_coarse_ns() + b->time_limit_ms * 1000000u : 0;
   b->run_thread = NULL;
   b->current = NULL;
+  b->switched = 0;
+  /* No count hook when nothing needs one: no instruction limit (deterministic policies get
+     no watch from the host) and no coverage (the fuzz engine's line events). The watchdog
+     takes the deadline and the host's interrupts. */
+  b->no_hook = b->watch != NULL && b->instruction_limit == 0 && mbxV_coverage_active == NULL &&
+               mbxV_watch_begin(b->watch, b->deadline_ns);
+  b->uncounted = b->no_hook;
   b->running = 1;
 }
 
 void mbxV_budget_stop(lua_State *L) {
   mbxV_budget *b = &mbxV_from(L)->budget;
+  if (b->uncounted) mbxV_watch_end(b->watch); /* armed at the start, even if it fell back */
+  b->no_hook = 0;
   b->running = 0;
   /* The floor belongs to the stack of the call that set it: outside a run nothing is
      checked (the next run or resume, on whatever thread, sets its own). */
@@ -293,7 +357,8 @@ void mbxV_count_host_call(lua_State *L) {
 }
 
 uint64_t mbxV_budget_host_begin(lua_State *L) {
-  (void)L;
+  mbxV_budget *b = &mbxV_from(L)->budget;
+  if (b->no_hook) mbxV_watch_host(b->watch, 1);
   return mbxV_now_coarse_ns();
 }
 
@@ -301,6 +366,21 @@ void mbxV_budget_host_end(lua_State *L, uint64_t begun) {
   mbxV_budget *b = &mbxV_from(L)->budget;
   uint64_t now = mbxV_now_coarse_ns();
   if (b->deadline_ns && now > begun) b->deadline_ns += now - begun;
+  if (b->no_hook) {
+    /* The moved deadline before the mark comes off (release): the watchdog reads both. */
+    mbxV_watch_deadline(b->watch, b->deadline_ns);
+    mbxV_watch_host(b->watch, 0);
+  }
+}
+
+void mbxV_budget_port_enter(lua_State *L) {
+  mbxV_budget *b = &mbxV_from(L)->budget;
+  if (b->no_hook) mbxV_watch_host(b->watch, 1);
+}
+
+void mbxV_budget_port_leave(lua_State *L) {
+  mbxV_budget *b = &mbxV_from(L)->budget;
+  if (b->no_hook) mbxV_watch_host(b->watch, 0);
 }
 
 void mbxV_budget_on_pressure(void *ud) {

@@ -10,6 +10,9 @@
 
 #include "vm/heap.h" /* MBXV_NOTABLE_STRING */
 
+struct mbxV_vm;
+struct mbxV_watch;
+
 /* Why a run was stopped. Once set during a run it never goes back to NONE (sticky). */
 typedef enum mbxV_trip {
   MBXV_TRIP_NONE = 0,
@@ -68,6 +71,15 @@ typedef struct mbxV_budget {
   /* The lowest C frame address from which guest code may re-enter Lua, set at every run and
      resume entry (vm/cstack.h). */
   uintptr_t cstack_floor;
+  /* The deadline-signal mode (vm/watchdog.h): the sandbox's watch (host memory, set by the
+     host after mbxV_vm_new; NULL = always the count hook, e.g. deterministic policies), and
+     for the active run whether it runs without a count hook (no_hook), whether it started so
+     (uncounted: usage.instructions is then not a count) and whether it fell back to the
+     count hook mid-run (switched: every thread returned to is armed again). */
+  struct mbxV_watch *watch;
+  int no_hook;
+  int uncounted;
+  int switched;
 } mbxV_budget;
 
 /* Monotonic clocks in nanoseconds: precise (for usage) and coarse (cheap: for the hook). */
@@ -137,9 +149,16 @@ void mbxV_trip_exit(lua_State *L, int64_t code);
 lua_State *mbxV_budget_enter(lua_State *L, lua_State *co);
 void mbxV_budget_leave(lua_State *L, lua_State *previous);
 
+/* The deadline signal's handler (vm/watchdog.c) for the run of vm, on the VM's own thread:
+   when the deadline passed or the host interrupted, set the sticky trip, then arm the hook at
+   count 1 on the current thread and every thread of the resume chain. Async-signal-safe. */
+void mbxV_budget_on_signal(struct mbxV_vm *vm);
+
 /* Set thread L's hook: every lua_sethook in vm/ goes through this one function, which composes
    the mask (the budget's count hook every `count` instructions, 0 for none, with whatever other
-   hook the vm carries), so one user's lua_sethook never silently drops another's. */
+   hook the vm carries), so one user's lua_sethook never silently drops another's. Without a
+   count hook (the deadline-signal mode) it re-checks the trip after lua_sethook returned: a
+   handler that armed the thread inside it would otherwise be overwritten. */
 void mbxV_hook_set(lua_State *L, int count);
 
 /* Start and end a run: counters to zero, trip and interrupt cleared, deadline set (so parse
@@ -153,6 +172,11 @@ void mbxV_count_host_call(lua_State *L);
    on by the time the host took. */
 uint64_t mbxV_budget_host_begin(lua_State *L);
 void mbxV_budget_host_end(lua_State *L, uint64_t begun);
+/* A port operation that may block (a program run by exec): the deadline signal is not sent
+   while it runs (poll and nanosleep are not restarted by SA_RESTART); its time is guest time
+   (the operation has the deadline itself), so the deadline does not move. */
+void mbxV_budget_port_enter(lua_State *L);
+void mbxV_budget_port_leave(lua_State *L);
 
 /* The heap's pressure callback (ud is the mbxV_vm): over the limit, or large blocks appeared.
    Re-arms the current thread's hook at count 1 so the hook looks at once. */

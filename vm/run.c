@@ -628,6 +628,7 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
 static void record_usage(mbxV_vm *vm, mbxV_outcome *out, uint64_t started) {
   vm->panic_jmp = NULL;
   out->instructions = vm->budget.instructions;
+  out->uncounted = vm->budget.uncounted; /* no count hook ran: the number means nothing */
   out->host_calls = vm->budget.host_calls;
   out->exec_runs = vm->budget.exec_runs;
   out->exec_ms = vm->budget.exec_ms;

@@ -17,6 +17,7 @@ typedef struct mbxV_outcome {
   int failed;            /* error below is filled */
   mbxV_error_info error;
   uint64_t instructions;
+  int uncounted;         /* the run had no count hook (vm/watchdog.h): instructions is no count */
   uint64_t wall_us;
   uint64_t memory_peak;
   uint64_t output_bytes;

@@ -37,6 +37,9 @@ static void reset_budget(mbxV_budget *b, const mbxV_config *cfg) {
   b->current = NULL;
   b->run_thread = NULL;
   b->exit_code = 0;
+  b->no_hook = 0;
+  b->uncounted = 0;
+  b->switched = 0;
 }
 
 /* Everything that belongs to one sandbox rather than to its Lua state, except the budget and
