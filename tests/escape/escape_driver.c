@@ -86,6 +86,9 @@ typedef struct driver {
   script_spec spec;
   mbx_sandbox *sandbox;
   uint64_t memory_limit, time_limit_ms, output_limit;
+  /* --no-hook: the policy's instruction limit is 0 and the runtime has a deadline signal, so
+     every run must have run without a count hook (usage.instructions null). */
+  int want_uncounted;
   long wall_bound_ms;      /* per run, NO_VALUE when nothing bounds it */
   long last_wall_bound_ms; /* the last run's (it may be interrupted) */
   sem_t interrupt_go;      /* posted right before the run the interrupt targets */
@@ -468,6 +471,9 @@ static void check_common(driver *d, int run, const mbx_result *res, long wall_ms
     fail(d, "run %d: took %ld ms wall, bound is %ld ms (deadline + %ld ms, or max-wall/interrupt)",
          run, wall_ms, bound_ms, wall_slack_ms());
 
+  if (d->want_uncounted && usage.instructions_counted)
+    fail(d, "run %d: --no-hook, but the run counted instructions (a count hook ran)", run);
+
   d->last_peak = usage.memory_peak;
 }
 
@@ -812,8 +818,9 @@ static void compute_bounds(driver *d) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 && !(argc == 4 && strcmp(argv[2], "--isolate") == 0)) {
-    fprintf(stderr, "usage: %s <script.lua> [--isolate WORKER]\n", argv[0]);
+  int no_hook = argc == 3 && strcmp(argv[2], "--no-hook") == 0;
+  if (argc != 2 && !no_hook && !(argc == 4 && strcmp(argv[2], "--isolate") == 0)) {
+    fprintf(stderr, "usage: %s <script.lua> [--isolate WORKER | --no-hook]\n", argv[0]);
     return 2;
   }
   static driver d;
@@ -850,6 +857,21 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (build_policy(&d, policy) != 0) return 1;
+  /* escape_driver SCRIPT --no-hook: the same script and checks with no instruction limit, so
+     the runs have no count hook and the deadline comes by signal (vm/watchdog.h), unless the
+     script is about the instruction limit itself (it sets one, or expects or accepts it). */
+  if (no_hook) {
+    int about_instructions = d.spec.expect == MBX_INSTRUCTION_LIMIT;
+    for (int i = 0; i < d.spec.n_limits; i++)
+      about_instructions |= d.spec.limits[i].which == MBX_LIMIT_INSTRUCTIONS &&
+                            d.spec.limits[i].value != 0;
+    for (int i = 0; i < d.spec.n_accept; i++)
+      about_instructions |= d.spec.accept[i] == MBX_INSTRUCTION_LIMIT;
+    if (!about_instructions) {
+      mbx_policy_set_limit(policy, MBX_LIMIT_INSTRUCTIONS, 0);
+      d.want_uncounted = mbx_runtime_deadline_signal(rt) != 0;
+    }
+  }
   if (d.spec.n_mounts > 0 && make_fixture() != 0) {
     fprintf(stderr, "FAIL escape/%s: cannot build the fixture tree: %s\n", d.name, strerror(errno));
     return 1;

@@ -265,6 +265,30 @@ static void test_interrupt(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* The worker keeps the count hook (its jail allows no watchdog thread or signal): a run with
+   only a deadline stops there by the hook, and its instructions are counted, while the same
+   policy in-process runs without a hook (vm/watchdog.h). */
+static void test_deadline_keeps_count_hook(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  mbx_policy *p = mbx_policy_new();
+  mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 0);
+  mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, 200);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, p, &err);
+  assert_non_null(sb);
+  mbx_result *res;
+  uint64_t t0 = now_ms();
+  assert_int_equal(run(sb, "local s = 0 while true do s = s + 1 end", &res), MBX_TIME_LIMIT);
+  assert_true(now_ms() - t0 < GENEROUS_MS);
+  mbx_usage u;
+  assert_int_equal(mbx_result_usage(res, &u), MBX_OK);
+  assert_int_equal(u.instructions_counted, 1);
+  assert_true(u.instructions > 0);
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+  mbx_policy_free(p);
+}
+
 /* ---- misbehaving workers (moonbox-worker-test's hooks) ---- */
 
 static void expect_contained(fixture *f, uint64_t time_ms, const char *code, const char *reason) {
@@ -574,6 +598,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_files_stay_in_the_parent, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_checkpoint_rewind, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_interrupt, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_deadline_keeps_count_hook, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_snapshot_restore, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_wild_pointer, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_abort, setup_hooks, teardown),
