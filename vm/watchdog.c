@@ -31,6 +31,7 @@ struct mbxV_watchdog {
   _Atomic int started;
   int stop;
   pthread_t thread;
+  uint64_t checked_ns;  /* the watchdog thread's last look at the handler */
   pthread_mutex_t lock; /* the list, stop, and the watchdog's sleep */
   pthread_cond_t wake;
   mbxV_watch *head;
@@ -168,6 +169,16 @@ static void send_signal(mbxV_watchdog *d, int tid, uint64_t g) {
 static int scan(mbxV_watchdog *d) {
   int active = 0;
   uint64_t now = mbxV_now_coarse_ns();
+  /* The handler, looked at while runs go on (not only before a signal): a run that ends by a
+     metered call's own clock check never needs a signal, and the host's replacement must
+     still be noticed before the next run relies on it. */
+  if (d->head != NULL && now - d->checked_ns >= MBXV_WATCHDOG_CHECK_NS) {
+    d->checked_ns = now;
+    if (!handler_ours(d->signo)) {
+      atomic_store(&d->lost, 1);
+      for (mbxV_watch *w = d->head; w != NULL; w = w->next) atomic_store(&w->fallback, 1);
+    }
+  }
   for (mbxV_watch *w = d->head; w != NULL; w = w->next) {
     uint64_t g = atomic_load(&w->generation);
     if (g == 0) continue;

@@ -20,7 +20,8 @@
 **    signal for a run that ended, a signal to a reused thread id), re-checks the deadline or
 **    interrupt itself, sets the sticky trip and arms the hook at count 1 on every thread of
 **    the resume chain (vm/budget.c, mbxV_budget_on_signal).
-** Before every signal the watchdog checks with sigaction that the handler is still ours; if
+** Before every signal, and every 10 ms while runs go on, the watchdog checks with sigaction
+** that the handler is still ours; if
 ** the host replaced it, or the signal never reaches the handler (the thread blocks it), the
 ** watchdog is marked lost and every later run uses the count hook. Under ThreadSanitizer
 ** (which defers handlers to its next intercepted call, so a pure loop would never stop) and
@@ -43,6 +44,9 @@ typedef struct mbxV_watchdog mbxV_watchdog;
    that starts while it sleeps wakes it: that one start pays a system call). */
 #define MBXV_WATCHDOG_POLL_NS 1000000u
 #define MBXV_WATCHDOG_IDLE_POLLS 200
+/* How often the watchdog checks with sigaction that the handler is still ours while runs go on
+   (and before every signal). */
+#define MBXV_WATCHDOG_CHECK_NS 10000000u
 /* Signals the handler never saw (it is blocked on that thread) before the watchdog gives up. */
 #define MBXV_WATCHDOG_MAX_UNSEEN 50
 

@@ -406,9 +406,9 @@ static void thread_exit(void **state) {
   api_close(&a);
 }
 
-/* A host that replaces the handler: the watchdog sees it before signalling, never sends
-   the signal into the host's handler, and the run falls back to the count hook at its next
-   metered call; later runs use the count hook (and count). A signal the process handles
+/* A host that replaces the handler: the watchdog sees it (every 10 ms while runs go on, and
+   before any signal), never sends the signal into the host's handler, and the run falls back
+   to the count hook at its next metered call; later runs use the count hook (and count). A signal the process handles
    already is refused by the setter, naming it. */
 static volatile sig_atomic_t foreign_calls;
 static void foreign(int sig) {
