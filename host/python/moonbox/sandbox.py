@@ -291,7 +291,8 @@ class Result:
     status: "ok", "syntax_error", "runtime_error", "memory_limit", ..., "paused";
     value: the returned value (None when nothing or on failure); stdout/stderr: str (invalid
     UTF-8 replaced; stdout_bytes/stderr_bytes are exact); error: None or a dict with chunk,
-    line, message, traceback; usage: dict; pending: None or {"function", "args"} when paused;
+    line, message, traceback; usage: dict (usage["instructions"] is None for a run with no
+    instruction limit: it ran without a count hook and nothing was counted); pending: None or {"function", "args"} when paused;
     json: the whole contract as a dict; changes: what the sandbox's memory /tmp and overlay
     mounts hold that differs from its start (a list of dicts: path, kind, type, size, from for
     renames, content as str or bytes), or None where the library has no change set."""
