@@ -216,6 +216,67 @@ static void deadline_inside_nested_coroutines(void **state) {
   close_box(b);
 }
 
+/* What the handler does, called directly in a run's state: the trip first, then count 1 on
+   the current thread and the first MBXV_WATCH_CHAIN threads of the resume chain; the deeper
+   ones are armed as the chain unwinds (mbxV_budget_leave). The watch's own deadline is far
+   away, so the watchdog sends nothing meanwhile. */
+static void on_signal_arms_the_chain(void **state) {
+  (void)state;
+  NEEDS_SIGNALS();
+  enum { DEPTH = MBXV_WATCH_CHAIN + 4 };
+  vm_box *b = open_box(0, 60000);
+  lua_State *L = b->vm.L;
+  lua_State *t[DEPTH], *prev[DEPTH];
+  for (int i = 0; i < DEPTH; i++)
+    t[i] = lua_newthread(L); /* anchored on L's stack */
+  mbxV_budget_start(L);
+  assert_true(b->vm.budget.no_hook);
+  for (int i = 0; i < DEPTH; i++)
+    prev[i] = mbxV_budget_enter(L, t[i]);
+  for (int i = 0; i < DEPTH; i++)
+    assert_int_equal(lua_gethookmask(t[i]), 0);
+  /* Not due: the handler looks at the clock itself and does nothing. */
+  mbxV_budget_on_signal(&b->vm);
+  assert_int_equal(mbxV_tripped(L), MBXV_TRIP_NONE);
+  b->vm.budget.deadline_ns = 1;
+  mbxV_budget_on_signal(&b->vm);
+  assert_int_equal(mbxV_tripped(L), MBXV_TRIP_TIME);
+  for (int i = 0; i < DEPTH; i++) {
+    int armed = i < MBXV_WATCH_CHAIN || i == DEPTH - 1;
+    assert_int_equal((lua_gethookmask(t[i]) & LUA_MASKCOUNT) != 0, armed);
+    if (armed) assert_int_equal(lua_gethookcount(t[i]), 1);
+  }
+  for (int i = DEPTH - 1; i >= 0; i--)
+    mbxV_budget_leave(L, prev[i]);
+  for (int i = 0; i < DEPTH; i++)
+    assert_int_equal(lua_gethookcount(t[i]), 1);
+  mbxV_budget_stop(L);
+  lua_settop(L, 0);
+  close_box(b);
+}
+
+/* Every lua_sethook of vm/ re-checks the trip after it returns: a handler that armed the
+   thread inside it (its arm then overwritten) is made good. Simulated: the trip is set, as the
+   handler sets it first, and an arm for "no hook" must come out as count 1. */
+static void hook_set_rechecks_the_trip(void **state) {
+  (void)state;
+  NEEDS_SIGNALS();
+  vm_box *b = open_box(0, 60000);
+  lua_State *L = b->vm.L;
+  lua_State *co = lua_newthread(L);
+  mbxV_budget_start(L);
+  assert_true(b->vm.budget.no_hook);
+  mbxV_hook_set(co, 0);
+  assert_int_equal(lua_gethookmask(co), 0);
+  atomic_store(&b->vm.budget.trip, MBXV_TRIP_TIME);
+  mbxV_hook_set(co, 0);
+  assert_true(lua_gethookmask(co) & LUA_MASKCOUNT);
+  assert_int_equal(lua_gethookcount(co), 1);
+  mbxV_budget_stop(L);
+  lua_settop(L, 0);
+  close_box(b);
+}
+
 /* ---- the public API: runtime, policy, sandbox ---- */
 
 typedef struct api {
@@ -519,6 +580,8 @@ int main(void) {
       cmocka_unit_test(loop_stopped_by_deadline_without_hook),
       cmocka_unit_test(stale_generations_are_ignored),
       cmocka_unit_test(deadline_inside_nested_coroutines),
+      cmocka_unit_test(on_signal_arms_the_chain),
+      cmocka_unit_test(hook_set_rechecks_the_trip),
       cmocka_unit_test(usage_instructions_null_without_hook),
       cmocka_unit_test(interrupt_stops_a_loop_without_hook),
       cmocka_unit_test(host_code_is_not_interrupted),
