@@ -164,8 +164,31 @@ static void send_signal(mbxV_watchdog *d, int tid, uint64_t g) {
   (void)syscall(SYS_rt_tgsigqueueinfo, d->pid, tid, d->signo, &si);
 }
 
-/* One look at every listed watch (lock held): signal the overdue ones. Returns whether any
-   run is active. */
+static void unlink_watch(mbxV_watchdog *d, mbxV_watch *w) {
+  if (w->prev) w->prev->next = w->next;
+  else d->head = w->next;
+  if (w->next) w->next->prev = w->prev;
+  w->prev = w->next = NULL;
+  w->linked = 0;
+}
+
+/* Lock held. Out of the list unless a run began meanwhile: listed goes to 0 before the
+   generation is looked at, and a run stores its generation before it looks at listed (both
+   sequentially consistent), so either this sees the run or the run sees 0 and lists itself
+   again (it waits for the lock, then links the watch if this unlinked it). */
+static void evict(mbxV_watchdog *d, mbxV_watch *w) {
+  int one = 1;
+  if (!atomic_compare_exchange_strong(&w->listed, &one, 0)) return;
+  if (atomic_load(&w->generation) != 0) {
+    atomic_store(&w->listed, 1);
+    return;
+  }
+  unlink_watch(d, w);
+  w->idle_ns = 0;
+}
+
+/* One look at every listed watch (lock held): signal the overdue ones, drop the long idle.
+   Returns whether any run is active. */
 static int scan(mbxV_watchdog *d) {
   int active = 0;
   uint64_t now = mbxV_now_coarse_ns();
@@ -179,9 +202,15 @@ static int scan(mbxV_watchdog *d) {
       for (mbxV_watch *w = d->head; w != NULL; w = w->next) atomic_store(&w->fallback, 1);
     }
   }
-  for (mbxV_watch *w = d->head; w != NULL; w = w->next) {
+  for (mbxV_watch *w = d->head, *next; w != NULL; w = next) {
+    next = w->next;
     uint64_t g = atomic_load(&w->generation);
-    if (g == 0) continue;
+    if (g == 0) {
+      if (w->idle_ns == 0) w->idle_ns = now ? now : 1;
+      else if (now - w->idle_ns >= MBXV_WATCHDOG_EVICT_NS) evict(d, w);
+      continue;
+    }
+    w->idle_ns = 0;
     active = 1;
     if (atomic_load_explicit(&w->in_host, memory_order_acquire) ||
         atomic_load_explicit(&w->acked, memory_order_relaxed) == g)
@@ -276,30 +305,33 @@ void mbxV_watch_init(mbxV_watch *w, mbxV_watchdog *d, struct mbxV_vm *vm) {
 
 void mbxV_watch_fini(mbxV_watch *w) {
   mbxV_watchdog *d = w->dog;
-  if (d == NULL || !w->listed) return;
+  if (d == NULL) return;
   /* In a forked child the lock may have been held by the parent's watchdog thread. */
   if (d->epoch == atomic_load(&fork_epoch)) {
     pthread_mutex_lock(&d->lock);
-    if (w->prev) w->prev->next = w->next;
-    else d->head = w->next;
-    if (w->next) w->next->prev = w->prev;
+    if (w->linked) unlink_watch(d, w);
     pthread_mutex_unlock(&d->lock);
   }
-  w->listed = 0;
+  atomic_store(&w->listed, 0);
 }
 
-/* The first run of a watch: into the list, the thread started if it is not yet. */
+/* A run of a watch out of the list (its first, or after an eviction): into the list, the
+   thread started if it is not yet. */
 static int list(mbxV_watch *w) {
   mbxV_watchdog *d = w->dog;
   int ok = 1;
   pthread_mutex_lock(&d->lock);
   if (!atomic_load(&d->started)) ok = start_thread(d);
   if (ok) {
-    w->prev = NULL;
-    w->next = d->head;
-    if (d->head) d->head->prev = w;
-    d->head = w;
-    w->listed = 1;
+    if (!w->linked) {
+      w->prev = NULL;
+      w->next = d->head;
+      if (d->head) d->head->prev = w;
+      d->head = w;
+      w->linked = 1;
+    }
+    w->idle_ns = 0;
+    atomic_store(&w->listed, 1);
   }
   pthread_mutex_unlock(&d->lock);
   if (!ok) atomic_store(&d->lost, 1);
@@ -309,7 +341,6 @@ static int list(mbxV_watch *w) {
 int mbxV_watch_begin(mbxV_watch *w, uint64_t deadline_ns) {
   mbxV_watchdog *d = w->dog;
   if (!mbxV_watchdog_usable(d)) return 0;
-  if (!w->listed && !list(w)) return 0;
   if (tls_tid == 0) tls_tid = (int)syscall(SYS_gettid); /* once per thread */
   atomic_store_explicit(&w->fallback, 0, memory_order_relaxed);
   w->depth = 0;
@@ -319,8 +350,13 @@ int mbxV_watch_begin(mbxV_watch *w, uint64_t deadline_ns) {
   atomic_store_explicit(&w->in_host, 0, memory_order_relaxed);
   if (++w->runs == 0) w->runs = 1;
   uint64_t g = w->id << 32 | w->runs;
-  /* Sequentially consistent with the watchdog's sleep announcement (watchdog_main). */
+  /* Sequentially consistent with the watchdog's sleep announcement (watchdog_main) and its
+     eviction (evict): the generation first, then listed and sleeping are looked at. */
   atomic_store(&w->generation, g);
+  if (!atomic_load(&w->listed) && !list(w)) {
+    atomic_store(&w->generation, 0);
+    return 0;
+  }
   tls_watch = w;
   if (atomic_load(&d->sleeping)) {
     pthread_mutex_lock(&d->lock);

@@ -47,6 +47,8 @@ typedef struct mbxV_watchdog mbxV_watchdog;
 /* How often the watchdog checks with sigaction that the handler is still ours while runs go on
    (and before every signal). */
 #define MBXV_WATCHDOG_CHECK_NS 10000000u
+/* A watch without a run this long leaves the watchdog's list (its next run lists it again). */
+#define MBXV_WATCHDOG_EVICT_NS 100000000u
 /* Signals the handler never saw (it is blocked on that thread) before the watchdog gives up. */
 #define MBXV_WATCHDOG_MAX_UNSEEN 50
 
@@ -55,8 +57,12 @@ typedef struct mbxV_watchdog mbxV_watchdog;
 typedef struct mbxV_watch {
   mbxV_watchdog *dog;
   struct mbxV_vm *vm;
-  struct mbxV_watch *prev, *next; /* in dog's list, under its lock; listed at the first run */
-  int listed;
+  /* In dog's list while it runs, and for MBXV_WATCHDOG_EVICT_NS after: a runtime's idle
+     sandboxes cost the watchdog nothing. prev, next and linked under the dog's lock; listed
+     is what the VM thread reads at a run's start (a Dekker pair with the generation). */
+  struct mbxV_watch *prev, *next;
+  int linked;
+  _Atomic int listed;
   uint64_t id;   /* the high 32 bits of this watch's generations: unique in the process */
   uint32_t runs; /* the low 32 bits */
   _Atomic uint64_t generation; /* of the active run on `tid`; 0 = none */
@@ -72,6 +78,7 @@ typedef struct mbxV_watch {
   volatile int depth;
   struct mbxV_watch *outer; /* the watch of a run this one is nested in, on this thread */
   /* The watchdog thread's own. */
+  uint64_t idle_ns; /* when it was first seen without a run; 0 = running */
   uint64_t sent_gen, sent_ns;
   unsigned sent;
 } mbxV_watch;
@@ -102,7 +109,8 @@ void mbxV_watch_fini(mbxV_watch *w);
 
 /* vm/budget.c's side: arm at the start of a run (returns 1: run without a count hook; 0: use
    the count hook), disarm at its end. A couple of atomic stores: no system call, no lock,
-   except the first run of a watch (it is listed) and a run that finds the watchdog asleep. */
+   except a run that finds its watch out of the list (its first, or one after 100 ms without
+   runs) or the watchdog asleep (after 200 ms without runs). */
 int mbxV_watch_begin(mbxV_watch *w, uint64_t deadline_ns);
 void mbxV_watch_end(mbxV_watch *w);
 static inline void mbxV_watch_host(mbxV_watch *w, int in_host) {
