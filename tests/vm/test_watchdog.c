@@ -198,7 +198,8 @@ static void deadline_inside_nested_coroutines(void **state) {
   uint64_t t0 = now_us();
   assert_int_equal(run(b, "local function deep(n) "
                           "  if n == 0 then local s = 0 while true do s = s + 1 end end "
-                          "  local ok, e = pcall(coroutine.wrap(function() return deep(n - 1) end)) "
+                          "  local ok, e = "
+                          "    pcall(coroutine.wrap(function() return deep(n - 1) end)) "
                           "  return ok, e "
                           "end "
                           "return deep(40)",
@@ -208,7 +209,8 @@ static void deadline_inside_nested_coroutines(void **state) {
   mbxV_outcome_free(&out);
   /* A generator resumed forever: the deadline lands in either thread. */
   assert_int_equal(run(b, "local gen = coroutine.wrap(function() local i = 0 "
-                          "  while true do i = i + 1 if i % 50 == 0 then coroutine.yield(i) end end end) "
+                          "  while true do i = i + 1 "
+                          "    if i % 50 == 0 then coroutine.yield(i) end end end) "
                           "local s = 0 while true do s = s + gen() end",
                        &out),
                    MBXV_TIME_LIMIT);
@@ -510,8 +512,8 @@ static void thread_exit(void **state) {
 
 /* A host that replaces the handler: the watchdog sees it (every 10 ms while runs go on, and
    before any signal), never sends the signal into the host's handler, and the run falls back
-   to the count hook at its next metered call; later runs use the count hook (and count). A signal the process handles
-   already is refused by the setter, naming it. */
+   to the count hook at its next metered call; later runs use the count hook (and count). A
+   signal the process handles already is refused by the setter, naming it. */
 static volatile sig_atomic_t foreign_calls;
 static void foreign(int sig) {
   (void)sig;
