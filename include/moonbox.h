@@ -223,9 +223,11 @@ MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which,
 ** creation when the default signal (SIGRTMAX - 5) is free: not handled, not ignored and not
 ** blocked by the creating thread. Otherwise, and under ThreadSanitizer, every run uses the
 ** count hook (as runs with an instruction limit always do), and usage.instructions counts.
-** A host that later installs its own handler for the signal, or blocks it on a thread that
-** runs sandboxes, makes the runtime fall back to the count hook for the runs after that is
-** noticed (the watchdog checks before every signal): do not; choose another signal here.
+** A thread that blocks the signal when it first runs a sandbox uses the count hook for its
+** runs (its mask is looked at once). A host that later installs its own handler for the
+** signal, or starts blocking it on a thread that already ran sandboxes, makes the runtime fall
+** back to the count hook for the runs after that is noticed, but a pure-Lua loop already
+** running then is not stopped: do not; choose another signal here.
 ** Sets the signal for the runtime's sandboxes (0: none, always the count hook). Only while
 ** the runtime has no live sandbox. Returns MBX_OK, or MBX_INVALID_ARGUMENT (NULL runtime,
 ** live sandboxes, signo not SIGUSR1, SIGUSR2 or a real-time signal, or a signal the process

@@ -42,6 +42,14 @@ struct mbxV_watchdog {
 static _Thread_local mbxV_watch *tls_watch __attribute__((tls_model("initial-exec")));
 static _Thread_local int tls_tid __attribute__((tls_model("initial-exec")));
 static _Atomic unsigned fork_epoch;
+/* Whether this thread lets the deadline signal through: looked at with pthread_sigmask at its
+   first run with a watchdog, and again when the signal number differs or the watchdog found
+   a thread whose signals never arrived (mask_epoch moved on): a host may block signals in
+   its worker threads (for sigwait or signalfd), and a run there must use the count hook. */
+static _Thread_local int tls_mask_signo __attribute__((tls_model("initial-exec")));
+static _Thread_local unsigned tls_mask_epoch __attribute__((tls_model("initial-exec")));
+static _Thread_local int tls_mask_blocked __attribute__((tls_model("initial-exec")));
+static _Atomic unsigned mask_epoch = 1;
 static _Atomic uint64_t next_watch_id = 1;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -226,9 +234,11 @@ static int scan(mbxV_watchdog *d) {
       continue;
     } else if (w->sent >= MBXV_WATCHDOG_MAX_UNSEEN &&
                atomic_load_explicit(&w->seen, memory_order_relaxed) != g) {
-      /* The handler never ran: the thread blocks the signal. */
-      atomic_store(&d->lost, 1);
+      /* The handler never ran: the thread blocks the signal (it started to after its mask
+         was looked at). This run falls back at its next metered call; every thread looks
+         at its mask again before its next run. Other threads keep the signal path. */
       atomic_store(&w->fallback, 1);
+      atomic_fetch_add(&mask_epoch, 1);
       continue;
     }
     if (!handler_ours(d->signo)) {
@@ -342,6 +352,15 @@ int mbxV_watch_begin(mbxV_watch *w, uint64_t deadline_ns) {
   mbxV_watchdog *d = w->dog;
   if (!mbxV_watchdog_usable(d)) return 0;
   if (tls_tid == 0) tls_tid = (int)syscall(SYS_gettid); /* once per thread */
+  unsigned epoch = atomic_load_explicit(&mask_epoch, memory_order_relaxed);
+  if (tls_mask_signo != d->signo || tls_mask_epoch != epoch) {
+    sigset_t mask;
+    tls_mask_blocked = pthread_sigmask(SIG_BLOCK, NULL, &mask) != 0 ||
+                       sigismember(&mask, d->signo) != 0;
+    tls_mask_signo = d->signo;
+    tls_mask_epoch = epoch;
+  }
+  if (tls_mask_blocked) return 0; /* the count hook: this thread blocks the signal */
   atomic_store_explicit(&w->fallback, 0, memory_order_relaxed);
   w->depth = 0;
   w->outer = tls_watch;

@@ -510,6 +510,52 @@ static void thread_exit(void **state) {
   api_close(&a);
 }
 
+/* A host thread that blocks every signal (a sigwait or signalfd server's workers), the runtime
+   made on another thread: its runs use the count hook, so a pure loop still stops at its
+   deadline (the signal would never arrive), and a thread that lets the signal through keeps
+   the signal path. */
+typedef struct blocked_run {
+  api *a;
+  int block;
+  mbx_status status;
+  int counted;
+} blocked_run;
+
+static void *run_maybe_blocked(void *arg) {
+  blocked_run *br = arg;
+  if (br->block) {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, NULL);
+  }
+  mbx_result *r = NULL;
+  br->status = api_run(br->a, "while true do end", &r);
+  mbx_usage u;
+  mbx_result_usage(r, &u);
+  br->counted = u.instructions_counted;
+  mbx_result_free(r);
+  return NULL;
+}
+
+static void blocking_thread_uses_the_count_hook(void **state) {
+  (void)state;
+  NEEDS_SIGNALS();
+  api a;
+  api_open(&a, 100, 0, -1);
+  api_sandbox(&a);
+  for (int block = 1; block >= 0; block--) {
+    blocked_run br = {&a, block, MBX_OK, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_maybe_blocked, &br), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(br.status, MBX_TIME_LIMIT);
+    assert_int_equal(br.counted, block); /* the count hook only where the signal is blocked */
+    mbx_error err;
+    assert_int_equal(mbx_sandbox_reset(a.sb, &err), MBX_OK);
+  }
+  api_close(&a);
+}
+
 /* A host that replaces the handler: the watchdog sees it (every 10 ms while runs go on, and
    before any signal), never sends the signal into the host's handler, and the run falls back
    to the count hook at its next metered call; later runs use the count hook (and count). A
@@ -631,6 +677,7 @@ int main(void) {
       cmocka_unit_test(host_code_is_not_interrupted),
       cmocka_unit_test(runs_ending_at_the_deadline),
       cmocka_unit_test(thread_exit),
+      cmocka_unit_test(blocking_thread_uses_the_count_hook),
       cmocka_unit_test(setter_checks),
       cmocka_unit_test(count_hook_where_signals_cannot_serve),
       /* Last: it leaves a foreign handler on its signal. */
