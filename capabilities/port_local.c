@@ -159,6 +159,7 @@ static int make_view(mbxC_port_local *pl) {
   mbxC_vfs *v = mbxC_vfs_new(pl->fs_policy ? &pl->fs_policy->fs : &pl->fs_spec, &pl->fs_error);
   if (v == NULL) return -1;
   mbxC_vfs_set_clock(v, vfs_clock, pl);
+  if (pl->fs_tapped) mbxC_vfs_set_tap(v, &pl->fs_tap);
   mbxC_vfs_free(pl->vfs);
   pl->vfs = v;
   return 0;
@@ -445,6 +446,12 @@ int mbxC_port_local_fs_rewind(mbxC_port_local *pl) {
 
 void mbxC_port_local_run_end(mbxC_port_local *pl) {
   if (pl->vfs) mbxC_vfs_close_all(pl->vfs);
+}
+
+void mbxC_port_local_set_fs_tap(mbxC_port_local *pl, const mbxC_vfs_tap *tap) {
+  pl->fs_tapped = tap != NULL;
+  if (tap) pl->fs_tap = *tap;
+  if (pl->vfs) mbxC_vfs_set_tap(pl->vfs, tap);
 }
 
 int mbxC_port_local_has_mounts(const mbxC_port_local *pl) {
