@@ -203,6 +203,7 @@ struct mbxC_vfs {
   size_t names_cap;
   mbxC_vfs_tap tap; /* record/replay of the host's answers (snapshots); tapped: set */
   int tapped;
+  const mbxC_wait *wait; /* the guest-time operation in progress (mbxC_vfs_set_wait) */
 };
 
 size_t mbxC_vfs_mount_count(const mbxC_vfs *v) {
@@ -694,6 +695,32 @@ static int parent_of(mbxC_vfs *v, const vmount *m, const char *rel, const char *
 
 static int walk_mode(const mbxC_vfs *v) {
   return v->walk_only;
+}
+
+/* ---- guest time: long work checks the operation's deadline (vfs.h) ---- */
+
+void mbxC_vfs_set_wait(mbxC_vfs *v, const mbxC_wait *w) {
+  v->wait = w;
+}
+
+/* The run's deadline passed or the host interrupted it: e says so and -1; else 0. */
+static int out_of_time(const mbxC_vfs *v, const char *what, mbxC_port_error *e) {
+  const mbxC_wait *w = v->wait;
+  if (w == NULL) return 0;
+  if (w->interrupted && w->interrupted(w->ctx))
+    return fail(e, MBXC_E_TIMEDOUT, "the run was interrupted during %s", what);
+  if (w->deadline_ns == 0) return 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  if (now < w->deadline_ns) return 0;
+  return fail(e, MBXC_E_TIMEDOUT, "the run's deadline passed during %s", what);
+}
+
+/* A scan of the node table at node i: checks the deadline every MBXC_VFS_WORK_STEP / 16. */
+static int scan_step(const mbxC_vfs *v, size_t i, mbxC_port_error *e) {
+  if ((i & (MBXC_VFS_WORK_STEP / 16 - 1)) != MBXC_VFS_WORK_STEP / 16 - 1) return 0;
+  return out_of_time(v, "a scan of the sandbox's files", e);
 }
 
 /* ---- the tap: the host's answers through the record layer (vfs.h) ---- */
@@ -1204,8 +1231,9 @@ static int host_read_upto(mbxC_vfs *v, const where *w, int charge, uint64_t limi
       /* In pieces of at most 1 MiB: each is one record of a snapshot's log. A file that
          shrank meanwhile gives what it holds. */
       while (got < size) {
-        size_t k, want = size - got < ((size_t)1 << 20) ? size - got : (size_t)1 << 20;
-        if (host_pread(v, h, buf + got, want, got, &k, e) != 0) {
+        size_t k, want = size - got < MBXC_VFS_WORK_STEP ? size - got : MBXC_VFS_WORK_STEP;
+        if ((got && out_of_time(v, "the copy of a host file", e) != 0) ||
+            host_pread(v, h, buf + got, want, got, &k, e) != 0) {
           free(buf);
           rc = -1;
           break;
@@ -1287,6 +1315,7 @@ static int ov_list(mbxC_vfs *v, const where *w, size_t *at, mbxC_port_error *e) 
   if (k != K_DIR) return fail(e, ENOTDIR, NULL);
   for (size_t i = 0; i < v->node_count; i++) {
     mnode *n = v->nodes[i];
+    if (scan_step(v, i, e) != 0) return -1;
     if (n->ov != w->mount + 1 || n->whiteout || n->path_len <= w->len) continue;
     if (parent_len(n->path, n->path_len) != w->len || memcmp(n->path, w->path, w->len) != 0)
       continue;
@@ -1649,6 +1678,7 @@ int mbxC_vfs_list(mbxC_vfs *v, const char *path, size_t len, const char **names,
     if (!dir->is_dir) return fail(e, ENOTDIR, NULL);
     for (size_t i = 0; i < v->node_count; i++) {
       mnode *n = v->nodes[i];
+      if (scan_step(v, i, e) != 0) return -1;
       if (n == dir || n->ov || n->path_len <= w.len) continue;
       size_t p = parent_len(n->path, n->path_len);
       if (p != w.len || memcmp(n->path, w.path, w.len) != 0) continue;
@@ -1712,7 +1742,9 @@ int mbxC_vfs_remove(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *
     if (w.len == 4 && memcmp(w.path, "/tmp", 4) == 0) return fail(e, EBUSY, NULL);
     if (n->is_dir) {
       for (size_t i = 0; i < v->node_count; i++)
-        if (v->nodes[i] != n && !v->nodes[i]->ov &&
+        if (scan_step(v, i, e) != 0)
+          return -1;
+        else if (v->nodes[i] != n && !v->nodes[i]->ov &&
             parent_len(v->nodes[i]->path, v->nodes[i]->path_len) == w.len &&
             memcmp(v->nodes[i]->path, w.path, w.len) == 0 && v->nodes[i]->path_len > w.len)
           return fail(e, ENOTEMPTY, NULL);
@@ -1755,6 +1787,7 @@ static int mem_rename(mbxC_vfs *v, const where *a, const where *b, mbxC_port_err
      saved for the journal first, so a refusal changes nothing. */
   for (size_t i = 0; i < v->node_count; i++) {
     mnode *c = v->nodes[i];
+    if (scan_step(v, i, e) != 0) return -1;
     if (c->ov || !covers(a->path, a->len, c->path, c->path_len)) continue;
     size_t rest = c->path_len - a->len;
     if (b->len + rest > MBXC_VFS_PATH_MAX) return fail(e, ENAMETOOLONG, NULL);

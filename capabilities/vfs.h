@@ -196,6 +196,16 @@ typedef struct mbxC_vfs_tap {
 /* Set (or with NULL clear) the tap; *tap is copied. */
 void mbxC_vfs_set_tap(mbxC_vfs *v, const mbxC_vfs_tap *tap);
 
+/* Guest time (capabilities/port.h): the wait of the operation in progress (NULL: none), set
+   by the port around each fs operation that carries one (open, read, write, list). The work
+   whose size the guest decides but no byte charge covers -- an overlay copy-up of a host file
+   (its size), the zero fill of a write past the end (the gap), a scan of the node table (the
+   nodes the guest made) -- checks its deadline and interrupt every MBXC_VFS_WORK_STEP units
+   and stops with MBXC_E_TIMEDOUT (nothing changed), so one call cannot outrun the run's
+   deadline by more than one step. */
+#define MBXC_VFS_WORK_STEP ((size_t)1 << 20) /* bytes copied or filled; nodes: / 16 */
+void mbxC_vfs_set_wait(mbxC_vfs *v, const mbxC_wait *w);
+
 /* The operations of capabilities/port.h (fs_*), on guest paths (normalized here). Each
    returns 0, or -1 with e->errnum an errno value and e->message its text plus the reason in
    parentheses when there is one ("No such file or directory (not in the sandbox view;

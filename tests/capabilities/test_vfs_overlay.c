@@ -551,11 +551,69 @@ static void journal_random_rounds(void **state) {
   host_unchanged();
 }
 
+
+/* Work whose size the guest picks and no byte charge covers stops at the run's deadline
+   (capabilities/vfs.h, mbxC_vfs_set_wait): the copy-up of a 3 MiB host file and a listing
+   of a directory holding 70000 files, each with a deadline already passed, end with
+   ETIMEDOUT and change nothing; without a deadline both complete. */
+static void long_work_stops_at_the_deadline(void **state) {
+  (void)state;
+  char p[512];
+  at(p, sizeof p, "ov/big.bin");
+  FILE *f = fopen(p, "w");
+  assert_non_null(f);
+  static char mib[1 << 20];
+  memset(mib, 'b', sizeof mib);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(fwrite(mib, 1, sizeof mib, f), sizeof mib);
+  fclose(f);
+  mbxC_vfs *v = make_view(64 << 20, 200000, 0);
+  mbxC_wait past = {.deadline_ns = 1};
+  mbxC_port_error e;
+  int h;
+  const char *big = "/scratch/big.bin";
+  int rw = MBXC_FS_READ | MBXC_FS_WRITE | MBXC_FS_APPEND;
+  mbxC_vfs_set_wait(v, &past);
+  assert_int_equal(mbxC_vfs_open(v, big, strlen(big), rw, &h, &e), -1);
+  assert_int_equal(e.errnum, MBXC_E_TIMEDOUT);
+  assert_non_null(strstr(e.message, "deadline passed during the copy of a host file"));
+  assert_int_equal(mbxC_vfs_bytes_used(v), 0);
+  assert_int_equal(mbxC_vfs_files_used(v), 0);
+  assert_int_equal(mbxC_vfs_open_count(v), 0);
+  mbxC_vfs_set_wait(v, NULL);
+  assert_int_equal(mbxC_vfs_open(v, big, strlen(big), rw, &h, &e), 0);
+  assert_int_equal(mbxC_vfs_bytes_used(v), 3 << 20);
+  assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+  char name[64];
+  for (int i = 0; i < 70000; i++) {
+    int n = snprintf(name, sizeof name, "/tmp/f%d", i);
+    assert_int_equal(mbxC_vfs_open(v, name, (size_t)n, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e),
+                     0);
+    assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+  }
+  const char *names;
+  size_t names_len;
+  mbxC_vfs_set_wait(v, &past);
+  assert_int_equal(mbxC_vfs_list(v, "/tmp", 4, &names, &names_len, &e), -1);
+  assert_int_equal(e.errnum, MBXC_E_TIMEDOUT);
+  assert_non_null(strstr(e.message, "a scan of the sandbox's files"));
+  mbxC_vfs_set_wait(v, NULL);
+  assert_int_equal(mbxC_vfs_list(v, "/tmp", 4, &names, &names_len, &e), 0);
+  size_t count = 0;
+  for (size_t i = 0; i < names_len; i++)
+    count += names[i] == '\0';
+  assert_int_equal(count, 70000);
+  mbxC_vfs_free(v);
+  assert_int_equal(unlink(p), 0);
+  host_unchanged();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(overlay_openat2), cmocka_unit_test(overlay_walk),
       cmocka_unit_test(overlay_quotas),  cmocka_unit_test(change_set),
       cmocka_unit_test(journal_cost),    cmocka_unit_test(journal_random_rounds),
+      cmocka_unit_test(long_work_stops_at_the_deadline),
   };
   return cmocka_run_group_tests(tests, setup_tree, teardown_tree);
 }
