@@ -193,6 +193,7 @@ struct mbxC_vfs {
   jentry *journal;
   size_t jlen, jcap;
   int64_t jbase; /* the absolute index of journal[0] (older entries were dropped) */
+  size_t jnops;  /* J_NOP entries after the newest mark (journal_compact) */
   uint64_t epoch;
   mbxC_vfs_mark *marks; /* the live marks, newest first */
   uint64_t copied;      /* bytes the journal copied (saves and restores), for tests */
@@ -332,6 +333,35 @@ static void maybe_free(mnode *n) {
 static int64_t newest_mark_pos(const mbxC_vfs *v);
 static void journal_drop(mbxC_vfs *v, size_t k);
 
+/* A creation undone by a removal since the newest mark leaves a no-op entry. Left there, a
+   guest creating and removing files in a loop under a live checkpoint would grow the journal
+   by one entry per file (host memory no quota counts): no-ops at the end go at once, and the
+   entries after the newest mark are compacted when half of them are no-ops (amortized
+   constant per removal). Only entries after the newest mark move; a creation entry's node
+   learns its new place. */
+static void journal_compact(mbxC_vfs *v) {
+  int64_t from64 = newest_mark_pos(v) - v->jbase;
+  size_t from = from64 < 0 ? 0 : (size_t)from64;
+  while (v->jlen > from && v->journal[v->jlen - 1].op == J_NOP) {
+    v->jlen--;
+    if (v->jnops) v->jnops--;
+  }
+  if (v->jlen <= from || v->jnops < 64 || v->jnops * 2 < v->jlen - from) return;
+  size_t w = from;
+  for (size_t i = from; i < v->jlen; i++) {
+    jentry *j = &v->journal[i];
+    if (j->op == J_NOP) continue;
+    if (j->op == J_ADD) j->node->add_pos = v->jbase + (int64_t)w;
+    v->journal[w++] = *j;
+  }
+  v->jlen = w;
+  v->jnops = 0;
+}
+
+size_t mbxC_vfs_journal_entries(const mbxC_vfs *v) {
+  return v->jlen;
+}
+
 static int journal_push(mbxC_vfs *v, const jentry *j) {
   if (v->jlen == v->jcap) {
     size_t cap = v->jcap ? v->jcap * 2 : 64;
@@ -427,6 +457,8 @@ static void unlink_node(mbxC_vfs *v, mnode *n) {
       j->node = NULL;
       n->jrefs--;
       n->add_pos = -1;
+      v->jnops++;
+      journal_compact(v);
     } else {
       jentry j = {.op = J_DEL, .node = n};
       /* Out of host memory for the entry: the removal cannot be undone, but the node stays
@@ -1879,6 +1911,7 @@ mbxC_vfs_mark *mbxC_vfs_mark_take(mbxC_vfs *v) {
                        .mem_files = v->mem_files};
   v->marks = m;
   v->epoch++; /* every node's next change is saved again */
+  v->jnops = 0;
   return m;
 }
 
@@ -1943,6 +1976,7 @@ int mbxC_vfs_mark_restore(mbxC_vfs *v, mbxC_vfs_mark *m) {
     maybe_free(n);
   }
   v->jlen = keep;
+  v->jnops = 0;
   v->epoch++;
   for (mbxC_vfs_mark *o = v->marks; o; o = o->next)
     if (o->pos > m->pos) o->valid = 0;

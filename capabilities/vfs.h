@@ -127,6 +127,8 @@ int mbxC_vfs_mark_restore(mbxC_vfs *v, mbxC_vfs_mark *m);
 void mbxC_vfs_mark_free(mbxC_vfs_mark *m);
 /* Bytes the journal has copied so far (tests assert a rewind's cost with it). */
 uint64_t mbxC_vfs_journal_copied(const mbxC_vfs *v);
+/* Entries the journal holds now (tests: a create/remove loop under a mark keeps it small). */
+size_t mbxC_vfs_journal_entries(const mbxC_vfs *v);
 /* Back to the view as made: every handle closed, every file and directory the guest made in
    /tmp and the overlays dropped (journaled, so a live mark can still be restored), quotas
    zero. */
