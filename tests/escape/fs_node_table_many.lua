@@ -1,23 +1,25 @@
 -- expect: time_limit
+-- accept: instruction_limit
 -- runs: 2
--- limits: fs-files=100000 time=8s
--- Attack: fill the memory tree with tens of thousands of files (THREATS.md: host time), so
--- that every later lookup would scan them all, once per component of a deep path; then
--- hammer the node table until the deadline. Run 1 must finish inside its deadline: a path
--- lookup costs the same with 30000 nodes as with ten (the view's node index). With a scan
--- per lookup the creations were quadratic and each 500-deep stat below visited 15 million
--- nodes (run 1 took minutes). Run 2 ends on the deadline, not later: a listing of 30000
--- entries is metered (its per-entry stat and its sort charge the budget) and stops.
+-- limits: fs-files=100000 time=10s instructions=2e7
+-- Attack: fill the memory tree with thousands of files (THREATS.md: host time), so that
+-- every later lookup would scan them all, once per component of a deep path; then hammer the
+-- node table. Run 1 must finish inside its (generous) deadline: a path lookup costs the same
+-- with 15000 nodes as with ten (the view's node index). With a scan per lookup, the 1000
+-- lookups of a 500-deep path below visited 15000 nodes per component: 7.5e9 visits, far past
+-- the deadline. Run 2 ends on the budget (the deadline or the instruction limit, whichever
+-- comes first on the machine): each listing of 15000 entries charges it per entry (a stat
+-- each) and per comparison of its sort, so it cannot run on unmetered.
 local deep = "/tmp" .. string.rep("/a", 500)
 if not made then
   made = 0
-  for i = 1, 30000 do
+  for i = 1, 15000 do
     local f = assert(io.open("/tmp/f" .. i, "w"))
     f:close()
     made = i
   end
-  assert(fs.exists("/tmp/f30000") and not fs.exists("/tmp/f30001"))
-  for i = 1, 2000 do
+  assert(fs.exists("/tmp/f15000") and not fs.exists("/tmp/f15001"))
+  for i = 1, 1000 do
     assert(fs.stat(deep) == nil)
   end
   return made

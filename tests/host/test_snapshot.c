@@ -944,6 +944,20 @@ static void restore_with_mounts_reads_the_log_not_the_host(void **state) {
   remove_host_dir(ov);
 }
 
+/* The same through a worker (MBX_CAP_ISOLATE): the port, its view and the log are the
+   parent's, so the host answers are recorded and replayed there too. */
+static void restore_with_mounts_through_a_worker(void **state) {
+  mbx_runtime *in_process = rt;
+  mbx_error err;
+  rt = mbx_runtime_new(&err);
+  assert_non_null(rt);
+  assert_int_equal(mbx_runtime_set_path(rt, MBX_PATH_WORKER, MBX_TEST_WORKER, &err), MBX_OK);
+  assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err), MBX_OK);
+  restore_with_mounts_reads_the_log_not_the_host(state);
+  mbx_runtime_free(rt);
+  rt = in_process;
+}
+
 /* A policy whose mounts changed since the snapshot is refused, naming the mount. */
 static void restore_refuses_changed_mounts(void **state) {
   (void)state;
@@ -1177,6 +1191,7 @@ int main(void) {
       cmocka_unit_test(snapshot_of_an_idle_fresh_sandbox_and_a_resnapshot),
       cmocka_unit_test(rewind_takes_the_log_back),
       cmocka_unit_test(restore_with_mounts_reads_the_log_not_the_host),
+      cmocka_unit_test(restore_with_mounts_through_a_worker),
       cmocka_unit_test(restore_refuses_changed_mounts),
       cmocka_unit_test(snapshot_refuses_a_written_rw_mount),
       cmocka_unit_test(snapshot_refuses_past_the_host_read_cap),
