@@ -1536,6 +1536,25 @@ int mbxC_vfs_read(mbxC_vfs *v, int number, char *buf, size_t len, size_t *got, m
   return 0;
 }
 
+/* Zeros from the end of n to pos (a write past the end), in steps that check the deadline.
+   Stopped, the buffer goes back to old_cap bytes: nothing changed, no memory kept. */
+static int fill_gap(mbxC_vfs *v, mnode *n, size_t pos, size_t old_cap, mbxC_port_error *e) {
+  for (size_t at = n->len; at < pos;) {
+    if (at > n->len && out_of_time(v, "the zero fill of a write past the end of a file", e) != 0) {
+      char *back = n->cap > old_cap ? realloc(n->data, old_cap ? old_cap : 1) : NULL;
+      if (back) {
+        n->data = back;
+        n->cap = old_cap;
+      }
+      return -1;
+    }
+    size_t k = pos - at < MBXC_VFS_WORK_STEP ? pos - at : MBXC_VFS_WORK_STEP;
+    memset(n->data + at, 0, k);
+    at += k;
+  }
+  return 0;
+}
+
 static int mem_write(mbxC_vfs *v, handle *h, const char *buf, size_t len, mbxC_port_error *e) {
   mnode *n = h->node;
   if (h->flags & MBXC_FS_APPEND) h->pos = n->len;
@@ -1549,6 +1568,7 @@ static int mem_write(mbxC_vfs *v, handle *h, const char *buf, size_t len, mbxC_p
   }
   if (touch(v, n) != 0) return fail(e, ENOMEM, NULL);
   if (end > n->len) {
+    size_t old_cap = n->cap;
     if (end > n->cap) {
       size_t cap = n->cap ? n->cap : 256;
       while (cap < end)
@@ -1558,7 +1578,7 @@ static int mem_write(mbxC_vfs *v, handle *h, const char *buf, size_t len, mbxC_p
       n->data = grown;
       n->cap = cap;
     }
-    if (h->pos > n->len) memset(n->data + n->len, 0, (size_t)(h->pos - n->len));
+    if (h->pos > n->len && fill_gap(v, n, (size_t)h->pos, old_cap, e) != 0) return -1;
     account_len(v, n, (size_t)end);
     n->len = (size_t)end;
   }

@@ -553,9 +553,10 @@ static void journal_random_rounds(void **state) {
 
 
 /* Work whose size the guest picks and no byte charge covers stops at the run's deadline
-   (capabilities/vfs.h, mbxC_vfs_set_wait): the copy-up of a 3 MiB host file and a listing
-   of a directory holding 70000 files, each with a deadline already passed, end with
-   ETIMEDOUT and change nothing; without a deadline both complete. */
+   (capabilities/vfs.h, mbxC_vfs_set_wait): the copy-up of a 3 MiB host file, a listing of a
+   directory holding 70000 files and the zero fill of a write 4 MiB past the end of a file,
+   each with a deadline already passed, end with ETIMEDOUT and change nothing; without a
+   deadline all three complete. */
 static void long_work_stops_at_the_deadline(void **state) {
   (void)state;
   char p[512];
@@ -603,6 +604,22 @@ static void long_work_stops_at_the_deadline(void **state) {
   for (size_t i = 0; i < names_len; i++)
     count += names[i] == '\0';
   assert_int_equal(count, 70000);
+  /* a write 4 MiB past the end of a memory file: the zero fill stops, nothing written */
+  assert_int_equal(mbxC_vfs_open(v, "/tmp/sparse", 11, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e),
+                   0);
+  int64_t pos;
+  assert_int_equal(mbxC_vfs_seek(v, h, SEEK_SET, 4 << 20, &pos, &e), 0);
+  uint64_t used = mbxC_vfs_bytes_used(v);
+  size_t put;
+  mbxC_vfs_set_wait(v, &past);
+  assert_int_equal(mbxC_vfs_write(v, h, "x", 1, &put, &e), -1);
+  assert_int_equal(e.errnum, MBXC_E_TIMEDOUT);
+  assert_non_null(strstr(e.message, "zero fill"));
+  assert_int_equal(mbxC_vfs_bytes_used(v), used);
+  mbxC_vfs_set_wait(v, NULL);
+  assert_int_equal(mbxC_vfs_write(v, h, "x", 1, &put, &e), 0);
+  assert_int_equal(mbxC_vfs_bytes_used(v), used + (4 << 20) + 1);
+  assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
   mbxC_vfs_free(v);
   assert_int_equal(unlink(p), 0);
   host_unchanged();
