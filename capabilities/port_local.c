@@ -159,6 +159,7 @@ static int make_view(mbxC_port_local *pl) {
   mbxC_vfs *v = mbxC_vfs_new(pl->fs_policy ? &pl->fs_policy->fs : &pl->fs_spec, &pl->fs_error);
   if (v == NULL) return -1;
   mbxC_vfs_set_clock(v, vfs_clock, pl);
+  if (pl->fs_tapped) mbxC_vfs_set_tap(v, &pl->fs_tap);
   mbxC_vfs_free(pl->vfs);
   pl->vfs = v;
   return 0;
@@ -177,21 +178,33 @@ static mbxC_vfs *view(void *ud, mbxC_port_error *e) {
 
 static int local_fs_open(void *ud, const char *path, size_t path_len, int flags,
                          const mbxC_wait *wait, int *handle, mbxC_port_error *e) {
-  (void)wait; /* opens of regular files do not block: FIFOs and devices are never opened */
+  /* Opens of regular files do not block (FIFOs and devices are never opened); an overlay
+     copy-up checks the deadline (capabilities/vfs.h). */
   mbxC_vfs *v = view(ud, e);
-  return v ? mbxC_vfs_open(v, path, path_len, flags, handle, e) : -1;
+  if (v == NULL) return -1;
+  mbxC_vfs_set_wait(v, wait);
+  int rc = mbxC_vfs_open(v, path, path_len, flags, handle, e);
+  mbxC_vfs_set_wait(v, NULL);
+  return rc;
 }
 static int local_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
                          size_t *got, mbxC_port_error *e) {
-  (void)wait; /* a read of a regular file moves at most len bytes and returns */
+  /* A read of a regular file moves at most len bytes and returns. */
   mbxC_vfs *v = view(ud, e);
-  return v ? mbxC_vfs_read(v, handle, buf, len, got, e) : -1;
+  if (v == NULL) return -1;
+  mbxC_vfs_set_wait(v, wait);
+  int rc = mbxC_vfs_read(v, handle, buf, len, got, e);
+  mbxC_vfs_set_wait(v, NULL);
+  return rc;
 }
 static int local_fs_write(void *ud, int handle, const char *buf, size_t len,
                           const mbxC_wait *wait, size_t *put, mbxC_port_error *e) {
-  (void)wait;
   mbxC_vfs *v = view(ud, e);
-  return v ? mbxC_vfs_write(v, handle, buf, len, put, e) : -1;
+  if (v == NULL) return -1;
+  mbxC_vfs_set_wait(v, wait);
+  int rc = mbxC_vfs_write(v, handle, buf, len, put, e);
+  mbxC_vfs_set_wait(v, NULL);
+  return rc;
 }
 static int local_fs_seek(void *ud, int handle, int whence, int64_t offset, int64_t *pos,
                          mbxC_port_error *e) {
@@ -204,9 +217,12 @@ static int local_fs_close(void *ud, int handle, mbxC_port_error *e) {
 }
 static int local_fs_list(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
                          const char **names, size_t *names_len, mbxC_port_error *e) {
-  (void)wait;
   mbxC_vfs *v = view(ud, e);
-  return v ? mbxC_vfs_list(v, path, path_len, names, names_len, e) : -1;
+  if (v == NULL) return -1;
+  mbxC_vfs_set_wait(v, wait);
+  int rc = mbxC_vfs_list(v, path, path_len, names, names_len, e);
+  mbxC_vfs_set_wait(v, NULL);
+  return rc;
 }
 static int local_fs_stat(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
                          mbxC_port_error *e) {
@@ -445,6 +461,12 @@ int mbxC_port_local_fs_rewind(mbxC_port_local *pl) {
 
 void mbxC_port_local_run_end(mbxC_port_local *pl) {
   if (pl->vfs) mbxC_vfs_close_all(pl->vfs);
+}
+
+void mbxC_port_local_set_fs_tap(mbxC_port_local *pl, const mbxC_vfs_tap *tap) {
+  pl->fs_tapped = tap != NULL;
+  if (tap) pl->fs_tap = *tap;
+  if (pl->vfs) mbxC_vfs_set_tap(pl->vfs, tap);
 }
 
 int mbxC_port_local_has_mounts(const mbxC_port_local *pl) {

@@ -46,6 +46,8 @@ typedef struct mbxC_port_local {
   mbx_policy *fs_policy; /* NULL without mounts and files */
   mbxC_port_error fs_error; /* why the last view could not be made */
   mbxC_vfs_mark *fs_mark;   /* the memory tree at the checkpoint; NULL: no view then */
+  mbxC_vfs_tap fs_tap;      /* set on every view made (snapshots): fs_tapped */
+  int fs_tapped;
   int fs_marked;            /* a checkpoint was taken */
   /* exec (capabilities/exec.h): the policy's allow list and limits, the runtime's backend
      (NULL until mbxC_port_local_set_exec), the output buffers, programs started this run. */
@@ -90,6 +92,9 @@ int mbxC_port_local_fs_rewind(mbxC_port_local *pl);
 int mbxC_port_local_set_stdin(mbxC_port_local *pl, const char *data, size_t len);
 /* 1 when the view reaches host directories (the policy has mounts). */
 int mbxC_port_local_has_mounts(const mbxC_port_local *pl);
+/* The record layer's tap on the filesystem view (capabilities/vfs.h), now and on every view
+   made later (a reset makes a new one). */
+void mbxC_port_local_set_fs_tap(mbxC_port_local *pl, const mbxC_vfs_tap *tap);
 
 /* Where the port's own sequence stands (the random seeds drawn), for checkpoint/rewind and
    reset: a rewound sandbox draws the seeds it drew after the checkpoint again. */

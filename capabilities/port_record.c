@@ -287,13 +287,151 @@ static mbxC_call_result record_native_call(void *ud, size_t index, const mbxC_ff
   return MBXC_CALL_VALUE;
 }
 
-/* ---- files: re-executed, not logged ----
-   The view a deterministic sandbox can be snapshotted with holds only memory files: /tmp and
-   the policy's files, whose contents are in the policy digest the restore checks. Everything
-   the guest observes of it follows from the guest's own earlier operations, so a replay that
-   runs the same code against a fresh view gets the same answers: the operations pass
-   through in both modes. A view with host mounts would need the host files' bytes in the
-   log; host/snapshot.c refuses to snapshot such a sandbox instead (mbx_sandbox_snapshot). */
+/* ---- files: the operations are re-executed; the host mounts' answers come from the log ----
+   Memory files (/tmp, the policy's files, whose contents are in the policy digest the
+   restore checks) and the overlays' changes follow from the guest's own operations, so a
+   replay that runs the same code against a fresh view makes them again: the port's fs
+   operations pass through in both modes. What a host mount answered the view (a look, a
+   read-only open, a read, a size, a directory's names) is an answer from outside: the
+   view's tap (mbxC_port_record_fs_tap) logs it live and answers it from the log replaying,
+   so a restore never asks the host (its files may have changed or gone). A write to a rw
+   mount reaches the host and is not re-applied: the tap notes the mount and
+   mbx_sandbox_snapshot refuses; a replay that would write is a divergence. */
+
+static const mbxC_rec_type fs_types[] = {0, MBXC_REC_FS_LOOK, MBXC_REC_FS_OPEN, MBXC_REC_FS_READ,
+                                         MBXC_REC_FS_SIZE, MBXC_REC_FS_LIST};
+
+static int tap_replaying(void *ud) {
+  return ((mbxC_port_record *)ud)->replaying;
+}
+
+static void count_host_bytes(mbxC_port_record *r, uint64_t n) {
+  r->host_bytes = n > UINT64_MAX - r->host_bytes ? UINT64_MAX : r->host_bytes + n;
+}
+
+/* A recorded list of names is what a directory can hold: names of 1..255 bytes, each
+   followed by a NUL, no '/', not "." or "..". */
+static int names_ok(const char *p, size_t len) {
+  size_t i = 0;
+  while (i < len) {
+    const char *end = memchr(p + i, '\0', len - i);
+    if (end == NULL) return 0;
+    size_t n = (size_t)(end - (p + i));
+    if (n == 0 || n > 255 || memchr(p + i, '/', n) != NULL ||
+        (n == 1 && p[i] == '.') || (n == 2 && p[i] == '.' && p[i + 1] == '.'))
+      return 0;
+    i += n + 1;
+  }
+  return 1;
+}
+
+static int tap_answer(void *ud, int kind, size_t mount, const char *rel, uint64_t a, uint64_t b,
+                      mbxC_vfs_host *h) {
+  mbxC_port_record *r = ud;
+  if (kind < MBXC_VFS_TAP_LOOK || kind > MBXC_VFS_TAP_LIST) return -1;
+  mbxC_rec_type type = fs_types[kind];
+  size_t rel_len = rel ? strlen(rel) : 0;
+  int with_bytes = kind == MBXC_VFS_TAP_READ || kind == MBXC_VFS_TAP_LIST;
+  if (!r->replaying) {
+    count_host_bytes(r, with_bytes ? h->len : 0);
+    if (r->host_bytes > MBXC_SNAP_MAX_HOST_BYTES) {
+      /* Past the cap the log stops growing (host memory); the snapshot is refused saying
+         how much was read. */
+      r->log.broken = 1;
+      return 0;
+    }
+    size_t mlen = h->failed ? strnlen(h->e.message, sizeof h->e.message) : 0;
+    mbxC_replay_begin(&r->log, type);
+    mbxC_replay_put_u32(&r->log, (uint32_t)mount);
+    mbxC_replay_put_str(&r->log, rel ? rel : "", rel_len);
+    mbxC_replay_put_u64(&r->log, a);
+    mbxC_replay_put_u64(&r->log, b);
+    mbxC_replay_put_u32(&r->log, (uint32_t)h->err);
+    mbxC_replay_put_u8(&r->log, (uint8_t)(h->walk != 0));
+    mbxC_replay_put_u8(&r->log, (uint8_t)h->type);
+    mbxC_replay_put_u64(&r->log, h->size);
+    mbxC_replay_put_u64(&r->log, (uint64_t)h->mtime);
+    mbxC_replay_put_u64(&r->log, h->nlink);
+    mbxC_replay_put_u8(&r->log, (uint8_t)(h->failed != 0));
+    mbxC_replay_put_u32(&r->log, h->failed ? (uint32_t)h->e.errnum : 0);
+    mbxC_replay_put_str(&r->log, h->e.message, mlen);
+    mbxC_replay_put_str(&r->log, with_bytes && h->len ? h->bytes : "", with_bytes ? h->len : 0);
+    mbxC_replay_end(&r->log);
+    return 0;
+  }
+  mbxC_record rec;
+  memset(h, 0, sizeof *h);
+  if (!next_answer(r, type, &rec)) return -1;
+  size_t at = r->cursor - 1;
+  mbxC_reader rd = mbxC_reader_of(&rec);
+  size_t rrel_len, msg_len, n;
+  uint32_t rmount = mbxC_read_u32(&rd);
+  const char *rrel = mbxC_read_str(&rd, &rrel_len);
+  uint64_t ra = mbxC_read_u64(&rd), rb = mbxC_read_u64(&rd);
+  uint32_t err = mbxC_read_u32(&rd);
+  int walk = mbxC_read_u8(&rd), ftype = mbxC_read_u8(&rd);
+  uint64_t size = mbxC_read_u64(&rd), mtime = mbxC_read_u64(&rd), nlink = mbxC_read_u64(&rd);
+  int failed = mbxC_read_u8(&rd);
+  uint32_t errnum = mbxC_read_u32(&rd);
+  const char *msg = mbxC_read_str(&rd, &msg_len);
+  const char *bytes = mbxC_read_str(&rd, &n);
+  if (rmount != mount || rrel_len != rel_len || (rel_len && memcmp(rrel, rel, rel_len) != 0) ||
+      ra != a || rb != b) {
+    mbxC_port_record_diverge(r, "record %zu: the replay asked a host mount about another file "
+                                "or range than the log has",
+                             at);
+    return -1;
+  }
+  /* The blob is untrusted (its shape was checked when it was decoded): every answer must be
+     one a host could have given. */
+  int valid = (failed ? errnum > 0 && n == 0 : errnum == 0) && msg_len < sizeof h->e.message &&
+              size <= (uint64_t)INT64_MAX &&
+              (kind == MBXC_VFS_TAP_READ   ? n <= b && !err
+               : kind == MBXC_VFS_TAP_LIST ? (err ? n == 0 : n <= ((size_t)1 << 20) + 256 &&
+                                                                names_ok(bytes, n))
+                                           : n == 0) &&
+              (kind == MBXC_VFS_TAP_LOOK ? !failed && (err ? ftype == 0 : ftype != 0)
+               : kind == MBXC_VFS_TAP_LIST ? !failed && ftype == 0
+                                           : !err && ftype == 0 && !walk);
+  if (!valid) {
+    mbxC_port_record_diverge(r, "record %zu: the recorded %s is not an answer a host mount "
+                                "gives",
+                             at, mbxC_rec_type_name(type));
+    return -1;
+  }
+  h->err = (int)err;
+  h->walk = walk;
+  h->type = ftype;
+  h->size = size;
+  h->mtime = (int64_t)mtime;
+  h->nlink = nlink;
+  h->failed = failed;
+  h->e.errnum = (int)errnum;
+  memcpy(h->e.message, msg, msg_len);
+  h->e.message[msg_len] = '\0';
+  h->bytes = bytes;
+  h->len = n;
+  count_host_bytes(r, n);
+  return 0;
+}
+
+static int tap_wrote(void *ud, const char *mount_path) {
+  mbxC_port_record *r = ud;
+  if (r->replaying) {
+    mbxC_port_record_diverge(r, "record %zu: the replay wrote to the rw mount %.200s, which a "
+                                "log never holds (a sandbox that wrote to a rw mount cannot be "
+                                "snapshotted)",
+                             r->cursor, mount_path);
+    return -1;
+  }
+  if (!r->rw_written[0]) snprintf(r->rw_written, sizeof r->rw_written, "%s", mount_path);
+  return 0;
+}
+
+mbxC_vfs_tap mbxC_port_record_fs_tap(mbxC_port_record *r) {
+  return (mbxC_vfs_tap){
+      .ud = r, .replaying = tap_replaying, .answer = tap_answer, .wrote = tap_wrote};
+}
 
 static const mbxC_port *inner_of(void *ud) {
   return ((mbxC_port_record *)ud)->inner;
@@ -484,6 +622,8 @@ void mbxC_port_record_restart(mbxC_port_record *r) {
   r->replaying = 0;
   r->cursor = 0;
   r->diverged[0] = '\0';
+  r->host_bytes = 0;
+  r->rw_written[0] = '\0';
 }
 
 void mbxC_port_record_replay_begin(mbxC_port_record *r, mbxC_replay_log *log) {
@@ -505,12 +645,15 @@ int mbxC_port_record_replay_end(mbxC_port_record *r) {
 }
 
 mbxC_record_mark mbxC_port_record_mark(const mbxC_port_record *r) {
-  return (mbxC_record_mark){.count = r->log.count, .broken = r->log.broken};
+  return (mbxC_record_mark){
+      .count = r->log.count, .broken = r->log.broken, .host_bytes = r->host_bytes};
 }
 
 void mbxC_port_record_rewind(mbxC_port_record *r, mbxC_record_mark m) {
   mbxC_replay_truncate(&r->log, m.count, r->chain0);
   r->log.broken = m.broken;
+  /* What a rw mount was written stays written: a rewind does not undo the host's files. */
+  r->host_bytes = m.host_bytes;
 }
 
 void mbxC_port_record_break(mbxC_port_record *r) {

@@ -23,6 +23,7 @@
 
 #include "capabilities/port.h"
 #include "capabilities/replay.h"
+#include "capabilities/vfs.h"
 
 typedef struct mbxC_port_record {
   mbxC_port port;         /* the outer table; port.ud points at this struct: do not move it */
@@ -32,6 +33,10 @@ typedef struct mbxC_port_record {
   uint64_t chain0;
   mbxC_replay_log log;
   char diverged[320]; /* replaying: the first divergence, naming the record; "" while none */
+  /* Live: bytes of host files and listings the guest read (MBXC_SNAP_MAX_HOST_BYTES), and
+     the first rw mount it wrote to ("" while none): both refuse a snapshot. */
+  uint64_t host_bytes;
+  char rw_written[256];
 } mbxC_port_record;
 
 /* Wrap inner and start a log whose chain begins at chain0. */
@@ -55,6 +60,7 @@ void mbxC_port_record_diverge(mbxC_port_record *r, const char *fmt, ...)
 typedef struct mbxC_record_mark {
   size_t count;
   int broken;
+  uint64_t host_bytes;
 } mbxC_record_mark;
 mbxC_record_mark mbxC_port_record_mark(const mbxC_port_record *r);
 void mbxC_port_record_rewind(mbxC_port_record *r, mbxC_record_mark m);
@@ -64,6 +70,11 @@ void mbxC_port_record_break(mbxC_port_record *r);
 /* 1 when the log can no longer make a faithful snapshot (a bound, host memory, a rewind
    across a reset). */
 int mbxC_port_record_broken(const mbxC_port_record *r);
+
+/* The filesystem view's tap (capabilities/vfs.h) over this layer: host mounts' answers go to
+   the log live and come from it replaying; a write to a rw mount is noted live (r->rw_written)
+   and refused replaying. Set it on the view with mbxC_vfs_set_tap (port_local does). */
+mbxC_vfs_tap mbxC_port_record_fs_tap(mbxC_port_record *r);
 /* The snapshot blob of header h and the log (mbxC_snap_encode). Returns 0, or -1 when out of
    host memory. */
 int mbxC_port_record_snapshot(const mbxC_port_record *r, const mbxC_snap_header *h,

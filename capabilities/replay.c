@@ -188,6 +188,16 @@ const char *mbxC_rec_type_name(int type) {
     return "native_call";
   case MBXC_REC_EXEC:
     return "exec";
+  case MBXC_REC_FS_LOOK:
+    return "fs_look";
+  case MBXC_REC_FS_OPEN:
+    return "fs_open";
+  case MBXC_REC_FS_READ:
+    return "fs_read";
+  case MBXC_REC_FS_SIZE:
+    return "fs_size";
+  case MBXC_REC_FS_LIST:
+    return "fs_list";
   default:
     return "unknown";
   }
@@ -267,6 +277,38 @@ uint64_t mbxC_build_id(void) {
 
 /* ---- the blob ---- */
 
+int mbxC_snap_add_mount(mbxC_snap_header *h, const char *path, int mode, const char *host) {
+  size_t n = strlen(path);
+  if (h->mount_count >= MBXC_SNAP_MAX_MOUNTS || n > MBXC_SNAP_MOUNT_PATH_MAX) return -1;
+  mbxC_snap_mount *grown = realloc(h->mounts, (h->mount_count + 1) * sizeof *grown);
+  if (grown == NULL) return -1;
+  h->mounts = grown;
+  char *copy = malloc(n + 1);
+  if (copy == NULL) return -1;
+  memcpy(copy, path, n + 1);
+  h->mounts[h->mount_count++] = (mbxC_snap_mount){.path = copy,
+                                                  .path_len = n,
+                                                  .mode = (uint8_t)mode,
+                                                  .host_digest = XXH3_64bits(host, strlen(host))};
+  return 0;
+}
+
+void mbxC_snap_header_free(mbxC_snap_header *h) {
+  for (uint32_t i = 0; i < h->mount_count; i++)
+    free(h->mounts[i].path);
+  free(h->mounts);
+  h->mounts = NULL;
+  h->mount_count = 0;
+}
+
+/* The bytes the mount section takes. */
+static size_t mounts_size(const mbxC_snap_header *h) {
+  size_t n = 0;
+  for (uint32_t i = 0; i < h->mount_count; i++)
+    n += 4 + h->mounts[i].path_len + 1 + 8;
+  return n;
+}
+
 static void fixed_header(const mbxC_snap_header *h, unsigned char *b) {
   memcpy(b, MBXC_SNAP_MAGIC, 8);
   le32(b + 8, h->format);
@@ -284,7 +326,8 @@ uint64_t mbxC_snap_chain0(const mbxC_snap_header *h) {
 
 int mbxC_snap_encode(const mbxC_snap_header *h, const mbxC_replay_log *log, void **bytes,
                      size_t *len) {
-  size_t total = MBXC_SNAP_HEADER + log->len + 8;
+  size_t mlen = mounts_size(h), head = MBXC_SNAP_HEADER + mlen;
+  size_t total = head + log->len + 8;
   unsigned char *b = malloc(total);
   if (b == NULL) return -1;
   fixed_header(h, b);
@@ -296,8 +339,18 @@ int mbxC_snap_encode(const mbxC_snap_header *h, const mbxC_replay_log *log, void
   le32(b + 55, (uint32_t)log->count);
   le64(b + 59, (uint64_t)log->len);
   le64(b + 67, log->chain);
-  if (log->len) memcpy(b + MBXC_SNAP_HEADER, log->buf, log->len);
-  le64(b + MBXC_SNAP_HEADER + log->len, XXH3_64bits(b, MBXC_SNAP_HEADER + log->len));
+  le32(b + 75, h->mount_count);
+  unsigned char *p = b + MBXC_SNAP_HEADER;
+  for (uint32_t i = 0; i < h->mount_count; i++) {
+    const mbxC_snap_mount *m = &h->mounts[i];
+    le32(p, (uint32_t)m->path_len);
+    memcpy(p + 4, m->path, m->path_len);
+    p[4 + m->path_len] = m->mode;
+    le64(p + 5 + m->path_len, m->host_digest);
+    p += 4 + m->path_len + 1 + 8;
+  }
+  if (log->len) memcpy(b + head, log->buf, log->len);
+  le64(b + head + log->len, XXH3_64bits(b, head + log->len));
   *bytes = b;
   *len = total;
   return 0;
@@ -347,6 +400,25 @@ static int record_shape_ok(const mbxC_record *r) {
     mbxC_read_str(&rd, &n);
     if (mbxC_read_u8(&rd) > 1) return 0;
     mbxC_read_u64(&rd);
+    mbxC_read_str(&rd, &n);
+    break;
+  case MBXC_REC_FS_LOOK:
+  case MBXC_REC_FS_OPEN:
+  case MBXC_REC_FS_READ:
+  case MBXC_REC_FS_SIZE:
+  case MBXC_REC_FS_LIST:
+    if (mbxC_read_u32(&rd) >= MBXC_SNAP_MAX_MOUNTS) return 0;
+    mbxC_read_str(&rd, &n);
+    if (n > MBXC_SNAP_MOUNT_PATH_MAX) return 0;
+    mbxC_read_u64(&rd);
+    mbxC_read_u64(&rd);
+    if (mbxC_read_u32(&rd) > 4095 || mbxC_read_u8(&rd) > 1 || mbxC_read_u8(&rd) > 4) return 0;
+    mbxC_read_u64(&rd);
+    mbxC_read_u64(&rd);
+    mbxC_read_u64(&rd);
+    if (mbxC_read_u8(&rd) > 1 || mbxC_read_u32(&rd) > 4095) return 0;
+    mbxC_read_str(&rd, &n);
+    if (n > 255) return 0;
     mbxC_read_str(&rd, &n);
     break;
   case MBXC_REC_EXEC: {
@@ -408,22 +480,39 @@ int mbxC_snap_decode(const void *bytes, size_t len, uint32_t expected_lua,
   uint32_t count = get32(b + 55);
   uint64_t log_len = get64(b + 59);
   uint64_t final_chain = get64(b + 67);
+  uint32_t mounts = get32(b + 75);
   if (h->seed_fixed > 1 || h->time_fixed > 1 || h->paused > 1)
     REFUSE("the snapshot header is corrupt (a flag byte is neither 0 nor 1)");
+  if (mounts > MBXC_SNAP_MAX_MOUNTS)
+    REFUSE("the snapshot claims %u mounts; at most %d are allowed", mounts, MBXC_SNAP_MAX_MOUNTS);
+  /* The mount section: every length inside the blob before anything is copied. */
+  size_t head = MBXC_SNAP_HEADER;
+  for (uint32_t i = 0; i < mounts; i++) {
+    if (len - 8 - head < 4) REFUSE("mount %u of the snapshot's header is truncated", i);
+    uint32_t plen = get32(b + head);
+    if (plen == 0 || plen > MBXC_SNAP_MOUNT_PATH_MAX || len - 8 - head - 4 < (size_t)plen + 9)
+      REFUSE("mount %u of the snapshot's header is truncated or too long", i);
+    if (memchr(b + head + 4, '\0', plen) != NULL || b[head + 4] != '/')
+      REFUSE("mount %u of the snapshot's header is not an absolute path", i);
+    uint8_t mode = b[head + 4 + plen];
+    if (mode != 1 && mode != 2 && mode != 4)
+      REFUSE("mount %u of the snapshot's header has mode %u (not ro, rw or overlay)", i, mode);
+    head += 4 + (size_t)plen + 9;
+  }
   if (count > MBXC_SNAP_MAX_RECORDS)
     REFUSE("the snapshot claims %u records; at most %u are allowed", count, MBXC_SNAP_MAX_RECORDS);
   if (log_len > MBXC_SNAP_MAX_LOG)
     REFUSE("the snapshot claims a %llu-byte log; at most %zu bytes are allowed",
            (unsigned long long)log_len, MBXC_SNAP_MAX_LOG);
-  if (log_len != len - MBXC_SNAP_HEADER - 8)
+  if (log_len != len - head - 8)
     REFUSE("the snapshot is %zu bytes but its header announces %llu: truncated or extended", len,
-           (unsigned long long)(log_len + MBXC_SNAP_HEADER + 8));
+           (unsigned long long)(log_len + head + 8));
   if (get64(b + len - 8) != XXH3_64bits(b, len - 8))
     REFUSE("the snapshot's checksum does not match its bytes: it was modified or damaged");
   /* Walk the records: every length within the log, every payload well formed, the chain
      recomputed and compared at every step. */
   uint64_t chain = mbxC_snap_chain0(h);
-  const unsigned char *recs = b + MBXC_SNAP_HEADER;
+  const unsigned char *recs = b + head;
   size_t at = 0;
   for (uint32_t i = 0; i < count; i++) {
     if (log_len - at < MBXC_REC_OVERHEAD)
@@ -459,5 +548,19 @@ int mbxC_snap_decode(const void *bytes, size_t len, uint32_t expected_lua,
     at += (size_t)get32(recs + at + 1) + MBXC_REC_OVERHEAD;
   }
   log->count = count;
+  for (size_t at_m = MBXC_SNAP_HEADER; h->mount_count < mounts;) {
+    uint32_t plen = get32(b + at_m);
+    char path[MBXC_SNAP_MOUNT_PATH_MAX + 1];
+    memcpy(path, b + at_m + 4, plen);
+    path[plen] = '\0';
+    uint32_t k = h->mount_count;
+    if (mbxC_snap_add_mount(h, path, b[at_m + 4 + plen], "") != 0) {
+      mbxC_snap_header_free(h);
+      mbxC_replay_free(log);
+      REFUSE("out of host memory for the snapshot's mounts");
+    }
+    h->mounts[k].host_digest = get64(b + at_m + 5 + plen);
+    at_m += 4 + (size_t)plen + 9;
+  }
   return 0;
 }

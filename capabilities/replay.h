@@ -13,19 +13,24 @@
 **     charged by comparisons, which depend on the per-state string hash seed);
 **   - answer records, written by the record/replay layer over the port
 **     (capabilities/port_record.c): every clock read, random
-**     seed, environment lookup, host call result and native call result, in the order the
-**     guest asked for them.
+**     seed, environment lookup, host call result and native call result, exec result, and
+**     every answer a host mount gave the filesystem view (a look at a path, a read-only open,
+**     a read, a size, a directory's names: capabilities/vfs.h's tap), in the order the guest
+**     asked for them.
 **
 ** Record encoding (little-endian): type u8, payload length u32, payload, then the chain u64:
 **     chain_i = XXH3_64(chain_{i-1} as 8 LE bytes || type || length || payload)
 ** with chain_0 = XXH3_64 of the blob's fixed header (magic .. policy digest), so a record
 ** cannot be moved to a blob made under another build or policy.
 **
-** Blob (MBXSNAP1, format 1), all integers little-endian:
+** Blob (MBXSNAP1, format 2), all integers little-endian:
 **     "MBXSNAP1" | u32 format | u32 lua version | u32 moonbox version | u64 build id |
 **     u64 policy digest | u8 seed fixed | u64 seed | u8 time fixed | i64 time |
 **     u8 state (0 idle, 1 paused) | u32 record count | u64 log bytes | u64 final chain |
+**     u32 mount count | mounts (str virtual path, u8 mode, u64 XXH3_64 of the host path) |
 **     records (as above) | u64 XXH3_64 of every byte before it
+** The mounts are the policy's at snapshot time, so a restore under other mounts is refused
+** naming the mount (the policy digest covers them too, but cannot say which one changed).
 ** Payloads: strings are u32 length + bytes. The bounds below hold for every field; the
 ** decoder checks them all before it reads a byte, and checks every record's payload shape.
 */
@@ -49,19 +54,34 @@ typedef enum mbxC_rec_type {
       21, /* str function, str args hash (8 LE bytes), u8 error, u64 ret, str bytes */
   /* str request hash (8 LE bytes), u8 error, u32 exit code or errnum, u32 signal,
      u8 timed out, u8 truncated, u64 wall ms, str stdout, str stderr (the message on error) */
-  MBXC_REC_EXEC = 22
+  MBXC_REC_EXEC = 22,
+  /* A host mount's answer to the filesystem view (capabilities/vfs.h, mbxC_vfs_tap), one
+     payload shape for all five: u32 mount, str rel, u64 a, u64 b (the request), u32 err,
+     u8 walk, u8 type, u64 size, u64 mtime, u64 nlink, u8 failed, u32 errnum, str message,
+     str bytes (the answer) */
+  MBXC_REC_FS_LOOK = 23,
+  MBXC_REC_FS_OPEN = 24,
+  MBXC_REC_FS_READ = 25,
+  MBXC_REC_FS_SIZE = 26,
+  MBXC_REC_FS_LIST = 27
 } mbxC_rec_type;
 
 #define MBXC_SNAP_MAGIC "MBXSNAP1"
-#define MBXC_SNAP_FORMAT 1u
+#define MBXC_SNAP_FORMAT 2u
 #define MBXC_SNAP_FIXED_HEADER 36 /* magic .. policy digest: what chain_0 hashes */
-#define MBXC_SNAP_HEADER 75       /* the whole header, before the records */
+#define MBXC_SNAP_HEADER 79       /* the header up to the mount count; then the mounts */
+#define MBXC_SNAP_MAX_MOUNTS 32   /* MBXC_VFS_MAX_MOUNTS */
+#define MBXC_SNAP_MOUNT_PATH_MAX 1024
 #define MBXC_REC_OVERHEAD 13      /* type + length + chain */
 /* Bounds: a log past them stops recording (the sandbox can no longer be snapshotted), and a
    blob past them is refused. */
 #define MBXC_SNAP_MAX_RECORDS (1u << 22)
 #define MBXC_SNAP_MAX_LOG ((size_t)256 << 20)
 #define MBXC_SNAP_MAX_FIELD ((size_t)64 << 20)
+/* Bytes of host files and directory listings one log may hold (the reads a restore answers
+   from the log): past it the log stops taking them and mbx_sandbox_snapshot refuses, saying
+   how many bytes were read. */
+#define MBXC_SNAP_MAX_HOST_BYTES ((uint64_t)64 << 20)
 
 /* The log: encoded records back to back, exactly as the blob holds them. */
 typedef struct mbxC_replay_log {
@@ -123,6 +143,14 @@ uint64_t mbxC_replay_chain(uint64_t prev, const void *record, size_t len);
 uint64_t mbxC_build_id(void);
 
 /* What the blob's header says. */
+/* One mount as the header records it. */
+typedef struct mbxC_snap_mount {
+  char *path; /* the virtual path, NUL-terminated (owned by the header's array) */
+  size_t path_len;
+  uint8_t mode;         /* MBXC_MOUNT_* */
+  uint64_t host_digest; /* XXH3_64 of the resolved host path */
+} mbxC_snap_mount;
+
 typedef struct mbxC_snap_header {
   uint32_t format;
   uint32_t lua_version;
@@ -134,7 +162,15 @@ typedef struct mbxC_snap_header {
   uint8_t time_fixed;
   int64_t time;
   uint8_t paused;
+  uint32_t mount_count;
+  mbxC_snap_mount *mounts; /* malloc'd (mbxC_snap_add_mount, the decoder) */
 } mbxC_snap_header;
+
+/* Append a mount to h (its path copied, the host path digested). 0, or -1 out of memory or
+   past MBXC_SNAP_MAX_MOUNTS. */
+int mbxC_snap_add_mount(mbxC_snap_header *h, const char *path, int mode, const char *host);
+/* Free h's mounts (a shallow copy of h shares them: free one). */
+void mbxC_snap_header_free(mbxC_snap_header *h);
 
 /* chain_0 of a log made under h (the fixed part of the header). */
 uint64_t mbxC_snap_chain0(const mbxC_snap_header *h);
@@ -144,8 +180,9 @@ int mbxC_snap_encode(const mbxC_snap_header *h, const mbxC_replay_log *log, void
 /* Parse and check a blob: magic, format, every bound, the trailer hash, every record's
    payload shape and the chain over the whole log. The versions and build id are returned
    in *h for the caller to compare (expected_* mismatches are refused here too). On success
-   *log holds a copy of the records (mbxC_replay_free it) and 0 is returned; otherwise -1
-   with a sentence in why, and nothing to free. Never reads outside bytes[0..len). */
+   *log holds a copy of the records (mbxC_replay_free it), h->mounts the mounts
+   (mbxC_snap_header_free it) and 0 is returned; otherwise -1 with a sentence in why, and
+   nothing to free. Never reads outside bytes[0..len). */
 int mbxC_snap_decode(const void *bytes, size_t len, uint32_t expected_lua,
                      uint32_t expected_version, mbxC_snap_header *h, mbxC_replay_log *log,
                      char *why, size_t why_size);

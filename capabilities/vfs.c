@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "common/bytes.h"
 
 /* ---- paths ---- */
@@ -103,7 +105,8 @@ typedef struct vmount {
 } vmount;
 
 /* A memory file or directory. The tree is flat: a node's parent is the node whose path is
-   its path up to the last '/' (views hold at most a few thousand nodes). Overlay mounts keep
+   its path up to the last '/'; an index by path finds one in constant time, whatever the
+   number of nodes the guest made (up to the files quota, a million). Overlay mounts keep
    their changed entries in the same table: a file or directory the guest wrote or made below
    the mount (ov = 1 + the mount's index), or a whiteout hiding the host entry at its path. */
 typedef struct mnode {
@@ -123,6 +126,8 @@ typedef struct mnode {
   char *data;
   size_t len, cap;
   int64_t mtime;
+  size_t slot;   /* its place in v->nodes while in_table */
+  uint64_t hash; /* of its path, for the index */
 } mnode;
 
 struct mbxC_vfs_mark {
@@ -171,6 +176,12 @@ struct mbxC_vfs {
   const char **prefixes; /* mounts[i].path, for mbxC_vfs_match */
   mnode **nodes;
   size_t node_count, node_cap;
+  /* The index of the table's nodes by path: open addressing, linear probing, a power of two
+     at least twice node_count. The hash is keyed per view: the guest names the paths, so it
+     cannot line them up on one chain. */
+  mnode **index;
+  size_t index_cap;
+  uint64_t hash_seed;
   handle *handles;
   size_t handle_cap; /* the open_files quota */
   size_t open_count;
@@ -182,6 +193,7 @@ struct mbxC_vfs {
   jentry *journal;
   size_t jlen, jcap;
   int64_t jbase; /* the absolute index of journal[0] (older entries were dropped) */
+  size_t jnops;  /* J_NOP entries after the newest mark (journal_compact) */
   uint64_t epoch;
   mbxC_vfs_mark *marks; /* the live marks, newest first */
   uint64_t copied;      /* bytes the journal copied (saves and restores), for tests */
@@ -190,6 +202,9 @@ struct mbxC_vfs {
   char view[160]; /* "mounts: /data ro, /tmp" for the not-in-view reason */
   char *names;    /* fs_list's answer */
   size_t names_cap;
+  mbxC_vfs_tap tap; /* record/replay of the host's answers (snapshots); tapped: set */
+  int tapped;
+  const mbxC_wait *wait; /* the guest-time operation in progress (mbxC_vfs_set_wait) */
 };
 
 size_t mbxC_vfs_mount_count(const mbxC_vfs *v) {
@@ -228,12 +243,73 @@ static int64_t now_of(const mbxC_vfs *v) {
 }
 #define now_seconds() now_of(v)
 
+static uint64_t path_hash(const mbxC_vfs *v, const char *path, size_t len) {
+  return XXH3_64bits_withSeed(path, len, v->hash_seed);
+}
+
+static void index_put(mbxC_vfs *v, mnode *n) {
+  size_t mask = v->index_cap - 1, i = (size_t)n->hash & mask;
+  while (v->index[i])
+    i = (i + 1) & mask;
+  v->index[i] = n;
+}
+
+/* Room in the index for count nodes (rebuilt larger when needed). -1 when out of memory. */
+static int index_reserve(mbxC_vfs *v, size_t count) {
+  if (count <= v->index_cap / 2) return 0;
+  size_t cap = v->index_cap ? v->index_cap : 64;
+  while (cap / 2 < count)
+    cap *= 2;
+  mnode **grown = calloc(cap, sizeof *grown);
+  if (grown == NULL) return -1;
+  free(v->index);
+  v->index = grown;
+  v->index_cap = cap;
+  for (size_t i = 0; i < v->node_count; i++)
+    index_put(v, v->nodes[i]);
+  return 0;
+}
+
+/* Out of the index (backward-shift deletion: no tombstones, so chains never grow stale). */
+static void index_del(mbxC_vfs *v, mnode *n) {
+  size_t mask = v->index_cap - 1, i = (size_t)n->hash & mask;
+  while (v->index[i] != n) {
+    if (v->index[i] == NULL) return; /* not indexed */
+    i = (i + 1) & mask;
+  }
+  v->index[i] = NULL;
+  for (size_t j = (i + 1) & mask; v->index[j]; j = (j + 1) & mask) {
+    size_t home = (size_t)v->index[j]->hash & mask;
+    /* The entry at j stays when its home lies cyclically in (i, j]. */
+    int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!stays) {
+      v->index[i] = v->index[j];
+      v->index[j] = NULL;
+      i = j;
+    }
+  }
+}
+
 static mnode *find_node(const mbxC_vfs *v, const char *path, size_t len) {
-  for (size_t i = 0; i < v->node_count; i++) {
-    mnode *n = v->nodes[i];
-    if (n->path_len == len && memcmp(n->path, path, len) == 0) return n;
+  if (v->index_cap == 0) return NULL;
+  uint64_t h = path_hash(v, path, len);
+  size_t mask = v->index_cap - 1;
+  for (size_t i = (size_t)h & mask; v->index[i]; i = (i + 1) & mask) {
+    mnode *n = v->index[i];
+    if (n->hash == h && n->path_len == len && memcmp(n->path, path, len) == 0) return n;
   }
   return NULL;
+}
+
+/* Set n's path to path (owned now; a rename, a rewind) and re-index it when it is in the
+   table. */
+static void set_path(mbxC_vfs *v, mnode *n, char *path, size_t len) {
+  if (n->in_table) index_del(v, n);
+  free(n->path);
+  n->path = path;
+  n->path_len = len;
+  n->hash = path_hash(v, path, len);
+  if (n->in_table) index_put(v, n);
 }
 
 static size_t parent_len(const char *path, size_t len) {
@@ -256,6 +332,35 @@ static void maybe_free(mnode *n) {
 
 static int64_t newest_mark_pos(const mbxC_vfs *v);
 static void journal_drop(mbxC_vfs *v, size_t k);
+
+/* A creation undone by a removal since the newest mark leaves a no-op entry. Left there, a
+   guest creating and removing files in a loop under a live checkpoint would grow the journal
+   by one entry per file (host memory no quota counts): no-ops at the end go at once, and the
+   entries after the newest mark are compacted when half of them are no-ops (amortized
+   constant per removal). Only entries after the newest mark move; a creation entry's node
+   learns its new place. */
+static void journal_compact(mbxC_vfs *v) {
+  int64_t from64 = newest_mark_pos(v) - v->jbase;
+  size_t from = from64 < 0 ? 0 : (size_t)from64;
+  while (v->jlen > from && v->journal[v->jlen - 1].op == J_NOP) {
+    v->jlen--;
+    if (v->jnops) v->jnops--;
+  }
+  if (v->jlen <= from || v->jnops < 64 || v->jnops * 2 < v->jlen - from) return;
+  size_t w = from;
+  for (size_t i = from; i < v->jlen; i++) {
+    jentry *j = &v->journal[i];
+    if (j->op == J_NOP) continue;
+    if (j->op == J_ADD) j->node->add_pos = v->jbase + (int64_t)w;
+    v->journal[w++] = *j;
+  }
+  v->jlen = w;
+  v->jnops = 0;
+}
+
+size_t mbxC_vfs_journal_entries(const mbxC_vfs *v) {
+  return v->jlen;
+}
 
 static int journal_push(mbxC_vfs *v, const jentry *j) {
   if (v->jlen == v->jcap) {
@@ -303,12 +408,14 @@ static mnode *add_node(mbxC_vfs *v, const char *path, size_t len, int is_dir, in
     v->nodes = grown;
     v->node_cap = cap;
   }
+  if (index_reserve(v, v->node_count + 1) != 0) return NULL;
   mnode *n = calloc(1, sizeof *n);
   if (n == NULL || (n->path = mbxU_dup_bytes(path, len)) == NULL) {
     free(n);
     return NULL;
   }
   n->path_len = len;
+  n->hash = path_hash(v, path, len);
   n->is_dir = is_dir;
   n->writable = writable;
   n->in_table = 1;
@@ -324,20 +431,25 @@ static mnode *add_node(mbxC_vfs *v, const char *path, size_t len, int is_dir, in
     n->jrefs++;
     n->epoch = v->epoch; /* made after the mark: undone by removal, nothing to save */
   }
+  n->slot = v->node_count;
   v->nodes[v->node_count++] = n;
+  index_put(v, n);
   return n;
+}
+
+/* Take n out of v->nodes and the index (the last node takes its place). */
+static void table_remove(mbxC_vfs *v, mnode *n) {
+  index_del(v, n);
+  mnode *last = v->nodes[--v->node_count];
+  v->nodes[n->slot] = last;
+  last->slot = n->slot;
+  n->in_table = 0;
 }
 
 /* Take n out of the table. A node made since the newest mark just goes (its creation entry
    becomes a no-op); an older one stays in the journal so a rewind can put it back. */
 static void unlink_node(mbxC_vfs *v, mnode *n) {
-  for (size_t i = 0; i < v->node_count; i++) {
-    if (v->nodes[i] == n) {
-      v->nodes[i] = v->nodes[--v->node_count];
-      break;
-    }
-  }
-  n->in_table = 0;
+  table_remove(v, n);
   if (v->marks) {
     if (n->add_pos >= newest_mark_pos(v) && n->add_pos >= v->jbase) {
       jentry *j = &v->journal[n->add_pos - v->jbase];
@@ -345,6 +457,8 @@ static void unlink_node(mbxC_vfs *v, mnode *n) {
       j->node = NULL;
       n->jrefs--;
       n->add_pos = -1;
+      v->jnops++;
+      journal_compact(v);
     } else {
       jentry j = {.op = J_DEL, .node = n};
       /* Out of host memory for the entry: the removal cannot be undone, but the node stays
@@ -396,6 +510,7 @@ void mbxC_vfs_free(mbxC_vfs *v) {
   free(v->mounts);
   free(v->prefixes);
   free(v->nodes);
+  free(v->index);
   free(v->handles);
   free(v->names);
   free(v);
@@ -417,6 +532,10 @@ mbxC_vfs *mbxC_vfs_new(const mbxC_fs_spec *spec, mbxC_port_error *e) {
     fail(e, ENOMEM, NULL);
     return NULL;
   }
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t mix[3] = {(uint64_t)(uintptr_t)v, (uint64_t)ts.tv_nsec, (uint64_t)ts.tv_sec};
+  v->hash_seed = XXH3_64bits(mix, sizeof mix);
   v->tmp_max = spec->tmp_bytes;
   v->bytes_max = spec->bytes;
   v->files_max = spec->files_max;
@@ -610,6 +729,134 @@ static int walk_mode(const mbxC_vfs *v) {
   return v->walk_only;
 }
 
+/* ---- guest time: long work checks the operation's deadline (vfs.h) ---- */
+
+void mbxC_vfs_set_wait(mbxC_vfs *v, const mbxC_wait *w) {
+  v->wait = w;
+}
+
+/* The run's deadline passed or the host interrupted it: e says so and -1; else 0. */
+static int out_of_time(const mbxC_vfs *v, const char *what, mbxC_port_error *e) {
+  const mbxC_wait *w = v->wait;
+  if (w == NULL) return 0;
+  if (w->interrupted && w->interrupted(w->ctx))
+    return fail(e, MBXC_E_TIMEDOUT, "the run was interrupted during %s", what);
+  if (w->deadline_ns == 0) return 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  if (now < w->deadline_ns) return 0;
+  return fail(e, MBXC_E_TIMEDOUT, "the run's deadline passed during %s", what);
+}
+
+/* A scan of the node table at node i: checks the deadline every MBXC_VFS_WORK_STEP / 16. */
+static int scan_step(const mbxC_vfs *v, size_t i, mbxC_port_error *e) {
+  if ((i & (MBXC_VFS_WORK_STEP / 16 - 1)) != MBXC_VFS_WORK_STEP / 16 - 1) return 0;
+  return out_of_time(v, "a scan of the sandbox's files", e);
+}
+
+/* ---- the tap: the host's answers through the record layer (vfs.h) ---- */
+
+void mbxC_vfs_set_tap(mbxC_vfs *v, const mbxC_vfs_tap *tap) {
+  v->tapped = tap != NULL;
+  if (tap) v->tap = *tap;
+}
+
+/* Replaying a snapshot: the host is not asked, the tap answers. */
+static int replaying(const mbxC_vfs *v) {
+  return v->tapped && v->tap.replaying(v->tap.ud);
+}
+
+/* Live: tell the tap the request and the answer in h; replaying: have it fill h. -1 (e: EIO)
+   when the log has no such answer. */
+static int tap(mbxC_vfs *v, int kind, const vmount *m, const char *rel, uint64_t a, uint64_t b,
+               mbxC_vfs_host *h, mbxC_port_error *e) {
+  if (!v->tapped) return 0;
+  if (v->tap.answer(v->tap.ud, kind, m ? (size_t)(m - v->mounts) : 0, rel, a, b, h) == 0)
+    return 0;
+  return fail(e, EIO, "the snapshot replay diverged from its log");
+}
+
+/* A write to rw mount m is about to reach the host. */
+static int tap_write(mbxC_vfs *v, const vmount *m, mbxC_port_error *e) {
+  if (!v->tapped || v->tap.wrote(v->tap.ud, m->path) == 0) return 0;
+  return fail(e, EIO, "the snapshot replay diverged from its log: it wrote to %s", m->path);
+}
+
+/* What the host holds at rel (not following a final link): h->err is the errno when the
+   confined look failed. -1 only for a replay's divergence. */
+static int host_look(mbxC_vfs *v, const vmount *m, const char *rel, mbxC_vfs_host *h,
+                     mbxC_port_error *e) {
+  memset(h, 0, sizeof *h);
+  if (replaying(v)) return tap(v, MBXC_VFS_TAP_LOOK, m, rel, 0, 0, h, e);
+  int fd = beneath(v, m, rel, O_PATH, 0);
+  if (fd < 0) {
+    h->err = -fd;
+    h->walk = walk_mode(v);
+  } else {
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      h->err = errno;
+    } else {
+      h->type = S_ISREG(st.st_mode)   ? MBXC_LOOK_FILE
+                : S_ISDIR(st.st_mode) ? MBXC_LOOK_DIR
+                : S_ISLNK(st.st_mode) ? MBXC_LOOK_LINK
+                                      : MBXC_LOOK_OTHER;
+      h->size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+      h->mtime = (int64_t)st.st_mtime;
+      h->nlink = (uint64_t)st.st_nlink;
+    }
+    close(fd);
+  }
+  return tap(v, MBXC_VFS_TAP_LOOK, m, rel, 0, 0, h, e);
+}
+
+/* The names in host directory rel of m, each followed by a NUL, in h->bytes (*own: what to
+   free). Reading stops past 1 MiB of names (add_name refuses more). h->err is the errno when
+   the directory could not be read; -1 only for a replay's divergence. */
+static int host_names(mbxC_vfs *v, const vmount *m, const char *rel, mbxC_vfs_host *h,
+                      char **own, mbxC_port_error *e) {
+  memset(h, 0, sizeof *h);
+  *own = NULL;
+  if (replaying(v)) return tap(v, MBXC_VFS_TAP_LIST, m, rel, 0, 0, h, e);
+  int fd = beneath(v, m, rel, O_RDONLY | O_DIRECTORY, 0);
+  DIR *d = NULL;
+  if (fd < 0) {
+    h->err = -fd;
+    h->walk = walk_mode(v);
+  } else if ((d = fdopendir(fd)) == NULL) {
+    h->err = errno;
+    close(fd);
+  }
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  struct dirent *de;
+  while (d && len <= ((size_t)1 << 20) && (de = readdir(d)) != NULL) {
+    size_t n = strlen(de->d_name);
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    if (len + n + 1 > cap) {
+      size_t grown_cap = cap ? cap * 2 : 1024;
+      while (grown_cap < len + n + 1)
+        grown_cap *= 2;
+      char *grown = realloc(buf, grown_cap);
+      if (grown == NULL) {
+        h->err = ENOMEM;
+        len = 0;
+        break;
+      }
+      buf = grown;
+      cap = grown_cap;
+    }
+    memcpy(buf + len, de->d_name, n + 1);
+    len += n + 1;
+  }
+  if (d) closedir(d);
+  *own = buf;
+  h->bytes = buf;
+  h->len = h->err ? 0 : len;
+  return tap(v, MBXC_VFS_TAP_LIST, m, rel, 0, 0, h, e);
+}
+
 static int alloc_handle(mbxC_vfs *v, mbxC_port_error *e) {
   for (size_t i = 0; i < v->handle_cap; i++)
     if (v->handles[i].kind == H_FREE) return (int)i;
@@ -662,13 +909,11 @@ static void give_back(mbxC_vfs *v, uint64_t bytes, uint64_t files) {
   v->host_files -= files < v->host_files ? files : v->host_files;
 }
 
-static int host_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_port_error *e) {
+/* The confined open of host file w (host_open's work on the host): *fd and its *size. */
+static int host_open_fd(mbxC_vfs *v, const where *w, int flags, int *fd_out, uint64_t *size,
+                        mbxC_port_error *e) {
   const vmount *m = &v->mounts[w->mount];
   int writing = want_write(flags);
-  if (writing && m->mode != MBXC_MOUNT_RW)
-    return fail(e, EROFS, "%s is mounted read-only", m->path);
-  int slot = alloc_handle(v, e);
-  if (slot < 0) return -1;
   /* First look without opening: O_PATH never triggers a device's open or blocks on a FIFO. */
   int pfd = beneath(v, m, w->rel, O_PATH, 0);
   int fd = -1, created = 0;
@@ -745,16 +990,105 @@ static int host_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_p
     }
   }
   (void)created;
+  *fd_out = fd;
+  *size = (uint64_t)st.st_size;
+  return 0;
+}
+
+static int host_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_port_error *e) {
+  const vmount *m = &v->mounts[w->mount];
+  int writing = want_write(flags);
+  if (writing && m->mode != MBXC_MOUNT_RW)
+    return fail(e, EROFS, "%s is mounted read-only", m->path);
+  int slot = alloc_handle(v, e);
+  if (slot < 0) return -1;
+  if (writing && tap_write(v, m, e) != 0) return -1;
+  int fd = -1;
+  uint64_t size = 0;
+  if (!writing && v->tapped) {
+    /* Logged live; replaying, the log answers and the handle has no descriptor. */
+    mbxC_vfs_host a;
+    memset(&a, 0, sizeof a);
+    if (!replaying(v)) {
+      a.failed = host_open_fd(v, w, flags, &fd, &size, &a.e) != 0;
+      a.size = size;
+    }
+    if (tap(v, MBXC_VFS_TAP_OPEN, m, w->rel, (uint64_t)flags, 0, &a, e) != 0) return -1;
+    if (a.failed) {
+      *e = a.e;
+      return -1;
+    }
+    size = a.size;
+  } else if (host_open_fd(v, w, flags, &fd, &size, e) != 0) {
+    return -1;
+  }
   handle *h = &v->handles[slot];
   h->kind = H_HOST;
   h->gen++;
   h->flags = flags;
   h->pos = 0;
   h->fd = fd;
-  h->host_size = (uint64_t)st.st_size;
+  h->host_size = size;
   h->node = NULL;
   v->open_count++;
   *number = handle_number(h, slot);
+  return 0;
+}
+
+static const char reopen_text[] =
+    "the file was opened before the sandbox was restored from its snapshot: open it again";
+
+/* Up to len bytes at pos of host handle h: from the host, through the tap when there is
+   one (replaying: from the log). */
+static int host_pread(mbxC_vfs *v, handle *h, char *buf, size_t len, uint64_t pos, size_t *got,
+                      mbxC_port_error *e) {
+  mbxC_vfs_host a;
+  memset(&a, 0, sizeof a);
+  *got = 0;
+  if (!replaying(v)) {
+    if (h->fd < 0) return fail(e, EIO, "%s", reopen_text);
+    ssize_t k;
+    do
+      k = pread(h->fd, buf, len, (off_t)pos);
+    while (k < 0 && errno == EINTR);
+    if (k < 0) {
+      a.failed = 1;
+      host_fail(&a.e, errno, 0);
+    } else {
+      a.bytes = buf;
+      a.len = (size_t)k;
+    }
+  }
+  if (tap(v, MBXC_VFS_TAP_READ, NULL, NULL, pos, len, &a, e) != 0) return -1;
+  if (a.failed) {
+    *e = a.e;
+    return -1;
+  }
+  if (a.bytes != buf) memcpy(buf, a.bytes, a.len); /* the tap checked a.len <= len */
+  *got = a.len;
+  return 0;
+}
+
+/* The size of the file host handle h has open now. */
+static int host_size(mbxC_vfs *v, handle *h, uint64_t *size, mbxC_port_error *e) {
+  mbxC_vfs_host a;
+  memset(&a, 0, sizeof a);
+  if (!replaying(v)) {
+    struct stat st;
+    if (h->fd < 0) return fail(e, EIO, "%s", reopen_text);
+    if (fstat(h->fd, &st) != 0) {
+      a.failed = 1;
+      host_fail(&a.e, errno, 0);
+    } else {
+      a.size = (uint64_t)st.st_size;
+    }
+  }
+  if (tap(v, MBXC_VFS_TAP_SIZE, NULL, NULL, 0, 0, &a, e) != 0) return -1;
+  if (a.failed) {
+    *e = a.e;
+    return -1;
+  }
+  *size = a.size;
   return 0;
 }
 
@@ -818,20 +1152,17 @@ static int mem_open(mbxC_vfs *v, const where *w, int flags, int *number, mbxC_po
 
 static int host_stat(mbxC_vfs *v, const vmount *m, const char *rel, mbxC_fs_stat *out,
                      mbxC_port_error *e) {
-  int fd = beneath(v, m, rel, O_PATH, 0);
-  if (fd < 0) return host_fail(e, -fd, walk_mode(v));
-  struct stat st;
-  int ok = fstat(fd, &st);
-  int err = errno;
-  close(fd);
-  if (ok != 0) return host_fail(e, err, 0);
+  mbxC_vfs_host h;
+  if (host_look(v, m, rel, &h, e) != 0) return -1;
+  if (h.err) return host_fail(e, h.err, h.walk);
   /* Only the walk stops on a link (O_PATH | O_NOFOLLOW opens the link itself). */
-  if (S_ISLNK(st.st_mode)) return fail(e, ELOOP, "symbolic links are not followed in this mount");
-  out->is_dir = S_ISDIR(st.st_mode);
-  out->is_file = S_ISREG(st.st_mode);
-  out->size = out->is_file ? (uint64_t)st.st_size : 0;
-  out->mtime = (int64_t)st.st_mtime;
-  out->writable = m->mode == MBXC_MOUNT_RW && (out->is_dir || st.st_nlink <= 1);
+  if (h.type == MBXC_LOOK_LINK)
+    return fail(e, ELOOP, "symbolic links are not followed in this mount");
+  out->is_dir = h.type == MBXC_LOOK_DIR;
+  out->is_file = h.type == MBXC_LOOK_FILE;
+  out->size = out->is_file ? h.size : 0;
+  out->mtime = h.mtime;
+  out->writable = m->mode == MBXC_MOUNT_RW && (out->is_dir || h.nlink <= 1);
   return 0;
 }
 
@@ -857,19 +1188,14 @@ static void sub_where(const where *w, const vmount *m, size_t len, where *out) {
 
 /* What the host holds at rel: K_NONE, K_FILE, K_DIR, K_OTHER, or -1 (e filled: a link the
    walk stopped at, a path leading outside the mount). */
-static int host_kind(mbxC_vfs *v, const vmount *m, const char *rel, struct stat *st,
-                     mbxC_port_error *e) {
-  int fd = beneath(v, m, rel, O_PATH, 0);
-  if (fd < 0) {
-    if (-fd == ENOENT || -fd == ENOTDIR) return K_NONE;
-    return host_fail(e, -fd, walk_mode(v));
-  }
-  int ok = fstat(fd, st);
-  int err = errno;
-  close(fd);
-  if (ok != 0) return host_fail(e, err, 0);
-  if (S_ISLNK(st->st_mode)) return fail(e, ELOOP, "symbolic links are not followed in this mount");
-  return S_ISREG(st->st_mode) ? K_FILE : S_ISDIR(st->st_mode) ? K_DIR : K_OTHER;
+static int host_kind(mbxC_vfs *v, const vmount *m, const char *rel, mbxC_port_error *e) {
+  mbxC_vfs_host h;
+  if (host_look(v, m, rel, &h, e) != 0) return -1;
+  if (h.err == ENOENT || h.err == ENOTDIR) return K_NONE;
+  if (h.err) return host_fail(e, h.err, h.walk);
+  if (h.type == MBXC_LOOK_LINK)
+    return fail(e, ELOOP, "symbolic links are not followed in this mount");
+  return h.type == MBXC_LOOK_FILE ? K_FILE : h.type == MBXC_LOOK_DIR ? K_DIR : K_OTHER;
 }
 
 /* What the guest sees at w in its overlay mount, and the node that answers for it (NULL: the
@@ -888,14 +1214,12 @@ static int ov_find(mbxC_vfs *v, const where *w, mnode **node, mbxC_port_error *e
     *node = n;
     return n->whiteout ? K_NONE : n->is_dir ? K_DIR : K_FILE;
   }
-  struct stat st;
-  return host_kind(v, m, w->rel, &st, e);
+  return host_kind(v, m, w->rel, e);
 }
 
 /* 1 when the host has something at w (whatever the guest sees), 0 when not, -1 on error. */
 static int host_has(mbxC_vfs *v, const where *w, mbxC_port_error *e) {
-  struct stat st;
-  int k = host_kind(v, &v->mounts[w->mount], w->rel, &st, e);
+  int k = host_kind(v, &v->mounts[w->mount], w->rel, e);
   return k < 0 ? -1 : k != K_NONE;
 }
 
@@ -923,27 +1247,36 @@ static int host_read_upto(mbxC_vfs *v, const where *w, int charge, uint64_t limi
   *len = 0;
   if (host_open(v, w, MBXC_FS_READ, &number, e) != 0) return -1;
   handle *h = get_handle(v, number, e);
-  struct stat st;
+  uint64_t fsize = 0;
   int rc = -1;
-  if (fstat(h->fd, &st) != 0) {
-    host_fail(e, errno, 0);
-  } else if ((uint64_t)st.st_size > limit) {
+  if (host_size(v, h, &fsize, e) != 0) {
+    /* e says why */
+  } else if (fsize > limit || fsize > SIZE_MAX - 1) {
     fail(e, EFBIG, "the file is larger than %llu bytes", (unsigned long long)limit);
-  } else if (!charge || quota_bytes(v, (uint64_t)st.st_size, e) == 0) {
-    size_t size = (size_t)st.st_size, got = 0;
+  } else if (!charge || quota_bytes(v, fsize, e) == 0) {
+    size_t size = (size_t)fsize, got = 0;
     char *buf = malloc(size ? size : 1);
     if (buf == NULL) {
       fail(e, ENOMEM, NULL);
     } else {
-      while (got < size) { /* a file that shrank meanwhile gives what it holds */
-        ssize_t k = pread(h->fd, buf + got, size - got, (off_t)got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-      }
-      *data = buf;
-      *len = got;
       rc = 0;
+      /* In pieces of at most 1 MiB: each is one record of a snapshot's log. A file that
+         shrank meanwhile gives what it holds. */
+      while (got < size) {
+        size_t k, want = size - got < MBXC_VFS_WORK_STEP ? size - got : MBXC_VFS_WORK_STEP;
+        if ((got && out_of_time(v, "the copy of a host file", e) != 0) ||
+            host_pread(v, h, buf + got, want, got, &k, e) != 0) {
+          free(buf);
+          rc = -1;
+          break;
+        }
+        if (k == 0) break;
+        got += k;
+      }
+      if (rc == 0) {
+        *data = buf;
+        *len = got;
+      }
     }
   }
   release_handle(v, h);
@@ -1014,38 +1347,33 @@ static int ov_list(mbxC_vfs *v, const where *w, size_t *at, mbxC_port_error *e) 
   if (k != K_DIR) return fail(e, ENOTDIR, NULL);
   for (size_t i = 0; i < v->node_count; i++) {
     mnode *n = v->nodes[i];
+    if (scan_step(v, i, e) != 0) return -1;
     if (n->ov != w->mount + 1 || n->whiteout || n->path_len <= w->len) continue;
     if (parent_len(n->path, n->path_len) != w->len || memcmp(n->path, w->path, w->len) != 0)
       continue;
     const char *base = n->path + w->len + 1;
     if (add_name(v, at, base, strlen(base), e) != 0) return -1;
   }
-  struct stat st;
-  int hk = host_kind(v, &v->mounts[w->mount], w->rel, &st, e);
+  int hk = host_kind(v, &v->mounts[w->mount], w->rel, e);
   if (hk < 0) return -1;
   if (hk != K_DIR || (d && !d->is_dir)) return 0;
-  int fd = beneath(v, &v->mounts[w->mount], w->rel, O_RDONLY | O_DIRECTORY, 0);
-  if (fd < 0) return host_fail(e, -fd, walk_mode(v));
-  DIR *dir = fdopendir(fd);
-  if (dir == NULL) {
-    int err = errno;
-    close(fd);
-    return host_fail(e, err, 0);
-  }
-  struct dirent *de;
-  int rc = 0;
+  mbxC_vfs_host h;
+  char *own;
+  if (host_names(v, &v->mounts[w->mount], w->rel, &h, &own, e) != 0) return -1;
+  int rc = h.err ? host_fail(e, h.err, h.walk) : 0;
   char child[MBXC_VFS_PATH_BUF];
-  while ((de = readdir(dir)) != NULL) {
-    size_t n = strlen(de->d_name);
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+  for (size_t i = 0; rc == 0 && i < h.len;) {
+    const char *name = h.bytes + i;
+    size_t n = strlen(name);
+    i += n + 1;
     if (w->len + 1 + n > MBXC_VFS_PATH_MAX) continue; /* a name the guest could not open */
     memcpy(child, w->path, w->len);
     child[w->len] = '/';
-    memcpy(child + w->len + 1, de->d_name, n);
+    memcpy(child + w->len + 1, name, n);
     if (find_node(v, child, w->len + 1 + n)) continue; /* listed above, or hidden */
-    if ((rc = add_name(v, at, de->d_name, n, e)) != 0) break;
+    rc = add_name(v, at, name, n, e);
   }
-  closedir(dir);
+  free(own);
   return rc;
 }
 
@@ -1156,9 +1484,7 @@ static int ov_rename(mbxC_vfs *v, const where *a, const where *b, mbxC_port_erro
   if (nb) drop_node(v, nb);
   mnode *moved = na;
   if (moved) {
-    free(moved->path);
-    moved->path = path;
-    moved->path_len = b->len;
+    set_path(v, moved, path, b->len);
     free(moved->from);
   } else {
     free(path);
@@ -1205,15 +1531,28 @@ int mbxC_vfs_read(mbxC_vfs *v, int number, char *buf, size_t len, size_t *got, m
     }
     return 0;
   }
-  for (;;) {
-    ssize_t k = pread(h->fd, buf, len, (off_t)h->pos);
-    if (k >= 0) {
-      h->pos += (uint64_t)k;
-      *got = (size_t)k;
-      return 0;
+  if (host_pread(v, h, buf, len, h->pos, got, e) != 0) return -1;
+  h->pos += *got;
+  return 0;
+}
+
+/* Zeros from the end of n to pos (a write past the end), in steps that check the deadline.
+   Stopped, the buffer goes back to old_cap bytes: nothing changed, no memory kept. */
+static int fill_gap(mbxC_vfs *v, mnode *n, size_t pos, size_t old_cap, mbxC_port_error *e) {
+  for (size_t at = n->len; at < pos;) {
+    if (at > n->len && out_of_time(v, "the zero fill of a write past the end of a file", e) != 0) {
+      char *back = n->cap > old_cap ? realloc(n->data, old_cap ? old_cap : 1) : NULL;
+      if (back) {
+        n->data = back;
+        n->cap = old_cap;
+      }
+      return -1;
     }
-    if (errno != EINTR) return host_fail(e, errno, 0);
+    size_t k = pos - at < MBXC_VFS_WORK_STEP ? pos - at : MBXC_VFS_WORK_STEP;
+    memset(n->data + at, 0, k);
+    at += k;
   }
+  return 0;
 }
 
 static int mem_write(mbxC_vfs *v, handle *h, const char *buf, size_t len, mbxC_port_error *e) {
@@ -1229,6 +1568,7 @@ static int mem_write(mbxC_vfs *v, handle *h, const char *buf, size_t len, mbxC_p
   }
   if (touch(v, n) != 0) return fail(e, ENOMEM, NULL);
   if (end > n->len) {
+    size_t old_cap = n->cap;
     if (end > n->cap) {
       size_t cap = n->cap ? n->cap : 256;
       while (cap < end)
@@ -1238,7 +1578,7 @@ static int mem_write(mbxC_vfs *v, handle *h, const char *buf, size_t len, mbxC_p
       n->data = grown;
       n->cap = cap;
     }
-    if (h->pos > n->len) memset(n->data + n->len, 0, (size_t)(h->pos - n->len));
+    if (h->pos > n->len && fill_gap(v, n, (size_t)h->pos, old_cap, e) != 0) return -1;
     account_len(v, n, (size_t)end);
     n->len = (size_t)end;
   }
@@ -1299,9 +1639,9 @@ int mbxC_vfs_seek(mbxC_vfs *v, int number, int whence, int64_t offset, int64_t *
     if (h->kind == H_MEM) {
       base = (int64_t)h->node->len;
     } else {
-      struct stat st;
-      if (fstat(h->fd, &st) != 0) return host_fail(e, errno, 0);
-      base = (int64_t)st.st_size;
+      uint64_t size;
+      if (host_size(v, h, &size, e) != 0) return -1;
+      base = size > INT64_MAX ? INT64_MAX : (int64_t)size;
     }
   } else {
     return fail(e, EINVAL, NULL);
@@ -1315,7 +1655,7 @@ int mbxC_vfs_seek(mbxC_vfs *v, int number, int whence, int64_t offset, int64_t *
 
 static void release_handle(mbxC_vfs *v, handle *h) {
   if (h->kind == H_HOST) {
-    close(h->fd);
+    if (h->fd >= 0) close(h->fd); /* replayed handles have none */
   } else if (h->kind == H_MEM) {
     mnode *n = h->node;
     n->opens--;
@@ -1390,6 +1730,7 @@ int mbxC_vfs_list(mbxC_vfs *v, const char *path, size_t len, const char **names,
     if (!dir->is_dir) return fail(e, ENOTDIR, NULL);
     for (size_t i = 0; i < v->node_count; i++) {
       mnode *n = v->nodes[i];
+      if (scan_step(v, i, e) != 0) return -1;
       if (n == dir || n->ov || n->path_len <= w.len) continue;
       size_t p = parent_len(n->path, n->path_len);
       if (p != w.len || memcmp(n->path, w.path, w.len) != 0) continue;
@@ -1399,21 +1740,16 @@ int mbxC_vfs_list(mbxC_vfs *v, const char *path, size_t len, const char **names,
   } else if (v->mounts[w.mount].mode == MBXC_MOUNT_OVERLAY) {
     if (ov_list(v, &w, &at, e) != 0) return -1;
   } else {
-    int fd = beneath(v, &v->mounts[w.mount], w.rel, O_RDONLY | O_DIRECTORY, 0);
-    if (fd < 0) return host_fail(e, -fd, walk_mode(v));
-    DIR *d = fdopendir(fd);
-    if (d == NULL) {
-      int err = errno;
-      close(fd);
-      return host_fail(e, err, 0);
+    mbxC_vfs_host h;
+    char *own;
+    if (host_names(v, &v->mounts[w.mount], w.rel, &h, &own, e) != 0) return -1;
+    int rc = h.err ? host_fail(e, h.err, h.walk) : 0;
+    for (size_t i = 0; rc == 0 && i < h.len;) {
+      size_t n = strlen(h.bytes + i);
+      rc = add_name(v, &at, h.bytes + i, n, e);
+      i += n + 1;
     }
-    struct dirent *de;
-    int rc = 0;
-    while ((de = readdir(d)) != NULL) {
-      if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-      if ((rc = add_name(v, &at, de->d_name, strlen(de->d_name), e)) != 0) break;
-    }
-    closedir(d);
+    free(own);
     if (rc != 0) return -1;
   }
   *names = v->names ? v->names : "";
@@ -1436,7 +1772,7 @@ int mbxC_vfs_mkdir(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *e
   if (m->mode == MBXC_MOUNT_OVERLAY) return ov_mkdir(v, &w, e);
   if (strcmp(w.rel, ".") == 0) return fail(e, EEXIST, NULL);
   if (m->mode != MBXC_MOUNT_RW) return fail(e, EROFS, "%s is mounted read-only", m->path);
-  if (quota_file(v, e) != 0) return -1;
+  if (quota_file(v, e) != 0 || tap_write(v, m, e) != 0) return -1;
   const char *name;
   int dfd = parent_of(v, m, w.rel, &name);
   if (dfd < 0) return host_fail(e, -dfd, walk_mode(v));
@@ -1458,7 +1794,9 @@ int mbxC_vfs_remove(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *
     if (w.len == 4 && memcmp(w.path, "/tmp", 4) == 0) return fail(e, EBUSY, NULL);
     if (n->is_dir) {
       for (size_t i = 0; i < v->node_count; i++)
-        if (v->nodes[i] != n && !v->nodes[i]->ov &&
+        if (scan_step(v, i, e) != 0)
+          return -1;
+        else if (v->nodes[i] != n && !v->nodes[i]->ov &&
             parent_len(v->nodes[i]->path, v->nodes[i]->path_len) == w.len &&
             memcmp(v->nodes[i]->path, w.path, w.len) == 0 && v->nodes[i]->path_len > w.len)
           return fail(e, ENOTEMPTY, NULL);
@@ -1470,6 +1808,7 @@ int mbxC_vfs_remove(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *
   if (m->mode == MBXC_MOUNT_OVERLAY) return ov_remove(v, &w, e);
   if (strcmp(w.rel, ".") == 0) return fail(e, EBUSY, "%s is a mount point", m->path);
   if (m->mode != MBXC_MOUNT_RW) return fail(e, EROFS, "%s is mounted read-only", m->path);
+  if (tap_write(v, m, e) != 0) return -1;
   const char *name;
   int dfd = parent_of(v, m, w.rel, &name);
   if (dfd < 0) return host_fail(e, -dfd, walk_mode(v));
@@ -1500,6 +1839,7 @@ static int mem_rename(mbxC_vfs *v, const where *a, const where *b, mbxC_port_err
      saved for the journal first, so a refusal changes nothing. */
   for (size_t i = 0; i < v->node_count; i++) {
     mnode *c = v->nodes[i];
+    if (scan_step(v, i, e) != 0) return -1;
     if (c->ov || !covers(a->path, a->len, c->path, c->path_len)) continue;
     size_t rest = c->path_len - a->len;
     if (b->len + rest > MBXC_VFS_PATH_MAX) return fail(e, ENAMETOOLONG, NULL);
@@ -1515,9 +1855,7 @@ static int mem_rename(mbxC_vfs *v, const where *a, const where *b, mbxC_port_err
     memcpy(p, b->path, b->len);
     memcpy(p + b->len, c->path + a->len, rest);
     p[b->len + rest] = '\0';
-    free(c->path);
-    c->path = p;
-    c->path_len = b->len + rest;
+    set_path(v, c, p, b->len + rest);
   }
   return 0;
 }
@@ -1538,6 +1876,7 @@ int mbxC_vfs_rename(mbxC_vfs *v, const char *from, size_t from_len, const char *
   if (strcmp(a.rel, ".") == 0 || strcmp(b.rel, ".") == 0)
     return fail(e, EBUSY, "%s is a mount point", m->path);
   if (m->mode != MBXC_MOUNT_RW) return fail(e, EROFS, "%s is mounted read-only", m->path);
+  if (tap_write(v, m, e) != 0) return -1;
   const char *na, *nb;
   int da = parent_of(v, m, a.rel, &na);
   if (da < 0) return host_fail(e, -da, walk_mode(v));
@@ -1592,6 +1931,7 @@ mbxC_vfs_mark *mbxC_vfs_mark_take(mbxC_vfs *v) {
                        .mem_files = v->mem_files};
   v->marks = m;
   v->epoch++; /* every node's next change is saved again */
+  v->jnops = 0;
   return m;
 }
 
@@ -1628,16 +1968,15 @@ int mbxC_vfs_mark_restore(mbxC_vfs *v, mbxC_vfs_mark *m) {
     v->nodes = grown;
     v->node_cap = v->node_count + back;
   }
+  if (index_reserve(v, v->node_count + back) != 0) return -1;
   for (size_t i = v->jlen; i-- > keep;) {
     jentry *j = &v->journal[i];
     mnode *n = j->node;
     if (j->op == J_NOP) continue;
     if (j->op == J_SAVE) {
-      free(n->path);
       free(n->data);
       free(n->from);
-      n->path = j->path;
-      n->path_len = j->path_len;
+      set_path(v, n, j->path, j->path_len);
       n->data = j->data;
       n->len = n->cap = j->len;
       n->from = j->from;
@@ -1645,22 +1984,19 @@ int mbxC_vfs_mark_restore(mbxC_vfs *v, mbxC_vfs_mark *m) {
       n->whiteout = j->whiteout;
       n->mtime = j->mtime;
     } else if (j->op == J_ADD) {
-      for (size_t k = 0; k < v->node_count; k++) {
-        if (v->nodes[k] == n) {
-          v->nodes[k] = v->nodes[--v->node_count];
-          break;
-        }
-      }
-      n->in_table = 0;
+      if (n->in_table) table_remove(v, n); /* out already when its removal was not journaled */
       n->add_pos = -1;
     } else {
+      n->slot = v->node_count;
       v->nodes[v->node_count++] = n;
       n->in_table = 1;
+      index_put(v, n);
     }
     n->jrefs--;
     maybe_free(n);
   }
   v->jlen = keep;
+  v->jnops = 0;
   v->epoch++;
   for (mbxC_vfs_mark *o = v->marks; o; o = o->next)
     if (o->pos > m->pos) o->valid = 0;
@@ -1700,16 +2036,17 @@ static int by_string(const void *a, const void *b) {
 static int ov_change(mbxC_vfs *v, const mnode *n, int *host_dir) {
   where w;
   mbxC_port_error e;
-  struct stat st;
+  mbxC_vfs_host h;
   if (locate(v, n->path, n->path_len, &w, &e) != 0 || w.mount < 0) return 0;
-  int hk = host_kind(v, &v->mounts[w.mount], w.rel, &st, &e);
+  int hk = host_kind(v, &v->mounts[w.mount], w.rel, &e);
   if (hk < 0) hk = K_OTHER;
+  if (hk == K_FILE && host_look(v, &v->mounts[w.mount], w.rel, &h, &e) != 0) hk = K_OTHER;
   *host_dir = hk == K_DIR;
   if (n->whiteout) return hk == K_NONE ? 0 : MBXC_CHANGE_REMOVED;
   if (n->is_dir) return hk == K_DIR ? 0 : MBXC_CHANGE_CREATED;
   if (hk == K_FILE) {
     /* The same bytes as the host's (written back unchanged): no change. */
-    if ((uint64_t)st.st_size != n->len) return MBXC_CHANGE_MODIFIED;
+    if (h.size != n->len) return MBXC_CHANGE_MODIFIED;
     char *data;
     size_t len;
     if (host_read_upto(v, &w, 0, n->len, &data, &len, &e) != 0) return MBXC_CHANGE_MODIFIED;
@@ -1721,7 +2058,7 @@ static int ov_change(mbxC_vfs *v, const mnode *n, int *host_dir) {
   return n->from ? MBXC_CHANGE_RENAMED : MBXC_CHANGE_CREATED;
 }
 
-int mbxC_vfs_changes(mbxC_vfs *v, mbxC_vfs_change_fn fn, void *ud, mbxC_port_error *e) {
+static int changes_walk(mbxC_vfs *v, mbxC_vfs_change_fn fn, void *ud, mbxC_port_error *e) {
   size_t count = 0;
   for (size_t i = 0; i < v->node_count; i++)
     count += v->nodes[i]->guest_made != 0;
@@ -1769,6 +2106,15 @@ done:
   return rc;
 }
 
+int mbxC_vfs_changes(mbxC_vfs *v, mbxC_vfs_change_fn fn, void *ud, mbxC_port_error *e) {
+  /* The host's own looks (after the run), not the guest's: not logged. */
+  int tapped = v->tapped;
+  v->tapped = 0;
+  int rc = changes_walk(v, fn, ud, e);
+  v->tapped = tapped;
+  return rc;
+}
+
 int mbxC_vfs_host_original(mbxC_vfs *v, const char *path, size_t len, uint64_t max, char **data,
                            size_t *n, mbxC_port_error *e) {
   where w;
@@ -1776,5 +2122,10 @@ int mbxC_vfs_host_original(mbxC_vfs *v, const char *path, size_t len, uint64_t m
   *n = 0;
   if (locate(v, path, len, &w, e) != 0) return -1;
   if (w.mount < 0) return fail(e, ENOENT, "a memory path has no host original");
-  return host_read_upto(v, &w, 0, max, data, n, e);
+  /* The host's own look (a diff after the run), not the guest's: not logged. */
+  int tapped = v->tapped;
+  v->tapped = 0;
+  int rc = host_read_upto(v, &w, 0, max, data, n, e);
+  v->tapped = tapped;
+  return rc;
 }

@@ -127,6 +127,8 @@ int mbxC_vfs_mark_restore(mbxC_vfs *v, mbxC_vfs_mark *m);
 void mbxC_vfs_mark_free(mbxC_vfs_mark *m);
 /* Bytes the journal has copied so far (tests assert a rewind's cost with it). */
 uint64_t mbxC_vfs_journal_copied(const mbxC_vfs *v);
+/* Entries the journal holds now (tests: a create/remove loop under a mark keeps it small). */
+size_t mbxC_vfs_journal_entries(const mbxC_vfs *v);
 /* Back to the view as made: every handle closed, every file and directory the guest made in
    /tmp and the overlays dropped (journaled, so a live mark can still be restored), quotas
    zero. */
@@ -155,6 +157,56 @@ int mbxC_vfs_changes(mbxC_vfs *v, mbxC_vfs_change_fn fn, void *ud, mbxC_port_err
    read is, at most max bytes (EFBIG past it); *data malloc'd (free it). */
 int mbxC_vfs_host_original(mbxC_vfs *v, const char *path, size_t len, uint64_t max,
                            char **data, size_t *n, mbxC_port_error *e);
+
+/* Record/replay of the host's answers (snapshots of sandboxes with mounts; the record layer,
+   capabilities/port_record.c, implements the tap). With a tap set, every answer the view gets
+   from a host mount on the guest's behalf passes through it, in the order the guest asked:
+   a look at a path (what host_kind and stat see), a read-only open, a read, the size of an
+   open file, a directory's names. Live, the tap is told each request and answer (it logs
+   them); replaying, the host is not asked at all: the tap fills the answer from its log
+   (-1: the log has no such answer; the operation fails with EIO and the tap has noted the
+   divergence), and a host file "opened" then has no descriptor. Writes to rw mounts are
+   not recorded: live, the tap is told which mount was written (so the snapshot can be
+   refused); replaying, they are refused. Memory files and the overlays' changes are
+   re-executed, not recorded: they follow from the guest's operations and these answers. */
+enum { MBXC_VFS_TAP_LOOK = 1, MBXC_VFS_TAP_OPEN, MBXC_VFS_TAP_READ, MBXC_VFS_TAP_SIZE,
+       MBXC_VFS_TAP_LIST };
+enum { MBXC_LOOK_FILE = 1, MBXC_LOOK_DIR = 2, MBXC_LOOK_LINK = 3, MBXC_LOOK_OTHER = 4 };
+typedef struct mbxC_vfs_host {
+  /* look, list: the errno of the confined open or fstat (0: none), 1 when the O_NOFOLLOW
+     walk gave it (its ELOOP reads "links are not followed") */
+  int err, walk;
+  int type; /* look: MBXC_LOOK_* */
+  uint64_t size; /* look: the file's size; open, size: the open file's size */
+  int64_t mtime;
+  uint64_t nlink;
+  int failed; /* open, read, size: the host refused; e is the guest's error */
+  mbxC_port_error e;
+  const char *bytes; /* read: the bytes; list: the names, each followed by a NUL */
+  size_t len;
+} mbxC_vfs_host;
+typedef struct mbxC_vfs_tap {
+  void *ud;
+  int (*replaying)(void *ud);
+  /* mount: the index of the mount; rel: below it ("." its root; NULL for read and size);
+     a, b: open: the flags; read: the position and the length asked */
+  int (*answer)(void *ud, int kind, size_t mount, const char *rel, uint64_t a, uint64_t b,
+                mbxC_vfs_host *h);
+  /* A write to rw mount path is about to reach the host: 0 to go on, -1 to refuse. */
+  int (*wrote)(void *ud, const char *mount_path);
+} mbxC_vfs_tap;
+/* Set (or with NULL clear) the tap; *tap is copied. */
+void mbxC_vfs_set_tap(mbxC_vfs *v, const mbxC_vfs_tap *tap);
+
+/* Guest time (capabilities/port.h): the wait of the operation in progress (NULL: none), set
+   by the port around each fs operation that carries one (open, read, write, list). The work
+   whose size the guest decides but no byte charge covers -- an overlay copy-up of a host file
+   (its size), the zero fill of a write past the end (the gap), a scan of the node table (the
+   nodes the guest made) -- checks its deadline and interrupt every MBXC_VFS_WORK_STEP units
+   and stops with MBXC_E_TIMEDOUT (nothing changed), so one call cannot outrun the run's
+   deadline by more than one step. */
+#define MBXC_VFS_WORK_STEP ((size_t)1 << 20) /* bytes copied or filled; nodes: / 16 */
+void mbxC_vfs_set_wait(mbxC_vfs *v, const mbxC_wait *w);
 
 /* The operations of capabilities/port.h (fs_*), on guest paths (normalized here). Each
    returns 0, or -1 with e->errnum an errno value and e->message its text plus the reason in

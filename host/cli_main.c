@@ -494,7 +494,12 @@ static int resume_command(const mbxH_cli_options *opt) {
   if (job.sandbox == NULL) {
     /* The snapshot was refused: a damaged file, another build, another policy, a replay
        that went another way. */
-    if (strstr(job.err.message, "another policy") != NULL)
+    if (strstr(job.err.message, "mounts changed") != NULL)
+      fprintf(stderr,
+              "moonbox: %s: the snapshot was made under other mounts; resume needs the same "
+              "--mount options as the run that wrote it (%s)\n",
+              name, job.err.message);
+    else if (strstr(job.err.message, "another policy") != NULL)
       fprintf(stderr,
               "moonbox: %s: the snapshot was made under other policy options; resume needs "
               "the same --memory, --instructions, --timeout, --output-limit, --source-limit, "

@@ -117,6 +117,8 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
     mbxC_port_record_init(&ip->record, &ip->port.port, mbxC_snap_chain0(snap));
     ip->recording = 1;
     if (replay) mbxC_port_record_replay_begin(&ip->record, replay);
+    mbxC_vfs_tap tap = mbxC_port_record_fs_tap(&ip->record);
+    mbxC_port_local_set_fs_tap(&ip->port, &tap);
   }
   if (replay) mbxC_replay_free(replay); /* taken over above, or of no use */
   size_t shape_len = mbxL_host_functions_shape(ip->port.port.grants, NULL, 0);

@@ -39,8 +39,7 @@ mbx_sandbox *mbxH_sandbox_create(mbx_runtime *rt, const mbx_policy *p, mbxC_repl
   }
   sb->rt = rt;
   sb->backend = rt->backend;
-  sb->has_mounts = p->fs.mount_count > 0;
-  if (p->deterministic)
+  if (p->deterministic) {
     /* Only a deterministic sandbox can be replayed: only it keeps a log. */
     sb->snap = (mbxC_snap_header){.format = MBXC_SNAP_FORMAT,
                                   .lua_version = LUA_VERSION_RELEASE_NUM,
@@ -51,8 +50,21 @@ mbx_sandbox *mbxH_sandbox_create(mbx_runtime *rt, const mbx_policy *p, mbxC_repl
                                   .seed = p->seed_fixed ? p->seed : 0,
                                   .time_fixed = p->time_fixed != 0,
                                   .time = p->time_fixed ? p->time : 0};
+    /* Each mount as the blob's header records it (a restore names the one that changed). */
+    for (size_t i = 0; i < p->fs.mount_count; i++) {
+      const mbxC_fs_mount *m = &p->fs.mounts[i];
+      if (mbxC_snap_add_mount(&sb->snap, m->path, m->mode, m->host) != 0) {
+        mbxC_snap_header_free(&sb->snap);
+        free(sb);
+        if (replay) mbxC_replay_free(replay);
+        mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
+        return NULL;
+      }
+    }
+  }
   if (sb->backend->create(rt, p, p->deterministic ? &sb->snap : NULL, replay, &sb->impl, err) !=
       MBX_OK) {
+    mbxC_snap_header_free(&sb->snap);
     free(sb);
     return NULL;
   }
@@ -85,6 +97,7 @@ MBX_API void mbx_sandbox_free(mbx_sandbox *sb) {
   if (sb == NULL) return;
   atomic_fetch_sub(&sb->rt->heap_total, sb->heap_counted);
   sb->backend->destroy(sb->impl);
+  mbxC_snap_header_free(&sb->snap);
   free(sb);
 }
 

@@ -20,10 +20,8 @@ struct mbx_sandbox {
   /* What mbx_sandbox_checkpoint saw, for the rewind (the state itself is the backend's). */
   int checkpoint_poisoned;
   mbx_status checkpoint_poisoned_by;
-  /* Snapshots (deterministic policies): the blob's fixed header. */
+  /* Snapshots (deterministic policies): the blob's header (with the policy's mounts). */
   mbxC_snap_header snap;
-  /* The policy mounts host directories: snapshots are refused (host/snapshot.c). */
-  int has_mounts;
 };
 
 /* mbx_sandbox_new, and mbx_sandbox_restore with replay (taken over, also on failure). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <lua.h>
+#include <xxhash.h>
 
 #include "capabilities/policy.h"
 #include "capabilities/port_record.h"
@@ -32,13 +33,24 @@ MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *l
                    "mbx_sandbox_snapshot: the sandbox's policy is not deterministic; "
                    "create the sandbox from a policy with mbx_policy_set_deterministic "
                    "to snapshot it");
-  } else if (sb->has_mounts) {
-    /* The replay would need the host files' bytes the guest read (they may change or go
-       away): not recorded, so not snapshotted. Memory files replay by re-execution. */
+  } else if (rec->rw_written[0]) {
+    /* A write to a rw mount reached the host: a replay cannot make it again blindly (the
+       host may hold other files by then), and re-applying it would write the host twice. */
     s = MBX_UNSUPPORTED;
     mbxU_error_set(err, s,
-                   "mbx_sandbox_snapshot: the sandbox's policy mounts host directories; "
-                   "snapshots cover memory files (/tmp, mbx_policy_add_file) only");
+                   "mbx_sandbox_snapshot: the guest wrote to the rw mount %s; writes to rw "
+                   "mounts reach the host and are not replayed, so such a sandbox cannot be "
+                   "snapshotted (mount it as overlay to snapshot edits; mbx_sandbox_reset "
+                   "starts a new log)",
+                   rec->rw_written);
+  } else if (rec->host_bytes > MBXC_SNAP_MAX_HOST_BYTES) {
+    s = MBX_UNSUPPORTED;
+    mbxU_error_set(err, s,
+                   "mbx_sandbox_snapshot: the guest read %llu bytes of host files and "
+                   "directory listings, past the snapshot cap of %llu bytes (a restore answers "
+                   "every host read from the snapshot); mbx_sandbox_reset starts a new log",
+                   (unsigned long long)rec->host_bytes,
+                   (unsigned long long)MBXC_SNAP_MAX_HOST_BYTES);
   } else if (sb->poisoned) {
     s = MBX_SANDBOX_POISONED;
     mbxU_error_set(err, s,
@@ -115,6 +127,48 @@ static int replay_session(mbx_sandbox *sb, mbxC_port_record *pl) {
   return mbxC_port_record_divergence(pl)[0] ? -1 : 0;
 }
 
+/* The snapshot's mounts against the policy's: each by virtual path, mode and host path.
+   0, or -1 with the sentence naming the first mount that differs. */
+static int mounts_match(const mbxC_snap_header *h, const mbx_policy *p, char *why,
+                        size_t why_size) {
+  static const char *const modes[] = {"?", "ro", "rw", "?", "overlay"};
+  for (uint32_t i = 0; i < h->mount_count; i++) {
+    const mbxC_snap_mount *sm = &h->mounts[i];
+    const mbxC_fs_mount *pm = NULL;
+    for (size_t k = 0; k < p->fs.mount_count && pm == NULL; k++)
+      if (strcmp(p->fs.mounts[k].path, sm->path) == 0) pm = &p->fs.mounts[k];
+    const char *was = modes[sm->mode <= 4 ? sm->mode : 0];
+    if (pm == NULL) {
+      snprintf(why, why_size, "the snapshot's mount %s (%s) is not in this policy", sm->path,
+               was);
+      return -1;
+    }
+    if (pm->mode != sm->mode) {
+      snprintf(why, why_size, "the mount %s was %s in the snapshot; this policy mounts it %s",
+               sm->path, was, modes[pm->mode <= 4 ? pm->mode : 0]);
+      return -1;
+    }
+    if (XXH3_64bits(pm->host, strlen(pm->host)) != sm->host_digest) {
+      snprintf(why, why_size,
+               "the mount %s reaches another host directory than in the snapshot (its host "
+               "path differs)",
+               sm->path);
+      return -1;
+    }
+  }
+  for (size_t k = 0; k < p->fs.mount_count; k++) {
+    uint32_t i = 0;
+    while (i < h->mount_count && strcmp(h->mounts[i].path, p->fs.mounts[k].path) != 0)
+      i++;
+    if (i == h->mount_count) {
+      snprintf(why, why_size, "this policy mounts %s, which the snapshot did not have",
+               p->fs.mounts[k].path);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, const void *bytes,
                                          size_t len, mbx_error *err) {
   if (rt == NULL || p == NULL || bytes == NULL) {
@@ -134,6 +188,14 @@ MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, c
   if (mbxC_snap_decode(bytes, len, LUA_VERSION_RELEASE_NUM, MBX_VERSION_NUMBER, &h, &log, why,
                        sizeof why) != 0) {
     mbxU_error_set(err, MBX_INVALID_INPUT, "mbx_sandbox_restore: %s", why);
+    return NULL;
+  }
+  int mounts_ok = mounts_match(&h, p, why, sizeof why) == 0;
+  mbxC_snap_header_free(&h);
+  if (!mounts_ok) {
+    mbxC_replay_free(&log);
+    mbxU_error_set(err, MBX_INVALID_INPUT, "mbx_sandbox_restore: the policy's mounts changed "
+                   "since the snapshot: %s", why);
     return NULL;
   }
   uint64_t digest = mbxC_policy_digest(p);

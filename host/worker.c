@@ -1041,6 +1041,8 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
     mbxC_port_record_init(&ws->record, &ws->port.port, mbxC_snap_chain0(snap));
     ws->recording = 1;
     if (replay) mbxC_port_record_replay_begin(&ws->record, replay);
+    mbxC_vfs_tap tap = mbxC_port_record_fs_tap(&ws->record);
+    mbxC_port_local_set_fs_tap(&ws->port, &tap);
   }
   if (replay) mbxC_replay_free(replay);
   mbx_status s = attach_worker(ws, "mbx_sandbox_new", err);

@@ -741,16 +741,22 @@ MBX_API mbx_status mbx_sandbox_changes(mbx_sandbox *sb, unsigned flags, char **j
 ** A sandbox made from a deterministic policy (mbx_policy_set_deterministic) keeps a replay
 ** log: the source, chunk name and inputs of every mbx_run, the value or message of every
 ** mbx_resume/mbx_resume_error, and every answer the guest got from outside the VM (clock
-** reads, random seeds, environment lookups, host function and native function results), in
-** order, chained with XXH3. mbx_sandbox_reset starts a new log; mbx_sandbox_rewind takes the
-** log back with the state.
+** reads, random seeds, environment lookups, host function and native function results, exec
+** results, and what host mounts answered the filesystem view: file bytes read, stat answers,
+** directory listings), in order, chained with XXH3. Memory files, /tmp and overlay changes
+** are not logged: the replay makes them again. mbx_sandbox_reset starts a new log;
+** mbx_sandbox_rewind takes the log back with the state.
 **
 ** mbx_sandbox_snapshot serializes a paused or idle sandbox into a self-describing blob
 ** (*bytes, *len; release it with mbx_free): magic "MBXSNAP1", format version, Lua and
 ** moonbox versions, a build id, the policy digest, the seed and clock, and the log. Returns
 ** MBX_OK, MBX_INVALID_ARGUMENT (NULL arguments, or a policy that is not deterministic),
 ** MBX_SANDBOX_POISONED, MBX_SANDBOX_BUSY, MBX_UNSUPPORTED (the log is incomplete: it outgrew
-** 256 MiB or host memory, or was rewound across a reset) or MBX_NO_MEMORY.
+** 256 MiB or host memory, or was rewound across a reset; the guest read more than 64 MiB of
+** host files and listings, the snapshot cap, and the message says how many bytes; or the
+** guest wrote to a rw mount, which is not replayed, and the message names the mount) or
+** MBX_NO_MEMORY. The header also records each mount (virtual path, mode, a digest of the
+** host path).
 **
 ** mbx_sandbox_restore checks the blob (an untrusted input: every length, the versions, the
 ** build id, the policy digest against p, the checksum and the hash chain), then creates a
@@ -758,9 +764,11 @@ MBX_API mbx_status mbx_sandbox_changes(mbx_sandbox *sb, unsigned flags, char **j
 ** (host callbacks are not called; each request must match its record) until it stands where
 ** the original stood: paused at the same external call, or idle. From then on it is live
 ** and logs again, so it can be snapshotted in turn. Returns NULL with err filled
-** (MBX_INVALID_INPUT: truncated, modified, another build or another policy; the replay
-** diverged, naming the record) or the sandbox, which mbx_sandbox_free releases. The pending
-** call of a paused restore is the one the original's last result showed.
+** (MBX_INVALID_INPUT: truncated, modified, another build or another policy; mounts that
+** changed, naming the mount; the replay diverged, naming the record) or the sandbox, which
+** mbx_sandbox_free releases. A restore reads nothing from the host's mounted files (their
+** answers come from the log); the mounted directories must exist. The pending call of a
+** paused restore is the one the original's last result showed.
 */
 MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *len,
                                         mbx_error *err);

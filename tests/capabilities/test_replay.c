@@ -265,8 +265,8 @@ static void decoder_refusals(void **state) {
   c[0] = 'X';
   EXPECT_REFUSED("magic");
   memcpy(c, b, len);
-  c[8] = 2; /* format */
-  EXPECT_REFUSED("format 2");
+  c[8] = 3; /* format */
+  EXPECT_REFUSED("format 3");
   memcpy(c, b, len);
   c[12] ^= 1; /* Lua version */
   EXPECT_REFUSED("Lua release");

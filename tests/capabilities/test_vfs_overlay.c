@@ -551,11 +551,124 @@ static void journal_random_rounds(void **state) {
   host_unchanged();
 }
 
+
+/* Work whose size the guest picks and no byte charge covers stops at the run's deadline
+   (capabilities/vfs.h, mbxC_vfs_set_wait): the copy-up of a 3 MiB host file, a listing of a
+   directory holding 70000 files and the zero fill of a write 4 MiB past the end of a file,
+   each with a deadline already passed, end with ETIMEDOUT and change nothing; without a
+   deadline all three complete. */
+static void long_work_stops_at_the_deadline(void **state) {
+  (void)state;
+  char p[512];
+  at(p, sizeof p, "ov/big.bin");
+  FILE *f = fopen(p, "w");
+  assert_non_null(f);
+  static char mib[1 << 20];
+  memset(mib, 'b', sizeof mib);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(fwrite(mib, 1, sizeof mib, f), sizeof mib);
+  fclose(f);
+  mbxC_vfs *v = make_view(64 << 20, 200000, 0);
+  mbxC_wait past = {.deadline_ns = 1};
+  mbxC_port_error e;
+  int h;
+  const char *big = "/scratch/big.bin";
+  int rw = MBXC_FS_READ | MBXC_FS_WRITE | MBXC_FS_APPEND;
+  mbxC_vfs_set_wait(v, &past);
+  assert_int_equal(mbxC_vfs_open(v, big, strlen(big), rw, &h, &e), -1);
+  assert_int_equal(e.errnum, MBXC_E_TIMEDOUT);
+  assert_non_null(strstr(e.message, "deadline passed during the copy of a host file"));
+  assert_int_equal(mbxC_vfs_bytes_used(v), 0);
+  assert_int_equal(mbxC_vfs_files_used(v), 0);
+  assert_int_equal(mbxC_vfs_open_count(v), 0);
+  mbxC_vfs_set_wait(v, NULL);
+  assert_int_equal(mbxC_vfs_open(v, big, strlen(big), rw, &h, &e), 0);
+  assert_int_equal(mbxC_vfs_bytes_used(v), 3 << 20);
+  assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+  char name[64];
+  for (int i = 0; i < 70000; i++) {
+    int n = snprintf(name, sizeof name, "/tmp/f%d", i);
+    assert_int_equal(mbxC_vfs_open(v, name, (size_t)n, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e),
+                     0);
+    assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+  }
+  const char *names;
+  size_t names_len;
+  mbxC_vfs_set_wait(v, &past);
+  assert_int_equal(mbxC_vfs_list(v, "/tmp", 4, &names, &names_len, &e), -1);
+  assert_int_equal(e.errnum, MBXC_E_TIMEDOUT);
+  assert_non_null(strstr(e.message, "a scan of the sandbox's files"));
+  mbxC_vfs_set_wait(v, NULL);
+  assert_int_equal(mbxC_vfs_list(v, "/tmp", 4, &names, &names_len, &e), 0);
+  size_t count = 0;
+  for (size_t i = 0; i < names_len; i++)
+    count += names[i] == '\0';
+  assert_int_equal(count, 70000);
+  /* a write 4 MiB past the end of a memory file: the zero fill stops, nothing written */
+  assert_int_equal(mbxC_vfs_open(v, "/tmp/sparse", 11, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e),
+                   0);
+  int64_t pos;
+  assert_int_equal(mbxC_vfs_seek(v, h, SEEK_SET, 4 << 20, &pos, &e), 0);
+  uint64_t used = mbxC_vfs_bytes_used(v);
+  size_t put;
+  mbxC_vfs_set_wait(v, &past);
+  assert_int_equal(mbxC_vfs_write(v, h, "x", 1, &put, &e), -1);
+  assert_int_equal(e.errnum, MBXC_E_TIMEDOUT);
+  assert_non_null(strstr(e.message, "zero fill"));
+  assert_int_equal(mbxC_vfs_bytes_used(v), used);
+  mbxC_vfs_set_wait(v, NULL);
+  assert_int_equal(mbxC_vfs_write(v, h, "x", 1, &put, &e), 0);
+  assert_int_equal(mbxC_vfs_bytes_used(v), used + (4 << 20) + 1);
+  assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+  mbxC_vfs_free(v);
+  assert_int_equal(unlink(p), 0);
+  host_unchanged();
+}
+
+/* Under a live checkpoint, files created and removed again leave no journal entries behind
+   (a create/remove loop would otherwise grow host memory no quota counts), whether they go
+   in the order they came (a sliding window) or last-in first-out; the rewind still brings
+   back exactly what the checkpoint saw. */
+static void journal_stays_small_under_churn(void **state) {
+  (void)state;
+  mbxC_vfs *v = make_view(1 << 20, 1000, 0);
+  mbxC_port_error e;
+  int h;
+  char name[64];
+  assert_int_equal(write_file(v, "/tmp/keep", MBXC_FS_WRITE | MBXC_FS_CREATE, "k", &e), 0);
+  mbxC_vfs_mark *m = mbxC_vfs_mark_take(v);
+  assert_non_null(m);
+  for (int i = 0; i < 100000; i++) {
+    assert_int_equal(mbxC_vfs_open(v, "/tmp/x", 6, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e), 0);
+    assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+    assert_int_equal(mbxC_vfs_remove(v, "/tmp/x", 6, &e), 0);
+  }
+  assert_true(mbxC_vfs_journal_entries(v) <= 1);
+  for (int i = 0; i < 100000; i++) {
+    int n = snprintf(name, sizeof name, "/tmp/w%d", i);
+    assert_int_equal(mbxC_vfs_open(v, name, (size_t)n, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e),
+                     0);
+    assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+    if (i >= 100) {
+      n = snprintf(name, sizeof name, "/tmp/w%d", i - 100);
+      assert_int_equal(mbxC_vfs_remove(v, name, (size_t)n, &e), 0);
+    }
+  }
+  if (mbxC_vfs_journal_entries(v) > 400)
+    fail_msg("%zu journal entries for 100 live files", mbxC_vfs_journal_entries(v));
+  assert_int_equal(mbxC_vfs_mark_restore(v, m), 0);
+  assert_string_equal(names_of(v, "/tmp"), "keep");
+  mbxC_vfs_mark_free(m);
+  mbxC_vfs_free(v);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(overlay_openat2), cmocka_unit_test(overlay_walk),
       cmocka_unit_test(overlay_quotas),  cmocka_unit_test(change_set),
       cmocka_unit_test(journal_cost),    cmocka_unit_test(journal_random_rounds),
+      cmocka_unit_test(long_work_stops_at_the_deadline),
+      cmocka_unit_test(journal_stays_small_under_churn),
   };
   return cmocka_run_group_tests(tests, setup_tree, teardown_tree);
 }

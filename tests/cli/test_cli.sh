@@ -703,6 +703,33 @@ mb resume "$tmp/s1.bin" --error 'fetch failed' "${PAUSE_FLAGS[@]}"
 check_rc 1
 check_err_first '^moonbox: .*chain\.lua:4: fetch failed$'
 
+start snapshot_with_mounts_replays_host_reads
+# A paused run that read a ro mount and edited an overlay resumes from its snapshot after the
+# host file changed: the replay answers the reads from the snapshot (issue 11).
+mkdir -p "$tmp/snap_ro" "$tmp/snap_ov"
+printf 'alpha\n' >"$tmp/snap_ro/a.txt"
+printf 'notes' >"$tmp/snap_ov/n.txt"
+cat >"$tmp/mnt.lua" <<'LUA'
+local a = io.open("/data/a.txt"):read("a")
+local f = io.open("/scratch/n.txt", "a") f:write("+edit") f:close()
+local r = tools.fetch(a)
+return a .. r .. io.open("/scratch/n.txt"):read("a")
+LUA
+MOUNT_FLAGS=(--mount "$tmp/snap_ro:/data:ro" --mount "$tmp/snap_ov:/scratch:overlay")
+mb run "${PAUSE_FLAGS[@]}" "${MOUNT_FLAGS[@]}" --snapshot-out "$tmp/m1.bin" "$tmp/mnt.lua"
+check_rc 4
+check_err $'moonbox: paused at tools.fetch("alpha\\n")\n'
+printf 'CHANGED\n' >"$tmp/snap_ro/a.txt"
+printf 'other' >"$tmp/snap_ov/n.txt"
+mb resume "$tmp/m1.bin" --value '"|"' "${PAUSE_FLAGS[@]}" "${MOUNT_FLAGS[@]}"
+check_rc 0
+check_out '"alpha\n|notes+edit"'$'\n'
+# Under other mounts the snapshot is refused, naming the mount.
+mb resume "$tmp/m1.bin" --value '"|"' "${PAUSE_FLAGS[@]}" --mount "$tmp/snap_ro:/data:overlay" \
+  --mount "$tmp/snap_ov:/scratch:overlay"
+check_rc 2
+check_err_has 'the mount /data was ro in the snapshot; this policy mounts it overlay'
+
 start pause_without_snapshot
 mb run --pause-on tools.fetch -e 'print("a") return tools.fetch()'
 check_rc 4

@@ -6,7 +6,11 @@
      - sealed (first byte 'S'): the rest is read as records (u8 type, u16 LE length, payload)
        and wrapped in a valid header for this build and policy, with a valid chain and
        checksum, so the fuzzer drives the replay itself: runs and resumes of arbitrary source
-       with arbitrary recorded answers, in any order.
+       with arbitrary recorded answers, in any order. The policy mounts a host directory
+       (/data ro: a file and a subdirectory) and the header carries that mount, so recorded
+       host-file answers (fs_look, fs_open, fs_read, fs_size, fs_list) reach the replay's
+       checks of what a host could answer; restore.dict names the record types and the
+       guest calls that ask for them.
    Either way: mbx_sandbox_restore returns NULL with a message, or a sandbox that then takes a
    resume or a run (whichever its state allows) and is freed; a crash, a sanitizer report, a
    leak or a NULL without a message fails.
@@ -15,12 +19,14 @@
      cmake --preset fuzz && cmake --build --preset fuzz
    Run:
      mkdir -p build/fuzz/corpus-restore
-     build/fuzz/tests/fuzz_restore -max_len=4096 -timeout=5 -rss_limit_mb=2048 \
+     build/fuzz/tests/fuzz_restore -dict=tests/fuzz/restore.dict -max_len=4096 -timeout=5 \
+       -rss_limit_mb=2048 \
        -artifact_prefix=build/fuzz/ -max_total_time=600 build/fuzz/corpus-restore */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lua.h>
 
@@ -51,6 +57,17 @@ static void setup(void) {
   mbx_policy_set_env(policy, "HOME", "/home/guest", &err);
   mbx_policy_add_external(policy, "tools.fetch", &err);
   mbx_policy_add_function(policy, "tools.echo", answer, NULL, &err);
+  static char dir[] = "/tmp/mbx_fuzz_restore_XXXXXX";
+  char path[sizeof dir + 16];
+  if (mkdtemp(dir) == NULL) abort();
+  snprintf(path, sizeof path, "%s/a.txt", dir);
+  FILE *f = fopen(path, "w");
+  if (f == NULL) abort();
+  fputs("alpha\nbeta\n", f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/sub", dir);
+  if (mkdir(path, 0755) != 0) abort();
+  if (mbx_policy_mount(policy, "/data", dir, MBX_MOUNT_RO, &err) != MBX_OK) abort();
 }
 
 /* The sealed form: records from the input inside a valid header, chain and checksum. */
@@ -63,6 +80,10 @@ static void *seal(const uint8_t *data, size_t size, size_t *len) {
                         .seed_fixed = 1,
                         .seed = 1,
                         .paused = size > 0 && (data[0] & 1)};
+  for (size_t i = 0; i < policy->fs.mount_count; i++)
+    if (mbxC_snap_add_mount(&h, policy->fs.mounts[i].path, policy->fs.mounts[i].mode,
+                            policy->fs.mounts[i].host) != 0)
+      abort();
   mbxC_replay_log log;
   mbxC_replay_init(&log, mbxC_snap_chain0(&h));
   size_t at = size > 0 ? 1 : 0;
@@ -79,6 +100,7 @@ static void *seal(const uint8_t *data, size_t size, size_t *len) {
   }
   void *blob = NULL;
   if (mbxC_snap_encode(&h, &log, &blob, len) != 0) blob = NULL;
+  mbxC_snap_header_free(&h);
   mbxC_replay_free(&log);
   return blob;
 }

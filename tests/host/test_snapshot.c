@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -692,6 +693,7 @@ static void *reseal(const void *blob, size_t len, size_t change_record, const ch
   }
   void *out;
   assert_int_equal(mbxC_snap_encode(&h, &fresh, &out, out_len), 0);
+  mbxC_snap_header_free(&h);
   mbxC_replay_free(&log);
   mbxC_replay_free(&fresh);
   return out;
@@ -817,6 +819,363 @@ static void rewind_takes_the_log_back(void **state) {
   mbx_policy_free(p);
 }
 
+
+/* ---- sandboxes with mounts: host reads come from the log ---- */
+
+static void put_file(const char *dir, const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void make_host_dir(char *dir, size_t size) {
+  snprintf(dir, size, "/tmp/mbx_test_snapshot_XXXXXX");
+  assert_non_null(mkdtemp(dir));
+}
+
+static void remove_host_dir(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* The value of a run that must succeed. */
+static char *ok_value(mbx_sandbox *sb, const char *code) {
+  mbx_result *res;
+  mbx_error err;
+  mbx_status s = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
+  if (s >= MBX_API_ERROR_BASE) fail_msg("%s: %s", code, err.message);
+  if (s != MBX_OK) fail_msg("%s: %s", code, mbx_result_error_message(res, NULL));
+  size_t n;
+  const char *v = mbx_result_value_json(res, &n);
+  char *out = malloc(n + 1);
+  assert_non_null(out);
+  memcpy(out, v, n);
+  out[n] = '\0';
+  mbx_result_free(res);
+  return out;
+}
+
+static mbx_policy *mount_policy(const char *ro_dir, int ro_mode, const char *ov_dir) {
+  mbx_policy *p = make_policy(1, 42);
+  mbx_error err;
+  if (ro_dir) assert_int_equal(mbx_policy_mount(p, "/data", ro_dir, ro_mode, &err), MBX_OK);
+  if (ov_dir)
+    assert_int_equal(mbx_policy_mount(p, "/ov", ov_dir, MBX_MOUNT_OVERLAY, &err), MBX_OK);
+  return p;
+}
+
+static const char mount_run1[] =
+    "local f = assert(io.open('/data/a.txt')); local a = f:read('a'); f:close()\n"
+    "local names = {} for _, e in ipairs(fs.list('/data')) do names[#names+1] = e.name end\n"
+    "table.sort(names)\n"
+    "local st = fs.stat('/data/sub/b.txt')\n"
+    "local g = assert(io.open('/ov/notes.txt', 'a')); g:write(' edited'); g:close()\n"
+    "local ov = {} for _, e in ipairs(fs.list('/ov')) do ov[#ov+1] = e.name end table.sort(ov)\n"
+    "local h = assert(io.open('/tmp/r.txt', 'w')); h:write(a:upper()); h:close()\n"
+    "local lines = {} for l in io.lines('/data/sub/b.txt') do lines[#lines+1] = l end\n"
+    "local e = select(2, io.open('/data/nope'))\n"
+    "return {a, table.concat(names, ','), st.size, #lines, e, table.concat(ov, ',')}";
+static const char mount_run2[] =
+    "local f = assert(io.open('/data/a.txt')); local n = f:seek('end'); f:close()\n"
+    "assert(os.rename('/ov/keep.txt', '/ov/kept.txt'))\n"
+    "return {n, io.open('/ov/notes.txt'):read('a'), io.open('/ov/kept.txt'):read('a')}";
+static const char mount_after[] =
+    "return {io.open('/ov/notes.txt'):read('a'), io.open('/tmp/r.txt'):read('a'),\n"
+    "        io.open('/ov/kept.txt'):read('a'), fs.exists('/ov/keep.txt')}";
+
+/* The session reads host files (ro and overlay), copies one up and renames another in the
+   overlay; then the host's files are changed and removed. The restore still succeeds (it
+   reads nothing from the host: any host read would see other bytes and diverge), and the
+   restored sandbox's memory files and overlay edits are the original's. */
+static void restore_with_mounts_reads_the_log_not_the_host(void **state) {
+  (void)state;
+  char ro[64], ov[64];
+  make_host_dir(ro, sizeof ro);
+  make_host_dir(ov, sizeof ov);
+  char sub[128];
+  snprintf(sub, sizeof sub, "%s/sub", ro);
+  assert_int_equal(mkdir(sub, 0755), 0);
+  put_file(ro, "a.txt", "alpha\n");
+  put_file(ro, "sub/b.txt", "one\ntwo\nthree\n");
+  put_file(ov, "notes.txt", "notes");
+  put_file(ov, "keep.txt", "kept bytes");
+  mbx_policy *p = mount_policy(ro, MBX_MOUNT_RO, ov);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+  assert_non_null(sb);
+  char *v1 = ok_value(sb, mount_run1);
+  assert_string_equal(v1, "[\"alpha\\n\",\"a.txt,sub\",14,3,\"/data/nope: No such file or "
+                          "directory\",\"keep.txt,notes.txt\"]");
+  char *v2 = ok_value(sb, mount_run2);
+  assert_string_equal(v2, "[6,\"notes edited\",\"kept bytes\"]");
+  void *blob;
+  size_t len;
+  assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_OK);
+  /* The host changes under the snapshot: other bytes, files gone. */
+  put_file(ro, "a.txt", "CHANGED, and longer\n");
+  snprintf(sub, sizeof sub, "%s/sub/b.txt", ro);
+  assert_int_equal(unlink(sub), 0);
+  put_file(ov, "notes.txt", "other notes");
+  snprintf(sub, sizeof sub, "%s/keep.txt", ov);
+  assert_int_equal(unlink(sub), 0);
+  mbx_sandbox *r = mbx_sandbox_restore(rt, p, blob, len, &err);
+  if (r == NULL) fail_msg("%s", err.message);
+  char *want = ok_value(sb, mount_after);
+  assert_string_equal(want, "[\"notes edited\",\"ALPHA\\n\",\"kept bytes\",false]");
+  char *got = ok_value(r, mount_after);
+  assert_string_equal(got, want);
+  /* Past the replay the restored sandbox is live: it sees the host as it is now. */
+  char *now = ok_value(r, "return io.open('/data/a.txt'):read('a')");
+  assert_string_equal(now, "\"CHANGED, and longer\\n\"");
+  free(v1);
+  free(v2);
+  free(want);
+  free(got);
+  free(now);
+  mbx_sandbox_free(r);
+  mbx_sandbox_free(sb);
+  mbx_free(blob);
+  mbx_policy_free(p);
+  remove_host_dir(ro);
+  remove_host_dir(ov);
+}
+
+/* The same through a worker (MBX_CAP_ISOLATE): the port, its view and the log are the
+   parent's, so the host answers are recorded and replayed there too. */
+static void restore_with_mounts_through_a_worker(void **state) {
+  mbx_runtime *in_process = rt;
+  mbx_error err;
+  rt = mbx_runtime_new(&err);
+  assert_non_null(rt);
+  assert_int_equal(mbx_runtime_set_path(rt, MBX_PATH_WORKER, MBX_TEST_WORKER, &err), MBX_OK);
+  assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err), MBX_OK);
+  restore_with_mounts_reads_the_log_not_the_host(state);
+  mbx_runtime_free(rt);
+  rt = in_process;
+}
+
+/* A policy whose mounts changed since the snapshot is refused, naming the mount. */
+static void restore_refuses_changed_mounts(void **state) {
+  (void)state;
+  char a[64], b[64];
+  make_host_dir(a, sizeof a);
+  make_host_dir(b, sizeof b);
+  put_file(a, "x.txt", "x");
+  mbx_policy *p = mount_policy(a, MBX_MOUNT_RO, NULL);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+  assert_non_null(sb);
+  free(ok_value(sb, "return io.open('/data/x.txt'):read('a')"));
+  void *blob;
+  size_t len;
+  assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_OK);
+  mbx_sandbox_free(sb);
+  struct {
+    const char *dir;
+    int mode;
+    const char *extra;
+    const char *says;
+  } cases[] = {
+      {a, MBX_MOUNT_OVERLAY, NULL, "the mount /data was ro in the snapshot; this policy mounts "
+                                   "it overlay"},
+      {b, MBX_MOUNT_RO, NULL, "the mount /data reaches another host directory"},
+      {NULL, 0, NULL, "the snapshot's mount /data (ro) is not in this policy"},
+      {a, MBX_MOUNT_RO, b, "this policy mounts /ov, which the snapshot did not have"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mbx_policy *q = mount_policy(cases[i].dir, cases[i].mode, cases[i].extra);
+    assert_null(mbx_sandbox_restore(rt, q, blob, len, &err));
+    assert_int_equal(err.code, MBX_INVALID_INPUT);
+    if (strstr(err.message, cases[i].says) == NULL)
+      fail_msg("case %zu: '%s' does not say '%s'", i, err.message, cases[i].says);
+    assert_non_null(strstr(err.message, "mounts changed"));
+    mbx_policy_free(q);
+  }
+  mbx_sandbox *r = mbx_sandbox_restore(rt, p, blob, len, &err);
+  if (r == NULL) fail_msg("%s", err.message);
+  mbx_sandbox_free(r);
+  mbx_free(blob);
+  mbx_policy_free(p);
+  remove_host_dir(a);
+  remove_host_dir(b);
+}
+
+/* rw mounts: reads snapshot like ro ones; once the guest wrote one, the snapshot is refused
+   naming the mount (a write reached the host and is not replayed); a reset starts over. */
+static void snapshot_refuses_a_written_rw_mount(void **state) {
+  (void)state;
+  char dir[64];
+  make_host_dir(dir, sizeof dir);
+  put_file(dir, "in.txt", "input");
+  mbx_policy *p = mount_policy(dir, MBX_MOUNT_RW, NULL);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+  assert_non_null(sb);
+  free(ok_value(sb, "return io.open('/data/in.txt'):read('a')"));
+  void *blob;
+  size_t len;
+  assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_OK);
+  mbx_sandbox *r = mbx_sandbox_restore(rt, p, blob, len, &err);
+  if (r == NULL) fail_msg("%s", err.message);
+  mbx_sandbox_free(r);
+  mbx_free(blob);
+  const char *writes[] = {"local f = io.open('/data/out.txt', 'w') f:write('x') f:close()",
+                          "assert(fs.mkdir('/data/d'))", "assert(os.remove('/data/in.txt'))"};
+  for (size_t i = 0; i < 3; i++) {
+    assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+    assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_OK);
+    mbx_free(blob);
+    free(ok_value(sb, writes[i]));
+    assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_UNSUPPORTED);
+    if (strstr(err.message, "wrote to the rw mount /data") == NULL) fail_msg("%s", err.message);
+  }
+  mbx_sandbox_free(sb);
+  mbx_policy_free(p);
+  remove_host_dir(dir);
+}
+
+/* Past MBXC_SNAP_MAX_HOST_BYTES of host reads the snapshot is refused, saying how many
+   bytes and which cap; a reset starts a new log. */
+static void snapshot_refuses_past_the_host_read_cap(void **state) {
+  (void)state;
+  char dir[64];
+  make_host_dir(dir, sizeof dir);
+  char path[128];
+  snprintf(path, sizeof path, "%s/big.bin", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  static char mib[1 << 20];
+  memset(mib, 'z', sizeof mib);
+  assert_int_equal(fwrite(mib, 1, sizeof mib, f), sizeof mib);
+  fclose(f);
+  mbx_policy *p = mount_policy(dir, MBX_MOUNT_RO, NULL);
+  mbx_error err;
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, 64u << 20), MBX_OK);
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 4000000000u), MBX_OK);
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, 120000), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+  assert_non_null(sb);
+  free(ok_value(sb, "local n = 0 for i = 1, 65 do local f = io.open('/data/big.bin') "
+                    "n = n + #f:read('a') f:close() end return n"));
+  void *blob;
+  size_t len;
+  assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_UNSUPPORTED);
+  char says[160];
+  snprintf(says, sizeof says, "read %llu bytes of host files", 65ull << 20);
+  if (strstr(err.message, says) == NULL || strstr(err.message, "cap of 67108864 bytes") == NULL)
+    fail_msg("%s", err.message);
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_OK);
+  mbx_free(blob);
+  mbx_sandbox_free(sb);
+  mbx_policy_free(p);
+  remove_host_dir(dir);
+}
+
+/* A re-sealed blob whose host answers are ones no host gives (names with a '/', a read
+   longer than asked) is refused by the replay, naming the record. */
+static void *reseal_fs(const void *blob, size_t len, mbxC_rec_type type, const char *bytes,
+                       size_t bytes_len, size_t *out_len) {
+  mbxC_snap_header h;
+  mbxC_replay_log log, fresh;
+  char why[300];
+  const unsigned char *b = blob;
+  uint32_t lua =
+      (uint32_t)b[12] | (uint32_t)b[13] << 8 | (uint32_t)b[14] << 16 | (uint32_t)b[15] << 24;
+  assert_int_equal(
+      mbxC_snap_decode(blob, len, lua, (uint32_t)mbx_version_number(), &h, &log, why, sizeof why),
+      0);
+  mbxC_replay_init(&fresh, mbxC_snap_chain0(&h));
+  int changed = 0;
+  for (size_t i = 0; i < log.count; i++) {
+    mbxC_record r;
+    assert_true(mbxC_replay_get(&log, i, &r));
+    mbxC_replay_begin(&fresh, r.type);
+    if (!changed && r.type == type) {
+      /* every field but the last (the bytes) verbatim, then the new bytes */
+      mbxC_reader rd = mbxC_reader_of(&r);
+      size_t n;
+      mbxC_read_u32(&rd); /* mount */
+      mbxC_read_str(&rd, &n);
+      mbxC_read_u64(&rd);
+      mbxC_read_u64(&rd);
+      mbxC_read_u32(&rd); /* err, walk, type */
+      mbxC_read_u8(&rd);
+      mbxC_read_u8(&rd);
+      for (int k = 0; k < 3; k++) /* size, mtime, nlink */
+        mbxC_read_u64(&rd);
+      mbxC_read_u8(&rd); /* failed, errnum, message */
+      mbxC_read_u32(&rd);
+      mbxC_read_str(&rd, &n);
+      size_t keep = r.len - rd.left;
+      for (size_t j = 0; j < keep; j++)
+        mbxC_replay_put_u8(&fresh, r.payload[j]);
+      mbxC_replay_put_str(&fresh, bytes, bytes_len);
+      changed = 1;
+    } else {
+      for (size_t j = 0; j < r.len; j++)
+        mbxC_replay_put_u8(&fresh, r.payload[j]);
+    }
+    mbxC_replay_end(&fresh);
+  }
+  assert_true(changed);
+  void *out;
+  assert_int_equal(mbxC_snap_encode(&h, &fresh, &out, out_len), 0);
+  mbxC_snap_header_free(&h);
+  mbxC_replay_free(&log);
+  mbxC_replay_free(&fresh);
+  return out;
+}
+
+static void restore_refuses_hostile_fs_answers(void **state) {
+  (void)state;
+  char dir[64];
+  make_host_dir(dir, sizeof dir);
+  put_file(dir, "a.txt", "abc");
+  mbx_policy *p = mount_policy(dir, MBX_MOUNT_RO, NULL);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+  assert_non_null(sb);
+  free(ok_value(sb, "local n = #fs.list('/data') return n .. io.open('/data/a.txt'):read(2)"));
+  void *blob;
+  size_t len, n;
+  assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_OK);
+  mbx_sandbox_free(sb);
+  /* the same bytes re-sealed: accepted */
+  void *same = reseal_fs(blob, len, MBXC_REC_FS_LIST, "a.txt", 6, &n);
+  mbx_sandbox *r = mbx_sandbox_restore(rt, p, same, n, &err);
+  if (r == NULL) fail_msg("%s", err.message);
+  mbx_sandbox_free(r);
+  mbx_free(same);
+  struct {
+    mbxC_rec_type type;
+    const char *bytes;
+    size_t len;
+  } bad[] = {{MBXC_REC_FS_LIST, "../etc", 7},
+             {MBXC_REC_FS_LIST, "a\0..\0", 5},
+             {MBXC_REC_FS_LIST, "no-nul", 6},
+             {MBXC_REC_FS_READ, NULL, 0}};
+  /* a read answer longer than the read asked for (the stdlib asks 4096 bytes at a time) */
+  static char longer[8192];
+  memset(longer, 'q', sizeof longer);
+  bad[3].bytes = longer;
+  bad[3].len = sizeof longer;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    void *hostile = reseal_fs(blob, len, bad[i].type, bad[i].bytes, bad[i].len, &n);
+    assert_null(mbx_sandbox_restore(rt, p, hostile, n, &err));
+    if (strstr(err.message, "not an answer a host mount gives") == NULL)
+      fail_msg("case %zu: %s", i, err.message);
+    mbx_free(hostile);
+  }
+  mbx_free(blob);
+  mbx_policy_free(p);
+  remove_host_dir(dir);
+}
+
 int main(void) {
   mbx_error err;
   rt = mbx_runtime_new(&err);
@@ -831,6 +1190,12 @@ int main(void) {
       cmocka_unit_test(restore_refuses_a_resealed_divergent_blob),
       cmocka_unit_test(snapshot_of_an_idle_fresh_sandbox_and_a_resnapshot),
       cmocka_unit_test(rewind_takes_the_log_back),
+      cmocka_unit_test(restore_with_mounts_reads_the_log_not_the_host),
+      cmocka_unit_test(restore_with_mounts_through_a_worker),
+      cmocka_unit_test(restore_refuses_changed_mounts),
+      cmocka_unit_test(snapshot_refuses_a_written_rw_mount),
+      cmocka_unit_test(snapshot_refuses_past_the_host_read_cap),
+      cmocka_unit_test(restore_refuses_hostile_fs_answers),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   mbx_runtime_free(rt);
