@@ -421,6 +421,7 @@ typedef struct bench_args {
   const char *snippet_path;
   const char *agent_dir; /* the tests/agent corpus; NULL: next to the default snippet */
   int issue10_only;      /* --issue10-only: section 21 alone (the earlier figures: not measured) */
+  int memory_only;       /* --memory-only: sections 14, 15 and 22 (templates and memory) */
 } bench_args;
 
 /* The snippet's "digest" field from the moonbox result JSON; -1 if absent. */
@@ -2096,6 +2097,67 @@ static void bench_issue10(bench_ctx *ctx, int quick) {
   *ctx = saved;
 }
 
+/* ---- section 22: templates and memory (issue 10) ---- */
+
+/* The 1-minute load average, as /proc/loadavg has it ("?" when unreadable). */
+static const char *load_average(void) {
+  static char buf[32];
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (!f || fscanf(f, "%31s", buf) != 1) snprintf(buf, sizeof buf, "?");
+  if (f) fclose(f);
+  return buf;
+}
+
+/* Median ns of one new + run + free cycle on rt, in whichever slot the pool hands out. */
+static double fresh_cycle_median_ns(bench_ctx *ctx, mbx_runtime *rt, size_t iters) {
+  uint64_t *samples = malloc(iters * sizeof *samples);
+  if (!samples) die(ctx->case_name, "out of memory", "sample buffer");
+  for (size_t i = 0; i < iters + iters / 10; i++) {
+    uint64_t t0 = now_ns();
+    mbx_sandbox *sb = must_new(ctx, rt, ctx->policy);
+    mbx_result_free(must_run(ctx, sb, TINY_SOURCE));
+    mbx_sandbox_free(sb);
+    if (i >= iters / 10) samples[i - iters / 10] = now_ns() - t0;
+  }
+  bench_stats st = stats_of(samples, iters);
+  free(samples);
+  return st.p50_us * 1000.0;
+}
+
+static void bench_templates(bench_ctx *ctx, int quick) {
+  ctx->case_name = "22 templates";
+  size_t iters = quick ? 2000 : 20000;
+  mbx_error err;
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  if (!rt) die(ctx->case_name, "mbx_runtime_new", err.message);
+  /* The first sandbox builds its class's template in its slot: cycles with no other sandbox
+     live come back to that slot (a plain copy). With it kept live, cycles land in a sibling
+     slot: the copy plus the relocation of the template's pointer words. */
+  double same = 0, sibling = 0;
+  ctx->expect_value = "2";
+  for (int rep = 0; rep < 3; rep++) {
+    double a = fresh_cycle_median_ns(ctx, rt, iters);
+    mbx_sandbox *keep = must_new(ctx, rt, ctx->policy);
+    double b = fresh_cycle_median_ns(ctx, rt, iters);
+    mbx_sandbox_free(keep);
+    if (rep == 0 || a < same) same = a;
+    if (rep == 0 || b < sibling) sibling = b;
+  }
+  ctx->expect_value = NULL;
+  mbx_runtime_free(rt);
+  printf("\n22. Templates (one per size class, relocated into sibling slots): new + run `return "
+         "1+1` + free, best median of 3 rounds of %zu: in the slot that built the template %.2f "
+         "us, in a sibling slot (copy + relocation) %.2f us: %+.2f us\n",
+         iters, same / 1000.0, sibling / 1000.0, (sibling - same) / 1000.0);
+  ctx->case_name = "22 2-thread throughput";
+  uint64_t one = fresh_cycles_ns(ctx, 1), two = fresh_cycles_ns(ctx, 2);
+  printf("fresh-sandbox throughput (new + run + free, one shared runtime): 1 thread %.0f "
+         "cycles/s, 2 threads %.0f cycles/s: %.2fx (%ld cores online, shared with whatever else "
+         "runs; load average at the end of this section: %s)\n",
+         THREAD_ITERS / ((double)one / 1e9), 2.0 * THREAD_ITERS / ((double)two / 1e9),
+         2.0 * (double)one / (double)two, sysconf(_SC_NPROCESSORS_ONLN), load_average());
+}
+
 static void *bench_main(void *arg) {
   const bench_args *args = arg;
   const bench_plan *plan = args->quick ? &QUICK_PLAN : &FULL_PLAN;
@@ -2140,6 +2202,12 @@ static void *bench_main(void *arg) {
   }
   if (args->issue10_only) {
     bench_issue10(&ctx, args->quick);
+    goto done;
+  }
+  if (args->memory_only) {
+    bench_idle(&ctx);
+    bench_live_sandboxes(&ctx);
+    bench_templates(&ctx, args->quick);
     goto done;
   }
   cross_check_snippet(&ctx);
@@ -2249,6 +2317,7 @@ static void *bench_main(void *arg) {
 issue3:
   bench_issue3(&ctx, plan, &refs, snippet, snippet_len, &json, constructor_len, &lua_inputs);
   if (all) bench_issue10(&ctx, args->quick);
+  if (all) bench_templates(&ctx, args->quick);
 
 done:
   mbx_sandbox_free(ctx.repl);
@@ -2263,7 +2332,7 @@ done:
 static void usage(FILE *to) {
   fprintf(to,
           "usage: bench_run [--quick] [--snippet PATH] [--agent-dir DIR] [--agent-only]\n"
-          "                 [--issue3-only] [--host-only] [--issue10-only]\n"
+          "                 [--issue3-only] [--host-only] [--issue10-only] [--memory-only]\n"
           "  --quick          fewer iterations (a smoke run; numbers are noisier)\n"
           "  --snippet PATH   the Lua snippet of cases 5-8 (default %s)\n"
           "  --agent-dir DIR  the snippet corpus of section 10 (default: tests/agent in the\n"
@@ -2275,7 +2344,9 @@ static void usage(FILE *to) {
           "                   trips, installing host functions\n"
           "  --issue10-only   run only section 21: the VM loop and the metered library\n"
           "                   against stock Lua, 2-thread throughput (the issue-10 table's\n"
-          "                   other rows come from sections 1-20 of a full run)\n",
+          "                   other rows come from sections 1-20 of a full run)\n"
+          "  --memory-only    run only sections 14, 15 and 22: idle bytes, 10,000 live\n"
+          "                   sandboxes, template copy vs relocation, 2-thread throughput\n",
           MBX_BENCH_SNIPPET);
 }
 
@@ -2296,7 +2367,7 @@ static void default_agent_dir(char *buf, size_t size) {
 int main(int argc, char **argv) {
   static char agent_dir[4096];
   default_agent_dir(agent_dir, sizeof agent_dir);
-  bench_args args = {0, 0, 0, 0, MBX_BENCH_SNIPPET, agent_dir, 0};
+  bench_args args = {0, 0, 0, 0, MBX_BENCH_SNIPPET, agent_dir, 0, 0};
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       args.quick = 1;
@@ -2308,6 +2379,8 @@ int main(int argc, char **argv) {
       args.host_only = 1;
     } else if (strcmp(argv[i], "--issue10-only") == 0) {
       args.issue10_only = 1;
+    } else if (strcmp(argv[i], "--memory-only") == 0) {
+      args.memory_only = 1;
     } else if (strcmp(argv[i], "--agent-dir") == 0 && i + 1 < argc) {
       args.agent_dir = argv[++i];
     } else if (strcmp(argv[i], "--snippet") == 0 && i + 1 < argc) {

@@ -70,7 +70,11 @@ static int attach_port(inproc *ip) {
      for every sandbox of this shape, and is kept as the slot's shaped template (vm/vm.h) so
      the next sandbox of the shape restores it instead of installing them again. */
   if (!ip->vm->shaped) {
-    if (!run_protected(ip->vm->L, mbxL_open_host_functions)) return 0;
+    mbxV_vm_shape_install(ip->vm, &ip->cfg, 1);
+    if (!run_protected(ip->vm->L, mbxL_open_host_functions)) {
+      mbxV_vm_shape_install(ip->vm, &ip->cfg, 0);
+      return 0;
+    }
     if (ip->cfg.shape_key) mbxV_vm_shape_save(ip->vm, &ip->cfg);
   }
   return run_protected(ip->vm->L, mbxL_reseed);

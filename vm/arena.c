@@ -314,6 +314,7 @@ static char *block_new(mbxV_arena *a, size_t size) {
     size_t have = block_size(b);
     int clean = (*word(b) & CLEAN_BIT) != 0;
     UNPOISON(b, size);
+    if (a->zero_fill) memset(b + HEADER, 0, size - HEADER);
     if (have - size >= MIN_BLOCK) {
       *word(b) = size; /* the block before a free block is never free */
       make_free(a, b + size, have - size, clean);
@@ -330,6 +331,7 @@ static char *block_new(mbxV_arena *a, size_t size) {
   UNPOISON(b, size);
   poison_redzone(a);
   *word(b) = size; /* the block that ended at bump is live */
+  if (a->zero_fill) memset(b + HEADER, 0, size - HEADER);
   return b;
 }
 
@@ -344,6 +346,7 @@ static int grow_in_place(mbxV_arena *a, char *b, size_t size, size_t want) {
     if (a->bump > a->high) a->high = a->bump;
     UNPOISON(n, extra);
     poison_redzone(a);
+    if (a->zero_fill) memset(n, 0, extra);
     *word(b) = want | (*word(b) & PREV_FREE_BIT);
     return 1;
   }
@@ -353,6 +356,7 @@ static int grow_in_place(mbxV_arena *a, char *b, size_t size, size_t want) {
   int clean = (*word(n) & CLEAN_BIT) != 0;
   list_remove(a, n, nsize);
   UNPOISON(n, extra);
+  if (a->zero_fill) memset(n, 0, extra);
   if (size + nsize - want >= MIN_BLOCK) {
     make_free(a, b + want, size + nsize - want, clean);
   } else {
@@ -394,6 +398,7 @@ void *mbxV_arena_realloc_within(mbxV_arena *a, void *ptr, size_t osize, size_t n
     /* Shrinks never fail (Lua assumes they cannot) and never move. */
     UNPOISON(b + HEADER, size - HEADER);
     shrink_to(a, b, size, want);
+    if (a->zero_fill) memset(b + HEADER + nsize, 0, block_size(b) - HEADER - nsize);
     poison_slack(b, nsize);
     return ptr;
   }
@@ -519,7 +524,24 @@ struct mbxV_pool {
   size_t reserved;     /* address space of every mapped slot, idle ones and guards included */
   size_t reserve_cap;  /* 0 = none */
   _Atomic uint64_t shape_hits, shape_saves;
+  /* Every slot placed at random has a base congruent to `low` modulo 2^32 (a page in
+     [2 GiB, 3 GiB), drawn per pool), so a template relocated between them moves every pointer
+     by a multiple of 2^32 (see mbxV_slot_share). 0: no congruent placement (TSan builds). */
+  uintptr_t low;
+  /* One shared template per size class, set once (compare-and-swap), freed with the pool. */
+  _Atomic(mbxV_shared *) shared[sizeof(size_t) * 8];
+  /* One shaped template per size class (replaced under the lock), and its prefix length for
+     mbxV_pool_give, which reads it without the lock. */
+  mbxV_shape *shape[sizeof(size_t) * 8];
+  _Atomic size_t shape_len[sizeof(size_t) * 8];
 };
+
+static void shape_free(mbxV_shape *sh) {
+  free(sh->t.bytes);
+  free(sh->t.reloc);
+  free(sh->key);
+  free(sh);
+}
 
 /* What one slot of a size class reserves: a guard on each side. */
 static size_t reservation(size_t size) {
@@ -567,15 +589,22 @@ static unsigned log2_of(size_t size) {
    usable here (a kernel with a smaller address space), and placement falls back to mmap. */
 #define SLOT_PLACE_TRIES 32
 
-/* A PROT_NONE reservation of len bytes at a random page in the slot space, or MAP_FAILED. */
-static void *reserve_at_random(size_t len) {
+#define FOUR_GIB ((uintptr_t)1 << 32)
+
+/* A PROT_NONE reservation of len bytes in the slot space whose usable part (past the first
+   guard) starts at `low` modulo 2^32, in a random 4 GiB unit, or MAP_FAILED. The slot space
+   holds about 16,000 such units: the high bits stay random per slot, the low 32 are the
+   pool's (a guest learns low bits of its own slot's addresses through hash order already;
+   the siblings' low bits are the same ones, and their high bits are not revealed). */
+static void *reserve_at_random(size_t len, uintptr_t low) {
 #if MBXV_RANDOM_SLOTS
   uintptr_t span = SLOT_SPACE_HIGH - SLOT_SPACE_LOW;
-  if (len >= span) return MAP_FAILED;
+  if (len >= span - 2 * FOUR_GIB) return MAP_FAILED;
+  uintptr_t units = (span - len) / FOUR_GIB - 1;
   for (int i = 0; i < SLOT_PLACE_TRIES; i++) {
     uint64_t r;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) return MAP_FAILED;
-    uintptr_t at = SLOT_SPACE_LOW + (uintptr_t)(r % ((span - len) / PAGE)) * PAGE;
+    uintptr_t at = SLOT_SPACE_LOW + (uintptr_t)(r % units) * FOUR_GIB + low - MBXV_ARENA_GUARD;
     void *p = mmap((void *)at, len, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     if (p == (void *)at) return p;
@@ -584,6 +613,7 @@ static void *reserve_at_random(size_t len) {
   }
 #else
   (void)len;
+  (void)low;
 #endif
   return MAP_FAILED;
 }
@@ -595,7 +625,7 @@ static mbxV_slot *slot_map(mbxV_pool *p, size_t size) {
      pages are touched. The guards on both sides stay PROT_NONE, so a linear overflow or
      underflow faults instead of reaching whatever the random placement put next door. */
   size_t len = reservation(size);
-  void *base = reserve_at_random(len);
+  void *base = p->low ? reserve_at_random(len, p->low) : MAP_FAILED;
   if (base == MAP_FAILED)
     base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
@@ -612,6 +642,7 @@ static mbxV_slot *slot_map(mbxV_pool *p, size_t size) {
   s->arena = (mbxV_arena *)usable;
   s->size = size;
   s->size_class = log2_of(size);
+  s->congruent = p->low && ((uintptr_t)usable & (FOUR_GIB - 1)) == p->low;
   return s;
 }
 
@@ -630,6 +661,11 @@ mbxV_pool *mbxV_pool_new(unsigned cap) {
     return NULL;
   }
   p->cap = cap ? cap : MBXV_POOL_DEFAULT_CAP;
+#if MBXV_RANDOM_SLOTS
+  uint64_t r;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r)
+    p->low = ((uintptr_t)2 << 30) + (uintptr_t)(r % ((FOUR_GIB / 4) / PAGE)) * PAGE;
+#endif
   return p;
 }
 
@@ -641,6 +677,13 @@ void mbxV_pool_free(mbxV_pool *p) {
       p->idle[c] = s->next;
       p->reserved -= reservation(s->size);
       slot_unmap(s);
+    }
+    if (p->shape[c]) shape_free(p->shape[c]); /* every holder is gone: no slot is live */
+    mbxV_shared *t = atomic_load(&p->shared[c]);
+    if (t) {
+      free(t->bytes);
+      free(t->reloc);
+      free(t);
     }
   }
   pthread_mutex_destroy(&p->lock);
@@ -760,6 +803,10 @@ void mbxV_pool_give(mbxV_slot *s) {
   char *high = (char *)align_up((uintptr_t)a->high, PAGE); /* the page bump is on is dirty */
   if (high < base || high > limit) high = limit;
   size_t pristine = s->shape_len > s->template_len ? s->shape_len : s->template_len;
+  const mbxV_shared *t = mbxV_slot_shared(s);
+  if (t && t->len > pristine) pristine = t->len;
+  size_t shaped = atomic_load_explicit(&s->pool->shape_len[s->size_class], memory_order_relaxed);
+  if (t && shaped > pristine) pristine = shaped;
   char *keep = base + pristine + MBXV_ARENA_KEEP_RESIDENT;
   if (high > keep) give_back_pages(keep, high, os_page());
   mbxV_pool *p = s->pool;
@@ -839,3 +886,200 @@ void mbxV_slot_restore_prefix(mbxV_slot *s, const char *bytes, size_t len, size_
   if (keep > a->high) a->high = keep;
 }
 
+
+/* ---- templates shared by a size class ---- */
+
+/*
+** Why relocating one build is sound. A template is a byte copy of a pristine state: the arena
+** header, the vm struct and Lua's blocks, built with zero_fill (every byte not written by Lua
+** is zero) before any guest code, port or policy touched it. Its words are pointers into the
+** prefix, pointers elsewhere (static code and data: the same in every slot) and data. A word
+** whose value lies in [base, base + len] is taken for a pointer into the prefix and moved; the
+** scheme is wrong only if a data word lies there. Every slot is placed congruent to the pool's
+** `low` modulo 2^32, with `low` in [2 GiB, 3 GiB) and the prefix far below 1 GiB, so such a
+** value has its top 16 bits zero, bits 40-47 at 0x11-0x4f (the slot space) and bits 24-31 at
+** 0x80 or above. A template's data is the libraries' own: ASCII text and zero slack (byte 3
+** below 0x80), 32-bit hashes, sizes and flags packed with small fields (bits 24-31 are a
+** length, a log2 size or a flag byte: below 0x80; or the top 32 bits are a count far below
+** 0x1100), IEEE doubles of the libraries' constants (a value in range would be a subnormal)
+** and small integers. mbxV_slot_share checks what it can of that: the build ran with
+** zero_fill, the prefix's window is in one 4 GiB unit with bit 31 set, and every word taken
+** for a pointer is 8-byte aligned (Lua's objects, arrays and the allocator's blocks all are;
+** a misaligned one is data, and the class then keeps per-slot templates).
+**
+** Because every move is a multiple of 2^32, the low 32 bits of every pointer stay as they were
+** built: Lua hashes pointer keys (tables, functions, light userdata) by exactly those bits, so
+** every table keeps its layout, and a data word mistaken for a pointer would only ever change
+** in its top 32 bits. The string-hash seed and the strings' hashes travel with the bytes: the
+** template was built once, so all its sandboxes share that seed (math.random and the address
+** key are reseeded per sandbox by the layers above).
+*/
+
+const mbxV_shared *mbxV_slot_shared(const mbxV_slot *s) {
+  if (!s->congruent) return NULL;
+  return atomic_load_explicit(&s->pool->shared[s->size_class], memory_order_acquire);
+}
+
+/* Word indexes of bytes[0, len) (a copy of the prefix built at base) whose value points into
+   [base, base + len], skipping the hole; NULL with *n = SIZE_MAX when one is misaligned. */
+static uint32_t *find_pointers(const char *bytes, size_t len, uintptr_t base, size_t hole_at,
+                               size_t hole_len, size_t *n) {
+  size_t words = len / sizeof(uintptr_t), count = 0, cap = 256;
+  uint32_t *idx = malloc(cap * sizeof *idx);
+  *n = 0;
+  if (idx == NULL) return NULL;
+  const uintptr_t *w = (const uintptr_t *)(const void *)bytes;
+  for (size_t i = 0; i < words; i++) {
+    size_t at = i * sizeof(uintptr_t);
+    if (at >= hole_at && at < hole_at + hole_len) continue;
+    if (w[i] - base > len) continue;
+    if (w[i] & (sizeof(uintptr_t) - 1)) {
+      free(idx);
+      *n = SIZE_MAX;
+      return NULL;
+    }
+    if (count == cap) {
+      uint32_t *grown = realloc(idx, 2 * cap * sizeof *idx);
+      if (grown == NULL) {
+        free(idx);
+        return NULL;
+      }
+      idx = grown;
+      cap *= 2;
+    }
+    idx[count++] = (uint32_t)i;
+  }
+  *n = count;
+  return idx;
+}
+
+/* Fill t from s's arena: the copy of its prefix and its relocation list (see above). 0 when
+   the premises do not hold or out of host memory (t is then untouched). */
+static int capture(mbxV_slot *s, mbxV_shared *t, size_t hole_at, size_t hole_len) {
+  mbxV_arena *a = s->arena;
+  uintptr_t base = (uintptr_t)a;
+  size_t len = mbxV_arena_prefix(a);
+  /* The window [base, base + len] stays in one 4 GiB unit with bit 31 set (see above), and
+     every word index fits the 32-bit relocation list. */
+  if (!s->congruent || (base & (FOUR_GIB / 2)) == 0 || (base >> 32) != ((base + len) >> 32) ||
+      len / sizeof(uintptr_t) > UINT32_MAX || len % sizeof(uintptr_t) != 0)
+    return 0;
+  char *bytes = malloc(len);
+  if (bytes == NULL) return 0;
+  mbxV_arena_copy_out(a, bytes, len);
+  size_t n;
+  uint32_t *reloc = find_pointers(bytes, len, base, hole_at, hole_len, &n);
+  if (reloc == NULL) {
+    free(bytes);
+    return 0;
+  }
+  t->bytes = bytes;
+  t->len = len;
+  t->base = base;
+  t->reloc = reloc;
+  t->nreloc = n;
+  return 1;
+}
+
+int mbxV_slot_share(mbxV_slot *s, size_t hole_at, size_t hole_len) {
+  mbxV_arena *a = s->arena;
+  mbxV_pool *p = s->pool;
+  int built_clean = a->zero_fill;
+  a->zero_fill = 0; /* from here on the state is a sandbox's: no more zeroing */
+  if (!s->congruent || !built_clean) return 0;
+  if (atomic_load_explicit(&p->shared[s->size_class], memory_order_acquire)) return 1;
+  mbxV_shared *t = calloc(1, sizeof *t);
+  if (t == NULL) return 0;
+  if (!capture(s, t, hole_at, hole_len)) {
+    free(t);
+    return 0;
+  }
+  mbxV_shared *none = NULL;
+  if (!atomic_compare_exchange_strong_explicit(&p->shared[s->size_class], &none, t,
+                                               memory_order_acq_rel, memory_order_acquire)) {
+    free(t->bytes); /* another thread's build won: the class has one */
+    free(t->reloc);
+    free(t);
+  }
+  return 1;
+}
+
+void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at,
+                              size_t hole_len) {
+  mbxV_arena *a = s->arena;
+  char *base = (char *)a, *limit = base + s->size;
+  /* The dirty extent of the state being replaced. A slot never used before holds zeros (its
+     header does not name it): nothing there is dirty. */
+  char *old_high = (char *)align_up((uintptr_t)a->high, PAGE);
+  if (a->base != base) old_high = base;
+  else if (old_high < base || old_high > limit) old_high = limit;
+  unpoison_prefix(a, copy_extent(s, t->len));
+  if (hole_len == 0) {
+    memcpy(base, t->bytes, t->len);
+  } else {
+    memcpy(base, t->bytes, hole_at);
+    memcpy(base + hole_at + hole_len, t->bytes + hole_at + hole_len,
+           t->len - hole_at - hole_len);
+  }
+  uintptr_t delta = (uintptr_t)base - t->base; /* a multiple of 2^32, possibly "negative" */
+  if (delta != 0) {
+    uintptr_t *w = (uintptr_t *)(void *)base;
+    for (size_t i = 0; i < t->nreloc; i++)
+      w[t->reloc[i]] += delta;
+  }
+  /* The explicit fix-ups: the header's words that point past the prefix. */
+  a->end = limit;
+  repoison_prefix(a);
+  char *keep = base + t->len + MBXV_ARENA_KEEP_RESIDENT;
+  if (old_high > keep) give_back_pages(keep, old_high, os_page());
+  else keep = old_high;
+  /* Below `keep` pages may be dirty (the replaced state's, or the copy's own). */
+  a->high = keep > a->bump ? keep : a->bump;
+}
+
+/* ---- shaped templates shared by a size class ---- */
+
+mbxV_shape *mbxV_pool_shape_get(mbxV_slot *s, const char *key, size_t key_len, size_t limit) {
+  if (!s->congruent || key == NULL) return NULL;
+  mbxV_pool *p = s->pool;
+  pthread_mutex_lock(&p->lock);
+  mbxV_shape *sh = p->shape[s->size_class];
+  if (sh && sh->key_len == key_len && sh->peak <= limit && memcmp(sh->key, key, key_len) == 0)
+    sh->refs++;
+  else sh = NULL;
+  pthread_mutex_unlock(&p->lock);
+  return sh;
+}
+
+void mbxV_pool_shape_put(mbxV_pool *p, mbxV_shape *sh) {
+  if (sh == NULL) return;
+  pthread_mutex_lock(&p->lock);
+  int last = --sh->refs == 0;
+  pthread_mutex_unlock(&p->lock);
+  if (last) shape_free(sh);
+}
+
+int mbxV_slot_share_shape(mbxV_slot *s, const char *key, size_t key_len, size_t peak,
+                          size_t hole_at, size_t hole_len) {
+  mbxV_pool *p = s->pool;
+  mbxV_shape *sh = calloc(1, sizeof *sh);
+  char *k = malloc(key_len ? key_len : 1);
+  if (sh == NULL || k == NULL || !capture(s, &sh->t, hole_at, hole_len)) {
+    free(sh);
+    free(k);
+    return 0;
+  }
+  memcpy(k, key, key_len);
+  sh->key = k;
+  sh->key_len = key_len;
+  sh->peak = peak;
+  sh->refs = 1; /* the pool's */
+  pthread_mutex_lock(&p->lock);
+  mbxV_shape *old = p->shape[s->size_class];
+  p->shape[s->size_class] = sh;
+  atomic_store_explicit(&p->shape_len[s->size_class], sh->t.len, memory_order_relaxed);
+  int last = old && --old->refs == 0;
+  pthread_mutex_unlock(&p->lock);
+  if (last) shape_free(old);
+  return 1;
+}

@@ -75,6 +75,10 @@ typedef struct mbxV_arena {
   size_t unreturned;   /* pages freed since the last return to the OS (an upper bound) */
   size_t moving_peak;  /* the charge while a moved block's two copies both existed, for the
                           heap's peak (it reads and clears it); 0 when none since */
+  /* Set while a template is built (vm/vm.c): every byte handed out, grown into or left as the
+     slack of a shrunk block is zeroed, so the template holds only what Lua wrote (no stale
+     bytes a relocation could take for a pointer). 0 in every template and every sandbox. */
+  int zero_fill;
   uint64_t fl_bitmap;  /* first levels with a non-empty list */
   uint8_t sl_bitmap[MBXV_TLSF_FL];
   char *free_lists[MBXV_TLSF_FL][MBXV_TLSF_SL];
@@ -123,6 +127,18 @@ void mbxV_arena_clear(mbxV_arena *a, size_t user_size);
 
 typedef struct mbxV_pool mbxV_pool;
 
+/* A pristine template shared by every congruent slot of one size class (one per class per
+   pool, written once, freed with the pool): the used prefix of the slot it was built in, and
+   the indexes of the words in it that hold a pointer into that prefix. A slot at another base
+   gets the bytes with `delta` added to exactly those words (vm/arena.c: why that is sound). */
+typedef struct mbxV_shared {
+  char *bytes;
+  size_t len;
+  uintptr_t base;   /* the address it was built at */
+  uint32_t *reloc;  /* word indexes into bytes, ascending */
+  size_t nreloc;
+} mbxV_shared;
+
 /* Host-side descriptor of a slot: stays valid (same address) for the slot's whole life, so the
    state inside the slot may point at it. */
 typedef struct mbxV_slot {
@@ -140,6 +156,10 @@ typedef struct mbxV_slot {
   char *shape_key;
   size_t shape_key_len;
   size_t shape_peak; /* heap.peak right after the install: what that install needed */
+  /* The slot's base is congruent to the pool's other slots modulo 2^32 (vm/arena.c): it may
+     use its class's shared template. 0 for a slot mmap placed anywhere (TSan builds, or a
+     full slot space). */
+  int congruent;
   struct mbxV_slot *next; /* idle list link */
 } mbxV_slot;
 
@@ -176,6 +196,48 @@ mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out);
    MBXV_ARENA_KEEP_RESIDENT) are returned to the OS first. Nothing in the slot may be used
    afterwards. */
 void mbxV_pool_give(mbxV_slot *s);
+
+/* The shared template of s's size class, or NULL (none built yet, or s is not congruent). */
+const mbxV_shared *mbxV_slot_shared(const mbxV_slot *s);
+/* Make the arena's used prefix its class's shared template, if the class has none and s is
+   congruent. Called right after a pristine state was built in the arena with zero_fill set
+   (and before anything else ran in it); the words [hole_at, hole_at + hole_len) belong to one
+   sandbox and are set again after every restore, so they are never relocated. Refuses (0;
+   the caller keeps a per-slot template instead) when a word that points into the prefix is
+   misaligned or a non-pointer could be mistaken for one (vm/arena.c), or out of host memory.
+   Returns 1 when the class has a shared template afterwards (this one or a racing one). */
+int mbxV_slot_share(mbxV_slot *s, size_t hole_at, size_t hole_len);
+/* A shaped template shared by a size class (vm/vm.h, mbxV_vm_shape_save): the plain shared
+   template with one policy shape's host functions installed, its exact shape description and
+   the peak its install reached. One per class per pool; a newer shape replaces it (holders
+   keep theirs alive through the count). */
+typedef struct mbxV_shape {
+  mbxV_shared t;
+  char *key;
+  size_t key_len;
+  size_t peak;
+  unsigned refs; /* under the pool's lock: the pool's own reference and every holder's */
+} mbxV_shape;
+
+/* The class's shaped template when it was made for exactly this key and limit held its
+   install's peak, with a reference the caller drops with mbxV_pool_shape_put; else NULL
+   (also for a slot that is not congruent). */
+mbxV_shape *mbxV_pool_shape_get(mbxV_slot *s, const char *key, size_t key_len, size_t limit);
+void mbxV_pool_shape_put(mbxV_pool *p, mbxV_shape *sh);
+/* Make the arena's used prefix its class's shaped template for key (replacing the class's
+   last one), like mbxV_slot_share: the state must have been restored from the class's shared
+   template and the install run with zero_fill set. Returns 1 when kept. */
+int mbxV_slot_share_shape(mbxV_slot *s, const char *key, size_t key_len, size_t peak,
+                          size_t hole_at, size_t hole_len);
+
+/* Copy the shared template t over s's arena, except [hole_at, hole_at + hole_len) (which
+   keeps its contents; hole_len 0 for none), and relocate it to s's base: every pointer word
+   gets s's base minus t's added, and the arena's own bounds (end, the high-water mark) are
+   set for s. Pages the replaced state dirtied past the prefix (beyond
+   MBXV_ARENA_KEEP_RESIDENT) are returned to the OS. The caller re-points whatever in its user
+   area refers to host memory of one slot (the vm's slot descriptor). */
+void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at,
+                              size_t hole_len);
 
 /* Copy the arena's used prefix aside as the slot's template (replacing any earlier one).
    Returns 0 when out of host memory (the slot then simply has no template). */

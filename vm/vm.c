@@ -89,10 +89,26 @@ _Static_assert(offsetof(mbxV_vm, output) >= offsetof(mbxV_vm, budget) + sizeof(m
                        offsetof(mbxV_vm, budget) + sizeof(mbxV_budget) + _Alignof(mbxV_output),
                "budget and output must be adjacent in mbxV_vm");
 
+static size_t hole_at(const mbxV_vm *vm) {
+  return (size_t)((const char *)&vm->budget - (const char *)vm->slot->arena);
+}
+
+static size_t hole_len(void) {
+  return offsetof(mbxV_vm, output) + sizeof(mbxV_output) - offsetof(mbxV_vm, budget);
+}
+
 static void restore_keeping_sandbox(mbxV_vm *vm, const char *bytes, size_t len) {
-  size_t at = (size_t)((char *)&vm->budget - (char *)vm->slot->arena);
-  size_t hole = offsetof(mbxV_vm, output) + sizeof(mbxV_output) - offsetof(mbxV_vm, budget);
-  mbxV_slot_restore_prefix(vm->slot, bytes, len, at, hole);
+  mbxV_slot_restore_prefix(vm->slot, bytes, len, hole_at(vm), hole_len());
+}
+
+/* The class's shared template, relocated into this slot (vm/arena.c). The vm struct came with
+   it: its slot pointer is the builder's (host memory, not relocated) until set here. */
+static void restore_shared(mbxV_slot *slot, const mbxV_shared *t, int keep_sandbox) {
+  mbxV_vm *vm = (mbxV_vm *)slot->arena->user;
+  if (keep_sandbox) mbxV_slot_restore_shared(slot, t, hole_at(vm), hole_len());
+  else mbxV_slot_restore_shared(slot, t, 0, 0);
+  vm = (mbxV_vm *)slot->arena->user;
+  vm->slot = slot;
 }
 
 /* lua_newstate on vm's heap, with vm in the extra space and our panic handler. */
@@ -155,7 +171,12 @@ static mbxV_new_result build(mbxV_slot *slot, const mbxV_config *cfg, lua_CFunct
 #endif
   vm->slot = slot;
   configure(vm, cfg);
-  return populate(vm, open_libs);
+#ifndef MBX_ARENA_MALLOC
+  a->zero_fill = 1; /* a template: only what Lua writes (mbxV_slot_share) */
+#endif
+  mbxV_new_result r = populate(vm, open_libs);
+  if (r != MBXV_NEW_OK) a->zero_fill = 0;
+  return r;
 }
 
 /* The slot holds a shaped template for cfg's shape, and cfg's memory limit held what its
@@ -168,10 +189,49 @@ static int shape_fits(const mbxV_slot *slot, const mbxV_config *cfg) {
 
 /* After a restore from the shaped template and the configuration: the peak is the one the
    install reached, as if it had just run. */
-static void mark_shaped(mbxV_vm *vm) {
-  vm->heap.peak = vm->slot->shape_peak;
+static void mark_shaped(mbxV_vm *vm, size_t peak) {
+  vm->heap.peak = peak;
   vm->shaped = 1;
   mbxV_pool_count_shape(vm->slot->pool, 1);
+}
+
+/* The pristine state for cfg back in the slot: the shaped template for cfg's shape when one
+   fits (returns 1, *peak its install's), else the plain one; the slot's own templates, or the
+   class's shared ones relocated. keep_sandbox: a reset (the budget and output stay). */
+static int restore_pristine(mbxV_slot *slot, const mbxV_config *cfg, const mbxV_shared *shared,
+                            int keep_sandbox, size_t *peak) {
+  mbxV_vm *vm = (mbxV_vm *)slot->arena->user;
+  *peak = 0;
+  if (slot->template_bytes) {
+    int shaped = shape_fits(slot, cfg);
+    const char *bytes = shaped ? slot->shape_bytes : slot->template_bytes;
+    size_t len = shaped ? slot->shape_len : slot->template_len;
+    if (keep_sandbox) restore_keeping_sandbox(vm, bytes, len);
+    else mbxV_slot_restore_bytes(slot, bytes, len);
+    *peak = slot->shape_peak;
+    return shaped;
+  }
+  mbxV_shape *sh = mbxV_pool_shape_get(slot, cfg->shape_key, cfg->shape_key_len,
+                                       cfg->memory_limit);
+  restore_shared(slot, sh ? &sh->t : shared, keep_sandbox);
+  if (sh == NULL) return 0;
+  *peak = sh->peak;
+  mbxV_pool_shape_put(slot->pool, sh);
+  return 1;
+}
+
+void mbxV_vm_shape_install(mbxV_vm *vm, const mbxV_config *cfg, int starting) {
+#ifdef MBX_ARENA_MALLOC
+  (void)vm;
+  (void)cfg;
+  (void)starting;
+#else
+  mbxV_slot *slot = vm->slot;
+  if (slot == NULL) return;
+  /* Only a state that may become the class's shaped template pays for the zeroing. */
+  slot->arena->zero_fill = starting && cfg->shape_key && slot->template_bytes == NULL &&
+                           mbxV_slot_shared(slot) != NULL;
+#endif
 }
 
 int mbxV_vm_shape_save(mbxV_vm *vm, const mbxV_config *cfg) {
@@ -181,11 +241,23 @@ int mbxV_vm_shape_save(mbxV_vm *vm, const mbxV_config *cfg) {
   return 0;
 #else
   mbxV_slot *slot = vm->slot;
-  if (slot == NULL || slot->template_bytes == NULL || cfg->shape_key == NULL ||
-      cfg->shape_key_len > MBXV_SHAPE_KEY_MAX)
-    return 0;
+  if (slot == NULL) return 0;
+  int installed_clean = slot->arena->zero_fill; /* mbxV_vm_shape_install */
+  slot->arena->zero_fill = 0;
+  if (cfg->shape_key == NULL || cfg->shape_key_len > MBXV_SHAPE_KEY_MAX) return 0;
+  const mbxV_shared *shared = mbxV_slot_shared(slot);
+  size_t plain = slot->template_bytes ? slot->template_len : shared ? shared->len : 0;
+  if (plain == 0) return 0;
   size_t len = mbxV_arena_prefix(slot->arena);
-  if (len < slot->template_len || len - slot->template_len > MBXV_SHAPE_EXTRA_MAX) return 0;
+  if (len < plain || len - plain > MBXV_SHAPE_EXTRA_MAX) return 0;
+  if (slot->template_bytes == NULL) {
+    /* The class's shaped template, relocatable like the plain one. */
+    if (!installed_clean || !mbxV_slot_share_shape(slot, cfg->shape_key, cfg->shape_key_len,
+                                                   vm->heap.peak, hole_at(vm), hole_len()))
+      return 0;
+    mbxV_pool_count_shape(slot->pool, 0);
+    return 1;
+  }
   char *bytes = malloc(len);
   char *key = malloc(cfg->shape_key_len ? cfg->shape_key_len : 1);
   if (bytes == NULL || key == NULL) {
@@ -221,19 +293,20 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
     return MBXV_NEW_NO_SPACE;
   }
   mbxV_vm *vm = (mbxV_vm *)slot->arena->user;
-  if (slot->template_bytes) {
+  const mbxV_shared *shared = mbxV_slot_shared(slot);
+  if (slot->template_bytes || shared) {
     /* The pristine state, its allocator and this vm struct, byte for byte, at the addresses
-       they were built at: every pointer in them is valid again. */
-    int shaped = shape_fits(slot, cfg);
-    if (shaped) mbxV_slot_restore_bytes(slot, slot->shape_bytes, slot->shape_len);
-    else mbxV_slot_restore(slot);
+       they were built at (every pointer in them is valid again), or the class's shared
+       template relocated to this slot. */
+    size_t peak;
+    int shaped = restore_pristine(slot, cfg, shared, 0, &peak);
     vm = (mbxV_vm *)slot->arena->user;
     if (vm->heap.used > cfg->memory_limit) {
       mbxV_pool_give(slot);
       return MBXV_NEW_NO_FIT;
     }
     configure(vm, cfg);
-    if (shaped) mark_shaped(vm);
+    if (shaped) mark_shaped(vm, peak);
   } else {
     mbxV_new_result r = build(slot, cfg, open_libs);
     if (r != MBXV_NEW_OK) {
@@ -242,8 +315,9 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
     }
     vm = (mbxV_vm *)slot->arena->user;
 #ifndef MBX_ARENA_MALLOC
-    /* Out of host memory here only costs the next sandbox in this slot a rebuild. */
-    mbxV_slot_snapshot(slot);
+    /* The class's shared template when this slot can hold one; else the slot's own. Out of
+       host memory here only costs the next sandbox in this slot a rebuild. */
+    if (!mbxV_slot_share(slot, hole_at(vm), hole_len())) mbxV_slot_snapshot(slot);
 #endif
   }
   *out = vm;
@@ -252,12 +326,12 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
 
 mbxV_new_result mbxV_vm_reset(mbxV_vm *vm, const mbxV_config *cfg, lua_CFunction open_libs) {
   mbxV_slot *slot = vm->slot;
-  if (slot->template_bytes) {
-    int shaped = shape_fits(slot, cfg);
-    if (shaped) restore_keeping_sandbox(vm, slot->shape_bytes, slot->shape_len);
-    else restore_keeping_sandbox(vm, slot->template_bytes, slot->template_len);
+  const mbxV_shared *shared = mbxV_slot_shared(slot);
+  if (slot->template_bytes || shared) {
+    size_t peak;
+    int shaped = restore_pristine(slot, cfg, shared, 1, &peak);
     reconfigure(vm, cfg);
-    if (shaped) mark_shaped(vm);
+    if (shaped) mark_shaped(vm, peak);
     return MBXV_NEW_OK;
   }
   /* No template (MBX_ARENA_MALLOC builds, or a snapshot that found no host memory): build

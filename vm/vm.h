@@ -129,6 +129,10 @@ mbxV_new_result mbxV_vm_reset(mbxV_vm *vm, const mbxV_config *cfg, lua_CFunction
    Keeps nothing (returns 0) without a plain template, past the caps above or out of host
    memory. */
 int mbxV_vm_shape_save(mbxV_vm *vm, const mbxV_config *cfg);
+/* Bracket that install: starting 1 right before it (a state that may become its class's
+   shared shaped template is then built with zero_fill, like the plain template: vm/arena.c),
+   0 when the install failed (mbxV_vm_shape_save ends the bracket itself). */
+void mbxV_vm_shape_install(mbxV_vm *vm, const mbxV_config *cfg, int starting);
 
 /* A copy of a vm's whole state between runs, for rewinding to it: the slot's used prefix
    (arena header, this vm struct, every block). Owned by the caller; zero-initialise it, reuse

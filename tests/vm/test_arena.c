@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include <lauxlib.h>
 #include <lua.h>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -555,7 +556,7 @@ static void vm_new_builds_once_then_restores(void **state) {
   assert_ptr_equal(again, vm); /* the same slot, the same address */
 #ifndef MBX_ARENA_MALLOC
   assert_ptr_equal(again->L, L); /* the template's state, at the template's address */
-  assert_non_null(again->slot->template_bytes);
+  assert_true(again->slot->template_bytes || mbxV_slot_shared(again->slot));
 #else
   assert_null(again->slot->template_bytes); /* built again: ASan sees every block */
 #endif
@@ -682,6 +683,250 @@ static void a_poisoned_sandbox_leaves_a_clean_slot(void **state) {
   mbx_runtime_free(rt);
 }
 
+/* ---- one template per size class, relocated ---- */
+
+static const mbxV_config std_config = {.memory_limit = 4 * MIB, .output_limit = 1000,
+                                       .source_limit = 100000, .address_key = 5};
+
+/* Run code on a raw vm state (no port attached: only pure library functions) and return its
+   one string result. */
+static char *raw_eval(lua_State *L, const char *code) {
+  if (luaL_loadstring(L, code) != LUA_OK || lua_pcall(L, 0, 1, 0) != LUA_OK)
+    fail_msg("%s: %s", code, lua_tostring(L, -1));
+  char *v = strdup(lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return v;
+}
+
+static const char survey[] =
+    "local n, names = 0, {} for k, v in pairs(_G) do n = n + 1 names[#names + 1] = k end "
+    "table.sort(names) local libs = 0 "
+    "for _, m in ipairs({string, table, math, utf8, coroutine}) do for k in pairs(m) do "
+    "libs = libs + 1 end end "
+    "local t = {} for i = 1, 300 do t[('k' .. i):rep(2)] = i end local s = 0 "
+    "for k, v in pairs(t) do s = s + v end "
+    "return table.concat(names, ',') .. '|' .. n .. '|' .. libs .. '|' .. s .. '|' .. "
+    "string.format('%5.2f %q', math.pi, 'a\\0b') .. '|' .. ('x'):rep(3, '-') .. '|' .. "
+    "utf8.char(228, 8364) .. '|' .. select('#', string.byte('hello', 1, -1))";
+
+/* The template of a class built in slot A, copied into slot B, equals A's bytes word for word
+   with exactly the in-prefix words moved by B - A (a multiple of 2^32) and the header's bounds
+   set for B; the relocated state survives a full collection and computes what A's does. */
+static void a_shared_template_relocates_word_for_word(void **state) {
+  (void)state;
+#ifdef MBX_ARENA_MALLOC
+  skip(); /* no templates: every state is built on malloc */
+#else
+  mbxV_pool *pool = mbxV_pool_new(0);
+  mbxV_vm *a;
+  assert_int_equal(mbxV_vm_new(pool, &std_config, mbxL_open_sandbox, &a), MBXV_NEW_OK);
+  if (!a->slot->congruent) {
+    mbxV_vm_free(a);
+    mbxV_pool_free(pool);
+    print_message("SKIP: slots are not placed congruently in this build (TSan)\n");
+    skip();
+  }
+  const mbxV_shared *t = mbxV_slot_shared(a->slot);
+  assert_non_null(t);
+  assert_null(a->slot->template_bytes); /* the class's, not the slot's */
+  assert_int_equal(t->base, (uintptr_t)a->slot->arena);
+  assert_true(t->nreloc > 100);
+  /* A second slot of the class (A stays live), restored from the shared template. */
+  mbxV_slot *b;
+  assert_int_equal(mbxV_pool_take(pool, std_config.memory_limit, &b), MBXV_TAKE_OK);
+  assert_ptr_not_equal(b, a->slot);
+  assert_true(b->congruent);
+  assert_ptr_equal(mbxV_slot_shared(b), t);
+  mbxV_slot_restore_shared(b, t, 0, 0);
+  uintptr_t delta = (uintptr_t)b->arena - t->base;
+  assert_int_not_equal(delta, 0);
+  assert_int_equal(delta & 0xffffffffu, 0);
+  const uintptr_t *from = (const uintptr_t *)(const void *)t->bytes;
+  const uintptr_t *to = (const uintptr_t *)(const void *)b->arena;
+  size_t end_at = offsetof(mbxV_arena, end) / sizeof(uintptr_t);
+  size_t high_at = offsetof(mbxV_arena, high) / sizeof(uintptr_t);
+  size_t r = 0, moved = 0;
+  for (size_t i = 0; i < t->len / sizeof(uintptr_t); i++) {
+    int listed = r < t->nreloc && t->reloc[r] == i;
+    if (listed) {
+      assert_true(from[i] - t->base <= t->len); /* only words that point into the prefix */
+      r++;
+    }
+    if (i == end_at) {
+      assert_ptr_equal((char *)to[i], (char *)b->arena + b->size);
+    } else if (i == high_at) {
+      assert_true(to[i] >= (uintptr_t)b->arena->bump && to[i] <= (uintptr_t)b->arena->end);
+    } else if (listed) {
+      assert_int_equal(to[i], from[i] + delta);
+      moved++;
+    } else {
+      if (to[i] != from[i]) fail_msg("word %zu changed: %#lx -> %#lx", i, from[i], to[i]);
+      /* A word left alone never points into the prefix, outside the sandbox's own fields. */
+      if (from[i] - t->base <= t->len) {
+        size_t at = i * sizeof(uintptr_t);
+        size_t hole = (size_t)((char *)&a->budget - (char *)a->slot->arena);
+        assert_true(at >= hole && at < hole + sizeof a->budget + sizeof a->output + 16);
+      }
+    }
+  }
+  assert_int_equal(r, t->nreloc);
+  assert_true(moved + 1 >= t->nreloc); /* every listed word moved (bump may be `high`) */
+  /* The relocated state is a working state of its own. */
+  mbxV_vm *bv = (mbxV_vm *)b->arena->user;
+  bv->slot = b;
+  assert_ptr_equal(mbxV_from(bv->L), bv);
+  assert_true((uintptr_t)bv->L - (uintptr_t)b->arena < t->len);
+  char *here = raw_eval(a->L, survey);
+  lua_gc(bv->L, LUA_GCCOLLECT);
+  lua_gc(bv->L, LUA_GCCOLLECT);
+  char *there = raw_eval(bv->L, survey);
+  assert_string_equal(here, there);
+  free(there);
+  lua_gc(bv->L, LUA_GCCOLLECT);
+  there = raw_eval(bv->L, survey);
+  assert_string_equal(here, there);
+  free(here);
+  free(there);
+  bv->L = NULL;
+  mbxV_pool_give(b);
+  mbxV_vm_free(a);
+  mbxV_pool_free(pool);
+#endif
+}
+
+/* Each agent-corpus script (tests/agent) gives the same value in the slot that built the
+   template and in two relocated siblings, all three live at once. */
+static void relocated_sandboxes_run_the_agent_corpus_identically(void **state) {
+  (void)state;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", __FILE__);
+  char *slash = strrchr(dir, '/');
+  assert_non_null(slash);
+  *slash = '\0';
+  slash = strrchr(dir, '/');
+  assert_non_null(slash);
+  snprintf(slash, sizeof dir - (size_t)(slash - dir), "/agent");
+  mbx_runtime *rt = mbx_runtime_new(NULL);
+  mbx_policy *p = mbx_policy_new();
+  int scripts = 0;
+  for (int n = 1; n < 100; n++) {
+    char pattern[4200], path[4300];
+    snprintf(pattern, sizeof pattern, "ls %s/%02d_*.lua 2>/dev/null", dir, n);
+    FILE *ls = popen(pattern, "r");
+    assert_non_null(ls);
+    int got = fgets(path, sizeof path, ls) != NULL;
+    pclose(ls);
+    if (!got) continue;
+    path[strcspn(path, "\n")] = '\0';
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char code[1 << 16];
+    size_t len = fread(code, 1, sizeof code - 1, f);
+    fclose(f);
+    code[len] = '\0';
+    char input[8192] = "", expect[8192] = "";
+    const char *in = strstr(code, "-- args: --input ");
+    if (in) sscanf(in + strlen("-- args: --input "), "%8191[^\n]", input);
+    const char *ex = strstr(code, "-- expect-value: ");
+    if (ex) sscanf(ex + strlen("-- expect-value: "), "%8191[^\n]", expect);
+    if (strstr(code, "-- args:") && !in) continue; /* needs other flags (files, functions) */
+    mbx_sandbox *sb[3];
+    char *values[3];
+    for (int i = 0; i < 3; i++) {
+      sb[i] = mbx_sandbox_new(rt, p, NULL);
+      assert_non_null(sb[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+      free(run_value(sb[i], "collectgarbage() collectgarbage() return 1", MBX_OK));
+      mbx_result *res = NULL;
+      mbx_error err;
+      mbx_status st = mbx_run(sb[i], code, len, input[0] ? input : NULL, strlen(input), &res,
+                              &err);
+      /* The status and the value, or the message of a script that expects an error. */
+      size_t mlen = 0;
+      const char *msg = res ? mbx_result_error_message(res, &mlen) : err.message;
+      const char *val = res ? mbx_result_value_json(res, NULL) : NULL;
+      if (expect[0] && st != MBX_OK)
+        fail_msg("%s in sandbox %d: %s: %s", path, i, mbx_status_name(st), msg ? msg : "");
+      size_t need = strlen(mbx_status_name(st)) + (val ? strlen(val) : 0) +
+                    (msg ? strlen(msg) : 0) + 3;
+      values[i] = malloc(need);
+      snprintf(values[i], need, "%s %s %s", mbx_status_name(st), val ? val : "",
+               msg ? msg : "");
+      mbx_result_free(res);
+    }
+    assert_string_equal(values[0], values[1]);
+    assert_string_equal(values[0], values[2]);
+    for (int i = 0; i < 3; i++) {
+      free(values[i]);
+      mbx_sandbox_free(sb[i]);
+    }
+    scripts++;
+  }
+  assert_true(scripts >= 10);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+}
+
+/* Siblings from one shared template share no state: what one writes (globals, library
+   tables, the string metatable, interned strings) the other never sees, and a hostile scan
+   of everything the other can reach finds none of it; a sandbox made later in the first one's
+   slot does not either. Their random sequences differ. */
+static void shared_template_siblings_are_isolated(void **state) {
+  (void)state;
+  mbx_runtime *rt = mbx_runtime_new(NULL);
+  mbx_policy *p = mbx_policy_new();
+  mbx_sandbox *a = mbx_sandbox_new(rt, p, NULL);
+  mbx_sandbox *b = mbx_sandbox_new(rt, p, NULL);
+  assert_non_null(a);
+  assert_non_null(b);
+  char *ra = run_value(a, "return {math.random(1 << 50), math.random(1 << 50)}", MBX_OK);
+  char *rb = run_value(b, "return {math.random(1 << 50), math.random(1 << 50)}", MBX_OK);
+  assert_string_not_equal(ra, rb);
+  free(ra);
+  free(rb);
+  free(run_value(a,
+                 "secret = 'TOPSECRET-' .. ('z'):rep(30) string.leak = secret "
+                 "table.leak = {secret} math.pi = 3 "
+                 "pcall(function() getmetatable('').__index.leak = secret end) "
+                 "local keep = {} for i = 1, 2000 do keep[i] = 'TOPSECRET-' .. i end "
+                 "hold = keep return 1",
+                 MBX_OK));
+  static const char scan[] =
+      "local seen, found = {}, 0 "
+      "local function look(v, depth) "
+      "  if type(v) == 'string' then if v:find('TOPSECRET', 1, true) then found = found + 1 end "
+      "  elseif type(v) == 'table' and not seen[v] and depth < 8 then seen[v] = true "
+      "    for k, x in pairs(v) do look(k, depth + 1) look(x, depth + 1) end "
+      "    local mt = getmetatable(v) if type(mt) == 'table' then look(mt, depth + 1) end "
+      "  end end "
+      "look(_G, 0) look(getmetatable('') or {}, 0) "
+      "return {found = found, secret = secret == nil, pi = math.pi > 3.14, "
+      "leak = ('').leak == nil}";
+  char *v = run_value(b, scan, MBX_OK);
+  assert_string_equal(v, "{\"found\":0,\"leak\":true,\"pi\":true,\"secret\":true}");
+  free(v);
+  /* The writer's own view did change (the scan can find what is there). */
+  v = run_value(a, scan, MBX_OK);
+  assert_string_not_equal(v, "{\"found\":0,\"leak\":true,\"pi\":true,\"secret\":true}");
+  free(v);
+  mbx_sandbox_free(a);
+  mbx_sandbox *c = mbx_sandbox_new(rt, p, NULL); /* a's slot again (LIFO) */
+  v = run_value(c, scan, MBX_OK);
+  assert_string_equal(v, "{\"found\":0,\"leak\":true,\"pi\":true,\"secret\":true}");
+  free(v);
+  /* And b, relocated, can be reset to pristine in place. */
+  free(run_value(b, "secret = 'TOPSECRET' return 1", MBX_OK));
+  assert_int_equal(mbx_sandbox_reset(b, NULL), MBX_OK);
+  v = run_value(b, scan, MBX_OK);
+  assert_string_equal(v, "{\"found\":0,\"leak\":true,\"pi\":true,\"secret\":true}");
+  free(v);
+  mbx_sandbox_free(b);
+  mbx_sandbox_free(c);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+}
+
 /* ---- threads ---- */
 
 #define THREADS 4
@@ -770,6 +1015,9 @@ int main(void) {
       cmocka_unit_test(a_new_sandbox_in_the_same_slot_is_pristine),
       cmocka_unit_test(a_poisoned_sandbox_leaves_a_clean_slot),
       cmocka_unit_test(threads_share_one_runtime),
+      cmocka_unit_test(a_shared_template_relocates_word_for_word),
+      cmocka_unit_test(relocated_sandboxes_run_the_agent_corpus_identically),
+      cmocka_unit_test(shared_template_siblings_are_isolated),
   };
   return cmocka_run_group_tests_name("vm/arena", tests, NULL, NULL);
 }
