@@ -55,7 +55,10 @@ typedef struct lfile {
   size_t plen, ppos; /* its length and read position; KIND_POPEN_W: bytes collected */
   int pcode, psignal; /* KIND_POPEN_R: how the program ended */
   size_t rpos, rlen; /* unread bytes buf[rpos..rlen) came from the port ahead of the guest */
-  char buf[IO_CHUNK];
+  /* IO_CHUNK bytes of read-ahead, only in a readable file: io.stdout and io.stderr (in every
+     sandbox's template) and files opened for writing only are that much smaller. Only
+     do_read fills it, and it refuses a file that is not readable first. */
+  char buf[];
 } lfile;
 
 /* ---- errors: stock's nil, message, errno ---- */
@@ -107,13 +110,13 @@ static lfile *open_file(lua_State *L, int idx) {
   return f;
 }
 
-static lfile *new_file(lua_State *L, int kind) {
-  lfile *f = (lfile *)lua_newuserdatauv(L, sizeof *f, 1);
+static lfile *new_file(lua_State *L, int kind, int readable) {
+  lfile *f = (lfile *)lua_newuserdatauv(L, offsetof(lfile, buf) + (readable ? IO_CHUNK : 0), 1);
   memset(f, 0, offsetof(lfile, buf));
   f->kind = kind;
   f->handle = -1;
   f->writable = kind == KIND_STDOUT || kind == KIND_STDERR || kind == KIND_POPEN_W;
-  f->readable = kind == KIND_STDIN;
+  f->readable = readable;
   luaL_setmetatable(L, FILE_TYPE);
   return f;
 }
@@ -135,7 +138,7 @@ static int sync_read(lua_State *L, lfile *f, mbxC_port_error *e) {
 static int fill(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
   if (f->rpos < f->rlen) return 1;
   if (f->kind == KIND_POPEN_R) {
-    size_t got = f->plen - f->ppos < sizeof f->buf ? f->plen - f->ppos : sizeof f->buf;
+    size_t got = f->plen - f->ppos < IO_CHUNK ? f->plen - f->ppos : IO_CHUNK;
     memcpy(f->buf, f->pdata + f->ppos, got);
     f->ppos += got;
     mbxV_meter_add(m, got + IO_BYTES_PER_INSN);
@@ -148,11 +151,11 @@ static int fill(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
   size_t got = 0;
   if (f->kind == KIND_STDIN) {
     /* The host's bytes; none supplied (or no port): an empty stdin. */
-    if (port && port->stdin_read && port->stdin_read(port->ud, f->buf, sizeof f->buf, &got, e))
+    if (port && port->stdin_read && port->stdin_read(port->ud, f->buf, IO_CHUNK, &got, e))
       return -1;
   } else {
     if (port == NULL) not_granted(e);
-    if (port == NULL || port->fs_read(port->ud, f->handle, f->buf, sizeof f->buf, &w, &got, e) != 0)
+    if (port == NULL || port->fs_read(port->ud, f->handle, f->buf, IO_CHUNK, &w, &got, e) != 0)
       return -1;
   }
   mbxV_meter_add(m, got + IO_BYTES_PER_INSN);
@@ -568,7 +571,7 @@ static int mode_flags(const char *mode) {
 static int open_path(lua_State *L, const char *path, size_t len, int flags, mbxC_port_error *e) {
   const mbxC_port *port = fs_port(L, e);
   if (port == NULL) return -1;
-  lfile *f = new_file(L, KIND_FILE);
+  lfile *f = new_file(L, KIND_FILE, (flags & MBXC_FS_READ) != 0);
   f->closed = 1; /* until the port says otherwise */
   mbxC_wait w = guest_wait(L);
   int h;
@@ -578,7 +581,6 @@ static int open_path(lua_State *L, const char *path, size_t len, int flags, mbxC
   }
   f->handle = h;
   f->closed = 0;
-  f->readable = (flags & MBXC_FS_READ) != 0;
   f->writable = (flags & MBXC_FS_WRITE) != 0;
   return 0;
 }
@@ -608,7 +610,7 @@ static int io_popen(lua_State *L) {
   if (port == NULL || port->exec_run == NULL)
     return luaL_error(L, "io.popen is not available: this policy grants no exec");
   if (w) {
-    lfile *f = new_file(L, KIND_POPEN_W);
+    lfile *f = new_file(L, KIND_POPEN_W, 0);
     lua_createtable(L, 4, 0);
     lua_pushvalue(L, 1);
     lua_rawseti(L, -2, 0);
@@ -620,11 +622,10 @@ static int io_popen(lua_State *L) {
   mbxC_port_error e;
   if (mbxL_exec_shell(L, cmd, NULL, 0, &res, &e) != 0) return push_fail(L, cmd, &e);
   mbxV_output_write(L, MBXV_STDERR, res.err, res.err_len);
-  lfile *f = new_file(L, KIND_POPEN_R);
+  lfile *f = new_file(L, KIND_POPEN_R, 1);
   lua_pushlstring(L, res.out, res.out_len);
   f->pdata = lua_tolstring(L, -1, &f->plen);
   lua_setiuservalue(L, -2, 1);
-  f->readable = 1;
   f->pcode = res.signal ? -1 : res.exit_code;
   f->psignal = res.signal;
   return 1;
@@ -928,15 +929,15 @@ int mbxL_open_io(lua_State *L) {
   lua_pushcfunction(L, io_popen);
   lua_setfield(L, -2, "popen");
   lua_createtable(L, 2, 0); /* io.input(), io.output() */
-  new_file(L, KIND_STDIN);
+  new_file(L, KIND_STDIN, 1);
   lua_pushvalue(L, -1);
   lua_rawseti(L, -3, IO_INPUT);
   lua_setfield(L, -3, "stdin");
-  new_file(L, KIND_STDOUT);
+  new_file(L, KIND_STDOUT, 0);
   lua_pushvalue(L, -1);
   lua_rawseti(L, -3, IO_OUTPUT);
   lua_setfield(L, -3, "stdout");
-  new_file(L, KIND_STDERR);
+  new_file(L, KIND_STDERR, 0);
   lua_setfield(L, -3, "stderr");
   static const luaL_Reg funcs[] = {{"write", io_write},   {"read", io_read},   {"input", io_input},
                                    {"output", io_output}, {"close", io_close}, {"lines", io_lines},
