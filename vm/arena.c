@@ -534,6 +534,7 @@ struct mbxV_pool {
      mbxV_pool_give, which reads it without the lock. */
   mbxV_shape *shape[sizeof(size_t) * 8];
   _Atomic size_t shape_len[sizeof(size_t) * 8];
+  _Atomic unsigned reloc_copies; /* slots holding a reloc_copy */
 };
 
 static void shape_free(mbxV_shape *sh) {
@@ -648,6 +649,8 @@ static mbxV_slot *slot_map(mbxV_pool *p, size_t size) {
 
 static void slot_unmap(mbxV_slot *s) {
   munmap((char *)s->arena - MBXV_ARENA_GUARD, reservation(s->size));
+  if (s->reloc_copy) atomic_fetch_sub(&s->pool->reloc_copies, 1);
+  free(s->reloc_copy);
   free(s->template_bytes);
   mbxV_slot_drop_shape(s);
   free(s);
@@ -1004,6 +1007,25 @@ int mbxV_slot_share(mbxV_slot *s, size_t hole_at, size_t hole_len) {
   return 1;
 }
 
+/* Give s a copy of the plain template t relocated by delta, if the pool's budget of such
+   copies allows (the shared template lives as long as the pool: the copy never goes stale). */
+static void keep_relocated(mbxV_slot *s, const mbxV_shared *t, uintptr_t delta) {
+  unsigned n = atomic_load(&s->pool->reloc_copies);
+  do {
+    if (n >= MBXV_RELOC_COPIES) return;
+  } while (!atomic_compare_exchange_weak(&s->pool->reloc_copies, &n, n + 1));
+  char *copy = malloc(t->len);
+  if (copy == NULL) {
+    atomic_fetch_sub(&s->pool->reloc_copies, 1);
+    return;
+  }
+  memcpy(copy, t->bytes, t->len);
+  uintptr_t *w = (uintptr_t *)(void *)copy;
+  for (size_t i = 0; i < t->nreloc; i++)
+    w[t->reloc[i]] += delta;
+  s->reloc_copy = copy;
+}
+
 void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at,
                               size_t hole_len) {
   mbxV_arena *a = s->arena;
@@ -1014,14 +1036,20 @@ void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at
   if (a->base != base) old_high = base;
   else if (old_high < base || old_high > limit) old_high = limit;
   unpoison_prefix(a, copy_extent(s, t->len));
-  if (hole_len == 0) {
-    memcpy(base, t->bytes, t->len);
-  } else {
-    memcpy(base, t->bytes, hole_at);
-    memcpy(base + hole_at + hole_len, t->bytes + hole_at + hole_len,
-           t->len - hole_at - hole_len);
-  }
   uintptr_t delta = (uintptr_t)base - t->base; /* a multiple of 2^32, possibly "negative" */
+  const char *src = t->bytes;
+  int plain = t == atomic_load_explicit(&s->pool->shared[s->size_class], memory_order_acquire);
+  if (delta != 0 && plain && s->reloc_copy == NULL) keep_relocated(s, t, delta);
+  if (delta != 0 && plain && s->reloc_copy) {
+    src = s->reloc_copy; /* relocated once already */
+    delta = 0;
+  }
+  if (hole_len == 0) {
+    memcpy(base, src, t->len);
+  } else {
+    memcpy(base, src, hole_at);
+    memcpy(base + hole_at + hole_len, src + hole_at + hole_len, t->len - hole_at - hole_len);
+  }
   if (delta != 0) {
     uintptr_t *w = (uintptr_t *)(void *)base;
     for (size_t i = 0; i < t->nreloc; i++)

@@ -58,6 +58,8 @@
    almost always touches them again, and a madvise plus the page faults that follow it cost more
    than the tiny run they would serve. Everything beyond is returned to the OS. */
 #define MBXV_ARENA_KEEP_RESIDENT ((size_t)64 << 10)
+/* Slots of a pool that keep a relocated copy of their class's shared template (mbxV_slot). */
+#define MBXV_RELOC_COPIES 16u
 /* Live slots a pool allows by default (reserved address space: 4096 x 512 MiB = 2 TiB for
    the default 64 MiB limit, well inside the 128 TiB of a 47-bit address space). */
 #define MBXV_POOL_DEFAULT_CAP 4096u
@@ -160,6 +162,10 @@ typedef struct mbxV_slot {
      use its class's shared template. 0 for a slot mmap placed anywhere (TSan builds, or a
      full slot space). */
   int congruent;
+  /* The class's shared plain template already relocated to this slot, so restoring it is one
+     memcpy, as in the slot that built it; kept for at most MBXV_RELOC_COPIES slots of a pool
+     (a few busy slots get it, 10,000 live sandboxes do not pay 10,000 copies). */
+  char *reloc_copy;
   struct mbxV_slot *next; /* idle list link */
 } mbxV_slot;
 
