@@ -19,7 +19,10 @@
 ** and everything Lua knows lives in the blocks, so a byte copy of the used prefix
 ** [base, bump) is a complete snapshot of a Lua state and its allocator. Copied back to the
 ** same address, it is that state again: the pointers in it are all absolute and all point
-** inside the slot (or at static code and data).
+** inside the slot (or at static code and data). Copied into another slot of the same size
+** class, placed congruent modulo 2^32, it is that state again once the base difference is
+** added to the words that point into the prefix (mbxV_shared: one template per size class,
+** vm/arena.c says why that is sound).
 **
 ** The allocator is a TLSF (two-level segregated fit) over boundary-tagged blocks: every block
 ** starts with one size word; a free block also holds its list links and, in its last word, a

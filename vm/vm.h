@@ -98,10 +98,12 @@ typedef enum mbxV_new_result {
 } mbxV_new_result;
 
 struct mbxV_pool;
-/* A pristine sandbox in a slot taken from pool: the slot's template copied back (the cost of a
-   memcpy of its used prefix), or, on a slot's first use, a state built there: lua_newstate with
-   the arena allocator, open_libs (a lua_CFunction) under lua_pcall and a full collection, then
-   snapshotted as the slot's template. With MBX_ARENA_MALLOC the heap uses malloc per block
+/* A pristine sandbox in a slot taken from pool: its size class's shared template copied in and
+   relocated to the slot (vm/arena.c; a memcpy of the used prefix plus, in a slot that keeps no
+   relocated copy, adding the base difference to the template's pointer words), or the slot's
+   own template where slots are not congruent; or, on a class's (or such a slot's) first use, a
+   state built there: lua_newstate with the arena allocator, open_libs (a lua_CFunction) under
+   lua_pcall and a full collection, then kept as the class's (or the slot's) template. With MBX_ARENA_MALLOC the heap uses malloc per block
    (so ASan sees every Lua block) and the state is built every time. The vm lives inside the
    slot, at a fixed address; it is returned with vm->ext zeroed: the layer above attaches what
    it needs (the stdlib its port), then reseeds anything seeded at open. */
