@@ -750,7 +750,10 @@ static void a_shared_template_relocates_word_for_word(void **state) {
     assert_int_not_equal(delta, 0);
     assert_int_equal(delta & 0xffffffffu, 0);
     const uintptr_t *from = (const uintptr_t *)(const void *)t->bytes;
-    const uintptr_t *to = (const uintptr_t *)(const void *)b->arena;
+    /* Read through a copy: under the asan-arena preset free space in the slot is poisoned. */
+    uintptr_t *to = malloc(t->len);
+    assert_non_null(to);
+    mbxV_arena_copy_out(b->arena, (char *)to, t->len);
     size_t end_at = offsetof(mbxV_arena, end) / sizeof(uintptr_t);
     size_t high_at = offsetof(mbxV_arena, high) / sizeof(uintptr_t);
     size_t r = 0;
@@ -777,6 +780,7 @@ static void a_shared_template_relocates_word_for_word(void **state) {
       }
     }
     assert_int_equal(r, t->nreloc);
+    free(to);
     if (k != 0 && k != SIBLINGS - 1) continue;
     /* The relocated state is a working state of its own (a cached and an uncached one). */
     mbxV_vm *bv = (mbxV_vm *)b->arena->user;
