@@ -265,7 +265,7 @@ oom:
 
 /* ---- the request the helper reads (host/exec_helper.c parses it) ----
    Items "<tag><decimal length>:<bytes>": b bwrap path, u host uid (0: keep), n nproc, m
-   address space bytes, f file size bytes, o open files, c CPU seconds, k mount fd count,
+   address space bytes (0: not limited, the memory cgroup is), g a cgroup.procs file to join, f file size bytes, o open files, c CPU seconds, k mount fd count,
    a one bwrap option argument (into --args), x one word of the command ("--" first), F a
    memory file ("path\0bytes"). */
 
@@ -450,6 +450,12 @@ static uint32_t run_uid(int slot) {
   return MBXC_EXEC_UID_BASE | (((uint32_t)getpid() & 0x3fffffu) << 8) | (uint32_t)slot;
 }
 
+/* Kill what is left of a run through its cgroups and remove them; a cgroup that stays is
+   counted (moonbox doctor shows the count). */
+static void cgroup_done(mbxC_exec_backend *b, mbxC_cgroup_run *cgr) {
+  if (mbxC_cgroup_run_remove(cgr) != 0) atomic_fetch_add(&b->cgroup_leaks, 1);
+}
+
 static void kill_tree(pid_t pid) {
   /* The helper has become bwrap: killing it kills the sandbox's pid 1 (--die-with-parent),
      and with it every process of the pid namespace, setsid'd ones included. */
@@ -469,11 +475,31 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     mbxC_strlist_free(&args);
     return fail(e, ENOMEM, "out of host memory");
   }
+  /* The run's cgroups (those this host has): memory and pids limits for the whole tree, and
+     the kill. Where the memory cgroup holds, RLIMIT_AS is not set: the cgroup charges the pages
+     a process really uses, and its OOM kill is what the result reports; RLIMIT_AS would turn
+     the same hog into a malloc failure the program reports as it likes. RLIMIT_NPROC stays as
+     a per-uid bound a little above pids.max (which also counts bwrap's two processes and the
+     shim), so the cgroup is the limit that bites and is reported. */
+  mbxC_cgroup_run cgr;
+  char cgname[64];
+  snprintf(cgname, sizeof cgname, "moonbox-%ld-%llu", (long)getpid(),
+           (unsigned long long)atomic_fetch_add(&b->cgroup_runs, 1));
+  mbxC_cgroup_run_create(&b->cg, cgname, spec->memory, spec->pids, &cgr);
+  unsigned limits = MBXC_EXEC_LIMIT_RLIMIT_NPROC;
+  if (cgr.dir[MBXC_CG_MEMORY][0]) limits |= MBXC_EXEC_LIMIT_CGROUP_MEMORY;
+  else limits |= MBXC_EXEC_LIMIT_RLIMIT_AS;
+  if (cgr.dir[MBXC_CG_PIDS][0]) limits |= MBXC_EXEC_LIMIT_CGROUP_PIDS;
+  if (cgr.dir[MBXC_CG_KILL][0])
+    limits |= cgr.v2[MBXC_CG_KILL] ? MBXC_EXEC_LIMIT_CGROUP_KILL : MBXC_EXEC_LIMIT_FREEZER_KILL;
   reqbuf r = {0};
   req_item(&r, 'b', b->bwrap, strlen(b->bwrap));
   req_num(&r, 'u', uid);
-  req_num(&r, 'n', spec->pids);
-  req_num(&r, 'm', spec->memory);
+  req_num(&r, 'n', spec->pids + ((limits & MBXC_EXEC_LIMIT_CGROUP_PIDS) ? 4 : 0));
+  req_num(&r, 'm', (limits & MBXC_EXEC_LIMIT_CGROUP_MEMORY) ? 0 : spec->memory);
+  char procs[MBXC_CG_PATH_MAX + 16];
+  for (int i = 0; mbxC_cgroup_run_procs(&cgr, i, procs, sizeof procs); i++)
+    req_item(&r, 'g', procs, strlen(procs));
   req_num(&r, 'f', plan->tmp_bytes > spec->output ? plan->tmp_bytes : spec->output);
   req_num(&r, 'o', 256 + plan->file_count);
   req_num(&r, 'c', (timeout_ms + 999) / 1000 + 1);
@@ -497,6 +523,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   mbxC_strlist_free(&args);
   if (r.failed) {
     free(r.p);
+    cgroup_done(b, &cgr);
     return fail(e, ENOMEM, "out of host memory");
   }
 
@@ -561,6 +588,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     close_fd(&out[0]);
     close_fd(&err[0]);
     close_fd(&status[0]);
+    cgroup_done(b, &cgr);
     if (spawn_err)
       return fail(e, ENOSYS, "the exec backend is unavailable: cannot start the helper %s (%s)",
                   b->helper, strerror(spawn_err));
@@ -573,6 +601,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
       grow_to(&bufs->err, &bufs->err_cap, spec->output) != 0) {
     kill_tree(pid);
     waitpid(pid, NULL, 0);
+    cgroup_done(b, &cgr);
     close_fd(&pidfd);
     close_fd(&in[1]);
     close_fd(&out[0]);
@@ -616,6 +645,9 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
       else if (wait && wait->interrupted && wait->interrupted(wait->ctx))
         interrupted = stop = 1;
       if (stop) {
+        /* Through the cgroup first (frozen or killed at once, so nothing forks meanwhile),
+           then bwrap, whose death takes the pid namespace. */
+        mbxC_cgroup_run_kill(&cgr);
         kill_tree(pid);
         waitpid(pid, &wstatus, 0);
         exited = 1;
@@ -656,6 +688,9 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   close_fd(&sfd);
   close_fd(&pidfd);
   uint64_t wall = now_ns() - start;
+  int oom = 0, pids_max = 0;
+  mbxC_cgroup_run_outcome(&cgr, &oom, &pids_max);
+  cgroup_done(b, &cgr);
 
   if (deadline_hit)
     return fail(e, MBXC_E_TIMEDOUT,
@@ -683,11 +718,22 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   res->truncated = so.truncated || se.truncated;
   res->wall_ms = wall / 1000000u;
   res->timed_out = timed_out;
+  res->limits = limits;
+  res->memory_limit = oom;
+  res->pids_limit = pids_max;
+  /* The shim's report is the program's own wait status; bwrap's exit code folds a signal
+     into 128 + n and is read only when the shim could not report (the program killed it). */
+  long shim_sig = status_number(&st, "\"moonbox-shim-signal\"");
+  long shim_code = status_number(&st, "\"moonbox-shim-exit\"");
   if (timed_out) {
     res->exit_code = -1;
     res->signal = SIGKILL;
+  } else if (shim_sig > 0) {
+    res->exit_code = -1;
+    res->signal = (int)shim_sig;
+  } else if (shim_code >= 0) {
+    res->exit_code = (int)shim_code;
   } else if (code > 128 && code < 128 + 65) {
-    /* bwrap's pid 1 reports a death by signal as 128 + the signal, as shells do. */
     res->exit_code = -1;
     res->signal = (int)(code - 128);
   } else {
@@ -820,6 +866,7 @@ static int probe_locked(mbxC_exec_backend *b) {
   b->version[0] = '\0';
   b->uid_isolation = geteuid() == 0;
   mbxC_exec_image_probe(&b->image);
+  mbxC_cgroup_probe(&b->cg);
   if (bwrap_version(b->bwrap, b->version, sizeof b->version, b->reason, sizeof b->reason) != 0)
     return 0;
   if (b->helper[0] == '\0' || access(b->helper, X_OK) != 0) {
@@ -929,12 +976,33 @@ char *mbxC_exec_status_json(mbxC_exec_backend *b) {
   n += (size_t)snprintf(
       out + n, size - n,
       ",\"user_namespaces\":%s,\"uid_isolation\":%s,\"seccomp\":%s,"
-      "\"limits\":[\"RLIMIT_AS\",\"RLIMIT_NPROC\",\"RLIMIT_FSIZE\",\"RLIMIT_NOFILE\","
-      "\"RLIMIT_CPU\",\"RLIMIT_CORE\"],"
-      "\"cgroups\":{\"applied\":false,\"reason\":\"cgroup limits are not applied by this "
-      "version: memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC per run uid\"}}",
+      "\"limits\":[%s\"RLIMIT_NPROC\",\"RLIMIT_FSIZE\",\"RLIMIT_NOFILE\","
+      "\"RLIMIT_CPU\",\"RLIMIT_CORE\"],\"cgroups\":{",
       b->userns ? "true" : "false", b->uid_isolation ? "true" : "false",
-      b->available ? "true" : "false");
+      b->available ? "true" : "false", b->cg.parent[MBXC_CG_MEMORY][0] ? "" : "\"RLIMIT_AS\",");
+  /* Each job: where its per-run cgroups go, or why it has none (and the rlimit used). */
+  static const char *const job[MBXC_CG_JOBS] = {"memory", "pids", "kill"};
+  for (int j = 0; j < MBXC_CG_JOBS; j++) {
+    const char *how = j == MBXC_CG_KILL ? (b->cg.v2[j] ? "cgroup.kill" : "freezer")
+                                        : (b->cg.v2[j] ? "cgroup v2" : "cgroup v1");
+    n += (size_t)snprintf(out + n, size - n, "%s\"%s\":{\"applied\":%s,", j ? "," : "", job[j],
+                          b->cg.parent[j][0] ? "true" : "false");
+    if (b->cg.parent[j][0]) {
+      n += (size_t)snprintf(out + n, size - n, "\"how\":\"%s\",\"under\":", how);
+      json_str(out, size, &n, b->cg.parent[j]);
+    } else {
+      n += (size_t)snprintf(out + n, size - n, "\"reason\":");
+      json_str(out, size, &n, b->cg.why[j]);
+      n += (size_t)snprintf(out + n, size - n, ",\"instead\":\"%s\"",
+                            j == MBXC_CG_MEMORY ? "RLIMIT_AS"
+                            : j == MBXC_CG_PIDS ? "RLIMIT_NPROC"
+                                                : "killing bwrap ends its pid namespace");
+    }
+    n += (size_t)snprintf(out + n, size - n, "}");
+  }
+  n += (size_t)snprintf(out + n, size - n, ",\"runs\":%llu,\"not_removed\":%llu}}",
+                        (unsigned long long)atomic_load(&b->cgroup_runs),
+                        (unsigned long long)atomic_load(&b->cgroup_leaks));
   pthread_mutex_unlock(&b->lock);
   return out;
 }

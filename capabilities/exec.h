@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capabilities/exec_cgroup.h"
 #include "capabilities/port.h"
 #include "capabilities/vfs.h"
 
@@ -138,6 +139,8 @@ typedef struct mbxC_exec_backend {
   int userns;        /* user namespaces can be created */
   int uid_isolation; /* running as root: each run gets its own host uid */
   mbxC_exec_image image;
+  mbxC_cgroup_setup cg; /* where per-run cgroups go (probed with the rest) */
+  _Atomic uint64_t cgroup_runs, cgroup_leaks; /* runs so far; cgroups that could not be removed */
 } mbxC_exec_backend;
 
 void mbxC_exec_backend_init(mbxC_exec_backend *b);

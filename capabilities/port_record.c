@@ -539,6 +539,10 @@ static int record_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wa
       mbxC_replay_put_str(&r->log, e->message, strlen(e->message));
     else
       mbxC_replay_put_str(&r->log, res->err, res->err_len);
+    /* Appended (issue 12): the limits the run had and which one ended it. */
+    mbxC_replay_put_u32(&r->log, rc != 0 ? 0 : res->limits);
+    mbxC_replay_put_u8(&r->log, rc == 0 && res->memory_limit);
+    mbxC_replay_put_u8(&r->log, rc == 0 && res->pids_limit);
     mbxC_replay_end(&r->log);
     return rc;
   }
@@ -556,6 +560,9 @@ static int record_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wa
   uint64_t wall = mbxC_read_u64(&rd);
   const char *out = mbxC_read_str(&rd, &out_len);
   const char *err = mbxC_read_str(&rd, &err_len);
+  /* A record written before the limit fields ends here: they read as 0. */
+  unsigned limits = mbxC_read_u32(&rd);
+  int memory_limit = mbxC_read_u8(&rd), pids_limit = mbxC_read_u8(&rd);
   if (hash_len != 8 || memcmp(rhash, hash, 8) != 0) {
     mbxC_port_record_diverge(r,
                              "record %zu: the replay ran %s, or with other arguments, where "
@@ -577,6 +584,9 @@ static int record_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wa
   res->out_len = out_len;
   res->err = err;
   res->err_len = err_len;
+  res->limits = limits;
+  res->memory_limit = memory_limit;
+  res->pids_limit = pids_limit;
   return 0;
 }
 

@@ -18,7 +18,9 @@
 **
 ** Shim mode (`moonbox-exec --shim PROGRAM ARGV0 ARGS...`) runs inside the sandbox, after
 ** bwrap's setup and seccomp: it closes every fd above 2 (bwrap 0.8 passes the mount dirfds,
-** which point outside the sandbox's mount namespace, to its child) and execs the program.
+** which point outside the sandbox's mount namespace, to its child) but the status pipe, starts
+** the program as its child and reports the program's own wait status on that pipe (a signal
+** is then told from an exit code of 128 + n), exiting with the same code.
 */
 
 #include <errno.h>
@@ -33,14 +35,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
 
 #define STATUS_FD 4
+/* The status pipe again, for the shim's report: the request's fd, free once it is mapped. */
+#define SHIM_REPORT_FD 3
 #define FIRST_MOUNT_FD 5
 
 static void helper_fail(const char *what, int err) {
@@ -215,6 +221,25 @@ static void limit(int res, unsigned long long v, const char *name) {
   if (setrlimit(res, &rl) != 0) helper_fail(name, errno);
 }
 
+/* Join one of the run's cgroups (a cgroup.procs path the library made), while still root and
+   before bwrap starts, so every process of the run is in it from its first instruction. */
+static void join_cgroup(const item *it) {
+  static const char tail[] = "/cgroup.procs";
+  char path[1024];
+  if (it->len == 0 || it->len >= sizeof path || it->data[0] != '/' ||
+      memchr(it->data, '\0', it->len) || it->len < sizeof tail ||
+      memcmp(it->data + it->len - (sizeof tail - 1), tail, sizeof tail - 1) != 0)
+    helper_fail("malformed cgroup item", 0);
+  memcpy(path, it->data, it->len);
+  path[it->len] = '\0';
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) helper_fail("cannot open the run's cgroup", errno);
+  char pid[24];
+  int n = snprintf(pid, sizeof pid, "%ld", (long)getpid());
+  if (write(fd, pid, (size_t)n) != n) helper_fail("cannot join the run's cgroup", errno);
+  close(fd);
+}
+
 /* The helper: never returns. */
 static void helper_spawn_main(void) {
   struct stat st;
@@ -223,7 +248,8 @@ static void helper_spawn_main(void) {
   size_t size = (size_t)st.st_size;
   const char *req = mmap(NULL, size, PROT_READ, MAP_PRIVATE, 3, 0);
   if (req == MAP_FAILED) helper_fail("mmap of the request", errno);
-  close(3);
+  /* fd 3 becomes a second copy of the status pipe, without close-on-exec, for the shim. */
+  if (dup2(STATUS_FD, SHIM_REPORT_FD) != SHIM_REPORT_FD) helper_fail("dup2", errno);
   const char *p = req, *end = req + size;
   item it;
   char bwrap[4096] = "";
@@ -244,8 +270,11 @@ static void helper_spawn_main(void) {
     case 'n':
       limit(RLIMIT_NPROC, item_num(&it), "RLIMIT_NPROC");
       break;
-    case 'm':
-      limit(RLIMIT_AS, item_num(&it), "RLIMIT_AS");
+    case 'm': /* 0: the run's memory cgroup bounds it instead */
+      if (item_num(&it) != 0) limit(RLIMIT_AS, item_num(&it), "RLIMIT_AS");
+      break;
+    case 'g':
+      join_cgroup(&it);
       break;
     case 'f':
       limit(RLIMIT_FSIZE, item_num(&it), "RLIMIT_FSIZE");
@@ -381,20 +410,57 @@ static void helper_spawn_main(void) {
   helper_fail("cannot execute bwrap", errno);
 }
 
+/* The shim's report line on the status pipe: how the program ended, from its own wait status,
+   so a death by signal is told apart from an exit code above 128 (bwrap's pid 1 folds both
+   into 128 + n). exec.c parses these keys. */
+static void shim_report(int fd, int status) {
+  char line[96];
+  int n = WIFSIGNALED(status)
+              ? snprintf(line, sizeof line, "{\"moonbox-shim-signal\": %d}\n", WTERMSIG(status))
+              : snprintf(line, sizeof line, "{\"moonbox-shim-exit\": %d}\n", WEXITSTATUS(status));
+  if (write(fd, line, (size_t)n) < 0) {
+    /* the library reads bwrap's exit code instead */
+  }
+}
+
 static int shim_main(int argc, char **argv) {
   /* argv: moonbox-exec --shim PROGRAM ARGV0 ARGS... */
   if (argc < 4) {
     fprintf(stderr, "moonbox-exec: --shim needs a program and its argv[0]\n");
     return 127;
   }
-  if (syscall(SYS_close_range, 3u, ~0u, 0) != 0) {
-    fprintf(stderr, "moonbox-exec: close_range: %s\n", strerror(errno));
+  /* Everything above 2 is closed but the status pipe (the helper's copy at SHIM_REPORT_FD:
+     bwrap does not pass its --json-status-fd on), which only this process keeps:
+     close-on-exec, and the shim made non-dumpable, so the program (the same uid) cannot reach
+     it through /proc/<shim>/fd. */
+  int report = fcntl(SHIM_REPORT_FD, F_GETFD) >= 0 ? SHIM_REPORT_FD : -1;
+  if (syscall(SYS_close_range, (unsigned)SHIM_REPORT_FD + 1, ~0u, 0) != 0 ||
+      (report >= 0 && (fcntl(report, F_SETFD, FD_CLOEXEC) != 0 ||
+                       prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0))) {
+    fprintf(stderr, "moonbox-exec: shim setup: %s\n", strerror(errno));
     return 127;
   }
-  execve(argv[2], argv + 3, environ);
-  int err = errno;
-  fprintf(stderr, "moonbox-exec: cannot run %s: %s\n", argv[2], strerror(err));
-  return err == ENOENT ? 127 : 126;
+  pid_t child = report >= 0 ? fork() : 0;
+  if (child < 0) {
+    fprintf(stderr, "moonbox-exec: cannot start %s: fork: %s\n", argv[2], strerror(errno));
+    return 126;
+  }
+  if (child == 0) {
+    execve(argv[2], argv + 3, environ);
+    int err = errno;
+    fprintf(stderr, "moonbox-exec: cannot run %s: %s\n", argv[2], strerror(err));
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  /* The program's own wait status. Nothing else is this process's child: the program's
+     children are reparented to bwrap's pid 1, not to the shim. */
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) {
+      fprintf(stderr, "moonbox-exec: waitpid: %s\n", strerror(errno));
+      return 126;
+    }
+  shim_report(report, status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int main(int argc, char **argv) {

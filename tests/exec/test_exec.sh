@@ -123,17 +123,77 @@ out=$(run --policy "$work/pids.json" -e "local r = proc.run{'sh', '-c',
   'n=0; while [ \$n -lt 200 ]; do sleep 1009 & n=\$((n+1)); done; echo spawned'}
   return r.stderr .. ' code=' .. r.code")
 expect "a fork bomb hits the pids limit" "$out" "fork"
+if grep -q '"pids":{"applied":true' <<<"$doctor"; then
+  out=$(run --policy "$work/pids.json" -e "local r = proc.run{'sh', '-c',
+    'n=0; while [ \$n -lt 200 ]; do sleep 1009 & n=\$((n+1)); done; echo spawned'}
+    return 'pids_limit=' .. tostring(r.pids_limit) .. ' limits=' .. r.limits")
+  expect "the pids cgroup limit is reported" "$out" "pids_limit=true"
+  expect "the result names the pids cgroup" "$out" "cgroup-pids"
+fi
 sleep 0.5
 if pgrep -f 'sleep 1009' >/dev/null; then bad "fork bomb cleanup" "sleep 1009 still runs"; else ok "the fork bomb's processes are gone"; fi
 
-# 8. A memory hog fails at the memory limit.
+# 8. A memory hog is killed by the run's memory cgroup, and the result says so (on a host
+#    without a memory cgroup RLIMIT_AS bounds it instead: the allocation fails).
 cat >"$work/mem.json" <<'EOF'
 {"exec": {"allow": ["/probe/probe"], "memory": "128M"}}
 EOF
 out=$(run --policy "$work/mem.json" "${mounts[@]}" -e "local r = proc.run{'probe', 'hog'}
-  return r.stdout .. ' code=' .. r.code")
-expect "a memory hog stops at the memory limit" "$out" "allocation failed after"
-expect "the hog's exit code says so" "$out" "code=3"
+  return r.stdout .. ' code=' .. r.code .. ' signal=' .. r.signal .. ' memory_limit=' ..
+    tostring(r.memory_limit) .. ' limits=' .. r.limits")
+if grep -q '"memory":{"applied":true' <<<"$doctor"; then
+  expect "a memory hog is killed (SIGKILL)" "$out" "code=-1 signal=9"
+  expect "the memory limit is reported" "$out" "memory_limit=true"
+  expect "the result names the memory cgroup" "$out" "cgroup-memory"
+  refuse "the hog never held more than the limit" "$out" "no limit"
+else
+  expect "a memory hog stops at RLIMIT_AS (no memory cgroup here)" "$out" "allocation failed after"
+  expect "the result names rlimit-as" "$out" "rlimit-as"
+fi
+# A program within the same limits reports neither.
+out=$(run --policy "$work/mem.json" "${mounts[@]}" -e "local s = proc.run{'/probe/probe', 'deny'}
+  return 'memory_limit=' .. tostring(s.memory_limit) .. ' pids_limit=' .. tostring(s.pids_limit)")
+expect "a program within its limits reports none" "$out" "memory_limit=false pids_limit=false"
+
+# 8b. Signals are the program's own wait status (the shim reports it), not 128 + n guessed
+#     from an exit code: kill -9 \$\$, a segfault, and an exit code of 137 that is not a signal.
+out=$(run "${sh_only[@]}" --allow-exec /probe/probe "${mounts[@]}" -e "
+  local k = proc.run{'sh', '-c', 'kill -9 \$\$'}
+  local s = proc.run{'probe', 'segv'}
+  local e = proc.run{'sh', '-c', 'exit 137'}
+  return 'kill=' .. k.code .. '/' .. k.signal .. ' segv=' .. s.code .. '/' .. s.signal ..
+    ' exit=' .. e.code .. '/' .. e.signal")
+expect "kill -9 \$\$ reports signal 9" "$out" "kill=-1/9"
+expect "a segfault reports signal 11" "$out" "segv=-1/11"
+expect "exit 137 is an exit code, not a signal" "$out" "exit=137/0"
+out=$("$cli" run --json "${sh_only[@]}" -e "local ok, how, n = os.execute('kill -TERM \$\$') return {tostring(ok), how, n}" 2>&1)
+expect "os.execute reports a signal as Lua does" "$out" '"value":["nil","signal",15]'
+
+# 8c. The run's cgroups are gone after the run, whatever ended it (checked from the host:
+#     the CLI's pid names them, moonbox-<pid>-<n>).
+cg_parents=$(grep -o '"under":"[^"]*"' <<<"$doctor" | sed 's/"under":"//; s/"$//' | sort -u)
+if [ -n "$cg_parents" ]; then
+  "$cli" run --timeout 60s --policy "$work/pids.json" -e "
+    proc.run{'sh', '-c', 'echo fine'}
+    proc.run{'sh', '-c', 'sleep 1031 & sleep 1032', timeout_ms = 500}
+    proc.run{'sh', '-c', 'n=0; while [ \$n -lt 60 ]; do sleep 1033 & n=\$((n+1)); done'}
+    return 1" >/dev/null 2>&1 &
+  cgpid=$!
+  seen=
+  for i in $(seq 1 200); do
+    for d in $cg_parents; do ls -d "$d"/moonbox-"$cgpid"-* >/dev/null 2>&1 && seen=1; done
+    [ -n "$seen" ] && break
+    sleep 0.02
+  done
+  wait $cgpid
+  left=
+  for d in $cg_parents; do ls -d "$d"/moonbox-"$cgpid"-* 2>/dev/null && left=1; done
+  if [ -n "$seen" ]; then ok "the run's cgroups exist while it runs"; else bad "cgroups" "never saw moonbox-$cgpid-* under $cg_parents"; fi
+  if [ -z "$left" ]; then ok "no cgroup is left after the runs"; else bad "cgroup leak" "moonbox-$cgpid-* left"; fi
+  if pgrep -f 'sleep 103[123]' >/dev/null; then bad "cgroup kill" "a sleep survived"; else ok "nothing of those runs survives"; fi
+else
+  echo "note: no cgroup controller is usable here, the cgroup checks are skipped: $doctor"
+fi
 
 # 9. The timeout kills the whole tree, setsid'd processes included (checked from the host).
 out=$(run "${sh_only[@]}" -e "local r = proc.run{'sh', '-c', 'sleep 1007 & setsid sleep 1013 & echo started; wait', timeout_ms = 1000}
