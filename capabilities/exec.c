@@ -220,6 +220,18 @@ int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
      symlinks) at each run. */
   for (size_t i = 0; i < plan->mount_count; i++) {
     char src[64];
+    if (plan->mounts[i].mode == MBXC_MOUNT_OVERLAY && plan->copy_in) {
+      /* An overlay is a tmpfs the shim fills with the view's copy (exec_copy.h): the host
+         directory is never bound, so nothing the process does reaches it. */
+      PUSH("--perms");
+      PUSH("0755");
+      PUSH("--size");
+      snprintf(num, sizeof num, "%llu", (unsigned long long)plan->overlay_bytes);
+      PUSH(num);
+      PUSH("--tmpfs");
+      PUSH(plan->mounts[i].path);
+      continue;
+    }
     snprintf(src, sizeof src, "/proc/self/fd/%d", MBXC_EXEC_FIRST_MOUNT_FD + (int)i);
     PUSH(plan->mounts[i].mode == MBXC_MOUNT_RW ? "--bind" : "--ro-bind");
     PUSH(src);
@@ -265,9 +277,9 @@ oom:
 
 /* ---- the request the helper reads (host/exec_helper.c parses it) ----
    Items "<tag><decimal length>:<bytes>": b bwrap path, u host uid (0: keep), n nproc, m
-   address space bytes (0: not limited, the memory cgroup is), g a cgroup.procs file to join, f file size bytes, o open files, c CPU seconds, k mount fd count,
-   a one bwrap option argument (into --args), x one word of the command ("--" first), F a
-   memory file ("path\0bytes"). */
+   address space bytes (0: not limited, the memory cgroup is), g a cgroup.procs file to join, f file
+   size bytes, o open files, c CPU seconds, k mount fd count, a one bwrap option argument (into
+   --args), x one word of the command ("--" first), F a memory file ("path\0bytes"). */
 
 typedef struct reqbuf {
   char *p;
@@ -332,6 +344,7 @@ static int grow_to(char **buf, size_t *cap, size_t want) {
 void mbxC_exec_buffers_free(mbxC_exec_buffers *bufs) {
   free(bufs->out);
   free(bufs->err);
+  free(bufs->back);
   memset(bufs, 0, sizeof *bufs);
 }
 
@@ -361,6 +374,38 @@ static void drain(stream *s) {
       s->fd = -1;
     }
     return; /* EAGAIN: later; an error: the stream is given up at the end */
+  }
+}
+
+/* The shim's copy-back, kept up to cap bytes in a buffer that grows as it comes. */
+static void drain_back(int *fd, mbxC_exec_buffers *bufs, size_t cap) {
+  char scratch[65536];
+  for (;;) {
+    ssize_t n = read(*fd, scratch, sizeof scratch);
+    if (n > 0) {
+      if (bufs->back_over || bufs->back_len + (size_t)n > cap) {
+        bufs->back_over = 1;
+        continue;
+      }
+      if (bufs->back_len + (size_t)n > bufs->back_cap) {
+        size_t want = bufs->back_cap ? bufs->back_cap : 65536;
+        while (want < bufs->back_len + (size_t)n)
+          want *= 2;
+        if (want > cap) want = cap;
+        if (grow_to(&bufs->back, &bufs->back_cap, want) != 0) {
+          bufs->back_over = 1;
+          continue;
+        }
+      }
+      memcpy(bufs->back + bufs->back_len, scratch, (size_t)n);
+      bufs->back_len += (size_t)n;
+      continue;
+    }
+    if (n == 0) {
+      close(*fd);
+      *fd = -1;
+    }
+    return;
   }
 }
 
@@ -487,8 +532,10 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
            (unsigned long long)atomic_fetch_add(&b->cgroup_runs, 1));
   mbxC_cgroup_run_create(&b->cg, cgname, spec->memory, spec->pids, &cgr);
   unsigned limits = MBXC_EXEC_LIMIT_RLIMIT_NPROC;
-  if (cgr.dir[MBXC_CG_MEMORY][0]) limits |= MBXC_EXEC_LIMIT_CGROUP_MEMORY;
-  else limits |= MBXC_EXEC_LIMIT_RLIMIT_AS;
+  if (cgr.dir[MBXC_CG_MEMORY][0])
+    limits |= MBXC_EXEC_LIMIT_CGROUP_MEMORY;
+  else
+    limits |= MBXC_EXEC_LIMIT_RLIMIT_AS;
   if (cgr.dir[MBXC_CG_PIDS][0]) limits |= MBXC_EXEC_LIMIT_CGROUP_PIDS;
   if (cgr.dir[MBXC_CG_KILL][0])
     limits |= cgr.v2[MBXC_CG_KILL] ? MBXC_EXEC_LIMIT_CGROUP_KILL : MBXC_EXEC_LIMIT_FREEZER_KILL;
@@ -529,7 +576,17 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
 
   int reqfd = memfd_create("moonbox-exec-request", MFD_CLOEXEC);
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, status[2] = {-1, -1};
-  int ok = reqfd >= 0;
+  int back[2] = {-1, -1};
+  /* The copy of the view's overlay mounts and /tmp the shim unpacks (empty: none). */
+  int copyfd = memfd_create("moonbox-exec-copy", MFD_CLOEXEC);
+  int ok = reqfd >= 0 && copyfd >= 0;
+  for (size_t off = 0; ok && off < plan->copy_in_len;) {
+    ssize_t n = write(copyfd, plan->copy_in + off, plan->copy_in_len - off);
+    if (n <= 0)
+      ok = 0;
+    else
+      off += (size_t)n;
+  }
   for (size_t off = 0; ok && off < r.len;) {
     ssize_t n = write(reqfd, r.p + off, r.len - off);
     if (n <= 0)
@@ -543,15 +600,15 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
    signal dispositions). */
   ok = ok && lseek(reqfd, 0, SEEK_SET) == 0 &&
        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 && pipe2(out, O_CLOEXEC) == 0 &&
-       pipe2(err, O_CLOEXEC) == 0 && pipe2(status, O_CLOEXEC) == 0;
+       pipe2(err, O_CLOEXEC) == 0 && pipe2(status, O_CLOEXEC) == 0 && pipe2(back, O_CLOEXEC) == 0;
   /* Every source fd is first copied above the target range (0 .. first mount fd + mounts),
      so no dup2 below overwrites a source another dup2 still needs (a view's dirfd is often
      fd 3 or 4 in a small host). */
   int top = MBXC_EXEC_FIRST_MOUNT_FD + (int)plan->mount_count;
-  int src[5 + 64];
+  int src[7 + 64];
   int nsrc = 0;
-  const int plain[5] = {in[0], out[1], err[1], reqfd, status[1]};
-  for (int i = 0; ok && i < 5; i++) {
+  const int plain[7] = {in[0], out[1], err[1], reqfd, status[1], back[1], copyfd};
+  for (int i = 0; ok && i < 7; i++) {
     src[nsrc] = fcntl(plain[i], F_DUPFD_CLOEXEC, top);
     ok = src[nsrc++] >= 0;
   }
@@ -565,7 +622,8 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   int spawn_err = 0;
   if (fa_ok) {
     /* dup2 clears FD_CLOEXEC on the target: exactly these fds reach the helper (0-2 the
-       program's, 3 the request, 4 the status, then the mounts' dirfds). */
+       program's, 3 the request, 4 the status, 5 the copy-back, 6 the copy-in, then the mounts'
+       dirfds). */
     for (int i = 0; i < nsrc; i++)
       posix_spawn_file_actions_adddup2(&fa, src[i], i);
     posix_spawn_file_actions_addclosefrom_np(&fa,
@@ -579,15 +637,18 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   for (int i = 0; i < nsrc; i++)
     if (src[i] >= 0) close(src[i]);
   close_fd(&reqfd);
+  close_fd(&copyfd);
   close_fd(&in[0]);
   close_fd(&out[1]);
   close_fd(&err[1]);
   close_fd(&status[1]);
+  close_fd(&back[1]);
   if (pid < 0) {
     close_fd(&in[1]);
     close_fd(&out[0]);
     close_fd(&err[0]);
     close_fd(&status[0]);
+    close_fd(&back[0]);
     cgroup_done(b, &cgr);
     if (spawn_err)
       return fail(e, ENOSYS, "the exec backend is unavailable: cannot start the helper %s (%s)",
@@ -602,6 +663,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     kill_tree(pid);
     waitpid(pid, NULL, 0);
     cgroup_done(b, &cgr);
+    close_fd(&back[0]);
     close_fd(&pidfd);
     close_fd(&in[1]);
     close_fd(&out[0]);
@@ -611,6 +673,11 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   }
   stream so = {out[0], bufs->out, 0, spec->output, 0};
   stream se = {err[0], bufs->err, 0, spec->output, 0};
+  /* The copy-back grows as it comes, up to its cap (past it the rest is read and dropped,
+     and the copy-back is refused). */
+  bufs->back_len = 0;
+  bufs->back_over = 0;
+  int bfd = back[0];
   status_text st = {{0}, 0};
   int sfd = status[0];
   int ifd = in[1];
@@ -619,6 +686,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   set_nonblock(se.fd);
   set_nonblock(sfd);
   set_nonblock(ifd);
+  set_nonblock(bfd);
   if (stdin_len == 0) close_fd(&ifd);
 
   uint64_t own_deadline = start + timeout_ms * 1000000ull;
@@ -635,7 +703,8 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     uint64_t now = now_ns();
     /* Once the tree is gone the pipes close; a descendant that escaped the pid namespace
        cannot exist, but a bounded grace keeps a wedged pipe from holding the run. */
-    if (exited && ((so.fd < 0 && se.fd < 0 && sfd < 0) || now > exit_ns + 500000000ull)) break;
+    if (exited && ((so.fd < 0 && se.fd < 0 && sfd < 0 && bfd < 0) || now > exit_ns + 500000000ull))
+      break;
     if (!exited) {
       int stop = 0;
       if (wait && wait->deadline_ns && now >= wait->deadline_ns)
@@ -655,8 +724,9 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
         continue;
       }
     }
-    struct pollfd pf[5];
+    struct pollfd pf[6];
     int n = 0, ip = -1;
+    if (bfd >= 0) pf[n++] = (struct pollfd){bfd, POLLIN, 0};
     if (so.fd >= 0) pf[n++] = (struct pollfd){so.fd, POLLIN, 0};
     if (se.fd >= 0) pf[n++] = (struct pollfd){se.fd, POLLIN, 0};
     if (sfd >= 0) pf[n++] = (struct pollfd){sfd, POLLIN, 0};
@@ -675,6 +745,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     if (so.fd >= 0) drain(&so);
     if (se.fd >= 0) drain(&se);
     if (sfd >= 0) read_status(&sfd, &st);
+    if (bfd >= 0) drain_back(&bfd, bufs, plan->copy_back_cap);
     if (ip >= 0 && ifd >= 0 && (pf[ip].revents & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t w = send(ifd, stdin_bytes + in_off, stdin_len - in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w > 0) in_off += (size_t)w;
@@ -686,6 +757,8 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   close_fd(&se.fd);
   if (sfd >= 0) read_status(&sfd, &st);
   close_fd(&sfd);
+  if (bfd >= 0) drain_back(&bfd, bufs, plan->copy_back_cap);
+  close_fd(&bfd);
   close_fd(&pidfd);
   uint64_t wall = now_ns() - start;
   int oom = 0, pids_max = 0;
@@ -973,13 +1046,13 @@ char *mbxC_exec_status_json(mbxC_exec_backend *b) {
     n += (size_t)snprintf(out + n, size - n, "null");
   n += (size_t)snprintf(out + n, size - n, ",\"helper\":");
   json_str(out, size, &n, b->helper[0] ? b->helper : "");
-  n += (size_t)snprintf(
-      out + n, size - n,
-      ",\"user_namespaces\":%s,\"uid_isolation\":%s,\"seccomp\":%s,"
-      "\"limits\":[%s\"RLIMIT_NPROC\",\"RLIMIT_FSIZE\",\"RLIMIT_NOFILE\","
-      "\"RLIMIT_CPU\",\"RLIMIT_CORE\"],\"cgroups\":{",
-      b->userns ? "true" : "false", b->uid_isolation ? "true" : "false",
-      b->available ? "true" : "false", b->cg.parent[MBXC_CG_MEMORY][0] ? "" : "\"RLIMIT_AS\",");
+  n += (size_t)snprintf(out + n, size - n,
+                        ",\"user_namespaces\":%s,\"uid_isolation\":%s,\"seccomp\":%s,"
+                        "\"limits\":[%s\"RLIMIT_NPROC\",\"RLIMIT_FSIZE\",\"RLIMIT_NOFILE\","
+                        "\"RLIMIT_CPU\",\"RLIMIT_CORE\"],\"cgroups\":{",
+                        b->userns ? "true" : "false", b->uid_isolation ? "true" : "false",
+                        b->available ? "true" : "false",
+                        b->cg.parent[MBXC_CG_MEMORY][0] ? "" : "\"RLIMIT_AS\",");
   /* Each job: where its per-run cgroups go, or why it has none (and the rlimit used). */
   static const char *const job[MBXC_CG_JOBS] = {"memory", "pids", "kill"};
   for (int j = 0; j < MBXC_CG_JOBS; j++) {

@@ -150,8 +150,8 @@ int mbxC_cgroup_locate(const char *cgroup_text, const char *mountinfo_text, cons
           WHY("the cgroup mount point holds an escaped character (%.100s)", mnt);
         /* Our path seen from the mount: the part below the mount's root. */
         size_t rl = strcmp(root, "/") == 0 ? 0 : strlen(root);
-        if (rl && (path_len < rl || memcmp(path, root, rl) != 0 ||
-                   (path_len > rl && path[rl] != '/')))
+        if (rl &&
+            (path_len < rl || memcmp(path, root, rl) != 0 || (path_len > rl && path[rl] != '/')))
           WHY("our %s cgroup (%.*s) is outside what its mount shows (%.100s)",
               controller ? controller : "v2", (int)(path_len < 100 ? path_len : 100), path, root);
         const char *rest = path + rl;
@@ -288,11 +288,11 @@ void mbxC_cgroup_run_create(const mbxC_cgroup_setup *cg, const char *name, uint6
       snprintf(num, sizeof num, "%llu", (unsigned long long)memory);
       /* v1: the memory+swap limit too, or the process swaps past the limit instead of being
          killed (it can only be written after memory.limit_in_bytes). */
-      ok = run->v2[j] ? write_text(dir, "memory.max", num) == 0 &&
-                            (write_text(dir, "memory.swap.max", "0") == 0 || errno == ENOENT)
-                      : write_text(dir, "memory.limit_in_bytes", num) == 0 &&
-                            (write_text(dir, "memory.memsw.limit_in_bytes", num) == 0 ||
-                             errno == ENOENT);
+      ok = run->v2[j]
+               ? write_text(dir, "memory.max", num) == 0 &&
+                     (write_text(dir, "memory.swap.max", "0") == 0 || errno == ENOENT)
+               : write_text(dir, "memory.limit_in_bytes", num) == 0 &&
+                     (write_text(dir, "memory.memsw.limit_in_bytes", num) == 0 || errno == ENOENT);
     } else if (j == MBXC_CG_PIDS) {
       snprintf(num, sizeof num, "%llu", (unsigned long long)pids);
       ok = write_text(dir, "pids.max", num) == 0;
@@ -351,9 +351,8 @@ void mbxC_cgroup_run_outcome(const mbxC_cgroup_run *run, int *oom, int *pids_max
   char text[4096];
   *oom = *pids_max = 0;
   const char *m = run->dir[MBXC_CG_MEMORY];
-  if (m[0] &&
-      read_text(m, run->v2[MBXC_CG_MEMORY] ? "memory.events" : "memory.oom_control", text,
-                sizeof text) > 0)
+  if (m[0] && read_text(m, run->v2[MBXC_CG_MEMORY] ? "memory.events" : "memory.oom_control", text,
+                        sizeof text) > 0)
     *oom = keyed_number(text, "oom_kill") > 0;
   const char *p = run->dir[MBXC_CG_PIDS];
   if (p[0] && read_text(p, "pids.events", text, sizeof text) > 0)

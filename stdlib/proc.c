@@ -61,7 +61,8 @@ static int run_request(lua_State *L, const mbxC_exec_request *req, mbxC_exec_res
 
 /* proc.run{"prog", args..., stdin=, timeout_ms=, env={...}, cwd=} ->
    {code=, signal=, stdout=, stderr=, timed_out=, truncated=, wall_ms=, memory_limit=,
-   pids_limit=, limits=}, or nil, message, errno when nothing could run. */
+   pids_limit=, limits=, changes=, changes_error=}, or nil, message, errno when nothing could
+   run. */
 static int proc_run(lua_State *L) {
   const mbxC_port *port = mbxL_port(L);
   if (port == NULL || port->exec_run == NULL) return luaL_error(L, no_exec);
@@ -142,7 +143,7 @@ static int proc_run(lua_State *L) {
     lua_pushinteger(L, e.errnum);
     return 3;
   }
-  lua_createtable(L, 0, 10);
+  lua_createtable(L, 0, 12);
   lua_pushinteger(L, res.exit_code);
   lua_setfield(L, -2, "code");
   lua_pushinteger(L, res.signal);
@@ -173,6 +174,14 @@ static int proc_run(lua_State *L) {
 #undef PUSH_LIMIT
   luaL_pushresult(&lb);
   lua_setfield(L, -2, "limits");
+  /* What the process's writes to /tmp and overlay mounts did to the view: the entries applied,
+     or why none were. */
+  lua_pushinteger(L, (lua_Integer)res.changes);
+  lua_setfield(L, -2, "changes");
+  if (res.changes_refused) {
+    lua_pushstring(L, res.changes_error);
+    lua_setfield(L, -2, "changes_error");
+  }
   return 1;
 }
 

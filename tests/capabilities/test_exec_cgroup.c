@@ -38,13 +38,13 @@ static void locates_each_controller_of_a_mixed_host(void **state) {
                    1);
   assert_string_equal(dir, "/sys/fs/cgroup/memory/process_api/abc");
   assert_int_equal(v2, 0);
-  assert_int_equal(mbxC_cgroup_locate(mixed_cgroup, mixed_mounts, "pids", dir, sizeof dir, &v2,
-                                      why, sizeof why),
-                   1);
+  assert_int_equal(
+      mbxC_cgroup_locate(mixed_cgroup, mixed_mounts, "pids", dir, sizeof dir, &v2, why, sizeof why),
+      1);
   assert_string_equal(dir, "/sys/fs/cgroup/pids");
-  assert_int_equal(mbxC_cgroup_locate(mixed_cgroup, mixed_mounts, NULL, dir, sizeof dir, &v2, why,
-                                      sizeof why),
-                   1);
+  assert_int_equal(
+      mbxC_cgroup_locate(mixed_cgroup, mixed_mounts, NULL, dir, sizeof dir, &v2, why, sizeof why),
+      1);
   assert_string_equal(dir, "/sys/fs/cgroup/unified");
   assert_int_equal(v2, 1);
   /* "cpu" must not match "cpuacct", nor "memory" a name= hierarchy. */

@@ -253,6 +253,59 @@ out=$(run "${sh_only[@]}" -e "
   io.output(io.stdout) g:close() io.write('|', tostring(same), '|')")
 expect "io.write to a popen 'w' output feeds the program" "$out" 'VIA IO.WRITE|true|'
 
+# 13b. What a process sees of the view's memory /tmp and overlay mounts is a copy, and its
+#     writes come back into the view (so into the change set), all or nothing; the host tree
+#     under an overlay is never written.
+mkdir -p "$work/ov/sub"
+echo orig >"$work/ov/a.txt"
+echo keep >"$work/ov/sub/k.txt"
+echo gone >"$work/ov/rm.txt"
+chmod -R a+rX "$work/ov"
+ov_before=$(cd "$work/ov" && find . | sort && find . -type f | sort | xargs md5sum)
+out=$("$cli" run --timeout 60s --allow-exec /usr/bin/python3 "${sh_only[@]}" --mount "$work/ov:/work:overlay" \
+  --changes -e "
+  local f = io.open('/tmp/x.py', 'w') f:write('print(6 * 7)\\nopen(\"/tmp/out.txt\", \"w\").write(\"from python\")\\n') f:close()
+  local p = proc.run{'python3', '/tmp/x.py'}
+  local s = proc.run{'sh', '-c', 'cat /work/a.txt; echo changed >/work/a.txt; echo new >/work/sub/new.txt; rm /work/rm.txt; mkdir /work/d'}
+  io.write('py=', p.stdout, ' pych=', p.changes, ' sh=', s.stdout, ' shch=', s.changes, '\\n')
+  io.write('back=', io.open('/tmp/out.txt'):read('a'), ' a=', io.open('/work/a.txt'):read('a'))
+  io.write('rm=', tostring(io.open('/work/rm.txt')), '\\n')" 2>&1)
+expect "a guest's /tmp file runs as python3 /tmp/x.py" "$out" "py=42"
+expect "the process's /tmp write comes back to the guest" "$out" "back=from python"
+expect "the overlay shows the view (host files) to the process" "$out" "sh=orig"
+expect "the overlay write is seen by the guest afterwards" "$out" "a=changed"
+expect "an overlay file the process removed is gone for the guest" "$out" "rm=nil"
+expect "the count of applied entries (python wrote one file)" "$out" "pych=1"
+expect "the count of applied entries (sh: modified, created, removed, mkdir)" "$out" "shch=4"
+expect "the change set lists the process's new overlay file" "$out" "created  /work/sub/new.txt"
+expect "the change set lists the modified overlay file" "$out" "modified /work/a.txt"
+expect "the change set lists the removal" "$out" "removed  /work/rm.txt"
+expect "the change set lists the process's /tmp file" "$out" "created  /tmp/out.txt"
+ov_after=$(cd "$work/ov" && find . | sort && find . -type f | sort | xargs md5sum)
+if [ "$ov_before" = "$ov_after" ]; then ok "the host tree under the overlay is byte for byte unchanged"; else bad "overlay host tree" "changed: $ov_after"; fi
+# Past the quota: the result says so and nothing is applied (not even the small file).
+cat >"$work/quota.json" <<'EOF'
+{"exec": {"allow": ["/bin/sh"]}, "fs": {"quota": {"bytes": "64K"}}}
+EOF
+out=$("$cli" run --timeout 60s --policy "$work/quota.json" --mount "$work/ov:/work:overlay" --changes -e "
+  local r = proc.run{'sh', '-c', 'echo small >/work/small.txt; head -c 200000 /dev/zero >/work/big.bin; echo done'}
+  io.write(r.stdout, 'changes=', r.changes, ' error=', tostring(r.changes_error), '\\n')
+  io.write('small=', tostring(io.open('/work/small.txt')), '\\n')" 2>&1)
+expect "the process ran to its end" "$out" "done"
+expect "past the quota the copy-back is refused with the reason" "$out" "quota"
+expect "nothing was applied" "$out" "changes=0"
+expect "not even the small file (all or nothing)" "$out" "small=nil"
+refuse "the change set holds none of it" "$out" "small.txt"
+# A timeout carries nothing back, and says so.
+out=$(run "${sh_only[@]}" -e "local r = proc.run{'sh', '-c', 'echo x >/tmp/late.txt; sleep 1041', timeout_ms = 800}
+  return tostring(r.timed_out) .. ' ' .. r.changes .. ' ' .. tostring(r.changes_error) .. ' ' .. tostring(io.open('/tmp/late.txt'))")
+expect "a timed-out program's writes are not carried back" "$out" "true 0 the program's timeout killed it"
+# What comes back is checked: a symlink the process leaves is named, not followed or applied.
+out=$(run "${sh_only[@]}" --mount "$work/ov:/work:overlay" -e "local r = proc.run{'sh', '-c', 'ln -s /etc/passwd /tmp/link; ln -s /work/a.txt /work/l2; echo ok'}
+  return r.stdout .. r.changes .. ' ' .. tostring(io.open('/tmp/link'))")
+expect "symlinks left by the process are not applied" "$out" "ok
+0 nil"
+
 # 14. The errors: not allowed, missing program, bad policy, no exec granted.
 out=$(run "${sh_only[@]}" -e "return {proc.run{'python3', '-c', 'pass'}}")
 expect "a program not on the allow list is refused" "$out" 'not on the policy'"'"'s exec allow list'
