@@ -122,7 +122,7 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
   /* The names are valid until the next view call: a copy. */
   char *copy = malloc(names_len ? names_len : 1);
   if (copy == NULL) return fail(w->e, ENOMEM, "out of host memory");
-  memcpy(copy, names, names_len);
+  if (names_len) memcpy(copy, names, names_len);
   int r = 0;
   char child[MBXC_VFS_PATH_BUF];
   for (size_t off = 0; r == 0 && off < names_len;) {
@@ -375,8 +375,8 @@ int mbxC_exec_copy_apply(mbxC_vfs *v, const mbxC_exec_copy *in, const char *back
              "shim ended early)");
     goto done;
   }
-  qsort(a->at, a->n, sizeof *a->at, cmp_entry);
-  qsort(b->at, b->n, sizeof *b->at, cmp_entry);
+  if (a->n > 1) qsort(a->at, a->n, sizeof *a->at, cmp_entry);
+  if (b->n > 1) qsort(b->at, b->n, sizeof *b->at, cmp_entry);
   for (size_t i = 1; i < b->n; i++)
     if (cmp_entry(&b->at[i - 1], &b->at[i]) == 0) {
       snprintf(why, why_size, "the copy-back names a path twice");

@@ -160,12 +160,80 @@ static void a_run_cgroup_lives_and_goes(void **state) {
   }
 }
 
+/* The v1 freezer kill, live where the host has a freezer hierarchy (this VM does, but prefers
+   cgroup.kill): a setup made by hand with only the freezer as the kill job. */
+static void a_freezer_kill_takes_the_tree(void **state) {
+  (void)state;
+  char *cgt = malloc(1 << 16), *mi = malloc(1 << 16);
+  assert_non_null(cgt);
+  assert_non_null(mi);
+  FILE *f = fopen("/proc/self/cgroup", "r");
+  size_t n = f ? fread(cgt, 1, (1 << 16) - 1, f) : 0;
+  cgt[n] = '\0';
+  if (f) fclose(f);
+  f = fopen("/proc/self/mountinfo", "r");
+  n = f ? fread(mi, 1, (1 << 16) - 1, f) : 0;
+  mi[n] = '\0';
+  if (f) fclose(f);
+  mbxC_cgroup_setup cg;
+  memset(&cg, 0, sizeof cg);
+  char why[256];
+  int v2 = 0;
+  int found = mbxC_cgroup_locate(cgt, mi, "freezer", cg.parent[MBXC_CG_KILL], MBXC_CG_PATH_MAX, &v2,
+                                 why, sizeof why);
+  free(cgt);
+  free(mi);
+  if (geteuid() != 0 || !found) {
+    printf("note: not root or no v1 freezer here (%s): skipped\n", found ? "not root" : why);
+    return;
+  }
+  char name[64];
+  snprintf(name, sizeof name, "moonbox-unit-fz-%ld", (long)getpid());
+  mbxC_cgroup_run run;
+  mbxC_cgroup_run_create(&cg, name, 0, 0, &run);
+  assert_true(run.dir[MBXC_CG_KILL][0] != '\0');
+  assert_int_equal(run.v2[MBXC_CG_KILL], 0);
+  int ready[2];
+  assert_int_equal(pipe(ready), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    char buf[MBXC_CG_PATH_MAX + 16];
+    FILE *p = fopen(mbxC_cgroup_run_procs(&run, 0, buf, sizeof buf), "w");
+    if (p == NULL || fprintf(p, "%ld", (long)getpid()) < 0 || fclose(p) != 0) _exit(3);
+    /* A child of its own, in a new session: only the cgroup still knows it. */
+    if (fork() == 0) {
+      setsid();
+      pause();
+      _exit(0);
+    }
+    if (write(ready[1], "x", 1) != 1) _exit(4);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char c;
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  mbxC_cgroup_run_kill(&run);
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == 9);
+  /* remove waits for the grandchild too: it succeeds only once the cgroup is empty. */
+  char dir[MBXC_CG_PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", run.dir[MBXC_CG_KILL]);
+  assert_int_equal(mbxC_cgroup_run_remove(&run), 0);
+  struct stat st;
+  assert_int_not_equal(stat(dir, &st), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(locates_each_controller_of_a_mixed_host),
       cmocka_unit_test(locates_pure_v2_and_a_namespaced_root),
       cmocka_unit_test(no_cgroups_at_all),
       cmocka_unit_test(a_run_cgroup_lives_and_goes),
+      cmocka_unit_test(a_freezer_kill_takes_the_tree),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
