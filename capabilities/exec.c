@@ -211,7 +211,8 @@ int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
   PUSH("--perms");
   PUSH("1777");
   PUSH("--size");
-  snprintf(num, sizeof num, "%llu", (unsigned long long)(plan->tmp_bytes ? plan->tmp_bytes : 1));
+  snprintf(num, sizeof num, "%llu",
+           (unsigned long long)(plan->tmp_bytes ? plan->tmp_bytes + plan->tmp_slack : 1));
   PUSH(num);
   PUSH("--tmpfs");
   PUSH("/tmp");

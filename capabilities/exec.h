@@ -105,6 +105,7 @@ typedef struct mbxC_exec_plan {
      overlay tmpfs's size, and the most bytes of copy-back kept (past it: refused). */
   const char *copy_in;
   size_t copy_in_len;
+  uint64_t tmp_slack; /* added to /tmp's tmpfs only: a page per copied entry */
   uint64_t overlay_bytes;
   size_t copy_back_cap;
 } mbxC_exec_plan;

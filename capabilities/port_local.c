@@ -409,7 +409,6 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
      for each entry: tmpfs counts pages), so a process meets ENOSPC where the view would say
      EDQUOT. */
   uint64_t slack = 4096ull * (copy.entries + 64);
-  uint64_t tmp_bytes = fs->tmp_bytes + slack;
   uint64_t overlay_bytes = copy.bytes + fs->bytes + slack;
   size_t back_cap = (size_t)(copy.bytes + fs->tmp_bytes + fs->bytes) +
                     (size_t)(MBXC_EXEC_COPY_ENTRIES + 2) * (MBXC_VFS_PATH_MAX + 32);
@@ -421,7 +420,8 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
                          .envc = envc,
                          .mounts = mounts,
                          .mount_count = nm,
-                         .tmp_bytes = tmp_bytes,
+                         .tmp_bytes = fs->tmp_bytes,
+                         .tmp_slack = slack,
                          .files = pl->fs_policy ? pl->fs_policy->fs.files : NULL,
                          .file_count = pl->fs_policy ? pl->fs_policy->fs.file_count : 0,
                          .copy_in = nroots ? copy.blob : NULL,
