@@ -296,6 +296,12 @@ expect "past the quota the copy-back is refused with the reason" "$out" "quota"
 expect "nothing was applied" "$out" "changes=0"
 expect "not even the small file (all or nothing)" "$out" "small=nil"
 refuse "the change set holds none of it" "$out" "small.txt"
+# More entries than the copy-back takes (10,000): refused whole, with the reason.
+out=$(run "${sh_only[@]}" -e "local r = proc.run{'sh', '-c', 'mkdir /tmp/many && cd /tmp/many && i=0; while [ \$i -lt 10010 ]; do : >f\$i; i=\$((i+1)); done; echo made', timeout_ms = 50000}
+  return r.stdout .. r.changes .. ' ' .. tostring(r.changes_error) .. ' ' .. tostring(io.open('/tmp/many/f1'))")
+expect "past the entry cap the copy-back is refused" "$out" "made
+0 the process left more than 10000 files and directories"
+expect "and nothing of it is applied" "$out" " nil"
 # A timeout carries nothing back, and says so.
 out=$(run "${sh_only[@]}" -e "local r = proc.run{'sh', '-c', 'echo x >/tmp/late.txt; sleep 1041', timeout_ms = 800}
   return tostring(r.timed_out) .. ' ' .. r.changes .. ' ' .. tostring(r.changes_error) .. ' ' .. tostring(io.open('/tmp/late.txt'))")
