@@ -186,19 +186,33 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
 }
 
 int mbxC_exec_copy_build(mbxC_exec_copy *c, mbxC_vfs *v, const char *const *roots, size_t nroots,
-                         const char *const *excluded, size_t nex, mbxC_port_error *e) {
+                         const char *const *excluded, size_t nex, const int *droppable,
+                         int *dropped, mbxC_port_error *e) {
   memset(c, 0, sizeof *c);
-  c->nroots = nroots;
-  for (size_t i = 0; i < nroots; i++)
-    put(c, 'R', roots[i], strlen(roots[i]), NULL, 0);
   for (size_t i = 0; i < nex; i++)
     put(c, 'X', excluded[i], strlen(excluded[i]), NULL, 0);
   for (size_t i = 0; i < nroots; i++) {
+    /* Each root's items follow its R item; a droppable root past a cap is taken out again
+       whole (the archive, the counts), so the rest still fits. */
+    size_t at = c->len, entries = c->entries;
+    uint64_t bytes = c->bytes;
+    if (dropped) dropped[i] = 0;
+    put(c, 'R', roots[i], strlen(roots[i]), NULL, 0);
     walk w = {c, v, roots[i], excluded, nex, e};
-    if (walk_dir(&w, roots[i], strlen(roots[i]), 0) != 0) {
-      mbxC_exec_copy_free(c);
-      return -1;
+    if (walk_dir(&w, roots[i], strlen(roots[i]), 0) == 0) {
+      c->nroots++;
+      continue;
     }
+    if (e->errnum == EFBIG && droppable && droppable[i] && dropped && !c->failed) {
+      c->len = at;
+      c->entries = entries;
+      c->bytes = bytes;
+      dropped[i] = 1;
+      if (c->note[0] == '\0') snprintf(c->note, sizeof c->note, "%.199s", e->message);
+      continue;
+    }
+    mbxC_exec_copy_free(c);
+    return -1;
   }
   if (c->failed) {
     mbxC_exec_copy_free(c);

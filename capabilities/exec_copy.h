@@ -9,8 +9,9 @@
 ** memory /tmp and every overlay mount) is a size-limited tmpfs of the sandbox, and:
 **   1. before the run, the library walks the root through the view (what io.open sees: the
 **      host files of an overlay with the guest's changes over them) into an archive, bounded
-**      by MBXC_EXEC_COPY_MAX bytes and MBXC_EXEC_COPY_ENTRIES entries (past either the exec is
-**      refused, naming the root);
+**      by MBXC_EXEC_COPY_MAX bytes and MBXC_EXEC_COPY_ENTRIES entries: an overlay past either
+**      is left out and bound read-only from its host directory instead (the result's
+**      changes_error says so); /tmp past either refuses the exec, naming it;
 **   2. the shim (host/exec_helper.c, inside the sandbox, before the program starts) writes the
 **      archive into the tmpfs; after the program ends it walks the roots again and sends what
 **      is there back on a pipe (regular files and directories; anything else is named and
@@ -43,15 +44,19 @@ typedef struct mbxC_exec_copy {
   size_t len, cap;
   uint64_t bytes; /* file bytes in it */
   size_t entries; /* files and directories in it */
-  size_t nroots;
-  int failed; /* out of host memory while building */
+  size_t nroots;  /* roots in it */
+  int failed;     /* out of host memory while building */
+  char note[200]; /* why a droppable root was left out ("" when none was) */
 } mbxC_exec_copy;
 
 /* Walk roots[0..nroots) of v (directories; excluded[0..nex) and what lies below them left
-   out) into c. 0, or -1 with *e (EFBIG past a cap, naming the root; ENOMEM; an fs error of
-   the view). */
+   out) into c. A root with droppable[i] set (an overlay mount: the caller can bind it
+   read-only instead) that passes a cap is left out, dropped[i] = 1 and c->note says why; any
+   other root past a cap fails the build. 0, or -1 with *e (EFBIG past a cap, naming the root;
+   ENOMEM; an fs error of the view). droppable and dropped may be NULL. */
 int mbxC_exec_copy_build(mbxC_exec_copy *c, mbxC_vfs *v, const char *const *roots, size_t nroots,
-                         const char *const *excluded, size_t nex, mbxC_port_error *e);
+                         const char *const *excluded, size_t nex, const int *droppable,
+                         int *dropped, mbxC_port_error *e);
 void mbxC_exec_copy_free(mbxC_exec_copy *c);
 
 /* Apply what came back (back[0..back_len), as the shim sent it) against what went in: 0 with

@@ -294,7 +294,8 @@ typedef struct mbxC_exec_result {
      (capabilities/exec_copy.h) -- */
   uint64_t changes;        /* entries created, modified or removed in the view */
   int changes_refused;     /* nothing was applied: changes_error says why */
-  char changes_error[200]; /* "" unless refused */
+  char changes_error[200]; /* why something was not carried back ("" when all was): the
+                              refusal, or an overlay too big to copy, seen read-only */
 } mbxC_exec_result;
 /* mbxC_exec_result.limits: memory and pids through a per-run cgroup, the whole tree killed
    through cgroup.kill or a v1 freezer; the rlimit fallbacks when a cgroup is not there.

@@ -178,7 +178,7 @@ static int proc_run(lua_State *L) {
      or why none were. */
   lua_pushinteger(L, (lua_Integer)res.changes);
   lua_setfield(L, -2, "changes");
-  if (res.changes_refused) {
+  if (res.changes_error[0]) {
     lua_pushstring(L, res.changes_error);
     lua_setfield(L, -2, "changes_error");
   }

@@ -60,7 +60,7 @@ static const char *const excluded[] = {"/tmp/in/note.txt", "/tmp/m"};
 
 static void build(mbxC_vfs *v, mbxC_exec_copy *c) {
   mbxC_port_error e;
-  assert_int_equal(mbxC_exec_copy_build(c, v, roots, 1, excluded, 2, &e), 0);
+  assert_int_equal(mbxC_exec_copy_build(c, v, roots, 1, excluded, 2, NULL, NULL, &e), 0);
 }
 
 /* An archive item, appended to buf. */

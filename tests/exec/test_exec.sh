@@ -302,6 +302,18 @@ out=$(run "${sh_only[@]}" -e "local r = proc.run{'sh', '-c', 'mkdir /tmp/many &&
 expect "past the entry cap the copy-back is refused" "$out" "made
 0 the process left more than 10000 files and directories"
 expect "and nothing of it is applied" "$out" " nil"
+# An overlay too big to copy (10,001 files) is seen read-only, and the result says why; /tmp
+# still comes back.
+mkdir -p "$work/big"
+(cd "$work/big" && seq 1 10001 | xargs touch && echo inside >1)
+chmod -R a+rX "$work/big"
+out=$(run "${sh_only[@]}" --mount "$work/big:/big:overlay" -e "local r = proc.run{'sh', '-c', 'cat /big/1; echo x >/big/2 || echo big-ro; echo t >/tmp/t.txt'}
+  return r.stdout .. r.changes .. ' ' .. tostring(r.changes_error) .. ' ' .. io.open('/tmp/t.txt'):read('a')")
+expect "a big overlay is readable" "$out" "inside"
+expect "a big overlay is read-only to the process" "$out" "big-ro"
+expect "the result says why" "$out" "the process saw an overlay read-only: /big holds more than 10000 files"
+expect "/tmp still comes back" "$out" "t
+"
 # A timeout carries nothing back, and says so.
 out=$(run "${sh_only[@]}" -e "local r = proc.run{'sh', '-c', 'echo x >/tmp/late.txt; sleep 1041', timeout_ms = 800}
   return tostring(r.timed_out) .. ' ' .. r.changes .. ' ' .. tostring(r.changes_error) .. ' ' .. tostring(io.open('/tmp/late.txt'))")
