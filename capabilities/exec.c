@@ -211,7 +211,8 @@ int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
   PUSH("--perms");
   PUSH("1777");
   PUSH("--size");
-  snprintf(num, sizeof num, "%llu", (unsigned long long)(plan->tmp_bytes ? plan->tmp_bytes : 1));
+  snprintf(num, sizeof num, "%llu",
+           (unsigned long long)(plan->tmp_bytes ? plan->tmp_bytes + plan->tmp_slack : 1));
   PUSH(num);
   PUSH("--tmpfs");
   PUSH("/tmp");
@@ -220,6 +221,18 @@ int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
      symlinks) at each run. */
   for (size_t i = 0; i < plan->mount_count; i++) {
     char src[64];
+    if (plan->mounts[i].mode == MBXC_MOUNT_OVERLAY && plan->copy_in) {
+      /* An overlay is a tmpfs the shim fills with the view's copy (exec_copy.h): the host
+         directory is never bound, so nothing the process does reaches it. */
+      PUSH("--perms");
+      PUSH("0755");
+      PUSH("--size");
+      snprintf(num, sizeof num, "%llu", (unsigned long long)plan->overlay_bytes);
+      PUSH(num);
+      PUSH("--tmpfs");
+      PUSH(plan->mounts[i].path);
+      continue;
+    }
     snprintf(src, sizeof src, "/proc/self/fd/%d", MBXC_EXEC_FIRST_MOUNT_FD + (int)i);
     PUSH(plan->mounts[i].mode == MBXC_MOUNT_RW ? "--bind" : "--ro-bind");
     PUSH(src);
@@ -265,9 +278,9 @@ oom:
 
 /* ---- the request the helper reads (host/exec_helper.c parses it) ----
    Items "<tag><decimal length>:<bytes>": b bwrap path, u host uid (0: keep), n nproc, m
-   address space bytes, f file size bytes, o open files, c CPU seconds, k mount fd count,
-   a one bwrap option argument (into --args), x one word of the command ("--" first), F a
-   memory file ("path\0bytes"). */
+   address space bytes (0: not limited, the memory cgroup is), g a cgroup.procs file to join, f file
+   size bytes, o open files, c CPU seconds, k mount fd count, a one bwrap option argument (into
+   --args), x one word of the command ("--" first), F a memory file ("path\0bytes"). */
 
 typedef struct reqbuf {
   char *p;
@@ -332,6 +345,7 @@ static int grow_to(char **buf, size_t *cap, size_t want) {
 void mbxC_exec_buffers_free(mbxC_exec_buffers *bufs) {
   free(bufs->out);
   free(bufs->err);
+  free(bufs->back);
   memset(bufs, 0, sizeof *bufs);
 }
 
@@ -361,6 +375,38 @@ static void drain(stream *s) {
       s->fd = -1;
     }
     return; /* EAGAIN: later; an error: the stream is given up at the end */
+  }
+}
+
+/* The shim's copy-back, kept up to cap bytes in a buffer that grows as it comes. */
+static void drain_back(int *fd, mbxC_exec_buffers *bufs, size_t cap) {
+  char scratch[65536];
+  for (;;) {
+    ssize_t n = read(*fd, scratch, sizeof scratch);
+    if (n > 0) {
+      if (bufs->back_over || bufs->back_len + (size_t)n > cap) {
+        bufs->back_over = 1;
+        continue;
+      }
+      if (bufs->back_len + (size_t)n > bufs->back_cap) {
+        size_t want = bufs->back_cap ? bufs->back_cap : 65536;
+        while (want < bufs->back_len + (size_t)n)
+          want *= 2;
+        if (want > cap) want = cap;
+        if (grow_to(&bufs->back, &bufs->back_cap, want) != 0) {
+          bufs->back_over = 1;
+          continue;
+        }
+      }
+      memcpy(bufs->back + bufs->back_len, scratch, (size_t)n);
+      bufs->back_len += (size_t)n;
+      continue;
+    }
+    if (n == 0) {
+      close(*fd);
+      *fd = -1;
+    }
+    return;
   }
 }
 
@@ -450,6 +496,12 @@ static uint32_t run_uid(int slot) {
   return MBXC_EXEC_UID_BASE | (((uint32_t)getpid() & 0x3fffffu) << 8) | (uint32_t)slot;
 }
 
+/* Kill what is left of a run through its cgroups and remove them; a cgroup that stays is
+   counted (moonbox doctor shows the count). */
+static void cgroup_done(mbxC_exec_backend *b, mbxC_cgroup_run *cgr) {
+  if (mbxC_cgroup_run_remove(cgr) != 0) atomic_fetch_add(&b->cgroup_leaks, 1);
+}
+
 static void kill_tree(pid_t pid) {
   /* The helper has become bwrap: killing it kills the sandbox's pid 1 (--die-with-parent),
      and with it every process of the pid namespace, setsid'd ones included. */
@@ -469,11 +521,33 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     mbxC_strlist_free(&args);
     return fail(e, ENOMEM, "out of host memory");
   }
+  /* The run's cgroups (those this host has): memory and pids limits for the whole tree, and
+     the kill. Where the memory cgroup holds, RLIMIT_AS is not set: the cgroup charges the pages
+     a process really uses, and its OOM kill is what the result reports; RLIMIT_AS would turn
+     the same hog into a malloc failure the program reports as it likes. RLIMIT_NPROC stays as
+     a per-uid bound a little above pids.max (which also counts bwrap's two processes and the
+     shim), so the cgroup is the limit that bites and is reported. */
+  mbxC_cgroup_run cgr;
+  char cgname[64];
+  snprintf(cgname, sizeof cgname, "moonbox-%ld-%llu", (long)getpid(),
+           (unsigned long long)atomic_fetch_add(&b->cgroup_runs, 1));
+  mbxC_cgroup_run_create(&b->cg, cgname, spec->memory, spec->pids, &cgr);
+  unsigned limits = MBXC_EXEC_LIMIT_RLIMIT_NPROC;
+  if (cgr.dir[MBXC_CG_MEMORY][0])
+    limits |= MBXC_EXEC_LIMIT_CGROUP_MEMORY;
+  else
+    limits |= MBXC_EXEC_LIMIT_RLIMIT_AS;
+  if (cgr.dir[MBXC_CG_PIDS][0]) limits |= MBXC_EXEC_LIMIT_CGROUP_PIDS;
+  if (cgr.dir[MBXC_CG_KILL][0])
+    limits |= cgr.v2[MBXC_CG_KILL] ? MBXC_EXEC_LIMIT_CGROUP_KILL : MBXC_EXEC_LIMIT_FREEZER_KILL;
   reqbuf r = {0};
   req_item(&r, 'b', b->bwrap, strlen(b->bwrap));
   req_num(&r, 'u', uid);
-  req_num(&r, 'n', spec->pids);
-  req_num(&r, 'm', spec->memory);
+  req_num(&r, 'n', spec->pids + ((limits & MBXC_EXEC_LIMIT_CGROUP_PIDS) ? 4 : 0));
+  req_num(&r, 'm', (limits & MBXC_EXEC_LIMIT_CGROUP_MEMORY) ? 0 : spec->memory);
+  char procs[MBXC_CG_PATH_MAX + 16];
+  for (int i = 0; mbxC_cgroup_run_procs(&cgr, i, procs, sizeof procs); i++)
+    req_item(&r, 'g', procs, strlen(procs));
   req_num(&r, 'f', plan->tmp_bytes > spec->output ? plan->tmp_bytes : spec->output);
   req_num(&r, 'o', 256 + plan->file_count);
   req_num(&r, 'c', (timeout_ms + 999) / 1000 + 1);
@@ -497,12 +571,23 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   mbxC_strlist_free(&args);
   if (r.failed) {
     free(r.p);
+    cgroup_done(b, &cgr);
     return fail(e, ENOMEM, "out of host memory");
   }
 
   int reqfd = memfd_create("moonbox-exec-request", MFD_CLOEXEC);
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, status[2] = {-1, -1};
-  int ok = reqfd >= 0;
+  int back[2] = {-1, -1};
+  /* The copy of the view's overlay mounts and /tmp the shim unpacks (empty: none). */
+  int copyfd = memfd_create("moonbox-exec-copy", MFD_CLOEXEC);
+  int ok = reqfd >= 0 && copyfd >= 0;
+  for (size_t off = 0; ok && off < plan->copy_in_len;) {
+    ssize_t n = write(copyfd, plan->copy_in + off, plan->copy_in_len - off);
+    if (n <= 0)
+      ok = 0;
+    else
+      off += (size_t)n;
+  }
   for (size_t off = 0; ok && off < r.len;) {
     ssize_t n = write(reqfd, r.p + off, r.len - off);
     if (n <= 0)
@@ -516,15 +601,15 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
    signal dispositions). */
   ok = ok && lseek(reqfd, 0, SEEK_SET) == 0 &&
        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 && pipe2(out, O_CLOEXEC) == 0 &&
-       pipe2(err, O_CLOEXEC) == 0 && pipe2(status, O_CLOEXEC) == 0;
+       pipe2(err, O_CLOEXEC) == 0 && pipe2(status, O_CLOEXEC) == 0 && pipe2(back, O_CLOEXEC) == 0;
   /* Every source fd is first copied above the target range (0 .. first mount fd + mounts),
      so no dup2 below overwrites a source another dup2 still needs (a view's dirfd is often
      fd 3 or 4 in a small host). */
   int top = MBXC_EXEC_FIRST_MOUNT_FD + (int)plan->mount_count;
-  int src[5 + 64];
+  int src[7 + 64];
   int nsrc = 0;
-  const int plain[5] = {in[0], out[1], err[1], reqfd, status[1]};
-  for (int i = 0; ok && i < 5; i++) {
+  const int plain[7] = {in[0], out[1], err[1], reqfd, status[1], back[1], copyfd};
+  for (int i = 0; ok && i < 7; i++) {
     src[nsrc] = fcntl(plain[i], F_DUPFD_CLOEXEC, top);
     ok = src[nsrc++] >= 0;
   }
@@ -538,7 +623,8 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   int spawn_err = 0;
   if (fa_ok) {
     /* dup2 clears FD_CLOEXEC on the target: exactly these fds reach the helper (0-2 the
-       program's, 3 the request, 4 the status, then the mounts' dirfds). */
+       program's, 3 the request, 4 the status, 5 the copy-back, 6 the copy-in, then the mounts'
+       dirfds). */
     for (int i = 0; i < nsrc; i++)
       posix_spawn_file_actions_adddup2(&fa, src[i], i);
     posix_spawn_file_actions_addclosefrom_np(&fa,
@@ -552,15 +638,19 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   for (int i = 0; i < nsrc; i++)
     if (src[i] >= 0) close(src[i]);
   close_fd(&reqfd);
+  close_fd(&copyfd);
   close_fd(&in[0]);
   close_fd(&out[1]);
   close_fd(&err[1]);
   close_fd(&status[1]);
+  close_fd(&back[1]);
   if (pid < 0) {
     close_fd(&in[1]);
     close_fd(&out[0]);
     close_fd(&err[0]);
     close_fd(&status[0]);
+    close_fd(&back[0]);
+    cgroup_done(b, &cgr);
     if (spawn_err)
       return fail(e, ENOSYS, "the exec backend is unavailable: cannot start the helper %s (%s)",
                   b->helper, strerror(spawn_err));
@@ -573,6 +663,8 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
       grow_to(&bufs->err, &bufs->err_cap, spec->output) != 0) {
     kill_tree(pid);
     waitpid(pid, NULL, 0);
+    cgroup_done(b, &cgr);
+    close_fd(&back[0]);
     close_fd(&pidfd);
     close_fd(&in[1]);
     close_fd(&out[0]);
@@ -582,6 +674,11 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   }
   stream so = {out[0], bufs->out, 0, spec->output, 0};
   stream se = {err[0], bufs->err, 0, spec->output, 0};
+  /* The copy-back grows as it comes, up to its cap (past it the rest is read and dropped,
+     and the copy-back is refused). */
+  bufs->back_len = 0;
+  bufs->back_over = 0;
+  int bfd = back[0];
   status_text st = {{0}, 0};
   int sfd = status[0];
   int ifd = in[1];
@@ -590,6 +687,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   set_nonblock(se.fd);
   set_nonblock(sfd);
   set_nonblock(ifd);
+  set_nonblock(bfd);
   if (stdin_len == 0) close_fd(&ifd);
 
   uint64_t own_deadline = start + timeout_ms * 1000000ull;
@@ -606,7 +704,8 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     uint64_t now = now_ns();
     /* Once the tree is gone the pipes close; a descendant that escaped the pid namespace
        cannot exist, but a bounded grace keeps a wedged pipe from holding the run. */
-    if (exited && ((so.fd < 0 && se.fd < 0 && sfd < 0) || now > exit_ns + 500000000ull)) break;
+    if (exited && ((so.fd < 0 && se.fd < 0 && sfd < 0 && bfd < 0) || now > exit_ns + 500000000ull))
+      break;
     if (!exited) {
       int stop = 0;
       if (wait && wait->deadline_ns && now >= wait->deadline_ns)
@@ -616,6 +715,9 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
       else if (wait && wait->interrupted && wait->interrupted(wait->ctx))
         interrupted = stop = 1;
       if (stop) {
+        /* Through the cgroup first (frozen or killed at once, so nothing forks meanwhile),
+           then bwrap, whose death takes the pid namespace. */
+        mbxC_cgroup_run_kill(&cgr);
         kill_tree(pid);
         waitpid(pid, &wstatus, 0);
         exited = 1;
@@ -623,8 +725,9 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
         continue;
       }
     }
-    struct pollfd pf[5];
+    struct pollfd pf[6];
     int n = 0, ip = -1;
+    if (bfd >= 0) pf[n++] = (struct pollfd){bfd, POLLIN, 0};
     if (so.fd >= 0) pf[n++] = (struct pollfd){so.fd, POLLIN, 0};
     if (se.fd >= 0) pf[n++] = (struct pollfd){se.fd, POLLIN, 0};
     if (sfd >= 0) pf[n++] = (struct pollfd){sfd, POLLIN, 0};
@@ -643,6 +746,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     if (so.fd >= 0) drain(&so);
     if (se.fd >= 0) drain(&se);
     if (sfd >= 0) read_status(&sfd, &st);
+    if (bfd >= 0) drain_back(&bfd, bufs, plan->copy_back_cap);
     if (ip >= 0 && ifd >= 0 && (pf[ip].revents & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t w = send(ifd, stdin_bytes + in_off, stdin_len - in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w > 0) in_off += (size_t)w;
@@ -654,8 +758,13 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   close_fd(&se.fd);
   if (sfd >= 0) read_status(&sfd, &st);
   close_fd(&sfd);
+  if (bfd >= 0) drain_back(&bfd, bufs, plan->copy_back_cap);
+  close_fd(&bfd);
   close_fd(&pidfd);
   uint64_t wall = now_ns() - start;
+  int oom = 0, pids_max = 0;
+  mbxC_cgroup_run_outcome(&cgr, &oom, &pids_max);
+  cgroup_done(b, &cgr);
 
   if (deadline_hit)
     return fail(e, MBXC_E_TIMEDOUT,
@@ -683,11 +792,22 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   res->truncated = so.truncated || se.truncated;
   res->wall_ms = wall / 1000000u;
   res->timed_out = timed_out;
+  res->limits = limits;
+  res->memory_limit = oom;
+  res->pids_limit = pids_max;
+  /* The shim's report is the program's own wait status; bwrap's exit code folds a signal
+     into 128 + n and is read only when the shim could not report (the program killed it). */
+  long shim_sig = status_number(&st, "\"moonbox-shim-signal\"");
+  long shim_code = status_number(&st, "\"moonbox-shim-exit\"");
   if (timed_out) {
     res->exit_code = -1;
     res->signal = SIGKILL;
+  } else if (shim_sig > 0) {
+    res->exit_code = -1;
+    res->signal = (int)shim_sig;
+  } else if (shim_code >= 0) {
+    res->exit_code = (int)shim_code;
   } else if (code > 128 && code < 128 + 65) {
-    /* bwrap's pid 1 reports a death by signal as 128 + the signal, as shells do. */
     res->exit_code = -1;
     res->signal = (int)(code - 128);
   } else {
@@ -820,6 +940,7 @@ static int probe_locked(mbxC_exec_backend *b) {
   b->version[0] = '\0';
   b->uid_isolation = geteuid() == 0;
   mbxC_exec_image_probe(&b->image);
+  mbxC_cgroup_probe(&b->cg);
   if (bwrap_version(b->bwrap, b->version, sizeof b->version, b->reason, sizeof b->reason) != 0)
     return 0;
   if (b->helper[0] == '\0' || access(b->helper, X_OK) != 0) {
@@ -926,15 +1047,36 @@ char *mbxC_exec_status_json(mbxC_exec_backend *b) {
     n += (size_t)snprintf(out + n, size - n, "null");
   n += (size_t)snprintf(out + n, size - n, ",\"helper\":");
   json_str(out, size, &n, b->helper[0] ? b->helper : "");
-  n += (size_t)snprintf(
-      out + n, size - n,
-      ",\"user_namespaces\":%s,\"uid_isolation\":%s,\"seccomp\":%s,"
-      "\"limits\":[\"RLIMIT_AS\",\"RLIMIT_NPROC\",\"RLIMIT_FSIZE\",\"RLIMIT_NOFILE\","
-      "\"RLIMIT_CPU\",\"RLIMIT_CORE\"],"
-      "\"cgroups\":{\"applied\":false,\"reason\":\"cgroup limits are not applied by this "
-      "version: memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC per run uid\"}}",
-      b->userns ? "true" : "false", b->uid_isolation ? "true" : "false",
-      b->available ? "true" : "false");
+  n += (size_t)snprintf(out + n, size - n,
+                        ",\"user_namespaces\":%s,\"uid_isolation\":%s,\"seccomp\":%s,"
+                        "\"limits\":[%s\"RLIMIT_NPROC\",\"RLIMIT_FSIZE\",\"RLIMIT_NOFILE\","
+                        "\"RLIMIT_CPU\",\"RLIMIT_CORE\"],\"cgroups\":{",
+                        b->userns ? "true" : "false", b->uid_isolation ? "true" : "false",
+                        b->available ? "true" : "false",
+                        b->cg.parent[MBXC_CG_MEMORY][0] ? "" : "\"RLIMIT_AS\",");
+  /* Each job: where its per-run cgroups go, or why it has none (and the rlimit used). */
+  static const char *const job[MBXC_CG_JOBS] = {"memory", "pids", "kill"};
+  for (int j = 0; j < MBXC_CG_JOBS; j++) {
+    const char *how = j == MBXC_CG_KILL ? (b->cg.v2[j] ? "cgroup.kill" : "freezer")
+                                        : (b->cg.v2[j] ? "cgroup v2" : "cgroup v1");
+    n += (size_t)snprintf(out + n, size - n, "%s\"%s\":{\"applied\":%s,", j ? "," : "", job[j],
+                          b->cg.parent[j][0] ? "true" : "false");
+    if (b->cg.parent[j][0]) {
+      n += (size_t)snprintf(out + n, size - n, "\"how\":\"%s\",\"under\":", how);
+      json_str(out, size, &n, b->cg.parent[j]);
+    } else {
+      n += (size_t)snprintf(out + n, size - n, "\"reason\":");
+      json_str(out, size, &n, b->cg.why[j]);
+      n += (size_t)snprintf(out + n, size - n, ",\"instead\":\"%s\"",
+                            j == MBXC_CG_MEMORY ? "RLIMIT_AS"
+                            : j == MBXC_CG_PIDS ? "RLIMIT_NPROC"
+                                                : "killing bwrap ends its pid namespace");
+    }
+    n += (size_t)snprintf(out + n, size - n, "}");
+  }
+  n += (size_t)snprintf(out + n, size - n, ",\"runs\":%llu,\"not_removed\":%llu}}",
+                        (unsigned long long)atomic_load(&b->cgroup_runs),
+                        (unsigned long long)atomic_load(&b->cgroup_leaks));
   pthread_mutex_unlock(&b->lock);
   return out;
 }

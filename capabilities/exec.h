@@ -9,7 +9,8 @@
 ** against the policy's allow list, and this backend runs it:
 **
 **   library (this file)        posix_spawn, empty environment, fds 0-2 pipes, 3 the request
-**     |                        (a memfd), 4 the status pipe, 5.. the mounts' held dirfds
+**     |                        (a memfd), 4 the status pipe, 5 the copy-back pipe, 6 the
+**     |                        copy-in archive (exec_copy.h), 7.. the mounts' held dirfds
 **     v
 **   moonbox-exec (host/exec_helper.c, single-threaded: a multithreaded host cannot do this
 **     |   itself)              setgroups(0), rlimits, a per-run host uid, the seccomp BPF and
@@ -18,8 +19,10 @@
 **   /usr/bin/bwrap             namespaces (user, pid, net, ipc, uts, cgroup), the mount tree,
 **     |                        --cap-drop ALL, the seccomp filter
 **     v
-**   moonbox-exec --shim        inside the sandbox: closes every fd above 2 (the mount dirfds
-**     |                        bwrap needed), then execs the program
+**   moonbox-exec --shim        inside the sandbox: closes the fds it does not need (the mount
+**     |                        dirfds bwrap needed), unpacks the copy of the view's overlays
+**     |                        and /tmp, starts the program, waits, sends the copy back and
+**     |                        the program's wait status
 **     v
 **   the program
 **
@@ -32,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capabilities/exec_cgroup.h"
 #include "capabilities/port.h"
 #include "capabilities/vfs.h"
 
@@ -96,11 +100,19 @@ typedef struct mbxC_exec_plan {
      does. */
   const mbxC_fs_file *files;
   size_t file_count;
+  /* The copy of the view's overlay mounts and memory /tmp (exec_copy.h): the archive the
+     shim unpacks into the sandbox (NULL: none; overlays are then bound read-only), each
+     overlay tmpfs's size, and the most bytes of copy-back kept (past it: refused). */
+  const char *copy_in;
+  size_t copy_in_len;
+  uint64_t tmp_slack; /* added to /tmp's tmpfs only: a page per copied entry */
+  uint64_t overlay_bytes;
+  size_t copy_back_cap;
 } mbxC_exec_plan;
 
 #define MBXC_EXEC_SHIM "/.moonbox/moonbox-exec"
-/* The first fd the helper finds the mount dirfds at (plan->mounts[i] at 5 + i). */
-#define MBXC_EXEC_FIRST_MOUNT_FD 5
+/* The first fd the helper finds the mount dirfds at (plan->mounts[i] at 7 + i). */
+#define MBXC_EXEC_FIRST_MOUNT_FD 7
 
 /* A growable list of NUL-terminated strings. */
 typedef struct mbxC_strlist {
@@ -138,6 +150,8 @@ typedef struct mbxC_exec_backend {
   int userns;        /* user namespaces can be created */
   int uid_isolation; /* running as root: each run gets its own host uid */
   mbxC_exec_image image;
+  mbxC_cgroup_setup cg; /* where per-run cgroups go (probed with the rest) */
+  _Atomic uint64_t cgroup_runs, cgroup_leaks; /* runs so far; cgroups that could not be removed */
 } mbxC_exec_backend;
 
 void mbxC_exec_backend_init(mbxC_exec_backend *b);
@@ -156,6 +170,9 @@ char *mbxC_exec_status_json(mbxC_exec_backend *b);
 typedef struct mbxC_exec_buffers {
   char *out, *err;
   size_t out_cap, err_cap;
+  char *back; /* the shim's copy-back of the run (exec_copy.h) */
+  size_t back_cap, back_len;
+  int back_over; /* it passed plan->copy_back_cap */
 } mbxC_exec_buffers;
 void mbxC_exec_buffers_free(mbxC_exec_buffers *bufs);
 

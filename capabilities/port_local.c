@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "capabilities/exec_copy.h"
 #include "capabilities/ffi.h"
 #include "capabilities/seeds.h"
 #include "common/bytes.h"
@@ -376,6 +377,54 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
   uint64_t timeout = req->timeout_ms && req->timeout_ms < pl->exec.timeout_ms
                          ? req->timeout_ms
                          : pl->exec.timeout_ms;
+  /* The process sees the view's memory /tmp and its overlay mounts as a copy
+     (capabilities/exec_copy.h); every other mount point and policy file is left to its own
+     bind. */
+  const mbxC_fs_spec *fs = pl->fs_policy ? &pl->fs_policy->fs : &pl->fs_spec;
+  const char *roots[MBXC_VFS_MAX_MOUNTS + 1];
+  int droppable[MBXC_VFS_MAX_MOUNTS + 1], dropped[MBXC_VFS_MAX_MOUNTS + 1];
+  size_t root_mount[MBXC_VFS_MAX_MOUNTS + 1];
+  size_t nroots = 0;
+  mbxC_fs_stat tst;
+  mbxC_port_error ignored;
+  if (mbxC_vfs_stat(v, "/tmp", 4, &tst, &ignored) == 0 && tst.is_dir) {
+    droppable[nroots] = 0;
+    roots[nroots++] = "/tmp";
+  }
+  for (size_t i = 0; i < nm; i++)
+    if (mounts[i].mode == MBXC_MOUNT_OVERLAY) {
+      /* An overlay too big to copy is bound read-only instead (the result says so). */
+      droppable[nroots] = 1;
+      root_mount[nroots] = i;
+      roots[nroots++] = mounts[i].path;
+    }
+  const char **excluded = calloc(nm + fs->file_count + 1, sizeof *excluded);
+  size_t nex = 0;
+  for (size_t i = 0; excluded && i < nm; i++)
+    excluded[nex++] = mounts[i].path;
+  for (size_t i = 0; excluded && i < fs->file_count; i++)
+    excluded[nex++] = fs->files[i].path;
+  mbxC_exec_copy copy = {0};
+  if (!oom && excluded == NULL) oom = 1;
+  if (!oom && nroots &&
+      mbxC_exec_copy_build(&copy, v, roots, nroots, excluded, nex, droppable, dropped, e) != 0) {
+    for (size_t i = 0; i < pl->env_count; i++)
+      free(owned ? owned[i] : NULL);
+    free(owned);
+    free(env);
+    free(excluded);
+    return -1;
+  }
+  free(excluded);
+  for (size_t i = 0; i < nroots; i++)
+    if (droppable[i] && dropped[i]) mounts[root_mount[i]].mode = MBXC_MOUNT_RO;
+  /* Each tmpfs holds what was copied in plus what the quotas let the guest add (and a page
+     for each entry: tmpfs counts pages), so a process meets ENOSPC where the view would say
+     EDQUOT. */
+  uint64_t slack = 4096ull * (copy.entries + 64);
+  uint64_t overlay_bytes = copy.bytes + fs->bytes + slack;
+  size_t back_cap = (size_t)(copy.bytes + fs->tmp_bytes + fs->bytes) +
+                    (size_t)(MBXC_EXEC_COPY_ENTRIES + 2) * (MBXC_VFS_PATH_MAX + 32);
   mbxC_exec_plan plan = {.program = prog,
                          .argv = req->argv,
                          .argc = req->argc,
@@ -384,14 +433,45 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
                          .envc = envc,
                          .mounts = mounts,
                          .mount_count = nm,
-                         .tmp_bytes = pl->fs_policy ? pl->fs_policy->fs.tmp_bytes
-                                                    : pl->fs_spec.tmp_bytes,
+                         .tmp_bytes = fs->tmp_bytes,
+                         .tmp_slack = slack,
                          .files = pl->fs_policy ? pl->fs_policy->fs.files : NULL,
-                         .file_count = pl->fs_policy ? pl->fs_policy->fs.file_count : 0};
+                         .file_count = pl->fs_policy ? pl->fs_policy->fs.file_count : 0,
+                         .copy_in = copy.nroots ? copy.blob : NULL,
+                         .copy_in_len = copy.len,
+                         .overlay_bytes = overlay_bytes,
+                         .copy_back_cap = copy.nroots ? back_cap : 0};
   int r = oom ? exec_refuse(e, ENOMEM, "%s%s", "out of host memory", "")
               : (pl->exec_runs++,
                  mbxC_exec_run(pl->exec_backend, &plan, &pl->exec, req->stdin_bytes,
                                req->stdin_len, timeout, wait, &pl->exec_bufs, res, e));
+  if (r == 0 && copy.nroots) {
+    /* The process's writes come back, all or nothing. */
+    size_t applied = 0;
+    if (res->timed_out)
+      snprintf(res->changes_error, sizeof res->changes_error,
+               "the program's timeout killed it: its writes to /tmp and overlay mounts are not "
+               "carried back");
+    else if (pl->exec_bufs.back_over)
+      snprintf(res->changes_error, sizeof res->changes_error,
+               "the program left more in /tmp and overlay mounts than the quotas allow "
+               "(%zu bytes of copy-back)",
+               back_cap);
+    else if (mbxC_exec_copy_apply(v, &copy, pl->exec_bufs.back, pl->exec_bufs.back_len, &applied,
+                                  res->changes_error, sizeof res->changes_error) == 0)
+      res->changes = applied;
+    res->changes_refused = res->changes_error[0] != '\0';
+  }
+  if (r == 0 && copy.note[0] && res->changes_error[0] == '\0')
+    snprintf(res->changes_error, sizeof res->changes_error,
+             "the process saw an overlay read-only: %.150s", copy.note);
+  /* A large copy-back's buffer is not kept for the sandbox's life. */
+  if (pl->exec_bufs.back_cap > (1u << 20)) {
+    free(pl->exec_bufs.back);
+    pl->exec_bufs.back = NULL;
+    pl->exec_bufs.back_cap = 0;
+  }
+  mbxC_exec_copy_free(&copy);
   for (size_t i = 0; i < pl->env_count; i++)
     free(owned ? owned[i] : NULL);
   free(owned);

@@ -539,6 +539,15 @@ static int record_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wa
       mbxC_replay_put_str(&r->log, e->message, strlen(e->message));
     else
       mbxC_replay_put_str(&r->log, res->err, res->err_len);
+    /* Appended (issue 12): the limits the run had and which one ended it. */
+    mbxC_replay_put_u32(&r->log, rc != 0 ? 0 : res->limits);
+    mbxC_replay_put_u8(&r->log, rc == 0 && res->memory_limit);
+    mbxC_replay_put_u8(&r->log, rc == 0 && res->pids_limit);
+    /* And what the process's writes did to the view (exec_copy.h). */
+    mbxC_replay_put_u64(&r->log, rc != 0 ? 0 : res->changes);
+    mbxC_replay_put_u8(&r->log, rc == 0 && res->changes_refused);
+    mbxC_replay_put_str(&r->log, rc != 0 ? "" : res->changes_error,
+                        rc != 0 ? 0 : strlen(res->changes_error));
     mbxC_replay_end(&r->log);
     return rc;
   }
@@ -556,6 +565,13 @@ static int record_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wa
   uint64_t wall = mbxC_read_u64(&rd);
   const char *out = mbxC_read_str(&rd, &out_len);
   const char *err = mbxC_read_str(&rd, &err_len);
+  /* A record written before the limit fields ends here: they read as 0. */
+  unsigned limits = mbxC_read_u32(&rd);
+  int memory_limit = mbxC_read_u8(&rd), pids_limit = mbxC_read_u8(&rd);
+  uint64_t changes = mbxC_read_u64(&rd);
+  int changes_refused = mbxC_read_u8(&rd);
+  size_t cerr_len;
+  const char *cerr = mbxC_read_str(&rd, &cerr_len);
   if (hash_len != 8 || memcmp(rhash, hash, 8) != 0) {
     mbxC_port_record_diverge(r,
                              "record %zu: the replay ran %s, or with other arguments, where "
@@ -568,6 +584,16 @@ static int record_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wa
     snprintf(e->message, sizeof e->message, "%.*s", (int)(err_len < 255 ? err_len : 255), err);
     return -1;
   }
+  if (changes) {
+    /* The process's writes into the view came from outside the log: a replay cannot make
+       them, and a session without them would silently differ from the one recorded. */
+    mbxC_port_record_diverge(r,
+                             "record %zu: the program %s changed /tmp or an overlay mount (%llu "
+                             "entries), which a snapshot cannot replay yet",
+                             r->cursor - 1, req->argc ? req->argv[0] : "(nothing)",
+                             (unsigned long long)changes);
+    return -1;
+  }
   res->exit_code = (int32_t)code;
   res->signal = (int)sig;
   res->timed_out = timed_out;
@@ -577,6 +603,13 @@ static int record_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wa
   res->out_len = out_len;
   res->err = err;
   res->err_len = err_len;
+  res->limits = limits;
+  res->memory_limit = memory_limit;
+  res->pids_limit = pids_limit;
+  res->changes_refused = changes_refused;
+  snprintf(res->changes_error, sizeof res->changes_error, "%.*s",
+           (int)(cerr_len < sizeof res->changes_error ? cerr_len : sizeof res->changes_error - 1),
+           cerr ? cerr : "");
   return 0;
 }
 

@@ -429,6 +429,14 @@ static int record_shape_ok(const mbxC_record *r) {
     mbxC_read_u64(&rd);
     mbxC_read_str(&rd, &n);
     mbxC_read_str(&rd, &n);
+    /* The limit fields (issue 12), absent from records written before them. */
+    if (!mbxC_reader_done(&rd)) {
+      if (mbxC_read_u32(&rd) >= 64 || mbxC_read_u8(&rd) > 1 || mbxC_read_u8(&rd) > 1) return 0;
+      mbxC_read_u64(&rd);
+      if (mbxC_read_u8(&rd) > 1) return 0;
+      mbxC_read_str(&rd, &n);
+      if (n >= 200) return 0;
+    }
     break;
   }
   default:

@@ -10,7 +10,8 @@
 **   0 1 2  the program's stdin (a socket) and the stdout / stderr pipes
 **   3      the request (a memfd): items "<tag><length>:<bytes>" (exec.c lists the tags)
 **   4      the status pipe: bwrap's --json-status-fd, and this helper's own error line
-**   5..    the held O_PATH dirfds of the policy's mounts, bound by /proc/self/fd/N
+**   5      the copy-back pipe, 6 the copy-in archive (for the shim; exec_copy.h)
+**   7..    the held O_PATH dirfds of the policy's mounts, bound by /proc/self/fd/N
 ** The helper then execs bwrap, so its pid is bwrap's and killing it kills the sandbox.
 **
 ** helper_spawn_main() is the whole helper: a later zygote (worker mode) calls it in a forked,
@@ -18,30 +19,43 @@
 **
 ** Shim mode (`moonbox-exec --shim PROGRAM ARGV0 ARGS...`) runs inside the sandbox, after
 ** bwrap's setup and seccomp: it closes every fd above 2 (bwrap 0.8 passes the mount dirfds,
-** which point outside the sandbox's mount namespace, to its child) and execs the program.
+** which point outside the sandbox's mount namespace, to its child) but the status pipe, starts
+** the program as its child and reports the program's own wait status on that pipe (a signal
+** is then told from an exit code of 128 + n), exiting with the same code.
 */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
 
 #define STATUS_FD 4
-#define FIRST_MOUNT_FD 5
+/* The status pipe again, for the shim's report: the request's fd, free once it is mapped. */
+#define SHIM_REPORT_FD 3
+/* The copy of the view's overlay mounts and /tmp (capabilities/exec_copy.h): the pipe the shim
+   sends the copy back on, and the archive (a memfd) it unpacks before the program starts. Both
+   pass through the helper and bwrap untouched. */
+#define SHIM_BACK_FD 5
+#define SHIM_COPY_FD 6
+#define FIRST_MOUNT_FD 7
 
 static void helper_fail(const char *what, int err) {
   char line[512];
@@ -215,6 +229,25 @@ static void limit(int res, unsigned long long v, const char *name) {
   if (setrlimit(res, &rl) != 0) helper_fail(name, errno);
 }
 
+/* Join one of the run's cgroups (a cgroup.procs path the library made), while still root and
+   before bwrap starts, so every process of the run is in it from its first instruction. */
+static void join_cgroup(const item *it) {
+  static const char tail[] = "/cgroup.procs";
+  char path[1024];
+  if (it->len == 0 || it->len >= sizeof path || it->data[0] != '/' ||
+      memchr(it->data, '\0', it->len) || it->len < sizeof tail ||
+      memcmp(it->data + it->len - (sizeof tail - 1), tail, sizeof tail - 1) != 0)
+    helper_fail("malformed cgroup item", 0);
+  memcpy(path, it->data, it->len);
+  path[it->len] = '\0';
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) helper_fail("cannot open the run's cgroup", errno);
+  char pid[24];
+  int n = snprintf(pid, sizeof pid, "%ld", (long)getpid());
+  if (write(fd, pid, (size_t)n) != n) helper_fail("cannot join the run's cgroup", errno);
+  close(fd);
+}
+
 /* The helper: never returns. */
 static void helper_spawn_main(void) {
   struct stat st;
@@ -223,7 +256,8 @@ static void helper_spawn_main(void) {
   size_t size = (size_t)st.st_size;
   const char *req = mmap(NULL, size, PROT_READ, MAP_PRIVATE, 3, 0);
   if (req == MAP_FAILED) helper_fail("mmap of the request", errno);
-  close(3);
+  /* fd 3 becomes a second copy of the status pipe, without close-on-exec, for the shim. */
+  if (dup2(STATUS_FD, SHIM_REPORT_FD) != SHIM_REPORT_FD) helper_fail("dup2", errno);
   const char *p = req, *end = req + size;
   item it;
   char bwrap[4096] = "";
@@ -244,8 +278,11 @@ static void helper_spawn_main(void) {
     case 'n':
       limit(RLIMIT_NPROC, item_num(&it), "RLIMIT_NPROC");
       break;
-    case 'm':
-      limit(RLIMIT_AS, item_num(&it), "RLIMIT_AS");
+    case 'm': /* 0: the run's memory cgroup bounds it instead */
+      if (item_num(&it) != 0) limit(RLIMIT_AS, item_num(&it), "RLIMIT_AS");
+      break;
+    case 'g':
+      join_cgroup(&it);
       break;
     case 'f':
       limit(RLIMIT_FSIZE, item_num(&it), "RLIMIT_FSIZE");
@@ -381,20 +418,265 @@ static void helper_spawn_main(void) {
   helper_fail("cannot execute bwrap", errno);
 }
 
+/* ---- the shim's copy of the view's overlay mounts and /tmp (capabilities/exec_copy.h) ---- */
+
+#define COPY_ENTRIES 10000u /* MBXC_EXEC_COPY_ENTRIES */
+#define COPY_DEPTH 64       /* MBXC_EXEC_COPY_DEPTH */
+#define MAX_ROOTS 64
+#define MAX_EXCLUDED 1100
+
+typedef struct shim_copy {
+  const char *roots[MAX_ROOTS];
+  size_t root_len[MAX_ROOTS];
+  size_t nroots;
+  const char *ex[MAX_EXCLUDED];
+  size_t ex_len[MAX_EXCLUDED];
+  size_t nex;
+  size_t entries;
+  int broken; /* the copy-back pipe failed: stop writing */
+} shim_copy;
+
+/* An item of the archive: 1, 0 at the end, -1 malformed. */
+static int copy_item(const char **p, const char *end, char *tag, const char **data, size_t *len) {
+  if (*p >= end) return 0;
+  *tag = **p;
+  char *colon;
+  unsigned long long n = strtoull(*p + 1, &colon, 10);
+  if (colon >= end || *colon != ':' || n > (unsigned long long)(end - colon - 1)) return -1;
+  *data = colon + 1;
+  *len = (size_t)n;
+  *p = colon + 1 + n;
+  return 1;
+}
+
+/* A NUL-terminated copy of path (the archive's are not terminated). */
+static int copy_path(char *out, size_t size, const char *p, size_t n) {
+  if (n == 0 || n >= size || p[0] != '/' || memchr(p, '\0', n)) return -1;
+  memcpy(out, p, n);
+  out[n] = '\0';
+  return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int shim_unpack(shim_copy *c) {
+  memset(c, 0, sizeof *c);
+  struct stat st;
+  if (fstat(SHIM_COPY_FD, &st) != 0) return 0; /* nothing to copy */
+  if (st.st_size == 0) {
+    close(SHIM_COPY_FD);
+    return 0;
+  }
+  const char *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, SHIM_COPY_FD, 0);
+  close(SHIM_COPY_FD);
+  if (map == MAP_FAILED) {
+    fprintf(stderr, "moonbox-exec: cannot read the copy of the view: %s\n", strerror(errno));
+    return -1;
+  }
+  const char *p = map, *end = map + st.st_size, *d;
+  char tag, path[4200];
+  size_t n;
+  int r;
+  /* The mapping stays: roots and exclusions point into it until the copy-back. */
+  while ((r = copy_item(&p, end, &tag, &d, &n)) == 1) {
+    const char *nul = tag == 'F' ? memchr(d, '\0', n) : NULL;
+    size_t pl = tag == 'F' ? (nul ? (size_t)(nul - d) : n + 1) : n;
+    if (pl > n || copy_path(path, sizeof path, d, pl) != 0) break;
+    if (tag == 'R' && c->nroots < MAX_ROOTS) {
+      c->roots[c->nroots] = d;
+      c->root_len[c->nroots++] = n;
+    } else if (tag == 'X' && c->nex < MAX_EXCLUDED) {
+      c->ex[c->nex] = d;
+      c->ex_len[c->nex++] = n;
+    } else if (tag == 'D') {
+      if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "moonbox-exec: copying %s into the sandbox: %s\n", path, strerror(errno));
+        return -1;
+      }
+    } else if (tag == 'F') {
+      int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd < 0 || write_all(fd, nul + 1, n - pl - 1) != 0) {
+        fprintf(stderr, "moonbox-exec: copying %s into the sandbox: %s\n", path, strerror(errno));
+        return -1;
+      }
+      close(fd);
+    } else {
+      r = -1;
+      break;
+    }
+  }
+  if (r != 0) {
+    fprintf(stderr, "moonbox-exec: the copy of the view is malformed\n");
+    return -1;
+  }
+  return 0;
+}
+
+static void emit_item(shim_copy *c, int fd, char tag, const char *path, size_t pl, const char *data,
+                      size_t dl) {
+  if (c->broken) return;
+  char head[32];
+  size_t len = pl + (tag == 'F' ? 1 + dl : 0);
+  int hn = snprintf(head, sizeof head, "%c%zu:", tag, len);
+  if (write_all(fd, head, (size_t)hn) != 0 || write_all(fd, path, pl) != 0 ||
+      (tag == 'F' && (write_all(fd, "", 1) != 0 || write_all(fd, data, dl) != 0)))
+    c->broken = 1;
+}
+
+/* a is b or lies below it. */
+static int within(const char *a, size_t al, const char *b, size_t bl) {
+  return al >= bl && memcmp(a, b, bl) == 0 && (al == bl || a[bl] == '/' || bl == 1);
+}
+
+/* Another mount's point or a policy file, below the root being walked (an excluded path
+   that is the root or holds it excludes nothing: the root is itself a mount). */
+static int excluded(const shim_copy *c, const char *root, size_t root_len, const char *path,
+                    size_t len) {
+  for (size_t i = 0; i < c->nex; i++) {
+    if (within(root, root_len, c->ex[i], c->ex_len[i])) continue;
+    if (within(path, len, c->ex[i], c->ex_len[i])) return 1;
+  }
+  return 0;
+}
+
+/* Walk directory path (len bytes in a buffer of 4200) and send what is in it: directories and
+   regular files as they are, anything else (a symlink, a FIFO, a socket) by name only. Never
+   follows a link, never opens anything but a directory or a regular file, never blocks. */
+static void pack_dir(shim_copy *c, int fd, const char *root, size_t root_len, char *path,
+                     size_t len, int depth) {
+  int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return;
+  DIR *dir = fdopendir(dfd);
+  if (dir == NULL) {
+    close(dfd);
+    return;
+  }
+  struct dirent *de;
+  while ((de = readdir(dir)) != NULL && !c->broken) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    size_t nl = strlen(de->d_name);
+    if (len + 1 + nl >= 4096) continue;
+    path[len] = '/';
+    memcpy(path + len + 1, de->d_name, nl + 1);
+    size_t cl = len + 1 + nl;
+    if (excluded(c, root, root_len, path, cl)) continue;
+    /* One past the cap is sent, so the library sees the cap was passed and refuses. */
+    if (++c->entries > COPY_ENTRIES + 1) break;
+    struct stat st;
+    if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(st.st_mode) && depth < COPY_DEPTH) {
+      emit_item(c, fd, 'D', path, cl, NULL, 0);
+      pack_dir(c, fd, root, root_len, path, cl, depth + 1);
+    } else if (S_ISREG(st.st_mode)) {
+      int f = openat(dfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      struct stat fst;
+      char *data = NULL;
+      size_t got = 0;
+      if (f >= 0 && fstat(f, &fst) == 0 && S_ISREG(fst.st_mode)) {
+        data = malloc((size_t)fst.st_size + 1);
+        while (data && got < (size_t)fst.st_size) {
+          ssize_t k = read(f, data + got, (size_t)fst.st_size - got);
+          if (k < 0 && errno == EINTR) continue;
+          if (k <= 0) break;
+          got += (size_t)k;
+        }
+      }
+      if (f >= 0) close(f);
+      if (data)
+        emit_item(c, fd, 'F', path, cl, data, got);
+      else
+        emit_item(c, fd, 'S', path, cl, NULL, 0);
+      free(data);
+    } else {
+      emit_item(c, fd, 'S', path, cl, NULL, 0);
+    }
+  }
+  path[len] = '\0';
+  closedir(dir);
+}
+
+static void shim_pack(shim_copy *c, int fd) {
+  /* The library drains the pipe to its end; a write error only ends the copy-back (the
+     missing end mark tells the library it was cut short). */
+  signal(SIGPIPE, SIG_IGN);
+  char path[4200];
+  for (size_t i = 0; i < c->nroots; i++) {
+    if (copy_path(path, sizeof path, c->roots[i], c->root_len[i]) != 0) continue;
+    pack_dir(c, fd, c->roots[i], c->root_len[i], path, c->root_len[i], 0);
+  }
+  emit_item(c, fd, 'Z', "", 0, NULL, 0);
+}
+
+/* The shim's report line on the status pipe: how the program ended, from its own wait status,
+   so a death by signal is told apart from an exit code above 128 (bwrap's pid 1 folds both
+   into 128 + n). exec.c parses these keys. */
+static void shim_report(int fd, int status) {
+  char line[96];
+  int n = WIFSIGNALED(status)
+              ? snprintf(line, sizeof line, "{\"moonbox-shim-signal\": %d}\n", WTERMSIG(status))
+              : snprintf(line, sizeof line, "{\"moonbox-shim-exit\": %d}\n", WEXITSTATUS(status));
+  if (write(fd, line, (size_t)n) < 0) {
+    /* the library reads bwrap's exit code instead */
+  }
+}
+
 static int shim_main(int argc, char **argv) {
   /* argv: moonbox-exec --shim PROGRAM ARGV0 ARGS... */
   if (argc < 4) {
     fprintf(stderr, "moonbox-exec: --shim needs a program and its argv[0]\n");
     return 127;
   }
-  if (syscall(SYS_close_range, 3u, ~0u, 0) != 0) {
-    fprintf(stderr, "moonbox-exec: close_range: %s\n", strerror(errno));
+  /* Everything above 2 is closed but the status pipe (the helper's copy at SHIM_REPORT_FD:
+     bwrap does not pass its --json-status-fd on), which only this process keeps:
+     close-on-exec, and the shim made non-dumpable, so the program (the same uid) cannot reach
+     it through /proc/<shim>/fd. */
+  int report = fcntl(SHIM_REPORT_FD, F_GETFD) >= 0 ? SHIM_REPORT_FD : -1;
+  int back = fcntl(SHIM_BACK_FD, F_GETFD) >= 0 ? SHIM_BACK_FD : -1;
+  if (syscall(SYS_close_range, (unsigned)STATUS_FD, (unsigned)STATUS_FD, 0) != 0 ||
+      syscall(SYS_close_range, (unsigned)FIRST_MOUNT_FD, ~0u, 0) != 0 ||
+      (report >= 0 &&
+       (fcntl(report, F_SETFD, FD_CLOEXEC) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)) ||
+      (back >= 0 && fcntl(back, F_SETFD, FD_CLOEXEC) != 0)) {
+    fprintf(stderr, "moonbox-exec: shim setup: %s\n", strerror(errno));
     return 127;
   }
-  execve(argv[2], argv + 3, environ);
-  int err = errno;
-  fprintf(stderr, "moonbox-exec: cannot run %s: %s\n", argv[2], strerror(err));
-  return err == ENOENT ? 127 : 126;
+  /* The view's overlay mounts and /tmp, written into the sandbox's tmpfs before the program
+     can see them. */
+  shim_copy copy;
+  if (shim_unpack(&copy) != 0) return 126;
+  pid_t child = report >= 0 ? fork() : 0;
+  if (child < 0) {
+    fprintf(stderr, "moonbox-exec: cannot start %s: fork: %s\n", argv[2], strerror(errno));
+    return 126;
+  }
+  if (child == 0) {
+    execve(argv[2], argv + 3, environ);
+    int err = errno;
+    fprintf(stderr, "moonbox-exec: cannot run %s: %s\n", argv[2], strerror(err));
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  /* The program's own wait status. Nothing else is this process's child: the program's
+     children are reparented to bwrap's pid 1, not to the shim. */
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) {
+      fprintf(stderr, "moonbox-exec: waitpid: %s\n", strerror(errno));
+      return 126;
+    }
+  /* What the program left in the copied roots goes back before the report: the library reads
+     both until the pipes close. */
+  if (back >= 0 && copy.nroots > 0) shim_pack(&copy, back);
+  shim_report(report, status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int main(int argc, char **argv) {

@@ -250,8 +250,11 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
 /* What the exec backend found when probed (once per runtime, at the first program or here):
    *json (freed with mbx_free) is {"available": bool, "reason": null | s (why not, with a
    hint), "bwrap", "bwrap_version", "helper", "user_namespaces", "uid_isolation" (running as
-   root: each run gets its own unprivileged host uid), "seccomp", "limits": [...], "cgroups":
-   {"applied": bool, "reason"}}. MBX_OK, MBX_INVALID_ARGUMENT or MBX_NO_MEMORY. */
+   root: each run gets its own unprivileged host uid), "seccomp", "limits": [...] (the rlimits),
+   "cgroups": {"memory", "pids", "kill": each {"applied": true, "how": "cgroup v1" | "cgroup
+   v2" | "cgroup.kill" | "freezer", "under": the parent directory} or {"applied": false,
+   "reason", "instead"}, "runs": programs started, "not_removed": per-run cgroups that could
+   not be removed}}. MBX_OK, MBX_INVALID_ARGUMENT or MBX_NO_MEMORY. */
 MBX_API mbx_status mbx_runtime_exec_status(mbx_runtime *rt, char **json, size_t *len,
                                            mbx_error *err);
 
@@ -308,10 +311,13 @@ typedef enum mbx_limit {
      its whole process tree is killed (the result says timed_out); the run's own time limit
      still applies. Default 10000, 1 to 86400000. */
   MBX_LIMIT_EXEC_TIMEOUT_MS = 12,
-  /* Address space of each process (RLIMIT_AS), bytes. Default 256 MiB, 16 MiB to 64 GiB. */
+  /* Memory of the program's whole process tree, bytes: a per-run memory cgroup where the host
+     has one (past it the OOM killer ends a process and proc.run says memory_limit = true),
+     else RLIMIT_AS of each process. Default 256 MiB, 16 MiB to 64 GiB. */
   MBX_LIMIT_EXEC_MEMORY = 13,
-  /* Processes the program and its children may hold at once (RLIMIT_NPROC of the run's own
-     uid). Default 64, 1 to 4096. */
+  /* Tasks the program and its children may hold at once: a per-run pids cgroup where the
+     host has one (pids_limit = true when a fork was refused), and RLIMIT_NPROC of the run's
+     own uid. Default 64, 1 to 4096. */
   MBX_LIMIT_EXEC_PIDS = 14,
   /* Bytes kept of stdout and of stderr each; the rest is read and dropped (truncated = true).
      Default 1 MiB, at most 256 MiB. */

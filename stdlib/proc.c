@@ -60,8 +60,9 @@ static int run_request(lua_State *L, const mbxC_exec_request *req, mbxC_exec_res
 }
 
 /* proc.run{"prog", args..., stdin=, timeout_ms=, env={...}, cwd=} ->
-   {code=, signal=, stdout=, stderr=, timed_out=, truncated=, wall_ms=}, or nil, message,
-   errno when nothing could run. */
+   {code=, signal=, stdout=, stderr=, timed_out=, truncated=, wall_ms=, memory_limit=,
+   pids_limit=, limits=, changes=, changes_error=}, or nil, message, errno when nothing could
+   run. */
 static int proc_run(lua_State *L) {
   const mbxC_port *port = mbxL_port(L);
   if (port == NULL || port->exec_run == NULL) return luaL_error(L, no_exec);
@@ -142,7 +143,7 @@ static int proc_run(lua_State *L) {
     lua_pushinteger(L, e.errnum);
     return 3;
   }
-  lua_createtable(L, 0, 7);
+  lua_createtable(L, 0, 12);
   lua_pushinteger(L, res.exit_code);
   lua_setfield(L, -2, "code");
   lua_pushinteger(L, res.signal);
@@ -157,6 +158,30 @@ static int proc_run(lua_State *L) {
   lua_setfield(L, -2, "truncated");
   lua_pushinteger(L, (lua_Integer)res.wall_ms);
   lua_setfield(L, -2, "wall_ms");
+  lua_pushboolean(L, res.memory_limit);
+  lua_setfield(L, -2, "memory_limit");
+  lua_pushboolean(L, res.pids_limit);
+  lua_setfield(L, -2, "pids_limit");
+  /* The limits the run had, as words ("cgroup-memory cgroup-pids cgroup-kill rlimit-nproc"). */
+  luaL_Buffer lb;
+  luaL_buffinit(L, &lb);
+#define PUSH_LIMIT(name, bit, word)                                                                \
+  if (res.limits & (bit)) {                                                                        \
+    if (luaL_bufflen(&lb)) luaL_addchar(&lb, ' ');                                                 \
+    luaL_addstring(&lb, word);                                                                     \
+  }
+  MBXC_EXEC_LIMITS(PUSH_LIMIT)
+#undef PUSH_LIMIT
+  luaL_pushresult(&lb);
+  lua_setfield(L, -2, "limits");
+  /* What the process's writes to /tmp and overlay mounts did to the view: the entries applied,
+     or why none were. */
+  lua_pushinteger(L, (lua_Integer)res.changes);
+  lua_setfield(L, -2, "changes");
+  if (res.changes_error[0]) {
+    lua_pushstring(L, res.changes_error);
+    lua_setfield(L, -2, "changes_error");
+  }
   return 1;
 }
 

@@ -137,7 +137,7 @@ static void argument_list(void **state) {
   assert_string_equal(l.items[tmp - 2], "--size");
   assert_string_equal(l.items[tmp - 1], "1048576");
   /* Mounts through the helper's copies of the held dirfds, never a host path. */
-  ssize_t m0 = find(&l, "/proc/self/fd/5", 0), m1 = find(&l, "/proc/self/fd/6", 0);
+  ssize_t m0 = find(&l, "/proc/self/fd/7", 0), m1 = find(&l, "/proc/self/fd/8", 0);
   assert_string_equal(l.items[m0 - 1], "--ro-bind");
   assert_string_equal(l.items[m0 + 1], "/data");
   assert_string_equal(l.items[m1 - 1], "--bind");
@@ -168,6 +168,29 @@ static void argument_list(void **state) {
   plan.cwd = NULL;
   assert_int_equal(mbxC_exec_build_args(&plan, &img, &l, &at), 0);
   assert_string_equal(l.items[find(&l, "--chdir", 0) + 1], "/tmp");
+  mbxC_strlist_free(&l);
+  /* An overlay mount with the view's copy (exec_copy.h) is a tmpfs of its own size, the host
+     directory never bound; without a copy it is the host directory read-only. */
+  mbxC_exec_mount three[] = {mounts[0], mounts[1], {"/ws", MBXC_MOUNT_OVERLAY, 11}};
+  plan.mounts = three;
+  plan.mount_count = 3;
+  plan.copy_in = "R4:/tmp";
+  plan.copy_in_len = 7;
+  plan.overlay_bytes = 123456;
+  assert_int_equal(mbxC_exec_build_args(&plan, &img, &l, &at), 0);
+  assert_int_equal(find(&l, "/proc/self/fd/9", 0), -1);
+  ssize_t ws = find(&l, "/ws", 0);
+  assert_true(ws > 3 && (size_t)ws < at);
+  assert_string_equal(l.items[ws - 1], "--tmpfs");
+  assert_string_equal(l.items[ws - 2], "123456");
+  assert_string_equal(l.items[ws - 3], "--size");
+  mbxC_strlist_free(&l);
+  plan.copy_in = NULL;
+  assert_int_equal(mbxC_exec_build_args(&plan, &img, &l, &at), 0);
+  ws = find(&l, "/proc/self/fd/9", 0);
+  assert_true(ws > 0);
+  assert_string_equal(l.items[ws - 1], "--ro-bind");
+  assert_string_equal(l.items[ws + 1], "/ws");
   mbxC_strlist_free(&l);
 }
 

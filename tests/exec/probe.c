@@ -118,12 +118,20 @@ static int hog(void) {
   return 0;
 }
 
+/* A real segfault: a write through a null pointer the compiler cannot see (a volatile one). */
+static int segv(void) {
+  int *volatile p = NULL;
+  *p = 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   if (argc >= 2 && strcmp(argv[1], "deny") == 0) return deny();
   if (argc >= 2 && strcmp(argv[1], "x32") == 0) return x32();
   if (argc >= 3 && strcmp(argv[1], "connect") == 0) return connect_port(argv[2]);
   if (argc >= 2 && strcmp(argv[1], "hog") == 0) return hog();
-  fprintf(stderr, "usage: probe deny | x32 | connect PORT | hog\n");
+  if (argc >= 2 && strcmp(argv[1], "segv") == 0) return segv();
+  fprintf(stderr, "usage: probe deny | x32 | connect PORT | hog | segv\n");
   return 2;
 }

@@ -123,17 +123,77 @@ out=$(run --policy "$work/pids.json" -e "local r = proc.run{'sh', '-c',
   'n=0; while [ \$n -lt 200 ]; do sleep 1009 & n=\$((n+1)); done; echo spawned'}
   return r.stderr .. ' code=' .. r.code")
 expect "a fork bomb hits the pids limit" "$out" "fork"
+if grep -q '"pids":{"applied":true' <<<"$doctor"; then
+  out=$(run --policy "$work/pids.json" -e "local r = proc.run{'sh', '-c',
+    'n=0; while [ \$n -lt 200 ]; do sleep 1009 & n=\$((n+1)); done; echo spawned'}
+    return 'pids_limit=' .. tostring(r.pids_limit) .. ' limits=' .. r.limits")
+  expect "the pids cgroup limit is reported" "$out" "pids_limit=true"
+  expect "the result names the pids cgroup" "$out" "cgroup-pids"
+fi
 sleep 0.5
 if pgrep -f 'sleep 1009' >/dev/null; then bad "fork bomb cleanup" "sleep 1009 still runs"; else ok "the fork bomb's processes are gone"; fi
 
-# 8. A memory hog fails at the memory limit.
+# 8. A memory hog is killed by the run's memory cgroup, and the result says so (on a host
+#    without a memory cgroup RLIMIT_AS bounds it instead: the allocation fails).
 cat >"$work/mem.json" <<'EOF'
 {"exec": {"allow": ["/probe/probe"], "memory": "128M"}}
 EOF
 out=$(run --policy "$work/mem.json" "${mounts[@]}" -e "local r = proc.run{'probe', 'hog'}
-  return r.stdout .. ' code=' .. r.code")
-expect "a memory hog stops at the memory limit" "$out" "allocation failed after"
-expect "the hog's exit code says so" "$out" "code=3"
+  return r.stdout .. ' code=' .. r.code .. ' signal=' .. r.signal .. ' memory_limit=' ..
+    tostring(r.memory_limit) .. ' limits=' .. r.limits")
+if grep -q '"memory":{"applied":true' <<<"$doctor"; then
+  expect "a memory hog is killed (SIGKILL)" "$out" "code=-1 signal=9"
+  expect "the memory limit is reported" "$out" "memory_limit=true"
+  expect "the result names the memory cgroup" "$out" "cgroup-memory"
+  refuse "the hog never held more than the limit" "$out" "no limit"
+else
+  expect "a memory hog stops at RLIMIT_AS (no memory cgroup here)" "$out" "allocation failed after"
+  expect "the result names rlimit-as" "$out" "rlimit-as"
+fi
+# A program within the same limits reports neither.
+out=$(run --policy "$work/mem.json" "${mounts[@]}" -e "local s = proc.run{'/probe/probe', 'deny'}
+  return 'memory_limit=' .. tostring(s.memory_limit) .. ' pids_limit=' .. tostring(s.pids_limit)")
+expect "a program within its limits reports none" "$out" "memory_limit=false pids_limit=false"
+
+# 8b. Signals are the program's own wait status (the shim reports it), not 128 + n guessed
+#     from an exit code: kill -9 \$\$, a segfault, and an exit code of 137 that is not a signal.
+out=$(run "${sh_only[@]}" --allow-exec /probe/probe "${mounts[@]}" -e "
+  local k = proc.run{'sh', '-c', 'kill -9 \$\$'}
+  local s = proc.run{'probe', 'segv'}
+  local e = proc.run{'sh', '-c', 'exit 137'}
+  return 'kill=' .. k.code .. '/' .. k.signal .. ' segv=' .. s.code .. '/' .. s.signal ..
+    ' exit=' .. e.code .. '/' .. e.signal")
+expect "kill -9 \$\$ reports signal 9" "$out" "kill=-1/9"
+expect "a segfault reports signal 11" "$out" "segv=-1/11"
+expect "exit 137 is an exit code, not a signal" "$out" "exit=137/0"
+out=$("$cli" run --json "${sh_only[@]}" -e "local ok, how, n = os.execute('kill -TERM \$\$') return {tostring(ok), how, n}" 2>&1)
+expect "os.execute reports a signal as Lua does" "$out" '"value":["nil","signal",15]'
+
+# 8c. The run's cgroups are gone after the run, whatever ended it (checked from the host:
+#     the CLI's pid names them, moonbox-<pid>-<n>).
+cg_parents=$(grep -o '"under":"[^"]*"' <<<"$doctor" | sed 's/"under":"//; s/"$//' | sort -u)
+if [ -n "$cg_parents" ]; then
+  "$cli" run --timeout 60s --policy "$work/pids.json" -e "
+    proc.run{'sh', '-c', 'echo fine'}
+    proc.run{'sh', '-c', 'sleep 1031 & sleep 1032', timeout_ms = 500}
+    proc.run{'sh', '-c', 'n=0; while [ \$n -lt 60 ]; do sleep 1033 & n=\$((n+1)); done'}
+    return 1" >/dev/null 2>&1 &
+  cgpid=$!
+  seen=
+  for i in $(seq 1 200); do
+    for d in $cg_parents; do ls -d "$d"/moonbox-"$cgpid"-* >/dev/null 2>&1 && seen=1; done
+    [ -n "$seen" ] && break
+    sleep 0.02
+  done
+  wait $cgpid
+  left=
+  for d in $cg_parents; do ls -d "$d"/moonbox-"$cgpid"-* 2>/dev/null && left=1; done
+  if [ -n "$seen" ]; then ok "the run's cgroups exist while it runs"; else bad "cgroups" "never saw moonbox-$cgpid-* under $cg_parents"; fi
+  if [ -z "$left" ]; then ok "no cgroup is left after the runs"; else bad "cgroup leak" "moonbox-$cgpid-* left"; fi
+  if pgrep -f 'sleep 103[123]' >/dev/null; then bad "cgroup kill" "a sleep survived"; else ok "nothing of those runs survives"; fi
+else
+  echo "note: no cgroup controller is usable here, the cgroup checks are skipped: $doctor"
+fi
 
 # 9. The timeout kills the whole tree, setsid'd processes included (checked from the host).
 out=$(run "${sh_only[@]}" -e "local r = proc.run{'sh', '-c', 'sleep 1007 & setsid sleep 1013 & echo started; wait', timeout_ms = 1000}
@@ -192,6 +252,77 @@ out=$(run "${sh_only[@]}" -e "
   local same = io.write('via ', 'io.write') == g
   io.output(io.stdout) g:close() io.write('|', tostring(same), '|')")
 expect "io.write to a popen 'w' output feeds the program" "$out" 'VIA IO.WRITE|true|'
+
+# 13b. What a process sees of the view's memory /tmp and overlay mounts is a copy, and its
+#     writes come back into the view (so into the change set), all or nothing; the host tree
+#     under an overlay is never written.
+mkdir -p "$work/ov/sub"
+echo orig >"$work/ov/a.txt"
+echo keep >"$work/ov/sub/k.txt"
+echo gone >"$work/ov/rm.txt"
+chmod -R a+rX "$work/ov"
+ov_before=$(cd "$work/ov" && find . | sort && find . -type f | sort | xargs md5sum)
+out=$("$cli" run --timeout 60s --allow-exec /usr/bin/python3 "${sh_only[@]}" --mount "$work/ov:/work:overlay" \
+  --changes -e "
+  local f = io.open('/tmp/x.py', 'w') f:write('print(6 * 7)\\nopen(\"/tmp/out.txt\", \"w\").write(\"from python\")\\n') f:close()
+  local p = proc.run{'python3', '/tmp/x.py'}
+  local s = proc.run{'sh', '-c', 'cat /work/a.txt; echo changed >/work/a.txt; echo new >/work/sub/new.txt; rm /work/rm.txt; mkdir /work/d'}
+  io.write('py=', p.stdout, ' pych=', p.changes, ' sh=', s.stdout, ' shch=', s.changes, '\\n')
+  io.write('back=', io.open('/tmp/out.txt'):read('a'), ' a=', io.open('/work/a.txt'):read('a'))
+  io.write('rm=', tostring(io.open('/work/rm.txt')), '\\n')" 2>&1)
+expect "a guest's /tmp file runs as python3 /tmp/x.py" "$out" "py=42"
+expect "the process's /tmp write comes back to the guest" "$out" "back=from python"
+expect "the overlay shows the view (host files) to the process" "$out" "sh=orig"
+expect "the overlay write is seen by the guest afterwards" "$out" "a=changed"
+expect "an overlay file the process removed is gone for the guest" "$out" "rm=nil"
+expect "the count of applied entries (python wrote one file)" "$out" "pych=1"
+expect "the count of applied entries (sh: modified, created, removed, mkdir)" "$out" "shch=4"
+expect "the change set lists the process's new overlay file" "$out" "created  /work/sub/new.txt"
+expect "the change set lists the modified overlay file" "$out" "modified /work/a.txt"
+expect "the change set lists the removal" "$out" "removed  /work/rm.txt"
+expect "the change set lists the process's /tmp file" "$out" "created  /tmp/out.txt"
+ov_after=$(cd "$work/ov" && find . | sort && find . -type f | sort | xargs md5sum)
+if [ "$ov_before" = "$ov_after" ]; then ok "the host tree under the overlay is byte for byte unchanged"; else bad "overlay host tree" "changed: $ov_after"; fi
+# Past the quota: the result says so and nothing is applied (not even the small file).
+cat >"$work/quota.json" <<'EOF'
+{"exec": {"allow": ["/bin/sh"]}, "fs": {"quota": {"bytes": "64K"}}}
+EOF
+out=$("$cli" run --timeout 60s --policy "$work/quota.json" --mount "$work/ov:/work:overlay" --changes -e "
+  local r = proc.run{'sh', '-c', 'echo small >/work/small.txt; head -c 200000 /dev/zero >/work/big.bin; echo done'}
+  io.write(r.stdout, 'changes=', r.changes, ' error=', tostring(r.changes_error), '\\n')
+  io.write('small=', tostring(io.open('/work/small.txt')), '\\n')" 2>&1)
+expect "the process ran to its end" "$out" "done"
+expect "past the quota the copy-back is refused with the reason" "$out" "quota"
+expect "nothing was applied" "$out" "changes=0"
+expect "not even the small file (all or nothing)" "$out" "small=nil"
+refuse "the change set holds none of it" "$out" "small.txt"
+# More entries than the copy-back takes (10,000): refused whole, with the reason.
+out=$(run "${sh_only[@]}" -e "local r = proc.run{'sh', '-c', 'mkdir /tmp/many && cd /tmp/many && i=0; while [ \$i -lt 10010 ]; do : >f\$i; i=\$((i+1)); done; echo made', timeout_ms = 50000}
+  return r.stdout .. r.changes .. ' ' .. tostring(r.changes_error) .. ' ' .. tostring(io.open('/tmp/many/f1'))")
+expect "past the entry cap the copy-back is refused" "$out" "made
+0 the process left more than 10000 files and directories"
+expect "and nothing of it is applied" "$out" " nil"
+# An overlay too big to copy (10,001 files) is seen read-only, and the result says why; /tmp
+# still comes back.
+mkdir -p "$work/big"
+(cd "$work/big" && seq 1 10001 | xargs touch && echo inside >1)
+chmod -R a+rX "$work/big"
+out=$(run "${sh_only[@]}" --mount "$work/big:/big:overlay" -e "local r = proc.run{'sh', '-c', 'cat /big/1; echo x >/big/2 || echo big-ro; echo t >/tmp/t.txt'}
+  return r.stdout .. r.changes .. ' ' .. tostring(r.changes_error) .. ' ' .. io.open('/tmp/t.txt'):read('a')")
+expect "a big overlay is readable" "$out" "inside"
+expect "a big overlay is read-only to the process" "$out" "big-ro"
+expect "the result says why" "$out" "the process saw an overlay read-only: /big holds more than 10000 files"
+expect "/tmp still comes back" "$out" "t
+"
+# A timeout carries nothing back, and says so.
+out=$(run "${sh_only[@]}" -e "local r = proc.run{'sh', '-c', 'echo x >/tmp/late.txt; sleep 1041', timeout_ms = 800}
+  return tostring(r.timed_out) .. ' ' .. r.changes .. ' ' .. tostring(r.changes_error) .. ' ' .. tostring(io.open('/tmp/late.txt'))")
+expect "a timed-out program's writes are not carried back" "$out" "true 0 the program's timeout killed it"
+# What comes back is checked: a symlink the process leaves is named, not followed or applied.
+out=$(run "${sh_only[@]}" --mount "$work/ov:/work:overlay" -e "local r = proc.run{'sh', '-c', 'ln -s /etc/passwd /tmp/link; ln -s /work/a.txt /work/l2; echo ok'}
+  return r.stdout .. r.changes .. ' ' .. tostring(io.open('/tmp/link'))")
+expect "symlinks left by the process are not applied" "$out" "ok
+0 nil"
 
 # 14. The errors: not allowed, missing program, bad policy, no exec granted.
 out=$(run "${sh_only[@]}" -e "return {proc.run{'python3', '-c', 'pass'}}")
