@@ -1,6 +1,7 @@
 /* stdlib/table.c -- the table library guests see: stock pack, our own metered loops. */
 #include <limits.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -411,12 +412,195 @@ static void sort_range(sorter *s, lua_Integer lo, lua_Integer up, int depth) {
   if (lo < up) insertion_sort(s, lo, up);
 }
 
+/* ---- sort: the plain-array fast path ---------------------------------------------------- */
+
+/* A sort with no comparator of a table with no metatable whose elements t[1..n] are all
+   integers, or all strings, is done on a C array of keys instead of through lua_geti /
+   lua_seti / lua_compare per step: no guest code can run meanwhile (no comparator, no
+   metamethod: integers and strings compare without one), so the table cannot change under
+   the sort, and the outcome is the only one stock can give: equal integers, and equal
+   strings, cannot be told apart, so any correct sort leaves the same array. Floats are
+   left to the general path (-0.0 and 0.0 are equal but distinguishable, and NaN is no
+   order). The keys live in a userdata on the guest heap (checked against the memory left
+   first, else the general path runs), so a trip raised by a charge unwinds with nothing to
+   free. Metering is the general path's: a step per element read or written, a step per
+   comparison (strings: plus the shorter length / SORT_METER_BYTES, as `less`). */
+
+typedef struct sort_key {
+  const char *s; /* strings: the bytes, anchored by the table (and by `copy` below) */
+  union {
+    lua_Integer i; /* integers */
+    size_t len;    /* strings */
+  } v;
+  lua_Integer from; /* strings: the element's index before the sort */
+} sort_key;
+
+typedef struct fast_sorter {
+  mbxV_meter *m;
+  int strings;
+} fast_sorter;
+
+/* Lua's order of two strings: strcoll of each NUL-terminated segment in turn, in the thread's
+   locale, as lua_compare does (a string holds a NUL after its last byte). */
+static int string_before(const sort_key *a, const sort_key *b) {
+  const char *l = a->s, *r = b->s;
+  size_t ll = a->v.len, lr = b->v.len;
+  for (;;) {
+    int c = strcoll(l, r);
+    if (c != 0) return c < 0;
+    size_t seg = strlen(l); /* equal so far: both segments end here */
+    if (seg == lr) return 0;  /* r is exhausted: l is not shorter */
+    if (seg == ll) return 1;  /* l is exhausted and r goes on */
+    seg++;
+    l += seg;
+    ll -= seg;
+    r += seg;
+    lr -= seg;
+  }
+}
+
+static int key_before(fast_sorter *f, const sort_key *a, const sort_key *b) {
+  if (!f->strings) {
+    mbxV_meter_add(f->m, 1);
+    return a->v.i < b->v.i;
+  }
+  size_t shorter = a->v.len < b->v.len ? a->v.len : b->v.len;
+  mbxV_meter_add(f->m, 1 + shorter / SORT_METER_BYTES);
+  return string_before(a, b);
+}
+
+static void key_swap(sort_key *a, sort_key *b) {
+  sort_key t = *a;
+  *a = *b;
+  *b = t;
+}
+
+static void key_sift(fast_sorter *f, sort_key *k, size_t root, size_t count) {
+  for (;;) {
+    size_t child = 2 * root + 1;
+    if (child >= count) return;
+    if (child + 1 < count && key_before(f, &k[child], &k[child + 1])) child++;
+    if (!key_before(f, &k[root], &k[child])) return;
+    key_swap(&k[root], &k[child]);
+    root = child;
+  }
+}
+
+static void key_heap_sort(fast_sorter *f, sort_key *k, size_t count) {
+  for (size_t start = count / 2; start-- > 0;)
+    key_sift(f, k, start, count);
+  for (size_t end = count - 1; end > 0; end--) {
+    key_swap(&k[0], &k[end]);
+    key_sift(f, k, 0, end);
+  }
+}
+
+/* Introsort of k[0..count): median-of-three quicksort, insertion sort below 16 keys,
+   heapsort past the depth limit, so the worst case is O(n log n) comparisons. The scans are
+   bounded by the range whatever the comparisons answer. */
+static void key_sort(fast_sorter *f, sort_key *k, size_t count, int depth) {
+  while (count > 16) {
+    if (depth-- == 0) {
+      key_heap_sort(f, k, count);
+      return;
+    }
+    size_t mid = count / 2, last = count - 1;
+    if (key_before(f, &k[mid], &k[0])) key_swap(&k[mid], &k[0]);
+    if (key_before(f, &k[last], &k[mid])) {
+      key_swap(&k[last], &k[mid]);
+      if (key_before(f, &k[mid], &k[0])) key_swap(&k[mid], &k[0]);
+    }
+    key_swap(&k[mid], &k[last - 1]); /* the pivot waits at last - 1; k[0] <= it <= k[last] */
+    sort_key *pivot = &k[last - 1];
+    size_t i = 0, j = last - 1;
+    for (;;) {
+      while (++i < last - 1 && key_before(f, &k[i], pivot)) {
+      }
+      while (--j > 0 && key_before(f, pivot, &k[j])) {
+      }
+      if (i >= j) break;
+      key_swap(&k[i], &k[j]);
+    }
+    key_swap(&k[i], &k[last - 1]);
+    /* k[0..i) <= k[i] <= k(i..count): the smaller side recursively (C depth O(log n)). */
+    if (i < count - i - 1) {
+      key_sort(f, k, i, depth);
+      k += i + 1;
+      count -= i + 1;
+    } else {
+      key_sort(f, k + i + 1, count - i - 1, depth);
+      count = i;
+    }
+  }
+  for (size_t i = 1; i < count; i++)
+    for (size_t j = i; j > 0 && key_before(f, &k[j], &k[j - 1]); j--)
+      key_swap(&k[j], &k[j - 1]);
+}
+
+/* Sorts t (argument 1) of n >= 2 elements on the fast path and returns 1, or returns 0 with
+   the table untouched when the path does not apply (the reads it made are charged). */
+static int sort_fast(lua_State *L, mbxV_meter *m, lua_Integer n) {
+  if (lua_type(L, 1) != LUA_TTABLE || !lua_isnoneornil(L, 2)) return 0;
+  if (lua_getmetatable(L, 1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  size_t count = (size_t)n;
+  size_t bytes = count * sizeof(sort_key);
+  /* The keys, and for strings a copy of the elements (a table of count slots). */
+  if (!mbxL_heap_fits(L, bytes + count * 2 * sizeof(sort_key))) return 0;
+  lua_settop(L, 1);
+  sort_key *k = lua_newuserdatauv(L, bytes, 0); /* index 2 */
+  int strings = lua_rawgeti(L, 1, 1) == LUA_TSTRING;
+  lua_pop(L, 1);
+  if (strings) lua_createtable(L, (int)count, 0); /* index 3: the elements by old index */
+  for (size_t i = 0; i < count; i++) {
+    lua_Integer at = (lua_Integer)i + 1;
+    int type = lua_rawgeti(L, 1, at);
+    mbxV_meter_add(m, 1);
+    if (strings) {
+      if (type != LUA_TSTRING) {
+        lua_settop(L, 1);
+        return 0;
+      }
+      k[i].s = lua_tolstring(L, -1, &k[i].v.len);
+      k[i].from = at;
+      lua_rawseti(L, 3, at);
+    } else {
+      /* lua_isinteger, not lua_tointegerx: 3.0 converts, but is a float. */
+      if (type != LUA_TNUMBER || !lua_isinteger(L, -1)) {
+        lua_settop(L, 1);
+        return 0;
+      }
+      k[i].v.i = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  fast_sorter f = {m, strings};
+  int depth = 0;
+  for (size_t c = count; c > 1; c >>= 1)
+    depth += 2;
+  key_sort(&f, k, count, depth);
+  for (size_t i = 0; i < count; i++) {
+    if (strings) lua_rawgeti(L, 3, k[i].from);
+    else lua_pushinteger(L, k[i].v.i);
+    lua_rawseti(L, 1, (lua_Integer)i + 1);
+    mbxV_meter_add(m, 1);
+  }
+  lua_settop(L, 1);
+  return 1;
+}
+
 static int t_sort(lua_State *L) {
   sorter s = {TABLE_METER(L), 0};
   lua_Integer n = length_of(L, 1, TAB_RW);
   if (n > 1) {
     luaL_argcheck(L, n < INT_MAX, 1, "array too big");
     if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+    if (sort_fast(L, &s.m, n)) {
+      mbxV_meter_flush(&s.m);
+      return 0;
+    }
     lua_settop(L, 2);
     s.has_comparator = !lua_isnil(L, 2);
     int depth = 0;

@@ -320,6 +320,42 @@ case("sort invalid order", table.sort, {5, 4, 3, 2, 1, 6, 7, 8}, function() retu
 case("sort invalid order big", table.sort, data(100, 10), function(a, b) return a <= b end)
 case("sort array too big", table.sort,
   setmetatable({}, {__len = function() return math.maxinteger end}))
+-- The plain-array fast path (stdlib/table.c sort_fast): all integers or all strings in a
+-- table without a metatable; anything else falls back to the general path mid-read.
+case("sort fast integers", function()
+  local t = {} for i = 1, 300 do t[i] = (i * 7919) % 263 - 131 end
+  t[5], t[77], t[150] = math.mininteger, math.maxinteger, 0
+  table.sort(t) return show(t, 300)
+end)
+case("sort fast duplicates", function()
+  local t = {} for i = 1, 200 do t[i] = i % 3 end
+  table.sort(t) return show(t, 200)
+end)
+case("sort fast strings", function()
+  local t = {} for i = 1, 120 do t[i] = string.rep(string.char(97 + i % 5), i % 7) .. (i % 11) end
+  t[3], t[9], t[40], t[41], t[42] = "", "a\0b", "a\0", "a", "a\0a"
+  table.sort(t)
+  for i = 1, #t do t[i] = string.format("%q", t[i]) end
+  return table.concat(t, ",")
+end)
+case("sort fast falls back on a float", function()
+  local t = {} for i = 1, 40 do t[i] = 40 - i end
+  t[20] = 3.0 table.sort(t)
+  local out = {} for i, v in ipairs(t) do out[i] = math.type(v) .. ":" .. tostring(v) end
+  return table.concat(out, ",")
+end)
+case("sort fast int then string", table.sort, {3, 2, 1, "x", 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18})
+case("sort fast string then int", table.sort, {"c", "b", "a", 1, "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r"})
+case("sort fast hole", function()
+  local t = {} for i = 1, 30 do t[i] = i end
+  t[10] = nil t[30] = 1
+  return pcall(table.sort, t)
+end)
+case("sort fast metatable", function()
+  local t = setmetatable({}, {__index = function(_, k) return -k end})
+  for i = 1, 20 do t[i] = i end
+  table.sort(t) return show(t, 20)
+end)
 case("sort not table", table.sort, "abc")
 case("sort one element bad cmp", table.sort, {1}, 5)
 case("sort len meta", function()

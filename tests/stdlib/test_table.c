@@ -176,6 +176,30 @@ static void sort_works_like_stock(void **state) {
   snippet_check_value(PROXY "store[4] = 5 table.sort(p) return store", "[5,10,20,30]");
 }
 
+/* Integer and string arrays without a metatable take the C-array path (sort_fast); it must
+   order them exactly as the general path (a comparator forces that one), and fall back to
+   it, still sorting, when the keys do not fit in the memory left. */
+static void sort_fast_path_matches_the_general_path(void **state) {
+  (void)state;
+  snippet_check_value("local a, b, c, d = {}, {}, {}, {} local x = 7 "
+                      "for i = 1, 5000 do x = x * 1103515245 % 2147483648 "
+                      "a[i] = x % 997 - 498 b[i] = a[i] "
+                      "c[i] = ('k' .. (x % 641)):rep(x % 3) .. (x % 5 == 0 and '\\0z' or '') "
+                      "d[i] = c[i] end "
+                      "table.sort(a) table.sort(b, function(p, q) return p < q end) "
+                      "table.sort(c) table.sort(d, function(p, q) return p < q end) "
+                      "for i = 1, 5000 do assert(a[i] == b[i], i) assert(c[i] == d[i], i) end "
+                      "return a[1], a[5000], #c[1], math.type(a[2500])",
+                      "[-498,498,0,\"integer\"]");
+  snippet_limits small = {2 * 1024 * 1024, SNIPPET_KEEP, SNIPPET_KEEP};
+  const snippet_outcome *o = snippet_check_ends(
+      small,
+      "local t = {} for i = 1, 60000 do t[i] = 60001 - i end table.sort(t) "
+      "for i = 1, 60000 do assert(t[i] == i) end return t[1], t[60000]",
+      MBX_OK, NULL);
+  assert_string_equal(o->value, "[1,60000]");
+}
+
 static void sort_errors_like_stock(void **state) {
   (void)state;
   check_error("table.sort({1, {}, 2})", "attempt to compare");
@@ -273,6 +297,7 @@ int main(void) {
       cmocka_unit_test(unpack_works_like_stock),
       cmocka_unit_test(unpack_refuses_what_cannot_fit),
       cmocka_unit_test(sort_works_like_stock),
+      cmocka_unit_test(sort_fast_path_matches_the_general_path),
       cmocka_unit_test(sort_errors_like_stock),
       cmocka_unit_test(sort_with_inconsistent_comparator_stays_in_bounds),
       cmocka_unit_test(loops_over_huge_ranges_end_on_the_budget),
