@@ -107,40 +107,58 @@ static void matcher_reset(matcher *m) {
 
 /* ---- character classes ------------------------------------------------------------------- */
 
+/* The classes of the "C" locale, which every run uses (host/inproc.c, host/check.c; the
+   sandbox's os.setlocale accepts only "C"): plain ASCII ranges, the same answers as <ctype.h>
+   gives there, without a call per subject byte. */
+static inline int ascii_lower(int c) {
+  return (unsigned)(c - 'a') < 26u;
+}
+static inline int ascii_upper(int c) {
+  return (unsigned)(c - 'A') < 26u;
+}
+static inline int ascii_digit(int c) {
+  return (unsigned)(c - '0') < 10u;
+}
+static inline int ascii_graph(int c) {
+  return (unsigned)(c - 0x21) < 94u; /* '!' .. '~' */
+}
+
 /* Does byte c belong to the class named by the letter after '%'? Other characters stand for
-   themselves ("%." is a dot). Upper case letters are complements. */
-static int class_matches(int c, int letter) {
+   themselves ("%." is a dot). Upper case letters are complements. letter | 0x20 is the lower
+   case of an ASCII letter and lands on no letter for any other byte: stock's switch on
+   tolower(letter) in the "C" locale. */
+static inline int class_matches(int c, int letter) {
   int in;
-  switch (tolower(letter)) {
+  switch (letter | 0x20) {
   case 'a':
-    in = isalpha(c);
+    in = ascii_lower(c | 0x20);
     break;
   case 'c':
-    in = iscntrl(c);
+    in = c < 0x20 || c == 0x7F;
     break;
   case 'd':
-    in = isdigit(c);
+    in = ascii_digit(c);
     break;
   case 'g':
-    in = isgraph(c);
+    in = ascii_graph(c);
     break;
   case 'l':
-    in = islower(c);
+    in = ascii_lower(c);
     break;
   case 'p':
-    in = ispunct(c);
+    in = ascii_graph(c) && !ascii_lower(c | 0x20) && !ascii_digit(c);
     break;
   case 's':
-    in = isspace(c);
+    in = c == ' ' || (unsigned)(c - '\t') < 5u; /* \t \n \v \f \r */
     break;
   case 'u':
-    in = isupper(c);
+    in = ascii_upper(c);
     break;
   case 'w':
-    in = isalnum(c);
+    in = ascii_lower(c | 0x20) || ascii_digit(c);
     break;
   case 'x':
-    in = isxdigit(c);
+    in = ascii_digit(c) || (unsigned)((c | 0x20) - 'a') < 6u;
     break;
   case 'z':
     in = (c == 0);
@@ -148,7 +166,7 @@ static int class_matches(int c, int letter) {
   default:
     return letter == c;
   }
-  return isupper(letter) ? !in : in != 0;
+  return letter <= 'Z' ? !in : in; /* an upper case letter names the complement */
 }
 
 /* Is c in the set that runs from '[' at open to its closing ']' at close? */
@@ -523,31 +541,38 @@ static int str_match(lua_State *L) {
 
 /* ---- gmatch ------------------------------------------------------------------------------ */
 
-/* The iterator's upvalues: subject, pattern, next start offset, end offset of the last match
-   (-1 before the first). Plain integers, no userdata: each call builds its own matcher, so no
-   state from a failed call (like a spent depth) survives into the next. '^' is not an anchor
-   in gmatch (stock treats it as a literal there too). */
-static int gmatch_next(lua_State *L) {
+/* The iterator's upvalues: subject, pattern, and a gmatch_state. Only two offsets persist
+   between calls: each call builds its own matcher, so no state from a failed call (like a
+   spent depth) survives into the next. '^' is not an anchor in gmatch (stock treats it as a
+   literal there too). */
+typedef struct gmatch_state {
+  /* The subject and the pattern, anchored by upvalues 1 and 2: a guest cannot replace a C
+     closure's upvalues (there is no debug library), and Lua never moves a string. */
+  const char *s, *p;
   size_t ls, lp;
+  size_t from;    /* next start offset */
+  ptrdiff_t last; /* end offset of the last match, -1 before the first */
+} gmatch_state;
+
+static int gmatch_next(lua_State *L) {
   mbxV_cstack_check(L);
-  const char *s = lua_tolstring(L, lua_upvalueindex(1), &ls);
-  const char *p = lua_tolstring(L, lua_upvalueindex(2), &lp);
-  lua_Integer from = lua_tointeger(L, lua_upvalueindex(3));
-  lua_Integer last = lua_tointeger(L, lua_upvalueindex(4));
+  gmatch_state *g = lua_touserdata(L, lua_upvalueindex(3));
+  const char *s = g->s, *p = g->p;
+  size_t ls = g->ls, lp = g->lp;
   matcher m;
   matcher_init(&m, L, s, ls, p, lp);
-  for (const char *at = s + from; at <= m.src_end; at++) {
+  for (const char *at = s + g->from; at <= m.src_end; at++) {
     matcher_reset(&m);
     const char *e = match_here(&m, at, p);
     /* An empty match right where the previous one ended is skipped ("a*" over "ab"). */
-    if (e && e - s != last) {
-      lua_pushinteger(L, e - s);
-      lua_copy(L, -1, lua_upvalueindex(3));
-      lua_replace(L, lua_upvalueindex(4));
+    if (e && e - s != g->last) {
+      g->from = (size_t)(e - s);
+      g->last = e - s;
       charge_pending(&m);
       return push_captures(&m, at, e);
     }
   }
+  g->from = ls + 1; /* spent: a later call finds nothing at once, as stock */
   charge_pending(&m);
   return 0;
 }
@@ -559,9 +584,12 @@ static int str_gmatch(lua_State *L) {
   size_t init = start_offset(luaL_optinteger(L, 3, 1), ls);
   if (init > ls) init = ls + 1; /* past the end: the iterator finds nothing */
   lua_settop(L, 2);
-  lua_pushinteger(L, (lua_Integer)init);
-  lua_pushinteger(L, -1);
-  lua_pushcclosure(L, gmatch_next, 4);
+  gmatch_state *g = lua_newuserdatauv(L, sizeof *g, 0);
+  g->s = lua_tolstring(L, 1, &g->ls);
+  g->p = lua_tolstring(L, 2, &g->lp);
+  g->from = init;
+  g->last = -1;
+  lua_pushcclosure(L, gmatch_next, 3);
   return 1;
 }
 

@@ -151,6 +151,12 @@ for _, cl in ipairs({"%a", "%c", "%d", "%g", "%l", "%p", "%s", "%u", "%w", "%x",
   local n = select(2, string.gsub(all, cl, ""))
   local first, last = string.find(all, cl .. "+")
   case("class " .. cl, function() return n, first, last end)
+  -- The exact members, byte by byte (the classes are plain ASCII ranges in pattern.c).
+  case("class members " .. cl, function()
+    local hits = {}
+    for c in string.gmatch(all, cl) do hits[#hits + 1] = string.byte(c) end
+    return table.concat(hits, ",")
+  end)
 end
 
 -- 8. gsub replacements.
