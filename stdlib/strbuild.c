@@ -183,12 +183,10 @@ static long long read_option(const char **fmt, int *takes_arg, char *kind) {
   }
 }
 
-/* Bound the work of the format at stack index 1 over arguments from `first_arg` (pack) or,
+/* Bound the work of the format fmt (argument 1) over arguments from `first_arg` (pack) or,
    with first_arg == 0, over unpacked data (unpack). */
-static format_bound bound_format(lua_State *L, int first_arg) {
+static format_bound bound_format(lua_State *L, const char *fmt, int first_arg) {
   format_bound fb = {0, 0, 0};
-  const char *fmt = lua_tostring(L, 1);
-  if (fmt == NULL) return fb;
   int arg = first_arg;
   while (*fmt != '\0') {
     int takes_arg;
@@ -212,6 +210,22 @@ static format_bound bound_format(lua_State *L, int first_arg) {
   return fb;
 }
 
+/* A format of at most SHORT_FORMAT_MAX characters without 'c', 's' or 'z' (the options whose
+   size comes from the data or from a count up to INT_MAX): each character adds at most 16
+   bytes and 15 of padding and at most one item, so the work is at most 31 bytes and one item
+   per character, under LUAL_BUFFERSIZE with its items' stack slots, and needs no memory
+   check and no walk. It is charged as the walk would at most (items + bytes / 64 + 1 <=
+   length + SHORT_FORMAT_MAX * 31 / 64 + 1), without the walk. */
+#define SHORT_FORMAT_MAX 10
+#define SHORT_FORMAT_CHARGE(len) ((len) + SHORT_FORMAT_MAX * 31 / 64 + 1)
+
+static int is_short_fixed_format(const char *fmt, size_t len) {
+  if (len > SHORT_FORMAT_MAX) return 0;
+  for (size_t i = 0; i < len; i++)
+    if (fmt[i] == 'c' || fmt[i] == 's' || fmt[i] == 'z') return 0;
+  return 1;
+}
+
 /* Call the stock function kept in upvalue 1 on our own frame: its argument errors then name
    this function ('pack'), as they would in stock Lua. */
 static int call_stock(lua_State *L) {
@@ -224,11 +238,18 @@ static int call_stock(lua_State *L) {
    against the memory left (buffer growth keeps up to three times the result live), then
    charged, before stock runs. */
 static int str_pack(lua_State *L) {
-  luaL_checkstring(L, 1);
-  format_bound fb = bound_format(L, 2);
+  size_t len;
+  const char *fmt = luaL_checklstring(L, 1, &len);
+  if (is_short_fixed_format(fmt, len)) {
+    mbxV_charge_light(L, SHORT_FORMAT_CHARGE(len));
+    return call_stock(L);
+  }
+  format_bound fb = bound_format(L, fmt, 2);
   if (fb.bytes > LUAL_BUFFERSIZE && !mbxL_heap_fits(L, mul_sat(fb.bytes, 3)))
     return too_large(L, fb.bytes);
-  mbxV_charge(L, fb.items + fb.bytes / 64 + 1);
+  /* Light: a small format does not read the clock per call; a large bound (1024 and more)
+     always takes the full check (vm/budget.h). */
+  mbxV_charge_light(L, fb.items + fb.bytes / 64 + 1);
   return call_stock(L);
 }
 
@@ -249,10 +270,15 @@ static size_t unpack_start(lua_State *L, size_t data_len) {
    and the bytes it consumed are charged once it returns (its last result is the next
    position). */
 static int str_unpack(lua_State *L) {
-  luaL_checkstring(L, 1);
+  size_t len;
+  const char *fmt = luaL_checklstring(L, 1, &len);
   size_t data_len;
   luaL_checklstring(L, 2, &data_len);
-  format_bound fb = bound_format(L, 0);
+  if (is_short_fixed_format(fmt, len)) { /* reads at most SHORT_FORMAT_MAX * 31 bytes */
+    mbxV_charge_light(L, SHORT_FORMAT_CHARGE(len));
+    return call_stock(L);
+  }
+  format_bound fb = bound_format(L, fmt, 0);
   size_t start = unpack_start(L, data_len);
   size_t left = start < data_len ? data_len - start : 0;
   size_t bytes = fb.variable || fb.bytes > left ? left : fb.bytes;
@@ -260,10 +286,10 @@ static int str_unpack(lua_State *L) {
   if (need > LUAL_BUFFERSIZE && !mbxL_heap_fits(L, need))
     return luaL_error(L, "string.unpack: the results do not fit in the memory left in this "
                          "sandbox");
-  mbxV_charge(L, fb.items + 1);
+  mbxV_charge_light(L, fb.items + 1);
   int nres = call_stock(L);
   lua_Integer next = lua_tointeger(L, -1);
-  if (next > 0 && (size_t)next - 1 > start) mbxV_charge(L, ((size_t)next - 1 - start) / 64);
+  if (next > 0 && (size_t)next - 1 >= start + 64) mbxV_charge(L, ((size_t)next - 1 - start) / 64);
   return nres;
 }
 

@@ -272,6 +272,25 @@ void mbxV_charge(lua_State *L, uint64_t n) {
   if (t != MBXV_TRIP_NONE) raise_trip(L, t);
 }
 
+void mbxV_charge_light(lua_State *L, uint64_t n) {
+  mbxV_vm *vm = mbxV_from(L);
+  if (vm == NULL || !vm->budget.running) return;
+  mbxV_budget *b = &vm->budget;
+  uint64_t after = b->instructions + n;
+  /* Relaxed loads: anything set takes the full check (mbxV_charge, which also handles the
+     deadline-signal mode's fall-back), which loads them again with acquire. */
+  if (after - b->light_checked_at < MBXV_LIGHT_CHECK_EVERY &&
+      atomic_load_explicit(&b->trip, memory_order_relaxed) == MBXV_TRIP_NONE &&
+      !atomic_load_explicit(&b->interrupt, memory_order_relaxed) &&
+      !(b->instruction_limit && after > b->instruction_limit) && !vm->heap.pressure_pending &&
+      !(b->no_hook && atomic_load_explicit(&b->watch->fallback, memory_order_relaxed))) {
+    b->instructions = after;
+    return;
+  }
+  b->light_checked_at = after;
+  mbxV_charge(L, n);
+}
+
 mbxV_trip mbxV_poll(lua_State *L, uint64_t n) {
   mbxV_vm *vm = mbxV_from(L);
   if (vm == NULL || !vm->budget.running) return MBXV_TRIP_NONE;

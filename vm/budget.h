@@ -80,6 +80,10 @@ typedef struct mbxV_budget {
   int no_hook;
   int uncounted;
   int switched;
+  /* `instructions` when mbxV_charge_light last took the full check (which reads the clock).
+     Not reset per run: `instructions - light_checked_at` then wraps to a huge value and the
+     next light charge takes the full check, which resynchronises it. */
+  uint64_t light_checked_at;
 } mbxV_budget;
 
 /* Monotonic clocks in nanoseconds: precise (for usage) and coarse (cheap: for the hook). */
@@ -90,6 +94,16 @@ uint64_t mbxV_now_coarse_ns(void);
    (instructions, deadline, interrupt, memory, an earlier trip). Raises a Lua error when
    tripped; call it only from a C function Lua called (a frame Lua owns). */
 void mbxV_charge(lua_State *L, uint64_t n);
+/* Charge n instructions like mbxV_charge, but read the clock only once at least
+   MBXV_LIGHT_CHECK_EVERY instructions (of any kind: VM, metered C work) have been charged
+   since the last full check: every call still counts n exactly and checks the trip flag, the
+   interrupt, the instruction limit and memory pressure (each of those takes the full check,
+   so an instruction limit trips where mbxV_charge would). The deadline is seen within
+   MBXV_LIGHT_CHECK_EVERY instructions of metered work, however the calls nest: the count is
+   the sandbox's, not the caller's. For the small remainder a metered C call pays at its end
+   (mbxV_meter_flush), so a loop of small calls does not read the clock per call. */
+#define MBXV_LIGHT_CHECK_EVERY 1024u
+void mbxV_charge_light(lua_State *L, uint64_t n);
 /* Like mbxV_charge, but never raises and never collects garbage: for C code Lua is in the
    middle of (the parser's reader). Returns the trip, if any. */
 mbxV_trip mbxV_poll(lua_State *L, uint64_t n);
@@ -102,7 +116,8 @@ void mbxV_check(lua_State *L);
 ** `per_unit` steps of the loop (1 for most; bytes scanned count 16 or 64 to an instruction):
 ** at each charge pending / per_unit instructions are paid and the remainder dropped, as each
 ** loop did before it used this. mbxV_meter_flush pays what is left (and checks the trip even
-** when nothing is), so a loop of small calls is charged too.
+** when nothing is), so a loop of small calls is charged too; it is a light charge (the clock
+** is read once per MBXV_LIGHT_CHECK_EVERY instructions, not per call).
 */
 typedef struct mbxV_meter {
   lua_State *L;
@@ -128,7 +143,7 @@ static inline void mbxV_meter_add(mbxV_meter *m, uint64_t steps) {
 static inline void mbxV_meter_flush(mbxV_meter *m) {
   uint64_t n = m->pending / m->per_unit;
   m->pending = 0;
-  mbxV_charge(m->L, n);
+  mbxV_charge_light(m->L, n);
 }
 
 /* Append guest output (print, io.write) to stream MBXV_STDOUT or MBXV_STDERR: the bytes that

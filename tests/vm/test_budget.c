@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -23,6 +24,30 @@
 static int lua_charge(lua_State *L) {
   mbxV_charge(L, (uint64_t)luaL_checkinteger(L, 1));
   return 0;
+}
+
+/* light_loop(n [, sleep_ms]): sleep (past a short deadline), then n light charges of one
+   instruction in C with no VM instruction between them; light_calls() says how many were
+   made before one raised. */
+static int light_calls_made;
+static int lua_light_loop(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  lua_Integer sleep_ms = luaL_optinteger(L, 2, 0);
+  if (sleep_ms > 0) {
+    struct timespec ts = {0, (long)sleep_ms * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  light_calls_made = 0;
+  for (lua_Integer i = 0; i < n; i++) {
+    light_calls_made++;
+    mbxV_charge_light(L, 1);
+  }
+  return 0;
+}
+
+static int lua_light_calls(lua_State *L) {
+  lua_pushinteger(L, light_calls_made);
+  return 1;
 }
 
 static int lua_set_interrupt(lua_State *L) {
@@ -50,6 +75,8 @@ static mbxV_vm *open_vm(size_t memory, uint64_t instructions, uint64_t time_ms) 
   lua_register(vm->L, "charge", lua_charge);
   lua_register(vm->L, "set_interrupt", lua_set_interrupt);
   lua_register(vm->L, "charged", lua_charged);
+  lua_register(vm->L, "light_loop", lua_light_loop);
+  lua_register(vm->L, "light_calls", lua_light_calls);
   return vm;
 }
 
@@ -208,6 +235,40 @@ static void charge_semantics(void **state) {
   vm = open_vm(64u << 20, 10000, 0);
   expect_status(vm, "local ok = pcall(charge, 20000) return ok", MBX_INSTRUCTION_LIMIT);
   close_vm(vm);
+}
+
+/* mbxV_charge_light counts exactly as mbxV_charge (the same trip point at the instruction
+   limit), sees an interrupt at the first call, and sees a passed deadline within
+   MBXV_LIGHT_CHECK_EVERY instructions of light charges even when no VM instruction runs. */
+static void light_charge_semantics(void **state) {
+  (void)state;
+  mbxV_vm *vm = open_vm(64u << 20, 10000, 0);
+  ran r = run(vm, "local base = charged() light_loop(3000) return charged() - base");
+  assert_int_equal(r.status, MBX_OK);
+  assert_string_equal(r.value, "3000");
+  r = run(vm, "light_loop(10000 - charged()) exact = charged()");
+  assert_int_equal(r.status, MBX_OK);
+  assert_int_equal(r.instructions, 10000);
+  r = run(vm, "light_loop(20000) return 'unreached'");
+  assert_int_equal(r.status, MBX_INSTRUCTION_LIMIT);
+  assert_int_equal(r.instructions, 10001);
+  close_vm(vm);
+
+  vm = open_vm(64u << 20, 0, 0);
+  r = run(vm, "set_interrupt() light_loop(100000)");
+  assert_int_equal(r.status, MBX_INTERRUPTED);
+  r = run(vm, "return light_calls()");
+  assert_string_equal(r.value, "1");
+  close_vm(vm);
+
+  vm = open_vm(64u << 20, 0, 5);
+  /* 50 ms asleep past a 5 ms deadline, then light charges only: the clock is read within
+     MBXV_LIGHT_CHECK_EVERY of them (pcall cannot keep the run going). */
+  r = run(vm, "pcall(light_loop, 10000000, 50) return 'unreached'");
+  assert_int_equal(r.status, MBX_TIME_LIMIT);
+  close_vm(vm);
+  assert_true(light_calls_made >= 1);
+  assert_true(light_calls_made <= (int)MBXV_LIGHT_CHECK_EVERY + 1);
 }
 
 /* Each coroutine resume is charged a hook interval, so short coroutines are not free. */
@@ -464,6 +525,7 @@ int main(void) {
       cmocka_unit_test(interrupt_flag_stops_the_run),
       cmocka_unit_test(interrupt_before_the_run_is_discarded),
       cmocka_unit_test(charge_semantics),
+      cmocka_unit_test(light_charge_semantics),
       cmocka_unit_test(coroutine_resumes_are_charged),
       cmocka_unit_test(memory_trip_after_a_full_collection),
       cmocka_unit_test(charge_is_a_noop_without_a_sandbox),
