@@ -161,40 +161,48 @@ static int t_move(lua_State *L) {
 
 /* ---- concat / unpack ------------------------------------------------------------------- */
 
-/* Append the string on the stack top to b. Before the buffer grows, the new block (the
-   luaL_Buffer doubles it, and the old one is live until the copy) must fit under the
-   ceiling, so a concat of guest-sized pieces stops cleanly instead of failing inside Lua. */
-static void add_top(lua_State *L, luaL_Buffer *b, mbxV_meter *m) {
-  size_t len;
-  lua_tolstring(L, -1, &len);
+/* Before b grows by len bytes, the new block (the luaL_Buffer doubles it, and the old one is
+   live until the copy) must fit under the ceiling, so a concat of guest-sized pieces stops
+   cleanly instead of failing inside Lua. */
+static void ensure_room(lua_State *L, luaL_Buffer *b, size_t len) {
   if (len > b->size - b->n) {
     size_t grown = b->size * 2 > b->n + len ? b->size * 2 : b->n + len;
     if (grown > LUAL_BUFFERSIZE && !mbxL_heap_fits(L, grown))
       luaL_error(L, "resulting string too large (not enough memory left in this sandbox)");
   }
-  luaL_addvalue(b);
-  mbxV_meter_add(m, len / 64);
 }
 
 static int t_concat(lua_State *L) {
   mbxV_meter m = TABLE_METER(L);
   lua_Integer last = length_of(L, 1, TAB_R);
   size_t sep_len;
-  luaL_optlstring(L, 2, "", &sep_len);
+  const char *sep = luaL_optlstring(L, 2, "", &sep_len);
   lua_Integer i = luaL_optinteger(L, 3, 1);
   last = luaL_optinteger(L, 4, last);
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   for (; i <= last; i++) {
     get(&m, 1, i);
-    if (!lua_isstring(L, -1))
+    size_t len;
+    int type = lua_type(L, -1);
+    if (type == LUA_TSTRING) {
+      len = lua_rawlen(L, -1);
+    } else if (type == LUA_TNUMBER) {
+      lua_tolstring(L, -1, &len); /* converted in place, as luaL_addvalue would */
+    } else {
       return luaL_error(L, "invalid value (%s) at index %I in table for 'concat'",
                         luaL_typename(L, -1), (LUAI_UACINT)i);
-    add_top(L, &b, &m);
+    }
+    ensure_room(L, &b, len);
+    /* luaL_addvalue, not addlstring after a pop: an __index may have made the string, and
+       nothing else would anchor it while the buffer grows. */
+    luaL_addvalue(&b);
+    mbxV_meter_add(&m, len / 64);
     if (i == last) break; /* also keeps i + 1 from overflowing at LUA_MAXINTEGER */
-    if (sep_len > 0) {
-      lua_pushvalue(L, 2);
-      add_top(L, &b, &m);
+    if (sep_len > 0) { /* the separator is argument 2, anchored for the whole call */
+      ensure_room(L, &b, sep_len);
+      luaL_addlstring(&b, sep, sep_len);
+      mbxV_meter_add(&m, sep_len / 64);
     }
   }
   if (b.n > LUAL_BUFFERSIZE && !mbxL_heap_fits(L, b.n)) /* the result is copied out of the buffer */
