@@ -37,6 +37,23 @@ static int decode_reply(lua_State *L) {
   return 1;
 }
 
+/* A reply that is a JSON integer of at most 18 digits ("-?(0|[1-9][0-9]*)", nothing around
+   it): the value the decoder would give, pushed without its protected call. Returns 0 (and
+   pushes nothing) for any other text, which takes the decoder. */
+static int push_small_integer(lua_State *L, const char *text, size_t len) {
+  size_t i = len > 0 && text[0] == '-';
+  size_t digits = len - i;
+  if (digits == 0 || digits > 18 || (text[i] == '0' && digits > 1)) return 0;
+  lua_Integer v = 0;
+  for (; i < len; i++) {
+    unsigned d = (unsigned)(unsigned char)text[i] - '0';
+    if (d > 9) return 0;
+    v = v * 10 + (lua_Integer)d;
+  }
+  lua_pushinteger(L, text[0] == '-' ? -v : v);
+  return 1;
+}
+
 static int hostcall_sync(lua_State *L) {
   const mbxC_port *port = mbxL_port(L);
   size_t index = (size_t)lua_tointeger(L, UPV_INDEX);
@@ -44,8 +61,12 @@ static int hostcall_sync(lua_State *L) {
   /* The host's callback runs on this stack: it gets at least the guard's reserve. */
   mbxV_cstack_check(L);
   mbxV_count_host_call(L);
+  /* The arguments' text stays in this C buffer (or the userdata the encoder pushes past it):
+     the host only reads it, so it never becomes a Lua string. */
+  char args_buffer[256];
   size_t args_len;
-  const char *args = encode_args(L, name, &args_len);
+  const char *args = mbxV_json_encode_args_text(L, 1, lua_gettop(L), name, MBX_HOST_ARGS_MAX,
+                                                args_buffer, sizeof args_buffer, &args_len);
   const char *reply = NULL;
   size_t reply_len = 0;
   /* The callback runs with nothing of Lua on the C stack between here and the host that
@@ -56,13 +77,15 @@ static int hostcall_sync(lua_State *L) {
   mbxC_call_result r =
       port->host_call(port->ud, index, args, args_len, &wait, &reply, &reply_len);
   mbxV_budget_host_end(L, begun);
-  /* An interrupt that arrived while the host worked ends the run here. */
-  mbxV_charge(L, reply_len / 64 + 1);
+  /* An interrupt that arrived while the host worked ends the run here (a light charge checks
+     the interrupt and the trip at every call; the deadline was moved by the host's time). */
+  mbxV_charge_light(L, reply_len / 64 + 1);
   if (r == MBXC_CALL_ERROR) {
     lua_pushlstring(L, reply, reply_len);
     return lua_error(L);
   }
   if (reply_len == 0) return 0;
+  if (push_small_integer(L, reply, reply_len)) return 1;
   lua_pushcfunction(L, decode_reply);
   lua_pushlightuserdata(L, (void *)reply);
   lua_pushinteger(L, (lua_Integer)reply_len);

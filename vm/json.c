@@ -528,34 +528,54 @@ void mbxV_json_encode(lua_State *L, int idx, const char *root_path) {
   mbxV_json_encode_bounded(L, idx, root_path, SIZE_MAX);
 }
 
+/* The arguments as one array into e, which starts in buf (cap bytes, the caller's) and
+   grows into a userdata in the slot this pushes. */
+static void encode_args_into(encoder *e, lua_State *L, int first, int n, const char *fn_name,
+                             size_t max_len, char *buf, size_t cap) {
+  first = lua_absindex(L, first);
+  e->L = L;
+  e->max_len = max_len;
+  e->root = fn_name;
+  e->root_arg = 0;
+  e->too_large = fn_name;
+  e->nsteps = 0;
+  e->meter = mbxV_meter_init(L, METER_BATCH, 1);
+  e->out_cap = cap;
+  e->out_len = 0;
+  luaL_checkstack(L, 8, "encoding JSON");
+  e->out = buf;
+  lua_pushnil(L); /* the slot a grown buffer takes */
+  e->out_slot = lua_gettop(L);
+  out_char(e, '[');
+  for (int i = 0; i < n; i++) {
+    if (i > 0) out_char(e, ',');
+    e->root_arg = i + 1;
+    encode_value(e, first + i);
+  }
+  out_char(e, ']');
+  mbxV_meter_flush(&e->meter);
+}
+
 void mbxV_json_encode_args(lua_State *L, int first, int n, const char *fn_name,
                            size_t max_len) {
   encoder e;
-  first = lua_absindex(L, first);
-  e.L = L;
-  e.max_len = max_len;
-  e.root = fn_name;
-  e.root_arg = 0;
-  e.too_large = fn_name;
-  e.nsteps = 0;
-  e.meter = mbxV_meter_init(L, METER_BATCH, 1);
   char first_buffer[ENCODE_STACK_BUFFER];
-  e.out_cap = sizeof first_buffer;
-  e.out_len = 0;
-  luaL_checkstack(L, 8, "encoding JSON");
-  e.out = first_buffer;
-  lua_pushnil(L); /* the slot a grown buffer takes */
-  e.out_slot = lua_gettop(L);
-  out_char(&e, '[');
-  for (int i = 0; i < n; i++) {
-    if (i > 0) out_char(&e, ',');
-    e.root_arg = i + 1;
-    encode_value(&e, first + i);
-  }
-  out_char(&e, ']');
-  mbxV_meter_flush(&e.meter);
+  encode_args_into(&e, L, first, n, fn_name, max_len, first_buffer, sizeof first_buffer);
   lua_pushlstring(L, e.out, e.out_len);
   lua_replace(L, e.out_slot);
+}
+
+const char *mbxV_json_encode_args_text(lua_State *L, int first, int n, const char *fn_name,
+                                       size_t max_len, char *buf, size_t cap, size_t *len) {
+  encoder e;
+  encode_args_into(&e, L, first, n, fn_name, max_len, buf, cap);
+  /* NUL-terminated, as a Lua string would be (the host's documented convenience); the NUL is
+     not part of the text, so it does not count against max_len. */
+  e.max_len++;
+  out_reserve(&e, 1);
+  e.out[e.out_len] = '\0';
+  *len = e.out_len;
+  return e.out;
 }
 
 void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size_t max_len) {

@@ -50,6 +50,11 @@ void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size
    max_len bytes of JSON, the most a host call takes" before it grows any further. */
 void mbxV_json_encode_args(lua_State *L, int first, int n, const char *fn_name,
                            size_t max_len);
+/* The same text, NUL-terminated, without making it a Lua string (a host call only reads it):
+   written into buf (cap bytes, the caller's) while it fits, else into a userdata in the one
+   slot this pushes (nil when unused). The text stays valid while buf and that slot do. */
+const char *mbxV_json_encode_args_text(lua_State *L, int first, int n, const char *fn_name,
+                                       size_t max_len, char *buf, size_t cap, size_t *len);
 
 /*
 ** Decode JSON text (RFC 8259; a leading UTF-8 BOM is refused; duplicate keys: last wins)

@@ -98,6 +98,17 @@ static mbx_status reenter(void *ud, const char *args, size_t len, mbx_host_reply
 
 static mbx_sandbox *reenter_target;
 
+/* Replies with the text of its one string argument (["..."], no escapes in the tests), after
+   checking the arguments are NUL-terminated at args_len as documented. */
+static mbx_status reply_text(void *ud, const char *args, size_t len, mbx_host_reply *reply) {
+  (void)ud;
+  calls++;
+  if (strlen(args) != len) return mbx_host_reply_error(reply, "args not NUL-terminated", 23);
+  if (len < 4 || memcmp(args, "[\"", 2) != 0 || memcmp(args + len - 2, "\"]", 2) != 0)
+    return mbx_host_reply_error(reply, "want one string", 15);
+  return mbx_host_reply_json(reply, args + 2, len - 4);
+}
+
 static mbx_policy *tool_policy(void) {
   mbx_policy *p = mbx_policy_new();
   mbx_error err;
@@ -116,6 +127,7 @@ static mbx_policy *tool_policy(void) {
   assert_int_equal(mbx_policy_add_function(p, "tools.reenter", reenter, &reenter_target, &err),
                    MBX_OK);
   assert_int_equal(mbx_policy_add_function(p, "now", answer, "1700000000", &err), MBX_OK);
+  assert_int_equal(mbx_policy_add_function(p, "tools.text", reply_text, NULL, &err), MBX_OK);
   return p;
 }
 
@@ -152,6 +164,37 @@ static void arguments_and_results_cross_as_json(void **state) {
                "{\"a\":{},\"b\":[1,2.5,\"x\",null,true]}");
   check_in(sb, "return select('#', tools.nothing())", "0");
   check_in(sb, "return now()", "1700000000");
+  mbx_sandbox_free(sb);
+}
+
+/* Small integer replies skip the decoder's protected call (stdlib/hostcall.c): every reply
+   must still give what the codec gives (json.decode of the same text), type and value, or
+   the same failure. Arguments past the encoder's 256-byte C buffer are NUL-terminated too. */
+static void replies_decode_as_the_codec_does(void **state) {
+  (void)state;
+  mbx_sandbox *sb = tool_sandbox(0, 0);
+  check_in(sb,
+           "local texts = {'0', '-0', '7', '-7', '007', '-', '--1', '123456789012345678', "
+           "'-123456789012345678', '1234567890123456789', '9223372036854775807', "
+           "'9223372036854775808', '-9223372036854775808', '-9223372036854775809', ' 5', "
+           "'5 ', '1e3', '1.0', '+1', '0x10', '12a', '-01', 'true', 'null'} "
+           "local bad = 0 "
+           "for _, t in ipairs(texts) do "
+           "  local ok1, a = pcall(tools.text, t) local ok2, b = pcall(json.decode, t) "
+           "  if t == 'null' then b = nil end "
+           "  if ok1 ~= ok2 or (ok1 and (math.type(a) ~= math.type(b) or a ~= b)) then "
+           "    error('reply ' .. t .. ': ' .. tostring(a) .. ' vs ' .. tostring(b)) end "
+           "  if not ok1 then bad = bad + 1 end "
+           "end "
+           "return bad, math.type(tools.text('-0')), tools.text('123456789012345678')",
+           "[7,\"integer\",123456789012345678]");
+  /* 400 digits: past the C buffer; the callback refuses unterminated arguments, and the
+     number is out of the decoder's range (the general path's error). */
+  check_in(sb, "local ok, e = pcall(tools.text, ('7'):rep(400)) "
+               "return ok, e:find('NUL') == nil, e:find('out of range') ~= nil",
+           "[false,true,true]");
+  check_in(sb, "local s = ('y'):rep(300) local r = tools.echo(s, 1) return r[1] == s, r[2]",
+           "[true,1]");
   mbx_sandbox_free(sb);
 }
 
@@ -318,6 +361,7 @@ int main(void) {
       cmocka_unit_test(modules_and_require),
       cmocka_unit_test(names_are_validated),
       cmocka_unit_test(builtins_cannot_be_shadowed),
+      cmocka_unit_test(replies_decode_as_the_codec_does),
       cmocka_unit_test(host_calls_are_counted_and_limited),
       cmocka_unit_test(host_time_is_not_guest_time),
       cmocka_unit_test(callbacks_cannot_reenter_their_sandbox),
