@@ -136,9 +136,21 @@ static int bind_inputs(lua_State *L, run_step *st) {
 #define MEMO_MAX_TEXT 4096
 static const char key_memo_fn = 0, key_memo_text = 0, key_memo_name = 0;
 
+/* Does the text hold "_ENV"? memchr to each '_': glibc's memmem set-up alone was about 160
+   instructions a run, 4% of a small run's fixed cost. */
+static int names_env(const char *p, size_t n) {
+  const char *end = p + n, *u;
+  while ((u = memchr(p, '_', (size_t)(end - p))) != NULL) {
+    if ((size_t)(end - u) < 4) return 0;
+    if (u[1] == 'E' && u[2] == 'N' && u[3] == 'V') return 1;
+    p = u + 1;
+  }
+  return 0;
+}
+
 static int memo_wanted(const run_step *st) {
   return st->cache != NULL && st->code_len <= MEMO_MAX_TEXT &&
-         memmem(st->code, st->code_len, "_ENV", 4) == NULL;
+         !names_env(st->code, st->code_len);
 }
 
 static int same_string(lua_State *L, const void *key, const char *p, size_t n) {
