@@ -77,12 +77,14 @@ static double live_round_trip(int isolate, int n) {
 }
 
 /* new + run + free; pace_us > 0 leaves the zygote that long between sandboxes to refill the
-   warm pool (the steady state of a host that does not create sandboxes back to back). */
-static double fresh_sandbox(int isolate, int n, int pace_us) {
+   warm pool (the steady state of a host that does not create sandboxes back to back). The
+   medians of the three steps go to steps[3] (new, run, free) when it is not NULL. */
+static double fresh_sandbox(int isolate, int n, int pace_us, double steps[3]) {
   mbx_runtime *rt = runtime(isolate);
   mbx_policy *p = mbx_policy_new();
   mbx_error err;
-  double *v = malloc(sizeof *v * (size_t)n);
+  double *v = malloc(sizeof *v * (size_t)n * 4);
+  double *sv[3] = {v + n, v + 2 * n, v + 3 * n};
   for (int i = 0; i < n + 20; i++) {
     if (pace_us) usleep((useconds_t)pace_us);
     uint64_t t0 = now_ns();
@@ -91,11 +93,20 @@ static double fresh_sandbox(int isolate, int n, int pace_us) {
       fprintf(stderr, "bench_worker: %s\n", err.message);
       exit(1);
     }
+    uint64_t t1 = now_ns();
     run_once(sb);
+    uint64_t t2 = now_ns();
     mbx_sandbox_free(sb);
-    if (i >= 20) v[i - 20] = (double)(now_ns() - t0) / 1000.0;
+    uint64_t t3 = now_ns();
+    if (i >= 20) {
+      v[i - 20] = (double)(t3 - t0) / 1000.0;
+      sv[0][i - 20] = (double)(t1 - t0) / 1000.0;
+      sv[1][i - 20] = (double)(t2 - t1) / 1000.0;
+      sv[2][i - 20] = (double)(t3 - t2) / 1000.0;
+    }
   }
   double m = median(v, n);
+  for (int k = 0; k < 3 && steps; k++) steps[k] = median(sv[k], n);
   free(v);
   mbx_policy_free(p);
   mbx_runtime_free(rt);
@@ -194,10 +205,15 @@ int main(int argc, char **argv) {
   printf("return 1+1 on a live sandbox: in-process %.2f us, worker %.2f us (x%.1f)\n", in_live,
          w_live, w_live / in_live);
   int nf = n / 4 < 10 ? 10 : n / 4;
-  double in_fresh = fresh_sandbox(0, nf, 0), w_fresh = fresh_sandbox(1, nf, 0);
-  double w_paced = fresh_sandbox(1, nf, 2000);
+  double st_in[3], st_b2b[3], st_paced[3];
+  double in_fresh = fresh_sandbox(0, nf, 0, st_in), w_fresh = fresh_sandbox(1, nf, 0, st_b2b);
+  double w_paced = fresh_sandbox(1, nf, 2000, st_paced);
   printf("fresh sandbox + return 1+1 + free: in-process %.2f us, worker back to back %.2f us, "
          "worker from a refilled warm pool (2 ms apart) %.2f us\n", in_fresh, w_fresh, w_paced);
+  printf("  steps (new / run / free, medians): in-process %.2f / %.2f / %.2f us; worker back "
+         "to back %.2f / %.2f / %.2f us; worker paced %.2f / %.2f / %.2f us\n", st_in[0],
+         st_in[1], st_in[2], st_b2b[0], st_b2b[1], st_b2b[2], st_paced[0], st_paced[1],
+         st_paced[2]);
   int nc = 50;
   double cold = cold_start(nc), uns = unshare_true(nc);
   printf("cold start (new runtime: zygote exec + first worker + return 1+1): %.0f us; "

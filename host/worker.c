@@ -422,12 +422,6 @@ static mbx_status pool_take(mbxH_wpool *pool, wproc *p, mbx_error *err) {
       broken = zygote_read(pool, 0, NULL, NULL) != 0;
     if (!broken && pool->nwarm > 0) {
       *p = pool->warm[--pool->nwarm];
-      /* Refill ahead of demand: the zygote forks while this sandbox is set up. */
-      int want = MBXH_WORKER_WARM - pool->nwarm - pool->requested;
-      if (request_spawns(pool, want) != 0) {
-        drop_warm(pool);
-        zygote_stop(pool);
-      }
       atomic_fetch_add(&pool->live, 1);
       pthread_mutex_unlock(&pool->mu);
       return MBX_OK;
@@ -441,6 +435,20 @@ static mbx_status pool_take(mbxH_wpool *pool, wproc *p, mbx_error *err) {
   mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: the worker zygote (%s) could not fork "
                  "a worker (out of processes or memory?)", pool->path);
   return MBX_NO_MEMORY;
+}
+
+/* Refill the warm pool ahead of demand. Called once the taken worker has answered its CREATE,
+   not at the take: a new worker's warm-up (its state, its filter: about 0.5 ms of CPU) would
+   otherwise compete for the CPU with the very sandbox being made (on 2 busy cores the woken
+   worker then waited up to a scheduler slice, 1 ms, behind its new sibling). */
+static void pool_refill(mbxH_wpool *pool) {
+  pthread_mutex_lock(&pool->mu);
+  int want = MBXH_WORKER_WARM - pool->nwarm - pool->requested;
+  if (pool->zpid > 0 && request_spawns(pool, want) != 0) {
+    drop_warm(pool);
+    zygote_stop(pool);
+  }
+  pthread_mutex_unlock(&pool->mu);
 }
 
 /* The worker of a sandbox is done with: killed, and reaped by the zygote. With want_status,
@@ -897,7 +905,20 @@ static int read_status(wsb *ws, uint32_t *code, char *msg, size_t msg_size) {
   return 0;
 }
 
-static void put_create(wsb *ws) {
+/* The seed of the worker's next reseed, drawn here so it rides with CREATE or RESET (the
+   worker would otherwise ask for it in a round trip of its own): the same draw from the same
+   port at the same point, so recording and replay see what they always saw. */
+static void put_seed(wsb *ws, const uint64_t seed[2]) {
+  mbxH_wp_u64(&ws->w, seed[0]);
+  mbxH_wp_u64(&ws->w, seed[1]);
+}
+
+static void draw_seed(wsb *ws, uint64_t seed[2]) {
+  const mbxC_port *port = served_port(ws);
+  port->random_seed(port->ud, seed);
+}
+
+static void put_create(wsb *ws, const uint64_t seed[2]) {
   mbxH_wp_writer *w = &ws->w;
   const mbxC_port *port = served_port(ws);
   uint32_t served = 0;
@@ -923,11 +944,14 @@ static void put_create(wsb *ws) {
     mbxH_wp_u8(w, (uint8_t)f->sig.nargs);
     for (int a = 0; a < f->sig.nargs; a++) mbxH_wp_u8(w, (uint8_t)f->sig.args[a]);
   }
+  put_seed(ws, seed);
 }
 
 /* Give the sandbox a fresh worker with a pristine state: 0, or an API status with err set. */
 static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
   wproc p;
+  uint64_t seed[2];
+  draw_seed(ws, seed); /* once: a retry on another worker sends the same */
   /* A warm worker may have died while idle (killed from outside, say): another one then. */
   for (int attempt = 0;; attempt++) {
     mbx_status taken = pool_take(ws->pool, &p, err);
@@ -939,7 +963,7 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
     ws->runs = 0;
     ws->tainted = 0;
     ws->paused = 0;
-    put_create(ws);
+    put_create(ws, seed);
     if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) == 0) break;
     if (attempt == 2) {
       mbxU_error_set(err, MBX_INTERNAL_ERROR, "%s: the sandbox's worker failed while "
@@ -947,6 +971,7 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
       return MBX_INTERNAL_ERROR;
     }
   }
+  pool_refill(ws->pool);
   uint32_t code;
   char msg[256];
   if (read_status(ws, &code, msg, sizeof msg) != 0) {
@@ -1111,8 +1136,11 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
     if (s != MBX_OK) ws->heap = 0;
     return s;
   }
+  uint64_t seed[2];
+  draw_seed(ws, seed);
   mbxH_wp_begin(&ws->w, MBXH_WP_RESET);
   mbxH_wp_u64(&ws->w, ws->cfg.address_key);
+  put_seed(ws, seed);
   uint32_t code;
   char msg[256];
   if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) != 0 ||

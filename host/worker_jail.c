@@ -81,6 +81,8 @@ int mbxH_jail_process(int keep_fd, pid_t zygote) {
   if (drop_root() != 0) return -1;
   struct rlimit core = {0, 0};
   if (setrlimit(RLIMIT_CORE, &core) != 0) return -1;
+  struct rlimit cpu = {JAIL_CPU_SECONDS, JAIL_CPU_SECONDS};
+  if (setrlimit(RLIMIT_CPU, &cpu) != 0) return -1;
   /* The user namespace's uid map is written above; from here no fd can be opened. */
   struct rlimit nofile = {(rlim_t)keep_fd + 1, (rlim_t)keep_fd + 1};
   if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) return -1;
@@ -88,21 +90,22 @@ int mbxH_jail_process(int keep_fd, pid_t zygote) {
 }
 
 int mbxH_jail_limits(size_t slot_bytes, size_t memory_limit, char *why, size_t why_size) {
-  struct rlimit cpu = {JAIL_CPU_SECONDS, JAIL_CPU_SECONDS};
-  if (setrlimit(RLIMIT_CPU, &cpu) != 0) {
-    snprintf(why, why_size, "setrlimit(RLIMIT_CPU): %s", strerror(errno));
-    return -1;
-  }
 #ifndef JAIL_ASAN
+  /* Called under the filter (the warm worker is jailed before its sandbox is known): the
+     filter lets prlimit64 through for this process's RLIMIT_AS only, and as nobody (or a
+     user namespace's non-root uid) the hard limit can only go down, so the guest can never
+     raise it past what is set here, before any guest byte is read. */
   size_t as = slot_bytes + 2 * memory_limit + JAIL_AS_OVERHEAD;
   struct rlimit lim = {(rlim_t)as, (rlim_t)as};
-  if (setrlimit(RLIMIT_AS, &lim) != 0) {
+  if (syscall(SYS_prlimit64, 0, RLIMIT_AS, &lim, NULL) != 0) {
     snprintf(why, why_size, "setrlimit(RLIMIT_AS, %zu MiB): %s", as >> 20, strerror(errno));
     return -1;
   }
 #else
   (void)slot_bytes;
   (void)memory_limit;
+  (void)why;
+  (void)why_size;
 #endif
   return 0;
 }
@@ -165,6 +168,11 @@ static scmp_filter_ctx build_filter(uint32_t pid) {
   if (rc == 0)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
                           SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)pid));
+  /* The sandbox's address-space limit is set after the filter is loaded (mbxH_jail_limits):
+     prlimit64 of this process (pid 0) and of RLIMIT_AS only. */
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0),
+                          SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)RLIMIT_AS));
   if (rc != 0) {
     seccomp_release(ctx);
     return NULL;

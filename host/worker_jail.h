@@ -8,11 +8,12 @@
 /* Right after the fork: die with the zygote, close every fd but keep_fd, no new privileges,
    not dumpable (no ptrace, no /proc/pid/mem of it), an unprivileged uid (as root: setuid to
    65534 "nobody" with no groups; otherwise a user namespace mapping the same non-root uid),
-   no core dumps, no fd beyond keep_fd can be opened. 0, or -1 (the worker must exit). */
+   no core dumps, a CPU-seconds limit over its life, no fd beyond keep_fd can be opened. 0, or
+   -1 (the worker must exit). */
 int mbxH_jail_process(int keep_fd, pid_t zygote);
-/* With the sandbox's limits known: the address space (its slot plus overhead; none under
-   ASan, whose shadow memory dwarfs any limit) and the CPU seconds of the worker's life.
-   0, or -1 with why filled. */
+/* With the sandbox's limits known, under the filter: the address space (its slot plus
+   overhead; none under ASan, whose shadow memory dwarfs any limit). 0, or -1 with why
+   filled. */
 int mbxH_jail_limits(size_t slot_bytes, size_t memory_limit, char *why, size_t why_size);
 /* In the zygote, once, before any fork: warm glibc's lazy paths and compile the seccomp
    allow-list to BPF (libseccomp's compile costs about 0.7 ms; a worker then only patches its

@@ -29,10 +29,10 @@
 
 typedef enum mbxH_wp_type {
   /* parent -> worker */
-  MBXH_WP_CREATE = 1,     /* the sandbox's configuration and grants: jail, then build */
+  MBXH_WP_CREATE = 1,     /* the sandbox's configuration, grants, first seed: build */
   MBXH_WP_RUN = 2,        /* chunk name, code, inputs */
   MBXH_WP_RESUME = 3,     /* as_error, value */
-  MBXH_WP_RESET = 4,      /* the new address key */
+  MBXH_WP_RESET = 4,      /* the new address key, the next seed */
   MBXH_WP_CHECKPOINT = 5,
   MBXH_WP_REWIND = 6,
   MBXH_WP_PORT_REPLY = 7, /* the answer to the worker's MBXH_WP_PORT_CALL */
