@@ -92,6 +92,8 @@ struct mbxH_wpool {
   mbxH_wp_writer w;
   unsigned char *rbuf;
   size_t rcap;
+  uint32_t probed; /* the last MBXH_WP_PROBED */
+  int probe_got;
 };
 
 static uint64_t now_ns(void) {
@@ -321,6 +323,12 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
     return 0;
   }
   for (int i = 0; i < nfds; i++) close(fds[i]);
+  if (type == MBXH_WP_PROBED) {
+    pool->probed = mbxH_wp_get_u32(&r);
+    if (mbxH_wp_end(&r) != 0) return -1;
+    pool->probe_got = 1;
+    return 0;
+  }
   if (type != MBXH_WP_REAPED) return -1;
   pid_t pid = (pid_t)mbxH_wp_get_u64(&r);
   uint64_t st = mbxH_wp_get_u64(&r);
@@ -494,6 +502,30 @@ void mbxH_wpool_free(mbxH_wpool *pool) {
   mbxH_wp_writer_free(&pool->w);
   free(pool->rbuf);
   free(pool);
+}
+
+mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, mbx_error *err) {
+  pthread_mutex_lock(&pool->mu);
+  mbx_status s = MBX_OK;
+  if (pool->zpid <= 0 && zygote_start(pool, err) != 0) {
+    s = MBX_UNSUPPORTED;
+  } else {
+    pool->probe_got = 0;
+    mbxH_wp_begin(&pool->w, MBXH_WP_PROBE);
+    int broken = zygote_send(pool) != 0;
+    while (!broken && !pool->probe_got) broken = zygote_read(pool, 0, NULL, NULL) != 0;
+    if (broken) {
+      drop_warm(pool);
+      if (pool->zpid > 0) kill(pool->zpid, SIGKILL);
+      zygote_stop(pool);
+      mbxU_error_set(err, MBX_INTERNAL_ERROR, "the worker zygote (%s) did not answer its probe",
+                     pool->path);
+      s = MBX_INTERNAL_ERROR;
+    }
+    *bits = pool->probed;
+  }
+  pthread_mutex_unlock(&pool->mu);
+  return s;
 }
 
 unsigned mbxH_wpool_live(mbxH_wpool *pool) {

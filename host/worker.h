@@ -2,6 +2,8 @@
 #ifndef MBX_HOST_WORKER_H
 #define MBX_HOST_WORKER_H
 
+#include <stdint.h>
+
 #include "include/moonbox.h"
 
 typedef struct mbxH_wpool mbxH_wpool;
@@ -12,6 +14,10 @@ typedef struct mbxH_wpool mbxH_wpool;
 mbxH_wpool *mbxH_wpool_new(const char *worker_path);
 /* Kill the warm workers and end the zygote (no process or fd is left). NULL is fine. */
 void mbxH_wpool_free(mbxH_wpool *pool);
+/* What a worker's jail applies on this machine: the zygote (started if need be) forks a child
+   through the same jail and reports MBXH_JAIL_* | MBXH_WP_NS_* bits. MBX_OK, or
+   MBX_UNSUPPORTED / MBX_INTERNAL_ERROR with err saying why. */
+mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, mbx_error *err);
 /* Live isolated sandboxes (for MBX_CAP_SANDBOXES). */
 unsigned mbxH_wpool_live(mbxH_wpool *pool);
 

@@ -17,6 +17,7 @@
 */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -825,18 +826,108 @@ static int send_spawned(int zfd, mbxH_wp_writer *w, pid_t pid, int sock, int pid
   return s == (ssize_t)w->len ? 0 : -1;
 }
 
+/* ---- the workers' namespaces ---- */
+
+/* Set at the zygote's start when the kernel allows them (as root; otherwise inside a user
+   namespace of the zygote's own): every worker is forked into one new network namespace with
+   nothing in it but a loopback that is down, and one new pid namespace, where no host process
+   is visible or can be signalled and the workers' pids say nothing of the host's. Never
+   required: without them the workers run in the zygote's (moonbox doctor says which). */
+static int g_ns;
+/* The pid namespace's init: it only waits (a pid namespace ends when its init does). */
+static pid_t g_init;
+
+/* The parent a forked child sees: the zygote, or none (0) from inside the pid namespace. */
+static pid_t child_parent(void) {
+  return (g_ns & MBXH_WP_NS_PID) ? 0 : getpid();
+}
+
+static void write_map(const char *path, unsigned id) {
+  char text[40];
+  snprintf(text, sizeof text, "%u %u 1\n", id, id);
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+static void enter_namespaces(void) {
+  int flags = CLONE_NEWNET | CLONE_NEWPID;
+  if (unshare(flags) != 0) {
+    /* Not root: the same in a user namespace where the zygote keeps its own uid (its workers
+       then make theirs inside it, as they do without it). */
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (uid == 0 || unshare(CLONE_NEWUSER | flags) != 0) return;
+    write_map("/proc/self/uid_map", (unsigned)uid);
+    FILE *f = fopen("/proc/self/setgroups", "w");
+    if (f) {
+      fputs("deny", f);
+      fclose(f);
+    }
+    write_map("/proc/self/gid_map", (unsigned)gid);
+    if (getuid() != uid) _exit(6); /* the map did not take: no worker from this zygote */
+  }
+  g_ns = MBXH_WP_NS_NET | MBXH_WP_NS_PID;
+  /* The namespace's first process is its init. */
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) _exit(6);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, 0) != 0) _exit(5);
+    for (;;) pause();
+  }
+  close(sv[0]);
+  close(sv[1]);
+  if (pid < 0) _exit(6);
+  g_init = pid;
+}
+
+/* Whether the pid namespace is still there to fork into (its init was not killed). */
+static int namespace_alive(void) {
+  if (g_init <= 0) return 1;
+  int st;
+  return waitpid(g_init, &st, WNOHANG) == 0;
+}
+
+/* MBXH_WP_PROBE: a child goes through a worker's jail and exits with the bits it applied. */
+static int probe(int zfd, mbxH_wp_writer *w) {
+  int sv[2];
+  uint32_t bits = (uint32_t)g_ns;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
+    pid_t parent = child_parent();
+    pid_t pid = fork();
+    if (pid == 0) {
+      char why[256];
+      if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, parent) != 0)
+        _exit(0x40 | mbxH_jail_applied());
+      (void)mbxH_jail_seccomp(why, sizeof why);
+      _exit(mbxH_jail_applied());
+    }
+    close(sv[0]);
+    close(sv[1]);
+    int st;
+    if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !(WEXITSTATUS(st) & 0x40))
+      bits |= (uint32_t)WEXITSTATUS(st);
+  }
+  mbxH_wp_begin(w, MBXH_WP_PROBED);
+  mbxH_wp_u32(w, bits);
+  return send_frame(zfd, w);
+}
+
 static void spawn_one(int zfd, mbxH_wp_writer *w) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     send_spawned(zfd, w, -errno, -1, -1);
     return;
   }
-  pid_t zygote = getpid();
+  pid_t parent = child_parent();
   pid_t pid = fork();
   if (pid == 0) {
     /* The worker: only its end of the pair, at WORKER_FD, then the first steps of the jail. */
     if (dup2(sv[1], WORKER_FD) != WORKER_FD) _exit(4);
-    if (mbxH_jail_process(WORKER_FD, zygote) != 0) _exit(5);
+    if (mbxH_jail_process(WORKER_FD, parent) != 0) _exit(5);
     mbxH_wp_writer_free(w);
     serve(WORKER_FD);
     _exit(0);
@@ -894,18 +985,24 @@ static int zygote(void) {
   size_t cap = 0, len = 0;
   signal(SIGPIPE, SIG_IGN);
   short_slice();
+  enter_namespaces();
   /* Work every worker would repeat, done once (failures only make workers slower). */
   (void)mbxH_jail_prepare();
   prewarm_slot();
   for (;;) {
     int t = recv_frame(zfd, &buf, &cap, &len);
-    if (t < 0) return 0; /* the parent went away; workers die with us (PDEATHSIG) */
+    if (t < 0) break; /* the parent went away; workers die with us (PDEATHSIG) */
     mbxH_wp_reader r;
     mbxH_wp_reader_init(&r, buf, len);
     if (t == MBXH_WP_SPAWN) {
       uint32_t count = mbxH_wp_get_u32(&r);
       if (mbxH_wp_end(&r) != 0 || count > 64) return 1;
+      /* Its init killed (from outside: nothing inside may signal it), the pid namespace took
+         every worker with it and cannot be forked into: the parent starts a new zygote. */
+      if (!namespace_alive()) return 1;
       for (uint32_t i = 0; i < count; i++) spawn_one(zfd, &w);
+    } else if (t == MBXH_WP_PROBE) {
+      if (mbxH_wp_end(&r) != 0 || probe(zfd, &w) != 0) return 1;
     } else if (t == MBXH_WP_REAP) {
       pid_t pid = (pid_t)mbxH_wp_get_u64(&r);
       if (mbxH_wp_end(&r) != 0) return 1;
@@ -921,6 +1018,8 @@ static int zygote(void) {
       return 1;
     }
   }
+  if (g_init > 0) kill(g_init, SIGKILL);
+  return 0;
 }
 
 #if defined(__SANITIZE_ADDRESS__)

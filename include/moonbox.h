@@ -258,6 +258,17 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
 MBX_API mbx_status mbx_runtime_exec_status(mbx_runtime *rt, char **json, size_t *len,
                                            mbx_error *err);
 
+/* What a worker's jail applies on this machine (MBX_CAP_ISOLATE; the runtime need not be
+   isolated): the worker's zygote is started (the runtime's own when it is isolated) and forks
+   a child through the same jail as every worker. *json (freed with mbx_free) is
+   {"available": bool, "reason": null | s, "worker": path, "uid", "no_new_privs", "seccomp",
+   "pid_namespace", "net_namespace"} (the last five only when available). The namespaces are
+   applied where the kernel allows them (as root, or inside a user namespace) and never
+   required. MBX_OK (also when not available: the reason says why), MBX_INVALID_ARGUMENT or
+   MBX_NO_MEMORY. */
+MBX_API mbx_status mbx_runtime_worker_status(mbx_runtime *rt, char **json, size_t *len,
+                                             mbx_error *err);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Policy: what a sandbox may use. Deny by default: a new policy grants the curated standard  */
 /* library only, with the default limits below.                                               */
