@@ -58,6 +58,8 @@
 #include "vm/arena.h"
 
 #define WARM_MAX 8
+/* Workers a one-tenant runtime keeps from freed sandboxes (more are ended). */
+#define KEPT_MAX 8
 /* Crashes within this window slow worker creation down. */
 #define CRASH_WINDOW_NS 1000000000ull
 #define CRASH_BURST 4
@@ -73,6 +75,11 @@ typedef struct wproc {
   pid_t pid;
   int sock;  /* -1: none */
   int pidfd;
+  /* A worker kept for the next sandbox of a one-tenant runtime (MBX_CAP_ONE_TENANT): the
+     memory limit its address-space limit was set for (only a sandbox of the same limit may
+     take it) and the runs it has served. */
+  uint64_t memory_limit;
+  unsigned runs;
 } wproc;
 
 struct mbxH_wpool {
@@ -82,6 +89,8 @@ struct mbxH_wpool {
   int zsock;
   wproc warm[WARM_MAX];
   int nwarm;
+  wproc kept[KEPT_MAX]; /* one-tenant runtimes: workers of freed sandboxes, for reuse */
+  int nkept;
   int requested;      /* SPAWNED replies still to read */
   int reaps_pending;  /* REAPED replies nobody waits for */
   _Atomic unsigned live;
@@ -313,7 +322,7 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
       return -1;
     }
     if (pid <= 0) return 0; /* the fork failed (e.g. out of processes) */
-    wproc p = {(pid_t)pid, fds[0], fds[1]};
+    wproc p = {(pid_t)pid, fds[0], fds[1], 0, 0};
     if (pool->nwarm < WARM_MAX) {
       pool->warm[pool->nwarm++] = p;
     } else {
@@ -390,6 +399,11 @@ static void drop_warm(mbxH_wpool *pool) {
     proc_forget(pool, &pool->warm[i], 1);
   }
   pool->nwarm = 0;
+  for (int i = 0; i < pool->nkept; i++) {
+    proc_kill(&pool->kept[i]);
+    proc_forget(pool, &pool->kept[i], 1);
+  }
+  pool->nkept = 0;
 }
 
 static int request_spawns(mbxH_wpool *pool, int k) {
@@ -407,9 +421,22 @@ static void sleep_ns(uint64_t ns) {
   }
 }
 
-/* A warm worker for a new sandbox (*p), the zygote started or re-executed as needed. */
-static mbx_status pool_take(mbxH_wpool *pool, wproc *p, mbx_error *err) {
+/* A worker for a new sandbox (*p; *reused when it served a sandbox before): one kept for a
+   sandbox of this memory limit when the runtime is one tenant, else a warm one, the zygote
+   started or re-executed as needed. */
+static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_tenant, wproc *p,
+                            int *reused, mbx_error *err) {
   pthread_mutex_lock(&pool->mu);
+  *reused = 0;
+  for (int i = pool->nkept - 1; one_tenant && i >= 0; i--) {
+    if (pool->kept[i].memory_limit != memory_limit) continue;
+    *p = pool->kept[i];
+    pool->kept[i] = pool->kept[--pool->nkept];
+    *reused = 1;
+    atomic_fetch_add(&pool->live, 1);
+    pthread_mutex_unlock(&pool->mu);
+    return MBX_OK;
+  }
   uint64_t now = now_ns();
   /* Many crashes in a short time: slow down before giving out another worker. */
   uint64_t oldest = pool->crash_at[pool->crash_next % CRASH_BURST];
@@ -457,6 +484,29 @@ static void pool_refill(mbxH_wpool *pool) {
     zygote_stop(pool);
   }
   pthread_mutex_unlock(&pool->mu);
+}
+
+/* A one-tenant runtime's freed sandbox: its healthy worker is kept for the next sandbox of the
+   same memory limit (which resets it to a pristine state with its CREATE); when the pool
+   keeps enough already, it is ended. */
+static void pool_keep(mbxH_wpool *pool, wproc *p) {
+  pthread_mutex_lock(&pool->mu);
+  if (pool->nkept < KEPT_MAX && pool->zpid > 0) {
+    pool->kept[pool->nkept++] = *p;
+  } else {
+    proc_kill(p);
+    proc_forget(pool, p, 1);
+  }
+  atomic_fetch_sub(&pool->live, 1);
+  pthread_mutex_unlock(&pool->mu);
+}
+
+unsigned mbxH_wpool_kept(mbxH_wpool *pool) {
+  if (pool == NULL) return 0;
+  pthread_mutex_lock(&pool->mu);
+  unsigned n = (unsigned)pool->nkept;
+  pthread_mutex_unlock(&pool->mu);
+  return n;
 }
 
 /* The worker of a sandbox is done with: killed, and reaped by the zygote. With want_status,
@@ -986,13 +1036,16 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
   draw_seed(ws, seed); /* once: a retry on another worker sends the same */
   /* A warm worker may have died while idle (killed from outside, say): another one then. */
   for (int attempt = 0;; attempt++) {
-    mbx_status taken = pool_take(ws->pool, &p, err);
+    int reused;
+    mbx_status taken = pool_take(ws->pool, ws->cfg.memory_limit,
+                                 atomic_load(&ws->rt->one_tenant), &p, &reused, err);
     if (taken != MBX_OK) return taken;
+    p.memory_limit = ws->cfg.memory_limit;
     pthread_mutex_lock(&ws->sig_mu);
     ws->proc = p;
     pthread_mutex_unlock(&ws->sig_mu);
     ws->worker_gen++;
-    ws->runs = 0;
+    ws->runs = reused ? p.runs : 0; /* a reused worker is still recycled after N runs */
     ws->tainted = 0;
     ws->paused = 0;
     put_create(ws, seed);
@@ -1023,7 +1076,15 @@ static void release(wsb *ws) {
     wproc p = ws->proc;
     ws->proc.sock = ws->proc.pidfd = -1;
     ws->proc.pid = 0;
-    pool_release(ws->pool, &p, 0, 0);
+    p.runs = ws->runs;
+    /* One tenant: a worker that served this sandbox well may serve the next one. Never one
+       whose sandbox was poisoned (a limit, a crash, a protocol error), paused mid-call, or
+       at its run budget. */
+    if (atomic_load(&ws->rt->one_tenant) && p.sock >= 0 && !ws->tainted && !ws->paused &&
+        ws->runs < MBXH_WORKER_RUNS_MAX)
+      pool_keep(ws->pool, &p);
+    else
+      pool_release(ws->pool, &p, 0, 0);
   }
   pthread_mutex_destroy(&ws->sig_mu);
   mbxC_port_record_free(&ws->record);
@@ -1076,7 +1137,7 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
   ws->rt = rt;
   ws->pool = rt->workers;
   pthread_mutex_init(&ws->sig_mu, NULL);
-  ws->proc = (wproc){0, -1, -1};
+  ws->proc = (wproc){0, -1, -1, 0, 0};
   ws->cfg = (mbxV_config){.memory_limit = (size_t)p->memory,
                           .instruction_limit = p->instructions,
                           .time_limit_ms = p->time_ms,
@@ -1159,7 +1220,7 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
     if (worker_alive(ws)) {
       pthread_mutex_lock(&ws->sig_mu);
       wproc p = ws->proc;
-      ws->proc = (wproc){0, -1, -1};
+      ws->proc = (wproc){0, -1, -1, 0, 0};
       pthread_mutex_unlock(&ws->sig_mu);
       pool_release(ws->pool, &p, 0, 0);
     }

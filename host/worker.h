@@ -18,6 +18,8 @@ void mbxH_wpool_free(mbxH_wpool *pool);
    through the same jail and reports MBXH_JAIL_* | MBXH_WP_NS_* bits. MBX_OK, or
    MBX_UNSUPPORTED / MBX_INTERNAL_ERROR with err saying why. */
 mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, mbx_error *err);
+/* Workers a one-tenant runtime keeps from freed sandboxes (for MBX_CAP_ONE_TENANT's usage). */
+unsigned mbxH_wpool_kept(mbxH_wpool *pool);
 /* Live isolated sandboxes (for MBX_CAP_SANDBOXES). */
 unsigned mbxH_wpool_live(mbxH_wpool *pool);
 

@@ -374,6 +374,9 @@ static int run_protected(lua_State *L, lua_CFunction fn) {
   return lua_pcall(L, 0, 0, 0) == LUA_OK;
 }
 
+/* Sandboxes this process has served (more than one only for a one-tenant runtime). */
+static unsigned served_sandboxes;
+
 #ifdef MBX_WORKER_TEST_HOOKS
 /* Test builds only (tests/CMakeLists.txt builds moonbox-worker-test with this definition;
    the shipped moonbox-worker never has it): C functions that misbehave the way a
@@ -462,7 +465,14 @@ static int hook_call_at_checkpoint(lua_State *L) {
   return 0;
 }
 
+/* How many sandboxes this worker process has served: the one-tenant tests' witness. */
+static int hook_served(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)served_sandboxes);
+  return 1;
+}
+
 static void install_hooks(lua_State *L) {
+  lua_register(L, "__test_served", hook_served);
   lua_register(L, "__test_host_flood", hook_host_flood);
   lua_register(L, "__test_port_flood", hook_port_flood);
   lua_register(L, "__test_fake_reset", hook_fake_reset);
@@ -549,6 +559,8 @@ static mbxV_vm *prefault(void) {
 
 /* Why the warm worker's jail could not be completed ("" when it was). */
 static char jail_why[256];
+/* The memory limit the address-space limit was set for (0: not yet). */
+static size_t g_as_for;
 
 /* MBXH_WP_CREATE: the limits, the grants, the address-space limit, then the state. */
 static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer *w) {
@@ -569,6 +581,9 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   uint32_t served = mbxH_wp_get_u32(&r);
   uint32_t count = mbxH_wp_get_u32(&r);
   if (r.bad || count > r.left) return -1;
+  /* A one-tenant worker's next sandbox: nothing of the last one's grants stays. */
+  free(g_port.fns);
+  free(g_port.names);
   g_port.fns = calloc(count ? count : 1, sizeof *g_port.fns);
   g_port.names = malloc(r.left + 1);
   if (g_port.fns == NULL || g_port.names == NULL) return -1;
@@ -628,7 +643,7 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
     mbxV_pool_free(g_pool);
     g_pool = NULL;
   }
-  ws->pool = g_pool ? g_pool : mbxV_pool_new(1);
+  if (ws->pool == NULL) ws->pool = g_pool ? g_pool : mbxV_pool_new(1);
   if (ws->pool == NULL) return -1;
   /* The warm worker jailed itself before it was handed out (serve); a jail that could not be
      completed is this sandbox's error, and no guest byte is ever read by this process. */
@@ -638,15 +653,28 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   }
   /* The jail's last step, under the filter, before anything of the guest arrives. */
   char why[256] = "";
-  if (mbxH_jail_limits(mbxV_slot_size_for(cfg->memory_limit), cfg->memory_limit, why,
-                       sizeof why) != 0) {
-    send_status(g_port.fd, w, 2, 0, why);
+  if (g_as_for == 0) {
+    if (mbxH_jail_limits(mbxV_slot_size_for(cfg->memory_limit), cfg->memory_limit, why,
+                         sizeof why) != 0) {
+      send_status(g_port.fd, w, 2, 0, why);
+      return -1;
+    }
+    g_as_for = cfg->memory_limit ? cfg->memory_limit : 1;
+  } else if (g_as_for != cfg->memory_limit) {
+    /* The parent reuses a worker only for the memory limit it was made for. */
+    send_status(g_port.fd, w, 2, 0, "a reused worker's address-space limit is for another "
+                                    "memory limit");
     return -1;
   }
   /* The warm state is rebuilt from the template with this sandbox's configuration (nothing of
      the warm run survives a reset); a state of another class is made anew. */
+  /* A state of the last sandbox (a one-tenant worker's) is reset too, and its checkpoint
+     goes: the next sandbox starts from the template like any other. */
+  mbxV_checkpoint_free(&ws->checkpoint);
+  memset(&ws->checkpoint, 0, sizeof ws->checkpoint);
+  served_sandboxes++;
   mbxV_new_result made;
-  if (ws->vm && ws->pool == g_pool) {
+  if (ws->vm) {
     made = mbxV_vm_reset(ws->vm, cfg, mbxL_open_sandbox);
   } else {
     ws->vm = NULL;
@@ -744,6 +772,9 @@ static void serve(int fd) {
       break;
     case MBXH_WP_RESUME:
       resume(&ws, buf, len, &w);
+      break;
+    case MBXH_WP_CREATE: /* the next sandbox of a one-tenant runtime */
+      if (create(&ws, buf, len, &w) != 0) die_quietly();
       break;
     case MBXH_WP_RESET: {
       mbxH_wp_reader r;

@@ -193,7 +193,16 @@ typedef enum mbx_runtime_cap {
      saying why, and is replaced (at the sandbox's reset). Not forwarded to a worker yet:
      exec (not granted there). Only while no sandbox is live (MBX_INVALID_ARGUMENT
      otherwise). */
-  MBX_CAP_ISOLATE = 5
+  MBX_CAP_ISOLATE = 5,
+  /* Whether the host marks its isolated sandboxes as one tenant: 0 (the default) each sandbox
+     gets a worker process of its own that no other sandbox ever uses; 1 a freed sandbox's
+     worker may serve the runtime's next sandbox of the same memory limit, one at a time,
+     after a reset to the pristine state (no global, file or checkpoint survives it) instead
+     of a fork: cheaper, but a VM compromised by one sandbox's code could keep what it
+     learned for the next one, so only for sandboxes that trust each other (one user, one
+     agent). Never a worker whose sandbox was poisoned, paused or ran 1000 runs. Any time;
+     takes effect at the next free. Usage: the workers kept for reuse (at most 8). */
+  MBX_CAP_ONE_TENANT = 6
 } mbx_runtime_cap;
 
 #define MBX_ISOLATE_NONE 0
