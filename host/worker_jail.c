@@ -88,8 +88,10 @@ int mbxH_jail_process(int keep_fd, pid_t parent) {
   if (fl < 0 || fcntl(keep_fd, F_SETFD, fl | FD_CLOEXEC) != 0) return -1;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
   applied |= MBXH_JAIL_NO_NEW_PRIVS;
-  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return -1;
+  /* Not dumpable only once the uid is dropped: a non-dumpable process's /proc/self files
+     belong to root, and a non-root worker must still write its user namespace's uid_map. */
   if (drop_root() != 0) return -1;
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return -1;
   struct rlimit core = {0, 0};
   if (setrlimit(RLIMIT_CORE, &core) != 0) return -1;
   struct rlimit cpu = {JAIL_CPU_SECONDS, JAIL_CPU_SECONDS};

@@ -101,8 +101,11 @@ static void test_workers_are_in_new_namespaces(void **state) {
   json_t *j = status_of(MBX_TEST_WORKER, 0);
   int applied = json_is_true(json_object_get(j, "pid_namespace"));
   json_decref(j);
-  if (!applied) {
-    if (geteuid() == 0) fail_msg("as root, the workers must get their namespaces");
+  if (!applied && geteuid() == 0) fail_msg("as root, the workers must get their namespaces");
+  if (!applied || geteuid() != 0) {
+    /* Not root: a worker's /proc/<pid>/ns links are not readable (it is not dumpable and in
+       another user namespace), so only the report is checked (above). */
+    print_message("SKIP: reading the workers' /proc/<pid>/ns needs root\n");
     skip();
   }
   mbx_error err;
