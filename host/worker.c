@@ -231,7 +231,7 @@ static void proc_kill(wproc *p) {
 
 /* Close a worker's fds once it is killed; the zygote reaps it (asynchronously when nobody
    needs the reason). */
-static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap);
+static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill);
 
 static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   if (access(pool->path, X_OK) != 0) {
@@ -327,7 +327,7 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
       pool->warm[pool->nwarm++] = p;
     } else {
       proc_kill(&p);
-      proc_forget(pool, &p, 1);
+      proc_forget(pool, &p, 1, 0);
     }
     return 0;
   }
@@ -357,7 +357,10 @@ static int zygote_send(mbxH_wpool *pool) {
                    ZYGOTE_DEADLINE) == IO_OK ? 0 : -1;
 }
 
-static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap) {
+/* refill: ask the zygote, in the same frame, to fork what the warm pool lacks once it has
+   reaped (one wake-up of the zygote per sandbox, after the sandbox is gone, rather than one
+   while the next sandbox is being made). */
+static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill) {
   close_fd(&p->sock);
   close_fd(&p->pidfd);
   /* Read what the zygote already answered first: a host that frees many sandboxes without
@@ -368,9 +371,15 @@ static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap) {
       break;
   }
   if (send_reap && pool->zpid > 0 && p->pid > 0) {
+    int want = refill ? MBXH_WORKER_WARM - pool->nwarm - pool->requested : 0;
+    if (want < 0) want = 0;
     mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
     mbxH_wp_u64(&pool->w, (uint64_t)p->pid);
-    if (zygote_send(pool) == 0) pool->reaps_pending++;
+    mbxH_wp_u32(&pool->w, (uint32_t)want);
+    if (zygote_send(pool) == 0) {
+      pool->reaps_pending++;
+      pool->requested += want;
+    }
   }
   p->pid = 0;
 }
@@ -379,11 +388,12 @@ static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap) {
 static int proc_end(mbxH_wpool *pool, wproc *p) {
   proc_kill(p);
   pid_t pid = p->pid;
-  proc_forget(pool, p, 0);
+  proc_forget(pool, p, 0, 0);
   int status = -1, got = 0;
   if (pool->zpid <= 0 || pid <= 0) return -1;
   mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
   mbxH_wp_u64(&pool->w, (uint64_t)pid);
+  mbxH_wp_u32(&pool->w, 0);
   if (zygote_send(pool) != 0) return -1;
   while (!got)
     if (zygote_read(pool, pid, &status, &got) != 0) {
@@ -396,12 +406,12 @@ static int proc_end(mbxH_wpool *pool, wproc *p) {
 static void drop_warm(mbxH_wpool *pool) {
   for (int i = 0; i < pool->nwarm; i++) {
     proc_kill(&pool->warm[i]);
-    proc_forget(pool, &pool->warm[i], 1);
+    proc_forget(pool, &pool->warm[i], 1, 0);
   }
   pool->nwarm = 0;
   for (int i = 0; i < pool->nkept; i++) {
     proc_kill(&pool->kept[i]);
-    proc_forget(pool, &pool->kept[i], 1);
+    proc_forget(pool, &pool->kept[i], 1, 0);
   }
   pool->nkept = 0;
 }
@@ -451,12 +461,21 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
       pthread_mutex_unlock(&pool->mu);
       return MBX_UNSUPPORTED;
     }
-    int broken = 0;
+    int broken = 0, dry = pool->nwarm == 0;
     if (pool->nwarm == 0 && pool->requested == 0) broken = request_spawns(pool, 1) != 0;
     while (!broken && pool->nwarm == 0 && pool->requested > 0)
       broken = zygote_read(pool, 0, NULL, NULL) != 0;
     if (!broken && pool->nwarm > 0) {
       *p = pool->warm[--pool->nwarm];
+      /* The pool ran dry (a host making sandboxes faster than it frees them): refill now, so
+         the zygote forks the next ones while this one is made. Otherwise the refill rides
+         with the reap of a freed sandbox's worker (proc_forget): a fork now would compete
+         with this sandbox's creation for the CPU. */
+      int want = MBXH_WORKER_WARM - pool->nwarm - pool->requested;
+      if (dry && want > 0 && request_spawns(pool, want) != 0) {
+        drop_warm(pool);
+        zygote_stop(pool);
+      }
       atomic_fetch_add(&pool->live, 1);
       pthread_mutex_unlock(&pool->mu);
       return MBX_OK;
@@ -472,20 +491,6 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
   return MBX_NO_MEMORY;
 }
 
-/* Refill the warm pool ahead of demand. Called once the taken worker has answered its CREATE,
-   not at the take: a new worker's warm-up (its state, its filter: about 0.5 ms of CPU) would
-   otherwise compete for the CPU with the very sandbox being made (on 2 busy cores the woken
-   worker then waited up to a scheduler slice, 1 ms, behind its new sibling). */
-static void pool_refill(mbxH_wpool *pool) {
-  pthread_mutex_lock(&pool->mu);
-  int want = MBXH_WORKER_WARM - pool->nwarm - pool->requested;
-  if (pool->zpid > 0 && request_spawns(pool, want) != 0) {
-    drop_warm(pool);
-    zygote_stop(pool);
-  }
-  pthread_mutex_unlock(&pool->mu);
-}
-
 /* A one-tenant runtime's freed sandbox: its healthy worker is kept for the next sandbox of the
    same memory limit (which resets it to a pristine state with its CREATE); when the pool
    keeps enough already, it is ended. */
@@ -495,7 +500,7 @@ static void pool_keep(mbxH_wpool *pool, wproc *p) {
     pool->kept[pool->nkept++] = *p;
   } else {
     proc_kill(p);
-    proc_forget(pool, p, 1);
+    proc_forget(pool, p, 1, 1);
   }
   atomic_fetch_sub(&pool->live, 1);
   pthread_mutex_unlock(&pool->mu);
@@ -518,7 +523,7 @@ static int pool_release(mbxH_wpool *pool, wproc *p, int want_status, int crashed
     st = proc_end(pool, p);
   } else {
     proc_kill(p);
-    proc_forget(pool, p, 1);
+    proc_forget(pool, p, 1, 1);
   }
   if (crashed) {
     pool->crash_at[pool->crash_next++ % CRASH_BURST] = now_ns();
@@ -1056,7 +1061,6 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
       return MBX_INTERNAL_ERROR;
     }
   }
-  pool_refill(ws->pool);
   uint32_t code;
   char msg[256];
   if (read_status(ws, &code, msg, sizeof msg) != 0) {

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -857,6 +858,32 @@ static int send_spawned(int zfd, mbxH_wp_writer *w, pid_t pid, int sock, int pid
   return s == (ssize_t)w->len ? 0 : -1;
 }
 
+/* The scheduler slice of a worker, set right after the fork (the zygote keeps the default:
+   with a short slice its wake-up at every spawn request preempted the host's thread that sent
+   it, for the length of a fork, 150-300 us of each sandbox's creation). A worker
+   sleeps until a frame arrives and then computes for microseconds, and with the default slice
+   (about 3 ms on 2 CPUs) a worker woken on a busy machine waited for the running task's slice
+   to end -- a fresh sandbox's CREATE took 1 ms of wake-up for 30 us of work. A short slice
+   (Linux 6.12+, EEVDF: sched_attr.sched_runtime for SCHED_OTHER, no privilege needed) makes
+   its deadline early, so it runs soon after it wakes; it gives nothing else up (the nice
+   level and policy stay). Older kernels refuse it: nothing changes then. */
+#define ZYGOTE_SLICE_NS 100000u
+#define ZYGOTE_NICE 5
+
+struct zygote_sched_attr {
+  uint32_t size, policy;
+  uint64_t flags;
+  int32_t nice;
+  uint32_t priority;
+  uint64_t runtime, deadline, period;
+};
+
+static void short_slice(void) {
+  struct zygote_sched_attr a = {.size = sizeof a, .policy = 0 /* SCHED_OTHER */,
+                                .runtime = ZYGOTE_SLICE_NS};
+  (void)syscall(SYS_sched_setattr, 0, &a, 0);
+}
+
 /* ---- the workers' namespaces ---- */
 
 /* Set at the zygote's start when the kernel allows them (as root; otherwise inside a user
@@ -958,6 +985,8 @@ static void spawn_one(int zfd, mbxH_wp_writer *w) {
   if (pid == 0) {
     /* The worker: only its end of the pair, at WORKER_FD, then the first steps of the jail. */
     if (dup2(sv[1], WORKER_FD) != WORKER_FD) _exit(4);
+    (void)setpriority(PRIO_PROCESS, 0, 0); /* the zygote's ZYGOTE_NICE, undone as root */
+    short_slice();
     if (mbxH_jail_process(WORKER_FD, parent) != 0) _exit(5);
     mbxH_wp_writer_free(w);
     serve(WORKER_FD);
@@ -986,36 +1015,17 @@ static void spawn_one(int zfd, mbxH_wp_writer *w) {
   close(pidfd);
 }
 
-/* The scheduler slice of the zygote and the workers it forks (they inherit it): a worker
-   sleeps until a frame arrives and then computes for microseconds, and with the default slice
-   (about 3 ms on 2 CPUs) a worker woken on a busy machine waited for the running task's slice
-   to end -- a fresh sandbox's CREATE took 1 ms of wake-up for 30 us of work. A short slice
-   (Linux 6.12+, EEVDF: sched_attr.sched_runtime for SCHED_OTHER, no privilege needed) makes
-   its deadline early, so it runs soon after it wakes; it gives nothing else up (the nice
-   level and policy stay). Older kernels refuse it: nothing changes then. */
-#define ZYGOTE_SLICE_NS 100000u
-
-struct zygote_sched_attr {
-  uint32_t size, policy;
-  uint64_t flags;
-  int32_t nice;
-  uint32_t priority;
-  uint64_t runtime, deadline, period;
-};
-
-static void short_slice(void) {
-  struct zygote_sched_attr a = {.size = sizeof a, .policy = 0 /* SCHED_OTHER */,
-                                .runtime = ZYGOTE_SLICE_NS};
-  (void)syscall(SYS_sched_setattr, 0, &a, 0);
-}
-
 static int zygote(void) {
   int zfd = ZYGOTE_FD;
   mbxH_wp_writer w = {0};
   unsigned char *buf = NULL;
   size_t cap = 0, len = 0;
   signal(SIGPIPE, SIG_IGN);
-  short_slice();
+  /* The zygote forks in the background: a lower priority keeps its wake-up at a reap or spawn
+     request from preempting the host thread that sent it (a freed or new sandbox waited for
+     a fork). Its workers go back to the default priority where they may (as root); a non-root
+     host's workers stay at nice 5, below its own threads. */
+  setpriority(PRIO_PROCESS, 0, ZYGOTE_NICE);
   enter_namespaces();
   /* Work every worker would repeat, done once (failures only make workers slower). */
   (void)mbxH_jail_prepare();
@@ -1036,7 +1046,8 @@ static int zygote(void) {
       if (mbxH_wp_end(&r) != 0 || probe(zfd, &w) != 0) return 1;
     } else if (t == MBXH_WP_REAP) {
       pid_t pid = (pid_t)mbxH_wp_get_u64(&r);
-      if (mbxH_wp_end(&r) != 0) return 1;
+      uint32_t refill = mbxH_wp_get_u32(&r);
+      if (mbxH_wp_end(&r) != 0 || refill > 64) return 1;
       int st = 0;
       pid_t got;
       do got = waitpid(pid, &st, 0);
@@ -1045,6 +1056,9 @@ static int zygote(void) {
       mbxH_wp_u64(&w, (uint64_t)pid);
       mbxH_wp_u64(&w, got == pid ? (uint64_t)(unsigned)st : UINT64_MAX);
       if (send_frame(zfd, &w) != 0) return 1;
+      /* The parent's refill of the warm pool rides with the reap of the worker it replaces. */
+      if (refill && !namespace_alive()) return 1;
+      for (uint32_t i = 0; i < refill; i++) spawn_one(zfd, &w);
     } else {
       return 1;
     }

@@ -43,7 +43,7 @@ typedef enum mbxH_wp_type {
   /* parent <-> zygote */
   MBXH_WP_SPAWN = 40,     /* fork a worker */
   MBXH_WP_SPAWNED = 41,   /* its pid; its socket and pidfd ride along (SCM_RIGHTS) */
-  MBXH_WP_REAP = 42,      /* wait for a dead worker */
+  MBXH_WP_REAP = 42,      /* wait for a dead worker, then fork n (the warm pool's refill) */
   MBXH_WP_REAPED = 43,    /* its wait status */
   MBXH_WP_PROBE = 44,     /* what the jail applies (moonbox doctor) */
   MBXH_WP_PROBED = 45     /* u32 MBXH_JAIL_* | MBXH_WP_NS_* bits */
