@@ -613,7 +613,9 @@ static int sandboxes_in_turn(fixture *f, const mbx_policy *p, int count) {
     if (sb == NULL) fail_msg("sandbox %d: %s", i, err.message);
     want_value(sb, "return leak", "null");
     if (int_of(sb, "leak = 'secret' .. 1 return __test_served()") > 1) reused++;
-    assert_int_equal(mbx_sandbox_checkpoint(sb, &err), MBX_OK);
+    /* A checkpoint the next sandbox must not inherit (not in MBX_ARENA_MALLOC builds). */
+    mbx_status ck = mbx_sandbox_checkpoint(sb, &err);
+    if (ck != MBX_UNSUPPORTED) assert_int_equal(ck, MBX_OK);
     mbx_sandbox_free(sb);
   }
   return reused;
@@ -729,13 +731,23 @@ static void test_many_live_workers(void **state) {
   assert_true(fds1 <= fds0 + 4 && fds1 >= fds0 - 4);
 }
 
-/* MBX_TEST_POOL_RUNS (default 10,000) runs through the pool, each on a fresh sandbox (a
-   worker taken, created, run, freed, reaped; MBX_TEST_RUNS_PER_SANDBOX to run more on each),
-   with no growth in processes, fds or this process's RSS. */
+/* Under ASan a worker starts in tens of milliseconds and freed memory sits in the
+   quarantine (the RSS grows by design): fewer runs, and no RSS bound. */
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_RUNS_DEFAULT 500
+#define RSS_BOUNDED 0
+#else
+#define POOL_RUNS_DEFAULT 10000
+#define RSS_BOUNDED 1
+#endif
+
+/* MBX_TEST_POOL_RUNS (default 10,000; 500 under ASan) runs through the pool, each on a fresh
+   sandbox (a worker taken, created, run, freed, reaped; MBX_TEST_RUNS_PER_SANDBOX to run more
+   on each), with no growth in processes, fds or this process's RSS. */
 static void test_ten_thousand_runs(void **state) {
   fixture *f = *state;
   mbx_error err;
-  int n = env_count("MBX_TEST_POOL_RUNS", 10000);
+  int n = env_count("MBX_TEST_POOL_RUNS", POOL_RUNS_DEFAULT);
   int per = env_count("MBX_TEST_RUNS_PER_SANDBOX", 1);
   mbx_sandbox *sb = NULL;
   int fds0 = 0, procs0 = 0;
@@ -766,7 +778,7 @@ static void test_ten_thousand_runs(void **state) {
   /* Warm workers and queued reaps vary by a few; a leak would be one per sandbox. */
   assert_true(procs1 <= procs0 + 4);
   assert_true(fds1 <= fds0 + 4);
-  assert_true(rss1 <= rss0 + 2048);
+  if (RSS_BOUNDED) assert_true(rss1 <= rss0 + 2048);
 }
 
 int main(void) {
