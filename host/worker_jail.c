@@ -91,6 +91,10 @@ int mbxH_jail_process(int keep_fd, pid_t parent) {
   /* Not dumpable only once the uid is dropped: a non-dumpable process's /proc/self files
      belong to root, and a non-root worker must still write its user namespace's uid_map. */
   if (drop_root() != 0) return -1;
+  /* A change of uid clears the parent-death signal: set it again, and check again that the
+     zygote did not die in between (else the worker, or the pid namespace's init, would
+     outlive it). */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) return -1;
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return -1;
   struct rlimit core = {0, 0};
   if (setrlimit(RLIMIT_CORE, &core) != 0) return -1;

@@ -1015,6 +1015,13 @@ static void spawn_one(int zfd, mbxH_wp_writer *w) {
   close(pidfd);
 }
 
+/* Every way out of the zygote ends the pid namespace's init first (and with it any worker
+   left in the namespace): an init outlives its zygote otherwise, holding both namespaces. */
+static int zygote_end(int code) {
+  if (g_init > 0) kill(g_init, SIGKILL);
+  return code;
+}
+
 static int zygote(void) {
   int zfd = ZYGOTE_FD;
   mbxH_wp_writer w = {0};
@@ -1037,17 +1044,17 @@ static int zygote(void) {
     mbxH_wp_reader_init(&r, buf, len);
     if (t == MBXH_WP_SPAWN) {
       uint32_t count = mbxH_wp_get_u32(&r);
-      if (mbxH_wp_end(&r) != 0 || count > 64) return 1;
+      if (mbxH_wp_end(&r) != 0 || count > 64) return zygote_end(1);
       /* Its init killed (from outside: nothing inside may signal it), the pid namespace took
          every worker with it and cannot be forked into: the parent starts a new zygote. */
-      if (!namespace_alive()) return 1;
+      if (!namespace_alive()) return zygote_end(1);
       for (uint32_t i = 0; i < count; i++) spawn_one(zfd, &w);
     } else if (t == MBXH_WP_PROBE) {
-      if (mbxH_wp_end(&r) != 0 || probe(zfd, &w) != 0) return 1;
+      if (mbxH_wp_end(&r) != 0 || probe(zfd, &w) != 0) return zygote_end(1);
     } else if (t == MBXH_WP_REAP) {
       pid_t pid = (pid_t)mbxH_wp_get_u64(&r);
       uint32_t refill = mbxH_wp_get_u32(&r);
-      if (mbxH_wp_end(&r) != 0 || refill > 64) return 1;
+      if (mbxH_wp_end(&r) != 0 || refill > 64) return zygote_end(1);
       int st = 0;
       pid_t got;
       do got = waitpid(pid, &st, 0);
@@ -1055,16 +1062,15 @@ static int zygote(void) {
       mbxH_wp_begin(&w, MBXH_WP_REAPED);
       mbxH_wp_u64(&w, (uint64_t)pid);
       mbxH_wp_u64(&w, got == pid ? (uint64_t)(unsigned)st : UINT64_MAX);
-      if (send_frame(zfd, &w) != 0) return 1;
+      if (send_frame(zfd, &w) != 0) return zygote_end(1);
       /* The parent's refill of the warm pool rides with the reap of the worker it replaces. */
-      if (refill && !namespace_alive()) return 1;
+      if (refill && !namespace_alive()) return zygote_end(1);
       for (uint32_t i = 0; i < refill; i++) spawn_one(zfd, &w);
     } else {
-      return 1;
+      return zygote_end(1);
     }
   }
-  if (g_init > 0) kill(g_init, SIGKILL);
-  return 0;
+  return zygote_end(0);
 }
 
 #if defined(__SANITIZE_ADDRESS__)

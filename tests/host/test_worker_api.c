@@ -2,6 +2,7 @@
    mbx_runtime_worker_status; moonbox doctor prints it), and that the workers really are in
    the namespaces it reports: a new pid and network namespace each, as root. */
 #include <dirent.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,11 +140,76 @@ static void test_workers_are_in_new_namespaces(void **state) {
   mbx_runtime_free(rt);
 }
 
+/* Gone, or a zombie waiting for whoever reaps orphans: not running. */
+static int ended(pid_t pid) {
+  char path[64], line[128];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 1;
+  int zombie = 0;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "State:", 6) == 0) zombie = strchr(line, 'Z') != NULL;
+  fclose(f);
+  return zombie;
+}
+
+static int all_ended(const pid_t *pids, int n) {
+  /* Generous: the machine is loaded. */
+  for (int tries = 0; tries < 3000; tries++) {
+    int left = 0;
+    for (int i = 0; i < n; i++) left += !ended(pids[i]);
+    if (left == 0) return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+/* No process of a zygote outlives it: not its pid namespace's init (it once did, every time a
+   runtime was freed: the zygote's last answer failed and it left without ending the init),
+   not a worker, whether the runtime is freed or the zygote is killed from outside (a change
+   of uid clears the parent-death signal: the jail sets it again after dropping root). */
+static void test_nothing_outlives_the_zygote(void **state) {
+  (void)state;
+  mbx_error err;
+  mbx_policy *p = mbx_policy_new();
+  for (int kill_it = 0; kill_it < 2; kill_it++) {
+    mbx_runtime *rt = mbx_runtime_new(&err);
+    assert_int_equal(mbx_runtime_set_path(rt, MBX_PATH_WORKER, MBX_TEST_WORKER, &err), MBX_OK);
+    assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err), MBX_OK);
+    mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+    assert_non_null(sb);
+    mbx_result *res;
+    assert_int_equal(mbx_run(sb, "return 1", 8, NULL, 0, &res, &err), MBX_OK);
+    mbx_result_free(res);
+    pid_t zygote[4], kids[64];
+    assert_int_equal(children(getpid(), zygote, 4), 1);
+    int n = children(zygote[0], kids, 64);
+    assert_true(n >= 2);
+    if (kill_it) {
+      assert_int_equal(kill(zygote[0], SIGKILL), 0);
+      if (!all_ended(kids, n)) fail_msg("a child of the killed zygote is still running");
+      /* The runtime notices and starts a new zygote. */
+      mbx_sandbox_free(sb);
+      sb = mbx_sandbox_new(rt, p, &err);
+      if (sb == NULL) fail_msg("after the zygote was killed: %s", err.message);
+      assert_int_equal(mbx_run(sb, "return 2", 8, NULL, 0, &res, &err), MBX_OK);
+      mbx_result_free(res);
+      assert_int_equal(children(getpid(), zygote, 4), 1);
+      n = children(zygote[0], kids, 64);
+    }
+    mbx_sandbox_free(sb);
+    mbx_runtime_free(rt);
+    if (!all_ended(kids, n)) fail_msg("a child of the freed runtime's zygote is still running");
+  }
+  mbx_policy_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_reports_the_jail),
       cmocka_unit_test(test_status_without_a_worker),
       cmocka_unit_test(test_workers_are_in_new_namespaces),
+      cmocka_unit_test(test_nothing_outlives_the_zygote),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
