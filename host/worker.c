@@ -1085,7 +1085,7 @@ static void release(wsb *ws) {
        whose sandbox was poisoned (a limit, a crash, a protocol error), paused mid-call, or
        at its run budget. */
     if (atomic_load(&ws->rt->one_tenant) && p.sock >= 0 && !ws->tainted && !ws->paused &&
-        ws->runs < MBXH_WORKER_RUNS_MAX)
+        ws->runs < MBXH_WORKER_TENANT_RUNS_MAX)
       pool_keep(ws->pool, &p);
     else
       pool_release(ws->pool, &p, 0, 0);

@@ -23,6 +23,9 @@ unsigned mbxH_wpool_kept(mbxH_wpool *pool);
 /* Live isolated sandboxes (for MBX_CAP_SANDBOXES). */
 unsigned mbxH_wpool_live(mbxH_wpool *pool);
 
+/* Runs after which a one-tenant runtime's worker is ended instead of kept for the next
+   sandbox (MBX_CAP_ONE_TENANT). */
+#define MBXH_WORKER_TENANT_RUNS_MAX 1000
 /* Warm workers the pool keeps forked ahead of demand. */
 #define MBXH_WORKER_WARM 2
 /* The hard SIGKILL backstop of a run: 2x its time limit plus this grace, or the default when
