@@ -3,13 +3,14 @@
    fresh sandbox + run + free from the warm pool, the cold start of a runtime's first worker,
    and the memory of an idle worker. Prints medians; never a test.
    Usage: bench_worker [ITERATIONS]   (the worker is the moonbox-worker next to this binary's
-   build directory, MBX_BENCH_WORKER) */
+   build directory, MBX_BENCH_WORKER; MBX_BENCH_LIVE_WORKERS live sandboxes, default 1,000) */
 #include <dirent.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,10 @@ static double median(double *v, int n) {
 static mbx_runtime *runtime(int isolate) {
   mbx_error err;
   mbx_runtime *rt = mbx_runtime_new(&err);
+  if (rt && isolate == 2 && mbx_runtime_set_cap(rt, MBX_CAP_ONE_TENANT, 1, &err) != MBX_OK) {
+    fprintf(stderr, "bench_worker: %s\n", err.message);
+    exit(1);
+  }
   if (rt && isolate &&
       (mbx_runtime_set_path(rt, MBX_PATH_WORKER, MBX_BENCH_WORKER, &err) != MBX_OK ||
        mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err) != MBX_OK)) {
@@ -77,12 +82,14 @@ static double live_round_trip(int isolate, int n) {
 }
 
 /* new + run + free; pace_us > 0 leaves the zygote that long between sandboxes to refill the
-   warm pool (the steady state of a host that does not create sandboxes back to back). */
-static double fresh_sandbox(int isolate, int n, int pace_us) {
+   warm pool (the steady state of a host that does not create sandboxes back to back). The
+   medians of the three steps go to steps[3] (new, run, free) when it is not NULL. */
+static double fresh_sandbox(int isolate, int n, int pace_us, double steps[3]) {
   mbx_runtime *rt = runtime(isolate);
   mbx_policy *p = mbx_policy_new();
   mbx_error err;
-  double *v = malloc(sizeof *v * (size_t)n);
+  double *v = malloc(sizeof *v * (size_t)n * 4);
+  double *sv[3] = {v + n, v + 2 * n, v + 3 * n};
   for (int i = 0; i < n + 20; i++) {
     if (pace_us) usleep((useconds_t)pace_us);
     uint64_t t0 = now_ns();
@@ -91,11 +98,20 @@ static double fresh_sandbox(int isolate, int n, int pace_us) {
       fprintf(stderr, "bench_worker: %s\n", err.message);
       exit(1);
     }
+    uint64_t t1 = now_ns();
     run_once(sb);
+    uint64_t t2 = now_ns();
     mbx_sandbox_free(sb);
-    if (i >= 20) v[i - 20] = (double)(now_ns() - t0) / 1000.0;
+    uint64_t t3 = now_ns();
+    if (i >= 20) {
+      v[i - 20] = (double)(t3 - t0) / 1000.0;
+      sv[0][i - 20] = (double)(t1 - t0) / 1000.0;
+      sv[1][i - 20] = (double)(t2 - t1) / 1000.0;
+      sv[2][i - 20] = (double)(t3 - t2) / 1000.0;
+    }
   }
   double m = median(v, n);
+  for (int k = 0; k < 3 && steps; k++) steps[k] = median(sv[k], n);
   free(v);
   mbx_policy_free(p);
   mbx_runtime_free(rt);
@@ -149,39 +165,84 @@ static long status_kb(pid_t pid, const char *file, const char *key) {
   return kb;
 }
 
-/* RSS and PSS of idle workers holding a live sandbox (the last-forked ones). */
-static void idle_rss(int count) {
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (e->d_name[0] != '.') n++;
+  if (d) closedir(d);
+  return n;
+}
+
+/* The zygote's children: the workers (and the pid namespace's init). */
+static int zygote_children(pid_t *zygote, pid_t *out, int max) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+  FILE *f = fopen(path, "r");
+  *zygote = 0;
+  if (f && fscanf(f, "%d", zygote) != 1) *zygote = 0;
+  if (f) fclose(f);
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)*zygote, (int)*zygote);
+  f = fopen(path, "r");
+  int n = 0, pid;
+  while (f && n < max && fscanf(f, "%d", &pid) == 1) out[n++] = pid;
+  if (f) fclose(f);
+  return n;
+}
+
+/* count isolated sandboxes alive at once, each after one run: the time to make them, the
+   RSS and PSS of their idle workers, and the processes and fds after they are freed. */
+static void live_workers(int count) {
   mbx_runtime *rt = runtime(1);
   mbx_policy *p = mbx_policy_new();
   mbx_error err;
   mbx_sandbox **sbs = calloc((size_t)count, sizeof *sbs);
+  mbx_sandbox *first = mbx_sandbox_new(rt, p, &err);
+  run_once(first);
+  mbx_sandbox_free(first);
+  int fds0 = count_fds();
+  pid_t zygote, *kids = malloc(sizeof *kids * ((size_t)count + 64));
+  int procs0 = zygote_children(&zygote, kids, count + 64);
+  uint64_t t0 = now_ns();
   for (int i = 0; i < count; i++) {
     sbs[i] = mbx_sandbox_new(rt, p, &err);
+    if (sbs[i] == NULL) {
+      fprintf(stderr, "bench_worker: sandbox %d: %s\n", i, err.message);
+      exit(1);
+    }
     run_once(sbs[i]);
   }
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
-  FILE *f = fopen(path, "r");
-  int zygote = 0;
-  if (f && fscanf(f, "%d", &zygote) != 1) zygote = 0;
-  if (f) fclose(f);
-  snprintf(path, sizeof path, "/proc/%d/task/%d/children", zygote, zygote);
-  f = fopen(path, "r");
+  double made_ms = (double)(now_ns() - t0) / 1e6;
+  int n = zygote_children(&zygote, kids, count + 64), measured = 0;
   long rss = 0, pss = 0;
-  int n = 0, pid;
-  while (f && fscanf(f, "%d", &pid) == 1) {
-    long r = status_kb(pid, "status", "VmRSS:"), s = status_kb(pid, "smaps_rollup", "Pss:");
-    if (r > 0) {
+  for (int i = 0; i < n; i++) {
+    long r = status_kb(kids[i], "status", "VmRSS:"), s = status_kb(kids[i], "smaps_rollup", "Pss:");
+    if (r > 64) { /* the pid namespace's init holds almost nothing: not a worker */
       rss += r;
       pss += s;
-      n++;
+      measured++;
     }
   }
-  if (f) fclose(f);
-  printf("idle worker (%d workers with a live sandbox after one run): RSS %.0f KiB, PSS %.0f "
-         "KiB each (mean); zygote RSS %ld KiB\n", n, n ? (double)rss / n : 0.0,
-         n ? (double)pss / n : 0.0, status_kb(zygote, "status", "VmRSS:"));
+  int fds_live = count_fds();
+  t0 = now_ns();
   for (int i = 0; i < count; i++) mbx_sandbox_free(sbs[i]);
+  double freed_ms = (double)(now_ns() - t0) / 1e6;
+  /* Freed workers are reaped as the zygote reads the queued requests. */
+  int procs1 = n;
+  for (int tries = 0; tries < 500; tries++) {
+    mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+    mbx_sandbox_free(sb);
+    procs1 = zygote_children(&zygote, kids, count + 64);
+    if (procs1 <= procs0 + 2) break;
+    usleep(10000);
+  }
+  printf("%d live isolated sandboxes: made (new + return 1+1 each) in %.0f ms (%.0f us each); "
+         "idle worker RSS %.0f KiB, PSS %.0f KiB (mean of %d); zygote RSS %ld KiB; parent fds "
+         "%d -> %d live; freed in %.0f ms; after: zygote children %d -> %d, fds %d -> %d\n",
+         count, made_ms, made_ms * 1000 / count, measured ? (double)rss / measured : 0.0,
+         measured ? (double)pss / measured : 0.0, measured, status_kb(zygote, "status", "VmRSS:"),
+         fds0, fds_live, freed_ms, procs0, procs1, fds0, count_fds());
+  free(kids);
   free(sbs);
   mbx_policy_free(p);
   mbx_runtime_free(rt);
@@ -194,14 +255,31 @@ int main(int argc, char **argv) {
   printf("return 1+1 on a live sandbox: in-process %.2f us, worker %.2f us (x%.1f)\n", in_live,
          w_live, w_live / in_live);
   int nf = n / 4 < 10 ? 10 : n / 4;
-  double in_fresh = fresh_sandbox(0, nf, 0), w_fresh = fresh_sandbox(1, nf, 0);
-  double w_paced = fresh_sandbox(1, nf, 2000);
+  double st_in[3], st_b2b[3], st_paced[3];
+  double in_fresh = fresh_sandbox(0, nf, 0, st_in), w_fresh = fresh_sandbox(1, nf, 0, st_b2b);
+  double w_paced = fresh_sandbox(1, nf, 2000, st_paced);
   printf("fresh sandbox + return 1+1 + free: in-process %.2f us, worker back to back %.2f us, "
          "worker from a refilled warm pool (2 ms apart) %.2f us\n", in_fresh, w_fresh, w_paced);
+  printf("  steps (new / run / free, medians): in-process %.2f / %.2f / %.2f us; worker back "
+         "to back %.2f / %.2f / %.2f us; worker paced %.2f / %.2f / %.2f us\n", st_in[0],
+         st_in[1], st_in[2], st_b2b[0], st_b2b[1], st_b2b[2], st_paced[0], st_paced[1],
+         st_paced[2]);
   int nc = 50;
   double cold = cold_start(nc), uns = unshare_true(nc);
   printf("cold start (new runtime: zygote exec + first worker + return 1+1): %.0f us; "
          "unshare -U -n /bin/true: %.0f us (difference %+.0f us)\n", cold, uns, cold - uns);
-  idle_rss(20);
+  /* One tenant (MBX_CAP_ONE_TENANT): the freed sandbox's worker serves the next one. */
+  double st_one[3];
+  double w_one = fresh_sandbox(2, nf, 0, st_one);
+  printf("fresh sandbox + return 1+1 + free, one-tenant runtime (a reused worker): %.2f us "
+         "(new / run / free %.2f / %.2f / %.2f us)\n", w_one, st_one[0], st_one[1], st_one[2]);
+  /* 1,000 workers: each holds a socket and a pidfd here. */
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  const char *live = getenv("MBX_BENCH_LIVE_WORKERS");
+  live_workers(live && atoi(live) > 0 ? atoi(live) : 1000);
   return 0;
 }

@@ -833,8 +833,18 @@ static int doctor_command(const mbxH_cli_options *opt) {
     return 1;
   }
   int ok = strstr(json, "\"available\":true") != NULL;
+  /* The worker's jail (--isolate process): reported, never required for the exit code. */
+  char *wjson = NULL;
+  if (mbx_runtime_worker_status(rt, &wjson, NULL, &err) != MBX_OK) wjson = NULL;
   if (opt->json) {
-    printf("%s\n", json);
+    /* {exec's members..., "worker": {...}}: the exec object with one member more. */
+    json_t *o = json_loads(json, 0, NULL), *w = wjson ? json_loads(wjson, 0, NULL) : NULL;
+    if (o && w) json_object_set_new(o, "worker", w);
+    else json_decref(w);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    printf("%s\n", text ? text : json);
+    free(text);
+    json_decref(o);
   } else {
     /* The JSON is flat enough to print as "key: value" lines. */
     printf("moonbox %s: exec backend %s\n", mbx_version(), ok ? "available" : "UNAVAILABLE");
@@ -863,7 +873,22 @@ static int doctor_command(const mbxH_cli_options *opt) {
       }
       printf("  %-16s %.*s\n", keys[i], (int)(end - v), v);
     }
+    json_t *w = wjson ? json_loads(wjson, 0, NULL) : NULL;
+    int wok = json_is_true(json_object_get(w, "available"));
+    printf("worker (--isolate process) %s\n", w == NULL ? "UNKNOWN (out of memory)"
+                                                        : wok ? "available" : "UNAVAILABLE");
+    const char *wkeys[] = {"reason", "worker", "uid", "no_new_privs", "seccomp",
+                           "pid_namespace", "net_namespace", NULL};
+    for (int i = 0; w && wkeys[i]; i++) {
+      json_t *v = json_object_get(w, wkeys[i]);
+      if (v == NULL || json_is_null(v)) continue;
+      char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+      printf("  %-16s %s\n", wkeys[i], t ? t : "?");
+      free(t);
+    }
+    json_decref(w);
   }
+  mbx_free(wjson);
   mbx_free(json);
   mbx_runtime_free(rt);
   return ok ? 0 : 1;

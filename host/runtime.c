@@ -249,6 +249,15 @@ MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, u
     return MBX_OK;
   case MBX_CAP_ISOLATE:
     return set_isolation(rt, value, err);
+  case MBX_CAP_ONE_TENANT:
+    if (value > 1) {
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: MBX_CAP_ONE_TENANT must "
+                     "be 0 (a worker per sandbox) or 1 (the sandboxes are one tenant), not %llu",
+                     (unsigned long long)value);
+      return MBX_INVALID_ARGUMENT;
+    }
+    atomic_store(&rt->one_tenant, (int)value);
+    return MBX_OK;
   }
   mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: unknown cap %d", (int)which);
   return MBX_INVALID_ARGUMENT;
@@ -271,6 +280,8 @@ MBX_API uint64_t mbx_runtime_get_cap(const mbx_runtime *rt, mbx_runtime_cap whic
     return mbxV_bcache_max(m->bytecode);
   case MBX_CAP_ISOLATE:
     return m->workers ? MBX_ISOLATE_PROCESS : MBX_ISOLATE_NONE;
+  case MBX_CAP_ONE_TENANT:
+    return (uint64_t)atomic_load(&m->one_tenant);
   }
   return 0;
 }
@@ -291,6 +302,8 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
     return stats.bytes;
   case MBX_CAP_ISOLATE:
     return mbxH_wpool_live(m->workers);
+  case MBX_CAP_ONE_TENANT:
+    return mbxH_wpool_kept(m->workers);
   }
   return 0;
 }

@@ -38,6 +38,7 @@ struct mbx_runtime {
   /* MBX_CAP_ISOLATE: the worker pool (host/worker.h), made with the first isolated sandbox's
      runtime setting; NULL in-process. */
   struct mbxH_wpool *workers;
+  _Atomic int one_tenant; /* MBX_CAP_ONE_TENANT: a worker may serve sandboxes one after another */
   char *paths[4]; /* mbx_runtime_set_path, indexed by mbx_runtime_path; NULL = default */
   /* The exec backend: bwrap and helper paths, the cached probe (capabilities/exec.h). Every
      sandbox's port points here: the runtime outlives its sandboxes. */

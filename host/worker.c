@@ -58,6 +58,8 @@
 #include "vm/arena.h"
 
 #define WARM_MAX 8
+/* Workers a one-tenant runtime keeps from freed sandboxes (more are ended). */
+#define KEPT_MAX 8
 /* Crashes within this window slow worker creation down. */
 #define CRASH_WINDOW_NS 1000000000ull
 #define CRASH_BURST 4
@@ -73,6 +75,11 @@ typedef struct wproc {
   pid_t pid;
   int sock;  /* -1: none */
   int pidfd;
+  /* A worker kept for the next sandbox of a one-tenant runtime (MBX_CAP_ONE_TENANT): the
+     memory limit its address-space limit was set for (only a sandbox of the same limit may
+     take it) and the runs it has served. */
+  uint64_t memory_limit;
+  unsigned runs;
 } wproc;
 
 struct mbxH_wpool {
@@ -82,6 +89,8 @@ struct mbxH_wpool {
   int zsock;
   wproc warm[WARM_MAX];
   int nwarm;
+  wproc kept[KEPT_MAX]; /* one-tenant runtimes: workers of freed sandboxes, for reuse */
+  int nkept;
   int requested;      /* SPAWNED replies still to read */
   int reaps_pending;  /* REAPED replies nobody waits for */
   _Atomic unsigned live;
@@ -92,6 +101,8 @@ struct mbxH_wpool {
   mbxH_wp_writer w;
   unsigned char *rbuf;
   size_t rcap;
+  uint32_t probed; /* the last MBXH_WP_PROBED */
+  int probe_got;
 };
 
 static uint64_t now_ns(void) {
@@ -220,7 +231,7 @@ static void proc_kill(wproc *p) {
 
 /* Close a worker's fds once it is killed; the zygote reaps it (asynchronously when nobody
    needs the reason). */
-static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap);
+static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill);
 
 static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   if (access(pool->path, X_OK) != 0) {
@@ -311,16 +322,22 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
       return -1;
     }
     if (pid <= 0) return 0; /* the fork failed (e.g. out of processes) */
-    wproc p = {(pid_t)pid, fds[0], fds[1]};
+    wproc p = {(pid_t)pid, fds[0], fds[1], 0, 0};
     if (pool->nwarm < WARM_MAX) {
       pool->warm[pool->nwarm++] = p;
     } else {
       proc_kill(&p);
-      proc_forget(pool, &p, 1);
+      proc_forget(pool, &p, 1, 0);
     }
     return 0;
   }
   for (int i = 0; i < nfds; i++) close(fds[i]);
+  if (type == MBXH_WP_PROBED) {
+    pool->probed = mbxH_wp_get_u32(&r);
+    if (mbxH_wp_end(&r) != 0) return -1;
+    pool->probe_got = 1;
+    return 0;
+  }
   if (type != MBXH_WP_REAPED) return -1;
   pid_t pid = (pid_t)mbxH_wp_get_u64(&r);
   uint64_t st = mbxH_wp_get_u64(&r);
@@ -340,7 +357,10 @@ static int zygote_send(mbxH_wpool *pool) {
                    ZYGOTE_DEADLINE) == IO_OK ? 0 : -1;
 }
 
-static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap) {
+/* refill: ask the zygote, in the same frame, to fork what the warm pool lacks once it has
+   reaped (one wake-up of the zygote per sandbox, after the sandbox is gone, rather than one
+   while the next sandbox is being made). */
+static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill) {
   close_fd(&p->sock);
   close_fd(&p->pidfd);
   /* Read what the zygote already answered first: a host that frees many sandboxes without
@@ -351,9 +371,15 @@ static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap) {
       break;
   }
   if (send_reap && pool->zpid > 0 && p->pid > 0) {
+    int want = refill ? MBXH_WORKER_WARM - pool->nwarm - pool->requested : 0;
+    if (want < 0) want = 0;
     mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
     mbxH_wp_u64(&pool->w, (uint64_t)p->pid);
-    if (zygote_send(pool) == 0) pool->reaps_pending++;
+    mbxH_wp_u32(&pool->w, (uint32_t)want);
+    if (zygote_send(pool) == 0) {
+      pool->reaps_pending++;
+      pool->requested += want;
+    }
   }
   p->pid = 0;
 }
@@ -362,11 +388,12 @@ static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap) {
 static int proc_end(mbxH_wpool *pool, wproc *p) {
   proc_kill(p);
   pid_t pid = p->pid;
-  proc_forget(pool, p, 0);
+  proc_forget(pool, p, 0, 0);
   int status = -1, got = 0;
   if (pool->zpid <= 0 || pid <= 0) return -1;
   mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
   mbxH_wp_u64(&pool->w, (uint64_t)pid);
+  mbxH_wp_u32(&pool->w, 0);
   if (zygote_send(pool) != 0) return -1;
   while (!got)
     if (zygote_read(pool, pid, &status, &got) != 0) {
@@ -379,9 +406,14 @@ static int proc_end(mbxH_wpool *pool, wproc *p) {
 static void drop_warm(mbxH_wpool *pool) {
   for (int i = 0; i < pool->nwarm; i++) {
     proc_kill(&pool->warm[i]);
-    proc_forget(pool, &pool->warm[i], 1);
+    proc_forget(pool, &pool->warm[i], 1, 0);
   }
   pool->nwarm = 0;
+  for (int i = 0; i < pool->nkept; i++) {
+    proc_kill(&pool->kept[i]);
+    proc_forget(pool, &pool->kept[i], 1, 0);
+  }
+  pool->nkept = 0;
 }
 
 static int request_spawns(mbxH_wpool *pool, int k) {
@@ -399,9 +431,22 @@ static void sleep_ns(uint64_t ns) {
   }
 }
 
-/* A warm worker for a new sandbox (*p), the zygote started or re-executed as needed. */
-static mbx_status pool_take(mbxH_wpool *pool, wproc *p, mbx_error *err) {
+/* A worker for a new sandbox (*p; *reused when it served a sandbox before): one kept for a
+   sandbox of this memory limit when the runtime is one tenant, else a warm one, the zygote
+   started or re-executed as needed. */
+static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_tenant, wproc *p,
+                            int *reused, mbx_error *err) {
   pthread_mutex_lock(&pool->mu);
+  *reused = 0;
+  for (int i = pool->nkept - 1; one_tenant && i >= 0; i--) {
+    if (pool->kept[i].memory_limit != memory_limit) continue;
+    *p = pool->kept[i];
+    pool->kept[i] = pool->kept[--pool->nkept];
+    *reused = 1;
+    atomic_fetch_add(&pool->live, 1);
+    pthread_mutex_unlock(&pool->mu);
+    return MBX_OK;
+  }
   uint64_t now = now_ns();
   /* Many crashes in a short time: slow down before giving out another worker. */
   uint64_t oldest = pool->crash_at[pool->crash_next % CRASH_BURST];
@@ -416,15 +461,18 @@ static mbx_status pool_take(mbxH_wpool *pool, wproc *p, mbx_error *err) {
       pthread_mutex_unlock(&pool->mu);
       return MBX_UNSUPPORTED;
     }
-    int broken = 0;
+    int broken = 0, dry = pool->nwarm == 0;
     if (pool->nwarm == 0 && pool->requested == 0) broken = request_spawns(pool, 1) != 0;
     while (!broken && pool->nwarm == 0 && pool->requested > 0)
       broken = zygote_read(pool, 0, NULL, NULL) != 0;
     if (!broken && pool->nwarm > 0) {
       *p = pool->warm[--pool->nwarm];
-      /* Refill ahead of demand: the zygote forks while this sandbox is set up. */
+      /* The pool ran dry (a host making sandboxes faster than it frees them): refill now, so
+         the zygote forks the next ones while this one is made. Otherwise the refill rides
+         with the reap of a freed sandbox's worker (proc_forget): a fork now would compete
+         with this sandbox's creation for the CPU. */
       int want = MBXH_WORKER_WARM - pool->nwarm - pool->requested;
-      if (request_spawns(pool, want) != 0) {
+      if (dry && want > 0 && request_spawns(pool, want) != 0) {
         drop_warm(pool);
         zygote_stop(pool);
       }
@@ -443,6 +491,29 @@ static mbx_status pool_take(mbxH_wpool *pool, wproc *p, mbx_error *err) {
   return MBX_NO_MEMORY;
 }
 
+/* A one-tenant runtime's freed sandbox: its healthy worker is kept for the next sandbox of the
+   same memory limit (which resets it to a pristine state with its CREATE); when the pool
+   keeps enough already, it is ended. */
+static void pool_keep(mbxH_wpool *pool, wproc *p) {
+  pthread_mutex_lock(&pool->mu);
+  if (pool->nkept < KEPT_MAX && pool->zpid > 0) {
+    pool->kept[pool->nkept++] = *p;
+  } else {
+    proc_kill(p);
+    proc_forget(pool, p, 1, 1);
+  }
+  atomic_fetch_sub(&pool->live, 1);
+  pthread_mutex_unlock(&pool->mu);
+}
+
+unsigned mbxH_wpool_kept(mbxH_wpool *pool) {
+  if (pool == NULL) return 0;
+  pthread_mutex_lock(&pool->mu);
+  unsigned n = (unsigned)pool->nkept;
+  pthread_mutex_unlock(&pool->mu);
+  return n;
+}
+
 /* The worker of a sandbox is done with: killed, and reaped by the zygote. With want_status,
    wait for its status (how it ended); else reap it later. */
 static int pool_release(mbxH_wpool *pool, wproc *p, int want_status, int crashed) {
@@ -452,7 +523,7 @@ static int pool_release(mbxH_wpool *pool, wproc *p, int want_status, int crashed
     st = proc_end(pool, p);
   } else {
     proc_kill(p);
-    proc_forget(pool, p, 1);
+    proc_forget(pool, p, 1, 1);
   }
   if (crashed) {
     pool->crash_at[pool->crash_next++ % CRASH_BURST] = now_ns();
@@ -486,6 +557,30 @@ void mbxH_wpool_free(mbxH_wpool *pool) {
   mbxH_wp_writer_free(&pool->w);
   free(pool->rbuf);
   free(pool);
+}
+
+mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, mbx_error *err) {
+  pthread_mutex_lock(&pool->mu);
+  mbx_status s = MBX_OK;
+  if (pool->zpid <= 0 && zygote_start(pool, err) != 0) {
+    s = MBX_UNSUPPORTED;
+  } else {
+    pool->probe_got = 0;
+    mbxH_wp_begin(&pool->w, MBXH_WP_PROBE);
+    int broken = zygote_send(pool) != 0;
+    while (!broken && !pool->probe_got) broken = zygote_read(pool, 0, NULL, NULL) != 0;
+    if (broken) {
+      drop_warm(pool);
+      if (pool->zpid > 0) kill(pool->zpid, SIGKILL);
+      zygote_stop(pool);
+      mbxU_error_set(err, MBX_INTERNAL_ERROR, "the worker zygote (%s) did not answer its probe",
+                     pool->path);
+      s = MBX_INTERNAL_ERROR;
+    }
+    *bits = pool->probed;
+  }
+  pthread_mutex_unlock(&pool->mu);
+  return s;
 }
 
 unsigned mbxH_wpool_live(mbxH_wpool *pool) {
@@ -897,7 +992,20 @@ static int read_status(wsb *ws, uint32_t *code, char *msg, size_t msg_size) {
   return 0;
 }
 
-static void put_create(wsb *ws) {
+/* The seed of the worker's next reseed, drawn here so it rides with CREATE or RESET (the
+   worker would otherwise ask for it in a round trip of its own): the same draw from the same
+   port at the same point, so recording and replay see what they always saw. */
+static void put_seed(wsb *ws, const uint64_t seed[2]) {
+  mbxH_wp_u64(&ws->w, seed[0]);
+  mbxH_wp_u64(&ws->w, seed[1]);
+}
+
+static void draw_seed(wsb *ws, uint64_t seed[2]) {
+  const mbxC_port *port = served_port(ws);
+  port->random_seed(port->ud, seed);
+}
+
+static void put_create(wsb *ws, const uint64_t seed[2]) {
   mbxH_wp_writer *w = &ws->w;
   const mbxC_port *port = served_port(ws);
   uint32_t served = 0;
@@ -923,23 +1031,29 @@ static void put_create(wsb *ws) {
     mbxH_wp_u8(w, (uint8_t)f->sig.nargs);
     for (int a = 0; a < f->sig.nargs; a++) mbxH_wp_u8(w, (uint8_t)f->sig.args[a]);
   }
+  put_seed(ws, seed);
 }
 
 /* Give the sandbox a fresh worker with a pristine state: 0, or an API status with err set. */
 static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
   wproc p;
+  uint64_t seed[2];
+  draw_seed(ws, seed); /* once: a retry on another worker sends the same */
   /* A warm worker may have died while idle (killed from outside, say): another one then. */
   for (int attempt = 0;; attempt++) {
-    mbx_status taken = pool_take(ws->pool, &p, err);
+    int reused;
+    mbx_status taken = pool_take(ws->pool, ws->cfg.memory_limit,
+                                 atomic_load(&ws->rt->one_tenant), &p, &reused, err);
     if (taken != MBX_OK) return taken;
+    p.memory_limit = ws->cfg.memory_limit;
     pthread_mutex_lock(&ws->sig_mu);
     ws->proc = p;
     pthread_mutex_unlock(&ws->sig_mu);
     ws->worker_gen++;
-    ws->runs = 0;
+    ws->runs = reused ? p.runs : 0; /* a reused worker is still recycled after N runs */
     ws->tainted = 0;
     ws->paused = 0;
-    put_create(ws);
+    put_create(ws, seed);
     if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) == 0) break;
     if (attempt == 2) {
       mbxU_error_set(err, MBX_INTERNAL_ERROR, "%s: the sandbox's worker failed while "
@@ -966,7 +1080,15 @@ static void release(wsb *ws) {
     wproc p = ws->proc;
     ws->proc.sock = ws->proc.pidfd = -1;
     ws->proc.pid = 0;
-    pool_release(ws->pool, &p, 0, 0);
+    p.runs = ws->runs;
+    /* One tenant: a worker that served this sandbox well may serve the next one. Never one
+       whose sandbox was poisoned (a limit, a crash, a protocol error), paused mid-call, or
+       at its run budget. */
+    if (atomic_load(&ws->rt->one_tenant) && p.sock >= 0 && !ws->tainted && !ws->paused &&
+        ws->runs < MBXH_WORKER_TENANT_RUNS_MAX)
+      pool_keep(ws->pool, &p);
+    else
+      pool_release(ws->pool, &p, 0, 0);
   }
   pthread_mutex_destroy(&ws->sig_mu);
   mbxC_port_record_free(&ws->record);
@@ -1019,7 +1141,7 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
   ws->rt = rt;
   ws->pool = rt->workers;
   pthread_mutex_init(&ws->sig_mu, NULL);
-  ws->proc = (wproc){0, -1, -1};
+  ws->proc = (wproc){0, -1, -1, 0, 0};
   ws->cfg = (mbxV_config){.memory_limit = (size_t)p->memory,
                           .instruction_limit = p->instructions,
                           .time_limit_ms = p->time_ms,
@@ -1102,7 +1224,7 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
     if (worker_alive(ws)) {
       pthread_mutex_lock(&ws->sig_mu);
       wproc p = ws->proc;
-      ws->proc = (wproc){0, -1, -1};
+      ws->proc = (wproc){0, -1, -1, 0, 0};
       pthread_mutex_unlock(&ws->sig_mu);
       pool_release(ws->pool, &p, 0, 0);
     }
@@ -1111,8 +1233,11 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
     if (s != MBX_OK) ws->heap = 0;
     return s;
   }
+  uint64_t seed[2];
+  draw_seed(ws, seed);
   mbxH_wp_begin(&ws->w, MBXH_WP_RESET);
   mbxH_wp_u64(&ws->w, ws->cfg.address_key);
+  put_seed(ws, seed);
   uint32_t code;
   char msg[256];
   if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) != 0 ||

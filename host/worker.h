@@ -2,6 +2,8 @@
 #ifndef MBX_HOST_WORKER_H
 #define MBX_HOST_WORKER_H
 
+#include <stdint.h>
+
 #include "include/moonbox.h"
 
 typedef struct mbxH_wpool mbxH_wpool;
@@ -12,9 +14,18 @@ typedef struct mbxH_wpool mbxH_wpool;
 mbxH_wpool *mbxH_wpool_new(const char *worker_path);
 /* Kill the warm workers and end the zygote (no process or fd is left). NULL is fine. */
 void mbxH_wpool_free(mbxH_wpool *pool);
+/* What a worker's jail applies on this machine: the zygote (started if need be) forks a child
+   through the same jail and reports MBXH_JAIL_* | MBXH_WP_NS_* bits. MBX_OK, or
+   MBX_UNSUPPORTED / MBX_INTERNAL_ERROR with err saying why. */
+mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, mbx_error *err);
+/* Workers a one-tenant runtime keeps from freed sandboxes (for MBX_CAP_ONE_TENANT's usage). */
+unsigned mbxH_wpool_kept(mbxH_wpool *pool);
 /* Live isolated sandboxes (for MBX_CAP_SANDBOXES). */
 unsigned mbxH_wpool_live(mbxH_wpool *pool);
 
+/* Runs after which a one-tenant runtime's worker is ended instead of kept for the next
+   sandbox (MBX_CAP_ONE_TENANT). */
+#define MBXH_WORKER_TENANT_RUNS_MAX 1000
 /* Warm workers the pool keeps forked ahead of demand. */
 #define MBXH_WORKER_WARM 2
 /* The hard SIGKILL backstop of a run: 2x its time limit plus this grace, or the default when

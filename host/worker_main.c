@@ -7,18 +7,23 @@
 ** MBXH_WP_SPAWN it makes a socketpair and forks; the child closes every fd but its end and
 ** hardens itself (worker_jail.c: no new privileges, not dumpable, an unprivileged uid, no core
 ** dumps, no fds to open); the zygote sends the other end and a pidfd of the child to the parent
-** and closes its copies. The parent then talks to the worker directly: MBXH_WP_CREATE carries
-** the sandbox's limits and grants; the worker builds its vm, sets its address-space and CPU
-** limits and loads the seccomp allow-list before it answers, so no guest byte is read before
-** the jail is complete. It serves runs until the parent closes the socket or it is killed.
+** and closes its copies. The warm worker then completes its jail while it waits in the pool:
+** a state from the zygote's template, one constant run to fault its pages in, the CPU limit and
+** the seccomp allow-list (the zygote's prebuilt BPF program). The parent talks to the worker
+** directly: MBXH_WP_CREATE carries the sandbox's limits, grants and first seed; the worker sets
+** its address-space limit (the filter lets prlimit64 of RLIMIT_AS through, which can only
+** lower the hard limit), makes its state and answers, so no guest byte is read before the
+** jail is complete. It serves runs until the parent closes the socket or it is killed.
 */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -101,6 +106,10 @@ typedef struct rport {
   size_t rcap, rlen;
   char *reply_copy; /* NUL-terminated copy of the last reply's bytes */
   uint64_t cpu_start_ns;
+  /* The seed the parent drew for the next reseed, sent with CREATE or RESET (a round trip
+     fewer per sandbox); the next draw after it is a port call. */
+  uint64_t seed[2];
+  int seed_ready;
 } rport;
 
 static rport g_port;
@@ -160,6 +169,12 @@ static double r_cpu_time(void *ud) {
 
 static void r_random_seed(void *ud, uint64_t seed[2]) {
   rport *rp = ud;
+  if (rp->seed_ready) {
+    seed[0] = rp->seed[0];
+    seed[1] = rp->seed[1];
+    rp->seed_ready = 0;
+    return;
+  }
   mbxH_wp_reader r;
   call_begin(rp, MBXH_OP_RANDOM_SEED, NULL);
   call_end(rp, &r);
@@ -360,6 +375,9 @@ static int run_protected(lua_State *L, lua_CFunction fn) {
   return lua_pcall(L, 0, 0, 0) == LUA_OK;
 }
 
+/* Sandboxes this process has served (more than one only for a one-tenant runtime). */
+static unsigned served_sandboxes;
+
 #ifdef MBX_WORKER_TEST_HOOKS
 /* Test builds only (tests/CMakeLists.txt builds moonbox-worker-test with this definition;
    the shipped moonbox-worker never has it): C functions that misbehave the way a
@@ -448,7 +466,14 @@ static int hook_call_at_checkpoint(lua_State *L) {
   return 0;
 }
 
+/* How many sandboxes this worker process has served: the one-tenant tests' witness. */
+static int hook_served(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)served_sandboxes);
+  return 1;
+}
+
 static void install_hooks(lua_State *L) {
+  lua_register(L, "__test_served", hook_served);
   lua_register(L, "__test_host_flood", hook_host_flood);
   lua_register(L, "__test_port_flood", hook_port_flood);
   lua_register(L, "__test_fake_reset", hook_fake_reset);
@@ -533,7 +558,12 @@ static mbxV_vm *prefault(void) {
   return vm;
 }
 
-/* MBXH_WP_CREATE: the limits, the grants, then the jail, then the state. */
+/* Why the warm worker's jail could not be completed ("" when it was). */
+static char jail_why[256];
+/* The memory limit the address-space limit was set for (0: not yet). */
+static size_t g_as_for;
+
+/* MBXH_WP_CREATE: the limits, the grants, the address-space limit, then the state. */
 static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer *w) {
   mbxH_wp_reader r;
   mbxH_wp_reader_init(&r, p, n);
@@ -552,6 +582,9 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   uint32_t served = mbxH_wp_get_u32(&r);
   uint32_t count = mbxH_wp_get_u32(&r);
   if (r.bad || count > r.left) return -1;
+  /* A one-tenant worker's next sandbox: nothing of the last one's grants stays. */
+  free(g_port.fns);
+  free(g_port.names);
   g_port.fns = calloc(count ? count : 1, sizeof *g_port.fns);
   g_port.names = malloc(r.left + 1);
   if (g_port.fns == NULL || g_port.names == NULL) return -1;
@@ -572,6 +605,9 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
     f->name = at;
     at += len + 1;
   }
+  g_port.seed[0] = mbxH_wp_get_u64(&r);
+  g_port.seed[1] = mbxH_wp_get_u64(&r);
+  g_port.seed_ready = 1;
   if (mbxH_wp_end(&r) != 0) return -1;
   g_port.grants.fn_count = count;
   g_port.grants.fns = g_port.fns;
@@ -608,19 +644,38 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
     mbxV_pool_free(g_pool);
     g_pool = NULL;
   }
-  ws->pool = g_pool ? g_pool : mbxV_pool_new(1);
+  if (ws->pool == NULL) ws->pool = g_pool ? g_pool : mbxV_pool_new(1);
   if (ws->pool == NULL) return -1;
-  /* The jail's last steps, before anything of the guest arrives. */
+  /* The warm worker jailed itself before it was handed out (serve); a jail that could not be
+     completed is this sandbox's error, and no guest byte is ever read by this process. */
+  if (jail_why[0]) {
+    send_status(g_port.fd, w, 2, 0, jail_why);
+    return -1;
+  }
+  /* The jail's last step, under the filter, before anything of the guest arrives. */
   char why[256] = "";
-  if (mbxH_jail_limits(mbxV_slot_size_for(cfg->memory_limit), cfg->memory_limit, why,
-                       sizeof why) != 0) {
-    send_status(g_port.fd, w, 2, 0, why);
+  if (g_as_for == 0) {
+    if (mbxH_jail_limits(mbxV_slot_size_for(cfg->memory_limit), cfg->memory_limit, why,
+                         sizeof why) != 0) {
+      send_status(g_port.fd, w, 2, 0, why);
+      return -1;
+    }
+    g_as_for = cfg->memory_limit ? cfg->memory_limit : 1;
+  } else if (g_as_for != cfg->memory_limit) {
+    /* The parent reuses a worker only for the memory limit it was made for. */
+    send_status(g_port.fd, w, 2, 0, "a reused worker's address-space limit is for another "
+                                    "memory limit");
     return -1;
   }
   /* The warm state is rebuilt from the template with this sandbox's configuration (nothing of
      the warm run survives a reset); a state of another class is made anew. */
+  /* A state of the last sandbox (a one-tenant worker's) is reset too, and its checkpoint
+     goes: the next sandbox starts from the template like any other. */
+  mbxV_checkpoint_free(&ws->checkpoint);
+  memset(&ws->checkpoint, 0, sizeof ws->checkpoint);
+  served_sandboxes++;
   mbxV_new_result made;
-  if (ws->vm && ws->pool == g_pool) {
+  if (ws->vm) {
     made = mbxV_vm_reset(ws->vm, cfg, mbxL_open_sandbox);
   } else {
     ws->vm = NULL;
@@ -635,10 +690,6 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
     return -1;
   }
   g_vm = ws->vm;
-  if (mbxH_jail_seccomp(why, sizeof why) != 0) {
-    send_status(g_port.fd, w, 2, 0, why);
-    return -1;
-  }
   if (!attach(ws)) {
     send_status(g_port.fd, w, 1, 0, "could not seed math.random or install the host "
                                     "functions");
@@ -706,6 +757,11 @@ static void serve(int fd) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGUSR1, &sa, NULL);
   ws.vm = prefault();
+  /* The jail is complete before the worker is handed out: the filter costs hundreds of
+     microseconds to load, paid here while the worker waits in the pool rather than on a
+     sandbox's creation. A failure is reported in CREATE's answer. */
+  if (mbxH_jail_seccomp(jail_why, sizeof jail_why) != 0 && jail_why[0] == '\0')
+    snprintf(jail_why, sizeof jail_why, "loading the seccomp filter failed");
   if (recv_frame(fd, &buf, &cap, &len) != MBXH_WP_CREATE) die_quietly();
   if (create(&ws, buf, len, &w) != 0) die_quietly();
   for (;;) {
@@ -718,10 +774,16 @@ static void serve(int fd) {
     case MBXH_WP_RESUME:
       resume(&ws, buf, len, &w);
       break;
+    case MBXH_WP_CREATE: /* the next sandbox of a one-tenant runtime */
+      if (create(&ws, buf, len, &w) != 0) die_quietly();
+      break;
     case MBXH_WP_RESET: {
       mbxH_wp_reader r;
       mbxH_wp_reader_init(&r, buf, len);
       ws.cfg.address_key = mbxH_wp_get_u64(&r);
+      g_port.seed[0] = mbxH_wp_get_u64(&r);
+      g_port.seed[1] = mbxH_wp_get_u64(&r);
+      g_port.seed_ready = 1;
       if (mbxH_wp_end(&r) != 0) die_quietly();
 #ifdef MBX_WORKER_TEST_HOOKS
       if (g_test_fake_reset) {
@@ -796,18 +858,136 @@ static int send_spawned(int zfd, mbxH_wp_writer *w, pid_t pid, int sock, int pid
   return s == (ssize_t)w->len ? 0 : -1;
 }
 
+/* The scheduler slice of a worker, set right after the fork (the zygote keeps the default:
+   with a short slice its wake-up at every spawn request preempted the host's thread that sent
+   it, for the length of a fork, 150-300 us of each sandbox's creation). A worker
+   sleeps until a frame arrives and then computes for microseconds, and with the default slice
+   (about 3 ms on 2 CPUs) a worker woken on a busy machine waited for the running task's slice
+   to end -- a fresh sandbox's CREATE took 1 ms of wake-up for 30 us of work. A short slice
+   (Linux 6.12+, EEVDF: sched_attr.sched_runtime for SCHED_OTHER, no privilege needed) makes
+   its deadline early, so it runs soon after it wakes; it gives nothing else up (the nice
+   level and policy stay). Older kernels refuse it: nothing changes then. */
+#define ZYGOTE_SLICE_NS 100000u
+#define ZYGOTE_NICE 5
+
+struct zygote_sched_attr {
+  uint32_t size, policy;
+  uint64_t flags;
+  int32_t nice;
+  uint32_t priority;
+  uint64_t runtime, deadline, period;
+};
+
+static void short_slice(void) {
+  struct zygote_sched_attr a = {.size = sizeof a, .policy = 0 /* SCHED_OTHER */,
+                                .runtime = ZYGOTE_SLICE_NS};
+  (void)syscall(SYS_sched_setattr, 0, &a, 0);
+}
+
+/* ---- the workers' namespaces ---- */
+
+/* Set at the zygote's start when the kernel allows them (as root; otherwise inside a user
+   namespace of the zygote's own): every worker is forked into one new network namespace with
+   nothing in it but a loopback that is down, and one new pid namespace, where no host process
+   is visible or can be signalled and the workers' pids say nothing of the host's. Never
+   required: without them the workers run in the zygote's (moonbox doctor says which). */
+static int g_ns;
+/* The pid namespace's init: it only waits (a pid namespace ends when its init does). */
+static pid_t g_init;
+
+/* The parent a forked child sees: the zygote, or none (0) from inside the pid namespace. */
+static pid_t child_parent(void) {
+  return (g_ns & MBXH_WP_NS_PID) ? 0 : getpid();
+}
+
+static void write_map(const char *path, unsigned id) {
+  char text[40];
+  snprintf(text, sizeof text, "%u %u 1\n", id, id);
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+static void enter_namespaces(void) {
+  int flags = CLONE_NEWNET | CLONE_NEWPID;
+  if (unshare(flags) != 0) {
+    /* Not root: the same in a user namespace where the zygote keeps its own uid (its workers
+       then make theirs inside it, as they do without it). */
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (uid == 0 || unshare(CLONE_NEWUSER | flags) != 0) return;
+    write_map("/proc/self/uid_map", (unsigned)uid);
+    FILE *f = fopen("/proc/self/setgroups", "w");
+    if (f) {
+      fputs("deny", f);
+      fclose(f);
+    }
+    write_map("/proc/self/gid_map", (unsigned)gid);
+    if (getuid() != uid) _exit(6); /* the map did not take: no worker from this zygote */
+  }
+  g_ns = MBXH_WP_NS_NET | MBXH_WP_NS_PID;
+  /* The namespace's first process is its init. */
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) _exit(6);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, 0) != 0) _exit(5);
+    for (;;) pause();
+  }
+  close(sv[0]);
+  close(sv[1]);
+  if (pid < 0) _exit(6);
+  g_init = pid;
+}
+
+/* Whether the pid namespace is still there to fork into (its init was not killed). */
+static int namespace_alive(void) {
+  if (g_init <= 0) return 1;
+  int st;
+  return waitpid(g_init, &st, WNOHANG) == 0;
+}
+
+/* MBXH_WP_PROBE: a child goes through a worker's jail and exits with the bits it applied. */
+static int probe(int zfd, mbxH_wp_writer *w) {
+  int sv[2];
+  uint32_t bits = (uint32_t)g_ns;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
+    pid_t parent = child_parent();
+    pid_t pid = fork();
+    if (pid == 0) {
+      char why[256];
+      if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, parent) != 0)
+        _exit(0x40 | mbxH_jail_applied());
+      (void)mbxH_jail_seccomp(why, sizeof why);
+      _exit(mbxH_jail_applied());
+    }
+    close(sv[0]);
+    close(sv[1]);
+    int st;
+    if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !(WEXITSTATUS(st) & 0x40))
+      bits |= (uint32_t)WEXITSTATUS(st);
+  }
+  mbxH_wp_begin(w, MBXH_WP_PROBED);
+  mbxH_wp_u32(w, bits);
+  return send_frame(zfd, w);
+}
+
 static void spawn_one(int zfd, mbxH_wp_writer *w) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     send_spawned(zfd, w, -errno, -1, -1);
     return;
   }
-  pid_t zygote = getpid();
+  pid_t parent = child_parent();
   pid_t pid = fork();
   if (pid == 0) {
     /* The worker: only its end of the pair, at WORKER_FD, then the first steps of the jail. */
     if (dup2(sv[1], WORKER_FD) != WORKER_FD) _exit(4);
-    if (mbxH_jail_process(WORKER_FD, zygote) != 0) _exit(5);
+    (void)setpriority(PRIO_PROCESS, 0, 0); /* the zygote's ZYGOTE_NICE, undone as root */
+    short_slice();
+    if (mbxH_jail_process(WORKER_FD, parent) != 0) _exit(5);
     mbxH_wp_writer_free(w);
     serve(WORKER_FD);
     _exit(0);
@@ -835,27 +1015,46 @@ static void spawn_one(int zfd, mbxH_wp_writer *w) {
   close(pidfd);
 }
 
+/* Every way out of the zygote ends the pid namespace's init first (and with it any worker
+   left in the namespace): an init outlives its zygote otherwise, holding both namespaces. */
+static int zygote_end(int code) {
+  if (g_init > 0) kill(g_init, SIGKILL);
+  return code;
+}
+
 static int zygote(void) {
   int zfd = ZYGOTE_FD;
   mbxH_wp_writer w = {0};
   unsigned char *buf = NULL;
   size_t cap = 0, len = 0;
   signal(SIGPIPE, SIG_IGN);
+  /* The zygote forks in the background: a lower priority keeps its wake-up at a reap or spawn
+     request from preempting the host thread that sent it (a freed or new sandbox waited for
+     a fork). Its workers go back to the default priority where they may (as root); a non-root
+     host's workers stay at nice 5, below its own threads. */
+  setpriority(PRIO_PROCESS, 0, ZYGOTE_NICE);
+  enter_namespaces();
   /* Work every worker would repeat, done once (failures only make workers slower). */
   (void)mbxH_jail_prepare();
   prewarm_slot();
   for (;;) {
     int t = recv_frame(zfd, &buf, &cap, &len);
-    if (t < 0) return 0; /* the parent went away; workers die with us (PDEATHSIG) */
+    if (t < 0) break; /* the parent went away; workers die with us (PDEATHSIG) */
     mbxH_wp_reader r;
     mbxH_wp_reader_init(&r, buf, len);
     if (t == MBXH_WP_SPAWN) {
       uint32_t count = mbxH_wp_get_u32(&r);
-      if (mbxH_wp_end(&r) != 0 || count > 64) return 1;
+      if (mbxH_wp_end(&r) != 0 || count > 64) return zygote_end(1);
+      /* Its init killed (from outside: nothing inside may signal it), the pid namespace took
+         every worker with it and cannot be forked into: the parent starts a new zygote. */
+      if (!namespace_alive()) return zygote_end(1);
       for (uint32_t i = 0; i < count; i++) spawn_one(zfd, &w);
+    } else if (t == MBXH_WP_PROBE) {
+      if (mbxH_wp_end(&r) != 0 || probe(zfd, &w) != 0) return zygote_end(1);
     } else if (t == MBXH_WP_REAP) {
       pid_t pid = (pid_t)mbxH_wp_get_u64(&r);
-      if (mbxH_wp_end(&r) != 0) return 1;
+      uint32_t refill = mbxH_wp_get_u32(&r);
+      if (mbxH_wp_end(&r) != 0 || refill > 64) return zygote_end(1);
       int st = 0;
       pid_t got;
       do got = waitpid(pid, &st, 0);
@@ -863,11 +1062,15 @@ static int zygote(void) {
       mbxH_wp_begin(&w, MBXH_WP_REAPED);
       mbxH_wp_u64(&w, (uint64_t)pid);
       mbxH_wp_u64(&w, got == pid ? (uint64_t)(unsigned)st : UINT64_MAX);
-      if (send_frame(zfd, &w) != 0) return 1;
+      if (send_frame(zfd, &w) != 0) return zygote_end(1);
+      /* The parent's refill of the warm pool rides with the reap of the worker it replaces. */
+      if (refill && !namespace_alive()) return zygote_end(1);
+      for (uint32_t i = 0; i < refill; i++) spawn_one(zfd, &w);
     } else {
-      return 1;
+      return zygote_end(1);
     }
   }
+  return zygote_end(0);
 }
 
 #if defined(__SANITIZE_ADDRESS__)

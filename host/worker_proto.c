@@ -94,7 +94,7 @@ void mbxH_wp_writer_free(mbxH_wp_writer *w) {
 
 static int known_type(unsigned t) {
   return (t >= MBXH_WP_CREATE && t <= MBXH_WP_PORT_REPLY) || (t >= MBXH_WP_STATUS && t <= MBXH_WP_PORT_CALL) ||
-         (t >= MBXH_WP_SPAWN && t <= MBXH_WP_REAPED);
+         (t >= MBXH_WP_SPAWN && t <= MBXH_WP_PROBED);
 }
 
 int mbxH_wp_header(const unsigned char hdr[MBXH_WP_HEADER], uint32_t max, mbxH_wp_type *type,

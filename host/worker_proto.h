@@ -29,10 +29,10 @@
 
 typedef enum mbxH_wp_type {
   /* parent -> worker */
-  MBXH_WP_CREATE = 1,     /* the sandbox's configuration and grants: jail, then build */
+  MBXH_WP_CREATE = 1,     /* the sandbox's configuration, grants, first seed: build */
   MBXH_WP_RUN = 2,        /* chunk name, code, inputs */
   MBXH_WP_RESUME = 3,     /* as_error, value */
-  MBXH_WP_RESET = 4,      /* the new address key */
+  MBXH_WP_RESET = 4,      /* the new address key, the next seed */
   MBXH_WP_CHECKPOINT = 5,
   MBXH_WP_REWIND = 6,
   MBXH_WP_PORT_REPLY = 7, /* the answer to the worker's MBXH_WP_PORT_CALL */
@@ -43,9 +43,15 @@ typedef enum mbxH_wp_type {
   /* parent <-> zygote */
   MBXH_WP_SPAWN = 40,     /* fork a worker */
   MBXH_WP_SPAWNED = 41,   /* its pid; its socket and pidfd ride along (SCM_RIGHTS) */
-  MBXH_WP_REAP = 42,      /* wait for a dead worker */
-  MBXH_WP_REAPED = 43     /* its wait status */
+  MBXH_WP_REAP = 42,      /* wait for a dead worker, then fork n (the warm pool's refill) */
+  MBXH_WP_REAPED = 43,    /* its wait status */
+  MBXH_WP_PROBE = 44,     /* what the jail applies (moonbox doctor) */
+  MBXH_WP_PROBED = 45     /* u32 MBXH_JAIL_* | MBXH_WP_NS_* bits */
 } mbxH_wp_type;
+
+/* The zygote's namespaces, in MBXH_WP_PROBED next to the jail's bits (host/worker_jail.h). */
+#define MBXH_WP_NS_NET 0x100 /* the workers share a new, empty network namespace */
+#define MBXH_WP_NS_PID 0x200 /* ... and a new pid namespace (no host process visible) */
 
 /* The port operations a worker forwards (MBXH_WP_PORT_CALL's first field). */
 typedef enum mbxH_wp_op {

@@ -193,7 +193,16 @@ typedef enum mbx_runtime_cap {
      saying why, and is replaced (at the sandbox's reset). Not forwarded to a worker yet:
      exec (not granted there). Only while no sandbox is live (MBX_INVALID_ARGUMENT
      otherwise). */
-  MBX_CAP_ISOLATE = 5
+  MBX_CAP_ISOLATE = 5,
+  /* Whether the host marks its isolated sandboxes as one tenant: 0 (the default) each sandbox
+     gets a worker process of its own that no other sandbox ever uses; 1 a freed sandbox's
+     worker may serve the runtime's next sandbox of the same memory limit, one at a time,
+     after a reset to the pristine state (no global, file or checkpoint survives it) instead
+     of a fork: cheaper, but a VM compromised by one sandbox's code could keep what it
+     learned for the next one, so only for sandboxes that trust each other (one user, one
+     agent). Never a worker whose sandbox was poisoned, paused or ran 1000 runs. Any time;
+     takes effect at the next free. Usage: the workers kept for reuse (at most 8). */
+  MBX_CAP_ONE_TENANT = 6
 } mbx_runtime_cap;
 
 #define MBX_ISOLATE_NONE 0
@@ -257,6 +266,17 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
    not be removed}}. MBX_OK, MBX_INVALID_ARGUMENT or MBX_NO_MEMORY. */
 MBX_API mbx_status mbx_runtime_exec_status(mbx_runtime *rt, char **json, size_t *len,
                                            mbx_error *err);
+
+/* What a worker's jail applies on this machine (MBX_CAP_ISOLATE; the runtime need not be
+   isolated): the worker's zygote is started (the runtime's own when it is isolated) and forks
+   a child through the same jail as every worker. *json (freed with mbx_free) is
+   {"available": bool, "reason": null | s, "worker": path, "uid", "no_new_privs", "seccomp",
+   "pid_namespace", "net_namespace"} (the last five only when available). The namespaces are
+   applied where the kernel allows them (as root, or inside a user namespace) and never
+   required. MBX_OK (also when not available: the reason says why), MBX_INVALID_ARGUMENT or
+   MBX_NO_MEMORY. */
+MBX_API mbx_status mbx_runtime_worker_status(mbx_runtime *rt, char **json, size_t *len,
+                                             mbx_error *err);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Policy: what a sandbox may use. Deny by default: a new policy grants the curated standard  */

@@ -591,6 +591,196 @@ static void test_bad_settings(void **state) {
   mbx_runtime_free(rt);
 }
 
+/* ---- one tenant (MBX_CAP_ONE_TENANT) ---- */
+
+/* The value of `code` as an integer (the hooks worker's __test_served counts the sandboxes its
+   process has served). */
+static long long int_of(mbx_sandbox *sb, const char *code) {
+  mbx_result *res;
+  if (run(sb, code, &res) != MBX_OK) fail_msg("%s: %s", code, mbx_result_json(res, NULL));
+  long long v = strtoll(mbx_result_value_json(res, NULL), NULL, 10);
+  mbx_result_free(res);
+  return v;
+}
+
+/* One sandbox after another, each writing a global and a checkpoint: `leak` is never there at
+   the start, and the number of sandboxes the worker served says whether it was reused. */
+static int sandboxes_in_turn(fixture *f, const mbx_policy *p, int count) {
+  mbx_error err;
+  int reused = 0;
+  for (int i = 0; i < count; i++) {
+    mbx_sandbox *sb = mbx_sandbox_new(f->rt, p, &err);
+    if (sb == NULL) fail_msg("sandbox %d: %s", i, err.message);
+    want_value(sb, "return leak", "null");
+    if (int_of(sb, "leak = 'secret' .. 1 return __test_served()") > 1) reused++;
+    /* A checkpoint the next sandbox must not inherit (not in MBX_ARENA_MALLOC builds). */
+    mbx_status ck = mbx_sandbox_checkpoint(sb, &err);
+    if (ck != MBX_UNSUPPORTED) assert_int_equal(ck, MBX_OK);
+    mbx_sandbox_free(sb);
+  }
+  return reused;
+}
+
+static void test_without_one_tenant_no_worker_is_shared(void **state) {
+  fixture *f = *state;
+  assert_int_equal(mbx_runtime_get_cap(f->rt, MBX_CAP_ONE_TENANT), 0);
+  /* Every sandbox's worker served it alone: none is ever reused. */
+  assert_int_equal(sandboxes_in_turn(f, f->p, 12), 0);
+  assert_int_equal(mbx_runtime_usage(f->rt, MBX_CAP_ONE_TENANT), 0);
+}
+
+static void test_one_tenant_reuses_after_a_reset(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  assert_int_equal(mbx_runtime_set_cap(f->rt, MBX_CAP_ONE_TENANT, 2, &err), MBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(err.message, "MBX_CAP_ONE_TENANT"));
+  assert_int_equal(mbx_runtime_set_cap(f->rt, MBX_CAP_ONE_TENANT, 1, &err), MBX_OK);
+  /* In turn, the first sandbox's worker serves every later one (reset in between: the global
+     and the checkpoint of the last sandbox are gone). */
+  assert_int_equal(sandboxes_in_turn(f, f->p, 12), 11);
+  assert_int_equal(mbx_runtime_usage(f->rt, MBX_CAP_ONE_TENANT), 1);
+  /* Another memory limit: the kept worker's address-space limit is not for it. */
+  mbx_policy *big = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_limit(big, MBX_LIMIT_MEMORY, 32u << 20), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, big, &err);
+  assert_int_equal(int_of(sb, "return __test_served()"), 1);
+  mbx_sandbox_free(sb);
+  assert_int_equal(mbx_runtime_usage(f->rt, MBX_CAP_ONE_TENANT), 2);
+  /* A poisoned sandbox's worker is never kept: the next sandbox is a new worker's first. */
+  mbx_policy *tight = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_limit(tight, MBX_LIMIT_INSTRUCTIONS, 100000), MBX_OK);
+  sb = mbx_sandbox_new(f->rt, tight, &err);
+  assert_true(int_of(sb, "return __test_served()") > 1); /* it took the kept one */
+  mbx_result *res;
+  assert_int_equal(run(sb, "while true do end", &res), MBX_INSTRUCTION_LIMIT);
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+  sb = mbx_sandbox_new(f->rt, tight, &err);
+  assert_int_equal(int_of(sb, "return __test_served()"), 1);
+  mbx_sandbox_free(sb);
+  /* Two live at once never share: each has its own worker. */
+  mbx_sandbox *a = mbx_sandbox_new(f->rt, f->p, &err), *b = mbx_sandbox_new(f->rt, f->p, &err);
+  want_value(a, "x = 'a' return x", "\"a\"");
+  want_value(b, "return x", "null");
+  mbx_sandbox_free(a);
+  mbx_sandbox_free(b);
+  mbx_policy_free(big);
+  mbx_policy_free(tight);
+}
+
+/* ---- scale: many live workers, many runs ---- */
+
+static int env_count(const char *name, int fallback) {
+  const char *v = getenv(name);
+  int n = v && *v ? atoi(v) : fallback;
+  return n > 0 ? n : fallback;
+}
+
+/* All of a process's children, however many. */
+static int all_children(pid_t pid) {
+  static pid_t kids[8192];
+  return children_of(pid, kids, 8192);
+}
+
+static long rss_kb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "VmRSS:", 6) == 0) kb = strtol(line + 6, NULL, 10);
+  if (f) fclose(f);
+  return kb;
+}
+
+/* MBX_TEST_LIVE_WORKERS (default 200; the benchmark runs 1,000) isolated sandboxes alive at
+   once, each in its own worker, then freed: the workers and fds are back to where they
+   started. */
+static void test_many_live_workers(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  int n = env_count("MBX_TEST_LIVE_WORKERS", 200);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  want_value(sb, "return 0", "0");
+  mbx_sandbox_free(sb);
+  int fds0 = count_fds();
+  pid_t kids[4];
+  assert_int_equal(children_of(getpid(), kids, 4), 1);
+  int procs0 = all_children(kids[0]);
+  mbx_sandbox **sbs = calloc((size_t)n, sizeof *sbs);
+  for (int i = 0; i < n; i++) {
+    sbs[i] = mbx_sandbox_new(f->rt, f->p, &err);
+    if (sbs[i] == NULL) fail_msg("sandbox %d of %d: %s", i, n, err.message);
+    want_value(sbs[i], "n = (n or 0) + 1 return n", "1");
+  }
+  assert_int_equal(mbx_runtime_usage(f->rt, MBX_CAP_SANDBOXES), n);
+  assert_true(all_children(kids[0]) >= n);
+  assert_true(count_fds() >= fds0 + 2 * n - 4); /* a socket and a pidfd each */
+  for (int i = 0; i < n; i++) want_value(sbs[i], "n = n + 1 return n", "2");
+  for (int i = 0; i < n; i++) mbx_sandbox_free(sbs[i]);
+  free(sbs);
+  /* The freed workers are reaped as the zygote gets to them: wait for that, generously. */
+  uint64_t until = now_ms() + GENEROUS_MS;
+  while (all_children(kids[0]) > procs0 + 2 && now_ms() < until) {
+    sb = mbx_sandbox_new(f->rt, f->p, &err); /* reads the zygote's queued answers */
+    mbx_sandbox_free(sb);
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  assert_true(all_children(kids[0]) <= procs0 + 2);
+  int fds1 = count_fds();
+  assert_true(fds1 <= fds0 + 4 && fds1 >= fds0 - 4);
+}
+
+/* Under ASan a worker starts in tens of milliseconds and freed memory sits in the
+   quarantine (the RSS grows by design): fewer runs, and no RSS bound. */
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_RUNS_DEFAULT 500
+#define RSS_BOUNDED 0
+#else
+#define POOL_RUNS_DEFAULT 10000
+#define RSS_BOUNDED 1
+#endif
+
+/* MBX_TEST_POOL_RUNS (default 10,000; 500 under ASan) runs through the pool, each on a fresh
+   sandbox (a worker taken, created, run, freed, reaped; MBX_TEST_RUNS_PER_SANDBOX to run more
+   on each), with no growth in processes, fds or this process's RSS. */
+static void test_ten_thousand_runs(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  int n = env_count("MBX_TEST_POOL_RUNS", POOL_RUNS_DEFAULT);
+  int per = env_count("MBX_TEST_RUNS_PER_SANDBOX", 1);
+  mbx_sandbox *sb = NULL;
+  int fds0 = 0, procs0 = 0;
+  long rss0 = 0;
+  pid_t kids[4];
+  uint64_t t0 = now_ms();
+  for (int i = 0; i < n; i++) {
+    if (i % per == 0) {
+      mbx_sandbox_free(sb);
+      sb = mbx_sandbox_new(f->rt, f->p, &err);
+      if (sb == NULL) fail_msg("run %d: %s", i, err.message);
+    }
+    want_value(sb, "local t = {} for i = 1, 20 do t[i] = i end return #t", "20");
+    if (i == n / 10) {
+      /* The baseline once the pool, the buffers and malloc's arenas are warm. */
+      fds0 = count_fds();
+      assert_int_equal(children_of(getpid(), kids, 4), 1);
+      procs0 = all_children(kids[0]);
+      rss0 = rss_kb();
+    }
+  }
+  mbx_sandbox_free(sb);
+  int procs1 = all_children(kids[0]), fds1 = count_fds();
+  long rss1 = rss_kb();
+  print_message("%d runs (%d sandboxes) in %llu ms; workers %d -> %d, fds %d -> %d, RSS %ld -> "
+                "%ld KiB\n", n, (n + per - 1) / per, (unsigned long long)(now_ms() - t0), procs0, procs1,
+                fds0, fds1, rss0, rss1);
+  /* Warm workers and queued reaps vary by a few; a leak would be one per sandbox. */
+  assert_true(procs1 <= procs0 + 4);
+  assert_true(fds1 <= fds0 + 4);
+  if (RSS_BOUNDED) assert_true(rss1 <= rss0 + 2048);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_results_match_in_process, setup_plain, teardown),
@@ -615,6 +805,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_reset_takes_new_worker, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_many_sandboxes_no_leaks, setup_hooks, teardown),
       cmocka_unit_test(test_bad_settings),
+      cmocka_unit_test_setup_teardown(test_without_one_tenant_no_worker_is_shared, setup_hooks,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_one_tenant_reuses_after_a_reset, setup_hooks,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
