@@ -340,8 +340,45 @@ expect "--allow-exec wants an absolute path" "$out" 'not an absolute path'
 out=$(run -e "return proc.run{'sh'}")
 expect "no exec granted" "$out" 'proc.run is not available: this policy grants no exec'
 
-out=$(run --isolate process "${sh_only[@]}" -e "return 1")
-expect "worker mode refuses an exec policy with its reason" "$out" 'cannot run under MBX_CAP_ISOLATE yet'
+# 15. Through a worker (--isolate process): the parent serves exec_run with the same checks and
+#     the same exec backend, so proc.run, os.execute and io.popen give what they give in-process
+#     (every field of the result but the wall-clock ones), refusals included.
+forwarded='local r = proc.run{"sh", "-c", "cat; echo \"[$A]\"; echo e >&2; pwd; exit 3",
+  stdin = "in\0put\n", env = {A = "b c"}, cwd = "/tmp"}
+local t = proc.run{"sh", "-c", "sleep 5", timeout_ms = 200}
+local big = proc.run{"sh", "-c", "head -c 3000000 /dev/zero"}
+local f = io.popen("echo popen; exit 4")
+local popen = f:read("a")
+local pw = io.popen("cat >/tmp/x; cat /tmp/x >&2", "w")
+pw:write("to stdin")
+local n1, n2, n3 = nil, proc.run{"python3"}
+local ok, how, code = os.execute("echo exec-out; exit 2")
+print(ok, how, code)
+return {code = r.code, signal = r.signal, stdout = r.stdout, stderr = r.stderr,
+  timed_out = r.timed_out, truncated = r.truncated,
+  t = {t.code, t.signal, t.timed_out}, big = {#big.stdout, big.truncated},
+  popen = {popen, f:close()}, pw = {pw:close()}, refused = {n2, select(2, proc.run{"python3"})},
+  killed = (function() local k = proc.run{"sh", "-c", "kill -9 $$"} return {k.code, k.signal} end)()}'
+strip_timing() { sed -E 's/"(wall_us|wall_ms|exec_ms|instructions|memory_peak)":[0-9]+//g'; }
+in_proc=$("$cli" run --json --timeout 60s "${sh_only[@]}" -e "$forwarded" 2>&1 | strip_timing)
+isolated=$("$cli" run --json --timeout 60s --isolate process "${sh_only[@]}" \
+  -e "$forwarded" 2>&1 | strip_timing)
+expect "proc.run through a worker ran the program" "$isolated" '"stdout":"in\u0000put\n[b c]\n/tmp\n"'
+expect "a worker's exec counts its programs" "$isolated" '"exec_runs":7'
+if [ "$in_proc" = "$isolated" ]; then
+  ok "proc.run, os.execute and io.popen through a worker equal in-process"
+else
+  bad "proc.run, os.execute and io.popen through a worker equal in-process" \
+    "in-process: $in_proc; isolated: $isolated"
+fi
+# The run's deadline holds through a worker: a program longer than the run ends it.
+out=$(run --json --isolate process --timeout 1s "${sh_only[@]}" -e 'return proc.run{"sh", "-c", "sleep 30"}')
+expect "a worker's program is bounded by the run's deadline" "$out" '"status":"time_limit"'
+# The exec count is the parent's: past exec.max_runs the worker's guest is refused too.
+echo '{"exec": {"allow": ["/bin/sh"], "max_runs": 1}}' >"$work/one.json"
+out=$(run --isolate process --policy "$work/one.json" -e 'proc.run{"sh", "-c", "true"}
+  return {proc.run{"sh", "-c", "true"}}')
+expect "exec.max_runs holds through a worker" "$out" 'exec.max_runs'
 
 # 15. The loader's variables in a request's env are refused (LD_PRELOAD of a library the guest
 #     wrote to a mount would run anything under /usr from any allowed dynamic program); the
