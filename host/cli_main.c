@@ -896,7 +896,7 @@ int main(int argc, char **argv) {
     int exit_code = EXIT_USAGE;
     mbx_policy *policy = mbxH_cli_make_policy(&opt, &exit_code);
     if (policy == NULL) return exit_code;
-    exit_code = mbxH_mcp_serve(policy);
+    exit_code = mbxH_mcp_serve(policy, opt.isolate);
     mbx_policy_free(policy);
     return exit_code;
   }
