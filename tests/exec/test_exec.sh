@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# tests/exec/test_exec.sh CLI PROBE -- the exec backend end to end: real processes through
-# moonbox-exec and bubblewrap, each protection asserted from inside the sandbox (and from the
-# host where only the host can tell). Skips (77) only where user namespaces cannot be made.
+# tests/exec/test_exec.sh CLI PROBE [OPTION...] -- the exec backend end to end: real processes
+# through moonbox-exec and bubblewrap, each protection asserted from inside the sandbox (and
+# from the host where only the host can tell). Skips (77) only where user namespaces cannot be
+# made. The OPTIONs go to every run (exec/e2e_isolated: --isolate process, every case with the
+# script in a worker and its programs served by the CLI process).
 set -u
 cli=$1
 probe_bin=$2
+extra=("${@:3}")
 work=$(mktemp -d "${TMPDIR:-/tmp}/moonbox-exec-test.XXXXXX")
 chmod 755 "$work"
 listener=
@@ -31,7 +34,7 @@ bad() { fails=$((fails + 1)); echo "FAIL $1: $2"; }
 expect() { if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1" "no '$3' in: $2"; fi; }
 # refuse NAME HAYSTACK NEEDLE: HAYSTACK does not contain NEEDLE.
 refuse() { if grep -qF -- "$3" <<<"$2"; then bad "$1" "found '$3' in: $2"; else ok "$1"; fi; }
-run() { "$cli" run --timeout 60s "$@" 2>&1; }
+run() { "$cli" run "${extra[@]}" --timeout 60s "$@" 2>&1; }
 
 # The probe and the mounts.
 mkdir -p "$work/bin" "$work/ro" "$work/rw"
@@ -203,7 +206,7 @@ sleep 0.5
 if pgrep -f 'sleep 10(07|13)' >/dev/null; then bad "timeout cleanup" "a sleep survived"; else ok "no process survives the timeout"; fi
 
 # 10. The run's own deadline ends the run (time_limit) and kills the program.
-out=$("$cli" run --json --timeout 1500ms "${sh_only[@]}" -e "proc.run{'sh', '-c', 'sleep 1021'} return 1" 2>&1)
+out=$("$cli" run "${extra[@]}" --json --timeout 1500ms "${sh_only[@]}" -e "proc.run{'sh', '-c', 'sleep 1021'} return 1" 2>&1)
 expect "the run's deadline ends a run stuck in a program" "$out" '"status":"time_limit"'
 sleep 0.5
 if pgrep -f 'sleep 1021' >/dev/null; then bad "deadline cleanup" "sleep 1021 survived"; else ok "the deadline kills the program"; fi
@@ -232,7 +235,7 @@ expect "two concurrent runs (1)" "$(cat "$work/c1")" 'one'
 expect "two concurrent runs (2)" "$(cat "$work/c2")" 'two'
 
 # 13. os.execute through /bin/sh, with Lua's results; the usage figures count the runs.
-out=$("$cli" run --json "${sh_only[@]}" -e "local a, b, c = os.execute('echo via-sh; exit 5') return {tostring(a), b, c}" 2>&1)
+out=$("$cli" run "${extra[@]}" --json "${sh_only[@]}" -e "local a, b, c = os.execute('echo via-sh; exit 5') return {tostring(a), b, c}" 2>&1)
 expect "os.execute's output is the run's" "$out" 'via-sh'
 expect "os.execute returns fail, exit, code" "$out" '"value":["nil","exit",5]'
 expect "usage counts exec runs" "$out" '"exec_runs":1'
