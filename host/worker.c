@@ -595,7 +595,10 @@ static int op_is_callback(mbxH_wp_op op) {
 static void serve_call(wsb *ws, const mbxH_wp_call *c) {
   const mbxC_port *port = served_port(ws);
   mbxH_wp_writer *w = &ws->reply;
-  mbxC_wait wait = {c->deadline_ns, parent_interrupted, ws};
+  /* Host time carries only the interrupt, as in-process; guest time the run's deadline, never
+     past the parent's own bound. */
+  mbxC_wait wait = {op_is_callback(c->op) ? 0 : guest_deadline(ws, c->deadline_ns),
+                    parent_interrupted, ws};
   mbxC_port_error e = {0, ""};
   int rc = 0;
   mbxH_wp_begin(w, MBXH_WP_PORT_REPLY);
@@ -644,7 +647,6 @@ static void serve_call(wsb *ws, const mbxH_wp_call *c) {
        backend), its deadline the earlier of the worker's and the parent's own. */
     mbxC_exec_result res;
     memset(&res, 0, sizeof res);
-    wait.deadline_ns = guest_deadline(ws, c->deadline_ns);
     rc = port->exec_run(port->ud, &c->exec, &wait, &res, &e);
     mbxH_wp_u8(w, rc != 0);
     if (rc != 0) {

@@ -429,8 +429,26 @@ static int hook_syscall(lua_State *L) {
   return 1;
 }
 
+/* A forged exec_run, as a compromised VM would send it past the stdlib: "exec_bad" with no
+   program (the decoder refuses it), "exec_ungranted" well formed (a sandbox granted no exec
+   must not be served one). */
+static int hook_exec(lua_State *L) {
+  const char *what = luaL_checkstring(L, 1);
+  const char *argv[] = {"/bin/sh"};
+  mbxC_exec_request req = {.argv = argv, .argc = strcmp(what, "exec_bad") == 0 ? 0 : 1};
+  mbxH_wp_writer w = {0};
+  mbxH_wp_begin(&w, MBXH_WP_PORT_CALL);
+  mbxH_wp_u8(&w, MBXH_OP_EXEC_RUN);
+  mbxH_wp_u64(&w, 0);
+  mbxH_wp_put_exec_request(&w, &req);
+  send_frame(g_port.fd, &w);
+  for (;;) pause(); /* the parent must end this worker */
+  return 0;
+}
+
 static int hook_frame(lua_State *L) {
   const char *what = luaL_checkstring(L, 1);
+  if (strncmp(what, "exec_", 5) == 0) return hook_exec(L);
   unsigned char hdr[MBXH_WP_HEADER];
   uint16_t v = MBXH_WP_VERSION, t = MBXH_WP_DONE;
   uint32_t n = 0;

@@ -427,6 +427,11 @@ static void test_bad_frames(void **state) {
                                                            "4294967294 bytes");
   expect_contained(*state, 0, "__test_frame('short')", "worker protocol error: a malformed "
                                                        "done report");
+  /* exec_run forged past the stdlib: refused by the decoder, or not granted (no exec here) */
+  expect_contained(*state, 0, "__test_frame('exec_bad')", "worker protocol error: exec_run "
+                                                          "with 0 arguments");
+  expect_contained(*state, 0, "__test_frame('exec_ungranted')", "worker protocol error: "
+                                                                "operation 16 is not granted");
 }
 
 /* ---- a worker that lies: the parent enforces the limits itself ---- */
