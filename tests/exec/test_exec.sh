@@ -383,7 +383,7 @@ out=$(run --isolate process --policy "$work/one.json" -e 'proc.run{"sh", "-c", "
   return {proc.run{"sh", "-c", "true"}}')
 expect "exec.max_runs holds through a worker" "$out" 'exec.max_runs'
 
-# 15. The loader's variables in a request's env are refused (LD_PRELOAD of a library the guest
+# 16. The loader's variables in a request's env are refused (LD_PRELOAD of a library the guest
 #     wrote to a mount would run anything under /usr from any allowed dynamic program); the
 #     policy's own env may set them. /dev is read-only and /dev/shm holds at most the /tmp cap
 #     (bwrap's /dev tmpfs has no size of its own).
