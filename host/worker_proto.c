@@ -631,6 +631,12 @@ void mbxH_wp_put_exec_result(mbxH_wp_writer *w, const mbxC_exec_result *res) {
   mbxH_wp_u8(w, (uint8_t)(res->timed_out != 0));
   mbxH_wp_u8(w, (uint8_t)(res->truncated != 0));
   mbxH_wp_u64(w, res->wall_ms);
+  mbxH_wp_u32(w, res->limits);
+  mbxH_wp_u8(w, (uint8_t)(res->memory_limit != 0));
+  mbxH_wp_u8(w, (uint8_t)(res->pids_limit != 0));
+  mbxH_wp_u64(w, res->changes);
+  mbxH_wp_u8(w, (uint8_t)(res->changes_refused != 0));
+  mbxH_wp_bytes(w, res->changes_error, strnlen(res->changes_error, sizeof res->changes_error));
 }
 
 int mbxH_wp_get_exec_result(mbxH_wp_reader *r, mbxC_exec_result *res) {
@@ -644,5 +650,14 @@ int mbxH_wp_get_exec_result(mbxH_wp_reader *r, mbxC_exec_result *res) {
   res->timed_out = mbxH_wp_get_u8(r);
   res->truncated = mbxH_wp_get_u8(r);
   res->wall_ms = mbxH_wp_get_u64(r);
+  res->limits = mbxH_wp_get_u32(r);
+  res->memory_limit = mbxH_wp_get_u8(r);
+  res->pids_limit = mbxH_wp_get_u8(r);
+  res->changes = mbxH_wp_get_u64(r);
+  res->changes_refused = mbxH_wp_get_u8(r);
+  const char *p;
+  size_t n = mbxH_wp_get_bytes(r, sizeof res->changes_error - 1, &p);
+  memcpy(res->changes_error, p, n);
+  res->changes_error[n] = '\0';
   return r->bad ? -1 : 0;
 }

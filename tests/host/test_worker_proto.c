@@ -267,7 +267,7 @@ static void test_exec_round_trip(void **state) {
   assert_int_equal(sizeof(mbxC_exec_request),
                    offsetof(mbxC_exec_request, timeout_ms) + sizeof(uint64_t));
   assert_int_equal(sizeof(mbxC_exec_result),
-                   offsetof(mbxC_exec_result, wall_ms) + sizeof(uint64_t));
+                   offsetof(mbxC_exec_result, changes_error) + 200 + 4 /* tail padding */);
   const char *argv[] = {"/bin/sh", "-c", "echo hi"};
   const char *env[] = {"A=1", "B==x"};
   mbxC_exec_request req = {.argv = argv, .argc = 3, .stdin_bytes = "in\0put", .stdin_len = 6,
@@ -307,7 +307,8 @@ static void test_exec_round_trip(void **state) {
   /* the result, as the worker reads the parent's reply */
   mbxC_exec_result res = {.exit_code = -1, .signal = 9, .out = "o\0ut", .out_len = 4,
                           .err = "err", .err_len = 3, .timed_out = 1, .truncated = 1,
-                          .wall_ms = 77};
+                          .wall_ms = 77, .limits = 5, .memory_limit = 1, .pids_limit = 1,
+                          .changes = 3, .changes_refused = 1, .changes_error = "too big"};
   mbxH_wp_begin(&w, MBXH_WP_PORT_REPLY);
   mbxH_wp_put_exec_result(&w, &res);
   assert_int_equal(mbxH_wp_finish(&w), 0);
@@ -325,6 +326,12 @@ static void test_exec_round_trip(void **state) {
   assert_int_equal(got.timed_out, res.timed_out);
   assert_int_equal(got.truncated, res.truncated);
   assert_int_equal(got.wall_ms, res.wall_ms);
+  assert_int_equal(got.limits, res.limits);
+  assert_int_equal(got.memory_limit, res.memory_limit);
+  assert_int_equal(got.pids_limit, res.pids_limit);
+  assert_int_equal(got.changes, res.changes);
+  assert_int_equal(got.changes_refused, res.changes_refused);
+  assert_string_equal(got.changes_error, res.changes_error);
   /* cut short: refused */
   mbxH_wp_reader_init(&r, w.data + MBXH_WP_HEADER, w.len - MBXH_WP_HEADER - 1);
   assert_int_equal(mbxH_wp_get_exec_result(&r, &got), -1);
