@@ -1,6 +1,8 @@
 /* bench/bench_exec.c -- start-up cost of one program through the exec backend, next to its
    peers measured in the same run: plain posix_spawn + waitpid of /usr/bin/true, and bare
-   bwrap (the same namespaces and mounts, no helper, no seccomp, no shim). Prints medians. */
+   bwrap (the same namespaces and mounts, no helper, no seccomp, no shim); and proc.run from a
+   sandbox in a worker (MBX_CAP_ISOLATE: the request forwarded to this process, which runs it).
+   Prints medians. */
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +64,21 @@ int main(int argc, char **argv) {
   }
   mbx_free(status);
   mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+  /* The same program from a sandbox in a worker: its exec_run is served by this process. */
+  mbx_runtime *irt = mbx_runtime_new(&err);
+  if (irt == NULL ||
+      (argc > 2 && mbx_runtime_set_path(irt, MBX_PATH_EXEC_HELPER, argv[2], &err) != MBX_OK) ||
+      mbx_runtime_set_path(irt, MBX_PATH_WORKER, MBX_BENCH_WORKER, &err) != MBX_OK ||
+      mbx_runtime_set_cap(irt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err) != MBX_OK) {
+    fprintf(stderr, "bench_exec: isolated runtime: %s\n", err.message);
+    return 1;
+  }
+  mbx_sandbox *isb = mbx_sandbox_new(irt, p, &err);
+  double *wk = calloc((size_t)n, sizeof *wk);
+  if (sb == NULL || isb == NULL || wk == NULL) {
+    fprintf(stderr, "bench_exec: sandbox: %s\n", err.message);
+    return 1;
+  }
   const char *code = "return proc.run{'/usr/bin/true'}.code";
   char *const true_argv[] = {"true", NULL};
   char *const bwrap_argv[] = {"bwrap",
@@ -112,13 +129,27 @@ int main(int argc, char **argv) {
       return 1;
     }
     mbx_result_free(res);
+    t = now_ms();
+    s = mbx_run(isb, code, strlen(code), NULL, 0, &res, &err);
+    wk[i] = now_ms() - t;
+    v = res ? mbx_result_value_json(res, NULL) : NULL;
+    if (s != MBX_OK || v == NULL || strcmp(v, "0") != 0) {
+      fprintf(stderr, "bench_exec: isolated run %d failed (%s)\n", i, v ? v : err.message);
+      return 1;
+    }
+    mbx_result_free(res);
   }
-  double mfe = median(fe, n), mbw = median(bw, n), mmb = median(mb, n);
+  double mfe = median(fe, n), mbw = median(bw, n), mmb = median(mb, n), mwk = median(wk, n);
   printf("exec start-up, /usr/bin/true, median of %d interleaved runs:\n", n);
   printf("  posix_spawn + waitpid          %8.2f ms\n", mfe);
   printf("  bare bwrap (same namespaces)   %8.2f ms  (x%.1f of spawn)\n", mbw, mbw / mfe);
   printf("  moonbox proc.run (full story)  %8.2f ms  (x%.1f of spawn, x%.2f of bare bwrap)\n", mmb,
          mmb / mfe, mmb / mbw);
+  printf("  proc.run from a worker sandbox %8.2f ms  (x%.2f of in-process proc.run)\n", mwk,
+         mwk / mmb);
+  mbx_sandbox_free(isb);
+  mbx_runtime_free(irt);
+  free(wk);
   mbx_sandbox_free(sb);
   mbx_policy_free(p);
   mbx_runtime_free(rt);

@@ -126,9 +126,11 @@ static int write_all(int fd, const char *p, size_t n) {
   return 0;
 }
 
-/* One server; with session 1, every call runs in the same session (checkpointed first); with
+/* One server (its calls in workers with isolate "process", the default of moonbox mcp, or in
+   the server with "none"); with session 1, every call runs in the same session (checkpointed first); with
    session -1 the calls are pings (the transport and JSON-RPC floor: no thread, no sandbox). */
-static int mcp(const char *moonbox, size_t calls, int session, uint64_t *ns) {
+static int mcp(const char *moonbox, const char *isolate, size_t calls, int session,
+               uint64_t *ns) {
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0) return -1;
   posix_spawn_file_actions_t fa;
@@ -137,7 +139,7 @@ static int mcp(const char *moonbox, size_t calls, int session, uint64_t *ns) {
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_addclose(&fa, in[1]);
   posix_spawn_file_actions_addclose(&fa, out[0]);
-  char *argv[] = {(char *)moonbox, "mcp", NULL};
+  char *argv[] = {(char *)moonbox, "mcp", "--isolate", (char *)isolate, NULL};
   pid_t pid;
   if (posix_spawn(&pid, moonbox, &fa, NULL, argv, environ) != 0) {
     fprintf(stderr, "bench_mcp: cannot start %s\n", moonbox);
@@ -191,25 +193,34 @@ int main(int argc, char **argv) {
   if (calls < 100) calls = 100;
   uint64_t *ns = malloc(calls * sizeof *ns);
   double med, p99, c_med, c_p99, j_med, j_p99, s_med, s_p99, p_med, p_p99;
+  double n_med, n_p99, ns_med, ns_p99;
   signal(SIGPIPE, SIG_IGN);
   if (ns == NULL || capi(calls, 0, ns) != 0) return 1;
   stats(ns, calls, &c_med, &c_p99);
   if (capi(calls, 1, ns) != 0) return 1;
   stats(ns, calls, &j_med, &j_p99);
-  if (mcp(moonbox, calls, 0, ns) != 0) return 1;
+  if (mcp(moonbox, "process", calls, 0, ns) != 0) return 1;
   stats(ns, calls, &med, &p99);
-  if (mcp(moonbox, calls, 1, ns) != 0) return 1;
+  if (mcp(moonbox, "process", calls, 1, ns) != 0) return 1;
   stats(ns, calls, &s_med, &s_p99);
-  if (mcp(moonbox, calls, -1, ns) != 0) return 1;
+  if (mcp(moonbox, "none", calls, 0, ns) != 0) return 1;
+  stats(ns, calls, &n_med, &n_p99);
+  if (mcp(moonbox, "none", calls, 1, ns) != 0) return 1;
+  stats(ns, calls, &ns_med, &ns_p99);
+  if (mcp(moonbox, "process", calls, -1, ns) != 0) return 1;
   stats(ns, calls, &p_med, &p_p99);
   printf("return 1+1, %zu calls each (after %zu warm-up calls), one sandbox / one server:\n", calls,
          calls / 10);
   printf("  C API mbx_run                          median %8.2f us   p99 %8.2f us\n", c_med, c_p99);
   printf("  C API mbx_run + mbx_result_json        median %8.2f us   p99 %8.2f us\n", j_med, j_p99);
-  printf("  MCP tools/call run_lua (fresh sandbox) median %8.2f us   p99 %8.2f us\n", med, p99);
-  printf("  MCP run_lua in one session             median %8.2f us   p99 %8.2f us\n", s_med, s_p99);
+  printf("  MCP run_lua, worker (fresh sandbox)    median %8.2f us   p99 %8.2f us\n", med, p99);
+  printf("  MCP run_lua, worker, one session       median %8.2f us   p99 %8.2f us\n", s_med, s_p99);
+  printf("  MCP run_lua, --isolate none (fresh)    median %8.2f us   p99 %8.2f us\n", n_med, n_p99);
+  printf("  MCP run_lua, --isolate none, session   median %8.2f us   p99 %8.2f us\n", ns_med,
+         ns_p99);
   printf("  MCP ping (transport floor)             median %8.2f us   p99 %8.2f us\n", p_med, p_p99);
-  printf("  MCP / C API median ratio: %.1fx (session: %.1fx)\n", med / c_med, s_med / c_med);
+  printf("  MCP / C API median ratio: worker %.1fx (session %.1fx), in-process %.1fx (session "
+         "%.1fx)\n", med / c_med, s_med / c_med, n_med / c_med, ns_med / c_med);
   free(ns);
   return 0;
 }

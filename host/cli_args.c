@@ -174,7 +174,8 @@ static const char usage_text[] =
     "                         it, input piped or redirected from a file is used)\n"
     "  --isolate process|none run the script in a jailed worker process (moonbox-worker:\n"
     "                         no files, no network, no system calls but compute) or in\n"
-    "                         this process (none, the default)\n"
+    "                         this process (none, the default; moonbox mcp defaults to\n"
+    "                         process)\n"
     "  --allow-exec PROGRAM   let proc.run start PROGRAM (an absolute path, e.g. /bin/sh) in\n"
     "                         the exec sandbox (bubblewrap); /bin/sh also enables os.execute\n"
     "                         and io.popen (repeatable; see moonbox doctor)\n"
@@ -870,7 +871,6 @@ static int mcp_takes(const option_spec *spec) {
   case OPT_SNAPSHOT_OUT:
   case OPT_VALUE:
   case OPT_ERROR:
-  case OPT_ISOLATE: /* not wired into the server's runtime yet: refused, never ignored */
     return 0;
   default:
     return 1;
@@ -916,7 +916,8 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
     if (opt->command == MBXH_CLI_MCP && !mcp_takes(spec)) {
       set_msg(msg, msg_size,
               "%s is not an option of moonbox mcp (it takes the policy options: limits, "
-              "--policy, --mount, --file, --env, --seed, --time, --deterministic)",
+              "--policy, --mount, --file, --env, --seed, --time, --deterministic, and "
+              "--isolate)",
               spec->name);
       return -1;
     }
@@ -1032,6 +1033,9 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
   }
   if (strcmp(command, "mcp") == 0) {
     opt->command = MBXH_CLI_MCP;
+    /* The server runs many agents' code for as long as it lives: each call in a jailed worker
+       unless --isolate none opts out. */
+    opt->isolate = 1;
     return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
   }
   if (strcmp(command, "resume") == 0) {

@@ -649,7 +649,7 @@ static int run_command(const mbxH_cli_options *opt) {
       exit_code = EXIT_USAGE;
       goto done;
     }
-    /* Empty input is what every sandbox has already (a worker has no stdin to set). */
+    /* Empty input is what every sandbox has already: nothing to copy. */
     mbx_status ss = guest_stdin.len == 0 ? MBX_OK
                                          : mbx_sandbox_set_stdin(sandbox, guest_stdin.data,
                                                                  guest_stdin.len, &err);
@@ -921,7 +921,7 @@ int main(int argc, char **argv) {
     int exit_code = EXIT_USAGE;
     mbx_policy *policy = mbxH_cli_make_policy(&opt, &exit_code);
     if (policy == NULL) return exit_code;
-    exit_code = mbxH_mcp_serve(policy);
+    exit_code = mbxH_mcp_serve(policy, opt.isolate);
     mbx_policy_free(policy);
     return exit_code;
   }

@@ -116,8 +116,9 @@ struct mbxH_mcp_server {
   mbxH_mcp_sessions sessions;
 };
 
-/* The moonbox mcp command: serves stdin/stdout until stdin ends, under policy. Exit code. */
-int mbxH_mcp_serve(const mbx_policy *policy);
+/* The moonbox mcp command: serves stdin/stdout until stdin ends, under policy, every call's
+   sandbox in a jailed worker process when isolate is set (MBX_CAP_ISOLATE). Exit code. */
+int mbxH_mcp_serve(const mbx_policy *policy, int isolate);
 
 /* The pieces of it, for tests: init (0, or -1 with msg), one message line, and the end (waits
    for the calls in flight, frees the sessions). Responses go to out_fd. */
@@ -125,6 +126,9 @@ int mbxH_mcp_server_init(mbxH_mcp_server *s, const mbx_policy *policy, int out_f
                          size_t msg_size);
 void mbxH_mcp_handle_line(mbxH_mcp_server *s, const char *line, size_t len);
 void mbxH_mcp_server_finish(mbxH_mcp_server *s);
+/* After init, before any message: every sandbox of the server's runtime runs in a worker, the
+   pool started now. 0, or -1 with msg (the worker cannot be found or started). */
+int mbxH_mcp_server_isolate(mbxH_mcp_server *s, char *msg, size_t msg_size);
 
 /* Writes one message (compact JSON without a newline) as one line. Thread-safe. */
 void mbxH_mcp_send(mbxH_mcp_server *s, const char *json, size_t len);

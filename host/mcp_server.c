@@ -585,16 +585,42 @@ void mbxH_mcp_server_finish(mbxH_mcp_server *s) {
   pthread_mutex_destroy(&s->out_lock);
 }
 
-int mbxH_mcp_serve(const mbx_policy *policy) {
+int mbxH_mcp_server_isolate(mbxH_mcp_server *s, char *msg, size_t msg_size) {
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  if (mbx_runtime_set_cap(s->runtime, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err) != MBX_OK) {
+    snprintf(msg, msg_size, "%s (--isolate none runs the calls in this process)", err.message);
+    return -1;
+  }
+  /* One sandbox made and freed now: the zygote and its warm workers are started before the
+     first call (which then takes a forked worker instead of paying the cold start), and a
+     worker that cannot start is reported here, once, rather than by every call. */
+  mbx_sandbox *sb = mbx_sandbox_new(s->runtime, s->policy, &err);
+  if (sb == NULL) {
+    snprintf(msg, msg_size, "%s (--isolate none runs the calls in this process)", err.message);
+    return -1;
+  }
+  mbx_sandbox_free(sb);
+  return 0;
+}
+
+int mbxH_mcp_serve(const mbx_policy *policy, int isolate) {
   mbxH_mcp_server server;
-  char msg[256] = "";
+  char msg[512] = "";
   /* A client that goes away must not kill the server mid-write: write() reports EPIPE. */
   signal(SIGPIPE, SIG_IGN);
   if (mbxH_mcp_server_init(&server, policy, STDOUT_FILENO, msg, sizeof msg) != 0) {
     fprintf(stderr, "moonbox mcp: %s\n", msg);
     return 70;
   }
-  fprintf(stderr, "moonbox mcp: serving MCP %s on stdin/stdout\n", MBXH_MCP_PROTOCOL);
+  if (isolate && mbxH_mcp_server_isolate(&server, msg, sizeof msg) != 0) {
+    fprintf(stderr, "moonbox mcp: %s\n", msg);
+    mbxH_mcp_server_finish(&server);
+    return 70;
+  }
+  fprintf(stderr, "moonbox mcp: serving MCP %s on stdin/stdout, %s\n", MBXH_MCP_PROTOCOL,
+          isolate ? "each call in a jailed worker process (--isolate process)"
+                  : "the calls in this process (--isolate none)");
   char *line = NULL, chunk[64 * 1024];
   size_t len = 0, cap = 0;
   int discarding = 0, failed = 0;

@@ -621,6 +621,12 @@ typedef struct wsb {
   unsigned char *rbuf;
   size_t rcap, rlen;
   char reason[256]; /* why the last worker was lost */
+  /* The parent's own view of the run's deadline (0: no time limit): set when a run or resume
+     is sent, moved on by the host time of the calls served. A guest-time operation (exec)
+     waits no later than this plus the grace, whatever deadline the worker's call names. */
+  uint64_t run_deadline;
+  /* io.stdin's read position at the checkpoint (the bytes and position live here). */
+  size_t checkpoint_stdin;
 } wsb;
 
 static const mbxC_port *served_port(wsb *ws) {
@@ -665,11 +671,29 @@ static int worker_alive(const wsb *ws) {
   return ws->proc.sock >= 0;
 }
 
+/* The deadline a guest-time operation gets: the worker's (what the guest's budget says, as
+   in-process), but never later than the parent's own bound; 0 (none) only when both say so. */
+static uint64_t guest_deadline(const wsb *ws, uint64_t worker) {
+  if (ws->run_deadline == 0) return worker;
+  uint64_t bound = ws->run_deadline + (uint64_t)MBXH_WORKER_GRACE_MS * 1000000u;
+  return worker && worker < bound ? worker : bound;
+}
+
+/* Host and native callbacks: the host's time (the backstop waits for it, the run's deadline
+   moves on by it in the worker's budget and in the parent's bound) and the calls the
+   sandbox's MBX_LIMIT_HOST_CALLS counts. */
+static int op_is_callback(mbxH_wp_op op) {
+  return op == MBXH_OP_HOST_CALL || op == MBXH_OP_NATIVE_CALL;
+}
+
 /* The reply to a port call, written into ws->reply. */
 static void serve_call(wsb *ws, const mbxH_wp_call *c) {
   const mbxC_port *port = served_port(ws);
   mbxH_wp_writer *w = &ws->reply;
-  mbxC_wait wait = {c->deadline_ns, parent_interrupted, ws};
+  /* Host time carries only the interrupt, as in-process; guest time the run's deadline, never
+     past the parent's own bound. */
+  mbxC_wait wait = {op_is_callback(c->op) ? 0 : guest_deadline(ws, c->deadline_ns),
+                    parent_interrupted, ws};
   mbxC_port_error e = {0, ""};
   int rc = 0;
   mbxH_wp_begin(w, MBXH_WP_PORT_REPLY);
@@ -713,10 +737,25 @@ static void serve_call(wsb *ws, const mbxH_wp_call *c) {
     mbxH_wp_bytes(w, bytes, bytes ? len : 0);
     return;
   }
+  case MBXH_OP_EXEC_RUN: {
+    /* The same port_local exec_run as in-process (allow list, count, mounts, the exec
+       backend), its deadline the earlier of the worker's and the parent's own. */
+    mbxC_exec_result res;
+    memset(&res, 0, sizeof res);
+    rc = port->exec_run(port->ud, &c->exec, &wait, &res, &e);
+    mbxH_wp_u8(w, rc != 0);
+    if (rc != 0) {
+      mbxH_wp_u32(w, (uint32_t)e.errnum);
+      mbxH_wp_bytes(w, e.message, strnlen(e.message, sizeof e.message));
+    } else {
+      mbxH_wp_put_exec_result(w, &res);
+    }
+    return;
+  }
   default:
     break;
   }
-  /* The filesystem: the operation, then its status, then its data. */
+  /* The filesystem (and io.stdin): the operation, then its status, then its data. */
   int h = -1;
   size_t got = 0, put = 0, names_len = 0;
   int64_t pos = 0;
@@ -740,6 +779,17 @@ static void serve_call(wsb *ws, const mbxH_wp_call *c) {
     break;
   case MBXH_OP_FS_WRITE:
     rc = port->fs_write(port->ud, (int)c->i1, c->a, c->a_len, &wait, &put, &e);
+    break;
+  case MBXH_OP_STDIN_READ:
+    buf = malloc(c->i2 ? (size_t)c->i2 : 1);
+    if (buf == NULL) {
+      rc = -1;
+      e.errnum = 12;
+      snprintf(e.message, sizeof e.message, "Cannot allocate memory (host)");
+      break;
+    }
+    rc = port->stdin_read(port->ud, buf, (size_t)c->i2, &got, &e);
+    if (got > (size_t)c->i2) got = (size_t)c->i2;
     break;
   case MBXH_OP_FS_SEEK:
     rc = port->fs_seek(port->ud, (int)c->i1, (int)c->i2, c->i3, &pos, &e);
@@ -777,6 +827,7 @@ static void serve_call(wsb *ws, const mbxH_wp_call *c) {
     mbxH_wp_u64(w, (uint64_t)(int64_t)h);
     break;
   case MBXH_OP_FS_READ:
+  case MBXH_OP_STDIN_READ:
     mbxH_wp_bytes(w, buf, got);
     break;
   case MBXH_OP_FS_WRITE:
@@ -828,6 +879,10 @@ static int op_served(const mbxC_port *p, mbxH_wp_op op) {
     return p->fs_remove != NULL;
   case MBXH_OP_FS_RENAME:
     return p->fs_rename != NULL;
+  case MBXH_OP_EXEC_RUN:
+    return p->exec_run != NULL;
+  case MBXH_OP_STDIN_READ:
+    return p->stdin_read != NULL;
   default:
     return 1;
   }
@@ -839,11 +894,6 @@ static int op_outside_run(mbxH_wp_op op) {
   return op == MBXH_OP_WALL_TIME || op == MBXH_OP_RANDOM_SEED || op == MBXH_OP_ENV_GET;
 }
 
-/* Host and native callbacks: the host's time (the backstop waits for it) and the calls the
-   sandbox's MBX_LIMIT_HOST_CALLS counts. */
-static int op_is_callback(mbxH_wp_op op) {
-  return op == MBXH_OP_HOST_CALL || op == MBXH_OP_NATIVE_CALL;
-}
 
 /*
 ** Send ws->w and serve port calls until a frame of type `expect` arrives (its payload in
@@ -934,8 +984,12 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
       lose_worker(ws, "worker protocol error: a port answer too large for the protocol");
       return -1;
     }
-    /* Host time: the backstop waits for it, until an interrupt cut the deadline. */
-    if (callback && !dl.cut) dl.at += now_ns() - t0;
+    uint64_t served = now_ns() - t0;
+    /* The backstop waits for host time (callbacks) and for a program the parent runs (bounded
+       here: its exec timeout, the run's deadline, the interrupt; the worker only waits), until
+       an interrupt cut the deadline. */
+    if ((callback || c.op == MBXH_OP_EXEC_RUN) && !dl.cut) dl.at += served;
+    if (ws->run_deadline && callback) ws->run_deadline += served;
     io = write_all(ws->proc.sock, ws->reply.data, ws->reply.len, &dl);
   }
   if (io == IO_TIMEOUT && dl.cut)
@@ -944,6 +998,10 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
   else if (io == IO_TIMEOUT) lose_worker(ws, "worker killed: wall-clock backstop");
   else lose_worker(ws, NULL);
   return -1;
+}
+
+static uint64_t run_deadline_from_now(const wsb *ws) {
+  return ws->cfg.time_limit_ms ? now_ns() + ws->cfg.time_limit_ms * 1000000u : 0;
 }
 
 static uint64_t run_budget_ms(const wsb *ws) {
@@ -1115,16 +1173,6 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
                    (unsigned long long)cap);
     return MBX_NO_MEMORY;
   }
-  if (p->exec.allow_count > 0) {
-    /* The worker protocol does not carry exec_run: refused here, so the guest never sees a
-       granted program answer "not available". */
-    if (replay) mbxC_replay_free(replay);
-    mbxU_error_set(err, MBX_UNSUPPORTED,
-                   "mbx_sandbox_new: a policy that allows programs (mbx_policy_allow_exec) "
-                   "cannot run under MBX_CAP_ISOLATE yet; run it in-process (the programs "
-                   "still run in the exec sandbox)");
-    return MBX_UNSUPPORTED;
-  }
   wsb *ws = calloc(1, sizeof *ws);
   int made_port = ws ? mbxC_port_local_init(&ws->port, p) : -1;
   if (made_port != 0) {
@@ -1140,6 +1188,9 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
   }
   ws->rt = rt;
   ws->pool = rt->workers;
+  /* Programs run from here, in the runtime's exec backend, with port_local's checks: the
+     worker only forwards the request. */
+  mbxC_port_local_set_exec(&ws->port, &rt->exec);
   pthread_mutex_init(&ws->sig_mu, NULL);
   ws->proc = (wproc){0, -1, -1, 0, 0};
   ws->cfg = (mbxV_config){.memory_limit = (size_t)p->memory,
@@ -1211,6 +1262,8 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
     return MBX_NO_MEMORY;
   }
   mbxC_port_local_seek(&ws->port, 0);
+  /* io.stdin reads the host's bytes from their start again (they live here). */
+  ws->port.stdin_pos = 0;
   if (ws->recording) {
     mbxC_port_record_restart(&ws->record);
     ws->log_generation++;
@@ -1292,6 +1345,7 @@ static mbx_status worker_checkpoint(void *impl, mbx_error *err) {
   ws->has_checkpoint = 1;
   ws->checkpoint_worker = ws->worker_gen;
   ws->checkpoint_draws = mbxC_port_local_position(&ws->port);
+  ws->checkpoint_stdin = ws->port.stdin_pos;
   ws->checkpoint_log_generation = ws->log_generation;
   ws->checkpoint_log = mbxC_port_record_mark(&ws->record);
   ws->checkpoint_paused = ws->paused;
@@ -1332,6 +1386,7 @@ static mbx_status worker_rewind(void *impl, mbx_error *err) {
   ws->paused = ws->checkpoint_paused;
   ws->tainted = 0;
   mbxC_port_local_seek(&ws->port, ws->checkpoint_draws);
+  ws->port.stdin_pos = ws->checkpoint_stdin <= ws->port.stdin_len ? ws->checkpoint_stdin : 0;
   if (mbxC_port_local_fs_rewind(&ws->port) != 0) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_rewind: the state is rewound, but the "
                                        "memory files could not be (out of host memory): /tmp "
@@ -1444,6 +1499,7 @@ static mbx_status worker_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   mbxH_wp_bytes(&ws->w, a->code ? a->code : "", a->code_len);
   mbxH_wp_u8(&ws->w, a->inputs != NULL);
   mbxH_wp_bytes(&ws->w, a->inputs ? a->inputs : "", a->inputs ? a->inputs_len : 0);
+  ws->run_deadline = run_deadline_from_now(ws);
   int x = exchange(ws, MBXH_WP_DONE, run_budget_ms(ws));
   if (x == -2) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s: the code and inputs are too large to send "
@@ -1470,6 +1526,7 @@ static mbx_status worker_resume(void *impl, const char *fn, const char *value, s
   mbxH_wp_u8(&ws->w, (uint8_t)(as_error != 0));
   mbxH_wp_u8(&ws->w, value != NULL);
   mbxH_wp_bytes(&ws->w, value ? value : "", value ? len : 0);
+  ws->run_deadline = run_deadline_from_now(ws);
   int x = exchange(ws, MBXH_WP_DONE, run_budget_ms(ws));
   if (x == -2) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s: the value is too large to send to the "
@@ -1478,6 +1535,19 @@ static mbx_status worker_resume(void *impl, const char *fn, const char *value, s
   }
   if (x != 0) return lost_result(ws, out);
   return finish(ws, fn, ws->recording, out, err);
+}
+
+/* The bytes io.stdin reads: held here, served to the worker a block at a time. */
+static mbx_status worker_set_stdin(void *impl, const char *data, size_t len, mbx_error *err) {
+  if (mbxC_port_local_set_stdin(&((wsb *)impl)->port, data, len) == 0) return MBX_OK;
+  mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_set_stdin: out of host memory for %zu bytes",
+                 len);
+  return MBX_NO_MEMORY;
+}
+
+/* The filesystem view is the parent's (the worker only reaches it through the port). */
+static mbxC_vfs *worker_files(void *impl) {
+  return ((wsb *)impl)->port.vfs;
 }
 
 const mbxH_backend mbxH_worker_backend = {.version = MBXH_BACKEND_VERSION,
@@ -1492,4 +1562,6 @@ const mbxH_backend mbxH_worker_backend = {.version = MBXH_BACKEND_VERSION,
                                           .interrupt = worker_interrupt,
                                           .paused = worker_paused,
                                           .heap_bytes = worker_heap_bytes,
-                                          .recorder = worker_recorder};
+                                          .recorder = worker_recorder,
+                                          .files = worker_files,
+                                          .set_stdin = worker_set_stdin};

@@ -360,6 +360,40 @@ static int r_fs_rename(void *ud, const char *from, size_t from_len, const char *
   return fs_status(rp, &r, e);
 }
 
+/* exec: the parent checks the request against the policy and runs the program in its exec
+   backend; the worker only describes it (it could not spawn anything anyway: the jail kills
+   execve, fork and clone of a process). The result's bytes point into the reply, valid until
+   the next call. */
+static int r_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wait *wait,
+                      mbxC_exec_result *res, mbxC_port_error *e) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  call_begin(rp, MBXH_OP_EXEC_RUN, wait);
+  mbxH_wp_put_exec_request(&rp->w, req);
+  call_end(rp, &r);
+  if (fs_status(rp, &r, e) != 0) return -1;
+  if (mbxH_wp_get_exec_result(&r, res) != 0) die_quietly();
+  return 0;
+}
+
+/* io.stdin: the parent holds the host's bytes and how far the guest read (a reset or rewind
+   moves that position there). */
+static int r_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
+  rport *rp = ud;
+  mbxH_wp_reader r;
+  if (len > MBXH_WP_MAX_IO) len = MBXH_WP_MAX_IO;
+  call_begin(rp, MBXH_OP_STDIN_READ, NULL);
+  mbxH_wp_u64(&rp->w, len);
+  call_end(rp, &r);
+  if (fs_status(rp, &r, e) != 0) return -1;
+  const char *p;
+  size_t n = mbxH_wp_get_bytes(&r, len, &p);
+  if (r.bad) die_quietly();
+  memcpy(buf, p, n);
+  *got = n;
+  return 0;
+}
+
 /* ---- the sandbox ---- */
 
 typedef struct wsandbox {
@@ -413,8 +447,26 @@ static int hook_syscall(lua_State *L) {
   return 1;
 }
 
+/* A forged exec_run, as a compromised VM would send it past the stdlib: "exec_bad" with no
+   program (the decoder refuses it), "exec_ungranted" well formed (a sandbox granted no exec
+   must not be served one). */
+static int hook_exec(lua_State *L) {
+  const char *what = luaL_checkstring(L, 1);
+  const char *argv[] = {"/bin/sh"};
+  mbxC_exec_request req = {.argv = argv, .argc = strcmp(what, "exec_bad") == 0 ? 0 : 1};
+  mbxH_wp_writer w = {0};
+  mbxH_wp_begin(&w, MBXH_WP_PORT_CALL);
+  mbxH_wp_u8(&w, MBXH_OP_EXEC_RUN);
+  mbxH_wp_u64(&w, 0);
+  mbxH_wp_put_exec_request(&w, &req);
+  send_frame(g_port.fd, &w);
+  for (;;) pause(); /* the parent must end this worker */
+  return 0;
+}
+
 static int hook_frame(lua_State *L) {
   const char *what = luaL_checkstring(L, 1);
+  if (strncmp(what, "exec_", 5) == 0) return hook_exec(L);
   unsigned char hdr[MBXH_WP_HEADER];
   uint16_t v = MBXH_WP_VERSION, t = MBXH_WP_DONE;
   uint32_t n = 0;
@@ -633,8 +685,9 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   SERVED(MBXH_OP_FS_MKDIR, fs_mkdir, r_fs_mkdir);
   SERVED(MBXH_OP_FS_REMOVE, fs_remove, r_fs_remove);
   SERVED(MBXH_OP_FS_RENAME, fs_rename, r_fs_rename);
+  SERVED(MBXH_OP_EXEC_RUN, exec_run, r_exec_run);
+  SERVED(MBXH_OP_STDIN_READ, stdin_read, r_stdin_read);
 #undef SERVED
-  port->exec_run = NULL; /* exec is not forwarded yet: not granted in a worker */
 
   /* The zygote's slot when it is of this sandbox's class; else it goes (its reservation would
      count against the address-space limit below). */

@@ -11,6 +11,8 @@
 
 #include <jansson.h>
 
+#include "capabilities/exec.h"
+
 /* Paths and names the guest gives: longer ones are refused by the port anyway. */
 #define WP_MAX_PATH ((size_t)1 << 16)
 
@@ -201,6 +203,8 @@ void mbxH_wp_put_done(mbxH_wp_writer *w, mbxV_status s, const char *refusal,
     mbxH_wp_u8(w, (uint8_t)(o->exited != 0));
     mbxH_wp_u64(w, (uint64_t)o->exit_code);
     mbxH_wp_u64(w, o->host_calls);
+    mbxH_wp_u64(w, o->exec_runs);
+    mbxH_wp_u64(w, o->exec_ms);
     mbxH_wp_bytes(w, o->pending_json, o->pending_json ? o->pending_len : 0);
     for (int i = 0; i < 2; i++) mbxH_wp_bytes(w, stream[i], stream_len[i]);
     mbxH_wp_u64(w, output_total);
@@ -270,6 +274,8 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
     if (o->exited > 1) r.bad = 1;
     o->exit_code = (int64_t)mbxH_wp_get_u64(&r);
     o->host_calls = mbxH_wp_get_u64(&r);
+    o->exec_runs = mbxH_wp_get_u64(&r);
+    o->exec_ms = mbxH_wp_get_u64(&r);
     pending_len = mbxH_wp_get_bytes(&r, b->value_max, &pending);
     size_t out_left = b->output_max;
     for (int i = 0; i < 2; i++) {
@@ -344,6 +350,8 @@ int mbxH_wp_json_ok(const char *text, size_t len) {
 }
 
 /* ---- port calls ---- */
+
+static int get_exec_request(mbxH_wp_reader *r, mbxH_wp_call *c, char *why, size_t why_size);
 
 static int handle_ok(int64_t h) {
   return h >= 0 && h <= INT32_MAX;
@@ -486,6 +494,16 @@ int mbxH_wp_get_call(const void *payload, size_t n, const mbxC_grants *g, mbxH_w
     c->a_len = mbxH_wp_get_bytes(&r, WP_MAX_PATH, &c->a);
     c->b_len = mbxH_wp_get_bytes(&r, WP_MAX_PATH, &c->b);
     break;
+  case MBXH_OP_EXEC_RUN:
+    if (get_exec_request(&r, c, why, why_size) != 0) return -1;
+    break;
+  case MBXH_OP_STDIN_READ:
+    c->i2 = (int64_t)mbxH_wp_get_u64(&r);
+    if (!r.bad && (c->i2 < 0 || c->i2 > (int64_t)MBXH_WP_MAX_IO)) {
+      say(why, why_size, "stdin_read of %lld bytes", (long long)c->i2);
+      return -1;
+    }
+    break;
   case MBXH_OP_COUNT:
     break;
   }
@@ -501,4 +519,145 @@ int mbxH_wp_get_call(const void *payload, size_t n, const mbxC_grants *g, mbxH_w
 void mbxH_wp_call_free(mbxH_wp_call *c) {
   free(c->zbuf);
   c->zbuf = NULL;
+  free(c->strs);
+  c->strs = NULL;
+}
+
+/* ---- exec_run ---- */
+
+void mbxH_wp_put_exec_request(mbxH_wp_writer *w, const mbxC_exec_request *req) {
+  mbxH_wp_u32(w, (uint32_t)req->argc);
+  for (size_t i = 0; i < req->argc; i++) mbxH_wp_bytes(w, req->argv[i], strlen(req->argv[i]));
+  mbxH_wp_u8(w, req->stdin_bytes != NULL);
+  mbxH_wp_bytes(w, req->stdin_bytes ? req->stdin_bytes : "", req->stdin_bytes ? req->stdin_len : 0);
+  mbxH_wp_u8(w, req->cwd != NULL);
+  mbxH_wp_bytes(w, req->cwd ? req->cwd : "", req->cwd ? strlen(req->cwd) : 0);
+  mbxH_wp_u32(w, (uint32_t)req->envc);
+  for (size_t i = 0; i < req->envc; i++) mbxH_wp_bytes(w, req->env[i], strlen(req->env[i]));
+  mbxH_wp_u64(w, req->timeout_ms);
+}
+
+/* One pass over an exec request's fields: the first (out NULL) checks each and counts the
+   bytes of the copies; the second (out the copies' buffer) makes them. The stdlib sends only
+   requests that pass (stdlib/proc.c): one that does not is a worker misbehaving. */
+static int exec_fields(mbxH_wp_reader *r, mbxH_wp_call *c, char *out, size_t *total, char *why,
+                       size_t why_size) {
+  mbxC_exec_request *req = &c->exec;
+  const char *p;
+  size_t n;
+  *total = 0;
+  req->argc = mbxH_wp_get_u32(r);
+  if (!r->bad && (req->argc == 0 || req->argc > MBXC_EXEC_MAX_ARGS)) {
+    say(why, why_size, "exec_run with %zu arguments (1 to %d)", req->argc, MBXC_EXEC_MAX_ARGS);
+    return -1;
+  }
+  for (size_t i = 0; i < req->argc && !r->bad; i++) {
+    n = mbxH_wp_get_bytes(r, MBXH_WP_MAX_FRAME, &p);
+    if (!r->bad && memchr(p, '\0', n)) {
+      say(why, why_size, "exec_run argument %zu holds a NUL byte", i + 1);
+      return -1;
+    }
+    if (out) {
+      memcpy(out + *total, p, n);
+      out[*total + n] = '\0';
+      c->strs[i] = out + *total;
+    }
+    *total += n + 1;
+  }
+  uint8_t has_stdin = mbxH_wp_get_u8(r);
+  req->stdin_len = mbxH_wp_get_bytes(r, MBXH_WP_MAX_FRAME, &req->stdin_bytes);
+  if (!has_stdin) req->stdin_bytes = NULL;
+  uint8_t has_cwd = mbxH_wp_get_u8(r);
+  n = mbxH_wp_get_bytes(r, WP_MAX_PATH, &p);
+  if (!r->bad && (has_stdin > 1 || has_cwd > 1 || (!has_stdin && req->stdin_len) ||
+                  (!has_cwd && n) || memchr(p, '\0', n))) {
+    say(why, why_size, "exec_run with a malformed stdin or working directory");
+    return -1;
+  }
+  req->cwd = NULL;
+  if (has_cwd && out) {
+    memcpy(out + *total, p, n);
+    out[*total + n] = '\0';
+    req->cwd = out + *total;
+  }
+  if (has_cwd) *total += n + 1;
+  req->envc = mbxH_wp_get_u32(r);
+  if (!r->bad && req->envc > MBXH_WP_MAX_EXEC_ENV) {
+    say(why, why_size, "exec_run with %zu environment entries (at most %d)", req->envc,
+        MBXH_WP_MAX_EXEC_ENV);
+    return -1;
+  }
+  for (size_t i = 0; i < req->envc && !r->bad; i++) {
+    n = mbxH_wp_get_bytes(r, MBXH_WP_MAX_FRAME, &p);
+    const char *eq = r->bad ? NULL : memchr(p, '=', n);
+    if (!r->bad && (eq == NULL || eq == p || memchr(p, '\0', n))) {
+      say(why, why_size, "exec_run environment entry %zu is not NAME=VALUE", i + 1);
+      return -1;
+    }
+    if (out) {
+      memcpy(out + *total, p, n);
+      out[*total + n] = '\0';
+      c->strs[req->argc + i] = out + *total;
+    }
+    *total += n + 1;
+  }
+  req->timeout_ms = mbxH_wp_get_u64(r);
+  return 0;
+}
+
+static int get_exec_request(mbxH_wp_reader *r, mbxH_wp_call *c, char *why, size_t why_size) {
+  mbxH_wp_reader again = *r;
+  size_t total;
+  if (exec_fields(r, c, NULL, &total, why, why_size) != 0) return -1;
+  if (r->bad) return 0; /* reported as malformed by the caller */
+  c->strs = malloc((c->exec.argc + c->exec.envc) * sizeof *c->strs);
+  c->zbuf = malloc(total ? total : 1);
+  if (c->strs == NULL || c->zbuf == NULL) {
+    mbxH_wp_call_free(c);
+    say(why, why_size, "out of host memory for an exec request");
+    return -1;
+  }
+  exec_fields(&again, c, c->zbuf, &total, why, why_size);
+  c->exec.argv = c->strs;
+  c->exec.env = c->exec.envc ? c->strs + c->exec.argc : NULL;
+  return 0;
+}
+
+void mbxH_wp_put_exec_result(mbxH_wp_writer *w, const mbxC_exec_result *res) {
+  mbxH_wp_u64(w, (uint64_t)(int64_t)res->exit_code);
+  mbxH_wp_u64(w, (uint64_t)(int64_t)res->signal);
+  mbxH_wp_bytes(w, res->out ? res->out : "", res->out ? res->out_len : 0);
+  mbxH_wp_bytes(w, res->err ? res->err : "", res->err ? res->err_len : 0);
+  mbxH_wp_u8(w, (uint8_t)(res->timed_out != 0));
+  mbxH_wp_u8(w, (uint8_t)(res->truncated != 0));
+  mbxH_wp_u64(w, res->wall_ms);
+  mbxH_wp_u32(w, res->limits);
+  mbxH_wp_u8(w, (uint8_t)(res->memory_limit != 0));
+  mbxH_wp_u8(w, (uint8_t)(res->pids_limit != 0));
+  mbxH_wp_u64(w, res->changes);
+  mbxH_wp_u8(w, (uint8_t)(res->changes_refused != 0));
+  mbxH_wp_bytes(w, res->changes_error, strnlen(res->changes_error, sizeof res->changes_error));
+}
+
+int mbxH_wp_get_exec_result(mbxH_wp_reader *r, mbxC_exec_result *res) {
+  memset(res, 0, sizeof *res);
+  int64_t code = (int64_t)mbxH_wp_get_u64(r), sig = (int64_t)mbxH_wp_get_u64(r);
+  if (code < INT32_MIN || code > INT32_MAX || sig < 0 || sig > INT32_MAX) r->bad = 1;
+  res->exit_code = (int)code;
+  res->signal = (int)sig;
+  res->out_len = mbxH_wp_get_bytes(r, MBXH_WP_MAX_FRAME, &res->out);
+  res->err_len = mbxH_wp_get_bytes(r, MBXH_WP_MAX_FRAME, &res->err);
+  res->timed_out = mbxH_wp_get_u8(r);
+  res->truncated = mbxH_wp_get_u8(r);
+  res->wall_ms = mbxH_wp_get_u64(r);
+  res->limits = mbxH_wp_get_u32(r);
+  res->memory_limit = mbxH_wp_get_u8(r);
+  res->pids_limit = mbxH_wp_get_u8(r);
+  res->changes = mbxH_wp_get_u64(r);
+  res->changes_refused = mbxH_wp_get_u8(r);
+  const char *p;
+  size_t n = mbxH_wp_get_bytes(r, sizeof res->changes_error - 1, &p);
+  memcpy(res->changes_error, p, n);
+  res->changes_error[n] = '\0';
+  return r->bad ? -1 : 0;
 }

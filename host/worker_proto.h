@@ -19,13 +19,15 @@
 #include "capabilities/port.h"
 #include "vm/run.h"
 
-#define MBXH_WP_VERSION 1
+#define MBXH_WP_VERSION 2
 #define MBXH_WP_HEADER 8
 /* The largest frame either side accepts at all (a result may be this large; the parent's own
    per-sandbox bound is usually lower: mbxH_wp_result_max). */
 #define MBXH_WP_MAX_FRAME ((uint32_t)256 << 20)
 /* Bytes one fs_read or fs_write moves per port call (the stdlib asks for less). */
 #define MBXH_WP_MAX_IO ((uint32_t)1 << 20)
+/* Environment entries one forwarded exec request may carry (stdlib/proc.c allows 256). */
+#define MBXH_WP_MAX_EXEC_ENV 256
 
 typedef enum mbxH_wp_type {
   /* parent -> worker */
@@ -70,6 +72,8 @@ typedef enum mbxH_wp_op {
   MBXH_OP_FS_MKDIR,
   MBXH_OP_FS_REMOVE,
   MBXH_OP_FS_RENAME,
+  MBXH_OP_EXEC_RUN,   /* served by the parent's exec backend: the worker never spawns */
+  MBXH_OP_STDIN_READ, /* io.stdin: the bytes and the read position stay in the parent */
   MBXH_OP_COUNT
 } mbxH_wp_op;
 
@@ -161,7 +165,11 @@ typedef struct mbxH_wp_call {
   int64_t i2;     /* whence, read length */
   int64_t i3;     /* seek offset */
   mbxC_ffi_value args[MBXC_FFI_MAX_ARGS]; /* native: 'z' members point at zbuf copies */
-  char *zbuf;     /* malloc'd NUL-terminated copies of the 'z' arguments */
+  char *zbuf;     /* malloc'd NUL-terminated copies of the 'z' arguments, or of exec's
+                     argv, env and cwd */
+  /* exec_run: argv and env point into zbuf (strs, malloc'd), stdin into the frame. */
+  mbxC_exec_request exec;
+  const char **strs;
 } mbxH_wp_call;
 
 /* Decode a port call against the sandbox's grants: an index names a granted function of the
@@ -170,5 +178,16 @@ typedef struct mbxH_wp_call {
 int mbxH_wp_get_call(const void *payload, size_t n, const mbxC_grants *g, mbxH_wp_call *c,
                      char *why, size_t why_size);
 void mbxH_wp_call_free(mbxH_wp_call *c);
+
+/* exec_run across the socket, both directions in one place so that every field of the
+   request and of the result is carried (tests/host/test_worker_proto.c compares each field of
+   a round trip, and fails when a field is appended to mbxC_exec_request or mbxC_exec_result in
+   capabilities/port.h until it is encoded here). The worker encodes the request (the call's
+   header already written) and decodes the result (its byte members point into the frame);
+   the parent's side of the request is mbxH_wp_get_call. */
+void mbxH_wp_put_exec_request(mbxH_wp_writer *w, const mbxC_exec_request *req);
+void mbxH_wp_put_exec_result(mbxH_wp_writer *w, const mbxC_exec_result *res);
+/* 0, or -1 when the result is malformed (a field past the frame's end). */
+int mbxH_wp_get_exec_result(mbxH_wp_reader *r, mbxC_exec_result *res);
 
 #endif

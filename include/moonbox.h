@@ -190,9 +190,10 @@ typedef enum mbx_runtime_cap {
      found next to the library or set with mbx_runtime_set_path; docs/SECURITY-MODEL.md,
      "Worker mode"). The public functions behave the same; a worker that crashes, hangs past
      its backstop or breaks the protocol ends its run with MBX_INTERNAL_ERROR and a message
-     saying why, and is replaced (at the sandbox's reset). Not forwarded to a worker yet:
-     exec (not granted there). Only while no sandbox is live (MBX_INVALID_ARGUMENT
-     otherwise). */
+     saying why, and is replaced (at the sandbox's reset). Files, stdin, host functions and
+     exec stay in this process: the worker's requests are checked and served here (a program
+     runs in this runtime's exec backend; the worker never spawns). Only while no sandbox is
+     live (MBX_INVALID_ARGUMENT otherwise). */
   MBX_CAP_ISOLATE = 5,
   /* Whether the host marks its isolated sandboxes as one tenant: 0 (the default) each sandbox
      gets a worker process of its own that no other sandbox ever uses; 1 a freed sandbox's

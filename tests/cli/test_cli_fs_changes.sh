@@ -158,5 +158,42 @@ out=$("$MOONBOX" run --mount "$plain:/x:overlay" --diff -e \
 [ "$out" == "Files /dev/null and /x/many.txt differ (more lines than --diff compares)" ] ||
   fail "a 3 Mi-line file: $(echo "$out" | head -c 200)"
 
+# ---- the same through a worker (--isolate process): byte-identical output ----
+# The view and io.stdin stay in this process (the worker reaches them through the port), so
+# --changes, --diff, --json --changes, --export-changes and --stdin print exactly what they
+# print in-process.
+printf 'first\nsecond\n' > "$work/iso_in.txt"
+iso_script="$script"'
+local l = io.read("l")
+local h = assert(io.open("/tmp/from_stdin.txt", "w")); h:write(l, "|", io.read("a")); h:close()'
+both() { # NAME ARGS...: the run in-process and in a worker, stdout and stderr compared
+  local name=$1; shift
+  "$MOONBOX" run "$@" > "$work/in.out" 2> "$work/in.err"; local rin=$?
+  "$MOONBOX" run --isolate process "$@" > "$work/iso.out" 2> "$work/iso.err"; local riso=$?
+  sed -i -E 's/"wall_us":[0-9]+/"wall_us":_/' "$work/in.out" "$work/iso.out" # the one clock
+  [ $rin -eq $riso ] || fail "$name: exit $rin in-process, $riso in a worker: $(cat "$work/iso.err")"
+  cmp -s "$work/in.out" "$work/iso.out" ||
+    fail "$name: stdout differs in a worker: $(diff "$work/in.out" "$work/iso.out" | head -20)"
+  cmp -s "$work/in.err" "$work/iso.err" ||
+    fail "$name: stderr differs in a worker: $(diff "$work/in.err" "$work/iso.err" | head -20)"
+  [ -s "$work/in.out" ] || [ -s "$work/in.err" ] || fail "$name: printed nothing at all"
+}
+both "--changes --diff" --mount "$host:/w:overlay" --stdin "$work/iso_in.txt" --changes --diff \
+  -e "$iso_script"
+grep -q '^+first|second$' "$work/iso.out" || fail "a worker's io.stdin: $(cat "$work/iso.out")"
+grep -q '^moonbox: created  /tmp/from_stdin.txt (13 bytes)$' "$work/iso.err" ||
+  fail "a worker's change set: $(cat "$work/iso.err")"
+both "--json --changes" --mount "$host:/w:overlay" --stdin "$work/iso_in.txt" --json --changes \
+  -e "$iso_script; return io.read('a')"
+rm -rf "$work/exp_in" "$work/exp_iso"
+"$MOONBOX" run --mount "$host:/w:overlay" --export-changes "$work/exp_in" -e "$script" > /dev/null 2>&1
+"$MOONBOX" run --isolate process --mount "$host:/w:overlay" --export-changes "$work/exp_iso" \
+  -e "$script" > /dev/null 2> "$work/err" || fail "--export-changes in a worker: $(cat "$work/err")"
+[ -n "$(picture "$work/exp_iso")" ] && [ "$(picture "$work/exp_in")" == "$(picture "$work/exp_iso")" ] ||
+  fail "--export-changes differs in a worker: $(diff <(picture "$work/exp_in") <(picture "$work/exp_iso"))"
+out=$(printf '3 4' | "$MOONBOX" run --isolate process -e 'print(io.read("n") + io.read("n"))')
+[ "$out" == "7" ] || fail "piped stdin in a worker: $out"
+[ "$(picture "$host")" == "$before" ] || fail "a worker's overlay modified the host tree"
+
 if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all fs change-set CLI tests passed"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# tests/exec/test_exec.sh CLI PROBE -- the exec backend end to end: real processes through
-# moonbox-exec and bubblewrap, each protection asserted from inside the sandbox (and from the
-# host where only the host can tell). Skips (77) only where user namespaces cannot be made.
+# tests/exec/test_exec.sh CLI PROBE [OPTION...] -- the exec backend end to end: real processes
+# through moonbox-exec and bubblewrap, each protection asserted from inside the sandbox (and
+# from the host where only the host can tell). Skips (77) only where user namespaces cannot be
+# made. The OPTIONs go to every run (exec/e2e_isolated: --isolate process, every case with the
+# script in a worker and its programs served by the CLI process).
 set -u
 cli=$1
 probe_bin=$2
+extra=("${@:3}")
 work=$(mktemp -d "${TMPDIR:-/tmp}/moonbox-exec-test.XXXXXX")
 chmod 755 "$work"
 listener=
@@ -31,7 +34,7 @@ bad() { fails=$((fails + 1)); echo "FAIL $1: $2"; }
 expect() { if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1" "no '$3' in: $2"; fi; }
 # refuse NAME HAYSTACK NEEDLE: HAYSTACK does not contain NEEDLE.
 refuse() { if grep -qF -- "$3" <<<"$2"; then bad "$1" "found '$3' in: $2"; else ok "$1"; fi; }
-run() { "$cli" run --timeout 60s "$@" 2>&1; }
+run() { "$cli" run "${extra[@]}" --timeout 60s "$@" 2>&1; }
 
 # The probe and the mounts.
 mkdir -p "$work/bin" "$work/ro" "$work/rw"
@@ -203,7 +206,7 @@ sleep 0.5
 if pgrep -f 'sleep 10(07|13)' >/dev/null; then bad "timeout cleanup" "a sleep survived"; else ok "no process survives the timeout"; fi
 
 # 10. The run's own deadline ends the run (time_limit) and kills the program.
-out=$("$cli" run --json --timeout 1500ms "${sh_only[@]}" -e "proc.run{'sh', '-c', 'sleep 1021'} return 1" 2>&1)
+out=$("$cli" run "${extra[@]}" --json --timeout 1500ms "${sh_only[@]}" -e "proc.run{'sh', '-c', 'sleep 1021'} return 1" 2>&1)
 expect "the run's deadline ends a run stuck in a program" "$out" '"status":"time_limit"'
 sleep 0.5
 if pgrep -f 'sleep 1021' >/dev/null; then bad "deadline cleanup" "sleep 1021 survived"; else ok "the deadline kills the program"; fi
@@ -232,7 +235,7 @@ expect "two concurrent runs (1)" "$(cat "$work/c1")" 'one'
 expect "two concurrent runs (2)" "$(cat "$work/c2")" 'two'
 
 # 13. os.execute through /bin/sh, with Lua's results; the usage figures count the runs.
-out=$("$cli" run --json "${sh_only[@]}" -e "local a, b, c = os.execute('echo via-sh; exit 5') return {tostring(a), b, c}" 2>&1)
+out=$("$cli" run "${extra[@]}" --json "${sh_only[@]}" -e "local a, b, c = os.execute('echo via-sh; exit 5') return {tostring(a), b, c}" 2>&1)
 expect "os.execute's output is the run's" "$out" 'via-sh'
 expect "os.execute returns fail, exit, code" "$out" '"value":["nil","exit",5]'
 expect "usage counts exec runs" "$out" '"exec_runs":1'
@@ -340,10 +343,47 @@ expect "--allow-exec wants an absolute path" "$out" 'not an absolute path'
 out=$(run -e "return proc.run{'sh'}")
 expect "no exec granted" "$out" 'proc.run is not available: this policy grants no exec'
 
-out=$(run --isolate process "${sh_only[@]}" -e "return 1")
-expect "worker mode refuses an exec policy with its reason" "$out" 'cannot run under MBX_CAP_ISOLATE yet'
+# 15. Through a worker (--isolate process): the parent serves exec_run with the same checks and
+#     the same exec backend, so proc.run, os.execute and io.popen give what they give in-process
+#     (every field of the result but the wall-clock ones), refusals included.
+forwarded='local r = proc.run{"sh", "-c", "cat; echo \"[$A]\"; echo e >&2; pwd; exit 3",
+  stdin = "in\0put\n", env = {A = "b c"}, cwd = "/tmp"}
+local t = proc.run{"sh", "-c", "sleep 5", timeout_ms = 200}
+local big = proc.run{"sh", "-c", "head -c 3000000 /dev/zero"}
+local f = io.popen("echo popen; exit 4")
+local popen = f:read("a")
+local pw = io.popen("cat >/tmp/x; cat /tmp/x >&2", "w")
+pw:write("to stdin")
+local n1, n2, n3 = nil, proc.run{"python3"}
+local ok, how, code = os.execute("echo exec-out; exit 2")
+print(ok, how, code)
+return {code = r.code, signal = r.signal, stdout = r.stdout, stderr = r.stderr,
+  timed_out = r.timed_out, truncated = r.truncated,
+  t = {t.code, t.signal, t.timed_out}, big = {#big.stdout, big.truncated},
+  popen = {popen, f:close()}, pw = {pw:close()}, refused = {n2, select(2, proc.run{"python3"})},
+  killed = (function() local k = proc.run{"sh", "-c", "kill -9 $$"} return {k.code, k.signal} end)()}'
+strip_timing() { sed -E 's/"(wall_us|wall_ms|exec_ms|instructions|memory_peak)":[0-9]+//g'; }
+in_proc=$("$cli" run --json --timeout 60s "${sh_only[@]}" -e "$forwarded" 2>&1 | strip_timing)
+isolated=$("$cli" run --json --timeout 60s --isolate process "${sh_only[@]}" \
+  -e "$forwarded" 2>&1 | strip_timing)
+expect "proc.run through a worker ran the program" "$isolated" '"stdout":"in\u0000put\n[b c]\n/tmp\n"'
+expect "a worker's exec counts its programs" "$isolated" '"exec_runs":7'
+if [ "$in_proc" = "$isolated" ]; then
+  ok "proc.run, os.execute and io.popen through a worker equal in-process"
+else
+  bad "proc.run, os.execute and io.popen through a worker equal in-process" \
+    "in-process: $in_proc; isolated: $isolated"
+fi
+# The run's deadline holds through a worker: a program longer than the run ends it.
+out=$(run --json --isolate process --timeout 1s "${sh_only[@]}" -e 'return proc.run{"sh", "-c", "sleep 30"}')
+expect "a worker's program is bounded by the run's deadline" "$out" '"status":"time_limit"'
+# The exec count is the parent's: past exec.max_runs the worker's guest is refused too.
+echo '{"exec": {"allow": ["/bin/sh"], "max_runs": 1}}' >"$work/one.json"
+out=$(run --isolate process --policy "$work/one.json" -e 'proc.run{"sh", "-c", "true"}
+  return {proc.run{"sh", "-c", "true"}}')
+expect "exec.max_runs holds through a worker" "$out" 'exec.max_runs'
 
-# 15. The loader's variables in a request's env are refused (LD_PRELOAD of a library the guest
+# 16. The loader's variables in a request's env are refused (LD_PRELOAD of a library the guest
 #     wrote to a mount would run anything under /usr from any allowed dynamic program); the
 #     policy's own env may set them. /dev is read-only and /dev/shm holds at most the /tmp cap
 #     (bwrap's /dev tmpfs has no size of its own).

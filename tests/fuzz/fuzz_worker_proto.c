@@ -8,7 +8,9 @@
        one JSON value, its status is a run status or a refusal, paused iff status is paused;
      - a decoded port call names a granted function of the right kind, its byte fields lie
        inside the frame, its native 'z' arguments are NUL-terminated copies without a NUL inside
-       and its other arguments are values of their types.
+       and its other arguments are values of their types; an exec request holds a program and
+       at most its bounds of arguments and NAME=VALUE entries, each a C string copied out of the
+       frame, and its stdin lies inside the frame.
    Any broken check aborts, so libFuzzer keeps the input. Run (tools/dev fuzz_smoke does):
      build/fuzz/tests/fuzz_worker_proto -max_len=4096 -max_total_time=60 build/fuzz/wp-corpus */
 #include <stddef.h>
@@ -95,6 +97,22 @@ static void call(const uint8_t *p, size_t n) {
   }
   if (c.op == MBXH_OP_FS_READ) CHECK(c.i2 >= 0 && c.i2 <= (int64_t)MBXH_WP_MAX_IO);
   if (c.op == MBXH_OP_FS_SEEK) CHECK(c.i2 >= 0 && c.i2 <= 2);
+  if (c.op == MBXH_OP_STDIN_READ) CHECK(c.i2 >= 0 && c.i2 <= (int64_t)MBXH_WP_MAX_IO);
+  if (c.op == MBXH_OP_EXEC_RUN) {
+    /* What the port's exec_run gets: C strings, a program, NAME=VALUE entries, stdin inside
+       the frame. */
+    const mbxC_exec_request *q = &c.exec;
+    CHECK(q->argc >= 1 && q->argc <= 4096 && q->argv != NULL);
+    for (size_t i = 0; i < q->argc; i++) CHECK(q->argv[i] != NULL && strlen(q->argv[i]) < n);
+    CHECK(q->envc <= MBXH_WP_MAX_EXEC_ENV && (q->envc == 0) == (q->env == NULL));
+    for (size_t i = 0; i < q->envc; i++) {
+      const char *eq = strchr(q->env[i], '=');
+      CHECK(eq != NULL && eq != q->env[i] && strlen(q->env[i]) < n);
+    }
+    CHECK(q->cwd == NULL || strlen(q->cwd) < n);
+    CHECK(q->stdin_bytes != NULL || q->stdin_len == 0);
+    CHECK(inside(q->stdin_bytes, q->stdin_len, p, n));
+  }
   mbxH_wp_call_free(&c);
 }
 

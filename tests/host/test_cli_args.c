@@ -857,15 +857,24 @@ static void test_mcp_command(void **state) {
   PARSE_FAILS("moonbox mcp takes no script ('x.lua'): the client sends the code in tools/call",
               "mcp", "x.lua");
   PARSE_FAILS("--json is not an option of moonbox mcp (it takes the policy options: limits, "
-              "--policy, --mount, --file, --env, --seed, --time, --deterministic)",
+              "--policy, --mount, --file, --env, --seed, --time, --deterministic, and --isolate)",
               "mcp", "--json");
   PARSE_FAILS("--pause-on is not an option of moonbox mcp (it takes the policy options: "
-              "limits, --policy, --mount, --file, --env, --seed, --time, --deterministic)",
+              "limits, --policy, --mount, --file, --env, --seed, --time, --deterministic, "
+              "and --isolate)",
               "mcp", "--pause-on", "f");
   PARSE_FAILS("unknown option '--bogus' (see moonbox mcp --help)", "mcp", "--bogus");
-  PARSE_FAILS("--isolate is not an option of moonbox mcp (it takes the policy options: limits, "
-              "--policy, --mount, --file, --env, --seed, --time, --deterministic)",
-              "mcp", "--isolate", "process");
+  /* worker mode is the server's default; --isolate none opts out */
+  PARSE_OK(&opt, "mcp");
+  assert_int_equal(opt.isolate, 1);
+  PARSE_OK(&opt, "mcp", "--isolate", "none");
+  assert_int_equal(opt.isolate, 0);
+  PARSE_OK(&opt, "mcp", "--isolate", "process", "--timeout", "1s");
+  assert_int_equal(opt.isolate, 1);
+  PARSE_OK(&opt, "run", "-e", "1");
+  assert_int_equal(opt.isolate, 0);
+  PARSE_FAILS("--isolate: 'bogus' is not process or none (e.g. --isolate process)", "mcp",
+              "--isolate", "bogus");
 }
 
 int main(void) {

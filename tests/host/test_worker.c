@@ -206,6 +206,87 @@ static void test_checkpoint_rewind(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* io.stdin and the memory files live in the parent: a script of runs, checkpoint, rewind and
+   reset gives the same values and the same change sets in a worker as in-process. Each step's
+   text is collected for both sandboxes and compared; a few are also pinned, so two backends
+   wrong the same way do not pass. */
+#define STEPS 16
+typedef struct steps {
+  char *text[STEPS];
+  int n;
+  int rewound; /* the build has checkpoints (not MBX_ARENA_MALLOC) */
+} steps;
+
+static void step_value(steps *st, mbx_sandbox *sb, const char *code) {
+  mbx_result *res;
+  mbx_status s = run(sb, code, &res);
+  if (s != MBX_OK) fail_msg("%s: %s", code, mbx_result_json(res, NULL));
+  st->text[st->n++] = strdup(mbx_result_value_json(res, NULL));
+  mbx_result_free(res);
+}
+
+static void step_changes(steps *st, mbx_sandbox *sb) {
+  mbx_error err;
+  char *json = NULL;
+  assert_int_equal(mbx_sandbox_changes(sb, MBX_CHANGES_CONTENT, &json, NULL, &err), MBX_OK);
+  st->text[st->n++] = strdup(json);
+  mbx_free(json);
+}
+
+static void stdin_and_files_script(mbx_sandbox *sb, steps *st) {
+  mbx_error err;
+  static const char in[] = "a\nb\nc\n";
+  assert_int_equal(mbx_sandbox_set_stdin(sb, in, sizeof in - 1, &err), MBX_OK);
+  step_value(st, sb, "local f = io.open('/tmp/f', 'w') f:write('1') f:close() return io.read('l')");
+  mbx_status s = mbx_sandbox_checkpoint(sb, &err);
+  st->rewound = s == MBX_OK;
+  if (s != MBX_OK) assert_int_equal(s, MBX_UNSUPPORTED);
+  step_value(st, sb, "local f = io.open('/tmp/f', 'w') f:write('2') f:close() "
+                     "io.open('/tmp/g', 'w'):close() return io.read('l')");
+  step_changes(st, sb);
+  if (st->rewound) {
+    assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
+    step_value(st, sb, "return {io.open('/tmp/f'):read('a'), io.open('/tmp/g') == nil, "
+                       "io.read('l')}");
+    step_changes(st, sb);
+  }
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  step_value(st, sb, "return {io.open('/tmp/f') == nil, io.read('l'), io.read('a')}");
+  step_changes(st, sb);
+}
+
+static void test_stdin_and_files_match_in_process(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  mbx_runtime *local = mbx_runtime_new(&err);
+  mbx_sandbox *a = mbx_sandbox_new(f->rt, f->p, &err);
+  mbx_sandbox *b = mbx_sandbox_new(local, f->p, &err);
+  assert_non_null(a);
+  assert_non_null(b);
+  steps sa = {0}, sb_ = {0};
+  stdin_and_files_script(a, &sa);
+  stdin_and_files_script(b, &sb_);
+  assert_int_equal(sa.n, sb_.n);
+  assert_int_equal(sa.rewound, sb_.rewound);
+  for (int i = 0; i < sa.n; i++) assert_string_equal(sa.text[i], sb_.text[i]);
+  assert_string_equal(sa.text[0], "\"a\"");
+  assert_string_equal(sa.text[1], "\"b\"");
+  assert_non_null(strstr(sa.text[2], "\"/tmp/g\""));
+  if (sa.rewound) {
+    assert_string_equal(sa.text[3], "[\"1\",true,\"b\"]");
+    assert_null(strstr(sa.text[4], "\"/tmp/g\""));
+  }
+  assert_string_equal(sa.text[sa.n - 2], "[true,\"a\",\"b\\nc\\n\"]");
+  assert_string_equal(sa.text[sa.n - 1], "[]");
+  for (int i = 0; i < sa.n; i++) {
+    free(sa.text[i]);
+    free(sb_.text[i]);
+  }
+  mbx_sandbox_free(a);
+  mbx_sandbox_free(b);
+  mbx_runtime_free(local);
+}
+
 /* A paused run's snapshot, restored into another isolated sandbox (the log is the parent's:
    the worker only re-executes), then resumed. */
 static void test_snapshot_restore(void **state) {
@@ -346,6 +427,11 @@ static void test_bad_frames(void **state) {
                                                            "4294967294 bytes");
   expect_contained(*state, 0, "__test_frame('short')", "worker protocol error: a malformed "
                                                        "done report");
+  /* exec_run forged past the stdlib: refused by the decoder, or not granted (no exec here) */
+  expect_contained(*state, 0, "__test_frame('exec_bad')", "worker protocol error: exec_run "
+                                                          "with 0 arguments");
+  expect_contained(*state, 0, "__test_frame('exec_ungranted')", "worker protocol error: "
+                                                                "operation 16 is not granted");
 }
 
 /* ---- a worker that lies: the parent enforces the limits itself ---- */
@@ -787,6 +873,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_host_functions_pause_resume, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_files_stay_in_the_parent, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_checkpoint_rewind, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_stdin_and_files_match_in_process, setup_plain,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_interrupt, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_deadline_keeps_count_hook, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_snapshot_restore, setup_plain, teardown),

@@ -6,7 +6,7 @@
 // Run by tests/mcp/run.sh (ctest mcp/sdk): node test_mcp.mjs /path/to/moonbox
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import test from 'node:test';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -352,5 +352,84 @@ test('hostile input on stdin gets error replies, and the server keeps serving', 
   } finally {
     s.child.stdin.end();
     await new Promise((ok) => s.child.on('exit', ok));
+  }
+});
+
+// The processes below pid (from /proc/*/stat: "pid (comm) state ppid ..."), with their names and
+// resident bytes.
+function descendants(root) {
+  const procs = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const close = stat.lastIndexOf(')');
+      const comm = stat.slice(stat.indexOf('(') + 1, close);
+      const ppid = Number(stat.slice(close + 2).split(' ')[1]);
+      const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${name}/status`, 'utf8'));
+      procs.push({ pid: Number(name), ppid, comm, rss: rss ? Number(rss[1]) * 1024 : 0 });
+    } catch {
+      // it ended meanwhile
+    }
+  }
+  const below = new Set([root]);
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const p of procs) if (below.has(p.ppid) && !below.has(p.pid)) { below.add(p.pid); grew = true; }
+  }
+  return procs.filter((p) => p.pid !== root && below.has(p.pid));
+}
+
+async function serverWith(args) {
+  const transport = new StdioClientTransport({ command: moonbox, args, stderr: 'pipe' });
+  let log = '';
+  transport.stderr.on('data', (d) => { log += d; });
+  const client = new Client({ name: 'moonbox-test', version: '1.0.0' });
+  await client.connect(transport);
+  return { client, pid: transport.pid, log: () => log };
+}
+
+// `moonbox mcp` runs each call in a jailed worker by default: a session's heap (an 8 MiB string
+// held in a global) is resident in a moonbox-worker process below the server, not in the server.
+// With --isolate none there is no worker at all.
+test('run_lua runs in a worker process by default; --isolate none opts out', async () => {
+  const big = 'big = string.rep("x", 8 << 20) return #big';
+  const isolated = await serverWith(serverArgs);
+  try {
+    const r = await run(isolated.client, { code: big, session: 'heap' });
+    assert.equal(r.structuredContent.value, 8 << 20);
+    // One worker holds 8 MiB more than the leanest (the zygote and the warm workers; under
+    // ASan every worker starts with megabytes of its own).
+    const holders = () => {
+      const workers = descendants(isolated.pid).filter((p) => p.comm === 'moonbox-worker');
+      const base = Math.min(...workers.map((p) => p.rss));
+      return [workers.filter((p) => p.rss >= base + (7 << 20)), workers];
+    };
+    const [holder, workers] = holders();
+    assert.ok(workers.length >= 2, `no zygote and worker below the server: ${JSON.stringify(workers)}`);
+    assert.equal(holder.length, 1, `one worker holds the session's 8 MiB: ${JSON.stringify(workers)}`);
+    assert.match(isolated.log(), /each call in a jailed worker process/);
+    // Many calls through the warm pool: each a fresh sandbox, all answered.
+    for (let i = 0; i < 20; i++) assert.equal((await run(isolated.client, { code: `return ${i} * 2` })).structuredContent.value, i * 2);
+    await isolated.client.callTool({ name: 'close_session', arguments: { session: 'heap' } });
+    let left = [];
+    for (let tries = 0; tries < 100; tries++) {
+      left = holders()[0];
+      if (left.length === 0) break;
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
+    assert.deepEqual(left, [], 'the closed session\'s worker is gone');
+  } finally {
+    await isolated.client.close();
+  }
+  const local = await serverWith([...serverArgs, '--isolate', 'none']);
+  try {
+    const r = await run(local.client, { code: big, session: 'heap' });
+    assert.equal(r.structuredContent.value, 8 << 20);
+    assert.deepEqual(descendants(local.pid).filter((p) => p.comm === 'moonbox-worker'), []);
+    assert.match(local.log(), /the calls in this process \(--isolate none\)/);
+  } finally {
+    await local.client.close();
   }
 });

@@ -29,6 +29,9 @@ MBX_API_ERROR_BASE = 100
 MBX_OK = 0
 MBX_SANDBOX_BUSY = 105
 MBX_UNSUPPORTED = 108
+MBX_CAP_ISOLATE = 5  # include/moonbox.h mbx_runtime_cap
+MBX_ISOLATE_NONE = 0
+MBX_ISOLATE_PROCESS = 1
 
 LIMIT_MEMORY = 1
 LIMIT_INSTRUCTIONS = 2
@@ -93,6 +96,8 @@ _PROTOTYPES = {
     "mbx_status_key": (_C, [_I]),
     "mbx_free": (None, [_P]),
     "mbx_runtime_new": (_P, [_E]),
+    "mbx_runtime_free": (None, [_P]),
+    "mbx_runtime_set_cap": (_I, [_P, _I, _U64, _E]),
     "mbx_policy_new": (_P, []),
     "mbx_policy_free": (None, [_P]),
     "mbx_policy_set_limit_checked": (_I, [_P, _I, _U64, _E]),

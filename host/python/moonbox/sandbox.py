@@ -27,24 +27,42 @@ def _raise_for(code, err, what):
 
 
 # ----------------------------------------------------------------------------------------
-# The runtime: one per process, thread-safe, shared by every sandbox (its bytecode cache and
-# heap-slot pool are what make a new sandbox cheap). Never freed: sandboxes may outlive any
-# object that would own it, and the process's exit releases it.
+# The runtimes: one per process and isolation mode, thread-safe, shared by every sandbox of
+# that mode (its bytecode cache and heap-slot pool, or its pool of warm workers, are what make
+# a new sandbox cheap). Never freed: sandboxes may outlive any object that would own them, and
+# the process's exit releases them (a worker dies with its zygote, the zygote with us).
 
-_runtime = None
+_ISOLATE = {"none": _native.MBX_ISOLATE_NONE, "process": _native.MBX_ISOLATE_PROCESS}
+_runtimes = {}
 _runtime_lock = threading.Lock()
 
 
-def _get_runtime():
-    global _runtime
+def _isolate_mode(isolate):
+    if isolate is None:
+        return "none"
+    if isinstance(isolate, str) and isolate in _ISOLATE:
+        return isolate
+    raise ValueError("isolate: expected 'none' (this process, the default) or 'process' (a "
+                     "jailed worker process per sandbox), got %r" % (isolate,))
+
+
+def _get_runtime(isolate="none"):
     with _runtime_lock:
-        if _runtime is None:
+        rt = _runtimes.get(isolate)
+        if rt is None:
             err = MbxError()
             rt = lib.mbx_runtime_new(ctypes.byref(err))
             if not rt:
                 _raise_for(err.code or 107, err, "mbx_runtime_new")
-            _runtime = rt
-        return _runtime
+            if _ISOLATE[isolate] != _native.MBX_ISOLATE_NONE:
+                # MBX_CAP_ISOLATE: moonbox-worker next to the library (never through PATH).
+                rc = lib.mbx_runtime_set_cap(rt, _native.MBX_CAP_ISOLATE, _ISOLATE[isolate],
+                                             ctypes.byref(err))
+                if rc != _native.MBX_OK:
+                    lib.mbx_runtime_free(rt)
+                    _raise_for(rc, err, "isolate=%r" % isolate)
+            _runtimes[isolate] = rt
+        return rt
 
 
 # ----------------------------------------------------------------------------------------
@@ -441,6 +459,10 @@ class Sandbox:
       externals     ["fetch"]: pausing functions; a run that calls one returns status
                     "paused" with r.pending, continue it with resume()/resume_error()
       env, seed, time, deterministic   as in docs/policy.md
+      isolate       "none" (the default): the sandbox runs in this process; "process": in its
+                    own jailed worker process (MBX_CAP_ISOLATE, docs/SECURITY-MODEL.md section
+                    13), the same API and results, its files, functions and programs served
+                    from here; a crash in the VM ends only the worker (status "internal_error")
       ctrl_c        True (the default): a call made from the main thread runs on a helper
                     thread, so Ctrl-C interrupts the run ("interrupted") instead of waiting
                     for it; False: the call runs on the main thread itself (lower latency,
@@ -450,14 +472,15 @@ class Sandbox:
 
     def __init__(self, limits=None, policy=None, mounts=None, files=None, functions=None,
                  externals=None, env=None, seed=None, time=None, deterministic=False,
-                 ctrl_c=True, _snapshot=None):
+                 ctrl_c=True, isolate=None, _snapshot=None):
         self._ptr = None
+        mode = _isolate_mode(isolate)
         self._lock = threading.Lock()
         self._ctrl_c = bool(ctrl_c)
         self._policy = _CPolicy(policy, limits, mounts, files, functions, externals, env, seed,
                                 time, deterministic)
         self._callbacks = self._policy.callbacks  # alive as long as the sandbox
-        rt = _get_runtime()
+        rt = _get_runtime(mode)
         err = MbxError()
         if _snapshot is None:
             ptr = lib.mbx_sandbox_new(rt, self._policy.ptr, ctypes.byref(err))
@@ -653,6 +676,7 @@ def check(code, inputs=None, **kwargs):
     {"ok", "syntax_error", "globals": [{"name", "line", "access"}]}. Names that are keys of
     inputs are provided (inputs are globals of the run); nothing runs."""
     kwargs.pop("ctrl_c", None)
+    _isolate_mode(kwargs.pop("isolate", None))  # nothing runs: no runtime either way
     pol = _CPolicy(**kwargs)
     try:
         data = code.encode("utf-8") if isinstance(code, str) else bytes(code)

@@ -343,6 +343,75 @@ class Check(unittest.TestCase):
         self.assertEqual(cm.exception.status, "source_too_large")
 
 
+def _workers_below(pid):
+    """[(pid, resident bytes)] of the moonbox-worker processes below pid (from /proc)."""
+    procs = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                stat = f.read()
+            with open("/proc/%s/status" % name) as f:
+                rss = [int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:")]
+        except OSError:
+            continue  # it ended meanwhile
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        procs[int(name)] = (ppid, comm, rss[0] if rss else 0)
+    below, grew = {pid}, True
+    while grew:
+        grew = False
+        for p, (ppid, _, _) in procs.items():
+            if ppid in below and p not in below:
+                below.add(p)
+                grew = True
+    return [(p, rss) for p, (_, comm, rss) in procs.items()
+            if p != pid and p in below and comm == "moonbox-worker"]
+
+
+class Isolation(unittest.TestCase):
+    def test_isolate_process_gives_the_in_process_results(self):
+        funcs = {"add": lambda a, b: a + b}
+        code = ('print("out") local t = {} for i = 1, 100 do t[i] = i * i end '
+                'return add(t[10], 1), os.getenv("K"), io.open("/in/x.txt"):read("a")')
+        kw = dict(functions=funcs, env={"K": "v"}, files={"/in/x.txt": "file"})
+        with Sandbox(isolate="process", **kw) as a, Sandbox(isolate="none", **kw) as b:
+            ra, rb = a.run(code), b.run(code)
+            self.assertEqual(ra.status, "ok")
+            self.assertEqual((ra.value, ra.stdout), ([101, "v", "file"], "out\n"))
+            self.assertEqual((ra.status, ra.value, ra.stdout, ra.usage["instructions"]),
+                             (rb.status, rb.value, rb.stdout, rb.usage["instructions"]))
+            self.assertEqual(a.run("error('boom')").error["message"],
+                             b.run("error('boom')").error["message"])
+
+    def test_the_sandbox_lives_in_a_worker_process(self):
+        # The guest heap is resident in a moonbox-worker below this process, not in it: one
+        # worker holds 8 MiB more than the leanest of them (the zygote and the warm workers;
+        # under ASan every worker starts with megabytes of its own).
+        def holders():
+            workers = _workers_below(os.getpid())
+            base = min(rss for _, rss in workers) if workers else 0
+            return [w for w in workers if w[1] >= base + (7 << 20)], workers
+        with Sandbox(isolate="process", limits=Limits(memory="64M")) as sb:
+            r = sb.run('big = string.rep("x", 8 << 20) return #big')
+            self.assertEqual(r.value, 8 << 20)
+            held, workers = holders()
+            self.assertEqual(len(held), 1, workers)
+            self.assertGreaterEqual(len(workers), 2, workers)  # the zygote and this one
+        with Sandbox() as local:
+            local.run('big = string.rep("x", 8 << 20)')
+            self.assertEqual(holders()[0], [])
+
+    def test_bad_isolate_values_say_what_is_wrong(self):
+        for bad in ("proc", "", 1, True):
+            with self.assertRaises(ValueError) as cm:
+                Sandbox(isolate=bad)
+            self.assertIn("expected 'none'", str(cm.exception))
+        self.assertEqual(moonbox.run("return 2", isolate="process").value, 2)
+        self.assertTrue(moonbox.check("return x", isolate="process")["ok"] in (True, False))
+
+
 @unittest.skipUnless(hasattr(moonbox, "version"), "no version")
 class Library(unittest.TestCase):
     def test_version_and_path(self):
