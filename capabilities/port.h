@@ -44,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MBXC_PORT_VERSION 1
+#define MBXC_PORT_VERSION 2
 
 /* ---- native function values: the signature alphabet ---- */
 
@@ -367,12 +367,17 @@ typedef struct mbxC_port {
      operation). */
   int (*fs_list)(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
                  const char **names, size_t *names_len, mbxC_port_error *e);
-  int (*fs_stat)(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
-                 mbxC_port_error *e);
-  int (*fs_mkdir)(void *ud, const char *path, size_t path_len, mbxC_port_error *e);
-  int (*fs_remove)(void *ud, const char *path, size_t path_len, mbxC_port_error *e);
-  int (*fs_rename)(void *ud, const char *from, size_t from_len, const char *to, size_t to_len,
+  /* stat, mkdir, remove and rename are guest time too: a rename in an overlay copies a host
+     file up, a directory's rename or removal scans the node table, each as large as the
+     quotas let the guest make it, so each gets the run's wait and stops at its deadline. */
+  int (*fs_stat)(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                 mbxC_fs_stat *st, mbxC_port_error *e);
+  int (*fs_mkdir)(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                  mbxC_port_error *e);
+  int (*fs_remove)(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
                    mbxC_port_error *e);
+  int (*fs_rename)(void *ud, const char *from, size_t from_len, const char *to, size_t to_len,
+                   const mbxC_wait *wait, mbxC_port_error *e);
   /* Run one program in the exec backend (guest time: wait carries the deadline). 0 with *res
      (its bytes valid until the next operation), or -1 with *e: EACCES not on the allow
      list or no exec granted, ENOENT no such program in the sandbox, ENOSYS the backend is

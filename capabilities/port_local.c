@@ -225,23 +225,41 @@ static int local_fs_list(void *ud, const char *path, size_t path_len, const mbxC
   mbxC_vfs_set_wait(v, NULL);
   return rc;
 }
-static int local_fs_stat(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
-                         mbxC_port_error *e) {
+static int local_fs_stat(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                         mbxC_fs_stat *st, mbxC_port_error *e) {
   mbxC_vfs *v = view(ud, e);
-  return v ? mbxC_vfs_stat(v, path, path_len, st, e) : -1;
+  if (v == NULL) return -1;
+  mbxC_vfs_set_wait(v, wait);
+  int rc = mbxC_vfs_stat(v, path, path_len, st, e);
+  mbxC_vfs_set_wait(v, NULL);
+  return rc;
 }
-static int local_fs_mkdir(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+static int local_fs_mkdir(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                          mbxC_port_error *e) {
   mbxC_vfs *v = view(ud, e);
-  return v ? mbxC_vfs_mkdir(v, path, path_len, e) : -1;
+  if (v == NULL) return -1;
+  mbxC_vfs_set_wait(v, wait);
+  int rc = mbxC_vfs_mkdir(v, path, path_len, e);
+  mbxC_vfs_set_wait(v, NULL);
+  return rc;
 }
-static int local_fs_remove(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+static int local_fs_remove(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                           mbxC_port_error *e) {
   mbxC_vfs *v = view(ud, e);
-  return v ? mbxC_vfs_remove(v, path, path_len, e) : -1;
+  if (v == NULL) return -1;
+  mbxC_vfs_set_wait(v, wait);
+  int rc = mbxC_vfs_remove(v, path, path_len, e);
+  mbxC_vfs_set_wait(v, NULL);
+  return rc;
 }
 static int local_fs_rename(void *ud, const char *from, size_t from_len, const char *to,
-                           size_t to_len, mbxC_port_error *e) {
+                           size_t to_len, const mbxC_wait *wait, mbxC_port_error *e) {
   mbxC_vfs *v = view(ud, e);
-  return v ? mbxC_vfs_rename(v, from, from_len, to, to_len, e) : -1;
+  if (v == NULL) return -1;
+  mbxC_vfs_set_wait(v, wait);
+  int rc = mbxC_vfs_rename(v, from, from_len, to, to_len, e);
+  mbxC_vfs_set_wait(v, NULL);
+  return rc;
 }
 
 /* ---- exec (capabilities/exec.c does the work) ---- */

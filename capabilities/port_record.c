@@ -465,18 +465,20 @@ static int record_fs_list(void *ud, const char *path, size_t path_len, const mbx
   const mbxC_port *in = inner_of(ud);
   return in->fs_list(in->ud, path, path_len, wait, names, names_len, e);
 }
-static int record_fs_stat(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
-                          mbxC_port_error *e) {
+static int record_fs_stat(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                          mbxC_fs_stat *st, mbxC_port_error *e) {
   const mbxC_port *in = inner_of(ud);
-  return in->fs_stat(in->ud, path, path_len, st, e);
+  return in->fs_stat(in->ud, path, path_len, wait, st, e);
 }
-static int record_fs_mkdir(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+static int record_fs_mkdir(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                           mbxC_port_error *e) {
   const mbxC_port *in = inner_of(ud);
-  return in->fs_mkdir(in->ud, path, path_len, e);
+  return in->fs_mkdir(in->ud, path, path_len, wait, e);
 }
-static int record_fs_remove(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+static int record_fs_remove(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                            mbxC_port_error *e) {
   const mbxC_port *in = inner_of(ud);
-  return in->fs_remove(in->ud, path, path_len, e);
+  return in->fs_remove(in->ud, path, path_len, wait, e);
 }
 static int record_stdin_read(void *ud, char *buf, size_t len, size_t *got,
                              mbxC_port_error *e) {
@@ -484,9 +486,9 @@ static int record_stdin_read(void *ud, char *buf, size_t len, size_t *got,
   return in->stdin_read(in->ud, buf, len, got, e);
 }
 static int record_fs_rename(void *ud, const char *from, size_t from_len, const char *to,
-                            size_t to_len, mbxC_port_error *e) {
+                            size_t to_len, const mbxC_wait *wait, mbxC_port_error *e) {
   const mbxC_port *in = inner_of(ud);
-  return in->fs_rename(in->ud, from, from_len, to, to_len, e);
+  return in->fs_rename(in->ud, from, from_len, to, to_len, wait, e);
 }
 
 /* ---- exec: an answer from outside, recorded live and replayed from the log ----

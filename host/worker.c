@@ -801,16 +801,16 @@ static void serve_call(wsb *ws, const mbxH_wp_call *c) {
     rc = port->fs_list(port->ud, c->a, c->a_len, &wait, &names, &names_len, &e);
     break;
   case MBXH_OP_FS_STAT:
-    rc = port->fs_stat(port->ud, c->a, c->a_len, &st, &e);
+    rc = port->fs_stat(port->ud, c->a, c->a_len, &wait, &st, &e);
     break;
   case MBXH_OP_FS_MKDIR:
-    rc = port->fs_mkdir(port->ud, c->a, c->a_len, &e);
+    rc = port->fs_mkdir(port->ud, c->a, c->a_len, &wait, &e);
     break;
   case MBXH_OP_FS_REMOVE:
-    rc = port->fs_remove(port->ud, c->a, c->a_len, &e);
+    rc = port->fs_remove(port->ud, c->a, c->a_len, &wait, &e);
     break;
   case MBXH_OP_FS_RENAME:
-    rc = port->fs_rename(port->ud, c->a, c->a_len, c->b, c->b_len, &e);
+    rc = port->fs_rename(port->ud, c->a, c->a_len, c->b, c->b_len, &wait, &e);
     break;
   default:
     break;

@@ -326,11 +326,11 @@ static int r_fs_list(void *ud, const char *path, size_t path_len, const mbxC_wai
   return 0;
 }
 
-static int r_fs_stat(void *ud, const char *path, size_t path_len, mbxC_fs_stat *st,
-                     mbxC_port_error *e) {
+static int r_fs_stat(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                     mbxC_fs_stat *st, mbxC_port_error *e) {
   rport *rp = ud;
   mbxH_wp_reader r;
-  if (path_op(rp, MBXH_OP_FS_STAT, path, path_len, NULL, &r, e) != 0) return -1;
+  if (path_op(rp, MBXH_OP_FS_STAT, path, path_len, wait, &r, e) != 0) return -1;
   st->is_dir = mbxH_wp_get_u8(&r);
   st->is_file = mbxH_wp_get_u8(&r);
   st->size = mbxH_wp_get_u64(&r);
@@ -339,21 +339,23 @@ static int r_fs_stat(void *ud, const char *path, size_t path_len, mbxC_fs_stat *
   return 0;
 }
 
-static int r_fs_mkdir(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+static int r_fs_mkdir(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                      mbxC_port_error *e) {
   mbxH_wp_reader r;
-  return path_op(ud, MBXH_OP_FS_MKDIR, path, path_len, NULL, &r, e);
+  return path_op(ud, MBXH_OP_FS_MKDIR, path, path_len, wait, &r, e);
 }
 
-static int r_fs_remove(void *ud, const char *path, size_t path_len, mbxC_port_error *e) {
+static int r_fs_remove(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
+                       mbxC_port_error *e) {
   mbxH_wp_reader r;
-  return path_op(ud, MBXH_OP_FS_REMOVE, path, path_len, NULL, &r, e);
+  return path_op(ud, MBXH_OP_FS_REMOVE, path, path_len, wait, &r, e);
 }
 
 static int r_fs_rename(void *ud, const char *from, size_t from_len, const char *to, size_t to_len,
-                       mbxC_port_error *e) {
+                       const mbxC_wait *wait, mbxC_port_error *e) {
   rport *rp = ud;
   mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_FS_RENAME, NULL);
+  call_begin(rp, MBXH_OP_FS_RENAME, wait);
   mbxH_wp_bytes(&rp->w, from, from_len);
   mbxH_wp_bytes(&rp->w, to, to_len);
   call_end(rp, &r);

@@ -732,7 +732,9 @@ int mbxL_os_remove(lua_State *L) {
   const char *path = luaL_checklstring(L, 1, &len);
   mbxC_port_error e;
   const mbxC_port *port = fs_port(L, &e);
-  if (port == NULL || port->fs_remove(port->ud, path, len, &e) != 0) return push_fail(L, path, &e);
+  mbxC_wait w = guest_wait(L);
+  if (port == NULL || port->fs_remove(port->ud, path, len, &w, &e) != 0)
+    return push_fail(L, path, &e);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -743,7 +745,8 @@ int mbxL_os_rename(lua_State *L) {
   const char *to = luaL_checklstring(L, 2, &to_len);
   mbxC_port_error e;
   const mbxC_port *port = fs_port(L, &e);
-  if (port == NULL || port->fs_rename(port->ud, from, from_len, to, to_len, &e) != 0)
+  mbxC_wait w = guest_wait(L);
+  if (port == NULL || port->fs_rename(port->ud, from, from_len, to, to_len, &w, &e) != 0)
     return push_fail(L, from, &e);
   lua_pushboolean(L, 1);
   return 1;
@@ -789,7 +792,8 @@ static int fs_stat(lua_State *L) {
   mbxC_port_error e;
   mbxC_fs_stat st;
   const mbxC_port *port = fs_port(L, &e);
-  if (port == NULL || port->fs_stat(port->ud, path, len, &st, &e) != 0)
+  mbxC_wait w = guest_wait(L);
+  if (port == NULL || port->fs_stat(port->ud, path, len, &w, &st, &e) != 0)
     return push_fail(L, path, &e);
   lua_createtable(L, 0, 4);
   lua_pushstring(L, type_name(&st));
@@ -809,7 +813,8 @@ static int fs_exists(lua_State *L) {
   mbxC_port_error e;
   mbxC_fs_stat st;
   const mbxC_port *port = fs_port(L, &e);
-  lua_pushboolean(L, port != NULL && port->fs_stat(port->ud, path, len, &st, &e) == 0);
+  mbxC_wait w = guest_wait(L);
+  lua_pushboolean(L, port != NULL && port->fs_stat(port->ud, path, len, &w, &st, &e) == 0);
   return 1;
 }
 
@@ -818,7 +823,9 @@ static int fs_mkdir(lua_State *L) {
   const char *path = luaL_checklstring(L, 1, &len);
   mbxC_port_error e;
   const mbxC_port *port = fs_port(L, &e);
-  if (port == NULL || port->fs_mkdir(port->ud, path, len, &e) != 0) return push_fail(L, path, &e);
+  mbxC_wait w = guest_wait(L);
+  if (port == NULL || port->fs_mkdir(port->ud, path, len, &w, &e) != 0)
+    return push_fail(L, path, &e);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -858,7 +865,7 @@ static int fs_list(lua_State *L) {
     mbxC_fs_stat st;
     mbxV_charge(L, IO_OP_COST);
     const char *type =
-        port->fs_stat(port->ud, child, child_len, &st, &e) == 0 ? type_name(&st) : "other";
+        port->fs_stat(port->ud, child, child_len, &w, &st, &e) == 0 ? type_name(&st) : "other";
     lua_pop(L, 1);
     lua_pushstring(L, type);
     lua_setfield(L, -2, "type");

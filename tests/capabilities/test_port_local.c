@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -196,6 +198,52 @@ static void public_setters(void **state) {
   mbx_policy_free(NULL);
 }
 
+/* stat, mkdir, remove and rename carry the run's wait to the view, as open, read, write and
+   list do: a rename in an overlay copies a host file up, and stops at the deadline. */
+static void every_fs_operation_takes_the_wait(void **state) {
+  (void)state;
+  char dir[] = "/tmp/moonbox-port-local.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char file[sizeof dir + 16];
+  snprintf(file, sizeof file, "%s/big.bin", dir);
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  static char mib[1 << 20];
+  memset(mib, 'b', sizeof mib);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(fwrite(mib, 1, sizeof mib, f), sizeof mib);
+  fclose(f);
+  mbx_policy p;
+  mbxC_port_local pl;
+  char why[200];
+  policy_with_defaults(&p);
+  assert_int_equal(mbxC_policy_mount(&p, "/data", 5, dir, MBXC_MOUNT_OVERLAY, why, sizeof why),
+                   0);
+  assert_int_equal(mbxC_port_local_init(&pl, &p), 0);
+  mbxC_wait past = {.deadline_ns = 1};
+  mbxC_port_error e;
+  const char *from = "/data/big.bin", *to = "/data/moved.bin";
+  assert_int_equal(pl.port.fs_rename(pl.port.ud, from, strlen(from), to, strlen(to), &past, &e),
+                   -1);
+  assert_int_equal(e.errnum, MBXC_E_TIMEDOUT);
+  mbxC_fs_stat st;
+  assert_int_equal(pl.port.fs_stat(pl.port.ud, to, strlen(to), NULL, &st, &e), -1);
+  assert_int_equal(pl.port.fs_rename(pl.port.ud, from, strlen(from), to, strlen(to), NULL, &e),
+                   0);
+  assert_int_equal(pl.port.fs_stat(pl.port.ud, to, strlen(to), &past, &st, &e), 0);
+  assert_int_equal(st.size, 2 << 20);
+  assert_int_equal(pl.port.fs_mkdir(pl.port.ud, "/data/d", 7, &past, &e), 0);
+  assert_int_equal(pl.port.fs_remove(pl.port.ud, "/data/d", 7, &past, &e), 0);
+  mbxC_port_local_free(&pl);
+  mbxC_policy_clear(&p);
+  /* the overlay never touched the host */
+  struct stat hs;
+  assert_int_equal(stat(file, &hs), 0);
+  assert_int_equal(hs.st_size, 2 << 20);
+  assert_int_equal(unlink(file), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(clock_is_real_unless_fixed),
@@ -204,6 +252,7 @@ int main(void) {
       cmocka_unit_test(env_is_virtual_and_copied),
       cmocka_unit_test(env_names_are_validated),
       cmocka_unit_test(public_setters),
+      cmocka_unit_test(every_fs_operation_takes_the_wait),
   };
   return cmocka_run_group_tests_name("capabilities/port_local", tests, NULL, NULL);
 }

@@ -581,7 +581,15 @@ static void long_work_stops_at_the_deadline(void **state) {
   assert_int_equal(mbxC_vfs_bytes_used(v), 0);
   assert_int_equal(mbxC_vfs_files_used(v), 0);
   assert_int_equal(mbxC_vfs_open_count(v), 0);
+  /* a rename copies the host file up too: the same stop, the file still where it was */
+  const char *moved = "/scratch/moved.bin";
+  assert_int_equal(mbxC_vfs_rename(v, big, strlen(big), moved, strlen(moved), &e), -1);
+  assert_int_equal(e.errnum, MBXC_E_TIMEDOUT);
+  assert_int_equal(mbxC_vfs_bytes_used(v), 0);
+  mbxC_fs_stat st;
+  assert_int_equal(mbxC_vfs_stat(v, moved, strlen(moved), &st, &e), -1);
   mbxC_vfs_set_wait(v, NULL);
+  assert_int_equal(mbxC_vfs_stat(v, big, strlen(big), &st, &e), 0);
   assert_int_equal(mbxC_vfs_open(v, big, strlen(big), rw, &h, &e), 0);
   assert_int_equal(mbxC_vfs_bytes_used(v), 3 << 20);
   assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
