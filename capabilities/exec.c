@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capabilities/exec_copy.h" /* mbxC_exec_reserve */
 #include "capabilities/vfs.h"
 #include "common/bytes.h"
 
@@ -291,17 +292,9 @@ typedef struct reqbuf {
 static void req_item(reqbuf *r, char tag, const char *data, size_t len) {
   char head[32];
   int n = snprintf(head, sizeof head, "%c%zu:", tag, len);
-  if (r->len + (size_t)n + len > r->cap) {
-    size_t cap = r->cap ? r->cap : 4096;
-    while (cap < r->len + (size_t)n + len)
-      cap *= 2;
-    char *grown = realloc(r->p, cap);
-    if (grown == NULL) {
-      r->failed = 1;
-      return;
-    }
-    r->p = grown;
-    r->cap = cap;
+  if (mbxC_exec_reserve(&r->p, &r->cap, r->len + (size_t)n + len) != 0) {
+    r->failed = 1;
+    return;
   }
   memcpy(r->p + r->len, head, (size_t)n);
   memcpy(r->p + r->len + n, data, len);

@@ -10,23 +10,27 @@
 
 /* ---- building ---- */
 
+int mbxC_exec_reserve(char **buf, size_t *cap, size_t need) {
+  if (need <= *cap) return 0;
+  size_t grown_cap = *cap ? *cap : 4096;
+  while (grown_cap < need)
+    grown_cap *= 2;
+  char *grown = realloc(*buf, grown_cap);
+  if (grown == NULL) return -1;
+  *buf = grown;
+  *cap = grown_cap;
+  return 0;
+}
+
 static void put(mbxC_exec_copy *c, char tag, const char *a, size_t al, const char *b, size_t bl) {
   char head[32];
   size_t dl = al + (b ? 1 + bl : 0);
   int hn = snprintf(head, sizeof head, "%c%zu:", tag, dl);
   size_t need = c->len + (size_t)hn + dl;
   if (c->failed) return;
-  if (need > c->cap) {
-    size_t cap = c->cap ? c->cap : 4096;
-    while (cap < need)
-      cap *= 2;
-    char *grown = realloc(c->blob, cap);
-    if (grown == NULL) {
-      c->failed = 1;
-      return;
-    }
-    c->blob = grown;
-    c->cap = cap;
+  if (mbxC_exec_reserve(&c->blob, &c->cap, need) != 0) {
+    c->failed = 1;
+    return;
   }
   memcpy(c->blob + c->len, head, (size_t)hn);
   c->len += (size_t)hn;

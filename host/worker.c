@@ -687,6 +687,17 @@ static int op_is_callback(mbxH_wp_op op) {
 }
 
 /* The reply to a port call, written into ws->reply. */
+/* The reply buffer of a read the worker asked for (c->i2 bytes, bounded by the decoder), or
+   NULL with *e saying the host is out of memory. */
+static char *read_buffer(const mbxH_wp_call *c, mbxC_port_error *e) {
+  char *buf = malloc(c->i2 ? (size_t)c->i2 : 1);
+  if (buf == NULL) {
+    e->errnum = 12;
+    snprintf(e->message, sizeof e->message, "Cannot allocate memory (host)");
+  }
+  return buf;
+}
+
 static void serve_call(wsb *ws, const mbxH_wp_call *c) {
   const mbxC_port *port = served_port(ws);
   mbxH_wp_writer *w = &ws->reply;
@@ -767,11 +778,8 @@ static void serve_call(wsb *ws, const mbxH_wp_call *c) {
     rc = port->fs_open(port->ud, c->a, c->a_len, (int)c->i1, &wait, &h, &e);
     break;
   case MBXH_OP_FS_READ:
-    buf = malloc(c->i2 ? (size_t)c->i2 : 1);
-    if (buf == NULL) {
+    if ((buf = read_buffer(c, &e)) == NULL) {
       rc = -1;
-      e.errnum = 12;
-      snprintf(e.message, sizeof e.message, "Cannot allocate memory (host)");
       break;
     }
     rc = port->fs_read(port->ud, (int)c->i1, buf, (size_t)c->i2, &wait, &got, &e);
@@ -781,11 +789,8 @@ static void serve_call(wsb *ws, const mbxH_wp_call *c) {
     rc = port->fs_write(port->ud, (int)c->i1, c->a, c->a_len, &wait, &put, &e);
     break;
   case MBXH_OP_STDIN_READ:
-    buf = malloc(c->i2 ? (size_t)c->i2 : 1);
-    if (buf == NULL) {
+    if ((buf = read_buffer(c, &e)) == NULL) {
       rc = -1;
-      e.errnum = 12;
-      snprintf(e.message, sizeof e.message, "Cannot allocate memory (host)");
       break;
     }
     rc = port->stdin_read(port->ud, buf, (size_t)c->i2, &got, &e);
