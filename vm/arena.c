@@ -404,6 +404,9 @@ void *mbxV_arena_realloc_within(mbxV_arena *a, void *ptr, size_t osize, size_t n
   }
   if (grow_in_place(a, b, size, want)) {
     if (mbxV_arena_charged(a) <= cap) {
+      /* The old slack [HEADER + osize, size) was poisoned by the last poison_slack and
+         grow_in_place unpoisons only what it added: open the whole payload first. */
+      UNPOISON(b + HEADER, block_size(b) - HEADER);
       poison_slack(b, nsize);
       return ptr;
     }

@@ -226,6 +226,35 @@ static void blocks_grow_in_place_or_move(void **state) {
   unmap_slot(m);
 }
 
+/* A block grown in place is usable over its whole new size: the tail of its old block (past
+   the old payload, poisoned under ASan) is payload now. Under the asan-arena preset a write
+   there reported a heap overflow while only the added bytes were unpoisoned (review 3). */
+static void a_block_grown_in_place_is_usable_whole(void **state) {
+  (void)state;
+  mapping m = map_slot(2 * MIB);
+  mbxV_arena *a = mbxV_arena_init(m.base, m.size, 0);
+  char *p = mbxV_arena_realloc(a, NULL, 0, 10); /* its block has slack past byte 10 */
+  memset(p, 'a', 10);
+  char *q = mbxV_arena_realloc(a, p, 10, 1000); /* at the bump pointer: grows in place */
+  assert_ptr_equal(q, p);
+  memset(q + 10, 'b', 990);
+  char *r = mbxV_arena_realloc(a, NULL, 0, 64); /* keeps the next one off the bump */
+  char *x = mbxV_arena_realloc(a, NULL, 0, 100);
+  char *y = mbxV_arena_realloc(a, NULL, 0, 4000);
+  char *z = mbxV_arena_realloc(a, NULL, 0, 64);
+  mbxV_arena_realloc(a, y, 4000, 0); /* a free block right after x */
+  char *x2 = mbxV_arena_realloc(a, x, 100, 3000);
+  assert_ptr_equal(x2, x);
+  memset(x2, 'c', 3000);
+  for (int i = 0; i < 10; i++)
+    assert_int_equal(q[i], 'a');
+  for (int i = 10; i < 1000; i++)
+    assert_int_equal(q[i], 'b');
+  (void)r;
+  (void)z;
+  unmap_slot(m);
+}
+
 /* Shrinks never fail, whatever the arena's state, and keep the block where it is. */
 static void shrink_never_fails(void **state) {
   (void)state;
@@ -1016,6 +1045,7 @@ int main(void) {
       cmocka_unit_test(freed_blocks_merge_and_serve_any_size),
       cmocka_unit_test(neighbours_merge_and_the_tail_retracts),
       cmocka_unit_test(blocks_grow_in_place_or_move),
+      cmocka_unit_test(a_block_grown_in_place_is_usable_whole),
       cmocka_unit_test(shrink_never_fails),
       cmocka_unit_test(the_charge_counts_whole_pages),
       cmocka_unit_test(freed_pages_are_returned_in_batches),
