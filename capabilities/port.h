@@ -44,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MBXC_PORT_VERSION 2
+#define MBXC_PORT_VERSION 3
 
 /* ---- native function values: the signature alphabet ---- */
 
@@ -388,6 +388,12 @@ typedef struct mbxC_port {
   /* io.stdin: the next at most len bytes of what the host supplied (mbx_sandbox_set_stdin),
      *got 0 at the end. NULL: the guest's stdin is empty. */
   int (*stdin_read)(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e);
+
+  /* -- version 3 -- */
+  /* io.stdin: a number that changes whenever the host replaces the bytes
+     (mbx_sandbox_set_stdin). Read-ahead the guest took under another number came from the old
+     bytes and is dropped before the next read. Host state, no time. NULL: never changes. */
+  uint64_t (*stdin_epoch)(void *ud);
 } mbxC_port;
 
 #endif

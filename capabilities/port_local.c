@@ -516,6 +516,10 @@ static int local_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_p
   return 0;
 }
 
+static uint64_t local_stdin_epoch(void *ud) {
+  return ((mbxC_port_local *)ud)->stdin_epoch;
+}
+
 int mbxC_port_local_set_stdin(mbxC_port_local *pl, const char *data, size_t len) {
   char *copy = NULL;
   if (len && (copy = mbxU_dup_bytes(data, len)) == NULL) return -1;
@@ -523,6 +527,8 @@ int mbxC_port_local_set_stdin(mbxC_port_local *pl, const char *data, size_t len)
   pl->stdin_data = copy;
   pl->stdin_len = len;
   pl->stdin_pos = 0;
+  /* The guest's io.stdin may hold read-ahead of the old bytes: the new epoch drops it. */
+  pl->stdin_epoch++;
   return 0;
 }
 
@@ -611,7 +617,8 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
                          .fs_mkdir = local_fs_mkdir,
                          .fs_remove = local_fs_remove,
                          .fs_rename = local_fs_rename,
-                         .stdin_read = local_stdin_read};
+                         .stdin_read = local_stdin_read,
+                         .stdin_epoch = local_stdin_epoch};
   pl->time_fixed = p->time_fixed;
   pl->time = p->time;
   pl->seed_fixed = p->seed_fixed;

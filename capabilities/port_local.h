@@ -58,6 +58,7 @@ typedef struct mbxC_port_local {
   /* io.stdin: the host's bytes (mbxC_port_local_set_stdin) and how far the guest read. */
   char *stdin_data;
   size_t stdin_len, stdin_pos;
+  uint64_t stdin_epoch; /* bumped by every mbxC_port_local_set_stdin (mbxC_port.stdin_epoch) */
 } mbxC_port_local;
 
 /* Copy what the port needs from p and fill pl->port. Returns 0, -1 when out of memory, or

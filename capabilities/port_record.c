@@ -485,6 +485,10 @@ static int record_stdin_read(void *ud, char *buf, size_t len, size_t *got,
   const mbxC_port *in = ((mbxC_port_record *)ud)->inner;
   return in->stdin_read(in->ud, buf, len, got, e);
 }
+static uint64_t record_stdin_epoch(void *ud) {
+  const mbxC_port *in = ((mbxC_port_record *)ud)->inner;
+  return in->stdin_epoch(in->ud);
+}
 static int record_fs_rename(void *ud, const char *from, size_t from_len, const char *to,
                             size_t to_len, const mbxC_wait *wait, mbxC_port_error *e) {
   const mbxC_port *in = inner_of(ud);
@@ -643,7 +647,8 @@ void mbxC_port_record_init(mbxC_port_record *r, const mbxC_port *inner, uint64_t
                         .fs_remove = inner->fs_remove ? record_fs_remove : NULL,
                         .fs_rename = inner->fs_rename ? record_fs_rename : NULL,
                         .exec_run = inner->exec_run ? record_exec_run : NULL,
-                        .stdin_read = inner->stdin_read ? record_stdin_read : NULL};
+                        .stdin_read = inner->stdin_read ? record_stdin_read : NULL,
+                        .stdin_epoch = inner->stdin_epoch ? record_stdin_epoch : NULL};
 }
 
 void mbxC_port_record_free(mbxC_port_record *r) {

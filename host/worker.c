@@ -1504,6 +1504,7 @@ static mbx_status worker_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   mbxH_wp_bytes(&ws->w, a->code ? a->code : "", a->code_len);
   mbxH_wp_u8(&ws->w, a->inputs != NULL);
   mbxH_wp_bytes(&ws->w, a->inputs ? a->inputs : "", a->inputs ? a->inputs_len : 0);
+  mbxH_wp_u64(&ws->w, ws->port.stdin_epoch);
   ws->run_deadline = run_deadline_from_now(ws);
   int x = exchange(ws, MBXH_WP_DONE, run_budget_ms(ws));
   if (x == -2) {
@@ -1531,6 +1532,7 @@ static mbx_status worker_resume(void *impl, const char *fn, const char *value, s
   mbxH_wp_u8(&ws->w, (uint8_t)(as_error != 0));
   mbxH_wp_u8(&ws->w, value != NULL);
   mbxH_wp_bytes(&ws->w, value ? value : "", value ? len : 0);
+  mbxH_wp_u64(&ws->w, ws->port.stdin_epoch);
   ws->run_deadline = run_deadline_from_now(ws);
   int x = exchange(ws, MBXH_WP_DONE, run_budget_ms(ws));
   if (x == -2) {

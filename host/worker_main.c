@@ -110,6 +110,7 @@ typedef struct rport {
      fewer per sandbox); the next draw after it is a port call. */
   uint64_t seed[2];
   int seed_ready;
+  uint64_t stdin_epoch; /* the parent's, from the last RUN or RESUME (r_stdin_epoch) */
 } rport;
 
 static rport g_port;
@@ -376,6 +377,12 @@ static int r_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wait *w
   if (fs_status(rp, &r, e) != 0) return -1;
   if (mbxH_wp_get_exec_result(&r, res) != 0) die_quietly();
   return 0;
+}
+
+/* io.stdin's epoch: the parent's, sent with every run and resume (the only times the guest
+   reads), so read-ahead of bytes the host has replaced since is dropped as in-process. */
+static uint64_t r_stdin_epoch(void *ud) {
+  return ((rport *)ud)->stdin_epoch;
 }
 
 /* io.stdin: the parent holds the host's bytes and how far the guest read (a reset or rewind
@@ -689,6 +696,7 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   SERVED(MBXH_OP_FS_RENAME, fs_rename, r_fs_rename);
   SERVED(MBXH_OP_EXEC_RUN, exec_run, r_exec_run);
   SERVED(MBXH_OP_STDIN_READ, stdin_read, r_stdin_read);
+  port->stdin_epoch = port->stdin_read ? r_stdin_epoch : NULL;
 #undef SERVED
 
   /* The zygote's slot when it is of this sandbox's class; else it goes (its reservation would
@@ -771,6 +779,7 @@ static void run(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer *
   size_t code_len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &code);
   uint8_t has_inputs = mbxH_wp_get_u8(&r);
   size_t inputs_len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &inputs);
+  g_port.stdin_epoch = mbxH_wp_get_u64(&r);
   if (mbxH_wp_end(&r) != 0) die_quietly();
   char chunk[LUA_IDSIZE + 1];
   memcpy(chunk, name, name_len);
@@ -791,6 +800,7 @@ static void resume(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_write
   uint8_t has_value = mbxH_wp_get_u8(&r);
   const char *value;
   size_t len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &value);
+  g_port.stdin_epoch = mbxH_wp_get_u64(&r);
   if (mbxH_wp_end(&r) != 0) die_quietly();
   g_port.cpu_start_ns = thread_cpu_ns();
   mbxL_run_begin(ws->vm->L);

@@ -19,7 +19,7 @@
 #include "capabilities/port.h"
 #include "vm/run.h"
 
-#define MBXH_WP_VERSION 2
+#define MBXH_WP_VERSION 3
 #define MBXH_WP_HEADER 8
 /* The largest frame either side accepts at all (a result may be this large; the parent's own
    per-sandbox bound is usually lower: mbxH_wp_result_max). */
@@ -32,8 +32,8 @@
 typedef enum mbxH_wp_type {
   /* parent -> worker */
   MBXH_WP_CREATE = 1,     /* the sandbox's configuration, grants, first seed: build */
-  MBXH_WP_RUN = 2,        /* chunk name, code, inputs */
-  MBXH_WP_RESUME = 3,     /* as_error, value */
+  MBXH_WP_RUN = 2,        /* chunk name, code, inputs, io.stdin's epoch */
+  MBXH_WP_RESUME = 3,     /* as_error, value, io.stdin's epoch */
   MBXH_WP_RESET = 4,      /* the new address key, the next seed */
   MBXH_WP_CHECKPOINT = 5,
   MBXH_WP_REWIND = 6,

@@ -55,6 +55,7 @@ typedef struct lfile {
   size_t plen, ppos; /* its length and read position; KIND_POPEN_W: bytes collected */
   int pcode, psignal; /* KIND_POPEN_R: how the program ended */
   size_t rpos, rlen; /* unread bytes buf[rpos..rlen) came from the port ahead of the guest */
+  uint64_t stdin_epoch; /* KIND_STDIN: the port's stdin epoch those bytes came under */
   /* IO_CHUNK bytes of read-ahead, only in a readable file: io.stdout and io.stderr (in every
      sandbox's template) and files opened for writing only are that much smaller. Only
      do_read fills it, and it refuses a file that is not readable first. */
@@ -269,8 +270,20 @@ static int read_number(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e
 }
 
 /* The stock g_read: formats from `first`, results until the first one that fails. */
+/* io.stdin's read-ahead came from bytes the host has replaced since (mbx_sandbox_set_stdin
+   promises the new bytes from their first one): drop it. */
+static void drop_stale_stdin(lua_State *L, lfile *f) {
+  const mbxC_port *port = mbxL_port(L);
+  if (port == NULL || port->stdin_epoch == NULL) return;
+  uint64_t now = port->stdin_epoch(port->ud);
+  if (now == f->stdin_epoch) return;
+  f->rpos = f->rlen = 0;
+  f->stdin_epoch = now;
+}
+
 static int do_read(lua_State *L, lfile *f, int first) {
   mbxC_port_error e;
+  if (f->kind == KIND_STDIN) drop_stale_stdin(L, f);
   if (!f->readable) {
     e.errnum = EBADF;
     snprintf(e.message, sizeof e.message, "Bad file descriptor");

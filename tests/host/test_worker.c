@@ -253,6 +253,11 @@ static void stdin_and_files_script(mbx_sandbox *sb, steps *st) {
   assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
   step_value(st, sb, "return {io.open('/tmp/f') == nil, io.read('l'), io.read('a')}");
   step_changes(st, sb);
+  /* New bytes replace the guest's read-ahead of the old ones (in the worker's state). */
+  assert_int_equal(mbx_sandbox_set_stdin(sb, "old-1\nold-2\n", 12, &err), MBX_OK);
+  step_value(st, sb, "return io.read('l')");
+  assert_int_equal(mbx_sandbox_set_stdin(sb, "new-1\n", 6, &err), MBX_OK);
+  step_value(st, sb, "return {io.read('l'), io.read('l')}");
 }
 
 static void test_stdin_and_files_match_in_process(void **state) {
@@ -276,8 +281,10 @@ static void test_stdin_and_files_match_in_process(void **state) {
     assert_string_equal(sa.text[3], "[\"1\",true,\"b\"]");
     assert_null(strstr(sa.text[4], "\"/tmp/g\""));
   }
-  assert_string_equal(sa.text[sa.n - 2], "[true,\"a\",\"b\\nc\\n\"]");
-  assert_string_equal(sa.text[sa.n - 1], "[]");
+  assert_string_equal(sa.text[sa.n - 4], "[true,\"a\",\"b\\nc\\n\"]");
+  assert_string_equal(sa.text[sa.n - 3], "[]");
+  assert_string_equal(sa.text[sa.n - 2], "\"old-1\"");
+  assert_string_equal(sa.text[sa.n - 1], "[\"new-1\"]");
   for (int i = 0; i < sa.n; i++) {
     free(sa.text[i]);
     free(sb_.text[i]);
