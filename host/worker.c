@@ -102,6 +102,7 @@ struct mbxH_wpool {
   unsigned char *rbuf;
   size_t rcap;
   uint32_t probed; /* the last MBXH_WP_PROBED */
+  uint32_t probed_us; /* ... and how long its child took to fork, jail itself and exit */
   int probe_got;
 };
 
@@ -334,6 +335,7 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
   for (int i = 0; i < nfds; i++) close(fds[i]);
   if (type == MBXH_WP_PROBED) {
     pool->probed = mbxH_wp_get_u32(&r);
+    pool->probed_us = mbxH_wp_get_u32(&r);
     if (mbxH_wp_end(&r) != 0) return -1;
     pool->probe_got = 1;
     return 0;
@@ -559,7 +561,8 @@ void mbxH_wpool_free(mbxH_wpool *pool) {
   free(pool);
 }
 
-mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, mbx_error *err) {
+mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, uint32_t *jail_us,
+                            mbx_error *err) {
   pthread_mutex_lock(&pool->mu);
   mbx_status s = MBX_OK;
   if (pool->zpid <= 0 && zygote_start(pool, err) != 0) {
@@ -578,6 +581,7 @@ mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, mbx_error *err) {
       s = MBX_INTERNAL_ERROR;
     }
     *bits = pool->probed;
+    *jail_us = pool->probed_us;
   }
   pthread_mutex_unlock(&pool->mu);
   return s;
