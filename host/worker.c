@@ -619,8 +619,7 @@ typedef struct wsb {
   unsigned checkpoint_worker; /* which worker holds it (generation) */
   unsigned worker_gen;
   uint64_t checkpoint_draws;
-  uint64_t log_generation, checkpoint_log_generation;
-  mbxC_record_mark checkpoint_log;
+  mbxC_record_mark checkpoint_log; /* where the log stood at the checkpoint */
   mbxH_wp_writer w, reply;
   unsigned char *rbuf;
   size_t rcap, rlen;
@@ -1273,10 +1272,7 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
   mbxC_port_local_seek(&ws->port, 0);
   /* io.stdin reads the host's bytes from their start again (they live here). */
   ws->port.stdin_pos = 0;
-  if (ws->recording) {
-    mbxC_port_record_restart(&ws->record);
-    ws->log_generation++;
-  }
+  if (ws->recording) mbxC_port_record_restart(&ws->record);
   ws->paused = 0;
   /* Once guest code has run in a worker, the pristine state is made in a new one: a VM the
      guest took over (a Lua memory bug) would acknowledge a RESET and keep its state, seeing
@@ -1355,7 +1351,6 @@ static mbx_status worker_checkpoint(void *impl, mbx_error *err) {
   ws->checkpoint_worker = ws->worker_gen;
   ws->checkpoint_draws = mbxC_port_local_position(&ws->port);
   ws->checkpoint_stdin = ws->port.stdin_pos;
-  ws->checkpoint_log_generation = ws->log_generation;
   ws->checkpoint_log = mbxC_port_record_mark(&ws->record);
   ws->checkpoint_paused = ws->paused;
   return MBX_OK;
@@ -1402,12 +1397,8 @@ static mbx_status worker_rewind(void *impl, mbx_error *err) {
                                        "may be empty");
     return MBX_NO_MEMORY;
   }
-  if (ws->recording) {
-    if (ws->checkpoint_log_generation == ws->log_generation)
-      mbxC_port_record_rewind(&ws->record, ws->checkpoint_log);
-    else
-      mbxC_port_record_break(&ws->record);
-  }
+  /* Across a reset the checkpoint's records are gone: the log breaks (port_record.h). */
+  if (ws->recording) mbxC_port_record_rewind(&ws->record, ws->checkpoint_log);
   return MBX_OK;
 #endif
 }

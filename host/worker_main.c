@@ -886,8 +886,8 @@ static void serve(int fd) {
       }
 #endif
       mbxV_checkpoint_result made = mbxV_vm_checkpoint(ws.vm, &ws.checkpoint);
-      send_status(fd, &w, made == MBXV_CHECKPOINT_OK ? 0 : made == MBXV_CHECKPOINT_NO_MEMORY ? 1 : 3,
-                  heap_of(&ws), "");
+      int code = made == MBXV_CHECKPOINT_OK ? 0 : made == MBXV_CHECKPOINT_NO_MEMORY ? 1 : 3;
+      send_status(fd, &w, code, heap_of(&ws), "");
       break;
     }
     case MBXH_WP_REWIND:
