@@ -664,6 +664,7 @@ void mbxC_port_record_restart(mbxC_port_record *r) {
   r->diverged[0] = '\0';
   r->host_bytes = 0;
   r->rw_written[0] = '\0';
+  r->session++;
 }
 
 void mbxC_port_record_replay_begin(mbxC_port_record *r, mbxC_replay_log *log) {
@@ -685,11 +686,18 @@ int mbxC_port_record_replay_end(mbxC_port_record *r) {
 }
 
 mbxC_record_mark mbxC_port_record_mark(const mbxC_port_record *r) {
-  return (mbxC_record_mark){
-      .count = r->log.count, .broken = r->log.broken, .host_bytes = r->host_bytes};
+  return (mbxC_record_mark){.count = r->log.count,
+                            .broken = r->log.broken,
+                            .host_bytes = r->host_bytes,
+                            .session = r->session};
 }
 
 void mbxC_port_record_rewind(mbxC_port_record *r, mbxC_record_mark m) {
+  if (m.session != r->session) {
+    /* Across a restart the checkpoint's session's records are gone. */
+    mbxC_port_record_break(r);
+    return;
+  }
   mbxC_replay_truncate(&r->log, m.count, r->chain0);
   r->log.broken = m.broken;
   /* What a rw mount was written stays written: a rewind does not undo the host's files. */

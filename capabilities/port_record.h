@@ -37,6 +37,7 @@ typedef struct mbxC_port_record {
      the first rw mount it wrote to ("" while none): both refuse a snapshot. */
   uint64_t host_bytes;
   char rw_written[256];
+  uint64_t session; /* restarts so far: a mark of an earlier session cannot be rewound to */
 } mbxC_port_record;
 
 /* Wrap inner and start a log whose chain begins at chain0. */
@@ -56,11 +57,14 @@ int mbxC_port_record_replay_end(mbxC_port_record *r);
 void mbxC_port_record_diverge(mbxC_port_record *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Where the log stands, for checkpoint/rewind: a rewind drops the records made since. */
+/* Where the log stands, for checkpoint/rewind: a rewind drops the records made since. A
+   mark taken before a restart (a reset since the checkpoint) names records that are gone:
+   rewinding to it breaks the log instead (no snapshot until the next restart). */
 typedef struct mbxC_record_mark {
   size_t count;
   int broken;
   uint64_t host_bytes;
+  uint64_t session;
 } mbxC_record_mark;
 mbxC_record_mark mbxC_port_record_mark(const mbxC_port_record *r);
 void mbxC_port_record_rewind(mbxC_port_record *r, mbxC_record_mark m);

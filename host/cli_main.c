@@ -877,8 +877,9 @@ static int doctor_command(const mbxH_cli_options *opt) {
     int wok = json_is_true(json_object_get(w, "available"));
     printf("worker (--isolate process) %s\n", w == NULL ? "UNKNOWN (out of memory)"
                                                         : wok ? "available" : "UNAVAILABLE");
-    const char *wkeys[] = {"reason", "worker", "uid", "no_new_privs", "seccomp",
-                           "pid_namespace", "net_namespace", NULL};
+    const char *wkeys[] = {"reason", "worker", "uid", "user_namespace", "capabilities",
+                           "worker_start_us", "no_new_privs", "seccomp", "pid_namespace",
+                           "net_namespace", NULL};
     for (int i = 0; w && wkeys[i]; i++) {
       json_t *v = json_object_get(w, wkeys[i]);
       if (v == NULL || json_is_null(v)) continue;

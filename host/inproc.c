@@ -41,11 +41,7 @@ typedef struct inproc {
   mbxV_checkpoint checkpoint;
   uint64_t checkpoint_draws; /* port seeds drawn: math.randomseed() continues from here */
   size_t checkpoint_stdin;   /* how far io.stdin was read */
-  /* The log's generation (a reset starts a new log) and where the log stood at the
-     checkpoint. */
-  uint64_t log_generation;
-  uint64_t checkpoint_log_generation;
-  mbxC_record_mark checkpoint_log;
+  mbxC_record_mark checkpoint_log; /* where the log stood at the checkpoint */
   /* What the policy's host functions install (mbxL_host_functions_shape): the key of the
      slot's shaped template; NULL without host functions or past MBXV_SHAPE_KEY_MAX. */
   char *shape_key;
@@ -225,10 +221,7 @@ static mbx_status inproc_reset(void *impl, mbx_error *err) {
   mbxC_port_local_seek(&ip->port, 0);
   /* The pristine state is a new session: its log starts again (the seed draw below is its
      first record). */
-  if (ip->recording) {
-    mbxC_port_record_restart(&ip->record);
-    ip->log_generation++;
-  }
+  if (ip->recording) mbxC_port_record_restart(&ip->record);
   if (!attach_port(ip)) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: could not seed math.random or "
                                        "install the host functions");
@@ -255,7 +248,6 @@ static mbx_status inproc_checkpoint(void *impl, mbx_error *err) {
   case MBXV_CHECKPOINT_OK:
     ip->checkpoint_draws = mbxC_port_local_position(&ip->port);
     ip->checkpoint_stdin = ip->port.stdin_pos;
-    ip->checkpoint_log_generation = ip->log_generation;
     ip->checkpoint_log = mbxC_port_record_mark(&ip->record);
     return MBX_OK;
   case MBXV_CHECKPOINT_NO_MEMORY:
@@ -292,14 +284,9 @@ static mbx_status inproc_rewind(void *impl, mbx_error *err) {
                                        "may be empty");
     return MBX_NO_MEMORY;
   }
-  if (ip->recording) {
-    /* The log goes back with the state. Across a reset the records of the checkpoint's
-       session are gone: the sandbox cannot be snapshotted until its next reset. */
-    if (ip->checkpoint_log_generation == ip->log_generation)
-      mbxC_port_record_rewind(&ip->record, ip->checkpoint_log);
-    else
-      mbxC_port_record_break(&ip->record);
-  }
+  /* The log goes back with the state. Across a reset the records of the checkpoint's
+     session are gone: the sandbox cannot be snapshotted until its next reset. */
+  if (ip->recording) mbxC_port_record_rewind(&ip->record, ip->checkpoint_log);
   return MBX_OK;
 #endif
 }

@@ -102,6 +102,7 @@ struct mbxH_wpool {
   unsigned char *rbuf;
   size_t rcap;
   uint32_t probed; /* the last MBXH_WP_PROBED */
+  uint32_t probed_us; /* ... and how long its child took to fork, jail itself and exit */
   int probe_got;
 };
 
@@ -334,6 +335,7 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
   for (int i = 0; i < nfds; i++) close(fds[i]);
   if (type == MBXH_WP_PROBED) {
     pool->probed = mbxH_wp_get_u32(&r);
+    pool->probed_us = mbxH_wp_get_u32(&r);
     if (mbxH_wp_end(&r) != 0) return -1;
     pool->probe_got = 1;
     return 0;
@@ -559,7 +561,8 @@ void mbxH_wpool_free(mbxH_wpool *pool) {
   free(pool);
 }
 
-mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, mbx_error *err) {
+mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, uint32_t *jail_us,
+                            mbx_error *err) {
   pthread_mutex_lock(&pool->mu);
   mbx_status s = MBX_OK;
   if (pool->zpid <= 0 && zygote_start(pool, err) != 0) {
@@ -578,6 +581,7 @@ mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, mbx_error *err) {
       s = MBX_INTERNAL_ERROR;
     }
     *bits = pool->probed;
+    *jail_us = pool->probed_us;
   }
   pthread_mutex_unlock(&pool->mu);
   return s;
@@ -615,8 +619,7 @@ typedef struct wsb {
   unsigned checkpoint_worker; /* which worker holds it (generation) */
   unsigned worker_gen;
   uint64_t checkpoint_draws;
-  uint64_t log_generation, checkpoint_log_generation;
-  mbxC_record_mark checkpoint_log;
+  mbxC_record_mark checkpoint_log; /* where the log stood at the checkpoint */
   mbxH_wp_writer w, reply;
   unsigned char *rbuf;
   size_t rcap, rlen;
@@ -1269,10 +1272,7 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
   mbxC_port_local_seek(&ws->port, 0);
   /* io.stdin reads the host's bytes from their start again (they live here). */
   ws->port.stdin_pos = 0;
-  if (ws->recording) {
-    mbxC_port_record_restart(&ws->record);
-    ws->log_generation++;
-  }
+  if (ws->recording) mbxC_port_record_restart(&ws->record);
   ws->paused = 0;
   /* Once guest code has run in a worker, the pristine state is made in a new one: a VM the
      guest took over (a Lua memory bug) would acknowledge a RESET and keep its state, seeing
@@ -1351,7 +1351,6 @@ static mbx_status worker_checkpoint(void *impl, mbx_error *err) {
   ws->checkpoint_worker = ws->worker_gen;
   ws->checkpoint_draws = mbxC_port_local_position(&ws->port);
   ws->checkpoint_stdin = ws->port.stdin_pos;
-  ws->checkpoint_log_generation = ws->log_generation;
   ws->checkpoint_log = mbxC_port_record_mark(&ws->record);
   ws->checkpoint_paused = ws->paused;
   return MBX_OK;
@@ -1398,12 +1397,8 @@ static mbx_status worker_rewind(void *impl, mbx_error *err) {
                                        "may be empty");
     return MBX_NO_MEMORY;
   }
-  if (ws->recording) {
-    if (ws->checkpoint_log_generation == ws->log_generation)
-      mbxC_port_record_rewind(&ws->record, ws->checkpoint_log);
-    else
-      mbxC_port_record_break(&ws->record);
-  }
+  /* Across a reset the checkpoint's records are gone: the log breaks (port_record.h). */
+  if (ws->recording) mbxC_port_record_rewind(&ws->record, ws->checkpoint_log);
   return MBX_OK;
 #endif
 }

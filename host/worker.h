@@ -15,9 +15,11 @@ mbxH_wpool *mbxH_wpool_new(const char *worker_path);
 /* Kill the warm workers and end the zygote (no process or fd is left). NULL is fine. */
 void mbxH_wpool_free(mbxH_wpool *pool);
 /* What a worker's jail applies on this machine: the zygote (started if need be) forks a child
-   through the same jail and reports MBXH_JAIL_* | MBXH_WP_NS_* bits. MBX_OK, or
-   MBX_UNSUPPORTED / MBX_INTERNAL_ERROR with err saying why. */
-mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, mbx_error *err);
+   through the same jail and reports MBXH_JAIL_* | MBXH_WP_NS_* bits, and in *jail_us the
+   microseconds from that fork to the child's exit. MBX_OK, or MBX_UNSUPPORTED /
+   MBX_INTERNAL_ERROR with err saying why. */
+mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, uint32_t *jail_us,
+                            mbx_error *err);
 /* Workers a one-tenant runtime keeps from freed sandboxes (for MBX_CAP_ONE_TENANT's usage). */
 unsigned mbxH_wpool_kept(mbxH_wpool *pool);
 /* Live isolated sandboxes (for MBX_CAP_SANDBOXES). */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/mman.h>
@@ -53,6 +54,61 @@ static int write_file(const char *path, const char *text) {
   return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
+/* Capabilities through the raw system calls (libcap would be one more library in every
+   worker for two calls). */
+static int cap_call(int nr, struct __user_cap_data_struct data[2]) {
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  return (int)syscall(nr, &hdr, data);
+}
+
+/* Every capability set empty: effective, permitted, inheritable, ambient, and (with
+   bounding, while CAP_SETPCAP still allows it: the zygote's once) the bounding set, what an
+   execve could give back (the jail forbids execve anyway). */
+static int drop_capabilities(int bounding) {
+  (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  for (int cap = 0; bounding && cap < 64; cap++)
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) break; /* EINVAL past the last one */
+  struct __user_cap_data_struct data[2];
+  memset(data, 0, sizeof data);
+  return cap_call(SYS_capset, data);
+}
+
+/* 1 when this process holds any capability (effective, permitted or inheritable), 0 when
+   none, -1 when it cannot tell. */
+static int has_capabilities(void) {
+  struct __user_cap_data_struct data[2];
+  memset(data, 0, sizeof data);
+  if (cap_call(SYS_capget, data) != 0) return -1;
+  for (int i = 0; i < 2; i++)
+    if (data[i].effective || data[i].permitted || data[i].inheritable) return 1;
+  return 0;
+}
+
+/* Set in the zygote by mbxH_jail_user_namespace; its forked workers inherit it. */
+static int in_shared_user_ns;
+
+int mbxH_jail_user_namespace(int flags) {
+  /* A non-root writer may map exactly its effective ids. */
+  uid_t uid = geteuid();
+  gid_t gid = getegid();
+  if (uid == 0 || unshare(CLONE_NEWUSER | flags) != 0) return -1;
+  /* The same ids inside as outside: the zygote and its workers stay the host's non-root
+     uid (a non-root process may map only its own), so nothing here is root to anyone. */
+  char map[64];
+  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+  if (write_file("/proc/self/uid_map", map) != 0) return -2;
+  if (write_file("/proc/self/setgroups", "deny") != 0) return -2;
+  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+  if (write_file("/proc/self/gid_map", map) != 0 || geteuid() != uid) return -2;
+  /* unshare gave this process every capability over the new namespace, and with it over the
+     network and pid namespaces it owns (CAP_KILL and CAP_SYS_PTRACE there would reach every
+     worker, dumpable or not). The zygote needs none of them to fork: it drops them all
+     here, so the workers it forks start with none. */
+  if (drop_capabilities(1) != 0) return -2;
+  in_shared_user_ns = 1;
+  return 0;
+}
+
 static int drop_root(void) {
   if (geteuid() == 0) {
     if (setgroups(0, NULL) != 0 || setresgid(JAIL_NOBODY, JAIL_NOBODY, JAIL_NOBODY) != 0 ||
@@ -61,21 +117,17 @@ static int drop_root(void) {
     /* Make sure it cannot be undone. */
     if (setuid(0) == 0 || geteuid() != JAIL_NOBODY) return -1;
     applied |= MBXH_JAIL_UID_NOBODY;
-    return 0;
+  } else if (in_shared_user_ns) {
+    /* Not root: the zygote's user namespace, made once at its start and shared by every
+       worker (a namespace per worker cost a fork about 120 us more, and gave nothing more:
+       workers of one uid are kept apart by the filter and by not being dumpable, see
+       docs/SECURITY-MODEL.md). The zygote dropped its capabilities: checked (one capget),
+       and dropped here should any be left. */
+    if (has_capabilities() != 0 && drop_capabilities(0) != 0) return -1;
+    applied |= MBXH_JAIL_USER_NS;
   }
-  /* Not root: a user namespace where this process is its own non-root uid (it never had root
-     to drop; the namespace takes away what the host uid could reach through ids). Where user
-     namespaces are off, the uid stays as it is: seccomp is then the whole jail. */
-  uid_t uid = getuid();
-  gid_t gid = getgid();
-  if (unshare(CLONE_NEWUSER) != 0) return 0;
-  char map[64];
-  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-  if (write_file("/proc/self/uid_map", map) != 0) return -1;
-  if (write_file("/proc/self/setgroups", "deny") != 0) return -1;
-  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-  if (write_file("/proc/self/gid_map", map) != 0) return -1;
-  applied |= MBXH_JAIL_USER_NS;
+  /* Where user namespaces are off, the uid stays as it is: seccomp is then the whole jail. */
+  if (has_capabilities() == 0) applied |= MBXH_JAIL_NO_CAPS;
   return 0;
 }
 
@@ -88,19 +140,17 @@ int mbxH_jail_process(int keep_fd, pid_t parent) {
   if (fl < 0 || fcntl(keep_fd, F_SETFD, fl | FD_CLOEXEC) != 0) return -1;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
   applied |= MBXH_JAIL_NO_NEW_PRIVS;
-  /* Not dumpable only once the uid is dropped: a non-dumpable process's /proc/self files
-     belong to root, and a non-root worker must still write its user namespace's uid_map. */
   if (drop_root() != 0) return -1;
-  /* A change of uid clears the parent-death signal: set it again, and check again that the
-     zygote did not die in between (else the worker, or the pid namespace's init, would
-     outlive it). */
+  /* A change of uid clears the parent-death signal (and resets the dumpable flag: set just
+     after): set it again, and check again that the zygote did not die in between (else the
+     worker, or the pid namespace's init, would outlive it). */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) return -1;
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return -1;
   struct rlimit core = {0, 0};
   if (setrlimit(RLIMIT_CORE, &core) != 0) return -1;
   struct rlimit cpu = {JAIL_CPU_SECONDS, JAIL_CPU_SECONDS};
   if (setrlimit(RLIMIT_CPU, &cpu) != 0) return -1;
-  /* The user namespace's uid map is written above; from here no fd can be opened. */
+  /* From here no fd can be opened. */
   struct rlimit nofile = {(rlim_t)keep_fd + 1, (rlim_t)keep_fd + 1};
   if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) return -1;
   return 0;

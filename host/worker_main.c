@@ -451,8 +451,28 @@ static int hook_syscall(lua_State *L) {
   else if (strcmp(what, "execve") == 0) {
     char *argv[] = {"/bin/true", NULL};
     r = syscall(SYS_execve, "/bin/true", argv, (char **)NULL);
+  } else {
+    /* Reaching another worker of the same uid (its pid, as this worker sees it, from
+       __test_pid in that worker): each must be killed by the filter; a return means the
+       call went through (a signal sent, or an error the kernel gave). */
+    pid_t other = (pid_t)luaL_checkinteger(L, 2);
+    if (strcmp(what, "kill") == 0) r = syscall(SYS_kill, other, SIGKILL);
+    else if (strcmp(what, "tgkill") == 0) r = syscall(SYS_tgkill, other, other, SIGKILL);
+    else if (strcmp(what, "ptrace") == 0) r = syscall(SYS_ptrace, 16 /* ATTACH */, other, 0, 0);
+    else if (strcmp(what, "process_vm_readv") == 0) {
+      char byte;
+      struct iovec local = {&byte, 1}, remote = {(void *)(uintptr_t)0x400000, 1};
+      r = syscall(SYS_process_vm_readv, other, &local, 1ul, &remote, 1ul, 0ul);
+    } else if (strcmp(what, "pidfd_open") == 0) r = syscall(SYS_pidfd_open, other, 0u);
+    else return luaL_error(L, "__test_syscall: unknown call %s", what);
   }
   lua_pushinteger(L, r);
+  return 1;
+}
+
+/* This process's pid as it sees it (in the workers' pid namespace when there is one). */
+static int hook_pid(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)getpid());
   return 1;
 }
 
@@ -543,6 +563,7 @@ static void install_hooks(lua_State *L) {
   lua_register(L, "__test_spin", hook_spin);
   lua_register(L, "__test_abort", hook_abort);
   lua_register(L, "__test_syscall", hook_syscall);
+  lua_register(L, "__test_pid", hook_pid);
   lua_register(L, "__test_frame", hook_frame);
 }
 #endif
@@ -875,8 +896,8 @@ static void serve(int fd) {
       }
 #endif
       mbxV_checkpoint_result made = mbxV_vm_checkpoint(ws.vm, &ws.checkpoint);
-      send_status(fd, &w, made == MBXV_CHECKPOINT_OK ? 0 : made == MBXV_CHECKPOINT_NO_MEMORY ? 1 : 3,
-                  heap_of(&ws), "");
+      int code = made == MBXV_CHECKPOINT_OK ? 0 : made == MBXV_CHECKPOINT_NO_MEMORY ? 1 : 3;
+      send_status(fd, &w, code, heap_of(&ws), "");
       break;
     }
     case MBXH_WP_REWIND:
@@ -965,32 +986,21 @@ static pid_t child_parent(void) {
   return (g_ns & MBXH_WP_NS_PID) ? 0 : getpid();
 }
 
-static void write_map(const char *path, unsigned id) {
-  char text[40];
-  snprintf(text, sizeof text, "%u %u 1\n", id, id);
-  FILE *f = fopen(path, "w");
-  if (f) {
-    fputs(text, f);
-    fclose(f);
-  }
-}
-
 static void enter_namespaces(void) {
   int flags = CLONE_NEWNET | CLONE_NEWPID;
-  if (unshare(flags) != 0) {
-    /* Not root: the same in a user namespace where the zygote keeps its own uid (its workers
-       then make theirs inside it, as they do without it). */
-    uid_t uid = getuid();
-    gid_t gid = getgid();
-    if (uid == 0 || unshare(CLONE_NEWUSER | flags) != 0) return;
-    write_map("/proc/self/uid_map", (unsigned)uid);
-    FILE *f = fopen("/proc/self/setgroups", "w");
-    if (f) {
-      fputs("deny", f);
-      fclose(f);
+  if (geteuid() == 0) {
+    if (unshare(flags) != 0) return;
+  } else {
+    /* Not root: one user namespace for the zygote and every worker it forks, made here once
+       (worker_jail.c), with the network and pid namespaces in the same call where the kernel
+       allows, else alone. */
+    int made = mbxH_jail_user_namespace(flags);
+    if (made == -1) {
+      flags = 0;
+      made = mbxH_jail_user_namespace(0);
     }
-    write_map("/proc/self/gid_map", (unsigned)gid);
-    if (getuid() != uid) _exit(6); /* the map did not take: no worker from this zygote */
+    if (made == -2) _exit(6); /* half made: no worker from this zygote */
+    if (made != 0 || flags == 0) return;
   }
   g_ns = MBXH_WP_NS_NET | MBXH_WP_NS_PID;
   /* The namespace's first process is its init. */
@@ -1014,12 +1024,20 @@ static int namespace_alive(void) {
   return waitpid(g_init, &st, WNOHANG) == 0;
 }
 
+static uint64_t monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* MBXH_WP_PROBE: a child goes through a worker's jail and exits with the bits it applied. */
 static int probe(int zfd, mbxH_wp_writer *w) {
   int sv[2];
   uint32_t bits = (uint32_t)g_ns;
+  uint64_t took_ns = 0;
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
     pid_t parent = child_parent();
+    uint64_t t0 = monotonic_ns();
     pid_t pid = fork();
     if (pid == 0) {
       char why[256];
@@ -1033,9 +1051,12 @@ static int probe(int zfd, mbxH_wp_writer *w) {
     int st;
     if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !(WEXITSTATUS(st) & 0x40))
       bits |= (uint32_t)WEXITSTATUS(st);
+    took_ns = monotonic_ns() - t0;
   }
   mbxH_wp_begin(w, MBXH_WP_PROBED);
   mbxH_wp_u32(w, bits);
+  /* What a worker's jail costs here (doctor): a fork, the jail, the filter's load, an exit. */
+  mbxH_wp_u32(w, took_ns / 1000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(took_ns / 1000));
   return send_frame(zfd, w);
 }
 

@@ -48,7 +48,7 @@ typedef enum mbxH_wp_type {
   MBXH_WP_REAP = 42,      /* wait for a dead worker, then fork n (the warm pool's refill) */
   MBXH_WP_REAPED = 43,    /* its wait status */
   MBXH_WP_PROBE = 44,     /* what the jail applies (moonbox doctor) */
-  MBXH_WP_PROBED = 45     /* u32 MBXH_JAIL_* | MBXH_WP_NS_* bits */
+  MBXH_WP_PROBED = 45     /* u32 MBXH_JAIL_* | MBXH_WP_NS_* bits, u32 the probe child's us */
 } mbxH_wp_type;
 
 /* The zygote's namespaces, in MBXH_WP_PROBED next to the jail's bits (host/worker_jail.h). */

@@ -271,8 +271,14 @@ MBX_API mbx_status mbx_runtime_exec_status(mbx_runtime *rt, char **json, size_t 
 /* What a worker's jail applies on this machine (MBX_CAP_ISOLATE; the runtime need not be
    isolated): the worker's zygote is started (the runtime's own when it is isolated) and forks
    a child through the same jail as every worker. *json (freed with mbx_free) is
-   {"available": bool, "reason": null | s, "worker": path, "uid", "no_new_privs", "seccomp",
-   "pid_namespace", "net_namespace"} (the last five only when available). The namespaces are
+   {"available": bool, "reason": null | s, "worker": path, "uid", "user_namespace",
+   "capabilities", "worker_start_us", "no_new_privs", "seccomp", "pid_namespace",
+   "net_namespace"} (the members after "worker" only when available). "user_namespace" says
+   which path a worker's start takes: "none (root: ...)" when each worker drops to nobody,
+   "shared (...)" when a non-root host's zygote made one user namespace for all its workers,
+   "none (user namespaces are off ...)"; "capabilities" is "none" when the probe child held
+   no capability after its jail; "worker_start_us" is the probe child's fork, jail and exit,
+   in microseconds, as measured in the zygote just now. The namespaces are
    applied where the kernel allows them (as root, or inside a user namespace) and never
    required. MBX_OK (also when not available: the reason says why), MBX_INVALID_ARGUMENT or
    MBX_NO_MEMORY. */

@@ -265,9 +265,37 @@ static void rewind_drops_later_records(void **state) {
   mbxC_port_record_free(&rec);
 }
 
+/* A mark of an earlier session (a restart since: the sandbox was reset after its checkpoint)
+   names records that are gone: the rewind breaks the log rather than truncate the new one. A
+   mark of the current session still rewinds. */
+static void rewind_across_a_restart_breaks_the_log(void **state) {
+  (void)state;
+  scripted inner;
+  scripted_init(&inner);
+  mbxC_port_record rec;
+  mbxC_port_record_init(&rec, &inner.port, 11);
+  rec.port.wall_time(rec.port.ud);
+  mbxC_record_mark old = mbxC_port_record_mark(&rec);
+  mbxC_port_record_restart(&rec);
+  rec.port.wall_time(rec.port.ud);
+  rec.port.wall_time(rec.port.ud);
+  mbxC_record_mark now = mbxC_port_record_mark(&rec);
+  rec.port.wall_time(rec.port.ud);
+  mbxC_port_record_rewind(&rec, now);
+  assert_int_equal(rec.log.count, 2);
+  assert_false(mbxC_port_record_broken(&rec));
+  mbxC_port_record_rewind(&rec, old);
+  assert_true(mbxC_port_record_broken(&rec));
+  assert_int_equal(rec.log.count, 2); /* nothing of the new session dropped */
+  mbxC_port_record_restart(&rec);
+  assert_false(mbxC_port_record_broken(&rec));
+  mbxC_port_record_free(&rec);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(records_live_and_replays_from_the_log),
+      cmocka_unit_test(rewind_across_a_restart_breaks_the_log),
       cmocka_unit_test(a_divergence_names_the_record),
       cmocka_unit_test(an_environment_change_diverges),
       cmocka_unit_test(absent_capabilities_stay_absent),

@@ -4,7 +4,9 @@
    and the next run succeeding on a new worker; no process or fd leaks over many sandboxes. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +27,10 @@
 /* A generous bound on a contained failure (the machine is loaded): the point of each test is
    the reason, the bound only proves nothing hung. */
 #define GENEROUS_MS 30000
+
+/* The workers under test: the build's, or the copies a non-root run was given (main). */
+static const char *g_worker = MBX_TEST_WORKER;
+static const char *g_worker_hooks = MBX_TEST_WORKER_HOOKS;
 
 typedef struct fixture {
   mbx_runtime *rt;
@@ -41,7 +48,7 @@ static mbx_runtime *isolated(const char *worker) {
 
 static int setup_plain(void **state) {
   fixture *f = calloc(1, sizeof *f);
-  f->rt = isolated(MBX_TEST_WORKER);
+  f->rt = isolated(g_worker);
   f->p = mbx_policy_new();
   *state = f;
   return 0;
@@ -49,7 +56,7 @@ static int setup_plain(void **state) {
 
 static int setup_hooks(void **state) {
   fixture *f = calloc(1, sizeof *f);
-  f->rt = isolated(MBX_TEST_WORKER_HOOKS);
+  f->rt = isolated(g_worker_hooks);
   f->p = mbx_policy_new();
   *state = f;
   return 0;
@@ -441,6 +448,71 @@ static void test_bad_frames(void **state) {
                                                                 "operation 16 is not granted");
 }
 
+/* Every worker of a runtime has the same uid (nobody as root; the host's own uid in the
+   zygote's one user namespace otherwise) and, with a pid namespace, sees its siblings' pids:
+   the filter, not the uid, keeps one from signalling, tracing or reading another. Worker a
+   says its pid; worker b, made right after it by the same zygote, aims a call at it and must
+   be killed by the filter; a must be unharmed (a kill that went through would have ended it).
+   Each call gets a new pair: after b's crash the next sandbox's creation may re-execute the
+   zygote, which ends every live worker (worker.c's crash rate limit), a itself included. */
+static void test_a_worker_cannot_reach_a_sibling(void **state) {
+  fixture *f = *state;
+  const char *calls[] = {"kill", "tgkill", "ptrace", "process_vm_readv", "pidfd_open"};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+    mbx_error err;
+    mbx_sandbox *a = mbx_sandbox_new(f->rt, f->p, &err);
+    assert_non_null(a);
+    mbx_result *res;
+    assert_int_equal(run(a, "return __test_pid()", &res), MBX_OK);
+    char pid[32];
+    snprintf(pid, sizeof pid, "%s", mbx_result_value_json(res, NULL));
+    mbx_result_free(res);
+    assert_true(atol(pid) > 0);
+    mbx_sandbox *b = mbx_sandbox_new(f->rt, f->p, &err);
+    assert_non_null(b);
+    char code[96];
+    snprintf(code, sizeof code, "return __test_syscall('%s', %s)", calls[i], pid);
+    mbx_status s = run(b, code, &res);
+    const char *msg = mbx_result_error_message(res, NULL);
+    if (s != MBX_INTERNAL_ERROR || msg == NULL || strstr(msg, "seccomp filter") == NULL)
+      fail_msg("%s: expected the seccomp filter to kill the caller, got %s", code,
+               mbx_result_json(res, NULL));
+    mbx_result_free(res);
+    want_value(a, "return __test_pid()", pid);
+    mbx_sandbox_free(b);
+    mbx_sandbox_free(a);
+  }
+}
+
+/* Whether this process may make a user namespace (a child tries). */
+static int user_namespaces_allowed(void) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(unshare(CLONE_NEWUSER) == 0 ? 0 : 1);
+  int st;
+  return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* The jail's report names the path this process's uid takes (moonbox doctor): as root each
+   worker drops to nobody; otherwise one user namespace is shared; no capability either way. */
+static void test_jail_report_names_the_path(void **state) {
+  fixture *f = *state;
+  char *json = NULL;
+  mbx_error err;
+  assert_int_equal(mbx_runtime_worker_status(f->rt, &json, NULL, &err), MBX_OK);
+  assert_non_null(strstr(json, "\"capabilities\":\"none\""));
+  if (geteuid() == 0) {
+    assert_non_null(strstr(json, "\"uid\":\"nobody (65534, no groups)\""));
+    assert_non_null(strstr(json, "\"user_namespace\":\"none (root"));
+  } else if (!user_namespaces_allowed()) {
+    print_message("user namespaces are off here: only the capabilities are checked\n");
+  } else {
+    assert_non_null(strstr(json, "\"uid\":\"its own non-root uid, in a user namespace\""));
+    assert_non_null(strstr(json, "\"user_namespace\":\"shared"));
+  }
+  assert_non_null(strstr(json, "\"worker_start_us\":"));
+  mbx_free(json);
+}
+
 /* ---- a worker that lies: the parent enforces the limits itself ---- */
 
 typedef struct counted {
@@ -650,7 +722,7 @@ static void test_many_sandboxes_no_leaks(void **state) {
   /* The pool keeps the same few warm workers (reaps of freed ones may still be queued). */
   assert_true(workers1 <= workers0 + 4);
   mbx_runtime_free(f->rt);
-  f->rt = isolated(MBX_TEST_WORKER_HOOKS);
+  f->rt = isolated(g_worker_hooks);
   pid_t kids[16];
   assert_int_equal(children_of(getpid(), kids, 16), 0); /* the zygote is gone with its runtime */
   assert_int_equal(count_fds(), fds_start); /* its socket, the warm workers' sockets, pidfds */
@@ -672,7 +744,7 @@ static void test_bad_settings(void **state) {
   assert_int_equal(err.code, MBX_UNSUPPORTED);
   assert_non_null(strstr(err.message, "/nonexistent/moonbox-worker"));
   /* A live sandbox pins the mode. */
-  assert_int_equal(mbx_runtime_set_path(rt, MBX_PATH_WORKER, MBX_TEST_WORKER, &err), MBX_OK);
+  assert_int_equal(mbx_runtime_set_path(rt, MBX_PATH_WORKER, g_worker, &err), MBX_OK);
   mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
   assert_non_null(sb);
   assert_int_equal(mbx_runtime_get_cap(rt, MBX_CAP_ISOLATE), MBX_ISOLATE_PROCESS);
@@ -874,8 +946,93 @@ static void test_ten_thousand_runs(void **state) {
   if (RSS_BOUNDED) assert_true(rss1 <= rss0 + 2048);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
+/* ---- the same core cases as a non-root user (ctest host/test_worker_nonroot) ---- */
+
+/* The cases that show a non-root host's path works as root's does: create and run, host
+   functions and pause/resume, files through the parent, a crash contained, the jail's
+   forbidden calls, siblings out of reach, and the report of the path taken. */
+static const struct CMUnitTest nonroot_tests[] = {
+    cmocka_unit_test_setup_teardown(test_results_match_in_process, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_host_functions_pause_resume, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_files_stay_in_the_parent, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_wild_pointer, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_forbidden_syscalls, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_a_worker_cannot_reach_a_sibling, setup_hooks,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_jail_report_names_the_path, setup_plain, teardown),
+};
+
+#define NONROOT_UID 65534
+#define SKIPPED 77
+
+static int copy_file(const char *from, const char *to) {
+  int in = open(from, O_RDONLY | O_CLOEXEC);
+  int out = in < 0 ? -1 : open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+  char buf[65536];
+  ssize_t n = 0;
+  while (out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+    if (write(out, buf, (size_t)n) != n) n = -1;
+  int ok = in >= 0 && out >= 0 && n == 0 && fchmod(out, 0755) == 0;
+  if (in >= 0) close(in);
+  if (out >= 0 && close(out) != 0) ok = 0;
+  return ok ? 0 : -1;
+}
+
+/* As root: this binary and both workers copied into a fresh 0755 directory under /tmp (the
+   build directory may sit under a home that user cannot enter, as CI's fresh clone under
+   /root does), then run there by setpriv as uid and gid 65534 with no groups and no
+   capabilities. Its exit status, or 77 with the reason when privileges cannot be dropped. */
+static int rerun_as_nonroot(void) {
+  const char *setpriv = "/usr/bin/setpriv";
+  if (access(setpriv, X_OK) != 0) {
+    printf("SKIP: %s (util-linux) is missing: cannot run as a non-root user\n", setpriv);
+    return SKIPPED;
+  }
+  /* Whether this process may change its uid at all (a container may forbid it). */
+  pid_t probe = fork();
+  if (probe == 0) _exit(setresgid(NONROOT_UID, NONROOT_UID, NONROOT_UID) == 0 &&
+                        setresuid(NONROOT_UID, NONROOT_UID, NONROOT_UID) == 0 ? 0 : 1);
+  int st;
+  if (probe < 0 || waitpid(probe, &st, 0) != probe || !WIFEXITED(st) || WEXITSTATUS(st)) {
+    printf("SKIP: cannot drop privileges to uid %d here (setresuid refused)\n", NONROOT_UID);
+    return SKIPPED;
+  }
+  char dir[] = "/tmp/mbx_nonroot_XXXXXX";
+  if (mkdtemp(dir) == NULL || chmod(dir, 0755) != 0) {
+    printf("test_worker --nonroot: mkdtemp under /tmp: %s\n", strerror(errno));
+    return 1;
+  }
+  char self[300], worker[300], hooks[300];
+  snprintf(self, sizeof self, "%s/test_worker", dir);
+  snprintf(worker, sizeof worker, "%s/moonbox-worker", dir);
+  snprintf(hooks, sizeof hooks, "%s/moonbox-worker-test", dir);
+  int rc = 1;
+  if (copy_file("/proc/self/exe", self) != 0 || copy_file(MBX_TEST_WORKER, worker) != 0 ||
+      copy_file(MBX_TEST_WORKER_HOOKS, hooks) != 0) {
+    printf("test_worker --nonroot: copying the binaries into %s: %s\n", dir, strerror(errno));
+  } else {
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (chdir("/") != 0) _exit(1);
+      char uid[32], gid[32];
+      snprintf(uid, sizeof uid, "--reuid=%d", NONROOT_UID);
+      snprintf(gid, sizeof gid, "--regid=%d", NONROOT_UID);
+      char *argv[] = {"setpriv", uid, gid, "--clear-groups", "--inh-caps=-all",
+                      "--bounding-set=-all", "--", self, "--nonroot-in", dir, NULL};
+      execv(setpriv, argv);
+      _exit(127);
+    }
+    if (pid > 0 && waitpid(pid, &st, 0) == pid)
+      rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  unlink(self);
+  unlink(worker);
+  unlink(hooks);
+  rmdir(dir);
+  return rc;
+}
+
+static const struct CMUnitTest all_tests[] = {
       cmocka_unit_test_setup_teardown(test_results_match_in_process, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_host_functions_pause_resume, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_files_stay_in_the_parent, setup_plain, teardown),
@@ -906,6 +1063,29 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+      cmocka_unit_test_setup_teardown(test_a_worker_cannot_reach_a_sibling, setup_hooks,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_jail_report_names_the_path, setup_plain, teardown),
+};
+
+int main(int argc, char **argv) {
+  /* host/test_worker_nonroot: the core cases as a non-root user -- as root through setpriv
+     (above), already non-root as it is. */
+  if (argc == 2 && strcmp(argv[1], "--nonroot") == 0) {
+    if (geteuid() == 0) return rerun_as_nonroot();
+    return cmocka_run_group_tests_name("worker_nonroot", nonroot_tests, NULL, NULL);
+  }
+  if (argc == 3 && strcmp(argv[1], "--nonroot-in") == 0) {
+    static char worker[300], hooks[300];
+    if (geteuid() == 0) {
+      printf("test_worker --nonroot-in: still root; setpriv did not drop the uid\n");
+      return 1;
+    }
+    snprintf(worker, sizeof worker, "%s/moonbox-worker", argv[2]);
+    snprintf(hooks, sizeof hooks, "%s/moonbox-worker-test", argv[2]);
+    g_worker = worker;
+    g_worker_hooks = hooks;
+    return cmocka_run_group_tests_name("worker_nonroot", nonroot_tests, NULL, NULL);
+  }
+  return cmocka_run_group_tests(all_tests, NULL, NULL);
 }

@@ -57,10 +57,19 @@ static void test_status_reports_the_jail(void **state) {
     /* The zygote's prebuilt program, not a compile per worker. */
     assert_string_equal(json_string_value(json_object_get(j, "seccomp")),
                         "allow-list (prebuilt BPF)");
+    /* No capability is left on either path (read back with capget in the probe child). */
+    assert_string_equal(json_string_value(json_object_get(j, "capabilities")), "none");
+    /* What a worker's start cost in the probe: a fork, the jail, an exit -- more than zero,
+       and a generous bound only (the machine is loaded). */
+    json_t *us = json_object_get(j, "worker_start_us");
+    assert_true(json_is_integer(us));
+    assert_true(json_integer_value(us) > 0 && json_integer_value(us) < 10000000);
     if (geteuid() == 0) {
       /* As root every one of these is applied (this machine must show them). */
       assert_string_equal(json_string_value(json_object_get(j, "uid")),
                           "nobody (65534, no groups)");
+      assert_non_null(strstr(json_string_value(json_object_get(j, "user_namespace")),
+                             "none (root"));
       assert_true(json_is_true(json_object_get(j, "pid_namespace")));
       assert_true(json_is_true(json_object_get(j, "net_namespace")));
     } else {
