@@ -134,7 +134,7 @@ static int bind_inputs(lua_State *L, run_step *st) {
    cache is used (never in deterministic mode: see inproc.c), only small texts (their copy
    lives on the guest heap, compared byte for byte: no hash decides). */
 #define MEMO_MAX_TEXT 4096
-static const char key_memo_fn = 0, key_memo_text = 0, key_memo_name = 0;
+static const char key_memo_text = 0, key_memo_name = 0;
 
 /* Does the text hold "_ENV"? memchr to each '_': glibc's memmem set-up alone was about 160
    instructions a run, 4% of a small run's fixed cost. */
@@ -163,10 +163,15 @@ static int same_bytes(const char *kept, size_t kept_len, const char *p, size_t n
    raise: a raw read of the registry). */
 static int memo_push(lua_State *L, const run_step *st) {
   mbxV_vm *vm = mbxV_from(L);
-  if (!memo_wanted(st) || !same_bytes(vm->memo_text, vm->memo_text_len, st->code, st->code_len) ||
+  /* A kept text passed memo_wanted's _ENV scan when it was kept: the byte match stands for
+     it (the cache condition is the one thing that may differ from run to run). */
+  if (st->cache == NULL || vm->memo_ref <= 0 ||
+      !same_bytes(vm->memo_text, vm->memo_text_len, st->code, st->code_len) ||
       !same_bytes(vm->memo_name, vm->memo_name_len, st->chunk_name, strlen(st->chunk_name)))
     return 0;
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key_memo_fn) == LUA_TFUNCTION) return 1;
+  /* An integer key of the registry (its array part): a light-userdata key cost a hash
+     lookup. */
+  if (lua_rawgeti(L, LUA_REGISTRYINDEX, vm->memo_ref) == LUA_TFUNCTION) return 1;
   lua_pop(L, 1);
   return 0;
 }
@@ -187,7 +192,8 @@ static void memo_keep(lua_State *L, const run_step *st) {
   lua_pushnil(L);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_text);
   lua_pushvalue(L, -1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_fn);
+  if (vm->memo_ref > 0) lua_rawseti(L, LUA_REGISTRYINDEX, vm->memo_ref); /* an existing key */
+  else vm->memo_ref = luaL_ref(L, LUA_REGISTRYINDEX);               /* may raise: no ref */
   const char *name = lua_pushstring(L, st->chunk_name);
   size_t name_len = strlen(st->chunk_name);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_name);

@@ -46,10 +46,12 @@ typedef struct mbxV_vm {
      checkpoints and rewinds carry them with the registry they mirror, a template (which never
      ran) holds NULLs, and no table the guest can reach ever holds them. run_thread: the idle
      thread the last clean run left; memo_text/memo_name: the bytes of the kept chunk's text
-     and name strings; pending_set: the registry holds a pending call (stdlib/hostcall.c). */
+     and name strings (memo_ref: where the registry keeps its function); pending_set: the
+     registry holds a pending call (stdlib/hostcall.c). */
   lua_State *run_thread;
   const char *memo_text, *memo_name;
   size_t memo_text_len, memo_name_len;
+  int memo_ref; /* the kept function's luaL_ref in the registry, 0 before the first */
   int pending_set;
   /* Set by mbxV_vm_new/reset: the state came from the slot's shaped template for
      cfg->shape_key, so what that shape installs is already there (mbxV_vm_shape_save). */

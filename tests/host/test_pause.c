@@ -114,19 +114,23 @@ static void a_pause_through_checkpoint_rewind_and_reset(void **state) {
   assert_int_equal(start(sb, "n = (n or 0) + 1 local v = tools.fetch(n) return v + n"),
                    MBX_PAUSED);
   contains("\"args\":[1]");
-  assert_int_equal(mbx_sandbox_checkpoint(sb, &err), MBX_OK);
+  /* MBX_ARENA_MALLOC builds have no checkpoints: the reset half still runs there. */
+  mbx_status ck = mbx_sandbox_checkpoint(sb, &err);
+  if (ck != MBX_UNSUPPORTED) assert_int_equal(ck, MBX_OK);
   assert_int_equal(answer(sb, "10"), MBX_OK);
   contains("\"value\":11");
   assert_int_equal(mbx_sandbox_paused(sb), 0);
   /* A clean run in between (it reuses the run thread), then back to the pause. */
   assert_int_equal(start(sb, "return n"), MBX_OK);
   contains("\"value\":1");
-  assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
-  assert_int_equal(mbx_sandbox_paused(sb), 1);
-  assert_int_equal(answer(sb, "20"), MBX_OK);
-  contains("\"value\":21");
-  assert_int_equal(start(sb, "return n"), MBX_OK);
-  contains("\"value\":1");
+  if (ck == MBX_OK) {
+    assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
+    assert_int_equal(mbx_sandbox_paused(sb), 1);
+    assert_int_equal(answer(sb, "20"), MBX_OK);
+    contains("\"value\":21");
+    assert_int_equal(start(sb, "return n"), MBX_OK);
+    contains("\"value\":1");
+  }
   /* Paused again, then reset: a new sandbox's state, nothing pending, runs accepted. */
   assert_int_equal(start(sb, "return ask()"), MBX_PAUSED);
   assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);

@@ -131,17 +131,21 @@ static void the_kept_function_across_rewind_and_reset(void **state) {
     expect_in(sb, inc, MBX_OK, want);
   }
   expect_in(sb, "T = coroutine.running() return true", MBX_OK, "true");
-  assert_int_equal(mbx_sandbox_checkpoint(sb, &err), MBX_OK);
+  /* MBX_ARENA_MALLOC builds have no checkpoints: the reset half still runs there. */
+  mbx_status ck = mbx_sandbox_checkpoint(sb, &err);
+  if (ck != MBX_UNSUPPORTED) assert_int_equal(ck, MBX_OK);
   /* Another text kept in its place, and a failed run (the run thread dropped). */
   for (int i = 0; i < 3; i++)
     expect_in(sb, "n = 100 return 'other'", MBX_OK, "\"other\"");
   expect_in(sb, "error('x')", MBX_RUNTIME_ERROR, "x");
   expect_in(sb, "return coroutine.running() == T", MBX_OK, "false");
-  assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
-  /* The checkpoint's state: n is 3, the run thread is the one T names. */
-  expect_in(sb, "return coroutine.running() == T", MBX_OK, "true");
-  expect_in(sb, inc, MBX_OK, "4");
-  expect_in(sb, inc, MBX_OK, "5");
+  if (ck == MBX_OK) {
+    assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
+    /* The checkpoint's state: n is 3, the run thread is the one T names. */
+    expect_in(sb, "return coroutine.running() == T", MBX_OK, "true");
+    expect_in(sb, inc, MBX_OK, "4");
+    expect_in(sb, inc, MBX_OK, "5");
+  }
   assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
   expect_in(sb, inc, MBX_OK, "1");
   expect_in(sb, inc, MBX_OK, "2");
