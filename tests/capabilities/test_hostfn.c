@@ -43,8 +43,8 @@ static void fill(mbxC_hostfn_table *t, int n) {
   for (int i = 0; i < n; i++) {
     char name[64];
     snprintf(name, sizeof name, "tools.f%d%s", i, i % 3 ? "" : "_with_a_longer_name");
-    assert_int_equal(mbxC_hostfn_add(t, name, i % 2 ? MBXC_FN_SYNC : MBXC_FN_EXTERNAL, cb,
-                                     &tag[i], why, sizeof why),
+    assert_int_equal(mbxC_hostfn_add(t, name, i % 2 ? MBXC_FN_SYNC : MBXC_FN_EXTERNAL, cb, &tag[i],
+                                     why, sizeof why),
                      0);
   }
 }
