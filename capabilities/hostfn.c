@@ -96,10 +96,34 @@ static int validate(const mbxC_hostfn_table *t, const char *name, char *why, siz
   return 0;
 }
 
+/* A packed table (a copy) made into one whose names are each their own allocation, so that
+   it can grow; nothing changes on failure. */
+static int unpack(mbxC_hostfn_table *t) {
+  size_t cap = t->count < 4 ? 8 : t->count * 2;
+  mbxC_hostfn *fns = calloc(cap, sizeof *fns);
+  if (fns == NULL) return MBXC_HOSTFN_NO_MEMORY;
+  for (size_t i = 0; i < t->count; i++) {
+    fns[i] = t->fns[i];
+    fns[i].name = strdup(t->fns[i].name);
+    if (fns[i].name == NULL) {
+      for (size_t j = 0; j < i; j++)
+        free(fns[j].name);
+      free(fns);
+      return MBXC_HOSTFN_NO_MEMORY;
+    }
+  }
+  free(t->fns); /* the block held the old names too */
+  t->fns = fns;
+  t->cap = cap;
+  t->packed = 0;
+  return 0;
+}
+
 static int add_entry(mbxC_hostfn_table *t, const char *name, mbxC_hostfn entry, char *why,
                      size_t why_size) {
   int bad = validate(t, name, why, why_size);
   if (bad) return bad;
+  if (t->packed && unpack(t) != 0) return MBXC_HOSTFN_NO_MEMORY;
   if (t->count == t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 8;
     mbxC_hostfn *grown = realloc(t->fns, cap * sizeof *grown);
@@ -130,28 +154,32 @@ int mbxC_hostfn_copy(mbxC_hostfn_table *dst, const mbxC_hostfn_table *src) {
   memset(dst, 0, sizeof *dst);
   dst->rules = src->rules;
   if (src->count == 0) return 0;
-  dst->fns = calloc(src->count, sizeof *dst->fns);
-  if (dst->fns == NULL) return -1;
-  dst->cap = src->count;
-  dst->rules = src->rules;
+  /* One block: the entries, then every name (at most MBXC_MAX_HOSTFNS names of at most
+     MBXC_MAX_HOSTFN_NAME bytes: no overflow). A new sandbox made one allocation per name. */
+  size_t names = 0;
+  for (size_t i = 0; i < src->count; i++)
+    names += strlen(src->fns[i].name) + 1;
+  char *block = malloc(src->count * sizeof *dst->fns + names);
+  if (block == NULL) return -1;
+  dst->fns = (mbxC_hostfn *)(void *)block;
+  char *name = block + src->count * sizeof *dst->fns;
   for (size_t i = 0; i < src->count; i++) {
+    size_t n = strlen(src->fns[i].name) + 1;
+    memcpy(name, src->fns[i].name, n);
     dst->fns[i] = src->fns[i];
-    dst->fns[i].native = NULL;
-    dst->fns[i].name = strdup(src->fns[i].name);
-    if (dst->fns[i].name == NULL) {
-      mbxC_hostfn_clear(dst);
-      return -1;
-    }
+    dst->fns[i].name = name;
     /* The prepared call is immutable: the copy shares it instead of preparing it again. */
     if (src->fns[i].native) dst->fns[i].native = mbxC_native_ref(src->fns[i].native);
-    dst->count = i + 1;
+    name += n;
   }
+  dst->count = dst->cap = src->count;
+  dst->packed = 1;
   return 0;
 }
 
 void mbxC_hostfn_clear(mbxC_hostfn_table *t) {
   for (size_t i = 0; i < t->count; i++) {
-    free(t->fns[i].name);
+    if (!t->packed) free(t->fns[i].name);
     mbxC_native_unref(t->fns[i].native);
   }
   free(t->fns);

@@ -35,6 +35,9 @@ typedef struct mbxC_hostfn_table {
   mbxC_hostfn *fns;
   size_t count, cap;
   const mbxC_name_rules *rules; /* borrowed, static; NULL refuses every name */
+  /* A copy's entries and names are one block (fns): a sandbox's copy is one allocation, not
+     one per name. An add to a packed table unpacks it first. */
+  int packed;
 } mbxC_hostfn_table;
 
 /* At most this many functions per policy, names at most this long, at most this many dotted
@@ -55,8 +58,8 @@ int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_fn_kind kind,
    the caller keeps it. Returns as mbxC_hostfn_add. */
 int mbxC_hostfn_add_native(mbxC_hostfn_table *t, const char *name, struct mbxC_native *native,
                            char *why, size_t why_size);
-/* Deep copy (names duplicated, native bindings shared by reference). Returns 0 or -1 when
-   out of memory (dst is then empty). */
+/* Deep copy (names duplicated, into one block with the entries; native bindings shared by
+   reference). Returns 0 or -1 when out of memory (dst is then empty). */
 int mbxC_hostfn_copy(mbxC_hostfn_table *dst, const mbxC_hostfn_table *src);
 /* Release what t owns; t is then empty but valid. */
 void mbxC_hostfn_clear(mbxC_hostfn_table *t);

@@ -121,10 +121,14 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
     mbxC_port_local_set_fs_tap(&ip->port, &tap);
   }
   if (replay) mbxC_replay_free(replay); /* taken over above, or of no use */
-  size_t shape_len = mbxL_host_functions_shape(ip->port.port.grants, NULL, 0);
+  /* One pass into a buffer on the stack for the common short list (a second pass only for a
+     longer one): the key is built at every mbx_sandbox_new. */
+  char shape_buf[512];
+  size_t shape_len = mbxL_host_functions_shape(ip->port.port.grants, shape_buf, sizeof shape_buf);
   if (shape_len > 0 && shape_len <= MBXV_SHAPE_KEY_MAX &&
       (ip->shape_key = malloc(shape_len)) != NULL) {
-    mbxL_host_functions_shape(ip->port.port.grants, ip->shape_key, shape_len);
+    if (shape_len <= sizeof shape_buf) memcpy(ip->shape_key, shape_buf, shape_len);
+    else mbxL_host_functions_shape(ip->port.port.grants, ip->shape_key, shape_len);
     cfg.shape_key = ip->shape_key;
     cfg.shape_key_len = shape_len;
   }

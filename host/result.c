@@ -126,7 +126,7 @@ mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output) {
     mbxV_outcome_free(outcome);
     return NULL;
   }
-  r->outcome = *outcome;
+  mbxV_outcome_move(&r->outcome, outcome);
   r->status = mbxH_status_from_vm(outcome->status);
   r->usage.instructions_counted = !outcome->uncounted;
   r->usage.instructions = outcome->uncounted ? 0 : outcome->instructions;

@@ -11,6 +11,7 @@
 #include "vm/budget.h"
 #include "vm/cstack.h"
 #include "vm/json.h"
+#include "vm/run.h" /* mbxV_set_pending */
 
 /* Upvalues of every trampoline: the function's index in the port's grants, and its name. */
 #define UPV_INDEX lua_upvalueindex(1)
@@ -153,7 +154,7 @@ static int hostcall_external(lua_State *L) {
   lua_insert(L, -2);
   lua_pushfstring(L, ",\"function\":\"%s\"}", name);
   lua_concat(L, 3);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending);
+  mbxV_set_pending(L);
   lua_settop(L, 0);
   /* The flag (and, for the run thread, the pending call), not the yield, makes this a
      pause: a trip also suspends a yieldable thread (finish_pcall in stdlib/base.c), and must

@@ -134,7 +134,7 @@ static int bind_inputs(lua_State *L, run_step *st) {
    cache is used (never in deterministic mode: see inproc.c), only small texts (their copy
    lives on the guest heap, compared byte for byte: no hash decides). */
 #define MEMO_MAX_TEXT 4096
-static const char key_memo_fn = 0, key_memo_text = 0, key_memo_name = 0;
+static const char key_memo_text = 0, key_memo_name = 0;
 
 /* Does the text hold "_ENV"? memchr to each '_': glibc's memmem set-up alone was about 160
    instructions a run, 4% of a small run's fixed cost. */
@@ -153,22 +153,25 @@ static int memo_wanted(const run_step *st) {
          !names_env(st->code, st->code_len);
 }
 
-static int same_string(lua_State *L, const void *key, const char *p, size_t n) {
-  size_t len = 0;
-  const char *kept = lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TSTRING
-                         ? lua_tolstring(L, -1, &len)
-                         : NULL;
-  int same = kept != NULL && len == n && memcmp(kept, p, n) == 0;
-  lua_pop(L, 1);
-  return same;
+/* The kept strings' bytes through the vm's pointers to them (vm/vm.h: the registry anchors
+   the strings, and Lua never moves a live string): no registry lookup. */
+static int same_bytes(const char *kept, size_t kept_len, const char *p, size_t n) {
+  return kept != NULL && kept_len == n && memcmp(kept, p, n) == 0;
 }
 
-/* Push the kept function when st's text and chunk name are the kept ones. */
+/* Push the kept function when st's text and chunk name are the kept ones (no allocation, no
+   raise: a raw read of the registry). */
 static int memo_push(lua_State *L, const run_step *st) {
-  if (!memo_wanted(st) || !same_string(L, &key_memo_text, st->code, st->code_len) ||
-      !same_string(L, &key_memo_name, st->chunk_name, strlen(st->chunk_name)))
+  mbxV_vm *vm = mbxV_from(L);
+  /* A kept text passed memo_wanted's _ENV scan when it was kept: the byte match stands for
+     it (the cache condition is the one thing that may differ from run to run). */
+  if (st->cache == NULL || vm->memo_ref <= 0 ||
+      !same_bytes(vm->memo_text, vm->memo_text_len, st->code, st->code_len) ||
+      !same_bytes(vm->memo_name, vm->memo_name_len, st->chunk_name, strlen(st->chunk_name)))
     return 0;
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key_memo_fn) == LUA_TFUNCTION) return 1;
+  /* An integer key of the registry (its array part): a light-userdata key cost a hash
+     lookup. */
+  if (lua_rawgeti(L, LUA_REGISTRYINDEX, vm->memo_ref) == LUA_TFUNCTION) return 1;
   lua_pop(L, 1);
   return 0;
 }
@@ -183,15 +186,29 @@ static void memo_keep(lua_State *L, const run_step *st) {
   vm->last_text_hash = hash;
   if (!again) return; /* a hash only decides when to keep; the match is byte for byte */
   /* The text goes last: an allocation that fails half way leaves no text, so no stale
-     function can ever be matched (clearing a key allocates nothing). */
+     function can ever be matched (clearing a key allocates nothing). The vm's pointers go
+     first, before anything that may raise, and are set again only once all is anchored. */
+  vm->memo_text = vm->memo_name = NULL;
   lua_pushnil(L);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_text);
   lua_pushvalue(L, -1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_fn);
-  lua_pushstring(L, st->chunk_name);
+  if (vm->memo_ref > 0) lua_rawseti(L, LUA_REGISTRYINDEX, vm->memo_ref); /* an existing key */
+  else vm->memo_ref = luaL_ref(L, LUA_REGISTRYINDEX);               /* may raise: no ref */
+  const char *name = lua_pushstring(L, st->chunk_name);
+  size_t name_len = strlen(st->chunk_name);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_name);
-  lua_pushlstring(L, st->code, st->code_len);
+  const char *text = lua_pushlstring(L, st->code, st->code_len);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_text);
+  vm->memo_name = name; /* anchored by the registry from here on */
+  vm->memo_name_len = name_len;
+  vm->memo_text = text;
+  vm->memo_text_len = st->code_len;
+}
+
+/* The anchored run thread when it is idle (status OK, an empty stack), else NULL. */
+static lua_State *idle_run_thread(const mbxV_vm *vm) {
+  lua_State *co = vm->run_thread;
+  return co != NULL && lua_status(co) == LUA_OK && lua_gettop(co) == 0 ? co : NULL;
 }
 
 /* Protected: inputs, then the parser, then the run thread. */
@@ -221,20 +238,35 @@ static int step_prepare(lua_State *L) {
   /* The run thread of the last run that ended well is reused (it is idle: status OK, an
      empty stack): a new thread per run cost a tenth of a small run. Any other ending
      released it (step_release), and a new one is made and anchored. */
-  lua_State *co = NULL;
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread) == LUA_TTHREAD) {
-    co = lua_tothread(L, -1);
-    if (lua_status(co) != LUA_OK || lua_gettop(co) != 0) co = NULL;
-  }
-  lua_pop(L, 1);
+  mbxV_vm *vm = mbxV_from(L);
+  lua_State *co = idle_run_thread(vm);
   if (co == NULL) {
+    vm->run_thread = NULL;
     co = lua_newthread(L);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread); /* anchored across runs */
+    vm->run_thread = co;
   }
   lua_xmove(L, co, 1);
   st->co = co;
   st->reached = STEP_READY;
   return 0;
+}
+
+/* The common live run without a protected step: no inputs, the kept function of the same
+   text, the idle run thread, no trip. Nothing here allocates or raises: memo_push is a raw
+   read, lua_xmove moves one value onto an empty thread's stack (LUA_MINSTACK free slots), and
+   a trip already set sends the run down the protected way (whose mbxV_check raises it, as
+   ever). Returns 1 when done (st as step_prepare leaves it), 0 when nothing was touched. */
+static int prepare_fast(lua_State *L, run_step *st) {
+  mbxV_vm *vm = mbxV_from(L);
+  lua_State *co = idle_run_thread(vm);
+  if (st->inputs != NULL || co == NULL || mbxV_tripped(L) != MBXV_TRIP_NONE ||
+      !lua_checkstack(L, 1) || !memo_push(L, st))
+    return 0;
+  lua_xmove(L, co, 1);
+  st->co = co;
+  st->reached = STEP_READY;
+  return 1;
 }
 
 /* Protected: the chunk's return values as JSON (one as itself, several as an array). */
@@ -307,7 +339,7 @@ static void small_put(void *sink, const char *p, size_t n) {
    past the result limit, which step_encode then handles (and refuses) as ever. On a trip
    found by the charge, st->value stays NULL and the trip is set. */
 #define SMALL_STRING_MAX 32 /* escaped or as {"$bytes": ...}, well inside small_text */
-static int encode_small(lua_State *L, run_step *st) {
+static int encode_small(lua_State *L, run_step *st, mbxV_outcome *out) {
   lua_State *co = st->co;
   small_text t = {.len = 0, .overflow = 0};
   if (st->nres == 0) {
@@ -344,7 +376,15 @@ static int encode_small(lua_State *L, run_step *st) {
     /* step_encode's meter pays one unit for a scalar (and checks the limits with it). */
     if (mbxV_poll(L, 1) != MBXV_TRIP_NONE) return 1;
   }
-  st->value = mbxU_dup_bytes(t.data, t.len);
+  if (t.len < sizeof out->value_inline) {
+    /* No allocation: the text goes into the outcome itself (st->value is then moved there,
+       never freed). */
+    memcpy(out->value_inline, t.data, t.len);
+    out->value_inline[t.len] = '\0';
+    st->value = out->value_inline;
+  } else {
+    st->value = mbxU_dup_bytes(t.data, t.len);
+  }
   st->value_len = t.len;
   return 1;
 }
@@ -359,19 +399,25 @@ static int step_describe(lua_State *L) {
 
 /* Protected: drop the run thread's anchor (and a pending call) so they can be collected. */
 static int step_release(lua_State *L) {
+  mbxV_vm *vm = mbxV_from(L);
+  vm->run_thread = NULL;
   lua_pushnil(L);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread);
   lua_pushnil(L);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending);
+  vm->pending_set = 0;
   return 0;
 }
 
 /* 1 when the layer above asked for the run thread's yield as a host pause: the pending call
-   is in the registry (a raw read: cannot raise). */
+   is in the registry (mbxV_set_pending keeps the flag with it). */
 static int pending_call_set(lua_State *L) {
-  int type = lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending);
-  lua_pop(L, 1);
-  return type == LUA_TSTRING;
+  return mbxV_from(L)->pending_set;
+}
+
+void mbxV_set_pending(lua_State *L) {
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending);
+  mbxV_from(L)->pending_set = 1;
 }
 
 /* Protected: copy the pending call's JSON out of the registry (stdlib/hostcall.c put it
@@ -391,6 +437,7 @@ static int step_pending(lua_State *L) {
   if (st->value == NULL) return luaL_error(L, "out of host memory");
   lua_pushnil(L);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &mbxV_key_pending);
+  mbxV_from(L)->pending_set = 0;
   return 0;
 }
 
@@ -575,7 +622,7 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
     st->nres = nres;
     if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
       fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR, NULL);
-    } else if (encode_small(L, st)) {
+    } else if (encode_small(L, st, out)) {
       if (st->value != NULL) {
         out->status = MBXV_OK;
         out->value_json = st->value;
@@ -650,6 +697,13 @@ static void record_usage(mbxV_vm *vm, mbxV_outcome *out, uint64_t started) {
   out->output_bytes = vm->output.total;
 }
 
+/* A failed run's value, null, in the outcome itself. */
+static void set_null_value(mbxV_outcome *out) {
+  memcpy(out->value_inline, "null", 5);
+  out->value_json = out->value_inline;
+  out->value_len = 4;
+}
+
 mbxV_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
                     const char *inputs, size_t inputs_len, mbxV_outcome *out, mbxV_refusal *err) {
   return mbxV_run_cached(vm, NULL, code, code_len, chunk_name, inputs, inputs_len, out, err);
@@ -685,7 +739,7 @@ mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, s
     goto finish;
   }
 
-  int rc = protected_step(L, step_prepare, &st);
+  int rc = prepare_fast(L, &st) ? LUA_OK : protected_step(L, step_prepare, &st);
   if (st.reached != STEP_READY) {
     if (mbxV_tripped(L) != MBXV_TRIP_NONE || (rc == LUA_ERRMEM)) {
       if (mbxV_tripped(L) == MBXV_TRIP_NONE) mbxV_trip_set(L, MBXV_TRIP_MEMORY);
@@ -718,10 +772,7 @@ finish:
     mbxV_outcome_free(out);
     return api;
   }
-  if (out->value_json == NULL) {
-    out->value_json = mbxU_dup_bytes("null", 4);
-    out->value_len = 4;
-  }
+  if (out->value_json == NULL) set_null_value(out);
   if (out->value_json == NULL || (out->failed && out->error.message == NULL)) {
     mbxV_outcome_free(out);
     mbxV_refuse(err, MBXV_NO_MEMORY, "out of host memory while collecting the result");
@@ -751,9 +802,7 @@ mbxV_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error
     mbxV_error_from_message(msg, strlen(msg), 0, &out->error);
     goto finish;
   }
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &mbxV_key_run_thread); /* cannot raise: a raw read */
-  st.co = lua_tothread(L, -1);
-  lua_pop(L, 1);
+  st.co = vm->run_thread; /* anchored by the registry (vm/vm.h) */
   if (st.co == NULL || lua_status(st.co) != LUA_YIELD) {
     vm->paused = 0;
     const char *msg = "internal error: the paused run's thread is missing";
@@ -795,10 +844,7 @@ finish:
   record_usage(vm, out, started);
   free(st.value);
   free(st.step_error);
-  if (out->value_json == NULL) {
-    out->value_json = mbxU_dup_bytes("null", 4);
-    out->value_len = 4;
-  }
+  if (out->value_json == NULL) set_null_value(out);
   if (out->value_json == NULL || (out->failed && out->error.message == NULL)) {
     mbxV_outcome_free(out);
     mbxV_refuse(err, MBXV_NO_MEMORY, "out of host memory while collecting the result");
@@ -808,9 +854,14 @@ finish:
 }
 
 void mbxV_outcome_free(mbxV_outcome *out) {
-  free(out->value_json);
+  if (out->value_json != out->value_inline) free(out->value_json);
   out->value_json = NULL;
   free(out->pending_json);
   out->pending_json = NULL;
   mbxV_error_info_free(&out->error);
+}
+
+void mbxV_outcome_move(mbxV_outcome *dst, const mbxV_outcome *src) {
+  *dst = *src;
+  if (src->value_json == src->value_inline) dst->value_json = dst->value_inline;
 }

@@ -12,8 +12,12 @@
 
 typedef struct mbxV_outcome {
   mbxV_status status;    /* how the run ended (< MBXV_REFUSED_BASE) */
-  char *value_json;      /* malloc'd; "null" when the run failed */
+  char *value_json;      /* malloc'd or value_inline; "null" when the run failed */
   size_t value_len;
+  /* A small value's text (nil, a boolean, a number, a short string: most runs), so that it
+     needs no allocation of its own. value_json points here then: move an outcome with
+     mbxV_outcome_move, never a plain struct copy. */
+  char value_inline[40];
   int failed;            /* error below is filled */
   mbxV_error_info error;
   uint64_t instructions;
@@ -45,9 +49,14 @@ mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, s
                            const char *chunk_name, const char *inputs, size_t inputs_len,
                            mbxV_outcome *out, mbxV_refusal *err);
 
+/* Store the pending call's JSON (the string on top of L, popped) for the run to pause with:
+   the registry at mbxV_key_pending, and the vm's flag that mirrors it (vm/vm.h). May raise
+   (the registry may grow). */
+void mbxV_set_pending(lua_State *L);
+
 /*
-** A run pauses when the layer above stores the pending call's JSON in the registry at
-** mbxV_key_pending and yields the run thread (stdlib/hostcall.c); vm->paused is then set.
+** A run pauses when the layer above stores the pending call's JSON with mbxV_set_pending and
+** yields the run thread (stdlib/hostcall.c); vm->paused is then set.
 ** mbxV_resume continues it. as_error == 0: value (NULL/0 = no value) is JSON the call
 ** returns; bad JSON returns MBXV_INVALID_INPUT with nothing changed (still paused).
 ** as_error != 0: value is the message of the error the call raises. The yield receives
@@ -59,5 +68,8 @@ mbxV_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error
                        mbxV_outcome *out, mbxV_refusal *err);
 
 void mbxV_outcome_free(mbxV_outcome *out);
+/* *dst = *src, value_json re-pointed when it is src's value_inline; src is then dst's to
+   forget (not freed). */
+void mbxV_outcome_move(mbxV_outcome *dst, const mbxV_outcome *src);
 
 #endif

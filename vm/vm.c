@@ -59,6 +59,11 @@ static void configure_fields(mbxV_vm *vm, const mbxV_config *cfg) {
   vm->panic_jmp = NULL;
   vm->paused = 0;
   vm->last_text_hash = 0;
+  vm->run_thread = NULL;
+  vm->memo_text = vm->memo_name = NULL;
+  vm->memo_text_len = vm->memo_name_len = 0;
+  vm->memo_ref = 0;
+  vm->pending_set = 0;
   vm->shaped = 0;
   memset(vm->ext, 0, sizeof vm->ext);
 }

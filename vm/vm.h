@@ -40,6 +40,19 @@ typedef struct mbxV_vm {
   /* vm/run.c's own: a hash of the last run's text, so its function is kept only when a text
      comes twice in a row (a fresh sandbox's one run pays nothing for the keeping). */
   uint64_t last_text_hash;
+  /* vm/run.c's own: C pointers to what the registry anchors for it (the registry stays the
+     anchor the collector sees; a registry lookup by light-userdata key was about 150
+     instructions, five of them a small live run). They live in the slot with the state, so
+     checkpoints and rewinds carry them with the registry they mirror, a template (which never
+     ran) holds NULLs, and no table the guest can reach ever holds them. run_thread: the idle
+     thread the last clean run left; memo_text/memo_name: the bytes of the kept chunk's text
+     and name strings (memo_ref: where the registry keeps its function); pending_set: the
+     registry holds a pending call (stdlib/hostcall.c). */
+  lua_State *run_thread;
+  const char *memo_text, *memo_name;
+  size_t memo_text_len, memo_name_len;
+  int memo_ref; /* the kept function's luaL_ref in the registry, 0 before the first */
+  int pending_set;
   /* Set by mbxV_vm_new/reset: the state came from the slot's shaped template for
      cfg->shape_key, so what that shape installs is already there (mbxV_vm_shape_save). */
   int shaped;

@@ -104,6 +104,44 @@ static void pause_in_main_chunk(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* The run thread and the pending call travel with the state (vm/run.c keeps C pointers to
+   them in the vm: vm/vm.h): a checkpoint taken while paused rewinds to that pause, the same
+   run resumes from it twice, and a reset leaves nothing paused behind. */
+static void a_pause_through_checkpoint_rewind_and_reset(void **state) {
+  (void)state;
+  mbx_sandbox *sb = pausing_sandbox(0, 0);
+  mbx_error err;
+  assert_int_equal(start(sb, "n = (n or 0) + 1 local v = tools.fetch(n) return v + n"),
+                   MBX_PAUSED);
+  contains("\"args\":[1]");
+  /* MBX_ARENA_MALLOC builds have no checkpoints: the reset half still runs there. */
+  mbx_status ck = mbx_sandbox_checkpoint(sb, &err);
+  if (ck != MBX_UNSUPPORTED) assert_int_equal(ck, MBX_OK);
+  assert_int_equal(answer(sb, "10"), MBX_OK);
+  contains("\"value\":11");
+  assert_int_equal(mbx_sandbox_paused(sb), 0);
+  /* A clean run in between (it reuses the run thread), then back to the pause. */
+  assert_int_equal(start(sb, "return n"), MBX_OK);
+  contains("\"value\":1");
+  if (ck == MBX_OK) {
+    assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
+    assert_int_equal(mbx_sandbox_paused(sb), 1);
+    assert_int_equal(answer(sb, "20"), MBX_OK);
+    contains("\"value\":21");
+    assert_int_equal(start(sb, "return n"), MBX_OK);
+    contains("\"value\":1");
+  }
+  /* Paused again, then reset: a new sandbox's state, nothing pending, runs accepted. */
+  assert_int_equal(start(sb, "return ask()"), MBX_PAUSED);
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  assert_int_equal(mbx_sandbox_paused(sb), 0);
+  assert_int_equal(answer(sb, "1"), MBX_INVALID_ARGUMENT);
+  assert_int_equal(start(sb, "return n == nil, ask ~= nil"), MBX_OK);
+  contains("\"value\":[true,true]");
+  contains("\"pending\":null");
+  mbx_sandbox_free(sb);
+}
+
 static void pause_in_nested_calls_and_loops(void **state) {
   (void)state;
   static const char *const three[] = {"1", "2", "{\"x\":[3]}"};
@@ -298,6 +336,7 @@ static void places_that_cannot_pause(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pause_in_main_chunk),
+      cmocka_unit_test(a_pause_through_checkpoint_rewind_and_reset),
       cmocka_unit_test(pause_in_nested_calls_and_loops),
       cmocka_unit_test(pause_inside_pcall_and_xpcall),
       cmocka_unit_test(pause_inside_guest_coroutines),

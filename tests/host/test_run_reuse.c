@@ -77,11 +77,90 @@ static void the_main_thread_across_runs(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* A small value's text lives in its result (vm/run.c's value_inline): every result keeps its
+   own value however many runs follow, after the sandbox is gone too, and a run never shows an
+   earlier run's bytes (a failed run's value is null, a long value is its own copy). */
+static void every_result_keeps_its_own_value(void **state) {
+  (void)state;
+  mbx_sandbox *sb = snippet_sandbox();
+  static const char *const codes[] = {"return 1+1", "return 'abc'", "return ('x'):rep(300)",
+                                      "return true", "error('boom')", "return 1.5", "return"};
+  static const char *const values[] = {"2", "\"abc\"", NULL, "true", "null", "1.5", "null"};
+  enum { N = sizeof codes / sizeof *codes };
+  mbx_result *kept[2 * N];
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < N; i++) {
+      mbx_error err;
+      mbx_run(sb, codes[i], strlen(codes[i]), NULL, 0, &kept[round * N + i], &err);
+      assert_non_null(kept[round * N + i]);
+    }
+  }
+  mbx_sandbox_free(sb);
+  for (int k = 0; k < 2 * N; k++) {
+    size_t len = 0;
+    const char *v = mbx_result_value_json(kept[k], &len);
+    assert_int_equal(strlen(v), len);
+    if (values[k % N]) {
+      assert_string_equal(v, values[k % N]);
+    } else {
+      assert_int_equal(len, 302);
+      assert_int_equal(v[0], '"');
+      assert_int_equal(strspn(v + 1, "x"), 300);
+    }
+    /* The contract text carries the same value. */
+    const char *json = mbx_result_json(kept[k], NULL);
+    char want[400];
+    snprintf(want, sizeof want, "\"value\":%s}", v);
+    assert_non_null(strstr(json, want));
+  }
+  for (int k = 0; k < 2 * N; k++)
+    mbx_result_free(kept[k]);
+}
+
+/* The kept function and the idle run thread go back with a rewind and are dropped by a reset
+   (vm/run.c mirrors their registry anchors in the vm): each run still sees the globals of
+   the state it runs in. */
+static void the_kept_function_across_rewind_and_reset(void **state) {
+  (void)state;
+  mbx_sandbox *sb = snippet_sandbox();
+  mbx_error err;
+  const char *inc = "n = (n or 0) + 1 return n";
+  for (int i = 1; i <= 3; i++) {
+    char want[8];
+    snprintf(want, sizeof want, "%d", i);
+    expect_in(sb, inc, MBX_OK, want);
+  }
+  expect_in(sb, "T = coroutine.running() return true", MBX_OK, "true");
+  /* MBX_ARENA_MALLOC builds have no checkpoints: the reset half still runs there. */
+  mbx_status ck = mbx_sandbox_checkpoint(sb, &err);
+  if (ck != MBX_UNSUPPORTED) assert_int_equal(ck, MBX_OK);
+  /* Another text kept in its place, and a failed run (the run thread dropped). */
+  for (int i = 0; i < 3; i++)
+    expect_in(sb, "n = 100 return 'other'", MBX_OK, "\"other\"");
+  expect_in(sb, "error('x')", MBX_RUNTIME_ERROR, "x");
+  expect_in(sb, "return coroutine.running() == T", MBX_OK, "false");
+  if (ck == MBX_OK) {
+    assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
+    /* The checkpoint's state: n is 3, the run thread is the one T names. */
+    expect_in(sb, "return coroutine.running() == T", MBX_OK, "true");
+    expect_in(sb, inc, MBX_OK, "4");
+    expect_in(sb, inc, MBX_OK, "5");
+  }
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  expect_in(sb, inc, MBX_OK, "1");
+  expect_in(sb, inc, MBX_OK, "2");
+  expect_in(sb, inc, MBX_OK, "3");
+  expect_in(sb, "return T == nil", MBX_OK, "true");
+  mbx_sandbox_free(sb);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(texts_alternate),
       cmocka_unit_test(a_text_naming_env_gets_a_fresh_function),
       cmocka_unit_test(the_main_thread_across_runs),
+      cmocka_unit_test(every_result_keeps_its_own_value),
+      cmocka_unit_test(the_kept_function_across_rewind_and_reset),
   };
   return cmocka_run_group_tests(tests, snippet_setup, snippet_teardown);
 }
