@@ -464,7 +464,14 @@ static int hook_syscall(lua_State *L) {
       struct iovec local = {&byte, 1}, remote = {(void *)(uintptr_t)0x400000, 1};
       r = syscall(SYS_process_vm_readv, other, &local, 1ul, &remote, 1ul, 0ul);
     } else if (strcmp(what, "pidfd_open") == 0) r = syscall(SYS_pidfd_open, other, 0u);
-    else return luaL_error(L, "__test_syscall: unknown call %s", what);
+    else if (strcmp(what, "cpuclock") == 0 || strcmp(what, "cpuclock_sleep") == 0) {
+      /* The kernel's process CPU clock of `other`: (~pid << 3) | CPUCLOCK_SCHED. */
+      clockid_t id = (clockid_t)((~(unsigned)other << 3) | 2u);
+      struct timespec ts = {0, 0};
+      r = strcmp(what, "cpuclock") == 0
+              ? syscall(SYS_clock_gettime, id, &ts)
+              : syscall(SYS_clock_nanosleep, id, 0 /* relative */, &ts, (struct timespec *)0);
+    } else return luaL_error(L, "__test_syscall: unknown call %s", what);
   }
   lua_pushinteger(L, r);
   return 1;
