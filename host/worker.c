@@ -24,7 +24,9 @@
 **
 ** Crashes are rate-limited: after one, the zygote is re-executed (fresh ASLR for the next
 ** workers, no sibling shares a crashed worker's layout) at most once a second, and a burst of
-** crashes slows worker creation down (crash-and-retry probing gets slow).
+** crashes slows worker creation down (crash-and-retry probing gets slow). The old zygote is
+** retired, not stopped, while live sandboxes' workers are its children (it is their pid
+** namespace's init: its exit would end them all), and stopped when the last is freed.
 */
 #include "host/worker.h"
 
@@ -80,23 +82,41 @@ typedef struct wproc {
      take it) and the runs it has served. */
   uint64_t memory_limit;
   unsigned runs;
+  uint32_t zid; /* the zygote that forked it (zygote.id) */
 } wproc;
+
+/* A zygote process. The pool's current one forks new workers. After a crash it is re-executed
+   (fresh ASLR): the old one is retired, not stopped, while workers it forked are still alive,
+   since it is the init of their pid namespace and its exit would end every one of them (a
+   guest crashing its own worker would end its neighbours' sandboxes). A retired zygote is
+   stopped once the last of them is freed. */
+typedef struct zygote {
+  pid_t pid; /* 0: not running */
+  int sock;
+  uint32_t id;
+  int requested;     /* SPAWNED replies still to read */
+  int reaps_pending; /* REAPED replies nobody waits for */
+  unsigned workers;  /* its workers the parent holds (warm, handed out or kept) */
+  uint64_t started;
+} zygote;
+/* Retired zygotes at most; while that many wait for their workers, a crash does not
+   re-execute the current one (it is re-executed once one of them is gone). */
+#define RETIRED_MAX 4
 
 struct mbxH_wpool {
   pthread_mutex_t mu;
   char path[PATH_MAX];
-  pid_t zpid; /* 0: not running */
-  int zsock;
+  zygote z; /* the current one */
+  zygote retired[RETIRED_MAX];
+  int nretired;
+  uint32_t next_zid;
   wproc warm[WARM_MAX];
   int nwarm;
   wproc kept[KEPT_MAX]; /* one-tenant runtimes: workers of freed sandboxes, for reuse */
   int nkept;
-  int requested;      /* SPAWNED replies still to read */
-  int reaps_pending;  /* REAPED replies nobody waits for */
   _Atomic unsigned live;
   uint64_t crash_at[CRASH_BURST]; /* the last crashes' times, a ring */
   unsigned crash_next;
-  uint64_t zygote_started;
   int zygote_stale; /* a worker crashed: re-exec the zygote when the rate limit allows */
   mbxH_wp_writer w;
   unsigned char *rbuf;
@@ -214,16 +234,38 @@ static void close_fd(int *fd) {
 
 /* ---- the zygote ---- */
 
-static void zygote_stop(mbxH_wpool *pool) {
-  if (pool->zpid <= 0) return;
+static void zygote_stop(zygote *z) {
+  if (z->pid <= 0) return;
   /* Closing the socket ends it once it has served what is queued (reaps of killed workers). */
-  close_fd(&pool->zsock);
+  close_fd(&z->sock);
   int st;
-  while (waitpid(pool->zpid, &st, 0) < 0 && errno == EINTR) {
+  while (waitpid(z->pid, &st, 0) < 0 && errno == EINTR) {
   }
-  pool->zpid = 0;
-  pool->requested = 0;
-  pool->reaps_pending = 0;
+  z->pid = 0;
+  z->requested = 0;
+  z->reaps_pending = 0;
+  z->workers = 0;
+}
+
+/* The zygote that forked a worker of this pool: the current one or a retired one; NULL when
+   it is gone (its workers went with it). */
+static zygote *zygote_of(mbxH_wpool *pool, uint32_t id) {
+  if (pool->z.pid > 0 && pool->z.id == id) return &pool->z;
+  for (int i = 0; i < pool->nretired; i++)
+    if (pool->retired[i].id == id) return &pool->retired[i];
+  return NULL;
+}
+
+/* Stop the retired zygotes none of whose workers is left. */
+static void retired_sweep(mbxH_wpool *pool) {
+  for (int i = 0; i < pool->nretired;) {
+    if (pool->retired[i].workers > 0) {
+      i++;
+      continue;
+    }
+    zygote_stop(&pool->retired[i]);
+    pool->retired[i] = pool->retired[--pool->nretired];
+  }
 }
 
 static void proc_kill(wproc *p) {
@@ -270,16 +312,14 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
                    pool->path, strerror(rc));
     return -1;
   }
-  pool->zpid = pid;
-  pool->zsock = sv[0];
-  pool->zygote_started = now_ns();
+  pool->z = (zygote){.pid = pid, .sock = sv[0], .id = ++pool->next_zid, .started = now_ns()};
   pool->zygote_stale = 0;
   return 0;
 }
 
 /* Read one zygote frame and act on it: a SPAWNED worker joins the warm list, a REAPED one
    fills *status when it is want_pid's. 0, or -1 when the zygote is broken. */
-static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) {
+static int zygote_read(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status, int *got) {
   unsigned char hdr[MBXH_WP_HEADER];
   union {
     char buf[CMSG_SPACE(2 * sizeof(int))];
@@ -288,10 +328,10 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
   struct iovec iov = {hdr, sizeof hdr};
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
                        .msg_controllen = sizeof u.buf};
-  if (wait_fd(pool->zsock, POLLIN, ZYGOTE_DEADLINE) != 1)
+  if (wait_fd(z->sock, POLLIN, ZYGOTE_DEADLINE) != 1)
     return -1;
   ssize_t n;
-  do n = recvmsg(pool->zsock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  do n = recvmsg(z->sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
   while (n < 0 && errno == EINTR);
   int fds[2] = {-1, -1}, nfds = 0;
   for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
@@ -309,7 +349,7 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
   uint32_t len;
   if (n != (ssize_t)sizeof hdr || (msg.msg_flags & MSG_CTRUNC) ||
       mbxH_wp_header(hdr, 64, &type, &len, NULL, 0) != 0 || grow(&pool->rbuf, &pool->rcap, 64) ||
-      read_all(pool->zsock, pool->rbuf, len, ZYGOTE_DEADLINE)) {
+      read_all(z->sock, pool->rbuf, len, ZYGOTE_DEADLINE)) {
     for (int i = 0; i < nfds; i++) close(fds[i]);
     return -1;
   }
@@ -317,14 +357,15 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
   mbxH_wp_reader_init(&r, pool->rbuf, len);
   if (type == MBXH_WP_SPAWNED) {
     int64_t pid = (int64_t)mbxH_wp_get_u64(&r);
-    pool->requested--;
+    z->requested--;
     if (mbxH_wp_end(&r) != 0 || (pid > 0) != (nfds == 2)) {
       for (int i = 0; i < nfds; i++) close(fds[i]);
       return -1;
     }
     if (pid <= 0) return 0; /* the fork failed (e.g. out of processes) */
-    wproc p = {(pid_t)pid, fds[0], fds[1], 0, 0};
-    if (pool->nwarm < WARM_MAX) {
+    wproc p = {(pid_t)pid, fds[0], fds[1], 0, 0, z->id};
+    z->workers++;
+    if (z == &pool->z && pool->nwarm < WARM_MAX) {
       pool->warm[pool->nwarm++] = p;
     } else {
       proc_kill(&p);
@@ -333,7 +374,7 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
     return 0;
   }
   for (int i = 0; i < nfds; i++) close(fds[i]);
-  if (type == MBXH_WP_PROBED) {
+  if (type == MBXH_WP_PROBED && z == &pool->z) {
     pool->probed = mbxH_wp_get_u32(&r);
     pool->probed_us = mbxH_wp_get_u32(&r);
     if (mbxH_wp_end(&r) != 0) return -1;
@@ -348,14 +389,14 @@ static int zygote_read(mbxH_wpool *pool, pid_t want_pid, int *status, int *got) 
     *status = st == UINT64_MAX ? -1 : (int)st;
     *got = 1;
   } else {
-    pool->reaps_pending--;
+    z->reaps_pending--;
   }
   return 0;
 }
 
-static int zygote_send(mbxH_wpool *pool) {
+static int zygote_send(mbxH_wpool *pool, zygote *z) {
   if (mbxH_wp_finish(&pool->w) != 0) return -1;
-  return write_all(pool->zsock, pool->w.data, pool->w.len,
+  return write_all(z->sock, pool->w.data, pool->w.len,
                    ZYGOTE_DEADLINE) == IO_OK ? 0 : -1;
 }
 
@@ -365,22 +406,29 @@ static int zygote_send(mbxH_wpool *pool) {
 static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill) {
   close_fd(&p->sock);
   close_fd(&p->pidfd);
+  zygote *z = p->pid > 0 ? zygote_of(pool, p->zid) : NULL;
+  if (z == NULL) {
+    p->pid = 0;
+    return;
+  }
+  if (z->workers > 0) z->workers--;
   /* Read what the zygote already answered first: a host that frees many sandboxes without
      making new ones must not fill the zygote's socket with unread REAPED frames. */
-  while (send_reap && pool->zpid > 0 && pool->reaps_pending > 0) {
-    struct pollfd pf = {pool->zsock, POLLIN, 0};
-    if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLIN) || zygote_read(pool, 0, NULL, NULL))
+  while (send_reap && (z->reaps_pending > 0 || (z != &pool->z && z->requested > 0))) {
+    struct pollfd pf = {z->sock, POLLIN, 0};
+    if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLIN) || zygote_read(pool, z, 0, NULL, NULL))
       break;
   }
-  if (send_reap && pool->zpid > 0 && p->pid > 0) {
-    int want = refill ? MBXH_WORKER_WARM - pool->nwarm - pool->requested : 0;
+  if (send_reap) {
+    /* Only the current zygote refills the warm pool. */
+    int want = refill && z == &pool->z ? MBXH_WORKER_WARM - pool->nwarm - z->requested : 0;
     if (want < 0) want = 0;
     mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
     mbxH_wp_u64(&pool->w, (uint64_t)p->pid);
     mbxH_wp_u32(&pool->w, (uint32_t)want);
-    if (zygote_send(pool) == 0) {
-      pool->reaps_pending++;
-      pool->requested += want;
+    if (zygote_send(pool, z) == 0) {
+      z->reaps_pending++;
+      z->requested += want;
     }
   }
   p->pid = 0;
@@ -390,16 +438,17 @@ static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill) {
 static int proc_end(mbxH_wpool *pool, wproc *p) {
   proc_kill(p);
   pid_t pid = p->pid;
+  zygote *z = pid > 0 ? zygote_of(pool, p->zid) : NULL;
   proc_forget(pool, p, 0, 0);
   int status = -1, got = 0;
-  if (pool->zpid <= 0 || pid <= 0) return -1;
+  if (z == NULL) return -1;
   mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
   mbxH_wp_u64(&pool->w, (uint64_t)pid);
   mbxH_wp_u32(&pool->w, 0);
-  if (zygote_send(pool) != 0) return -1;
+  if (zygote_send(pool, z) != 0) return -1;
   while (!got)
-    if (zygote_read(pool, pid, &status, &got) != 0) {
-      zygote_stop(pool);
+    if (zygote_read(pool, z, pid, &status, &got) != 0) {
+      zygote_stop(z);
       return -1;
     }
   return status;
@@ -422,8 +471,8 @@ static int request_spawns(mbxH_wpool *pool, int k) {
   if (k <= 0) return 0;
   mbxH_wp_begin(&pool->w, MBXH_WP_SPAWN);
   mbxH_wp_u32(&pool->w, (uint32_t)k);
-  if (zygote_send(pool) != 0) return -1;
-  pool->requested += k;
+  if (zygote_send(pool, &pool->z) != 0) return -1;
+  pool->z.requested += k;
   return 0;
 }
 
@@ -453,30 +502,38 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
   /* Many crashes in a short time: slow down before giving out another worker. */
   uint64_t oldest = pool->crash_at[pool->crash_next % CRASH_BURST];
   if (oldest && now - oldest < CRASH_WINDOW_NS) sleep_ns(CRASH_PENALTY_NS);
-  if (pool->zygote_stale && pool->zpid > 0 &&
-      now_ns() - pool->zygote_started >= ZYGOTE_REEXEC_MIN_NS) {
+  retired_sweep(pool);
+  if (pool->zygote_stale && pool->z.pid > 0 && pool->nretired < RETIRED_MAX &&
+      now_ns() - pool->z.started >= ZYGOTE_REEXEC_MIN_NS) {
     drop_warm(pool);
-    zygote_stop(pool);
+    if (pool->z.workers == 0) {
+      zygote_stop(&pool->z);
+    } else {
+      /* Live sandboxes' workers are its children in its pid namespace: it stays until they
+         are freed (retired_sweep), and forks nothing more. */
+      pool->retired[pool->nretired++] = pool->z;
+      pool->z = (zygote){.pid = 0, .sock = -1};
+    }
   }
   for (int attempt = 0; attempt < 2; attempt++) {
-    if (pool->zpid <= 0 && zygote_start(pool, err) != 0) {
+    if (pool->z.pid <= 0 && zygote_start(pool, err) != 0) {
       pthread_mutex_unlock(&pool->mu);
       return MBX_UNSUPPORTED;
     }
     int broken = 0, dry = pool->nwarm == 0;
-    if (pool->nwarm == 0 && pool->requested == 0) broken = request_spawns(pool, 1) != 0;
-    while (!broken && pool->nwarm == 0 && pool->requested > 0)
-      broken = zygote_read(pool, 0, NULL, NULL) != 0;
+    if (pool->nwarm == 0 && pool->z.requested == 0) broken = request_spawns(pool, 1) != 0;
+    while (!broken && pool->nwarm == 0 && pool->z.requested > 0)
+      broken = zygote_read(pool, &pool->z, 0, NULL, NULL) != 0;
     if (!broken && pool->nwarm > 0) {
       *p = pool->warm[--pool->nwarm];
       /* The pool ran dry (a host making sandboxes faster than it frees them): refill now, so
          the zygote forks the next ones while this one is made. Otherwise the refill rides
          with the reap of a freed sandbox's worker (proc_forget): a fork now would compete
          with this sandbox's creation for the CPU. */
-      int want = MBXH_WORKER_WARM - pool->nwarm - pool->requested;
+      int want = MBXH_WORKER_WARM - pool->nwarm - pool->z.requested;
       if (dry && want > 0 && request_spawns(pool, want) != 0) {
         drop_warm(pool);
-        zygote_stop(pool);
+        zygote_stop(&pool->z);
       }
       atomic_fetch_add(&pool->live, 1);
       pthread_mutex_unlock(&pool->mu);
@@ -484,8 +541,8 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
     }
     /* The zygote is gone or broken (or cannot fork): once more with a fresh one. */
     drop_warm(pool);
-    if (pool->zpid > 0) kill(pool->zpid, SIGKILL);
-    zygote_stop(pool);
+    if (pool->z.pid > 0) kill(pool->z.pid, SIGKILL);
+    zygote_stop(&pool->z);
   }
   pthread_mutex_unlock(&pool->mu);
   mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: the worker zygote (%s) could not fork "
@@ -498,11 +555,12 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
    keeps enough already, it is ended. */
 static void pool_keep(mbxH_wpool *pool, wproc *p) {
   pthread_mutex_lock(&pool->mu);
-  if (pool->nkept < KEPT_MAX && pool->zpid > 0) {
+  if (pool->nkept < KEPT_MAX && pool->z.pid > 0 && p->zid == pool->z.id) {
     pool->kept[pool->nkept++] = *p;
   } else {
     proc_kill(p);
     proc_forget(pool, p, 1, 1);
+    retired_sweep(pool);
   }
   atomic_fetch_sub(&pool->live, 1);
   pthread_mutex_unlock(&pool->mu);
@@ -527,6 +585,7 @@ static int pool_release(mbxH_wpool *pool, wproc *p, int want_status, int crashed
     proc_kill(p);
     proc_forget(pool, p, 1, 1);
   }
+  retired_sweep(pool);
   if (crashed) {
     pool->crash_at[pool->crash_next++ % CRASH_BURST] = now_ns();
     pool->zygote_stale = 1;
@@ -545,7 +604,7 @@ mbxH_wpool *mbxH_wpool_new(const char *worker_path) {
   }
   strcpy(pool->path, worker_path);
   pthread_mutex_init(&pool->mu, NULL);
-  pool->zsock = -1;
+  pool->z.sock = -1;
   return pool;
 }
 
@@ -553,7 +612,9 @@ void mbxH_wpool_free(mbxH_wpool *pool) {
   if (pool == NULL) return;
   pthread_mutex_lock(&pool->mu);
   drop_warm(pool);
-  zygote_stop(pool);
+  zygote_stop(&pool->z);
+  for (int i = 0; i < pool->nretired; i++) zygote_stop(&pool->retired[i]);
+  pool->nretired = 0;
   pthread_mutex_unlock(&pool->mu);
   pthread_mutex_destroy(&pool->mu);
   mbxH_wp_writer_free(&pool->w);
@@ -565,17 +626,18 @@ mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, uint32_t *jail_us,
                             mbx_error *err) {
   pthread_mutex_lock(&pool->mu);
   mbx_status s = MBX_OK;
-  if (pool->zpid <= 0 && zygote_start(pool, err) != 0) {
+  if (pool->z.pid <= 0 && zygote_start(pool, err) != 0) {
     s = MBX_UNSUPPORTED;
   } else {
     pool->probe_got = 0;
     mbxH_wp_begin(&pool->w, MBXH_WP_PROBE);
-    int broken = zygote_send(pool) != 0;
-    while (!broken && !pool->probe_got) broken = zygote_read(pool, 0, NULL, NULL) != 0;
+    int broken = zygote_send(pool, &pool->z) != 0;
+    while (!broken && !pool->probe_got)
+      broken = zygote_read(pool, &pool->z, 0, NULL, NULL) != 0;
     if (broken) {
       drop_warm(pool);
-      if (pool->zpid > 0) kill(pool->zpid, SIGKILL);
-      zygote_stop(pool);
+      if (pool->z.pid > 0) kill(pool->z.pid, SIGKILL);
+      zygote_stop(&pool->z);
       mbxU_error_set(err, MBX_INTERNAL_ERROR, "the worker zygote (%s) did not answer its probe",
                      pool->path);
       s = MBX_INTERNAL_ERROR;
@@ -1200,7 +1262,7 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
      worker only forwards the request. */
   mbxC_port_local_set_exec(&ws->port, &rt->exec);
   pthread_mutex_init(&ws->sig_mu, NULL);
-  ws->proc = (wproc){0, -1, -1, 0, 0};
+  ws->proc = (wproc){0, -1, -1, 0, 0, 0};
   ws->cfg = (mbxV_config){.memory_limit = (size_t)p->memory,
                           .instruction_limit = p->instructions,
                           .time_limit_ms = p->time_ms,
@@ -1282,7 +1344,7 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
     if (worker_alive(ws)) {
       pthread_mutex_lock(&ws->sig_mu);
       wproc p = ws->proc;
-      ws->proc = (wproc){0, -1, -1, 0, 0};
+      ws->proc = (wproc){0, -1, -1, 0, 0, 0};
       pthread_mutex_unlock(&ws->sig_mu);
       pool_release(ws->pool, &p, 0, 0);
     }
