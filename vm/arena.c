@@ -509,6 +509,11 @@ static void repoison_prefix(mbxV_arena *a) {
 #endif
 }
 
+void *mbxV_copy_alloc(size_t len) {
+  size_t page = 4096, rounded = (len + page - 1) & ~(page - 1);
+  return aligned_alloc(page, rounded ? rounded : page);
+}
+
 void mbxV_arena_copy_out(const mbxV_arena *a, char *dst, size_t len) {
   mbxV_arena *m = (mbxV_arena *)a;
   unpoison_prefix(m, len);
@@ -826,7 +831,7 @@ void mbxV_pool_give(mbxV_slot *s) {
 
 int mbxV_slot_snapshot(mbxV_slot *s) {
   size_t len = mbxV_arena_prefix(s->arena);
-  char *copy = malloc(len);
+  char *copy = mbxV_copy_alloc(len);
   if (copy == NULL) return 0;
   mbxV_arena_copy_out(s->arena, copy, len);
   free(s->template_bytes);
@@ -970,7 +975,7 @@ static int capture(mbxV_slot *s, mbxV_shared *t, size_t hole_at, size_t hole_len
   if (!s->congruent || (base & (FOUR_GIB / 2)) == 0 || (base >> 32) != ((base + len) >> 32) ||
       len / sizeof(uintptr_t) > UINT32_MAX || len % sizeof(uintptr_t) != 0)
     return 0;
-  char *bytes = malloc(len);
+  char *bytes = mbxV_copy_alloc(len);
   if (bytes == NULL) return 0;
   mbxV_arena_copy_out(a, bytes, len);
   size_t n;
@@ -1017,7 +1022,7 @@ static void keep_relocated(mbxV_slot *s, const mbxV_shared *t, uintptr_t delta) 
   do {
     if (n >= MBXV_RELOC_COPIES) return;
   } while (!atomic_compare_exchange_weak(&s->pool->reloc_copies, &n, n + 1));
-  char *copy = malloc(t->len);
+  char *copy = mbxV_copy_alloc(t->len);
   if (copy == NULL) {
     atomic_fetch_sub(&s->pool->reloc_copies, 1);
     return;

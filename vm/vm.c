@@ -263,7 +263,7 @@ int mbxV_vm_shape_save(mbxV_vm *vm, const mbxV_config *cfg) {
     mbxV_pool_count_shape(slot->pool, 0);
     return 1;
   }
-  char *bytes = malloc(len);
+  char *bytes = mbxV_copy_alloc(len);
   char *key = malloc(cfg->shape_key_len ? cfg->shape_key_len : 1);
   if (bytes == NULL || key == NULL) {
     free(bytes);
@@ -365,8 +365,11 @@ mbxV_checkpoint_result mbxV_vm_checkpoint(mbxV_vm *vm, mbxV_checkpoint *ck) {
   /* Header, vm struct and every block: the used prefix is the whole state (vm/arena.h). */
   size_t len = mbxV_arena_prefix(vm->slot->arena);
   if (len > ck->cap) {
-    char *grown = realloc(ck->bytes, len);
+    /* Page-aligned like the templates (mbxV_copy_alloc); the old bytes are overwritten
+       whole, so they are not moved. */
+    char *grown = mbxV_copy_alloc(len);
     if (grown == NULL) return MBXV_CHECKPOINT_NO_MEMORY; /* the old checkpoint stays */
+    free(ck->bytes);
     ck->bytes = grown;
     ck->cap = len;
   }
