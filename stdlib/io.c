@@ -56,11 +56,17 @@ typedef struct lfile {
   int pcode, psignal; /* KIND_POPEN_R: how the program ended */
   size_t rpos, rlen; /* unread bytes buf[rpos..rlen) came from the port ahead of the guest */
   uint64_t stdin_epoch; /* KIND_STDIN: the port's stdin epoch those bytes came under */
-  /* IO_CHUNK bytes of read-ahead, only in a readable file: io.stdout and io.stderr (in every
-     sandbox's template) and files opened for writing only are that much smaller. Only
-     do_read fills it, and it refuses a file that is not readable first. */
-  char buf[];
+  /* IO_CHUNK bytes of read-ahead, only for a readable file: io.stdout and io.stderr and
+     files opened for writing only are that much smaller. Only do_read fills it, and it
+     refuses a file that is not readable first. An opened file carries it inline (buf points
+     at inline_buf); io.stdin, which is in every sandbox's template and rarely read, gets it
+     at its first read (fill), so the idle state does not hold 4 KiB for it. */
+  char *buf;
+  char inline_buf[];
 } lfile;
+
+/* Registry key of io.stdin's read-ahead buffer (a userdata), made at the first read. */
+static const char key_stdin_buffer = 0;
 
 /* ---- errors: stock's nil, message, errno ---- */
 
@@ -112,8 +118,11 @@ static lfile *open_file(lua_State *L, int idx) {
 }
 
 static lfile *new_file(lua_State *L, int kind, int readable) {
-  lfile *f = (lfile *)lua_newuserdatauv(L, offsetof(lfile, buf) + (readable ? IO_CHUNK : 0), 1);
-  memset(f, 0, offsetof(lfile, buf));
+  int inline_buffer = readable && kind != KIND_STDIN;
+  lfile *f = (lfile *)lua_newuserdatauv(
+      L, offsetof(lfile, inline_buf) + (inline_buffer ? IO_CHUNK : 0), 1);
+  memset(f, 0, offsetof(lfile, inline_buf));
+  f->buf = inline_buffer ? f->inline_buf : NULL;
   f->kind = kind;
   f->handle = -1;
   f->writable = kind == KIND_STDOUT || kind == KIND_STDERR || kind == KIND_POPEN_W;
@@ -151,6 +160,13 @@ static int fill(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
   mbxC_wait w = guest_wait(L);
   size_t got = 0;
   if (f->kind == KIND_STDIN) {
+    if (f->buf == NULL) {
+      /* Charged to the guest like any allocation; anchored for the state's life (there is
+         one io.stdin per state, so this happens once). Balanced on the stack, as a
+         luaL_Buffer of the caller allows. */
+      f->buf = lua_newuserdatauv(L, IO_CHUNK, 0);
+      lua_rawsetp(L, LUA_REGISTRYINDEX, &key_stdin_buffer);
+    }
     /* The host's bytes; none supplied (or no port): an empty stdin. */
     if (port && port->stdin_read && port->stdin_read(port->ud, f->buf, IO_CHUNK, &got, e))
       return -1;

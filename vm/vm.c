@@ -400,7 +400,17 @@ void mbxV_vm_free(mbxV_vm *vm) {
 }
 
 int mbxV_record_builtins(lua_State *L) {
-  lua_newtable(L);
+  /* Sized before it is filled: a table grown key by key leaves its smaller parts behind as
+     garbage, holes in the template every sandbox copies. */
+  int n = 0;
+  lua_pushglobaltable(L);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pop(L, 1);
+    n++;
+  }
+  lua_pop(L, 1);
+  lua_createtable(L, 0, n);
   lua_pushglobaltable(L);
   lua_pushnil(L);
   while (lua_next(L, -2)) {
