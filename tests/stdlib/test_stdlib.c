@@ -16,6 +16,8 @@
 #include "moonbox.h"
 #include "stdlib/stdlib.h"
 #include "tests/support/snippet.h"
+#include "vm/arena.h"
+#include "vm/heap.h"
 #include "vm/vm.h"
 
 
@@ -311,6 +313,164 @@ static void function_key_order_varies_between_sandboxes(void **state) {
   mbx_policy_free(policy);
 }
 
+/* ---- the idle state, block by block (docs/performance.md, "what the idle state holds") ----
+   The libraries are built as vm/vm.c builds a template (an arena, zero-filled, one full
+   collection), through an allocator that remembers the type Lua names for each new object
+   (the osize of a NULL block, Lua manual 4.6). Then every block of the arena is classified by
+   the object that owns it. Lua does not name the parts of a table (they are allocated as plain
+   vectors), so the walk reads them from the Table struct of the shipped 5.4.4
+   (ltable.h/lobject.h: alimit at offset 12, array at 16, node at 24), checking that each
+   pointer it reads is a live block it found. */
+
+#define WALK_MAX 4096
+typedef struct walk_block {
+  char *payload;
+  size_t size; /* what Lua asked for: only these bytes are read (ASan poisons the slack) */
+  int tag; /* Lua's type of a new object, 0 for a vector (array, hash part, stack, ...) */
+} walk_block;
+static walk_block walk_live[WALK_MAX];
+static int walk_n;
+
+static void *walk_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  int tag = ptr ? -1 : (int)osize;
+  void *r = mbxV_heap_alloc(ud, ptr, osize, nsize);
+  if (ptr) {
+    for (int i = 0; i < walk_n; i++)
+      if (walk_live[i].payload == ptr) {
+        if (r) {
+          walk_live[i].payload = r;
+          walk_live[i].size = nsize;
+        } else walk_live[i] = walk_live[--walk_n];
+        break;
+      }
+  } else if (r && walk_n < WALK_MAX) {
+    walk_live[walk_n++] = (walk_block){r, nsize, tag};
+  }
+  return r;
+}
+
+enum { OWN_STRING, OWN_TABLE, OWN_ARRAY, OWN_HASH, OWN_CCLOSURE, OWN_LCLOSURE, OWN_USERDATA,
+       OWN_THREAD, OWN_UPVALUE, OWN_PROTO, OWN_STRTAB, OWN_OTHER, OWN_N };
+static const char *const own_name[OWN_N] = {
+    "strings", "tables (the Table struct)", "table array parts", "table hash parts",
+    "C closures (1 upvalue: hide_code_addresses)", "Lua closures", "userdata",
+    "the main thread and global state", "upvalues", "function prototypes",
+    "the string table (interned strings' hash array)",
+    "other vectors (the stack, CallInfo, buffers)"};
+
+static int walk_find(const char *payload) {
+  for (int i = 0; i < walk_n; i++)
+    if (walk_live[i].payload == payload) return i;
+  return -1;
+}
+
+static void idle_state_blocks_by_owner(void **state) {
+  (void)state;
+#ifdef MBX_ARENA_MALLOC
+  skip(); /* no arena: every block is its own malloc */
+#else
+  const size_t size = (size_t)2 << 20;
+  char *m = malloc(2 * size);
+  assert_non_null(m);
+  char *base = (char *)(((uintptr_t)m + size - 1) & ~(uintptr_t)(size - 1));
+  mbxV_arena *a = mbxV_arena_init(base, size, sizeof(mbxV_vm));
+  mbxV_vm *vm = (mbxV_vm *)a->user;
+  mbxV_heap_init(&vm->heap, (size_t)64 << 20);
+  vm->heap.arena = a;
+  a->zero_fill = 1;
+  walk_n = 0;
+  lua_State *L = lua_newstate(walk_alloc, &vm->heap);
+  assert_non_null(L);
+  *(mbxV_vm **)lua_getextraspace(L) = vm;
+  vm->L = L;
+  lua_pushcfunction(L, mbxL_open_sandbox);
+  assert_int_equal(lua_pcall(L, 0, 0, 0), LUA_OK);
+  lua_gc(L, LUA_GCCOLLECT);
+  assert_true(walk_n < WALK_MAX);
+
+  int owner[WALK_MAX];
+  for (int i = 0; i < walk_n; i++) {
+    static const int by_tag[] = {[LUA_TSTRING] = OWN_STRING, [LUA_TTABLE] = OWN_TABLE,
+                                 [LUA_TUSERDATA] = OWN_USERDATA, [LUA_TTHREAD] = OWN_THREAD,
+                                 [LUA_NUMTYPES] = OWN_UPVALUE, [LUA_NUMTYPES + 1] = OWN_PROTO};
+    int t = walk_live[i].tag;
+    owner[i] = OWN_OTHER;
+    if (t == LUA_TFUNCTION) owner[i] = OWN_LCLOSURE; /* C closures: by size, below */
+    else if (t > 0 && t < (int)(sizeof by_tag / sizeof *by_tag) && by_tag[t]) owner[i] = by_tag[t];
+    else if (t == LUA_TSTRING) owner[i] = OWN_STRING;
+  }
+  int strings = 0;
+  size_t nodes = 0, nodes_used = 0; /* a Node is 24 bytes; its value's type tag at offset 8 */
+  for (int i = 0; i < walk_n; i++) {
+    char *p = walk_live[i].payload;
+    if (owner[i] == OWN_STRING) strings++;
+    if (owner[i] == OWN_LCLOSURE && p[8] == 6 + (2 << 4)) owner[i] = OWN_CCLOSURE; /* LUA_VCCL */
+    if (owner[i] != OWN_TABLE) continue;
+    char *array = *(char **)(void *)(p + 16), *node = *(char **)(void *)(p + 24);
+    int at = array ? walk_find(array) : -1, nt = walk_find(node);
+    if (at >= 0) owner[at] = OWN_ARRAY;
+    if (nt < 0) continue; /* the static dummy node: an empty hash part */
+    owner[nt] = OWN_HASH;
+    size_t n = (size_t)1 << (unsigned char)p[11]; /* lsizenode */
+    assert_true(n * 24 <= walk_live[nt].size);
+    nodes += n;
+    for (size_t k = 0; k < n; k++) nodes_used += (node[k * 24 + 8] & 0x0f) != LUA_TNIL;
+  }
+  /* The string table: the one vector whose words are each NULL or a live string. */
+  for (int i = 0; i < walk_n; i++) {
+    if (owner[i] != OWN_OTHER) continue;
+    char *p = walk_live[i].payload;
+    size_t words = walk_live[i].size / sizeof(char *);
+    size_t hits = 0, ok = 1;
+    for (size_t w = 0; w < words && ok; w++) {
+      char *v = ((char **)(void *)p)[w];
+      int k = v ? walk_find(v) : -1;
+      if (v && (k < 0 || owner[k] != OWN_STRING)) ok = 0;
+      hits += v != NULL;
+    }
+    if (ok && hits > 0 && words >= (size_t)strings / 2) owner[i] = OWN_STRTAB;
+  }
+
+  size_t count[OWN_N] = {0}, bytes[OWN_N] = {0}, free_blocks = 0, free_bytes = 0, live = 0;
+  for (char *b = a->heap; b < base + mbxV_arena_prefix(a);) {
+    size_t w = *(size_t *)(void *)b, sz = w & ~(size_t)7;
+    if (w & 1) {
+      free_blocks++;
+      free_bytes += sz;
+    } else {
+      int k = walk_find(b + MBXV_ARENA_HEADER);
+      assert_true(k >= 0); /* every live block is one Lua asked for */
+      count[owner[k]]++;
+      bytes[owner[k]] += sz;
+      live += sz;
+    }
+    b += sz;
+  }
+  size_t prefix = mbxV_arena_prefix(a);
+  printf("| the idle state's arena, by owner | blocks | bytes (8-byte headers included) |\n"
+         "|---|---:|---:|\n");
+  printf("| TLSF header (mbxV_arena) | 1 | %zu |\n", (size_t)(a->user - a->base));
+  printf("| vm struct (mbxV_vm) | 1 | %zu |\n", (size_t)(a->heap - a->user));
+  for (int o = 0; o < OWN_N; o++)
+    if (count[o]) printf("| %s | %zu | %zu |\n", own_name[o], count[o], bytes[o]);
+  printf("| (hash parts: %zu of %zu nodes in use; a part is a power of two) | | |\n", nodes_used,
+         nodes);
+  printf("| free blocks left by the build | %zu | %zu |\n", free_blocks, free_bytes);
+  printf("| the prefix a sandbox copies | %d live blocks, %zu B | %zu B = %zu pages |\n",
+         walk_n, live, prefix,
+         (prefix + MBXV_ARENA_PAGE - 1) / MBXV_ARENA_PAGE);
+  /* What the build must not leave in the template: garbage holes (its scratch is C memory,
+     its tables are sized before they are filled) and io.stdin's 4 KiB read-ahead (made at
+     the first read). */
+  assert_true(free_bytes <= 256);
+  assert_true(bytes[OWN_USERDATA] < 1024);
+  assert_int_equal(count[OWN_LCLOSURE], 0);
+  assert_int_equal(count[OWN_STRTAB], 1);
+  lua_close(L);
+  free(m);
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(globals_are_exactly_the_curated_set),
@@ -322,6 +482,7 @@ int main(void) {
       cmocka_unit_test(functions_called_without_a_name_are_named),
       cmocka_unit_test(no_light_c_function_is_reachable),
       cmocka_unit_test(function_key_order_varies_between_sandboxes),
+      cmocka_unit_test(idle_state_blocks_by_owner),
   };
   return cmocka_run_group_tests_name("stdlib/stdlib", tests, snippet_setup, snippet_teardown);
 }
