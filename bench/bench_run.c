@@ -1013,6 +1013,8 @@ static void bench_bytecode_cache(bench_ctx *ctx, const bench_plan *plan, const c
 
 /* ---- section 14: idle sandbox bytes ---- */
 
+static size_t raw_idle_bytes(void); /* the peer: a bare newstate + openlibs (below) */
+
 static void bench_idle(bench_ctx *ctx) {
   ctx->case_name = "14 idle sandbox";
   mbx_error err;
@@ -1035,6 +1037,11 @@ static void bench_idle(bench_ctx *ctx) {
          "prefix copied per sandbox) is not exposed by the public API: see the per-sandbox RSS "
          "of section 15.\n",
          heap, counted, usage.memory_peak);
+  size_t raw = raw_idle_bytes();
+  printf("    peer, same run: a bare luaL_newstate + luaL_openlibs holds %zu bytes of Lua "
+         "blocks after a full collection (no allocator header, no page rounding); the idle "
+         "sandbox is %.2fx that (%" PRIu64 " B = %" PRIu64 " pages of 4 KiB)\n",
+         raw, (double)heap / (double)raw, heap, heap / 4096);
   fig10.idle_bytes = (double)heap;
   add_target("idle sandbox <= 20 KB through the allocator", heap <= 20 * 1024,
              "%" PRIu64 " bytes (%.1f KiB; mbx_runtime_usage MBX_CAP_HEAP_BYTES); guest "
