@@ -165,6 +165,13 @@ static int by_function(const void *a, const void *b) {
   return x->order < y->order ? -1 : x->order > y->order;
 }
 
+/* Groups (their first field's index) by the sweep order of that field, the group's first. */
+static int by_first_order(const void *a, const void *b, void *ctx) {
+  const light_field *f = ctx;
+  int x = f[*(const int *)a].order, y = f[*(const int *)b].order;
+  return x < y ? -1 : x > y;
+}
+
 /* Record every light C function among the string-keyed fields of the table at slot t. */
 static void find_light_fields(lua_State *L, int t, light_field *out, int *n) {
   lua_pushnil(L);
@@ -192,17 +199,24 @@ static void close_tables(lua_State *L, int first, int last) {
   int n = 0;
   for (int t = first; t <= last; t++) find_light_fields(L, t, fields, &n);
   qsort(fields, (size_t)n, sizeof *fields, by_function);
-  for (int i = 0; i < n;) {
+  /* The closures are made in the order the sweep first met their functions (lua_next order,
+     which follows the state's string hash seed), as one at a time would be: an order by code
+     address would give every sandbox of a process the same closure layout, and so more of
+     the same pointer-hash order across sandboxes (function_key_order_varies_between_sandboxes). */
+  int group[MBXL_BUILD_FUNCTIONS_MAX], groups = 0;
+  for (int i = 0; i < n; i++)
+    if (i == 0 || fields[i].f != fields[i - 1].f) group[groups++] = i;
+  qsort_r(group, (size_t)groups, sizeof *group, by_first_order, fields);
+  for (int g = 0; g < groups; g++) {
+    int i = group[g];
     lua_pushboolean(L, 0);
     lua_pushcclosure(L, fields[i].f, 1);
-    int j = i;
-    for (; j < n && fields[j].f == fields[i].f; j++) {
+    for (int j = i; j < n && fields[j].f == fields[i].f; j++) {
       lua_pushlstring(L, fields[j].name, fields[j].len);
       lua_pushvalue(L, -2);
       lua_rawset(L, fields[j].table); /* an existing field */
     }
     lua_pop(L, 1);
-    i = j;
   }
 }
 
