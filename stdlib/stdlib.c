@@ -57,7 +57,7 @@ static int by_name(const void *a, const void *b) {
 }
 
 static int by_address(const void *a, const void *b) {
-  uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
+  uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
   return x < y ? -1 : x > y;
 }
 
@@ -144,7 +144,6 @@ static void close_top(lua_State *L) {
   lua_pushboolean(L, 0);
   lua_pushcclosure(L, f, 1);
 }
-
 
 /* One light C function found as a field of a library table: the table's stack slot and the
    field's name (anchored as the table's key), in the order the sweep found them. */
