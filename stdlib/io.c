@@ -164,8 +164,9 @@ static int fill(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
       /* Charged to the guest like any allocation; anchored for the state's life (there is
          one io.stdin per state, so this happens once). Balanced on the stack, as a
          luaL_Buffer of the caller allows. */
-      f->buf = lua_newuserdatauv(L, IO_CHUNK, 0);
+      char *b = lua_newuserdatauv(L, IO_CHUNK, 0);
       lua_rawsetp(L, LUA_REGISTRYINDEX, &key_stdin_buffer);
+      f->buf = b; /* only once anchored: a raise in rawsetp leaves f->buf NULL, not dangling */
     }
     /* The host's bytes; none supplied (or no port): an empty stdin. */
     if (port && port->stdin_read && port->stdin_read(port->ud, f->buf, IO_CHUNK, &got, e))
