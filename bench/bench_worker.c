@@ -1,20 +1,26 @@
 /* bench/bench_worker.c -- worker mode (MBX_CAP_ISOLATE) against in-process and against a bare
    `unshare -U -n /bin/true`, in one run: the round trip of `return 1+1` on a live sandbox, a
    fresh sandbox + run + free from the warm pool, the cold start of a runtime's first worker,
-   and the memory of an idle worker. Prints medians; never a test.
+   and the memory of an idle worker; the physical floor of a round trip (two processes and a
+   socketpair, blocking and with the worker's own spin) as the live round trip's peer; then the
+   issue-14 targets with a verdict each. Prints medians; never a test.
    Usage: bench_worker [ITERATIONS]   (the worker is the moonbox-worker next to this binary's
-   build directory, MBX_BENCH_WORKER; MBX_BENCH_LIVE_WORKERS live sandboxes, default 1,000) */
+   build directory, MBX_BENCH_WORKER; MBX_BENCH_LIVE_WORKERS live sandboxes, default 1,000;
+   MBX_BENCH_LOAD=N runs N busy loops beside the whole bench, a loaded machine on demand) */
 #include <dirent.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "host/worker_spin.h"
 #include "moonbox.h"
 
 extern char **environ;
@@ -33,6 +39,69 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static uint64_t cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The floor under a live round trip: a byte sent to another process over a socketpair and a
+   byte back, both ends blocking (spin 0: each end's wake-up is paid) or both spinning first
+   with the worker's own policy (host/worker_spin.c). The median, us; p90 to *p90. */
+static double raw_round_trip(int spin, int n, double *p90) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    mbxH_spin s = {0};
+    char c;
+    for (;;) {
+      if (spin) (void)mbxH_spin_wait(&s, sv[1], 0);
+      if (read(sv[1], &c, 1) != 1 || write(sv[1], &c, 1) != 1) _exit(0);
+    }
+  }
+  close(sv[1]);
+  double *v = malloc(sizeof *v * (size_t)n);
+  mbxH_spin s = {0};
+  char c = 'x';
+  for (int i = -100; i < n; i++) {
+    uint64_t t0 = now_ns();
+    if (write(sv[0], &c, 1) != 1) break;
+    if (spin) (void)mbxH_spin_wait(&s, sv[0], 0);
+    if (read(sv[0], &c, 1) != 1) break;
+    if (i >= 0) v[i] = (double)(now_ns() - t0) / 1000.0;
+  }
+  close(sv[0]);
+  waitpid(pid, NULL, 0);
+  double m = median(v, n); /* sorts v */
+  *p90 = v[n * 9 / 10];
+  free(v);
+  return m;
+}
+
+/* MBX_BENCH_LOAD: busy children, killed at exit. */
+static pid_t load_pids[16];
+static int n_load;
+
+static void stop_load(void) {
+  for (int i = 0; i < n_load; i++) {
+    kill(load_pids[i], SIGKILL);
+    waitpid(load_pids[i], NULL, 0);
+  }
+}
+
+static void start_load(int n) {
+  for (; n_load < n && n_load < 16; n_load++) {
+    pid_t pid = fork();
+    if (pid == 0)
+      for (volatile unsigned long x = 0;; x++) {
+      }
+    load_pids[n_load] = pid;
+  }
+  atexit(stop_load);
 }
 
 static mbx_runtime *runtime(int isolate) {
@@ -61,18 +130,21 @@ static void run_once(mbx_sandbox *sb) {
   mbx_result_free(res);
 }
 
-static double live_round_trip(int isolate, int n) {
+/* The median, us; the parent thread's CPU per round trip (mean, us) to *cpu_us. */
+static double live_round_trip(int isolate, int n, double *cpu_us) {
   mbx_runtime *rt = runtime(isolate);
   mbx_policy *p = mbx_policy_new();
   mbx_error err;
   mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
   double *v = malloc(sizeof *v * (size_t)n);
   for (int i = 0; i < 100; i++) run_once(sb);
+  uint64_t c0 = cpu_ns();
   for (int i = 0; i < n; i++) {
     uint64_t t0 = now_ns();
     run_once(sb);
     v[i] = (double)(now_ns() - t0) / 1000.0;
   }
+  *cpu_us = (double)(cpu_ns() - c0) / 1000.0 / n;
   double m = median(v, n);
   free(v);
   mbx_sandbox_free(sb);
@@ -272,13 +344,31 @@ static void live_workers(int count) {
   mbx_runtime_free(rt);
 }
 
+static void verdict(const char *target, int met, const char *figure) {
+  printf("  %-58s %s  %s\n", target, met ? "MET    " : "NOT MET", figure);
+}
+
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 2000;
   if (n < 10) n = 10;
+  const char *load = getenv("MBX_BENCH_LOAD");
+  if (load && atoi(load) > 0) {
+    start_load(atoi(load));
+    printf("(%d busy loops run beside this bench)\n", n_load);
+  }
+  /* Before any runtime: forked while this process has one thread. */
+  double raw_b90, raw_s90;
+  double raw_block = raw_round_trip(0, n * 5, &raw_b90);
+  double raw_spin = raw_round_trip(1, n * 5, &raw_s90);
+  printf("round trip floor (1 byte, socketpair, two processes): blocking %.2f us (p90 %.2f), "
+         "both ends spinning %u us first (the worker's policy) %.2f us (p90 %.2f); spin %s "
+         "here\n", raw_block, raw_b90, MBXH_SPIN_NS / 1000, raw_spin, raw_s90,
+         mbxH_spin_usable() ? "usable" : "off (one CPU)");
   print_jail_path();
-  double in_live = live_round_trip(0, n), w_live = live_round_trip(1, n);
-  printf("return 1+1 on a live sandbox: in-process %.2f us, worker %.2f us (x%.1f)\n", in_live,
-         w_live, w_live / in_live);
+  double in_cpu, w_cpu;
+  double in_live = live_round_trip(0, n, &in_cpu), w_live = live_round_trip(1, n, &w_cpu);
+  printf("return 1+1 on a live sandbox: in-process %.2f us, worker %.2f us (x%.1f; parent CPU "
+         "%.2f us per run)\n", in_live, w_live, w_live / in_live, w_cpu);
   int nf = n / 4 < 10 ? 10 : n / 4;
   double st_in[3], st_b2b[3], st_paced[3];
   double in_fresh = fresh_sandbox(0, nf, 0, st_in), w_fresh = fresh_sandbox(1, nf, 0, st_b2b);
@@ -309,5 +399,18 @@ int main(int argc, char **argv) {
   }
   const char *live = getenv("MBX_BENCH_LIVE_WORKERS");
   live_workers(live && atoi(live) > 0 ? atoi(live) : 1000);
+  char fig[256];
+  printf("issue 14 targets (each with its peer from this run):\n");
+  snprintf(fig, sizeof fig, "%.2f us (floor: blocking %.2f, spinning %.2f us)", w_live,
+           raw_block, raw_spin);
+  verdict("return 1+1 on a live isolated sandbox <= 20 us", w_live <= 20, fig);
+  snprintf(fig, sizeof fig, "%.2f us paced, %.2f us back to back (in-process %.2f us)", w_paced,
+           w_fresh, in_fresh);
+  verdict("fresh sandbox + run + free from a warm pool <= 50 us", w_paced <= 50, fig);
+  snprintf(fig, sizeof fig, "%.0f us (unshare -U -n /bin/true %.0f us, %+.0f us)", cold, uns,
+           cold - uns);
+  verdict("cold start <= unshare -U -n /bin/true + 1 ms", cold <= uns + 1000, fig);
+  snprintf(fig, sizeof fig, "%.2f us (fresh from the pool %.2f us)", w_one, w_paced);
+  verdict("one-tenant fresh sandbox (a reused worker) <= 50 us", w_one <= 50, fig);
   return 0;
 }

@@ -57,6 +57,7 @@
 #include "host/result.h"
 #include "host/runtime.h"
 #include "host/worker_proto.h"
+#include "host/worker_spin.h"
 #include "vm/arena.h"
 
 #define WARM_MAX 8
@@ -71,7 +72,7 @@
 #define ZYGOTE_TIMEOUT_MS 10000
 /* The zygote answers within ZYGOTE_TIMEOUT_MS of now; nothing interrupts it. */
 #define ZYGOTE_DEADLINE                                                                        \
-  (&(io_deadline){now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u, NULL, 0})
+  (&(io_deadline){now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u, NULL, 0, NULL})
 
 typedef struct wproc {
   pid_t pid;
@@ -140,6 +141,9 @@ typedef struct io_deadline {
   uint64_t at;
   _Atomic int *interrupted;
   int cut; /* the interrupt was seen and at shortened */
+  /* A reply is expected soon (a call to a worker): spin a bounded while before blocking
+     (host/worker_spin.h; NULL: block at once, as for the zygote). */
+  mbxH_spin *spin;
 } io_deadline;
 
 /* Now past d->at: 1, else 0 (applying an interrupt seen since the last look). */
@@ -208,6 +212,9 @@ static io_result read_all(int fd, void *p, size_t n, io_deadline *d) {
     if (r == 0) return IO_CLOSED;
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      /* Never past the deadline: the spin ends at d->at too, and an interrupt seen since the
+         last look is applied first. */
+      if (d->spin && !io_expired(d) && mbxH_spin_wait(d->spin, fd, d->at)) continue;
       int w = wait_fd(fd, POLLIN, d);
       if (w == 0) return IO_TIMEOUT;
       if (w < 0) return IO_CLOSED;
@@ -692,6 +699,8 @@ typedef struct wsb {
   uint64_t run_deadline;
   /* io.stdin's read position at the checkpoint (the bytes and position live here). */
   size_t checkpoint_stdin;
+  mbxH_spin spin;       /* the spin before waiting on this sandbox's worker */
+  uint64_t answered_at; /* when its worker last answered a frame (0: not yet) */
 } wsb;
 
 static const mbxC_port *served_port(wsb *ws) {
@@ -982,7 +991,13 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
     return -1;
   }
   int in_run = expect == MBXH_WP_DONE;
-  io_deadline dl = {now_ns() + budget_ms * 1000000u, in_run ? &ws->interrupted : NULL, 0};
+  /* The parent spins for the answer only while the worker is awake: it answered its last
+     frame less than a spin's bound ago, so it is spinning for this one (host/worker_spin.h).
+     A worker that slept (a warm one's CREATE, a host that paused) must first be woken, and
+     spinning through its wake-up only takes the CPU it needs on busy cores. */
+  uint64_t now = now_ns();
+  io_deadline dl = {now + budget_ms * 1000000u, in_run ? &ws->interrupted : NULL, 0,
+                    ws->answered_at && now - ws->answered_at < MBXH_SPIN_NS ? &ws->spin : NULL};
   if (mbxH_wp_finish(&ws->w) != 0) {
     /* Too large to send at all: a host-side refusal, the worker is fine. */
     snprintf(ws->reason, sizeof ws->reason, "the request is too large for the worker protocol");
@@ -1017,7 +1032,10 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
     /* A frame's last byte string (a host call's arguments) ends in a NUL, as the host's
        callback is promised. */
     ws->rbuf[len] = 0;
-    if (type == expect) return 0;
+    if (type == expect) {
+      ws->answered_at = now_ns();
+      return 0;
+    }
     if (type != MBXH_WP_PORT_CALL) {
       char msg[256];
       snprintf(msg, sizeof msg, "worker protocol error: a frame of type %u where %u was due",
@@ -1061,6 +1079,7 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
     if ((callback || c.op == MBXH_OP_EXEC_RUN) && !dl.cut) dl.at += served;
     if (ws->run_deadline && callback) ws->run_deadline += served;
     io = write_all(ws->proc.sock, ws->reply.data, ws->reply.len, &dl);
+    dl.spin = &ws->spin; /* the worker waits for this answer, spinning */
   }
   if (io == IO_TIMEOUT && dl.cut)
     lose_worker(ws, "worker killed: it did not stop within the grace period after "
@@ -1181,6 +1200,7 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
     ws->runs = reused ? p.runs : 0; /* a reused worker is still recycled after N runs */
     ws->tainted = 0;
     ws->paused = 0;
+    ws->answered_at = 0; /* a warm worker sleeps until CREATE */
     put_create(ws, seed);
     if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) == 0) break;
     if (attempt == 2) {

@@ -36,6 +36,7 @@
 #include "host/worker_jail.h"
 #include "include/moonbox.h"
 #include "host/worker_proto.h"
+#include "host/worker_spin.h"
 #include "stdlib/stdlib.h"
 #include "vm/arena.h"
 #include "vm/run.h"
@@ -93,6 +94,16 @@ static int recv_frame(int fd, unsigned char **buf, size_t *cap, size_t *len) {
   return (int)type;
 }
 
+/* The worker's spin before it blocks for the parent's next frame, after a reply or a port call
+   (host/worker_spin.h: bounded, and it backs off while the parent is slow to send). */
+static mbxH_spin g_spin;
+
+/* recv_frame where the parent's next frame is expected soon. */
+static int recv_frame_soon(int fd, unsigned char **buf, size_t *cap, size_t *len) {
+  (void)mbxH_spin_wait(&g_spin, fd, 0);
+  return recv_frame(fd, buf, cap, len);
+}
+
 /* ---- the worker's port: every operation is a round trip to the parent ---- */
 
 typedef struct rport {
@@ -129,7 +140,7 @@ static void call_begin(rport *rp, mbxH_wp_op op, const mbxC_wait *wait) {
 /* Send the call, read the reply into a reader over it. */
 static void call_end(rport *rp, mbxH_wp_reader *r) {
   if (send_frame(rp->fd, &rp->w) != 0) die_quietly();
-  int t = recv_frame(rp->fd, &rp->rbuf, &rp->rcap, &rp->rlen);
+  int t = recv_frame_soon(rp->fd, &rp->rbuf, &rp->rcap, &rp->rlen);
   if (t != MBXH_WP_PORT_REPLY) die_quietly();
   mbxH_wp_reader_init(r, rp->rbuf, rp->rlen);
 }
@@ -849,6 +860,8 @@ static void serve(int fd) {
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGUSR1, &sa, NULL);
+  /* Asked before the filter (sched_getaffinity is not in it), remembered for every spin. */
+  (void)mbxH_spin_usable();
   ws.vm = prefault();
   /* The jail is complete before the worker is handed out: the filter costs hundreds of
      microseconds to load, paid here while the worker waits in the pool rather than on a
@@ -858,7 +871,8 @@ static void serve(int fd) {
   if (recv_frame(fd, &buf, &cap, &len) != MBXH_WP_CREATE) die_quietly();
   if (create(&ws, buf, len, &w) != 0) die_quietly();
   for (;;) {
-    int t = recv_frame(fd, &buf, &cap, &len);
+    /* Every frame but the first answers one: the parent's next request often follows. */
+    int t = recv_frame_soon(fd, &buf, &cap, &len);
     if (t < 0) _exit(0); /* the parent closed the socket: the sandbox is freed */
     switch (t) {
     case MBXH_WP_RUN:
