@@ -258,6 +258,15 @@ MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, u
     }
     atomic_store(&rt->one_tenant, (int)value);
     return MBX_OK;
+  case MBX_CAP_WORKER_SPIN:
+    if (value > 1) {
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: MBX_CAP_WORKER_SPIN must "
+                     "be 0 (block at once) or 1 (spin up to 20 us first), not %llu",
+                     (unsigned long long)value);
+      return MBX_INVALID_ARGUMENT;
+    }
+    atomic_store(&rt->worker_spin, (int)value);
+    return MBX_OK;
   }
   mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: unknown cap %d", (int)which);
   return MBX_INVALID_ARGUMENT;
@@ -282,6 +291,8 @@ MBX_API uint64_t mbx_runtime_get_cap(const mbx_runtime *rt, mbx_runtime_cap whic
     return m->workers ? MBX_ISOLATE_PROCESS : MBX_ISOLATE_NONE;
   case MBX_CAP_ONE_TENANT:
     return (uint64_t)atomic_load(&m->one_tenant);
+  case MBX_CAP_WORKER_SPIN:
+    return (uint64_t)atomic_load(&m->worker_spin);
   }
   return 0;
 }
@@ -304,6 +315,8 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
     return mbxH_wpool_live(m->workers);
   case MBX_CAP_ONE_TENANT:
     return mbxH_wpool_kept(m->workers);
+  case MBX_CAP_WORKER_SPIN:
+    return (uint64_t)atomic_load(&m->worker_spin);
   }
   return 0;
 }

@@ -699,6 +699,7 @@ typedef struct wsb {
   uint64_t run_deadline;
   /* io.stdin's read position at the checkpoint (the bytes and position live here). */
   size_t checkpoint_stdin;
+  int spin_on;          /* MBX_CAP_WORKER_SPIN when the sandbox was made */
   mbxH_spin spin;       /* the spin before waiting on this sandbox's worker */
   uint64_t answered_at; /* when its worker last answered a frame (0: not yet) */
 } wsb;
@@ -997,7 +998,9 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
      spinning through its wake-up only takes the CPU it needs on busy cores. */
   uint64_t now = now_ns();
   io_deadline dl = {now + budget_ms * 1000000u, in_run ? &ws->interrupted : NULL, 0,
-                    ws->answered_at && now - ws->answered_at < MBXH_SPIN_NS ? &ws->spin : NULL};
+                    ws->spin_on && ws->answered_at && now - ws->answered_at < MBXH_SPIN_NS
+                        ? &ws->spin
+                        : NULL};
   if (mbxH_wp_finish(&ws->w) != 0) {
     /* Too large to send at all: a host-side refusal, the worker is fine. */
     snprintf(ws->reason, sizeof ws->reason, "the request is too large for the worker protocol");
@@ -1079,7 +1082,7 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
     if ((callback || c.op == MBXH_OP_EXEC_RUN) && !dl.cut) dl.at += served;
     if (ws->run_deadline && callback) ws->run_deadline += served;
     io = write_all(ws->proc.sock, ws->reply.data, ws->reply.len, &dl);
-    dl.spin = &ws->spin; /* the worker waits for this answer, spinning */
+    if (ws->spin_on) dl.spin = &ws->spin; /* the worker waits for this answer, spinning */
   }
   if (io == IO_TIMEOUT && dl.cut)
     lose_worker(ws, "worker killed: it did not stop within the grace period after "
@@ -1179,6 +1182,7 @@ static void put_create(wsb *ws, const uint64_t seed[2]) {
     for (int a = 0; a < f->sig.nargs; a++) mbxH_wp_u8(w, (uint8_t)f->sig.args[a]);
   }
   put_seed(ws, seed);
+  mbxH_wp_u8(w, (uint8_t)ws->spin_on);
 }
 
 /* Give the sandbox a fresh worker with a pristine state: 0, or an API status with err set. */
@@ -1292,6 +1296,7 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
                           .address_key =
                               rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1)};
   ws->host_call_limit = p->host_calls;
+  ws->spin_on = atomic_load(&rt->worker_spin);
   /* What a report may hold: a value or pending call's JSON (escapes make text longer than
      the heap it came from), the run's output. */
   size_t result = ws->cfg.result_limit ? ws->cfg.result_limit : ws->cfg.output_limit;

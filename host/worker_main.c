@@ -97,10 +97,12 @@ static int recv_frame(int fd, unsigned char **buf, size_t *cap, size_t *len) {
 /* The worker's spin before it blocks for the parent's next frame, after a reply or a port call
    (host/worker_spin.h: bounded, and it backs off while the parent is slow to send). */
 static mbxH_spin g_spin;
+/* MBX_CAP_WORKER_SPIN of the sandbox, sent with its CREATE. */
+static int g_spin_on;
 
 /* recv_frame where the parent's next frame is expected soon. */
 static int recv_frame_soon(int fd, unsigned char **buf, size_t *cap, size_t *len) {
-  (void)mbxH_spin_wait(&g_spin, fd, 0);
+  if (g_spin_on) (void)mbxH_spin_wait(&g_spin, fd, 0);
   return recv_frame(fd, buf, cap, len);
 }
 
@@ -708,6 +710,7 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   g_port.seed[0] = mbxH_wp_get_u64(&r);
   g_port.seed[1] = mbxH_wp_get_u64(&r);
   g_port.seed_ready = 1;
+  g_spin_on = mbxH_wp_get_u8(&r) != 0;
   if (mbxH_wp_end(&r) != 0) return -1;
   g_port.grants.fn_count = count;
   g_port.grants.fns = g_port.fns;

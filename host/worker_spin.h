@@ -8,7 +8,8 @@
 /* How long one end polls its socket before it blocks, where an answer or the next request is
    expected soon. On this VM waking a process that blocked costs 10-15 us (an idle vCPU halts;
    its wake-up is an IPI through the hypervisor): a round trip that both ends catch spinning
-   pays none of it. An idle worker holds a CPU no longer than this after its last reply. */
+   pays none of it. An idle worker holds a CPU no longer than this after its last reply. Only
+   with MBX_CAP_WORKER_SPIN (off by default: on busy cores it made fresh sandboxes slower). */
 #define MBXH_SPIN_NS 20000u
 /* A catch later than this into the spin counts as a miss for the back-off (see
    mbxH_spin_wait): the round trips a spin is for take a few microseconds of the other end's

@@ -203,7 +203,18 @@ typedef enum mbx_runtime_cap {
      learned for the next one, so only for sandboxes that trust each other (one user, one
      agent). Never a worker whose sandbox was poisoned, paused or ran 1000 runs. Any time;
      takes effect at the next free. Usage: the workers kept for reuse (at most 8). */
-  MBX_CAP_ONE_TENANT = 6
+  MBX_CAP_ONE_TENANT = 6,
+  /* Whether both ends of an isolated sandbox's round trips spin briefly before they block: 0
+     (the default) they block at once; 1 the worker polls its socket for up to 20 us after each
+     reply and the host thread for up to 20 us for an answer from a worker that is awake
+     (never on a single usable CPU, never past a run's deadline, backing off after spins that
+     catch nothing or catch late). It saves the wake-up of a sleeping process (10-15 us on a
+     VM) when each end has a CPU of its own; on busy cores, where the scheduler puts both ends
+     on one CPU, it made fresh sandboxes 10-20 us slower (docs/performance.md, "Worker round
+     trips"): for hosts with idle cores. An idle worker holds a CPU no longer than the bound
+     after its last reply. Any time; takes effect for sandboxes created afterwards. Usage:
+     the value. */
+  MBX_CAP_WORKER_SPIN = 7
 } mbx_runtime_cap;
 
 #define MBX_ISOLATE_NONE 0

@@ -93,13 +93,27 @@ static void test_gives_up_at_its_bound_and_backs_off(void **state) {
 
 /* ---- through real workers ---- */
 
+/* An isolated runtime whose round trips spin first (MBX_CAP_WORKER_SPIN). */
 static mbx_runtime *isolated(void) {
   mbx_error err;
   mbx_runtime *rt = mbx_runtime_new(&err);
   assert_non_null(rt);
   assert_int_equal(mbx_runtime_set_path(rt, MBX_PATH_WORKER, MBX_TEST_WORKER, &err), MBX_OK);
   assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err), MBX_OK);
+  assert_int_equal(mbx_runtime_get_cap(rt, MBX_CAP_WORKER_SPIN), 0); /* off by default */
+  assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_WORKER_SPIN, 1, &err), MBX_OK);
+  assert_int_equal(mbx_runtime_get_cap(rt, MBX_CAP_WORKER_SPIN), 1);
   return rt;
+}
+
+static void test_the_cap_takes_0_or_1(void **state) {
+  (void)state;
+  mbx_error err;
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  assert_int_equal(mbx_runtime_set_cap(rt, MBX_CAP_WORKER_SPIN, 2, &err), MBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(err.message, "MBX_CAP_WORKER_SPIN must be 0"));
+  assert_int_equal(mbx_runtime_get_cap(rt, MBX_CAP_WORKER_SPIN), 0);
+  mbx_runtime_free(rt);
 }
 
 static void want(mbx_sandbox *sb, const char *code, const char *value) {
@@ -200,6 +214,7 @@ int main(void) {
       cmocka_unit_test(test_catches_a_byte_without_consuming_it),
       cmocka_unit_test(test_an_end_is_readable),
       cmocka_unit_test(test_gives_up_at_its_bound_and_backs_off),
+      cmocka_unit_test(test_the_cap_takes_0_or_1),
       cmocka_unit_test(test_an_idle_worker_stops_spinning),
       cmocka_unit_test(test_prepared_state_is_never_shared),
   };
