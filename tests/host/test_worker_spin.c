@@ -52,7 +52,6 @@ static void test_an_end_is_readable(void **state) {
   mbxH_spin s = {0};
   close(sv[1]); /* the caller's read must see the EOF at once, not after a spin */
   assert_int_equal(mbxH_spin_wait(&s, sv[0], 0), 1);
-  assert_int_equal(s.misses, 0);
   close(sv[0]);
 }
 
@@ -81,12 +80,18 @@ static void test_gives_up_at_its_bound_and_backs_off(void **state) {
   }
   assert_true(spun < 20);   /* 1 + 1 + 2 + ... then one in every 64 */
   assert_true(spun >= 400 / (MBXH_SPIN_SKIP_MAX + 1));
-  /* A hit makes the next wait spin again at once. */
-  while (s.skip) assert_int_equal(mbxH_spin_wait(&s, sv[0], 0), 0);
-  assert_int_equal(write(sv[1], "y", 1), 1);
-  assert_int_equal(mbxH_spin_wait(&s, sv[0], 0), 1);
-  assert_int_equal(s.misses, 0);
-  assert_int_equal(s.skip, 0);
+  /* A quick catch makes the next wait spin again at once (a catch this thread was preempted
+     through counts as late, a miss: on a loaded machine it may take a few tries). */
+  int quick = 0;
+  for (int tries = 0; tries < 200 && !quick; tries++) {
+    while (s.skip) assert_int_equal(mbxH_spin_wait(&s, sv[0], 0), 0);
+    assert_int_equal(write(sv[1], "y", 1), 1);
+    assert_int_equal(mbxH_spin_wait(&s, sv[0], 0), 1);
+    char c;
+    assert_int_equal(read(sv[0], &c, 1), 1);
+    quick = s.misses == 0 && s.skip == 0;
+  }
+  assert_true(quick);
   close(sv[0]);
   close(sv[1]);
 }
