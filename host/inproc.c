@@ -112,7 +112,7 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
                      .output_limit = (size_t)p->output,
                      .source_limit = (size_t)p->source,
                      .result_limit = (size_t)p->result,
-                     .address_key = rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1)};
+                     .address_key = rt->address_key ^ mbxH_runtime_sandbox_number(rt)};
   if (snap) {
     mbxC_port_record_init(&ip->record, &ip->port.port, mbxC_snap_chain0(snap));
     ip->recording = 1;
@@ -205,7 +205,7 @@ static mbx_status inproc_reset(void *impl, mbx_error *err) {
   mbx_runtime *rt = ip->rt;
   /* A fresh address key, as a new sandbox would get: hashes shown in place of addresses must
      not match across the reset. */
-  ip->cfg.address_key = rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1);
+  ip->cfg.address_key = rt->address_key ^ mbxH_runtime_sandbox_number(rt);
   if (mbxV_vm_reset(ip->vm, &ip->cfg, mbxL_open_sandbox) != MBXV_NEW_OK) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: out of host memory while building "
                                        "the pristine state; the sandbox refuses runs until a "

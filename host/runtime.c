@@ -33,12 +33,38 @@ MBX_API void mbx_free(void *p) {
 
 /* ---- runtime ---- */
 
+/* Runtime ids: a thread's batch of sandbox numbers names the runtime it came from by id, never
+   by pointer (a freed runtime's address may be a new runtime's). */
+static _Atomic uint64_t next_runtime_id = 1;
+
+/* Numbers a thread takes from a runtime's counter at once: one shared write per this many
+   sandboxes. Numbers left in a batch when the thread moves to another runtime are skipped. */
+#define SANDBOX_NUMBER_BATCH 64
+
+static _Thread_local struct {
+  uint64_t runtime_id;
+  uint64_t next, end;
+} number_batch;
+
+uint64_t mbxH_runtime_sandbox_number(mbx_runtime *rt) {
+  if (number_batch.runtime_id != rt->id || number_batch.next == number_batch.end) {
+    number_batch.next = atomic_fetch_add_explicit(&rt->sandboxes_created, SANDBOX_NUMBER_BATCH,
+                                                  memory_order_relaxed);
+    number_batch.end = number_batch.next + SANDBOX_NUMBER_BATCH;
+    number_batch.runtime_id = rt->id;
+  }
+  return number_batch.next++;
+}
+
 MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
-  mbx_runtime *rt = calloc(1, sizeof *rt);
+  /* Aligned, so the hot fields' cache lines are the runtime's alone (host/runtime.h). */
+  mbx_runtime *rt = aligned_alloc(_Alignof(mbx_runtime), sizeof *rt);
   if (rt == NULL) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
     return NULL;
   }
+  memset(rt, 0, sizeof *rt);
+  rt->id = atomic_fetch_add(&next_runtime_id, 1);
   rt->c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
   if (rt->c_locale == (locale_t)0) {
     free(rt);

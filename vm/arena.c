@@ -10,6 +10,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "vm/thread_index.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define MBXV_ASAN 1
 #elif defined(__has_feature)
@@ -523,19 +525,34 @@ void mbxV_arena_copy_out(const mbxV_arena *a, char *dst, size_t len) {
 
 /* ---- slots ---- */
 
+/* Parking spots of idle slots in front of the pool's lock, one per thread slot (see
+   mbxV_pool_give). */
+#define POOL_SPOTS MBXV_THREAD_SLOTS
+#define CACHE_LINE MBXV_CACHE_LINE
+
 struct mbxV_pool {
   pthread_mutex_t lock;
-  mbxV_slot *idle[sizeof(size_t) * 8]; /* by size class: log2 of the slot size */
-  unsigned idle_count;
-  unsigned live;
-  unsigned cap;
+  unsigned mapped;     /* slots mapped, live and idle: only map and unmap change it */
   size_t reserved;     /* address space of every mapped slot, idle ones and guards included */
   size_t reserve_cap;  /* 0 = none */
-  _Atomic uint64_t shape_hits, shape_saves;
-  /* Every slot placed at random has a base congruent to `low` modulo 2^32 (a page in
+  mbxV_slot *idle[sizeof(size_t) * 8]; /* by size class: log2 of the slot size */
+  /* Live slots, exact: a take raises it with a compare-and-swap bounded by cap, so racing
+     takes never pass the cap, and no lock is needed when a parked slot serves the take. On
+     its own line: every take and give writes it. */
+  _Alignas(CACHE_LINE) _Atomic unsigned live;
+  _Atomic unsigned cap;
+  _Atomic uint64_t shape_hits, shape_saves; /* written by cycles too: the same line */
+  /* A thread gives a slot to its own spot when the spot is empty and takes from it first:
+     two threads cycling sandboxes each reuse their own slot without the lock, and each spot
+     has a line of its own, so they write no line in common but `live`. A parked slot is idle
+     like a listed one (counted in `mapped`, evicted under the caps: drain_spots). */
+  struct {
+    _Alignas(CACHE_LINE) _Atomic(mbxV_slot *) slot;
+  } spot[POOL_SPOTS];
+  /* Read-mostly from here, on lines of their own. Every slot placed at random has a base congruent to `low` modulo 2^32 (a page in
      [2 GiB, 3 GiB), drawn per pool), so a template relocated between them moves every pointer
      by a multiple of 2^32 (see mbxV_slot_share). 0: no congruent placement (TSan builds). */
-  uintptr_t low;
+  _Alignas(CACHE_LINE) uintptr_t low;
   /* One shared template per size class, set once (compare-and-swap), freed with the pool. */
   _Atomic(mbxV_shared *) shared[sizeof(size_t) * 8];
   /* One shaped template per size class (replaced under the lock), and its prefix length for
@@ -665,13 +682,14 @@ static void slot_unmap(mbxV_slot *s) {
 }
 
 mbxV_pool *mbxV_pool_new(unsigned cap) {
-  mbxV_pool *p = calloc(1, sizeof *p);
+  mbxV_pool *p = aligned_alloc(_Alignof(mbxV_pool), sizeof *p); /* the lines above are its own */
   if (p == NULL) return NULL;
+  memset(p, 0, sizeof *p);
   if (pthread_mutex_init(&p->lock, NULL) != 0) {
     free(p);
     return NULL;
   }
-  p->cap = cap ? cap : MBXV_POOL_DEFAULT_CAP;
+  atomic_store(&p->cap, cap ? cap : MBXV_POOL_DEFAULT_CAP);
 #if MBXV_RANDOM_SLOTS
   uint64_t r;
   if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r)
@@ -680,8 +698,19 @@ mbxV_pool *mbxV_pool_new(unsigned cap) {
   return p;
 }
 
+/* Under the lock: every parked slot onto its class's idle list. */
+static void drain_spots(mbxV_pool *p) {
+  for (int i = 0; i < POOL_SPOTS; i++) {
+    mbxV_slot *s = atomic_exchange_explicit(&p->spot[i].slot, NULL, memory_order_acquire);
+    if (s == NULL) continue;
+    s->next = p->idle[s->size_class];
+    p->idle[s->size_class] = s;
+  }
+}
+
 void mbxV_pool_free(mbxV_pool *p) {
   if (p == NULL) return;
+  drain_spots(p);
   for (size_t c = 0; c < sizeof p->idle / sizeof *p->idle; c++) {
     while (p->idle[c]) {
       mbxV_slot *s = p->idle[c];
@@ -702,10 +731,7 @@ void mbxV_pool_free(mbxV_pool *p) {
 }
 
 unsigned mbxV_pool_live(mbxV_pool *p) {
-  pthread_mutex_lock(&p->lock);
-  unsigned n = p->live;
-  pthread_mutex_unlock(&p->lock);
-  return n;
+  return atomic_load(&p->live);
 }
 
 size_t mbxV_pool_reserved(mbxV_pool *p) {
@@ -717,21 +743,21 @@ size_t mbxV_pool_reserved(mbxV_pool *p) {
 
 void mbxV_pool_set_caps(mbxV_pool *p, unsigned cap, size_t reserve_cap) {
   pthread_mutex_lock(&p->lock);
-  p->cap = cap ? cap : MBXV_POOL_DEFAULT_CAP;
+  atomic_store(&p->cap, cap ? cap : MBXV_POOL_DEFAULT_CAP);
   p->reserve_cap = reserve_cap;
   pthread_mutex_unlock(&p->lock);
 }
 
 void mbxV_pool_get_caps(mbxV_pool *p, unsigned *cap, size_t *reserve_cap) {
   pthread_mutex_lock(&p->lock);
-  *cap = p->cap;
+  *cap = atomic_load(&p->cap);
   *reserve_cap = p->reserve_cap;
   pthread_mutex_unlock(&p->lock);
 }
 
 /* Under the lock: does one more mapping of `need` bytes pass a cap? */
 static int over_caps(const mbxV_pool *p, size_t need) {
-  return p->live + p->idle_count >= p->cap ||
+  return p->mapped >= atomic_load_explicit(&p->cap, memory_order_relaxed) ||
          (p->reserve_cap && (p->reserved > p->reserve_cap || need > p->reserve_cap - p->reserved));
 }
 
@@ -741,11 +767,15 @@ static mbxV_slot *idle_pop_any(mbxV_pool *p) {
     if (p->idle[c] == NULL) continue;
     mbxV_slot *s = p->idle[c];
     p->idle[c] = s->next;
-    p->idle_count--;
+    p->mapped--;
     p->reserved -= reservation(s->size);
     return s;
   }
   return NULL;
+}
+
+static _Atomic(mbxV_slot *) *my_spot(mbxV_pool *p) {
+  return &p->spot[mbxV_thread_index()].slot;
 }
 
 mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out) {
@@ -753,17 +783,35 @@ mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out) {
   size_t size = mbxV_slot_size_for(limit);
   if (size == 0 || size > SIZE_MAX - MBXV_ARENA_GUARD) return MBXV_TAKE_NO_SPACE;
   unsigned cls = log2_of(size);
+  /* Counted live first, so racing takes cannot pass the cap (while we map, too). */
+  unsigned n = atomic_load_explicit(&p->live, memory_order_relaxed);
+  do {
+    if (n >= atomic_load_explicit(&p->cap, memory_order_relaxed)) return MBXV_TAKE_CAP;
+  } while (!atomic_compare_exchange_weak_explicit(&p->live, &n, n + 1, memory_order_acquire,
+                                                  memory_order_relaxed));
+  _Atomic(mbxV_slot *) *spot = my_spot(p);
+  mbxV_slot *parked = NULL;
+  /* A plain load first: an empty spot is not written. Nothing of a parked slot is read
+     before the exchange makes it ours (an eviction may unmap it until then). */
+  if (atomic_load_explicit(spot, memory_order_relaxed))
+    parked = atomic_exchange_explicit(spot, NULL, memory_order_acquire);
+  if (parked && parked->size_class == cls) {
+    *out = parked;
+    return MBXV_TAKE_OK;
+  }
   mbxV_slot *evicted = NULL;
   pthread_mutex_lock(&p->lock);
-  if (p->live >= p->cap) {
-    pthread_mutex_unlock(&p->lock);
-    return MBXV_TAKE_CAP;
+  if (parked) { /* another size class: listed with its own */
+    parked->next = p->idle[parked->size_class];
+    p->idle[parked->size_class] = parked;
   }
   mbxV_slot *s = p->idle[cls];
+  if (s == NULL) {
+    drain_spots(p); /* other threads' parked slots, before mapping a new one */
+    s = p->idle[cls];
+  }
   if (s) {
     p->idle[cls] = s->next;
-    p->idle_count--;
-    p->live++;
     pthread_mutex_unlock(&p->lock);
     s->next = NULL;
     *out = s;
@@ -779,10 +827,10 @@ mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out) {
     evicted = victim;
   }
   mbxV_take_result refused = MBXV_TAKE_OK;
-  if (p->live + p->idle_count >= p->cap) refused = MBXV_TAKE_CAP;
+  if (p->mapped >= atomic_load_explicit(&p->cap, memory_order_relaxed)) refused = MBXV_TAKE_CAP;
   else if (over_caps(p, need)) refused = MBXV_TAKE_RESERVE_CAP;
   if (refused == MBXV_TAKE_OK) {
-    p->live++; /* counted now, so racing takes cannot pass the caps while we map */
+    p->mapped++; /* counted now, so racing takes cannot pass the caps while we map */
     p->reserved += need;
   }
   pthread_mutex_unlock(&p->lock);
@@ -791,14 +839,16 @@ mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out) {
     slot_unmap(evicted);
     evicted = next;
   }
-  if (refused != MBXV_TAKE_OK) return refused;
-  s = slot_map(p, size);
-  if (s == NULL) {
+  if (refused == MBXV_TAKE_OK && (s = slot_map(p, size)) == NULL) {
     pthread_mutex_lock(&p->lock);
-    p->live--;
+    p->mapped--;
     p->reserved -= need;
     pthread_mutex_unlock(&p->lock);
-    return MBXV_TAKE_NO_SPACE;
+    refused = MBXV_TAKE_NO_SPACE;
+  }
+  if (refused != MBXV_TAKE_OK) {
+    atomic_fetch_sub_explicit(&p->live, 1, memory_order_release);
+    return refused;
   }
   *out = s;
   return MBXV_TAKE_OK;
@@ -821,12 +871,17 @@ void mbxV_pool_give(mbxV_slot *s) {
   char *keep = base + pristine + MBXV_ARENA_KEEP_RESIDENT;
   if (high > keep) give_back_pages(keep, high, os_page());
   mbxV_pool *p = s->pool;
-  pthread_mutex_lock(&p->lock);
-  s->next = p->idle[s->size_class];
-  p->idle[s->size_class] = s;
-  p->idle_count++;
-  p->live--;
-  pthread_mutex_unlock(&p->lock);
+  /* Parked, or listed; idle before it stops counting as live, so `live` never undercounts
+     the slots in use. */
+  mbxV_slot *none = NULL;
+  if (!atomic_compare_exchange_strong_explicit(my_spot(p), &none, s, memory_order_release,
+                                               memory_order_relaxed)) {
+    pthread_mutex_lock(&p->lock);
+    s->next = p->idle[s->size_class];
+    p->idle[s->size_class] = s;
+    pthread_mutex_unlock(&p->lock);
+  }
+  atomic_fetch_sub_explicit(&p->live, 1, memory_order_release);
 }
 
 int mbxV_slot_snapshot(mbxV_slot *s) {

@@ -2,6 +2,7 @@
 #include "vm/bytecode_cache.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 
 #include "vm/budget.h"
 #include "vm/load.h"
+#include "vm/thread_index.h"
 
 /* One allocation: the struct, then the chunk name (NUL-terminated), the source and the
    bytecode. Immutable once published, so readers need no lock while they hold a reference. */
@@ -30,14 +32,27 @@ struct mbxV_bcache {
   size_t nbuckets;
   mbxV_bcache_entry *newest, *oldest;
   size_t max_bytes;
-  mbxV_bcache_stats stats;
+  mbxV_bcache_stats stats; /* hits: those of the locked path only (see thread_hits) */
+  /* Read by every thread's hit without the lock (see "this thread's last hit" below), on a
+     line the hits never write: unique in the process, and the count of entries dropped. */
+  _Alignas(MBXV_CACHE_LINE) uint64_t id;
+  _Atomic uint64_t epoch; /* raised under the lock by every drop */
+  /* Hits served from a thread's own copy, one counter line per thread slot, summed by
+     mbxV_bcache_stats_get: a hit writes only its own thread's line. */
+  struct {
+    _Alignas(MBXV_CACHE_LINE) _Atomic uint64_t n;
+  } thread_hits[MBXV_THREAD_SLOTS];
 };
+
+static _Atomic uint64_t next_cache_id = 1;
 
 #define INITIAL_BUCKETS 256
 
 mbxV_bcache *mbxV_bcache_new(size_t max_bytes) {
-  mbxV_bcache *c = calloc(1, sizeof *c);
+  mbxV_bcache *c = aligned_alloc(_Alignof(mbxV_bcache), sizeof *c);
   if (c == NULL) return NULL;
+  memset(c, 0, sizeof *c);
+  c->id = atomic_fetch_add(&next_cache_id, 1);
   c->buckets = calloc(INITIAL_BUCKETS, sizeof *c->buckets);
   if (c->buckets == NULL || pthread_mutex_init(&c->lock, NULL) != 0) {
     free(c->buckets);
@@ -99,6 +114,7 @@ static void drop(mbxV_bcache *c, mbxV_bcache_entry *e) {
   lru_unlink(c, e);
   c->stats.bytes -= e->charge;
   c->stats.entries--;
+  atomic_fetch_add_explicit(&c->epoch, 1, memory_order_release);
   e->dead = 1;
   if (e->refs == 0) free(e);
 }
@@ -154,6 +170,8 @@ void mbxV_bcache_stats_get(mbxV_bcache *c, mbxV_bcache_stats *out) {
   pthread_mutex_lock(&c->lock);
   *out = c->stats;
   pthread_mutex_unlock(&c->lock);
+  for (int i = 0; i < MBXV_THREAD_SLOTS; i++)
+    out->hits += atomic_load_explicit(&c->thread_hits[i].n, memory_order_relaxed);
 }
 
 mbxV_bcache_key mbxV_bcache_key_of(const char *src, size_t len, const char *chunk_name,
@@ -166,8 +184,10 @@ mbxV_bcache_key mbxV_bcache_key_of(const char *src, size_t len, const char *chun
   return (mbxV_bcache_key){h.low64, h.high64};
 }
 
-const mbxV_bcache_entry *mbxV_bcache_get(mbxV_bcache *c, mbxV_bcache_key key, const char *src,
-                                         size_t len, const char *chunk_name, unsigned flags) {
+/* mbxV_bcache_get, and the epoch as of the hit (under the lock, while the entry is listed). */
+static const mbxV_bcache_entry *lookup(mbxV_bcache *c, mbxV_bcache_key key, const char *src,
+                                       size_t len, const char *chunk_name, unsigned flags,
+                                       uint64_t *epoch) {
   size_t name_len = strlen(chunk_name);
   pthread_mutex_lock(&c->lock);
   mbxV_bcache_entry *found = NULL;
@@ -190,8 +210,15 @@ const mbxV_bcache_entry *mbxV_bcache_get(mbxV_bcache *c, mbxV_bcache_key key, co
   } else {
     c->stats.misses++;
   }
+  *epoch = atomic_load_explicit(&c->epoch, memory_order_relaxed);
   pthread_mutex_unlock(&c->lock);
   return found;
+}
+
+const mbxV_bcache_entry *mbxV_bcache_get(mbxV_bcache *c, mbxV_bcache_key key, const char *src,
+                                         size_t len, const char *chunk_name, unsigned flags) {
+  uint64_t epoch;
+  return lookup(c, key, src, len, chunk_name, flags, &epoch);
 }
 
 void mbxV_bcache_release(mbxV_bcache *c, const mbxV_bcache_entry *e) {
@@ -260,6 +287,89 @@ int mbxV_bcache_put(mbxV_bcache *c, mbxV_bcache_key key, const char *src, size_t
   return 1;
 }
 
+/* ---- this thread's last hit ----
+**
+** Two threads running the same source would otherwise meet on this cache's lock, its LRU
+** list and the entry's reference count at every run: each writes lines the other reads next,
+** and those lines cross between the cores twice per run (issue 10, 2-thread throughput). So a
+** thread keeps a private copy of its last hit: name, source, flags, bytecode, and the cache's
+** id and epoch as of that hit. The copy serves a run only while the epoch is unchanged, that
+** is while no entry of that cache was dropped since, so the entry is still cached and the
+** copy is exactly what a locked hit would return; it is compared byte for byte like any hit.
+** Nothing shared is written but this thread's own hit counter. Every LAST_HIT_REFRESH-th use
+** goes through the lock instead, so the entry stays recently used in the LRU order. The id
+** tells caches apart without touching a freed one (ids are never reused). Host memory: one
+** copy of at most LAST_HIT_MAX bytes per thread, freed when the thread exits.
+*/
+
+#define LAST_HIT_MAX ((size_t)16 << 10)
+#define LAST_HIT_REFRESH 64
+
+typedef struct last_hit {
+  uint64_t cache_id; /* 0: empty */
+  uint64_t epoch;
+  unsigned uses; /* since the locked hit that made the copy */
+  unsigned flags;
+  mbxV_bcache_key key;
+  size_t cap, name_len, src_len, code_len;
+  char bytes[]; /* name, source, bytecode */
+} last_hit;
+
+static pthread_once_t last_hit_once = PTHREAD_ONCE_INIT;
+static pthread_key_t last_hit_key; /* its destructor frees a thread's copy at exit */
+static int last_hit_keyed;
+static _Thread_local last_hit *my_last_hit;
+
+static void make_last_hit_key(void) {
+  last_hit_keyed = pthread_key_create(&last_hit_key, free) == 0;
+}
+
+/* The copy, if it may serve this load. */
+static const last_hit *last_hit_for(mbxV_bcache *c, mbxV_bcache_key key, const char *src,
+                                    size_t len, const char *chunk_name, size_t name_len,
+                                    unsigned flags) {
+  last_hit *h = my_last_hit;
+  if (h == NULL || h->cache_id != c->id || ++h->uses >= LAST_HIT_REFRESH ||
+      atomic_load_explicit(&c->epoch, memory_order_acquire) != h->epoch ||
+      !same_key(h->key, key) || h->flags != flags || h->src_len != len ||
+      h->name_len != name_len || memcmp(h->bytes, chunk_name, name_len) != 0 ||
+      memcmp(h->bytes + name_len, src, len) != 0)
+    return NULL;
+  return h;
+}
+
+/* Keep a copy of e, hit at epoch; when it is too large or out of memory, keep none. */
+static void remember(mbxV_bcache *c, const mbxV_bcache_entry *e, uint64_t epoch) {
+  last_hit *h = my_last_hit;
+  size_t need = e->name_len + e->src_len + e->code_len;
+  if (h) h->cache_id = 0;
+  pthread_once(&last_hit_once, make_last_hit_key);
+  if (need > LAST_HIT_MAX || !last_hit_keyed) return;
+  if (h == NULL || h->cap < need) {
+    last_hit *grown = realloc(h, sizeof *h + need);
+    if (grown == NULL) return;
+    h = grown;
+    h->cap = need;
+    my_last_hit = h;
+    if (pthread_setspecific(last_hit_key, h) != 0) {
+      free(h);
+      my_last_hit = NULL;
+      return;
+    }
+  }
+  memcpy(h->bytes, e->name, e->name_len);
+  memcpy(h->bytes + e->name_len, e->src, e->src_len);
+  memcpy(h->bytes + e->name_len + e->src_len, e->code, e->code_len);
+  h->name_len = e->name_len;
+  h->src_len = e->src_len;
+  h->code_len = e->code_len;
+  h->key = e->key;
+  h->flags = e->flags;
+  h->epoch = epoch;
+  h->uses = 0;
+  h->cache_id = c->id;
+}
+
 /* ---- the load step ---- */
 
 typedef struct whole {
@@ -308,8 +418,17 @@ int mbxV_bcache_load(mbxV_bcache *c, lua_State *L, const char *text, size_t len,
   const unsigned flags = MBXV_BCACHE_TEXT_WITH_DEBUG;
   if (c == NULL) return mbxV_load_text(L, text, len, chunk_name);
   mbxV_bcache_key key = mbxV_bcache_key_of(text, len, chunk_name, flags);
-  const mbxV_bcache_entry *e = mbxV_bcache_get(c, key, text, len, chunk_name, flags);
+  const last_hit *mine = last_hit_for(c, key, text, len, chunk_name, strlen(chunk_name), flags);
+  if (mine) {
+    atomic_fetch_add_explicit(&c->thread_hits[mbxV_thread_index()].n, 1, memory_order_relaxed);
+    whole w = {mine->bytes + mine->name_len + mine->src_len, mine->code_len};
+    if (hit) *hit = 1;
+    return lua_load(L, read_whole, &w, chunk_name, "b");
+  }
+  uint64_t epoch;
+  const mbxV_bcache_entry *e = lookup(c, key, text, len, chunk_name, flags, &epoch);
   if (e) {
+    remember(c, e, epoch);
     /* Our own dump of this exact text: lua_load allocates on the guest heap (so the memory
        limit still applies) but never runs the parser. */
     whole w = {e->code, e->code_len};

@@ -306,18 +306,30 @@ void mbxV_watchdog_free(mbxV_watchdog *d) {
   free(d);
 }
 
+/* Watch ids a thread takes from next_watch_id at once: one shared write per this many
+   sandboxes, not one per sandbox (issue 10, 2-thread throughput). Unique still: every batch is
+   a range no other thread gets. */
+#define WATCH_ID_BATCH 64
+static _Thread_local uint64_t id_next, id_end;
+
 void mbxV_watch_init(mbxV_watch *w, mbxV_watchdog *d, struct mbxV_vm *vm) {
   memset(w, 0, sizeof *w);
   w->dog = d;
   w->vm = vm;
-  w->id = atomic_fetch_add(&next_watch_id, 1);
+  if (id_next == id_end) {
+    id_next = atomic_fetch_add_explicit(&next_watch_id, WATCH_ID_BATCH, memory_order_relaxed);
+    id_end = id_next + WATCH_ID_BATCH;
+  }
+  w->id = id_next++;
 }
 
 void mbxV_watch_fini(mbxV_watch *w) {
   mbxV_watchdog *d = w->dog;
   if (d == NULL) return;
+  /* Never listed: the watchdog thread never saw it (only list() links a watch, and it sets
+     ever_listed first, on the thread that owns the sandbox). */
   /* In a forked child the lock may have been held by the parent's watchdog thread. */
-  if (d->epoch == atomic_load(&fork_epoch)) {
+  if (w->ever_listed && d->epoch == atomic_load(&fork_epoch)) {
     pthread_mutex_lock(&d->lock);
     if (w->linked) unlink_watch(d, w);
     pthread_mutex_unlock(&d->lock);
@@ -330,6 +342,7 @@ void mbxV_watch_fini(mbxV_watch *w) {
 static int list(mbxV_watch *w) {
   mbxV_watchdog *d = w->dog;
   int ok = 1;
+  w->ever_listed = 1;
   pthread_mutex_lock(&d->lock);
   if (!atomic_load(&d->started)) ok = start_thread(d);
   if (ok) {

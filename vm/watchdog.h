@@ -63,6 +63,9 @@ typedef struct mbxV_watch {
   struct mbxV_watch *prev, *next;
   int linked;
   _Atomic int listed;
+  /* Set by the VM thread when it first lists this watch: a watch never listed (a sandbox
+     whose runs all had the count hook) is freed without taking the dog's lock. */
+  int ever_listed;
   uint64_t id;   /* the high 32 bits of this watch's generations: unique in the process */
   uint32_t runs; /* the low 32 bits */
   _Atomic uint64_t generation; /* of the active run on `tid`; 0 = none */
