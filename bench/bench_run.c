@@ -422,6 +422,7 @@ typedef struct bench_args {
   const char *agent_dir; /* the tests/agent corpus; NULL: next to the default snippet */
   int issue10_only;      /* --issue10-only: section 21 alone (the earlier figures: not measured) */
   int memory_only;       /* --memory-only: sections 14, 15 and 22 (templates and memory) */
+  int threads_only;      /* --threads-only: the 2-thread throughput figure alone */
 } bench_args;
 
 /* The snippet's "digest" field from the moonbox result JSON; -1 if absent. */
@@ -1779,6 +1780,7 @@ static const char VM_LOOP[] = "local s = 0 for i = 1, 3e7 do s = s + i % 7 end r
 #define VM_LOOP_VALUE "89999997"
 #define LIB_REPS 7
 #define THREAD_ITERS 20000
+#define THREAD_ROUNDS 9
 
 /* The metered library grid: each workload as moonbox runs it and as stock Lua does. */
 static const struct {
@@ -1872,10 +1874,12 @@ typedef struct thread_job {
   const mbx_policy *policy;
   size_t iters;
   int failed;
+  uint64_t cpu_ns; /* this thread's CPU time for its cycles (not other processes' time) */
 } thread_job;
 
 static void *fresh_loop(void *arg) {
   thread_job *j = arg;
+  uint64_t c0 = thread_cpu_ns();
   for (size_t i = 0; i < j->iters && !j->failed; i++) {
     mbx_error err;
     mbx_sandbox *sb = mbx_sandbox_new(j->rt, j->policy, &err);
@@ -1885,28 +1889,93 @@ static void *fresh_loop(void *arg) {
     mbx_result_free(res);
     mbx_sandbox_free(sb);
   }
+  j->cpu_ns = thread_cpu_ns() - c0;
   return NULL;
 }
 
-/* Wall ns for `threads` threads each doing THREAD_ITERS fresh cycles on one runtime. */
-static uint64_t fresh_cycles_ns(bench_ctx *ctx, int threads) {
+/* Wall ns for `threads` threads each doing THREAD_ITERS fresh cycles, thread i on rts[i];
+   *cpu_per_cycle: the threads' CPU ns per cycle. */
+static uint64_t fresh_cycles_ns(bench_ctx *ctx, int threads, mbx_runtime *const *rts,
+                                double *cpu_per_cycle) {
   pthread_t t[2];
   thread_job jobs[2];
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, BENCH_STACK_BYTES);
-  uint64_t t0 = now_ns();
+  uint64_t t0 = now_ns(), cpu = 0;
   for (int i = 0; i < threads; i++) {
-    jobs[i] = (thread_job){ctx->rt, ctx->policy, THREAD_ITERS, 0};
+    jobs[i] = (thread_job){rts[i], ctx->policy, THREAD_ITERS, 0, 0};
     if (pthread_create(&t[i], &attr, fresh_loop, &jobs[i]) != 0)
       die(ctx->case_name, "pthread_create", "failed");
   }
   for (int i = 0; i < threads; i++) {
     pthread_join(t[i], NULL);
     if (jobs[i].failed) die(ctx->case_name, "a fresh cycle failed", "");
+    cpu += jobs[i].cpu_ns;
   }
   pthread_attr_destroy(&attr);
+  *cpu_per_cycle = (double)cpu / (double)(threads * THREAD_ITERS);
   return now_ns() - t0;
+}
+
+static const char *load_average(void);
+
+/*
+** Fresh-sandbox throughput with 1 and 2 threads (new + run `return 1+1` + free), robust to a
+** loaded machine: `rounds` rounds, each timing the three cases back to back in an order that
+** alternates, so a burst of load hits all of them alike; medians over the rounds. Next to the
+** wall throughput, each case's CPU time per cycle (the threads' own clocks: what a cycle costs
+** whoever else runs), and a peer with nothing of moonbox shared: 2 threads on a runtime each.
+** If the shared runtime's 2 threads cost more CPU per cycle than the peer's, the threads
+** share something in moonbox; if the peer's 2-thread figure is low as well, the machine (its
+** load, its cores) is the limit. Returns the median of the rounds' 2-thread speedups.
+*/
+static double bench_thread_throughput(bench_ctx *ctx, const char *section, int rounds) {
+  mbx_error err;
+  mbx_runtime *other = mbx_runtime_new(&err);
+  if (!other) die(ctx->case_name, "mbx_runtime_new", err.message);
+  mbx_runtime *shared[2] = {ctx->rt, ctx->rt}, *apart[2] = {ctx->rt, other};
+  double wall[3][32], cpu[3][32], speedup[32], ratio[32], ignored;
+  if (rounds > 32) rounds = 32;
+  char load_before[32];
+  snprintf(load_before, sizeof load_before, "%s", load_average());
+  fresh_cycles_ns(ctx, 2, apart, &ignored); /* warm: both runtimes' templates, caches, slots */
+  for (int r = 0; r < rounds; r++) {
+    for (int k = 0; k < 3; k++) {
+      int c = r % 2 ? 2 - k : k; /* 0 1 2, then 2 1 0 */
+      int threads = c == 0 ? 1 : 2;
+      uint64_t ns = fresh_cycles_ns(ctx, threads, c == 2 ? apart : shared, &cpu[c][r]);
+      wall[c][r] = threads * THREAD_ITERS / ((double)ns / 1e9);
+    }
+    speedup[r] = wall[1][r] / wall[0][r];
+    ratio[r] = cpu[1][r] / cpu[0][r];
+  }
+  mbx_runtime_free(other);
+  double med_speedup = median_of(speedup, (size_t)rounds);
+  double med_ratio = median_of(ratio, (size_t)rounds);
+  static const char *const LABEL[3] = {"1 thread, one runtime", "2 threads, one shared runtime",
+                                       "2 threads, a runtime each (peer: nothing shared)"};
+  double med_wall[3], med_cpu[3];
+  for (int c = 0; c < 3; c++) {
+    med_wall[c] = median_of(wall[c], (size_t)rounds);
+    med_cpu[c] = median_of(cpu[c], (size_t)rounds);
+  }
+  printf("\n%s fresh-sandbox throughput (new + run `return 1+1` + free): %d interleaved rounds "
+         "of %d cycles per thread, medians\n\n",
+         section, rounds, THREAD_ITERS);
+  printf("| %-50s | %12s | %13s | %12s |\n", "case", "cycles/s", "CPU ns/cycle", "vs 1 thread");
+  printf("|----------------------------------------------------|-------------:|"
+         "--------------:|-------------:|\n");
+  for (int c = 0; c < 3; c++)
+    printf("| %-50s | %12.0f | %13.0f | %11.2fx |\n", LABEL[c], med_wall[c], med_cpu[c],
+           med_wall[c] / med_wall[0]);
+  printf("\n%s 2-thread speedup, one shared runtime: %.2fx (median of the rounds' ratios; "
+         "range %.2f-%.2f); CPU ns per cycle, 2 threads / 1 thread: %.2fx; the peer (a runtime "
+         "each) %.2fx, CPU %.2fx; load average %s before, %s after; %ld cores online\n",
+         section, med_speedup, speedup[0], speedup[rounds - 1] /* median_of sorted them */,
+         med_ratio, med_wall[2] / med_wall[0], med_cpu[2] / med_cpu[0], load_before, load_average(),
+         sysconf(_SC_NPROCESSORS_ONLN));
+  return med_speedup;
 }
 
 /* Bytes a bare luaL_newstate + luaL_openlibs holds (a counting allocator). */
@@ -2046,13 +2115,7 @@ static void bench_issue10(bench_ctx *ctx, int quick) {
   lua_close(L);
 
   ctx->case_name = "21 2-thread throughput";
-  uint64_t one = fresh_cycles_ns(ctx, 1), two = fresh_cycles_ns(ctx, 2);
-  double speedup = 2.0 * (double)one / (double)two;
-  printf("\nfresh-sandbox throughput (new + run `return 1+1` + free, one shared runtime): 1 "
-         "thread %.0f cycles/s, 2 threads %.0f cycles/s: %.2fx (this machine has %ld cores, "
-         "shared with whatever else runs)\n",
-         THREAD_ITERS / ((double)one / 1e9), 2.0 * THREAD_ITERS / ((double)two / 1e9), speedup,
-         sysconf(_SC_NPROCESSORS_ONLN));
+  double speedup = bench_thread_throughput(ctx, "21.", quick ? 3 : THREAD_ROUNDS);
   size_t raw_idle = raw_idle_bytes();
   printf("idle bytes peer: a bare luaL_newstate + luaL_openlibs holds %zu bytes after a full "
          "collection (moonbox's idle sandbox: section 14)\n",
@@ -2157,12 +2220,7 @@ static void bench_templates(bench_ctx *ctx, int quick) {
          "us, in a sibling slot (copy + relocation) %.2f us: %+.2f us\n",
          iters, same / 1000.0, sibling / 1000.0, (sibling - same) / 1000.0);
   ctx->case_name = "22 2-thread throughput";
-  uint64_t one = fresh_cycles_ns(ctx, 1), two = fresh_cycles_ns(ctx, 2);
-  printf("fresh-sandbox throughput (new + run + free, one shared runtime): 1 thread %.0f "
-         "cycles/s, 2 threads %.0f cycles/s: %.2fx (%ld cores online, shared with whatever else "
-         "runs; load average at the end of this section: %s)\n",
-         THREAD_ITERS / ((double)one / 1e9), 2.0 * THREAD_ITERS / ((double)two / 1e9),
-         2.0 * (double)one / (double)two, sysconf(_SC_NPROCESSORS_ONLN), load_average());
+  bench_thread_throughput(ctx, "22.", quick ? 3 : THREAD_ROUNDS);
 }
 
 static void *bench_main(void *arg) {
@@ -2209,6 +2267,11 @@ static void *bench_main(void *arg) {
   }
   if (args->issue10_only) {
     bench_issue10(&ctx, args->quick);
+    goto done;
+  }
+  if (args->threads_only) {
+    ctx.case_name = "2-thread throughput";
+    bench_thread_throughput(&ctx, "21.", args->quick ? 3 : THREAD_ROUNDS);
     goto done;
   }
   if (args->memory_only) {
@@ -2340,6 +2403,7 @@ static void usage(FILE *to) {
   fprintf(to,
           "usage: bench_run [--quick] [--snippet PATH] [--agent-dir DIR] [--agent-only]\n"
           "                 [--issue3-only] [--host-only] [--issue10-only] [--memory-only]\n"
+          "                 [--threads-only]\n"
           "  --quick          fewer iterations (a smoke run; numbers are noisier)\n"
           "  --snippet PATH   the Lua snippet of cases 5-8 (default %s)\n"
           "  --agent-dir DIR  the snippet corpus of section 10 (default: tests/agent in the\n"
@@ -2353,7 +2417,8 @@ static void usage(FILE *to) {
           "                   against stock Lua, 2-thread throughput (the issue-10 table's\n"
           "                   other rows come from sections 1-20 of a full run)\n"
           "  --memory-only    run only sections 14, 15 and 22: idle bytes, 10,000 live\n"
-          "                   sandboxes, template copy vs relocation, 2-thread throughput\n",
+          "                   sandboxes, template copy vs relocation, 2-thread throughput\n"
+          "  --threads-only   run only the 2-thread throughput figure of sections 21/22\n",
           MBX_BENCH_SNIPPET);
 }
 
@@ -2374,7 +2439,7 @@ static void default_agent_dir(char *buf, size_t size) {
 int main(int argc, char **argv) {
   static char agent_dir[4096];
   default_agent_dir(agent_dir, sizeof agent_dir);
-  bench_args args = {0, 0, 0, 0, MBX_BENCH_SNIPPET, agent_dir, 0, 0};
+  bench_args args = {0, 0, 0, 0, MBX_BENCH_SNIPPET, agent_dir, 0, 0, 0};
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       args.quick = 1;
@@ -2388,6 +2453,8 @@ int main(int argc, char **argv) {
       args.issue10_only = 1;
     } else if (strcmp(argv[i], "--memory-only") == 0) {
       args.memory_only = 1;
+    } else if (strcmp(argv[i], "--threads-only") == 0) {
+      args.threads_only = 1;
     } else if (strcmp(argv[i], "--agent-dir") == 0 && i + 1 < argc) {
       args.agent_dir = argv[++i];
     } else if (strcmp(argv[i], "--snippet") == 0 && i + 1 < argc) {

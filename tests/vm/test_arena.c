@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1038,6 +1039,135 @@ static void threads_share_one_runtime(void **state) {
   mbx_runtime_free(rt);
 }
 
+/* ---- the pool's caps under racing threads ---- */
+
+#define RACERS 4
+#define RACE_ROUNDS 3000
+#define RACE_CAP 3
+
+typedef struct racer {
+  mbxV_pool *pool;
+  _Atomic int *holders, *most;
+  int id, taken, over_reserve;
+  unsigned live_cap;
+  size_t reserve_cap;
+} racer;
+
+/* Take and give slots of two size classes as fast as possible, counting how many are held
+   at once (across all racers) and checking the reserved bytes against the cap. */
+static void *racer_main(void *arg) {
+  racer *r = arg;
+  for (int i = 0; i < RACE_ROUNDS; i++) {
+    mbxV_slot *s;
+    size_t limit = (i + r->id) % 7 == 0 ? 2 * MIB : MIB;
+    if (mbxV_pool_take(r->pool, limit, &s) != MBXV_TAKE_OK) {
+      if (s != NULL) r->over_reserve++; /* a refused take hands out nothing */
+      continue;
+    }
+    r->taken++;
+    int now = atomic_fetch_add(r->holders, 1) + 1;
+    int seen = atomic_load(r->most);
+    while (now > seen && !atomic_compare_exchange_weak(r->most, &seen, now)) {
+    }
+    if (mbxV_pool_live(r->pool) > r->live_cap) atomic_fetch_add(r->most, 1000);
+    if (r->reserve_cap && mbxV_pool_reserved(r->pool) > r->reserve_cap) r->over_reserve++;
+    ((volatile char *)s->arena)[s->size - 1] = (char)i; /* the slot is ours: write to it */
+    atomic_fetch_sub(r->holders, 1);
+    mbxV_pool_give(s);
+  }
+  return NULL;
+}
+
+static void race(mbxV_pool *pool, unsigned live_cap, size_t reserve_cap, int *taken, int *most,
+                 int *over) {
+  _Atomic int holders = 0, peak = 0;
+  pthread_t threads[RACERS];
+  racer rs[RACERS];
+  for (int i = 0; i < RACERS; i++) {
+    rs[i] = (racer){pool, &holders, &peak, i, 0, 0, live_cap, reserve_cap};
+    assert_int_equal(pthread_create(&threads[i], NULL, racer_main, &rs[i]), 0);
+  }
+  *taken = *over = 0;
+  for (int i = 0; i < RACERS; i++) {
+    pthread_join(threads[i], NULL);
+    *taken += rs[i].taken;
+    *over += rs[i].over_reserve;
+  }
+  *most = atomic_load(&peak);
+}
+
+/* The cap on live slots holds exactly while threads race (each thread parks its idle slot in
+   a spot of its own, outside the lock), and so does the cap on reserved address space with
+   two size classes evicting each other's idle slots. */
+static void caps_hold_with_threads_racing(void **state) {
+  (void)state;
+  mbxV_pool *pool = mbxV_pool_new(RACE_CAP);
+  int taken, most, over;
+  race(pool, RACE_CAP, 0, &taken, &most, &over);
+  assert_true(most <= RACE_CAP); /* never more held at once, and live never above the cap */
+  assert_true(taken > 0);
+  assert_int_equal(mbxV_pool_live(pool), 0);
+  /* Idle slots count against the cap as well: at most RACE_CAP mapped. */
+  size_t big = MBXV_ARENA_GUARD + mbxV_slot_size_for(2 * MIB) + MBXV_ARENA_GUARD;
+  assert_true(mbxV_pool_reserved(pool) <= RACE_CAP * big);
+  mbxV_pool_free(pool);
+
+  /* Address space for two of the larger slots: racers of both classes must share it. */
+  pool = mbxV_pool_new(0);
+  mbxV_pool_set_caps(pool, 0, 2 * big);
+  size_t small = MBXV_ARENA_GUARD + mbxV_slot_size_for(MIB) + MBXV_ARENA_GUARD;
+  race(pool, (unsigned)(2 * big / small), 2 * big, &taken, &most, &over);
+  assert_int_equal(over, 0);
+  assert_true(most <= (int)(2 * big / small));
+  assert_true(taken > 0);
+  assert_true(mbxV_pool_reserved(pool) <= 2 * big);
+  assert_int_equal(mbxV_pool_live(pool), 0);
+  mbxV_pool_free(pool);
+}
+
+typedef struct taker {
+  mbxV_pool *pool;
+  size_t limit;
+  mbxV_slot *got;
+  mbxV_take_result result;
+} taker;
+
+static void *taker_main(void *arg) {
+  taker *t = arg;
+  t->result = mbxV_pool_take(t->pool, t->limit, &t->got);
+  return NULL;
+}
+
+/* A slot parked in one thread's spot is idle like a listed one: another thread of the same
+   class reuses it, and one of another class gets it unmapped to make room under the cap. */
+static void a_parked_slot_serves_other_threads(void **state) {
+  (void)state;
+  mbxV_pool *pool = mbxV_pool_new(1);
+  mbxV_slot *a;
+  assert_int_equal(mbxV_pool_take(pool, MIB, &a), MBXV_TAKE_OK);
+  size_t one = mbxV_pool_reserved(pool);
+  mbxV_pool_give(a); /* parked in this thread's spot */
+  taker t = {pool, MIB, NULL, MBXV_TAKE_CAP};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, taker_main, &t), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(t.result, MBXV_TAKE_OK);
+  assert_ptr_equal(t.got, a); /* reused, not a second mapping */
+  assert_int_equal(mbxV_pool_reserved(pool), one);
+  mbxV_pool_give(t.got); /* parked now in the other thread's spot */
+  taker u = {pool, 2 * MIB, NULL, MBXV_TAKE_CAP};
+  assert_int_equal(pthread_create(&th, NULL, taker_main, &u), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(u.result, MBXV_TAKE_OK);
+  assert_int_equal(u.got->size, 16 * MIB); /* the parked 8 MiB slot made room */
+  assert_int_equal(mbxV_pool_live(pool), 1);
+  mbxV_slot *none;
+  assert_int_equal(mbxV_pool_take(pool, MIB, &none), MBXV_TAKE_CAP);
+  mbxV_pool_give(u.got);
+  assert_int_equal(mbxV_pool_live(pool), 0);
+  mbxV_pool_free(pool);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(header_and_user_area_come_first),
@@ -1060,6 +1190,8 @@ int main(void) {
       cmocka_unit_test(a_new_sandbox_in_the_same_slot_is_pristine),
       cmocka_unit_test(a_poisoned_sandbox_leaves_a_clean_slot),
       cmocka_unit_test(threads_share_one_runtime),
+      cmocka_unit_test(caps_hold_with_threads_racing),
+      cmocka_unit_test(a_parked_slot_serves_other_threads),
       cmocka_unit_test(a_shared_template_relocates_word_for_word),
       cmocka_unit_test(relocated_sandboxes_run_the_agent_corpus_identically),
       cmocka_unit_test(shared_template_siblings_are_isolated),

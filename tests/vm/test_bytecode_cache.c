@@ -384,6 +384,66 @@ static void threads_hammer_the_same_keys(void **state) {
   mbxV_bcache_free(c);
 }
 
+/* ---- a thread's copy of its last hit ---- */
+
+/* Load text through the cache on vm's state; returns whether it was a hit. */
+static int load_hit(mbxV_vm *vm, mbxV_bcache *c, const char *text) {
+  int hit = -1;
+  assert_int_equal(mbxV_bcache_load(c, vm->L, text, strlen(text), "=input", &hit), LUA_OK);
+  lua_pop(vm->L, 1);
+  return hit;
+}
+
+/* The copy serves a load only while its entry is still cached in that very cache: after an
+   eviction, or in another cache (one made after the first was freed, perhaps at its
+   address), the load misses and compiles. Its hits are counted like locked ones. */
+static void a_thread_copy_serves_only_while_cached(void **state) {
+  (void)state;
+  mbxV_vm *vm = open_vm(0);
+  mbxV_bcache *c = mbxV_bcache_new(1 << 20);
+  const char *text = "return 40 + 2";
+  assert_int_equal(load_hit(vm, c, text), 0);
+  assert_int_equal(load_hit(vm, c, text), 1); /* locked hit: the copy is made */
+  assert_int_equal(load_hit(vm, c, text), 1); /* served by the copy */
+  assert_int_equal(stats_of(c).hits, 2);
+  assert_int_equal(stats_of(c).misses, 1);
+  mbxV_bcache_set_max(c, 0); /* evicts it */
+  mbxV_bcache_set_max(c, 1 << 20);
+  assert_int_equal(load_hit(vm, c, text), 0);
+  assert_int_equal(stats_of(c).misses, 2);
+  assert_int_equal(load_hit(vm, c, text), 1);
+  assert_int_equal(load_hit(vm, c, text), 1);
+  /* A different text with the copy in place: compared byte for byte, so a miss. */
+  assert_int_equal(load_hit(vm, c, "return 40 + 3"), 0);
+  mbxV_bcache_free(c);
+  mbxV_bcache *d = mbxV_bcache_new(1 << 20);
+  assert_int_equal(load_hit(vm, d, text), 0);
+  assert_int_equal(stats_of(d).hits, 0);
+  mbxV_bcache_free(d);
+  expect_cached(vm, NULL, text, "42");
+  close_vm(vm);
+}
+
+/* Hits served by the copy still keep their entry recently used (every LAST_HIT_REFRESH-th
+   goes through the lock): a hot entry is not the one evicted. */
+static void copied_hits_keep_the_entry_recent(void **state) {
+  (void)state;
+  mbxV_vm *vm = open_vm(0);
+  mbxV_bcache *c = mbxV_bcache_new(1 << 20);
+  assert_int_equal(load_hit(vm, c, "return 1"), 0);
+  assert_int_equal(load_hit(vm, c, "return 2"), 0);
+  size_t two = stats_of(c).bytes;
+  for (int i = 0; i < 300; i++)
+    assert_int_equal(load_hit(vm, c, "return 1"), 1);
+  mbxV_bcache_set_max(c, two + two / 4); /* room for two entries of this size, not three */
+  assert_int_equal(load_hit(vm, c, "return 3"), 0);
+  assert_int_equal(stats_of(c).entries, 2);
+  assert_int_equal(load_hit(vm, c, "return 1"), 1); /* kept: it was used last */
+  assert_int_equal(load_hit(vm, c, "return 2"), 0); /* evicted: least recently used */
+  mbxV_bcache_free(c);
+  close_vm(vm);
+}
+
 /* ---- through the public API ---- */
 
 /* Guest `load` never reaches the cache: neither a hit (a timing channel between tenants) nor
@@ -434,6 +494,8 @@ int main(void) {
       cmocka_unit_test(lru_eviction_by_bytes),
       cmocka_unit_test(a_held_entry_outlives_its_eviction),
       cmocka_unit_test(threads_hammer_the_same_keys),
+      cmocka_unit_test(a_thread_copy_serves_only_while_cached),
+      cmocka_unit_test(copied_hits_keep_the_entry_recent),
       cmocka_unit_test(guest_load_stays_out_of_the_cache),
   };
   return cmocka_run_group_tests_name("vm/bytecode_cache", tests, NULL, NULL);
