@@ -549,9 +549,10 @@ struct mbxV_pool {
   struct {
     _Alignas(CACHE_LINE) _Atomic(mbxV_slot *) slot;
   } spot[POOL_SPOTS];
-  /* Read-mostly from here, on lines of their own. Every slot placed at random has a base congruent to `low` modulo 2^32 (a page in
-     [2 GiB, 3 GiB), drawn per pool), so a template relocated between them moves every pointer
-     by a multiple of 2^32 (see mbxV_slot_share). 0: no congruent placement (TSan builds). */
+  /* Read-mostly from here, on lines of their own. Every slot placed at random has a base
+     congruent to `low` modulo 2^32 (a page in [2 GiB, 3 GiB), drawn per pool), so a template
+     relocated between them moves every pointer by a multiple of 2^32 (see mbxV_slot_share).
+     0: no congruent placement (TSan builds). */
   _Alignas(CACHE_LINE) uintptr_t low;
   /* One shared template per size class, set once (compare-and-swap), freed with the pool. */
   _Atomic(mbxV_shared *) shared[sizeof(size_t) * 8];
@@ -698,13 +699,17 @@ mbxV_pool *mbxV_pool_new(unsigned cap) {
   return p;
 }
 
+/* Under the lock: s onto its class's idle list. */
+static void idle_push(mbxV_pool *p, mbxV_slot *s) {
+  s->next = p->idle[s->size_class];
+  p->idle[s->size_class] = s;
+}
+
 /* Under the lock: every parked slot onto its class's idle list. */
 static void drain_spots(mbxV_pool *p) {
   for (int i = 0; i < POOL_SPOTS; i++) {
     mbxV_slot *s = atomic_exchange_explicit(&p->spot[i].slot, NULL, memory_order_acquire);
-    if (s == NULL) continue;
-    s->next = p->idle[s->size_class];
-    p->idle[s->size_class] = s;
+    if (s) idle_push(p, s);
   }
 }
 
@@ -778,44 +783,54 @@ static _Atomic(mbxV_slot *) *my_spot(mbxV_pool *p) {
   return &p->spot[mbxV_thread_index()].slot;
 }
 
+/* One more live slot, unless the cap is reached: a compare-and-swap, so racing takes never
+   pass the cap. Called only once the take has its slot (or its mapping is allowed), so `live`
+   never counts a take that is then refused. */
+static int count_live(mbxV_pool *p) {
+  unsigned n = atomic_load_explicit(&p->live, memory_order_relaxed);
+  do {
+    if (n >= atomic_load_explicit(&p->cap, memory_order_relaxed)) return 0;
+  } while (!atomic_compare_exchange_weak_explicit(&p->live, &n, n + 1, memory_order_acquire,
+                                                  memory_order_relaxed));
+  return 1;
+}
+
 mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out) {
   *out = NULL;
   size_t size = mbxV_slot_size_for(limit);
   if (size == 0 || size > SIZE_MAX - MBXV_ARENA_GUARD) return MBXV_TAKE_NO_SPACE;
   unsigned cls = log2_of(size);
-  /* Counted live first, so racing takes cannot pass the cap (while we map, too). */
-  unsigned n = atomic_load_explicit(&p->live, memory_order_relaxed);
-  do {
-    if (n >= atomic_load_explicit(&p->cap, memory_order_relaxed)) return MBXV_TAKE_CAP;
-  } while (!atomic_compare_exchange_weak_explicit(&p->live, &n, n + 1, memory_order_acquire,
-                                                  memory_order_relaxed));
   _Atomic(mbxV_slot *) *spot = my_spot(p);
   mbxV_slot *parked = NULL;
   /* A plain load first: an empty spot is not written. Nothing of a parked slot is read
      before the exchange makes it ours (an eviction may unmap it until then). */
   if (atomic_load_explicit(spot, memory_order_relaxed))
     parked = atomic_exchange_explicit(spot, NULL, memory_order_acquire);
-  if (parked && parked->size_class == cls) {
+  if (parked && parked->size_class == cls && count_live(p)) {
     *out = parked;
     return MBXV_TAKE_OK;
   }
   mbxV_slot *evicted = NULL;
   pthread_mutex_lock(&p->lock);
-  if (parked) { /* another size class: listed with its own */
-    parked->next = p->idle[parked->size_class];
-    p->idle[parked->size_class] = parked;
-  }
+  if (parked) idle_push(p, parked); /* another class, or the cap is reached: idle again */
   mbxV_slot *s = p->idle[cls];
   if (s == NULL) {
     drain_spots(p); /* other threads' parked slots, before mapping a new one */
     s = p->idle[cls];
   }
   if (s) {
-    p->idle[cls] = s->next;
+    int ok = count_live(p);
+    if (ok) p->idle[cls] = s->next;
     pthread_mutex_unlock(&p->lock);
+    if (!ok) return MBXV_TAKE_CAP;
     s->next = NULL;
     *out = s;
     return MBXV_TAKE_OK;
+  }
+  if (atomic_load_explicit(&p->live, memory_order_relaxed) >=
+      atomic_load_explicit(&p->cap, memory_order_relaxed)) {
+    pthread_mutex_unlock(&p->lock); /* refused before anything idle is unmapped */
+    return MBXV_TAKE_CAP;
   }
   /* The caps bound reserved slots and address space, idle slots included: unmap idle slots
      of other classes while a new reservation would pass either. */
@@ -829,6 +844,7 @@ mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out) {
   mbxV_take_result refused = MBXV_TAKE_OK;
   if (p->mapped >= atomic_load_explicit(&p->cap, memory_order_relaxed)) refused = MBXV_TAKE_CAP;
   else if (over_caps(p, need)) refused = MBXV_TAKE_RESERVE_CAP;
+  else if (!count_live(p)) refused = MBXV_TAKE_CAP; /* a parked slot's take passed us */
   if (refused == MBXV_TAKE_OK) {
     p->mapped++; /* counted now, so racing takes cannot pass the caps while we map */
     p->reserved += need;
@@ -839,16 +855,15 @@ mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out) {
     slot_unmap(evicted);
     evicted = next;
   }
-  if (refused == MBXV_TAKE_OK && (s = slot_map(p, size)) == NULL) {
+  if (refused != MBXV_TAKE_OK) return refused;
+  s = slot_map(p, size);
+  if (s == NULL) {
     pthread_mutex_lock(&p->lock);
     p->mapped--;
     p->reserved -= need;
     pthread_mutex_unlock(&p->lock);
-    refused = MBXV_TAKE_NO_SPACE;
-  }
-  if (refused != MBXV_TAKE_OK) {
     atomic_fetch_sub_explicit(&p->live, 1, memory_order_release);
-    return refused;
+    return MBXV_TAKE_NO_SPACE;
   }
   *out = s;
   return MBXV_TAKE_OK;
@@ -877,8 +892,7 @@ void mbxV_pool_give(mbxV_slot *s) {
   if (!atomic_compare_exchange_strong_explicit(my_spot(p), &none, s, memory_order_release,
                                                memory_order_relaxed)) {
     pthread_mutex_lock(&p->lock);
-    s->next = p->idle[s->size_class];
-    p->idle[s->size_class] = s;
+    idle_push(p, s);
     pthread_mutex_unlock(&p->lock);
   }
   atomic_fetch_sub_explicit(&p->live, 1, memory_order_release);
