@@ -166,7 +166,7 @@ MBX_API void mbx_runtime_free(mbx_runtime *rt);
 ** refuses new ones until enough are freed.
 */
 typedef enum mbx_runtime_cap {
-  /* Live sandboxes. Default 4096; 1 to 2^32-1. */
+  /* Live sandboxes. Default 4096; 1 to 2^32-1. Exact with threads racing to create. */
   MBX_CAP_SANDBOXES = 1,
   /* Bytes of address space reserved for sandbox heaps (each sandbox's slot is 8x its memory
      limit, rounded up to a power of two, at least 2 MiB, plus two 64 KiB guards; idle slots the
@@ -183,7 +183,9 @@ typedef enum mbx_runtime_cap {
      again, in any sandbox: a 1.2 KB snippet loads several times faster than it parses. Only
      sources given to mbx_run use it, never guest `load` calls (a hit-or-miss timing would
      tell one tenant what another ran). Least recently used entries are dropped past the cap.
-     Default 16 MiB; 0 disables the cache (and empties it). */
+     Default 16 MiB; 0 disables the cache (and empties it). A thread that runs a cached source
+     also keeps its own copy of its last hit (at most 16 KiB, outside this cap, freed when the
+     thread exits), used only while that entry is still cached: no lock per run. */
   MBX_CAP_BYTECODE_CACHE_BYTES = 4,
   /* Where the runtime's sandboxes run: MBX_ISOLATE_NONE (0, the default) in this process,
      MBX_ISOLATE_PROCESS (1) each in its own jailed worker process (the moonbox-worker helper,
