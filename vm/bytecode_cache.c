@@ -316,13 +316,22 @@ typedef struct last_hit {
 } last_hit;
 
 static pthread_once_t last_hit_once = PTHREAD_ONCE_INIT;
-static pthread_key_t last_hit_key; /* its destructor frees a thread's copy at exit */
+/* Its destructor frees a thread's copy at the thread's exit (the library is not unloadable
+   anyway: capabilities/seeds.c registers a pthread_atfork handler). */
+static pthread_key_t last_hit_key;
 static int last_hit_keyed;
 static _Thread_local last_hit *my_last_hit;
 
-static void make_last_hit_key(void) {
-  last_hit_keyed = pthread_key_create(&last_hit_key, free) == 0;
+/* At the thread's exit: its copy goes. */
+static void forget_last_hit(void *h) {
+  free(h);
+  my_last_hit = NULL;
 }
+
+static void make_last_hit_key(void) {
+  last_hit_keyed = pthread_key_create(&last_hit_key, forget_last_hit) == 0;
+}
+
 
 /* The copy, if it may serve this load. */
 static const last_hit *last_hit_for(mbxV_bcache *c, mbxV_bcache_key key, const char *src,
@@ -346,16 +355,21 @@ static void remember(mbxV_bcache *c, const mbxV_bcache_entry *e, uint64_t epoch)
   pthread_once(&last_hit_once, make_last_hit_key);
   if (need > LAST_HIT_MAX || !last_hit_keyed) return;
   if (h == NULL || h->cap < need) {
+    /* The key never names a block realloc may free: cleared first, set to the new one. */
+    pthread_setspecific(last_hit_key, NULL);
+    my_last_hit = NULL;
     last_hit *grown = realloc(h, sizeof *h + need);
-    if (grown == NULL) return;
+    if (grown == NULL) {
+      free(h);
+      return;
+    }
+    if (pthread_setspecific(last_hit_key, grown) != 0) {
+      free(grown);
+      return;
+    }
     h = grown;
     h->cap = need;
     my_last_hit = h;
-    if (pthread_setspecific(last_hit_key, h) != 0) {
-      free(h);
-      my_last_hit = NULL;
-      return;
-    }
   }
   memcpy(h->bytes, e->name, e->name_len);
   memcpy(h->bytes + e->name_len, e->src, e->src_len);
