@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capabilities/exec_copy.h" /* mbxC_exec_reserve */
+#include "capabilities/exec_copy.h" /* mbxC_exec_reserve, mbxC_exec_fail */
 #include "capabilities/vfs.h"
 #include "common/bytes.h"
 
@@ -315,17 +315,6 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int fail(mbxC_port_error *e, int errnum, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(mbxC_port_error *e, int errnum, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  e->errnum = errnum;
-  vsnprintf(e->message, sizeof e->message, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
 static int grow_to(char **buf, size_t *cap, size_t want) {
   if (*cap >= want) return 0;
   char *p = realloc(*buf, want ? want : 1);
@@ -507,12 +496,12 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
                   uint64_t timeout_ms, const mbxC_wait *wait, mbxC_exec_buffers *bufs,
                   mbxC_exec_result *res, mbxC_port_error *e) {
   memset(res, 0, sizeof *res);
-  if (plan->mount_count > 64) return fail(e, EINVAL, "too many mounts for exec");
+  if (plan->mount_count > 64) return mbxC_exec_fail(e, EINVAL, "too many mounts for exec");
   mbxC_strlist args = {0};
   size_t command_at = 0;
   if (mbxC_exec_build_args(plan, &b->image, &args, &command_at) != 0) {
     mbxC_strlist_free(&args);
-    return fail(e, ENOMEM, "out of host memory");
+    return mbxC_exec_fail(e, ENOMEM, "out of host memory");
   }
   /* The run's cgroups (those this host has): memory and pids limits for the whole tree, and
      the kill. Where the memory cgroup holds, RLIMIT_AS is not set: the cgroup charges the pages
@@ -565,7 +554,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   if (r.failed) {
     free(r.p);
     cgroup_done(b, &cgr);
-    return fail(e, ENOMEM, "out of host memory");
+    return mbxC_exec_fail(e, ENOMEM, "out of host memory");
   }
 
   int reqfd = memfd_create("moonbox-exec-request", MFD_CLOEXEC);
@@ -645,9 +634,10 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     close_fd(&back[0]);
     cgroup_done(b, &cgr);
     if (spawn_err)
-      return fail(e, ENOSYS, "the exec backend is unavailable: cannot start the helper %s (%s)",
-                  b->helper, strerror(spawn_err));
-    return fail(e, ENOMEM, "cannot prepare the exec request (%s)", strerror(errno));
+      return mbxC_exec_fail(e, ENOSYS,
+                            "the exec backend is unavailable: cannot start the helper %s (%s)",
+                            b->helper, strerror(spawn_err));
+    return mbxC_exec_fail(e, ENOMEM, "cannot prepare the exec request (%s)", strerror(errno));
   }
   int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   uint64_t start = now_ns();
@@ -663,7 +653,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     close_fd(&out[0]);
     close_fd(&err[0]);
     close_fd(&status[0]);
-    return fail(e, ENOMEM, "out of host memory for the output of exec");
+    return mbxC_exec_fail(e, ENOMEM, "out of host memory for the output of exec");
   }
   stream so = {out[0], bufs->out, 0, spec->output, 0};
   stream se = {err[0], bufs->err, 0, spec->output, 0};
@@ -760,22 +750,24 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   cgroup_done(b, &cgr);
 
   if (deadline_hit)
-    return fail(e, MBXC_E_TIMEDOUT,
-                "the run's time limit was reached while the program ran "
-                "(its process tree was killed)");
-  if (interrupted) return fail(e, EINTR, "interrupted (the program's process tree was killed)");
+    return mbxC_exec_fail(e, MBXC_E_TIMEDOUT,
+                          "the run's time limit was reached while the program ran "
+                          "(its process tree was killed)");
+  if (interrupted)
+    return mbxC_exec_fail(e, EINTR, "interrupted (the program's process tree was killed)");
   /* The helper's own failure (before bwrap): "moonbox-exec: ..." on the status pipe. */
   const char *herr = strstr(st.buf, "moonbox-exec: ");
   if (!timed_out && herr) {
     size_t hl = strcspn(herr, "\n");
-    return fail(e, EIO, "the exec backend could not start the program: %.*s", (int)hl, herr);
+    return mbxC_exec_fail(e, EIO, "the exec backend could not start the program: %.*s", (int)hl,
+                          herr);
   }
   long child = status_number(&st, "\"child-pid\"");
   long code = status_number(&st, "\"exit-code\"");
   if (!timed_out && (child < 0 || code < 0)) {
     /* bwrap gave up during setup: its message is on stderr. */
     size_t l = se.len < 200 ? se.len : 200;
-    return fail(e, EIO, "the exec backend could not set up the sandbox: %.*s", (int)l,
+    return mbxC_exec_fail(e, EIO, "the exec backend could not set up the sandbox: %.*s", (int)l,
                 se.len ? bufs->err : "(no message)");
   }
   res->out = bufs->out;
@@ -821,7 +813,7 @@ static int run_unprobed(mbxC_exec_backend *b, const mbxC_exec_plan *plan,
   int slot = uid_slot_take();
   if (slot < 0) {
     memset(res, 0, sizeof *res);
-    return fail(e, EAGAIN, "%d programs already run at once in this process (the most "
+    return mbxC_exec_fail(e, EAGAIN, "%d programs already run at once in this process (the most "
                 "there are per-run uids for); try again when one has finished",
                 MBXC_EXEC_UID_SLOTS);
   }
@@ -838,7 +830,8 @@ int mbxC_exec_run(mbxC_exec_backend *b, const mbxC_exec_plan *plan, const mbxC_e
                   const mbxC_wait *wait, mbxC_exec_buffers *bufs, mbxC_exec_result *res,
                   mbxC_port_error *e) {
   memset(res, 0, sizeof *res);
-  if (!mbxC_exec_probe(b)) return fail(e, ENOSYS, "the exec backend is unavailable: %s", b->reason);
+  if (!mbxC_exec_probe(b))
+    return mbxC_exec_fail(e, ENOSYS, "the exec backend is unavailable: %s", b->reason);
   return run_unprobed(b, plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
 }
 

@@ -43,9 +43,7 @@ static void put(mbxC_exec_copy *c, char tag, const char *a, size_t al, const cha
   }
 }
 
-static int fail(mbxC_port_error *e, int errnum, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(mbxC_port_error *e, int errnum, const char *fmt, ...) {
+int mbxC_exec_fail(mbxC_port_error *e, int errnum, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   e->errnum = errnum;
@@ -86,18 +84,18 @@ static int read_whole(mbxC_vfs *v, const char *path, size_t len, uint64_t size, 
   if (mbxC_vfs_open(v, path, len, MBXC_FS_READ, &h, e) != 0) return -1;
   size_t cap = (size_t)size + 1, got = 0;
   char *buf = malloc(cap);
-  int r = buf ? 0 : fail(e, ENOMEM, "out of host memory");
+  int r = buf ? 0 : mbxC_exec_fail(e, ENOMEM, "out of host memory");
   while (r == 0) {
     if (got == cap) {
       /* The file grew since its stat (a host file under an overlay): still within the cap. */
       if (got >= MBXC_EXEC_COPY_MAX) {
-        r = fail(e, EFBIG, "a file grew past %llu bytes while it was copied",
+        r = mbxC_exec_fail(e, EFBIG, "a file grew past %llu bytes while it was copied",
                  (unsigned long long)MBXC_EXEC_COPY_MAX);
         break;
       }
       char *grown = realloc(buf, cap * 2);
       if (grown == NULL) {
-        r = fail(e, ENOMEM, "out of host memory");
+        r = mbxC_exec_fail(e, ENOMEM, "out of host memory");
         break;
       }
       buf = grown;
@@ -125,7 +123,7 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
   if (mbxC_vfs_list(w->v, path, len, &names, &names_len, w->e) != 0) return -1;
   /* The names are valid until the next view call: a copy. */
   char *copy = malloc(names_len ? names_len : 1);
-  if (copy == NULL) return fail(w->e, ENOMEM, "out of host memory");
+  if (copy == NULL) return mbxC_exec_fail(w->e, ENOMEM, "out of host memory");
   if (names_len) memcpy(copy, names, names_len);
   int r = 0;
   char child[MBXC_VFS_PATH_BUF];
@@ -147,7 +145,7 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
     }
     if (!st.is_dir && !st.is_file) continue; /* the view refuses FIFOs and devices too */
     if (++w->c->entries > MBXC_EXEC_COPY_ENTRIES) {
-      r = fail(w->e, EFBIG,
+      r = mbxC_exec_fail(w->e, EFBIG,
                "%s holds more than %u files and directories: exec copies overlay mounts and "
                "/tmp into the process's view (use a ro or rw mount for large trees)",
                w->root, MBXC_EXEC_COPY_ENTRIES);
@@ -155,8 +153,8 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
     }
     if (st.is_dir) {
       if (depth + 1 > MBXC_EXEC_COPY_DEPTH) {
-        r = fail(w->e, EFBIG, "%s is more than %d directories deep: exec cannot copy it", w->root,
-                 MBXC_EXEC_COPY_DEPTH);
+        r = mbxC_exec_fail(w->e, EFBIG, "%s is more than %d directories deep: exec cannot copy it",
+                           w->root, MBXC_EXEC_COPY_DEPTH);
         break;
       }
       put(w->c, 'D', child, cl, NULL, 0);
@@ -164,7 +162,7 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
       continue;
     }
     if (st.size > MBXC_EXEC_COPY_MAX - w->c->bytes) {
-      r = fail(w->e, EFBIG,
+      r = mbxC_exec_fail(w->e, EFBIG,
                "the files under %s come to more than %llu bytes: exec copies overlay mounts "
                "and /tmp into the process's view (use a ro or rw mount for large trees)",
                w->root, (unsigned long long)MBXC_EXEC_COPY_MAX);
@@ -176,7 +174,7 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
     if (r != 0) break;
     if (n > MBXC_EXEC_COPY_MAX - w->c->bytes) {
       free(data);
-      r = fail(w->e, EFBIG, "the files under %s come to more than %llu bytes", w->root,
+      r = mbxC_exec_fail(w->e, EFBIG, "the files under %s come to more than %llu bytes", w->root,
                (unsigned long long)MBXC_EXEC_COPY_MAX);
       break;
     }
@@ -185,7 +183,7 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
     free(data);
   }
   free(copy);
-  if (r == 0 && w->c->failed) r = fail(w->e, ENOMEM, "out of host memory");
+  if (r == 0 && w->c->failed) r = mbxC_exec_fail(w->e, ENOMEM, "out of host memory");
   return r;
 }
 
@@ -220,7 +218,7 @@ int mbxC_exec_copy_build(mbxC_exec_copy *c, mbxC_vfs *v, const char *const *root
   }
   if (c->failed) {
     mbxC_exec_copy_free(c);
-    return fail(e, ENOMEM, "out of host memory");
+    return mbxC_exec_fail(e, ENOMEM, "out of host memory");
   }
   return 0;
 }

@@ -61,6 +61,10 @@ void mbxC_exec_copy_free(mbxC_exec_copy *c);
 /* Room for need bytes in *buf, which grows by doubling from 4 KiB (the archive here, the
    helper's request in exec.c): 0, or -1 out of memory with *buf and *cap unchanged. */
 int mbxC_exec_reserve(char **buf, size_t *cap, size_t need);
+/* Fill *e (errnum and the formatted message) and return -1: the errors of this file and of
+   exec.c. */
+int mbxC_exec_fail(mbxC_port_error *e, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Apply what came back (back[0..back_len), as the shim sent it) against what went in: 0 with
    *applied the entries created, modified or removed, or -1 with why (nothing applied: the view

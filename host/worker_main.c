@@ -267,6 +267,18 @@ static int r_fs_open(void *ud, const char *path, size_t path_len, int flags,
   return 0;
 }
 
+/* A read's reply (fs_read, stdin_read): its status, then at most len bytes into buf. */
+static int reply_read(rport *rp, mbxH_wp_reader *r, char *buf, size_t len, size_t *got,
+                      mbxC_port_error *e) {
+  if (fs_status(rp, r, e) != 0) return -1;
+  const char *p;
+  size_t n = mbxH_wp_get_bytes(r, len, &p);
+  if (r->bad) die_quietly();
+  memcpy(buf, p, n);
+  *got = n;
+  return 0;
+}
+
 static int r_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
                      size_t *got, mbxC_port_error *e) {
   rport *rp = ud;
@@ -276,13 +288,7 @@ static int r_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_wai
   mbxH_wp_u64(&rp->w, (uint64_t)handle);
   mbxH_wp_u64(&rp->w, len);
   call_end(rp, &r);
-  if (fs_status(rp, &r, e) != 0) return -1;
-  const char *p;
-  size_t n = mbxH_wp_get_bytes(&r, len, &p);
-  if (r.bad) die_quietly();
-  memcpy(buf, p, n);
-  *got = n;
-  return 0;
+  return reply_read(rp, &r, buf, len, got, e);
 }
 
 static int r_fs_write(void *ud, int handle, const char *buf, size_t len, const mbxC_wait *wait,
@@ -407,13 +413,7 @@ static int r_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_port_
   call_begin(rp, MBXH_OP_STDIN_READ, NULL);
   mbxH_wp_u64(&rp->w, len);
   call_end(rp, &r);
-  if (fs_status(rp, &r, e) != 0) return -1;
-  const char *p;
-  size_t n = mbxH_wp_get_bytes(&r, len, &p);
-  if (r.bad) die_quietly();
-  memcpy(buf, p, n);
-  *got = n;
-  return 0;
+  return reply_read(rp, &r, buf, len, got, e);
 }
 
 /* ---- the sandbox ---- */
