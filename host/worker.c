@@ -84,7 +84,17 @@ typedef struct wproc {
   uint64_t memory_limit;
   unsigned runs;
   uint32_t zid; /* the zygote that forked it (zygote.id) */
+  /* A warm worker primed for a policy: sent a sandbox's CREATE ahead of demand, it builds the
+     state while it waits. primed holds that CREATE's frame but for its last MBXH_CREATE_OWN
+     bytes (what differs between two sandboxes of one policy: the address key and the first
+     seed), primed_key its address key; NULL when it was sent nothing. */
+  unsigned char *primed;
+  size_t primed_len;
+  uint64_t primed_key;
 } wproc;
+/* The tail of a CREATE frame that is the sandbox's own: whether it was sent ahead (a prime),
+   its address key and its first seed. */
+#define MBXH_CREATE_OWN (1 + 3 * sizeof(uint64_t))
 
 /* A zygote process. The pool's current one forks new workers. After a crash it is re-executed
    (fresh ASLR): the old one is retired, not stopped, while workers it forked are still alive,
@@ -99,6 +109,13 @@ typedef struct zygote {
   int reaps_pending; /* REAPED replies nobody waits for */
   unsigned workers;  /* its workers the parent holds (warm, handed out or kept) */
   uint64_t started;
+  /* The CREATE it was asked to write into the next worker it forks (proc_forget): what the
+     worker's wproc.primed becomes when its SPAWNED names prime_id. */
+  uint32_t prime_id;
+  int prime_pending;
+  unsigned char *prime_fp;
+  size_t prime_fp_len;
+  uint64_t prime_key;
 } zygote;
 /* Retired zygotes at most; while that many wait for their workers, a crash does not
    re-execute the current one (it is re-executed once one of them is gone). */
@@ -241,7 +258,14 @@ static void close_fd(int *fd) {
 
 /* ---- the zygote ---- */
 
+static void prime_forget(zygote *z) {
+  free(z->prime_fp);
+  z->prime_fp = NULL;
+  z->prime_pending = 0;
+}
+
 static void zygote_stop(zygote *z) {
+  prime_forget(z);
   if (z->pid <= 0) return;
   /* Closing the socket ends it once it has served what is queued (reaps of killed workers). */
   close_fd(&z->sock);
@@ -275,13 +299,34 @@ static void retired_sweep(mbxH_wpool *pool) {
   }
 }
 
+/* Whether a warm worker is primed already (or one the zygote forks is to be). */
+static int warm_primed(const mbxH_wpool *pool) {
+  for (int i = 0; i < pool->nwarm; i++)
+    if (pool->warm[i].primed) return 1;
+  return pool->z.prime_pending;
+}
+
+/* Whether fd has something to read now (no wait). */
+static int fd_readable(int fd) {
+  struct pollfd pf = {fd, POLLIN, 0};
+  return poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN);
+}
+
 static void proc_kill(wproc *p) {
   if (p->pidfd >= 0) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
 }
 
 /* Close a worker's fds once it is killed; the zygote reaps it (asynchronously when nobody
    needs the reason). */
-static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill);
+/* A CREATE offered for the worker forked to replace a freed one: the frame (its last
+   MBXH_CREATE_OWN bytes that worker's own) and the address key in it. */
+typedef struct prime_offer {
+  const mbxH_wp_writer *frame;
+  uint64_t key;
+} prime_offer;
+
+static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill,
+                        const prime_offer *prime);
 
 static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   if (access(pool->path, X_OK) != 0) {
@@ -364,19 +409,32 @@ static int zygote_read(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status,
   mbxH_wp_reader_init(&r, pool->rbuf, len);
   if (type == MBXH_WP_SPAWNED) {
     int64_t pid = (int64_t)mbxH_wp_get_u64(&r);
+    uint32_t prime_id = mbxH_wp_get_u32(&r);
     z->requested--;
-    if (mbxH_wp_end(&r) != 0 || (pid > 0) != (nfds == 2)) {
+    if (mbxH_wp_end(&r) != 0 || (pid > 0) != (nfds == 2) ||
+        (prime_id != 0 && (!z->prime_pending || prime_id != z->prime_id))) {
       for (int i = 0; i < nfds; i++) close(fds[i]);
       return -1;
     }
-    if (pid <= 0) return 0; /* the fork failed (e.g. out of processes) */
-    wproc p = {(pid_t)pid, fds[0], fds[1], 0, 0, z->id};
+    wproc p = {.pid = (pid_t)pid, .sock = fds[0], .pidfd = fds[1], .zid = z->id};
+    if (prime_id != 0) {
+      /* This worker was written the CREATE: it is building that sandbox's state. */
+      p.primed = z->prime_fp;
+      p.primed_len = z->prime_fp_len;
+      p.primed_key = z->prime_key;
+      z->prime_fp = NULL;
+      z->prime_pending = 0;
+    }
+    if (pid <= 0) { /* the fork failed (e.g. out of processes) */
+      free(p.primed);
+      return 0;
+    }
     z->workers++;
     if (z == &pool->z && pool->nwarm < WARM_MAX) {
       pool->warm[pool->nwarm++] = p;
     } else {
       proc_kill(&p);
-      proc_forget(pool, &p, 1, 0);
+      proc_forget(pool, &p, 1, 0, NULL);
     }
     return 0;
   }
@@ -410,9 +468,23 @@ static int zygote_send(mbxH_wpool *pool, zygote *z) {
 /* refill: ask the zygote, in the same frame, to fork what the warm pool lacks once it has
    reaped (one wake-up of the zygote per sandbox, after the sandbox is gone, rather than one
    while the next sandbox is being made). */
-static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill) {
+/* MBXH_WP_REAP in pool->w: wait for pid, then fork refill workers, the first of them written
+   the CREATE prime (prime_len bytes; prime_id 0 and no bytes: none). */
+static void put_reap(mbxH_wpool *pool, pid_t pid, uint32_t refill, uint32_t prime_id,
+                     const unsigned char *prime, size_t prime_len) {
+  mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
+  mbxH_wp_u64(&pool->w, (uint64_t)pid);
+  mbxH_wp_u32(&pool->w, refill);
+  mbxH_wp_u32(&pool->w, prime_id);
+  mbxH_wp_bytes(&pool->w, prime, prime_len);
+}
+
+static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill,
+                        const prime_offer *prime) {
   close_fd(&p->sock);
   close_fd(&p->pidfd);
+  free(p->primed);
+  p->primed = NULL;
   zygote *z = p->pid > 0 ? zygote_of(pool, p->zid) : NULL;
   if (z == NULL) {
     p->pid = 0;
@@ -422,21 +494,39 @@ static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill) {
   /* Read what the zygote already answered first: a host that frees many sandboxes without
      making new ones must not fill the zygote's socket with unread REAPED frames. */
   while (send_reap && (z->reaps_pending > 0 || (z != &pool->z && z->requested > 0))) {
-    struct pollfd pf = {z->sock, POLLIN, 0};
-    if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLIN) || zygote_read(pool, z, 0, NULL, NULL))
-      break;
+    if (!fd_readable(z->sock) || zygote_read(pool, z, 0, NULL, NULL)) break;
   }
   if (send_reap) {
     /* Only the current zygote refills the warm pool. */
     int want = refill && z == &pool->z ? MBXH_WORKER_WARM - pool->nwarm - z->requested : 0;
     if (want < 0) want = 0;
-    mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
-    mbxH_wp_u64(&pool->w, (uint64_t)p->pid);
-    mbxH_wp_u32(&pool->w, (uint32_t)want);
+    /* The first of the workers forked gets the freed sandbox's policy's CREATE from the
+       zygote (written into its socket before it is handed over): it builds the state while
+       it waits, and the next sandbox of that policy takes it without waiting for that. At
+       most one primed worker at a time: a host whose policies vary keeps plain ones. When
+       the pool needs no plain one, the primed one is forked on top of them. */
+    int priming = refill && z == &pool->z && prime && !z->prime_pending && !warm_primed(pool) &&
+                  pool->nwarm + z->requested < WARM_MAX && prime->frame->len > MBXH_CREATE_OWN &&
+                  prime->frame->len <= MBXH_WP_PRIME_MAX;
+    unsigned char *fp = priming ? malloc(prime->frame->len - MBXH_CREATE_OWN) : NULL;
+    priming = fp != NULL;
+    if (priming && want == 0) want = 1;
+    uint32_t prime_id = priming ? ++z->prime_id : 0;
+    put_reap(pool, p->pid, (uint32_t)want, prime_id, priming ? prime->frame->data : NULL,
+             priming ? prime->frame->len : 0);
     if (zygote_send(pool, z) == 0) {
       z->reaps_pending++;
       z->requested += want;
+      if (priming) {
+        memcpy(fp, prime->frame->data, prime->frame->len - MBXH_CREATE_OWN);
+        z->prime_fp = fp;
+        z->prime_fp_len = prime->frame->len - MBXH_CREATE_OWN;
+        z->prime_key = prime->key;
+        z->prime_pending = 1;
+        fp = NULL;
+      }
     }
+    free(fp);
   }
   p->pid = 0;
 }
@@ -446,12 +536,10 @@ static int proc_end(mbxH_wpool *pool, wproc *p) {
   proc_kill(p);
   pid_t pid = p->pid;
   zygote *z = pid > 0 ? zygote_of(pool, p->zid) : NULL;
-  proc_forget(pool, p, 0, 0);
+  proc_forget(pool, p, 0, 0, NULL);
   int status = -1, got = 0;
   if (z == NULL) return -1;
-  mbxH_wp_begin(&pool->w, MBXH_WP_REAP);
-  mbxH_wp_u64(&pool->w, (uint64_t)pid);
-  mbxH_wp_u32(&pool->w, 0);
+  put_reap(pool, pid, 0, 0, NULL, 0);
   if (zygote_send(pool, z) != 0) return -1;
   while (!got)
     if (zygote_read(pool, z, pid, &status, &got) != 0) {
@@ -464,12 +552,12 @@ static int proc_end(mbxH_wpool *pool, wproc *p) {
 static void drop_warm(mbxH_wpool *pool) {
   for (int i = 0; i < pool->nwarm; i++) {
     proc_kill(&pool->warm[i]);
-    proc_forget(pool, &pool->warm[i], 1, 0);
+    proc_forget(pool, &pool->warm[i], 1, 0, NULL);
   }
   pool->nwarm = 0;
   for (int i = 0; i < pool->nkept; i++) {
     proc_kill(&pool->kept[i]);
-    proc_forget(pool, &pool->kept[i], 1, 0);
+    proc_forget(pool, &pool->kept[i], 1, 0, NULL);
   }
   pool->nkept = 0;
 }
@@ -492,8 +580,40 @@ static void sleep_ns(uint64_t ns) {
 /* A worker for a new sandbox (*p; *reused when it served a sandbox before): one kept for a
    sandbox of this memory limit when the runtime is one tenant, else a warm one, the zygote
    started or re-executed as needed. */
-static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_tenant, wproc *p,
-                            int *reused, mbx_error *err) {
+/* The warm worker to hand out: one primed with this sandbox's CREATE (fp, fp_len: its frame
+   but for the sandbox's own tail; NULL when the sandbox cannot take a primed worker), else
+   one primed with nothing; -1 when every warm worker is primed for another policy. */
+static int warm_pick(const mbxH_wpool *pool, const unsigned char *fp, size_t fp_len) {
+  int plain = -1;
+  for (int i = pool->nwarm - 1; i >= 0; i--) {
+    const wproc *w = &pool->warm[i];
+    if (w->primed == NULL) {
+      if (plain < 0) plain = i;
+    } else if (fp && w->primed_len == fp_len && memcmp(w->primed, fp, fp_len) == 0) {
+      return i;
+    }
+  }
+  return plain;
+}
+
+/* Warm workers primed for another policy when a sandbox needs one that is not: ended (the
+   pool refills with plain ones). */
+static void drop_mismatched(mbxH_wpool *pool) {
+  for (int i = 0; i < pool->nwarm;) {
+    if (pool->warm[i].primed == NULL) {
+      i++;
+      continue;
+    }
+    wproc p = pool->warm[i];
+    pool->warm[i] = pool->warm[--pool->nwarm];
+    proc_kill(&p);
+    proc_forget(pool, &p, 1, 0, NULL);
+  }
+}
+
+static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_tenant,
+                            const unsigned char *fp, size_t fp_len, wproc *p, int *reused,
+                            mbx_error *err) {
   pthread_mutex_lock(&pool->mu);
   *reused = 0;
   for (int i = pool->nkept - 1; one_tenant && i >= 0; i--) {
@@ -527,12 +647,30 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
       pthread_mutex_unlock(&pool->mu);
       return MBX_UNSUPPORTED;
     }
-    int broken = 0, dry = pool->nwarm == 0;
-    if (pool->nwarm == 0 && pool->z.requested == 0) broken = request_spawns(pool, 1) != 0;
-    while (!broken && pool->nwarm == 0 && pool->z.requested > 0)
+    /* Workers the zygote forked for an earlier refill may wait in its socket, unread: read
+       what is there first, so a pool whose workers are ready is not taken for dry (and a
+       fork does not compete with this sandbox's creation for the CPU). */
+    int broken = 0;
+    while (!broken && pool->z.requested > 0 && fd_readable(pool->z.sock))
       broken = zygote_read(pool, &pool->z, 0, NULL, NULL) != 0;
-    if (!broken && pool->nwarm > 0) {
-      *p = pool->warm[--pool->nwarm];
+    /* Until a worker this sandbox can take is warm: workers primed for another policy go,
+       and a plain one is forked when none is coming (once: a fork that fails is the zygote's
+       end). */
+    int pick = -1, asked = 0, dry = warm_pick(pool, fp, fp_len) < 0;
+    while (!broken && (pick = warm_pick(pool, fp, fp_len)) < 0) {
+      drop_mismatched(pool);
+      if (pool->z.requested == 0) {
+        if (asked++) {
+          broken = 1;
+          break;
+        }
+        broken = request_spawns(pool, 1) != 0;
+      }
+      if (!broken) broken = zygote_read(pool, &pool->z, 0, NULL, NULL) != 0;
+    }
+    if (!broken && pick >= 0) {
+      *p = pool->warm[pick];
+      pool->warm[pick] = pool->warm[--pool->nwarm];
       /* The pool ran dry (a host making sandboxes faster than it frees them): refill now, so
          the zygote forks the next ones while this one is made. Otherwise the refill rides
          with the reap of a freed sandbox's worker (proc_forget): a fork now would compete
@@ -566,7 +704,7 @@ static void pool_keep(mbxH_wpool *pool, wproc *p) {
     pool->kept[pool->nkept++] = *p;
   } else {
     proc_kill(p);
-    proc_forget(pool, p, 1, 1);
+    proc_forget(pool, p, 1, 1, NULL);
     retired_sweep(pool);
   }
   atomic_fetch_sub(&pool->live, 1);
@@ -582,15 +720,17 @@ unsigned mbxH_wpool_kept(mbxH_wpool *pool) {
 }
 
 /* The worker of a sandbox is done with: killed, and reaped by the zygote. With want_status,
-   wait for its status (how it ended); else reap it later. */
-static int pool_release(mbxH_wpool *pool, wproc *p, int want_status, int crashed) {
+   wait for its status (how it ended); else reap it later. prime (NULL: none) is a CREATE of
+   the freed sandbox's policy for the worker that replaces it (proc_forget). */
+static int pool_release(mbxH_wpool *pool, wproc *p, int want_status, int crashed,
+                        const prime_offer *prime) {
   pthread_mutex_lock(&pool->mu);
   int st = -1;
   if (want_status) {
     st = proc_end(pool, p);
   } else {
     proc_kill(p);
-    proc_forget(pool, p, 1, 1);
+    proc_forget(pool, p, 1, 1, crashed || pool->zygote_stale ? NULL : prime);
   }
   retired_sweep(pool);
   if (crashed) {
@@ -738,7 +878,7 @@ static void lose_worker(wsb *ws, const char *fallback) {
   ws->proc.pid = 0;
   pthread_mutex_unlock(&ws->sig_mu);
   if (p.pid <= 0) return;
-  int st = pool_release(ws->pool, &p, 1, 1);
+  int st = pool_release(ws->pool, &p, 1, 1, NULL);
   describe_end(ws, st, fallback);
 }
 
@@ -985,7 +1125,7 @@ static int op_outside_run(mbxH_wp_op op) {
 ** MBXH_WORKER_GRACE_MS even if the worker ignores its signal. 0, or -1 with the worker lost
 ** and ws->reason saying why.
 */
-static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
+static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) {
   char why[200];
   if (!worker_alive(ws)) {
     snprintf(ws->reason, sizeof ws->reason, "the worker is gone");
@@ -1001,12 +1141,12 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
                     ws->spin_on && ws->answered_at && now - ws->answered_at < MBXH_SPIN_NS
                         ? &ws->spin
                         : NULL};
-  if (mbxH_wp_finish(&ws->w) != 0) {
+  if (send && mbxH_wp_finish(&ws->w) != 0) {
     /* Too large to send at all: a host-side refusal, the worker is fine. */
     snprintf(ws->reason, sizeof ws->reason, "the request is too large for the worker protocol");
     return -2;
   }
-  io_result io = write_all(ws->proc.sock, ws->w.data, ws->w.len, &dl);
+  io_result io = send ? write_all(ws->proc.sock, ws->w.data, ws->w.len, &dl) : IO_OK;
   for (;;) {
     if (io != IO_OK) break;
     /* A worker that sends port calls back to back never waits in poll: look here too. */
@@ -1092,6 +1232,10 @@ static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
   return -1;
 }
 
+static int exchange(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms) {
+  return converse(ws, expect, budget_ms, 1);
+}
+
 static uint64_t run_deadline_from_now(const wsb *ws) {
   return ws->cfg.time_limit_ms ? now_ns() + ws->cfg.time_limit_ms * 1000000u : 0;
 }
@@ -1145,6 +1289,7 @@ static int read_status(wsb *ws, uint32_t *code, char *msg, size_t msg_size) {
 /* The seed of the worker's next reseed, drawn here so it rides with CREATE or RESET (the
    worker would otherwise ask for it in a round trip of its own): the same draw from the same
    port at the same point, so recording and replay see what they always saw. */
+
 static void put_seed(wsb *ws, const uint64_t seed[2]) {
   mbxH_wp_u64(&ws->w, seed[0]);
   mbxH_wp_u64(&ws->w, seed[1]);
@@ -1155,8 +1300,10 @@ static void draw_seed(wsb *ws, uint64_t seed[2]) {
   port->random_seed(port->ud, seed);
 }
 
-static void put_create(wsb *ws, const uint64_t seed[2]) {
-  mbxH_wp_writer *w = &ws->w;
+/* ws's CREATE in w, with whether it is sent ahead, this address key and first seed as its last
+   MBXH_CREATE_OWN bytes (all before them follows from the policy and the runtime's settings). */
+static void put_create(wsb *ws, mbxH_wp_writer *w, int ahead, uint64_t address_key,
+                       const uint64_t seed[2]) {
   const mbxC_port *port = served_port(ws);
   uint32_t served = 0;
   for (unsigned op = MBXH_OP_WALL_TIME; op < MBXH_OP_COUNT; op++)
@@ -1168,7 +1315,6 @@ static void put_create(wsb *ws, const uint64_t seed[2]) {
   mbxH_wp_u64(w, ws->cfg.output_limit);
   mbxH_wp_u64(w, ws->cfg.source_limit);
   mbxH_wp_u64(w, ws->cfg.result_limit);
-  mbxH_wp_u64(w, ws->cfg.address_key);
   mbxH_wp_u64(w, ws->host_call_limit);
   mbxH_wp_u8(w, (uint8_t)(ws->port.grants.deterministic != 0));
   mbxH_wp_u32(w, served);
@@ -1181,21 +1327,41 @@ static void put_create(wsb *ws, const uint64_t seed[2]) {
     mbxH_wp_u8(w, (uint8_t)f->sig.nargs);
     for (int a = 0; a < f->sig.nargs; a++) mbxH_wp_u8(w, (uint8_t)f->sig.args[a]);
   }
-  put_seed(ws, seed);
   mbxH_wp_u8(w, (uint8_t)ws->spin_on);
+  mbxH_wp_u8(w, (uint8_t)(ahead != 0));
+  mbxH_wp_u64(w, address_key);
+  mbxH_wp_u64(w, seed[0]);
+  mbxH_wp_u64(w, seed[1]);
+  mbxH_wp_finish(w);
+}
+
+/* Whether a worker primed with another sandbox's CREATE of the same frame can serve ws: its
+   first seed is not its own port's first draw then, which only a policy that fixes the seed
+   (or records the draws for a snapshot) can tell. */
+static int primable(const wsb *ws) {
+  return !ws->recording && !ws->port.grants.deterministic && !ws->port.seed_fixed;
 }
 
 /* Give the sandbox a fresh worker with a pristine state: 0, or an API status with err set. */
 static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
   wproc p;
-  uint64_t seed[2];
-  draw_seed(ws, seed); /* once: a retry on another worker sends the same */
+  uint64_t seed[2] = {0, 0};
+  int drawn = 0;
+  /* This sandbox's CREATE without its own tail: a warm worker primed with the same frame has
+     built the state this sandbox would get (host/worker.c, pool_release). */
+  put_create(ws, &ws->w, 0, 0, seed);
+  const unsigned char *fp = primable(ws) && !ws->w.failed ? ws->w.data : NULL;
+  size_t fp_len = ws->w.len - MBXH_CREATE_OWN;
   /* A warm worker may have died while idle (killed from outside, say): another one then. */
   for (int attempt = 0;; attempt++) {
     int reused;
     mbx_status taken = pool_take(ws->pool, ws->cfg.memory_limit,
-                                 atomic_load(&ws->rt->one_tenant), &p, &reused, err);
+                                 atomic_load(&ws->rt->one_tenant), fp, fp_len, &p, &reused, err);
     if (taken != MBX_OK) return taken;
+    int primed = p.primed != NULL;
+    if (primed) ws->cfg.address_key = p.primed_key;
+    free(p.primed);
+    p.primed = NULL;
     p.memory_limit = ws->cfg.memory_limit;
     pthread_mutex_lock(&ws->sig_mu);
     ws->proc = p;
@@ -1205,8 +1371,13 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
     ws->tainted = 0;
     ws->paused = 0;
     ws->answered_at = 0; /* a warm worker sleeps until CREATE */
-    put_create(ws, seed);
-    if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) == 0) break;
+    if (!primed && !drawn) {
+      draw_seed(ws, seed); /* once: a retry on another worker sends the same */
+      drawn = 1;
+    }
+    if (!primed) put_create(ws, &ws->w, 0, ws->cfg.address_key, seed);
+    /* A primed worker was sent its CREATE when it was primed: its answer may be waiting. */
+    if (converse(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS, !primed) == 0) break;
     if (attempt == 2) {
       mbxU_error_set(err, MBX_INTERNAL_ERROR, "%s: the sandbox's worker failed while "
                      "starting: %s", fn, ws->reason);
@@ -1237,10 +1408,19 @@ static void release(wsb *ws) {
        whose sandbox was poisoned (a limit, a crash, a protocol error), paused mid-call, or
        at its run budget. */
     if (atomic_load(&ws->rt->one_tenant) && p.sock >= 0 && !ws->tainted && !ws->paused &&
-        ws->runs < MBXH_WORKER_TENANT_RUNS_MAX)
+        ws->runs < MBXH_WORKER_TENANT_RUNS_MAX) {
       pool_keep(ws->pool, &p);
-    else
-      pool_release(ws->pool, &p, 0, 0);
+    } else if (primable(ws)) {
+      /* The next sandbox is likely of the same policy: a warm worker builds its state now,
+         with its own address key and first seed. */
+      uint64_t seed[2], key = ws->rt->address_key ^ atomic_fetch_add(&ws->rt->sandboxes_created, 1);
+      draw_seed(ws, seed);
+      put_create(ws, &ws->w, 1, key, seed);
+      prime_offer offer = {&ws->w, key};
+      pool_release(ws->pool, &p, 0, 0, ws->w.failed ? NULL : &offer);
+    } else {
+      pool_release(ws->pool, &p, 0, 0, NULL);
+    }
   }
   pthread_mutex_destroy(&ws->sig_mu);
   mbxC_port_record_free(&ws->record);
@@ -1286,7 +1466,7 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
      worker only forwards the request. */
   mbxC_port_local_set_exec(&ws->port, &rt->exec);
   pthread_mutex_init(&ws->sig_mu, NULL);
-  ws->proc = (wproc){0, -1, -1, 0, 0, 0};
+  ws->proc = (wproc){.sock = -1, .pidfd = -1};
   ws->cfg = (mbxV_config){.memory_limit = (size_t)p->memory,
                           .instruction_limit = p->instructions,
                           .time_limit_ms = p->time_ms,
@@ -1369,9 +1549,9 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
     if (worker_alive(ws)) {
       pthread_mutex_lock(&ws->sig_mu);
       wproc p = ws->proc;
-      ws->proc = (wproc){0, -1, -1, 0, 0, 0};
+      ws->proc = (wproc){.sock = -1, .pidfd = -1};
       pthread_mutex_unlock(&ws->sig_mu);
-      pool_release(ws->pool, &p, 0, 0);
+      pool_release(ws->pool, &p, 0, 0, NULL);
     }
     ws->has_checkpoint = 0;
     mbx_status s = attach_worker(ws, "mbx_sandbox_reset", err);

@@ -433,6 +433,9 @@ static int run_protected(lua_State *L, lua_CFunction fn) {
 
 /* Sandboxes this process has served (more than one only for a one-tenant runtime). */
 static unsigned served_sandboxes;
+/* Whether this sandbox's CREATE was sent ahead of demand (host/worker.c: a warm worker primed
+   with the policy of a freed sandbox); only the test hooks report it. */
+static int created_ahead;
 
 #ifdef MBX_WORKER_TEST_HOOKS
 /* Test builds only (tests/CMakeLists.txt builds moonbox-worker-test with this definition;
@@ -568,6 +571,11 @@ static int hook_call_at_checkpoint(lua_State *L) {
 }
 
 /* How many sandboxes this worker process has served: the one-tenant tests' witness. */
+static int hook_primed(lua_State *L) {
+  lua_pushboolean(L, created_ahead);
+  return 1;
+}
+
 static int hook_served(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)served_sandboxes);
   return 1;
@@ -575,6 +583,7 @@ static int hook_served(lua_State *L) {
 
 static void install_hooks(lua_State *L) {
   lua_register(L, "__test_served", hook_served);
+  lua_register(L, "__test_primed", hook_primed);
   lua_register(L, "__test_host_flood", hook_host_flood);
   lua_register(L, "__test_port_flood", hook_port_flood);
   lua_register(L, "__test_fake_reset", hook_fake_reset);
@@ -676,7 +685,6 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   cfg->output_limit = (size_t)mbxH_wp_get_u64(&r);
   cfg->source_limit = (size_t)mbxH_wp_get_u64(&r);
   cfg->result_limit = (size_t)mbxH_wp_get_u64(&r);
-  cfg->address_key = mbxH_wp_get_u64(&r);
   cfg->shape_key = NULL; /* the worker installs its host functions after every restore */
   cfg->shape_key_len = 0;
   ws->host_call_limit = mbxH_wp_get_u64(&r);
@@ -707,10 +715,13 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
     f->name = at;
     at += len + 1;
   }
+  g_spin_on = mbxH_wp_get_u8(&r) != 0;
+  /* Last, the sandbox's own: what differs between two sandboxes of one policy. */
+  created_ahead = mbxH_wp_get_u8(&r) != 0;
+  cfg->address_key = mbxH_wp_get_u64(&r);
   g_port.seed[0] = mbxH_wp_get_u64(&r);
   g_port.seed[1] = mbxH_wp_get_u64(&r);
   g_port.seed_ready = 1;
-  g_spin_on = mbxH_wp_get_u8(&r) != 0;
   if (mbxH_wp_end(&r) != 0) return -1;
   g_port.grants.fn_count = count;
   g_port.grants.fns = g_port.fns;
@@ -940,9 +951,11 @@ static void serve(int fd) {
 
 /* ---- the zygote ---- */
 
-static int send_spawned(int zfd, mbxH_wp_writer *w, pid_t pid, int sock, int pidfd) {
+static int send_spawned(int zfd, mbxH_wp_writer *w, pid_t pid, int sock, int pidfd,
+                        uint32_t prime_id) {
   mbxH_wp_begin(w, MBXH_WP_SPAWNED);
   mbxH_wp_u64(w, (uint64_t)pid);
+  mbxH_wp_u32(w, prime_id);
   if (mbxH_wp_finish(w) != 0) return -1;
   struct iovec iov = {w->data, w->len};
   union {
@@ -1084,10 +1097,14 @@ static int probe(int zfd, mbxH_wp_writer *w) {
   return send_frame(zfd, w);
 }
 
-static void spawn_one(int zfd, mbxH_wp_writer *w) {
+/* Fork one worker and hand its socket to the parent. prime (prime_len bytes, 0: none) is a
+   CREATE the parent sent for it: written into the socket first, so the worker builds that
+   sandbox's state as soon as it is jailed (the SPAWNED names prime_id). */
+static void spawn_one(int zfd, mbxH_wp_writer *w, uint32_t prime_id, const char *prime,
+                      size_t prime_len) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-    send_spawned(zfd, w, -errno, -1, -1);
+    send_spawned(zfd, w, -errno, -1, -1, prime_id);
     return;
   }
   pid_t parent = child_parent();
@@ -1106,18 +1123,21 @@ static void spawn_one(int zfd, mbxH_wp_writer *w) {
   close(sv[1]);
   if (pid < 0) {
     close(sv[0]);
-    send_spawned(zfd, w, -err, -1, -1);
+    send_spawned(zfd, w, -err, -1, -1, prime_id);
     return;
   }
   int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-  if (pidfd < 0) {
+  /* The socket's buffer is empty and the frame small (the parent bounds it): one send. */
+  ssize_t sent = prime_len ? send(sv[0], prime, prime_len, MSG_DONTWAIT | MSG_NOSIGNAL) : 0;
+  if (pidfd < 0 || sent != (ssize_t)prime_len) {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     close(sv[0]);
-    send_spawned(zfd, w, -ENOSYS, -1, -1);
+    if (pidfd >= 0) close(pidfd);
+    send_spawned(zfd, w, pidfd < 0 ? -ENOSYS : -EAGAIN, -1, -1, prime_id);
     return;
   }
-  if (send_spawned(zfd, w, pid, sv[0], pidfd) != 0) {
+  if (send_spawned(zfd, w, pid, sv[0], pidfd, prime_id) != 0) {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
   }
@@ -1158,13 +1178,18 @@ static int zygote(void) {
       /* Its init killed (from outside: nothing inside may signal it), the pid namespace took
          every worker with it and cannot be forked into: the parent starts a new zygote. */
       if (!namespace_alive()) return zygote_end(1);
-      for (uint32_t i = 0; i < count; i++) spawn_one(zfd, &w);
+      for (uint32_t i = 0; i < count; i++) spawn_one(zfd, &w, 0, NULL, 0);
     } else if (t == MBXH_WP_PROBE) {
       if (mbxH_wp_end(&r) != 0 || probe(zfd, &w) != 0) return zygote_end(1);
     } else if (t == MBXH_WP_REAP) {
       pid_t pid = (pid_t)mbxH_wp_get_u64(&r);
       uint32_t refill = mbxH_wp_get_u32(&r);
-      if (mbxH_wp_end(&r) != 0 || refill > 64) return zygote_end(1);
+      uint32_t prime_id = mbxH_wp_get_u32(&r);
+      const char *prime;
+      size_t prime_len = mbxH_wp_get_bytes(&r, MBXH_WP_PRIME_MAX, &prime);
+      if (mbxH_wp_end(&r) != 0 || refill > 64 || (prime_len > 0) != (prime_id != 0) ||
+          (prime_len > 0 && refill == 0))
+        return zygote_end(1);
       int st = 0;
       pid_t got;
       do got = waitpid(pid, &st, 0);
@@ -1175,7 +1200,13 @@ static int zygote(void) {
       if (send_frame(zfd, &w) != 0) return zygote_end(1);
       /* The parent's refill of the warm pool rides with the reap of the worker it replaces. */
       if (refill && !namespace_alive()) return zygote_end(1);
-      for (uint32_t i = 0; i < refill; i++) spawn_one(zfd, &w);
+      /* The first worker it forks gets the CREATE the parent sent with it: that sandbox's
+         own seed and address key, wiped before anything else is forked (every later worker
+         inherits this process's memory). */
+      for (uint32_t i = 0; i < refill; i++) {
+        spawn_one(zfd, &w, i == 0 ? prime_id : 0, i == 0 ? prime : NULL, i == 0 ? prime_len : 0);
+        if (i == 0) explicit_bzero(buf, len);
+      }
     } else {
       return zygote_end(1);
     }

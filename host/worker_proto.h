@@ -19,13 +19,15 @@
 #include "capabilities/port.h"
 #include "vm/run.h"
 
-#define MBXH_WP_VERSION 3
+#define MBXH_WP_VERSION 4
 #define MBXH_WP_HEADER 8
 /* The largest frame either side accepts at all (a result may be this large; the parent's own
    per-sandbox bound is usually lower: mbxH_wp_result_max). */
 #define MBXH_WP_MAX_FRAME ((uint32_t)256 << 20)
 /* Bytes one fs_read or fs_write moves per port call (the stdlib asks for less). */
 #define MBXH_WP_MAX_IO ((uint32_t)1 << 20)
+/* The largest CREATE the parent has a zygote write into a worker it forks (MBXH_WP_REAP). */
+#define MBXH_WP_PRIME_MAX ((uint32_t)64 << 10)
 /* Environment entries one forwarded exec request may carry (stdlib/proc.c allows 256). */
 #define MBXH_WP_MAX_EXEC_ENV 256
 
@@ -44,8 +46,8 @@ typedef enum mbxH_wp_type {
   MBXH_WP_PORT_CALL = 22, /* a port operation for the parent to serve */
   /* parent <-> zygote */
   MBXH_WP_SPAWN = 40,     /* fork a worker */
-  MBXH_WP_SPAWNED = 41,   /* its pid; its socket and pidfd ride along (SCM_RIGHTS) */
-  MBXH_WP_REAP = 42,      /* wait for a dead worker, then fork n (the warm pool's refill) */
+  MBXH_WP_SPAWNED = 41,   /* its pid, the prime it got (0: none); socket and pidfd ride along */
+  MBXH_WP_REAP = 42,      /* wait for a dead worker, fork n (the refill), the first primed */
   MBXH_WP_REAPED = 43,    /* its wait status */
   MBXH_WP_PROBE = 44,     /* what the jail applies (moonbox doctor) */
   MBXH_WP_PROBED = 45     /* u32 MBXH_JAIL_* | MBXH_WP_NS_* bits, u32 the probe child's us */

@@ -870,6 +870,81 @@ static void test_one_tenant_reuses_after_a_reset(void **state) {
   mbx_policy_free(tight);
 }
 
+/* The value of code's run, as JSON (caller frees). */
+static char *value_of(mbx_sandbox *sb, const char *code) {
+  mbx_result *res;
+  if (run(sb, code, &res) != MBX_OK) fail_msg("%s: %s", code, mbx_result_json(res, NULL));
+  char *v = strdup(mbx_result_value_json(res, NULL));
+  mbx_result_free(res);
+  return v;
+}
+
+/* A new sandbox, once the worker the zygote forks after a free has had time to start. */
+static mbx_sandbox *new_after_a_pause(fixture *f, const mbx_policy *p) {
+  struct timespec ts = {0, 100000000};
+  nanosleep(&ts, NULL);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, p, &err);
+  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
+  return sb;
+}
+
+/* A freed sandbox's policy primes the worker forked to replace it (its CREATE written into its
+   socket by the zygote: the state is built before it is asked for). The next sandbox of that
+   policy takes it, with a pristine state, its own seed and a worker no one used; a sandbox of
+   another policy, or one whose seed the policy fixes, never does. */
+static void test_a_freed_sandbox_primes_the_next(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  want_value(sb, "return __test_primed()", "false"); /* nothing was freed yet */
+  char *random1 = value_of(sb, "leak = 1 return math.random(1 << 40)");
+  mbx_sandbox_free(sb);
+
+  sb = new_after_a_pause(f, f->p);
+  want_value(sb, "return __test_primed()", "true");
+  assert_int_equal(int_of(sb, "return __test_served()"), 1);
+  want_value(sb, "return leak", "null");
+  char *random2 = value_of(sb, "return math.random(1 << 40)");
+  assert_string_not_equal(random1, random2); /* its own first seed */
+  mbx_sandbox_free(sb);
+
+  /* Another policy (a tight instruction limit): not the primed worker, and its limit holds. */
+  mbx_policy *tight = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_limit(tight, MBX_LIMIT_INSTRUCTIONS, 100000), MBX_OK);
+  sb = new_after_a_pause(f, tight);
+  want_value(sb, "return __test_primed()", "false");
+  mbx_result *res;
+  assert_int_equal(run(sb, "while true do end", &res), MBX_INSTRUCTION_LIMIT);
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+  /* ... and the default policy's primed worker still has no instruction limit. */
+  sb = new_after_a_pause(f, f->p);
+  want_value(sb, "return __test_primed()", "true");
+  want_value(sb, "local n = 0 for i = 1, 300000 do n = n + 1 end return n", "300000");
+  mbx_sandbox_free(sb);
+
+  /* A fixed seed: never primed (its first draw is the policy's seed), the same numbers in
+     every sandbox. */
+  mbx_policy *seeded = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_seed(seeded, 42, &err), MBX_OK);
+  char *fixed[2];
+  for (int i = 0; i < 2; i++) {
+    sb = new_after_a_pause(f, seeded);
+    want_value(sb, "return __test_primed()", "false");
+    fixed[i] = value_of(sb, "return math.random(1 << 40)");
+    mbx_sandbox_free(sb);
+  }
+  assert_string_equal(fixed[0], fixed[1]);
+  free(fixed[0]);
+  free(fixed[1]);
+  free(random1);
+  free(random2);
+  mbx_policy_free(tight);
+  mbx_policy_free(seeded);
+}
+
 /* ---- scale: many live workers, many runs ---- */
 
 static int env_count(const char *name, int fallback) {
@@ -1099,6 +1174,8 @@ static const struct CMUnitTest all_tests[] = {
       cmocka_unit_test_setup_teardown(test_without_one_tenant_no_worker_is_shared, setup_hooks,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_one_tenant_reuses_after_a_reset, setup_hooks,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_freed_sandbox_primes_the_next, setup_hooks,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
