@@ -194,8 +194,10 @@ typedef enum mbx_runtime_cap {
      its backstop or breaks the protocol ends its run with MBX_INTERNAL_ERROR and a message
      saying why, and is replaced (at the sandbox's reset). Files, stdin, host functions and
      exec stay in this process: the worker's requests are checked and served here (a program
-     runs in this runtime's exec backend; the worker never spawns). Only while no sandbox is
-     live (MBX_INVALID_ARGUMENT otherwise). */
+     runs in this runtime's exec backend; the worker never spawns). A freed sandbox's policy
+     primes the worker forked to replace it (its state is built before it is asked for), so
+     a fresh sandbox is quickest when it has the policy of the last one freed. Only while no
+     sandbox is live (MBX_INVALID_ARGUMENT otherwise). */
   MBX_CAP_ISOLATE = 5,
   /* Whether the host marks its isolated sandboxes as one tenant: 0 (the default) each sandbox
      gets a worker process of its own that no other sandbox ever uses; 1 a freed sandbox's
