@@ -1462,6 +1462,8 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
   }
   ws->rt = rt;
   ws->pool = rt->workers;
+  /* Seeds from the runtime's secret, as in-process: no system call per sandbox. */
+  ws->port.seeds = &rt->seeds;
   /* Programs run from here, in the runtime's exec backend, with port_local's checks: the
      worker only forwards the request. */
   mbxC_port_local_set_exec(&ws->port, &rt->exec);
