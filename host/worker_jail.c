@@ -215,6 +215,8 @@ static scmp_filter_ctx build_filter(uint32_t pid) {
   static const int allowed[] = {
       /* the socket to the parent (fd 3: nothing else is open) */
       SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(recvmsg), SCMP_SYS(sendmsg),
+      /* waiting for its next frame (poll: glibc's poll on x86-64; ppoll elsewhere) */
+      SCMP_SYS(poll), SCMP_SYS(ppoll),
       /* memory */
       SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(madvise),
       SCMP_SYS(mremap), SCMP_SYS(brk),
