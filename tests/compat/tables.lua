@@ -442,4 +442,43 @@ case("codes", function()
   return table.concat(out, " ")
 end)
 
+-- utf8.codes over every string above, strict and lax, and its iterator called directly with
+-- positions a loop never passes (moonbox's own iterator; 5.4.4 skips stray continuation bytes)
+local function codes_of(s, lax)
+  local out = {}
+  for p, c in utf8.codes(s, lax) do out[#out + 1] = p .. "=" .. c end
+  return table.concat(out, " ")
+end
+for si, s in ipairs(strings) do
+  case("codes " .. si, codes_of, s)
+  case("codes lax " .. si, codes_of, s, true)
+end
+for _, s in ipairs({"a\x80b", "\x80\x80a", ("\x80"):rep(5) .. "a", ("\x80"):rep(6) .. "a",
+                    ("\x80"):rep(1000) .. "a" .. ("\xbf"):rep(7), "a\x80\x80\x80\x80\x80\x80"}) do
+  case("codes stray " .. #s, codes_of, s)
+end
+do
+  local f, s0, i0 = utf8.codes("h\u{E9}llo")
+  case("codes first", function() return f == utf8.codes("x"), s0, i0 end)
+  case("codes lax differs", function() return f == utf8.codes("x", true) end)
+  for _, i in ipairs({-1, 0, 1, 2, 3, 6, 7, 100, 2^53, math.mininteger, math.maxinteger, 1.5, "2"}) do
+    case("codes step " .. tostring(i), f, "h\u{E9}llo", i)
+  end
+  case("codes step no position", f, "abc")
+  case("codes step table position", f, "abc", {})
+  case("codes step number subject", f, 123, 1)
+end
+local function codes_triple(...)
+  local f, s, i = utf8.codes(...)
+  return type(f), s, i
+end
+case("codes no args", codes_triple)
+case("codes table", codes_triple, {})
+case("codes number", codes_triple, 42)
+case("codes invalid", codes_of, "ab\xff")
+case("codes surrogate", codes_of, "\u{D800}")
+case("codes surrogate lax", codes_of, "\u{D800}", true)
+case("codes truncated", codes_of, "a\xe9")
+case("codes iterator error", function() for p, c in utf8.codes("a") do error("x") end end)
+
 print("cases", count)
