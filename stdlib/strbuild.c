@@ -271,8 +271,8 @@ static int native_little(void) {
   return first == 1;
 }
 
-/* Parse fmt (stock reads it up to its first NUL) into *pf; 0 when it holds anything the plain
-   path does not do. */
+/* Parse fmt (stock reads it up to its first NUL; the callers pass at most SHORT_FORMAT_MAX
+   characters) into *pf; 0 when it holds anything the plain path does not do. */
 static int parse_plain_format(const char *fmt, plain_format *pf) {
   int little = native_little();
   pf->count = 0;
@@ -468,10 +468,14 @@ static int call_stock(lua_State *L) {
 static int str_pack(lua_State *L) {
   size_t len;
   const char *fmt = luaL_checklstring(L, 1, &len);
+  plain_format pf;
+  if (len <= SHORT_FORMAT_MAX && parse_plain_format(fmt, &pf)) {
+    mbxV_charge_light(L, SHORT_FORMAT_CHARGE(len));
+    return pack_plain(L, &pf);
+  }
   if (is_short_fixed_format(fmt, len)) {
     mbxV_charge_light(L, SHORT_FORMAT_CHARGE(len));
-    plain_format pf;
-    return parse_plain_format(fmt, &pf) ? pack_plain(L, &pf) : call_stock(L);
+    return call_stock(L);
   }
   format_bound fb = bound_format(L, fmt, 2);
   if (fb.bytes > LUAL_BUFFERSIZE && !mbxL_heap_fits(L, mul_sat(fb.bytes, 3)))
@@ -491,10 +495,14 @@ static int str_unpack(lua_State *L) {
   const char *fmt = luaL_checklstring(L, 1, &len);
   size_t data_len;
   const char *data = luaL_checklstring(L, 2, &data_len);
+  plain_format pf;
+  if (len <= SHORT_FORMAT_MAX && parse_plain_format(fmt, &pf)) {
+    mbxV_charge_light(L, SHORT_FORMAT_CHARGE(len));
+    return unpack_plain(L, &pf, data, data_len);
+  }
   if (is_short_fixed_format(fmt, len)) { /* reads at most SHORT_FORMAT_MAX * 31 bytes */
     mbxV_charge_light(L, SHORT_FORMAT_CHARGE(len));
-    plain_format pf;
-    return parse_plain_format(fmt, &pf) ? unpack_plain(L, &pf, data, data_len) : call_stock(L);
+    return call_stock(L);
   }
   format_bound fb = bound_format(L, fmt, 0);
   size_t start = unpack_start(L, data_len);
