@@ -461,7 +461,8 @@ do
   local f, s0, i0 = utf8.codes("h\u{E9}llo")
   case("codes first", function() return f == utf8.codes("x"), s0, i0 end)
   case("codes lax differs", function() return f == utf8.codes("x", true) end)
-  for _, i in ipairs({-1, 0, 1, 2, 3, 6, 7, 100, 2^53, math.mininteger, math.maxinteger, 1.5, "2"}) do
+  local positions = {-1, 0, 1, 2, 3, 6, 7, 100, 2^53, math.mininteger, math.maxinteger, 1.5, "2"}
+  for _, i in ipairs(positions) do
     case("codes step " .. tostring(i), f, "h\u{E9}llo", i)
   end
   case("codes step no position", f, "abc")
