@@ -187,7 +187,11 @@ static lua_Unsigned skip_long_run(lua_State *L, const unsigned char *s, size_t l
    valid string's run (at most CONTINUATIONS_MAX) is O(1) and anything longer is metered. */
 static int codes_step(lua_State *L, int strict) {
   size_t len;
-  const unsigned char *s = (const unsigned char *)luaL_checklstring(L, 1, &len);
+  /* lua_tolstring first: this runs once per character, and luaL_checklstring is one more
+     call around it; it is called only to raise stock's error. */
+  const char *text = lua_tolstring(L, 1, &len);
+  if (text == NULL) text = luaL_checklstring(L, 1, &len);
+  const unsigned char *s = (const unsigned char *)text;
   lua_Unsigned n = (lua_Unsigned)lua_tointeger(L, 2); /* negative: past any end, as stock */
   for (int k = 0; n < len && (s[n] & 0xC0) == 0x80; k++, n++)
     if (k == CONTINUATIONS_MAX) {
