@@ -1818,14 +1818,24 @@ static const struct {
      "n = n + 1 end return n"},
 };
 
-static double median_run_us(mbx_sandbox *sb, const char *code, const char *what) {
-  double t[LIB_REPS];
+/* One grid row: LIB_REPS runs in the sandbox and LIB_REPS in stock Lua, interleaved run by
+   run, each timed on the wall clock and on this thread's CPU clock. Interleaved, a burst of
+   load on the shared machine falls on both sides instead of on whichever ran during it; the
+   CPU clock leaves out the time other processes held the CPU (page faults and system calls
+   of the run itself are in it). */
+typedef struct grid_times {
+  double wall_mbx, wall_raw, cpu_mbx, cpu_raw; /* medians, us */
+} grid_times;
+
+static grid_times time_grid_row(mbx_sandbox *sb, lua_State *L, const char *code, const char *what) {
+  double wall[2][LIB_REPS], cpu[2][LIB_REPS];
   for (int r = 0; r < LIB_REPS; r++) {
     mbx_error err;
     mbx_result *res = NULL;
-    uint64_t t0 = now_ns();
+    uint64_t w0 = now_ns(), c0 = thread_cpu_ns();
     mbx_status st = mbx_run(sb, code, strlen(code), NULL, 0, &res, &err);
-    t[r] = (double)(now_ns() - t0) / 1e3;
+    cpu[0][r] = (double)(thread_cpu_ns() - c0) / 1e3;
+    wall[0][r] = (double)(now_ns() - w0) / 1e3;
     if (st >= MBX_API_ERROR_BASE) die(what, mbx_status_name(st), err.message);
     if (st != MBX_OK) {
       mbx_error run_err;
@@ -1833,21 +1843,18 @@ static double median_run_us(mbx_sandbox *sb, const char *code, const char *what)
       die(what, mbx_status_name(st), run_err.message);
     }
     mbx_result_free(res);
-  }
-  return median_of(t, LIB_REPS);
-}
-
-static double median_raw_us(lua_State *L, const char *code, const char *what) {
-  double t[LIB_REPS];
-  for (int r = 0; r < LIB_REPS; r++) {
-    uint64_t t0 = now_ns();
+    w0 = now_ns();
+    c0 = thread_cpu_ns();
     if (luaL_loadbuffer(L, code, strlen(code), "=input") != LUA_OK ||
         lua_pcall(L, 0, 1, 0) != LUA_OK)
       die(what, "raw Lua", lua_tostring(L, -1));
-    t[r] = (double)(now_ns() - t0) / 1e3;
+    cpu[1][r] = (double)(thread_cpu_ns() - c0) / 1e3;
+    wall[1][r] = (double)(now_ns() - w0) / 1e3;
     lua_settop(L, 0);
   }
-  return median_of(t, LIB_REPS);
+  grid_times g = {median_of(wall[0], LIB_REPS), median_of(wall[1], LIB_REPS),
+                  median_of(cpu[0], LIB_REPS), median_of(cpu[1], LIB_REPS)};
+  return g;
 }
 
 /* A sandbox with a deadline and a memory limit only (the agent-host case the issue's no-hook
@@ -2102,12 +2109,19 @@ static void bench_issue10(bench_ctx *ctx, int quick) {
   double worst = 0;
   const char *worst_label = "";
   size_t n_lib = quick ? 3 : sizeof LIB_GRID / sizeof LIB_GRID[0];
+  printf("metered library grid: runs interleaved with stock's; the ratio of CPU time decides "
+         "(wall ratio after it)\n\n");
+  printf("| %-*s | %14s | %14s | %9s | %10s |\n", LABEL_WIDTH, "workload", "moonbox CPU us",
+         "stock CPU us", "CPU ratio", "wall ratio");
+  printf("|%.*s|---------------:|---------------:|----------:|-----------:|\n", LABEL_WIDTH + 2,
+         "------------------------------------------------------------------------------------");
   for (size_t i = 0; i < n_lib; i++) {
-    double m = median_run_us(sb, LIB_GRID[i].code, LIB_GRID[i].label);
-    double r = median_raw_us(L, LIB_GRID[i].code, LIB_GRID[i].label);
-    printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH, LIB_GRID[i].label, m, r, m / r);
-    if (m / r > worst) {
-      worst = m / r;
+    grid_times g = time_grid_row(sb, L, LIB_GRID[i].code, LIB_GRID[i].label);
+    double ratio = g.cpu_mbx / g.cpu_raw;
+    printf("| %-*s | %14.0f | %14.0f | %8.2fx | %9.2fx |\n", LABEL_WIDTH, LIB_GRID[i].label,
+           g.cpu_mbx, g.cpu_raw, ratio, g.wall_mbx / g.wall_raw);
+    if (ratio > worst) {
+      worst = ratio;
       worst_label = LIB_GRID[i].label;
     }
   }
@@ -2151,7 +2165,7 @@ static void bench_issue10(bench_ctx *ctx, int quick) {
                "%.2fx (%.0f us vs %.0f us; %s; with the count hook %.2fx)", vm_mbx / vm_raw,
                vm_mbx, vm_raw, no_hook ? "no hook, deadline by signal" : "count hook",
                vm_hook / vm_raw);
-  add_target10("metered library, each <= 1.2x stock", worst <= 1.2, "worst %.2fx (%s)", worst,
+  add_target10("metered library, each <= 1.2x stock", worst <= 1.2, "worst %.2fx CPU (%s)", worst,
                worst_label);
 #undef FIG
   printf("\nIssue 10 figures (every peer measured in this run)\n\n| %-*s | %-*s | %-7s |\n", 58,

@@ -228,7 +228,7 @@ static int closed_ipairs(lua_State *L) {
   return 3;
 }
 
-/* utf8.codes(s [, lax]): stock 5.4.4's, with its two iterators as closures (upvalues 1 and 2:
+/* utf8.codes(s [, lax]): stdlib/utf8.c's, with its two iterators as closures (upvalues 1 and 2:
    strict and lax). */
 static int closed_codes(lua_State *L) {
   int lax = lua_toboolean(L, 2);

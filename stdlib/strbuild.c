@@ -226,6 +226,234 @@ static int is_short_fixed_format(const char *fmt, size_t len) {
   return 1;
 }
 
+/* The first byte unpack reads (0-based) for position argument pos, as the manual defines it:
+   negative counts back from the end, 0 and anything before the start mean the first byte. */
+static size_t start_of(lua_Integer pos, size_t data_len) {
+  if (pos > 0) return (size_t)pos - 1;
+  /* 0u - pos, not -pos: the magnitude of math.mininteger does not fit a lua_Integer (signed
+     overflow; UBSan aborts the host: issue 9, E.6). */
+  if (pos == 0 || 0u - (lua_Unsigned)pos > data_len) return 0;
+  return data_len + (size_t)pos;
+}
+
+/* The first byte stock unpack reads, from its optional position argument (never raises: a
+   bad argument is stock's to report). */
+static size_t unpack_start(lua_State *L, size_t data_len) {
+  int is_integer;
+  lua_Integer pos = lua_tointegerx(L, 3, &is_integer);
+  return start_of(is_integer ? pos : 1, data_len);
+}
+
+/* ---- short plain formats: packed and unpacked here ----------------------------------- */
+
+/* A short fixed format whose options are all integers of 1 to 8 bytes, floats, doubles,
+   padding bytes, spaces and endianness marks (no '!', so no alignment; no 'X', 'c', 's' or
+   'z') is packed and unpacked here, in one pass over a parsed copy, instead of by stock
+   (which parses the format per option, builds through a luaL_Buffer and reads its arguments
+   through more calls). Any other format goes to stock, which then raises its own errors: a
+   format this parser accepts has none, so the errors left (arguments, data length, position)
+   are raised here with stock's words, in stock's order. */
+typedef struct plain_item {
+  char kind;          /* 'i' signed, 'u' unsigned, 'f' float, 'd' double/number, 'x' a pad byte */
+  unsigned char size; /* bytes */
+  unsigned char little;
+} plain_item;
+
+typedef struct plain_format {
+  plain_item items[SHORT_FORMAT_MAX];
+  int count;
+} plain_format;
+
+static int native_little(void) {
+  const uint16_t one = 1;
+  unsigned char first;
+  memcpy(&first, &one, 1);
+  return first == 1;
+}
+
+/* Parse fmt (stock reads it up to its first NUL; the callers pass at most SHORT_FORMAT_MAX
+   characters) into *pf; 0 when it holds anything the plain path does not do. */
+static int parse_plain_format(const char *fmt, plain_format *pf) {
+  int little = native_little();
+  pf->count = 0;
+  while (*fmt != '\0') {
+    char opt = *fmt++;
+    plain_item item = {0, 0, 0};
+    switch (opt) {
+    case ' ':
+      continue;
+    case '<':
+      little = 1;
+      continue;
+    case '>':
+      little = 0;
+      continue;
+    case '=':
+      little = native_little();
+      continue;
+    case 'b':
+    case 'B':
+      item.size = 1;
+      break;
+    case 'h':
+    case 'H':
+      item.size = (unsigned char)sizeof(short);
+      break;
+    case 'l':
+    case 'L':
+      item.size = (unsigned char)sizeof(long);
+      break;
+    case 'j':
+    case 'J':
+      item.size = (unsigned char)sizeof(lua_Integer);
+      break;
+    case 'T':
+      item.size = (unsigned char)sizeof(size_t);
+      break;
+    case 'i':
+    case 'I': {
+      int size = read_count(&fmt, (int)sizeof(int));
+      if (size < 1 || size > (int)sizeof(lua_Integer)) return 0; /* stock: 9-16 or its error */
+      item.size = (unsigned char)size;
+      break;
+    }
+    case 'f':
+      item.kind = 'f';
+      item.size = (unsigned char)sizeof(float);
+      break;
+    case 'd':
+    case 'n':
+      item.kind = 'd';
+      item.size = (unsigned char)sizeof(double);
+      break;
+    case 'x':
+      item.kind = 'x';
+      item.size = 1;
+      break;
+    default:
+      return 0;
+    }
+    if (item.kind == 0) item.kind = (opt >= 'a' && opt <= 'z') ? 'i' : 'u';
+    if (item.size > sizeof(lua_Integer) || pf->count == SHORT_FORMAT_MAX) return 0;
+    item.little = (unsigned char)little;
+    pf->items[pf->count++] = item;
+  }
+  return 1;
+}
+
+/* Copy size bytes of the native-order value at from to out in the item's byte order. */
+static void put_ordered(char *out, const void *from, size_t size, int little) {
+  if (little == native_little()) {
+    memcpy(out, from, size);
+    return;
+  }
+  const char *in = from;
+  for (size_t k = 0; k < size; k++)
+    out[k] = in[size - 1 - k];
+}
+
+static void put_integer(char *out, lua_Unsigned v, size_t size, int little) {
+  for (size_t k = 0; k < size; k++, v >>= 8)
+    out[little ? k : size - 1 - k] = (char)(v & 0xFFu);
+}
+
+static lua_Unsigned get_integer(const char *in, size_t size, int little) {
+  lua_Unsigned v = 0;
+  for (size_t k = 0; k < size; k++)
+    v = (v << 8) | (unsigned char)in[little ? size - 1 - k : k];
+  return v;
+}
+
+static int pack_plain(lua_State *L, const plain_format *pf) {
+  char out[SHORT_FORMAT_MAX * sizeof(lua_Integer)];
+  size_t len = 0;
+  int arg = 2;
+  /* Stock pushes a mark above the arguments, so the first missing one reads "got nil", not
+     "got no value". */
+  lua_pushnil(L);
+  for (int k = 0; k < pf->count; k++) {
+    const plain_item *it = &pf->items[k];
+    size_t bits = (size_t)it->size * 8;
+    switch (it->kind) {
+    case 'x':
+      out[len++] = 0; /* stock's LUAL_PACKPADBYTE */
+      continue;
+    case 'i': {
+      lua_Integer v = luaL_checkinteger(L, arg);
+      if (bits < 64) {
+        lua_Integer lim = (lua_Integer)1 << (bits - 1);
+        luaL_argcheck(L, -lim <= v && v < lim, arg, "integer overflow");
+      }
+      put_integer(out + len, (lua_Unsigned)v, it->size, it->little);
+      break;
+    }
+    case 'u': {
+      lua_Integer v = luaL_checkinteger(L, arg);
+      if (bits < 64)
+        luaL_argcheck(L, (lua_Unsigned)v < ((lua_Unsigned)1 << bits), arg, "unsigned overflow");
+      put_integer(out + len, (lua_Unsigned)v, it->size, it->little);
+      break;
+    }
+    case 'f': {
+      float f = (float)luaL_checknumber(L, arg);
+      put_ordered(out + len, &f, sizeof f, it->little);
+      break;
+    }
+    default: { /* 'd' */
+      double d = (double)luaL_checknumber(L, arg);
+      put_ordered(out + len, &d, sizeof d, it->little);
+      break;
+    }
+    }
+    len += it->size;
+    arg++;
+  }
+  lua_pushlstring(L, out, len);
+  return 1;
+}
+
+static int unpack_plain(lua_State *L, const plain_format *pf, const char *data, size_t data_len) {
+  size_t pos = start_of(luaL_optinteger(L, 3, 1), data_len);
+  luaL_argcheck(L, pos <= data_len, 3, "initial position out of string");
+  luaL_checkstack(L, pf->count + 1, "too many results");
+  int results = 0;
+  for (int k = 0; k < pf->count; k++) {
+    const plain_item *it = &pf->items[k];
+    luaL_argcheck(L, it->size <= data_len - pos, 2, "data string too short");
+    const char *in = data + pos;
+    pos += it->size;
+    switch (it->kind) {
+    case 'x':
+      continue;
+    case 'i':
+    case 'u': {
+      lua_Unsigned v = get_integer(in, it->size, it->little);
+      if (it->kind == 'i' && it->size < sizeof(lua_Integer)) { /* sign-extend */
+        lua_Unsigned sign = (lua_Unsigned)1 << (it->size * 8 - 1);
+        v = (v ^ sign) - sign;
+      }
+      lua_pushinteger(L, (lua_Integer)v);
+      break;
+    }
+    case 'f': {
+      float f;
+      put_ordered((char *)&f, in, sizeof f, it->little);
+      lua_pushnumber(L, (lua_Number)f);
+      break;
+    }
+    default: { /* 'd' */
+      double d;
+      put_ordered((char *)&d, in, sizeof d, it->little);
+      lua_pushnumber(L, (lua_Number)d);
+      break;
+    }
+    }
+    results++;
+  }
+  lua_pushinteger(L, (lua_Integer)pos + 1);
+  return results + 1;
+}
+
 /* Call the stock function kept in upvalue 1 on our own frame: its argument errors then name
    this function ('pack'), as they would in stock Lua. */
 static int call_stock(lua_State *L) {
@@ -240,6 +468,11 @@ static int call_stock(lua_State *L) {
 static int str_pack(lua_State *L) {
   size_t len;
   const char *fmt = luaL_checklstring(L, 1, &len);
+  plain_format pf;
+  if (len <= SHORT_FORMAT_MAX && parse_plain_format(fmt, &pf)) {
+    mbxV_charge_light(L, SHORT_FORMAT_CHARGE(len));
+    return pack_plain(L, &pf);
+  }
   if (is_short_fixed_format(fmt, len)) {
     mbxV_charge_light(L, SHORT_FORMAT_CHARGE(len));
     return call_stock(L);
@@ -253,18 +486,6 @@ static int str_pack(lua_State *L) {
   return call_stock(L);
 }
 
-/* The first byte stock unpack reads (0-based), from its optional position argument. */
-static size_t unpack_start(lua_State *L, size_t data_len) {
-  int is_integer;
-  lua_Integer pos = lua_tointegerx(L, 3, &is_integer);
-  if (!is_integer) pos = 1;
-  if (pos > 0) return (size_t)pos - 1;
-  /* 0u - pos, not -pos: the magnitude of math.mininteger does not fit a lua_Integer (signed
-     overflow; UBSan aborts the host: issue 9, E.6). */
-  if (pos == 0 || 0u - (lua_Unsigned)pos > data_len) return 0;
-  return data_len + (size_t)pos;
-}
-
 /* Stock unpack reads each item once, so its work is bounded by the format and the data; what
    it allocates (the result strings and the stack slots) is checked against the memory left,
    and the bytes it consumed are charged once it returns (its last result is the next
@@ -273,7 +494,12 @@ static int str_unpack(lua_State *L) {
   size_t len;
   const char *fmt = luaL_checklstring(L, 1, &len);
   size_t data_len;
-  luaL_checklstring(L, 2, &data_len);
+  const char *data = luaL_checklstring(L, 2, &data_len);
+  plain_format pf;
+  if (len <= SHORT_FORMAT_MAX && parse_plain_format(fmt, &pf)) {
+    mbxV_charge_light(L, SHORT_FORMAT_CHARGE(len));
+    return unpack_plain(L, &pf, data, data_len);
+  }
   if (is_short_fixed_format(fmt, len)) { /* reads at most SHORT_FORMAT_MAX * 31 bytes */
     mbxV_charge_light(L, SHORT_FORMAT_CHARGE(len));
     return call_stock(L);

@@ -90,6 +90,14 @@ local packs = {
   {"y", 1}, {"i17", 1}, {"i0", 1}, {"c", "a"}, {"c2", "abc"}, {"Xz", 1}, {"Xc1", 1},
   {"!3i4", 1}, {"i4", 2^31}, {"i1", 200}, {"B", -1}, {"i4"}, {"i4", "x"}, {"z", "a\0b"},
   {"s1", ("x"):rep(300)}, {"i4 9", 1}, {"<d", "1.5"}, {"<i4", "12"},
+  -- short plain formats (packed and unpacked by moonbox itself, not by stock)
+  {">i1 I2 j", -1, 65535, 1}, {"<I4", 2^32 - 1}, {"<I8", -1}, {">i8", math.mininteger},
+  {"<i7", -(2^55)}, {"<I3", 2^24 - 1}, {">h H", -32768, 65535}, {">f", 1/3}, {"<d", -0.0},
+  {"=d", 3}, {"=n", 1e308}, {"<j", 2^53}, {"i04", 3}, {"  <i2  ", 5}, {""}, {"x"}, {"xx b", 1},
+  {"<i4\0y", 1}, {"<i4\0z", 1}, {"<f", 1e300}, {">d", 0/0 ~= 0/0 and 1 or 0},
+  {"<I4", -1}, {"<I4", 2^32}, {"<b", 128}, {"<b", -129}, {"<B", 256}, {"<i2", 2^15},
+  {"<i4", 1.5}, {"<i4", "0x10"}, {"<i4", "z"}, {"<f", {}}, {">d"}, {"i4 i4", 1}, {"i4 i4"},
+  {"<i4 i4 i4", 1, nil, 3}, {"<i9", -1}, {"<i3 x x", 70000}, {"!", 1}, {"<ix", 1},
 }
 for _, p in ipairs(packs) do
   local fmt = p[1]
@@ -116,6 +124,27 @@ case("unpack i16 overflow", string.unpack, "<i16", "\0\0\0\0\0\0\0\0\1\0\0\0\0\0
 case("unpack i9 sign", string.unpack, "<i9", ("\255"):rep(9))
 case("unpack float", string.unpack, "<f", string.pack("<f", 3.0))
 case("unpack big c", function() return #string.unpack("c100000", ("x"):rep(100000)) end)
+case("unpack plain mixed", string.unpack, "<i2 I2 b B", "\255\255\255\255\128\128")
+case("unpack plain neg pos", string.unpack, "<i2", "abcd", -2)
+case("unpack plain pos 0", string.unpack, "<i2", "abcd", 0)
+case("unpack plain pos float", string.unpack, "<i2", "abcd", 1.5)
+case("unpack plain pos string", string.unpack, "<i2", "abcd", "2")
+case("unpack plain pos table", string.unpack, "<i2", "abcd", {})
+case("unpack plain at end", string.unpack, "<i2", "abcd", 4)
+case("unpack plain past end", string.unpack, "<i2", "abcd", 6)
+case("unpack plain pad short", string.unpack, "<i2 x", "ab")
+case("unpack plain mininteger pos", string.unpack, "b", "x", math.mininteger)
+case("unpack plain maxinteger pos", string.unpack, "b", "x", math.maxinteger)
+case("unpack plain >f", string.unpack, ">f", string.pack(">f", -1.5))
+case("unpack plain >d =n", string.unpack, ">d =n", string.pack(">d =n", 0.1, -7))
+case("unpack plain no data", string.unpack, "<i2")
+case("unpack plain data table", string.unpack, "<i2", {})
+case("unpack plain data number", string.unpack, "<i2", 12)
+case("unpack plain j J", string.unpack, "<j J", ("\255"):rep(16))
+case("unpack plain i7 I7", string.unpack, ">i7 I7", ("\128"):rep(14))
+case("unpack plain empty format", string.unpack, "", "abc", 2)
+case("unpack plain only pads", string.unpack, "xx", "abc")
+case("unpack plain NUL in format", string.unpack, "<i2\0y", "\1\0")
 case("pack big c", function() return #string.pack("c100000", "") end)
 case("pack many args", function() return #string.pack(("i4"):rep(100), table.unpack((function()
   local t = {} for i = 1, 100 do t[i] = i end return t end)())) end)
@@ -412,5 +441,45 @@ case("codes", function()
   for p, c in utf8.codes("h\u{E9}\u{20AC}!") do out[#out + 1] = p .. "=" .. c end
   return table.concat(out, " ")
 end)
+
+-- utf8.codes over every string above, strict and lax, and its iterator called directly with
+-- positions a loop never passes (moonbox's own iterator; 5.4.4 skips stray continuation bytes)
+local function codes_of(s, lax)
+  local out = {}
+  for p, c in utf8.codes(s, lax) do out[#out + 1] = p .. "=" .. c end
+  return table.concat(out, " ")
+end
+for si, s in ipairs(strings) do
+  case("codes " .. si, codes_of, s)
+  case("codes lax " .. si, codes_of, s, true)
+end
+for _, s in ipairs({"a\x80b", "\x80\x80a", ("\x80"):rep(5) .. "a", ("\x80"):rep(6) .. "a",
+                    ("\x80"):rep(1000) .. "a" .. ("\xbf"):rep(7), "a\x80\x80\x80\x80\x80\x80"}) do
+  case("codes stray " .. #s, codes_of, s)
+end
+do
+  local f, s0, i0 = utf8.codes("h\u{E9}llo")
+  case("codes first", function() return f == utf8.codes("x"), s0, i0 end)
+  case("codes lax differs", function() return f == utf8.codes("x", true) end)
+  local positions = {-1, 0, 1, 2, 3, 6, 7, 100, 2^53, math.mininteger, math.maxinteger, 1.5, "2"}
+  for _, i in ipairs(positions) do
+    case("codes step " .. tostring(i), f, "h\u{E9}llo", i)
+  end
+  case("codes step no position", f, "abc")
+  case("codes step table position", f, "abc", {})
+  case("codes step number subject", f, 123, 1)
+end
+local function codes_triple(...)
+  local f, s, i = utf8.codes(...)
+  return type(f), s, i
+end
+case("codes no args", codes_triple)
+case("codes table", codes_triple, {})
+case("codes number", codes_triple, 42)
+case("codes invalid", codes_of, "ab\xff")
+case("codes surrogate", codes_of, "\u{D800}")
+case("codes surrogate lax", codes_of, "\u{D800}", true)
+case("codes truncated", codes_of, "a\xe9")
+case("codes iterator error", function() for p, c in utf8.codes("a") do error("x") end end)
 
 print("cases", count)

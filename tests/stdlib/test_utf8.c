@@ -160,11 +160,41 @@ static void scans_are_charged(void **state) {
   assert_true(o->usage.instructions >= (16u << 20) / 16);
 }
 
+/* utf8.codes skips the continuation bytes after the position it is given, as many as there
+   are (5.4.4's semantics): a run longer than a valid string can hold is charged per byte, so
+   an iterator call over 16 MiB of stray 0x80 bytes is not one instruction's worth. */
+static void codes_long_runs_are_charged(void **state) {
+  (void)state;
+  snippet_limits lim = {SNIPPET_KEEP, 400000, SNIPPET_KEEP}; /* 16 MiB at 1 per 16 bytes: 1048576 */
+  snippet_check_ends(lim,
+                     LONG_STRING("\\x80") "local f = utf8.codes(s) for i = 1, 1000 do f(s, 0) end",
+                     MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_limits deadline = {SNIPPET_KEEP, 0, 30};
+  snippet_check_ends(deadline,
+                     LONG_STRING("\\x80") "local f = utf8.codes(s) for i = 1, 1e6 do f(s, 0) end",
+                     MBX_TIME_LIMIT, NULL);
+  snippet_limits enough = {SNIPPET_KEEP, 10000000, SNIPPET_KEEP};
+  const snippet_outcome *o = snippet_check_ends(
+      enough,
+      LONG_STRING("\\x80") "local t = {} for p, c in utf8.codes('a' .. s .. 'b') do "
+                           "t[#t + 1] = p t[#t + 1] = c end return t",
+      MBX_OK, NULL);
+  assert_string_equal(o->value, "[1,97,16777218,98]");
+  assert_true(o->usage.instructions >= (16u << 20) / 16);
+  /* A valid string's runs (at most five bytes) are not charged per byte. */
+  o = snippet_check_ends(enough,
+                         "local n = 0 for p, c in utf8.codes(('\\u{10348}'):rep(1000)) do "
+                         "n = n + 1 end return n",
+                         MBX_OK, NULL);
+  assert_string_equal(o->value, "1000");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(char_works),
       cmocka_unit_test(charpattern_is_stock),
       cmocka_unit_test(codes_iterates),
+      cmocka_unit_test(codes_long_runs_are_charged),
       cmocka_unit_test(library_has_its_functions),
       cmocka_unit_test(len_works_like_stock),
       cmocka_unit_test(len_errors_like_stock),
