@@ -1148,8 +1148,12 @@ const char *mbxV_slot_plain_source(const mbxV_slot *s, const mbxV_shared *t) {
   if (t == NULL || t != atomic_load_explicit(&s->pool->shared[s->size_class],
                                               memory_order_acquire))
     return NULL;
-  /* The copy mbxV_slot_restore_shared took: the relocated one when this slot has it. */
-  return (uintptr_t)s->arena != t->base && s->reloc_copy ? s->reloc_copy : t->bytes;
+  /* The copy mbxV_slot_restore_shared took: the template itself in the slot that built it,
+     the relocated copy in a slot that keeps one. A slot that relocates in place (past
+     MBXV_RELOC_COPIES) gets NULL: what a recording keeps in host memory then stays bounded
+     by the same few slots per class. */
+  if ((uintptr_t)s->arena == t->base) return t->bytes;
+  return s->reloc_copy;
 }
 
 void mbxV_slot_patch(mbxV_slot *s, const uint32_t (*runs)[2], size_t n, const char *bytes,

@@ -256,8 +256,9 @@ int mbxV_slot_share_shape(mbxV_slot *s, const char *key, size_t key_len, size_t 
 void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at,
                               size_t hole_len);
 /* The bytes the last mbxV_slot_restore_shared of s copied from when they were the class's
-   plain template (or this slot's relocated copy of it), which live as long as the pool; NULL
-   after any other restore. What vm/first_run.c keys a recording by. */
+   plain template in the slot that built it, or this slot's relocated copy of it (both live
+   as long as the pool); NULL after any other restore, and in slots that relocate in place.
+   What vm/first_run.c keys a recording by. */
 const char *mbxV_slot_plain_source(const mbxV_slot *s, const mbxV_shared *t);
 /* Write n runs {offset, length} of bytes (concatenated) into s's arena, where Lua's own
    allocation would have written them (vm/first_run.c), and raise the high-water mark over

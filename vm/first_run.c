@@ -66,6 +66,11 @@ void mbxV_first_run_free(mbxV_first_run *r) {
 
 int mbxV_first_run_replay(mbxV_vm *vm, const char *source, const char *code, size_t code_len,
                           const char *chunk_name) {
+#ifdef MBX_ARENA_MALLOC
+  /* The heap is malloc blocks, not the slot's bytes: nothing to record or replay. */
+  (void)vm, (void)source, (void)code, (void)code_len, (void)chunk_name;
+  return 0;
+#endif
   mbxV_first_run *r = vm->slot ? vm->slot->first_run : NULL;
   if (r == NULL || r->source == NULL || r->source != source || r->text_len != code_len ||
       memcmp(r->text, code, code_len) != 0)
@@ -83,6 +88,10 @@ char *mbxV_first_run_begin(mbxV_vm *vm, const char *code, size_t code_len,
                            const char *chunk_name, size_t *len) {
   mbxV_slot *s = vm->slot;
   *len = 0;
+#ifdef MBX_ARENA_MALLOC
+  (void)code, (void)chunk_name, (void)s;
+  return NULL;
+#endif
   if (s == NULL || code_len > MBXV_FIRST_RUN_TEXT_MAX) return NULL;
   if (s->first_run == NULL && (s->first_run = calloc(1, sizeof *s->first_run)) == NULL)
     return NULL;
