@@ -19,6 +19,8 @@ typedef struct before_key {
 
 struct mbxV_first_run {
   uint64_t seen;            /* hash of the last first run's text here, recorded or not */
+  uint64_t hash;            /* the recorded text's hash */
+  unsigned misses;          /* first runs here since the recording was last replayed or made */
   before_key pending;       /* taken by mbxV_first_run_begin for mbxV_first_run_end */
   /* The recording (source NULL: none). */
   const char *source;
@@ -81,6 +83,8 @@ int mbxV_first_run_replay(mbxV_vm *vm, const char *source, const char *code, siz
       !same_key(&r->key, &now))
     return 0;
   mbxV_slot_patch(vm->slot, (const uint32_t(*)[2])r->runs, r->nruns, r->bytes, r->extent);
+  r->seen = r->hash;
+  r->misses = 0;
   return 1;
 }
 
@@ -100,7 +104,11 @@ char *mbxV_first_run_begin(mbxV_vm *vm, const char *code, size_t code_len,
                                                                    strlen(chunk_name)));
   int again = r->seen == seen;
   r->seen = seen;
-  if (!again) return NULL; /* a hash only decides when to record; replays match bytes */
+  if (r->misses < UINT32_MAX) r->misses++;
+  /* A hash only decides when to record (replays match bytes). A recording in use is replaced
+     only once it went unused for a while: texts that alternate in pairs would otherwise pay a
+     recording (two copies of the state) every other sandbox. */
+  if (!again || (r->source != NULL && r->misses < MBXV_FIRST_RUN_PATIENCE)) return NULL;
   r->pending = key_of(vm);
   /* Room for what the preparation adds past the prefix; a larger growth is not recorded. */
   size_t room = r->pending.prefix + MBXV_FIRST_RUN_BYTES_MAX;
@@ -138,11 +146,16 @@ void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t le
   /* Stretches of changed words, merged across gaps of up to two words. */
   size_t cap = 64, n = 0, total = 0;
   if ((runs = malloc(cap * sizeof *runs)) == NULL) goto out;
-  for (size_t at = 0; at < prefix; at += sizeof(uint64_t)) {
+  /* Word reads of the two copies, as find_pointers (vm/arena.c) reads a template. */
+  const uint64_t *was = (const uint64_t *)(const void *)before;
+  const uint64_t *is = (const uint64_t *)(const void *)after;
+  size_t old_words = r->pending.prefix / sizeof(uint64_t);
+  for (size_t i = 0; i < prefix / sizeof(uint64_t); i++) {
+    int past_old = i >= old_words;
+    if (!past_old && was[i] == is[i]) continue; /* most words: one comparison */
+    size_t at = i * sizeof(uint64_t);
     if (at >= hole_at && at < hole_at + hole_len) continue;
     if (at == high_at) continue;
-    int past_old = at >= r->pending.prefix;
-    if (!past_old && memcmp(before + at, after + at, sizeof(uint64_t)) == 0) continue;
     if (!past_old && at >= vm_at && at < vm_at + sizeof(mbxV_vm) &&
         !vm_word_may_change(at - vm_at))
       goto out; /* a field of the sandbox's changed: not a replayable preparation */
@@ -174,6 +187,8 @@ void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t le
   memcpy(text + code_len, chunk_name, name_len + 1);
   drop_recording(r);
   r->source = source;
+  r->hash = r->seen;
+  r->misses = 0;
   r->key = r->pending;
   r->text = text;
   r->text_len = code_len;

@@ -34,6 +34,9 @@ typedef struct mbxV_first_run mbxV_first_run;
 
 /* Texts longer than this are never recorded (a recording keeps a copy of its text). */
 #define MBXV_FIRST_RUN_TEXT_MAX 1024
+/* A slot's recording is replaced by another text's only after this many first runs in a
+   row that did not replay it (each recording costs about two copies of the state). */
+#define MBXV_FIRST_RUN_PATIENCE 64
 /* A preparation that changed more than this many bytes is not recorded. */
 #define MBXV_FIRST_RUN_BYTES_MAX 16384
 
