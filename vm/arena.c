@@ -1145,8 +1145,7 @@ void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at
 }
 
 const char *mbxV_slot_plain_source(const mbxV_slot *s, const mbxV_shared *t) {
-  if (t == NULL || t != atomic_load_explicit(&s->pool->shared[s->size_class],
-                                              memory_order_acquire))
+  if (t == NULL || t != atomic_load_explicit(&s->pool->shared[s->size_class], memory_order_acquire))
     return NULL;
   /* The copy mbxV_slot_restore_shared took: the template itself in the slot that built it,
      the relocated copy in a slot that keeps one. A slot that relocates in place (past

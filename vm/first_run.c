@@ -18,19 +18,19 @@ typedef struct before_key {
 } before_key;
 
 struct mbxV_first_run {
-  uint64_t seen;            /* hash of the last first run's text here, recorded or not */
-  uint64_t hash;            /* the recorded text's hash */
-  unsigned misses;          /* first runs here since the recording was last replayed or made */
-  before_key pending;       /* taken by mbxV_first_run_begin for mbxV_first_run_end */
+  uint64_t seen;      /* hash of the last first run's text here, recorded or not */
+  uint64_t hash;      /* the recorded text's hash */
+  unsigned misses;    /* first runs here since the recording was last replayed or made */
+  before_key pending; /* taken by mbxV_first_run_begin for mbxV_first_run_end */
   /* The recording (source NULL: none). */
   const char *source;
   before_key key;
-  char *text, *name;        /* one block: the text, then the chunk name and its NUL */
+  char *text, *name; /* one block: the text, then the chunk name and its NUL */
   size_t text_len, name_len;
-  uint32_t (*runs)[2];      /* {offset, length} of each changed stretch, ascending */
+  uint32_t (*runs)[2]; /* {offset, length} of each changed stretch, ascending */
   size_t nruns;
-  char *bytes;              /* the stretches' new bytes, concatenated */
-  size_t extent;            /* the end of the last stretch */
+  char *bytes;   /* the stretches' new bytes, concatenated */
+  size_t extent; /* the end of the last stretch */
 };
 
 static before_key key_of(const mbxV_vm *vm) {
@@ -88,8 +88,8 @@ int mbxV_first_run_replay(mbxV_vm *vm, const char *source, const char *code, siz
   return 1;
 }
 
-char *mbxV_first_run_begin(mbxV_vm *vm, const char *code, size_t code_len,
-                           const char *chunk_name, size_t *len) {
+char *mbxV_first_run_begin(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
+                           size_t *len) {
   mbxV_slot *s = vm->slot;
   *len = 0;
 #ifdef MBX_ARENA_MALLOC
@@ -97,11 +97,9 @@ char *mbxV_first_run_begin(mbxV_vm *vm, const char *code, size_t code_len,
   return NULL;
 #endif
   if (s == NULL || code_len > MBXV_FIRST_RUN_TEXT_MAX) return NULL;
-  if (s->first_run == NULL && (s->first_run = calloc(1, sizeof *s->first_run)) == NULL)
-    return NULL;
+  if (s->first_run == NULL && (s->first_run = calloc(1, sizeof *s->first_run)) == NULL) return NULL;
   mbxV_first_run *r = s->first_run;
-  uint64_t seen = XXH3_64bits_withSeed(code, code_len, XXH3_64bits(chunk_name,
-                                                                   strlen(chunk_name)));
+  uint64_t seen = XXH3_64bits_withSeed(code, code_len, XXH3_64bits(chunk_name, strlen(chunk_name)));
   int again = r->seen == seen;
   r->seen = seen;
   if (r->misses < UINT32_MAX) r->misses++;
@@ -126,12 +124,12 @@ static int vm_word_may_change(size_t at) {
   size_t heap_at = offsetof(mbxV_vm, heap), runs_at = offsetof(mbxV_vm, run_thread);
   size_t runs_end = offsetof(mbxV_vm, pending_set) + sizeof(int);
   size_t hash_at = offsetof(mbxV_vm, last_text_hash);
-  return (at >= heap_at && at < heap_at + sizeof(mbxV_heap)) ||
-         (at >= runs_at && at < runs_end) || (at >= hash_at && at < hash_at + sizeof(uint64_t));
+  return (at >= heap_at && at < heap_at + sizeof(mbxV_heap)) || (at >= runs_at && at < runs_end) ||
+         (at >= hash_at && at < hash_at + sizeof(uint64_t));
 }
 
-void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t len,
-                        const char *code, size_t code_len, const char *chunk_name) {
+void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t len, const char *code,
+                        size_t code_len, const char *chunk_name) {
   mbxV_slot *s = vm->slot;
   mbxV_first_run *r = s->first_run;
   size_t prefix = mbxV_arena_prefix(s->arena);
@@ -156,8 +154,7 @@ void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t le
     size_t at = i * sizeof(uint64_t);
     if (at >= hole_at && at < hole_at + hole_len) continue;
     if (at == high_at) continue;
-    if (!past_old && at >= vm_at && at < vm_at + sizeof(mbxV_vm) &&
-        !vm_word_may_change(at - vm_at))
+    if (!past_old && at >= vm_at && at < vm_at + sizeof(mbxV_vm) && !vm_word_may_change(at - vm_at))
       goto out; /* a field of the sandbox's changed: not a replayable preparation */
     total += sizeof(uint64_t);
     if (total > MBXV_FIRST_RUN_BYTES_MAX) goto out;

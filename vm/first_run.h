@@ -51,13 +51,13 @@ int mbxV_first_run_replay(mbxV_vm *vm, const char *source, const char *code, siz
    first run last time too, a copy of the state (host memory, *len bytes, freed by
    mbxV_first_run_end) for mbxV_first_run_end; NULL otherwise (the common distinct text pays
    one hash). */
-char *mbxV_first_run_begin(mbxV_vm *vm, const char *code, size_t code_len,
-                           const char *chunk_name, size_t *len);
+char *mbxV_first_run_begin(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
+                           size_t *len);
 
 /* After that preparation succeeded (a bytecode cache hit, no trip): record what it wrote
    into the slot, replacing an older recording. Frees before. */
-void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t len,
-                        const char *code, size_t code_len, const char *chunk_name);
+void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t len, const char *code,
+                        size_t code_len, const char *chunk_name);
 
 void mbxV_first_run_free(mbxV_first_run *r);
 

@@ -225,8 +225,8 @@ static int step_prepare(lua_State *L) {
      (vm/bytecode_cache.h); guest `load` never goes this way. */
   if (memo_push(L, st)) {
     /* The same text as the last run's: its function again, nothing loaded. */
-  } else if (mbxV_bcache_load(st->cache, L, st->code, st->code_len, st->chunk_name,
-                              &st->hit) != LUA_OK) {
+  } else if (mbxV_bcache_load(st->cache, L, st->code, st->code_len, st->chunk_name, &st->hit) !=
+             LUA_OK) {
     size_t n = 0;
     const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "syntax error";
     if (n == 0) n = strlen(msg);
@@ -717,8 +717,8 @@ static int prepare_first(lua_State *L, mbxV_vm *vm, const char *fresh, run_step 
   char *before = mbxV_first_run_begin(vm, st->code, st->code_len, st->chunk_name, &len);
   int rc = protected_step(L, step_prepare, st);
   if (before == NULL) return rc;
-  if (rc == LUA_OK && st->reached == STEP_READY && st->hit &&
-      mbxV_tripped(L) == MBXV_TRIP_NONE && !vm->heap.refused)
+  if (rc == LUA_OK && st->reached == STEP_READY && st->hit && mbxV_tripped(L) == MBXV_TRIP_NONE &&
+      !vm->heap.refused)
     mbxV_first_run_end(vm, fresh, before, len, st->code, st->code_len, st->chunk_name);
   else
     free(before);

@@ -313,7 +313,8 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
     }
     configure(vm, cfg);
     if (shaped) mark_shaped(vm, peak);
-    else if (!slot->template_bytes) vm->fresh_source = mbxV_slot_plain_source(slot, shared);
+    else if (!slot->template_bytes)
+      vm->fresh_source = mbxV_slot_plain_source(slot, shared);
   } else {
     mbxV_new_result r = build(slot, cfg, open_libs);
     if (r != MBXV_NEW_OK) {

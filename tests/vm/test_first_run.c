@@ -91,11 +91,14 @@ static void replay_leaves_the_prepared_state(void **state) {
   const char *code = "local t = {} for k in pairs(_G) do t[#t + 1] = k end table.sort(t) "
                      "return collectgarbage('count'), #t, t[1], tostring(print)";
   fresh_run runs[4];
-  for (int i = 0; i < 4; i++) runs[i] = run_fresh(pool, c, 16 * MIB, code);
+  for (int i = 0; i < 4; i++)
+    runs[i] = run_fresh(pool, c, 16 * MIB, code);
   assert_int_equal(hits_of(c), 1); /* runs 3 and 4 were replayed, not loaded */
   /* The first run parsed (its garbage differs); the second loaded, as the replays stand for. */
-  for (int i = 2; i < 4; i++) expect_same_state(&runs[1], &runs[i]);
-  for (int i = 0; i < 4; i++) free(runs[i].bytes);
+  for (int i = 2; i < 4; i++)
+    expect_same_state(&runs[1], &runs[i]);
+  for (int i = 0; i < 4; i++)
+    free(runs[i].bytes);
   mbxV_bcache_free(c);
   mbxV_pool_free(pool);
 }
@@ -125,7 +128,8 @@ static void only_the_recorded_first_run_is_replayed(void **state) {
   mbxV_bcache *c = mbxV_bcache_new(1 << 20);
   mbxV_pool *pool = warm_pool(c);
   const char *code = "return 'recorded'";
-  for (int i = 0; i < 3; i++) free(run_fresh(pool, c, 16 * MIB, code).bytes);
+  for (int i = 0; i < 3; i++)
+    free(run_fresh(pool, c, 16 * MIB, code).bytes);
   assert_int_equal(hits_of(c), 1);
   fresh_run other = run_fresh(pool, c, 16 * MIB, "return 'other'");
   assert_string_equal(other.value, "\"other\"");
@@ -147,7 +151,8 @@ static void pairs_of_other_texts_keep_the_recording(void **state) {
   mbxV_bcache *c = mbxV_bcache_new(1 << 20);
   mbxV_pool *pool = warm_pool(c);
   const char *recorded = "return 'recorded'", *other = "return 'other'";
-  for (int i = 0; i < 3; i++) free(run_fresh(pool, c, 16 * MIB, recorded).bytes);
+  for (int i = 0; i < 3; i++)
+    free(run_fresh(pool, c, 16 * MIB, recorded).bytes);
   free(run_fresh(pool, c, 16 * MIB, other).bytes); /* a miss: compiled */
   uint64_t hits = hits_of(c);
   for (int round = 0; round < 4; round++) {
