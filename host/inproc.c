@@ -65,7 +65,12 @@ static int attach_port(inproc *ip) {
   /* The host functions first, before the seed draw: the state they leave is then the same
      for every sandbox of this shape, and is kept as the slot's shaped template (vm/vm.h) so
      the next sandbox of the shape restores it instead of installing them again. */
-  if (!ip->vm->shaped) {
+  /* Without host functions there is nothing to install (and no protected call to pay). */
+  const mbxC_grants *grants = ip->port.port.grants;
+  if (!ip->vm->shaped && grants && grants->fn_count > 0) {
+    /* What the install adds is not in the plain template a first run may be recorded over
+       (vm/first_run.h). */
+    mbxV_vm_touched(ip->vm);
     mbxV_vm_shape_install(ip->vm, &ip->cfg, 1);
     if (!run_protected(ip->vm->L, mbxL_open_host_functions)) {
       mbxV_vm_shape_install(ip->vm, &ip->cfg, 0);

@@ -1,5 +1,6 @@
 /* vm/arena.c -- guest heap slots: in-slot allocator, madvise of free pages, templates, pool. */
 #include "vm/arena.h"
+#include "vm/first_run.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -679,6 +680,7 @@ static void slot_unmap(mbxV_slot *s) {
   free(s->reloc_copy);
   free(s->template_bytes);
   mbxV_slot_drop_shape(s);
+  mbxV_first_run_free(s->first_run);
   free(s);
 }
 
@@ -1140,6 +1142,30 @@ void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at
   else keep = old_high;
   /* Below `keep` pages may be dirty (the replaced state's, or the copy's own). */
   a->high = keep > a->bump ? keep : a->bump;
+}
+
+const char *mbxV_slot_plain_source(const mbxV_slot *s, const mbxV_shared *t) {
+  if (t == NULL || t != atomic_load_explicit(&s->pool->shared[s->size_class], memory_order_acquire))
+    return NULL;
+  /* The copy mbxV_slot_restore_shared took: the template itself in the slot that built it,
+     the relocated copy in a slot that keeps one. A slot that relocates in place (past
+     MBXV_RELOC_COPIES) gets NULL: what a recording keeps in host memory then stays bounded
+     by the same few slots per class. */
+  if ((uintptr_t)s->arena == t->base) return t->bytes;
+  return s->reloc_copy;
+}
+
+void mbxV_slot_patch(mbxV_slot *s, const uint32_t (*runs)[2], size_t n, const char *bytes,
+                     size_t extent) {
+  mbxV_arena *a = s->arena;
+  char *base = (char *)a;
+  unpoison_prefix(a, extent);
+  for (size_t i = 0; i < n; i++) {
+    memcpy(base + runs[i][0], bytes, runs[i][1]);
+    bytes += runs[i][1];
+  }
+  if (a->bump > a->high) a->high = a->bump;
+  repoison_prefix(a);
 }
 
 /* ---- shaped templates shared by a size class ---- */

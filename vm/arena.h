@@ -174,6 +174,9 @@ typedef struct mbxV_slot {
      memcpy, as in the slot that built it; kept for at most MBXV_RELOC_COPIES slots of a pool
      (a few busy slots get it, 10,000 live sandboxes do not pay 10,000 copies). */
   char *reloc_copy;
+  /* vm/first_run.h: what preparing one repeated text did to this slot's pristine state, for
+     the next fresh sandbox here to replay (NULL until a text came twice). */
+  struct mbxV_first_run *first_run;
   struct mbxV_slot *next; /* idle list link */
 } mbxV_slot;
 
@@ -252,6 +255,17 @@ int mbxV_slot_share_shape(mbxV_slot *s, const char *key, size_t key_len, size_t 
    area refers to host memory of one slot (the vm's slot descriptor). */
 void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at,
                               size_t hole_len);
+/* The bytes the last mbxV_slot_restore_shared of s copied from when they were the class's
+   plain template in the slot that built it, or this slot's relocated copy of it (both live
+   as long as the pool); NULL after any other restore, and in slots that relocate in place.
+   What vm/first_run.c keys a recording by. */
+const char *mbxV_slot_plain_source(const mbxV_slot *s, const mbxV_shared *t);
+/* Write n runs {offset, length} of bytes (concatenated) into s's arena, where Lua's own
+   allocation would have written them (vm/first_run.c), and raise the high-water mark over
+   the blocks they add as block_new does. ASan builds lift and restore the free space's
+   poison around it, as a restore does. extent: the end of the last run. */
+void mbxV_slot_patch(mbxV_slot *s, const uint32_t (*runs)[2], size_t n, const char *bytes,
+                     size_t extent);
 
 /* Copy the arena's used prefix aside as the slot's template (replacing any earlier one).
    Returns 0 when out of host memory (the slot then simply has no template). */

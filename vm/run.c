@@ -11,6 +11,7 @@
 #include "vm/bytecode_cache.h"
 #include "vm/compat.h"
 #include "vm/cstack.h"
+#include "vm/first_run.h"
 #include "vm/json.h"
 #include "vm/json_text.h"
 #include "vm/names.h"
@@ -25,6 +26,7 @@ typedef struct run_step {
   const char *inputs;
   size_t inputs_len;
   mbxV_bcache *cache;   /* the runtime's bytecode cache, or NULL */
+  int hit;              /* the load was a bytecode cache hit */
   enum { STEP_INPUTS, STEP_LOAD, STEP_READY } reached;
   char *bad_input;      /* malloc'd: why the inputs were refused */
   char *syntax_error;   /* malloc'd: the parser's message */
@@ -223,7 +225,7 @@ static int step_prepare(lua_State *L) {
      (vm/bytecode_cache.h); guest `load` never goes this way. */
   if (memo_push(L, st)) {
     /* The same text as the last run's: its function again, nothing loaded. */
-  } else if (mbxV_bcache_load(st->cache, L, st->code, st->code_len, st->chunk_name, NULL) !=
+  } else if (mbxV_bcache_load(st->cache, L, st->code, st->code_len, st->chunk_name, &st->hit) !=
              LUA_OK) {
     size_t n = 0;
     const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "syntax error";
@@ -697,6 +699,32 @@ static void record_usage(mbxV_vm *vm, mbxV_outcome *out, uint64_t started) {
   out->output_bytes = vm->output.total;
 }
 
+/* The first run of a fresh sandbox (fresh: the bytes its state was restored from, or NULL):
+   the slot's recorded preparation of this text when one fits (vm/first_run.h), else the
+   preparation, recorded when the slot saw the same first run last time. Only where the
+   bytecode cache is used (a replay stands for a cache hit), without inputs or a trip. */
+static int prepare_first(lua_State *L, mbxV_vm *vm, const char *fresh, run_step *st) {
+  if (fresh == NULL || st->cache == NULL || st->inputs != NULL ||
+      mbxV_tripped(L) != MBXV_TRIP_NONE || atomic_load(&vm->budget.interrupt))
+    return protected_step(L, step_prepare, st);
+  if (mbxV_first_run_replay(vm, fresh, st->code, st->code_len, st->chunk_name)) {
+    st->co = vm->run_thread;
+    st->hit = 1;
+    st->reached = STEP_READY;
+    return LUA_OK;
+  }
+  size_t len;
+  char *before = mbxV_first_run_begin(vm, st->code, st->code_len, st->chunk_name, &len);
+  int rc = protected_step(L, step_prepare, st);
+  if (before == NULL) return rc;
+  if (rc == LUA_OK && st->reached == STEP_READY && st->hit && mbxV_tripped(L) == MBXV_TRIP_NONE &&
+      !vm->heap.refused)
+    mbxV_first_run_end(vm, fresh, before, len, st->code, st->code_len, st->chunk_name);
+  else
+    free(before);
+  return rc;
+}
+
 /* A failed run's value, null, in the outcome itself. */
 static void set_null_value(mbxV_outcome *out) {
   memcpy(out->value_inline, "null", 5);
@@ -739,7 +767,10 @@ mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, s
     goto finish;
   }
 
-  int rc = prepare_fast(L, &st) ? LUA_OK : protected_step(L, step_prepare, &st);
+  /* Only the first run after mbxV_vm_new may take a recorded preparation. */
+  const char *fresh = vm->fresh_source;
+  vm->fresh_source = NULL;
+  int rc = prepare_fast(L, &st) ? LUA_OK : prepare_first(L, vm, fresh, &st);
   if (st.reached != STEP_READY) {
     if (mbxV_tripped(L) != MBXV_TRIP_NONE || (rc == LUA_ERRMEM)) {
       if (mbxV_tripped(L) == MBXV_TRIP_NONE) mbxV_trip_set(L, MBXV_TRIP_MEMORY);

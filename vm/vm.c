@@ -65,6 +65,7 @@ static void configure_fields(mbxV_vm *vm, const mbxV_config *cfg) {
   vm->memo_ref = 0;
   vm->pending_set = 0;
   vm->shaped = 0;
+  vm->fresh_source = NULL;
   memset(vm->ext, 0, sizeof vm->ext);
 }
 
@@ -312,6 +313,8 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
     }
     configure(vm, cfg);
     if (shaped) mark_shaped(vm, peak);
+    else if (!slot->template_bytes)
+      vm->fresh_source = mbxV_slot_plain_source(slot, shared);
   } else {
     mbxV_new_result r = build(slot, cfg, open_libs);
     if (r != MBXV_NEW_OK) {
@@ -362,6 +365,8 @@ mbxV_checkpoint_result mbxV_vm_checkpoint(mbxV_vm *vm, mbxV_checkpoint *ck) {
   (void)ck;
   return MBXV_CHECKPOINT_UNSUPPORTED; /* the state is spread over malloc blocks */
 #else
+  /* A rewind to this copy is no fresh sandbox: it never replays a first run (first_run.h). */
+  vm->fresh_source = NULL;
   /* Header, vm struct and every block: the used prefix is the whole state (vm/arena.h). */
   size_t len = mbxV_arena_prefix(vm->slot->arena);
   if (len > ck->cap) {
@@ -434,6 +439,15 @@ int mbxV_vm_paused(const mbxV_vm *vm) {
 
 size_t mbxV_vm_heap_used(const mbxV_vm *vm) {
   return vm && vm->L ? vm->heap.used : 0;
+}
+
+void mbxV_vm_touched(mbxV_vm *vm) {
+  vm->fresh_source = NULL;
+}
+
+size_t mbxV_vm_hole(const mbxV_vm *vm, size_t *len) {
+  *len = hole_len();
+  return hole_at(vm);
 }
 
 void mbxV_vm_set_host_call_limit(mbxV_vm *vm, uint64_t limit) {

@@ -56,6 +56,11 @@ typedef struct mbxV_vm {
   /* Set by mbxV_vm_new/reset: the state came from the slot's shaped template for
      cfg->shape_key, so what that shape installs is already there (mbxV_vm_shape_save). */
   int shaped;
+  /* Set by mbxV_vm_new when the state is the class's plain template just restored (the
+     bytes it came from, vm/arena.h mbxV_slot_plain_source), cleared by the first run and by
+     anything else that changes the state before it (mbxV_vm_touched): what lets the first
+     run replay a recorded preparation (vm/first_run.h). */
+  const char *fresh_source;
   /* Bytes the layer above owns (stdlib/: its port pointer, pause and close-nesting state;
      stdlib/stdlib.h). vm/ never reads them: it zeroes them when a state is made or reset,
      and they travel with the vm through templates, checkpoints and rewinds. */
@@ -182,6 +187,12 @@ int mbxV_vm_paused(const mbxV_vm *vm);
 /* Bytes the guest heap counts now (0 for a vm without a state). */
 size_t mbxV_vm_heap_used(const mbxV_vm *vm);
 /* MBX_LIMIT_HOST_CALLS for the runs to come (after every restore of the state). */
+/* The state no longer is the pristine one mbxV_vm_new restored (the layer above installed
+   something into it before the first run): no recorded first run may be replayed over it. */
+void mbxV_vm_touched(mbxV_vm *vm);
+/* Where the sandbox's own part of the vm struct (budget and output: what restores keep)
+   lies, as an offset from the slot's base, and its length. */
+size_t mbxV_vm_hole(const mbxV_vm *vm, size_t *len);
 void mbxV_vm_set_host_call_limit(mbxV_vm *vm, uint64_t limit);
 
 /* Registry keys (light userdata addresses) shared between vm/ and stdlib/. */

@@ -154,6 +154,47 @@ static void the_kept_function_across_rewind_and_reset(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* The value of code's first run in a new sandbox of a policy with the given seed (0: none). */
+static void first_run_with_seed(uint64_t seed, const char *code, char *value, size_t cap) {
+  mbx_error err;
+  mbx_policy *p = mbx_policy_new();
+  assert_non_null(p);
+  if (seed) assert_int_equal(mbx_policy_set_seed(p, seed, &err), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
+  assert_non_null(sb);
+  snippet_outcome o;
+  assert_int_equal(snippet_run_in(sb, code, &o), MBX_OK);
+  snprintf(value, cap, "%s", o.value);
+  mbx_sandbox_free(sb);
+  mbx_policy_free(p);
+}
+
+/* A fresh sandbox's first run of a text its slot saw twice replays the recorded preparation
+   (vm/first_run.h): the sandbox still has its own seed, its own fresh globals and the heap a
+   loaded run has. The text runs first with seed 1 (compiled: a first sandbox's heap holds the
+   parse's garbage), then again (a cache hit, recorded), then with seed 2 (replayed), and so
+   on: each seed's value is the one its first loaded sandbox gave. */
+static void a_replayed_first_run_keeps_the_sandbox_own(void **state) {
+  (void)state;
+  const char *code = "g = (g or 0) + 1 return g, math.random(1, 1000000000), "
+                     "collectgarbage('count'), #tostring({})";
+  char one[256], two[256], again[256];
+  first_run_with_seed(1, code, one, sizeof one);
+  first_run_with_seed(1, code, one, sizeof one);
+  first_run_with_seed(2, code, two, sizeof two);
+  assert_string_not_equal(two, one);
+  for (int i = 0; i < 4; i++) {
+    first_run_with_seed(1, code, again, sizeof again);
+    assert_string_equal(again, one);
+    first_run_with_seed(2, code, again, sizeof again);
+    assert_string_equal(again, two);
+  }
+  /* Without a seed each sandbox draws its own: two replays in a row differ. */
+  first_run_with_seed(0, code, one, sizeof one);
+  first_run_with_seed(0, code, two, sizeof two);
+  assert_string_not_equal(one, two);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(texts_alternate),
@@ -161,6 +202,7 @@ int main(void) {
       cmocka_unit_test(the_main_thread_across_runs),
       cmocka_unit_test(every_result_keeps_its_own_value),
       cmocka_unit_test(the_kept_function_across_rewind_and_reset),
+      cmocka_unit_test(a_replayed_first_run_keeps_the_sandbox_own),
   };
   return cmocka_run_group_tests(tests, snippet_setup, snippet_teardown);
 }

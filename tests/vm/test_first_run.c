@@ -1,0 +1,179 @@
+/* tests/vm/test_first_run.c -- unit tests of vm/first_run.c: a fresh sandbox's first run of a
+   text its slot saw twice replays the recorded preparation, and leaves the state a prepared
+   run leaves, byte for byte; nothing else is replayed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <lua.h>
+
+#include "include/moonbox.h"
+#include "stdlib/stdlib.h"
+#include "vm/arena.h"
+#include "vm/bytecode_cache.h"
+#include "vm/run.h"
+#include "vm/vm.h"
+
+#define MIB ((size_t)1 << 20)
+
+static mbxV_config config(size_t memory) {
+  mbxV_config cfg = {.memory_limit = memory,
+                     .time_limit_ms = 10000,
+                     .output_limit = 1u << 16,
+                     .source_limit = 1u << 20,
+                     .address_key = 3};
+  return cfg;
+}
+
+/* What one fresh sandbox's first run left: its value and its state's bytes. */
+typedef struct fresh_run {
+  char value[256];
+  char *bytes; /* the prefix, with the sandbox's own words (hole, high-water mark) zeroed */
+  size_t len;
+} fresh_run;
+
+static fresh_run run_fresh(mbxV_pool *pool, mbxV_bcache *c, size_t memory, const char *code) {
+  mbxV_config cfg = config(memory);
+  mbxV_vm *vm = NULL;
+  assert_int_equal(mbxV_vm_new(pool, &cfg, mbxL_open_sandbox, &vm), MBXV_NEW_OK);
+  mbxV_outcome out;
+  mbxV_refusal err;
+  mbxV_status s = mbxV_run_cached(vm, c, code, strlen(code), "=input", NULL, 0, &out, &err);
+  if (s != MBXV_OK) fail_msg("%s: status %d: %s", code, s, out.error.message);
+  fresh_run r = {.len = mbxV_arena_prefix(vm->slot->arena)};
+  snprintf(r.value, sizeof r.value, "%.*s", (int)out.value_len, out.value_json);
+  mbxV_outcome_free(&out);
+  r.bytes = malloc(r.len);
+  assert_non_null(r.bytes);
+  mbxV_arena_copy_out(vm->slot->arena, r.bytes, r.len);
+  size_t hole_len, hole_at = mbxV_vm_hole(vm, &hole_len);
+  memset(r.bytes + hole_at, 0, hole_len);
+  const size_t high_len = sizeof(uintptr_t); /* mbxV_arena.high, a pointer */
+  memset(r.bytes + offsetof(mbxV_arena, high), 0, high_len);
+  mbxV_vm_free(vm);
+  return r;
+}
+
+/* The slot's first sandbox builds the template (no restore, nothing to replay): a pool whose
+   slot already holds one. */
+static mbxV_pool *warm_pool(mbxV_bcache *c) {
+  mbxV_pool *pool = mbxV_pool_new(4);
+  free(run_fresh(pool, c, 16 * MIB, "return 0").bytes);
+  return pool;
+}
+
+static uint64_t hits_of(mbxV_bcache *c) {
+  mbxV_bcache_stats st;
+  mbxV_bcache_stats_get(c, &st);
+  return st.hits;
+}
+
+static void expect_same_state(const fresh_run *a, const fresh_run *b) {
+  assert_string_equal(a->value, b->value);
+  assert_int_equal(a->len, b->len);
+  for (size_t i = 0; i < a->len; i++)
+    if (a->bytes[i] != b->bytes[i]) fail_msg("the states differ at byte %zu of %zu", i, a->len);
+}
+
+/* The first fresh run of a text loads it (a miss), the second loads it again from the cache
+   (a hit, recorded), every later one replays the recording: the cache is not asked again, and
+   each leaves the very bytes the recorded run left (the guest's view included). */
+static void replay_leaves_the_prepared_state(void **state) {
+  (void)state;
+  mbxV_bcache *c = mbxV_bcache_new(1 << 20);
+  mbxV_pool *pool = warm_pool(c);
+  const char *code = "local t = {} for k in pairs(_G) do t[#t + 1] = k end table.sort(t) "
+                     "return collectgarbage('count'), #t, t[1], tostring(print)";
+  fresh_run runs[4];
+  for (int i = 0; i < 4; i++)
+    runs[i] = run_fresh(pool, c, 16 * MIB, code);
+  assert_int_equal(hits_of(c), 1); /* runs 3 and 4 were replayed, not loaded */
+  /* The first run parsed (its garbage differs); the second loaded, as the replays stand for. */
+  for (int i = 2; i < 4; i++)
+    expect_same_state(&runs[1], &runs[i]);
+  for (int i = 0; i < 4; i++)
+    free(runs[i].bytes);
+  mbxV_bcache_free(c);
+  mbxV_pool_free(pool);
+}
+
+/* A replay writes the preparation only: what the recorded tenant's guest code did is gone. */
+static void a_tenants_changes_do_not_survive(void **state) {
+  (void)state;
+  mbxV_bcache *c = mbxV_bcache_new(1 << 20);
+  mbxV_pool *pool = warm_pool(c);
+  const char *code = "x = (x or 0) + 1; local before = type(string.rep); string.rep = nil; "
+                     "local keep = {} for i = 1, 200 do "
+                     "keep[i] = ('%d'):format(i) end return x, before, #keep";
+  for (int i = 0; i < 5; i++) {
+    fresh_run r = run_fresh(pool, c, 16 * MIB, code);
+    assert_string_equal(r.value, "[1,\"function\",200]");
+    free(r.bytes);
+  }
+  assert_int_equal(hits_of(c), 1);
+  mbxV_bcache_free(c);
+  mbxV_pool_free(pool);
+}
+
+/* Another text, or the same text under another memory limit, is prepared as ever (the cache
+   is asked), and gives its own answer. */
+static void only_the_recorded_first_run_is_replayed(void **state) {
+  (void)state;
+  mbxV_bcache *c = mbxV_bcache_new(1 << 20);
+  mbxV_pool *pool = warm_pool(c);
+  const char *code = "return 'recorded'";
+  for (int i = 0; i < 3; i++)
+    free(run_fresh(pool, c, 16 * MIB, code).bytes);
+  assert_int_equal(hits_of(c), 1);
+  fresh_run other = run_fresh(pool, c, 16 * MIB, "return 'other'");
+  assert_string_equal(other.value, "\"other\"");
+  free(other.bytes);
+  /* 12 MiB shares the 16 MiB limit's slots (the same size class), not the recording. */
+  fresh_run limited = run_fresh(pool, c, 12 * MIB, code);
+  assert_string_equal(limited.value, "\"recorded\"");
+  free(limited.bytes);
+  assert_int_equal(hits_of(c), 2);
+  mbxV_bcache_free(c);
+  mbxV_pool_free(pool);
+}
+
+/* A recording in use stays when other texts come in pairs (recording each would cost two
+   copies of the state every other sandbox): the pair is loaded, and the recorded text is
+   replayed again after it. */
+static void pairs_of_other_texts_keep_the_recording(void **state) {
+  (void)state;
+  mbxV_bcache *c = mbxV_bcache_new(1 << 20);
+  mbxV_pool *pool = warm_pool(c);
+  const char *recorded = "return 'recorded'", *other = "return 'other'";
+  for (int i = 0; i < 3; i++)
+    free(run_fresh(pool, c, 16 * MIB, recorded).bytes);
+  free(run_fresh(pool, c, 16 * MIB, other).bytes); /* a miss: compiled */
+  uint64_t hits = hits_of(c);
+  for (int round = 0; round < 4; round++) {
+    free(run_fresh(pool, c, 16 * MIB, other).bytes);
+    free(run_fresh(pool, c, 16 * MIB, other).bytes);
+    fresh_run r = run_fresh(pool, c, 16 * MIB, recorded);
+    assert_string_equal(r.value, "\"recorded\"");
+    free(r.bytes);
+  }
+  /* Each pair of the other text asked the cache twice; the recorded text never did. */
+  assert_int_equal(hits_of(c), hits + 8);
+  mbxV_bcache_free(c);
+  mbxV_pool_free(pool);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(replay_leaves_the_prepared_state),
+      cmocka_unit_test(a_tenants_changes_do_not_survive),
+      cmocka_unit_test(only_the_recorded_first_run_is_replayed),
+      cmocka_unit_test(pairs_of_other_texts_keep_the_recording),
+  };
+  return cmocka_run_group_tests_name("vm/first_run", tests, NULL, NULL);
+}
