@@ -314,14 +314,18 @@ static int fd_readable(int fd) {
 }
 
 /* SIGKILL through the pidfd. The worker is moved to SCHED_BATCH first (allowed: the parent
-   owns it, as root or as its user namespace's owner; its pid is the zygote's unreaped child,
-   so it cannot be reused): woken to die on the CPU it last ran on, often the host thread's,
-   a SCHED_OTHER worker preempted that thread for its whole exit, 150 us of a free on an
-   idle VM; a batch one exits once the CPU is free. */
+   owns it, as root or as its user namespace's owner): woken to die on the CPU it last ran
+   on, often the host thread's, a SCHED_OTHER worker preempted that thread for its whole
+   exit, 150 us of a free on an idle VM; a batch one exits once the CPU is free. That call
+   names a pid, so it is made only while the pidfd says the process is not reaped yet (the
+   zygote reaps only on the parent's REAP; the pid could be reused only if the zygote died
+   and something else reaped the worker between the two calls): never on a pid that may be
+   another process's (review 11, W2). */
 static void proc_kill(wproc *p) {
   if (p->pidfd < 0) return;
   struct sched_param batch = {0};
-  if (p->pid > 0) (void)sched_setscheduler(p->pid, SCHED_BATCH, &batch);
+  if (p->pid > 0 && syscall(SYS_pidfd_send_signal, p->pidfd, 0, NULL, 0) == 0)
+    (void)sched_setscheduler(p->pid, SCHED_BATCH, &batch);
   syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
 }
 
@@ -520,7 +524,9 @@ static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill,
     unsigned char *fp = priming ? malloc(prime->frame->len - MBXH_CREATE_OWN) : NULL;
     priming = fp != NULL;
     if (priming && want == 0) want = 1;
-    uint32_t prime_id = priming ? ++z->prime_id : 0;
+    /* 0 names no prime on the wire: skipped when the counter wraps (review 11, W1). */
+    if (priming && ++z->prime_id == 0) z->prime_id = 1;
+    uint32_t prime_id = priming ? z->prime_id : 0;
     put_reap(pool, p->pid, (uint32_t)want, prime_id, priming ? prime->frame->data : NULL,
              priming ? prime->frame->len : 0);
     if (zygote_send(pool, z) == 0) {
