@@ -57,6 +57,15 @@ uint64_t mbxC_siphash_2_4(const uint64_t k[2], uint64_t m0, uint64_t m1) {
 static _Atomic uint64_t fork_generation = 1;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
+static _Atomic uint64_t next_instance = 1;
+
+/* This thread's counter values not yet used: [next, end) of the seeds `instance` in fork
+   generation `generation`. */
+typedef struct seed_batch {
+  uint64_t instance, generation, next, end;
+} seed_batch;
+static _Thread_local seed_batch tl_batch;
+
 static void after_fork_in_child(void) {
   atomic_fetch_add(&fork_generation, 1);
 }
@@ -81,6 +90,7 @@ static void draw_key(uint64_t key[2]) {
 void mbxC_seeds_init(mbxC_seeds *s) {
   pthread_once(&atfork_once, install_atfork);
   atomic_store(&s->counter, 0);
+  s->instance = atomic_fetch_add(&next_instance, 1);
   atomic_store(&s->rekeying, 0);
   draw_key(s->key);
   atomic_store(&s->generation, atomic_load(&fork_generation));
@@ -99,7 +109,14 @@ void mbxC_seeds_draw(mbxC_seeds *s, uint64_t out[2]) {
     }
     atomic_store_explicit(&s->rekeying, 0, memory_order_release);
   }
-  uint64_t n = atomic_fetch_add_explicit(&s->counter, 1, memory_order_relaxed);
+  seed_batch *b = &tl_batch;
+  if (b->instance != s->instance || b->generation != now || b->next == b->end) {
+    b->next = atomic_fetch_add_explicit(&s->counter, MBXC_SEEDS_BATCH, memory_order_relaxed);
+    b->end = b->next + MBXC_SEEDS_BATCH;
+    b->instance = s->instance;
+    b->generation = now;
+  }
+  uint64_t n = b->next++;
   out[0] = mbxC_siphash_2_4(s->key, n, 0);
   out[1] = mbxC_siphash_2_4(s->key, n, 1);
 }

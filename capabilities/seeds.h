@@ -15,10 +15,15 @@
 ** so no two draws of one secret collide. A fork() copies the secret and the counter into the
 ** child, which would then hand out its parent's next seeds: a pthread_atfork handler bumps a
 ** process-wide generation, and the first draw in the child draws a new secret (one getrandom
-** per runtime per fork).
+** per runtime per fork). A thread takes MBXC_SEEDS_BATCH counter values at a time (one
+** atomic on the line every thread shares per batch, not per draw); its batch names the
+** mbxC_seeds it came from by an instance number that never repeats in the process (an address
+** could: a runtime freed and another made in its place), and is dropped at a fork.
 */
+#define MBXC_SEEDS_BATCH 64
 typedef struct mbxC_seeds {
-  _Atomic uint64_t counter;
+  _Atomic uint64_t counter;    /* taken MBXC_SEEDS_BATCH at a time by each thread */
+  uint64_t instance;           /* unique per mbxC_seeds_init in the process: names a thread's batch */
   _Atomic uint64_t generation; /* the fork generation the secret was drawn in */
   uint64_t key[2];             /* written under the re-key lock only */
   _Atomic int rekeying;        /* a spin lock around a re-key (rare: after a fork) */

@@ -1,6 +1,7 @@
 /* tests/capabilities/test_seeds.c -- unit tests of capabilities/seeds.c: SipHash-2-4 against
    its published vector, seeds distinct and unrelated within and across runtimes, a forked
    child re-keyed, and sibling sandboxes seeded apart through the public API. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,6 +97,53 @@ static void a_forked_child_draws_other_seeds(void **state) {
   assert_true(before[0] != parent[0]);
 }
 
+/* Threads take the counter a batch at a time: draws from many threads are still all distinct,
+   and a thread's batch never outlives the mbxC_seeds it came from (a new one made at the same
+   address starts again from draw 0 under its own secret). */
+#define THREADS 8
+#define THREAD_DRAWS 1000
+typedef struct draw_job {
+  mbxC_seeds *s;
+  uint64_t w[2 * THREAD_DRAWS];
+} draw_job;
+
+static void *draw_many(void *arg) {
+  draw_job *j = arg;
+  for (int i = 0; i < THREAD_DRAWS; i++) mbxC_seeds_draw(j->s, j->w + 2 * i);
+  return NULL;
+}
+
+static void threads_draw_apart_in_batches(void **state) {
+  (void)state;
+  mbxC_seeds s;
+  mbxC_seeds_init(&s);
+  draw_job *jobs = calloc(THREADS, sizeof *jobs);
+  assert_non_null(jobs);
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    jobs[i].s = &s;
+    assert_int_equal(pthread_create(&t[i], NULL, draw_many, &jobs[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  size_t n = (size_t)THREADS * 2 * THREAD_DRAWS;
+  uint64_t *all = malloc(n * sizeof *all);
+  assert_non_null(all);
+  for (int i = 0; i < THREADS; i++)
+    memcpy(all + (size_t)i * 2 * THREAD_DRAWS, jobs[i].w, sizeof jobs[i].w);
+  qsort(all, n, sizeof *all, cmp_u64);
+  for (size_t i = 1; i < n; i++) assert_true(all[i] != all[i - 1]);
+  free(all);
+  free(jobs);
+  /* Made again in place: this thread's batch of the old one is not used. */
+  uint64_t w[2];
+  mbxC_seeds_draw(&s, w);
+  mbxC_seeds_init(&s);
+  mbxC_seeds_draw(&s, w);
+  assert_true(w[0] == mbxC_siphash_2_4(s.key, 0, 0) && w[1] == mbxC_siphash_2_4(s.key, 0, 1));
+  mbxC_seeds_draw(&s, w);
+  assert_true(w[0] == mbxC_siphash_2_4(s.key, 1, 0));
+}
+
 /* Through the public API: sibling sandboxes of one runtime (and of one slot, reused) each
    get their own generator state, so their first 64-bit draws all differ. */
 #define SIBLINGS 64
@@ -130,6 +178,7 @@ int main(void) {
       cmocka_unit_test(draws_are_distinct_and_unrelated),
       cmocka_unit_test(runtimes_have_their_own_secret),
       cmocka_unit_test(a_forked_child_draws_other_seeds),
+      cmocka_unit_test(threads_draw_apart_in_batches),
       cmocka_unit_test(sibling_sandboxes_are_seeded_apart),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
