@@ -492,6 +492,23 @@ static void put_reap(mbxH_wpool *pool, pid_t pid, uint32_t refill, uint32_t prim
   mbxH_wp_bytes(&pool->w, prime, prime_len);
 }
 
+/* A warm worker primed for another policy than the one a freed sandbox offers: the host has
+   moved on, so it is ended and the offer primes the next one (else one sandbox of another
+   policy would keep priming off, and hold a warm place, for as long as it stays warm). */
+static void drop_stale_prime(mbxH_wpool *pool, const prime_offer *prime) {
+  size_t len = prime->frame->len > MBXH_CREATE_OWN ? prime->frame->len - MBXH_CREATE_OWN : 0;
+  for (int i = 0; i < pool->nwarm; i++) {
+    wproc *w = &pool->warm[i];
+    if (w->primed == NULL || (w->primed_len == len && memcmp(w->primed, prime->frame->data, len) == 0))
+      continue;
+    wproc stale = *w;
+    *w = pool->warm[--pool->nwarm];
+    proc_kill(&stale);
+    proc_forget(pool, &stale, 1, 0, NULL);
+    return; /* at most one is primed */
+  }
+}
+
 static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill,
                         const prime_offer *prime) {
   close_fd(&p->sock);
@@ -509,6 +526,7 @@ static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill,
   while (send_reap && (z->reaps_pending > 0 || (z != &pool->z && z->requested > 0))) {
     if (!fd_readable(z->sock) || zygote_read(pool, z, 0, NULL, NULL)) break;
   }
+  if (send_reap && refill && prime && z == &pool->z) drop_stale_prime(pool, prime);
   if (send_reap) {
     /* Only the current zygote refills the warm pool. */
     int want = refill && z == &pool->z ? MBXH_WORKER_WARM - pool->nwarm - z->requested : 0;
@@ -1391,8 +1409,13 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
       drawn = 1;
     }
     if (!primed) put_create(ws, &ws->w, 0, ws->cfg.address_key, seed);
-    /* A primed worker was sent its CREATE when it was primed: its answer may be waiting. */
-    if (converse(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS, !primed) == 0) break;
+    /* A primed worker was sent its CREATE when it was primed: its answer may be waiting, and
+       stays buffered if the worker died since (killed while warm): its pidfd, readable once
+       it has exited, says so, and another worker is taken (review 11, W3). */
+    if (converse(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS, !primed) == 0) {
+      if (!primed || !fd_readable(ws->proc.pidfd)) break;
+      lose_worker(ws, "its primed worker had died while warm");
+    }
     if (attempt == 2) {
       mbxU_error_set(err, MBX_INTERNAL_ERROR, "%s: the sandbox's worker failed while "
                      "starting: %s", fn, ws->reason);

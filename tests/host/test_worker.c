@@ -919,7 +919,13 @@ static void test_a_freed_sandbox_primes_the_next(void **state) {
   assert_int_equal(run(sb, "while true do end", &res), MBX_INSTRUCTION_LIMIT);
   mbx_result_free(res);
   mbx_sandbox_free(sb);
-  /* ... and the default policy's primed worker still has no instruction limit. */
+  /* Freeing it primed a worker for the tight policy in place of the default one's (the most
+     recently freed policy wins): the next default sandbox is not given that worker, and has
+     no instruction limit; the one after it is primed again. */
+  sb = new_after_a_pause(f, f->p);
+  want_value(sb, "return __test_primed()", "false");
+  want_value(sb, "local n = 0 for i = 1, 300000 do n = n + 1 end return n", "300000");
+  mbx_sandbox_free(sb);
   sb = new_after_a_pause(f, f->p);
   want_value(sb, "return __test_primed()", "true");
   want_value(sb, "local n = 0 for i = 1, 300000 do n = n + 1 end return n", "300000");
@@ -943,6 +949,59 @@ static void test_a_freed_sandbox_primes_the_next(void **state) {
   free(random2);
   mbx_policy_free(tight);
   mbx_policy_free(seeded);
+}
+
+/* A primed worker killed while it waits warm (its answer to the CREATE it was written is still
+   in its socket): the next sandbox is not handed the dead worker, it gets another one and runs
+   (review 11, W3: the first run failed with "worker crashed"). */
+static void test_a_primed_worker_killed_while_warm(void **state) {
+  fixture *f = *state;
+  for (int round = 0; round < 4; round++) {
+    mbx_error err;
+    mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+    if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
+    want_value(sb, "return 1", "1");
+    mbx_sandbox_free(sb); /* primes the worker forked to replace it */
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+    /* The zygote's newest child is the primed worker. */
+    pid_t kids[16], zygote = 0, workers[64];
+    assert_int_equal(children_of(getpid(), kids, 16), 1);
+    zygote = kids[0];
+    int n = children_of(zygote, workers, 64);
+    assert_true(n >= 1);
+    pid_t newest = workers[0];
+    for (int i = 1; i < n; i++)
+      if (workers[i] > newest) newest = workers[i];
+    assert_int_equal(kill(newest, SIGKILL), 0);
+    nanosleep(&ts, NULL);
+    sb = new_after_a_pause(f, f->p);
+    want_value(sb, "return 2", "2");
+    mbx_sandbox_free(sb);
+  }
+}
+
+/* One sandbox of another policy does not turn priming off: the next freed sandbox's policy
+   replaces a primed worker the host has moved on from (review 11, W4). */
+static void test_priming_follows_the_policy_in_use(void **state) {
+  fixture *f = *state;
+  mbx_policy *other = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_limit(other, MBX_LIMIT_INSTRUCTIONS, 1000000), MBX_OK);
+  mbx_sandbox *sb = new_after_a_pause(f, other);
+  want_value(sb, "return 1", "1");
+  mbx_sandbox_free(sb); /* a worker primed for `other` */
+  int primed = 0;
+  for (int i = 0; i < 6; i++) {
+    sb = new_after_a_pause(f, f->p);
+    mbx_result *res;
+    assert_int_equal(run(sb, "return __test_primed()", &res), MBX_OK);
+    primed += strcmp(mbx_result_value_json(res, NULL), "true") == 0;
+    mbx_result_free(res);
+    mbx_sandbox_free(sb);
+  }
+  /* The first one cannot be (nothing of this policy was freed before it); the rest are. */
+  assert_true(primed >= 4);
+  mbx_policy_free(other);
 }
 
 /* ---- scale: many live workers, many runs ---- */
@@ -1176,6 +1235,10 @@ static const struct CMUnitTest all_tests[] = {
       cmocka_unit_test_setup_teardown(test_one_tenant_reuses_after_a_reset, setup_hooks,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_freed_sandbox_primes_the_next, setup_hooks,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_primed_worker_killed_while_warm, setup_hooks,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_priming_follows_the_policy_in_use, setup_hooks,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
