@@ -979,6 +979,14 @@ static void test_a_primed_worker_killed_while_warm(void **state) {
     want_value(sb, "return 2", "2");
     mbx_sandbox_free(sb);
   }
+  /* The zygote killed while a primed worker waits: that worker is gone with it, and the next
+     sandbox runs on a new zygote's. */
+  pid_t kids[16];
+  assert_int_equal(children_of(getpid(), kids, 16), 1);
+  assert_int_equal(kill(kids[0], SIGKILL), 0);
+  mbx_sandbox *sb = new_after_a_pause(f, f->p);
+  want_value(sb, "return 3", "3");
+  mbx_sandbox_free(sb);
 }
 
 /* One sandbox of another policy does not turn priming off: the next freed sandbox's policy
