@@ -689,6 +689,18 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
     /* Until a worker this sandbox can take is warm: workers primed for another policy go,
        and a plain one is forked when none is coming (once: a fork that fails is the zygote's
        end). */
+    /* Warm workers that died while they waited (the OOM killer, an operator) go first: each
+       would cost one of attach_worker's attempts, and the pool may hold three (two plain, one
+       primed; review 11, W5). An exited process's pidfd is readable. */
+    for (int i = 0; i < pool->nwarm;) {
+      if (!fd_readable(pool->warm[i].pidfd)) {
+        i++;
+        continue;
+      }
+      wproc dead = pool->warm[i];
+      pool->warm[i] = pool->warm[--pool->nwarm];
+      proc_forget(pool, &dead, 1, 0, NULL);
+    }
     int pick = -1, asked = 0, dry = warm_pick(pool, fp, fp_len) < 0;
     while (!broken && (pick = warm_pick(pool, fp, fp_len)) < 0) {
       drop_mismatched(pool);
