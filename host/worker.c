@@ -686,9 +686,6 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
     int broken = 0;
     while (!broken && pool->z.requested > 0 && fd_readable(pool->z.sock))
       broken = zygote_read(pool, &pool->z, 0, NULL, NULL) != 0;
-    /* Until a worker this sandbox can take is warm: workers primed for another policy go,
-       and a plain one is forked when none is coming (once: a fork that fails is the zygote's
-       end). */
     /* Warm workers that died while they waited (the OOM killer, an operator) go first: each
        would cost one of attach_worker's attempts, and the pool may hold three (two plain, one
        primed; review 11, W5). An exited process's pidfd is readable. */
@@ -702,6 +699,9 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
       proc_forget(pool, &dead, 1, 0, NULL);
     }
     int pick = -1, asked = 0, dry = warm_pick(pool, fp, fp_len) < 0;
+    /* Until a worker this sandbox can take is warm: workers primed for another policy go,
+       and a plain one is forked when none is coming (once: a fork that fails is the zygote's
+       end). */
     while (!broken && (pick = warm_pick(pool, fp, fp_len)) < 0) {
       drop_mismatched(pool);
       if (pool->z.requested == 0) {
