@@ -21,6 +21,10 @@ struct mbxV_first_run {
   uint64_t seen;      /* hash of the last first run's text here, recorded or not */
   uint64_t hash;      /* the recorded text's hash */
   unsigned misses;    /* first runs here since the recording was last replayed or made */
+  /* The text whose last preparation could not be recorded (too many changes, a field of the
+     sandbox's moved): not copied and compared again until MBXV_FIRST_RUN_PATIENCE first runs
+     went by, or every fresh sandbox of that text would pay two state copies for nothing. */
+  uint64_t refused;
   before_key pending; /* taken by mbxV_first_run_begin for mbxV_first_run_end */
   /* The recording (source NULL: none). */
   const char *source;
@@ -106,7 +110,8 @@ char *mbxV_first_run_begin(mbxV_vm *vm, const char *code, size_t code_len, const
   /* A hash only decides when to record (replays match bytes). A recording in use is replaced
      only once it went unused for a while: texts that alternate in pairs would otherwise pay a
      recording (two copies of the state) every other sandbox. */
-  if (!again || (r->source != NULL && r->misses < MBXV_FIRST_RUN_PATIENCE)) return NULL;
+  if (!again || ((r->source != NULL || r->refused == seen) && r->misses < MBXV_FIRST_RUN_PATIENCE))
+    return NULL;
   r->pending = key_of(vm);
   /* Room for what the preparation adds past the prefix; a larger growth is not recorded. */
   size_t room = r->pending.prefix + MBXV_FIRST_RUN_BYTES_MAX;
@@ -136,6 +141,7 @@ void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t le
   char *after = prefix <= len && prefix % sizeof(uint64_t) == 0 ? malloc(prefix) : NULL;
   uint32_t(*runs)[2] = NULL;
   char *bytes = NULL, *text = NULL;
+  int kept = 0;
   if (after == NULL) goto out;
   mbxV_arena_copy_out(s->arena, after, prefix);
   size_t hole_len, hole_at = mbxV_vm_hole(vm, &hole_len);
@@ -186,6 +192,7 @@ void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t le
   r->source = source;
   r->hash = r->seen;
   r->misses = 0;
+  r->refused = 0;
   r->key = r->pending;
   r->text = text;
   r->text_len = code_len;
@@ -197,7 +204,12 @@ void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t le
   r->extent = runs[n - 1][0] + runs[n - 1][1];
   runs = NULL;
   bytes = text = NULL;
+  kept = 1;
 out:
+  if (!kept) {
+    r->refused = r->seen;
+    r->misses = 0;
+  }
   free(runs);
   free(bytes);
   free(text);
