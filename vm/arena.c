@@ -561,6 +561,7 @@ struct mbxV_pool {
      mbxV_pool_give, which reads it without the lock. */
   mbxV_shape *shape[sizeof(size_t) * 8];
   _Atomic size_t shape_len[sizeof(size_t) * 8];
+  uint64_t shape_gen; /* under the lock: the last mbxV_shape.gen given */
   _Atomic unsigned reloc_copies; /* slots holding a reloc_copy */
 };
 
@@ -1155,6 +1156,17 @@ const char *mbxV_slot_plain_source(const mbxV_slot *s, const mbxV_shared *t) {
   return s->reloc_copy;
 }
 
+const char *mbxV_slot_shape_source(const mbxV_slot *s, const mbxV_shape *sh, uint64_t *gen) {
+  *gen = sh->gen;
+  /* A slot other than sh's builder relocates sh in place, the same bytes every time (the
+     delta is the slot's); it may record only where it may for the plain template, so the
+     recordings' host memory stays with the same few slots per class. */
+  if ((uintptr_t)s->arena == sh->t.base) return sh->t.bytes;
+  const mbxV_shared *plain = atomic_load_explicit(&s->pool->shared[s->size_class],
+                                                  memory_order_acquire);
+  return mbxV_slot_plain_source(s, plain) ? sh->t.bytes : NULL;
+}
+
 void mbxV_slot_patch(mbxV_slot *s, const uint32_t (*runs)[2], size_t n, const char *bytes,
                      size_t extent) {
   mbxV_arena *a = s->arena;
@@ -1206,6 +1218,7 @@ int mbxV_slot_share_shape(mbxV_slot *s, const char *key, size_t key_len, size_t 
   sh->peak = peak;
   sh->refs = 1; /* the pool's */
   pthread_mutex_lock(&p->lock);
+  sh->gen = ++p->shape_gen;
   mbxV_shape *old = p->shape[s->size_class];
   p->shape[s->size_class] = sh;
   atomic_store_explicit(&p->shape_len[s->size_class], sh->t.len, memory_order_relaxed);

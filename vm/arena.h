@@ -234,6 +234,10 @@ typedef struct mbxV_shape {
   size_t key_len;
   size_t peak;
   unsigned refs; /* under the pool's lock: the pool's own reference and every holder's */
+  /* Set under the pool's lock when the shape is made, never repeated in the pool (from 1): a
+     shape freed and made again at the same address is another shape for whoever keyed
+     something by the old one's bytes (vm/first_run.c). */
+  uint64_t gen;
 } mbxV_shape;
 
 /* The class's shaped template when it was made for exactly this key and limit held its
@@ -260,6 +264,11 @@ void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at
    as long as the pool); NULL after any other restore, and in slots that relocate in place.
    What vm/first_run.c keys a recording by. */
 const char *mbxV_slot_plain_source(const mbxV_slot *s, const mbxV_shared *t);
+/* The same for a restore from the class's shaped template sh (held by the caller): sh's bytes
+   in the slots that may keep a recording (the one that built sh, and those
+   mbxV_slot_plain_source names a source for), with *gen set to sh's generation; NULL
+   elsewhere. The pair, not the pointer, names the bytes: a later shape may reuse the address. */
+const char *mbxV_slot_shape_source(const mbxV_slot *s, const mbxV_shape *sh, uint64_t *gen);
 /* Write n runs {offset, length} of bytes (concatenated) into s's arena, where Lua's own
    allocation would have written them (vm/first_run.c), and raise the high-water mark over
    the blocks they add as block_new does. ASan builds lift and restore the free space's

@@ -26,8 +26,10 @@ struct mbxV_first_run {
      went by, or every fresh sandbox of that text would pay two state copies for nothing. */
   uint64_t refused;
   before_key pending; /* taken by mbxV_first_run_begin for mbxV_first_run_end */
-  /* The recording (source NULL: none). */
+  /* The recording (source NULL: none): the restore it was taken over, by address and
+     generation (vm/vm.h, fresh_source). */
   const char *source;
+  uint64_t gen;
   before_key key;
   char *text, *name; /* one block: the text, then the chunk name and its NUL */
   size_t text_len, name_len;
@@ -61,6 +63,7 @@ static void drop_recording(mbxV_first_run *r) {
   r->text = r->name = r->bytes = NULL;
   r->runs = NULL;
   r->source = NULL;
+  r->gen = 0;
   r->nruns = r->extent = r->text_len = r->name_len = 0;
 }
 
@@ -70,16 +73,16 @@ void mbxV_first_run_free(mbxV_first_run *r) {
   free(r);
 }
 
-int mbxV_first_run_replay(mbxV_vm *vm, const char *source, const char *code, size_t code_len,
-                          const char *chunk_name) {
+int mbxV_first_run_replay(mbxV_vm *vm, const char *source, uint64_t gen, const char *code,
+                          size_t code_len, const char *chunk_name) {
 #ifdef MBX_ARENA_MALLOC
   /* The heap is malloc blocks, not the slot's bytes: nothing to record or replay. */
-  (void)vm, (void)source, (void)code, (void)code_len, (void)chunk_name;
+  (void)vm, (void)source, (void)gen, (void)code, (void)code_len, (void)chunk_name;
   return 0;
 #endif
   mbxV_first_run *r = vm->slot ? vm->slot->first_run : NULL;
-  if (r == NULL || r->source == NULL || r->source != source || r->text_len != code_len ||
-      memcmp(r->text, code, code_len) != 0)
+  if (r == NULL || r->source == NULL || r->source != source || r->gen != gen ||
+      r->text_len != code_len || memcmp(r->text, code, code_len) != 0)
     return 0;
   size_t name_len = strlen(chunk_name);
   before_key now = key_of(vm);
@@ -133,8 +136,8 @@ static int vm_word_may_change(size_t at) {
          (at >= hash_at && at < hash_at + sizeof(uint64_t));
 }
 
-void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t len, const char *code,
-                        size_t code_len, const char *chunk_name) {
+void mbxV_first_run_end(mbxV_vm *vm, const char *source, uint64_t gen, char *before, size_t len,
+                        const char *code, size_t code_len, const char *chunk_name) {
   mbxV_slot *s = vm->slot;
   mbxV_first_run *r = s->first_run;
   size_t prefix = mbxV_arena_prefix(s->arena);
@@ -190,6 +193,7 @@ void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t le
   memcpy(text + code_len, chunk_name, name_len + 1);
   drop_recording(r);
   r->source = source;
+  r->gen = gen;
   r->hash = r->seen;
   r->misses = 0;
   r->refused = 0;

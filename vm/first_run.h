@@ -5,15 +5,18 @@
 #define MBX_VM_FIRST_RUN_H
 
 /*
-** Why a replay is the load itself. A slot's fresh state is a byte copy of its class's plain
-** template (vm->fresh_source names the copy), configured for the sandbox. Preparing a run on
+** Why a replay is the load itself. A slot's fresh state is a byte copy of one of its class's
+** shared templates, plain or shaped (vm->fresh_source names the copy, vm->fresh_gen the
+** shape's generation: a shaped template is freed when another shape replaces it, and a later
+** one may get its address), configured for the sandbox. Preparing a run on
 ** it is deterministic: the allocator, the string table, the collector's debt and every object
 ** the load touches are template bytes; what differs between two fresh sandboxes of the slot
 ** is what the sandbox owns (the budget and output hole, its limits, address key, port and
 ** hook settings, the random generator's state) and the previous tenant's bytes past the
 ** prefix. So a recording is taken only where none of that could matter, and matched only
 ** where it is the same:
-** - keyed by the restore's source, the text and chunk name byte for byte, the heap's use and
+** - keyed by the restore's source and generation, the text and chunk name byte for byte, the
+**   heap's use and
 **   limits and the main thread's hook (what lua_newthread copies into the run thread);
 ** - only for a load that hit the bytecode cache (a parse leaves other bytes), with no inputs
 **   (they are bound before the load) and no trip;
@@ -27,6 +30,7 @@
 */
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "vm/vm.h"
 
@@ -41,11 +45,12 @@ typedef struct mbxV_first_run mbxV_first_run;
 #define MBXV_FIRST_RUN_BYTES_MAX 16384
 
 /* Write the slot's recording into vm's state when it was recorded for exactly this first run
-   (vm->fresh_source == source, the same text and chunk name, heap use, limits and hook).
+   (the restore's source and gen, as vm->fresh_source and vm->fresh_gen were, the same text
+   and chunk name, heap use, limits and hook).
    Returns 1 when written: vm->run_thread then holds the chunk's function, as the preparation
    leaves it. The caller has checked that no trip is set and that there are no inputs. */
-int mbxV_first_run_replay(mbxV_vm *vm, const char *source, const char *code, size_t code_len,
-                          const char *chunk_name);
+int mbxV_first_run_replay(mbxV_vm *vm, const char *source, uint64_t gen, const char *code,
+                          size_t code_len, const char *chunk_name);
 
 /* Before a first run's preparation that no recording matched: when the slot saw this text's
    first run last time too, a copy of the state (host memory, *len bytes, freed by
@@ -56,8 +61,8 @@ char *mbxV_first_run_begin(mbxV_vm *vm, const char *code, size_t code_len, const
 
 /* After that preparation succeeded (a bytecode cache hit, no trip): record what it wrote
    into the slot, replacing an older recording. Frees before. */
-void mbxV_first_run_end(mbxV_vm *vm, const char *source, char *before, size_t len, const char *code,
-                        size_t code_len, const char *chunk_name);
+void mbxV_first_run_end(mbxV_vm *vm, const char *source, uint64_t gen, char *before, size_t len,
+                        const char *code, size_t code_len, const char *chunk_name);
 
 void mbxV_first_run_free(mbxV_first_run *r);
 

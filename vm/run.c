@@ -699,15 +699,17 @@ static void record_usage(mbxV_vm *vm, mbxV_outcome *out, uint64_t started) {
   out->output_bytes = vm->output.total;
 }
 
-/* The first run of a fresh sandbox (fresh: the bytes its state was restored from, or NULL):
-   the slot's recorded preparation of this text when one fits (vm/first_run.h), else the
-   preparation, recorded when the slot saw the same first run last time. Only where the
+/* The first run of a fresh sandbox (fresh: the bytes its state was restored from, or NULL;
+   fresh_gen: their generation): the slot's recorded preparation of this text when one fits
+   (vm/first_run.h), else the preparation, recorded when the slot saw the same first run last
+   time. Only where the
    bytecode cache is used (a replay stands for a cache hit), without inputs or a trip. */
-static int prepare_first(lua_State *L, mbxV_vm *vm, const char *fresh, run_step *st) {
+static int prepare_first(lua_State *L, mbxV_vm *vm, const char *fresh, uint64_t fresh_gen,
+                         run_step *st) {
   if (fresh == NULL || st->cache == NULL || st->inputs != NULL ||
       mbxV_tripped(L) != MBXV_TRIP_NONE || atomic_load(&vm->budget.interrupt))
     return protected_step(L, step_prepare, st);
-  if (mbxV_first_run_replay(vm, fresh, st->code, st->code_len, st->chunk_name)) {
+  if (mbxV_first_run_replay(vm, fresh, fresh_gen, st->code, st->code_len, st->chunk_name)) {
     st->co = vm->run_thread;
     st->hit = 1;
     st->reached = STEP_READY;
@@ -719,7 +721,8 @@ static int prepare_first(lua_State *L, mbxV_vm *vm, const char *fresh, run_step 
   if (before == NULL) return rc;
   if (rc == LUA_OK && st->reached == STEP_READY && st->hit && mbxV_tripped(L) == MBXV_TRIP_NONE &&
       !vm->heap.refused)
-    mbxV_first_run_end(vm, fresh, before, len, st->code, st->code_len, st->chunk_name);
+    mbxV_first_run_end(vm, fresh, fresh_gen, before, len, st->code, st->code_len,
+                       st->chunk_name);
   else
     free(before);
   return rc;
@@ -769,8 +772,10 @@ mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, s
 
   /* Only the first run after mbxV_vm_new may take a recorded preparation. */
   const char *fresh = vm->fresh_source;
+  uint64_t fresh_gen = vm->fresh_gen;
   vm->fresh_source = NULL;
-  int rc = prepare_fast(L, &st) ? LUA_OK : prepare_first(L, vm, fresh, &st);
+  vm->fresh_gen = 0;
+  int rc = prepare_fast(L, &st) ? LUA_OK : prepare_first(L, vm, fresh, fresh_gen, &st);
   if (st.reached != STEP_READY) {
     if (mbxV_tripped(L) != MBXV_TRIP_NONE || (rc == LUA_ERRMEM)) {
       if (mbxV_tripped(L) == MBXV_TRIP_NONE) mbxV_trip_set(L, MBXV_TRIP_MEMORY);

@@ -66,6 +66,7 @@ static void configure_fields(mbxV_vm *vm, const mbxV_config *cfg) {
   vm->pending_set = 0;
   vm->shaped = 0;
   vm->fresh_source = NULL;
+  vm->fresh_gen = 0;
   memset(vm->ext, 0, sizeof vm->ext);
 }
 
@@ -203,11 +204,15 @@ static void mark_shaped(mbxV_vm *vm, size_t peak) {
 
 /* The pristine state for cfg back in the slot: the shaped template for cfg's shape when one
    fits (returns 1, *peak its install's), else the plain one; the slot's own templates, or the
-   class's shared ones relocated. keep_sandbox: a reset (the budget and output stay). */
+   class's shared ones relocated. keep_sandbox: a reset (the budget and output stay). *source
+   and *gen: what a first run may replay a recording of (vm/first_run.h); NULL for the slot's
+   own templates. */
 static int restore_pristine(mbxV_slot *slot, const mbxV_config *cfg, const mbxV_shared *shared,
-                            int keep_sandbox, size_t *peak) {
+                            int keep_sandbox, size_t *peak, const char **source, uint64_t *gen) {
   mbxV_vm *vm = (mbxV_vm *)slot->arena->user;
   *peak = 0;
+  *source = NULL;
+  *gen = 0;
   if (slot->template_bytes) {
     int shaped = shape_fits(slot, cfg);
     const char *bytes = shaped ? slot->shape_bytes : slot->template_bytes;
@@ -220,8 +225,14 @@ static int restore_pristine(mbxV_slot *slot, const mbxV_config *cfg, const mbxV_
   mbxV_shape *sh = mbxV_pool_shape_get(slot, cfg->shape_key, cfg->shape_key_len,
                                        cfg->memory_limit);
   restore_shared(slot, sh ? &sh->t : shared, keep_sandbox);
-  if (sh == NULL) return 0;
+  if (sh == NULL) {
+    *source = mbxV_slot_plain_source(slot, shared);
+    return 0;
+  }
   *peak = sh->peak;
+  /* Named while the reference holds sh: its generation tells it from a later shape that
+     gets the same address once this one is freed. */
+  *source = mbxV_slot_shape_source(slot, sh, gen);
   mbxV_pool_shape_put(slot->pool, sh);
   return 1;
 }
@@ -305,7 +316,9 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
        they were built at (every pointer in them is valid again), or the class's shared
        template relocated to this slot. */
     size_t peak;
-    int shaped = restore_pristine(slot, cfg, shared, 0, &peak);
+    const char *source;
+    uint64_t gen;
+    int shaped = restore_pristine(slot, cfg, shared, 0, &peak, &source, &gen);
     vm = (mbxV_vm *)slot->arena->user;
     if (vm->heap.used > cfg->memory_limit) {
       mbxV_pool_give(slot);
@@ -313,8 +326,8 @@ mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
     }
     configure(vm, cfg);
     if (shaped) mark_shaped(vm, peak);
-    else if (!slot->template_bytes)
-      vm->fresh_source = mbxV_slot_plain_source(slot, shared);
+    vm->fresh_source = source;
+    vm->fresh_gen = gen;
   } else {
     mbxV_new_result r = build(slot, cfg, open_libs);
     if (r != MBXV_NEW_OK) {
@@ -337,7 +350,9 @@ mbxV_new_result mbxV_vm_reset(mbxV_vm *vm, const mbxV_config *cfg, lua_CFunction
   const mbxV_shared *shared = mbxV_slot_shared(slot);
   if (slot->template_bytes || shared) {
     size_t peak;
-    int shaped = restore_pristine(slot, cfg, shared, 1, &peak);
+    const char *source; /* a reset's state replays nothing (vm/vm.h) */
+    uint64_t gen;
+    int shaped = restore_pristine(slot, cfg, shared, 1, &peak, &source, &gen);
     reconfigure(vm, cfg);
     if (shaped) mark_shaped(vm, peak);
     return MBXV_NEW_OK;
@@ -367,6 +382,7 @@ mbxV_checkpoint_result mbxV_vm_checkpoint(mbxV_vm *vm, mbxV_checkpoint *ck) {
 #else
   /* A rewind to this copy is no fresh sandbox: it never replays a first run (first_run.h). */
   vm->fresh_source = NULL;
+  vm->fresh_gen = 0;
   /* Header, vm struct and every block: the used prefix is the whole state (vm/arena.h). */
   size_t len = mbxV_arena_prefix(vm->slot->arena);
   if (len > ck->cap) {
@@ -443,6 +459,7 @@ size_t mbxV_vm_heap_used(const mbxV_vm *vm) {
 
 void mbxV_vm_touched(mbxV_vm *vm) {
   vm->fresh_source = NULL;
+  vm->fresh_gen = 0;
 }
 
 size_t mbxV_vm_hole(const mbxV_vm *vm, size_t *len) {

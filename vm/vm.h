@@ -56,11 +56,14 @@ typedef struct mbxV_vm {
   /* Set by mbxV_vm_new/reset: the state came from the slot's shaped template for
      cfg->shape_key, so what that shape installs is already there (mbxV_vm_shape_save). */
   int shaped;
-  /* Set by mbxV_vm_new when the state is the class's plain template just restored (the
-     bytes it came from, vm/arena.h mbxV_slot_plain_source), cleared by the first run and by
-     anything else that changes the state before it (mbxV_vm_touched): what lets the first
-     run replay a recorded preparation (vm/first_run.h). */
+  /* Set by mbxV_vm_new when the state is one of the class's shared templates just restored
+     (the bytes it came from, vm/arena.h mbxV_slot_plain_source, or mbxV_slot_shape_source
+     for a shaped one, with that shape's generation in fresh_gen; 0 for the plain template),
+     cleared by the first run and by anything else that changes the state before it
+     (mbxV_vm_touched): what lets the first run replay a recorded preparation
+     (vm/first_run.h). */
   const char *fresh_source;
+  uint64_t fresh_gen;
   /* Bytes the layer above owns (stdlib/: its port pointer, pause and close-nesting state;
      stdlib/stdlib.h). vm/ never reads them: it zeroes them when a state is made or reset,
      and they travel with the vm through templates, checkpoints and rewinds. */

@@ -195,6 +195,61 @@ static void a_replayed_first_run_keeps_the_sandbox_own(void **state) {
   assert_string_not_equal(one, two);
 }
 
+/* A host function that answers with the name its policy gave it (userdata). */
+static mbx_status answer_own_name(void *userdata, const char *args, size_t len,
+                                  mbx_host_reply *reply) {
+  (void)args;
+  (void)len;
+  const char *name = userdata;
+  return mbx_host_reply_json(reply, name, strlen(name));
+}
+
+/* code's first run in a new sandbox of a policy with host functions tools.who and tools.f0..f3
+   (who answering `who`) and the given seed. */
+static void first_run_with_tools(const char *who, uint64_t seed, const char *code, char *value,
+                                 size_t cap) {
+  mbx_error err;
+  mbx_policy *p = mbx_policy_new();
+  assert_non_null(p);
+  assert_int_equal(mbx_policy_set_seed(p, seed, &err), MBX_OK);
+  assert_int_equal(mbx_policy_add_function(p, "tools.who", answer_own_name, (void *)who, &err),
+                   MBX_OK);
+  for (int i = 0; i < 4; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "tools.f%d", i);
+    assert_int_equal(mbx_policy_add_function(p, name, answer_own_name, (void *)who, &err), MBX_OK);
+  }
+  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
+  assert_non_null(sb);
+  snippet_outcome o;
+  assert_int_equal(snippet_run_in(sb, code, &o), MBX_OK);
+  snprintf(value, cap, "%s", o.value);
+  mbx_sandbox_free(sb);
+  mbx_policy_free(p);
+}
+
+/* The same with host functions: sandboxes of one shape (the functions' names and kinds) come
+   from its shaped template and replay its first run too (vm/first_run.h), and a replayed run
+   still calls its own policy's functions (two policies of one shape, different callbacks)
+   with its own seed. Each value is the one the first loaded sandbox of its policy gave. */
+static void a_replayed_first_run_with_host_functions_calls_its_own(void **state) {
+  (void)state;
+  const char *code = "g = (g or 0) + 1 return g, tools.who(), math.random(1, 1000000000), "
+                     "collectgarbage('count')";
+  char one[256], two[256], again[256];
+  first_run_with_tools("\"one\"", 1, code, one, sizeof one);
+  first_run_with_tools("\"one\"", 1, code, one, sizeof one);
+  first_run_with_tools("\"two\"", 2, code, two, sizeof two);
+  assert_non_null(strstr(one, "\"one\""));
+  assert_non_null(strstr(two, "\"two\""));
+  for (int i = 0; i < 4; i++) {
+    first_run_with_tools("\"one\"", 1, code, again, sizeof again);
+    assert_string_equal(again, one);
+    first_run_with_tools("\"two\"", 2, code, again, sizeof again);
+    assert_string_equal(again, two);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(texts_alternate),
@@ -203,6 +258,7 @@ int main(void) {
       cmocka_unit_test(every_result_keeps_its_own_value),
       cmocka_unit_test(the_kept_function_across_rewind_and_reset),
       cmocka_unit_test(a_replayed_first_run_keeps_the_sandbox_own),
+      cmocka_unit_test(a_replayed_first_run_with_host_functions_calls_its_own),
   };
   return cmocka_run_group_tests(tests, snippet_setup, snippet_teardown);
 }
