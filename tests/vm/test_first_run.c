@@ -297,6 +297,47 @@ static void a_shaped_template_is_replayed(void **state) {
   mbxV_pool_free(pool);
 }
 
+/* The same in a slot that did not build the shape: it restores the shaped template relocated
+   in place (the same bytes every time: the delta is the slot's), and may record there as it
+   may for the plain template (it keeps a relocated copy of that one). */
+static void a_relocated_shaped_template_is_replayed(void **state) {
+  NEEDS_THE_ARENA();
+  (void)state;
+  mbxV_bcache *c = mbxV_bcache_new(1 << 20);
+  mbxV_pool *pool = warm_pool(c);
+  uint64_t gen;
+  const char *built = shape_bytes(pool, "4:tools", &gen); /* in the first slot */
+  /* The first slot stays taken: the sandboxes below get another one, whose first sandbox (a
+     plain one) leaves it a relocated copy of the plain template. */
+  mbxV_config cfg = config(16 * MIB);
+  mbxV_vm *held = NULL;
+  assert_int_equal(mbxV_vm_new(pool, &cfg, mbxL_open_sandbox, &held), MBXV_NEW_OK);
+  free(run_fresh(pool, c, 16 * MIB, "return 0").bytes);
+  const char *code = "local n = 0 for k in pairs(tools) do n = n + 1 end "
+                     "return n, tools.f3(), collectgarbage('count')";
+  uint64_t hits = hits_of(c);
+  fresh_run runs[5];
+  for (int i = 0; i < 5; i++) {
+    cfg = config(16 * MIB);
+    mbxV_vm *vm = new_shaped(pool, &cfg, "4:tools");
+    assert_true(vm->shaped);
+    assert_true(vm->slot != held->slot);
+    assert_ptr_equal(vm->fresh_source, built); /* named by the shape's bytes, relocated */
+    mbxV_vm_free(vm);
+    int shaped;
+    runs[i] = run_shaped(pool, c, "4:tools", code, &shaped);
+  }
+  /* 1 parses (a miss), 2 loads (a hit, recorded), 3-5 replay. */
+  assert_int_equal(hits_of(c), hits + 1);
+  for (int i = 2; i < 5; i++)
+    expect_same_state(&runs[1], &runs[i]);
+  for (int i = 0; i < 5; i++)
+    free(runs[i].bytes);
+  mbxV_vm_free(held);
+  mbxV_bcache_free(c);
+  mbxV_pool_free(pool);
+}
+
 /* Shape A's recording is never replayed over a later shape A made after shape B replaced
    it, even where the rebuilt template got the freed one's address (the allocator may give it
    back; the address alone would then match, and the first sandbox below is named as if it
@@ -338,6 +379,7 @@ int main(void) {
       cmocka_unit_test(only_the_recorded_first_run_is_replayed),
       cmocka_unit_test(pairs_of_other_texts_keep_the_recording),
       cmocka_unit_test(a_shaped_template_is_replayed),
+      cmocka_unit_test(a_relocated_shaped_template_is_replayed),
       cmocka_unit_test(a_rebuilt_shape_replays_no_stale_recording),
   };
   return cmocka_run_group_tests_name("vm/first_run", tests, NULL, NULL);
