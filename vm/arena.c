@@ -561,7 +561,7 @@ struct mbxV_pool {
      mbxV_pool_give, which reads it without the lock. */
   mbxV_shape *shape[sizeof(size_t) * 8];
   _Atomic size_t shape_len[sizeof(size_t) * 8];
-  uint64_t shape_gen; /* under the lock: the last mbxV_shape.gen given */
+  uint64_t shape_gen;            /* under the lock: the last mbxV_shape.gen given */
   _Atomic unsigned reloc_copies; /* slots holding a reloc_copy */
 };
 

@@ -721,8 +721,7 @@ static int prepare_first(lua_State *L, mbxV_vm *vm, const char *fresh, uint64_t 
   if (before == NULL) return rc;
   if (rc == LUA_OK && st->reached == STEP_READY && st->hit && mbxV_tripped(L) == MBXV_TRIP_NONE &&
       !vm->heap.refused)
-    mbxV_first_run_end(vm, fresh, fresh_gen, before, len, st->code, st->code_len,
-                       st->chunk_name);
+    mbxV_first_run_end(vm, fresh, fresh_gen, before, len, st->code, st->code_len, st->chunk_name);
   else
     free(before);
   return rc;
