@@ -102,9 +102,26 @@ typedef struct wproc {
    since it is the init of their pid namespace and its exit would end every one of them (a
    guest crashing its own worker would end its neighbours' sandboxes). A retired zygote is
    stopped once the last of them is freed. */
+#define ZYGOTE_IN_CAP 2048
+/* REAPED answers left unread in the zygote's socket before a free reads them (else a take
+   does, with the workers it forked): reading each as it comes cost every free a read. */
+#define REAP_BACKLOG 32
+
 typedef struct zygote {
   pid_t pid; /* 0: not running */
   int sock;
+  /* Its mailbox (a SOCK_SEQPACKET pair; -1: none): REAPs nobody waits for, sent without
+     waking it (mail_send); mail_unread counts those sent since the last control frame. */
+  int mail;
+  unsigned mail_unread;
+  /* What it sent that is read and not yet acted on (zygote_fill). Its frames are small and
+     come in runs (a reap's answer, the workers it forked), so one recvmsg takes all there is:
+     a unix stream read stops after the message that carries fds, so fds (in_fds) come in the
+     read where their SPAWNED frame starts, and belong to the first such frame parsed. */
+  unsigned char in[ZYGOTE_IN_CAP];
+  size_t in_off, in_len;
+  int in_fds[2];
+  int in_nfds;
   uint32_t id;
   int requested;     /* SPAWNED replies still to read */
   int reaps_pending; /* REAPED replies nobody waits for */
@@ -138,8 +155,6 @@ struct mbxH_wpool {
   unsigned crash_next;
   int zygote_stale; /* a worker crashed: re-exec the zygote when the rate limit allows */
   mbxH_wp_writer w;
-  unsigned char *rbuf;
-  size_t rcap;
   uint32_t probed; /* the last MBXH_WP_PROBED */
   uint32_t probed_us; /* ... and how long its child took to fork, jail itself and exit */
   int probe_got;
@@ -218,13 +233,21 @@ static io_result write_all(int fd, const void *p, size_t n, io_deadline *d) {
   return IO_OK;
 }
 
-static io_result read_all(int fd, void *p, size_t n, io_deadline *d) {
+/* At least min bytes into p and at most max (*got: how many). wait_first: wait before the
+   first read (the answer needs the peer's work: a read now would only fail). */
+static io_result read_some(int fd, void *p, size_t min, size_t max, io_deadline *d,
+                           int wait_first, size_t *got) {
   unsigned char *b = p;
-  while (n) {
-    ssize_t r = recv(fd, b, n, MSG_DONTWAIT);
+  *got = 0;
+  if (wait_first && !d->spin) {
+    int w = wait_fd(fd, POLLIN, d);
+    if (w == 0) return IO_TIMEOUT;
+    if (w < 0) return IO_CLOSED;
+  }
+  while (*got < min) {
+    ssize_t r = recv(fd, b + *got, max - *got, MSG_DONTWAIT);
     if (r > 0) {
-      b += r;
-      n -= (size_t)r;
+      *got += (size_t)r;
       continue;
     }
     if (r == 0) return IO_CLOSED;
@@ -241,6 +264,11 @@ static io_result read_all(int fd, void *p, size_t n, io_deadline *d) {
     return IO_CLOSED;
   }
   return IO_OK;
+}
+
+static io_result read_all(int fd, void *p, size_t n, io_deadline *d) {
+  size_t got;
+  return read_some(fd, p, n, n, d, 0, &got);
 }
 
 static int grow(unsigned char **buf, size_t *cap, size_t n) {
@@ -265,11 +293,21 @@ static void prime_forget(zygote *z) {
   z->prime_pending = 0;
 }
 
+static void zygote_in_reset(zygote *z) {
+  for (int i = 0; i < z->in_nfds; i++) close(z->in_fds[i]);
+  z->in_nfds = 0;
+  z->in_off = z->in_len = 0;
+}
+
 static void zygote_stop(zygote *z) {
   prime_forget(z);
+  zygote_in_reset(z);
   if (z->pid <= 0) return;
-  /* Closing the socket ends it once it has served what is queued (reaps of killed workers). */
+  /* Closing the socket ends it once it has served what is queued (reaps of killed workers,
+     in its control socket and its mailbox). */
   close_fd(&z->sock);
+  close_fd(&z->mail);
+  z->mail_unread = 0;
   int st;
   while (waitpid(z->pid, &st, 0) < 0 && errno == EINTR) {
   }
@@ -307,26 +345,31 @@ static int warm_primed(const mbxH_wpool *pool) {
   return pool->z.prime_pending;
 }
 
-/* Whether fd has something to read now (no wait). */
-static int fd_readable(int fd) {
-  struct pollfd pf = {fd, POLLIN, 0};
-  return poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN);
-}
-
 /* SIGKILL through the pidfd. The worker is moved to SCHED_BATCH first (allowed: the parent
    owns it, as root or as its user namespace's owner): woken to die on the CPU it last ran
    on, often the host thread's, a SCHED_OTHER worker preempted that thread for its whole
    exit, 150 us of a free on an idle VM; a batch one exits once the CPU is free. That call
    names a pid, so it is made only while the pidfd says the process is not reaped yet (the
-   zygote reaps only on the parent's REAP; the pid could be reused only if the zygote died
-   and something else reaped the worker between the two calls): never on a pid that may be
-   another process's (review 11, W2). */
-static void proc_kill(wproc *p) {
-  if (p->pidfd < 0) return;
+   zygote reaps only on the parent's REAP, sent after this call; the pid could be reused only
+   if the zygote died and something else reaped the worker): never on a pid that may be
+   another process's (review 11, W2). proc_quiet makes that first step: 1 when the worker
+   has exited already (its pidfd is readable), else 0. */
+static int proc_quiet(wproc *p) {
+  if (p->pidfd < 0 || p->pid <= 0) return 1;
+  struct pollfd pf = {p->pidfd, POLLIN, 0};
+  if (poll(&pf, 1, 0) != 0) return 1;
   struct sched_param batch = {0};
-  if (p->pid > 0 && syscall(SYS_pidfd_send_signal, p->pidfd, 0, NULL, 0) == 0)
-    (void)sched_setscheduler(p->pid, SCHED_BATCH, &batch);
-  syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+  (void)sched_setscheduler(p->pid, SCHED_BATCH, &batch);
+  return 0;
+}
+
+static void proc_sigkill(wproc *p) {
+  if (p->pidfd >= 0) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+}
+
+static void proc_kill(wproc *p) {
+  (void)proc_quiet(p);
+  proc_sigkill(p);
 }
 
 /* Close a worker's fds once it is killed; the zygote reaps it (asynchronously when nobody
@@ -340,6 +383,8 @@ typedef struct prime_offer {
 
 static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill,
                         const prime_offer *prime);
+static void proc_forget_as(mbxH_wpool *pool, wproc *p, int send_reap, int refill,
+                           const prime_offer *prime, int alive);
 
 static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   if (access(pool->path, X_OK) != 0) {
@@ -349,77 +394,168 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
                    "mbx_runtime_set_path(MBX_PATH_WORKER)", pool->path, strerror(errno));
     return -1;
   }
-  int sv[2];
+  int sv[2], mv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: socketpair for the worker zygote: %s",
                    strerror(errno));
     return -1;
   }
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, mv) != 0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: socketpair for the worker zygote: %s",
+                   strerror(errno));
+    close(sv[0]);
+    close(sv[1]);
+    return -1;
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  /* Only the control socket, as fd 3; stdio from /dev/null except stderr (the zygote runs no
-     guest code; its workers close everything but their own socket). */
+  /* Only the control socket, as fd 3, and the mailbox, as fd 4; stdio from /dev/null except
+     stderr (the zygote runs no guest code; its workers close everything but their own
+     socket). */
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+  posix_spawn_file_actions_adddup2(&fa, mv[1], 4);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 5);
   char *argv[] = {(char *)"moonbox-worker", (char *)"--zygote", NULL};
   char *envp[] = {NULL};
   pid_t pid;
   int rc = posix_spawn(&pid, pool->path, &fa, NULL, argv, envp);
   posix_spawn_file_actions_destroy(&fa);
   close(sv[1]);
+  close(mv[1]);
   if (rc != 0) {
     close(sv[0]);
+    close(mv[0]);
     mbxU_error_set(err, MBX_UNSUPPORTED,
                    "mbx_sandbox_new: cannot start the worker %s: %s (install moonbox-worker "
                    "next to the library, or set its path with mbx_runtime_set_path)",
                    pool->path, strerror(rc));
     return -1;
   }
-  pool->z = (zygote){.pid = pid, .sock = sv[0], .id = ++pool->next_zid, .started = now_ns()};
+  pool->z = (zygote){.pid = pid, .sock = sv[0], .mail = mv[0], .id = ++pool->next_zid,
+                     .started = now_ns()};
   pool->zygote_stale = 0;
   return 0;
 }
 
-/* Read one zygote frame and act on it: a SPAWNED worker joins the warm list, a REAPED one
-   fills *status when it is want_pid's. 0, or -1 when the zygote is broken. */
-static int zygote_read(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status, int *got) {
-  unsigned char hdr[MBXH_WP_HEADER];
-  union {
-    char buf[CMSG_SPACE(2 * sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  struct iovec iov = {hdr, sizeof hdr};
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
-  if (wait_fd(z->sock, POLLIN, ZYGOTE_DEADLINE) != 1)
-    return -1;
-  ssize_t n;
-  do n = recvmsg(z->sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-  while (n < 0 && errno == EINTR);
-  int fds[2] = {-1, -1}, nfds = 0;
-  for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+/* Read what the zygote has sent into z->in (block: wait for it, within ZYGOTE_TIMEOUT_MS).
+   0 when something was read, 1 when nothing was there (no block), -1 when the zygote is
+   broken or gone. While a SPAWNED frame's fds are held, only the rest of that frame is read
+   (the read after it could bring the next one's fds). */
+static int zygote_fill(zygote *z, int block) {
+  if (z->in_off > 0) {
+    memmove(z->in, z->in + z->in_off, z->in_len - z->in_off);
+    z->in_len -= z->in_off;
+    z->in_off = 0;
+  }
+  size_t room = sizeof z->in - z->in_len;
+  if (z->in_nfds > 0) {
+    /* The frame holding them is the last one in the buffer, not complete yet. */
+    size_t need = MBXH_WP_HEADER;
+    if (z->in_len >= MBXH_WP_HEADER) {
+      uint32_t len;
+      memcpy(&len, z->in + 4, sizeof len);
+      need = MBXH_WP_HEADER + (size_t)len;
+    }
+    if (need <= z->in_len || need > sizeof z->in) return -1;
+    room = need - z->in_len;
+  }
+  if (room == 0) return -1;
+  for (;;) {
+    union {
+      char buf[CMSG_SPACE(2 * sizeof(int))];
+      struct cmsghdr align;
+    } u;
+    struct iovec iov = {z->in + z->in_len, room};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                         .msg_controllen = sizeof u.buf};
+    ssize_t n = recvmsg(z->sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    int bad = (msg.msg_flags & MSG_CTRUNC) != 0;
+    for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
       size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
       for (size_t i = 0; i < k; i++) {
         int fd;
         memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-        if (nfds < 2) fds[nfds++] = fd;
-        else close(fd);
+        if (z->in_nfds < 2) {
+          z->in_fds[z->in_nfds++] = fd;
+        } else {
+          close(fd);
+          bad = 1;
+        }
       }
     }
+    if (n >= 0 && bad) return -1;
+    if (n > 0) {
+      z->in_len += (size_t)n;
+      return 0;
+    }
+    if (n == 0) return -1;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    if (!block) return 1;
+    if (wait_fd(z->sock, POLLIN, ZYGOTE_DEADLINE) != 1) return -1;
   }
+}
+
+/* Act on one zygote frame (z->in holds it whole): a SPAWNED worker joins the warm list, a
+   REAPED one fills *status when it is want_pid's. 0, or -1 when the zygote is broken. */
+static int zygote_frame(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status, int *got);
+
+/* The next frame there is (block: wait for one). 0 when one was acted on, 1 when none is
+   complete (no block), -1 when the zygote is broken. */
+static int zygote_next(mbxH_wpool *pool, zygote *z, int block, pid_t want_pid, int *status,
+                       int *got) {
+  for (;;) {
+    size_t have = z->in_len - z->in_off;
+    if (have >= MBXH_WP_HEADER) {
+      mbxH_wp_type type;
+      uint32_t len;
+      if (mbxH_wp_header(z->in + z->in_off, 64, &type, &len, NULL, 0) != 0) return -1;
+      if (have >= MBXH_WP_HEADER + (size_t)len)
+        return zygote_frame(pool, z, want_pid, status, got);
+    }
+    int r = zygote_fill(z, block);
+    if (r != 0) return r;
+  }
+}
+
+/* One frame, waiting for it. 0, or -1 when the zygote is broken. */
+static int zygote_read(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status, int *got) {
+  return zygote_next(pool, z, 1, want_pid, status, got) == 0 ? 0 : -1;
+}
+
+/* Every frame the zygote has sent so far, without waiting (one read per worker forked, and
+   none once every answer due is in). 0, or -1. */
+static int zygote_drain(mbxH_wpool *pool, zygote *z) {
+  int r = 0;
+  while ((z->requested > 0 || z->reaps_pending > 0 || z->in_off < z->in_len) &&
+         (r = zygote_next(pool, z, 0, 0, NULL, NULL)) == 0) {
+  }
+  return r < 0 ? -1 : 0;
+}
+
+static int zygote_frame(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status, int *got) {
   mbxH_wp_type type;
   uint32_t len;
-  if (n != (ssize_t)sizeof hdr || (msg.msg_flags & MSG_CTRUNC) ||
-      mbxH_wp_header(hdr, 64, &type, &len, NULL, 0) != 0 || grow(&pool->rbuf, &pool->rcap, 64) ||
-      read_all(z->sock, pool->rbuf, len, ZYGOTE_DEADLINE)) {
-    for (int i = 0; i < nfds; i++) close(fds[i]);
-    return -1;
+  (void)mbxH_wp_header(z->in + z->in_off, 64, &type, &len, NULL, 0);
+  const unsigned char *payload = z->in + z->in_off + MBXH_WP_HEADER;
+  z->in_off += MBXH_WP_HEADER + (size_t)len;
+  int fds[2] = {-1, -1}, nfds = 0;
+  if (type == MBXH_WP_SPAWNED && len >= 8) {
+    int64_t pid;
+    memcpy(&pid, payload, sizeof pid);
+    if (pid > 0) {
+      if (z->in_nfds != 2) return -1;
+      fds[0] = z->in_fds[0];
+      fds[1] = z->in_fds[1];
+      nfds = 2;
+      z->in_nfds = 0;
+    }
   }
   mbxH_wp_reader r;
-  mbxH_wp_reader_init(&r, pool->rbuf, len);
+  mbxH_wp_reader_init(&r, payload, len);
   if (type == MBXH_WP_SPAWNED) {
     int64_t pid = (int64_t)mbxH_wp_get_u64(&r);
     uint32_t prime_id = mbxH_wp_get_u32(&r);
@@ -474,8 +610,38 @@ static int zygote_read(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status,
 
 static int zygote_send(mbxH_wpool *pool, zygote *z) {
   if (mbxH_wp_finish(&pool->w) != 0) return -1;
+  /* The zygote reads its mailbox whenever it wakes, before its control frames. */
+  z->mail_unread = 0;
   return write_all(z->sock, pool->w.data, pool->w.len,
                    ZYGOTE_DEADLINE) == IO_OK ? 0 : -1;
+}
+
+/* pool->w (a REAP) into the zygote's mailbox, where sending wakes nobody: 0, or -1 when it
+   cannot take it now (full, or closed: then never again). The zygote reads it at its next
+   wake-up, which the worker's death brings when the worker is killed after this. */
+static int mail_send(mbxH_wpool *pool, zygote *z) {
+  if (z->mail < 0 || mbxH_wp_finish(&pool->w) != 0) return -1;
+  ssize_t n;
+  do n = send(z->mail, pool->w.data, pool->w.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n == (ssize_t)pool->w.len) {
+    z->mail_unread++;
+    return 0;
+  }
+  if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS))
+    close_fd(&z->mail);
+  return -1;
+}
+
+/* Before waiting for the zygote's answer: when REAPs went to its mailbox since its last
+   control frame, a wake-up (a SPAWN of none) makes it read them. One of them may be a worker
+   that had died before its REAP was sent (killed from outside), whose death woke nobody
+   since: its refill would never come. */
+static int zygote_nudge(mbxH_wpool *pool, zygote *z) {
+  if (z->mail_unread == 0) return 0;
+  mbxH_wp_begin(&pool->w, MBXH_WP_SPAWN);
+  mbxH_wp_u32(&pool->w, 0);
+  return zygote_send(pool, z);
 }
 
 /* refill: ask the zygote, in the same frame, to fork what the warm pool lacks once it has
@@ -511,56 +677,77 @@ static void drop_stale_prime(mbxH_wpool *pool, const prime_offer *prime) {
 
 static void proc_forget(mbxH_wpool *pool, wproc *p, int send_reap, int refill,
                         const prime_offer *prime) {
-  close_fd(&p->sock);
-  close_fd(&p->pidfd);
-  free(p->primed);
-  p->primed = NULL;
+  proc_forget_as(pool, p, send_reap, refill, prime, 0);
+}
+
+/* alive: the caller has not killed p: it is killed here, after its REAP is in the zygote's
+   mailbox where that can be (so the freeing thread wakes nobody but the worker). */
+static void proc_forget_as(mbxH_wpool *pool, wproc *p, int send_reap, int refill,
+                           const prime_offer *prime, int alive) {
   zygote *z = p->pid > 0 ? zygote_of(pool, p->zid) : NULL;
-  if (z == NULL) {
+  if (z == NULL || !send_reap) {
+    if (alive) proc_kill(p);
+    close_fd(&p->sock);
+    close_fd(&p->pidfd);
+    free(p->primed);
+    p->primed = NULL;
+    if (z && z->workers > 0) z->workers--;
     p->pid = 0;
     return;
   }
+  free(p->primed);
+  p->primed = NULL;
   if (z->workers > 0) z->workers--;
-  /* Read what the zygote already answered first: a host that frees many sandboxes without
-     making new ones must not fill the zygote's socket with unread REAPED frames. */
-  while (send_reap && (z->reaps_pending > 0 || (z != &pool->z && z->requested > 0))) {
-    if (!fd_readable(z->sock) || zygote_read(pool, z, 0, NULL, NULL)) break;
-  }
-  if (send_reap && refill && prime && z == &pool->z) drop_stale_prime(pool, prime);
-  if (send_reap) {
-    /* Only the current zygote refills the warm pool. */
-    int want = refill && z == &pool->z ? MBXH_WORKER_WARM - pool->nwarm - z->requested : 0;
-    if (want < 0) want = 0;
-    /* The first of the workers forked gets the freed sandbox's policy's CREATE from the
-       zygote (written into its socket before it is handed over): it builds the state while
-       it waits, and the next sandbox of that policy takes it without waiting for that. At
-       most one primed worker at a time: a host whose policies vary keeps plain ones. When
-       the pool needs no plain one, the primed one is forked on top of them. */
-    int priming = refill && z == &pool->z && prime && !z->prime_pending && !warm_primed(pool) &&
-                  pool->nwarm + z->requested < WARM_MAX && prime->frame->len > MBXH_CREATE_OWN &&
-                  prime->frame->len <= MBXH_WP_PRIME_MAX;
-    unsigned char *fp = priming ? malloc(prime->frame->len - MBXH_CREATE_OWN) : NULL;
-    priming = fp != NULL;
-    if (priming && want == 0) want = 1;
-    /* 0 names no prime on the wire: skipped when the counter wraps (review 11, W1). */
-    if (priming && ++z->prime_id == 0) z->prime_id = 1;
-    uint32_t prime_id = priming ? z->prime_id : 0;
-    put_reap(pool, p->pid, (uint32_t)want, prime_id, priming ? prime->frame->data : NULL,
-             priming ? prime->frame->len : 0);
-    if (zygote_send(pool, z) == 0) {
-      z->reaps_pending++;
-      z->requested += want;
-      if (priming) {
-        memcpy(fp, prime->frame->data, prime->frame->len - MBXH_CREATE_OWN);
-        z->prime_fp = fp;
-        z->prime_fp_len = prime->frame->len - MBXH_CREATE_OWN;
-        z->prime_key = prime->key;
-        z->prime_pending = 1;
-        fp = NULL;
-      }
+  /* Read what the zygote already answered first, now and then: a host that frees many
+     sandboxes without making new ones must not fill the zygote's socket with unread REAPED
+     frames (a retired zygote's SPAWNED ones are read at once: their workers are ended), and
+     a prime offered while the last one's worker is unread would be dropped for it. */
+  if (z->reaps_pending >= REAP_BACKLOG || (z != &pool->z && z->requested > 0) ||
+      (refill && prime && z->prime_pending))
+    (void)zygote_drain(pool, z);
+  if (refill && prime && z == &pool->z) drop_stale_prime(pool, prime);
+  /* Only the current zygote refills the warm pool. */
+  int want = refill && z == &pool->z ? MBXH_WORKER_WARM - pool->nwarm - z->requested : 0;
+  if (want < 0) want = 0;
+  /* The first of the workers forked gets the freed sandbox's policy's CREATE from the
+     zygote (written into its socket before it is handed over): it builds the state while
+     it waits, and the next sandbox of that policy takes it without waiting for that. At
+     most one primed worker at a time: a host whose policies vary keeps plain ones. When
+     the pool needs no plain one, the primed one is forked on top of them. */
+  int priming = refill && z == &pool->z && prime && !z->prime_pending && !warm_primed(pool) &&
+                pool->nwarm + z->requested < WARM_MAX && prime->frame->len > MBXH_CREATE_OWN &&
+                prime->frame->len <= MBXH_WP_PRIME_MAX;
+  unsigned char *fp = priming ? malloc(prime->frame->len - MBXH_CREATE_OWN) : NULL;
+  priming = fp != NULL;
+  if (priming && want == 0) want = 1;
+  /* 0 names no prime on the wire: skipped when the counter wraps (review 11, W1). */
+  if (priming && ++z->prime_id == 0) z->prime_id = 1;
+  uint32_t prime_id = priming ? z->prime_id : 0;
+  put_reap(pool, p->pid, (uint32_t)want, prime_id, priming ? prime->frame->data : NULL,
+           priming ? prime->frame->len : 0);
+  /* A live worker's REAP goes to the mailbox before the kill: its death wakes the zygote
+     with the REAP there. One that has died already (killed from outside) woke the zygote
+     when it did, so its REAP goes to the control socket, as does one the mailbox cannot
+     take, after the kill: the zygote waits for the death it is told of. */
+  int exited = alive ? proc_quiet(p) : 0;
+  int sent = alive && !exited && mail_send(pool, z) == 0;
+  if (alive) proc_sigkill(p);
+  close_fd(&p->sock);
+  close_fd(&p->pidfd);
+  if (!sent) sent = zygote_send(pool, z) == 0;
+  if (sent) {
+    z->reaps_pending++;
+    z->requested += want;
+    if (priming) {
+      memcpy(fp, prime->frame->data, prime->frame->len - MBXH_CREATE_OWN);
+      z->prime_fp = fp;
+      z->prime_fp_len = prime->frame->len - MBXH_CREATE_OWN;
+      z->prime_key = prime->key;
+      z->prime_pending = 1;
+      fp = NULL;
     }
-    free(fp);
   }
+  free(fp);
   p->pid = 0;
 }
 
@@ -672,7 +859,7 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
       /* Live sandboxes' workers are its children in its pid namespace: it stays until they
          are freed (retired_sweep), and forks nothing more. */
       pool->retired[pool->nretired++] = pool->z;
-      pool->z = (zygote){.pid = 0, .sock = -1};
+      pool->z = (zygote){.pid = 0, .sock = -1, .mail = -1};
     }
   }
   for (int attempt = 0; attempt < 2; attempt++) {
@@ -683,20 +870,21 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
     /* Workers the zygote forked for an earlier refill may wait in its socket, unread: read
        what is there first, so a pool whose workers are ready is not taken for dry (and a
        fork does not compete with this sandbox's creation for the CPU). */
-    int broken = 0;
-    while (!broken && pool->z.requested > 0 && fd_readable(pool->z.sock))
-      broken = zygote_read(pool, &pool->z, 0, NULL, NULL) != 0;
+    int broken = zygote_drain(pool, &pool->z) != 0;
     /* Warm workers that died while they waited (the OOM killer, an operator) go first: each
        would cost one of attach_worker's attempts, and the pool may hold three (two plain, one
-       primed; review 11, W5). An exited process's pidfd is readable. */
-    for (int i = 0; i < pool->nwarm;) {
-      if (!fd_readable(pool->warm[i].pidfd)) {
-        i++;
-        continue;
+       primed; review 11, W5), and a primed one's answer stays buffered after its death
+       (review 11, W3). An exited process's pidfd is readable: one poll looks at them all. */
+    struct pollfd dead[WARM_MAX];
+    for (int i = 0; i < pool->nwarm; i++)
+      dead[i] = (struct pollfd){pool->warm[i].pidfd, POLLIN, 0};
+    if (!broken && pool->nwarm > 0 && poll(dead, (nfds_t)pool->nwarm, 0) > 0) {
+      for (int i = pool->nwarm - 1; i >= 0; i--) {
+        if (!(dead[i].revents & POLLIN)) continue;
+        wproc gone = pool->warm[i];
+        pool->warm[i] = pool->warm[--pool->nwarm];
+        proc_forget(pool, &gone, 1, 0, NULL);
       }
-      wproc dead = pool->warm[i];
-      pool->warm[i] = pool->warm[--pool->nwarm];
-      proc_forget(pool, &dead, 1, 0, NULL);
     }
     int pick = -1, asked = 0, dry = warm_pick(pool, fp, fp_len) < 0;
     /* Until a worker this sandbox can take is warm: workers primed for another policy go,
@@ -711,6 +899,7 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
         }
         broken = request_spawns(pool, 1) != 0;
       }
+      if (!broken) broken = zygote_nudge(pool, &pool->z) != 0;
       if (!broken) broken = zygote_read(pool, &pool->z, 0, NULL, NULL) != 0;
     }
     if (!broken && pick >= 0) {
@@ -748,8 +937,7 @@ static void pool_keep(mbxH_wpool *pool, wproc *p) {
   if (pool->nkept < KEPT_MAX && pool->z.pid > 0 && p->zid == pool->z.id) {
     pool->kept[pool->nkept++] = *p;
   } else {
-    proc_kill(p);
-    proc_forget(pool, p, 1, 1, NULL);
+    proc_forget_as(pool, p, 1, 1, NULL, 1);
     retired_sweep(pool);
   }
   atomic_fetch_sub(&pool->live, 1);
@@ -774,8 +962,7 @@ static int pool_release(mbxH_wpool *pool, wproc *p, int want_status, int crashed
   if (want_status) {
     st = proc_end(pool, p);
   } else {
-    proc_kill(p);
-    proc_forget(pool, p, 1, 1, crashed || pool->zygote_stale ? NULL : prime);
+    proc_forget_as(pool, p, 1, 1, crashed || pool->zygote_stale ? NULL : prime, 1);
   }
   retired_sweep(pool);
   if (crashed) {
@@ -797,6 +984,7 @@ mbxH_wpool *mbxH_wpool_new(const char *worker_path) {
   strcpy(pool->path, worker_path);
   pthread_mutex_init(&pool->mu, NULL);
   pool->z.sock = -1;
+  pool->z.mail = -1;
   return pool;
 }
 
@@ -810,7 +998,6 @@ void mbxH_wpool_free(mbxH_wpool *pool) {
   pthread_mutex_unlock(&pool->mu);
   pthread_mutex_destroy(&pool->mu);
   mbxH_wp_writer_free(&pool->w);
-  free(pool->rbuf);
   free(pool);
 }
 
@@ -1192,6 +1379,8 @@ static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) 
     return -2;
   }
   io_result io = send ? write_all(ws->proc.sock, ws->w.data, ws->w.len, &dl) : IO_OK;
+  /* Sent a request, the answer is not there yet: wait before reading. */
+  int wait_first = send;
   for (;;) {
     if (io != IO_OK) break;
     /* A worker that sends port calls back to back never waits in poll: look here too. */
@@ -1199,12 +1388,17 @@ static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) 
       io = IO_TIMEOUT;
       break;
     }
-    unsigned char hdr[MBXH_WP_HEADER];
-    io = read_all(ws->proc.sock, hdr, sizeof hdr, &dl);
+    /* The header and, in the same read, what follows of the frame (most frames are small):
+       the worker sends one frame and waits for the answer, so anything past the frame's end
+       is a protocol error. */
+    unsigned char first[MBXH_WP_HEADER + 512];
+    size_t got;
+    io = read_some(ws->proc.sock, first, MBXH_WP_HEADER, sizeof first, &dl, wait_first, &got);
+    wait_first = 1;
     if (io != IO_OK) break;
     mbxH_wp_type type;
     uint32_t len;
-    if (mbxH_wp_header(hdr, ws->frame_max, &type, &len, why, sizeof why) != 0) {
+    if (mbxH_wp_header(first, ws->frame_max, &type, &len, why, sizeof why) != 0) {
       char msg[256];
       snprintf(msg, sizeof msg, "worker protocol error: %s", why);
       lose_worker(ws, msg);
@@ -1214,7 +1408,14 @@ static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) 
       lose_worker(ws, "worker protocol error: out of host memory for its frame");
       return -1;
     }
-    io = read_all(ws->proc.sock, ws->rbuf, len, &dl);
+    size_t have = got - MBXH_WP_HEADER;
+    if (have > len) {
+      lose_worker(ws, "worker protocol error: bytes past the end of its frame, sent before "
+                      "the frame was answered");
+      return -1;
+    }
+    memcpy(ws->rbuf, first + MBXH_WP_HEADER, have);
+    io = read_all(ws->proc.sock, ws->rbuf + have, len - have, &dl);
     if (io != IO_OK) break;
     ws->rlen = len;
     /* A frame's last byte string (a host call's arguments) ends in a NUL, as the host's
@@ -1421,13 +1622,10 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
       drawn = 1;
     }
     if (!primed) put_create(ws, &ws->w, 0, ws->cfg.address_key, seed);
-    /* A primed worker was sent its CREATE when it was primed: its answer may be waiting, and
-       stays buffered if the worker died since (killed while warm): its pidfd, readable once
-       it has exited, says so, and another worker is taken (review 11, W3). */
-    if (converse(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS, !primed) == 0) {
-      if (!primed || !fd_readable(ws->proc.pidfd)) break;
-      lose_worker(ws, "its primed worker had died while warm");
-    }
+    /* A primed worker was sent its CREATE when it was primed: its answer may be waiting. It
+       stays buffered if the worker died since (killed while warm): pool_take looked at the
+       warm workers' pidfds just now and took none that had exited (review 11, W3). */
+    if (converse(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS, !primed) == 0) break;
     if (attempt == 2) {
       mbxU_error_set(err, MBX_INTERNAL_ERROR, "%s: the sandbox's worker failed while "
                      "starting: %s", fn, ws->reason);

@@ -2,8 +2,9 @@
    loop (one sandbox: its vm runs here; every capability is the parent's, over the socket). */
 
 /*
-** The parent starts `moonbox-worker --zygote` with posix_spawn, an empty environment and one
-** fd (3, its control socket). The zygote is single-threaded and runs no guest code: on
+** The parent starts `moonbox-worker --zygote` with posix_spawn, an empty environment and two
+** fds: 3, its control socket, and 4, its mailbox (REAPs nobody waits for; see mail_drain). The
+** zygote is single-threaded and runs no guest code: on
 ** MBXH_WP_SPAWN it makes a socketpair and forks; the child closes every fd but its end and
 ** hardens itself (worker_jail.c: no new privileges, not dumpable, an unprivileged uid, no core
 ** dumps, no fds to open); the zygote sends the other end and a pidfd of the child to the parent
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -75,18 +77,58 @@ static int send_frame(int fd, mbxH_wp_writer *w) {
   return mbxH_wp_finish(w) == 0 ? write_all(fd, w->data, w->len) : -1;
 }
 
-/* The next frame into *buf (grown as needed); its type, or -1 when the socket closed or the
-   frame is malformed (the parent is trusted: either way the worker has nothing left to do). */
-static int recv_frame(int fd, unsigned char **buf, size_t *cap, size_t *len) {
-  unsigned char hdr[MBXH_WP_HEADER];
-  /* Wait in poll, not in read: a reader blocked in read on a unix stream socket is woken
-     each time the peer consumes what it sent (the kernel's write-space wake-up ignores what
-     the waiter waits for), and on a VM each such wake-up of an idle CPU cost the peer that
-     read our frame 12-18 us; poll's wait sees only input. */
+/* What a worker read of its socket past the frame it wanted (a primed worker may find the
+   parent's RUN behind the zygote's CREATE): a read takes a small frame whole, header and
+   payload, in one system call. Only the worker's: the zygote reads its frames exactly, so
+   no byte of a control frame (another sandbox's prime) is left in memory a fork copies. */
+typedef struct inbuf {
+  unsigned char b[4096];
+  size_t off, len;
+} inbuf;
+static inbuf g_worker_in;
+/* &g_worker_in in a worker (serve), NULL in the zygote. */
+static inbuf *g_in;
+
+/* Wait in poll, not in read: a reader blocked in read on a unix stream socket is woken each
+   time the peer consumes what it sent (the kernel's write-space wake-up ignores what the
+   waiter waits for), and on a VM each such wake-up of an idle CPU cost the peer that read our
+   frame 12-18 us; poll's wait sees only input. */
+static int wait_input(int fd) {
   struct pollfd pf = {fd, POLLIN, 0};
   while (poll(&pf, 1, -1) < 0)
     if (errno != EINTR) return -1;
-  if (read_all(fd, hdr, sizeof hdr) != 0) return -1;
+  return 0;
+}
+
+/* At least want bytes (at most sizeof in->b) buffered in in. 0, or -1 when the socket
+   closed. */
+static int fill(int fd, inbuf *in, size_t want) {
+  if (in->len - in->off >= want) return 0;
+  memmove(in->b, in->b + in->off, in->len - in->off);
+  in->len -= in->off;
+  in->off = 0;
+  while (in->len < want) {
+    if (wait_input(fd) != 0) return -1;
+    ssize_t r = read(fd, in->b + in->len, sizeof in->b - in->len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    in->len += (size_t)r;
+  }
+  return 0;
+}
+
+/* The next frame into *buf (grown as needed); its type, or -1 when the socket closed or the
+   frame is malformed (the parent is trusted: either way the worker has nothing left to do).
+   in: the worker's buffer (NULL: the zygote, reading exactly). */
+static int recv_frame_in(int fd, inbuf *in, unsigned char **buf, size_t *cap, size_t *len) {
+  unsigned char hdr[MBXH_WP_HEADER];
+  if (in) {
+    if (fill(fd, in, sizeof hdr) != 0) return -1;
+    memcpy(hdr, in->b + in->off, sizeof hdr);
+    in->off += sizeof hdr;
+  } else if (wait_input(fd) != 0 || read_all(fd, hdr, sizeof hdr) != 0) {
+    return -1;
+  }
   mbxH_wp_type type;
   uint32_t n;
   if (mbxH_wp_header(hdr, MBXH_WP_MAX_FRAME, &type, &n, NULL, 0) != 0) return -1;
@@ -96,9 +138,19 @@ static int recv_frame(int fd, unsigned char **buf, size_t *cap, size_t *len) {
     *buf = b;
     *cap = n + (size_t)1;
   }
-  if (read_all(fd, *buf, n) != 0) return -1;
+  size_t have = 0;
+  if (in) {
+    have = in->len - in->off < n ? in->len - in->off : n;
+    memcpy(*buf, in->b + in->off, have);
+    in->off += have;
+  }
+  if (read_all(fd, *buf + have, n - have) != 0) return -1;
   *len = n;
   return (int)type;
+}
+
+static int recv_frame(int fd, unsigned char **buf, size_t *cap, size_t *len) {
+  return recv_frame_in(fd, g_in, buf, cap, len);
 }
 
 /* The worker's spin before it blocks for the parent's next frame, after a reply or a port call
@@ -109,7 +161,8 @@ static int g_spin_on;
 
 /* recv_frame where the parent's next frame is expected soon. */
 static int recv_frame_soon(int fd, unsigned char **buf, size_t *cap, size_t *len) {
-  if (g_spin_on) (void)mbxH_spin_wait(&g_spin, fd, 0);
+  if (g_spin_on && (g_in == NULL || g_in->off == g_in->len))
+    (void)mbxH_spin_wait(&g_spin, fd, 0);
   return recv_frame(fd, buf, cap, len);
 }
 
@@ -531,6 +584,16 @@ static int hook_frame(lua_State *L) {
   uint32_t n = 0;
   if (strcmp(what, "garbage") == 0) {
     memcpy(hdr, "\x13\x37garbage", MBXH_WP_HEADER);
+  } else if (strcmp(what, "trailing") == 0) {
+    /* A short DONE and bytes past its end, in one write: what the parent reads at once. */
+    unsigned char frame[MBXH_WP_HEADER + 8];
+    n = 3;
+    memcpy(frame, &v, 2);
+    memcpy(frame + 2, &t, 2);
+    memcpy(frame + 4, &n, 4);
+    memcpy(frame + MBXH_WP_HEADER, "\xff\xff\xff" "extra", 8);
+    write_all(g_port.fd, frame, sizeof frame);
+    for (;;) pause();
   } else {
     n = strcmp(what, "oversized") == 0 ? UINT32_MAX - 1 : 3; /* else a short, bogus DONE */
     memcpy(hdr, &v, 2);
@@ -876,6 +939,7 @@ static void serve(int fd) {
   unsigned char *buf = NULL;
   size_t cap = 0, len = 0;
   g_port.fd = fd;
+  g_in = &g_worker_in;
   struct sigaction sa = {0};
   sa.sa_handler = on_interrupt;
   sa.sa_flags = SA_RESTART;
@@ -1029,6 +1093,8 @@ static void short_slice(void) {
 static int g_ns;
 /* The pid namespace's init: it only waits (a pid namespace ends when its init does). */
 static pid_t g_init;
+/* The signal mask the zygote started with (it blocks SIGCHLD): every child's. */
+static sigset_t g_child_mask;
 
 /* The parent a forked child sees: the zygote, or none (0) from inside the pid namespace. */
 static pid_t child_parent(void) {
@@ -1090,6 +1156,7 @@ static int probe(int zfd, mbxH_wp_writer *w) {
     pid_t pid = fork();
     if (pid == 0) {
       char why[256];
+      (void)sigprocmask(SIG_SETMASK, &g_child_mask, NULL);
       if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, parent) != 0)
         _exit(0x40 | mbxH_jail_applied());
       (void)mbxH_jail_seccomp(why, sizeof why);
@@ -1124,6 +1191,7 @@ static void spawn_one(int zfd, mbxH_wp_writer *w, uint32_t prime_id, const char 
   if (pid == 0) {
     /* The worker: only its end of the pair, at WORKER_FD, then the first steps of the jail. */
     if (dup2(sv[1], WORKER_FD) != WORKER_FD) _exit(4);
+    (void)sigprocmask(SIG_SETMASK, &g_child_mask, NULL);
     (void)setpriority(PRIO_PROCESS, 0, 0); /* the zygote's ZYGOTE_NICE, undone as root */
     short_slice();
     if (mbxH_jail_process(WORKER_FD, parent) != 0) _exit(5);
@@ -1164,11 +1232,126 @@ static int zygote_end(int code) {
   return code;
 }
 
+/* ---- reaps ---- */
+
+/* A REAP's fields. prime (prime_len bytes) points into the frame it came in. */
+typedef struct reap_order {
+  pid_t pid;
+  uint32_t refill, prime_id;
+  const char *prime;
+  size_t prime_len;
+} reap_order;
+
+static int reap_decode(const unsigned char *p, size_t n, reap_order *o) {
+  mbxH_wp_reader r;
+  mbxH_wp_reader_init(&r, p, n);
+  o->pid = (pid_t)mbxH_wp_get_u64(&r);
+  o->refill = mbxH_wp_get_u32(&r);
+  o->prime_id = mbxH_wp_get_u32(&r);
+  o->prime_len = mbxH_wp_get_bytes(&r, MBXH_WP_PRIME_MAX, &o->prime);
+  if (mbxH_wp_end(&r) != 0 || o->pid <= 0 || o->refill > 64 ||
+      (o->prime_len > 0) != (o->prime_id != 0) || (o->prime_len > 0 && o->refill == 0))
+    return -1;
+  return 0;
+}
+
+static int send_reaped(int zfd, mbxH_wp_writer *w, pid_t pid, int got, int st) {
+  mbxH_wp_begin(w, MBXH_WP_REAPED);
+  mbxH_wp_u64(w, (uint64_t)pid);
+  mbxH_wp_u64(w, got ? (uint64_t)(unsigned)st : UINT64_MAX);
+  return send_frame(zfd, w);
+}
+
+/* A REAP's refill: fork o->refill workers, the first of them written the CREATE the parent
+   sent with it (that sandbox's own seed and address key), which is wiped (wipe, wipe_len: the
+   frame that held it) before anything else is forked: every later worker inherits this
+   process's memory. */
+static int refill(int zfd, mbxH_wp_writer *w, const reap_order *o, void *wipe, size_t wipe_len) {
+  if (o->refill && !namespace_alive()) return -1;
+  for (uint32_t i = 0; i < o->refill; i++) {
+    spawn_one(zfd, w, i == 0 ? o->prime_id : 0, i == 0 ? o->prime : NULL,
+              i == 0 ? o->prime_len : 0);
+    if (i == 0) explicit_bzero(wipe, wipe_len);
+  }
+  if (o->refill == 0 && wipe) explicit_bzero(wipe, wipe_len);
+  return 0;
+}
+
+/* Workers whose REAP came through the mailbox before they had died: pids only (their
+   refills were forked when the REAP was read). Retried at every wake-up; the parent kills a
+   worker only after its REAP is in the mailbox, so its SIGCHLD comes after it. */
+typedef struct reap_list {
+  pid_t *pid;
+  size_t n, cap;
+} reap_list;
+/* More workers killed and not yet dead than the parent can hold: a broken parent. */
+#define REAP_PENDING_MAX 65536
+
+static int reap_later(reap_list *l, pid_t pid) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 16;
+    if (cap > REAP_PENDING_MAX) return -1;
+    pid_t *p = realloc(l->pid, cap * sizeof *p);
+    if (p == NULL) return -1;
+    l->pid = p;
+    l->cap = cap;
+  }
+  l->pid[l->n++] = pid;
+  return 0;
+}
+
+/* Answer the REAP of every listed worker that has died (block: wait for each). */
+static int reap_listed(int zfd, mbxH_wp_writer *w, reap_list *l, int block) {
+  for (size_t i = 0; i < l->n;) {
+    int st = 0;
+    pid_t got;
+    do got = waitpid(l->pid[i], &st, block ? 0 : WNOHANG);
+    while (got < 0 && errno == EINTR);
+    if (got == 0) {
+      i++;
+      continue;
+    }
+    if (send_reaped(zfd, w, l->pid[i], got == l->pid[i], st) != 0) return -1;
+    l->pid[i] = l->pid[--l->n];
+  }
+  return 0;
+}
+
+/* The mailbox (MAIL_FD): REAP frames the parent sends where it does not wait for the answer,
+   one per message of a SOCK_SEQPACKET pair. The zygote never waits on it: a send there wakes
+   nobody (a wake-up of the zygote on an idle CPU cost the freeing host thread 19 us). It is
+   read at every wake-up instead, which the freed worker's SIGCHLD makes sure of: the parent
+   kills the worker after its REAP is sent. */
+#define MAIL_FD 4
+static int g_mail = MAIL_FD; /* -1: closed (no signalfd) */
+
+static int mail_drain(int zfd, mbxH_wp_writer *w, reap_list *pending) {
+  static unsigned char msg[MBXH_WP_HEADER + MBXH_WP_PRIME_MAX + 64];
+  for (;;) {
+    ssize_t n;
+    if (g_mail < 0) return 0;
+    do n = recv(g_mail, msg, sizeof msg, MSG_DONTWAIT | MSG_TRUNC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+    if (n == 0) return 0; /* the parent is gone: the control socket says so */
+    mbxH_wp_type type;
+    uint32_t len;
+    reap_order o;
+    if ((size_t)n > sizeof msg || n < MBXH_WP_HEADER ||
+        mbxH_wp_header(msg, sizeof msg - MBXH_WP_HEADER, &type, &len, NULL, 0) != 0 ||
+        type != MBXH_WP_REAP || len != (size_t)n - MBXH_WP_HEADER ||
+        reap_decode(msg + MBXH_WP_HEADER, len, &o) != 0)
+      return -1;
+    if (refill(zfd, w, &o, msg, (size_t)n) != 0 || reap_later(pending, o.pid) != 0) return -1;
+  }
+}
+
 static int zygote(void) {
   int zfd = ZYGOTE_FD;
   mbxH_wp_writer w = {0};
   unsigned char *buf = NULL;
   size_t cap = 0, len = 0;
+  reap_list pending = {0};
   signal(SIGPIPE, SIG_IGN);
   /* The zygote forks in the background: SCHED_BATCH (no wake-up preemption) and a lower
      priority keep its wake-up at a reap or spawn request from preempting the host thread that
@@ -1180,10 +1363,39 @@ static int zygote(void) {
   (void)sched_setscheduler(0, SCHED_BATCH, &batch);
   setpriority(PRIO_PROCESS, 0, ZYGOTE_NICE);
   enter_namespaces();
+  /* A dead worker wakes the zygote through a signalfd (SIGCHLD blocked here, unblocked again
+     in every child it forks). Without one, the mailbox is read at every control frame only:
+     the parent then sends its reaps on the control socket (it sees the mailbox closed). */
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  int sfd = sigprocmask(SIG_BLOCK, &chld, &g_child_mask) == 0
+                ? signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC)
+                : -1;
+  if (sfd < 0) {
+    close(MAIL_FD);
+    g_mail = -1;
+  }
   /* Work every worker would repeat, done once (failures only make workers slower). */
   (void)mbxH_jail_prepare();
   prewarm_slot();
   for (;;) {
+    struct pollfd pf[2] = {{zfd, POLLIN, 0}, {sfd, POLLIN, 0}};
+    if (poll(pf, sfd >= 0 ? 2 : 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (sfd >= 0 && (pf[1].revents & POLLIN)) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+      }
+    }
+    /* The mailbox first, at every wake-up: its refills are forked now, and a mailbox
+       REAP's prime stays in the kernel's buffer until read here (and is wiped right after
+       its worker is forked), so no fork for a control frame inherits it. */
+    if (mail_drain(zfd, &w, &pending) != 0 || reap_listed(zfd, &w, &pending, 0) != 0)
+      return zygote_end(1);
+    if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     int t = recv_frame(zfd, &buf, &cap, &len);
     if (t < 0) break; /* the parent went away; workers die with us (PDEATHSIG) */
     mbxH_wp_reader r;
@@ -1192,40 +1404,35 @@ static int zygote(void) {
       uint32_t count = mbxH_wp_get_u32(&r);
       if (mbxH_wp_end(&r) != 0 || count > 64) return zygote_end(1);
       /* Its init killed (from outside: nothing inside may signal it), the pid namespace took
-         every worker with it and cannot be forked into: the parent starts a new zygote. */
-      if (!namespace_alive()) return zygote_end(1);
+         every worker with it and cannot be forked into: the parent starts a new zygote. A
+         count of 0 only wakes the zygote to read its mailbox. */
+      if (count && !namespace_alive()) return zygote_end(1);
       for (uint32_t i = 0; i < count; i++) spawn_one(zfd, &w, 0, NULL, 0);
     } else if (t == MBXH_WP_PROBE) {
       if (mbxH_wp_end(&r) != 0 || probe(zfd, &w) != 0) return zygote_end(1);
     } else if (t == MBXH_WP_REAP) {
-      pid_t pid = (pid_t)mbxH_wp_get_u64(&r);
-      uint32_t refill = mbxH_wp_get_u32(&r);
-      uint32_t prime_id = mbxH_wp_get_u32(&r);
-      const char *prime;
-      size_t prime_len = mbxH_wp_get_bytes(&r, MBXH_WP_PRIME_MAX, &prime);
-      if (mbxH_wp_end(&r) != 0 || refill > 64 || (prime_len > 0) != (prime_id != 0) ||
-          (prime_len > 0 && refill == 0))
-        return zygote_end(1);
+      /* On the control socket the parent waits for the answer (or could not use the
+         mailbox): the worker is killed already, so the wait is short. */
+      reap_order o;
+      if (reap_decode(buf, len, &o) != 0) return zygote_end(1);
       int st = 0;
       pid_t got;
-      do got = waitpid(pid, &st, 0);
+      do got = waitpid(o.pid, &st, 0);
       while (got < 0 && errno == EINTR);
-      mbxH_wp_begin(&w, MBXH_WP_REAPED);
-      mbxH_wp_u64(&w, (uint64_t)pid);
-      mbxH_wp_u64(&w, got == pid ? (uint64_t)(unsigned)st : UINT64_MAX);
-      if (send_frame(zfd, &w) != 0) return zygote_end(1);
+      if (send_reaped(zfd, &w, o.pid, got == o.pid, st) != 0) return zygote_end(1);
       /* The parent's refill of the warm pool rides with the reap of the worker it replaces. */
-      if (refill && !namespace_alive()) return zygote_end(1);
-      /* The first worker it forks gets the CREATE the parent sent with it: that sandbox's
-         own seed and address key, wiped before anything else is forked (every later worker
-         inherits this process's memory). */
-      for (uint32_t i = 0; i < refill; i++) {
-        spawn_one(zfd, &w, i == 0 ? prime_id : 0, i == 0 ? prime : NULL, i == 0 ? prime_len : 0);
-        if (i == 0) explicit_bzero(buf, len);
-      }
+      if (refill(zfd, &w, &o, buf, len) != 0) return zygote_end(1);
     } else {
       return zygote_end(1);
     }
+  }
+  /* The parent closed the control socket: what it sent to the mailbox is served first. */
+  if (sfd >= 0 && mail_drain(zfd, &w, &pending) == 0 &&
+      reap_listed(zfd, &w, &pending, 0) == 0) {
+    /* Killed by the parent, they die at once; a worker it failed to kill is this zygote's
+       own unreaped child (its pid cannot be another process's): killed here. */
+    for (size_t i = 0; i < pending.n; i++) kill(pending.pid[i], SIGKILL);
+    (void)reap_listed(zfd, &w, &pending, 1);
   }
   return zygote_end(0);
 }

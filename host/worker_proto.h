@@ -47,7 +47,8 @@ typedef enum mbxH_wp_type {
   /* parent <-> zygote */
   MBXH_WP_SPAWN = 40,     /* fork a worker */
   MBXH_WP_SPAWNED = 41,   /* its pid, the prime it got (0: none); socket and pidfd ride along */
-  MBXH_WP_REAP = 42,      /* wait for a dead worker, fork n (the refill), the first primed */
+  MBXH_WP_REAP = 42,      /* wait for a dead worker, fork n (the refill), the first primed;
+                             on the control socket, or alone in a mailbox message */
   MBXH_WP_REAPED = 43,    /* its wait status */
   MBXH_WP_PROBE = 44,     /* what the jail applies (moonbox doctor) */
   MBXH_WP_PROBED = 45     /* u32 MBXH_JAIL_* | MBXH_WP_NS_* bits, u32 the probe child's us */

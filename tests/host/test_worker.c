@@ -441,6 +441,10 @@ static void test_bad_frames(void **state) {
                                                            "4294967294 bytes");
   expect_contained(*state, 0, "__test_frame('short')", "worker protocol error: a malformed "
                                                        "done report");
+  /* The worker sends one frame and waits for its answer: bytes behind it are refused, not
+     kept for later (the parent reads a small frame whole in one read). */
+  expect_contained(*state, 0, "__test_frame('trailing')", "worker protocol error: bytes past "
+                                                          "the end of its frame");
   /* exec_run forged past the stdlib: refused by the decoder, or not granted (no exec here) */
   expect_contained(*state, 0, "__test_frame('exec_bad')", "worker protocol error: exec_run "
                                                           "with 0 arguments");
@@ -1012,6 +1016,65 @@ static void test_a_primed_worker_killed_while_warm(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* The host pid of the zygote's child whose pid in the workers' namespace is ns_pid (its
+   /proc status's NSpid line ends in it), or 0. */
+static pid_t worker_host_pid(long ns_pid) {
+  pid_t kids[16], workers[64];
+  if (children_of(getpid(), kids, 16) != 1) return 0;
+  int n = children_of(kids[0], workers, 64);
+  for (int i = 0; i < n; i++) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)workers[i]);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) continue;
+    long inner = -1; /* the last pid of the line: the innermost namespace's */
+    while (fgets(line, sizeof line, f)) {
+      if (strncmp(line, "NSpid:", 6) != 0) continue;
+      char *at = line + 6, *end;
+      for (long v = strtol(at, &end, 10); end != at; v = strtol(at, &end, 10)) {
+        inner = v;
+        at = end;
+      }
+    }
+    fclose(f);
+    if (inner == ns_pid) return workers[i];
+  }
+  return 0;
+}
+
+/* A sandbox's worker killed from outside, then the sandbox freed without a run to notice:
+   the zygote reaps it at once, with nothing more asked of the pool. (A freed sandbox's reap
+   goes to the zygote's mailbox, which wakes nobody, before the kill whose SIGCHLD wakes the
+   zygote; a worker dead already had woken it before, so its reap must go where it does.) */
+static void test_a_dead_worker_freed_is_reaped(void **state) {
+  fixture *f = *state;
+  mbx_sandbox *sb = new_after_a_pause(f, f->p);
+  mbx_result *res;
+  assert_int_equal(run(sb, "return __test_pid()", &res), MBX_OK);
+  long ns_pid = strtol(mbx_result_value_json(res, NULL), NULL, 10);
+  mbx_result_free(res);
+  pid_t pid = worker_host_pid(ns_pid);
+  assert_true(pid > 0);
+  assert_int_equal(kill(pid, SIGKILL), 0);
+  struct timespec ts = {0, 100000000};
+  nanosleep(&ts, NULL); /* dead, a zombie of the zygote's */
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d", (int)pid);
+  assert_int_equal(access(path, F_OK), 0);
+  mbx_sandbox_free(sb);
+  int gone = 0;
+  for (int i = 0; i < 300 && !gone; i++) {
+    gone = access(path, F_OK) != 0;
+    ts.tv_nsec = 10000000;
+    if (!gone) nanosleep(&ts, NULL);
+  }
+  if (!gone) fail_msg("the freed sandbox's dead worker %d is still a zombie after 3 s", (int)pid);
+  /* and the pool still serves */
+  sb = new_after_a_pause(f, f->p);
+  want_value(sb, "return 1", "1");
+  mbx_sandbox_free(sb);
+}
+
 /* One sandbox of another policy does not turn priming off: the next freed sandbox's policy
    replaces a primed worker the host has moved on from (review 11, W4). */
 static void test_priming_follows_the_policy_in_use(void **state) {
@@ -1270,6 +1333,8 @@ static const struct CMUnitTest all_tests[] = {
       cmocka_unit_test_setup_teardown(test_a_primed_worker_killed_while_warm, setup_hooks,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_priming_follows_the_policy_in_use, setup_hooks,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_dead_worker_freed_is_reaped, setup_hooks,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
