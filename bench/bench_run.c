@@ -1935,14 +1935,19 @@ static const char *load_average(void);
 ** whoever else runs), and a peer with nothing of moonbox shared: 2 threads on a runtime each.
 ** If the shared runtime's 2 threads cost more CPU per cycle than the peer's, the threads
 ** share something in moonbox; if the peer's 2-thread figure is low as well, the machine (its
-** load, its cores) is the limit. Returns the median of the rounds' 2-thread speedups.
+** load, its cores) is the limit. The shared runtime and its peer are given by one estimator
+** (medians of the rounds' own ratios), and the CPU per cycle of the one over the other in the
+** same round is what sharing the runtime costs. Returns the median of the rounds' 2-thread
+** speedups.
 */
 static double bench_thread_throughput(bench_ctx *ctx, const char *section, int rounds) {
   mbx_error err;
   mbx_runtime *other = mbx_runtime_new(&err);
   if (!other) die(ctx->case_name, "mbx_runtime_new", err.message);
   mbx_runtime *shared[2] = {ctx->rt, ctx->rt}, *apart[2] = {ctx->rt, other};
-  double wall[3][32], cpu[3][32], speedup[32], ratio[32], ignored;
+  double wall[3][32], cpu[3][32], on_cpu[3][32], speedup[32], ratio[32];
+  double peer[32], peer_ratio[32], shared_cost[32];
+  double ignored;
   if (rounds > 32) rounds = 32;
   char load_before[32];
   snprintf(load_before, sizeof load_before, "%s", load_average());
@@ -1953,35 +1958,51 @@ static double bench_thread_throughput(bench_ctx *ctx, const char *section, int r
       int threads = c == 0 ? 1 : 2;
       uint64_t ns = fresh_cycles_ns(ctx, threads, c == 2 ? apart : shared, &cpu[c][r]);
       wall[c][r] = threads * THREAD_ITERS / ((double)ns / 1e9);
+      on_cpu[c][r] = cpu[c][r] * THREAD_ITERS / (double)ns; /* each thread's share of the wall */
     }
     speedup[r] = wall[1][r] / wall[0][r];
     ratio[r] = cpu[1][r] / cpu[0][r];
+    peer[r] = wall[2][r] / wall[0][r];
+    peer_ratio[r] = cpu[2][r] / cpu[0][r];
+    shared_cost[r] = cpu[1][r] / cpu[2][r]; /* what sharing the runtime costs, same round */
   }
   mbx_runtime_free(other);
   double med_speedup = median_of(speedup, (size_t)rounds);
   double med_ratio = median_of(ratio, (size_t)rounds);
+  double med_peer = median_of(peer, (size_t)rounds);
+  double med_peer_ratio = median_of(peer_ratio, (size_t)rounds);
+  double med_cost = median_of(shared_cost, (size_t)rounds);
   static const char *const LABEL[3] = {"1 thread, one runtime", "2 threads, one shared runtime",
                                        "2 threads, a runtime each (peer: nothing shared)"};
-  double med_wall[3], med_cpu[3];
+  double med_wall[3], med_cpu[3], med_on_cpu[3];
   for (int c = 0; c < 3; c++) {
     med_wall[c] = median_of(wall[c], (size_t)rounds);
     med_cpu[c] = median_of(cpu[c], (size_t)rounds);
+    med_on_cpu[c] = median_of(on_cpu[c], (size_t)rounds);
   }
   printf("\n%s fresh-sandbox throughput (new + run `return 1+1` + free): %d interleaved rounds "
          "of %d cycles per thread, medians\n\n",
          section, rounds, THREAD_ITERS);
-  printf("| %-50s | %12s | %13s | %12s |\n", "case", "cycles/s", "CPU ns/cycle", "vs 1 thread");
+  /* "on CPU": a thread's CPU time over the case's wall time. Below the peer's, the shared
+     runtime's threads waited (a lock, or preempted); CPU per cycle above the peer's, they
+     paid for something they share (a contended line). */
+  printf("| %-50s | %12s | %13s | %6s | %12s |\n", "case", "cycles/s", "CPU ns/cycle", "on CPU",
+         "vs 1 thread");
   printf("|----------------------------------------------------|-------------:|"
-         "--------------:|-------------:|\n");
+         "--------------:|-------:|-------------:|\n");
   for (int c = 0; c < 3; c++)
-    printf("| %-50s | %12.0f | %13.0f | %11.2fx |\n", LABEL[c], med_wall[c], med_cpu[c],
-           med_wall[c] / med_wall[0]);
+    printf("| %-50s | %12.0f | %13.0f | %6.2f | %11.2fx |\n", LABEL[c], med_wall[c], med_cpu[c],
+           med_on_cpu[c], med_wall[c] / med_wall[0]);
+  /* Both speedups, and both CPU ratios, are medians of the rounds' own ratios (one estimator
+     for the case and its peer; median_of sorted each array, so [0] and [rounds - 1] are the
+     range). */
   printf("\n%s 2-thread speedup, one shared runtime: %.2fx (median of the rounds' ratios; "
          "range %.2f-%.2f); CPU ns per cycle, 2 threads / 1 thread: %.2fx; the peer (a runtime "
-         "each) %.2fx, CPU %.2fx; load average %s before, %s after; %ld cores online\n",
-         section, med_speedup, speedup[0], speedup[rounds - 1] /* median_of sorted them */,
-         med_ratio, med_wall[2] / med_wall[0], med_cpu[2] / med_cpu[0], load_before, load_average(),
-         sysconf(_SC_NPROCESSORS_ONLN));
+         "each) %.2fx (range %.2f-%.2f), CPU %.2fx; CPU per cycle, shared / peer: %.3fx (range "
+         "%.3f-%.3f); load average %s before, %s after; %ld cores online\n",
+         section, med_speedup, speedup[0], speedup[rounds - 1], med_ratio, med_peer, peer[0],
+         peer[rounds - 1], med_peer_ratio, med_cost, shared_cost[0], shared_cost[rounds - 1],
+         load_before, load_average(), sysconf(_SC_NPROCESSORS_ONLN));
   return med_speedup;
 }
 
