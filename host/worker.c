@@ -419,8 +419,21 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   posix_spawn_file_actions_addclosefrom_np(&fa, 5);
   char *argv[] = {(char *)"moonbox-worker", (char *)"--zygote", NULL};
   char *envp[] = {NULL};
+  /* No signal blocked and every disposition the default: the zygote and its workers must not
+     inherit the calling host thread's mask (SIGUSR1 blocked there would block every worker's
+     interrupt) or a host's SIG_IGN for SIGCHLD (the zygote's children would be reaped
+     without a status, a crash reported as lost; review 12, R1). */
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid;
-  int rc = posix_spawn(&pid, pool->path, &fa, NULL, argv, envp);
+  int rc = posix_spawn(&pid, pool->path, &fa, &attr, argv, envp);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   close(sv[1]);
   close(mv[1]);
