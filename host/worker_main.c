@@ -18,6 +18,7 @@
 */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -1101,6 +1102,33 @@ static pid_t child_parent(void) {
   return (g_ns & MBXH_WP_NS_PID) ? 0 : getpid();
 }
 
+/* The seccomp program's compilation (mbxH_jail_prepare, 0.4 ms) runs in a thread of the
+   zygote's while it makes its namespaces as root (0.7 ms: a network namespace is slow to
+   make), joined before anything is forked: every fork is of a single-threaded process. Not
+   root, the user namespace needs a single-threaded caller: one after the other. */
+static pthread_t g_prepare;
+static int g_preparing;
+
+static void *prepare_thread(void *arg) {
+  (void)arg;
+  (void)mbxH_jail_prepare();
+  return NULL;
+}
+
+static void prepare_start(void) {
+  g_preparing = geteuid() == 0 && pthread_create(&g_prepare, NULL, prepare_thread, NULL) == 0;
+}
+
+/* The compiled program is there (or never will be: workers then compile their own). */
+static void prepare_finish(void) {
+  static int done;
+  if (done) return;
+  if (g_preparing) pthread_join(g_prepare, NULL);
+  else (void)mbxH_jail_prepare();
+  g_preparing = 0;
+  done = 1;
+}
+
 static void enter_namespaces(void) {
   int flags = CLONE_NEWNET | CLONE_NEWPID;
   if (geteuid() == 0) {
@@ -1121,6 +1149,7 @@ static void enter_namespaces(void) {
   /* The namespace's first process is its init. */
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) _exit(6);
+  prepare_finish();
   pid_t pid = fork();
   if (pid == 0) {
     if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, 0) != 0) _exit(5);
@@ -1255,11 +1284,16 @@ static int reap_decode(const unsigned char *p, size_t n, reap_order *o) {
   return 0;
 }
 
-static int send_reaped(int zfd, mbxH_wp_writer *w, pid_t pid, int got, int st) {
+/* The parent closed the control socket (it is freeing the runtime, or re-executing this
+   zygote): nothing is answered or forked any more, what is left is only reaped. */
+static int g_parent_gone;
+
+static void send_reaped(int zfd, mbxH_wp_writer *w, pid_t pid, int got, int st) {
+  if (g_parent_gone) return;
   mbxH_wp_begin(w, MBXH_WP_REAPED);
   mbxH_wp_u64(w, (uint64_t)pid);
   mbxH_wp_u64(w, got ? (uint64_t)(unsigned)st : UINT64_MAX);
-  return send_frame(zfd, w);
+  if (send_frame(zfd, w) != 0) g_parent_gone = 1;
 }
 
 /* A REAP's refill: fork o->refill workers, the first of them written the CREATE the parent
@@ -1267,6 +1301,10 @@ static int send_reaped(int zfd, mbxH_wp_writer *w, pid_t pid, int got, int st) {
    frame that held it) before anything else is forked: every later worker inherits this
    process's memory. */
 static int refill(int zfd, mbxH_wp_writer *w, const reap_order *o, void *wipe, size_t wipe_len) {
+  if (g_parent_gone) {
+    if (wipe) explicit_bzero(wipe, wipe_len);
+    return 0;
+  }
   if (o->refill && !namespace_alive()) return -1;
   for (uint32_t i = 0; i < o->refill; i++) {
     spawn_one(zfd, w, i == 0 ? o->prime_id : 0, i == 0 ? o->prime : NULL,
@@ -1311,7 +1349,7 @@ static int reap_listed(int zfd, mbxH_wp_writer *w, reap_list *l, int block) {
       i++;
       continue;
     }
-    if (send_reaped(zfd, w, l->pid[i], got == l->pid[i], st) != 0) return -1;
+    send_reaped(zfd, w, l->pid[i], got == l->pid[i], st);
     l->pid[i] = l->pid[--l->n];
   }
   return 0;
@@ -1362,7 +1400,9 @@ static int zygote(void) {
   struct sched_param batch = {0};
   (void)sched_setscheduler(0, SCHED_BATCH, &batch);
   setpriority(PRIO_PROCESS, 0, ZYGOTE_NICE);
+  prepare_start();
   enter_namespaces();
+  prepare_finish(); /* where enter_namespaces forked nothing */
   /* A dead worker wakes the zygote through a signalfd (SIGCHLD blocked here, unblocked again
      in every child it forks). Without one, the mailbox is read at every control frame only:
      the parent then sends its reaps on the control socket (it sees the mailbox closed). */
@@ -1376,8 +1416,8 @@ static int zygote(void) {
     close(MAIL_FD);
     g_mail = -1;
   }
-  /* Work every worker would repeat, done once (failures only make workers slower). */
-  (void)mbxH_jail_prepare();
+  /* Work every worker would repeat, done once (failures only make workers slower): the
+     seccomp program (above) and a template state. */
   prewarm_slot();
   for (;;) {
     struct pollfd pf[2] = {{zfd, POLLIN, 0}, {sfd, POLLIN, 0}};
@@ -1385,6 +1425,7 @@ static int zygote(void) {
       if (errno == EINTR) continue;
       break;
     }
+    if (pf[0].revents & (POLLHUP | POLLERR)) g_parent_gone = 1;
     if (sfd >= 0 && (pf[1].revents & POLLIN)) {
       struct signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
@@ -1407,7 +1448,7 @@ static int zygote(void) {
          every worker with it and cannot be forked into: the parent starts a new zygote. A
          count of 0 only wakes the zygote to read its mailbox. */
       if (count && !namespace_alive()) return zygote_end(1);
-      for (uint32_t i = 0; i < count; i++) spawn_one(zfd, &w, 0, NULL, 0);
+      for (uint32_t i = 0; i < count && !g_parent_gone; i++) spawn_one(zfd, &w, 0, NULL, 0);
     } else if (t == MBXH_WP_PROBE) {
       if (mbxH_wp_end(&r) != 0 || probe(zfd, &w) != 0) return zygote_end(1);
     } else if (t == MBXH_WP_REAP) {
@@ -1419,7 +1460,7 @@ static int zygote(void) {
       pid_t got;
       do got = waitpid(o.pid, &st, 0);
       while (got < 0 && errno == EINTR);
-      if (send_reaped(zfd, &w, o.pid, got == o.pid, st) != 0) return zygote_end(1);
+      send_reaped(zfd, &w, o.pid, got == o.pid, st);
       /* The parent's refill of the warm pool rides with the reap of the worker it replaces. */
       if (refill(zfd, &w, &o, buf, len) != 0) return zygote_end(1);
     } else {
@@ -1427,6 +1468,7 @@ static int zygote(void) {
     }
   }
   /* The parent closed the control socket: what it sent to the mailbox is served first. */
+  g_parent_gone = 1;
   if (sfd >= 0 && mail_drain(zfd, &w, &pending) == 0 &&
       reap_listed(zfd, &w, &pending, 0) == 0) {
     /* Killed by the parent, they die at once; a worker it failed to kill is this zygote's
