@@ -1075,6 +1075,67 @@ static void test_a_dead_worker_freed_is_reaped(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* The zygote is started by whichever host thread makes the first isolated sandbox, and a
+   worker's signal mask and ignored signals are the zygote's: a host thread that blocks every
+   signal (for sigwait or a signalfd, as hosts do) must not leave the workers deaf to the
+   interrupt (SIGUSR1), and a host that ignores SIGCHLD must not lose its workers' ends. */
+typedef struct first_sandbox {
+  fixture *f;
+  mbx_sandbox *sb;
+} first_sandbox;
+
+static void *make_with_signals_blocked(void *arg) {
+  first_sandbox *fs = arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  mbx_error err;
+  fs->sb = mbx_sandbox_new(fs->f->rt, fs->f->p, &err);
+  return NULL;
+}
+
+static void test_a_zygote_started_by_a_thread_blocking_signals(void **state) {
+  fixture *f = *state;
+  first_sandbox fs = {f, NULL};
+  pthread_t t;
+  pthread_create(&t, NULL, make_with_signals_blocked, &fs);
+  pthread_join(t, NULL);
+  assert_non_null(fs.sb);
+  mbx_sandbox_free(fs.sb);
+  /* Another sandbox of the same zygote, run and interrupted from threads that block nothing. */
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  interrupter it = {sb, 200};
+  pthread_create(&t, NULL, interrupt_later, &it);
+  mbx_result *res;
+  mbx_status s = run(sb, "while true do end", &res);
+  if (s != MBX_INTERRUPTED)
+    fail_msg("expected interrupted, got %s", mbx_result_json(res, NULL));
+  mbx_result_free(res);
+  pthread_join(t, NULL);
+  mbx_sandbox_free(sb);
+}
+
+static void test_a_host_that_ignores_sigchld(void **state) {
+  fixture *f = *state;
+  struct sigaction ign = {0}, old;
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGCHLD, &ign, &old);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err); /* the zygote starts here */
+  sigaction(SIGCHLD, &old, NULL);
+  assert_non_null(sb);
+  mbx_result *res;
+  mbx_status s = run(sb, "__test_wild_pointer()", &res);
+  const char *msg = mbx_result_error_message(res, NULL);
+  if (s != MBX_INTERNAL_ERROR || msg == NULL || strstr(msg, "worker crashed (signal 11)") == NULL)
+    fail_msg("expected \"worker crashed (signal 11)\", got %s", mbx_result_json(res, NULL));
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+}
+
 /* One sandbox of another policy does not turn priming off: the next freed sandbox's policy
    replaces a primed worker the host has moved on from (review 11, W4). */
 static void test_priming_follows_the_policy_in_use(void **state) {
@@ -1336,6 +1397,9 @@ static const struct CMUnitTest all_tests[] = {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_dead_worker_freed_is_reaped, setup_hooks,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_a_zygote_started_by_a_thread_blocking_signals,
+                                      setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_a_host_that_ignores_sigchld, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_a_worker_cannot_reach_a_sibling, setup_hooks,
