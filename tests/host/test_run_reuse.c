@@ -155,11 +155,9 @@ static void the_kept_function_across_rewind_and_reset(void **state) {
 }
 
 /* The value of code's first run in a new sandbox of a policy with the given seed (0: none). */
-static void first_run_with_seed(uint64_t seed, const char *code, char *value, size_t cap) {
+/* code's value in a fresh sandbox of p (which is freed). */
+static void first_run_of(mbx_policy *p, const char *code, char *value, size_t cap) {
   mbx_error err;
-  mbx_policy *p = mbx_policy_new();
-  assert_non_null(p);
-  if (seed) assert_int_equal(mbx_policy_set_seed(p, seed, &err), MBX_OK);
   mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
   assert_non_null(sb);
   snippet_outcome o;
@@ -167,6 +165,14 @@ static void first_run_with_seed(uint64_t seed, const char *code, char *value, si
   snprintf(value, cap, "%s", o.value);
   mbx_sandbox_free(sb);
   mbx_policy_free(p);
+}
+
+static void first_run_with_seed(uint64_t seed, const char *code, char *value, size_t cap) {
+  mbx_error err;
+  mbx_policy *p = mbx_policy_new();
+  assert_non_null(p);
+  if (seed) assert_int_equal(mbx_policy_set_seed(p, seed, &err), MBX_OK);
+  first_run_of(p, code, value, cap);
 }
 
 /* A fresh sandbox's first run of a text its slot saw twice replays the recorded preparation
@@ -219,13 +225,7 @@ static void first_run_with_tools(const char *who, uint64_t seed, const char *cod
     snprintf(name, sizeof name, "tools.f%d", i);
     assert_int_equal(mbx_policy_add_function(p, name, answer_own_name, (void *)who, &err), MBX_OK);
   }
-  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
-  assert_non_null(sb);
-  snippet_outcome o;
-  assert_int_equal(snippet_run_in(sb, code, &o), MBX_OK);
-  snprintf(value, cap, "%s", o.value);
-  mbx_sandbox_free(sb);
-  mbx_policy_free(p);
+  first_run_of(p, code, value, cap);
 }
 
 /* The same with host functions: sandboxes of one shape (the functions' names and kinds) come

@@ -46,10 +46,8 @@ typedef struct fresh_run {
   size_t len;
 } fresh_run;
 
-static fresh_run run_fresh(mbxV_pool *pool, mbxV_bcache *c, size_t memory, const char *code) {
-  mbxV_config cfg = config(memory);
-  mbxV_vm *vm = NULL;
-  assert_int_equal(mbxV_vm_new(pool, &cfg, mbxL_open_sandbox, &vm), MBXV_NEW_OK);
+/* Run code on a fresh vm and take its state (then free the vm). */
+static fresh_run run_on(mbxV_vm *vm, mbxV_bcache *c, const char *code) {
   mbxV_outcome out;
   mbxV_refusal err;
   mbxV_status s = mbxV_run_cached(vm, c, code, strlen(code), "=input", NULL, 0, &out, &err);
@@ -66,6 +64,13 @@ static fresh_run run_fresh(mbxV_pool *pool, mbxV_bcache *c, size_t memory, const
   memset(r.bytes + offsetof(mbxV_arena, high), 0, high_len);
   mbxV_vm_free(vm);
   return r;
+}
+
+static fresh_run run_fresh(mbxV_pool *pool, mbxV_bcache *c, size_t memory, const char *code) {
+  mbxV_config cfg = config(memory);
+  mbxV_vm *vm = NULL;
+  assert_int_equal(mbxV_vm_new(pool, &cfg, mbxL_open_sandbox, &vm), MBXV_NEW_OK);
+  return run_on(vm, c, code);
 }
 
 /* The slot's first sandbox builds the template (no restore, nothing to replay): a pool whose
@@ -229,21 +234,7 @@ static fresh_run run_shaped_as(mbxV_pool *pool, mbxV_bcache *c, const char *key,
   mbxV_vm *vm = new_shaped(pool, &cfg, key);
   *shaped = vm->shaped;
   if (as_if_from) vm->fresh_source = as_if_from;
-  mbxV_outcome out;
-  mbxV_refusal err;
-  mbxV_status s = mbxV_run_cached(vm, c, code, strlen(code), "=input", NULL, 0, &out, &err);
-  if (s != MBXV_OK) fail_msg("%s: status %d: %s", code, s, out.error.message);
-  fresh_run r = {.len = mbxV_arena_prefix(vm->slot->arena)};
-  snprintf(r.value, sizeof r.value, "%.*s", (int)out.value_len, out.value_json);
-  mbxV_outcome_free(&out);
-  r.bytes = malloc(r.len);
-  assert_non_null(r.bytes);
-  mbxV_arena_copy_out(vm->slot->arena, r.bytes, r.len);
-  size_t hole_len, hole_at = mbxV_vm_hole(vm, &hole_len);
-  memset(r.bytes + hole_at, 0, hole_len);
-  memset(r.bytes + offsetof(mbxV_arena, high), 0, sizeof(uintptr_t));
-  mbxV_vm_free(vm);
-  return r;
+  return run_on(vm, c, code);
 }
 
 static fresh_run run_shaped(mbxV_pool *pool, mbxV_bcache *c, const char *key, const char *code,
