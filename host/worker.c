@@ -114,6 +114,10 @@ typedef struct zygote {
      waking it (mail_send); mail_unread counts those sent since the last control frame. */
   int mail;
   unsigned mail_unread;
+  /* It did not take or answer a control frame within ZYGOTE_TIMEOUT_MS (stopped, frozen,
+     starved, or broken): never waited for again, killed when it is stopped (review 12, R5:
+     else every later free of a burst waited 10 s under the pool's lock). */
+  int broken;
   /* What it sent that is read and not yet acted on (zygote_fill). Its frames are small and
      come in runs (a reap's answer, the workers it forked), so one recvmsg takes all there is:
      a unix stream read stops after the message that carries fds, so fds (in_fds) come in the
@@ -304,7 +308,10 @@ static void zygote_stop(zygote *z) {
   zygote_in_reset(z);
   if (z->pid <= 0) return;
   /* Closing the socket ends it once it has served what is queued (reaps of killed workers,
-     in its control socket and its mailbox). */
+     in its control socket and its mailbox); one that stopped answering is killed (its pid
+     namespace's init dies with it, and every worker left in it). */
+  if (z->broken) kill(z->pid, SIGKILL);
+  z->broken = 0;
   close_fd(&z->sock);
   close_fd(&z->mail);
   z->mail_unread = 0;
@@ -536,7 +543,10 @@ static int zygote_next(mbxH_wpool *pool, zygote *z, int block, pid_t want_pid, i
 
 /* One frame, waiting for it. 0, or -1 when the zygote is broken. */
 static int zygote_read(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status, int *got) {
-  return zygote_next(pool, z, 1, want_pid, status, got) == 0 ? 0 : -1;
+  if (z->broken) return -1;
+  if (zygote_next(pool, z, 1, want_pid, status, got) == 0) return 0;
+  z->broken = 1;
+  return -1;
 }
 
 /* Every frame the zygote has sent so far, without waiting (one read per worker forked, and
@@ -622,11 +632,12 @@ static int zygote_frame(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status
 }
 
 static int zygote_send(mbxH_wpool *pool, zygote *z) {
-  if (mbxH_wp_finish(&pool->w) != 0) return -1;
+  if (z->broken || mbxH_wp_finish(&pool->w) != 0) return -1;
   /* The zygote reads its mailbox whenever it wakes, before its control frames. */
   z->mail_unread = 0;
-  return write_all(z->sock, pool->w.data, pool->w.len,
-                   ZYGOTE_DEADLINE) == IO_OK ? 0 : -1;
+  if (write_all(z->sock, pool->w.data, pool->w.len, ZYGOTE_DEADLINE) == IO_OK) return 0;
+  z->broken = 1;
+  return -1;
 }
 
 /* pool->w (a REAP) into the zygote's mailbox, where sending wakes nobody: 0, or -1 when it
@@ -863,6 +874,18 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
   uint64_t oldest = pool->crash_at[pool->crash_next % CRASH_BURST];
   if (oldest && now - oldest < CRASH_WINDOW_NS) sleep_ns(CRASH_PENALTY_NS);
   retired_sweep(pool);
+  /* A zygote that stopped answering forks nothing more: its live sandboxes keep their
+     workers (it is retired while they live, and killed once they are freed), and a new one
+     serves the pool. */
+  if (pool->z.pid > 0 && pool->z.broken) {
+    drop_warm(pool);
+    if (pool->z.workers == 0 || pool->nretired >= RETIRED_MAX) {
+      zygote_stop(&pool->z);
+    } else {
+      pool->retired[pool->nretired++] = pool->z;
+      pool->z = (zygote){.pid = 0, .sock = -1, .mail = -1};
+    }
+  }
   if (pool->zygote_stale && pool->z.pid > 0 && pool->nretired < RETIRED_MAX &&
       now_ns() - pool->z.started >= ZYGOTE_REEXEC_MIN_NS) {
     drop_warm(pool);

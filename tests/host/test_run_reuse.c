@@ -162,7 +162,9 @@ static void first_run_of(mbx_policy *p, const char *code, char *value, size_t ca
   assert_non_null(sb);
   snippet_outcome o;
   assert_int_equal(snippet_run_in(sb, code, &o), MBX_OK);
-  snprintf(value, cap, "%s", o.value);
+  size_t n = strnlen(o.value, cap - 1);
+  memcpy(value, o.value, n);
+  value[n] = '\0';
   mbx_sandbox_free(sb);
   mbx_policy_free(p);
 }
