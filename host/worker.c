@@ -159,6 +159,7 @@ struct mbxH_wpool {
   unsigned crash_next;
   int zygote_stale; /* a worker crashed: re-exec the zygote when the rate limit allows */
   mbxH_wp_writer w;
+  int in_frame; /* inside zygote_frame: no nested read of a zygote's frames */
   uint32_t probed; /* the last MBXH_WP_PROBED */
   uint32_t probed_us; /* ... and how long its child took to fork, jail itself and exit */
   int probe_got;
@@ -605,8 +606,13 @@ static int zygote_frame(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status
     if (z == &pool->z && pool->nwarm < WARM_MAX) {
       pool->warm[pool->nwarm++] = p;
     } else {
+      /* Ended without reading more of this zygote's frames here: a frame read by this
+         nested call would be lost to the caller waiting for it (a crashed worker's
+         REAPED; review 12). */
+      pool->in_frame++;
       proc_kill(&p);
       proc_forget(pool, &p, 1, 0, NULL);
+      pool->in_frame--;
     }
     return 0;
   }
@@ -726,8 +732,8 @@ static void proc_forget_as(mbxH_wpool *pool, wproc *p, int send_reap, int refill
      sandboxes without making new ones must not fill the zygote's socket with unread REAPED
      frames (a retired zygote's SPAWNED ones are read at once: their workers are ended), and
      a prime offered while the last one's worker is unread would be dropped for it. */
-  if (z->reaps_pending >= REAP_BACKLOG || (z != &pool->z && z->requested > 0) ||
-      (refill && prime && z->prime_pending))
+  if (!pool->in_frame && (z->reaps_pending >= REAP_BACKLOG || (z != &pool->z && z->requested > 0) ||
+                          (refill && prime && z->prime_pending)))
     (void)zygote_drain(pool, z);
   if (refill && prime && z == &pool->z) drop_stale_prime(pool, prime);
   /* Only the current zygote refills the warm pool. */
