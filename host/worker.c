@@ -106,6 +106,13 @@ typedef struct wproc {
 /* REAPED answers left unread in the zygote's socket before a free reads them (else a take
    does, with the workers it forked): reading each as it comes cost every free a read. */
 #define REAP_BACKLOG 32
+/* Answers a zygote may owe at most (owed_max: fewer where its socket's send buffer is
+   small), each charged this much of that buffer (a small frame's skb; SPAWNED's fds are not
+   charged there). Past them its writes to the parent could block, and a zygote blocked
+   writing reads no frame while the parent, blocked writing one, reads no answer: 1,000 frees
+   in a row hung for ZYGOTE_TIMEOUT_MS. */
+#define OWED_MAX 128
+#define OWED_CHARGE 1024
 
 typedef struct zygote {
   pid_t pid; /* 0: not running */
@@ -129,6 +136,7 @@ typedef struct zygote {
   uint32_t id;
   int requested;     /* SPAWNED replies still to read */
   int reaps_pending; /* REAPED replies nobody waits for */
+  int owed_max;      /* requested + reaps_pending stays below this (zygote_settle) */
   unsigned workers;  /* its workers the parent holds (warm, handed out or kept) */
   uint64_t started;
   /* The CREATE it was asked to write into the next worker it forks (proc_forget): what the
@@ -415,6 +423,13 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
     close(sv[1]);
     return -1;
   }
+  /* The zygote's end's send buffer bounds the answers it may owe (zygote_settle). */
+  int sndbuf = 0;
+  socklen_t optlen = sizeof sndbuf;
+  if (getsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, &optlen) != 0) sndbuf = 0;
+  int owed_max = sndbuf / OWED_CHARGE / 2;
+  if (owed_max > OWED_MAX) owed_max = OWED_MAX;
+  if (owed_max < 2) owed_max = 2;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   /* Only the control socket, as fd 3, and the mailbox, as fd 4; stdio from /dev/null except
@@ -455,7 +470,7 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
     return -1;
   }
   pool->z = (zygote){.pid = pid, .sock = sv[0], .mail = mv[0], .id = ++pool->next_zid,
-                     .started = now_ns()};
+                     .started = now_ns(), .owed_max = owed_max};
   pool->zygote_stale = 0;
   return 0;
 }
@@ -558,6 +573,20 @@ static int zygote_drain(mbxH_wpool *pool, zygote *z) {
          (r = zygote_next(pool, z, 0, 0, NULL, NULL)) == 0) {
   }
   return r < 0 ? -1 : 0;
+}
+
+static int zygote_nudge(mbxH_wpool *pool, zygote *z);
+
+/* Before a request that the zygote will answer: while it owes owed_max answers, they are
+   read, waiting for them (its mailbox's REAPs nudged into being read), so what it writes to
+   the parent always fits in its socket and it never stops reading the parent's frames.
+   Not inside zygote_frame, whose caller reads on. 0, or -1 when it is broken. */
+static int zygote_settle(mbxH_wpool *pool, zygote *z) {
+  if (pool->in_frame || z->reaps_pending + z->requested < z->owed_max) return 0;
+  if (zygote_drain(pool, z) != 0 || zygote_nudge(pool, z) != 0) return -1;
+  while (z->reaps_pending + z->requested >= z->owed_max)
+    if (zygote_read(pool, z, 0, NULL, NULL) != 0) return -1;
+  return 0;
 }
 
 static int zygote_frame(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status, int *got) {
@@ -735,6 +764,7 @@ static void proc_forget_as(mbxH_wpool *pool, wproc *p, int send_reap, int refill
   if (!pool->in_frame && (z->reaps_pending >= REAP_BACKLOG || (z != &pool->z && z->requested > 0) ||
                           (refill && prime && z->prime_pending)))
     (void)zygote_drain(pool, z);
+  (void)zygote_settle(pool, z); /* broken: the REAP below is not sent, the zygote replaced */
   if (refill && prime && z == &pool->z) drop_stale_prime(pool, prime);
   /* Only the current zygote refills the warm pool. */
   int want = refill && z == &pool->z ? MBXH_WORKER_WARM - pool->nwarm - z->requested : 0;
@@ -814,6 +844,7 @@ static void drop_warm(mbxH_wpool *pool) {
 
 static int request_spawns(mbxH_wpool *pool, int k) {
   if (k <= 0) return 0;
+  if (zygote_settle(pool, &pool->z) != 0) return -1;
   mbxH_wp_begin(&pool->w, MBXH_WP_SPAWN);
   mbxH_wp_u32(&pool->w, (uint32_t)k);
   if (zygote_send(pool, &pool->z) != 0) return -1;

@@ -1222,6 +1222,50 @@ static void test_many_live_workers(void **state) {
   assert_true(fds1 <= fds0 + 4 && fds1 >= fds0 - 4);
 }
 
+/* A zygote that falls behind on its answers: the frees of many live sandboxes while it is
+   stopped, then one more sandbox. What the zygote owes the parent must always fit in its
+   socket: else it blocks writing its answers while the parent, blocked writing more of its
+   frees, reads none, and a free waits the 10 s the zygote is given before it is replaced
+   (1,000 frees in a row, with nothing stopped, hung so one run in two). */
+static void *continue_later(void *arg) {
+  struct timespec ts = {0, 300000000};
+  nanosleep(&ts, NULL);
+  kill(*(pid_t *)arg, SIGCONT);
+  return NULL;
+}
+
+static void test_frees_while_the_zygote_lags(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  int n = env_count("MBX_TEST_LAG_WORKERS", 700);
+  mbx_sandbox **sbs = calloc((size_t)n, sizeof *sbs);
+  for (int i = 0; i < n; i++) {
+    sbs[i] = mbx_sandbox_new(f->rt, f->p, &err);
+    if (sbs[i] == NULL) fail_msg("sandbox %d of %d: %s", i, n, err.message);
+    want_value(sbs[i], "return 1", "1");
+  }
+  pid_t kids[4];
+  assert_int_equal(children_of(getpid(), kids, 4), 1);
+  pid_t zygote = kids[0];
+  assert_int_equal(kill(zygote, SIGSTOP), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, continue_later, &zygote), 0);
+  uint64_t t0 = now_ms();
+  for (int i = 0; i < n; i++) mbx_sandbox_free(sbs[i]);
+  uint64_t took = now_ms() - t0;
+  pthread_join(t, NULL);
+  free(sbs);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  want_value(sb, "return 2", "2");
+  mbx_sandbox_free(sb);
+  print_message("%d frees with the zygote stopped for 300 ms: %llu ms\n", n,
+                (unsigned long long)took);
+  /* The same zygote serves on: one given up (a free timed out on it) is replaced. */
+  assert_int_equal(children_of(getpid(), kids, 4), 1);
+  assert_int_equal(kids[0], zygote);
+}
+
 /* Under ASan a worker starts in tens of milliseconds and freed memory sits in the
    quarantine (the RSS grows by design): fewer runs, and no RSS bound. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -1409,6 +1453,7 @@ static const struct CMUnitTest all_tests[] = {
                                       setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_a_host_that_ignores_sigchld, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_frees_while_the_zygote_lags, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_a_worker_cannot_reach_a_sibling, setup_hooks,
                                       teardown),
