@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -49,8 +50,10 @@ static uint64_t cpu_ns(void) {
 
 /* The floor under a live round trip: a byte sent to another process over a socketpair and a
    byte back, both ends blocking (spin 0: each end's wake-up is paid) or both spinning first
-   with the worker's own policy (host/worker_spin.c). The median, us; p90 to *p90. */
-static double raw_round_trip(int spin, int n, double *p90) {
+   with the worker's own policy (host/worker_spin.c); pace_us > 0 sleeps that long before
+   each (both ends asleep when it starts, as a paced fresh sandbox's run finds them). The
+   median, us; p90 to *p90. */
+static double raw_round_trip(int spin, int n, int pace_us, double *p90) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
   pid_t pid = fork();
@@ -68,6 +71,7 @@ static double raw_round_trip(int spin, int n, double *p90) {
   mbxH_spin s = {0};
   char c = 'x';
   for (int i = -100; i < n; i++) {
+    if (pace_us) usleep((useconds_t)pace_us);
     uint64_t t0 = now_ns();
     if (write(sv[0], &c, 1) != 1) break;
     if (spin) (void)mbxH_spin_wait(&s, sv[0], 0);
@@ -80,6 +84,25 @@ static double raw_round_trip(int spin, int n, double *p90) {
   *p90 = v[n * 9 / 10];
   free(v);
   return m;
+}
+
+/* What this machine charges for what a worker's path has and in-process has not: a system
+   call (getppid, in a loop: warm) and a page's first touch (the fault a forked worker pays for
+   each page it writes first). ns each. */
+static void machine_costs(double *syscall_ns, double *fault_ns) {
+  enum { CALLS = 100000, PAGES = 2000 };
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < CALLS; i++) (void)getppid();
+  *syscall_ns = (double)(now_ns() - t0) / CALLS;
+  long page = sysconf(_SC_PAGESIZE);
+  char *m = mmap(NULL, (size_t)page * PAGES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+  *fault_ns = -1;
+  if (m == MAP_FAILED) return;
+  t0 = now_ns();
+  for (int i = 0; i < PAGES; i++) ((volatile char *)m)[(size_t)i * (size_t)page] = 1;
+  *fault_ns = (double)(now_ns() - t0) / PAGES;
+  munmap(m, (size_t)page * PAGES);
 }
 
 /* MBX_BENCH_LOAD: busy children, killed at exit. */
@@ -372,13 +395,20 @@ int main(int argc, char **argv) {
   /* After the live round trips, so that their figure is taken as in a run without the floor.
      The child only reads, writes and spins: safe to fork beside the runtimes' threads. */
   double raw_b90, raw_s90;
-  double raw_block = raw_round_trip(0, n * 5, &raw_b90);
-  double raw_spin = raw_round_trip(1, n * 5, &raw_s90);
+  double raw_block = raw_round_trip(0, n * 5, 0, &raw_b90);
+  double raw_spin = raw_round_trip(1, n * 5, 0, &raw_s90);
   printf("round trip floor (1 byte, socketpair, two processes): blocking %.2f us (p90 %.2f), "
          "both ends spinning %u us first (the worker's policy) %.2f us (p90 %.2f); spin %s "
          "here\n", raw_block, raw_b90, MBXH_SPIN_NS / 1000, raw_spin, raw_s90,
          mbxH_spin_usable() ? "usable" : "off (one CPU)");
   int nf = n / 4 < 10 ? 10 : n / 4;
+  /* The floor under a paced fresh sandbox's run: both ends asleep for 2 ms before it. */
+  double raw_p90, raw_paced = raw_round_trip(0, nf, 2000, &raw_p90);
+  double sys_ns, fault_ns;
+  machine_costs(&sys_ns, &fault_ns);
+  printf("the same floor, 2 ms apart (both ends asleep before each): %.2f us (p90 %.2f); this "
+         "machine: a system call %.0f ns, a page's first touch %.0f ns\n", raw_paced, raw_p90,
+         sys_ns, fault_ns);
   double st_in[3], st_b2b[3], st_paced[3];
   double in_fresh = fresh_sandbox(0, nf, 0, st_in), w_fresh = fresh_sandbox(1, nf, 0, st_b2b);
   double w_paced = fresh_sandbox(1, nf, 2000, st_paced);
@@ -423,8 +453,9 @@ int main(int argc, char **argv) {
   snprintf(fig, sizeof fig, "%.2f us (floor: blocking %.2f, spinning %.2f us)", w_live,
            raw_block, raw_spin);
   verdict("return 1+1 on a live isolated sandbox <= 20 us", w_live <= 20, fig);
-  snprintf(fig, sizeof fig, "%.2f us paced, %.2f us back to back (in-process %.2f us)", w_paced,
-           w_fresh, in_fresh);
+  snprintf(fig, sizeof fig,
+           "%.2f us paced, %.2f us back to back (in-process %.2f us; paced floor of one "
+           "round trip %.2f us)", w_paced, w_fresh, in_fresh, raw_paced);
   verdict("fresh sandbox + run + free from a warm pool <= 50 us", w_paced <= 50, fig);
   snprintf(fig, sizeof fig, "%.0f us (unshare -U -n /bin/true %.0f us, %+.0f us)", cold, uns,
            cold - uns);
