@@ -430,6 +430,20 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   int owed_max = sndbuf / OWED_CHARGE / 2;
   if (owed_max > OWED_MAX) owed_max = OWED_MAX;
   if (owed_max < 2) owed_max = 2;
+  /* The zygote's ends above the fds its file actions write (0, 1, 3, 4), so none clobbers
+     another before it is moved: a host with fd 0, 1 or 2 closed gets socketpair fds there. */
+  int zsock = fcntl(sv[1], F_DUPFD_CLOEXEC, 5), zmail = fcntl(mv[1], F_DUPFD_CLOEXEC, 5);
+  close(sv[1]);
+  close(mv[1]);
+  if (zsock < 0 || zmail < 0) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: fds for the worker zygote: %s",
+                   strerror(errno));
+    if (zsock >= 0) close(zsock);
+    if (zmail >= 0) close(zmail);
+    close(sv[0]);
+    close(mv[0]);
+    return -1;
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   /* Only the control socket, as fd 3, and the mailbox, as fd 4; stdio from /dev/null except
@@ -437,8 +451,12 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
      socket). */
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
-  posix_spawn_file_actions_adddup2(&fa, mv[1], 4);
+  /* A host without a stderr (fd 2 closed, or one of this library's close-on-exec fds) gives
+     the zygote /dev/null there: else the zygote's next fd would take 2. */
+  int fd2 = fcntl(2, F_GETFD);
+  if (fd2 < 0 || (fd2 & FD_CLOEXEC)) posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, zsock, 3);
+  posix_spawn_file_actions_adddup2(&fa, zmail, 4);
   posix_spawn_file_actions_addclosefrom_np(&fa, 5);
   char *argv[] = {(char *)"moonbox-worker", (char *)"--zygote", NULL};
   char *envp[] = {NULL};
@@ -458,8 +476,8 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   int rc = posix_spawn(&pid, pool->path, &fa, &attr, argv, envp);
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
-  close(sv[1]);
-  close(mv[1]);
+  close(zsock);
+  close(zmail);
   if (rc != 0) {
     close(sv[0]);
     close(mv[0]);

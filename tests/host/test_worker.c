@@ -1222,6 +1222,49 @@ static void test_many_live_workers(void **state) {
   assert_true(fds1 <= fds0 + 4 && fds1 >= fds0 - 4);
 }
 
+/* A host with no stdin, stdout or stderr (a daemon that closed them): the zygote's sockets
+   come out of socketpair as fds 0-2, where the zygote's own file actions write, and must
+   still reach it as its fds 3 and 4. Run as this binary with those fds closed
+   (--no-stdio: exit 0 when an isolated sandbox ran). */
+static int run_without_stdio(void) {
+  mbx_error err;
+  mbx_runtime *rt = mbx_runtime_new(&err);
+  if (rt == NULL || mbx_runtime_set_path(rt, MBX_PATH_WORKER, g_worker, &err) != MBX_OK ||
+      mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err) != MBX_OK)
+    return 1;
+  mbx_policy *p = mbx_policy_new();
+  mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
+  if (sb == NULL) return 2;
+  mbx_result *res;
+  int rc = 3;
+  if (mbx_run(sb, "return 40 + 2", 13, NULL, 0, &res, &err) == MBX_OK) {
+    const char *json = mbx_result_json(res, NULL);
+    rc = json && strstr(json, "\"value\":42") ? 0 : 4;
+    mbx_result_free(res);
+  }
+  mbx_sandbox_free(sb);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+  return rc;
+}
+
+static void test_a_host_without_stdio(void **state) {
+  (void)state;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(0);
+    close(1);
+    close(2);
+    execl("/proc/self/exe", "test_worker", "--no-stdio", (char *)NULL);
+    _exit(127);
+  }
+  assert_true(pid > 0);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* A zygote that falls behind on its answers: the frees of many live sandboxes while it is
    stopped, then one more sandbox. What the zygote owes the parent must always fit in its
    socket: else it blocks writing its answers while the parent, blocked writing more of its
@@ -1454,6 +1497,7 @@ static const struct CMUnitTest all_tests[] = {
       cmocka_unit_test_setup_teardown(test_a_host_that_ignores_sigchld, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_frees_while_the_zygote_lags, setup_plain, teardown),
+      cmocka_unit_test(test_a_host_without_stdio),
       cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_a_worker_cannot_reach_a_sibling, setup_hooks,
                                       teardown),
@@ -1467,6 +1511,7 @@ int main(int argc, char **argv) {
     if (geteuid() == 0) return rerun_as_nonroot();
     return cmocka_run_group_tests_name("worker_nonroot", nonroot_tests, NULL, NULL);
   }
+  if (argc == 2 && strcmp(argv[1], "--no-stdio") == 0) return run_without_stdio();
   if (argc == 3 && strcmp(argv[1], "--nonroot-in") == 0) {
     static char worker[300], hooks[300];
     if (geteuid() == 0) {
