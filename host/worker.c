@@ -210,7 +210,10 @@ static int io_expired(io_deadline *d) {
 static int wait_fd(int fd, short events, io_deadline *d) {
   for (;;) {
     if (io_expired(d)) return 0;
+    /* The clock read again: past d->at since io_expired's look, d->at - now would wrap to a
+       poll of INT_MAX ms (review 13, S1). */
     uint64_t now = now_ns();
+    if (now >= d->at) return 0;
     uint64_t ms = (d->at - now + 999999) / 1000000;
     if (d->interrupted && !d->cut && ms > 50) ms = 50;
     struct pollfd p = {fd, events, 0};
