@@ -610,7 +610,8 @@ static int get_exec_request(mbxH_wp_reader *r, mbxH_wp_call *c, char *why, size_
   size_t total;
   if (exec_fields(r, c, NULL, &total, why, why_size) != 0) return -1;
   if (r->bad) return 0; /* reported as malformed by the caller */
-  c->strs = malloc((c->exec.argc + c->exec.envc) * sizeof *c->strs);
+  size_t nstrs = (size_t)c->exec.argc + c->exec.envc;
+  c->strs = malloc((nstrs ? nstrs : 1) * sizeof *c->strs); /* malloc(0) may be NULL */
   c->zbuf = malloc(total ? total : 1);
   if (c->strs == NULL || c->zbuf == NULL) {
     mbxH_wp_call_free(c);
