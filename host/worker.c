@@ -165,6 +165,7 @@ struct mbxH_wpool {
   _Atomic unsigned live;
   uint64_t crash_at[CRASH_BURST]; /* the last crashes' times, a ring */
   unsigned crash_next;
+  uint64_t penalty_next; /* when the next penalised worker may be given out (pool_take) */
   int zygote_stale; /* a worker crashed: re-exec the zygote when the rate limit allows */
   mbxH_wp_writer w;
   int in_frame; /* inside zygote_frame: no nested read of a zygote's frames */
@@ -928,9 +929,18 @@ static mbx_status pool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_ten
     return MBX_OK;
   }
   uint64_t now = now_ns();
-  /* Many crashes in a short time: slow down before giving out another worker. */
+  /* Many crashes in a short time: slow down before giving out another worker, one per
+     CRASH_PENALTY_NS across the host's threads. The sleep is made without the pool: held,
+     every other thread's free, and run that loses its worker, waited behind each creating
+     thread's sleep in turn (over 1 s with 8 threads; review 13b, B1). */
   uint64_t oldest = pool->crash_at[pool->crash_next % CRASH_BURST];
-  if (oldest && now - oldest < CRASH_WINDOW_NS) sleep_ns(CRASH_PENALTY_NS);
+  if (oldest && now - oldest < CRASH_WINDOW_NS) {
+    uint64_t at = pool->penalty_next > now ? pool->penalty_next : now;
+    pool->penalty_next = at + CRASH_PENALTY_NS;
+    pthread_mutex_unlock(&pool->mu);
+    sleep_ns(at + CRASH_PENALTY_NS - now);
+    pthread_mutex_lock(&pool->mu);
+  }
   retired_sweep(pool);
   /* A zygote that stopped answering forks nothing more: its live sandboxes keep their
      workers (it is retired while they live, and killed once they are freed), and a new one

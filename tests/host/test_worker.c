@@ -1309,6 +1309,47 @@ static void test_frees_while_the_zygote_lags(void **state) {
   assert_int_equal(kids[0], zygote);
 }
 
+/* A burst of crashes slows worker creation down (pool_take sleeps CRASH_PENALTY_NS before
+   giving out a worker): that sleep must not hold the pool, or every other thread's free (and
+   run that loses its worker) waits behind each creating thread's sleep in turn: 8 threads
+   making sandboxes after a crash burst had frees of healthy sandboxes take over 1 s. */
+static void *make_three(void *arg) {
+  fixture *f = arg;
+  mbx_error err;
+  for (int i = 0; i < 3; i++) {
+    mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+    if (sb) mbx_sandbox_free(sb);
+  }
+  return NULL;
+}
+
+static void test_a_free_does_not_wait_for_the_crash_penalty(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  mbx_sandbox *healthy = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(healthy);
+  want_value(healthy, "return 1", "1");
+  for (int i = 0; i < 4; i++) { /* CRASH_BURST crashes within the window */
+    mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+    assert_non_null(sb);
+    mbx_result *res;
+    assert_int_equal(run(sb, "__test_wild_pointer()", &res), MBX_INTERNAL_ERROR);
+    mbx_result_free(res);
+    mbx_sandbox_free(sb);
+  }
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&t[i], NULL, make_three, f), 0);
+  struct timespec wait = {0, 30 * 1000000};
+  nanosleep(&wait, NULL); /* the makers are in their penalty sleeps */
+  uint64_t t0 = now_ms();
+  mbx_sandbox_free(healthy);
+  uint64_t took = now_ms() - t0;
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  print_message("a free while 4 threads make sandboxes after a crash burst: %llu ms\n",
+                (unsigned long long)took);
+  assert_true(took < 100); /* one CRASH_PENALTY_NS; it took several on main */
+}
+
 /* Under ASan a worker starts in tens of milliseconds and freed memory sits in the
    quarantine (the RSS grows by design): fewer runs, and no RSS bound. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -1497,6 +1538,8 @@ static const struct CMUnitTest all_tests[] = {
       cmocka_unit_test_setup_teardown(test_a_host_that_ignores_sigchld, setup_hooks, teardown),
       cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_frees_while_the_zygote_lags, setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_a_free_does_not_wait_for_the_crash_penalty,
+                                      setup_hooks, teardown),
       cmocka_unit_test(test_a_host_without_stdio),
       cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_a_worker_cannot_reach_a_sibling, setup_hooks,
