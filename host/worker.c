@@ -458,7 +458,8 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   /* A host without a stderr (fd 2 closed, or one of this library's close-on-exec fds) gives
      the zygote /dev/null there: else the zygote's next fd would take 2. */
   int fd2 = fcntl(2, F_GETFD);
-  if (fd2 < 0 || (fd2 & FD_CLOEXEC)) posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  if (fd2 < 0 || (fd2 & FD_CLOEXEC))
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, zsock, 3);
   posix_spawn_file_actions_adddup2(&fa, zmail, 4);
   posix_spawn_file_actions_addclosefrom_np(&fa, 5);
