@@ -787,7 +787,9 @@ static void proc_forget_as(mbxH_wpool *pool, wproc *p, int send_reap, int refill
   if (!pool->in_frame && (z->reaps_pending >= REAP_BACKLOG || (z != &pool->z && z->requested > 0) ||
                           (refill && prime && z->prime_pending)))
     (void)zygote_drain(pool, z);
-  (void)zygote_settle(pool, z); /* broken: the REAP below is not sent, the zygote replaced */
+  /* On failure the zygote is broken: it is replaced, and a REAP its mailbox still takes below
+     is moot (it is killed with its pid namespace). */
+  (void)zygote_settle(pool, z);
   if (refill && prime && z == &pool->z) drop_stale_prime(pool, prime);
   /* Only the current zygote refills the warm pool. */
   int want = refill && z == &pool->z ? MBXH_WORKER_WARM - pool->nwarm - z->requested : 0;
