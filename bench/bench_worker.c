@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/worker_spin.h"
+#include "host/backend/worker_spin.h"
 #include "moonbox.h"
 
 extern char **environ;
@@ -50,7 +50,7 @@ static uint64_t cpu_ns(void) {
 
 /* The floor under a live round trip: a byte sent to another process over a socketpair and a
    byte back, both ends blocking (spin 0: each end's wake-up is paid) or both spinning first
-   with the worker's own policy (host/worker_spin.c); pace_us > 0 sleeps that long before
+   with the worker's own policy (host/backend/worker_spin.c); pace_us > 0 sleeps that long before
    each (both ends asleep when it starts, as a paced fresh sandbox's run finds them). The
    median, us; p90 to *p90. */
 static double raw_round_trip(int spin, int n, int pace_us, double *p90) {

@@ -240,7 +240,7 @@ int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
     PUSH(plan->mounts[i].path);
   }
   /* (The shim at MBXC_EXEC_SHIM, which closes every inherited fd above 2 before the program
-     starts, is copied in by the helper: host/exec_helper.c.) */
+     starts, is copied in by the helper: host/exec/helper.c.) */
   PUSH("--remount-ro");
   PUSH("/");
   PUSH("--setenv");
@@ -277,7 +277,7 @@ oom:
 }
 #undef PUSH
 
-/* ---- the request the helper reads (host/exec_helper.c parses it) ----
+/* ---- the request the helper reads (host/exec/helper.c parses it) ----
    Items "<tag><decimal length>:<bytes>": b bwrap path, u host uid (0: keep), n nproc, m
    address space bytes (0: not limited, the memory cgroup is), g a cgroup.procs file to join, f file
    size bytes, o open files, c CPU seconds, k mount fd count, a one bwrap option argument (into

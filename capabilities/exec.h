@@ -12,7 +12,7 @@
 **     |                        (a memfd), 4 the status pipe, 5 the copy-back pipe, 6 the
 **     |                        copy-in archive (exec_copy.h), 7.. the mounts' held dirfds
 **     v
-**   moonbox-exec (host/exec_helper.c, single-threaded: a multithreaded host cannot do this
+**   moonbox-exec (host/exec/helper.c, single-threaded: a multithreaded host cannot do this
 **     |   itself)              setgroups(0), rlimits, a per-run host uid, the seccomp BPF and
 **     |                        the --args list in fresh memfds, every other fd closed
 **     v

@@ -12,7 +12,7 @@
 **      by MBXC_EXEC_COPY_MAX bytes and MBXC_EXEC_COPY_ENTRIES entries: an overlay past either
 **      is left out and bound read-only from its host directory instead (the result's
 **      changes_error says so); /tmp past either refuses the exec, naming it;
-**   2. the shim (host/exec_helper.c, inside the sandbox, before the program starts) writes the
+**   2. the shim (host/exec/helper.c, inside the sandbox, before the program starts) writes the
 **      archive into the tmpfs; after the program ends it walks the roots again and sends what
 **      is there back on a pipe (regular files and directories; anything else is named and
 **      left out);

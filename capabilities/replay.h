@@ -6,7 +6,7 @@
 /*
 ** One ordered stream of typed records holds everything a deterministic sandbox depends on
 ** besides its policy (DESIGN decision 9):
-**   - session records, written by the host (host/inproc.c through port_record.h): every mbx_run (chunk name, source, inputs),
+**   - session records, written by the host (host/backend/inproc.c through port_record.h): every mbx_run (chunk name, source, inputs),
 **     every mbx_resume / mbx_resume_error (the value or the message), and after each the
 **     outcome (status, a hash of the value/pending call/error message, the host call count)
 **     that a replay must reproduce (not the instruction count: the JSON codec's key sort is

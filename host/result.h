@@ -30,7 +30,7 @@ mbx_result *mbxH_result_new(mbxV_outcome *outcome, const mbxV_output *output);
 /* The outcome record of a run or resume for the record/replay log (capabilities/
    port_record.h): the status, a hash of the value, pending call and error message, and the
    host call count, which is what a replay must reproduce. Not the instruction count: it is
-   not reproducible (capabilities/replay.h). Both backends (host/inproc.c, host/worker.c)
+   not reproducible (capabilities/replay.h). Both backends (host/backend/inproc.c, host/backend/worker.c)
    log through this. */
 struct mbxC_port_record;
 void mbxH_log_outcome(struct mbxC_port_record *record, mbx_status s, const mbxV_outcome *o);

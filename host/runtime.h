@@ -16,7 +16,7 @@
 
 #include "capabilities/exec.h"
 #include "capabilities/seeds.h"
-#include "host/backend.h"
+#include "host/backend/backend.h"
 #include "include/moonbox.h"
 #include "vm/arena.h"
 #include "vm/bytecode_cache.h"
@@ -27,7 +27,7 @@
 
 struct mbx_runtime {
   /* Read-mostly: set at creation or by the cap setters, read by every sandbox's cycle. */
-  const mbxH_backend *backend; /* how this runtime's sandboxes run (host/backend.h) */
+  const mbxH_backend *backend; /* how this runtime's sandboxes run (host/backend/backend.h) */
   locale_t c_locale;      /* runs switch the calling thread to it with uselocale */
   uint64_t address_key;   /* seeds the hashes that stand in for addresses */
   uint64_t id;            /* unique in the process (mbxH_runtime_sandbox_number's batches) */
@@ -35,7 +35,7 @@ struct mbx_runtime {
   mbxV_bcache *bytecode;  /* compiled top-level sources of mbx_run (vm/bytecode_cache.h) */
   _Atomic int bytecode_on; /* 0 once MBX_CAP_BYTECODE_CACHE_BYTES is 0: skip even the hash */
   _Atomic uint64_t heap_cap; /* 0 = none */
-  /* MBX_CAP_ISOLATE: the worker pool (host/worker.h), made with the first isolated sandbox's
+  /* MBX_CAP_ISOLATE: the worker pool (host/backend/worker.h), made with the first isolated sandbox's
      runtime setting; NULL in-process. */
   struct mbxH_wpool *workers;
   _Atomic int one_tenant; /* MBX_CAP_ONE_TENANT: a worker may serve sandboxes one after another */

@@ -1,5 +1,5 @@
 /* host/sandbox.c -- the public C API of sandboxes: argument checks, the busy claim, poisoning
-   and the runtime's heap estimate, over the runtime's backend (host/backend.h). */
+   and the runtime's heap estimate, over the runtime's backend (host/backend/backend.h). */
 #include "host/sandbox.h"
 
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "capabilities/replay.h"
-#include "host/backend.h"
+#include "host/backend/backend.h"
 #include "include/moonbox.h"
 
 struct mbx_sandbox {

@@ -9,9 +9,9 @@
 #include "common/error.h"
 #include "host/helper_path.h"
 #include "host/runtime.h"
-#include "host/worker.h"
-#include "host/worker_jail.h"
-#include "host/worker_proto.h"
+#include "host/backend/worker.h"
+#include "host/worker/jail.h"
+#include "host/backend/worker_proto.h"
 
 static char *status_json(const char *path, int ok, const char *reason, uint32_t bits,
                          uint32_t jail_us) {

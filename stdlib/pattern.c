@@ -107,7 +107,7 @@ static void matcher_reset(matcher *m) {
 
 /* ---- character classes ------------------------------------------------------------------- */
 
-/* The classes of the "C" locale, which every run uses (host/inproc.c, host/check.c; the
+/* The classes of the "C" locale, which every run uses (host/backend/inproc.c, host/check.c; the
    sandbox's os.setlocale accepts only "C"): plain ASCII ranges, the same answers as <ctype.h>
    gives there, without a call per subject byte. */
 static inline int ascii_lower(int c) {

@@ -8,7 +8,7 @@
 #include <lua.h>
 
 /*
-** moonbox-fuzz (host/fuzz_main.c) hands libFuzzer a map of 8-bit counters; the budget's hook
+** moonbox-fuzz (host/fuzz/main.c) hands libFuzzer a map of 8-bit counters; the budget's hook
 ** (vm/budget.c) adds a line event to its count hook while a map is set, and every line event
 ** bumps the counter of the edge (previous line -> this line). A line is (chunk name, line
 ** number): the chunk name as Lua shortens it, so an edge has the same counter in every process

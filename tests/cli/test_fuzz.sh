@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_fuzz.sh -- end-to-end tests of `moonbox fuzz` (host/cli_fuzz.c, host/fuzz_main.c).
+# test_fuzz.sh -- end-to-end tests of `moonbox fuzz` (host/cli/fuzz.c, host/fuzz/main.c).
 #
 # Usage: bash tests/cli/test_fuzz.sh PATH-TO-MOONBOX [sanitized]
 # libFuzzer runs with fixed -runs= and -seed=, never a time: the engine is deterministic (the

@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_worker_proto.c -- libFuzzer harness of the parent's decoders of what a worker
-   sends (host/worker_proto.c): a compromised worker controls every byte, so for each input
+   sends (host/backend/worker_proto.c): a compromised worker controls every byte, so for each input
      - the first byte picks how the rest is read: 'D' a done report's payload, 'C' a port
        call's payload, anything else a stream of whole frames (header + payload, each decoded
        by its type) as the parent reads its socket;
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host/worker_proto.h"
+#include "host/backend/worker_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

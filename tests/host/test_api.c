@@ -1,5 +1,5 @@
 /* tests/host/test_api.c -- unit tests of the public C API (host/runtime.c, host/policy_api.c,
-   host/sandbox.c and the in-process backend, host/inproc.c). */
+   host/sandbox.c and the in-process backend, host/backend/inproc.c). */
 #include <locale.h>
 #include <pthread.h>
 #include <setjmp.h>

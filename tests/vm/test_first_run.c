@@ -208,7 +208,7 @@ static int install_tools(lua_State *L) {
 }
 
 /* A fresh sandbox of shape `key` (its first byte: how many tools it installs), made the way
-   host/inproc.c makes one: the shaped template restored, or the install run and saved. */
+   host/backend/inproc.c makes one: the shaped template restored, or the install run and saved. */
 static mbxV_vm *new_shaped(mbxV_pool *pool, mbxV_config *cfg, const char *key) {
   cfg->shape_key = key;
   cfg->shape_key_len = strlen(key);

@@ -1,0 +1,691 @@
+/* host/exec/helper.c -- moonbox-exec, the exec backend's single-threaded spawn helper, and the
+   in-sandbox shim that closes inherited fds before the program starts. */
+
+/*
+** Why a separate executable: the library runs in multithreaded hosts, and what must happen
+** between fork and execve(bwrap) (setgroups, setresuid to the run's uid, rlimits, building
+** memfds) is not async-signal-safe in a multithreaded parent, while posix_spawn cannot do it
+** at all. The library posix_spawns this helper with an empty environment and exactly these
+** fds (capabilities/exec.c):
+**   0 1 2  the program's stdin (a socket) and the stdout / stderr pipes
+**   3      the request (a memfd): items "<tag><length>:<bytes>" (exec.c lists the tags)
+**   4      the status pipe: bwrap's --json-status-fd, and this helper's own error line
+**   5      the copy-back pipe, 6 the copy-in archive (for the shim; exec_copy.h)
+**   7..    the held O_PATH dirfds of the policy's mounts, bound by /proc/self/fd/N
+** The helper then execs bwrap, so its pid is bwrap's and killing it kills the sandbox.
+**
+** helper_spawn_main() is the whole helper: a later zygote (worker mode) calls it in a forked,
+** still single-threaded child with the same fd layout.
+**
+** Shim mode (`moonbox-exec --shim PROGRAM ARGV0 ARGS...`) runs inside the sandbox, after
+** bwrap's setup and seccomp: it closes every fd above 2 (bwrap 0.8 passes the mount dirfds,
+** which point outside the sandbox's mount namespace, to its child) but the status pipe, starts
+** the program as its child and reports the program's own wait status on that pipe (a signal
+** is then told from an exit code of 128 + n), exiting with the same code.
+*/
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define STATUS_FD 4
+/* The status pipe again, for the shim's report: the request's fd, free once it is mapped. */
+#define SHIM_REPORT_FD 3
+/* The copy of the view's overlay mounts and /tmp (capabilities/exec_copy.h): the pipe the shim
+   sends the copy back on, and the archive (a memfd) it unpacks before the program starts. Both
+   pass through the helper and bwrap untouched. */
+#define SHIM_BACK_FD 5
+#define SHIM_COPY_FD 6
+#define FIRST_MOUNT_FD 7
+
+static void helper_fail(const char *what, int err) {
+  char line[512];
+  int n = snprintf(line, sizeof line, "moonbox-exec: %s%s%s\n", what, err ? ": " : "",
+                   err ? strerror(err) : "");
+  if (n > 0 && write(STATUS_FD, line, (size_t)n) < 0) {
+    /* nobody to tell */
+  }
+  _exit(125);
+}
+
+/* ---- the seccomp filter, by raw x86-64 numbers ----
+   libseccomp 2.5.4's name table predates this kernel, and it cannot say "every number above
+   N": the filter is written here directly. Order: a foreign architecture or an x32 number
+   kills the process; a number above the highest one this list knows answers ENOSYS (so a
+   new kernel's syscalls are off until reviewed, and libc falls back); then the deny list. */
+
+#define HIGHEST_KNOWN 462 /* mseal (Linux 6.10) */
+#define X32_BIT 0x40000000u
+#define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
+
+/* Syscalls denied outright with EPERM (or ENOSYS where libc must fall back). */
+static const struct {
+  unsigned nr;
+  int err;
+} deny[] = {
+    {101, EPERM},                               /* ptrace */
+    {310, EPERM},  {311, EPERM},                /* process_vm_readv, process_vm_writev */
+    {321, EPERM},                               /* bpf */
+    {323, EPERM},                               /* userfaultfd */
+    {298, EPERM},                               /* perf_event_open */
+    {425, EPERM},  {426, EPERM},  {427, EPERM}, /* io_uring_setup, _enter, _register */
+    {246, EPERM},  {320, EPERM},                /* kexec_load, kexec_file_load */
+    {175, EPERM},  {313, EPERM},  {176, EPERM}, /* init_module, finit_module, delete_module */
+    {174, EPERM},  {177, EPERM},  {178, EPERM}, /* create_module, get_kernel_syms, query_module */
+    {227, EPERM},  {164, EPERM},  {159, EPERM},
+    {305, EPERM},                /* clock_settime, settimeofday,
+                                    adjtimex, clock_adjtime */
+    {272, EPERM},  {308, EPERM}, /* unshare, setns */
+    {165, EPERM},  {166, EPERM},  {155, EPERM},
+    {161, EPERM},                               /* mount, umount2, pivot_root,
+                                                   chroot */
+    {250, EPERM},  {248, EPERM},  {249, EPERM}, /* keyctl, add_key, request_key */
+    {163, EPERM},  {167, EPERM},  {168, EPERM},
+    {169, EPERM}, /* acct, swapon, swapoff, reboot */
+    {170, EPERM},  {171, EPERM},  {172, EPERM},
+    {173, EPERM},                               /* sethostname, setdomainname,
+                                                   iopl, ioperm */
+    {179, EPERM},  {443, EPERM},  {180, EPERM}, /* quotactl, quotactl_fd, nfsservctl */
+    {134, EPERM},  {212, EPERM},  {153, EPERM},
+    {103, EPERM},                               /* uselib, lookup_dcookie,
+                                                   vhangup, syslog */
+    {303, EPERM},  {304, EPERM},                /* name_to_handle_at, open_by_handle_at */
+    {300, EPERM},                               /* fanotify_init */
+    {156, EPERM},  {139, EPERM},  {136, EPERM}, /* _sysctl, sysfs, ustat */
+    {279, EPERM},  {256, EPERM},                /* move_pages, migrate_pages */
+    {312, EPERM},  {438, EPERM},  {440, EPERM}, /* kcmp, pidfd_getfd, process_madvise */
+    {447, EPERM},                               /* memfd_secret */
+    {435, ENOSYS}, /* clone3: its flags sit in memory a filter cannot read; glibc falls back */
+    {428, ENOSYS}, {429, ENOSYS}, {430, ENOSYS},
+    {431, ENOSYS},                               /* the new mount API:
+open_tree, move_mount, fsopen, fsconfig */
+    {432, ENOSYS}, {433, ENOSYS}, {442, ENOSYS}, /* fsmount, fspick, mount_setattr */
+};
+
+#define CLONE_NS_FLAGS                                                                             \
+  0x7e020080u /* CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME */
+
+static size_t bpf_len;
+static struct sock_filter bpf[256];
+
+static void emit(uint16_t code, uint32_t k, uint8_t jt, uint8_t jf) {
+  if (bpf_len < sizeof bpf / sizeof *bpf) bpf[bpf_len++] = (struct sock_filter){code, jt, jf, k};
+}
+#define RET(v) emit(BPF_RET | BPF_K, (v), 0, 0)
+#define ERRNO(e) (SECCOMP_RET_ERRNO | ((uint32_t)(e)&SECCOMP_RET_DATA))
+#define LD(off) emit(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(off), 0, 0)
+
+static void build_filter(void) {
+  bpf_len = 0;
+  LD(offsetof(struct seccomp_data, arch));
+  emit(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+  RET(SECCOMP_RET_KILL_PROCESS);
+  LD(offsetof(struct seccomp_data, nr));
+  emit(BPF_JMP | BPF_JGE | BPF_K, X32_BIT, 0, 1);
+  RET(SECCOMP_RET_KILL_PROCESS);
+  emit(BPF_JMP | BPF_JGT | BPF_K, HIGHEST_KNOWN, 0, 1);
+  RET(ERRNO(ENOSYS));
+  for (size_t i = 0; i < sizeof deny / sizeof *deny; i++) {
+    emit(BPF_JMP | BPF_JEQ | BPF_K, deny[i].nr, 0, 1);
+    RET(ERRNO(deny[i].err));
+  }
+  /* clone (56) with any namespace flag: EPERM. The flags are the low word of args[0]. */
+  emit(BPF_JMP | BPF_JEQ | BPF_K, 56, 0, 4);
+  LD(ARG_LO(0));
+  emit(BPF_JMP | BPF_JSET | BPF_K, CLONE_NS_FLAGS, 0, 1);
+  RET(ERRNO(EPERM));
+  RET(SECCOMP_RET_ALLOW);
+  /* ioctl (16) TIOCSTI / TIOCLINUX: pushing input into a terminal. The kernel takes the
+     command as an unsigned int, so the low word is what it acts on. */
+  emit(BPF_JMP | BPF_JEQ | BPF_K, 16, 0, 5);
+  LD(ARG_LO(1));
+  emit(BPF_JMP | BPF_JEQ | BPF_K, 0x5412, 2, 0);
+  emit(BPF_JMP | BPF_JEQ | BPF_K, 0x541c, 1, 0);
+  RET(SECCOMP_RET_ALLOW);
+  RET(ERRNO(EPERM));
+  /* socket (41) and socketpair (53) of AF_VSOCK (40): the one family that reaches the host
+     from a network namespace. */
+  for (unsigned nr = 41; nr <= 53; nr += 12) {
+    emit(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 4);
+    LD(ARG_LO(0));
+    emit(BPF_JMP | BPF_JEQ | BPF_K, 40, 0, 1);
+    RET(ERRNO(EAFNOSUPPORT));
+    RET(SECCOMP_RET_ALLOW);
+  }
+  /* personality: only the query and PER_LINUX (no ADDR_NO_RANDOMIZE and friends). */
+  emit(BPF_JMP | BPF_JEQ | BPF_K, 135, 0, 5);
+  LD(ARG_LO(0));
+  emit(BPF_JMP | BPF_JEQ | BPF_K, 0, 2, 0);
+  emit(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffffu, 1, 0);
+  RET(ERRNO(EPERM));
+  RET(SECCOMP_RET_ALLOW);
+  RET(SECCOMP_RET_ALLOW);
+}
+
+/* ---- the request ---- */
+
+typedef struct item {
+  char tag;
+  const char *data;
+  size_t len;
+} item;
+
+static int next_item(const char **p, const char *end, item *it) {
+  if (*p >= end) return 0;
+  it->tag = **p;
+  char *colon;
+  unsigned long long n = strtoull(*p + 1, &colon, 10);
+  if (colon >= end || *colon != ':' || n > (unsigned long long)(end - colon - 1))
+    helper_fail("malformed request", 0);
+  it->data = colon + 1;
+  it->len = (size_t)n;
+  *p = colon + 1 + n;
+  return 1;
+}
+
+static unsigned long long item_num(const item *it) {
+  char buf[32];
+  if (it->len == 0 || it->len >= sizeof buf) helper_fail("malformed number in the request", 0);
+  memcpy(buf, it->data, it->len);
+  buf[it->len] = '\0';
+  return strtoull(buf, NULL, 10);
+}
+
+static int new_memfd(const char *name, const void *data, size_t len) {
+  int fd = (int)syscall(SYS_memfd_create, name, 0u); /* no CLOEXEC: bwrap reads it */
+  if (fd < 0) helper_fail("memfd_create", errno);
+  const char *p = data;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n <= 0) helper_fail("writing a memfd", errno);
+    p += n;
+    len -= (size_t)n;
+  }
+  if (lseek(fd, 0, SEEK_SET) != 0) helper_fail("lseek", errno);
+  return fd;
+}
+
+static void limit(int res, unsigned long long v, const char *name) {
+  struct rlimit rl = {(rlim_t)v, (rlim_t)v};
+  if (setrlimit(res, &rl) != 0) helper_fail(name, errno);
+}
+
+/* Join one of the run's cgroups (a cgroup.procs path the library made), while still root and
+   before bwrap starts, so every process of the run is in it from its first instruction. */
+static void join_cgroup(const item *it) {
+  static const char tail[] = "/cgroup.procs";
+  char path[1024];
+  if (it->len == 0 || it->len >= sizeof path || it->data[0] != '/' ||
+      memchr(it->data, '\0', it->len) || it->len < sizeof tail ||
+      memcmp(it->data + it->len - (sizeof tail - 1), tail, sizeof tail - 1) != 0)
+    helper_fail("malformed cgroup item", 0);
+  memcpy(path, it->data, it->len);
+  path[it->len] = '\0';
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) helper_fail("cannot open the run's cgroup", errno);
+  char pid[24];
+  int n = snprintf(pid, sizeof pid, "%ld", (long)getpid());
+  if (write(fd, pid, (size_t)n) != n) helper_fail("cannot join the run's cgroup", errno);
+  close(fd);
+}
+
+/* The helper: never returns. */
+static void helper_spawn_main(void) {
+  struct stat st;
+  if (fstat(3, &st) != 0) helper_fail("no request on fd 3", errno);
+  if (st.st_size <= 0 || st.st_size > (off_t)(1u << 30)) helper_fail("request size", 0);
+  size_t size = (size_t)st.st_size;
+  const char *req = mmap(NULL, size, PROT_READ, MAP_PRIVATE, 3, 0);
+  if (req == MAP_FAILED) helper_fail("mmap of the request", errno);
+  /* fd 3 becomes a second copy of the status pipe, without close-on-exec, for the shim. */
+  if (dup2(STATUS_FD, SHIM_REPORT_FD) != SHIM_REPORT_FD) helper_fail("dup2", errno);
+  const char *p = req, *end = req + size;
+  item it;
+  char bwrap[4096] = "";
+  unsigned long long uid = 0, mounts = 0;
+  size_t commands = 0, files = 0;
+  /* Pass 1: settings (arguments are copied into the --args memfd afterwards). */
+  size_t args_bytes = 0;
+  while (next_item(&p, end, &it)) {
+    switch (it.tag) {
+    case 'b':
+      if (it.len == 0 || it.len >= sizeof bwrap) helper_fail("bwrap path", 0);
+      memcpy(bwrap, it.data, it.len);
+      bwrap[it.len] = '\0';
+      break;
+    case 'u':
+      uid = item_num(&it);
+      break;
+    case 'n':
+      limit(RLIMIT_NPROC, item_num(&it), "RLIMIT_NPROC");
+      break;
+    case 'm': /* 0: the run's memory cgroup bounds it instead */
+      if (item_num(&it) != 0) limit(RLIMIT_AS, item_num(&it), "RLIMIT_AS");
+      break;
+    case 'g':
+      join_cgroup(&it);
+      break;
+    case 'f':
+      limit(RLIMIT_FSIZE, item_num(&it), "RLIMIT_FSIZE");
+      break;
+    case 'o':
+      limit(RLIMIT_NOFILE, item_num(&it), "RLIMIT_NOFILE");
+      break;
+    case 'c':
+      limit(RLIMIT_CPU, item_num(&it), "RLIMIT_CPU");
+      break;
+    case 'k':
+      mounts = item_num(&it);
+      break;
+    case 'a':
+      args_bytes += it.len + 1;
+      break;
+    case 'F':
+      files++;
+      break;
+    case 'x':
+      commands++;
+      break;
+    default:
+      helper_fail("unknown request item", 0);
+    }
+  }
+  limit(RLIMIT_CORE, 0, "RLIMIT_CORE");
+  if (bwrap[0] != '/') helper_fail("the bwrap path is not absolute", 0);
+  /* Every fd but the ones named above is closed before anything else is opened. */
+  if (syscall(SYS_close_range, FIRST_MOUNT_FD + (unsigned)mounts, ~0u, 0) != 0)
+    helper_fail("close_range", errno);
+  char *args = malloc(args_bytes ? args_bytes : 1);
+  if (args == NULL) helper_fail("out of memory", ENOMEM);
+  size_t off = 0;
+  for (p = req; next_item(&p, end, &it);) {
+    if (it.tag != 'a') continue;
+    if (memchr(it.data, '\0', it.len)) helper_fail("an argument holds a NUL byte", 0);
+    memcpy(args + off, it.data, it.len);
+    args[off + it.len] = '\0';
+    off += it.len + 1;
+  }
+  /* Fresh memfds: bwrap reads --args and --seccomp from the current offset to EOF, so a
+     shared open file description would be read once only. */
+  int args_fd = new_memfd("moonbox-args", args, off);
+  free(args);
+  build_filter();
+  int seccomp_fd = new_memfd("moonbox-seccomp", bpf, bpf_len * sizeof *bpf);
+  char passwd[256], group[128];
+  unsigned long long me = uid ? uid : (unsigned long long)geteuid();
+  int pn = snprintf(passwd, sizeof passwd,
+                    "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%llu:%llu:moonbox "
+                    "sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/:/usr/sbin/nologin\n",
+                    me, me);
+  int gn = snprintf(group, sizeof group, "root:x:0:\nsandbox:x:%llu:\nnogroup:x:65534:\n", me);
+  static const char hosts[] = "127.0.0.1 localhost moonbox\n::1 localhost ip6-localhost\n";
+  int passwd_fd = new_memfd("moonbox-passwd", passwd, (size_t)pn);
+  int group_fd = new_memfd("moonbox-group", group, (size_t)gn);
+  int hosts_fd = new_memfd("moonbox-hosts", hosts, sizeof hosts - 1);
+  /* The shim is this very program, copied into the sandbox by bwrap from an fd opened here,
+     while still root: the run's uid may not be able to reach the directory it is installed
+     in (a build tree under a 0700 home), and a path would be resolved again by name. */
+  int shim_fd = open("/proc/self/exe", O_RDONLY); /* no CLOEXEC: bwrap reads it */
+  if (shim_fd < 0) helper_fail("cannot open the helper itself (/proc/self/exe)", errno);
+  /* Supplementary groups survive into the sandbox otherwise (bwrap 0.8 never calls
+     setgroups): drop them while still root, then become the run's own uid. */
+  if (geteuid() == 0) {
+    if (setgroups(0, NULL) != 0) helper_fail("setgroups", errno);
+    if (uid != 0 && (setresgid((gid_t)uid, (gid_t)uid, (gid_t)uid) != 0 ||
+                     setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0))
+      helper_fail("setresuid to the run's uid", errno);
+  }
+  char a[16], s[16], pf[16], gf[16], hf[16], sf[16];
+  snprintf(sf, sizeof sf, "%d", shim_fd);
+  snprintf(a, sizeof a, "%d", args_fd);
+  snprintf(s, sizeof s, "%d", seccomp_fd);
+  snprintf(pf, sizeof pf, "%d", passwd_fd);
+  snprintf(gf, sizeof gf, "%d", group_fd);
+  snprintf(hf, sizeof hf, "%d", hosts_fd);
+  char *fixed[] = {"bwrap",
+                   "--json-status-fd",
+                   "4",
+                   "--seccomp",
+                   s,
+                   "--ro-bind-data",
+                   pf,
+                   "/etc/passwd",
+                   "--ro-bind-data",
+                   gf,
+                   "/etc/group",
+                   "--ro-bind-data",
+                   hf,
+                   "/etc/hosts",
+                   "--perms",
+                   "0555",
+                   "--ro-bind-data",
+                   sf,
+                   "/.moonbox/moonbox-exec",
+                   "--args",
+                   a};
+  size_t nfixed = sizeof fixed / sizeof *fixed;
+  char **argv = calloc(nfixed + 3 * files + commands + 1, sizeof *argv);
+  if (argv == NULL) helper_fail("out of memory", ENOMEM);
+  /* The policy's memory files, read-only at their virtual paths (before --args, whose list
+     ends with --remount-ro /). */
+  memcpy(argv, fixed, sizeof fixed - sizeof *fixed * 2);
+  size_t ac = nfixed - 2;
+  for (p = req; next_item(&p, end, &it);) {
+    if (it.tag != 'F') continue;
+    const char *nul = memchr(it.data, '\0', it.len);
+    if (nul == NULL || it.data[0] != '/') helper_fail("malformed file item", 0);
+    int fd = new_memfd("moonbox-file", nul + 1, it.len - (size_t)(nul + 1 - it.data));
+    char *num = malloc(16);
+    if (num == NULL) helper_fail("out of memory", ENOMEM);
+    snprintf(num, 16, "%d", fd);
+    argv[ac++] = "--ro-bind-data";
+    argv[ac++] = num;
+    argv[ac++] = (char *)it.data; /* NUL-terminated at nul, inside the mapping */
+  }
+  argv[ac++] = "--args";
+  argv[ac++] = a;
+  for (p = req; next_item(&p, end, &it);) {
+    if (it.tag != 'x') continue;
+    if (memchr(it.data, '\0', it.len)) helper_fail("an argument holds a NUL byte", 0);
+    char *w = malloc(it.len + 1);
+    if (w == NULL) helper_fail("out of memory", ENOMEM);
+    memcpy(w, it.data, it.len);
+    w[it.len] = '\0';
+    argv[ac++] = w;
+  }
+  argv[ac] = NULL;
+  char *envp[] = {NULL};
+  execve(bwrap, argv, envp);
+  helper_fail("cannot execute bwrap", errno);
+}
+
+/* ---- the shim's copy of the view's overlay mounts and /tmp (capabilities/exec_copy.h) ---- */
+
+#define COPY_ENTRIES 10000u /* MBXC_EXEC_COPY_ENTRIES */
+#define COPY_DEPTH 64       /* MBXC_EXEC_COPY_DEPTH */
+#define MAX_ROOTS 64
+#define MAX_EXCLUDED 1100
+
+typedef struct shim_copy {
+  const char *roots[MAX_ROOTS];
+  size_t root_len[MAX_ROOTS];
+  size_t nroots;
+  const char *ex[MAX_EXCLUDED];
+  size_t ex_len[MAX_EXCLUDED];
+  size_t nex;
+  size_t entries;
+  int broken; /* the copy-back pipe failed: stop writing */
+} shim_copy;
+
+/* An item of the archive: 1, 0 at the end, -1 malformed. */
+static int copy_item(const char **p, const char *end, char *tag, const char **data, size_t *len) {
+  if (*p >= end) return 0;
+  *tag = **p;
+  char *colon;
+  unsigned long long n = strtoull(*p + 1, &colon, 10);
+  if (colon >= end || *colon != ':' || n > (unsigned long long)(end - colon - 1)) return -1;
+  *data = colon + 1;
+  *len = (size_t)n;
+  *p = colon + 1 + n;
+  return 1;
+}
+
+/* A NUL-terminated copy of path (the archive's are not terminated). */
+static int copy_path(char *out, size_t size, const char *p, size_t n) {
+  if (n == 0 || n >= size || p[0] != '/' || memchr(p, '\0', n)) return -1;
+  memcpy(out, p, n);
+  out[n] = '\0';
+  return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int shim_unpack(shim_copy *c) {
+  memset(c, 0, sizeof *c);
+  struct stat st;
+  if (fstat(SHIM_COPY_FD, &st) != 0) return 0; /* nothing to copy */
+  if (st.st_size == 0) {
+    close(SHIM_COPY_FD);
+    return 0;
+  }
+  const char *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, SHIM_COPY_FD, 0);
+  close(SHIM_COPY_FD);
+  if (map == MAP_FAILED) {
+    fprintf(stderr, "moonbox-exec: cannot read the copy of the view: %s\n", strerror(errno));
+    return -1;
+  }
+  const char *p = map, *end = map + st.st_size, *d;
+  char tag, path[4200];
+  size_t n;
+  int r;
+  /* The mapping stays: roots and exclusions point into it until the copy-back. */
+  while ((r = copy_item(&p, end, &tag, &d, &n)) == 1) {
+    const char *nul = tag == 'F' ? memchr(d, '\0', n) : NULL;
+    size_t pl = tag == 'F' ? (nul ? (size_t)(nul - d) : n + 1) : n;
+    if (pl > n || copy_path(path, sizeof path, d, pl) != 0) break;
+    if (tag == 'R' && c->nroots < MAX_ROOTS) {
+      c->roots[c->nroots] = d;
+      c->root_len[c->nroots++] = n;
+    } else if (tag == 'X' && c->nex < MAX_EXCLUDED) {
+      c->ex[c->nex] = d;
+      c->ex_len[c->nex++] = n;
+    } else if (tag == 'D') {
+      if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "moonbox-exec: copying %s into the sandbox: %s\n", path, strerror(errno));
+        return -1;
+      }
+    } else if (tag == 'F') {
+      int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd < 0 || write_all(fd, nul + 1, n - pl - 1) != 0) {
+        fprintf(stderr, "moonbox-exec: copying %s into the sandbox: %s\n", path, strerror(errno));
+        return -1;
+      }
+      close(fd);
+    } else {
+      r = -1;
+      break;
+    }
+  }
+  if (r != 0) {
+    fprintf(stderr, "moonbox-exec: the copy of the view is malformed\n");
+    return -1;
+  }
+  return 0;
+}
+
+static void emit_item(shim_copy *c, int fd, char tag, const char *path, size_t pl, const char *data,
+                      size_t dl) {
+  if (c->broken) return;
+  char head[32];
+  size_t len = pl + (tag == 'F' ? 1 + dl : 0);
+  int hn = snprintf(head, sizeof head, "%c%zu:", tag, len);
+  if (write_all(fd, head, (size_t)hn) != 0 || write_all(fd, path, pl) != 0 ||
+      (tag == 'F' && (write_all(fd, "", 1) != 0 || write_all(fd, data, dl) != 0)))
+    c->broken = 1;
+}
+
+/* a is b or lies below it. */
+static int within(const char *a, size_t al, const char *b, size_t bl) {
+  return al >= bl && memcmp(a, b, bl) == 0 && (al == bl || a[bl] == '/' || bl == 1);
+}
+
+/* Another mount's point or a policy file, below the root being walked (an excluded path
+   that is the root or holds it excludes nothing: the root is itself a mount). */
+static int excluded(const shim_copy *c, const char *root, size_t root_len, const char *path,
+                    size_t len) {
+  for (size_t i = 0; i < c->nex; i++) {
+    if (within(root, root_len, c->ex[i], c->ex_len[i])) continue;
+    if (within(path, len, c->ex[i], c->ex_len[i])) return 1;
+  }
+  return 0;
+}
+
+/* Walk directory path (len bytes in a buffer of 4200) and send what is in it: directories and
+   regular files as they are, anything else (a symlink, a FIFO, a socket) by name only. Never
+   follows a link, never opens anything but a directory or a regular file, never blocks. */
+static void pack_dir(shim_copy *c, int fd, const char *root, size_t root_len, char *path,
+                     size_t len, int depth) {
+  int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return;
+  DIR *dir = fdopendir(dfd);
+  if (dir == NULL) {
+    close(dfd);
+    return;
+  }
+  struct dirent *de;
+  while ((de = readdir(dir)) != NULL && !c->broken) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    size_t nl = strlen(de->d_name);
+    if (len + 1 + nl >= 4096) continue;
+    path[len] = '/';
+    memcpy(path + len + 1, de->d_name, nl + 1);
+    size_t cl = len + 1 + nl;
+    if (excluded(c, root, root_len, path, cl)) continue;
+    /* One past the cap is sent, so the library sees the cap was passed and refuses. */
+    if (++c->entries > COPY_ENTRIES + 1) break;
+    struct stat st;
+    if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(st.st_mode) && depth < COPY_DEPTH) {
+      emit_item(c, fd, 'D', path, cl, NULL, 0);
+      pack_dir(c, fd, root, root_len, path, cl, depth + 1);
+    } else if (S_ISREG(st.st_mode)) {
+      int f = openat(dfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      struct stat fst;
+      char *data = NULL;
+      size_t got = 0;
+      if (f >= 0 && fstat(f, &fst) == 0 && S_ISREG(fst.st_mode)) {
+        data = malloc((size_t)fst.st_size + 1);
+        while (data && got < (size_t)fst.st_size) {
+          ssize_t k = read(f, data + got, (size_t)fst.st_size - got);
+          if (k < 0 && errno == EINTR) continue;
+          if (k <= 0) break;
+          got += (size_t)k;
+        }
+      }
+      if (f >= 0) close(f);
+      if (data)
+        emit_item(c, fd, 'F', path, cl, data, got);
+      else
+        emit_item(c, fd, 'S', path, cl, NULL, 0);
+      free(data);
+    } else {
+      emit_item(c, fd, 'S', path, cl, NULL, 0);
+    }
+  }
+  path[len] = '\0';
+  closedir(dir);
+}
+
+static void shim_pack(shim_copy *c, int fd) {
+  /* The library drains the pipe to its end; a write error only ends the copy-back (the
+     missing end mark tells the library it was cut short). */
+  signal(SIGPIPE, SIG_IGN);
+  char path[4200];
+  for (size_t i = 0; i < c->nroots; i++) {
+    if (copy_path(path, sizeof path, c->roots[i], c->root_len[i]) != 0) continue;
+    pack_dir(c, fd, c->roots[i], c->root_len[i], path, c->root_len[i], 0);
+  }
+  emit_item(c, fd, 'Z', "", 0, NULL, 0);
+}
+
+/* The shim's report line on the status pipe: how the program ended, from its own wait status,
+   so a death by signal is told apart from an exit code above 128 (bwrap's pid 1 folds both
+   into 128 + n). exec.c parses these keys. */
+static void shim_report(int fd, int status) {
+  char line[96];
+  int n = WIFSIGNALED(status)
+              ? snprintf(line, sizeof line, "{\"moonbox-shim-signal\": %d}\n", WTERMSIG(status))
+              : snprintf(line, sizeof line, "{\"moonbox-shim-exit\": %d}\n", WEXITSTATUS(status));
+  if (write(fd, line, (size_t)n) < 0) {
+    /* the library reads bwrap's exit code instead */
+  }
+}
+
+static int shim_main(int argc, char **argv) {
+  /* argv: moonbox-exec --shim PROGRAM ARGV0 ARGS... */
+  if (argc < 4) {
+    fprintf(stderr, "moonbox-exec: --shim needs a program and its argv[0]\n");
+    return 127;
+  }
+  /* Everything above 2 is closed but the status pipe (the helper's copy at SHIM_REPORT_FD:
+     bwrap does not pass its --json-status-fd on), which only this process keeps:
+     close-on-exec, and the shim made non-dumpable, so the program (the same uid) cannot reach
+     it through /proc/<shim>/fd. */
+  int report = fcntl(SHIM_REPORT_FD, F_GETFD) >= 0 ? SHIM_REPORT_FD : -1;
+  int back = fcntl(SHIM_BACK_FD, F_GETFD) >= 0 ? SHIM_BACK_FD : -1;
+  if (syscall(SYS_close_range, (unsigned)STATUS_FD, (unsigned)STATUS_FD, 0) != 0 ||
+      syscall(SYS_close_range, (unsigned)FIRST_MOUNT_FD, ~0u, 0) != 0 ||
+      (report >= 0 &&
+       (fcntl(report, F_SETFD, FD_CLOEXEC) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)) ||
+      (back >= 0 && fcntl(back, F_SETFD, FD_CLOEXEC) != 0)) {
+    fprintf(stderr, "moonbox-exec: shim setup: %s\n", strerror(errno));
+    return 127;
+  }
+  /* The view's overlay mounts and /tmp, written into the sandbox's tmpfs before the program
+     can see them. */
+  shim_copy copy;
+  if (shim_unpack(&copy) != 0) return 126;
+  pid_t child = report >= 0 ? fork() : 0;
+  if (child < 0) {
+    fprintf(stderr, "moonbox-exec: cannot start %s: fork: %s\n", argv[2], strerror(errno));
+    return 126;
+  }
+  if (child == 0) {
+    execve(argv[2], argv + 3, environ);
+    int err = errno;
+    fprintf(stderr, "moonbox-exec: cannot run %s: %s\n", argv[2], strerror(err));
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  /* The program's own wait status. Nothing else is this process's child: the program's
+     children are reparented to bwrap's pid 1, not to the shim. */
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) {
+      fprintf(stderr, "moonbox-exec: waitpid: %s\n", strerror(errno));
+      return 126;
+    }
+  /* What the program left in the copied roots goes back before the report: the library reads
+     both until the pipes close. */
+  if (back >= 0 && copy.nroots > 0) shim_pack(&copy, back);
+  shim_report(report, status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--shim") == 0) return shim_main(argc, argv);
+  if (argc != 1) {
+    fprintf(stderr, "moonbox-exec: the exec backend's helper; it is started by libmoonbox, "
+                    "not by hand\n");
+    return 2;
+  }
+  helper_spawn_main();
+  return 125;
+}

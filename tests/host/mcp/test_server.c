@@ -1,0 +1,559 @@
+/* tests/host/mcp/test_server.c -- the JSON-RPC side of `moonbox mcp` (host/mcp/server.c) and
+   its tools (host/mcp/tools.c), driven line by line with the responses read from a pipe: every
+   error code, hostile messages, a long call that does not stall ping, a reused id, a cancel
+   that gets no response, progress, sessions with their rewind and their cap. The real-client
+   test is tests/mcp/ (the TypeScript SDK). */
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "host/mcp/mcp.h"
+
+typedef struct fixture {
+  mbxH_mcp_server server;
+  mbx_policy *policy;
+  int rd, wr;
+  char pending[1 << 16];
+  size_t pending_len;
+} fixture;
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  int fds[2];
+  char msg[256];
+  assert_non_null(f);
+  assert_int_equal(pipe(fds), 0);
+  f->rd = fds[0];
+  f->wr = fds[1];
+  f->policy = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_limit(f->policy, MBX_LIMIT_TIME_MS, 4000), MBX_OK);
+  assert_int_equal(mbxH_mcp_server_init(&f->server, f->policy, f->wr, msg, sizeof msg), 0);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  mbxH_mcp_server_finish(&f->server);
+  mbx_policy_free(f->policy);
+  close(f->rd);
+  close(f->wr);
+  free(f);
+  return 0;
+}
+
+static void send_line(fixture *f, const char *line) {
+  mbxH_mcp_handle_line(&f->server, line, strlen(line));
+}
+
+/* The next line the server wrote, parsed; fails the test after a generous 60 s. */
+static json_t *next_message(fixture *f) {
+  for (;;) {
+    char *nl = memchr(f->pending, '\n', f->pending_len);
+    if (nl != NULL) {
+      size_t n = (size_t)(nl - f->pending);
+      json_error_t jerr;
+      json_t *msg = json_loadb(f->pending, n, 0, &jerr);
+      if (msg == NULL) fail_msg("not one JSON line: %.*s (%s)", (int)n, f->pending, jerr.text);
+      memmove(f->pending, nl + 1, f->pending_len - n - 1);
+      f->pending_len -= n + 1;
+      return msg;
+    }
+    struct pollfd p = {f->rd, POLLIN, 0};
+    if (poll(&p, 1, 60000) != 1) fail_msg("no message from the server within 60 s");
+    assert_true(f->pending_len < sizeof f->pending);
+    ssize_t got = read(f->rd, f->pending + f->pending_len, sizeof f->pending - f->pending_len);
+    assert_true(got > 0);
+    f->pending_len += (size_t)got;
+  }
+}
+
+/* 1 if nothing arrives within ms. */
+static int quiet_for(fixture *f, int ms) {
+  if (memchr(f->pending, '\n', f->pending_len)) return 0;
+  struct pollfd p = {f->rd, POLLIN, 0};
+  return poll(&p, 1, ms) == 0;
+}
+
+static void expect_error(json_t *msg, int code, const char *id_json, const char *needle) {
+  json_t *err = json_object_get(msg, "error");
+  assert_true(json_is_object(err));
+  assert_int_equal(json_integer_value(json_object_get(err, "code")), code);
+  char *id = json_dumps(json_object_get(msg, "id"), JSON_ENCODE_ANY);
+  assert_string_equal(id, id_json);
+  free(id);
+  const char *text = json_string_value(json_object_get(err, "message"));
+  if (strstr(text, needle) == NULL) fail_msg("'%s' does not contain '%s'", text, needle);
+  json_decref(msg);
+}
+
+static void initialize(fixture *f) {
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+               "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},"
+               "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
+  json_t *msg = next_message(f);
+  assert_string_equal(
+      json_string_value(json_object_get(json_object_get(msg, "result"), "protocolVersion")),
+      "2025-11-25");
+  json_decref(msg);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+}
+
+/* The result member of a tools/call response with the given id. */
+static json_t *tool_result(json_t *msg, json_int_t id) {
+  assert_int_equal(json_integer_value(json_object_get(msg, "id")), id);
+  json_t *result = json_object_get(msg, "result");
+  if (!json_is_object(result)) fail_msg("no result in a response with id %lld", (long long)id);
+  return result;
+}
+
+static void test_before_initialize(void **state) {
+  fixture *f = *state;
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "1", "send initialize first");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}");
+  json_t *msg = next_message(f);
+  assert_true(json_is_object(json_object_get(msg, "result")));
+  json_decref(msg);
+  /* An initialize without a version is refused and does not count. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\",\"params\":{}}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_PARAMS, "2", "protocolVersion");
+  /* A version we do not speak gets ours. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{"
+               "\"protocolVersion\":\"1999-01-01\"}}");
+  msg = next_message(f);
+  assert_string_equal(
+      json_string_value(json_object_get(json_object_get(msg, "result"), "protocolVersion")),
+      MBXH_MCP_PROTOCOL);
+  json_decref(msg);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"initialize\",\"params\":{"
+               "\"protocolVersion\":\"2025-11-25\"}}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "4", "already initialized");
+}
+
+static void test_older_version_answered(void **state) {
+  fixture *f = *state;
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+               "\"protocolVersion\":\"2025-06-18\"}}");
+  json_t *msg = next_message(f);
+  assert_string_equal(
+      json_string_value(json_object_get(json_object_get(msg, "result"), "protocolVersion")),
+      "2025-06-18");
+  json_decref(msg);
+}
+
+static void test_malformed_messages(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,");
+  expect_error(next_message(f), MBXH_RPC_PARSE_ERROR, "null", "parse error");
+  /* Invalid UTF-8 inside a string. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xff\xfeing\"}");
+  expect_error(next_message(f), MBXH_RPC_PARSE_ERROR, "null", "parse error");
+  /* 100000 nested arrays: jansson's depth cap, not the C stack. */
+  size_t depth = 100000;
+  char *deep = malloc(2 * depth + 1);
+  memset(deep, '[', depth);
+  memset(deep + depth, ']', depth);
+  deep[2 * depth] = '\0';
+  send_line(f, deep);
+  free(deep);
+  expect_error(next_message(f), MBXH_RPC_PARSE_ERROR, "null", "parse error");
+  send_line(f, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "null", "batching");
+  send_line(f, "42");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "null", "JSON object");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "null", "\"id\"");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "null", "\"id\"");
+  send_line(f, "{\"id\":5,\"method\":\"ping\"}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "5", "jsonrpc");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":6}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "6", "method");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"id\":8}");
+  expect_error(next_message(f), MBXH_RPC_PARSE_ERROR, "null", "duplicate");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"resources/list\"}");
+  expect_error(next_message(f), MBXH_RPC_METHOD_NOT_FOUND, "9", "resources/list");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":[1]}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_PARAMS, "10", "params must be an object");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"ping\",\"params\":\"x\"}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "15", "params must be an object");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{}}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_PARAMS, "11", "params.name");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"rm_rf\"}}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_PARAMS, "12", "unknown tool 'rm_rf'");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":[\"return 1\"]}}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_PARAMS, "13", "arguments must be an object");
+  /* Notifications, responses and blank lines get nothing; the server still answers. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/whatever\"}");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{}}");
+  send_line(f, "   ");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"ping\"}");
+  json_t *msg = next_message(f);
+  assert_int_equal(json_integer_value(json_object_get(msg, "id")), 14);
+  json_decref(msg);
+}
+
+static void test_tools_list(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+  json_t *msg = next_message(f);
+  json_t *tools = json_object_get(json_object_get(msg, "result"), "tools");
+  assert_int_equal(json_array_size(tools), 4);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(tools, 1), "name")),
+                      "check_lua");
+  json_t *run = json_array_get(tools, 0);
+  assert_string_equal(json_string_value(json_object_get(run, "name")), "run_lua");
+  json_t *out = json_object_get(run, "outputSchema");
+  assert_string_equal(json_string_value(json_object_get(out, "$id")),
+                      "urn:moonbox:schema:result:1");
+  assert_string_equal(json_string_value(json_object_get(out, "type")), "object");
+  json_decref(msg);
+}
+
+static void test_run_lua(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"print('hi') return n * 2, "
+               "io.open('/in/a.txt'):read('a')\",\"inputs\":{\"n\":9007199254740993},"
+               "\"files\":{\"/in/a.txt\":\"file text\"}}}}");
+  json_t *msg = next_message(f);
+  json_t *r = tool_result(msg, 1);
+  assert_true(json_is_false(json_object_get(r, "isError")));
+  json_t *sc = json_object_get(r, "structuredContent");
+  assert_string_equal(json_string_value(json_object_get(sc, "status")), "ok");
+  assert_string_equal(json_string_value(json_object_get(sc, "stdout")), "hi\n");
+  json_t *value = json_object_get(sc, "value");
+  /* 64-bit integers pass exactly (2^53 + 1 doubled). */
+  assert_int_equal(json_integer_value(json_array_get(value, 0)), 18014398509481986LL);
+  assert_string_equal(json_string_value(json_array_get(value, 1)), "file text");
+  /* The text block is the same JSON. */
+  json_t *text = json_loads(
+      json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0), "text")),
+      0, NULL);
+  assert_true(json_equal(text, sc));
+  json_decref(text);
+  json_decref(msg);
+
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"error('boom')\"}}}");
+  msg = next_message(f);
+  r = tool_result(msg, 2);
+  assert_true(json_is_true(json_object_get(r, "isError")));
+  sc = json_object_get(r, "structuredContent");
+  assert_string_equal(json_string_value(json_object_get(sc, "status")), "runtime_error");
+  assert_non_null(
+      strstr(json_string_value(json_object_get(json_object_get(sc, "error"), "message")), "boom"));
+  /* Nothing written: an empty change set. */
+  assert_int_equal(json_array_size(json_object_get(sc, "changes")), 0);
+  json_decref(msg);
+
+  /* What the code wrote comes back as the change set, contents included. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"local f = io.open('/tmp/r.txt', "
+               "'w') f:write('report') f:close()\"}}}");
+  msg = next_message(f);
+  r = tool_result(msg, 3);
+  sc = json_object_get(r, "structuredContent");
+  json_t *changes = json_object_get(sc, "changes");
+  assert_int_equal(json_array_size(changes), 1);
+  json_t *c = json_array_get(changes, 0);
+  assert_string_equal(json_string_value(json_object_get(c, "path")), "/tmp/r.txt");
+  assert_string_equal(json_string_value(json_object_get(c, "kind")), "created");
+  assert_string_equal(json_string_value(json_object_get(c, "content")), "report");
+  json_decref(msg);
+
+  /* Past 1 MiB of change-set JSON the contents are left out; the paths and sizes stay. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"for j = 1, 3 do local f = "
+               "io.open('/tmp/f' .. j, 'w') f:write(string.rep('x', 1 << 19)) f:close() end\"}}}");
+  msg = next_message(f);
+  r = tool_result(msg, 4);
+  changes = json_object_get(json_object_get(r, "structuredContent"), "changes");
+  assert_int_equal(json_array_size(changes), 3);
+  c = json_array_get(changes, 2);
+  assert_string_equal(json_string_value(json_object_get(c, "path")), "/tmp/f3");
+  assert_int_equal(json_integer_value(json_object_get(c, "size")), 1 << 19);
+  assert_null(json_object_get(c, "content"));
+  json_decref(msg);
+}
+
+/* Arguments that fail the inputSchema or the server's caps: a tool result with isError. */
+static void expect_tool_error(fixture *f, const char *args, const char *needle) {
+  char line[2048];
+  snprintf(line, sizeof line,
+           "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+           "\"run_lua\",\"arguments\":%s}}",
+           args);
+  send_line(f, line);
+  json_t *msg = next_message(f);
+  json_t *r = tool_result(msg, 5);
+  assert_true(json_is_true(json_object_get(r, "isError")));
+  assert_null(json_object_get(r, "structuredContent"));
+  const char *text =
+      json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0), "text"));
+  if (strstr(text, needle) == NULL) fail_msg("'%s' does not contain '%s'", text, needle);
+  json_decref(msg);
+}
+
+static void test_bad_arguments(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  expect_tool_error(f, "{}", "code");
+  expect_tool_error(f, "{\"code\":1}", "code");
+  expect_tool_error(f, "{\"code\":\"x\",\"limit\":{}}", "unknown argument 'limit'");
+  expect_tool_error(f, "{\"code\":\"x\",\"inputs\":[1]}", "inputs");
+  expect_tool_error(f, "{\"code\":\"x\",\"inputs\":{\"print\":1}}", "invalid_input");
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"timeout_ms\":5000}}",
+                    "above the server's cap of 4000");
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"cpu\":1}}", "unknown limit 'cpu'");
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"memory\":1024}}", "limits.memory");
+  expect_tool_error(f, "{\"code\":\"x\",\"files\":{\"rel/a\":\"\"}}", "absolute");
+  expect_tool_error(f, "{\"code\":\"x\",\"files\":{\"/tmp/a\":\"\"}}", "files['/tmp/a']");
+  expect_tool_error(f, "{\"code\":\"x\",\"files\":{\"/a\":{\"$bytes\":\"!!\"}}}", "base64");
+  expect_tool_error(f, "{\"code\":\"x\",\"session\":\"a b\"}", "session");
+}
+
+/* check_lua: ungranted globals with lines from the bytecode, syntax errors, declared inputs. */
+static void test_check_lua(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"check_lua\",\"arguments\":{\"code\":\"local s = 'x = y'\\n"
+               "total = fetch(url) + math.huge\",\"inputs\":{\"url\":\"u\"}}}}");
+  json_t *msg = next_message(f);
+  json_t *r = tool_result(msg, 1);
+  assert_true(json_is_false(json_object_get(r, "isError")));
+  json_t *sc = json_object_get(r, "structuredContent");
+  assert_true(json_is_false(json_object_get(sc, "ok")));
+  json_t *g = json_object_get(sc, "globals");
+  assert_int_equal(json_array_size(g), 2); /* fetch (read) and total (write); not url, not y */
+  assert_string_equal(json_string_value(json_object_get(json_array_get(g, 0), "name")), "fetch");
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(g, 0), "line")), 2);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(g, 1), "access")), "write");
+  json_decref(msg);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"check_lua\",\"arguments\":{\"code\":\"return 1 +\"}}}");
+  msg = next_message(f);
+  sc = json_object_get(tool_result(msg, 2), "structuredContent");
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(sc, "syntax_error"), "line")),
+                   1);
+  json_decref(msg);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"check_lua\",\"arguments\":{\"code\":\"return x\","
+               "\"inputs\":{\"x\":1}}}}");
+  msg = next_message(f);
+  sc = json_object_get(tool_result(msg, 3), "structuredContent");
+  assert_true(json_is_true(json_object_get(sc, "ok")));
+  json_decref(msg);
+}
+
+static void wait_idle(fixture *f) {
+  for (int i = 0; i < 6000; i++) {
+    pthread_mutex_lock(&f->server.lock);
+    int busy = f->server.threads;
+    pthread_mutex_unlock(&f->server.lock);
+    if (!busy) return;
+    usleep(10000);
+  }
+  fail_msg("the calls did not end within 60 s");
+}
+
+static void test_long_call_cancel(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"while true do end\"}}}");
+  /* The run does not stall ping... */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}");
+  json_t *msg = next_message(f);
+  assert_int_equal(json_integer_value(json_object_get(msg, "id")), 8);
+  json_decref(msg);
+  /* ...and its id cannot be reused while it runs. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"return 1\"}}}");
+  expect_error(next_message(f), MBXH_RPC_INVALID_REQUEST, "7", "already in use");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+               "\"requestId\":7,\"reason\":\"test\"}}");
+  wait_idle(f); /* well before the 4 s limit on an idle machine; bounded by it anyway */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}");
+  msg = next_message(f); /* a cancelled request gets no response: the ping's comes next */
+  assert_int_equal(json_integer_value(json_object_get(msg, "id")), 9);
+  json_decref(msg);
+  /* The id is free again. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"return 1\"}}}");
+  msg = next_message(f);
+  assert_int_equal(json_integer_value(json_object_get(
+                       json_object_get(tool_result(msg, 7), "structuredContent"), "value")),
+                   1);
+  json_decref(msg);
+}
+
+static void test_progress(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"_meta\":{\"progressToken\":\"tok\"},\"arguments\":{"
+               "\"code\":\"while true do end\",\"limits\":{\"timeout_ms\":2500}}}}");
+  json_int_t last = 0;
+  int progress = 0;
+  for (;;) {
+    json_t *msg = next_message(f);
+    const char *method = json_string_value(json_object_get(msg, "method"));
+    if (method == NULL) {
+      json_t *sc = json_object_get(tool_result(msg, 1), "structuredContent");
+      assert_string_equal(json_string_value(json_object_get(sc, "status")), "time_limit");
+      json_decref(msg);
+      break;
+    }
+    assert_string_equal(method, "notifications/progress");
+    json_t *params = json_object_get(msg, "params");
+    assert_string_equal(json_string_value(json_object_get(params, "progressToken")), "tok");
+    json_int_t p = json_integer_value(json_object_get(params, "progress"));
+    assert_true(p > last);
+    assert_true(p >= 900);
+    last = p;
+    progress++;
+    json_decref(msg);
+  }
+  assert_true(progress >= 1);
+  assert_true(quiet_for(f, 1500)); /* none after the reply */
+}
+
+static json_t *session_call(fixture *f, json_int_t id, const char *session, const char *code,
+                            const char *extra) {
+  char line[1024];
+  snprintf(line, sizeof line,
+           "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":\"tools/call\",\"params\":{\"name\":"
+           "\"run_lua\",\"arguments\":{\"session\":\"%s\",\"code\":\"%s\"%s}}}",
+           (long long)id, session, code, extra);
+  send_line(f, line);
+  return next_message(f);
+}
+
+static void test_sessions(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  json_t *msg = session_call(f, 1, "nb", "x = 41", ",\"limits\":{\"timeout_ms\":300}");
+  json_t *sc = json_object_get(tool_result(msg, 1), "structuredContent");
+  assert_true(json_is_true(json_object_get(json_object_get(sc, "session"), "created")));
+  json_decref(msg);
+  msg = session_call(f, 2, "nb", "x = x + 1 return x", "");
+  sc = json_object_get(tool_result(msg, 2), "structuredContent");
+  assert_int_equal(json_integer_value(json_object_get(sc, "value")), 42);
+  assert_true(json_is_false(json_object_get(json_object_get(sc, "session"), "created")));
+  json_decref(msg);
+  /* Limits apply when the session opens. */
+  msg = session_call(f, 3, "nb", "return 1", ",\"limits\":{\"timeout_ms\":100}");
+  assert_true(json_is_true(json_object_get(tool_result(msg, 3), "isError")));
+  json_decref(msg);
+  /* A timeout (the session's 300 ms) rewinds instead of killing the session. */
+  msg = session_call(f, 4, "nb", "x = 1000 while true do end", "");
+  sc = json_object_get(tool_result(msg, 4), "structuredContent");
+  assert_string_equal(json_string_value(json_object_get(sc, "status")), "time_limit");
+  json_t *note = json_object_get(sc, "session");
+  int rewound = json_is_true(json_object_get(note, "rewound"));
+  int reset = json_is_true(json_object_get(note, "reset"));
+  assert_true(rewound != reset); /* rewound, or reset where checkpoints are unsupported */
+  json_decref(msg);
+  msg = session_call(f, 5, "nb", "return x", "");
+  sc = json_object_get(tool_result(msg, 5), "structuredContent");
+  assert_string_equal(json_string_value(json_object_get(sc, "status")), "ok");
+  if (rewound)
+    assert_int_equal(json_integer_value(json_object_get(sc, "value")), 42);
+  else
+    assert_true(json_is_null(json_object_get(sc, "value")));
+  json_decref(msg);
+  /* reset_session, close_session, and the id unknown afterwards. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":"
+               "\"reset_session\",\"arguments\":{\"session\":\"nb\"}}}");
+  msg = next_message(f);
+  sc = json_object_get(tool_result(msg, 6), "structuredContent");
+  assert_string_equal(json_string_value(json_object_get(sc, "status")), "reset");
+  json_decref(msg);
+  msg = session_call(f, 7, "nb", "return x", "");
+  assert_true(json_is_null(
+      json_object_get(json_object_get(tool_result(msg, 7), "structuredContent"), "value")));
+  json_decref(msg);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":"
+               "\"close_session\",\"arguments\":{\"session\":\"nb\"}}}");
+  msg = next_message(f);
+  assert_true(json_is_false(json_object_get(tool_result(msg, 8), "isError")));
+  json_decref(msg);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":"
+               "\"close_session\",\"arguments\":{\"session\":\"nb\"}}}");
+  msg = next_message(f);
+  assert_true(json_is_true(json_object_get(tool_result(msg, 9), "isError")));
+  json_decref(msg);
+}
+
+static void test_session_busy_and_cap(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+               "\"run_lua\",\"arguments\":{\"session\":\"s\",\"code\":\"while true do end\","
+               "\"limits\":{\"timeout_ms\":1500}}}}");
+  /* Wait until it holds the session, then a second call on it is refused at once. */
+  for (int i = 0; i < 6000; i++) {
+    pthread_mutex_lock(&f->server.lock);
+    mbxH_mcp_session *s = mbxH_mcp_session_find(&f->server.sessions, "s");
+    int running = f->server.calls != NULL && f->server.calls->running != NULL && s != NULL;
+    pthread_mutex_unlock(&f->server.lock);
+    if (running) break;
+    usleep(10000);
+  }
+  json_t *msg = session_call(f, 2, "s", "return 1", "");
+  assert_true(json_is_true(json_object_get(tool_result(msg, 2), "isError")));
+  char *busy = json_dumps(msg, 0);
+  assert_non_null(strstr(busy, "session busy"));
+  free(busy);
+  json_decref(msg);
+  msg = next_message(f);
+  json_decref(msg); /* the first call's time_limit */
+  /* The cap: 31 more open, the next is refused and says so. */
+  char id[16];
+  for (int i = 0; i < MBXH_MCP_MAX_SESSIONS - 1; i++) {
+    snprintf(id, sizeof id, "s%d", i);
+    msg = session_call(f, 10 + i, id, "return 1", "");
+    assert_true(json_is_false(json_object_get(tool_result(msg, 10 + i), "isError")));
+    json_decref(msg);
+  }
+  msg = session_call(f, 100, "one-too-many", "return 1", "");
+  assert_true(json_is_true(json_object_get(tool_result(msg, 100), "isError")));
+  char *text = json_dumps(msg, 0);
+  assert_non_null(strstr(text, "too many sessions"));
+  free(text);
+  json_decref(msg);
+  assert_int_equal(mbxH_mcp_session_count(&f->server.sessions), MBXH_MCP_MAX_SESSIONS);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_before_initialize, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_older_version_answered, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_malformed_messages, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tools_list, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_lua, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_check_lua, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_long_call_cancel, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_session_busy_and_cap, setup, teardown),
+  };
+  return cmocka_run_group_tests_name("host/mcp_server", tests, NULL, NULL);
+}
