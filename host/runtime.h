@@ -4,10 +4,13 @@
 
 /*
 ** host/ owns the front doors: the public C API (runtime.c, policy_api.c, sandbox.c,
-** snapshot.c: argument checks and the handles' bookkeeping), the backends that run sandboxes
-** under it (backend.h; inproc.c runs them in this process), the result contract (result.c)
-** and the CLI. Only host/ sees every layer: it builds the port from the policy
-** (capabilities/), attaches it to the stdlib and drives the vm.
+** snapshot.c: argument checks and the handles' bookkeeping) and the result contract
+** (result.c); host/backend/ the backends that run sandboxes under it (backend.h; inproc.c runs
+** them in this process, worker.c each in a jailed moonbox-worker process, MBX_CAP_ISOLATE).
+** Only the library part of host/ sees every layer: it builds the port from the policy
+** (capabilities/), attaches it to the stdlib and drives the vm. The programs in the folders
+** under host/ (cli, mcp, options, worker, fuzz, exec) are built on the public API, with the
+** exceptions their CMake lists declare (tools/check-house).
 */
 
 #include <locale.h>

@@ -5,9 +5,9 @@
 **
 ** OVERVIEW
 **   A host creates one mbx_runtime, describes what guest code may do with an mbx_policy
-**   (limits, a virtual environment, a fixed clock or seed; more capabilities in later
-**   versions), and opens any number of mbx_sandbox
-**   handles from them. mbx_run() executes one chunk of Lua source in a sandbox and yields an
+**   (limits, a virtual environment, a fixed clock or seed, files and mounts, programs in the
+**   exec backend, host and native functions), and opens any number of mbx_sandbox handles
+**   from them, in this process or each in a jailed worker process (MBX_CAP_ISOLATE). mbx_run() executes one chunk of Lua source in a sandbox and yields an
 **   mbx_result: a status, the chunk's return values as JSON, the captured stdout/stderr, an
 **   error with chunk and line when the run failed, and usage figures.
 **
@@ -31,6 +31,12 @@
 **   - Inputs (source, JSON, names) are copied; nothing the caller passes is kept borrowed.
 **   - Bytes are passed as (pointer, length): Lua strings may hold NUL bytes. Strings this API
 **     returns are also NUL-terminated for convenience.
+**
+** NULL
+**   Every function says what it does with a NULL handle, and none crashes on one: a *_free is
+**   a no-op, a fallible call returns MBX_INVALID_ARGUMENT (err says which argument), and an
+**   accessor returns the safe value its comment names (0, NULL, "" or MBX_INVALID_ARGUMENT),
+**   setting any length it reports to 0. A NULL `len` out-parameter is always allowed.
 **
 ** ERRORS
 **   Every fallible call returns an mbx_status and takes an optional caller-owned mbx_error *
@@ -122,11 +128,14 @@ typedef enum mbx_status {
 
 #define MBX_API_ERROR_BASE 100
 
-/* "MBX_TIME_LIMIT"; "MBX_UNKNOWN" for a value outside the enum. Static strings. */
+/* "MBX_TIME_LIMIT"; "MBX_UNKNOWN" for a value outside the enum (never NULL). Static strings,
+   thread-safe. */
 MBX_API const char *mbx_status_name(mbx_status s);
-/* "time limit exceeded"; "unknown status" for a value outside the enum. Static strings. */
+/* "time limit exceeded"; "unknown status" for a value outside the enum (never NULL). Static
+   strings, thread-safe. */
 MBX_API const char *mbx_status_str(mbx_status s);
-/* "time_limit": the spelling used in the result JSON; NULL outside the enum. */
+/* "time_limit": the spelling used in the result JSON; NULL outside the enum (the only one of
+   the three that can return NULL). A static string, thread-safe. */
 MBX_API const char *mbx_status_key(mbx_status s);
 
 /*
@@ -156,7 +165,7 @@ MBX_API void mbx_free(void *p);
 
 /* Returns NULL and fills err (MBX_NO_MEMORY) on failure. */
 MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err);
-/* All sandboxes of the runtime must have been freed before. */
+/* All sandboxes of the runtime must have been freed before. NULL is a no-op. */
 MBX_API void mbx_runtime_free(mbx_runtime *rt);
 
 /*
@@ -235,7 +244,8 @@ typedef enum mbx_runtime_path {
 /* Set one (path NULL: back to the default). MBX_INVALID_ARGUMENT for a relative or overlong
    path, an unknown `which`, or MBX_PATH_WORKER while isolated sandboxes are live. The exec
    backend (MBX_PATH_BWRAP default /usr/bin/bwrap, MBX_PATH_EXEC_HELPER default moonbox-exec)
-   is probed again at its next use: set them before sandboxes run programs. */
+   is probed again at its next use: set them before sandboxes run programs. A NULL runtime:
+   MBX_INVALID_ARGUMENT. */
 MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which, const char *path,
                                         mbx_error *err);
 
@@ -259,7 +269,8 @@ MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which,
 ** already handles, ignores or the calling thread blocks; the previous setting is kept).
 */
 MBX_API mbx_status mbx_runtime_set_deadline_signal(mbx_runtime *rt, int signo, mbx_error *err);
-/* The signal in use, 0 when runs use the count hook (none set, unavailable, or lost). */
+/* The signal in use, 0 when runs use the count hook (none set, unavailable, or lost) and for
+   a NULL runtime. */
 MBX_API int mbx_runtime_deadline_signal(const mbx_runtime *rt);
 
 /* Set a cap. Thread-safe. Returns MBX_OK, or MBX_INVALID_ARGUMENT (NULL runtime, unknown cap,
@@ -279,7 +290,8 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
    "cgroups": {"memory", "pids", "kill": each {"applied": true, "how": "cgroup v1" | "cgroup
    v2" | "cgroup.kill" | "freezer", "under": the parent directory} or {"applied": false,
    "reason", "instead"}, "runs": programs started, "not_removed": per-run cgroups that could
-   not be removed}}. MBX_OK, MBX_INVALID_ARGUMENT or MBX_NO_MEMORY. */
+   not be removed}}. MBX_OK, MBX_INVALID_ARGUMENT (NULL rt or json; *json is then untouched)
+   or MBX_NO_MEMORY. len may be NULL. */
 MBX_API mbx_status mbx_runtime_exec_status(mbx_runtime *rt, char **json, size_t *len,
                                            mbx_error *err);
 
@@ -295,8 +307,8 @@ MBX_API mbx_status mbx_runtime_exec_status(mbx_runtime *rt, char **json, size_t 
    no capability after its jail; "worker_start_us" is the probe child's fork, jail and exit,
    in microseconds, as measured in the zygote just now. The namespaces are
    applied where the kernel allows them (as root, or inside a user namespace) and never
-   required. MBX_OK (also when not available: the reason says why), MBX_INVALID_ARGUMENT or
-   MBX_NO_MEMORY. */
+   required. MBX_OK (also when not available: the reason says why), MBX_INVALID_ARGUMENT (NULL
+   rt or json; *json is then untouched) or MBX_NO_MEMORY. len may be NULL. */
 MBX_API mbx_status mbx_runtime_worker_status(mbx_runtime *rt, char **json, size_t *len,
                                              mbx_error *err);
 
@@ -370,9 +382,10 @@ typedef enum mbx_limit {
 
 /* A policy with the defaults above. NULL when out of memory. */
 MBX_API mbx_policy *mbx_policy_new(void);
+/* NULL is a no-op. */
 MBX_API void mbx_policy_free(mbx_policy *p);
-/* Returns MBX_INVALID_ARGUMENT (and changes nothing) for an unknown limit or a value out of
-   range; the error text is available from mbx_policy_set_limit_checked(). */
+/* Returns MBX_INVALID_ARGUMENT (and changes nothing) for a NULL policy, an unknown limit or a
+   value out of range; the error text is available from mbx_policy_set_limit_checked(). */
 MBX_API mbx_status mbx_policy_set_limit(mbx_policy *p, mbx_limit which, uint64_t value);
 /* Same, filling err with what was wrong. */
 MBX_API mbx_status mbx_policy_set_limit_checked(mbx_policy *p, mbx_limit which, uint64_t value,
@@ -387,8 +400,8 @@ MBX_API uint64_t mbx_policy_get_limit(const mbx_policy *p, mbx_limit which);
 **   value == NULL   remove name (not an error when it is not defined)
 ** A name is 1 to 255 bytes of printable ASCII without '=' or blanks (e.g. "API_URL"); a
 ** value is a NUL-terminated string of at most 64 KiB; at most 256 names per policy.
-** Returns MBX_OK, MBX_INVALID_ARGUMENT (err says what was wrong; nothing changed) or
-** MBX_NO_MEMORY. Sandboxes copy the environment when they are created.
+** Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL p or name, or err says what else was wrong;
+** nothing changed) or MBX_NO_MEMORY. Sandboxes copy the environment when they are created.
 */
 MBX_API mbx_status mbx_policy_set_env(mbx_policy *p, const char *name, const char *value,
                                       mbx_error *err);
@@ -409,7 +422,8 @@ MBX_API mbx_status mbx_policy_set_seed(mbx_policy *p, uint64_t seed, mbx_error *
 ** with or without a leading '!', and os.time with a date table are always UTC.
 ** os.clock() is not affected: it reports the CPU time of the current run (seconds, a float),
 ** not the host process's (in deterministic mode, below, its instruction count / 1e8). epoch_seconds must lie in the years 1 to 9999
-** (-62135596800 to 253402300799); returns MBX_OK or MBX_INVALID_ARGUMENT (err says why).
+** (-62135596800 to 253402300799); returns MBX_OK or MBX_INVALID_ARGUMENT (NULL p, or a time
+** out of range; err says why).
 */
 MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx_error *err);
 
@@ -463,7 +477,8 @@ MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error
 ** hard link is read-only in a rw mount (the other link may lie outside). virtual_path must be
 ** absolute and normalized, not "/", not /tmp or below it, and must not contain or lie inside
 ** another mount or a policy file. At most 32 mounts. Returns MBX_OK, MBX_INVALID_ARGUMENT
-** (err names what was wrong; nothing changed) or MBX_NO_MEMORY. Sandboxes open the directory when they are created; a policy with mounts
+** (NULL p or virtual_path, or err names what else was wrong; nothing changed) or
+** MBX_NO_MEMORY. Sandboxes open the directory when they are created; a policy with mounts
 ** cannot be snapshotted (mbx_sandbox_snapshot answers MBX_UNSUPPORTED).
 */
 MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path,
@@ -479,7 +494,7 @@ MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path,
 ** by its last component. The allow list restricts only the program started: a shell or an
 ** interpreter can run anything under /usr. At most 64 programs. Snapshots record each
 ** program's result; a restore replays it without running anything. MBX_OK,
-** MBX_INVALID_ARGUMENT or MBX_NO_MEMORY.
+** MBX_INVALID_ARGUMENT (NULL p or program, or a path the rules refuse) or MBX_NO_MEMORY.
 */
 MBX_API mbx_status mbx_policy_allow_exec(mbx_policy *p, const char *program, mbx_error *err);
 
@@ -487,7 +502,8 @@ MBX_API mbx_status mbx_policy_allow_exec(mbx_policy *p, const char *program, mbx
 ** A read-only file at virtual_path with the len bytes at data (copied; data may be NULL when
 ** len is 0). Its parent directories appear as read-only directories. The path follows the
 ** rules of mbx_policy_mount, and must not be another file's parent or child. At most 1024
-** files, 256 MiB in all. Returns MBX_OK, MBX_INVALID_ARGUMENT or MBX_NO_MEMORY.
+** files, 256 MiB in all. Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL p or virtual_path, NULL
+** data with a length, or a path the rules refuse) or MBX_NO_MEMORY.
 */
 MBX_API mbx_status mbx_policy_add_file(mbx_policy *p, const char *virtual_path, const void *data,
                                        size_t len, mbx_error *err);
@@ -500,7 +516,7 @@ MBX_API mbx_status mbx_policy_add_file(mbx_policy *p, const char *virtual_path, 
 ** setter's refusal gives MBX_INVALID_ARGUMENT with the key in err ("fs.mounts[1].mode:
 ** expected "ro", "rw" or "overlay", got "wr"") and p as it was. Keys not in the
 ** text keep p's values; mounts and files are added to p's. Host functions cannot be granted
-** from JSON.
+** from JSON. A NULL p, or NULL text with a length: MBX_INVALID_ARGUMENT.
 */
 MBX_API mbx_status mbx_policy_load_json(mbx_policy *p, const char *text, size_t len,
                                         const char *base_dir, mbx_error *err);
@@ -553,7 +569,9 @@ typedef mbx_status (*mbx_host_fn)(void *userdata, const char *args_json, size_t 
    one. Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL reply or json with a length; len past
    MBX_HOST_REPLY_MAX: the guest then gets an error), MBX_NO_MEMORY. */
 MBX_API mbx_status mbx_host_reply_json(mbx_host_reply *reply, const char *json, size_t len);
-/* The call raises a Lua error whose message is these bytes (cut at MBX_HOST_ERROR_MAX). */
+/* The call raises a Lua error whose message is these bytes (cut at MBX_HOST_ERROR_MAX).
+   Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL reply, or NULL message with a length) or
+   MBX_NO_MEMORY. */
 MBX_API mbx_status mbx_host_reply_error(mbx_host_reply *reply, const char *message, size_t len);
 
 /*
@@ -564,8 +582,8 @@ MBX_API mbx_status mbx_host_reply_error(mbx_host_reply *reply, const char *messa
 ** given twice, and a name may not be both a function and a module ("tools" and
 ** "tools.search"). At most 256 functions per policy. fn must not be NULL; userdata is kept
 ** as given (borrowed: it must outlive every sandbox made from the policy). Sandboxes copy
-** the list when created. Returns MBX_OK, MBX_INVALID_ARGUMENT (err says why; nothing
-** changed) or MBX_NO_MEMORY.
+** the list when created. Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL p, name or fn, or err
+** says why; nothing changed) or MBX_NO_MEMORY.
 */
 MBX_API mbx_status mbx_policy_add_function(mbx_policy *p, const char *name, mbx_host_fn fn,
                                            void *userdata, mbx_error *err);
@@ -585,6 +603,7 @@ MBX_API mbx_status mbx_policy_add_function(mbx_policy *p, const char *name, mbx_
 ** __tostring run by tostring/print/string.format, __index reached through ipairs, an xpcall
 ** message handler, __close run while an error unwinds, load reader functions -- the call
 ** raises a catchable error naming the place ("tools.fetch cannot pause here: ...").
+** Returns as mbx_policy_add_function (MBX_INVALID_ARGUMENT for a NULL p or name).
 */
 MBX_API mbx_status mbx_policy_add_external(mbx_policy *p, const char *name, mbx_error *err);
 
@@ -639,24 +658,37 @@ MBX_API mbx_status mbx_policy_bind_native(mbx_policy *p, const char *name, const
    reserved, not committed) holding a copy of a pristine state, so creation costs a memory
    copy. Past a runtime cap (mbx_runtime_set_cap: live sandboxes, reserved address space,
    resident estimate), and when address space for a slot cannot be reserved, this fails with
-   MBX_NO_MEMORY and a message saying which. */
+   MBX_NO_MEMORY and a message saying which. A NULL rt or p: NULL, err MBX_INVALID_ARGUMENT. */
 MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_error *err);
 /* Releases the whole guest heap at once: the slot goes back to the runtime's pool and the
    pages the sandbox used beyond the pristine state are returned to the OS. Guest code never
    runs here (lua_close is never called; finalizers are refused by construction). Must not be
-   called while a run is active. */
+   called while a run is active. NULL is a no-op. */
 MBX_API void mbx_sandbox_free(mbx_sandbox *sb);
 
 /*
 ** Run one chunk of Lua source text (never bytecode) in the sandbox.
-**   code, code_len      the source; the chunk name is "input"
+**   code, code_len      the source (NULL/0: the empty chunk)
+**   chunk_name          the name the chunk goes by: the "chunk" of errors (mbx_error.chunk,
+**                       the result JSON's error) and the "name:line:" of messages and
+**                       tracebacks, shown as given (no [string "..."] quoting). NULL or ""
+**                       is "input", as mbx_run names every chunk. A NUL-terminated string
+**                       of any other bytes, copied; names up to 58 bytes are kept whole,
+**                       and of a longer one the last 55 bytes are kept after "..." (the
+**                       end of a path is where the file name is: "...dir/script.lua"), the
+**                       most Lua keeps (LUA_IDSIZE). The name is part of what the bytecode
+**                       cache compares (the same source under two names is compiled
+**                       twice) and of a deterministic sandbox's replay log. Avoid ':' and
+**                       newlines: the chunk and line of an error still come from the frame,
+**                       but its message then keeps the "name:line: " prefix.
 **   inputs_json, len    NULL/0, or a JSON object whose keys become globals before the chunk
 **                       runs (keys must be Lua identifiers and must not shadow a built-in)
 **   out                 receives the result when the call returns a run status
 **
 ** Returns the run's status (< MBX_API_ERROR_BASE; the same as mbx_result_status(*out)) when
 ** the run happened, or an API status (>= MBX_API_ERROR_BASE) with *out == NULL and err filled:
-** MBX_INVALID_ARGUMENT, MBX_INVALID_INPUT (bad inputs JSON: nothing was bound), MBX_SOURCE_TOO_LARGE,
+** MBX_INVALID_ARGUMENT (NULL sb or out, NULL code or inputs_json with a length),
+** MBX_INVALID_INPUT (bad inputs JSON: nothing was bound), MBX_SOURCE_TOO_LARGE,
 ** MBX_SANDBOX_POISONED, MBX_SANDBOX_BUSY, MBX_STACK_TOO_SMALL, MBX_NO_MEMORY.
 **
 ** A sandbox keeps its globals between runs (a REPL). Instruction, time and output limits
@@ -694,7 +726,8 @@ MBX_API mbx_status mbx_resume(mbx_sandbox *sb, const char *value_json, size_t le
                               mbx_result **out, mbx_error *err);
 MBX_API mbx_status mbx_resume_error(mbx_sandbox *sb, const char *message, size_t len,
                                     mbx_result **out, mbx_error *err);
-/* 1 if the sandbox is paused at an external call (mbx_resume continues it), 0 otherwise. */
+/* 1 if the sandbox is paused at an external call (mbx_resume continues it), 0 otherwise and
+   for NULL. */
 MBX_API int mbx_sandbox_paused(const mbx_sandbox *sb);
 
 /* From any thread: end the sandbox's current run with MBX_INTERRUPTED within about a thousand
@@ -703,7 +736,7 @@ MBX_API int mbx_sandbox_paused(const mbx_sandbox *sb);
    MBX_INVALID_ARGUMENT for NULL, MBX_OK otherwise. */
 MBX_API mbx_status mbx_sandbox_interrupt(mbx_sandbox *sb);
 
-/* 1 if the sandbox refuses further runs, 0 otherwise. */
+/* 1 if the sandbox refuses further runs, 0 otherwise and for NULL. */
 MBX_API int mbx_sandbox_poisoned(const mbx_sandbox *sb);
 
 /*
@@ -826,6 +859,9 @@ MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, c
 /* ---------------------------------------------------------------------------------------- */
 /* Result: immutable; everything borrowed from it lives until mbx_result_free.               */
 
+/* The run's status, always < MBX_API_ERROR_BASE for a result (the one mbx_run or mbx_resume
+   returned with it: MBX_OK, a run error or limit, MBX_PAUSED, ...); MBX_INVALID_ARGUMENT for
+   a NULL result, which is never a run's status. */
 MBX_API mbx_status mbx_result_status(const mbx_result *r);
 /*
 ** The whole result contract as one JSON object (keys in sorted order):
@@ -846,18 +882,22 @@ MBX_API mbx_status mbx_result_status(const mbx_result *r);
 ** "message"); "message" is cut at 4096 bytes on a UTF-8 character boundary.
 ** len may be NULL. The text is built on the first call (the other accessors never need it) and
 ** kept with the result; NULL (and *len 0) only when host memory runs out, and a later call
-** tries again. Safe to call from several threads at once.
+** tries again, and for a NULL result. Safe to call from several threads at once.
 */
 MBX_API const char *mbx_result_json(const mbx_result *r, size_t *len);
-/* Just the "value" member ("null" when the run failed). len may be NULL. */
+/* Just the "value" member ("null" when the run failed). len may be NULL. A NULL result:
+   NULL, *len 0. */
 MBX_API const char *mbx_result_value_json(const mbx_result *r, size_t *len);
-/* The captured output, raw bytes. len may be NULL. */
+/* The captured output, raw bytes ("" when there was none). len may be NULL. A NULL result:
+   NULL, *len 0. */
 MBX_API const char *mbx_result_stdout(const mbx_result *r, size_t *len);
 MBX_API const char *mbx_result_stderr(const mbx_result *r, size_t *len);
 /* When the run failed: fills err (code, chunk, line, message truncated to fit) and returns 1.
-   Returns 0 and clears err when the run succeeded. */
+   Returns 0 and clears err (all zero) when the run succeeded and for a NULL result. err may be
+   NULL (then only the answer). */
 MBX_API int mbx_result_error(const mbx_result *r, mbx_error *err);
-/* The full error message and traceback ("" when the run succeeded). len may be NULL. */
+/* The full error message and traceback ("" and *len 0 when the run succeeded, when it failed
+   without a traceback, and for a NULL result: never NULL). len may be NULL. */
 MBX_API const char *mbx_result_error_message(const mbx_result *r, size_t *len);
 MBX_API const char *mbx_result_traceback(const mbx_result *r, size_t *len);
 
@@ -883,12 +923,15 @@ typedef struct mbx_usage {
 ** other code ends it with MBX_RUNTIME_ERROR and the message "os.exit(N)". Either way the
 ** sandbox is not poisoned, and neither pcall nor a __close handler can stop the exit. A
 ** limit reached before the exit wins (the status is then the limit's, and this returns 0).
+** A NULL result: 0, *code untouched.
 ** The moonbox CLI exits with the code (docs/cli.md).
 */
 MBX_API int mbx_result_exit_code(const mbx_result *r, int64_t *code);
 
-/* Fills *usage; returns MBX_INVALID_ARGUMENT for NULL arguments. */
+/* Fills *usage and returns MBX_OK; MBX_INVALID_ARGUMENT for a NULL r or usage (*usage is then
+   untouched). */
 MBX_API mbx_status mbx_result_usage(const mbx_result *r, mbx_usage *usage);
+/* NULL is a no-op. */
 MBX_API void mbx_result_free(mbx_result *r);
 
 /* ---------------------------------------------------------------------------------------- */

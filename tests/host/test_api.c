@@ -255,6 +255,225 @@ static void chunk_names(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* What moonbox.h says each call does with a NULL handle (its "NULL" section and each
+   function's comment): nothing crashes, lengths come back 0, accessors give their safe value. */
+static mbx_status reply_nothing(void *ud, const char *args, size_t len, mbx_host_reply *reply) {
+  (void)ud, (void)args, (void)len, (void)reply;
+  return MBX_OK;
+}
+
+static void native_nothing(void) {}
+
+static void null_handles_get_the_documented_answers(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  size_t len;
+  /* Status names: never NULL but the key. */
+  assert_string_equal(mbx_status_name((mbx_status)-1), "MBX_UNKNOWN");
+  assert_string_equal(mbx_status_str((mbx_status)-1), "unknown status");
+  assert_null(mbx_status_key((mbx_status)-1));
+  assert_string_equal(mbx_status_key(MBX_TIME_LIMIT), "time_limit");
+  /* Runtime accessors and calls. */
+  assert_int_equal(mbx_runtime_deadline_signal(NULL), 0);
+  assert_int_equal(mbx_runtime_get_cap(NULL, MBX_CAP_SANDBOXES), 0);
+  assert_int_equal(mbx_runtime_usage(NULL, MBX_CAP_SANDBOXES), 0);
+  assert_int_equal(mbx_runtime_set_cap(NULL, MBX_CAP_SANDBOXES, 1, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_runtime_set_path(NULL, MBX_PATH_WORKER, NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_runtime_set_deadline_signal(NULL, 0, NULL), MBX_INVALID_ARGUMENT);
+  char *json = (char *)(uintptr_t)1;
+  len = 99;
+  memset(&err, 0, sizeof err);
+  assert_int_equal(mbx_runtime_exec_status(NULL, &json, &len, &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(err.code, MBX_INVALID_ARGUMENT);
+  assert_ptr_equal(json, (char *)(uintptr_t)1); /* untouched, as documented */
+  assert_int_equal(mbx_runtime_exec_status(f->rt, NULL, NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_runtime_worker_status(NULL, &json, NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_runtime_worker_status(f->rt, NULL, NULL, NULL), MBX_INVALID_ARGUMENT);
+  /* Policy setters: MBX_INVALID_ARGUMENT for a NULL policy or a NULL required string. */
+  assert_int_equal(mbx_policy_set_env(NULL, "A", "b", NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_set_env(f->p, NULL, "b", NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_set_seed(NULL, 1, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_set_time(NULL, 1, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_set_deterministic(NULL, 1, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_mount(NULL, "/data", "/", MBX_MOUNT_RO, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_mount(f->p, NULL, "/", MBX_MOUNT_RO, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_allow_exec(NULL, "/bin/sh", NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_allow_exec(f->p, NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_file(NULL, "/f", "x", 1, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_file(f->p, NULL, "x", 1, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_file(f->p, "/f", NULL, 1, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_load_json(NULL, "{}", 2, NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_load_json(f->p, NULL, 2, NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_function(NULL, "t.f", reply_nothing, NULL, NULL),
+                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_function(f->p, NULL, reply_nothing, NULL, NULL),
+                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_function(f->p, "t.f", NULL, NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_external(NULL, "t.g", NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_external(f->p, NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_bind_native(NULL, "m.f", "v()", native_nothing, NULL),
+                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_bind_native(f->p, "m.f", "v()", NULL, NULL), MBX_INVALID_ARGUMENT);
+  /* Nothing of the refused calls reached the policy. */
+  mbx_sandbox *sb = new_sandbox(f);
+  char value[64];
+  assert_int_equal(run_code(sb, "return type(t) .. type(m) .. tostring(os.getenv('A'))", NULL,
+                            value, sizeof value, NULL),
+                   MBX_OK);
+  assert_string_equal(value, "\"nilnilnil\"");
+  /* Host replies. */
+  assert_int_equal(mbx_host_reply_json(NULL, "1", 1), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_host_reply_error(NULL, "no", 2), MBX_INVALID_ARGUMENT);
+  /* Sandbox accessors and calls. */
+  assert_int_equal(mbx_sandbox_paused(NULL), 0);
+  assert_int_equal(mbx_sandbox_poisoned(NULL), 0);
+  assert_int_equal(mbx_sandbox_interrupt(NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_reset(NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_checkpoint(NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_rewind(NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_set_stdin(NULL, "x", 1, NULL), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_set_stdin(sb, NULL, 1, NULL), MBX_INVALID_ARGUMENT);
+  json = (char *)(uintptr_t)1;
+  len = 99;
+  assert_int_equal(mbx_sandbox_changes(NULL, 0, &json, &len, NULL), MBX_INVALID_ARGUMENT);
+  assert_null(json);
+  assert_int_equal(len, 0);
+  assert_int_equal(mbx_sandbox_changes(sb, 0, NULL, NULL, NULL), MBX_INVALID_ARGUMENT);
+  void *bytes = (void *)(uintptr_t)1;
+  len = 99;
+  assert_int_equal(mbx_sandbox_snapshot(NULL, &bytes, &len, NULL), MBX_INVALID_ARGUMENT);
+  assert_null(bytes);
+  assert_int_equal(len, 0);
+  memset(&err, 0, sizeof err);
+  assert_null(mbx_sandbox_restore(NULL, f->p, "x", 1, &err));
+  assert_int_equal(err.code, MBX_INVALID_ARGUMENT);
+  assert_null(mbx_sandbox_restore(f->rt, NULL, "x", 1, NULL));
+  assert_null(mbx_sandbox_restore(f->rt, f->p, NULL, 1, NULL));
+  mbx_result *res = (mbx_result *)(uintptr_t)1;
+  assert_int_equal(mbx_resume(NULL, "1", 1, &res, NULL), MBX_INVALID_ARGUMENT);
+  assert_null(res);
+  res = (mbx_result *)(uintptr_t)1;
+  assert_int_equal(mbx_resume_error(NULL, "no", 2, &res, NULL), MBX_INVALID_ARGUMENT);
+  assert_null(res);
+  json = (char *)(uintptr_t)1;
+  assert_int_equal(mbx_check(NULL, "x = 1", 5, &json, NULL, NULL), MBX_INVALID_ARGUMENT);
+  assert_null(json);
+  assert_int_equal(mbx_check(f->p, "x = 1", 5, NULL, NULL, NULL), MBX_INVALID_ARGUMENT);
+  mbx_sandbox_free(sb);
+  /* Result accessors: the safe value, every length 0. */
+  assert_int_equal(mbx_result_status(NULL), MBX_INVALID_ARGUMENT);
+  len = 99;
+  assert_null(mbx_result_json(NULL, &len));
+  assert_int_equal(len, 0);
+  assert_null(mbx_result_json(NULL, NULL));
+  len = 99;
+  assert_null(mbx_result_value_json(NULL, &len));
+  assert_int_equal(len, 0);
+  len = 99;
+  assert_null(mbx_result_stdout(NULL, &len));
+  assert_int_equal(len, 0);
+  len = 99;
+  assert_null(mbx_result_stderr(NULL, &len));
+  assert_int_equal(len, 0);
+  memset(&err, 0x5a, sizeof err);
+  assert_int_equal(mbx_result_error(NULL, &err), 0);
+  assert_int_equal(err.code, 0);
+  assert_int_equal(err.line, 0);
+  assert_string_equal(err.chunk, "");
+  assert_string_equal(err.message, "");
+  assert_int_equal(mbx_result_error(NULL, NULL), 0);
+  len = 99;
+  assert_string_equal(mbx_result_error_message(NULL, &len), "");
+  assert_int_equal(len, 0);
+  len = 99;
+  assert_string_equal(mbx_result_traceback(NULL, &len), "");
+  assert_int_equal(len, 0);
+  int64_t code = 7;
+  assert_int_equal(mbx_result_exit_code(NULL, &code), 0);
+  assert_int_equal(code, 7);
+  assert_int_equal(mbx_result_exit_code(NULL, NULL), 0);
+  mbx_usage usage;
+  memset(&usage, 0x5a, sizeof usage);
+  mbx_usage before = usage;
+  assert_int_equal(mbx_result_usage(NULL, &usage), MBX_INVALID_ARGUMENT);
+  assert_memory_equal(&usage, &before, sizeof usage);
+}
+
+/* The result of a run that succeeded: mbx_result_error clears err; message and traceback are
+   "", never NULL; the status is a run status. */
+static void a_successful_result_answers_empty(void **state) {
+  fixture *f = *state;
+  mbx_sandbox *sb = new_sandbox(f);
+  mbx_result *res = NULL;
+  assert_int_equal(mbx_run(sb, "return 1", 8, NULL, 0, &res, NULL), MBX_OK);
+  assert_int_equal(mbx_result_status(res), MBX_OK);
+  mbx_error err;
+  memset(&err, 0x5a, sizeof err);
+  assert_int_equal(mbx_result_error(res, &err), 0);
+  assert_int_equal(err.code, 0);
+  assert_string_equal(err.message, "");
+  size_t len = 99;
+  assert_string_equal(mbx_result_error_message(res, &len), "");
+  assert_int_equal(len, 0);
+  len = 99;
+  assert_string_equal(mbx_result_traceback(res, &len), "");
+  assert_int_equal(len, 0);
+  len = 99;
+  assert_string_equal(mbx_result_stdout(res, &len), "");
+  assert_int_equal(len, 0);
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+}
+
+/* The chunk name of mbx_run_named as moonbox.h documents it: the last 55 bytes of a long one
+   after "...", whole up to 58 bytes, part of the bytecode cache's key, and a ':' in it keeps
+   the message's prefix while the position still comes from the frame. */
+static void chunk_names_as_documented(void **state) {
+  fixture *f = *state;
+  mbx_sandbox *sb = new_sandbox(f);
+  char name[128], want[128];
+  static const size_t lengths[] = {58, 59, 120};
+  for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
+    size_t n = lengths[i];
+    for (size_t j = 0; j < n; j++)
+      name[j] = (char)('a' + j % 26);
+    name[n] = '\0';
+    if (n <= 58)
+      snprintf(want, sizeof want, "%s", name);
+    else
+      snprintf(want, sizeof want, "...%s", name + n - 55);
+    mbx_result *res = NULL;
+    assert_int_equal(mbx_run_named(sb, "error('x')", 10, name, NULL, 0, &res, NULL),
+                     MBX_RUNTIME_ERROR);
+    mbx_error err;
+    assert_int_equal(mbx_result_error(res, &err), 1);
+    assert_string_equal(err.chunk, want);
+    assert_string_equal(err.message, "x");
+    mbx_result_free(res);
+  }
+  /* The same source under two names: each run names its own chunk (two cache entries). */
+  const char *names[] = {"one.lua", "two.lua", "one.lua"};
+  for (size_t i = 0; i < 3; i++) {
+    mbx_result *res = NULL;
+    assert_int_equal(mbx_run_named(sb, "error('x')", 10, names[i], NULL, 0, &res, NULL),
+                     MBX_RUNTIME_ERROR);
+    mbx_error err;
+    mbx_result_error(res, &err);
+    assert_string_equal(err.chunk, names[i]);
+    mbx_result_free(res);
+  }
+  mbx_result *res = NULL;
+  assert_int_equal(mbx_run_named(sb, "\nerror('x')", 11, "a:b", NULL, 0, &res, NULL),
+                   MBX_RUNTIME_ERROR);
+  mbx_error err;
+  mbx_result_error(res, &err);
+  assert_string_equal(err.chunk, "a:b");
+  assert_int_equal(err.line, 2);
+  assert_string_equal(err.message, "a:b:2: x");
+  mbx_result_free(res);
+  mbx_sandbox_free(sb);
+}
+
 /* ---- poisoning ---- */
 
 static void expect_poisoned(mbx_sandbox *sb, const char *key) {
@@ -850,6 +1069,9 @@ int main(void) {
       cmocka_unit_test(sandbox_copies_the_policy),
       T(minimum_memory_limit_is_usable),
       T(chunk_names),
+      T(null_handles_get_the_documented_answers),
+      T(a_successful_result_answers_empty),
+      T(chunk_names_as_documented),
       cmocka_unit_test(limits_poison_the_sandbox),
       T(errors_do_not_poison),
       T(small_stacks_are_refused),
