@@ -71,8 +71,12 @@ INJECTIONS = [
      {"common/bytes.h": '#include "vm/heap.h"\n'}, "[arrow-up]"),
     ("the library includes a program folder",
      {"host/runtime.c": '#include "host/options/args.h"\n'}, "[arrow-up]"),
-    ("a .c and its .h close a circle",
-     {"vm/heap.c": '#include "vm/vm.h"\n'}, "[include-circle]"),
+    ("a .c and its .h close a circle in host/",
+     {"host/backend/inproc.c": "", "host/runtime.c": '#include "host/backend/inproc.h"\n',
+      "host/backend/inproc.h": ""}, "[include-circle]"),
+    ("a circle across folders",
+     {"common/bytes.c": '#include "vm/heap.h"\n', "vm/heap.c": '#include "common/bytes.h"\n',
+      "common/bytes.h": "", "vm/heap.h": ""}, "[include-circle]"),
     ("an mbx_ function defined in vm/",
      {"vm/vm.c": "int mbx_run_fast(int x) {\n  return x;\n}\n"}, "[mbx-symbol]"),
     ("a file over 1,100 lines in host/",
@@ -128,7 +132,18 @@ def main():
             failures += 1
         else:
             print("ok: %s -> %s" % (name, lines[0]))
-    print("%d of %d cases failed" % (failures, len(INJECTIONS) + 1))
+    # Inside one layer of the VM's side a .c using another's header while that one's .c uses
+    # its own is Lua's coupling (lstate.c, lgc.c): that tree must still hold.
+    root = make_tree({"vm/vm.c": '#include "vm/heap.h"\n', "vm/heap.c": '#include "vm/vm.h"\n',
+                      "vm/vm.h": "", "vm/heap.h": ""})
+    rc, out = run(root)
+    shutil.rmtree(root)
+    if rc != 0:
+        print("FAIL: a circle inside vm/ was reported:\n%s" % out)
+        failures += 1
+    else:
+        print("ok: a circle inside vm/ alone is not reported")
+    print("%d of %d cases failed" % (failures, len(INJECTIONS) + 2))
     return 1 if failures else 0
 
 
