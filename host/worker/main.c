@@ -36,6 +36,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "capabilities/port_remote.h"
 #include "host/worker/jail.h"
 #include "include/moonbox.h"
 #include "host/backend/worker_proto.h"
@@ -169,313 +170,52 @@ static int recv_frame_soon(int fd, unsigned char **buf, size_t *cap, size_t *len
 
 /* ---- the worker's port: every operation is a round trip to the parent ---- */
 
-typedef struct rport {
-  mbxC_port port;
+/* The sandbox's grants as CREATE sent them, and its port: capabilities/port_remote.c, its
+   transport this socket. Whatever breaks the conversation (a send fails, the reply is not a
+   PORT_REPLY or cannot be read) ends the worker quietly: its parent is gone or broken, and it
+   owns every capability the guest has. */
+typedef struct wport {
+  mbxC_remote remote;
   mbxC_grants grants;
   mbxC_grant_fn *fns;
   char *names; /* the fns' names, NUL-separated copies */
   int fd;
-  mbxH_wp_writer w;
   unsigned char *rbuf; /* the last reply: what the port's answers point into */
   size_t rcap, rlen;
-  char *reply_copy; /* NUL-terminated copy of the last reply's bytes */
-  uint64_t cpu_start_ns;
-  /* The seed the parent drew for the next reseed, sent with CREATE or RESET (a round trip
-     fewer per sandbox); the next draw after it is a port call. */
-  uint64_t seed[2];
-  int seed_ready;
-  uint64_t stdin_epoch; /* the parent's, from the last RUN or RESUME (r_stdin_epoch) */
-} rport;
+} wport;
 
-static rport g_port;
+static wport g_port;
 static mbxV_vm *volatile g_vm;
 
+static void die_quietly(void) __attribute__((noreturn));
 static void die_quietly(void) {
   _exit(3);
 }
 
-static void call_begin(rport *rp, mbxH_wp_op op, const mbxC_wait *wait) {
-  mbxH_wp_begin(&rp->w, MBXH_WP_PORT_CALL);
-  mbxH_wp_u8(&rp->w, (uint8_t)op);
-  mbxH_wp_u64(&rp->w, wait ? wait->deadline_ns : 0);
+static void call_begin(void *ctx, mbxC_wire_writer *w) {
+  (void)ctx;
+  mbxH_wp_begin(w, MBXH_WP_PORT_CALL);
 }
 
-/* Send the call, read the reply into a reader over it. */
-static void call_end(rport *rp, mbxH_wp_reader *r) {
-  if (send_frame(rp->fd, &rp->w) != 0) die_quietly();
-  int t = recv_frame_soon(rp->fd, &rp->rbuf, &rp->rcap, &rp->rlen);
+/* Send the call, read the reply; the parent's next frame is expected soon. */
+static void call_round_trip(void *ctx, mbxC_wire_writer *w, const unsigned char **reply,
+                            size_t *reply_len) {
+  wport *wp = ctx;
+  if (send_frame(wp->fd, w) != 0) die_quietly();
+  int t = recv_frame_soon(wp->fd, &wp->rbuf, &wp->rcap, &wp->rlen);
   if (t != MBXH_WP_PORT_REPLY) die_quietly();
-  mbxH_wp_reader_init(r, rp->rbuf, rp->rlen);
+  *reply = wp->rbuf;
+  *reply_len = wp->rlen;
 }
 
-/* Bytes of the reply as a NUL-terminated string that stays valid until the next call. */
-static const char *reply_bytes(rport *rp, mbxH_wp_reader *r, size_t *len) {
-  const char *p;
-  size_t n = mbxH_wp_get_bytes(r, MBXH_WP_MAX_FRAME, &p);
-  if (r->bad) die_quietly();
-  char *c = realloc(rp->reply_copy, n + 1);
-  if (c == NULL) die_quietly();
-  memcpy(c, p, n);
-  c[n] = '\0';
-  rp->reply_copy = c;
-  *len = n;
-  return c;
+static void call_broken(void *ctx) __attribute__((noreturn));
+static void call_broken(void *ctx) {
+  (void)ctx;
+  die_quietly();
 }
 
-static int64_t r_wall_time(void *ud) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_WALL_TIME, NULL);
-  call_end(rp, &r);
-  return (int64_t)mbxH_wp_get_u64(&r);
-}
-
-/* os.clock: this process's run thread, measured here (the parent's clock would show none). */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static double r_cpu_time(void *ud) {
-  rport *rp = ud;
-  return (double)(thread_cpu_ns() - rp->cpu_start_ns) / 1e9;
-}
-
-static void r_random_seed(void *ud, uint64_t seed[2]) {
-  rport *rp = ud;
-  if (rp->seed_ready) {
-    seed[0] = rp->seed[0];
-    seed[1] = rp->seed[1];
-    rp->seed_ready = 0;
-    return;
-  }
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_RANDOM_SEED, NULL);
-  call_end(rp, &r);
-  seed[0] = mbxH_wp_get_u64(&r);
-  seed[1] = mbxH_wp_get_u64(&r);
-}
-
-static const char *r_env_get(void *ud, const char *name, size_t name_len, size_t *value_len) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_ENV_GET, NULL);
-  mbxH_wp_bytes(&rp->w, name, name_len);
-  call_end(rp, &r);
-  if (!mbxH_wp_get_u8(&r)) return NULL;
-  return reply_bytes(rp, &r, value_len);
-}
-
-static mbxC_call_result r_host_call(void *ud, size_t index, const char *args, size_t args_len,
-                                    const mbxC_wait *wait, const char **reply,
-                                    size_t *reply_len) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_HOST_CALL, wait);
-  mbxH_wp_u64(&rp->w, index);
-  mbxH_wp_bytes(&rp->w, args, args_len);
-  call_end(rp, &r);
-  uint8_t res = mbxH_wp_get_u8(&r);
-  *reply = reply_bytes(rp, &r, reply_len);
-  return res ? MBXC_CALL_ERROR : MBXC_CALL_VALUE;
-}
-
-static mbxC_call_result r_native_call(void *ud, size_t index, const mbxC_ffi_value *args,
-                                      const mbxC_wait *wait, mbxC_ffi_value *ret,
-                                      const char **bytes, size_t *len) {
-  rport *rp = ud;
-  const mbxC_ffi_sig *sig = &rp->grants.fns[index].sig;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_NATIVE_CALL, wait);
-  mbxH_wp_u64(&rp->w, index);
-  mbxH_wp_u32(&rp->w, (uint32_t)sig->nargs);
-  for (int i = 0; i < sig->nargs; i++) {
-    if (sig->args[i] == 'z') mbxH_wp_bytes(&rp->w, args[i].z, strlen(args[i].z));
-    else mbxH_wp_u64(&rp->w, mbxC_ffi_word(sig->args[i], &args[i]));
-  }
-  call_end(rp, &r);
-  uint8_t res = mbxH_wp_get_u8(&r);
-  uint64_t word = mbxH_wp_get_u64(&r);
-  *bytes = reply_bytes(rp, &r, len);
-  if (res == 0 && !mbxC_ffi_from_word(sig->ret, word, ret)) die_quietly();
-  return res ? MBXC_CALL_ERROR : MBXC_CALL_VALUE;
-}
-
-/* The common tail of an fs reply: 0, or -1 with *e filled. */
-static int fs_status(rport *rp, mbxH_wp_reader *r, mbxC_port_error *e) {
-  (void)rp;
-  if (mbxH_wp_get_u8(r) == 0) return 0;
-  e->errnum = (int)mbxH_wp_get_u32(r);
-  const char *p;
-  size_t n = mbxH_wp_get_bytes(r, sizeof e->message - 1, &p);
-  if (r->bad) die_quietly();
-  memcpy(e->message, p, n);
-  e->message[n] = '\0';
-  return -1;
-}
-
-static int r_fs_open(void *ud, const char *path, size_t path_len, int flags,
-                     const mbxC_wait *wait, int *handle, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_FS_OPEN, wait);
-  mbxH_wp_bytes(&rp->w, path, path_len);
-  mbxH_wp_u64(&rp->w, (uint64_t)flags);
-  call_end(rp, &r);
-  if (fs_status(rp, &r, e) != 0) return -1;
-  *handle = (int)mbxH_wp_get_u64(&r);
-  return 0;
-}
-
-/* A read's reply (fs_read, stdin_read): its status, then at most len bytes into buf. */
-static int reply_read(rport *rp, mbxH_wp_reader *r, char *buf, size_t len, size_t *got,
-                      mbxC_port_error *e) {
-  if (fs_status(rp, r, e) != 0) return -1;
-  const char *p;
-  size_t n = mbxH_wp_get_bytes(r, len, &p);
-  if (r->bad) die_quietly();
-  memcpy(buf, p, n);
-  *got = n;
-  return 0;
-}
-
-static int r_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
-                     size_t *got, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  if (len > MBXH_WP_MAX_IO) len = MBXH_WP_MAX_IO;
-  call_begin(rp, MBXH_OP_FS_READ, wait);
-  mbxH_wp_u64(&rp->w, (uint64_t)handle);
-  mbxH_wp_u64(&rp->w, len);
-  call_end(rp, &r);
-  return reply_read(rp, &r, buf, len, got, e);
-}
-
-static int r_fs_write(void *ud, int handle, const char *buf, size_t len, const mbxC_wait *wait,
-                      size_t *put, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  if (len > MBXH_WP_MAX_IO) len = MBXH_WP_MAX_IO;
-  call_begin(rp, MBXH_OP_FS_WRITE, wait);
-  mbxH_wp_u64(&rp->w, (uint64_t)handle);
-  mbxH_wp_bytes(&rp->w, buf, len);
-  call_end(rp, &r);
-  if (fs_status(rp, &r, e) != 0) return -1;
-  uint64_t n = mbxH_wp_get_u64(&r);
-  *put = n > len ? len : (size_t)n;
-  return 0;
-}
-
-static int r_fs_seek(void *ud, int handle, int whence, int64_t offset, int64_t *pos,
-                     mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_FS_SEEK, NULL);
-  mbxH_wp_u64(&rp->w, (uint64_t)handle);
-  mbxH_wp_u64(&rp->w, (uint64_t)whence);
-  mbxH_wp_u64(&rp->w, (uint64_t)offset);
-  call_end(rp, &r);
-  if (fs_status(rp, &r, e) != 0) return -1;
-  *pos = (int64_t)mbxH_wp_get_u64(&r);
-  return 0;
-}
-
-static int r_fs_close(void *ud, int handle, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_FS_CLOSE, NULL);
-  mbxH_wp_u64(&rp->w, (uint64_t)handle);
-  call_end(rp, &r);
-  return fs_status(rp, &r, e);
-}
-
-static int path_op(rport *rp, mbxH_wp_op op, const char *path, size_t len, const mbxC_wait *wait,
-                   mbxH_wp_reader *r, mbxC_port_error *e) {
-  call_begin(rp, op, wait);
-  mbxH_wp_bytes(&rp->w, path, len);
-  call_end(rp, r);
-  return fs_status(rp, r, e);
-}
-
-static int r_fs_list(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
-                     const char **names, size_t *names_len, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  if (path_op(rp, MBXH_OP_FS_LIST, path, path_len, wait, &r, e) != 0) return -1;
-  *names = reply_bytes(rp, &r, names_len);
-  return 0;
-}
-
-static int r_fs_stat(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
-                     mbxC_fs_stat *st, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  if (path_op(rp, MBXH_OP_FS_STAT, path, path_len, wait, &r, e) != 0) return -1;
-  st->is_dir = mbxH_wp_get_u8(&r);
-  st->is_file = mbxH_wp_get_u8(&r);
-  st->size = mbxH_wp_get_u64(&r);
-  st->mtime = (int64_t)mbxH_wp_get_u64(&r);
-  st->writable = mbxH_wp_get_u8(&r);
-  return 0;
-}
-
-static int r_fs_mkdir(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
-                      mbxC_port_error *e) {
-  mbxH_wp_reader r;
-  return path_op(ud, MBXH_OP_FS_MKDIR, path, path_len, wait, &r, e);
-}
-
-static int r_fs_remove(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
-                       mbxC_port_error *e) {
-  mbxH_wp_reader r;
-  return path_op(ud, MBXH_OP_FS_REMOVE, path, path_len, wait, &r, e);
-}
-
-static int r_fs_rename(void *ud, const char *from, size_t from_len, const char *to, size_t to_len,
-                       const mbxC_wait *wait, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_FS_RENAME, wait);
-  mbxH_wp_bytes(&rp->w, from, from_len);
-  mbxH_wp_bytes(&rp->w, to, to_len);
-  call_end(rp, &r);
-  return fs_status(rp, &r, e);
-}
-
-/* exec: the parent checks the request against the policy and runs the program in its exec
-   backend; the worker only describes it (it could not spawn anything anyway: the jail kills
-   execve, fork and clone of a process). The result's bytes point into the reply, valid until
-   the next call. */
-static int r_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wait *wait,
-                      mbxC_exec_result *res, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_EXEC_RUN, wait);
-  mbxH_wp_put_exec_request(&rp->w, req);
-  call_end(rp, &r);
-  if (fs_status(rp, &r, e) != 0) return -1;
-  if (mbxH_wp_get_exec_result(&r, res) != 0) die_quietly();
-  return 0;
-}
-
-/* io.stdin's epoch: the parent's, sent with every run and resume (the only times the guest
-   reads), so read-ahead of bytes the host has replaced since is dropped as in-process. */
-static uint64_t r_stdin_epoch(void *ud) {
-  return ((rport *)ud)->stdin_epoch;
-}
-
-/* io.stdin: the parent holds the host's bytes and how far the guest read (a reset or rewind
-   moves that position there). */
-static int r_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  if (len > MBXH_WP_MAX_IO) len = MBXH_WP_MAX_IO;
-  call_begin(rp, MBXH_OP_STDIN_READ, NULL);
-  mbxH_wp_u64(&rp->w, len);
-  call_end(rp, &r);
-  return reply_read(rp, &r, buf, len, got, e);
-}
+static const mbxC_wire_transport g_transport = {&g_port, call_begin, call_round_trip,
+                                                call_broken};
 
 /* ---- the sandbox ---- */
 
@@ -569,9 +309,9 @@ static int hook_exec(lua_State *L) {
   mbxC_exec_request req = {.argv = argv, .argc = strcmp(what, "exec_bad") == 0 ? 0 : 1};
   mbxH_wp_writer w = {0};
   mbxH_wp_begin(&w, MBXH_WP_PORT_CALL);
-  mbxH_wp_u8(&w, MBXH_OP_EXEC_RUN);
+  mbxH_wp_u8(&w, MBXC_OP_EXEC_RUN);
   mbxH_wp_u64(&w, 0);
-  mbxH_wp_put_exec_request(&w, &req);
+  mbxC_wire_put_exec_request(&w, &req);
   send_frame(g_port.fd, &w);
   for (;;) pause(); /* the parent must end this worker */
   return 0;
@@ -614,7 +354,7 @@ static int hook_host_flood(lua_State *L) {
   for (lua_Integer i = 0; i < n; i++) {
     const char *reply;
     size_t len;
-    g_port.port.host_call(g_port.port.ud, 0, "[]", 2, NULL, &reply, &len);
+    g_port.remote.port.host_call(g_port.remote.port.ud, 0, "[]", 2, NULL, &reply, &len);
   }
   return 0;
 }
@@ -623,7 +363,7 @@ static int hook_host_flood(lua_State *L) {
    backstop that counts their time (or an interrupt) ends it. */
 static int hook_port_flood(lua_State *L) {
   (void)L;
-  for (;;) g_port.port.wall_time(g_port.port.ud);
+  for (;;) g_port.remote.port.wall_time(g_port.remote.port.ud);
   return 0;
 }
 
@@ -669,7 +409,7 @@ static void install_hooks(lua_State *L) {
 #endif
 
 static int attach(wsandbox *ws) {
-  mbxL_attach(ws->vm->L, &g_port.port);
+  mbxL_attach(ws->vm->L, &g_port.remote.port);
   mbxV_vm_set_host_call_limit(ws->vm, ws->host_call_limit);
   if (!run_protected(ws->vm->L, mbxL_reseed) ||
       !run_protected(ws->vm->L, mbxL_open_host_functions))
@@ -790,38 +530,15 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   /* Last, the sandbox's own: what differs between two sandboxes of one policy. */
   created_ahead = mbxH_wp_get_u8(&r) != 0;
   cfg->address_key = mbxH_wp_get_u64(&r);
-  g_port.seed[0] = mbxH_wp_get_u64(&r);
-  g_port.seed[1] = mbxH_wp_get_u64(&r);
-  g_port.seed_ready = 1;
+  uint64_t seed[2];
+  seed[0] = mbxH_wp_get_u64(&r);
+  seed[1] = mbxH_wp_get_u64(&r);
   if (mbxH_wp_end(&r) != 0) return -1;
   g_port.grants.fn_count = count;
   g_port.grants.fns = g_port.fns;
-  mbxC_port *port = &g_port.port;
-  port->version = MBXC_PORT_VERSION;
-  port->ud = &g_port;
-  port->grants = &g_port.grants;
-  port->wall_time = r_wall_time;
-  port->cpu_time = r_cpu_time;
-  port->random_seed = r_random_seed;
-  port->env_get = r_env_get;
   /* Only what the parent's port serves: a NULL is "not granted" to the stdlib. */
-#define SERVED(op, member, fn) port->member = (served & (1u << (op))) ? fn : NULL
-  SERVED(MBXH_OP_HOST_CALL, host_call, r_host_call);
-  SERVED(MBXH_OP_NATIVE_CALL, native_call, r_native_call);
-  SERVED(MBXH_OP_FS_OPEN, fs_open, r_fs_open);
-  SERVED(MBXH_OP_FS_READ, fs_read, r_fs_read);
-  SERVED(MBXH_OP_FS_WRITE, fs_write, r_fs_write);
-  SERVED(MBXH_OP_FS_SEEK, fs_seek, r_fs_seek);
-  SERVED(MBXH_OP_FS_CLOSE, fs_close, r_fs_close);
-  SERVED(MBXH_OP_FS_LIST, fs_list, r_fs_list);
-  SERVED(MBXH_OP_FS_STAT, fs_stat, r_fs_stat);
-  SERVED(MBXH_OP_FS_MKDIR, fs_mkdir, r_fs_mkdir);
-  SERVED(MBXH_OP_FS_REMOVE, fs_remove, r_fs_remove);
-  SERVED(MBXH_OP_FS_RENAME, fs_rename, r_fs_rename);
-  SERVED(MBXH_OP_EXEC_RUN, exec_run, r_exec_run);
-  SERVED(MBXH_OP_STDIN_READ, stdin_read, r_stdin_read);
-  port->stdin_epoch = port->stdin_read ? r_stdin_epoch : NULL;
-#undef SERVED
+  mbxC_remote_init(&g_port.remote, &g_transport, &g_port.grants, served);
+  mbxC_remote_set_seed(&g_port.remote, seed);
 
   /* The zygote's slot when it is of this sandbox's class; else it goes (its reservation would
      count against the address-space limit below). */
@@ -903,12 +620,12 @@ static void run(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer *
   size_t code_len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &code);
   uint8_t has_inputs = mbxH_wp_get_u8(&r);
   size_t inputs_len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &inputs);
-  g_port.stdin_epoch = mbxH_wp_get_u64(&r);
+  uint64_t stdin_epoch = mbxH_wp_get_u64(&r);
   if (mbxH_wp_end(&r) != 0) die_quietly();
   char chunk[LUA_IDSIZE + 1];
   memcpy(chunk, name, name_len);
   chunk[name_len] = '\0';
-  g_port.cpu_start_ns = thread_cpu_ns();
+  mbxC_remote_run_begin(&g_port.remote, stdin_epoch);
   mbxL_run_begin(ws->vm->L);
   mbxV_outcome o;
   mbxV_refusal why = {MBXV_OK, ""};
@@ -924,9 +641,9 @@ static void resume(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_write
   uint8_t has_value = mbxH_wp_get_u8(&r);
   const char *value;
   size_t len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &value);
-  g_port.stdin_epoch = mbxH_wp_get_u64(&r);
+  uint64_t stdin_epoch = mbxH_wp_get_u64(&r);
   if (mbxH_wp_end(&r) != 0) die_quietly();
-  g_port.cpu_start_ns = thread_cpu_ns();
+  mbxC_remote_run_begin(&g_port.remote, stdin_epoch);
   mbxL_run_begin(ws->vm->L);
   mbxV_outcome o;
   mbxV_refusal why = {MBXV_OK, ""};
@@ -974,10 +691,11 @@ static void serve(int fd) {
       mbxH_wp_reader r;
       mbxH_wp_reader_init(&r, buf, len);
       ws.cfg.address_key = mbxH_wp_get_u64(&r);
-      g_port.seed[0] = mbxH_wp_get_u64(&r);
-      g_port.seed[1] = mbxH_wp_get_u64(&r);
-      g_port.seed_ready = 1;
+      uint64_t seed[2];
+      seed[0] = mbxH_wp_get_u64(&r);
+      seed[1] = mbxH_wp_get_u64(&r);
       if (mbxH_wp_end(&r) != 0) die_quietly();
+      mbxC_remote_set_seed(&g_port.remote, seed);
 #ifdef MBX_WORKER_TEST_HOOKS
       if (g_test_fake_reset) {
         send_status(fd, &w, 0, heap_of(&ws), "");
@@ -998,7 +716,7 @@ static void serve(int fd) {
       if (g_test_call_at_checkpoint) {
         const char *reply;
         size_t rlen;
-        g_port.port.host_call(g_port.port.ud, 0, "[\"during CHECKPOINT\"]", 21, NULL, &reply,
+        g_port.remote.port.host_call(g_port.remote.port.ud, 0, "[\"during CHECKPOINT\"]", 21, NULL, &reply,
                               &rlen);
       }
 #endif
