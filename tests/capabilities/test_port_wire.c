@@ -17,6 +17,65 @@
 #define TEST_CALL 22
 #define TEST_REPLY 7
 
+static int known_type(unsigned type) {
+  return type == TEST_CALL || type == TEST_REPLY;
+}
+
+/* The fields: a header is refused for its version, its type or its length before anything is
+   read by it; a read past the end fails and every read after it too. */
+static void test_fields(void **state) {
+  (void)state;
+  mbxC_wire_writer w = {0};
+  unsigned type;
+  uint32_t len;
+  char why[200];
+  mbxC_wire_begin(&w, TEST_VERSION, TEST_CALL);
+  mbxC_wire_u8(&w, 7);
+  mbxC_wire_u32(&w, 0xdeadbeef);
+  mbxC_wire_u64(&w, UINT64_MAX - 1);
+  mbxC_wire_bytes(&w, "a\0b", 3);
+  assert_int_equal(mbxC_wire_finish(&w), 0);
+  assert_int_equal(mbxC_wire_header(w.data, TEST_VERSION, known_type, 1000, &type, &len, why,
+                                    sizeof why), 0);
+  assert_int_equal(type, TEST_CALL);
+  assert_int_equal(len, 1 + 4 + 8 + 4 + 3);
+  assert_int_equal(mbxC_wire_header(w.data, TEST_VERSION + 1, known_type, 1000, &type, &len,
+                                    why, sizeof why), -1);
+  assert_non_null(strstr(why, "protocol version"));
+  assert_int_equal(mbxC_wire_header(w.data, TEST_VERSION, known_type, len - 1, &type, &len, why,
+                                    sizeof why), -1);
+  assert_non_null(strstr(why, "past the"));
+  w.data[2] = 99;
+  assert_int_equal(mbxC_wire_header(w.data, TEST_VERSION, known_type, 1000, &type, &len, why,
+                                    sizeof why), -1);
+  assert_non_null(strstr(why, "unknown frame type 99"));
+  mbxC_wire_reader r;
+  mbxC_wire_reader_init(&r, w.data + MBXC_WIRE_HEADER, w.len - MBXC_WIRE_HEADER);
+  const char *p;
+  assert_int_equal(mbxC_wire_get_u8(&r), 7);
+  assert_int_equal(mbxC_wire_get_u32(&r), 0xdeadbeef);
+  assert_int_equal(mbxC_wire_get_u64(&r), UINT64_MAX - 1);
+  assert_int_equal(mbxC_wire_get_bytes(&r, 3, &p), 3);
+  assert_memory_equal(p, "a\0b", 3);
+  assert_int_equal(mbxC_wire_end(&r), 0);
+  /* a string past its bound, then past the frame */
+  mbxC_wire_reader_init(&r, w.data + MBXC_WIRE_HEADER, w.len - MBXC_WIRE_HEADER);
+  mbxC_wire_get_u8(&r);
+  mbxC_wire_get_u32(&r);
+  mbxC_wire_get_u64(&r);
+  assert_int_equal(mbxC_wire_get_bytes(&r, 2, &p), 0);
+  assert_int_equal(mbxC_wire_end(&r), -1);
+  mbxC_wire_reader_init(&r, w.data + MBXC_WIRE_HEADER, 3);
+  mbxC_wire_get_u32(&r);
+  assert_int_equal(mbxC_wire_get_u8(&r), 0);
+  assert_int_equal(mbxC_wire_end(&r), -1);
+  /* a byte string longer than any frame fails the writer */
+  mbxC_wire_begin(&w, TEST_VERSION, TEST_CALL);
+  mbxC_wire_bytes(&w, "", (size_t)MBXC_WIRE_MAX_FRAME + 1);
+  assert_int_equal(mbxC_wire_finish(&w), -1);
+  mbxC_wire_writer_free(&w);
+}
+
 static const mbxC_grant_fn fns[] = {
     {"host.echo", MBXC_FN_SYNC, {0}},
     {"host.fetch", MBXC_FN_EXTERNAL, {0}},
@@ -279,6 +338,7 @@ static void test_exec_call_checks(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fields),
       cmocka_unit_test(test_call_checks),
       cmocka_unit_test(test_exec_round_trip),
       cmocka_unit_test(test_exec_call_checks),
