@@ -15,7 +15,10 @@
 **   - capabilities/port_local.c serves it in-process from a copy of the policy;
 **   - capabilities/port_record.c wraps *any* port: live it forwards and records each answer,
 **     replaying it answers from the log (snapshots);
-**   - a worker process (later) serves the same table over a socket.
+**   - capabilities/port_remote.c is the table on the far side of a transport: each operation
+**     is a frame (capabilities/port_wire.c) another process answers from its own port
+**     (capabilities/port_serve.c). A worker process runs its sandbox on one, the parent
+**     serves it from the sandbox's port_local (or port_record) over the worker's socket.
 **
 ** Rules every operation follows:
 **   - It is called on the thread running the sandbox, never concurrently, never re-entered, and
@@ -35,10 +38,13 @@
 **
 ** Adding an operation: append a member at the end of mbxC_port (never reorder: a worker
 ** built against an older table must still find the old members where they were), bump
-** MBXC_PORT_VERSION, document its answer and its time class here; serve it in port_local.c;
-** give it a record type and a replay class in capabilities/replay.h and port_record.c
-** (answers from outside the sandbox are replayed from the log, effects inside the sandbox are
-** re-executed); then call it from the stdlib.
+** MBXC_PORT_VERSION, document its answer and its time class here; give it a row in
+** MBXC_PORT_OPS (below) and its frames in capabilities/port_wire.c (the encoding of its call
+** and reply, the checked decoding of both, its answer from a port): port_remote and
+** port_serve then forward it with nothing more; serve it in port_local.c; give it a record
+** type and a replay class in capabilities/replay.h and port_record.c (answers from outside the
+** sandbox are replayed from the log, effects inside the sandbox are re-executed); then call it
+** from the stdlib.
 */
 
 #include <stddef.h>
@@ -310,6 +316,47 @@ typedef struct mbxC_exec_result {
 #define MBXC_EXEC_LIMIT_ENUM(name, bit, word) MBXC_EXEC_LIMIT_##name = bit,
 enum { MBXC_EXEC_LIMITS(MBXC_EXEC_LIMIT_ENUM) };
 #undef MBXC_EXEC_LIMIT_ENUM
+
+/* ---- the operations a port forwards ---- */
+
+/*
+** Every operation a remote port forwards to the process that serves it, once, as one X-macro
+** (capabilities/port_wire.c, port_remote.c and port_serve.c expand it):
+**   X(NAME: MBXC_OP_<NAME>, the member of mbxC_port, its number on the wire (its frames'
+**     first byte: never reused or renumbered),
+**     callback: 1 when the host's own code answers (a host or a native function): host time,
+**     moved out of the serving side's deadline, and counted against the sandbox's host-call
+**     limit,
+**     outside_run: 1 when it may be asked while no run is going (the serving side waits for
+**     another answer): only what reaches none of the host's callbacks, files or programs)
+** cpu_time and stdin_epoch are not here: a remote port answers them itself (its own thread's
+** clock; the epoch the serving side sends with every run and resume).
+*/
+#define MBXC_PORT_OPS(X)                                                                           \
+  X(WALL_TIME, wall_time, 1, 0, 1)                                                                 \
+  X(RANDOM_SEED, random_seed, 2, 0, 1)                                                             \
+  X(ENV_GET, env_get, 3, 0, 1)                                                                     \
+  X(HOST_CALL, host_call, 4, 1, 0)                                                                 \
+  X(NATIVE_CALL, native_call, 5, 1, 0)                                                             \
+  X(FS_OPEN, fs_open, 6, 0, 0)                                                                     \
+  X(FS_READ, fs_read, 7, 0, 0)                                                                     \
+  X(FS_WRITE, fs_write, 8, 0, 0)                                                                   \
+  X(FS_SEEK, fs_seek, 9, 0, 0)                                                                     \
+  X(FS_CLOSE, fs_close, 10, 0, 0)                                                                  \
+  X(FS_LIST, fs_list, 11, 0, 0)                                                                    \
+  X(FS_STAT, fs_stat, 12, 0, 0)                                                                    \
+  X(FS_MKDIR, fs_mkdir, 13, 0, 0)                                                                  \
+  X(FS_REMOVE, fs_remove, 14, 0, 0)                                                                \
+  X(FS_RENAME, fs_rename, 15, 0, 0)                                                                \
+  X(EXEC_RUN, exec_run, 16, 0, 0)                                                                  \
+  X(STDIN_READ, stdin_read, 17, 0, 0)
+
+typedef enum mbxC_port_op {
+#define MBXC_PORT_OP_ENUM(NAME, member, number, callback, outside_run) MBXC_OP_##NAME = number,
+  MBXC_PORT_OPS(MBXC_PORT_OP_ENUM)
+#undef MBXC_PORT_OP_ENUM
+  MBXC_OP_COUNT /* one past the highest number (a served-set is a 32-bit mask of 1u << op) */
+} mbxC_port_op;
 
 /* ---- the table ---- */
 

@@ -53,6 +53,7 @@
 
 #include "capabilities/port_local.h"
 #include "capabilities/port_record.h"
+#include "capabilities/port_serve.h"
 #include "common/error.h"
 #include "host/backend/backend.h"
 #include "host/result.h"
@@ -1233,226 +1234,16 @@ static uint64_t guest_deadline(const wsb *ws, uint64_t worker) {
   return worker && worker < bound ? worker : bound;
 }
 
-/* Host and native callbacks: the host's time (the backstop waits for it, the run's deadline
-   moves on by it in the worker's budget and in the parent's bound) and the calls the
-   sandbox's MBX_LIMIT_HOST_CALLS counts. */
-static int op_is_callback(mbxH_wp_op op) {
-  return op == MBXH_OP_HOST_CALL || op == MBXH_OP_NATIVE_CALL;
-}
-
-/* The reply to a port call, written into ws->reply. */
-/* The reply buffer of a read the worker asked for (c->i2 bytes, bounded by the decoder), or
-   NULL with *e saying the host is out of memory. */
-static char *read_buffer(const mbxH_wp_call *c, mbxC_port_error *e) {
-  char *buf = malloc(c->i2 ? (size_t)c->i2 : 1);
-  if (buf == NULL) {
-    e->errnum = 12;
-    snprintf(e->message, sizeof e->message, "Cannot allocate memory (host)");
-  }
-  return buf;
-}
-
-static void serve_call(wsb *ws, const mbxH_wp_call *c) {
-  const mbxC_port *port = served_port(ws);
-  mbxH_wp_writer *w = &ws->reply;
-  /* Host time carries only the interrupt, as in-process; guest time the run's deadline, never
-     past the parent's own bound. */
-  mbxC_wait wait = {op_is_callback(c->op) ? 0 : guest_deadline(ws, c->deadline_ns),
+/* The reply to a port call, written into ws->reply: answered by capabilities/port_serve.c from
+   the sandbox's port. Host time (a host or native callback: mbxC_serve_is_callback) carries
+   only the interrupt, as in-process; guest time the run's deadline, never past the parent's
+   own bound. */
+static void serve_call(wsb *ws, const mbxC_wire_call *c) {
+  mbxC_wait wait = {mbxC_serve_is_callback(c->op) ? 0 : guest_deadline(ws, c->deadline_ns),
                     parent_interrupted, ws};
-  mbxC_port_error e = {0, ""};
-  int rc = 0;
-  mbxH_wp_begin(w, MBXH_WP_PORT_REPLY);
-  switch (c->op) {
-  case MBXH_OP_WALL_TIME:
-    mbxH_wp_u64(w, (uint64_t)port->wall_time(port->ud));
-    return;
-  case MBXH_OP_RANDOM_SEED: {
-    uint64_t seed[2];
-    port->random_seed(port->ud, seed);
-    mbxH_wp_u64(w, seed[0]);
-    mbxH_wp_u64(w, seed[1]);
-    return;
-  }
-  case MBXH_OP_ENV_GET: {
-    size_t len = 0;
-    const char *v = port->env_get(port->ud, c->a, c->a_len, &len);
-    mbxH_wp_u8(w, v != NULL);
-    if (v) mbxH_wp_bytes(w, v, len);
-    return;
-  }
-  case MBXH_OP_HOST_CALL: {
-    const char *reply = "";
-    size_t len = 0;
-    mbxC_call_result r = port->host_call(port->ud, (size_t)c->index, c->a, c->a_len, &wait,
-                                         &reply, &len);
-    mbxH_wp_u8(w, r == MBXC_CALL_ERROR);
-    mbxH_wp_bytes(w, reply, len);
-    return;
-  }
-  case MBXH_OP_NATIVE_CALL: {
-    const char *bytes = "";
-    size_t len = 0;
-    mbxC_ffi_value ret;
-    memset(&ret, 0, sizeof ret);
-    mbxC_call_result r = port->native_call(port->ud, (size_t)c->index, c->args, &wait, &ret,
-                                           &bytes, &len);
-    char letter = ws->port.grants.fns[c->index].sig.ret;
-    mbxH_wp_u8(w, r == MBXC_CALL_ERROR);
-    mbxH_wp_u64(w, r == MBXC_CALL_ERROR ? 0 : mbxC_ffi_word(letter, &ret));
-    mbxH_wp_bytes(w, bytes, bytes ? len : 0);
-    return;
-  }
-  case MBXH_OP_EXEC_RUN: {
-    /* The same port_local exec_run as in-process (allow list, count, mounts, the exec
-       backend), its deadline the earlier of the worker's and the parent's own. */
-    mbxC_exec_result res;
-    memset(&res, 0, sizeof res);
-    rc = port->exec_run(port->ud, &c->exec, &wait, &res, &e);
-    mbxH_wp_u8(w, rc != 0);
-    if (rc != 0) {
-      mbxH_wp_u32(w, (uint32_t)e.errnum);
-      mbxH_wp_bytes(w, e.message, strnlen(e.message, sizeof e.message));
-    } else {
-      mbxH_wp_put_exec_result(w, &res);
-    }
-    return;
-  }
-  default:
-    break;
-  }
-  /* The filesystem (and io.stdin): the operation, then its status, then its data. */
-  int h = -1;
-  size_t got = 0, put = 0, names_len = 0;
-  int64_t pos = 0;
-  const char *names = "";
-  mbxC_fs_stat st = {0};
-  char *buf = NULL;
-  switch (c->op) {
-  case MBXH_OP_FS_OPEN:
-    rc = port->fs_open(port->ud, c->a, c->a_len, (int)c->i1, &wait, &h, &e);
-    break;
-  case MBXH_OP_FS_READ:
-    if ((buf = read_buffer(c, &e)) == NULL) {
-      rc = -1;
-      break;
-    }
-    rc = port->fs_read(port->ud, (int)c->i1, buf, (size_t)c->i2, &wait, &got, &e);
-    if (got > (size_t)c->i2) got = (size_t)c->i2;
-    break;
-  case MBXH_OP_FS_WRITE:
-    rc = port->fs_write(port->ud, (int)c->i1, c->a, c->a_len, &wait, &put, &e);
-    break;
-  case MBXH_OP_STDIN_READ:
-    if ((buf = read_buffer(c, &e)) == NULL) {
-      rc = -1;
-      break;
-    }
-    rc = port->stdin_read(port->ud, buf, (size_t)c->i2, &got, &e);
-    if (got > (size_t)c->i2) got = (size_t)c->i2;
-    break;
-  case MBXH_OP_FS_SEEK:
-    rc = port->fs_seek(port->ud, (int)c->i1, (int)c->i2, c->i3, &pos, &e);
-    break;
-  case MBXH_OP_FS_CLOSE:
-    rc = port->fs_close(port->ud, (int)c->i1, &e);
-    break;
-  case MBXH_OP_FS_LIST:
-    rc = port->fs_list(port->ud, c->a, c->a_len, &wait, &names, &names_len, &e);
-    break;
-  case MBXH_OP_FS_STAT:
-    rc = port->fs_stat(port->ud, c->a, c->a_len, &wait, &st, &e);
-    break;
-  case MBXH_OP_FS_MKDIR:
-    rc = port->fs_mkdir(port->ud, c->a, c->a_len, &wait, &e);
-    break;
-  case MBXH_OP_FS_REMOVE:
-    rc = port->fs_remove(port->ud, c->a, c->a_len, &wait, &e);
-    break;
-  case MBXH_OP_FS_RENAME:
-    rc = port->fs_rename(port->ud, c->a, c->a_len, c->b, c->b_len, &wait, &e);
-    break;
-  default:
-    break;
-  }
-  mbxH_wp_u8(w, rc != 0);
-  if (rc != 0) {
-    mbxH_wp_u32(w, (uint32_t)e.errnum);
-    mbxH_wp_bytes(w, e.message, strnlen(e.message, sizeof e.message));
-    free(buf);
-    return;
-  }
-  switch (c->op) {
-  case MBXH_OP_FS_OPEN:
-    mbxH_wp_u64(w, (uint64_t)(int64_t)h);
-    break;
-  case MBXH_OP_FS_READ:
-  case MBXH_OP_STDIN_READ:
-    mbxH_wp_bytes(w, buf, got);
-    break;
-  case MBXH_OP_FS_WRITE:
-    mbxH_wp_u64(w, put);
-    break;
-  case MBXH_OP_FS_SEEK:
-    mbxH_wp_u64(w, (uint64_t)pos);
-    break;
-  case MBXH_OP_FS_LIST:
-    mbxH_wp_bytes(w, names, names_len);
-    break;
-  case MBXH_OP_FS_STAT:
-    mbxH_wp_u8(w, (uint8_t)(st.is_dir != 0));
-    mbxH_wp_u8(w, (uint8_t)(st.is_file != 0));
-    mbxH_wp_u64(w, st.size);
-    mbxH_wp_u64(w, (uint64_t)st.mtime);
-    mbxH_wp_u8(w, (uint8_t)(st.writable != 0));
-    break;
-  default:
-    break;
-  }
-  free(buf);
+  mbxH_wp_begin(&ws->reply, MBXH_WP_PORT_REPLY);
+  mbxC_serve_call(served_port(ws), c, &wait, &ws->reply);
 }
-
-/* Whether a port operation is one the parent's port serves (the worker was told which). */
-static int op_served(const mbxC_port *p, mbxH_wp_op op) {
-  switch (op) {
-  case MBXH_OP_HOST_CALL:
-    return p->host_call != NULL;
-  case MBXH_OP_NATIVE_CALL:
-    return p->native_call != NULL;
-  case MBXH_OP_FS_OPEN:
-    return p->fs_open != NULL;
-  case MBXH_OP_FS_READ:
-    return p->fs_read != NULL;
-  case MBXH_OP_FS_WRITE:
-    return p->fs_write != NULL;
-  case MBXH_OP_FS_SEEK:
-    return p->fs_seek != NULL;
-  case MBXH_OP_FS_CLOSE:
-    return p->fs_close != NULL;
-  case MBXH_OP_FS_LIST:
-    return p->fs_list != NULL;
-  case MBXH_OP_FS_STAT:
-    return p->fs_stat != NULL;
-  case MBXH_OP_FS_MKDIR:
-    return p->fs_mkdir != NULL;
-  case MBXH_OP_FS_REMOVE:
-    return p->fs_remove != NULL;
-  case MBXH_OP_FS_RENAME:
-    return p->fs_rename != NULL;
-  case MBXH_OP_EXEC_RUN:
-    return p->exec_run != NULL;
-  case MBXH_OP_STDIN_READ:
-    return p->stdin_read != NULL;
-  default:
-    return 1;
-  }
-}
-
-/* The port operations a worker may ask for outside a run (while the parent waits for a
-   control STATUS): none that reaches the host's callbacks, its files or its programs. */
-static int op_outside_run(mbxH_wp_op op) {
-  return op == MBXH_OP_WALL_TIME || op == MBXH_OP_RANDOM_SEED || op == MBXH_OP_ENV_GET;
-}
-
 
 /*
 ** Send ws->w and serve port calls until a frame of type `expect` arrives (its payload in
@@ -1539,15 +1330,18 @@ static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) 
       lose_worker(ws, msg);
       return -1;
     }
-    mbxH_wp_call c;
-    int bad = mbxH_wp_get_call(ws->rbuf, len, &ws->port.grants, &c, why, sizeof why) != 0;
-    if (!bad && !op_served(served_port(ws), c.op)) {
+    /* Port calls only of what the sandbox's port serves, outside a run only of what
+       reaches none of the host's callbacks, files or programs, and at most the sandbox's
+       host-call limit of callbacks per run (capabilities/port_serve.h). */
+    mbxC_wire_call c;
+    int bad = mbxC_wire_get_call(ws->rbuf, len, &ws->port.grants, &c, why, sizeof why) != 0;
+    if (!bad && !mbxC_serve_has(served_port(ws), c.op)) {
       snprintf(why, sizeof why, "operation %u is not granted", c.op);
       bad = 1;
-    } else if (!bad && !in_run && !op_outside_run(c.op)) {
+    } else if (!bad && !in_run && !mbxC_serve_outside_run(c.op)) {
       snprintf(why, sizeof why, "operation %u outside a run", c.op);
       bad = 1;
-    } else if (!bad && op_is_callback(c.op) && ws->host_calls >= ws->host_call_limit) {
+    } else if (!bad && mbxC_serve_is_callback(c.op) && ws->host_calls >= ws->host_call_limit) {
       snprintf(why, sizeof why, "more host calls than the sandbox's limit (%llu)",
                (unsigned long long)ws->host_call_limit);
       bad = 1;
@@ -1555,15 +1349,15 @@ static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) 
     if (bad) {
       char msg[256];
       snprintf(msg, sizeof msg, "worker protocol error: %s", why);
-      mbxH_wp_call_free(&c);
+      mbxC_wire_call_free(&c);
       lose_worker(ws, msg);
       return -1;
     }
-    int callback = op_is_callback(c.op);
+    int callback = mbxC_serve_is_callback(c.op);
     if (callback) ws->host_calls++;
     uint64_t t0 = now_ns();
     serve_call(ws, &c);
-    mbxH_wp_call_free(&c);
+    mbxC_wire_call_free(&c);
     if (mbxH_wp_finish(&ws->reply) != 0) {
       lose_worker(ws, "worker protocol error: a port answer too large for the protocol");
       return -1;
@@ -1572,7 +1366,7 @@ static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) 
     /* The backstop waits for host time (callbacks) and for a program the parent runs (bounded
        here: its exec timeout, the run's deadline, the interrupt; the worker only waits), until
        an interrupt cut the deadline. */
-    if ((callback || c.op == MBXH_OP_EXEC_RUN) && !dl.cut) dl.at += served;
+    if ((callback || c.op == MBXC_OP_EXEC_RUN) && !dl.cut) dl.at += served;
     if (ws->run_deadline && callback) ws->run_deadline += served;
     io = write_all(ws->proc.sock, ws->reply.data, ws->reply.len, &dl);
     if (ws->spin_on) dl.spin = &ws->spin; /* the worker waits for this answer, spinning */
@@ -1658,9 +1452,7 @@ static void draw_seed(wsb *ws, uint64_t seed[2]) {
 static void put_create(wsb *ws, mbxH_wp_writer *w, int ahead, uint64_t address_key,
                        const uint64_t seed[2]) {
   const mbxC_port *port = served_port(ws);
-  uint32_t served = 0;
-  for (unsigned op = MBXH_OP_WALL_TIME; op < MBXH_OP_COUNT; op++)
-    if (op_served(port, (mbxH_wp_op)op)) served |= 1u << op;
+  uint32_t served = mbxC_serve_mask(port);
   mbxH_wp_begin(w, MBXH_WP_CREATE);
   mbxH_wp_u64(w, ws->cfg.memory_limit);
   mbxH_wp_u64(w, ws->cfg.instruction_limit);

@@ -3,34 +3,32 @@
 #define MBX_HOST_WORKER_PROTO_H
 
 /*
-** Every message is one frame: an 8-byte header (u16 version, u16 type, u32 payload length,
-** host byte order: both ends are the same build on the same machine) and the payload, a
-** sequence of fields (u8, u32, u64 and byte strings as u32 length + bytes). The parent trusts
-** nothing a worker sends: a header is refused for a wrong version, an unknown type or a length
-** past the receiver's maximum before any payload byte is read or any memory is sized by it,
-** and every payload field is read through mbxH_wp_reader, which refuses a count or length past
-** what is left of the frame (then every later read fails too: one check at the end suffices).
-** A frame with bytes left over after its last field is refused as well.
+** Every message is one frame of capabilities/port_wire.h: an 8-byte header (u16 version, u16
+** type, u32 payload length) and fields. The parent trusts nothing a worker sends: a header is
+** refused for a wrong version, an unknown type or a length past the receiver's maximum before
+** any payload byte is read or any memory is sized by it, and every payload field is read
+** through mbxH_wp_reader (mbxC_wire_reader), which refuses a count or length past what is left
+** of the frame (then every later read fails too: one check at the end suffices). A frame with
+** bytes left over after its last field is refused as well. A worker's port calls
+** (MBXH_WP_PORT_CALL) and the parent's answers (MBXH_WP_PORT_REPLY) carry the frames of port
+** operations capabilities/port_wire.c writes and checks; this file adds the frames of the
+** worker's life: its sandbox, its runs, the zygote's forks and reaps.
 */
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "capabilities/port.h"
+#include "capabilities/port_wire.h"
 #include "vm/run.h"
 
 #define MBXH_WP_VERSION 4
-#define MBXH_WP_HEADER 8
+#define MBXH_WP_HEADER MBXC_WIRE_HEADER
 /* The largest frame either side accepts at all (a result may be this large; the parent's own
    per-sandbox bound is usually lower: mbxH_wp_result_max). */
-#define MBXH_WP_MAX_FRAME ((uint32_t)256 << 20)
-/* Bytes one fs_read or fs_write moves per port call (the stdlib asks for less). */
-#define MBXH_WP_MAX_IO ((uint32_t)1 << 20)
+#define MBXH_WP_MAX_FRAME MBXC_WIRE_MAX_FRAME
 /* The largest CREATE the parent has a zygote write into a worker it forks (MBXH_WP_REAP). */
 #define MBXH_WP_PRIME_MAX ((uint32_t)64 << 10)
-/* Environment entries one forwarded exec request may carry (stdlib/proc.c allows 256). */
-#define MBXH_WP_MAX_EXEC_ENV 256
-
 typedef enum mbxH_wp_type {
   /* parent -> worker */
   MBXH_WP_CREATE = 1,     /* the sandbox's configuration, grants, first seed: build */
@@ -58,67 +56,60 @@ typedef enum mbxH_wp_type {
 #define MBXH_WP_NS_NET 0x100 /* the workers share a new, empty network namespace */
 #define MBXH_WP_NS_PID 0x200 /* ... and a new pid namespace (no host process visible) */
 
-/* The port operations a worker forwards (MBXH_WP_PORT_CALL's first field). */
-typedef enum mbxH_wp_op {
-  MBXH_OP_WALL_TIME = 1,
-  MBXH_OP_RANDOM_SEED,
-  MBXH_OP_ENV_GET,
-  MBXH_OP_HOST_CALL,
-  MBXH_OP_NATIVE_CALL,
-  MBXH_OP_FS_OPEN,
-  MBXH_OP_FS_READ,
-  MBXH_OP_FS_WRITE,
-  MBXH_OP_FS_SEEK,
-  MBXH_OP_FS_CLOSE,
-  MBXH_OP_FS_LIST,
-  MBXH_OP_FS_STAT,
-  MBXH_OP_FS_MKDIR,
-  MBXH_OP_FS_REMOVE,
-  MBXH_OP_FS_RENAME,
-  MBXH_OP_EXEC_RUN,   /* served by the parent's exec backend: the worker never spawns */
-  MBXH_OP_STDIN_READ, /* io.stdin: the bytes and the read position stay in the parent */
-  MBXH_OP_COUNT
-} mbxH_wp_op;
+/* ---- writing and reading: capabilities/port_wire.h's, with this protocol's version ---- */
 
-/* ---- writing ---- */
-
-typedef struct mbxH_wp_writer {
-  unsigned char *data;
-  size_t len, cap;
-  int failed; /* out of memory or past MBXH_WP_MAX_FRAME: do not send */
-} mbxH_wp_writer;
+typedef mbxC_wire_writer mbxH_wp_writer;
+typedef mbxC_wire_reader mbxH_wp_reader;
 
 /* Start a frame of type (keeps the buffer's memory). */
-void mbxH_wp_begin(mbxH_wp_writer *w, mbxH_wp_type type);
-void mbxH_wp_u8(mbxH_wp_writer *w, uint8_t v);
-void mbxH_wp_u32(mbxH_wp_writer *w, uint32_t v);
-void mbxH_wp_u64(mbxH_wp_writer *w, uint64_t v);
-void mbxH_wp_bytes(mbxH_wp_writer *w, const void *p, size_t n);
+static inline void mbxH_wp_begin(mbxH_wp_writer *w, mbxH_wp_type type) {
+  mbxC_wire_begin(w, MBXH_WP_VERSION, (uint16_t)type);
+}
+static inline void mbxH_wp_u8(mbxH_wp_writer *w, uint8_t v) {
+  mbxC_wire_u8(w, v);
+}
+static inline void mbxH_wp_u32(mbxH_wp_writer *w, uint32_t v) {
+  mbxC_wire_u32(w, v);
+}
+static inline void mbxH_wp_u64(mbxH_wp_writer *w, uint64_t v) {
+  mbxC_wire_u64(w, v);
+}
+static inline void mbxH_wp_bytes(mbxH_wp_writer *w, const void *p, size_t n) {
+  mbxC_wire_bytes(w, p, n);
+}
 /* Patch the header's length; 0, or -1 when the frame failed. */
-int mbxH_wp_finish(mbxH_wp_writer *w);
-void mbxH_wp_writer_free(mbxH_wp_writer *w);
-
-/* ---- reading ---- */
+static inline int mbxH_wp_finish(mbxH_wp_writer *w) {
+  return mbxC_wire_finish(w);
+}
+static inline void mbxH_wp_writer_free(mbxH_wp_writer *w) {
+  mbxC_wire_writer_free(w);
+}
 
 /* A header: 0 with *type and *len, or -1 with why filled (wrong version, unknown type, a
    length past max). */
 int mbxH_wp_header(const unsigned char hdr[MBXH_WP_HEADER], uint32_t max, mbxH_wp_type *type,
                    uint32_t *len, char *why, size_t why_size);
 
-typedef struct mbxH_wp_reader {
-  const unsigned char *p;
-  size_t left;
-  int bad; /* a read went past the end: every later read fails */
-} mbxH_wp_reader;
-
-void mbxH_wp_reader_init(mbxH_wp_reader *r, const void *p, size_t n);
-uint8_t mbxH_wp_get_u8(mbxH_wp_reader *r);
-uint32_t mbxH_wp_get_u32(mbxH_wp_reader *r);
-uint64_t mbxH_wp_get_u64(mbxH_wp_reader *r);
+static inline void mbxH_wp_reader_init(mbxH_wp_reader *r, const void *p, size_t n) {
+  mbxC_wire_reader_init(r, p, n);
+}
+static inline uint8_t mbxH_wp_get_u8(mbxH_wp_reader *r) {
+  return mbxC_wire_get_u8(r);
+}
+static inline uint32_t mbxH_wp_get_u32(mbxH_wp_reader *r) {
+  return mbxC_wire_get_u32(r);
+}
+static inline uint64_t mbxH_wp_get_u64(mbxH_wp_reader *r) {
+  return mbxC_wire_get_u64(r);
+}
 /* A byte string of at most max bytes: *p points into the frame (not NUL-terminated). */
-size_t mbxH_wp_get_bytes(mbxH_wp_reader *r, size_t max, const char **p);
+static inline size_t mbxH_wp_get_bytes(mbxH_wp_reader *r, size_t max, const char **p) {
+  return mbxC_wire_get_bytes(r, max, p);
+}
 /* 0 when every read fit and nothing is left over, else -1. */
-int mbxH_wp_end(const mbxH_wp_reader *r);
+static inline int mbxH_wp_end(const mbxH_wp_reader *r) {
+  return mbxC_wire_end(r);
+}
 
 /* ---- the messages that carry structure ---- */
 
@@ -153,44 +144,8 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
 void mbxH_wp_done_free(mbxH_wp_done *d);
 
 /* 1 when text is exactly one JSON value (what the result contract embeds verbatim). */
-int mbxH_wp_json_ok(const char *text, size_t len);
-
-/* A decoded port call (the parent's side): fields point into the frame. */
-typedef struct mbxH_wp_call {
-  mbxH_wp_op op;
-  uint64_t deadline_ns;
-  uint64_t index; /* host_call, native_call */
-  const char *a;  /* path, name, args, bytes to write, from */
-  size_t a_len;
-  const char *b;  /* rename's to */
-  size_t b_len;
-  int64_t i1;     /* handle, flags */
-  int64_t i2;     /* whence, read length */
-  int64_t i3;     /* seek offset */
-  mbxC_ffi_value args[MBXC_FFI_MAX_ARGS]; /* native: 'z' members point at zbuf copies */
-  char *zbuf;     /* malloc'd NUL-terminated copies of the 'z' arguments, or of exec's
-                     argv, env and cwd */
-  /* exec_run: argv and env point into zbuf (strs, malloc'd), stdin into the frame. */
-  mbxC_exec_request exec;
-  const char **strs;
-} mbxH_wp_call;
-
-/* Decode a port call against the sandbox's grants: an index names a granted function of the
-   kind the operation serves, a native call carries exactly its signature's arguments, each a
-   value of its type. 0, or -1 with why filled. Free with mbxH_wp_call_free. */
-int mbxH_wp_get_call(const void *payload, size_t n, const mbxC_grants *g, mbxH_wp_call *c,
-                     char *why, size_t why_size);
-void mbxH_wp_call_free(mbxH_wp_call *c);
-
-/* exec_run across the socket, both directions in one place so that every field of the
-   request and of the result is carried (tests/host/backend/test_worker_proto.c compares each field of
-   a round trip, and fails when a field is appended to mbxC_exec_request or mbxC_exec_result in
-   capabilities/port.h until it is encoded here). The worker encodes the request (the call's
-   header already written) and decodes the result (its byte members point into the frame);
-   the parent's side of the request is mbxH_wp_get_call. */
-void mbxH_wp_put_exec_request(mbxH_wp_writer *w, const mbxC_exec_request *req);
-void mbxH_wp_put_exec_result(mbxH_wp_writer *w, const mbxC_exec_result *res);
-/* 0, or -1 when the result is malformed (a field past the frame's end). */
-int mbxH_wp_get_exec_result(mbxH_wp_reader *r, mbxC_exec_result *res);
+static inline int mbxH_wp_json_ok(const char *text, size_t len) {
+  return mbxC_wire_json_ok(text, len);
+}
 
 #endif

@@ -1,10 +1,11 @@
-/* host/worker/main.c -- moonbox-worker: the zygote that forks jailed workers, and a worker's
-   loop (one sandbox: its vm runs here; every capability is the parent's, over the socket). */
+/* host/worker/main.c -- moonbox-worker: a worker's loop (one sandbox: its vm runs here; every
+   capability is the parent's, over the socket), and main(), which starts the zygote that forks
+   the workers (host/worker/zygote.c). */
 
 /*
 ** The parent starts `moonbox-worker --zygote` with posix_spawn, an empty environment and two
-** fds: 3, its control socket, and 4, its mailbox (REAPs nobody waits for; see mail_drain). The
-** zygote is single-threaded and runs no guest code: on
+** fds: 3, its control socket, and 4, its mailbox (REAPs nobody waits for; see mail_drain in
+** zygote.c). The zygote is single-threaded and runs no guest code: on
 ** MBXH_WP_SPAWN it makes a socketpair and forks; the child closes every fd but its end and
 ** hardens itself (worker_jail.c: no new privileges, not dumpable, an unprivileged uid, no core
 ** dumps, no fds to open); the zygote sends the other end and a pidfd of the child to the parent
@@ -18,25 +19,22 @@
 */
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "capabilities/port_remote.h"
 #include "host/worker/jail.h"
+#include "host/worker/zygote.h"
 #include "include/moonbox.h"
 #include "host/backend/worker_proto.h"
 #include "host/backend/worker_spin.h"
@@ -44,9 +42,6 @@
 #include "vm/arena.h"
 #include "vm/run.h"
 #include "vm/vm.h"
-
-#define ZYGOTE_FD 3
-#define WORKER_FD 3
 
 /* ---- frames on a blocking socket ---- */
 
@@ -154,6 +149,14 @@ static int recv_frame(int fd, unsigned char **buf, size_t *cap, size_t *len) {
   return recv_frame_in(fd, g_in, buf, cap, len);
 }
 
+int mbxH_worker_send_frame(int fd, mbxH_wp_writer *w) {
+  return send_frame(fd, w);
+}
+
+int mbxH_worker_recv_frame(int fd, unsigned char **buf, size_t *cap, size_t *len) {
+  return recv_frame_in(fd, NULL, buf, cap, len);
+}
+
 /* The worker's spin before it blocks for the parent's next frame, after a reply or a port call
    (host/backend/worker_spin.h: bounded, and it backs off while the parent is slow to send). */
 static mbxH_spin g_spin;
@@ -169,313 +172,52 @@ static int recv_frame_soon(int fd, unsigned char **buf, size_t *cap, size_t *len
 
 /* ---- the worker's port: every operation is a round trip to the parent ---- */
 
-typedef struct rport {
-  mbxC_port port;
+/* The sandbox's grants as CREATE sent them, and its port: capabilities/port_remote.c, its
+   transport this socket. Whatever breaks the conversation (a send fails, the reply is not a
+   PORT_REPLY or cannot be read) ends the worker quietly: its parent is gone or broken, and it
+   owns every capability the guest has. */
+typedef struct wport {
+  mbxC_remote remote;
   mbxC_grants grants;
   mbxC_grant_fn *fns;
   char *names; /* the fns' names, NUL-separated copies */
   int fd;
-  mbxH_wp_writer w;
   unsigned char *rbuf; /* the last reply: what the port's answers point into */
   size_t rcap, rlen;
-  char *reply_copy; /* NUL-terminated copy of the last reply's bytes */
-  uint64_t cpu_start_ns;
-  /* The seed the parent drew for the next reseed, sent with CREATE or RESET (a round trip
-     fewer per sandbox); the next draw after it is a port call. */
-  uint64_t seed[2];
-  int seed_ready;
-  uint64_t stdin_epoch; /* the parent's, from the last RUN or RESUME (r_stdin_epoch) */
-} rport;
+} wport;
 
-static rport g_port;
+static wport g_port;
 static mbxV_vm *volatile g_vm;
 
+static void die_quietly(void) __attribute__((noreturn));
 static void die_quietly(void) {
   _exit(3);
 }
 
-static void call_begin(rport *rp, mbxH_wp_op op, const mbxC_wait *wait) {
-  mbxH_wp_begin(&rp->w, MBXH_WP_PORT_CALL);
-  mbxH_wp_u8(&rp->w, (uint8_t)op);
-  mbxH_wp_u64(&rp->w, wait ? wait->deadline_ns : 0);
+static void call_begin(void *ctx, mbxC_wire_writer *w) {
+  (void)ctx;
+  mbxH_wp_begin(w, MBXH_WP_PORT_CALL);
 }
 
-/* Send the call, read the reply into a reader over it. */
-static void call_end(rport *rp, mbxH_wp_reader *r) {
-  if (send_frame(rp->fd, &rp->w) != 0) die_quietly();
-  int t = recv_frame_soon(rp->fd, &rp->rbuf, &rp->rcap, &rp->rlen);
+/* Send the call, read the reply; the parent's next frame is expected soon. */
+static void call_round_trip(void *ctx, mbxC_wire_writer *w, const unsigned char **reply,
+                            size_t *reply_len) {
+  wport *wp = ctx;
+  if (send_frame(wp->fd, w) != 0) die_quietly();
+  int t = recv_frame_soon(wp->fd, &wp->rbuf, &wp->rcap, &wp->rlen);
   if (t != MBXH_WP_PORT_REPLY) die_quietly();
-  mbxH_wp_reader_init(r, rp->rbuf, rp->rlen);
+  *reply = wp->rbuf;
+  *reply_len = wp->rlen;
 }
 
-/* Bytes of the reply as a NUL-terminated string that stays valid until the next call. */
-static const char *reply_bytes(rport *rp, mbxH_wp_reader *r, size_t *len) {
-  const char *p;
-  size_t n = mbxH_wp_get_bytes(r, MBXH_WP_MAX_FRAME, &p);
-  if (r->bad) die_quietly();
-  char *c = realloc(rp->reply_copy, n + 1);
-  if (c == NULL) die_quietly();
-  memcpy(c, p, n);
-  c[n] = '\0';
-  rp->reply_copy = c;
-  *len = n;
-  return c;
+static void call_broken(void *ctx) __attribute__((noreturn));
+static void call_broken(void *ctx) {
+  (void)ctx;
+  die_quietly();
 }
 
-static int64_t r_wall_time(void *ud) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_WALL_TIME, NULL);
-  call_end(rp, &r);
-  return (int64_t)mbxH_wp_get_u64(&r);
-}
-
-/* os.clock: this process's run thread, measured here (the parent's clock would show none). */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static double r_cpu_time(void *ud) {
-  rport *rp = ud;
-  return (double)(thread_cpu_ns() - rp->cpu_start_ns) / 1e9;
-}
-
-static void r_random_seed(void *ud, uint64_t seed[2]) {
-  rport *rp = ud;
-  if (rp->seed_ready) {
-    seed[0] = rp->seed[0];
-    seed[1] = rp->seed[1];
-    rp->seed_ready = 0;
-    return;
-  }
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_RANDOM_SEED, NULL);
-  call_end(rp, &r);
-  seed[0] = mbxH_wp_get_u64(&r);
-  seed[1] = mbxH_wp_get_u64(&r);
-}
-
-static const char *r_env_get(void *ud, const char *name, size_t name_len, size_t *value_len) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_ENV_GET, NULL);
-  mbxH_wp_bytes(&rp->w, name, name_len);
-  call_end(rp, &r);
-  if (!mbxH_wp_get_u8(&r)) return NULL;
-  return reply_bytes(rp, &r, value_len);
-}
-
-static mbxC_call_result r_host_call(void *ud, size_t index, const char *args, size_t args_len,
-                                    const mbxC_wait *wait, const char **reply,
-                                    size_t *reply_len) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_HOST_CALL, wait);
-  mbxH_wp_u64(&rp->w, index);
-  mbxH_wp_bytes(&rp->w, args, args_len);
-  call_end(rp, &r);
-  uint8_t res = mbxH_wp_get_u8(&r);
-  *reply = reply_bytes(rp, &r, reply_len);
-  return res ? MBXC_CALL_ERROR : MBXC_CALL_VALUE;
-}
-
-static mbxC_call_result r_native_call(void *ud, size_t index, const mbxC_ffi_value *args,
-                                      const mbxC_wait *wait, mbxC_ffi_value *ret,
-                                      const char **bytes, size_t *len) {
-  rport *rp = ud;
-  const mbxC_ffi_sig *sig = &rp->grants.fns[index].sig;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_NATIVE_CALL, wait);
-  mbxH_wp_u64(&rp->w, index);
-  mbxH_wp_u32(&rp->w, (uint32_t)sig->nargs);
-  for (int i = 0; i < sig->nargs; i++) {
-    if (sig->args[i] == 'z') mbxH_wp_bytes(&rp->w, args[i].z, strlen(args[i].z));
-    else mbxH_wp_u64(&rp->w, mbxC_ffi_word(sig->args[i], &args[i]));
-  }
-  call_end(rp, &r);
-  uint8_t res = mbxH_wp_get_u8(&r);
-  uint64_t word = mbxH_wp_get_u64(&r);
-  *bytes = reply_bytes(rp, &r, len);
-  if (res == 0 && !mbxC_ffi_from_word(sig->ret, word, ret)) die_quietly();
-  return res ? MBXC_CALL_ERROR : MBXC_CALL_VALUE;
-}
-
-/* The common tail of an fs reply: 0, or -1 with *e filled. */
-static int fs_status(rport *rp, mbxH_wp_reader *r, mbxC_port_error *e) {
-  (void)rp;
-  if (mbxH_wp_get_u8(r) == 0) return 0;
-  e->errnum = (int)mbxH_wp_get_u32(r);
-  const char *p;
-  size_t n = mbxH_wp_get_bytes(r, sizeof e->message - 1, &p);
-  if (r->bad) die_quietly();
-  memcpy(e->message, p, n);
-  e->message[n] = '\0';
-  return -1;
-}
-
-static int r_fs_open(void *ud, const char *path, size_t path_len, int flags,
-                     const mbxC_wait *wait, int *handle, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_FS_OPEN, wait);
-  mbxH_wp_bytes(&rp->w, path, path_len);
-  mbxH_wp_u64(&rp->w, (uint64_t)flags);
-  call_end(rp, &r);
-  if (fs_status(rp, &r, e) != 0) return -1;
-  *handle = (int)mbxH_wp_get_u64(&r);
-  return 0;
-}
-
-/* A read's reply (fs_read, stdin_read): its status, then at most len bytes into buf. */
-static int reply_read(rport *rp, mbxH_wp_reader *r, char *buf, size_t len, size_t *got,
-                      mbxC_port_error *e) {
-  if (fs_status(rp, r, e) != 0) return -1;
-  const char *p;
-  size_t n = mbxH_wp_get_bytes(r, len, &p);
-  if (r->bad) die_quietly();
-  memcpy(buf, p, n);
-  *got = n;
-  return 0;
-}
-
-static int r_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
-                     size_t *got, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  if (len > MBXH_WP_MAX_IO) len = MBXH_WP_MAX_IO;
-  call_begin(rp, MBXH_OP_FS_READ, wait);
-  mbxH_wp_u64(&rp->w, (uint64_t)handle);
-  mbxH_wp_u64(&rp->w, len);
-  call_end(rp, &r);
-  return reply_read(rp, &r, buf, len, got, e);
-}
-
-static int r_fs_write(void *ud, int handle, const char *buf, size_t len, const mbxC_wait *wait,
-                      size_t *put, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  if (len > MBXH_WP_MAX_IO) len = MBXH_WP_MAX_IO;
-  call_begin(rp, MBXH_OP_FS_WRITE, wait);
-  mbxH_wp_u64(&rp->w, (uint64_t)handle);
-  mbxH_wp_bytes(&rp->w, buf, len);
-  call_end(rp, &r);
-  if (fs_status(rp, &r, e) != 0) return -1;
-  uint64_t n = mbxH_wp_get_u64(&r);
-  *put = n > len ? len : (size_t)n;
-  return 0;
-}
-
-static int r_fs_seek(void *ud, int handle, int whence, int64_t offset, int64_t *pos,
-                     mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_FS_SEEK, NULL);
-  mbxH_wp_u64(&rp->w, (uint64_t)handle);
-  mbxH_wp_u64(&rp->w, (uint64_t)whence);
-  mbxH_wp_u64(&rp->w, (uint64_t)offset);
-  call_end(rp, &r);
-  if (fs_status(rp, &r, e) != 0) return -1;
-  *pos = (int64_t)mbxH_wp_get_u64(&r);
-  return 0;
-}
-
-static int r_fs_close(void *ud, int handle, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_FS_CLOSE, NULL);
-  mbxH_wp_u64(&rp->w, (uint64_t)handle);
-  call_end(rp, &r);
-  return fs_status(rp, &r, e);
-}
-
-static int path_op(rport *rp, mbxH_wp_op op, const char *path, size_t len, const mbxC_wait *wait,
-                   mbxH_wp_reader *r, mbxC_port_error *e) {
-  call_begin(rp, op, wait);
-  mbxH_wp_bytes(&rp->w, path, len);
-  call_end(rp, r);
-  return fs_status(rp, r, e);
-}
-
-static int r_fs_list(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
-                     const char **names, size_t *names_len, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  if (path_op(rp, MBXH_OP_FS_LIST, path, path_len, wait, &r, e) != 0) return -1;
-  *names = reply_bytes(rp, &r, names_len);
-  return 0;
-}
-
-static int r_fs_stat(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
-                     mbxC_fs_stat *st, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  if (path_op(rp, MBXH_OP_FS_STAT, path, path_len, wait, &r, e) != 0) return -1;
-  st->is_dir = mbxH_wp_get_u8(&r);
-  st->is_file = mbxH_wp_get_u8(&r);
-  st->size = mbxH_wp_get_u64(&r);
-  st->mtime = (int64_t)mbxH_wp_get_u64(&r);
-  st->writable = mbxH_wp_get_u8(&r);
-  return 0;
-}
-
-static int r_fs_mkdir(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
-                      mbxC_port_error *e) {
-  mbxH_wp_reader r;
-  return path_op(ud, MBXH_OP_FS_MKDIR, path, path_len, wait, &r, e);
-}
-
-static int r_fs_remove(void *ud, const char *path, size_t path_len, const mbxC_wait *wait,
-                       mbxC_port_error *e) {
-  mbxH_wp_reader r;
-  return path_op(ud, MBXH_OP_FS_REMOVE, path, path_len, wait, &r, e);
-}
-
-static int r_fs_rename(void *ud, const char *from, size_t from_len, const char *to, size_t to_len,
-                       const mbxC_wait *wait, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_FS_RENAME, wait);
-  mbxH_wp_bytes(&rp->w, from, from_len);
-  mbxH_wp_bytes(&rp->w, to, to_len);
-  call_end(rp, &r);
-  return fs_status(rp, &r, e);
-}
-
-/* exec: the parent checks the request against the policy and runs the program in its exec
-   backend; the worker only describes it (it could not spawn anything anyway: the jail kills
-   execve, fork and clone of a process). The result's bytes point into the reply, valid until
-   the next call. */
-static int r_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wait *wait,
-                      mbxC_exec_result *res, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  call_begin(rp, MBXH_OP_EXEC_RUN, wait);
-  mbxH_wp_put_exec_request(&rp->w, req);
-  call_end(rp, &r);
-  if (fs_status(rp, &r, e) != 0) return -1;
-  if (mbxH_wp_get_exec_result(&r, res) != 0) die_quietly();
-  return 0;
-}
-
-/* io.stdin's epoch: the parent's, sent with every run and resume (the only times the guest
-   reads), so read-ahead of bytes the host has replaced since is dropped as in-process. */
-static uint64_t r_stdin_epoch(void *ud) {
-  return ((rport *)ud)->stdin_epoch;
-}
-
-/* io.stdin: the parent holds the host's bytes and how far the guest read (a reset or rewind
-   moves that position there). */
-static int r_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
-  rport *rp = ud;
-  mbxH_wp_reader r;
-  if (len > MBXH_WP_MAX_IO) len = MBXH_WP_MAX_IO;
-  call_begin(rp, MBXH_OP_STDIN_READ, NULL);
-  mbxH_wp_u64(&rp->w, len);
-  call_end(rp, &r);
-  return reply_read(rp, &r, buf, len, got, e);
-}
+static const mbxC_wire_transport g_transport = {&g_port, call_begin, call_round_trip,
+                                                call_broken};
 
 /* ---- the sandbox ---- */
 
@@ -569,9 +311,9 @@ static int hook_exec(lua_State *L) {
   mbxC_exec_request req = {.argv = argv, .argc = strcmp(what, "exec_bad") == 0 ? 0 : 1};
   mbxH_wp_writer w = {0};
   mbxH_wp_begin(&w, MBXH_WP_PORT_CALL);
-  mbxH_wp_u8(&w, MBXH_OP_EXEC_RUN);
+  mbxH_wp_u8(&w, MBXC_OP_EXEC_RUN);
   mbxH_wp_u64(&w, 0);
-  mbxH_wp_put_exec_request(&w, &req);
+  mbxC_wire_put_exec_request(&w, &req);
   send_frame(g_port.fd, &w);
   for (;;) pause(); /* the parent must end this worker */
   return 0;
@@ -614,7 +356,7 @@ static int hook_host_flood(lua_State *L) {
   for (lua_Integer i = 0; i < n; i++) {
     const char *reply;
     size_t len;
-    g_port.port.host_call(g_port.port.ud, 0, "[]", 2, NULL, &reply, &len);
+    g_port.remote.port.host_call(g_port.remote.port.ud, 0, "[]", 2, NULL, &reply, &len);
   }
   return 0;
 }
@@ -623,7 +365,7 @@ static int hook_host_flood(lua_State *L) {
    backstop that counts their time (or an interrupt) ends it. */
 static int hook_port_flood(lua_State *L) {
   (void)L;
-  for (;;) g_port.port.wall_time(g_port.port.ud);
+  for (;;) g_port.remote.port.wall_time(g_port.remote.port.ud);
   return 0;
 }
 
@@ -669,7 +411,7 @@ static void install_hooks(lua_State *L) {
 #endif
 
 static int attach(wsandbox *ws) {
-  mbxL_attach(ws->vm->L, &g_port.port);
+  mbxL_attach(ws->vm->L, &g_port.remote.port);
   mbxV_vm_set_host_call_limit(ws->vm, ws->host_call_limit);
   if (!run_protected(ws->vm->L, mbxL_reseed) ||
       !run_protected(ws->vm->L, mbxL_open_host_functions))
@@ -705,7 +447,7 @@ static mbxV_pool *g_pool;
 static size_t g_pool_slot;
 static mbxV_config g_default_cfg;
 
-static void prewarm_slot(void) {
+void mbxH_worker_prewarm(void) {
   mbx_policy *p = mbx_policy_new();
   if (p == NULL) return;
   mbxV_config cfg = {.memory_limit = (size_t)mbx_policy_get_limit(p, MBX_LIMIT_MEMORY),
@@ -790,38 +532,15 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   /* Last, the sandbox's own: what differs between two sandboxes of one policy. */
   created_ahead = mbxH_wp_get_u8(&r) != 0;
   cfg->address_key = mbxH_wp_get_u64(&r);
-  g_port.seed[0] = mbxH_wp_get_u64(&r);
-  g_port.seed[1] = mbxH_wp_get_u64(&r);
-  g_port.seed_ready = 1;
+  uint64_t seed[2];
+  seed[0] = mbxH_wp_get_u64(&r);
+  seed[1] = mbxH_wp_get_u64(&r);
   if (mbxH_wp_end(&r) != 0) return -1;
   g_port.grants.fn_count = count;
   g_port.grants.fns = g_port.fns;
-  mbxC_port *port = &g_port.port;
-  port->version = MBXC_PORT_VERSION;
-  port->ud = &g_port;
-  port->grants = &g_port.grants;
-  port->wall_time = r_wall_time;
-  port->cpu_time = r_cpu_time;
-  port->random_seed = r_random_seed;
-  port->env_get = r_env_get;
   /* Only what the parent's port serves: a NULL is "not granted" to the stdlib. */
-#define SERVED(op, member, fn) port->member = (served & (1u << (op))) ? fn : NULL
-  SERVED(MBXH_OP_HOST_CALL, host_call, r_host_call);
-  SERVED(MBXH_OP_NATIVE_CALL, native_call, r_native_call);
-  SERVED(MBXH_OP_FS_OPEN, fs_open, r_fs_open);
-  SERVED(MBXH_OP_FS_READ, fs_read, r_fs_read);
-  SERVED(MBXH_OP_FS_WRITE, fs_write, r_fs_write);
-  SERVED(MBXH_OP_FS_SEEK, fs_seek, r_fs_seek);
-  SERVED(MBXH_OP_FS_CLOSE, fs_close, r_fs_close);
-  SERVED(MBXH_OP_FS_LIST, fs_list, r_fs_list);
-  SERVED(MBXH_OP_FS_STAT, fs_stat, r_fs_stat);
-  SERVED(MBXH_OP_FS_MKDIR, fs_mkdir, r_fs_mkdir);
-  SERVED(MBXH_OP_FS_REMOVE, fs_remove, r_fs_remove);
-  SERVED(MBXH_OP_FS_RENAME, fs_rename, r_fs_rename);
-  SERVED(MBXH_OP_EXEC_RUN, exec_run, r_exec_run);
-  SERVED(MBXH_OP_STDIN_READ, stdin_read, r_stdin_read);
-  port->stdin_epoch = port->stdin_read ? r_stdin_epoch : NULL;
-#undef SERVED
+  mbxC_remote_init(&g_port.remote, &g_transport, &g_port.grants, served);
+  mbxC_remote_set_seed(&g_port.remote, seed);
 
   /* The zygote's slot when it is of this sandbox's class; else it goes (its reservation would
      count against the address-space limit below). */
@@ -903,12 +622,12 @@ static void run(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer *
   size_t code_len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &code);
   uint8_t has_inputs = mbxH_wp_get_u8(&r);
   size_t inputs_len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &inputs);
-  g_port.stdin_epoch = mbxH_wp_get_u64(&r);
+  uint64_t stdin_epoch = mbxH_wp_get_u64(&r);
   if (mbxH_wp_end(&r) != 0) die_quietly();
   char chunk[LUA_IDSIZE + 1];
   memcpy(chunk, name, name_len);
   chunk[name_len] = '\0';
-  g_port.cpu_start_ns = thread_cpu_ns();
+  mbxC_remote_run_begin(&g_port.remote, stdin_epoch);
   mbxL_run_begin(ws->vm->L);
   mbxV_outcome o;
   mbxV_refusal why = {MBXV_OK, ""};
@@ -924,9 +643,9 @@ static void resume(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_write
   uint8_t has_value = mbxH_wp_get_u8(&r);
   const char *value;
   size_t len = mbxH_wp_get_bytes(&r, MBXH_WP_MAX_FRAME, &value);
-  g_port.stdin_epoch = mbxH_wp_get_u64(&r);
+  uint64_t stdin_epoch = mbxH_wp_get_u64(&r);
   if (mbxH_wp_end(&r) != 0) die_quietly();
-  g_port.cpu_start_ns = thread_cpu_ns();
+  mbxC_remote_run_begin(&g_port.remote, stdin_epoch);
   mbxL_run_begin(ws->vm->L);
   mbxV_outcome o;
   mbxV_refusal why = {MBXV_OK, ""};
@@ -934,7 +653,7 @@ static void resume(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_write
   send_done(ws, w, s, &why, &o);
 }
 
-static void serve(int fd) {
+void mbxH_worker_serve(int fd) {
   wsandbox ws = {0};
   mbxH_wp_writer w = {0};
   unsigned char *buf = NULL;
@@ -974,10 +693,11 @@ static void serve(int fd) {
       mbxH_wp_reader r;
       mbxH_wp_reader_init(&r, buf, len);
       ws.cfg.address_key = mbxH_wp_get_u64(&r);
-      g_port.seed[0] = mbxH_wp_get_u64(&r);
-      g_port.seed[1] = mbxH_wp_get_u64(&r);
-      g_port.seed_ready = 1;
+      uint64_t seed[2];
+      seed[0] = mbxH_wp_get_u64(&r);
+      seed[1] = mbxH_wp_get_u64(&r);
       if (mbxH_wp_end(&r) != 0) die_quietly();
+      mbxC_remote_set_seed(&g_port.remote, seed);
 #ifdef MBX_WORKER_TEST_HOOKS
       if (g_test_fake_reset) {
         send_status(fd, &w, 0, heap_of(&ws), "");
@@ -998,8 +718,8 @@ static void serve(int fd) {
       if (g_test_call_at_checkpoint) {
         const char *reply;
         size_t rlen;
-        g_port.port.host_call(g_port.port.ud, 0, "[\"during CHECKPOINT\"]", 21, NULL, &reply,
-                              &rlen);
+        g_port.remote.port.host_call(g_port.remote.port.ud, 0, "[\"during CHECKPOINT\"]", 21,
+                                     NULL, &reply, &rlen);
       }
 #endif
       mbxV_checkpoint_result made = mbxV_vm_checkpoint(ws.vm, &ws.checkpoint);
@@ -1021,464 +741,6 @@ static void serve(int fd) {
   }
 }
 
-/* ---- the zygote ---- */
-
-static int send_spawned(int zfd, mbxH_wp_writer *w, pid_t pid, int sock, int pidfd,
-                        uint32_t prime_id) {
-  mbxH_wp_begin(w, MBXH_WP_SPAWNED);
-  mbxH_wp_u64(w, (uint64_t)pid);
-  mbxH_wp_u32(w, prime_id);
-  if (mbxH_wp_finish(w) != 0) return -1;
-  struct iovec iov = {w->data, w->len};
-  union {
-    char buf[CMSG_SPACE(2 * sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  memset(&u, 0, sizeof u);
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-  int fds[2] = {sock, pidfd};
-  int nfds = pid > 0 ? 2 : 0;
-  if (nfds) {
-    msg.msg_control = u.buf;
-    msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-  }
-  ssize_t s;
-  do s = sendmsg(zfd, &msg, MSG_NOSIGNAL);
-  while (s < 0 && errno == EINTR);
-  return s == (ssize_t)w->len ? 0 : -1;
-}
-
-/* The scheduler slice of a worker, set right after the fork (the zygote keeps the default:
-   with a short slice its wake-up at every spawn request preempted the host's thread that sent
-   it, for the length of a fork, 150-300 us of each sandbox's creation). A worker
-   sleeps until a frame arrives and then computes for microseconds, and with the default slice
-   (about 3 ms on 2 CPUs) a worker woken on a busy machine waited for the running task's slice
-   to end -- a fresh sandbox's CREATE took 1 ms of wake-up for 30 us of work. A short slice
-   (Linux 6.12+, EEVDF: sched_attr.sched_runtime for SCHED_OTHER, no privilege needed) makes
-   its deadline early, so it runs soon after it wakes; it gives nothing else up (the nice
-   level and policy stay). Older kernels refuse it: nothing changes then. */
-#define ZYGOTE_SLICE_NS 100000u
-#define ZYGOTE_NICE 5
-
-struct zygote_sched_attr {
-  uint32_t size, policy;
-  uint64_t flags;
-  int32_t nice;
-  uint32_t priority;
-  uint64_t runtime, deadline, period;
-};
-
-static void short_slice(void) {
-  struct zygote_sched_attr a = {.size = sizeof a, .policy = SCHED_OTHER,
-                                .runtime = ZYGOTE_SLICE_NS};
-  /* Also out of the zygote's SCHED_BATCH: where the kernel refuses the slice, by policy alone
-     (leaving SCHED_BATCH needs no privilege). */
-  if (syscall(SYS_sched_setattr, 0, &a, 0) != 0) {
-    struct sched_param sp = {0};
-    (void)sched_setscheduler(0, SCHED_OTHER, &sp);
-  }
-}
-
-/* ---- the workers' namespaces ---- */
-
-/* Set at the zygote's start when the kernel allows them (as root; otherwise inside a user
-   namespace of the zygote's own): every worker is forked into one new network namespace with
-   nothing in it but a loopback that is down, and one new pid namespace, where no host process
-   is visible or can be signalled and the workers' pids say nothing of the host's. Never
-   required: without them the workers run in the zygote's (moonbox doctor says which). */
-static int g_ns;
-/* The pid namespace's init: it only waits (a pid namespace ends when its init does). */
-static pid_t g_init;
-/* The signal mask the zygote started with (it blocks SIGCHLD): every child's. */
-static sigset_t g_child_mask;
-
-/* The parent a forked child sees: the zygote, or none (0) from inside the pid namespace. */
-static pid_t child_parent(void) {
-  return (g_ns & MBXH_WP_NS_PID) ? 0 : getpid();
-}
-
-/* The seccomp program's compilation (mbxH_jail_prepare, 0.4 ms) runs in a thread of the
-   zygote's while it makes its namespaces as root (0.7 ms: a network namespace is slow to
-   make), joined before anything is forked: every fork is of a single-threaded process. Not
-   root, the user namespace needs a single-threaded caller: one after the other. */
-static pthread_t g_prepare;
-static int g_preparing;
-
-static void *prepare_thread(void *arg) {
-  (void)arg;
-  (void)mbxH_jail_prepare();
-  return NULL;
-}
-
-static void prepare_start(void) {
-  g_preparing = geteuid() == 0 && pthread_create(&g_prepare, NULL, prepare_thread, NULL) == 0;
-}
-
-/* The compiled program is there (or never will be: workers then compile their own). */
-static void prepare_finish(void) {
-  static int done;
-  if (done) return;
-  if (g_preparing) pthread_join(g_prepare, NULL);
-  else (void)mbxH_jail_prepare();
-  g_preparing = 0;
-  done = 1;
-}
-
-static void enter_namespaces(void) {
-  int flags = CLONE_NEWNET | CLONE_NEWPID;
-  if (geteuid() == 0) {
-    if (unshare(flags) != 0) return;
-  } else {
-    /* Not root: one user namespace for the zygote and every worker it forks, made here once
-       (worker_jail.c), with the network and pid namespaces in the same call where the kernel
-       allows, else alone. */
-    int made = mbxH_jail_user_namespace(flags);
-    if (made == -1) {
-      flags = 0;
-      made = mbxH_jail_user_namespace(0);
-    }
-    if (made == -2) _exit(6); /* half made: no worker from this zygote */
-    if (made != 0 || flags == 0) return;
-  }
-  g_ns = MBXH_WP_NS_NET | MBXH_WP_NS_PID;
-  /* The namespace's first process is its init. */
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) _exit(6);
-  prepare_finish();
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, 0) != 0) _exit(5);
-    for (;;) pause();
-  }
-  close(sv[0]);
-  close(sv[1]);
-  if (pid < 0) _exit(6);
-  g_init = pid;
-}
-
-/* Whether the pid namespace is still there to fork into (its init was not killed). */
-static int namespace_alive(void) {
-  if (g_init <= 0) return 1;
-  int st;
-  return waitpid(g_init, &st, WNOHANG) == 0;
-}
-
-static uint64_t monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* MBXH_WP_PROBE: a child goes through a worker's jail and exits with the bits it applied. */
-static int probe(int zfd, mbxH_wp_writer *w) {
-  int sv[2];
-  uint32_t bits = (uint32_t)g_ns;
-  uint64_t took_ns = 0;
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
-    pid_t parent = child_parent();
-    uint64_t t0 = monotonic_ns();
-    pid_t pid = fork();
-    if (pid == 0) {
-      char why[256];
-      (void)sigprocmask(SIG_SETMASK, &g_child_mask, NULL);
-      if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, parent) != 0)
-        _exit(0x40 | mbxH_jail_applied());
-      (void)mbxH_jail_seccomp(why, sizeof why);
-      _exit(mbxH_jail_applied());
-    }
-    close(sv[0]);
-    close(sv[1]);
-    int st;
-    if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !(WEXITSTATUS(st) & 0x40))
-      bits |= (uint32_t)WEXITSTATUS(st);
-    took_ns = monotonic_ns() - t0;
-  }
-  mbxH_wp_begin(w, MBXH_WP_PROBED);
-  mbxH_wp_u32(w, bits);
-  /* What a worker's jail costs here (doctor): a fork, the jail, the filter's load, an exit. */
-  mbxH_wp_u32(w, took_ns / 1000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(took_ns / 1000));
-  return send_frame(zfd, w);
-}
-
-/* Fork one worker and hand its socket to the parent. prime (prime_len bytes, 0: none) is a
-   CREATE the parent sent for it: written into the socket first, so the worker builds that
-   sandbox's state as soon as it is jailed (the SPAWNED names prime_id). */
-static void spawn_one(int zfd, mbxH_wp_writer *w, uint32_t prime_id, const char *prime,
-                      size_t prime_len) {
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-    send_spawned(zfd, w, -errno, -1, -1, prime_id);
-    return;
-  }
-  pid_t parent = child_parent();
-  pid_t pid = fork();
-  if (pid == 0) {
-    /* The worker: only its end of the pair, at WORKER_FD, then the first steps of the jail. */
-    if (dup2(sv[1], WORKER_FD) != WORKER_FD) _exit(4);
-    (void)sigprocmask(SIG_SETMASK, &g_child_mask, NULL);
-    (void)setpriority(PRIO_PROCESS, 0, 0); /* the zygote's ZYGOTE_NICE, undone as root */
-    short_slice();
-    if (mbxH_jail_process(WORKER_FD, parent) != 0) _exit(5);
-    mbxH_wp_writer_free(w);
-    serve(WORKER_FD);
-    _exit(0);
-  }
-  int err = errno;
-  close(sv[1]);
-  if (pid < 0) {
-    close(sv[0]);
-    send_spawned(zfd, w, -err, -1, -1, prime_id);
-    return;
-  }
-  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-  /* The socket's buffer is empty and the frame small (the parent bounds it): one send. */
-  ssize_t sent = prime_len ? send(sv[0], prime, prime_len, MSG_DONTWAIT | MSG_NOSIGNAL) : 0;
-  if (pidfd < 0 || sent != (ssize_t)prime_len) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    close(sv[0]);
-    if (pidfd >= 0) close(pidfd);
-    send_spawned(zfd, w, pidfd < 0 ? -ENOSYS : -EAGAIN, -1, -1, prime_id);
-    return;
-  }
-  if (send_spawned(zfd, w, pid, sv[0], pidfd, prime_id) != 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-  }
-  close(sv[0]);
-  close(pidfd);
-}
-
-/* Every way out of the zygote ends the pid namespace's init first (and with it any worker
-   left in the namespace): an init outlives its zygote otherwise, holding both namespaces. */
-static int zygote_end(int code) {
-  if (g_init > 0) kill(g_init, SIGKILL);
-  return code;
-}
-
-/* ---- reaps ---- */
-
-/* A REAP's fields. prime (prime_len bytes) points into the frame it came in. */
-typedef struct reap_order {
-  pid_t pid;
-  uint32_t refill, prime_id;
-  const char *prime;
-  size_t prime_len;
-} reap_order;
-
-static int reap_decode(const unsigned char *p, size_t n, reap_order *o) {
-  mbxH_wp_reader r;
-  mbxH_wp_reader_init(&r, p, n);
-  o->pid = (pid_t)mbxH_wp_get_u64(&r);
-  o->refill = mbxH_wp_get_u32(&r);
-  o->prime_id = mbxH_wp_get_u32(&r);
-  o->prime_len = mbxH_wp_get_bytes(&r, MBXH_WP_PRIME_MAX, &o->prime);
-  if (mbxH_wp_end(&r) != 0 || o->pid <= 0 || o->refill > 64 ||
-      (o->prime_len > 0) != (o->prime_id != 0) || (o->prime_len > 0 && o->refill == 0))
-    return -1;
-  return 0;
-}
-
-/* The parent closed the control socket (it is freeing the runtime, or re-executing this
-   zygote): nothing is answered or forked any more, what is left is only reaped. */
-static int g_parent_gone;
-
-static void send_reaped(int zfd, mbxH_wp_writer *w, pid_t pid, int got, int st) {
-  if (g_parent_gone) return;
-  mbxH_wp_begin(w, MBXH_WP_REAPED);
-  mbxH_wp_u64(w, (uint64_t)pid);
-  mbxH_wp_u64(w, got ? (uint64_t)(unsigned)st : UINT64_MAX);
-  if (send_frame(zfd, w) != 0) g_parent_gone = 1;
-}
-
-/* A REAP's refill: fork o->refill workers, the first of them written the CREATE the parent
-   sent with it (that sandbox's own seed and address key), which is wiped (wipe, wipe_len: the
-   frame that held it) before anything else is forked: every later worker inherits this
-   process's memory. */
-static int refill(int zfd, mbxH_wp_writer *w, const reap_order *o, void *wipe, size_t wipe_len) {
-  if (g_parent_gone) {
-    if (wipe) explicit_bzero(wipe, wipe_len);
-    return 0;
-  }
-  if (o->refill && !namespace_alive()) return -1;
-  for (uint32_t i = 0; i < o->refill; i++) {
-    spawn_one(zfd, w, i == 0 ? o->prime_id : 0, i == 0 ? o->prime : NULL,
-              i == 0 ? o->prime_len : 0);
-    if (i == 0) explicit_bzero(wipe, wipe_len);
-  }
-  if (o->refill == 0 && wipe) explicit_bzero(wipe, wipe_len);
-  return 0;
-}
-
-/* Workers whose REAP came through the mailbox before they had died: pids only (their
-   refills were forked when the REAP was read). Retried at every wake-up; the parent kills a
-   worker only after its REAP is in the mailbox, so its SIGCHLD comes after it. */
-typedef struct reap_list {
-  pid_t *pid;
-  size_t n, cap;
-} reap_list;
-/* More workers killed and not yet dead than the parent can hold: a broken parent. */
-#define REAP_PENDING_MAX 65536
-
-static int reap_later(reap_list *l, pid_t pid) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? 2 * l->cap : 16;
-    if (cap > REAP_PENDING_MAX) return -1;
-    pid_t *p = realloc(l->pid, cap * sizeof *p);
-    if (p == NULL) return -1;
-    l->pid = p;
-    l->cap = cap;
-  }
-  l->pid[l->n++] = pid;
-  return 0;
-}
-
-/* Answer the REAP of every listed worker that has died (block: wait for each). */
-static int reap_listed(int zfd, mbxH_wp_writer *w, reap_list *l, int block) {
-  for (size_t i = 0; i < l->n;) {
-    int st = 0;
-    pid_t got;
-    do got = waitpid(l->pid[i], &st, block ? 0 : WNOHANG);
-    while (got < 0 && errno == EINTR);
-    if (got == 0) {
-      i++;
-      continue;
-    }
-    send_reaped(zfd, w, l->pid[i], got == l->pid[i], st);
-    l->pid[i] = l->pid[--l->n];
-  }
-  return 0;
-}
-
-/* The mailbox (MAIL_FD): REAP frames the parent sends where it does not wait for the answer,
-   one per message of a SOCK_SEQPACKET pair. The zygote never waits on it: a send there wakes
-   nobody (a wake-up of the zygote on an idle CPU cost the freeing host thread 19 us). It is
-   read at every wake-up instead, which the freed worker's SIGCHLD makes sure of: the parent
-   kills the worker after its REAP is sent. */
-#define MAIL_FD 4
-static int g_mail = MAIL_FD; /* -1: closed (no signalfd) */
-
-static int mail_drain(int zfd, mbxH_wp_writer *w, reap_list *pending) {
-  static unsigned char msg[MBXH_WP_HEADER + MBXH_WP_PRIME_MAX + 64];
-  for (;;) {
-    ssize_t n;
-    if (g_mail < 0) return 0;
-    do n = recv(g_mail, msg, sizeof msg, MSG_DONTWAIT | MSG_TRUNC);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-    if (n == 0) return 0; /* the parent is gone: the control socket says so */
-    mbxH_wp_type type;
-    uint32_t len;
-    reap_order o;
-    if ((size_t)n > sizeof msg || n < MBXH_WP_HEADER ||
-        mbxH_wp_header(msg, sizeof msg - MBXH_WP_HEADER, &type, &len, NULL, 0) != 0 ||
-        type != MBXH_WP_REAP || len != (size_t)n - MBXH_WP_HEADER ||
-        reap_decode(msg + MBXH_WP_HEADER, len, &o) != 0)
-      return -1;
-    if (refill(zfd, w, &o, msg, (size_t)n) != 0 || reap_later(pending, o.pid) != 0) return -1;
-  }
-}
-
-static int zygote(void) {
-  int zfd = ZYGOTE_FD;
-  mbxH_wp_writer w = {0};
-  unsigned char *buf = NULL;
-  size_t cap = 0, len = 0;
-  reap_list pending = {0};
-  signal(SIGPIPE, SIG_IGN);
-  /* The zygote forks in the background: SCHED_BATCH (no wake-up preemption) and a lower
-     priority keep its wake-up at a reap or spawn request from preempting the host thread that
-     sent it (a freed sandbox waited 12 us median for that switch at nice 5 alone, and a new
-     one for a fork). Its workers go back to SCHED_OTHER (short_slice) and to the default
-     priority where they may (as root); a non-root host's workers stay at nice 5, below its
-     own threads. */
-  struct sched_param batch = {0};
-  (void)sched_setscheduler(0, SCHED_BATCH, &batch);
-  setpriority(PRIO_PROCESS, 0, ZYGOTE_NICE);
-  prepare_start();
-  enter_namespaces();
-  prepare_finish(); /* where enter_namespaces forked nothing */
-  /* A dead worker wakes the zygote through a signalfd (SIGCHLD blocked here, unblocked again
-     in every child it forks). Without one, the mailbox is read at every control frame only:
-     the parent then sends its reaps on the control socket (it sees the mailbox closed). */
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  int sfd = sigprocmask(SIG_BLOCK, &chld, &g_child_mask) == 0
-                ? signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC)
-                : -1;
-  if (sfd < 0) {
-    close(MAIL_FD);
-    g_mail = -1;
-  }
-  /* Work every worker would repeat, done once (failures only make workers slower): the
-     seccomp program (above) and a template state. */
-  prewarm_slot();
-  for (;;) {
-    struct pollfd pf[2] = {{zfd, POLLIN, 0}, {sfd, POLLIN, 0}};
-    if (poll(pf, sfd >= 0 ? 2 : 1, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (pf[0].revents & (POLLHUP | POLLERR)) g_parent_gone = 1;
-    if (sfd >= 0 && (pf[1].revents & POLLIN)) {
-      struct signalfd_siginfo si;
-      while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-      }
-    }
-    /* The mailbox first, at every wake-up: its refills are forked now, and a mailbox
-       REAP's prime stays in the kernel's buffer until read here (and is wiped right after
-       its worker is forked), so no fork for a control frame inherits it. */
-    if (mail_drain(zfd, &w, &pending) != 0 || reap_listed(zfd, &w, &pending, 0) != 0)
-      return zygote_end(1);
-    if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    int t = recv_frame(zfd, &buf, &cap, &len);
-    if (t < 0) break; /* the parent went away; workers die with us (PDEATHSIG) */
-    mbxH_wp_reader r;
-    mbxH_wp_reader_init(&r, buf, len);
-    if (t == MBXH_WP_SPAWN) {
-      uint32_t count = mbxH_wp_get_u32(&r);
-      if (mbxH_wp_end(&r) != 0 || count > 64) return zygote_end(1);
-      /* Its init killed (from outside: nothing inside may signal it), the pid namespace took
-         every worker with it and cannot be forked into: the parent starts a new zygote. A
-         count of 0 only wakes the zygote to read its mailbox. */
-      if (count && !namespace_alive()) return zygote_end(1);
-      for (uint32_t i = 0; i < count && !g_parent_gone; i++) spawn_one(zfd, &w, 0, NULL, 0);
-    } else if (t == MBXH_WP_PROBE) {
-      if (mbxH_wp_end(&r) != 0 || probe(zfd, &w) != 0) return zygote_end(1);
-    } else if (t == MBXH_WP_REAP) {
-      /* On the control socket the parent waits for the answer (or could not use the
-         mailbox): the worker is killed already, so the wait is short. */
-      reap_order o;
-      if (reap_decode(buf, len, &o) != 0) return zygote_end(1);
-      int st = 0;
-      pid_t got;
-      do got = waitpid(o.pid, &st, 0);
-      while (got < 0 && errno == EINTR);
-      send_reaped(zfd, &w, o.pid, got == o.pid, st);
-      /* The parent's refill of the warm pool rides with the reap of the worker it replaces. */
-      if (refill(zfd, &w, &o, buf, len) != 0) return zygote_end(1);
-    } else {
-      return zygote_end(1);
-    }
-  }
-  /* The parent closed the control socket: what it sent to the mailbox is served first. */
-  g_parent_gone = 1;
-  if (sfd >= 0 && mail_drain(zfd, &w, &pending) == 0 &&
-      reap_listed(zfd, &w, &pending, 0) == 0) {
-    /* Killed by the parent, they die at once; a worker it failed to kill is this zygote's
-       own unreaped child (its pid cannot be another process's): killed here. */
-    for (size_t i = 0; i < pending.n; i++) kill(pending.pid[i], SIGKILL);
-    (void)reap_listed(zfd, &w, &pending, 1);
-  }
-  return zygote_end(0);
-}
-
 #if defined(__SANITIZE_ADDRESS__)
 /* Under ASan: no leak check and no symbolizer (both would need system calls the jail kills,
    and look like a crash), and a wild pointer is the plain SIGSEGV the parent reports. */
@@ -1489,7 +751,7 @@ const char *__asan_default_options(void) {
 #endif
 
 int main(int argc, char **argv) {
-  if (argc == 2 && strcmp(argv[1], "--zygote") == 0) return zygote();
+  if (argc == 2 && strcmp(argv[1], "--zygote") == 0) return mbxH_zygote();
   fprintf(stderr,
           "moonbox-worker: started by the moonbox library (a runtime with MBX_CAP_ISOLATE), "
           "not by hand\n");

@@ -1,5 +1,6 @@
 /* tests/fuzz/fuzz_worker_proto.c -- libFuzzer harness of the parent's decoders of what a worker
-   sends (host/backend/worker_proto.c): a compromised worker controls every byte, so for each input
+   sends (host/backend/worker_proto.c; a port call's, capabilities/port_wire.c): a compromised
+   worker controls every byte, so for each input
      - the first byte picks how the rest is read: 'D' a done report's payload, 'C' a port
        call's payload, anything else a stream of whole frames (header + payload, each decoded
        by its type) as the parent reads its socket;
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capabilities/port_wire.h"
 #include "host/backend/worker_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -74,37 +76,37 @@ static void done(const uint8_t *p, size_t n) {
 }
 
 static void call(const uint8_t *p, size_t n) {
-  mbxH_wp_call c;
+  mbxC_wire_call c;
   char why[200];
-  if (mbxH_wp_get_call(p, n, &grants, &c, why, sizeof why) != 0) {
+  if (mbxC_wire_get_call(p, n, &grants, &c, why, sizeof why) != 0) {
     CHECK(why[0] != '\0');
     return;
   }
-  CHECK(c.op >= MBXH_OP_WALL_TIME && c.op < MBXH_OP_COUNT);
+  CHECK(c.op >= MBXC_OP_WALL_TIME && c.op < MBXC_OP_COUNT);
   CHECK(inside(c.a, c.a_len, p, n) && inside(c.b, c.b_len, p, n));
-  if (c.op == MBXH_OP_HOST_CALL) CHECK(c.index < 4 && fns[c.index].kind == MBXC_FN_SYNC);
-  if (c.op == MBXH_OP_NATIVE_CALL) {
+  if (c.op == MBXC_OP_HOST_CALL) CHECK(c.index < 4 && fns[c.index].kind == MBXC_FN_SYNC);
+  if (c.op == MBXC_OP_NATIVE_CALL) {
     CHECK(c.index < 4 && fns[c.index].kind == MBXC_FN_NATIVE);
     const mbxC_ffi_sig *sig = &fns[c.index].sig;
     for (int i = 0; i < sig->nargs; i++) {
       if (sig->args[i] == 'z') {
-        CHECK(c.args[i].z != NULL && strlen(c.args[i].z) <= MBXH_WP_MAX_IO);
+        CHECK(c.args[i].z != NULL && strlen(c.args[i].z) <= MBXC_WIRE_MAX_IO);
       } else {
         mbxC_ffi_value v;
         CHECK(mbxC_ffi_from_word(sig->args[i], mbxC_ffi_word(sig->args[i], &c.args[i]), &v));
       }
     }
   }
-  if (c.op == MBXH_OP_FS_READ) CHECK(c.i2 >= 0 && c.i2 <= (int64_t)MBXH_WP_MAX_IO);
-  if (c.op == MBXH_OP_FS_SEEK) CHECK(c.i2 >= 0 && c.i2 <= 2);
-  if (c.op == MBXH_OP_STDIN_READ) CHECK(c.i2 >= 0 && c.i2 <= (int64_t)MBXH_WP_MAX_IO);
-  if (c.op == MBXH_OP_EXEC_RUN) {
+  if (c.op == MBXC_OP_FS_READ) CHECK(c.i2 >= 0 && c.i2 <= (int64_t)MBXC_WIRE_MAX_IO);
+  if (c.op == MBXC_OP_FS_SEEK) CHECK(c.i2 >= 0 && c.i2 <= 2);
+  if (c.op == MBXC_OP_STDIN_READ) CHECK(c.i2 >= 0 && c.i2 <= (int64_t)MBXC_WIRE_MAX_IO);
+  if (c.op == MBXC_OP_EXEC_RUN) {
     /* What the port's exec_run gets: C strings, a program, NAME=VALUE entries, stdin inside
        the frame. */
     const mbxC_exec_request *q = &c.exec;
     CHECK(q->argc >= 1 && q->argc <= 4096 && q->argv != NULL);
     for (size_t i = 0; i < q->argc; i++) CHECK(q->argv[i] != NULL && strlen(q->argv[i]) < n);
-    CHECK(q->envc <= MBXH_WP_MAX_EXEC_ENV && (q->envc == 0) == (q->env == NULL));
+    CHECK(q->envc <= MBXC_WIRE_MAX_EXEC_ENV && (q->envc == 0) == (q->env == NULL));
     for (size_t i = 0; i < q->envc; i++) {
       const char *eq = strchr(q->env[i], '=');
       CHECK(eq != NULL && eq != q->env[i] && strlen(q->env[i]) < n);
@@ -113,7 +115,7 @@ static void call(const uint8_t *p, size_t n) {
     CHECK(q->stdin_bytes != NULL || q->stdin_len == 0);
     CHECK(inside(q->stdin_bytes, q->stdin_len, p, n));
   }
-  mbxH_wp_call_free(&c);
+  mbxC_wire_call_free(&c);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
