@@ -35,8 +35,8 @@ struct mbx_runtime {
   mbxV_bcache *bytecode;  /* compiled top-level sources of mbx_run (vm/bytecode_cache.h) */
   _Atomic int bytecode_on; /* 0 once MBX_CAP_BYTECODE_CACHE_BYTES is 0: skip even the hash */
   _Atomic uint64_t heap_cap; /* 0 = none */
-  /* MBX_CAP_ISOLATE: the worker pool (host/backend/worker.h), made with the first isolated sandbox's
-     runtime setting; NULL in-process. */
+  /* MBX_CAP_ISOLATE: the worker pool (host/backend/worker_pool.h), made with the first
+     isolated sandbox's runtime setting; NULL in-process. */
   struct mbxH_wpool *workers;
   _Atomic int one_tenant; /* MBX_CAP_ONE_TENANT: a worker may serve sandboxes one after another */
   _Atomic int worker_spin; /* MBX_CAP_WORKER_SPIN: both ends of a round trip spin first */
