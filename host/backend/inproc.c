@@ -16,8 +16,8 @@
 #include "capabilities/port_record.h"
 #include "capabilities/replay.h"
 #include "host/backend/backend.h"
+#include "host/backend/shared.h"
 #include "host/result.h"
-#include "host/runtime.h"
 #include "stdlib/stdlib.h"
 #include "vm/arena.h"
 #include "vm/bytecode_cache.h"
@@ -27,7 +27,7 @@
 #include "vm/vm.h"
 
 typedef struct inproc {
-  mbx_runtime *rt;
+  const mbxH_services *svc; /* the runtime's (host/backend/backend.h) */
   mbxV_vm *vm;          /* lives at a fixed address inside its slot */
   mbxC_port_local port; /* the policy's clock, seed, environment and functions, copied */
   /* Deterministic policies only: the record/replay layer over port (snapshots); the stdlib
@@ -91,7 +91,7 @@ static void release(inproc *ip) {
   free(ip);
 }
 
-static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
+static mbx_status inproc_create(const mbxH_services *svc, const mbx_policy *p,
                                 const mbxC_snap_header *snap, mbxC_replay_log *replay,
                                 void **impl, mbx_error *err) {
   inproc *ip = calloc(1, sizeof *ip);
@@ -108,16 +108,16 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
     return MBX_NO_MEMORY;
   }
-  ip->rt = rt;
-  ip->port.seeds = &rt->seeds;
-  mbxC_port_local_set_exec(&ip->port, &rt->exec);
+  ip->svc = svc;
+  ip->port.seeds = svc->seeds;
+  mbxC_port_local_set_exec(&ip->port, svc->exec);
   mbxV_config cfg = {.memory_limit = (size_t)p->memory,
                      .instruction_limit = p->instructions,
                      .time_limit_ms = p->time_ms,
                      .output_limit = (size_t)p->output,
                      .source_limit = (size_t)p->source,
                      .result_limit = (size_t)p->result,
-                     .address_key = rt->address_key ^ mbxH_runtime_sandbox_number(rt)};
+                     .address_key = mbxH_shared_address_key(svc)};
   if (snap) {
     mbxC_port_record_init(&ip->record, &ip->port.port, mbxC_snap_chain0(snap));
     ip->recording = 1;
@@ -141,9 +141,10 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
   ip->host_call_limit = p->host_calls;
   /* A slot's template was built with no port (it holds nothing of one sandbox); math.random
      is seeded from this sandbox's port once the state is in place. */
-  mbxV_new_result made = mbxV_vm_new(rt->slots, &cfg, mbxL_open_sandbox, &ip->vm);
-  if (made == MBXV_NEW_OK && rt->dog && !ip->port.grants.deterministic) {
-    mbxV_watch_init(&ip->watch, rt->dog, ip->vm);
+  mbxV_new_result made = mbxV_vm_new(svc->slots, &cfg, mbxL_open_sandbox, &ip->vm);
+  mbxV_watchdog *dog = *svc->dog;
+  if (made == MBXV_NEW_OK && dog && !ip->port.grants.deterministic) {
+    mbxV_watch_init(&ip->watch, dog, ip->vm);
     ip->vm->budget.watch = &ip->watch; /* kept by resets and rewinds (the budget is) */
   }
   if (made == MBXV_NEW_OK) {
@@ -155,20 +156,20 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
     ip->vm = NULL;
   }
   release(ip);
-  if (made == MBXV_NEW_CAP)
-    mbxU_error_set(err, MBX_NO_MEMORY,
-                   "mbx_sandbox_new: %llu sandboxes are live in this runtime, its cap "
-                   "MBX_CAP_SANDBOXES; free some, or raise the cap with mbx_runtime_set_cap",
-                   (unsigned long long)mbx_runtime_get_cap(rt, MBX_CAP_SANDBOXES));
-  else if (made == MBXV_NEW_RESERVE_CAP)
+  /* The caps are the runtime's, kept by its slot pool (mbx_runtime_get_cap reads them there). */
+  unsigned slots_cap;
+  size_t reserve_cap;
+  mbxV_pool_get_caps(svc->slots, &slots_cap, &reserve_cap);
+  if (made == MBXV_NEW_CAP) return mbxH_shared_cap_refusal(svc, err);
+  if (made == MBXV_NEW_RESERVE_CAP)
     mbxU_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: reserving %zu MiB of address space for the sandbox's heap "
                    "(8x MBX_LIMIT_MEMORY) would pass the runtime's cap MBX_CAP_RESERVED_BYTES "
                    "(%llu MiB, %llu MiB reserved); free sandboxes, lower the memory limit or "
                    "raise the cap",
                    mbxV_slot_size_for(cfg.memory_limit) >> 20,
-                   (unsigned long long)(mbx_runtime_get_cap(rt, MBX_CAP_RESERVED_BYTES) >> 20),
-                   (unsigned long long)(mbx_runtime_usage(rt, MBX_CAP_RESERVED_BYTES) >> 20));
+                   (unsigned long long)(reserve_cap >> 20),
+                   (unsigned long long)(mbxV_pool_reserved(svc->slots) >> 20));
   else if (made == MBXV_NEW_NO_SPACE)
     mbxU_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: cannot reserve %zu MiB of address space for the sandbox's "
@@ -207,10 +208,9 @@ static mbxC_port_record *inproc_recorder(void *impl) {
 
 static mbx_status inproc_reset(void *impl, mbx_error *err) {
   inproc *ip = impl;
-  mbx_runtime *rt = ip->rt;
   /* A fresh address key, as a new sandbox would get: hashes shown in place of addresses must
      not match across the reset. */
-  ip->cfg.address_key = rt->address_key ^ mbxH_runtime_sandbox_number(rt);
+  ip->cfg.address_key = mbxH_shared_address_key(ip->svc);
   if (mbxV_vm_reset(ip->vm, &ip->cfg, mbxL_open_sandbox) != MBXV_NEW_OK) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: out of host memory while building "
                                        "the pristine state; the sandbox refuses runs until a "
@@ -326,7 +326,7 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   }
   /* The C locale for the run: a host setlocale would change number formatting and string
      comparison, and strcoll over-reads in 5.4.4 (THREATS section 5, f623b969). */
-  locale_t host_locale = uselocale(ip->rt->c_locale);
+  locale_t host_locale = uselocale(ip->svc->c_locale);
   /* Lua keeps LUA_IDSIZE - 1 bytes of a chunk name; keep the end of a long one, where the
      file name is ("...dir/script.lua"). */
   char name[LUA_IDSIZE];
@@ -350,8 +350,8 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   const char *code_text = a->code ? a->code : "";
   /* Deterministic mode bypasses the bytecode cache: a hit skips the parse and its charge, so
      the instruction count (and os.clock, which reads it) would depend on what ran before. */
-  mbxV_bcache *cache = atomic_load(&ip->rt->bytecode_on) && !ip->port.grants.deterministic
-                           ? ip->rt->bytecode
+  mbxV_bcache *cache = atomic_load(ip->svc->bytecode_on) && !ip->port.grants.deterministic
+                           ? ip->svc->bytecode
                            : NULL;
   mbxV_refusal why = {MBXV_OK, ""};
   mbxV_status s = mbxV_run_cached(ip->vm, cache, code_text, a->code_len, name, a->inputs,
@@ -371,7 +371,7 @@ static mbx_status inproc_resume(void *impl, const char *fn, const char *value, s
                    MBXV_CSTACK_NEEDED >> 10);
     return MBX_STACK_TOO_SMALL;
   }
-  locale_t host_locale = uselocale(ip->rt->c_locale);
+  locale_t host_locale = uselocale(ip->svc->c_locale);
   mbxC_port_local_run_begin(&ip->port);
   mbxL_run_begin(ip->vm->L);
   mbxV_outcome outcome;

@@ -42,14 +42,14 @@
 #include "host/backend/worker_pool.h"
 #include "host/backend/worker_proto.h"
 #include "host/backend/worker_spin.h"
+#include "host/backend/shared.h"
 #include "host/result.h"
-#include "host/runtime.h"
 #include "vm/arena.h"
 
 /* ---- a sandbox in a worker ---- */
 
 typedef struct wsb {
-  mbx_runtime *rt;
+  const mbxH_services *svc; /* the runtime's (host/backend/backend.h) */
   mbxH_wpool *pool;
   mbxC_port_local port;
   mbxC_port_record record;
@@ -618,7 +618,7 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
   for (int attempt = 0;; attempt++) {
     int reused;
     mbx_status taken = mbxH_wpool_take(ws->pool, ws->cfg.memory_limit,
-                                 atomic_load(&ws->rt->one_tenant), fp, fp_len, &p, &reused, err);
+                                 atomic_load(ws->svc->one_tenant), fp, fp_len, &p, &reused, err);
     if (taken != MBX_OK) return taken;
     int primed = p.primed != NULL;
     if (primed) ws->cfg.address_key = p.primed_key;
@@ -671,13 +671,14 @@ static void release(wsb *ws) {
     /* One tenant: a worker that served this sandbox well may serve the next one. Never one
        whose sandbox was poisoned (a limit, a crash, a protocol error), paused mid-call, or
        at its run budget. */
-    if (atomic_load(&ws->rt->one_tenant) && p.sock >= 0 && !ws->tainted && !ws->paused &&
+    if (atomic_load(ws->svc->one_tenant) && p.sock >= 0 && !ws->tainted && !ws->paused &&
         ws->runs < MBXH_WORKER_TENANT_RUNS_MAX) {
       mbxH_wpool_keep(ws->pool, &p);
     } else if (primable(ws)) {
       /* The next sandbox is likely of the same policy: a warm worker builds its state now,
          with its own address key and first seed. */
-      uint64_t seed[2], key = ws->rt->address_key ^ atomic_fetch_add(&ws->rt->sandboxes_created, 1);
+      uint64_t seed[2],
+          key = ws->svc->address_key ^ atomic_fetch_add(ws->svc->sandboxes_created, 1);
       draw_seed(ws, seed);
       put_create(ws, &ws->w, 1, key, seed);
       mbxH_prime_offer offer = {&ws->w, key};
@@ -699,17 +700,16 @@ static size_t sat_mul(size_t a, size_t b) {
   return b && a > SIZE_MAX / b ? SIZE_MAX : a * b;
 }
 
-static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
+static mbx_status worker_create(const mbxH_services *svc, const mbx_policy *p,
                                 const mbxC_snap_header *snap, mbxC_replay_log *replay,
                                 void **impl, mbx_error *err) {
-  uint64_t cap = mbx_runtime_get_cap(rt, MBX_CAP_SANDBOXES);
-  if (mbxH_wpool_live(rt->workers) >= cap) {
+  /* MBX_CAP_SANDBOXES is the runtime's slot pool's cap (mbx_runtime_get_cap reads it there). */
+  unsigned cap;
+  size_t reserve_cap;
+  mbxV_pool_get_caps(svc->slots, &cap, &reserve_cap);
+  if (mbxH_wpool_live(*svc->workers) >= cap) {
     if (replay) mbxC_replay_free(replay);
-    mbxU_error_set(err, MBX_NO_MEMORY,
-                   "mbx_sandbox_new: %llu sandboxes are live in this runtime, its cap "
-                   "MBX_CAP_SANDBOXES; free some, or raise the cap with mbx_runtime_set_cap",
-                   (unsigned long long)cap);
-    return MBX_NO_MEMORY;
+    return mbxH_shared_cap_refusal(svc, err);
   }
   wsb *ws = calloc(1, sizeof *ws);
   int made_port = ws ? mbxC_port_local_init(&ws->port, p) : -1;
@@ -724,13 +724,13 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
     return MBX_NO_MEMORY;
   }
-  ws->rt = rt;
-  ws->pool = rt->workers;
+  ws->svc = svc;
+  ws->pool = *svc->workers;
   /* Seeds from the runtime's secret, as in-process: no system call per sandbox. */
-  ws->port.seeds = &rt->seeds;
+  ws->port.seeds = svc->seeds;
   /* Programs run from here, in the runtime's exec backend, with port_local's checks: the
      worker only forwards the request. */
-  mbxC_port_local_set_exec(&ws->port, &rt->exec);
+  mbxC_port_local_set_exec(&ws->port, svc->exec);
   pthread_mutex_init(&ws->sig_mu, NULL);
   ws->proc = (mbxH_wproc){.sock = -1, .pidfd = -1};
   ws->cfg = (mbxV_config){.memory_limit = (size_t)p->memory,
@@ -740,9 +740,9 @@ static mbx_status worker_create(mbx_runtime *rt, const mbx_policy *p,
                           .source_limit = (size_t)p->source,
                           .result_limit = (size_t)p->result,
                           .address_key =
-                              rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1)};
+                              svc->address_key ^ atomic_fetch_add(svc->sandboxes_created, 1)};
   ws->host_call_limit = p->host_calls;
-  ws->spin_on = atomic_load(&rt->worker_spin);
+  ws->spin_on = atomic_load(svc->worker_spin);
   /* What a report may hold: a value or pending call's JSON (escapes make text longer than
      the heap it came from), the run's output. */
   size_t result = ws->cfg.result_limit ? ws->cfg.result_limit : ws->cfg.output_limit;
@@ -795,8 +795,7 @@ static mbxC_port_record *worker_recorder(void *impl) {
 
 static mbx_status worker_reset(void *impl, mbx_error *err) {
   wsb *ws = impl;
-  mbx_runtime *rt = ws->rt;
-  ws->cfg.address_key = rt->address_key ^ atomic_fetch_add(&rt->sandboxes_created, 1);
+  ws->cfg.address_key = ws->svc->address_key ^ atomic_fetch_add(ws->svc->sandboxes_created, 1);
   if (mbxC_port_local_fs_reset(&ws->port) != 0) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: the filesystem view could not be "
                                        "made again: %s", ws->port.fs_error.message);

@@ -1,0 +1,60 @@
+/* host/backend/shared.h -- the host's half of a sandbox that every backend builds the same way. */
+#ifndef MBX_HOST_BACKEND_SHARED_H
+#define MBX_HOST_BACKEND_SHARED_H
+
+/*
+** Whatever runs the vm, the host keeps the sandbox's port (capabilities/port_local.c: its
+** files, host functions, natives and programs, with their checks), the record/replay layer
+** over it for deterministic policies, and the vm config the policy implies. The in-process
+** backend (inproc.c) hands that port to the vm on the calling thread; the worker backend
+** (worker.c) serves it to a jailed process. Both build it here, so a sandbox is the same
+** sandbox whichever backend runs it: a change to what the host's half holds is made once.
+*/
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+#include "capabilities/port_local.h"
+#include "capabilities/port_record.h"
+#include "capabilities/replay.h"
+#include "host/backend/backend.h"
+#include "include/moonbox.h"
+#include "vm/vm.h"
+
+/* A number no other sandbox of the runtime has had. Each thread takes them in batches from
+   the runtime's counter, so a creation usually writes nothing shared (the counter sits on a
+   cache line every creating thread would otherwise bounce). */
+uint64_t mbxH_sandbox_number(const mbxH_services *svc);
+/* The address key of a new or reset sandbox: the runtime's secret with a fresh sandbox number,
+   so the hashes shown in place of addresses match across no two sandboxes or resets. */
+uint64_t mbxH_shared_address_key(const mbxH_services *svc);
+
+/* The host's half into a backend's zeroed fields: the port from p (its seeds the runtime's,
+   its programs run in the runtime's exec backend) and, with snap (deterministic policies),
+   the record layer over it (*recording = 1), its log chained from snap, replaying replay's
+   answers (NULL: none) and tapping the port's filesystem. replay is taken over in every case.
+   MBX_OK; or MBX_INVALID_ARGUMENT (a mounted directory cannot be opened) or MBX_NO_MEMORY,
+   with err set and nothing to release in port or record. */
+mbx_status mbxH_shared_port(const mbxH_services *svc, const mbx_policy *p,
+                            const mbxC_snap_header *snap, mbxC_replay_log *replay,
+                            mbxC_port_local *port, mbxC_port_record *record, int *recording,
+                            mbx_error *err);
+/* The vm config p implies, with a fresh address key (no shape key: a backend's own). */
+void mbxH_shared_config(const mbxH_services *svc, const mbx_policy *p, mbxV_config *cfg);
+/* The refusal when the runtime's MBX_CAP_SANDBOXES sandboxes are live: MBX_NO_MEMORY. */
+mbx_status mbxH_shared_cap_refusal(const mbxH_services *svc, mbx_error *err);
+
+/* Bytes a chunk name takes, NUL included: what Lua keeps of one. */
+#define MBXH_CHUNK_NAME_SIZE LUA_IDSIZE
+/* The chunk name of a run: "=" and the name given (NULL or "": "input"); a name too long
+   keeps its end, where the file name is ("=...dir/script.lua"). name holds
+   MBXH_CHUNK_NAME_SIZE bytes. */
+void mbxH_shared_chunk_name(const char *given, char *name);
+
+/* mbx_sandbox_set_stdin: the bytes io.stdin reads, copied into the port. */
+mbx_status mbxH_shared_set_stdin(mbxC_port_local *port, const char *data, size_t len,
+                                 mbx_error *err);
+
+#endif
