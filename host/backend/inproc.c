@@ -95,37 +95,16 @@ static mbx_status inproc_create(const mbxH_services *svc, const mbx_policy *p,
                                 const mbxC_snap_header *snap, mbxC_replay_log *replay,
                                 void **impl, mbx_error *err) {
   inproc *ip = calloc(1, sizeof *ip);
-  int made_port = ip ? mbxC_port_local_init(&ip->port, p) : -1;
-  if (made_port != 0) {
-    if (replay) mbxC_replay_free(replay);
-    if (made_port == MBXC_PORT_LOCAL_FS_FAILED) {
-      /* A mounted directory went away (or lost its permissions) since the policy took it. */
-      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_new: %s", ip->port.fs_error.message);
-      free(ip);
-      return MBX_INVALID_ARGUMENT;
-    }
+  if (ip == NULL) return mbxH_shared_no_memory(replay, err);
+  mbx_status made_port =
+      mbxH_shared_port(svc, p, snap, replay, &ip->port, &ip->record, &ip->recording, err);
+  if (made_port != MBX_OK) {
     free(ip);
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
-    return MBX_NO_MEMORY;
+    return made_port;
   }
   ip->svc = svc;
-  ip->port.seeds = svc->seeds;
-  mbxC_port_local_set_exec(&ip->port, svc->exec);
-  mbxV_config cfg = {.memory_limit = (size_t)p->memory,
-                     .instruction_limit = p->instructions,
-                     .time_limit_ms = p->time_ms,
-                     .output_limit = (size_t)p->output,
-                     .source_limit = (size_t)p->source,
-                     .result_limit = (size_t)p->result,
-                     .address_key = mbxH_shared_address_key(svc)};
-  if (snap) {
-    mbxC_port_record_init(&ip->record, &ip->port.port, mbxC_snap_chain0(snap));
-    ip->recording = 1;
-    if (replay) mbxC_port_record_replay_begin(&ip->record, replay);
-    mbxC_vfs_tap tap = mbxC_port_record_fs_tap(&ip->record);
-    mbxC_port_local_set_fs_tap(&ip->port, &tap);
-  }
-  if (replay) mbxC_replay_free(replay); /* taken over above, or of no use */
+  mbxV_config cfg;
+  mbxH_shared_config(svc, p, &cfg);
   /* One pass into a buffer on the stack for the common short list (a second pass only for a
      longer one): the key is built at every mbx_sandbox_new. */
   char shape_buf[512];
@@ -327,17 +306,8 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   /* The C locale for the run: a host setlocale would change number formatting and string
      comparison, and strcoll over-reads in 5.4.4 (THREATS section 5, f623b969). */
   locale_t host_locale = uselocale(ip->svc->c_locale);
-  /* Lua keeps LUA_IDSIZE - 1 bytes of a chunk name; keep the end of a long one, where the
-     file name is ("...dir/script.lua"). */
-  char name[LUA_IDSIZE];
-  const char *given = a->chunk_name && *a->chunk_name ? a->chunk_name : "input";
-  size_t given_len = strlen(given), room = sizeof name - 2;
-  if (given_len > room) {
-    snprintf(name, sizeof name, "=...%s", given + given_len - (room - 3));
-  } else {
-    name[0] = '='; /* the common case without snprintf's format machinery */
-    memcpy(name + 1, given, given_len + 1);
-  }
+  char name[MBXH_CHUNK_NAME_SIZE];
+  mbxH_shared_chunk_name(a->chunk_name, name);
   mbxV_outcome outcome;
   mbxC_port_local_run_begin(&ip->port);
   mbxL_run_begin(ip->vm->L);
@@ -384,10 +354,7 @@ static mbx_status inproc_resume(void *impl, const char *fn, const char *value, s
 }
 
 static mbx_status inproc_set_stdin(void *impl, const char *data, size_t len, mbx_error *err) {
-  if (mbxC_port_local_set_stdin(&((inproc *)impl)->port, data, len) == 0) return MBX_OK;
-  mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_set_stdin: out of host memory for %zu bytes",
-                 len);
-  return MBX_NO_MEMORY;
+  return mbxH_shared_set_stdin(&((inproc *)impl)->port, data, len, err);
 }
 
 static mbxC_vfs *inproc_files(void *impl) {

@@ -34,21 +34,24 @@ uint64_t mbxH_shared_address_key(const mbxH_services *svc) {
   return svc->address_key ^ mbxH_sandbox_number(svc);
 }
 
+mbx_status mbxH_shared_no_memory(mbxC_replay_log *replay, mbx_error *err) {
+  if (replay) mbxC_replay_free(replay);
+  mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
+  return MBX_NO_MEMORY;
+}
+
 mbx_status mbxH_shared_port(const mbxH_services *svc, const mbx_policy *p,
                             const mbxC_snap_header *snap, mbxC_replay_log *replay,
                             mbxC_port_local *port, mbxC_port_record *record, int *recording,
                             mbx_error *err) {
   int made_port = mbxC_port_local_init(port, p);
-  if (made_port != 0) {
+  if (made_port == MBXC_PORT_LOCAL_FS_FAILED) {
     if (replay) mbxC_replay_free(replay);
-    if (made_port == MBXC_PORT_LOCAL_FS_FAILED) {
-      /* A mounted directory went away (or lost its permissions) since the policy took it. */
-      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_new: %s", port->fs_error.message);
-      return MBX_INVALID_ARGUMENT;
-    }
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
-    return MBX_NO_MEMORY;
+    /* A mounted directory went away (or lost its permissions) since the policy took it. */
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_new: %s", port->fs_error.message);
+    return MBX_INVALID_ARGUMENT;
   }
+  if (made_port != 0) return mbxH_shared_no_memory(replay, err);
   /* Seeds from the runtime's secret: no system call per sandbox. */
   port->seeds = svc->seeds;
   /* Programs run from the host, in the runtime's exec backend, with port_local's checks

@@ -31,6 +31,9 @@ uint64_t mbxH_sandbox_number(const mbxH_services *svc);
    so the hashes shown in place of addresses match across no two sandboxes or resets. */
 uint64_t mbxH_shared_address_key(const mbxH_services *svc);
 
+/* A backend's sandbox could not be allocated: replay (NULL: none) is freed, err says so, and
+   MBX_NO_MEMORY is returned. */
+mbx_status mbxH_shared_no_memory(mbxC_replay_log *replay, mbx_error *err);
 /* The host's half into a backend's zeroed fields: the port from p (its seeds the runtime's,
    its programs run in the runtime's exec backend) and, with snap (deterministic policies),
    the record layer over it (*recording = 1), its log chained from snap, replaying replay's

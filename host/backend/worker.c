@@ -5,9 +5,9 @@
 ** One sandbox, one worker, taken from the runtime's pool (host/backend/worker_pool.c: the
 ** zygote, the warm workers, the crash penalty).
 **
-** The parent's half of a sandbox is the in-process backend's without the vm: the port
-** (capabilities/port_local.c, wrapped by the record layer for deterministic policies) is
-** served here, so files, host functions and natives keep their checks and the worker never
+** The parent's half of a sandbox is the in-process backend's without the vm, built by the same
+** code (host/backend/shared.c): the port (capabilities/port_local.c, wrapped by the record
+** layer for deterministic policies) is served here, so files, host functions and natives keep their checks and the worker never
 ** holds a host fd. A call to the worker (run, resume, reset, ...) sends one frame and then
 ** serves the worker's port calls until its answer arrives. Everything read is checked
 ** (host/backend/worker_proto.c); anything wrong -- EOF, a malformed or oversized frame, a frame
@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <lua.h>
 
 #include "capabilities/port_local.h"
 #include "capabilities/port_record.h"
@@ -677,8 +676,7 @@ static void release(wsb *ws) {
     } else if (primable(ws)) {
       /* The next sandbox is likely of the same policy: a warm worker builds its state now,
          with its own address key and first seed. */
-      uint64_t seed[2],
-          key = ws->svc->address_key ^ atomic_fetch_add(ws->svc->sandboxes_created, 1);
+      uint64_t seed[2], key = mbxH_shared_address_key(ws->svc);
       draw_seed(ws, seed);
       put_create(ws, &ws->w, 1, key, seed);
       mbxH_prime_offer offer = {&ws->w, key};
@@ -712,35 +710,18 @@ static mbx_status worker_create(const mbxH_services *svc, const mbx_policy *p,
     return mbxH_shared_cap_refusal(svc, err);
   }
   wsb *ws = calloc(1, sizeof *ws);
-  int made_port = ws ? mbxC_port_local_init(&ws->port, p) : -1;
-  if (made_port != 0) {
-    if (replay) mbxC_replay_free(replay);
-    if (made_port == MBXC_PORT_LOCAL_FS_FAILED) {
-      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_new: %s", ws->port.fs_error.message);
-      free(ws);
-      return MBX_INVALID_ARGUMENT;
-    }
+  if (ws == NULL) return mbxH_shared_no_memory(replay, err);
+  mbx_status made_port =
+      mbxH_shared_port(svc, p, snap, replay, &ws->port, &ws->record, &ws->recording, err);
+  if (made_port != MBX_OK) {
     free(ws);
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
-    return MBX_NO_MEMORY;
+    return made_port;
   }
   ws->svc = svc;
   ws->pool = *svc->workers;
-  /* Seeds from the runtime's secret, as in-process: no system call per sandbox. */
-  ws->port.seeds = svc->seeds;
-  /* Programs run from here, in the runtime's exec backend, with port_local's checks: the
-     worker only forwards the request. */
-  mbxC_port_local_set_exec(&ws->port, svc->exec);
   pthread_mutex_init(&ws->sig_mu, NULL);
   ws->proc = (mbxH_wproc){.sock = -1, .pidfd = -1};
-  ws->cfg = (mbxV_config){.memory_limit = (size_t)p->memory,
-                          .instruction_limit = p->instructions,
-                          .time_limit_ms = p->time_ms,
-                          .output_limit = (size_t)p->output,
-                          .source_limit = (size_t)p->source,
-                          .result_limit = (size_t)p->result,
-                          .address_key =
-                              svc->address_key ^ atomic_fetch_add(svc->sandboxes_created, 1)};
+  mbxH_shared_config(svc, p, &ws->cfg);
   ws->host_call_limit = p->host_calls;
   ws->spin_on = atomic_load(svc->worker_spin);
   /* What a report may hold: a value or pending call's JSON (escapes make text longer than
@@ -751,14 +732,6 @@ static mbx_status worker_create(const mbxH_services *svc, const mbx_policy *p,
   ws->bounds.output_max = ws->cfg.output_limit;
   size_t frame = 2 * ws->bounds.value_max + ws->bounds.output_max + ((size_t)1 << 20);
   ws->frame_max = frame > MBXH_WP_MAX_FRAME ? MBXH_WP_MAX_FRAME : (uint32_t)frame;
-  if (snap) {
-    mbxC_port_record_init(&ws->record, &ws->port.port, mbxC_snap_chain0(snap));
-    ws->recording = 1;
-    if (replay) mbxC_port_record_replay_begin(&ws->record, replay);
-    mbxC_vfs_tap tap = mbxC_port_record_fs_tap(&ws->record);
-    mbxC_port_local_set_fs_tap(&ws->port, &tap);
-  }
-  if (replay) mbxC_replay_free(replay);
   mbx_status s = attach_worker(ws, "mbx_sandbox_new", err);
   if (s != MBX_OK) {
     release(ws);
@@ -795,7 +768,7 @@ static mbxC_port_record *worker_recorder(void *impl) {
 
 static mbx_status worker_reset(void *impl, mbx_error *err) {
   wsb *ws = impl;
-  ws->cfg.address_key = ws->svc->address_key ^ atomic_fetch_add(ws->svc->sandboxes_created, 1);
+  ws->cfg.address_key = mbxH_shared_address_key(ws->svc);
   if (mbxC_port_local_fs_reset(&ws->port) != 0) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: the filesystem view could not be "
                                        "made again: %s", ws->port.fs_error.message);
@@ -1011,11 +984,8 @@ static mbx_status worker_run(void *impl, const mbxH_run_args *a, mbx_result **ou
                    "the sandbox", a->fn, ws->reason);
     return MBX_SANDBOX_POISONED;
   }
-  char name[LUA_IDSIZE];
-  const char *given = a->chunk_name && *a->chunk_name ? a->chunk_name : "input";
-  size_t given_len = strlen(given), room = sizeof name - 2;
-  if (given_len > room) snprintf(name, sizeof name, "=...%s", given + given_len - (room - 3));
-  else snprintf(name, sizeof name, "=%s", given);
+  char name[MBXH_CHUNK_NAME_SIZE];
+  mbxH_shared_chunk_name(a->chunk_name, name);
   atomic_store(&ws->interrupted, 0);
   ws->host_calls = 0;
   mbxC_port_local_run_begin(&ws->port);
@@ -1073,10 +1043,7 @@ static mbx_status worker_resume(void *impl, const char *fn, const char *value, s
 
 /* The bytes io.stdin reads: held here, served to the worker a block at a time. */
 static mbx_status worker_set_stdin(void *impl, const char *data, size_t len, mbx_error *err) {
-  if (mbxC_port_local_set_stdin(&((wsb *)impl)->port, data, len) == 0) return MBX_OK;
-  mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_set_stdin: out of host memory for %zu bytes",
-                 len);
-  return MBX_NO_MEMORY;
+  return mbxH_shared_set_stdin(&((wsb *)impl)->port, data, len, err);
 }
 
 /* The filesystem view is the parent's (the worker only reaches it through the port). */
