@@ -5,16 +5,16 @@
 ** One sandbox, one worker, taken from the runtime's pool (host/backend/worker_pool.c: the
 ** zygote, the warm workers, the crash penalty).
 **
-** The parent's half of a sandbox is the in-process backend's without the vm, built by the same
-** code (host/backend/shared.c): the port (capabilities/port_local.c, wrapped by the record
-** layer for deterministic policies) is served here, so files, host functions and natives keep their checks and the worker never
-** holds a host fd. A call to the worker (run, resume, reset, ...) sends one frame and then
-** serves the worker's port calls until its answer arrives. Everything read is checked
-** (host/backend/worker_proto.c); anything wrong -- EOF, a malformed or oversized frame, a frame
-** of the wrong type, no answer by the backstop -- ends the worker with SIGKILL (through its pidfd: no
-** pid reuse race), has the zygote reap it for the reason, and turns the run into
-** internal_error with that reason. The sandbox is then poisoned (host/sandbox.c), and its reset
-** takes a fresh worker.
+** The parent's half of a sandbox is the in-process backend's without the vm, built by the
+** same code (host/backend/shared.c): the port (capabilities/port_local.c, wrapped by the
+** record layer for deterministic policies) is served here, so files, host functions and
+** natives keep their checks and the worker never holds a host fd. A call to the worker (run,
+** resume, reset, ...) sends one frame and then serves the worker's port calls until its
+** answer arrives. Everything read is checked (host/backend/worker_proto.c); anything wrong --
+** EOF, a malformed or oversized frame, a frame of the wrong type, no answer by the backstop --
+** ends the worker with SIGKILL (through its pidfd: no pid reuse race), has the zygote reap it
+** for the reason, and turns the run into internal_error with that reason. The sandbox is then
+** poisoned (host/sandbox.c), and its reset takes a fresh worker.
 **
 ** The backstop of a run is 2x its time limit plus a grace (a default without a time limit): a C
 ** call that never returns cannot be pre-empted in the worker either, so this is what ends it.
@@ -379,8 +379,9 @@ static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) 
   int in_run = expect == MBXH_WP_DONE;
   /* The parent spins for the answer only while the worker is awake: it answered its last
      frame less than a spin's bound ago, so it is spinning for this one
-     (host/backend/worker_spin.h). A worker that slept (a warm one's CREATE, a host that paused) must first be woken, and
-     spinning through its wake-up only takes the CPU it needs on busy cores. */
+     (host/backend/worker_spin.h). A worker that slept (a warm one's CREATE, a host that
+     paused) must first be woken, and spinning through its wake-up only takes the CPU it needs
+     on busy cores. */
   uint64_t now = mbxH_io_now_ns();
   mbxH_io_deadline dl = {now + budget_ms * 1000000u, in_run ? &ws->interrupted : NULL, 0,
                     ws->spin_on && ws->answered_at && now - ws->answered_at < MBXH_SPIN_NS

@@ -568,7 +568,8 @@ static void drop_stale_prime(mbxH_wpool *pool, const mbxH_prime_offer *prime) {
   size_t len = prime->frame->len > MBXH_CREATE_OWN ? prime->frame->len - MBXH_CREATE_OWN : 0;
   for (int i = 0; i < pool->nwarm; i++) {
     mbxH_wproc *w = &pool->warm[i];
-    if (w->primed == NULL || (w->primed_len == len && memcmp(w->primed, prime->frame->data, len) == 0))
+    if (w->primed == NULL ||
+        (w->primed_len == len && memcmp(w->primed, prime->frame->data, len) == 0))
       continue;
     mbxH_wproc stale = *w;
     *w = pool->warm[--pool->nwarm];
