@@ -39,9 +39,7 @@ typedef struct inproc {
   /* mbx_sandbox_checkpoint: the state's bytes, and the port's state that goes with them (the
      output buffers are per run: nothing of them is kept). */
   mbxV_checkpoint checkpoint;
-  uint64_t checkpoint_draws; /* port seeds drawn: math.randomseed() continues from here */
-  size_t checkpoint_stdin;   /* how far io.stdin was read */
-  mbxC_record_mark checkpoint_log; /* where the log stood at the checkpoint */
+  mbxH_port_mark checkpoint_port; /* where the port stood (seed draws, io.stdin, the log) */
   /* What the policy's host functions install (mbxL_host_functions_shape): the key of the
      slot's shaped template; NULL without host functions or past MBXV_SHAPE_KEY_MAX. */
   char *shape_key;
@@ -222,21 +220,13 @@ static mbx_status inproc_checkpoint(void *impl, mbx_error *err) {
   inproc *ip = impl;
   /* The memory files first (a copy of /tmp), kept only if the state's copy succeeds too. */
   mbxC_vfs_mark *files;
-  if (mbxC_port_local_fs_mark(&ip->port, &files) != 0) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
-                                       "copy of /tmp; the previous checkpoint (if any) is kept");
-    return MBX_NO_MEMORY;
-  }
+  mbx_status s = mbxH_shared_checkpoint_files(&ip->port, &files, err);
+  if (s != MBX_OK) return s;
   mbxV_checkpoint_result made = mbxV_vm_checkpoint(ip->vm, &ip->checkpoint);
-  if (made == MBXV_CHECKPOINT_OK)
-    mbxC_port_local_fs_keep(&ip->port, files);
-  else
-    mbxC_vfs_mark_free(files);
+  if (made != MBXV_CHECKPOINT_OK) mbxC_vfs_mark_free(files);
   switch (made) {
   case MBXV_CHECKPOINT_OK:
-    ip->checkpoint_draws = mbxC_port_local_position(&ip->port);
-    ip->checkpoint_stdin = ip->port.stdin_pos;
-    ip->checkpoint_log = mbxC_port_record_mark(&ip->record);
+    mbxH_shared_checkpoint_keep(&ip->port, &ip->record, files, &ip->checkpoint_port);
     return MBX_OK;
   case MBXV_CHECKPOINT_NO_MEMORY:
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
@@ -245,18 +235,14 @@ static mbx_status inproc_checkpoint(void *impl, mbx_error *err) {
   case MBXV_CHECKPOINT_UNSUPPORTED:
     break;
   }
-  mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_checkpoint: not available in this build "
-                                       "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
-  return MBX_UNSUPPORTED;
+  return mbxH_shared_no_arena("mbx_sandbox_checkpoint", err);
 }
 
 static mbx_status inproc_rewind(void *impl, mbx_error *err) {
   inproc *ip = impl;
 #ifdef MBX_ARENA_MALLOC
   (void)ip;
-  mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_rewind: not available in this build "
-                                       "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
-  return MBX_UNSUPPORTED;
+  return mbxH_shared_no_arena("mbx_sandbox_rewind", err);
 #else
   if (ip->checkpoint.len == 0) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox has no "
@@ -264,18 +250,7 @@ static mbx_status inproc_rewind(void *impl, mbx_error *err) {
     return MBX_INVALID_ARGUMENT;
   }
   mbxV_vm_rewind(ip->vm, &ip->checkpoint);
-  mbxC_port_local_seek(&ip->port, ip->checkpoint_draws);
-  ip->port.stdin_pos = ip->checkpoint_stdin <= ip->port.stdin_len ? ip->checkpoint_stdin : 0;
-  if (mbxC_port_local_fs_rewind(&ip->port) != 0) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_rewind: the state is rewound, but the "
-                                       "memory files could not be (out of host memory): /tmp "
-                                       "may be empty");
-    return MBX_NO_MEMORY;
-  }
-  /* The log goes back with the state. Across a reset the records of the checkpoint's
-     session are gone: the sandbox cannot be snapshotted until its next reset. */
-  if (ip->recording) mbxC_port_record_rewind(&ip->record, ip->checkpoint_log);
-  return MBX_OK;
+  return mbxH_shared_rewind(&ip->port, &ip->record, ip->recording, &ip->checkpoint_port, err);
 #endif
 }
 

@@ -56,6 +56,30 @@ mbx_status mbxH_shared_cap_refusal(const mbxH_services *svc, mbx_error *err);
    MBXH_CHUNK_NAME_SIZE bytes. */
 void mbxH_shared_chunk_name(const char *given, char *name);
 
+/* Where the port stood at a checkpoint (what the vm state's copy does not hold): a rewind
+   puts it back there. */
+typedef struct mbxH_port_mark {
+  uint64_t draws;       /* port seeds drawn: math.randomseed() continues from here */
+  size_t stdin_pos;     /* how far io.stdin was read */
+  mbxC_record_mark log; /* where the log stood */
+} mbxH_port_mark;
+
+/* A checkpoint's copy of the memory files (/tmp) into *files, made before the state's copy:
+   MBX_OK, or MBX_NO_MEMORY with err set (the previous checkpoint, if any, is kept). */
+mbx_status mbxH_shared_checkpoint_files(mbxC_port_local *port, mbxC_vfs_mark **files,
+                                        mbx_error *err);
+/* The state's copy is made too: the port keeps files (taken over) and *mark where it stands. */
+void mbxH_shared_checkpoint_keep(mbxC_port_local *port, mbxC_port_record *record,
+                                 mbxC_vfs_mark *files, mbxH_port_mark *mark);
+/* The state is rewound: the port goes back to mark (seed draws, io.stdin, the memory files,
+   the log when recording). MBX_OK, or MBX_NO_MEMORY with err set when the memory files could
+   not be rewound (/tmp may be empty). */
+mbx_status mbxH_shared_rewind(mbxC_port_local *port, mbxC_port_record *record, int recording,
+                              const mbxH_port_mark *mark, mbx_error *err);
+/* fn ("mbx_sandbox_checkpoint", "mbx_sandbox_rewind") in a build whose guest heap is not one
+   arena (MBX_ARENA_MALLOC): MBX_UNSUPPORTED, with err saying so. */
+mbx_status mbxH_shared_no_arena(const char *fn, mbx_error *err);
+
 /* mbx_sandbox_set_stdin: the bytes io.stdin reads, copied into the port. */
 mbx_status mbxH_shared_set_stdin(mbxC_port_local *port, const char *data, size_t len,
                                  mbx_error *err);

@@ -72,8 +72,7 @@ typedef struct wsb {
   int checkpoint_paused;
   unsigned checkpoint_worker; /* which worker holds it (generation) */
   unsigned worker_gen;
-  uint64_t checkpoint_draws;
-  mbxC_record_mark checkpoint_log; /* where the log stood at the checkpoint */
+  mbxH_port_mark checkpoint_port; /* where the port stood (seed draws, io.stdin, the log) */
   mbxH_wp_writer w, reply;
   unsigned char *rbuf;
   size_t rcap, rlen;
@@ -82,8 +81,6 @@ typedef struct wsb {
      is sent, moved on by the host time of the calls served. A guest-time operation (exec)
      waits no later than this plus the grace, whatever deadline the worker's call names. */
   uint64_t run_deadline;
-  /* io.stdin's read position at the checkpoint (the bytes and position live here). */
-  size_t checkpoint_stdin;
   int spin_on;          /* MBX_CAP_WORKER_SPIN when the sandbox was made */
   mbxH_spin spin;       /* the spin before waiting on this sandbox's worker */
   uint64_t answered_at; /* when its worker last answered a frame (0: not yet) */
@@ -827,11 +824,8 @@ static mbx_status worker_checkpoint(void *impl, mbx_error *err) {
     return MBX_INTERNAL_ERROR;
   }
   mbxC_vfs_mark *files;
-  if (mbxC_port_local_fs_mark(&ws->port, &files) != 0) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
-                                       "copy of /tmp; the previous checkpoint (if any) is kept");
-    return MBX_NO_MEMORY;
-  }
+  mbx_status s = mbxH_shared_checkpoint_files(&ws->port, &files, err);
+  if (s != MBX_OK) return s;
   mbxH_wp_begin(&ws->w, MBXH_WP_CHECKPOINT);
   uint32_t code;
   char msg[256];
@@ -843,21 +837,15 @@ static mbx_status worker_checkpoint(void *impl, mbx_error *err) {
   }
   if (code != 0) {
     mbxC_vfs_mark_free(files);
-    if (code == 3) {
-      mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_checkpoint: not available in this build "
-                     "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
-      return MBX_UNSUPPORTED;
-    }
+    if (code == 3) return mbxH_shared_no_arena("mbx_sandbox_checkpoint", err);
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of memory in the worker "
                    "for the copy; the previous checkpoint (if any) is kept");
     return MBX_NO_MEMORY;
   }
-  mbxC_port_local_fs_keep(&ws->port, files);
+  /* io.stdin's bytes and position live here, as do the memory files: the port's side. */
+  mbxH_shared_checkpoint_keep(&ws->port, &ws->record, files, &ws->checkpoint_port);
   ws->has_checkpoint = 1;
   ws->checkpoint_worker = ws->worker_gen;
-  ws->checkpoint_draws = mbxC_port_local_position(&ws->port);
-  ws->checkpoint_stdin = ws->port.stdin_pos;
-  ws->checkpoint_log = mbxC_port_record_mark(&ws->record);
   ws->checkpoint_paused = ws->paused;
   return MBX_OK;
 }
@@ -866,9 +854,7 @@ static mbx_status worker_rewind(void *impl, mbx_error *err) {
   wsb *ws = impl;
 #ifdef MBX_ARENA_MALLOC
   (void)ws;
-  mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_rewind: not available in this build "
-                                       "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
-  return MBX_UNSUPPORTED;
+  return mbxH_shared_no_arena("mbx_sandbox_rewind", err);
 #else
   if (!ws->has_checkpoint) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox has no "
@@ -895,17 +881,7 @@ static mbx_status worker_rewind(void *impl, mbx_error *err) {
   }
   ws->paused = ws->checkpoint_paused;
   ws->tainted = 0;
-  mbxC_port_local_seek(&ws->port, ws->checkpoint_draws);
-  ws->port.stdin_pos = ws->checkpoint_stdin <= ws->port.stdin_len ? ws->checkpoint_stdin : 0;
-  if (mbxC_port_local_fs_rewind(&ws->port) != 0) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_rewind: the state is rewound, but the "
-                                       "memory files could not be (out of host memory): /tmp "
-                                       "may be empty");
-    return MBX_NO_MEMORY;
-  }
-  /* Across a reset the checkpoint's records are gone: the log breaks (port_record.h). */
-  if (ws->recording) mbxC_port_record_rewind(&ws->record, ws->checkpoint_log);
-  return MBX_OK;
+  return mbxH_shared_rewind(&ws->port, &ws->record, ws->recording, &ws->checkpoint_port, err);
 #endif
 }
 

@@ -1,6 +1,6 @@
 /* tests/host/backend/test_shared.c -- the host's half every backend builds (host/backend/shared.c):
    the chunk name rule, sandbox numbers and address keys, the config and port made from a
-   policy, and the refusals. */
+   policy, the port's side of a checkpoint and rewind, and the refusals. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -176,6 +176,38 @@ static void port_refuses_a_vanished_mount(void **state) {
   mbx_runtime_free(rt);
 }
 
+/* A rewind puts io.stdin's position back where the checkpoint left it, but never past the end
+   of bytes replaced since. */
+static void rewind_puts_the_port_back(void **state) {
+  (void)state;
+  mbx_runtime *rt = mbx_runtime_new(NULL);
+  mbx_policy *p = mbx_policy_new();
+  mbxC_port_local port;
+  mbxC_port_record record;
+  int recording = 0;
+  memset(&port, 0, sizeof port);
+  memset(&record, 0, sizeof record);
+  assert_int_equal(mbxH_shared_port(&rt->services, p, NULL, NULL, &port, &record, &recording,
+                                    NULL),
+                   MBX_OK);
+  assert_int_equal(mbxH_shared_set_stdin(&port, "hello world", 11, NULL), MBX_OK);
+  port.stdin_pos = 5;
+  mbxC_vfs_mark *files = NULL;
+  assert_int_equal(mbxH_shared_checkpoint_files(&port, &files, NULL), MBX_OK);
+  mbxH_port_mark mark;
+  mbxH_shared_checkpoint_keep(&port, &record, files, &mark);
+  assert_int_equal(mark.stdin_pos, 5);
+  port.stdin_pos = 9;
+  assert_int_equal(mbxH_shared_rewind(&port, &record, recording, &mark, NULL), MBX_OK);
+  assert_int_equal(port.stdin_pos, 5);
+  assert_int_equal(mbxH_shared_set_stdin(&port, "abc", 3, NULL), MBX_OK);
+  assert_int_equal(mbxH_shared_rewind(&port, &record, recording, &mark, NULL), MBX_OK);
+  assert_int_equal(port.stdin_pos, 0);
+  mbxC_port_local_free(&port);
+  mbx_policy_free(p);
+  mbx_runtime_free(rt);
+}
+
 static void refusals_name_the_cap(void **state) {
   (void)state;
   mbx_runtime *rt = mbx_runtime_new(NULL);
@@ -187,6 +219,9 @@ static void refusals_name_the_cap(void **state) {
   assert_non_null(strstr(err.message, "MBX_CAP_SANDBOXES"));
   assert_int_equal(mbxH_shared_no_memory(NULL, &err), MBX_NO_MEMORY);
   assert_string_equal(err.message, "mbx_sandbox_new: out of memory");
+  assert_int_equal(mbxH_shared_no_arena("mbx_sandbox_rewind", &err), MBX_UNSUPPORTED);
+  assert_int_equal(err.code, MBX_UNSUPPORTED);
+  assert_non_null(strstr(err.message, "mbx_sandbox_rewind: not available in this build"));
   mbx_runtime_free(rt);
 }
 
@@ -198,6 +233,7 @@ int main(void) {
       cmocka_unit_test(config_follows_the_policy),
       cmocka_unit_test(port_records_only_with_a_header),
       cmocka_unit_test(port_refuses_a_vanished_mount),
+      cmocka_unit_test(rewind_puts_the_port_back),
       cmocka_unit_test(refusals_name_the_cap),
   };
   return cmocka_run_group_tests_name("host/backend/shared", tests, NULL, NULL);
