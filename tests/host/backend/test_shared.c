@@ -54,6 +54,20 @@ static void chunk_name_long_keeps_the_end(void **state) {
   for (size_t i = MBXH_CHUNK_NAME_SIZE; i < sizeof name; i++) assert_int_equal(name[i], 'X');
 }
 
+/* The host's half as a backend holds it: the fields shared.c fills, zeroed first. */
+typedef struct half {
+  mbxC_port_local port;
+  mbxC_port_record record;
+  int recording;
+} half;
+
+static mbx_status open_half(mbx_runtime *rt, const mbx_policy *p, const mbxC_snap_header *snap,
+                            half *h, mbx_error *err) {
+  memset(h, 0, sizeof *h);
+  return mbxH_shared_port(&rt->services, p, snap, NULL, &h->port, &h->record, &h->recording,
+                          err);
+}
+
 #define KEYS 300
 
 static int cmp_u64(const void *a, const void *b) {
@@ -126,28 +140,19 @@ static void port_records_only_with_a_header(void **state) {
   (void)state;
   mbx_runtime *rt = mbx_runtime_new(NULL);
   mbx_policy *p = mbx_policy_new();
-  mbxC_port_local port;
-  mbxC_port_record record;
-  int recording = 0;
-  memset(&port, 0, sizeof port);
-  memset(&record, 0, sizeof record);
-  assert_int_equal(mbxH_shared_port(&rt->services, p, NULL, NULL, &port, &record, &recording,
-                                    NULL),
-                   MBX_OK);
-  assert_int_equal(recording, 0);
-  assert_ptr_equal(port.seeds, &rt->seeds);
-  mbxC_port_local_free(&port);
+  half h;
+  assert_int_equal(open_half(rt, p, NULL, &h, NULL), MBX_OK);
+  assert_int_equal(h.recording, 0);
+  assert_ptr_equal(h.port.seeds, &rt->seeds);
+  mbxC_port_local_free(&h.port);
 
   mbxC_snap_header snap;
   memset(&snap, 0, sizeof snap);
-  memset(&port, 0, sizeof port);
-  assert_int_equal(mbxH_shared_port(&rt->services, p, &snap, NULL, &port, &record, &recording,
-                                    NULL),
-                   MBX_OK);
-  assert_int_equal(recording, 1);
-  assert_ptr_equal(port.seeds, &rt->seeds);
-  mbxC_port_record_free(&record);
-  mbxC_port_local_free(&port);
+  assert_int_equal(open_half(rt, p, &snap, &h, NULL), MBX_OK);
+  assert_int_equal(h.recording, 1);
+  assert_ptr_equal(h.port.seeds, &rt->seeds);
+  mbxC_port_record_free(&h.record);
+  mbxC_port_local_free(&h.port);
   mbx_policy_free(p);
   mbx_runtime_free(rt);
 }
@@ -161,15 +166,9 @@ static void port_refuses_a_vanished_mount(void **state) {
   mbx_policy *p = mbx_policy_new();
   assert_int_equal(mbx_policy_mount(p, "/data", dir, MBX_MOUNT_RO, NULL), MBX_OK);
   assert_int_equal(rmdir(dir), 0);
-  mbxC_port_local port;
-  mbxC_port_record record;
-  int recording = 0;
-  memset(&port, 0, sizeof port);
-  memset(&record, 0, sizeof record);
+  half h;
   mbx_error err;
-  assert_int_equal(mbxH_shared_port(&rt->services, p, NULL, NULL, &port, &record, &recording,
-                                    &err),
-                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(open_half(rt, p, NULL, &h, &err), MBX_INVALID_ARGUMENT);
   assert_int_equal(err.code, MBX_INVALID_ARGUMENT);
   assert_non_null(strstr(err.message, "mbx_sandbox_new: "));
   mbx_policy_free(p);
@@ -182,28 +181,22 @@ static void rewind_puts_the_port_back(void **state) {
   (void)state;
   mbx_runtime *rt = mbx_runtime_new(NULL);
   mbx_policy *p = mbx_policy_new();
-  mbxC_port_local port;
-  mbxC_port_record record;
-  int recording = 0;
-  memset(&port, 0, sizeof port);
-  memset(&record, 0, sizeof record);
-  assert_int_equal(mbxH_shared_port(&rt->services, p, NULL, NULL, &port, &record, &recording,
-                                    NULL),
-                   MBX_OK);
-  assert_int_equal(mbxH_shared_set_stdin(&port, "hello world", 11, NULL), MBX_OK);
-  port.stdin_pos = 5;
+  half h;
+  assert_int_equal(open_half(rt, p, NULL, &h, NULL), MBX_OK);
+  assert_int_equal(mbxH_shared_set_stdin(&h.port, "hello world", 11, NULL), MBX_OK);
+  h.port.stdin_pos = 5;
   mbxC_vfs_mark *files = NULL;
-  assert_int_equal(mbxH_shared_checkpoint_files(&port, &files, NULL), MBX_OK);
+  assert_int_equal(mbxH_shared_checkpoint_files(&h.port, &files, NULL), MBX_OK);
   mbxH_port_mark mark;
-  mbxH_shared_checkpoint_keep(&port, &record, files, &mark);
+  mbxH_shared_checkpoint_keep(&h.port, &h.record, files, &mark);
   assert_int_equal(mark.stdin_pos, 5);
-  port.stdin_pos = 9;
-  assert_int_equal(mbxH_shared_rewind(&port, &record, recording, &mark, NULL), MBX_OK);
-  assert_int_equal(port.stdin_pos, 5);
-  assert_int_equal(mbxH_shared_set_stdin(&port, "abc", 3, NULL), MBX_OK);
-  assert_int_equal(mbxH_shared_rewind(&port, &record, recording, &mark, NULL), MBX_OK);
-  assert_int_equal(port.stdin_pos, 0);
-  mbxC_port_local_free(&port);
+  h.port.stdin_pos = 9;
+  assert_int_equal(mbxH_shared_rewind(&h.port, &h.record, h.recording, &mark, NULL), MBX_OK);
+  assert_int_equal(h.port.stdin_pos, 5);
+  assert_int_equal(mbxH_shared_set_stdin(&h.port, "abc", 3, NULL), MBX_OK);
+  assert_int_equal(mbxH_shared_rewind(&h.port, &h.record, h.recording, &mark, NULL), MBX_OK);
+  assert_int_equal(h.port.stdin_pos, 0);
+  mbxC_port_local_free(&h.port);
   mbx_policy_free(p);
   mbx_runtime_free(rt);
 }
