@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 #include "host/helper_path.h"
-#include "host/backend/worker.h"
+#include "host/backend/worker_pool.h"
 
 #include <limits.h>
 #include <string.h>
@@ -33,28 +33,9 @@ MBX_API void mbx_free(void *p) {
 
 /* ---- runtime ---- */
 
-/* Runtime ids: a thread's batch of sandbox numbers names the runtime it came from by id, never
-   by pointer (a freed runtime's address may be a new runtime's). */
+/* Runtime ids: a thread's batch of sandbox numbers (mbxH_sandbox_number) names the runtime it
+   came from by id, never by pointer (a freed runtime's address may be a new runtime's). */
 static _Atomic uint64_t next_runtime_id = 1;
-
-/* Numbers a thread takes from a runtime's counter at once: one shared write per this many
-   sandboxes. Numbers left in a batch when the thread moves to another runtime are skipped. */
-#define SANDBOX_NUMBER_BATCH 64
-
-static _Thread_local struct {
-  uint64_t runtime_id;
-  uint64_t next, end;
-} number_batch;
-
-uint64_t mbxH_runtime_sandbox_number(mbx_runtime *rt) {
-  if (number_batch.runtime_id != rt->id || number_batch.next == number_batch.end) {
-    number_batch.next = atomic_fetch_add_explicit(&rt->sandboxes_created, SANDBOX_NUMBER_BATCH,
-                                                  memory_order_relaxed);
-    number_batch.end = number_batch.next + SANDBOX_NUMBER_BATCH;
-    number_batch.runtime_id = rt->id;
-  }
-  return number_batch.next++;
-}
 
 MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
   /* Aligned, so the hot fields' cache lines are the runtime's alone (host/runtime.h). */
@@ -102,6 +83,19 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
   /* Past the machine's memory the estimate would end in the OOM killer, not an error. */
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   atomic_store(&rt->heap_cap, pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0);
+  rt->services = (mbxH_services){.c_locale = rt->c_locale,
+                                 .address_key = rt->address_key,
+                                 .runtime_id = rt->id,
+                                 .sandboxes_created = &rt->sandboxes_created,
+                                 .slots = rt->slots,
+                                 .bytecode = rt->bytecode,
+                                 .bytecode_on = &rt->bytecode_on,
+                                 .seeds = &rt->seeds,
+                                 .exec = &rt->exec,
+                                 .dog = &rt->dog,
+                                 .workers = &rt->workers,
+                                 .one_tenant = &rt->one_tenant,
+                                 .worker_spin = &rt->worker_spin};
   return rt;
 }
 

@@ -33,13 +33,13 @@ struct mbx_runtime {
   const mbxH_backend *backend; /* how this runtime's sandboxes run (host/backend/backend.h) */
   locale_t c_locale;      /* runs switch the calling thread to it with uselocale */
   uint64_t address_key;   /* seeds the hashes that stand in for addresses */
-  uint64_t id;            /* unique in the process (mbxH_runtime_sandbox_number's batches) */
+  uint64_t id;            /* unique in the process (mbxH_sandbox_number's batches) */
   mbxV_pool *slots;       /* sandboxes' heap slots, reused by every thread (vm/arena.h) */
   mbxV_bcache *bytecode;  /* compiled top-level sources of mbx_run (vm/bytecode_cache.h) */
   _Atomic int bytecode_on; /* 0 once MBX_CAP_BYTECODE_CACHE_BYTES is 0: skip even the hash */
   _Atomic uint64_t heap_cap; /* 0 = none */
-  /* MBX_CAP_ISOLATE: the worker pool (host/backend/worker.h), made with the first isolated sandbox's
-     runtime setting; NULL in-process. */
+  /* MBX_CAP_ISOLATE: the worker pool (host/backend/worker_pool.h), made with the first
+     isolated sandbox's runtime setting; NULL in-process. */
   struct mbxH_wpool *workers;
   _Atomic int one_tenant; /* MBX_CAP_ONE_TENANT: a worker may serve sandboxes one after another */
   _Atomic int worker_spin; /* MBX_CAP_WORKER_SPIN: both ends of a round trip spin first */
@@ -50,21 +50,19 @@ struct mbx_runtime {
   /* The deadline signal's watchdog (vm/watchdog.h; mbx_runtime_set_deadline_signal), NULL
      when runs use the count hook. Changed only while no sandbox is live. */
   mbxV_watchdog *dog;
+  /* What the backends take from the runtime (host/backend/backend.h): views of the fields
+     here, filled in once by mbx_runtime_new. */
+  mbxH_services services;
   /* Written by every sandbox's creation, run and free, from any thread: on cache lines of
      their own, so those writes do not evict the read-mostly fields above from the other
      threads' caches (false sharing; docs/performance.md, "Issue 10: 2-thread throughput"). */
   _Alignas(MBXH_CACHE_LINE) mbxC_seeds seeds; /* math.random seeds (capabilities/seeds.h) */
-  /* Sandbox numbers handed out, in batches per thread (mbxH_runtime_sandbox_number). */
+  /* Sandbox numbers handed out, in batches per thread (mbxH_sandbox_number). */
   _Atomic uint64_t sandboxes_created;
   /* The resident estimate: the sum of the live sandboxes' heaps as of their last creation,
      run, reset or rewind (a run's own growth is bounded by its memory limit). */
   _Atomic uint64_t heap_total;
   char hot_end[MBXH_CACHE_LINE]; /* nothing allocated after the struct shares their line */
 };
-
-/* A number no other sandbox of rt has had (it keys the sandbox's address hashes). Each thread
-   takes them in batches from rt->sandboxes_created, so a creation usually writes nothing
-   shared. */
-uint64_t mbxH_runtime_sandbox_number(mbx_runtime *rt);
 
 #endif

@@ -63,8 +63,8 @@ mbx_sandbox *mbxH_sandbox_create(mbx_runtime *rt, const mbx_policy *p, mbxC_repl
       }
     }
   }
-  if (sb->backend->create(rt, p, p->deterministic ? &sb->snap : NULL, replay, &sb->impl, err) !=
-      MBX_OK) {
+  if (sb->backend->create(&rt->services, p, p->deterministic ? &sb->snap : NULL, replay,
+                          &sb->impl, err) != MBX_OK) {
     mbxC_snap_header_free(&sb->snap);
     free(sb);
     return NULL;

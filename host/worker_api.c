@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "host/helper_path.h"
 #include "host/runtime.h"
-#include "host/backend/worker.h"
+#include "host/backend/worker_pool.h"
 #include "host/worker/jail.h"
 #include "host/backend/worker_proto.h"
 

@@ -8,21 +8,61 @@
 ** operations; after a run or resume one shared epilogue poisons the sandbox on a limit, an
 ** interrupt or an internal error and brings the runtime's heap estimate up to date. A
 ** backend does the rest: the in-process backend (host/backend/inproc.c) runs the vm in this
-** process; a worker backend (jailed processes, later) implements the same table, and the
-** runtime picks one without any public function changing.
+** process; the worker backend (host/backend/worker.c, MBX_CAP_ISOLATE) runs it in a jailed
+** process behind the same table, and the runtime picks one without any public function
+** changing. What both build on the host's side of a sandbox (its port, the record layer,
+** its vm config) is written once, in host/backend/shared.c.
+**
+** A backend sees the runtime only through mbxH_services: the runtime (host/runtime.c)
+** includes this folder, never the reverse.
 **
 ** Every operation except interrupt is called by the thread that holds the sandbox, never
 ** concurrently. An operation that fails fills err and returns its status; a run or resume
 ** returns a run status (< MBX_API_ERROR_BASE) with *out set, or an API status with nothing run.
 */
 
+#include <locale.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capabilities/exec.h"
 #include "capabilities/port_record.h"
 #include "capabilities/replay.h"
+#include "capabilities/seeds.h"
 #include "capabilities/vfs.h"
 #include "include/moonbox.h"
+#include "vm/arena.h"
+#include "vm/bytecode_cache.h"
+#include "vm/watchdog.h"
+
+struct mbxH_wpool;
+
+/* What a backend takes from the runtime that makes its sandboxes. The runtime fills it in
+   once, inside itself (host/runtime.h), and outlives its sandboxes, so a backend may keep the
+   pointer for a sandbox's life. What a cap setter may change while sandboxes are live is
+   reached through a pointer and read where it is used, as the runtime's own field was. */
+typedef struct mbxH_services {
+  locale_t c_locale;    /* runs switch the calling thread to it with uselocale */
+  uint64_t address_key; /* the runtime's secret; a sandbox's key is it ^ a sandbox number */
+  /* Sandbox numbers (mbxH_sandbox_number): the runtime's counter, which threads take from in
+     batches, and the id that names the runtime in a thread's batch. */
+  uint64_t runtime_id;
+  _Atomic uint64_t *sandboxes_created;
+  /* Sandboxes' heap slots (vm/arena.h): its caps are MBX_CAP_SANDBOXES and
+     MBX_CAP_RESERVED_BYTES. */
+  mbxV_pool *slots;
+  mbxV_bcache *bytecode;          /* compiled sources of mbx_run (vm/bytecode_cache.h) */
+  const _Atomic int *bytecode_on; /* 0 once MBX_CAP_BYTECODE_CACHE_BYTES is 0: skip the hash */
+  mbxC_seeds *seeds;              /* math.random seeds (capabilities/seeds.h) */
+  mbxC_exec_backend *exec;        /* where a sandbox's programs run (capabilities/exec.h) */
+  /* The deadline signal's watchdog and the worker pool (MBX_CAP_ISOLATE): the runtime
+     replaces them only while no sandbox is live; NULL when there is none. */
+  mbxV_watchdog *const *dog;
+  struct mbxH_wpool *const *workers;
+  const _Atomic int *one_tenant;  /* MBX_CAP_ONE_TENANT */
+  const _Atomic int *worker_spin; /* MBX_CAP_WORKER_SPIN */
+} mbxH_services;
 
 typedef struct mbxH_run_args {
   const char *fn; /* the public function, for messages: "mbx_run" */
@@ -43,8 +83,9 @@ typedef struct mbxH_backend {
      the record/replay layer, the log chained from it. replay (NULL: none) is a decoded
      snapshot log whose answers the new sandbox's port replays; it is taken over, also on
      failure. */
-  mbx_status (*create)(mbx_runtime *rt, const mbx_policy *p, const mbxC_snap_header *snap,
-                       mbxC_replay_log *replay, void **impl, mbx_error *err);
+  mbx_status (*create)(const mbxH_services *svc, const mbx_policy *p,
+                       const mbxC_snap_header *snap, mbxC_replay_log *replay, void **impl,
+                       mbx_error *err);
   /* Release everything; never fails. */
   void (*destroy)(void *impl);
   /* A run status with *out the result (NULL when host memory ran out for it), or an API

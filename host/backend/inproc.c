@@ -16,8 +16,8 @@
 #include "capabilities/port_record.h"
 #include "capabilities/replay.h"
 #include "host/backend/backend.h"
+#include "host/backend/shared.h"
 #include "host/result.h"
-#include "host/runtime.h"
 #include "stdlib/stdlib.h"
 #include "vm/arena.h"
 #include "vm/bytecode_cache.h"
@@ -27,7 +27,7 @@
 #include "vm/vm.h"
 
 typedef struct inproc {
-  mbx_runtime *rt;
+  const mbxH_services *svc; /* the runtime's (host/backend/backend.h) */
   mbxV_vm *vm;          /* lives at a fixed address inside its slot */
   mbxC_port_local port; /* the policy's clock, seed, environment and functions, copied */
   /* Deterministic policies only: the record/replay layer over port (snapshots); the stdlib
@@ -39,9 +39,7 @@ typedef struct inproc {
   /* mbx_sandbox_checkpoint: the state's bytes, and the port's state that goes with them (the
      output buffers are per run: nothing of them is kept). */
   mbxV_checkpoint checkpoint;
-  uint64_t checkpoint_draws; /* port seeds drawn: math.randomseed() continues from here */
-  size_t checkpoint_stdin;   /* how far io.stdin was read */
-  mbxC_record_mark checkpoint_log; /* where the log stood at the checkpoint */
+  mbxH_port_mark checkpoint_port; /* where the port stood (seed draws, io.stdin, the log) */
   /* What the policy's host functions install (mbxL_host_functions_shape): the key of the
      slot's shaped template; NULL without host functions or past MBXV_SHAPE_KEY_MAX. */
   char *shape_key;
@@ -91,41 +89,20 @@ static void release(inproc *ip) {
   free(ip);
 }
 
-static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
+static mbx_status inproc_create(const mbxH_services *svc, const mbx_policy *p,
                                 const mbxC_snap_header *snap, mbxC_replay_log *replay,
                                 void **impl, mbx_error *err) {
   inproc *ip = calloc(1, sizeof *ip);
-  int made_port = ip ? mbxC_port_local_init(&ip->port, p) : -1;
-  if (made_port != 0) {
-    if (replay) mbxC_replay_free(replay);
-    if (made_port == MBXC_PORT_LOCAL_FS_FAILED) {
-      /* A mounted directory went away (or lost its permissions) since the policy took it. */
-      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_new: %s", ip->port.fs_error.message);
-      free(ip);
-      return MBX_INVALID_ARGUMENT;
-    }
+  if (ip == NULL) return mbxH_shared_no_memory(replay, err);
+  mbx_status made_port =
+      mbxH_shared_port(svc, p, snap, replay, &ip->port, &ip->record, &ip->recording, err);
+  if (made_port != MBX_OK) {
     free(ip);
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: out of memory");
-    return MBX_NO_MEMORY;
+    return made_port;
   }
-  ip->rt = rt;
-  ip->port.seeds = &rt->seeds;
-  mbxC_port_local_set_exec(&ip->port, &rt->exec);
-  mbxV_config cfg = {.memory_limit = (size_t)p->memory,
-                     .instruction_limit = p->instructions,
-                     .time_limit_ms = p->time_ms,
-                     .output_limit = (size_t)p->output,
-                     .source_limit = (size_t)p->source,
-                     .result_limit = (size_t)p->result,
-                     .address_key = rt->address_key ^ mbxH_runtime_sandbox_number(rt)};
-  if (snap) {
-    mbxC_port_record_init(&ip->record, &ip->port.port, mbxC_snap_chain0(snap));
-    ip->recording = 1;
-    if (replay) mbxC_port_record_replay_begin(&ip->record, replay);
-    mbxC_vfs_tap tap = mbxC_port_record_fs_tap(&ip->record);
-    mbxC_port_local_set_fs_tap(&ip->port, &tap);
-  }
-  if (replay) mbxC_replay_free(replay); /* taken over above, or of no use */
+  ip->svc = svc;
+  mbxV_config cfg;
+  mbxH_shared_config(svc, p, &cfg);
   /* One pass into a buffer on the stack for the common short list (a second pass only for a
      longer one): the key is built at every mbx_sandbox_new. */
   char shape_buf[512];
@@ -141,9 +118,10 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
   ip->host_call_limit = p->host_calls;
   /* A slot's template was built with no port (it holds nothing of one sandbox); math.random
      is seeded from this sandbox's port once the state is in place. */
-  mbxV_new_result made = mbxV_vm_new(rt->slots, &cfg, mbxL_open_sandbox, &ip->vm);
-  if (made == MBXV_NEW_OK && rt->dog && !ip->port.grants.deterministic) {
-    mbxV_watch_init(&ip->watch, rt->dog, ip->vm);
+  mbxV_new_result made = mbxV_vm_new(svc->slots, &cfg, mbxL_open_sandbox, &ip->vm);
+  mbxV_watchdog *dog = *svc->dog;
+  if (made == MBXV_NEW_OK && dog && !ip->port.grants.deterministic) {
+    mbxV_watch_init(&ip->watch, dog, ip->vm);
     ip->vm->budget.watch = &ip->watch; /* kept by resets and rewinds (the budget is) */
   }
   if (made == MBXV_NEW_OK) {
@@ -155,20 +133,20 @@ static mbx_status inproc_create(mbx_runtime *rt, const mbx_policy *p,
     ip->vm = NULL;
   }
   release(ip);
-  if (made == MBXV_NEW_CAP)
-    mbxU_error_set(err, MBX_NO_MEMORY,
-                   "mbx_sandbox_new: %llu sandboxes are live in this runtime, its cap "
-                   "MBX_CAP_SANDBOXES; free some, or raise the cap with mbx_runtime_set_cap",
-                   (unsigned long long)mbx_runtime_get_cap(rt, MBX_CAP_SANDBOXES));
-  else if (made == MBXV_NEW_RESERVE_CAP)
+  /* The caps are the runtime's, kept by its slot pool (mbx_runtime_get_cap reads them there). */
+  unsigned slots_cap;
+  size_t reserve_cap;
+  mbxV_pool_get_caps(svc->slots, &slots_cap, &reserve_cap);
+  if (made == MBXV_NEW_CAP) return mbxH_shared_cap_refusal(svc, err);
+  if (made == MBXV_NEW_RESERVE_CAP)
     mbxU_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: reserving %zu MiB of address space for the sandbox's heap "
                    "(8x MBX_LIMIT_MEMORY) would pass the runtime's cap MBX_CAP_RESERVED_BYTES "
                    "(%llu MiB, %llu MiB reserved); free sandboxes, lower the memory limit or "
                    "raise the cap",
                    mbxV_slot_size_for(cfg.memory_limit) >> 20,
-                   (unsigned long long)(mbx_runtime_get_cap(rt, MBX_CAP_RESERVED_BYTES) >> 20),
-                   (unsigned long long)(mbx_runtime_usage(rt, MBX_CAP_RESERVED_BYTES) >> 20));
+                   (unsigned long long)(reserve_cap >> 20),
+                   (unsigned long long)(mbxV_pool_reserved(svc->slots) >> 20));
   else if (made == MBXV_NEW_NO_SPACE)
     mbxU_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_new: cannot reserve %zu MiB of address space for the sandbox's "
@@ -207,10 +185,9 @@ static mbxC_port_record *inproc_recorder(void *impl) {
 
 static mbx_status inproc_reset(void *impl, mbx_error *err) {
   inproc *ip = impl;
-  mbx_runtime *rt = ip->rt;
   /* A fresh address key, as a new sandbox would get: hashes shown in place of addresses must
      not match across the reset. */
-  ip->cfg.address_key = rt->address_key ^ mbxH_runtime_sandbox_number(rt);
+  ip->cfg.address_key = mbxH_shared_address_key(ip->svc);
   if (mbxV_vm_reset(ip->vm, &ip->cfg, mbxL_open_sandbox) != MBXV_NEW_OK) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: out of host memory while building "
                                        "the pristine state; the sandbox refuses runs until a "
@@ -243,21 +220,13 @@ static mbx_status inproc_checkpoint(void *impl, mbx_error *err) {
   inproc *ip = impl;
   /* The memory files first (a copy of /tmp), kept only if the state's copy succeeds too. */
   mbxC_vfs_mark *files;
-  if (mbxC_port_local_fs_mark(&ip->port, &files) != 0) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
-                                       "copy of /tmp; the previous checkpoint (if any) is kept");
-    return MBX_NO_MEMORY;
-  }
+  mbx_status s = mbxH_shared_checkpoint_files(&ip->port, &files, err);
+  if (s != MBX_OK) return s;
   mbxV_checkpoint_result made = mbxV_vm_checkpoint(ip->vm, &ip->checkpoint);
-  if (made == MBXV_CHECKPOINT_OK)
-    mbxC_port_local_fs_keep(&ip->port, files);
-  else
-    mbxC_vfs_mark_free(files);
+  if (made != MBXV_CHECKPOINT_OK) mbxC_vfs_mark_free(files);
   switch (made) {
   case MBXV_CHECKPOINT_OK:
-    ip->checkpoint_draws = mbxC_port_local_position(&ip->port);
-    ip->checkpoint_stdin = ip->port.stdin_pos;
-    ip->checkpoint_log = mbxC_port_record_mark(&ip->record);
+    mbxH_shared_checkpoint_keep(&ip->port, &ip->record, files, &ip->checkpoint_port);
     return MBX_OK;
   case MBXV_CHECKPOINT_NO_MEMORY:
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
@@ -266,18 +235,14 @@ static mbx_status inproc_checkpoint(void *impl, mbx_error *err) {
   case MBXV_CHECKPOINT_UNSUPPORTED:
     break;
   }
-  mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_checkpoint: not available in this build "
-                                       "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
-  return MBX_UNSUPPORTED;
+  return mbxH_shared_no_arena("mbx_sandbox_checkpoint", err);
 }
 
 static mbx_status inproc_rewind(void *impl, mbx_error *err) {
   inproc *ip = impl;
 #ifdef MBX_ARENA_MALLOC
   (void)ip;
-  mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_rewind: not available in this build "
-                                       "(MBX_ARENA_MALLOC: the guest heap is not one arena)");
-  return MBX_UNSUPPORTED;
+  return mbxH_shared_no_arena("mbx_sandbox_rewind", err);
 #else
   if (ip->checkpoint.len == 0) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox has no "
@@ -285,18 +250,7 @@ static mbx_status inproc_rewind(void *impl, mbx_error *err) {
     return MBX_INVALID_ARGUMENT;
   }
   mbxV_vm_rewind(ip->vm, &ip->checkpoint);
-  mbxC_port_local_seek(&ip->port, ip->checkpoint_draws);
-  ip->port.stdin_pos = ip->checkpoint_stdin <= ip->port.stdin_len ? ip->checkpoint_stdin : 0;
-  if (mbxC_port_local_fs_rewind(&ip->port) != 0) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_rewind: the state is rewound, but the "
-                                       "memory files could not be (out of host memory): /tmp "
-                                       "may be empty");
-    return MBX_NO_MEMORY;
-  }
-  /* The log goes back with the state. Across a reset the records of the checkpoint's
-     session are gone: the sandbox cannot be snapshotted until its next reset. */
-  if (ip->recording) mbxC_port_record_rewind(&ip->record, ip->checkpoint_log);
-  return MBX_OK;
+  return mbxH_shared_rewind(&ip->port, &ip->record, ip->recording, &ip->checkpoint_port, err);
 #endif
 }
 
@@ -326,18 +280,9 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   }
   /* The C locale for the run: a host setlocale would change number formatting and string
      comparison, and strcoll over-reads in 5.4.4 (THREATS section 5, f623b969). */
-  locale_t host_locale = uselocale(ip->rt->c_locale);
-  /* Lua keeps LUA_IDSIZE - 1 bytes of a chunk name; keep the end of a long one, where the
-     file name is ("...dir/script.lua"). */
-  char name[LUA_IDSIZE];
-  const char *given = a->chunk_name && *a->chunk_name ? a->chunk_name : "input";
-  size_t given_len = strlen(given), room = sizeof name - 2;
-  if (given_len > room) {
-    snprintf(name, sizeof name, "=...%s", given + given_len - (room - 3));
-  } else {
-    name[0] = '='; /* the common case without snprintf's format machinery */
-    memcpy(name + 1, given, given_len + 1);
-  }
+  locale_t host_locale = uselocale(ip->svc->c_locale);
+  char name[MBXH_CHUNK_NAME_SIZE];
+  mbxH_shared_chunk_name(a->chunk_name, name);
   mbxV_outcome outcome;
   mbxC_port_local_run_begin(&ip->port);
   mbxL_run_begin(ip->vm->L);
@@ -350,8 +295,8 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   const char *code_text = a->code ? a->code : "";
   /* Deterministic mode bypasses the bytecode cache: a hit skips the parse and its charge, so
      the instruction count (and os.clock, which reads it) would depend on what ran before. */
-  mbxV_bcache *cache = atomic_load(&ip->rt->bytecode_on) && !ip->port.grants.deterministic
-                           ? ip->rt->bytecode
+  mbxV_bcache *cache = atomic_load(ip->svc->bytecode_on) && !ip->port.grants.deterministic
+                           ? ip->svc->bytecode
                            : NULL;
   mbxV_refusal why = {MBXV_OK, ""};
   mbxV_status s = mbxV_run_cached(ip->vm, cache, code_text, a->code_len, name, a->inputs,
@@ -371,7 +316,7 @@ static mbx_status inproc_resume(void *impl, const char *fn, const char *value, s
                    MBXV_CSTACK_NEEDED >> 10);
     return MBX_STACK_TOO_SMALL;
   }
-  locale_t host_locale = uselocale(ip->rt->c_locale);
+  locale_t host_locale = uselocale(ip->svc->c_locale);
   mbxC_port_local_run_begin(&ip->port);
   mbxL_run_begin(ip->vm->L);
   mbxV_outcome outcome;
@@ -384,10 +329,7 @@ static mbx_status inproc_resume(void *impl, const char *fn, const char *value, s
 }
 
 static mbx_status inproc_set_stdin(void *impl, const char *data, size_t len, mbx_error *err) {
-  if (mbxC_port_local_set_stdin(&((inproc *)impl)->port, data, len) == 0) return MBX_OK;
-  mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_set_stdin: out of host memory for %zu bytes",
-                 len);
-  return MBX_NO_MEMORY;
+  return mbxH_shared_set_stdin(&((inproc *)impl)->port, data, len, err);
 }
 
 static mbxC_vfs *inproc_files(void *impl) {

@@ -1,3 +1,4 @@
+/* Also the test of host/backend/worker_pool.c and worker_io.c (the pool and its I/O). */
 /* tests/host/backend/test_worker.c -- worker mode (host/backend/worker.c, host/worker/main.c): the public API
    with MBX_CAP_ISOLATE, and a worker that crashes, spins in C, makes forbidden system calls,
    writes bad frames or is killed from outside -- each contained, reported with its own reason,
