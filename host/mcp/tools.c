@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base64.h"
 #include "capabilities/policy.h"
 #include "host/mcp/mcp.h"
-#include "vm/json_text.h"
 
 enum { TOOL_RUN = 1, TOOL_CHECK, TOOL_RESET, TOOL_CLOSE };
 
@@ -300,7 +300,7 @@ static int prepare_files(mbxH_mcp_run *run, const json_t *files, char **error) {
       size_t n = json_string_length(b);
       f->data = malloc(n / 4 * 3 + 3);
       if (f->data) {
-        f->len = mbxV_base64_decode(json_string_value(b), n, (unsigned char *)f->data);
+        f->len = mbxU_base64_decode(json_string_value(b), n, (unsigned char *)f->data);
         if (f->len == (size_t)-1) {
           free(f->data);
           f->data = NULL;
