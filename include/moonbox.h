@@ -371,6 +371,18 @@ typedef enum mbx_limit {
 /* A policy with the defaults above. NULL when out of memory. */
 MBX_API mbx_policy *mbx_policy_new(void);
 MBX_API void mbx_policy_free(mbx_policy *p);
+/*
+** A new policy with a copy of p's settings: every limit (MBX_LIMIT_*, the filesystem and exec
+** ones included), the fixed clock and seed, the deterministic flag, the environment, the
+** mounts (with their host directories as resolved when p mounted them: not resolved again),
+** the files (their bytes copied) and the programs allowed to exec. It has none of p's host
+** functions (mbx_policy_add_function, _add_external, _bind_native): their callbacks and
+** userdata belong to whoever granted them, so a copy handed on grants nothing the new holder
+** did not add itself. The two are independent afterwards. p is only read: copying a policy
+** other threads read (or make sandboxes from) at the same time is safe, not while one
+** changes it. Release the copy with mbx_policy_free. NULL for a NULL p or out of memory.
+*/
+MBX_API mbx_policy *mbx_policy_copy(const mbx_policy *p);
 /* Returns MBX_INVALID_ARGUMENT (and changes nothing) for an unknown limit or a value out of
    range; the error text is available from mbx_policy_set_limit_checked(). */
 MBX_API mbx_status mbx_policy_set_limit(mbx_policy *p, mbx_limit which, uint64_t value);
