@@ -9,7 +9,7 @@
 
 #include "capabilities/policy.h"
 #include "common/error.h"
-#include "host/buf.h"
+#include "common/buf.h"
 #include "host/check.h"
 #include "include/moonbox.h"
 #include "stdlib/stdlib.h"
@@ -48,7 +48,7 @@ typedef struct finding {
 typedef struct check_state {
   const char *code;
   size_t len;
-  mbxH_buf dump;
+  mbxU_buf dump;
   char *syntax;
   size_t syntax_len;
   char **provided; /* builtins only: the library's global names (host memory) */
@@ -58,8 +58,8 @@ typedef struct check_state {
 
 static int dump_writer(lua_State *L, const void *p, size_t n, void *ud) {
   (void)L;
-  mbxH_buf *b = ud;
-  mbxH_buf_put(b, p, n);
+  mbxU_buf *b = ud;
+  mbxU_buf_put(b, p, n);
   return b->failed;
 }
 
@@ -289,8 +289,8 @@ static int by_line(const void *a, const void *b) {
   return x->write - y->write;
 }
 
-static void put_int(mbxH_buf *b, long long v) {
-  mbxV_json_put_integer(mbxH_buf_sink, b, v);
+static void put_int(mbxU_buf *b, long long v) {
+  mbxV_json_put_integer(mbxU_buf_sink, b, v);
 }
 
 static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
@@ -300,7 +300,7 @@ static void make_c_locale(void) {
 }
 
 static void clear_state(check_state *st) {
-  mbxH_buf_free(&st->dump);
+  mbxU_buf_free(&st->dump);
   free(st->syntax);
   for (size_t i = 0; i < st->nprovided; i++)
     free(st->provided[i]);
@@ -385,7 +385,7 @@ done:
 }
 
 /* The report of a compiled chunk. */
-static mbx_status report_globals(const mbx_policy *p, check_state *st, mbxH_buf *out,
+static mbx_status report_globals(const mbx_policy *p, check_state *st, mbxU_buf *out,
                                  mbx_error *err) {
   mbxV_chunk chunk;
   char why[160];
@@ -414,19 +414,19 @@ static mbx_status report_globals(const mbx_policy *p, check_state *st, mbxH_buf 
     if (!is_provided(&builtins, p, f->v[i].name, f->v[i].len)) f->v[kept++] = f->v[i];
   f->n = kept;
   if (f->n) qsort(f->v, f->n, sizeof *f->v, by_line);
-  mbxH_buf_puts(out, "{\"globals\":[");
+  mbxU_buf_puts(out, "{\"globals\":[");
   size_t shown = 0;
   for (size_t i = 0; i < f->n; i++) {
     if (i > 0 && by_line(&f->v[i - 1], &f->v[i]) == 0) continue; /* same name, line, access */
-    if (shown++) mbxH_buf_puts(out, ",");
-    mbxH_buf_puts(out, f->v[i].write ? "{\"access\":\"write\",\"line\":"
+    if (shown++) mbxU_buf_puts(out, ",");
+    mbxU_buf_puts(out, f->v[i].write ? "{\"access\":\"write\",\"line\":"
                                      : "{\"access\":\"read\",\"line\":");
     put_int(out, f->v[i].line);
-    mbxH_buf_puts(out, ",\"name\":");
-    mbxV_json_put_string(mbxH_buf_sink, out, f->v[i].name, f->v[i].len);
-    mbxH_buf_puts(out, "}");
+    mbxU_buf_puts(out, ",\"name\":");
+    mbxV_json_put_string(mbxU_buf_sink, out, f->v[i].name, f->v[i].len);
+    mbxU_buf_puts(out, "}");
   }
-  mbxH_buf_puts(out, shown ? "],\"ok\":false,\"syntax_error\":null}"
+  mbxU_buf_puts(out, shown ? "],\"ok\":false,\"syntax_error\":null}"
                            : "],\"ok\":true,\"syntax_error\":null}");
   int no_memory = f->no_memory;
   free(f->v);
@@ -439,7 +439,7 @@ static mbx_status report_globals(const mbx_policy *p, check_state *st, mbxH_buf 
   return MBX_OK;
 }
 
-static void report_syntax(const check_state *st, mbxH_buf *out) {
+static void report_syntax(const check_state *st, mbxU_buf *out) {
   char chunk[64];
   int line = 0;
   size_t text = 0;
@@ -448,11 +448,11 @@ static void report_syntax(const check_state *st, mbxH_buf *out) {
     text = 0;
   }
   size_t n = mbxV_utf8_cut(st->syntax + text, st->syntax_len - text, MBXV_ERROR_MAX);
-  mbxH_buf_puts(out, "{\"globals\":[],\"ok\":false,\"syntax_error\":{\"line\":");
+  mbxU_buf_puts(out, "{\"globals\":[],\"ok\":false,\"syntax_error\":{\"line\":");
   put_int(out, line);
-  mbxH_buf_puts(out, ",\"message\":");
-  mbxV_json_put_string(mbxH_buf_sink, out, st->syntax + text, n);
-  mbxH_buf_puts(out, "}}");
+  mbxU_buf_puts(out, ",\"message\":");
+  mbxV_json_put_string(mbxU_buf_sink, out, st->syntax + text, n);
+  mbxU_buf_puts(out, "}}");
 }
 
 MBX_API mbx_status mbx_check(const mbx_policy *p, const char *code, size_t len, char **json,
@@ -497,7 +497,7 @@ MBX_API mbx_status mbx_check(const mbx_policy *p, const char *code, size_t len, 
   locale_t host_locale = uselocale(c_locale);
   mbx_status s = compile(p, &st, err);
   uselocale(host_locale);
-  mbxH_buf out = {0};
+  mbxU_buf out = {0};
   if (s == MBX_OK) {
     if (st.syntax)
       report_syntax(&st, &out);
@@ -506,11 +506,11 @@ MBX_API mbx_status mbx_check(const mbx_policy *p, const char *code, size_t len, 
   }
   clear_state(&st);
   if (s != MBX_OK) {
-    mbxH_buf_free(&out);
+    mbxU_buf_free(&out);
     return s;
   }
   size_t n;
-  char *text = mbxH_buf_take(&out, &n);
+  char *text = mbxU_buf_take(&out, &n);
   if (text == NULL) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_check: out of host memory");
     return MBX_NO_MEMORY;
@@ -546,7 +546,7 @@ mbx_status mbxH_check_dump(const mbx_policy *p, const char *code, size_t len, ch
     s = MBX_SYNTAX_ERROR;
   }
   if (s == MBX_OK) {
-    *dump = mbxH_buf_take(&st.dump, dump_len);
+    *dump = mbxU_buf_take(&st.dump, dump_len);
     if (*dump == NULL) {
       mbxU_error_set(err, MBX_NO_MEMORY, "out of host memory");
       s = MBX_NO_MEMORY;

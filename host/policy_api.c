@@ -45,6 +45,17 @@ MBX_API void mbx_policy_free(mbx_policy *p) {
   free(p);
 }
 
+MBX_API mbx_policy *mbx_policy_copy(const mbx_policy *p) {
+  if (p == NULL) return NULL;
+  mbx_policy *copy = mbx_policy_new();
+  /* The settings, not the host functions: the fresh policy's empty table is kept. */
+  if (copy != NULL && mbxC_policy_copy_settings(copy, p) != 0) {
+    mbx_policy_free(copy);
+    return NULL;
+  }
+  return copy;
+}
+
 MBX_API mbx_status mbx_policy_set_env(mbx_policy *p, const char *name, const char *value,
                                       mbx_error *err) {
   char why[200];

@@ -11,91 +11,91 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host/buf.h"
+#include "common/buf.h"
 #include "vm/errors.h"
 #include "vm/json_text.h"
 
-static void put_key(mbxH_buf *b, const char *key) {
-  mbxH_buf_puts(b, "\"");
-  mbxH_buf_puts(b, key);
-  mbxH_buf_puts(b, "\":");
+static void put_key(mbxU_buf *b, const char *key) {
+  mbxU_buf_puts(b, "\"");
+  mbxU_buf_puts(b, key);
+  mbxU_buf_puts(b, "\":");
 }
 
-static void put_string(mbxH_buf *b, const char *s, size_t n) {
-  mbxV_json_put_string(mbxH_buf_sink, b, s, n);
+static void put_string(mbxU_buf *b, const char *s, size_t n) {
+  mbxV_json_put_string(mbxU_buf_sink, b, s, n);
 }
 
-static void put_u64(mbxH_buf *b, uint64_t v) {
+static void put_u64(mbxU_buf *b, uint64_t v) {
   char num[32];
   snprintf(num, sizeof num, "%" PRIu64, v);
-  mbxH_buf_puts(b, num);
+  mbxU_buf_puts(b, num);
 }
 
 /* Keys in sorted order at every level, as the contract promises. */
-static void write_contract(mbxH_buf *b, const mbx_result *r) {
+static void write_contract(mbxU_buf *b, const mbx_result *r) {
   const mbxV_outcome *o = &r->outcome;
-  mbxH_buf_puts(b, "{");
+  mbxU_buf_puts(b, "{");
   put_key(b, "error");
   if (o->failed) {
-    mbxH_buf_puts(b, "{");
+    mbxU_buf_puts(b, "{");
     put_key(b, "chunk");
     put_string(b, o->error.chunk, strlen(o->error.chunk));
-    mbxH_buf_puts(b, ",");
+    mbxU_buf_puts(b, ",");
     put_key(b, "line");
     put_u64(b, (uint64_t)(o->error.line > 0 ? o->error.line : 0));
-    mbxH_buf_puts(b, ",");
+    mbxU_buf_puts(b, ",");
     put_key(b, "message");
     put_string(b, o->error.message, o->error.message_len);
-    mbxH_buf_puts(b, ",");
+    mbxU_buf_puts(b, ",");
     put_key(b, "traceback");
     put_string(b, o->error.traceback, o->error.traceback_len);
-    mbxH_buf_puts(b, "}");
+    mbxU_buf_puts(b, "}");
   } else {
-    mbxH_buf_puts(b, "null");
+    mbxU_buf_puts(b, "null");
   }
-  mbxH_buf_puts(b, ",");
+  mbxU_buf_puts(b, ",");
   put_key(b, "pending");
-  if (o->pending_json) mbxH_buf_put(b, o->pending_json, o->pending_len);
-  else mbxH_buf_puts(b, "null");
-  mbxH_buf_puts(b, ",");
+  if (o->pending_json) mbxU_buf_put(b, o->pending_json, o->pending_len);
+  else mbxU_buf_puts(b, "null");
+  mbxU_buf_puts(b, ",");
   put_key(b, "status");
-  mbxH_buf_puts(b, "\"");
-  mbxH_buf_puts(b, mbx_status_key(r->status));
-  mbxH_buf_puts(b, "\",");
+  mbxU_buf_puts(b, "\"");
+  mbxU_buf_puts(b, mbx_status_key(r->status));
+  mbxU_buf_puts(b, "\",");
   put_key(b, "stderr");
   put_string(b, r->stream[1], r->stream_len[1]);
-  mbxH_buf_puts(b, ",");
+  mbxU_buf_puts(b, ",");
   put_key(b, "stdout");
   put_string(b, r->stream[0], r->stream_len[0]);
-  mbxH_buf_puts(b, ",");
+  mbxU_buf_puts(b, ",");
   put_key(b, "usage");
-  mbxH_buf_puts(b, "{");
+  mbxU_buf_puts(b, "{");
   put_key(b, "exec_ms");
   put_u64(b, r->usage.exec_ms);
-  mbxH_buf_puts(b, ",");
+  mbxU_buf_puts(b, ",");
   put_key(b, "exec_runs");
   put_u64(b, r->usage.exec_runs);
-  mbxH_buf_puts(b, ",");
+  mbxU_buf_puts(b, ",");
   put_key(b, "host_calls");
   put_u64(b, r->usage.host_calls);
-  mbxH_buf_puts(b, ",");
+  mbxU_buf_puts(b, ",");
   put_key(b, "instructions");
   /* A run without a count hook counted nothing: null, never a made-up number. */
   if (r->usage.instructions_counted) put_u64(b, r->usage.instructions);
-  else mbxH_buf_puts(b, "null");
-  mbxH_buf_puts(b, ",");
+  else mbxU_buf_puts(b, "null");
+  mbxU_buf_puts(b, ",");
   put_key(b, "memory_peak");
   put_u64(b, r->usage.memory_peak);
-  mbxH_buf_puts(b, ",");
+  mbxU_buf_puts(b, ",");
   put_key(b, "output_bytes");
   put_u64(b, r->usage.output_bytes);
-  mbxH_buf_puts(b, ",");
+  mbxU_buf_puts(b, ",");
   put_key(b, "wall_us");
   put_u64(b, r->usage.wall_us);
-  mbxH_buf_puts(b, "},");
+  mbxU_buf_puts(b, "},");
   put_key(b, "value");
-  mbxH_buf_put(b, o->value_json, o->value_len);
-  mbxH_buf_puts(b, "}");
+  mbxU_buf_put(b, o->value_json, o->value_len);
+  mbxU_buf_puts(b, "}");
 }
 
 static const char empty_stream[1] = "";
@@ -159,10 +159,10 @@ MBX_API const char *mbx_result_json(const mbx_result *r, size_t *len) {
   mbx_result *m = (mbx_result *)r; /* the cache of the text: nothing observable changes */
   char *json = atomic_load_explicit(&m->json, memory_order_acquire);
   if (json == NULL) {
-    mbxH_buf b = {0};
+    mbxU_buf b = {0};
     write_contract(&b, r);
     size_t n;
-    char *made = mbxH_buf_take(&b, &n);
+    char *made = mbxU_buf_take(&b, &n);
     if (made == NULL) return NULL; /* out of host memory: a later call tries again */
     atomic_store_explicit(&m->json_len, n, memory_order_relaxed);
     if (atomic_compare_exchange_strong_explicit(&m->json, &json, made, memory_order_acq_rel,

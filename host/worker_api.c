@@ -10,7 +10,6 @@
 #include "host/helper_path.h"
 #include "host/runtime.h"
 #include "host/backend/worker_pool.h"
-#include "host/worker/jail.h"
 #include "host/backend/worker_proto.h"
 
 static char *status_json(const char *path, int ok, const char *reason, uint32_t bits,

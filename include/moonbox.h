@@ -384,6 +384,18 @@ typedef enum mbx_limit {
 MBX_API mbx_policy *mbx_policy_new(void);
 /* NULL is a no-op. */
 MBX_API void mbx_policy_free(mbx_policy *p);
+/*
+** A new policy with a copy of p's settings: every limit (MBX_LIMIT_*, the filesystem and exec
+** ones included), the fixed clock and seed, the deterministic flag, the environment, the
+** mounts (with their host directories as resolved when p mounted them: not resolved again),
+** the files (their bytes copied) and the programs allowed to exec. It has none of p's host
+** functions (mbx_policy_add_function, _add_external, _bind_native): their callbacks and
+** userdata belong to whoever granted them, so a copy handed on grants nothing the new holder
+** did not add itself. The two are independent afterwards. p is only read: copying a policy
+** other threads read (or make sandboxes from) at the same time is safe, not while one
+** changes it. Release the copy with mbx_policy_free. NULL for a NULL p or out of memory.
+*/
+MBX_API mbx_policy *mbx_policy_copy(const mbx_policy *p);
 /* Returns MBX_INVALID_ARGUMENT (and changes nothing) for a NULL policy, an unknown limit or a
    value out of range; the error text is available from mbx_policy_set_limit_checked(). */
 MBX_API mbx_status mbx_policy_set_limit(mbx_policy *p, mbx_limit which, uint64_t value);
@@ -800,6 +812,76 @@ MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err);
 ** Not while a run is active on another thread (MBX_SANDBOX_BUSY). Returns MBX_OK,
 ** MBX_INVALID_ARGUMENT (NULL sb or json), MBX_SANDBOX_BUSY or MBX_NO_MEMORY.
 */
+#define MBX_CHANGES_CONTENT 1u /* include file contents */
+MBX_API mbx_status mbx_sandbox_changes(mbx_sandbox *sb, unsigned flags, char **json, size_t *len,
+                                       mbx_error *err);
+
+/*
+** THE CHANGE SET, ONE CHANGE AT A TIME: the same changes as mbx_sandbox_changes, in the same
+** order, as C data, for a host that shows them itself (the CLI's --changes, --diff and
+** --export-changes are built on these two functions).
+**
+** mbx_sandbox_changes_each calls fn(ud, c) once per change. c and everything it points to
+** are the library's, borrowed for the duration of that one call only (copy what you keep):
+**   kind      MBX_CHANGE_CREATED, _MODIFIED, _REMOVED or _RENAMED
+**   is_dir    1 for a directory (it has no contents), else 0
+**   path      the virtual path (absolute, normalized, NUL-terminated; path_len bytes)
+**   from      MBX_CHANGE_RENAMED: the virtual path it was renamed from (NUL-terminated;
+**             from_len bytes); otherwise NULL and 0
+**   data      the contents now (len bytes, may hold NULs) of a file that was not removed;
+**             NULL for directories and removals, and may be NULL when len is 0
+** Paths are the guest's choice of bytes (anything but NUL, in components of at most 255
+** bytes, at most 1024 in all): escape them before showing them to a person, and never use
+** one as a host path without confining it (the CLI's --export-changes opens every component
+** with O_NOFOLLOW below its own directory).
+** fn returns 0 to go on, anything else to stop the walk. The sandbox is claimed for the
+** whole walk: fn must not call any other function on the same sandbox (it would get
+** MBX_SANDBOX_BUSY) except mbx_sandbox_change_original; other sandboxes are fine.
+** With no changes fn is never called. The same holds in a worker process (MBX_CAP_ISOLATE):
+** the sandbox's files are kept in this process.
+** Returns MBX_OK (every change visited), MBX_INTERRUPTED (fn stopped it: err says only that;
+** fn's own reason is wherever fn put it), MBX_INVALID_ARGUMENT (NULL sb or fn), MBX_SANDBOX_BUSY (a run or
+** another call is active on it) or MBX_NO_MEMORY (the walk's own index could not be made,
+** before fn was called).
+**
+** mbx_sandbox_change_original reads the host's bytes that change c replaced: the file under
+** the overlay mount at c->from for a rename, else at c->path (what a diff compares against).
+** It may be called only from inside fn, with sb and the c that fn was given (any other c is
+** MBX_INVALID_ARGUMENT, so the host never reads a path the change set does not name); the
+** read is confined as the guest's reads are (no symlink leads out of the mount), is not
+** recorded in a snapshot's log, and reads at most max bytes: a larger original is refused
+** whole (MBX_INVALID_ARGUMENT), so a hostile guest's change set costs the host at most max
+** bytes per call. On MBX_OK *data (released with mbx_free; may be NULL when *len is 0) holds
+** *len bytes. Otherwise *data is NULL, *len 0, and err's message says why in a few words,
+** without the function's name ("File too large (the file is larger than 65536 bytes)"): the
+** original is gone from the host, is a directory or not a regular file, belongs to a memory
+** path (created files and /tmp have none), or is larger than max. Returns MBX_OK,
+** MBX_INVALID_ARGUMENT (NULL sb, c, data or len; c not the change being visited; no readable
+** original) or MBX_NO_MEMORY.
+** Thread safety: a sandbox is used by one thread at a time; mbx_sandbox_change_original only
+** on the thread that runs the walk (from inside fn).
+*/
+#define MBX_CHANGE_CREATED 1
+#define MBX_CHANGE_MODIFIED 2
+#define MBX_CHANGE_REMOVED 3
+#define MBX_CHANGE_RENAMED 4
+typedef struct mbx_change {
+  int kind;
+  int is_dir;
+  const char *path;
+  size_t path_len;
+  const char *from;
+  size_t from_len;
+  const char *data;
+  size_t len;
+} mbx_change;
+typedef int (*mbx_change_fn)(void *ud, const mbx_change *c);
+MBX_API mbx_status mbx_sandbox_changes_each(mbx_sandbox *sb, mbx_change_fn fn, void *ud,
+                                            mbx_error *err);
+MBX_API mbx_status mbx_sandbox_change_original(mbx_sandbox *sb, const mbx_change *c,
+                                               uint64_t max, char **data, size_t *len,
+                                               mbx_error *err);
+
 /*
 ** STANDARD INPUT: the bytes the guest's io.stdin (and io.read, io.lines() while io.input is
 ** io.stdin) reads, copied here. Reads consume them across runs, like a pipe; setting them
@@ -811,10 +893,6 @@ MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err);
 */
 MBX_API mbx_status mbx_sandbox_set_stdin(mbx_sandbox *sb, const char *data, size_t len,
                                          mbx_error *err);
-
-#define MBX_CHANGES_CONTENT 1u /* include file contents */
-MBX_API mbx_status mbx_sandbox_changes(mbx_sandbox *sb, unsigned flags, char **json, size_t *len,
-                                       mbx_error *err);
 
 /*
 ** PORTABLE SNAPSHOTS (docs/host-functions.md, "Snapshots").

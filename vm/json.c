@@ -9,6 +9,7 @@
 
 #include <lauxlib.h>
 
+#include "common/base64.h"
 #include "vm/budget.h"
 #include "vm/json_text.h"
 #include "vm/names.h"
@@ -910,7 +911,7 @@ static void decode_bytes_object(decoder *d, size_t value_pos) {
   const char *s = lua_tolstring(L, -1, &n);
   luaL_Buffer b;
   unsigned char *out = (unsigned char *)luaL_buffinitsize(L, &b, n / 4 * 3 + 1);
-  size_t written = mbxV_base64_decode(s, n, out);
+  size_t written = mbxU_base64_decode(s, n, out);
   if (written == (size_t)-1) decode_error_at(d, value_pos, "invalid base64 in {\"$bytes\": ...}");
   luaL_pushresultsize(&b, written);
   lua_replace(L, -3); /* the string takes the table's place */

@@ -1,4 +1,4 @@
-/* vm/json_text.c -- JSON text without Lua: UTF-8 checks, string escaping, base64, numbers. */
+/* vm/json_text.c -- JSON text without Lua: UTF-8 checks, string escaping, numbers. */
 #include "vm/json_text.h"
 
 #include <inttypes.h>
@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char base64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+#include "common/base64.h"
 
 /* Escapes for the control characters: JSON forbids them raw inside strings (RFC 8259 s7). */
 static const char *const control_escapes[0x20] = {
@@ -61,8 +60,8 @@ static void put_bytes_object(mbxV_sink_fn put, void *sink, const char *s, size_t
   put(sink, "{\"$bytes\":\"", 11);
   while (n > 0) {
     size_t take = n < 48 ? n : 48;
-    mbxV_base64_encode((const unsigned char *)s, take, chunk);
-    put(sink, chunk, mbxV_base64_encoded_len(take));
+    mbxU_base64_encode((const unsigned char *)s, take, chunk);
+    put(sink, chunk, mbxU_base64_encoded_len(take));
     s += take;
     n -= take;
   }
@@ -137,65 +136,3 @@ int mbxV_json_put_number(mbxV_sink_fn put, void *sink, double v) {
   return 1;
 }
 
-size_t mbxV_base64_encoded_len(size_t n) {
-  return (n + 2) / 3 * 4;
-}
-
-void mbxV_base64_encode(const unsigned char *in, size_t n, char *out) {
-  size_t i = 0;
-  for (; n - i >= 3; i += 3) {
-    uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-    *out++ = base64_alphabet[v >> 18];
-    *out++ = base64_alphabet[(v >> 12) & 63];
-    *out++ = base64_alphabet[(v >> 6) & 63];
-    *out++ = base64_alphabet[v & 63];
-  }
-  if (n - i == 1) {
-    uint32_t v = (uint32_t)in[i] << 16;
-    *out++ = base64_alphabet[v >> 18];
-    *out++ = base64_alphabet[(v >> 12) & 63];
-    *out++ = '=';
-    *out++ = '=';
-  } else if (n - i == 2) {
-    uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
-    *out++ = base64_alphabet[v >> 18];
-    *out++ = base64_alphabet[(v >> 12) & 63];
-    *out++ = base64_alphabet[(v >> 6) & 63];
-    *out++ = '=';
-  }
-}
-
-static int base64_value(unsigned char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
-size_t mbxV_base64_decode(const char *in, size_t n, unsigned char *out) {
-  const unsigned char *p = (const unsigned char *)in;
-  size_t written = 0;
-  if (n % 4 != 0) return (size_t)-1;
-  for (size_t i = 0; i < n; i += 4) {
-    int last = i + 4 == n;
-    /* Padding may only end the text: "xx==" carries one byte, "xxx=" two. */
-    int pad = 0;
-    if (last && p[i + 3] == '=') pad = p[i + 2] == '=' ? 2 : 1;
-    int v[4] = {0, 0, 0, 0};
-    for (int k = 0; k < 4 - pad; k++) {
-      v[k] = base64_value(p[i + k]);
-      if (v[k] < 0) return (size_t)-1;
-    }
-    uint32_t bits =
-        (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-    /* Non-zero bits under the padding are rejected (RFC 4648 s3.5 allows it): each byte
-       string then has exactly one encoding, so decode-then-encode gives back the input. */
-    if ((pad == 2 && (bits & 0xFFFF) != 0) || (pad == 1 && (bits & 0xFF) != 0)) return (size_t)-1;
-    out[written++] = (unsigned char)(bits >> 16);
-    if (pad < 2) out[written++] = (unsigned char)(bits >> 8);
-    if (pad < 1) out[written++] = (unsigned char)bits;
-  }
-  return written;
-}

@@ -1,4 +1,5 @@
-/* vm/json_text.h -- JSON text without Lua: UTF-8 checks, string escaping, base64, numbers. */
+/* vm/json_text.h -- JSON text without Lua: UTF-8 checks, string escaping, numbers
+   (the base64 of {"$bytes"} is common/base64.h). */
 #ifndef MBX_VM_JSON_TEXT_H
 #define MBX_VM_JSON_TEXT_H
 
@@ -21,12 +22,5 @@ void mbxV_json_put_string(mbxV_sink_fn put, void *sink, const char *s, size_t n)
    e.g. 1.0 -> "1.0"). Returns 0 for NaN/inf (nothing written), 1 otherwise. */
 void mbxV_json_put_integer(mbxV_sink_fn put, void *sink, int64_t v);
 int mbxV_json_put_number(mbxV_sink_fn put, void *sink, double v);
-
-/* Standard base64 (RFC 4648, with padding). encode writes 4*ceil(n/3) bytes to out.
-   decode returns the number of bytes written to out (which needs 3*(n/4) bytes), or
-   (size_t)-1 for malformed input. */
-size_t mbxV_base64_encoded_len(size_t n);
-void mbxV_base64_encode(const unsigned char *in, size_t n, char *out);
-size_t mbxV_base64_decode(const char *in, size_t n, unsigned char *out);
 
 #endif

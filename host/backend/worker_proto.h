@@ -52,9 +52,17 @@ typedef enum mbxH_wp_type {
   MBXH_WP_PROBED = 45     /* u32 MBXH_JAIL_* | MBXH_WP_NS_* bits, u32 the probe child's us */
 } mbxH_wp_type;
 
-/* The zygote's namespaces, in MBXH_WP_PROBED next to the jail's bits (host/worker/jail.h). */
+/* The zygote's namespaces, in MBXH_WP_PROBED next to the jail's bits (MBXH_JAIL_*, below). */
 #define MBXH_WP_NS_NET 0x100 /* the workers share a new, empty network namespace */
 #define MBXH_WP_NS_PID 0x200 /* ... and a new pid namespace (no host process visible) */
+/* What the jail applied in the probe child (host/worker/jail.c sets them, moonbox doctor reads
+   them), in MBXH_WP_PROBED next to the namespaces' bits. */
+#define MBXH_JAIL_UID_NOBODY 0x01 /* root dropped to 65534 with no groups */
+#define MBXH_JAIL_USER_NS 0x02    /* not root: the zygote's user namespace, one for all workers */
+#define MBXH_JAIL_NO_NEW_PRIVS 0x04
+#define MBXH_JAIL_SECCOMP 0x08  /* the allow-list is loaded */
+#define MBXH_JAIL_PREBUILT 0x10 /* ... from the zygote's prebuilt BPF program */
+#define MBXH_JAIL_NO_CAPS 0x20  /* no capability left, read back with capget */
 
 /* ---- writing and reading: capabilities/port_wire.h's, with this protocol's version ---- */
 

@@ -11,7 +11,6 @@
 
 #include "host/options/args.h"
 #include "host/options/policy.h"
-#include "host/helper_path.h"
 
 static const char fuzz_usage[] =
     "Usage: moonbox fuzz FILE [OPTIONS] [LIBFUZZER FLAGS] [CORPUS_DIR... | INPUT...]\n"
@@ -180,6 +179,17 @@ fail:
   return -1;
 }
 
+int mbxH_cli_fuzz_engine_path(char *out, size_t size) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return -1;
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  if (slash) *slash = '\0';
+  int k = snprintf(out, size, "%s/%s", self, MBXH_FUZZ_ENGINE);
+  return k < 0 || (size_t)k >= size ? -1 : 0;
+}
+
 int mbxH_cli_fuzz(int argc, char **argv) {
   char msg[MBXH_CLI_MSG_SIZE];
   char **args = calloc((size_t)argc + 2, sizeof *args);
@@ -195,10 +205,7 @@ int mbxH_cli_fuzz(int argc, char **argv) {
   }
   /* Next to this binary (shared contract 3: never PATH). */
   char path[PATH_MAX];
-  mbx_error err;
-  memset(&err, 0, sizeof err);
-  if (mbxH_helper_path(MBXH_FUZZ_ENGINE, NULL, path, sizeof path, &err) != MBX_OK ||
-      access(path, X_OK) != 0) {
+  if (mbxH_cli_fuzz_engine_path(path, sizeof path) != 0 || access(path, X_OK) != 0) {
     fprintf(stderr,
             "moonbox: fuzz: the fuzz engine %s is not installed next to moonbox (it is built "
             "only when libFuzzer is found: apt-get install clang libclang-rt-14-dev, then "

@@ -1,4 +1,4 @@
-/* cli_fuzz.h -- `moonbox fuzz`: checks its options and execs the moonbox-fuzz engine. */
+/* host/cli/fuzz.h -- `moonbox fuzz`: checks its options and execs the moonbox-fuzz engine. */
 #ifndef MBX_HOST_CLI_FUZZ_H
 #define MBX_HOST_CLI_FUZZ_H
 
@@ -27,6 +27,11 @@
 */
 int mbxH_cli_fuzz_argv(int argc, char *const argv[], char **out, char *msg, size_t msg_size);
 void mbxH_cli_fuzz_free_argv(char **out);
+
+/* The engine's absolute path in out: MBXH_FUZZ_ENGINE in the directory of this executable
+   (/proc/self/exe: argv[0] may be relative, or a name found through PATH). 0, or -1 when
+   /proc/self/exe cannot be read or the path does not fit in size. */
+int mbxH_cli_fuzz_engine_path(char *out, size_t size);
 
 /* The whole command: translate, find the engine, exec it. Returns an exit code on failure. */
 int mbxH_cli_fuzz(int argc, char **argv);

@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "host/changes.h"
+#include "host/cli/changes_view.h"
 #include "host/options/args.h"
 #include "host/cli/fuzz.h"
 #include "host/options/policy.h"
@@ -426,10 +426,10 @@ static int finish_job(const mbxH_cli_options *opt, run_job *job) {
   /* The change set after the output: the summary on stderr, the diff on stdout. */
   mbx_status cs = MBX_OK;
   fflush(stdout);
-  if (opt->changes && !opt->json) cs = mbxH_changes_summary(job->sandbox, stderr, &cerr);
-  if (cs == MBX_OK && opt->diff) cs = mbxH_changes_diff(job->sandbox, stdout, &cerr);
+  if (opt->changes && !opt->json) cs = mbxH_cli_changes_summary(job->sandbox, stderr, &cerr);
+  if (cs == MBX_OK && opt->diff) cs = mbxH_cli_changes_diff(job->sandbox, stdout, &cerr);
   if (cs == MBX_OK && opt->export_changes)
-    cs = mbxH_changes_export(job->sandbox, opt->export_changes, &cerr);
+    cs = mbxH_cli_changes_export(job->sandbox, opt->export_changes, &cerr);
   if (cs != MBX_OK) {
     fflush(stdout);
     fprintf(stderr, "moonbox: %s\n", cerr.message);

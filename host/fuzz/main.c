@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/base64.h"
 #include "host/options/args.h"
 #include "host/cli/fuzz.h"
 #include "host/options/policy.h"
@@ -223,9 +224,8 @@ static int parse_args(int argc, char **argv) {
 
 /* Builds {"__moonbox_fuzz_data": {"$bytes": "<base64>"}} in E.json. */
 static int input_json(const uint8_t *data, size_t size, size_t *len) {
-  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   static const char head[] = "{\"" DATA_GLOBAL "\":{\"$bytes\":\"";
-  size_t need = sizeof head + (size + 2) / 3 * 4 + 8;
+  size_t need = sizeof head + mbxU_base64_encoded_len(size) + 8;
   if (need > E.json_cap) {
     char *p = realloc(E.json, need);
     if (p == NULL) return -1;
@@ -235,21 +235,8 @@ static int input_json(const uint8_t *data, size_t size, size_t *len) {
   char *o = E.json;
   memcpy(o, head, sizeof head - 1);
   o += sizeof head - 1;
-  size_t i = 0;
-  for (; i + 2 < size; i += 3) {
-    uint32_t v = (uint32_t)data[i] << 16 | (uint32_t)data[i + 1] << 8 | data[i + 2];
-    *o++ = b64[v >> 18];
-    *o++ = b64[(v >> 12) & 63];
-    *o++ = b64[(v >> 6) & 63];
-    *o++ = b64[v & 63];
-  }
-  if (i < size) {
-    uint32_t v = (uint32_t)data[i] << 16 | (i + 1 < size ? (uint32_t)data[i + 1] << 8 : 0);
-    *o++ = b64[v >> 18];
-    *o++ = b64[(v >> 12) & 63];
-    *o++ = i + 1 < size ? b64[(v >> 6) & 63] : '=';
-    *o++ = '=';
-  }
+  mbxU_base64_encode(data, size, o);
+  o += mbxU_base64_encoded_len(size);
   memcpy(o, "\"}}", 3);
   o += 3;
   *len = (size_t)(o - E.json);

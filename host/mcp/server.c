@@ -154,7 +154,10 @@ static void free_call(mbxH_mcp_call *call) {
   free(call);
 }
 
-int mbxH_mcp_call_running(mbxH_mcp_call *call, mbx_sandbox *sb) {
+/* The tools' cancel registration (mbxH_mcp_tool_call.running): the call is about to run in
+   sb, or with NULL is done with it; 0 when it was cancelled already. */
+static int call_running(void *server_call, mbx_sandbox *sb) {
+  mbxH_mcp_call *call = server_call;
   mbxH_mcp_server *s = call->server;
   pthread_mutex_lock(&s->lock);
   int go = !call->cancelled;
@@ -167,7 +170,9 @@ int mbxH_mcp_call_running(mbxH_mcp_call *call, mbx_sandbox *sb) {
 static void process_call(mbxH_mcp_call *call) {
   mbxH_mcp_server *s = call->server;
   size_t len = 0;
-  char *result = mbxH_mcp_tool_execute(call, &len);
+  mbxH_mcp_tool_call tool_call = {
+      .tools = &s->tools, .run = call->run, .running = call_running, .server_call = call};
+  char *result = mbxH_mcp_tool_execute(&tool_call, &len);
   /* Out of the table first, then the reply: the monitor sends progress only for calls in the
      table, under the same lock, so no progress notification follows the reply. */
   pthread_mutex_lock(&s->lock);
@@ -348,7 +353,7 @@ static void handle_tools_call(mbxH_mcp_server *s, const json_t *id, const char *
              MBXH_MCP_MAX_CALLS);
     error = mbxH_mcp_tool_error(text);
   } else {
-    run = mbxH_mcp_tool_prepare(s, json_string_value(name), args, &error);
+    run = mbxH_mcp_tool_prepare(&s->tools, json_string_value(name), args, &error);
   }
   if (run == NULL) {
     if (error == NULL) {
@@ -554,6 +559,11 @@ int mbxH_mcp_server_init(mbxH_mcp_server *s, const mbx_policy *policy, int out_f
   }
   pthread_mutex_init(&s->lock, NULL);
   pthread_mutex_init(&s->out_lock, NULL);
+  s->tools = (mbxH_mcp_tools){.runtime = s->runtime,
+                              .policy = s->policy,
+                              .lock = &s->lock,
+                              .sessions = &s->sessions,
+                              .now_ms = mbxH_mcp_now_ms};
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_cond_init(&s->changed, &ca);

@@ -1,8 +1,8 @@
 /* host/mcp/session.c -- the MCP server's session table: a fixed number of slots, so that a
    client opening thousands of sessions meets a clear cap instead of exhausting memory. */
-#include <string.h>
+#include "host/mcp/session.h"
 
-#include "host/mcp/mcp.h"
+#include <string.h>
 
 int mbxH_mcp_session_id_ok(const char *id, size_t len) {
   if (len == 0 || len > MBXH_MCP_SESSION_ID_MAX) return 0;

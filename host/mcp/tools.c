@@ -1,16 +1,15 @@
 /* host/mcp/tools.c -- the tools of `moonbox mcp`: run_lua, check_lua, reset_session,
-   close_session. Their
-   schemas, the check of a call's arguments (describe, validate), then the run (act). The
+   close_session. Their schemas, the check of a call's arguments (describe, validate), then the run (act). The
    server's policy caps every call: a client may lower limits, never raise them, and adds
    nothing but read-only inline files. */
+#include "host/mcp/tools.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "capabilities/policy.h"
-#include "host/mcp/mcp.h"
-#include "vm/json_text.h"
+#include "common/base64.h"
 
 enum { TOOL_RUN = 1, TOOL_CHECK, TOOL_RESET, TOOL_CLOSE };
 
@@ -300,7 +299,7 @@ static int prepare_files(mbxH_mcp_run *run, const json_t *files, char **error) {
       size_t n = json_string_length(b);
       f->data = malloc(n / 4 * 3 + 3);
       if (f->data) {
-        f->len = mbxV_base64_decode(json_string_value(b), n, (unsigned char *)f->data);
+        f->len = mbxU_base64_decode(json_string_value(b), n, (unsigned char *)f->data);
         if (f->len == (size_t)-1) {
           free(f->data);
           f->data = NULL;
@@ -327,7 +326,7 @@ static int prepare_files(mbxH_mcp_run *run, const json_t *files, char **error) {
   return 0;
 }
 
-static int prepare_limits(const mbxH_mcp_server *s, mbxH_mcp_run *run, const json_t *limits,
+static int prepare_limits(const mbxH_mcp_tools *t, mbxH_mcp_run *run, const json_t *limits,
                           char **error) {
   const char *key;
   const json_t *v;
@@ -351,7 +350,7 @@ static int prepare_limits(const mbxH_mcp_server *s, mbxH_mcp_run *run, const jso
       return -1;
     }
     uint64_t want = (uint64_t)json_integer_value(v);
-    uint64_t cap = mbx_policy_get_limit(s->policy, client_limits[i].which);
+    uint64_t cap = mbx_policy_get_limit(t->policy, client_limits[i].which);
     /* 0 is "unlimited" for instructions and time: any value lowers it. */
     int unlimited = cap == 0 && (client_limits[i].which == MBX_LIMIT_INSTRUCTIONS ||
                                  client_limits[i].which == MBX_LIMIT_TIME_MS);
@@ -368,7 +367,7 @@ static int prepare_limits(const mbxH_mcp_server *s, mbxH_mcp_run *run, const jso
   return 0;
 }
 
-mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_server *s, const char *name, const json_t *args,
+mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_tools *t, const char *name, const json_t *args,
                                     char **error) {
   static const char *const run_keys[] = {"code", "inputs", "files", "limits", "session"};
   mbxH_mcp_run *run = calloc(1, sizeof *run);
@@ -459,7 +458,7 @@ mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_server *s, const char *name, 
   const json_t *files = json_object_get(args, "files");
   if (files != NULL && prepare_files(run, files, error) != 0) goto fail;
   const json_t *limits = json_object_get(args, "limits");
-  if (limits != NULL && prepare_limits(s, run, limits, error) != 0) goto fail;
+  if (limits != NULL && prepare_limits(t, run, limits, error) != 0) goto fail;
   json_decref(empty);
   return run;
 fail:
@@ -480,14 +479,11 @@ static int wants_own_policy(const mbxH_mcp_run *run) {
 
 /* The per-call policy: the server's settings (limits, env, clock, seed, mounts, files; the
    server grants no host functions), the client's lower limits, its inline files. */
-static mbx_policy *call_policy(const mbxH_mcp_server *s, const mbxH_mcp_run *run, char **error) {
-  mbx_policy *p = mbx_policy_new();
+static mbx_policy *call_policy(const mbxH_mcp_tools *t, const mbxH_mcp_run *run, char **error) {
+  mbx_policy *p = mbx_policy_copy(t->policy);
   mbx_error err;
   memset(&err, 0, sizeof err);
-  if (p == NULL || mbxC_policy_copy_settings(p, s->policy) != 0) {
-    mbx_policy_free(p);
-    return NULL;
-  }
+  if (p == NULL) return NULL;
   for (size_t i = 0; i < CLIENT_LIMITS; i++) {
     if (!run->limit_set[i]) continue;
     if (mbx_policy_set_limit_checked(p, client_limits[i].which, run->limit[i], &err) != MBX_OK) {
@@ -509,18 +505,18 @@ static mbx_policy *call_policy(const mbxH_mcp_server *s, const mbxH_mcp_run *run
   return p;
 }
 
-static mbx_sandbox *new_sandbox(const mbxH_mcp_server *s, const mbxH_mcp_run *run, char **error) {
+static mbx_sandbox *new_sandbox(const mbxH_mcp_tools *t, const mbxH_mcp_run *run, char **error) {
   mbx_error err;
   memset(&err, 0, sizeof err);
   mbx_policy *own = NULL;
   if (wants_own_policy(run)) {
-    own = call_policy(s, run, error);
+    own = call_policy(t, run, error);
     if (own == NULL) {
       if (*error == NULL) *error = tool_errorf("the server is out of memory");
       return NULL;
     }
   }
-  mbx_sandbox *sb = mbx_sandbox_new(s->runtime, own ? own : s->policy, &err);
+  mbx_sandbox *sb = mbx_sandbox_new(t->runtime, own ? own : t->policy, &err);
   mbx_policy_free(own);
   if (sb == NULL) *error = tool_errorf("cannot create a sandbox: %s", err.message);
   return sb;
@@ -599,14 +595,14 @@ static char *run_result(mbx_sandbox *sb, const mbx_result *res, const char *sess
 }
 
 /* mbx_run under the call's cancel; *cancelled when it never started. */
-static mbx_status run_code(mbxH_mcp_call *call, mbx_sandbox *sb, mbx_result **res, mbx_error *err,
-                           int *cancelled) {
+static mbx_status run_code(const mbxH_mcp_tool_call *call, mbx_sandbox *sb, mbx_result **res,
+                           mbx_error *err, int *cancelled) {
   const mbxH_mcp_run *run = call->run;
   *res = NULL;
-  *cancelled = !mbxH_mcp_call_running(call, sb);
+  *cancelled = !call->running(call->server_call, sb);
   if (*cancelled) return MBX_INTERRUPTED;
   mbx_status st = mbx_run(sb, run->code, run->code_len, run->inputs, run->inputs_len, res, err);
-  (void)mbxH_mcp_call_running(call, NULL);
+  (void)call->running(call->server_call, NULL);
   return st;
 }
 
@@ -615,9 +611,9 @@ static char *api_error(mbx_status st, const mbx_error *err) {
                      err->message[0] ? err->message : mbx_status_str(st));
 }
 
-static char *execute_oneshot(mbxH_mcp_call *call) {
+static char *execute_oneshot(const mbxH_mcp_tool_call *call) {
   char *error = NULL;
-  mbx_sandbox *sb = new_sandbox(call->server, call->run, &error);
+  mbx_sandbox *sb = new_sandbox(call->tools, call->run, &error);
   if (sb == NULL) return error;
   mbx_result *res;
   mbx_error err;
@@ -636,15 +632,15 @@ static char *busy_error(const char *id) {
                      id);
 }
 
-static char *execute_session(mbxH_mcp_call *call) {
-  mbxH_mcp_server *s = call->server;
+static char *execute_session(const mbxH_mcp_tool_call *call) {
+  const mbxH_mcp_tools *t = call->tools;
   const mbxH_mcp_run *run = call->run;
   mbxH_mcp_session *ses;
   session_note note = {0, 0, 0};
   char *error = NULL;
-  pthread_mutex_lock(&s->lock);
-  int got = mbxH_mcp_session_acquire(&s->sessions, run->session, mbxH_mcp_now_ms(), &ses);
-  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_lock(t->lock);
+  int got = mbxH_mcp_session_acquire(t->sessions, run->session, t->now_ms(), &ses);
+  pthread_mutex_unlock(t->lock);
   if (got == MBXH_SESSION_BUSY) return busy_error(run->session);
   if (got == MBXH_SESSION_FULL)
     return tool_errorf("too many sessions: the server keeps at most %d open (close_session "
@@ -653,17 +649,17 @@ static char *execute_session(mbxH_mcp_call *call) {
                        MBXH_MCP_MAX_SESSIONS, (int)(MBXH_MCP_SESSION_IDLE_MS / 60000));
   if (got == MBXH_SESSION_CREATED) {
     note.created = 1;
-    ses->sandbox = new_sandbox(s, run, &error);
+    ses->sandbox = new_sandbox(t, run, &error);
     if (ses->sandbox == NULL) {
-      pthread_mutex_lock(&s->lock);
+      pthread_mutex_lock(t->lock);
       (void)mbxH_mcp_session_drop(ses);
-      pthread_mutex_unlock(&s->lock);
+      pthread_mutex_unlock(t->lock);
       return error;
     }
   } else if (wants_own_policy(run)) {
-    pthread_mutex_lock(&s->lock);
-    mbxH_mcp_session_release(ses, mbxH_mcp_now_ms());
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(t->lock);
+    mbxH_mcp_session_release(ses, t->now_ms());
+    pthread_mutex_unlock(t->lock);
     return tool_errorf("session '%s' is already open: limits and files apply when a session "
                        "is opened (leave them out, or close_session it and open it again)",
                        run->session);
@@ -693,9 +689,9 @@ static char *execute_session(mbxH_mcp_call *call) {
     if (!cancelled) out = res ? run_result(sb, res, run->session, &note) : api_error(st, &err);
     mbx_result_free(res);
   }
-  pthread_mutex_lock(&s->lock);
-  mbxH_mcp_session_release(ses, mbxH_mcp_now_ms());
-  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_lock(t->lock);
+  mbxH_mcp_session_release(ses, t->now_ms());
+  pthread_mutex_unlock(t->lock);
   return out;
 }
 
@@ -711,42 +707,42 @@ static char *no_session(const char *id) {
                      id, (int)(MBXH_MCP_SESSION_IDLE_MS / 60000));
 }
 
-static char *execute_reset_or_close(mbxH_mcp_call *call) {
-  mbxH_mcp_server *s = call->server;
+static char *execute_reset_or_close(const mbxH_mcp_tool_call *call) {
+  const mbxH_mcp_tools *t = call->tools;
   const mbxH_mcp_run *run = call->run;
-  pthread_mutex_lock(&s->lock);
-  mbxH_mcp_session *ses = mbxH_mcp_session_find(&s->sessions, run->session);
+  pthread_mutex_lock(t->lock);
+  mbxH_mcp_session *ses = mbxH_mcp_session_find(t->sessions, run->session);
   if (ses == NULL || ses->busy) {
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(t->lock);
     return ses == NULL ? no_session(run->session) : busy_error(run->session);
   }
   if (run->tool == TOOL_CLOSE) {
     mbx_sandbox *sb = mbxH_mcp_session_drop(ses);
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(t->lock);
     mbx_sandbox_free(sb);
     return session_done(run->session, "closed");
   }
   ses->busy = 1;
-  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_unlock(t->lock);
   mbx_error err;
   memset(&err, 0, sizeof err);
   mbx_status st = mbx_sandbox_reset(ses->sandbox, &err);
-  pthread_mutex_lock(&s->lock);
-  mbxH_mcp_session_release(ses, mbxH_mcp_now_ms());
-  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_lock(t->lock);
+  mbxH_mcp_session_release(ses, t->now_ms());
+  pthread_mutex_unlock(t->lock);
   if (st != MBX_OK) return tool_errorf("session '%s': reset failed: %s", run->session, err.message);
   return session_done(run->session, "reset");
 }
 
 /* check_lua: mbx_check under the server's policy; the names of the inputs the client declared
    are provided too (run_lua would bind them), so their reads are not findings. */
-static char *execute_check(mbxH_mcp_call *call) {
+static char *execute_check(const mbxH_mcp_tool_call *call) {
   const mbxH_mcp_run *run = call->run;
   char *json = NULL;
   size_t len = 0;
   mbx_error err;
   memset(&err, 0, sizeof err);
-  mbx_status st = mbx_check(call->server->policy, run->code, run->code_len, &json, &len, &err);
+  mbx_status st = mbx_check(call->tools->policy, run->code, run->code_len, &json, &len, &err);
   if (st != MBX_OK) return api_error(st, &err);
   if (run->input_names == NULL || json_object_size(run->input_names) == 0) {
     char *out = tool_result(json, len, json, len, 0);
@@ -776,7 +772,7 @@ static char *execute_check(mbxH_mcp_call *call) {
   return out;
 }
 
-char *mbxH_mcp_tool_execute(mbxH_mcp_call *call, size_t *len) {
+char *mbxH_mcp_tool_execute(const mbxH_mcp_tool_call *call, size_t *len) {
   char *out;
   switch (call->run->tool) {
   case TOOL_CHECK:

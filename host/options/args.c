@@ -1,58 +1,11 @@
-/* cli_args.c -- parses the moonbox command line and its size, duration and count values. */
+/* host/options/args.c -- parses the moonbox command line (its values: host/options/values.c). */
 #include "host/options/args.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "host/options/values.h"
 #include "moonbox.h"
-
-/*
-** Values are parsed by hand rather than with strtoull/strtod: those skip leading blanks,
-** accept "-5" as a huge unsigned number, round "1.1e-9" silently and depend on the locale.
-** A limit is a security setting, so a value is either exactly what was written or an error.
-*/
-
-#define SIZE_HINT "use a number with an optional k, M or G suffix, e.g. 64M"
-#define DURATION_HINT                                                                              \
-  "use a number with a unit: ms, s, m or h, e.g. 500ms, 1.5s or 2m; 0 means no limit"
-#define COUNT_HINT "use a whole number such as 1000000 or 1e9; 0 means no limit"
-
-/* How many bytes of a user's value are quoted back in a message. */
-#define QUOTE_MAX 40
-
-typedef struct unit {
-  const char *name; /* lowercase; matched case-insensitively */
-  uint64_t scale;
-} unit;
-
-static const unit size_units[] = {
-    {"", 1},
-    {"b", 1},
-    {"k", 1024},
-    {"kb", 1024},
-    {"kib", 1024},
-    {"m", 1024 * 1024},
-    {"mb", 1024 * 1024},
-    {"mib", 1024 * 1024},
-    {"g", 1024 * 1024 * 1024},
-    {"gb", 1024 * 1024 * 1024},
-    {"gib", 1024 * 1024 * 1024},
-};
-
-static const unit duration_units[] = {
-    {"ms", 1}, {"s", 1000}, {"m", 60 * 1000}, {"min", 60 * 1000}, {"h", 60 * 60 * 1000},
-};
-
-/* A decimal number as written, "12.50" = digits "12" and "50". */
-typedef struct decimal_text {
-  const char *int_digits;
-  size_t int_len;
-  const char *frac_digits;
-  size_t frac_len;
-} decimal_text;
-
-typedef enum value_check { VALUE_OK, VALUE_TOO_LARGE, VALUE_NOT_WHOLE } value_check;
 
 typedef enum option_id {
   OPT_HELP,
@@ -214,360 +167,34 @@ const char *mbxH_cli_usage(void) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Messages                                                                                  */
-
-static void set_msg(char *msg, size_t msg_size, const char *fmt, ...) {
-  va_list ap;
-  if (msg == NULL || msg_size == 0) return;
-  va_start(ap, fmt);
-  (void)vsnprintf(msg, msg_size, fmt, ap);
-  va_end(ap);
-}
-
-/*
-** Copies a user's value for quoting in a message: control bytes become '?' (a value is echoed
-** to a terminal, and escape sequences in it could rewrite what the user sees) and a long
-** value is cut at a UTF-8 boundary and marked with "...".
-*/
-static void quote_value(const char *text, char *buf, size_t size) {
-  size_t len = strlen(text), n = len, i;
-  int cut = 0;
-  if (n > QUOTE_MAX || n > size - 4) {
-    n = QUOTE_MAX < size - 4 ? QUOTE_MAX : size - 4;
-    while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
-      n--;
-    cut = 1;
-  }
-  for (i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)text[i];
-    buf[i] = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
-  }
-  if (cut) {
-    memcpy(buf + n, "...", 3);
-    n += 3;
-  }
-  buf[n] = '\0';
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Numbers                                                                                   */
-
-static int is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-
-static char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-}
-
-static int equals_ignore_case(const char *a, const char *lowercase) {
-  for (; *a != '\0' && *lowercase != '\0'; a++, lowercase++) {
-    if (lower(*a) != *lowercase) return 0;
-  }
-  return *a == '\0' && *lowercase == '\0';
-}
-
-/* Scans DIGITS[.DIGITS] at p; returns the end, or NULL when p does not start with a digit or
-   the point is not followed by one ("1." and ".5" are refused as likely typos). */
-static const char *scan_decimal(const char *p, decimal_text *d) {
-  d->int_digits = p;
-  while (is_digit(*p))
-    p++;
-  d->int_len = (size_t)(p - d->int_digits);
-  d->frac_digits = p;
-  d->frac_len = 0;
-  if (d->int_len == 0) return NULL;
-  if (*p == '.') {
-    d->frac_digits = ++p;
-    while (is_digit(*p))
-      p++;
-    d->frac_len = (size_t)(p - d->frac_digits);
-    if (d->frac_len == 0) return NULL;
-  }
-  return p;
-}
-
-static int mul_overflows(uint64_t a, uint64_t b, uint64_t *out) {
-  if (a != 0 && b > UINT64_MAX / a) return 1;
-  *out = a * b;
-  return 0;
-}
-
-/*
-** Exactly d * scale * 10^exp10 as a whole number. The digits are gathered into one integer N
-** and the result is N * scale / 10^k. Because N * scale is formed first, a value with a fraction
-** within a factor 10^k of 2^64 is reported too large although it would fit; no limit is
-** anywhere near that range, so the simpler arithmetic is worth it.
-*/
-static value_check decimal_value(const decimal_text *d, uint64_t scale, long exp10, uint64_t *out) {
-  size_t frac_len = d->frac_len, i;
-  uint64_t n = 0, product;
-  long shift;
-  while (frac_len > 0 && d->frac_digits[frac_len - 1] == '0')
-    frac_len--; /* "1.50" is "1.5": trailing zeros never make a value inexact */
-  for (i = 0; i < d->int_len + frac_len; i++) {
-    char c = i < d->int_len ? d->int_digits[i] : d->frac_digits[i - d->int_len];
-    if (mul_overflows(n, 10, &n) || n > UINT64_MAX - (uint64_t)(c - '0')) return VALUE_TOO_LARGE;
-    n += (uint64_t)(c - '0');
-  }
-  if (n == 0) {
-    *out = 0;
-    return VALUE_OK;
-  }
-  shift = exp10 - (long)frac_len;
-  for (; shift > 0; shift--) {
-    if (mul_overflows(n, 10, &n)) return VALUE_TOO_LARGE;
-  }
-  if (mul_overflows(n, scale, &product)) return VALUE_TOO_LARGE;
-  if (shift < 0) {
-    uint64_t divisor = 1;
-    /* product < 2^64 < 10^20, so a nonzero product is never a multiple of 10^20. */
-    if (shift < -19) return VALUE_NOT_WHOLE;
-    for (; shift < 0; shift++)
-      divisor *= 10;
-    if (product % divisor != 0) return VALUE_NOT_WHOLE;
-    product /= divisor;
-  }
-  *out = product;
-  return VALUE_OK;
-}
-
-static const unit *find_unit(const unit *units, size_t count, const char *name) {
-  size_t i;
-  for (i = 0; i < count; i++) {
-    if (equals_ignore_case(name, units[i].name)) return &units[i];
-  }
-  return NULL;
-}
-
-/* The checks every kind of value shares; returns 1 when the value was refused. */
-static int refuse_blank_or_negative(const char *option, const char *text, const char *hint,
-                                    char *msg, size_t msg_size) {
-  char quoted[QUOTE_MAX + 4];
-  if (text[0] == '\0') {
-    set_msg(msg, msg_size, "%s: empty value (%s)", option, hint);
-    return 1;
-  }
-  if (text[0] == '-' && is_digit(text[1])) {
-    quote_value(text, quoted, sizeof quoted);
-    set_msg(msg, msg_size, "%s: '%s' is negative (%s)", option, quoted, hint);
-    return 1;
-  }
-  return 0;
-}
-
-int mbxH_cli_parse_size(const char *option, const char *text, uint64_t *out, char *msg,
-                        size_t msg_size) {
-  char quoted[QUOTE_MAX + 4];
-  decimal_text d;
-  const char *end;
-  const unit *u;
-  if (refuse_blank_or_negative(option, text, SIZE_HINT, msg, msg_size)) return -1;
-  quote_value(text, quoted, sizeof quoted);
-  end = scan_decimal(text, &d);
-  u = end ? find_unit(size_units, sizeof size_units / sizeof size_units[0], end) : NULL;
-  if (u == NULL) {
-    set_msg(msg, msg_size, "%s: '%s' is not a size (%s)", option, quoted, SIZE_HINT);
-    return -1;
-  }
-  switch (decimal_value(&d, u->scale, 0, out)) {
-  case VALUE_OK:
-    return 0;
-  case VALUE_TOO_LARGE:
-    set_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, SIZE_HINT);
-    return -1;
-  case VALUE_NOT_WHOLE:
-    break;
-  }
-  set_msg(msg, msg_size, "%s: '%s' is not a whole number of bytes (%s)", option, quoted, SIZE_HINT);
-  return -1;
-}
-
-int mbxH_cli_parse_duration(const char *option, const char *text, uint64_t *out, char *msg,
-                            size_t msg_size) {
-  char quoted[QUOTE_MAX + 4];
-  decimal_text d;
-  const char *end;
-  const unit *u;
-  uint64_t value;
-  if (refuse_blank_or_negative(option, text, DURATION_HINT, msg, msg_size)) return -1;
-  quote_value(text, quoted, sizeof quoted);
-  end = scan_decimal(text, &d);
-  if (end != NULL && *end == '\0') {
-    /* "--timeout 5" is ambiguous (5 s? 5 ms?); only 0 means the same in every unit. */
-    if (decimal_value(&d, 1, 0, &value) == VALUE_OK && value == 0) {
-      *out = 0;
-      return 0;
-    }
-    set_msg(msg, msg_size, "%s: '%s' has no unit (write e.g. %sms or %ss; 0 means no limit)",
-            option, quoted, quoted, quoted);
-    return -1;
-  }
-  u = end ? find_unit(duration_units, sizeof duration_units / sizeof duration_units[0], end) : NULL;
-  if (u == NULL) {
-    set_msg(msg, msg_size, "%s: '%s' is not a duration (%s)", option, quoted, DURATION_HINT);
-    return -1;
-  }
-  switch (decimal_value(&d, u->scale, 0, out)) {
-  case VALUE_OK:
-    return 0;
-  case VALUE_TOO_LARGE:
-    set_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, DURATION_HINT);
-    return -1;
-  case VALUE_NOT_WHOLE:
-    break;
-  }
-  set_msg(msg, msg_size, "%s: '%s' is not a whole number of milliseconds (%s)", option, quoted,
-          DURATION_HINT);
-  return -1;
-}
-
-int mbxH_cli_parse_count(const char *option, const char *text, uint64_t *out, char *msg,
-                         size_t msg_size) {
-  char quoted[QUOTE_MAX + 4];
-  decimal_text d;
-  const char *end;
-  long exp10 = 0;
-  if (refuse_blank_or_negative(option, text, COUNT_HINT, msg, msg_size)) return -1;
-  quote_value(text, quoted, sizeof quoted);
-  end = scan_decimal(text, &d);
-  if (end != NULL && (*end == 'e' || *end == 'E')) {
-    int negative = 0;
-    end++;
-    if (*end == '+' || *end == '-') negative = *end++ == '-';
-    if (!is_digit(*end)) {
-      end = NULL;
-    } else {
-      /* Clamped: past 10^100 the result is too large (or not whole) either way. */
-      for (; is_digit(*end); end++) {
-        if (exp10 < 100) exp10 = exp10 * 10 + (*end - '0');
-      }
-      if (negative) exp10 = -exp10;
-    }
-  }
-  if (end == NULL || *end != '\0') {
-    set_msg(msg, msg_size, "%s: '%s' is not a count (%s)", option, quoted, COUNT_HINT);
-    return -1;
-  }
-  switch (decimal_value(&d, 1, exp10, out)) {
-  case VALUE_OK:
-    return 0;
-  case VALUE_TOO_LARGE:
-    set_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, COUNT_HINT);
-    return -1;
-  case VALUE_NOT_WHOLE:
-    break;
-  }
-  set_msg(msg, msg_size, "%s: '%s' is not a whole number (%s)", option, quoted, COUNT_HINT);
-  return -1;
-}
-
-#define EPOCH_HINT "use whole seconds since 1970-01-01 UTC, e.g. 1700000000"
-
-int mbxH_cli_parse_epoch(const char *option, const char *text, int64_t *out, char *msg,
-                         size_t msg_size) {
-  char quoted[QUOTE_MAX + 4];
-  const char *p = text;
-  int negative = 0;
-  uint64_t magnitude = 0;
-  quote_value(text, quoted, sizeof quoted);
-  if (text[0] == '\0') {
-    set_msg(msg, msg_size, "%s: empty value (%s)", option, EPOCH_HINT);
-    return -1;
-  }
-  if (*p == '-') {
-    negative = 1;
-    p++;
-  }
-  if (!is_digit(*p)) {
-    set_msg(msg, msg_size, "%s: '%s' is not a time (%s)", option, quoted, EPOCH_HINT);
-    return -1;
-  }
-  for (; is_digit(*p); p++) {
-    /* 2^63 fits the magnitude of INT64_MIN; anything larger is refused. */
-    if (magnitude > ((uint64_t)1 << 63) / 10 ||
-        magnitude * 10 + (uint64_t)(*p - '0') > ((uint64_t)1 << 63)) {
-      set_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, EPOCH_HINT);
-      return -1;
-    }
-    magnitude = magnitude * 10 + (uint64_t)(*p - '0');
-  }
-  if (*p != '\0' || (!negative && magnitude == ((uint64_t)1 << 63))) {
-    set_msg(msg, msg_size, "%s: '%s' is not a time (%s)", option, quoted, EPOCH_HINT);
-    return -1;
-  }
-  if (negative)
-    *out = magnitude == ((uint64_t)1 << 63) ? INT64_MIN : -(int64_t)magnitude;
-  else
-    *out = (int64_t)magnitude;
-  return 0;
-}
-
-#define SEED_HINT "use a whole number, e.g. 42"
-
-int mbxH_cli_parse_seed(const char *option, const char *text, uint64_t *out, char *msg,
-                        size_t msg_size) {
-  char quoted[QUOTE_MAX + 4];
-  const char *p = text;
-  uint64_t value = 0;
-  quote_value(text, quoted, sizeof quoted);
-  if (text[0] == '-') {
-    /* A negative seed is the same 64 bits as math.randomseed(-N) uses. */
-    int64_t negative;
-    if (mbxH_cli_parse_epoch(option, text, &negative, msg, msg_size) != 0) {
-      set_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
-      return -1;
-    }
-    *out = (uint64_t)negative;
-    return 0;
-  }
-  if (!is_digit(*p)) {
-    set_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
-    return -1;
-  }
-  for (; is_digit(*p); p++) {
-    if (mul_overflows(value, 10, &value) || value > UINT64_MAX - (uint64_t)(*p - '0')) {
-      set_msg(msg, msg_size, "%s: '%s' is too large (at most 2^64 - 1)", option, quoted);
-      return -1;
-    }
-    value += (uint64_t)(*p - '0');
-  }
-  if (*p != '\0') {
-    set_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
-    return -1;
-  }
-  *out = value;
-  return 0;
-}
-
-/* ---------------------------------------------------------------------------------------- */
 /* Command line                                                                              */
 
 /* How a script source is named in a "two scripts given" message. */
 static void describe_script(mbxH_cli_script kind, const char *script, char *buf, size_t size) {
-  char quoted[QUOTE_MAX + 4];
+  char quoted[MBXH_CLI_QUOTE_MAX + 4];
   if (kind == MBXH_CLI_SCRIPT_CODE) {
     (void)snprintf(buf, size, "-e CODE");
   } else if (kind == MBXH_CLI_SCRIPT_STDIN) {
     (void)snprintf(buf, size, "- (stdin)");
   } else {
-    quote_value(script, quoted, sizeof quoted);
+    mbxH_cli_quote(script, quoted, sizeof quoted);
     (void)snprintf(buf, size, "'%s'", quoted);
   }
 }
 
 static int set_script(mbxH_cli_options *opt, mbxH_cli_script kind, const char *script, char *msg,
                       size_t msg_size) {
-  char before[QUOTE_MAX + 8], now[QUOTE_MAX + 8];
+  char before[MBXH_CLI_QUOTE_MAX + 8], now[MBXH_CLI_QUOTE_MAX + 8];
   if (opt->script_kind != MBXH_CLI_SCRIPT_NONE) {
     describe_script(opt->script_kind, opt->script, before, sizeof before);
     describe_script(kind, script, now, sizeof now);
-    set_msg(msg, msg_size, "two scripts given (%s and %s); give exactly one of FILE, -e CODE or -",
-            before, now);
+    mbxH_cli_msg(msg, msg_size,
+                 "two scripts given (%s and %s); give exactly one of FILE, -e CODE or -", before,
+                 now);
     return -1;
   }
   if (kind == MBXH_CLI_SCRIPT_FILE && script[0] == '\0') {
-    set_msg(msg, msg_size, "empty script file name (give FILE, -e CODE or - for stdin)");
+    mbxH_cli_msg(msg, msg_size, "empty script file name (give FILE, -e CODE or - for stdin)");
     return -1;
   }
   opt->script_kind = kind;
@@ -630,14 +257,14 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_ENV: {
     /* The name is checked by the library (mbx_policy_set_env); only the shape is here. */
     const char *eq = strchr(value, '=');
-    char quoted[QUOTE_MAX + 4];
-    quote_value(value, quoted, sizeof quoted);
+    char quoted[MBXH_CLI_QUOTE_MAX + 4];
+    mbxH_cli_quote(value, quoted, sizeof quoted);
     if (eq == NULL || eq == value) {
-      set_msg(msg, msg_size, "--env: '%s' is not NAME=VALUE (e.g. %s)", quoted, spec->example);
+      mbxH_cli_msg(msg, msg_size, "--env: '%s' is not NAME=VALUE (e.g. %s)", quoted, spec->example);
       return -1;
     }
     if (opt->env_count == MBXH_CLI_MAX_ENV) {
-      set_msg(msg, msg_size, "--env: at most %d variables can be given", MBXH_CLI_MAX_ENV);
+      mbxH_cli_msg(msg, msg_size, "--env: at most %d variables can be given", MBXH_CLI_MAX_ENV);
       return -1;
     }
     opt->env[opt->env_count++] = value;
@@ -646,40 +273,43 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_PAUSE_ON:
     /* The name is checked by the library (mbx_policy_add_external). */
     if (value[0] == '\0') {
-      set_msg(msg, msg_size, "--pause-on: empty name (e.g. %s)", spec->example);
+      mbxH_cli_msg(msg, msg_size, "--pause-on: empty name (e.g. %s)", spec->example);
       return -1;
     }
     if (opt->pause_count == MBXH_CLI_MAX_PAUSE) {
-      set_msg(msg, msg_size, "--pause-on: at most %d functions can be given", MBXH_CLI_MAX_PAUSE);
+      mbxH_cli_msg(msg, msg_size, "--pause-on: at most %d functions can be given",
+                   MBXH_CLI_MAX_PAUSE);
       return -1;
     }
     opt->pause_on[opt->pause_count++] = value;
     break;
   case OPT_STDIN:
     if (value[0] == '\0') {
-      set_msg(msg, msg_size, "--stdin: empty file name (e.g. %s, or - for standard input)",
-              spec->example);
+      mbxH_cli_msg(msg, msg_size, "--stdin: empty file name (e.g. %s, or - for standard input)",
+                   spec->example);
       return -1;
     }
     opt->stdin_file = value;
     break;
   case OPT_EXPORT_CHANGES:
     if (value[0] == '\0') {
-      set_msg(msg, msg_size, "--export-changes: empty directory name (e.g. %s)", spec->example);
+      mbxH_cli_msg(msg, msg_size, "--export-changes: empty directory name (e.g. %s)",
+                   spec->example);
       return -1;
     }
     opt->export_changes = value;
     break;
   case OPT_SNAPSHOT_OUT:
     if (value[0] == '\0') {
-      set_msg(msg, msg_size, "--snapshot-out: empty file name (e.g. %s)", spec->example);
+      mbxH_cli_msg(msg, msg_size, "--snapshot-out: empty file name (e.g. %s)", spec->example);
       return -1;
     }
     opt->snapshot_out = value;
     break;
   case OPT_VALUE:
     if (value[0] == '\0') {
-      set_msg(msg, msg_size, "--value: empty value (give one JSON value, e.g. %s)", spec->example);
+      mbxH_cli_msg(msg, msg_size, "--value: empty value (give one JSON value, e.g. %s)",
+                   spec->example);
       return -1;
     }
     opt->resume_value = value;
@@ -689,7 +319,7 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     break;
   case OPT_POLICY:
     if (value[0] == '\0') {
-      set_msg(msg, msg_size, "--policy: empty file name (e.g. %s)", spec->example);
+      mbxH_cli_msg(msg, msg_size, "--policy: empty file name (e.g. %s)", spec->example);
       return -1;
     }
     opt->policy_file = value;
@@ -700,7 +330,7 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     int mode;
     if (mbxH_cli_split_mount(value, host, 0, virt, 0, &mode, msg, msg_size) != 0) return -1;
     if (opt->mount_count == MBXH_CLI_MAX_MOUNTS) {
-      set_msg(msg, msg_size, "--mount: at most %d mounts can be given", MBXH_CLI_MAX_MOUNTS);
+      mbxH_cli_msg(msg, msg_size, "--mount: at most %d mounts can be given", MBXH_CLI_MAX_MOUNTS);
       return -1;
     }
     opt->mounts[opt->mount_count++] = value;
@@ -711,39 +341,39 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
       opt->isolate = value[0] == 'p';
       return 0;
     } else {
-      char quoted[QUOTE_MAX + 4];
-      quote_value(value, quoted, sizeof quoted);
-      set_msg(msg, msg_size, "--isolate: '%s' is not process or none (e.g. %s)", quoted,
-              spec->example);
+      char quoted[MBXH_CLI_QUOTE_MAX + 4];
+      mbxH_cli_quote(value, quoted, sizeof quoted);
+      mbxH_cli_msg(msg, msg_size, "--isolate: '%s' is not process or none (e.g. %s)", quoted,
+                   spec->example);
       return -1;
     }
   case OPT_ALLOW_EXEC:
     /* The shape here; the library checks the path (mbx_policy_allow_exec). */
     if (value[0] != '/') {
-      char quoted[QUOTE_MAX + 4];
-      quote_value(value, quoted, sizeof quoted);
-      set_msg(msg, msg_size, "--allow-exec: '%s' is not an absolute path (e.g. %s)", quoted,
-              spec->example);
+      char quoted[MBXH_CLI_QUOTE_MAX + 4];
+      mbxH_cli_quote(value, quoted, sizeof quoted);
+      mbxH_cli_msg(msg, msg_size, "--allow-exec: '%s' is not an absolute path (e.g. %s)", quoted,
+                   spec->example);
       return -1;
     }
     if (opt->allow_exec_count == MBXH_CLI_MAX_EXEC) {
-      set_msg(msg, msg_size, "--allow-exec: at most %d programs can be allowed",
-              MBXH_CLI_MAX_EXEC);
+      mbxH_cli_msg(msg, msg_size, "--allow-exec: at most %d programs can be allowed",
+                   MBXH_CLI_MAX_EXEC);
       return -1;
     }
     opt->allow_exec[opt->allow_exec_count++] = value;
     break;
   case OPT_FILE: {
     const char *eq = strchr(value, '=');
-    char quoted[QUOTE_MAX + 4];
-    quote_value(value, quoted, sizeof quoted);
+    char quoted[MBXH_CLI_QUOTE_MAX + 4];
+    mbxH_cli_quote(value, quoted, sizeof quoted);
     if (value[0] != '/' || eq == NULL || eq[1] == '\0') {
-      set_msg(msg, msg_size, "--file: '%s' is not /VIRTUAL=HOSTFILE (e.g. %s)", quoted,
-              spec->example);
+      mbxH_cli_msg(msg, msg_size, "--file: '%s' is not /VIRTUAL=HOSTFILE (e.g. %s)", quoted,
+                   spec->example);
       return -1;
     }
     if (opt->file_count == MBXH_CLI_MAX_FILES) {
-      set_msg(msg, msg_size, "--file: at most %d files can be given", MBXH_CLI_MAX_FILES);
+      mbxH_cli_msg(msg, msg_size, "--file: at most %d files can be given", MBXH_CLI_MAX_FILES);
       return -1;
     }
     opt->files[opt->file_count++] = value;
@@ -752,7 +382,7 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_INPUT:
   case OPT_INPUT_FILE:
     if (value[0] == '\0') {
-      set_msg(msg, msg_size, "%s: empty value (e.g. %s)", spec->name, spec->example);
+      mbxH_cli_msg(msg, msg_size, "%s: empty value (e.g. %s)", spec->name, spec->example);
       return -1;
     }
     if (spec->id == OPT_INPUT)
@@ -772,9 +402,9 @@ int mbxH_cli_split_mount(const char *value, char *host, size_t host_size, char *
     const char *suffix;
     int mode;
   } modes[] = {{":ro", 1}, {":rw", 2}, {":overlay", 4}};
-  char quoted[QUOTE_MAX + 4];
+  char quoted[MBXH_CLI_QUOTE_MAX + 4];
   size_t len = strlen(value);
-  quote_value(value, quoted, sizeof quoted);
+  mbxH_cli_quote(value, quoted, sizeof quoted);
   *mode = 1;
   for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
     size_t n = strlen(modes[i].suffix);
@@ -789,14 +419,14 @@ int mbxH_cli_split_mount(const char *value, char *host, size_t host_size, char *
   for (size_t i = 0; i + 1 < len; i++)
     if (value[i] == ':' && value[i + 1] == '/') split = value + i;
   if (split == NULL || split == value) {
-    set_msg(msg, msg_size, "--mount: '%s' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)",
-            quoted);
+    mbxH_cli_msg(msg, msg_size, "--mount: '%s' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)",
+                 quoted);
     return -1;
   }
   size_t host_len = (size_t)(split - value), virt_len = len - host_len - 1;
   if (host_size == 0 && virt_size == 0) return 0; /* the shape only */
   if (host_len + 1 > host_size || virt_len + 1 > virt_size) {
-    set_msg(msg, msg_size, "--mount: '%s' is too long", quoted);
+    mbxH_cli_msg(msg, msg_size, "--mount: '%s' is too long", quoted);
     return -1;
   }
   memcpy(host, value, host_len);
@@ -808,16 +438,17 @@ int mbxH_cli_split_mount(const char *value, char *host, size_t host_size, char *
 
 /* The SNAPSHOT argument of moonbox resume: exactly one. */
 static int set_snapshot(mbxH_cli_options *opt, const char *path, char *msg, size_t msg_size) {
-  char before[QUOTE_MAX + 4], now[QUOTE_MAX + 4];
+  char before[MBXH_CLI_QUOTE_MAX + 4], now[MBXH_CLI_QUOTE_MAX + 4];
   if (opt->snapshot != NULL) {
-    quote_value(opt->snapshot, before, sizeof before);
-    quote_value(path, now, sizeof now);
-    set_msg(msg, msg_size, "two snapshots given ('%s' and '%s'); give exactly one SNAPSHOT file",
-            before, now);
+    mbxH_cli_quote(opt->snapshot, before, sizeof before);
+    mbxH_cli_quote(path, now, sizeof now);
+    mbxH_cli_msg(msg, msg_size,
+                 "two snapshots given ('%s' and '%s'); give exactly one SNAPSHOT file", before,
+                 now);
     return -1;
   }
   if (path[0] == '\0') {
-    set_msg(msg, msg_size, "empty snapshot file name (give SNAPSHOT, or - for stdin)");
+    mbxH_cli_msg(msg, msg_size, "empty snapshot file name (give SNAPSHOT, or - for stdin)");
     return -1;
   }
   opt->snapshot = path;
@@ -827,10 +458,11 @@ static int set_snapshot(mbxH_cli_options *opt, const char *path, char *msg, size
 /* A positional argument: the script of run, the snapshot of resume. */
 static int set_positional(mbxH_cli_options *opt, const char *arg, char *msg, size_t msg_size) {
   if (opt->command == MBXH_CLI_MCP) {
-    char quoted[QUOTE_MAX + 4];
-    quote_value(arg, quoted, sizeof quoted);
-    set_msg(msg, msg_size,
-            "moonbox mcp takes no script ('%s'): the client sends the code in tools/call", quoted);
+    char quoted[MBXH_CLI_QUOTE_MAX + 4];
+    mbxH_cli_quote(arg, quoted, sizeof quoted);
+    mbxH_cli_msg(msg, msg_size,
+                 "moonbox mcp takes no script ('%s'): the client sends the code in tools/call",
+                 quoted);
     return -1;
   }
   if (opt->command == MBXH_CLI_RESUME) return set_snapshot(opt, arg, msg, msg_size);
@@ -841,19 +473,21 @@ static int set_positional(mbxH_cli_options *opt, const char *arg, char *msg, siz
 /* The checks of a whole resume command line. */
 static int check_resume(const mbxH_cli_options *opt, char *msg, size_t msg_size) {
   if (opt->snapshot == NULL) {
-    set_msg(msg, msg_size,
-            "no snapshot given (use moonbox resume SNAPSHOT --value JSON, with the file "
-            "moonbox run --snapshot-out wrote)");
+    mbxH_cli_msg(msg, msg_size,
+                 "no snapshot given (use moonbox resume SNAPSHOT --value JSON, with the file "
+                 "moonbox run --snapshot-out wrote)");
     return -1;
   }
   if (opt->resume_value != NULL && opt->resume_error != NULL) {
-    set_msg(msg, msg_size, "--value and --error cannot both be given (the paused call either "
-                           "returns a value or raises an error)");
+    mbxH_cli_msg(msg, msg_size,
+                 "--value and --error cannot both be given (the paused call either "
+                 "returns a value or raises an error)");
     return -1;
   }
   if (opt->resume_value == NULL && opt->resume_error == NULL) {
-    set_msg(msg, msg_size, "no answer given (resume needs --value JSON or --error MESSAGE: "
-                           "what the paused call returns or raises)");
+    mbxH_cli_msg(msg, msg_size,
+                 "no answer given (resume needs --value JSON or --error MESSAGE: "
+                 "what the paused call returns or raises)");
     return -1;
   }
   return 0;
@@ -880,7 +514,7 @@ static int mcp_takes(const option_spec *spec) {
 /* argv here starts after "run", "resume" or "mcp"; opt->command says which. */
 static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *msg,
                      size_t msg_size) {
-  char quoted[QUOTE_MAX + 4];
+  char quoted[MBXH_CLI_QUOTE_MAX + 4];
   int i, options_ended = 0;
   const char *command_name = opt->command == MBXH_CLI_RESUME  ? "resume"
                              : opt->command == MBXH_CLI_CHECK ? "check"
@@ -903,41 +537,42 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
     name_len = eq ? (size_t)(eq - arg) : strlen(arg);
     spec = find_option(arg, name_len);
     if (spec == NULL) {
-      char name[QUOTE_MAX + 4];
-      quote_value(arg, quoted, sizeof quoted);
+      char name[MBXH_CLI_QUOTE_MAX + 4];
+      mbxH_cli_quote(arg, quoted, sizeof quoted);
       if (eq != NULL && name_len < sizeof name) {
         memcpy(name, arg, name_len); /* "--foo=1" is reported as '--foo' */
         name[name_len] = '\0';
-        quote_value(name, quoted, sizeof quoted);
+        mbxH_cli_quote(name, quoted, sizeof quoted);
       }
-      set_msg(msg, msg_size, "unknown option '%s' (see moonbox %s --help)", quoted, command_name);
+      mbxH_cli_msg(msg, msg_size, "unknown option '%s' (see moonbox %s --help)", quoted,
+                   command_name);
       return -1;
     }
     if (opt->command == MBXH_CLI_MCP && !mcp_takes(spec)) {
-      set_msg(msg, msg_size,
-              "%s is not an option of moonbox mcp (it takes the policy options: limits, "
-              "--policy, --mount, --file, --env, --seed, --time, --deterministic, and "
-              "--isolate)",
-              spec->name);
+      mbxH_cli_msg(msg, msg_size,
+                   "%s is not an option of moonbox mcp (it takes the policy options: limits, "
+                   "--policy, --mount, --file, --env, --seed, --time, --deterministic, and "
+                   "--isolate)",
+                   spec->name);
       return -1;
     }
     if (opt->command != MBXH_CLI_MCP && spec->only != FOR_BOTH &&
         spec->only != (opt->command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN)) {
       if (spec->only == FOR_RESUME)
-        set_msg(msg, msg_size,
-                "%s is an option of moonbox resume (it answers a paused call), not of %s",
-                spec->name, command_name);
+        mbxH_cli_msg(msg, msg_size,
+                     "%s is an option of moonbox resume (it answers a paused call), not of %s",
+                     spec->name, command_name);
       else
-        set_msg(msg, msg_size,
-                "%s is an option of moonbox run, not of resume (resume continues the script "
-                "and inputs recorded in the snapshot)",
-                spec->name);
+        mbxH_cli_msg(msg, msg_size,
+                     "%s is an option of moonbox run, not of resume (resume continues the script "
+                     "and inputs recorded in the snapshot)",
+                     spec->name);
       return -1;
     }
     if (!spec->takes_value) {
       if (eq != NULL) {
-        quote_value(eq + 1, quoted, sizeof quoted);
-        set_msg(msg, msg_size, "%s takes no value (remove '=%s')", spec->name, quoted);
+        mbxH_cli_quote(eq + 1, quoted, sizeof quoted);
+        mbxH_cli_msg(msg, msg_size, "%s takes no value (remove '=%s')", spec->name, quoted);
         return -1;
       }
       if (spec->id == OPT_HELP || spec->id == OPT_VERSION) {
@@ -962,7 +597,7 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
          and "--memory -5" then reports a negative size rather than a missing one. */
       value = argv[++i];
     } else {
-      set_msg(msg, msg_size, "%s needs a value (e.g. %s)", spec->name, spec->example);
+      mbxH_cli_msg(msg, msg_size, "%s needs a value (e.g. %s)", spec->name, spec->example);
       return -1;
     }
     if (apply_option(opt, spec, value, msg, msg_size) != 0) return -1;
@@ -970,27 +605,28 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
   if (opt->command == MBXH_CLI_RESUME) return check_resume(opt, msg, msg_size);
   if (opt->command == MBXH_CLI_MCP) return 0;
   if (opt->command == MBXH_CLI_CHECK && opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
-    set_msg(msg, msg_size, "no script given (use moonbox check FILE, moonbox check -e CODE, "
-                           "or - to read stdin)");
+    mbxH_cli_msg(msg, msg_size,
+                 "no script given (use moonbox check FILE, moonbox check -e CODE, "
+                 "or - to read stdin)");
     return -1;
   }
   if (opt->command == MBXH_CLI_CHECK && opt->snapshot_out != NULL) {
-    set_msg(msg, msg_size, "--snapshot-out: moonbox check runs nothing, so nothing pauses");
+    mbxH_cli_msg(msg, msg_size, "--snapshot-out: moonbox check runs nothing, so nothing pauses");
     return -1;
   }
   if (opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
-    set_msg(msg, msg_size,
-            "no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)");
+    mbxH_cli_msg(msg, msg_size,
+                 "no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)");
     return -1;
   }
   if (opt->input_json != NULL && opt->input_file != NULL) {
-    set_msg(msg, msg_size, "--input and --input-file cannot both be given (use one of them)");
+    mbxH_cli_msg(msg, msg_size, "--input and --input-file cannot both be given (use one of them)");
     return -1;
   }
   if (opt->input_file != NULL && strcmp(opt->input_file, "-") == 0 &&
       opt->script_kind == MBXH_CLI_SCRIPT_STDIN) {
-    set_msg(msg, msg_size,
-            "--input-file -: stdin already holds the script (put the inputs in a file)");
+    mbxH_cli_msg(msg, msg_size,
+                 "--input-file -: stdin already holds the script (put the inputs in a file)");
     return -1;
   }
   return 0;
@@ -998,13 +634,13 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
 
 int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *msg,
                    size_t msg_size) {
-  char quoted[QUOTE_MAX + 4];
+  char quoted[MBXH_CLI_QUOTE_MAX + 4];
   const char *command;
   memset(opt, 0, sizeof *opt);
   opt->command = MBXH_CLI_RUN;
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
   if (argc < 2) {
-    set_msg(msg, msg_size, "no command given (use moonbox run FILE, or see moonbox --help)");
+    mbxH_cli_msg(msg, msg_size, "no command given (use moonbox run FILE, or see moonbox --help)");
     return -1;
   }
   command = argv[1];
@@ -1025,8 +661,8 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
         opt->json = 1;
         continue;
       }
-      quote_value(argv[i], quoted, sizeof quoted);
-      set_msg(msg, msg_size, "moonbox doctor takes only --json, not '%s'", quoted);
+      mbxH_cli_quote(argv[i], quoted, sizeof quoted);
+      mbxH_cli_msg(msg, msg_size, "moonbox doctor takes only --json, not '%s'", quoted);
       return -1;
     }
     return 0;
@@ -1046,17 +682,17 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
     opt->command = MBXH_CLI_CHECK;
     return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
   }
-  quote_value(command, quoted, sizeof quoted);
+  mbxH_cli_quote(command, quoted, sizeof quoted);
   if (command[0] == '-')
-    set_msg(msg, msg_size,
-            "unknown option '%s' (options go after the command: moonbox run "
-            "[OPTIONS] FILE; see moonbox --help)",
-            quoted);
+    mbxH_cli_msg(msg, msg_size,
+                 "unknown option '%s' (options go after the command: moonbox run "
+                 "[OPTIONS] FILE; see moonbox --help)",
+                 quoted);
   else
-    set_msg(msg, msg_size,
-            "unknown command '%s' (the commands are run, resume, check, doctor and mcp; see "
-            "moonbox --help)",
-            quoted);
+    mbxH_cli_msg(msg, msg_size,
+                 "unknown command '%s' (the commands are run, resume, check, doctor and mcp; see "
+                 "moonbox --help)",
+                 quoted);
   return -1;
 }
 

@@ -1,9 +1,11 @@
-/* cli_args.h -- command-line parsing of the moonbox tool: plain data in, plain data out. */
+/* host/options/args.h -- command-line parsing of the moonbox tool: plain data in, plain data out. */
 #ifndef MBX_HOST_CLI_ARGS_H
 #define MBX_HOST_CLI_ARGS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "host/options/values.h"
 
 /*
 ** Nothing here touches Lua or the library: argv is turned into an mbxH_cli_options record
@@ -92,28 +94,7 @@ typedef struct mbxH_cli_options {
 */
 int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *msg, size_t msg_size);
 
-/*
-** Value parsers, used by mbxH_cli_parse and exposed for tests. Each returns 0 and stores the
-** value, or -1 and writes "<option>: <what is wrong> (<what to do>)" into msg.
-**   size:     "64M", "512k", "1GiB", "1.5M", "4096" (bytes); suffixes are case-insensitive
-**             powers of 1024: k, kb, kib, m, mb, mib, g, gb, gib, and b for bytes.
-**   duration: "500ms", "2s", "1.5s", "1m", "1h" into milliseconds; a bare number other
-**             than 0 is refused so that "--timeout 5" cannot silently mean 5 ms.
-**   count:    "1000000", "1e9", "2.5e6": any exact whole number.
-*/
-int mbxH_cli_parse_size(const char *option, const char *text, uint64_t *out, char *msg,
-                        size_t msg_size);
-int mbxH_cli_parse_duration(const char *option, const char *text, uint64_t *out, char *msg,
-                            size_t msg_size);
-int mbxH_cli_parse_count(const char *option, const char *text, uint64_t *out, char *msg,
-                         size_t msg_size);
-/*   epoch:    "1700000000", "-86400", "0": whole seconds since 1970-01-01T00:00:00Z, with an
-**             optional '-' (no '+', no fraction, no exponent, no unit). */
-/*   seed:     "42", "18446744073709551615", "-1" (the same 64 bits as -1 as a Lua integer). */
-int mbxH_cli_parse_seed(const char *option, const char *text, uint64_t *out, char *msg,
-                        size_t msg_size);
-int mbxH_cli_parse_epoch(const char *option, const char *text, int64_t *out, char *msg,
-                         size_t msg_size);
+/* The value parsers (sizes, durations, counts, epochs, seeds): host/options/values.h. */
 
 /*
 ** Splits a --mount value "HOSTDIR:/virtual[:ro|rw|overlay]" (ro when no mode is given; the

@@ -21,6 +21,7 @@
 
 #include <seccomp.h>
 
+#include "host/backend/worker_proto.h"
 #include "vm/cstack.h"
 
 #if defined(__SANITIZE_ADDRESS__)

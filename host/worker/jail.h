@@ -31,13 +31,8 @@ int mbxH_jail_prepare(void);
    kills the process). 0, or -1 with why filled. */
 int mbxH_jail_seccomp(char *why, size_t why_size);
 
-/* What the jail applied in this process so far (the zygote's probe child reports it). */
-#define MBXH_JAIL_UID_NOBODY 0x01  /* root dropped to 65534 with no groups */
-#define MBXH_JAIL_USER_NS 0x02     /* not root: the zygote's user namespace, one for all workers */
-#define MBXH_JAIL_NO_NEW_PRIVS 0x04
-#define MBXH_JAIL_SECCOMP 0x08     /* the allow-list is loaded */
-#define MBXH_JAIL_PREBUILT 0x10    /* ... from the zygote's prebuilt BPF program */
-#define MBXH_JAIL_NO_CAPS 0x20     /* no capability left, read back with capget */
+/* What the jail applied in this process so far (the zygote's probe child reports it): the
+   MBXH_JAIL_* bits of the protocol (host/backend/worker_proto.h). */
 int mbxH_jail_applied(void);
 
 #endif

@@ -211,6 +211,60 @@ static void sandbox_copies_the_policy(void **state) {
   mbx_runtime_free(rt);
 }
 
+static mbx_status answer_42(void *userdata, const char *args_json, size_t args_len,
+                            mbx_host_reply *reply) {
+  (void)userdata, (void)args_json, (void)args_len;
+  return mbx_host_reply_json(reply, "42", 2);
+}
+
+/* mbx_policy_copy: the settings, not the host functions; the two are independent after. */
+static void policy_copy_holds_the_settings(void **state) {
+  (void)state;
+  mbx_runtime *rt = mbx_runtime_new(NULL);
+  mbx_policy *p = mbx_policy_new();
+  mbx_error err;
+  assert_null(mbx_policy_copy(NULL));
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 10000), MBX_OK);
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_EXEC_RUNS, 3), MBX_OK);
+  assert_int_equal(mbx_policy_set_time(p, 86400, &err), MBX_OK);
+  assert_int_equal(mbx_policy_set_seed(p, 7, &err), MBX_OK);
+  assert_int_equal(mbx_policy_set_env(p, "WHO", "copy", &err), MBX_OK);
+  assert_int_equal(mbx_policy_add_file(p, "/data/f.txt", "bytes\0x", 7, &err), MBX_OK);
+  assert_int_equal(mbx_policy_add_function(p, "answer", answer_42, NULL, &err), MBX_OK);
+  mbx_policy *c = mbx_policy_copy(p);
+  assert_non_null(c);
+  /* Independent: p changed or freed after the copy leaves it as it was. */
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 0), MBX_OK);
+  mbx_policy_free(p);
+  assert_int_equal(mbx_policy_get_limit(c, MBX_LIMIT_INSTRUCTIONS), 10000);
+  assert_int_equal(mbx_policy_get_limit(c, MBX_LIMIT_EXEC_RUNS), 3);
+  mbx_sandbox *sb = mbx_sandbox_new(rt, c, &err);
+  assert_non_null(sb);
+  char value[128];
+  assert_int_equal(run_code(sb,
+                            "return {os.time(), os.getenv('WHO'), "
+                            "io.open('/data/f.txt'):read('a'), answer == nil}",
+                            NULL, value, sizeof value, NULL),
+                   MBX_OK);
+  assert_string_equal(value, "[86400,\"copy\",\"bytes\\u0000x\",true]");
+  assert_int_equal(run_code(sb, "while true do end", NULL, NULL, 0, NULL), MBX_INSTRUCTION_LIMIT);
+  mbx_sandbox_free(sb);
+  /* The same seed, the same sequence as a sandbox of an equally seeded policy. */
+  mbx_policy *q = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_seed(q, 7, &err), MBX_OK);
+  char a[64], b[64];
+  sb = mbx_sandbox_new(rt, c, &err);
+  assert_int_equal(run_code(sb, "return math.random(1 << 40)", NULL, a, sizeof a, NULL), MBX_OK);
+  mbx_sandbox_free(sb);
+  sb = mbx_sandbox_new(rt, q, &err);
+  assert_int_equal(run_code(sb, "return math.random(1 << 40)", NULL, b, sizeof b, NULL), MBX_OK);
+  mbx_sandbox_free(sb);
+  assert_string_equal(a, b);
+  mbx_policy_free(q);
+  mbx_policy_free(c);
+  mbx_runtime_free(rt);
+}
+
 /* The documented minimum memory limit holds the standard library and runs code. */
 static void minimum_memory_limit_is_usable(void **state) {
   fixture *f = *state;
@@ -1067,6 +1121,7 @@ int main(void) {
       T(null_arguments_everywhere),
       T(policy_through_the_api),
       cmocka_unit_test(sandbox_copies_the_policy),
+      cmocka_unit_test(policy_copy_holds_the_settings),
       T(minimum_memory_limit_is_usable),
       T(chunk_names),
       T(null_handles_get_the_documented_answers),

@@ -1,6 +1,8 @@
 /* tests/host/test_changes.c -- mbx_sandbox_changes (shared contract 1) through the public
    API: the exact JSON of every kind, contents as strings or {"$bytes"}, reset, rewind of an
-   overlay through mbx_sandbox_checkpoint/rewind, and the argument checks. */
+   overlay through mbx_sandbox_checkpoint/rewind, and the argument checks; the same change
+   set one change at a time (mbx_sandbox_changes_each) and the host originals it names
+   (mbx_sandbox_change_original): what each reads, its byte cap, and who may call it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -150,10 +152,198 @@ static void rewind_restores_the_overlay(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* The edits of every_kind: a modification, a rename, a removal, a directory with a binary
+   file, a memory file. */
+static const char every_edit[] =
+    "local f = assert(io.open('/w/a.txt', 'a')) f:write('more\\n') f:close() "
+    "assert(os.rename('/w/sub/b.txt', '/w/b.txt')) "
+    "assert(os.remove('/w/gone.txt')) assert(fs.mkdir('/w/d')) "
+    "f = assert(io.open('/w/d/bin', 'w')) f:write('\\0\\255') f:close() "
+    "f = assert(io.open('/tmp/t.txt', 'w')) f:write('caf\\u{e9}') f:close()";
+
+/* What a callback saw, one line per change: "kind path [from] dir len contents|original". */
+typedef struct seen {
+  mbx_sandbox *sb;
+  char text[2048];
+  size_t len;
+  int calls;
+  int stop_after; /* stop the walk after this many calls (0: never) */
+  const mbx_change *last;
+} seen;
+
+static void note(seen *w, const char *fmt, const char *a, size_t alen) {
+  int n = snprintf(w->text + w->len, sizeof w->text - w->len, fmt, (int)alen, a);
+  assert_true(n >= 0 && (size_t)n < sizeof w->text - w->len);
+  w->len += (size_t)n;
+}
+
+/* Raw bytes (contents may hold NULs). */
+static void note_bytes(seen *w, const char *p, size_t n) {
+  assert_true(n < sizeof w->text - w->len);
+  memcpy(w->text + w->len, p, n);
+  w->len += n;
+}
+
+static int record(void *ud, const mbx_change *c) {
+  seen *w = ud;
+  w->calls++;
+  w->last = c;
+  char head[32];
+  snprintf(head, sizeof head, "%d%s ", c->kind, c->is_dir ? "d" : "");
+  note(w, "%.*s", head, strlen(head));
+  assert_int_equal(strlen(c->path), c->path_len);
+  note(w, "%.*s", c->path, c->path_len);
+  if (c->from) {
+    assert_int_equal(c->kind, MBX_CHANGE_RENAMED);
+    assert_int_equal(strlen(c->from), c->from_len);
+    note(w, " <%.*s", c->from, c->from_len);
+  } else {
+    assert_int_equal(c->from_len, 0);
+  }
+  if (c->data) {
+    note(w, "%.*s", " =", 2);
+    note_bytes(w, c->data, c->len);
+  }
+  /* The host's bytes the change replaced, where it has any. */
+  char *orig = NULL;
+  size_t orig_len = 7;
+  mbx_error err;
+  mbx_status s = mbx_sandbox_change_original(w->sb, c, 1 << 20, &orig, &orig_len, &err);
+  if (s == MBX_OK) {
+    note(w, "%.*s", " ~", 2);
+    if (orig_len) note_bytes(w, orig, orig_len);
+  } else {
+    assert_int_equal(s, MBX_INVALID_ARGUMENT);
+    assert_true(orig == NULL && orig_len == 0);
+  }
+  mbx_free(orig);
+  note(w, "%.*s", "\n", 1);
+  return w->stop_after && w->calls >= w->stop_after;
+}
+
+static void each_visits_what_the_json_lists(void **state) {
+  (void)state;
+  mbx_sandbox *sb = overlay_sandbox();
+  snippet_outcome o;
+  mbx_error err;
+  seen w = {.sb = sb};
+  assert_int_equal(mbx_sandbox_changes_each(sb, record, &w, &err), MBX_OK);
+  assert_int_equal(w.calls, 0);
+  assert_int_equal(snippet_run_in(sb, every_edit, &o), MBX_OK);
+  assert_int_equal(mbx_sandbox_changes_each(sb, record, &w, &err), MBX_OK);
+  assert_int_equal(w.calls, 6);
+  /* The JSON's order; the original of a rename is its source's; created and memory files
+     have none. */
+  static const char want[] = "1 /tmp/t.txt =caf\xc3\xa9\n"
+                             "2 /w/a.txt =alpha\nmore\n ~alpha\n\n"
+                             "4 /w/b.txt </w/sub/b.txt =bravo\n ~bravo\n\n"
+                             "1d /w/d\n"
+                             "1 /w/d/bin =\0\377\n"
+                             "3 /w/gone.txt ~x\n";
+  assert_int_equal(w.len, sizeof want - 1);
+  assert_memory_equal(w.text, want, sizeof want - 1);
+  mbx_sandbox_free(sb);
+}
+
+static void each_stops_when_fn_says_so(void **state) {
+  (void)state;
+  mbx_sandbox *sb = overlay_sandbox();
+  snippet_outcome o;
+  mbx_error err;
+  assert_int_equal(snippet_run_in(sb, every_edit, &o), MBX_OK);
+  seen w = {.sb = sb, .stop_after = 2};
+  assert_int_equal(mbx_sandbox_changes_each(sb, record, &w, &err), MBX_INTERRUPTED);
+  assert_int_equal(err.code, MBX_INTERRUPTED);
+  assert_int_equal(w.calls, 2);
+  /* The claim is released: the sandbox is usable again. */
+  expect_changes(sb, 0,
+                 "[{\"path\":\"/tmp/t.txt\",\"kind\":\"created\",\"type\":\"file\",\"size\":5},"
+                 "{\"path\":\"/w/a.txt\",\"kind\":\"modified\",\"type\":\"file\",\"size\":11},"
+                 "{\"path\":\"/w/b.txt\",\"kind\":\"renamed\",\"from\":\"/w/sub/b.txt\","
+                 "\"type\":\"file\",\"size\":6},"
+                 "{\"path\":\"/w/d\",\"kind\":\"created\",\"type\":\"dir\",\"size\":0},"
+                 "{\"path\":\"/w/d/bin\",\"kind\":\"created\",\"type\":\"file\",\"size\":2},"
+                 "{\"path\":\"/w/gone.txt\",\"kind\":\"removed\",\"type\":\"file\",\"size\":0}]");
+  mbx_sandbox_free(sb);
+}
+
+/* Inside the walk the sandbox is claimed: another call on it is MBX_SANDBOX_BUSY; the
+   original is read only for the change being visited, within the cap. */
+typedef struct inside {
+  mbx_sandbox *sb;
+  int calls;
+} inside;
+
+static int misuse(void *ud, const mbx_change *c) {
+  inside *in = ud;
+  mbx_error err;
+  char *json = NULL, *orig = NULL;
+  size_t len = 0;
+  in->calls++;
+  assert_int_equal(mbx_sandbox_changes(in->sb, 0, &json, &len, &err), MBX_SANDBOX_BUSY);
+  assert_null(json);
+  assert_int_equal(mbx_sandbox_changes_each(in->sb, misuse, ud, &err), MBX_SANDBOX_BUSY);
+  /* A copy of the change is not the change being visited. */
+  mbx_change copy = *c;
+  assert_int_equal(mbx_sandbox_change_original(in->sb, &copy, 100, &orig, &len, &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(err.message, "not the change being visited"));
+  assert_null(orig);
+  assert_int_equal(mbx_sandbox_change_original(in->sb, c, 100, NULL, &len, &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_change_original(in->sb, c, 100, &orig, NULL, &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_null(orig);
+  assert_int_equal(mbx_sandbox_change_original(NULL, c, 100, &orig, &len, &err),
+                   MBX_INVALID_ARGUMENT);
+  /* The original of /w/a.txt is 6 bytes: a cap of 5 refuses it whole, 6 reads it. */
+  assert_int_equal(mbx_sandbox_change_original(in->sb, c, 5, &orig, &len, &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_null(orig);
+  assert_int_equal(len, 0);
+  assert_non_null(strstr(err.message, "the file is larger than 5 bytes"));
+  assert_int_equal(mbx_sandbox_change_original(in->sb, c, 6, &orig, &len, &err), MBX_OK);
+  assert_int_equal(len, 6);
+  assert_memory_equal(orig, "alpha\n", 6);
+  mbx_free(orig);
+  return 0;
+}
+
+static void original_only_inside_the_walk(void **state) {
+  (void)state;
+  mbx_sandbox *sb = overlay_sandbox();
+  snippet_outcome o;
+  mbx_error err;
+  assert_int_equal(snippet_run_in(sb, "io.open('/w/a.txt', 'w'):write('changed'):close()", &o),
+                   MBX_OK);
+  inside in = {sb, 0};
+  assert_int_equal(mbx_sandbox_changes_each(sb, misuse, &in, &err), MBX_OK);
+  assert_int_equal(in.calls, 1);
+  /* After the walk, the change it gave is no longer readable. */
+  seen w = {.sb = sb};
+  assert_int_equal(mbx_sandbox_changes_each(sb, record, &w, &err), MBX_OK);
+  char *orig = NULL;
+  size_t len = 0;
+  assert_int_equal(mbx_sandbox_change_original(sb, w.last, 100, &orig, &len, &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_null(orig);
+  assert_int_equal(mbx_sandbox_changes_each(NULL, record, &w, &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_changes_each(sb, NULL, &w, &err), MBX_INVALID_ARGUMENT);
+  mbx_change none = {0};
+  assert_int_equal(mbx_sandbox_change_original(sb, &none, 100, &orig, &len, &err),
+                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_change_original(sb, NULL, 100, &orig, &len, &err),
+                   MBX_INVALID_ARGUMENT);
+  mbx_sandbox_free(sb);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_kind),
       cmocka_unit_test(rewind_restores_the_overlay),
+      cmocka_unit_test(each_visits_what_the_json_lists),
+      cmocka_unit_test(each_stops_when_fn_says_so),
+      cmocka_unit_test(original_only_inside_the_walk),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

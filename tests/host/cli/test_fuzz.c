@@ -1,10 +1,11 @@
-/* tests/host/cli/test_fuzz.c -- unit tests of host/cli/fuzz.c: the engine's argv. */
+/* tests/host/cli/test_fuzz.c -- unit tests of host/cli/fuzz.c: the engine's argv and path. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -79,11 +80,27 @@ static void no_target(void **state) {
   assert_non_null(strstr(msg, "no target given"));
 }
 
+/* The engine is looked up next to this executable, whatever the working directory. */
+static void engine_next_to_the_executable(void **state) {
+  (void)state;
+  char self[4096], want[4200], path[4200];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  assert_true(n > 0);
+  self[n] = '\0';
+  *strrchr(self, '/') = '\0';
+  snprintf(want, sizeof want, "%s/" MBXH_FUZZ_ENGINE, self);
+  assert_int_equal(mbxH_cli_fuzz_engine_path(path, sizeof path), 0);
+  assert_string_equal(path, want);
+  assert_int_equal(mbxH_cli_fuzz_engine_path(path, strlen(want)), -1);
+  assert_int_equal(mbxH_cli_fuzz_engine_path(path, strlen(want) + 1), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(options_become_single_flags),
       cmocka_unit_test(bad_arguments_say_what_to_do),
       cmocka_unit_test(no_target),
+      cmocka_unit_test(engine_next_to_the_executable),
   };
   return cmocka_run_group_tests_name("host/cli_fuzz", tests, NULL, NULL);
 }

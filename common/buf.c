@@ -1,11 +1,11 @@
-/* host/buf.c -- a growable byte buffer on the host heap (result JSON, CLI input). */
-#include "host/buf.h"
+/* common/buf.c -- a growable byte buffer on the heap (result JSON, the CLI's views and diffs). */
+#include "common/buf.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-void mbxH_buf_put(mbxH_buf *b, const char *p, size_t n) {
+void mbxU_buf_put(mbxU_buf *b, const char *p, size_t n) {
   if (b->failed) return;
   if (n >= SIZE_MAX - b->len) { /* len + n + 1 would wrap */
     b->failed = 1;
@@ -33,16 +33,16 @@ void mbxH_buf_put(mbxH_buf *b, const char *p, size_t n) {
   b->data[b->len] = '\0';
 }
 
-void mbxH_buf_puts(mbxH_buf *b, const char *s) {
-  mbxH_buf_put(b, s, strlen(s));
+void mbxU_buf_puts(mbxU_buf *b, const char *s) {
+  mbxU_buf_put(b, s, strlen(s));
 }
 
-void mbxH_buf_sink(void *buf, const char *p, size_t n) {
-  mbxH_buf_put(buf, p, n);
+void mbxU_buf_sink(void *buf, const char *p, size_t n) {
+  mbxU_buf_put(buf, p, n);
 }
 
-char *mbxH_buf_take(mbxH_buf *b, size_t *len) {
-  mbxH_buf_put(b, "", 0); /* make sure an empty buffer still yields "" */
+char *mbxU_buf_take(mbxU_buf *b, size_t *len) {
+  mbxU_buf_put(b, "", 0); /* make sure an empty buffer still yields "" */
   char *data = b->failed ? NULL : b->data;
   if (len) *len = data ? b->len : 0;
   if (data == NULL) free(b->data);
@@ -52,7 +52,7 @@ char *mbxH_buf_take(mbxH_buf *b, size_t *len) {
   return data;
 }
 
-void mbxH_buf_free(mbxH_buf *b) {
+void mbxU_buf_free(mbxU_buf *b) {
   free(b->data);
   b->data = NULL;
   b->len = b->cap = 0;

@@ -1,11 +1,11 @@
-/* host/diff.h -- unified diffs of two byte strings, as `diff -u --label A --label B` prints
+/* host/cli/diff.h -- unified diffs of two byte strings, as `diff -u --label A --label B` prints
    them, bounded in time and memory for hostile inputs. */
-#ifndef MBX_HOST_DIFF_H
-#define MBX_HOST_DIFF_H
+#ifndef MBX_HOST_CLI_DIFF_H
+#define MBX_HOST_CLI_DIFF_H
 
 #include <stddef.h>
 
-#include "host/buf.h"
+#include "common/buf.h"
 
 /* The edit search is Myers' O((N+M)D) greedy algorithm on lines (after the common prefix
    and suffix are set aside), bounded: at most MBXH_DIFF_MAX_EDITS edits (its trace then
@@ -23,6 +23,6 @@
    label_b differ" when either holds a NUL byte. Returns 1 when the bound was hit (the
    fallback was printed), 0 otherwise; out->failed says whether host memory ran out. */
 int mbxH_diff_unified(const char *label_a, const char *a, size_t alen, const char *label_b,
-                      const char *b, size_t blen, mbxH_buf *out);
+                      const char *b, size_t blen, mbxU_buf *out);
 
 #endif

@@ -1,4 +1,4 @@
-/* tests/host/test_diff.c -- host/diff.c against the real `diff -u --label` (byte for byte
+/* tests/host/cli/test_diff.c -- host/cli/diff.c against the real `diff -u --label` (byte for byte
    on fixed cases: changes at the top, the end, adjacent and separate hunks, missing final
    newlines, empty sides, binary), against patch(1) on random files (the diff must turn a
    into b exactly), and the bound: a hostile pair past the edit budget still yields a
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "host/diff.h"
+#include "host/cli/diff.h"
 
 static char dir[64];
 
@@ -64,7 +64,7 @@ static void same_as_diff(const char *a, size_t alen, const char *b, size_t blen)
   snprintf(cmd, sizeof cmd, "diff -u --label /x --label /x '%s/a' '%s/b'", dir, dir);
   size_t want_len;
   char *want = run(cmd, &want_len);
-  mbxH_buf got = {0};
+  mbxU_buf got = {0};
   assert_int_equal(mbxH_diff_unified("/x", a, alen, "/x", b, blen, &got), 0);
   assert_false(got.failed);
   if (got.len != want_len || (want_len && memcmp(got.data, want, want_len) != 0)) {
@@ -73,7 +73,7 @@ static void same_as_diff(const char *a, size_t alen, const char *b, size_t blen)
     fail();
   }
   free(want);
-  mbxH_buf_free(&got);
+  mbxU_buf_free(&got);
 }
 
 #define S(x) x, sizeof x - 1
@@ -125,7 +125,7 @@ static void random_pairs_patch_back(void **state) {
     if (round % 5 == 0 && bl) bl--; /* no final newline */
     write_file("a", a, al);
     write_file("b", b, bl);
-    mbxH_buf got = {0};
+    mbxU_buf got = {0};
     mbxH_diff_unified("a", a, al, "b", b, bl, &got);
     assert_false(got.failed);
     write_file("p", got.data ? got.data : "", got.len);
@@ -138,7 +138,7 @@ static void random_pairs_patch_back(void **state) {
     char *out = run(cmd, &n);
     assert_int_equal(n, 5);
     free(out);
-    mbxH_buf_free(&got);
+    mbxU_buf_free(&got);
   }
 }
 
@@ -153,7 +153,7 @@ static void hostile_pair_is_bounded(void **state) {
     al += (size_t)sprintf(a + al, "%zu\n", i);
     bl += (size_t)sprintf(b + bl, "%zu\n", i % 2 ? i : i + 1000000);
   }
-  mbxH_buf got = {0};
+  mbxU_buf got = {0};
   assert_int_equal(mbxH_diff_unified("a", a, al, "b", b, bl, &got), 1);
   assert_false(got.failed);
   write_file("a", a, al);
@@ -166,7 +166,7 @@ static void hostile_pair_is_bounded(void **state) {
   char *out = run(cmd, &len);
   assert_int_equal(len, 5);
   free(out);
-  mbxH_buf_free(&got);
+  mbxU_buf_free(&got);
   free(a);
   free(b);
 }

@@ -1,5 +1,5 @@
-/* host/diff.c -- unified diffs (host/diff.h says what and how far). */
-#include "host/diff.h"
+/* host/cli/diff.c -- unified diffs (host/cli/diff.h says what and how far). */
+#include "host/cli/diff.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -119,19 +119,19 @@ out:
   return found;
 }
 
-static void put_range(mbxH_buf *out, long start, long count) {
+static void put_range(mbxU_buf *out, long start, long count) {
   char t[64];
   if (count == 1)
     snprintf(t, sizeof t, "%ld", start + 1);
   else
     snprintf(t, sizeof t, "%ld,%ld", count == 0 ? start : start + 1, count);
-  mbxH_buf_puts(out, t);
+  mbxU_buf_puts(out, t);
 }
 
-static void put_line(mbxH_buf *out, char mark, const line *l) {
-  mbxH_buf_put(out, &mark, 1);
-  mbxH_buf_put(out, l->p, l->n);
-  if (l->n == 0 || l->p[l->n - 1] != '\n') mbxH_buf_puts(out, "\n\\ No newline at end of file\n");
+static void put_line(mbxU_buf *out, char mark, const line *l) {
+  mbxU_buf_put(out, &mark, 1);
+  mbxU_buf_put(out, l->p, l->n);
+  if (l->n == 0 || l->p[l->n - 1] != '\n') mbxU_buf_puts(out, "\n\\ No newline at end of file\n");
 }
 
 static size_t count_lines(const char *s, size_t len) {
@@ -144,24 +144,24 @@ static size_t count_lines(const char *s, size_t len) {
 }
 
 int mbxH_diff_unified(const char *label_a, const char *a, size_t alen, const char *label_b,
-                      const char *b, size_t blen, mbxH_buf *out) {
+                      const char *b, size_t blen, mbxU_buf *out) {
   if (alen == blen && (alen == 0 || memcmp(a, b, alen) == 0)) return 0;
   if ((alen && memchr(a, '\0', alen)) || (blen && memchr(b, '\0', blen))) {
-    mbxH_buf_puts(out, "Binary files ");
-    mbxH_buf_puts(out, label_a);
-    mbxH_buf_puts(out, " and ");
-    mbxH_buf_puts(out, label_b);
-    mbxH_buf_puts(out, " differ\n");
+    mbxU_buf_puts(out, "Binary files ");
+    mbxU_buf_puts(out, label_a);
+    mbxU_buf_puts(out, " and ");
+    mbxU_buf_puts(out, label_b);
+    mbxU_buf_puts(out, " differ\n");
     return 0;
   }
   /* The line tables cost 24 bytes a line on the host heap, outside any guest limit: past
      MBXH_DIFF_MAX_LINES lines on either side the files are only named. */
   if (count_lines(a, alen) > MBXH_DIFF_MAX_LINES || count_lines(b, blen) > MBXH_DIFF_MAX_LINES) {
-    mbxH_buf_puts(out, "Files ");
-    mbxH_buf_puts(out, label_a);
-    mbxH_buf_puts(out, " and ");
-    mbxH_buf_puts(out, label_b);
-    mbxH_buf_puts(out, " differ (more lines than --diff compares)\n");
+    mbxU_buf_puts(out, "Files ");
+    mbxU_buf_puts(out, label_a);
+    mbxU_buf_puts(out, " and ");
+    mbxU_buf_puts(out, label_b);
+    mbxU_buf_puts(out, " differ (more lines than --diff compares)\n");
     return 1;
   }
   size_t na, nb;
@@ -191,11 +191,11 @@ int mbxH_diff_unified(const char *label_a, const char *a, size_t alen, const cha
   len += (size_t)mid;
   memset(ops + len, OP_EQ, suf);
   len += suf;
-  mbxH_buf_puts(out, "--- ");
-  mbxH_buf_puts(out, label_a);
-  mbxH_buf_puts(out, "\n+++ ");
-  mbxH_buf_puts(out, label_b);
-  mbxH_buf_puts(out, "\n");
+  mbxU_buf_puts(out, "--- ");
+  mbxU_buf_puts(out, label_a);
+  mbxU_buf_puts(out, "\n+++ ");
+  mbxU_buf_puts(out, label_b);
+  mbxU_buf_puts(out, "\n");
   /* Hunks: changes with at most 2 * 3 equal lines between them share one. */
   const size_t ctx = 3;
   size_t i = 0, ia = 0, ib = 0; /* op index and the line positions it stands at */
@@ -236,11 +236,11 @@ int mbxH_diff_unified(const char *label_a, const char *a, size_t alen, const cha
         end++;
       }
     }
-    mbxH_buf_puts(out, "@@ -");
+    mbxU_buf_puts(out, "@@ -");
     put_range(out, (long)sa, (long)ca);
-    mbxH_buf_puts(out, " +");
+    mbxU_buf_puts(out, " +");
     put_range(out, (long)sb, (long)cb);
-    mbxH_buf_puts(out, " @@\n");
+    mbxU_buf_puts(out, " @@\n");
     size_t pa = sa, pb = sb;
     for (size_t j = start; j < end;) {
       if (ops[j] == OP_EQ) {
