@@ -10,7 +10,7 @@
 
 #include "common/base64.h"
 #include "host/options/args.h"
-#include "host/cli/fuzz.h"
+#include "host/options/fuzz_flags.h"
 #include "host/options/policy.h"
 #include "host/fuzz/dict.h"
 #include "moonbox.h"
