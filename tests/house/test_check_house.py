@@ -43,6 +43,16 @@ TREE = {
     "host/cli/main.c": '#include <stdio.h>\n#include "host/options/args.h"\n'
                        '#include "vm/heap.h"\n#include "moonbox.h"\n',
     "host/python/moonbox.py": "import ctypes\n",
+    # tests/ mirrors the sources: a test of its own, or a line saying where it is tested.
+    "tests/vm/test_vm.c": "",
+    "tests/common/test_status.c": "",
+    "tests/vm/test_heap.c": "",
+    "tests/capabilities/test_hostfn.c": "",
+    "tests/stdlib/tested-in.txt": "base.c: vm/test_vm.c -- through the VM's opening\n",
+    "tests/host/test_runtime.c": "",
+    "tests/host/backend/tested-in.txt": "inproc.c: host/test_runtime.c -- the default backend\n",
+    "tests/host/options/test_args.c": "",
+    "tests/host/cli/tested-in.txt": "main.c: host/options/test_args.c -- end to end\n",
 }
 
 # One violation of each rule: (name, {file: text appended}, the rule the output must name).
@@ -79,6 +89,11 @@ INJECTIONS = [
       "common/bytes.h": "", "vm/heap.h": ""}, "[include-circle]"),
     ("an mbx_ function defined in vm/",
      {"vm/vm.c": "int mbx_run_fast(int x) {\n  return x;\n}\n"}, "[mbx-symbol]"),
+    ("a source file with no test and no line saying where it is tested",
+     {"vm/budget.c": '#include "vm/vm.h"\n'}, "[test-mirror]"),
+    ("a tested-in line naming a test that does not exist",
+     {"tests/vm/tested-in.txt": "budget.c: vm/test_nowhere.c -- gone\n",
+      "vm/budget.c": '#include "vm/vm.h"\n'}, "[test-mirror]"),
     ("a file over 1,100 lines in host/",
      {"host/python/moonbox.py": "x = 1\n" * 1100}, "[file-size]"),
 ]
