@@ -1,4 +1,4 @@
-/* cli_fuzz.c -- `moonbox fuzz`: checks its options and execs the moonbox-fuzz engine. */
+/* host/cli/fuzz.c -- `moonbox fuzz`: checks its options and execs the moonbox-fuzz engine. */
 #include "host/cli/fuzz.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* cli_main.c -- the moonbox command: runs one script in a sandbox and prints its outcome, or
+/* host/cli/main.c -- the moonbox command: runs one script in a sandbox and prints its outcome, or
    resumes a paused run from its snapshot. */
 #include <errno.h>
 #include <libgen.h>

@@ -1,4 +1,4 @@
-/* fuzz_main.c -- moonbox-fuzz: libFuzzer driving fuzz(data) of a Lua target in a sandbox. */
+/* host/fuzz/main.c -- moonbox-fuzz: libFuzzer driving fuzz(data) of a Lua target in a sandbox. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>

@@ -9,7 +9,7 @@
 
 /*
 ** Nothing here touches Lua or the library: argv is turned into an mbxH_cli_options record
-** (describe), every value is checked (validate), and only then does cli_main.c read files and
+** (describe), every value is checked (validate), and only then does host/cli/main.c read files and
 ** run the sandbox (act). Strings in the record are borrowed from argv.
 */
 

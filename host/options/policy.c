@@ -1,4 +1,4 @@
-/* cli_policy.c -- the policy of the moonbox command's options, for run, resume and fuzz. */
+/* host/options/policy.c -- the policy of the moonbox command's options, for run, resume and fuzz. */
 #include "host/options/policy.h"
 
 #include <errno.h>

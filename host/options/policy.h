@@ -1,4 +1,5 @@
-/* cli_policy.h -- the policy the moonbox command builds from its options (run, resume, fuzz). */
+/* host/options/policy.h -- the policy the moonbox command builds from its options (run, resume,
+   fuzz). */
 #ifndef MBX_HOST_CLI_POLICY_H
 #define MBX_HOST_CLI_POLICY_H
 

@@ -7,7 +7,7 @@
 ** fds: 3, its control socket, and 4, its mailbox (REAPs nobody waits for; see mail_drain in
 ** zygote.c). The zygote is single-threaded and runs no guest code: on
 ** MBXH_WP_SPAWN it makes a socketpair and forks; the child closes every fd but its end and
-** hardens itself (worker_jail.c: no new privileges, not dumpable, an unprivileged uid, no core
+** hardens itself (host/worker/jail.c: no new privileges, not dumpable, an unprivileged uid, no core
 ** dumps, no fds to open); the zygote sends the other end and a pidfd of the child to the parent
 ** and closes its copies. The warm worker then completes its jail while it waits in the pool:
 ** a state from the zygote's template, one constant run to fault its pages in, the CPU limit and

@@ -138,7 +138,7 @@ static void enter_namespaces(void) {
     if (unshare(flags) != 0) return;
   } else {
     /* Not root: one user namespace for the zygote and every worker it forks, made here once
-       (worker_jail.c), with the network and pid namespaces in the same call where the kernel
+       (host/worker/jail.c), with the network and pid namespaces in the same call where the kernel
        allows, else alone. */
     int made = mbxH_jail_user_namespace(flags);
     if (made == -1) {
