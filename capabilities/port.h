@@ -31,8 +31,8 @@
 ** it*. When the host decides (a host callback, a native function, a clock or environment
 ** read), the time is host time: the run's deadline moves on by it and the guest's CPU clock
 ** does not count it; the operation gets an mbxC_wait carrying only the interrupt. When the
-** guest decides (the program exec runs, how much a file read or write moves, later the
-** worker's answer to guest-sized work), the time is guest time: it counts against the
+** guest decides (the program exec runs, how much a file read or write moves, and in worker
+** mode the round trip that carries such work), the time is guest time: it counts against the
 ** deadline, and the operation gets an mbxC_wait with the run's deadline and must return by it
 ** with MBXC_E_TIMEDOUT (the stdlib then ends the run with time_limit).
 **
