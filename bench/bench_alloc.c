@@ -187,8 +187,8 @@ int main(int argc, char **argv) {
   if (la && fgets(lbuf, sizeof lbuf, la)) lbuf[strcspn(lbuf, "\n")] = '\0';
   if (la) fclose(la);
   printf("%s\n\n", lbuf);
-  printf("| %-52s | %11s | %11s | %8s | %17s |\n", "workload (CPU ns per operation)",
-         "glibc", "mimalloc", "mi/glibc", "wall glibc/mi ns");
+  printf("| %-52s | %11s | %11s | %8s | %17s |\n", "workload (CPU ns per operation)", "glibc",
+         "mimalloc", "mi/glibc", "wall glibc/mi ns");
   printf("|------------------------------------------------------|------------:|------------:|"
          "---------:|------------------:|\n");
   static const struct {
@@ -215,8 +215,8 @@ int main(int argc, char **argv) {
     qsort(gw, (size_t)rounds, sizeof *gw, by_value);
     qsort(mw, (size_t)rounds, sizeof *mw, by_value);
     double gm = g[rounds / 2], mm = m[rounds / 2];
-    printf("| %-52s | %11.0f | %11.0f | %7.2fx | %8.0f/%-8.0f |\n", rows[r].label, gm, mm,
-           mm / gm, gw[rounds / 2], mw[rounds / 2]);
+    printf("| %-52s | %11.0f | %11.0f | %7.2fx | %8.0f/%-8.0f |\n", rows[r].label, gm, mm, mm / gm,
+           gw[rounds / 2], mw[rounds / 2]);
     fflush(stdout);
   }
   return 0;

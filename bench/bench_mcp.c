@@ -129,8 +129,7 @@ static int write_all(int fd, const char *p, size_t n) {
 /* One server (its calls in workers with isolate "process", the default of moonbox mcp, or in
    the server with "none"); with session 1, every call runs in the same session (checkpointed first); with
    session -1 the calls are pings (the transport and JSON-RPC floor: no thread, no sandbox). */
-static int mcp(const char *moonbox, const char *isolate, size_t calls, int session,
-               uint64_t *ns) {
+static int mcp(const char *moonbox, const char *isolate, size_t calls, int session, uint64_t *ns) {
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0) return -1;
   posix_spawn_file_actions_t fa;
@@ -220,7 +219,8 @@ int main(int argc, char **argv) {
          ns_p99);
   printf("  MCP ping (transport floor)             median %8.2f us   p99 %8.2f us\n", p_med, p_p99);
   printf("  MCP / C API median ratio: worker %.1fx (session %.1fx), in-process %.1fx (session "
-         "%.1fx)\n", med / c_med, s_med / c_med, n_med / c_med, ns_med / c_med);
+         "%.1fx)\n",
+         med / c_med, s_med / c_med, n_med / c_med, ns_med / c_med);
   free(ns);
   return 0;
 }

@@ -399,8 +399,12 @@ static void print_machine(const bench_plan *plan, int quick, int issue3_only, in
     (void)now_ns();
   double timer_ns = (double)(now_ns() - t0) / 100000.0;
 
-  printf("moonbox bench_run (%s%s%s)\n", quick ? "--quick" : issue3_only || host_only ? "" : "full",
-         issue3_only ? (quick ? " --issue3-only" : "--issue3-only: cases 1, 3, 5, 7, 8, 11-16") : "",
+  printf("moonbox bench_run (%s%s%s)\n",
+         quick                      ? "--quick"
+         : issue3_only || host_only ? ""
+                                    : "full",
+         issue3_only ? (quick ? " --issue3-only" : "--issue3-only: cases 1, 3, 5, 7, 8, 11-16")
+                     : "",
          host_only ? (quick ? " --host-only" : "--host-only: sections 18-20") : "");
   printf("  machine: nproc=%ld, cpu: %s\n", sysconf(_SC_NPROCESSORS_ONLN), model);
   printf("  moonbox %s, built against %s; clock_gettime overhead %.0f ns per sample\n",
@@ -670,12 +674,12 @@ typedef struct target_row {
 
 /* Figures of earlier sections the issue-10 table repeats (NAN: that section did not run). */
 static struct {
-  double live_us, live_raw_us;      /* 11d, 11i */
-  double sync_ns, native_ns;        /* 18d, 18c per call */
-  double install_us;                /* 20b - 20a */
-  double idle_bytes;                /* section 14 */
-  double live_rss_mib;              /* section 15: +RSS of 10,000 live sandboxes */
-  double cycle_us, cycle_raw_us;    /* cases 1 and 3 */
+  double live_us, live_raw_us;   /* 11d, 11i */
+  double sync_ns, native_ns;     /* 18d, 18c per call */
+  double install_us;             /* 20b - 20a */
+  double idle_bytes;             /* section 14 */
+  double live_rss_mib;           /* section 15: +RSS of 10,000 live sandboxes */
+  double cycle_us, cycle_raw_us; /* cases 1 and 3 */
 } fig10 = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
 
 #define MAX_TARGETS 8
@@ -699,7 +703,8 @@ static void add_target(const char *target, int met, const char *fmt, ...) {
 static uint64_t rss_bytes(void) {
   FILE *f = fopen("/proc/self/statm", "r");
   unsigned long long size = 0, resident = 0;
-  if (!f || fscanf(f, "%llu %llu", &size, &resident) != 2) die(NULL, "cannot read", "/proc/self/statm");
+  if (!f || fscanf(f, "%llu %llu", &size, &resident) != 2)
+    die(NULL, "cannot read", "/proc/self/statm");
   fclose(f);
   return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
@@ -718,7 +723,8 @@ static double signed_mib(uint64_t after, uint64_t before) {
   return after >= before ? mib(after - before) : -mib(before - after);
 }
 
-static void check_api(const char *case_name, const char *call, mbx_status st, const mbx_error *err) {
+static void check_api(const char *case_name, const char *call, mbx_status st,
+                      const mbx_error *err) {
   if (st != MBX_OK) {
     char detail[320];
     snprintf(detail, sizeof detail, "%s: %s", mbx_status_name(st), err->message);
@@ -755,9 +761,8 @@ static void raw_live_open(bench_ctx *ctx, const char *constructor, size_t constr
   *(bench_ctx **)lua_getextraspace(L) = ctx;
   if (luaL_loadbuffer(L, chunk, chunk_len, "=input") != LUA_OK)
     die(ctx->case_name, "raw Lua load", lua_tostring(L, -1));
-  if (constructor &&
-      (luaL_loadbuffer(L, constructor, constructor_len, "=records") != LUA_OK ||
-       lua_pcall(L, 0, 0, 0) != LUA_OK))
+  if (constructor && (luaL_loadbuffer(L, constructor, constructor_len, "=records") != LUA_OK ||
+                      lua_pcall(L, 0, 0, 0) != LUA_OK))
     die(ctx->case_name, "raw Lua records", lua_tostring(L, -1));
   ctx->raw_live = L;
 }
@@ -788,8 +793,8 @@ static void case_raw_pcall(bench_ctx *ctx) {
 static void case_mbx_live_checked(bench_ctx *ctx) {
   mbx_error err;
   mbx_result *res = NULL;
-  mbx_status st =
-      mbx_run(ctx->repl, ctx->source, ctx->source_len, ctx->inputs_json, ctx->inputs_len, &res, &err);
+  mbx_status st = mbx_run(ctx->repl, ctx->source, ctx->source_len, ctx->inputs_json,
+                          ctx->inputs_len, &res, &err);
   check_run(ctx, st, res, &err);
   if (ctx->expect_value && strcmp(mbx_result_value_json(res, NULL), ctx->expect_value) != 0)
     die(ctx->case_name, "unexpected value", mbx_result_value_json(res, NULL));
@@ -877,7 +882,8 @@ static void bench_run_phase(bench_ctx *ctx, const bench_plan *plan, const char *
   ctx->source = TINY_SOURCE;
   ctx->source_len = strlen(TINY_SOURCE);
   ctx->expect_value = "2";
-  bench_stats mbx_tiny_live = measure(ctx, case_mbx_live_checked, plan->tiny_warmup, plan->tiny_iters);
+  bench_stats mbx_tiny_live =
+      measure(ctx, case_mbx_live_checked, plan->tiny_warmup, plan->tiny_iters);
   print_row("11d moonbox run: `return 1+1` (the fixed cost of a run)", &mbx_tiny_live, ref);
   fig10.live_us = mbx_tiny_live.p50_us;
   ctx->expect_value = NULL;
@@ -901,7 +907,8 @@ static void bench_run_phase(bench_ctx *ctx, const bench_plan *plan, const char *
   add_target("run phase within 1.05x of raw lua_pcall under the same count hook", ratio <= 1.05,
              "%.3fx (11c %.2f us vs 11h %.2f us p50); with inputs + full result 11a/11f "
              "%.3fx",
-             ratio, mbx_wrap.p50_us, raw_wrap_hook.p50_us, mbx_full_inputs.p50_us / raw_full_hook.p50_us);
+             ratio, mbx_wrap.p50_us, raw_wrap_hook.p50_us,
+             mbx_full_inputs.p50_us / raw_full_hook.p50_us);
   free(wrapped);
 }
 
@@ -931,7 +938,8 @@ static void case_rewind(bench_ctx *ctx) {
 
 static void bench_snapshots(bench_ctx *ctx, const bench_plan *plan, const cycle_refs *refs) {
   size_t warm = plan->tiny_warmup, iters = plan->tiny_iters;
-  printf("\n12. Reset and rewind (p50 / ref: against case 1, new + run + free of `return 1+1`)\n\n");
+  printf(
+      "\n12. Reset and rewind (p50 / ref: against case 1, new + run + free of `return 1+1`)\n\n");
   print_table_head("p50 / ref");
   double ref = refs->mbx_tiny.p50_us;
   ctx->source = TINY_SOURCE;
@@ -951,9 +959,11 @@ static void bench_snapshots(bench_ctx *ctx, const bench_plan *plan, const cycle_
   /* The checkpoint: a sandbox holding a little state of its own, captured once. */
   ctx->case_name = "12c checkpoint";
   new_repl(ctx);
-  mbx_result_free(must_run(ctx, ctx->repl, "config = {name = 'bench', retries = 3, tags = {'a', 'b'}}"));
+  mbx_result_free(
+      must_run(ctx, ctx->repl, "config = {name = 'bench', retries = 3, tags = {'a', 'b'}}"));
   mbx_error err;
-  check_api(ctx->case_name, "mbx_sandbox_checkpoint", mbx_sandbox_checkpoint(ctx->repl, &err), &err);
+  check_api(ctx->case_name, "mbx_sandbox_checkpoint", mbx_sandbox_checkpoint(ctx->repl, &err),
+            &err);
   ctx->case_name = "12c rewind + run";
   s = measure(ctx, case_rewind_run, warm, iters);
   print_row("12c checkpoint once, then rewind + run `return 1+1`", &s, ref);
@@ -1053,7 +1063,8 @@ static void bench_idle(bench_ctx *ctx) {
 /* ---- section 15: 10,000 live sandboxes ---- */
 
 /* Create LIVE_SANDBOXES sandboxes, each creation timed; returns the stats, fills total_ms. */
-static bench_stats create_many(bench_ctx *ctx, mbx_runtime *rt, mbx_sandbox **sbs, double *total_ms) {
+static bench_stats create_many(bench_ctx *ctx, mbx_runtime *rt, mbx_sandbox **sbs,
+                               double *total_ms) {
   uint64_t *samples = malloc(LIVE_SANDBOXES * sizeof *samples);
   if (!samples) die(ctx->case_name, "out of memory", "sample buffer");
   uint64_t start = now_ns();
@@ -1116,9 +1127,11 @@ static void bench_live_sandboxes(bench_ctx *ctx) {
     putchar('-');
   printf("|---------------:|\n");
   printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS before", mib(rss0));
-  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS with 10,000 live sandboxes (new slots)", mib(rss1));
+  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS with 10,000 live sandboxes (new slots)",
+         mib(rss1));
   printf("| %-*s | %10.1f KiB |\n", LABEL_WIDTH, "RSS per live sandbox", per / 1024.0);
-  printf("| %-*s | %10.1f KiB |\n", LABEL_WIDTH, "  of which host malloc (templates, handles; mallinfo2)",
+  printf("| %-*s | %10.1f KiB |\n", LABEL_WIDTH,
+         "  of which host malloc (templates, handles; mallinfo2)",
          (double)(malloc1 - (malloc1 > malloc0 ? malloc0 : malloc1)) / LIVE_SANDBOXES / 1024.0);
   printf("| %-*s | %10.1f KiB |\n", LABEL_WIDTH, "  of which slot pages (the rest)",
          (per - (double)(malloc1 - (malloc1 > malloc0 ? malloc0 : malloc1)) / LIVE_SANDBOXES) /
@@ -1130,14 +1143,17 @@ static void bench_live_sandboxes(bench_ctx *ctx) {
   printf("| %-*s | %11.1f ms |\n", LABEL_WIDTH, "creating them, new slots (total)", first_ms);
   printf("| %-*s | %8.2f/%.2f us |\n", LABEL_WIDTH, "  one creation, new slot: p50/p99",
          first.p50_us, first.p99_us);
-  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after freeing them (slots idle in the pool)", mib(rss2));
-  printf("| %-*s | %11.1f ms |\n", LABEL_WIDTH, "creating 10,000 again from idle slots (total)", second_ms);
+  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after freeing them (slots idle in the pool)",
+         mib(rss2));
+  printf("| %-*s | %11.1f ms |\n", LABEL_WIDTH, "creating 10,000 again from idle slots (total)",
+         second_ms);
   printf("| %-*s | %8.2f/%.2f us |\n", LABEL_WIDTH, "  one creation, idle slot: p50/p99",
          second.p50_us, second.p99_us);
   printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS with them live again", mib(rss3));
   printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after freeing them again", mib(rss4));
   printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after mbx_runtime_free", mib(rss5));
-  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after malloc_trim(0) (glibc's free lists)", mib(rss6));
+  printf("| %-*s | %10.1f MiB |\n", LABEL_WIDTH, "RSS after malloc_trim(0) (glibc's free lists)",
+         mib(rss6));
   fig10.live_rss_mib = signed_mib(rss1, rss0);
   add_target("10,000 live sandboxes in <= 500 MB RSS", rss1 - rss0 <= 500ull * 1000 * 1000,
              "+%.1f MiB (%.1f KiB each; %.1f MiB total process RSS); created in %.0f ms",
@@ -1194,7 +1210,8 @@ static void cycle_targets(const cycle_refs *r) {
   double snip = r->mbx_snip.p50_us / r->lua_snip.p50_us;
   add_target("40-line snippet, full cycle <= 0.8x the raw Lua cycle", snip <= 0.8,
              "%.2fx (case 5 %.2f us vs case 7 %.2f us p50; vs case 8 with the hook %.2fx)", snip,
-             r->mbx_snip.p50_us, r->lua_snip.p50_us, r->mbx_snip.p50_us / r->lua_snip_hooked.p50_us);
+             r->mbx_snip.p50_us, r->lua_snip.p50_us,
+             r->mbx_snip.p50_us / r->lua_snip_hooked.p50_us);
 }
 
 static void print_targets(void) {
@@ -1644,15 +1661,16 @@ static void bench_pauses(bench_ctx *ctx, int quick) {
   ctx->repl = NULL;
   mbx_sandbox_free(paused_sb);
 
-  printf("\n## 19. Pause/resume round trips: `tools.fetch` granted with mbx_policy_add_external, "
-         "%d pauses per run, each step timed; the sync peer is the same script with "
-         "`tools.fetch` a host function giving the same reply\n\n"
-         "Round trip = host side, from a paused result to the next paused result "
-         "(mbx_result_free + mbx_resume: resume, decode the value in the guest, run to the next "
-         "call, encode its args, build the paused result). The 1 KB reply is %zu bytes of JSON "
-         "(`{\"body\":\"000...\",\"status\":200}`, %zu zeros); the 1 KB args are a 1000-byte string. "
-         "%zu runs (+%zu warm-up) per case.\n\n",
-         PAUSES_PER_RUN, big_len, body_len, runs, warm);
+  printf(
+      "\n## 19. Pause/resume round trips: `tools.fetch` granted with mbx_policy_add_external, "
+      "%d pauses per run, each step timed; the sync peer is the same script with "
+      "`tools.fetch` a host function giving the same reply\n\n"
+      "Round trip = host side, from a paused result to the next paused result "
+      "(mbx_result_free + mbx_resume: resume, decode the value in the guest, run to the next "
+      "call, encode its args, build the paused result). The 1 KB reply is %zu bytes of JSON "
+      "(`{\"body\":\"000...\",\"status\":200}`, %zu zeros); the 1 KB args are a 1000-byte string. "
+      "%zu runs (+%zu warm-up) per case.\n\n",
+      PAUSES_PER_RUN, big_len, body_len, runs, warm);
   print_ns_head("p50 us", "p50 / 19a");
   double ref = ps[0].trip.p50_us;
   for (int k = 0; k < 3; k++)
@@ -1787,15 +1805,13 @@ static const struct {
   const char *label;
   const char *code; /* returns something cheap to encode */
 } LIB_GRID[] = {
-    {"find plain, absent needle, 1 MB",
-     "local s = ('a'):rep(1 << 20) local n = 0 for i = 1, 20 do "
-     "if s:find('b', 1, true) then n = n + 1 end end return n"},
+    {"find plain, absent needle, 1 MB", "local s = ('a'):rep(1 << 20) local n = 0 for i = 1, 20 do "
+                                        "if s:find('b', 1, true) then n = n + 1 end end return n"},
     {"find plain, present needle at the end, 1 MB",
      "local s = ('a'):rep(1 << 20) .. 'b' local n = 0 for i = 1, 20 do "
      "n = n + s:find('b', 1, true) end return n"},
-    {"find pattern %d+ absent, 1 MB",
-     "local s = ('a'):rep(1 << 20) local n = 0 for i = 1, 5 do "
-     "if s:find('%d+') then n = n + 1 end end return n"},
+    {"find pattern %d+ absent, 1 MB", "local s = ('a'):rep(1 << 20) local n = 0 for i = 1, 5 do "
+                                      "if s:find('%d+') then n = n + 1 end end return n"},
     {"match (%w+)=(%w+) x 20000",
      "local n = 0 for i = 1, 20000 do local k, v = ('key' .. i .. '=v' .. i):match('(%w+)=(%w+)') "
      "n = n + #k + #v end return n"},
@@ -2016,8 +2032,10 @@ static void *counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return NULL;
   }
   void *p = realloc(ptr, nsize);
-  if (p) raw_bytes += nsize;
-  else if (ptr) raw_bytes += osize;
+  if (p)
+    raw_bytes += nsize;
+  else if (ptr)
+    raw_bytes += osize;
   return p;
 }
 
@@ -2121,9 +2139,9 @@ static void bench_issue10(bench_ctx *ctx, int quick) {
          vm_mbx, vm_raw, vm_mbx / vm_raw);
   printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH,
          "VM loop 3e7, instruction limit (count hook), CPU", vm_hook, vm_raw, vm_hook / vm_raw);
-  printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH,
-         "VM loop 3e7, deadline only, wall", median_of(wall[0], LIB_REPS),
-         median_of(wall[1], LIB_REPS), median_of(wall[0], LIB_REPS) / median_of(wall[1], LIB_REPS));
+  printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH, "VM loop 3e7, deadline only, wall",
+         median_of(wall[0], LIB_REPS), median_of(wall[1], LIB_REPS),
+         median_of(wall[0], LIB_REPS) / median_of(wall[1], LIB_REPS));
   printf("\nlive `return 1+1` (medians of %d batches of %d, interleaved): %.3f us without a "
          "count hook (deadline only), %.3f us with it (instruction limit): %+.3f us\n\n",
          LIVE_BATCHES, LIVE_BATCH, live_nohook, live_hook, live_nohook - live_hook);
@@ -2157,16 +2175,16 @@ static void bench_issue10(bench_ctx *ctx, int quick) {
          raw_idle);
 
   char buf[64];
-#define FIG(x, fmt) (isnan(x) ? "not measured in this run" : (snprintf(buf, sizeof buf, fmt, x), buf))
+#define FIG(x, fmt)                                                                                \
+  (isnan(x) ? "not measured in this run" : (snprintf(buf, sizeof buf, fmt, x), buf))
   double cycle_ratio = fig10.cycle_raw_us / fig10.cycle_us;
   add_target10("new + run + free >= 20x faster than raw Lua's cycle",
                isnan(cycle_ratio) ? -1 : cycle_ratio >= 20,
                "%.1fx (case 1 %.2f us vs case 3 %.2f us)", cycle_ratio, fig10.cycle_us,
                fig10.cycle_raw_us);
-  add_target10("`return 1+1` on a live sandbox <= 0.5 us",
-               isnan(fig10.live_us) ? -1 : fig10.live_us <= 0.5,
-               "%.2f us (11d) vs raw lua_pcall + hook %.2f us (11i)", fig10.live_us,
-               fig10.live_raw_us);
+  add_target10(
+      "`return 1+1` on a live sandbox <= 0.5 us", isnan(fig10.live_us) ? -1 : fig10.live_us <= 0.5,
+      "%.2f us (11d) vs raw lua_pcall + hook %.2f us (11i)", fig10.live_us, fig10.live_raw_us);
   add_target10("sync host call <= 0.40 us", isnan(fig10.sync_ns) ? -1 : fig10.sync_ns <= 400,
                "%.0f ns (18d) vs native through libffi %.0f ns (18c)", fig10.sync_ns,
                fig10.native_ns);
@@ -2183,9 +2201,8 @@ static void bench_issue10(bench_ctx *ctx, int quick) {
   add_target10("fresh-sandbox throughput, 2 threads >= 1.8x one", speedup >= 1.8,
                "%.2fx (%ld cores)", speedup, sysconf(_SC_NPROCESSORS_ONLN));
   add_target10("pure VM loop, deadline only <= 1.05x stock lua5.4", vm_mbx / vm_raw <= 1.05,
-               "%.2fx (%.0f us vs %.0f us; %s; with the count hook %.2fx)", vm_mbx / vm_raw,
-               vm_mbx, vm_raw, no_hook ? "no hook, deadline by signal" : "count hook",
-               vm_hook / vm_raw);
+               "%.2fx (%.0f us vs %.0f us; %s; with the count hook %.2fx)", vm_mbx / vm_raw, vm_mbx,
+               vm_raw, no_hook ? "no hook, deadline by signal" : "count hook", vm_hook / vm_raw);
   add_target10("metered library, each <= 1.2x stock", worst <= 1.2, "worst %.2fx CPU (%s)", worst,
                worst_label);
 #undef FIG
@@ -2197,7 +2214,9 @@ static void bench_issue10(bench_ctx *ctx, int quick) {
          "----------------------------------------");
   for (size_t i = 0; i < n_targets10; i++)
     printf("| %-*s | %-*s | %-7s |\n", 58, targets10[i].target, 100, targets10[i].figure,
-           targets10[i].met < 0 ? "n/a" : targets10[i].met ? "met" : "not met");
+           targets10[i].met < 0 ? "n/a"
+           : targets10[i].met   ? "met"
+                                : "not met");
   fflush(stdout);
   *ctx = saved;
 }

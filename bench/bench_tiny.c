@@ -78,8 +78,7 @@ int main(int argc, char **argv) {
   pthread_join(t, NULL);
   if (j.failed) return 1;
   qsort(j.samples, j.iters, sizeof *j.samples, by_value);
-  printf("c_api %.3f %.3f %zu\n", j.samples[j.iters / 2], j.samples[j.iters * 99 / 100],
-         j.iters);
+  printf("c_api %.3f %.3f %zu\n", j.samples[j.iters / 2], j.samples[j.iters * 99 / 100], j.iters);
   free(j.samples);
   return 0;
 }

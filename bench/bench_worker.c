@@ -92,15 +92,17 @@ static double raw_round_trip(int spin, int n, int pace_us, double *p90) {
 static void machine_costs(double *syscall_ns, double *fault_ns) {
   enum { CALLS = 100000, PAGES = 2000 };
   uint64_t t0 = now_ns();
-  for (int i = 0; i < CALLS; i++) (void)getppid();
+  for (int i = 0; i < CALLS; i++)
+    (void)getppid();
   *syscall_ns = (double)(now_ns() - t0) / CALLS;
   long page = sysconf(_SC_PAGESIZE);
-  char *m = mmap(NULL, (size_t)page * PAGES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                 -1, 0);
+  char *m =
+      mmap(NULL, (size_t)page * PAGES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   *fault_ns = -1;
   if (m == MAP_FAILED) return;
   t0 = now_ns();
-  for (int i = 0; i < PAGES; i++) ((volatile char *)m)[(size_t)i * (size_t)page] = 1;
+  for (int i = 0; i < PAGES; i++)
+    ((volatile char *)m)[(size_t)i * (size_t)page] = 1;
   *fault_ns = (double)(now_ns() - t0) / PAGES;
   munmap(m, (size_t)page * PAGES);
 }
@@ -168,7 +170,8 @@ static double live_round_trip(int isolate, int n, double *cpu_us) {
   mbx_error err;
   mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
   double *v = malloc(sizeof *v * (size_t)n);
-  for (int i = 0; i < 100; i++) run_once(sb);
+  for (int i = 0; i < 100; i++)
+    run_once(sb);
   uint64_t c0 = cpu_ns();
   for (int i = 0; i < n; i++) {
     uint64_t t0 = now_ns();
@@ -214,7 +217,8 @@ static double fresh_sandbox(int isolate, int n, int pace_us, double steps[3]) {
     }
   }
   double m = median(v, n);
-  for (int k = 0; k < 3 && steps; k++) steps[k] = median(sv[k], n);
+  for (int k = 0; k < 3 && steps; k++)
+    steps[k] = median(sv[k], n);
   free(v);
   mbx_policy_free(p);
   mbx_runtime_free(rt);
@@ -312,7 +316,8 @@ static int zygote_children(pid_t *zygote, pid_t *out, int max) {
   snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)*zygote, (int)*zygote);
   f = fopen(path, "r");
   int n = 0, pid;
-  while (f && n < max && fscanf(f, "%d", &pid) == 1) out[n++] = pid;
+  while (f && n < max && fscanf(f, "%d", &pid) == 1)
+    out[n++] = pid;
   if (f) fclose(f);
   return n;
 }
@@ -352,7 +357,8 @@ static void live_workers(int count) {
   }
   int fds_live = count_fds();
   t0 = now_ns();
-  for (int i = 0; i < count; i++) mbx_sandbox_free(sbs[i]);
+  for (int i = 0; i < count; i++)
+    mbx_sandbox_free(sbs[i]);
   double freed_ms = (double)(now_ns() - t0) / 1e6;
   /* Freed workers are reaped as the zygote reads the queued requests. */
   int procs1 = n;
@@ -391,7 +397,8 @@ int main(int argc, char **argv) {
   double in_cpu, w_cpu;
   double in_live = live_round_trip(0, n, &in_cpu), w_live = live_round_trip(1, n, &w_cpu);
   printf("return 1+1 on a live sandbox: in-process %.2f us, worker %.2f us (x%.1f; parent CPU "
-         "%.2f us per run)\n", in_live, w_live, w_live / in_live, w_cpu);
+         "%.2f us per run)\n",
+         in_live, w_live, w_live / in_live, w_cpu);
   /* After the live round trips, so that their figure is taken as in a run without the floor.
      The child only reads, writes and spins: safe to fork beside the runtimes' threads. */
   double raw_b90, raw_s90;
@@ -399,7 +406,8 @@ int main(int argc, char **argv) {
   double raw_spin = raw_round_trip(1, n * 5, 0, &raw_s90);
   printf("round trip floor (1 byte, socketpair, two processes): blocking %.2f us (p90 %.2f), "
          "both ends spinning %u us first (the worker's policy) %.2f us (p90 %.2f); spin %s "
-         "here\n", raw_block, raw_b90, MBXH_SPIN_NS / 1000, raw_spin, raw_s90,
+         "here\n",
+         raw_block, raw_b90, MBXH_SPIN_NS / 1000, raw_spin, raw_s90,
          mbxH_spin_usable() ? "usable" : "off (one CPU)");
   int nf = n / 4 < 10 ? 10 : n / 4;
   /* The floor under a paced fresh sandbox's run: both ends asleep for 2 ms before it. */
@@ -407,29 +415,33 @@ int main(int argc, char **argv) {
   double sys_ns, fault_ns;
   machine_costs(&sys_ns, &fault_ns);
   printf("the same floor, 2 ms apart (both ends asleep before each): %.2f us (p90 %.2f); this "
-         "machine: a system call %.0f ns, a page's first touch %.0f ns\n", raw_paced, raw_p90,
-         sys_ns, fault_ns);
+         "machine: a system call %.0f ns, a page's first touch %.0f ns\n",
+         raw_paced, raw_p90, sys_ns, fault_ns);
   double st_in[3], st_b2b[3], st_paced[3];
   double in_fresh = fresh_sandbox(0, nf, 0, st_in), w_fresh = fresh_sandbox(1, nf, 0, st_b2b);
   double w_paced = fresh_sandbox(1, nf, 2000, st_paced);
   printf("fresh sandbox + return 1+1 + free: in-process %.2f us, worker back to back %.2f us, "
-         "worker from a refilled warm pool (2 ms apart) %.2f us\n", in_fresh, w_fresh, w_paced);
+         "worker from a refilled warm pool (2 ms apart) %.2f us\n",
+         in_fresh, w_fresh, w_paced);
   printf("  steps (new / run / free, medians): in-process %.2f / %.2f / %.2f us; worker back "
-         "to back %.2f / %.2f / %.2f us; worker paced %.2f / %.2f / %.2f us\n", st_in[0],
-         st_in[1], st_in[2], st_b2b[0], st_b2b[1], st_b2b[2], st_paced[0], st_paced[1],
+         "to back %.2f / %.2f / %.2f us; worker paced %.2f / %.2f / %.2f us\n",
+         st_in[0], st_in[1], st_in[2], st_b2b[0], st_b2b[1], st_b2b[2], st_paced[0], st_paced[1],
          st_paced[2]);
   int nc = 50;
   double cold_min, uns_min;
   double cold = cold_start(nc, &cold_min), uns = unshare_true(nc, &uns_min);
   printf("cold start (new runtime: zygote exec + first worker + return 1+1): %.0f us; "
-         "unshare -U -n /bin/true: %.0f us (difference %+.0f us)\n", cold, uns, cold - uns);
+         "unshare -U -n /bin/true: %.0f us (difference %+.0f us)\n",
+         cold, uns, cold - uns);
   printf("  minima of %d: cold start %.0f us, unshare -U -n /bin/true %.0f us (difference "
-         "%+.0f us)\n", nc, cold_min, uns_min, cold_min - uns_min);
+         "%+.0f us)\n",
+         nc, cold_min, uns_min, cold_min - uns_min);
   /* One tenant (MBX_CAP_ONE_TENANT): the freed sandbox's worker serves the next one. */
   double st_one[3];
   double w_one = fresh_sandbox(2, nf, 0, st_one);
   printf("fresh sandbox + return 1+1 + free, one-tenant runtime (a reused worker): %.2f us "
-         "(new / run / free %.2f / %.2f / %.2f us)\n", w_one, st_one[0], st_one[1], st_one[2]);
+         "(new / run / free %.2f / %.2f / %.2f us)\n",
+         w_one, st_one[0], st_one[1], st_one[2]);
   /* The same round trips with both ends spinning first (MBX_CAP_WORKER_SPIN), in this run. */
   g_spin = 1;
   double s_cpu, s_live = live_round_trip(1, n, &s_cpu), st_spin[3], st_sone[3];
@@ -437,9 +449,9 @@ int main(int argc, char **argv) {
   g_spin = 0;
   printf("with MBX_CAP_WORKER_SPIN=1: live %.2f us (parent CPU %.2f us per run; off: %.2f us); "
          "fresh paced %.2f us (new / run / free %.2f / %.2f / %.2f; off: %.2f us); one-tenant "
-         "%.2f us (new / run / free %.2f / %.2f / %.2f; off: %.2f us)\n", s_live, s_cpu, w_live,
-         s_paced, st_spin[0], st_spin[1], st_spin[2], w_paced, s_one, st_sone[0], st_sone[1],
-         st_sone[2], w_one);
+         "%.2f us (new / run / free %.2f / %.2f / %.2f; off: %.2f us)\n",
+         s_live, s_cpu, w_live, s_paced, st_spin[0], st_spin[1], st_spin[2], w_paced, s_one,
+         st_sone[0], st_sone[1], st_sone[2], w_one);
   /* 1,000 workers: each holds a socket and a pidfd here. */
   struct rlimit nofile;
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
@@ -450,12 +462,13 @@ int main(int argc, char **argv) {
   live_workers(live && atoi(live) > 0 ? atoi(live) : 1000);
   char fig[256];
   printf("issue 14 targets (each with its peer from this run):\n");
-  snprintf(fig, sizeof fig, "%.2f us (floor: blocking %.2f, spinning %.2f us)", w_live,
-           raw_block, raw_spin);
+  snprintf(fig, sizeof fig, "%.2f us (floor: blocking %.2f, spinning %.2f us)", w_live, raw_block,
+           raw_spin);
   verdict("return 1+1 on a live isolated sandbox <= 20 us", w_live <= 20, fig);
   snprintf(fig, sizeof fig,
            "%.2f us paced, %.2f us back to back (in-process %.2f us; paced floor of one "
-           "round trip %.2f us)", w_paced, w_fresh, in_fresh, raw_paced);
+           "round trip %.2f us)",
+           w_paced, w_fresh, in_fresh, raw_paced);
   verdict("fresh sandbox + run + free from a warm pool <= 50 us", w_paced <= 50, fig);
   snprintf(fig, sizeof fig, "%.0f us (unshare -U -n /bin/true %.0f us, %+.0f us)", cold, uns,
            cold - uns);

@@ -768,7 +768,7 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     /* bwrap gave up during setup: its message is on stderr. */
     size_t l = se.len < 200 ? se.len : 200;
     return mbxC_exec_fail(e, EIO, "the exec backend could not set up the sandbox: %.*s", (int)l,
-                se.len ? bufs->err : "(no message)");
+                          se.len ? bufs->err : "(no message)");
   }
   res->out = bufs->out;
   res->out_len = so.len;
@@ -813,12 +813,13 @@ static int run_unprobed(mbxC_exec_backend *b, const mbxC_exec_plan *plan,
   int slot = uid_slot_take();
   if (slot < 0) {
     memset(res, 0, sizeof *res);
-    return mbxC_exec_fail(e, EAGAIN, "%d programs already run at once in this process (the most "
-                "there are per-run uids for); try again when one has finished",
-                MBXC_EXEC_UID_SLOTS);
+    return mbxC_exec_fail(e, EAGAIN,
+                          "%d programs already run at once in this process (the most "
+                          "there are per-run uids for); try again when one has finished",
+                          MBXC_EXEC_UID_SLOTS);
   }
-  int r = run_as(b, run_uid(slot), plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs,
-                 res, e);
+  int r =
+      run_as(b, run_uid(slot), plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
   /* run_as returns once the helper (bwrap, the namespace's pid 1) is reaped, and with it
      every process of the run's pid namespace is gone: the uid is free again. */
   uid_slot_release(slot);
@@ -955,10 +956,8 @@ static int probe_locked(mbxC_exec_backend *b) {
   mbxC_exec_spec_defaults(&spec);
   spec.output = 4096;
   static const char *const true_argv[] = {"true"};
-  mbxC_exec_plan plan = {.program = "/usr/bin/true",
-                         .argv = true_argv,
-                         .argc = 1,
-                         .tmp_bytes = 1 << 20};
+  mbxC_exec_plan plan = {
+      .program = "/usr/bin/true", .argv = true_argv, .argc = 1, .tmp_bytes = 1 << 20};
   mbxC_exec_buffers bufs = {0};
   mbxC_exec_result res;
   mbxC_port_error e;

@@ -150,7 +150,7 @@ typedef struct mbxC_exec_backend {
   int userns;        /* user namespaces can be created */
   int uid_isolation; /* running as root: each run gets its own host uid */
   mbxC_exec_image image;
-  mbxC_cgroup_setup cg; /* where per-run cgroups go (probed with the rest) */
+  mbxC_cgroup_setup cg;                       /* where per-run cgroups go (probed with the rest) */
   _Atomic uint64_t cgroup_runs, cgroup_leaks; /* runs so far; cgroups that could not be removed */
 } mbxC_exec_backend;
 

@@ -90,7 +90,7 @@ static int read_whole(mbxC_vfs *v, const char *path, size_t len, uint64_t size, 
       /* The file grew since its stat (a host file under an overlay): still within the cap. */
       if (got >= MBXC_EXEC_COPY_MAX) {
         r = mbxC_exec_fail(e, EFBIG, "a file grew past %llu bytes while it was copied",
-                 (unsigned long long)MBXC_EXEC_COPY_MAX);
+                           (unsigned long long)MBXC_EXEC_COPY_MAX);
         break;
       }
       char *grown = realloc(buf, cap * 2);
@@ -145,10 +145,11 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
     }
     if (!st.is_dir && !st.is_file) continue; /* the view refuses FIFOs and devices too */
     if (++w->c->entries > MBXC_EXEC_COPY_ENTRIES) {
-      r = mbxC_exec_fail(w->e, EFBIG,
-               "%s holds more than %u files and directories: exec copies overlay mounts and "
-               "/tmp into the process's view (use a ro or rw mount for large trees)",
-               w->root, MBXC_EXEC_COPY_ENTRIES);
+      r = mbxC_exec_fail(
+          w->e, EFBIG,
+          "%s holds more than %u files and directories: exec copies overlay mounts and "
+          "/tmp into the process's view (use a ro or rw mount for large trees)",
+          w->root, MBXC_EXEC_COPY_ENTRIES);
       break;
     }
     if (st.is_dir) {
@@ -162,10 +163,11 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
       continue;
     }
     if (st.size > MBXC_EXEC_COPY_MAX - w->c->bytes) {
-      r = mbxC_exec_fail(w->e, EFBIG,
-               "the files under %s come to more than %llu bytes: exec copies overlay mounts "
-               "and /tmp into the process's view (use a ro or rw mount for large trees)",
-               w->root, (unsigned long long)MBXC_EXEC_COPY_MAX);
+      r = mbxC_exec_fail(
+          w->e, EFBIG,
+          "the files under %s come to more than %llu bytes: exec copies overlay mounts "
+          "and /tmp into the process's view (use a ro or rw mount for large trees)",
+          w->root, (unsigned long long)MBXC_EXEC_COPY_MAX);
       break;
     }
     char *data = NULL;
@@ -175,7 +177,7 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
     if (n > MBXC_EXEC_COPY_MAX - w->c->bytes) {
       free(data);
       r = mbxC_exec_fail(w->e, EFBIG, "the files under %s come to more than %llu bytes", w->root,
-               (unsigned long long)MBXC_EXEC_COPY_MAX);
+                         (unsigned long long)MBXC_EXEC_COPY_MAX);
       break;
     }
     w->c->bytes += n;

@@ -123,8 +123,8 @@ static ffi_type *size_type(void) {
 static ffi_type *ffi_type_of(char letter) {
   if (letter == 'o') return size_type();
   switch (letter) {
-#define FFI_TYPE_CASE(t, m, ct, ft, name, bits, sgn, where) \
-  case t:                                                   \
+#define FFI_TYPE_CASE(t, m, ct, ft, name, bits, sgn, where)                                        \
+  case t:                                                                                          \
     return &ffi_type_##ft;
     MBXC_FFI_TYPES(FFI_TYPE_CASE)
 #undef FFI_TYPE_CASE
@@ -210,9 +210,9 @@ void mbxC_native_call(const mbxC_native *n, const mbxC_ffi_value *args, char *ou
     return;
   }
   switch (n->sig.ret) {
-#define FFI_NARROW_CASE(t, m, ct, ft, name, bits_, sgn, where) \
-  case t:                                                     \
-    ret->m = (ct)rv.word;                                     \
+#define FFI_NARROW_CASE(t, m, ct, ft, name, bits_, sgn, where)                                     \
+  case t:                                                                                          \
+    ret->m = (ct)rv.word;                                                                          \
     break;
     MBXC_FFI_TYPES(FFI_NARROW_CASE)
 #undef FFI_NARROW_CASE

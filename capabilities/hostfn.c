@@ -48,8 +48,7 @@ static int validate(const mbxC_hostfn_table *t, const char *name, char *why, siz
   for (const char *p = name;; depth++) {
     size_t n = part_length(p);
     if (n > 0 && rules->is_reserved(p, n)) {
-      snprintf(why, why_size, "host function name '%s': '%.*s' is a Lua keyword", name, (int)n,
-               p);
+      snprintf(why, why_size, "host function name '%s': '%.*s' is a Lua keyword", name, (int)n, p);
       return MBXC_HOSTFN_INVALID;
     }
     if (!rules->is_name(p, n)) {
@@ -138,16 +137,15 @@ static int add_entry(mbxC_hostfn_table *t, const char *name, mbxC_hostfn entry, 
   return 0;
 }
 
-int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_fn_kind kind,
-                    mbx_host_fn fn, void *userdata, char *why, size_t why_size) {
+int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_fn_kind kind, mbx_host_fn fn,
+                    void *userdata, char *why, size_t why_size) {
   return add_entry(t, name, (mbxC_hostfn){.kind = kind, .fn = fn, .userdata = userdata}, why,
                    why_size);
 }
 
 int mbxC_hostfn_add_native(mbxC_hostfn_table *t, const char *name, struct mbxC_native *native,
                            char *why, size_t why_size) {
-  return add_entry(t, name, (mbxC_hostfn){.kind = MBXC_FN_NATIVE, .native = native}, why,
-                   why_size);
+  return add_entry(t, name, (mbxC_hostfn){.kind = MBXC_FN_NATIVE, .native = native}, why, why_size);
 }
 
 int mbxC_hostfn_copy(mbxC_hostfn_table *dst, const mbxC_hostfn_table *src) {

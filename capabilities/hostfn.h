@@ -15,8 +15,8 @@ struct mbxC_native; /* capabilities/ffi.h */
 typedef struct mbxC_hostfn {
   char *name; /* malloc'd, validated dotted path: "tools.search" */
   mbxC_fn_kind kind;
-  mbx_host_fn fn; /* SYNC only */
-  void *userdata; /* SYNC only: borrowed from the host, passed back untouched */
+  mbx_host_fn fn;             /* SYNC only */
+  void *userdata;             /* SYNC only: borrowed from the host, passed back untouched */
   struct mbxC_native *native; /* NATIVE only: one reference, shared with the table's copies */
 } mbxC_hostfn;
 
@@ -26,7 +26,7 @@ typedef struct mbxC_hostfn {
 typedef struct mbxC_name_rules {
   int (*is_name)(const char *s, size_t n);     /* one dotted part is a valid name */
   int (*is_reserved)(const char *s, size_t n); /* ... is a reserved word (for the message) */
-  const char *const *globals; /* names the first part must not take */
+  const char *const *globals;                  /* names the first part must not take */
   size_t global_count;
 } mbxC_name_rules;
 
@@ -51,8 +51,8 @@ typedef struct mbxC_hostfn_table {
    existing path) or MBXC_HOSTFN_NO_MEMORY. Nothing changes on failure. */
 #define MBXC_HOSTFN_INVALID (-1)
 #define MBXC_HOSTFN_NO_MEMORY (-2)
-int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_fn_kind kind,
-                    mbx_host_fn fn, void *userdata, char *why, size_t why_size);
+int mbxC_hostfn_add(mbxC_hostfn_table *t, const char *name, mbxC_fn_kind kind, mbx_host_fn fn,
+                    void *userdata, char *why, size_t why_size);
 /* Validate name and add a native binding under it (same names, same namespace as the host
    functions). On success the table takes over the caller's reference to native; on failure
    the caller keeps it. Returns as mbxC_hostfn_add. */
@@ -76,9 +76,8 @@ struct mbx_host_reply {
 /* Call fn (a SYNC entry) with the arguments' JSON; the reply's bytes stay in r until the next
    call. Never raises (the callback runs outside any Lua frame's control: the trampoline
    raises afterwards). */
-mbxC_call_result mbxC_hostfn_call(const mbxC_hostfn *fn, struct mbx_host_reply *r,
-                                  const char *args, size_t args_len, const char **reply,
-                                  size_t *reply_len);
+mbxC_call_result mbxC_hostfn_call(const mbxC_hostfn *fn, struct mbx_host_reply *r, const char *args,
+                                  size_t args_len, const char **reply, size_t *reply_len);
 void mbxC_host_reply_free(struct mbx_host_reply *r);
 
 #endif

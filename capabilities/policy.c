@@ -258,8 +258,10 @@ static int path_covers(const char *a, const char *b) {
 static int virtual_path_ok(const char *fn, const char *path, size_t len, char *why,
                            size_t why_size) {
   if (path == NULL || len == 0) {
-    snprintf(why, why_size, "%s: the virtual path is empty (write an absolute path, e.g. "
-                            "/data)", fn);
+    snprintf(why, why_size,
+             "%s: the virtual path is empty (write an absolute path, e.g. "
+             "/data)",
+             fn);
     return 0;
   }
   if (memchr(path, '\0', len) != NULL) {
@@ -267,13 +269,15 @@ static int virtual_path_ok(const char *fn, const char *path, size_t len, char *w
     return 0;
   }
   if (len > MBXC_VFS_PATH_MAX) {
-    snprintf(why, why_size, "%s: the virtual path is %zu bytes; at most %d are allowed", fn,
-             len, MBXC_VFS_PATH_MAX);
+    snprintf(why, why_size, "%s: the virtual path is %zu bytes; at most %d are allowed", fn, len,
+             MBXC_VFS_PATH_MAX);
     return 0;
   }
   if (path[0] != '/') {
-    snprintf(why, why_size, "%s: the virtual path \"%.100s\" is relative (write it from /, "
-                            "e.g. /%.100s)", fn, path, path);
+    snprintf(why, why_size,
+             "%s: the virtual path \"%.100s\" is relative (write it from /, "
+             "e.g. /%.100s)",
+             fn, path, path);
     return 0;
   }
   if (!mbxC_vfs_is_canonical(path, len)) {
@@ -281,17 +285,22 @@ static int virtual_path_ok(const char *fn, const char *path, size_t len, char *w
     size_t n;
     int bad = mbxC_vfs_normalize(path, len, norm, sizeof norm, &n);
     if (bad)
-      snprintf(why, why_size, "%s: the virtual path \"%.100s\" has a component longer than %d "
-                              "bytes", fn, path, MBXC_VFS_NAME_MAX);
+      snprintf(why, why_size,
+               "%s: the virtual path \"%.100s\" has a component longer than %d "
+               "bytes",
+               fn, path, MBXC_VFS_NAME_MAX);
     else
-      snprintf(why, why_size, "%s: the virtual path \"%.100s\" is not normalized (no '.', "
-                              "'..', '//' or trailing '/'; did you mean \"%.100s\"?)", fn,
-               path, norm);
+      snprintf(why, why_size,
+               "%s: the virtual path \"%.100s\" is not normalized (no '.', "
+               "'..', '//' or trailing '/'; did you mean \"%.100s\"?)",
+               fn, path, norm);
     return 0;
   }
   if (len == 1) {
-    snprintf(why, why_size, "%s: \"/\" cannot be mounted or replaced (mount a directory "
-                            "below it, e.g. /data)", fn);
+    snprintf(why, why_size,
+             "%s: \"/\" cannot be mounted or replaced (mount a directory "
+             "below it, e.g. /data)",
+             fn);
     return 0;
   }
   if (path_covers("/tmp", path)) {
@@ -308,8 +317,10 @@ static int overlap_ok(const mbx_policy *p, const char *fn, const char *path, int
   for (size_t i = 0; i < p->fs.mount_count; i++) {
     const char *m = p->fs.mounts[i].path;
     if (path_covers(m, path) || path_covers(path, m)) {
-      snprintf(why, why_size, "%s: \"%.100s\" overlaps the mount at %.100s (mounts may not "
-                              "nest)", fn, path, m);
+      snprintf(why, why_size,
+               "%s: \"%.100s\" overlaps the mount at %.100s (mounts may not "
+               "nest)",
+               fn, path, m);
       return 0;
     }
   }
@@ -328,8 +339,10 @@ int mbxC_policy_mount(mbx_policy *p, const char *virtual_path, size_t path_len,
                       const char *host_dir, int mode, char *why, size_t why_size) {
   const char *fn = "mbx_policy_mount";
   if (mode != MBXC_MOUNT_RO && mode != MBXC_MOUNT_RW && mode != MBXC_MOUNT_OVERLAY) {
-    snprintf(why, why_size, "%s: mode %d is not MBX_MOUNT_RO, MBX_MOUNT_RW or "
-                            "MBX_MOUNT_OVERLAY", fn, mode);
+    snprintf(why, why_size,
+             "%s: mode %d is not MBX_MOUNT_RO, MBX_MOUNT_RW or "
+             "MBX_MOUNT_OVERLAY",
+             fn, mode);
     return MBXC_POLICY_INVALID;
   }
   if (!virtual_path_ok(fn, virtual_path, path_len, why, why_size)) return MBXC_POLICY_INVALID;
@@ -369,8 +382,8 @@ int mbxC_policy_mount(mbx_policy *p, const char *virtual_path, size_t path_len,
   return 0;
 }
 
-int mbxC_policy_add_file(mbx_policy *p, const char *virtual_path, size_t path_len,
-                         const void *data, size_t len, char *why, size_t why_size) {
+int mbxC_policy_add_file(mbx_policy *p, const char *virtual_path, size_t path_len, const void *data,
+                         size_t len, char *why, size_t why_size) {
   const char *fn = "mbx_policy_add_file";
   if (!virtual_path_ok(fn, virtual_path, path_len, why, why_size)) return MBXC_POLICY_INVALID;
   if (!overlap_ok(p, fn, virtual_path, 0, why, why_size)) return MBXC_POLICY_INVALID;

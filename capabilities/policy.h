@@ -26,7 +26,7 @@ struct mbx_policy {
   uint64_t source;
   uint64_t host_calls;
   uint64_t result; /* bytes of the value's JSON; 0 = the output limit */
-  int time_fixed; /* os.time/os.date read `time` instead of the real clock */
+  int time_fixed;  /* os.time/os.date read `time` instead of the real clock */
   int64_t time;
   int seed_fixed; /* math.random starts from `seed` instead of kernel randomness */
   uint64_t seed;
@@ -107,8 +107,8 @@ int mbxC_policy_mount(mbx_policy *p, const char *virtual_path, size_t path_len,
                       const char *host_dir, int mode, char *why, size_t why_size);
 /* A read-only memory file of len bytes (copied) at virtual_path (absolute, normalized, not
    under a mount or /tmp, not a file's parent or child). */
-int mbxC_policy_add_file(mbx_policy *p, const char *virtual_path, size_t path_len,
-                         const void *data, size_t len, char *why, size_t why_size);
+int mbxC_policy_add_file(mbx_policy *p, const char *virtual_path, size_t path_len, const void *data,
+                         size_t len, char *why, size_t why_size);
 
 /* Copy the settings of src (limits, clock, seed, deterministic flag, environment and
    filesystem; not the host functions) into dst, a fresh mbxC_policy_defaults policy.

@@ -63,20 +63,20 @@
 ** 'z' (a borrowed NUL-terminated copy valid for the call) and come out as 'o' (bytes the
 ** function writes into a buffer moonbox owns; the member is the length it reported).
 */
-#define MBXC_FFI_TYPES(X)                                           \
-  X('v', o, size_t, void, "void", 0, 0, 'r')                        \
-  X('b', b, uint8_t, uint8, "bool", 0, 0, 'b')                      \
-  X('c', c, int8_t, sint8, "int8", 8, 1, 'b')                       \
-  X('C', C, uint8_t, uint8, "uint8", 8, 0, 'b')                     \
-  X('s', s, int16_t, sint16, "int16", 16, 1, 'b')                   \
-  X('S', S, uint16_t, uint16, "uint16", 16, 0, 'b')                 \
-  X('i', i, int32_t, sint32, "int32", 32, 1, 'b')                   \
-  X('I', I, uint32_t, uint32, "uint32", 32, 0, 'b')                 \
-  X('l', l, int64_t, sint64, "int64", 64, 1, 'b')                   \
-  X('L', L, uint64_t, uint64, "uint64", 64, 0, 'b')                 \
-  X('f', f, float, float, "float", 0, 0, 'b')                       \
-  X('d', d, double, double, "double", 0, 0, 'b')                    \
-  X('z', z, const char *, pointer, "const char *", 0, 0, 'a')       \
+#define MBXC_FFI_TYPES(X)                                                                          \
+  X('v', o, size_t, void, "void", 0, 0, 'r')                                                       \
+  X('b', b, uint8_t, uint8, "bool", 0, 0, 'b')                                                     \
+  X('c', c, int8_t, sint8, "int8", 8, 1, 'b')                                                      \
+  X('C', C, uint8_t, uint8, "uint8", 8, 0, 'b')                                                    \
+  X('s', s, int16_t, sint16, "int16", 16, 1, 'b')                                                  \
+  X('S', S, uint16_t, uint16, "uint16", 16, 0, 'b')                                                \
+  X('i', i, int32_t, sint32, "int32", 32, 1, 'b')                                                  \
+  X('I', I, uint32_t, uint32, "uint32", 32, 0, 'b')                                                \
+  X('l', l, int64_t, sint64, "int64", 64, 1, 'b')                                                  \
+  X('L', L, uint64_t, uint64, "uint64", 64, 0, 'b')                                                \
+  X('f', f, float, float, "float", 0, 0, 'b')                                                      \
+  X('d', d, double, double, "double", 0, 0, 'b')                                                   \
+  X('z', z, const char *, pointer, "const char *", 0, 0, 'a')                                      \
   X('o', o, size_t, uint64, "output string", 0, 0, 'r')
 
 /* The letters, in the order error messages list them. */
@@ -114,9 +114,9 @@ typedef struct mbxC_ffi_sig {
 /* Integer width of a letter (0 for any other letter); *is_signed gets its signedness. */
 static inline int mbxC_ffi_int_bits(char letter, int *is_signed) {
   switch (letter) {
-#define MBXC_FFI_BITS_CASE(t, m, ct, ft, name, bits, sgn, where) \
-  case t:                                                \
-    *is_signed = sgn;                                    \
+#define MBXC_FFI_BITS_CASE(t, m, ct, ft, name, bits, sgn, where)                                   \
+  case t:                                                                                          \
+    *is_signed = sgn;                                                                              \
     return bits;
     MBXC_FFI_TYPES(MBXC_FFI_BITS_CASE)
 #undef MBXC_FFI_BITS_CASE
@@ -129,8 +129,8 @@ static inline int mbxC_ffi_int_bits(char letter, int *is_signed) {
 /* The C type name of a letter ("int8", "const char *"...), "unknown" for any other byte. */
 static inline const char *mbxC_ffi_type_name(char letter) {
   switch (letter) {
-#define MBXC_FFI_NAME_CASE(t, m, ct, ft, name, bits, sgn, where) \
-  case t:                                                        \
+#define MBXC_FFI_NAME_CASE(t, m, ct, ft, name, bits, sgn, where)                                   \
+  case t:                                                                                          \
     return name;
     MBXC_FFI_TYPES(MBXC_FFI_NAME_CASE)
 #undef MBXC_FFI_NAME_CASE
@@ -174,13 +174,22 @@ static inline int mbxC_ffi_from_word(char letter, uint64_t w, mbxC_ffi_value *v)
   if (bits) {
     switch (bits) {
     case 8:
-      if (is_signed) v->c = (int8_t)w; else v->C = (uint8_t)w;
+      if (is_signed)
+        v->c = (int8_t)w;
+      else
+        v->C = (uint8_t)w;
       break;
     case 16:
-      if (is_signed) v->s = (int16_t)w; else v->S = (uint16_t)w;
+      if (is_signed)
+        v->s = (int16_t)w;
+      else
+        v->S = (uint16_t)w;
       break;
     case 32:
-      if (is_signed) v->i = (int32_t)w; else v->I = (uint32_t)w;
+      if (is_signed)
+        v->i = (int32_t)w;
+      else
+        v->I = (uint32_t)w;
       break;
     default:
       v->L = w;
@@ -261,8 +270,14 @@ typedef struct mbxC_port_error {
 } mbxC_port_error;
 
 /* fs: what open asks for, and what stat tells. */
-enum { MBXC_FS_READ = 1, MBXC_FS_WRITE = 2, MBXC_FS_CREATE = 4, MBXC_FS_TRUNCATE = 8,
-       MBXC_FS_APPEND = 16, MBXC_FS_EXCLUSIVE = 32 };
+enum {
+  MBXC_FS_READ = 1,
+  MBXC_FS_WRITE = 2,
+  MBXC_FS_CREATE = 4,
+  MBXC_FS_TRUNCATE = 8,
+  MBXC_FS_APPEND = 16,
+  MBXC_FS_EXCLUSIVE = 32
+};
 typedef struct mbxC_fs_stat {
   int is_dir;
   int is_file; /* a regular file; neither flag: something else (a FIFO, a device...) */
@@ -277,7 +292,7 @@ typedef struct mbxC_exec_request {
   size_t argc;
   const char *stdin_bytes;
   size_t stdin_len;
-  const char *cwd; /* virtual path; NULL = "/tmp" (the process's private, writable /tmp) */
+  const char *cwd;        /* virtual path; NULL = "/tmp" (the process's private, writable /tmp) */
   const char *const *env; /* "NAME=VALUE" entries added to the policy's environment */
   size_t envc;
   uint64_t timeout_ms; /* 0 = the policy's exec timeout; never more than it */
@@ -289,8 +304,8 @@ typedef struct mbxC_exec_result {
   size_t out_len;
   const char *err;
   size_t err_len;
-  int timed_out;  /* the program's own timeout killed the whole process tree */
-  int truncated;  /* stdout or stderr was longer than the policy's exec output cap */
+  int timed_out; /* the program's own timeout killed the whole process tree */
+  int truncated; /* stdout or stderr was longer than the policy's exec output cap */
   uint64_t wall_ms;
   /* -- appended (issue 12): the limits the run had, and which one ended it -- */
   unsigned limits;  /* MBXC_EXEC_LIMIT_* bits applied to this run */
@@ -355,7 +370,7 @@ typedef enum mbxC_port_op {
 #define MBXC_PORT_OP_ENUM(NAME, member, number, callback, outside_run) MBXC_OP_##NAME = number,
   MBXC_PORT_OPS(MBXC_PORT_OP_ENUM)
 #undef MBXC_PORT_OP_ENUM
-  MBXC_OP_COUNT /* one past the highest number (a served-set is a 32-bit mask of 1u << op) */
+      MBXC_OP_COUNT /* one past the highest number (a served-set is a 32-bit mask of 1u << op) */
 } mbxC_port_op;
 
 /* ---- the table ---- */
@@ -391,8 +406,8 @@ typedef struct mbxC_port {
      range-checked. MBXC_CALL_VALUE: the result in *ret (for an 'o' return also the bytes in
      *bytes and *len); MBXC_CALL_ERROR: *bytes the message for the guest. */
   mbxC_call_result (*native_call)(void *ud, size_t index, const mbxC_ffi_value *args,
-                                  const mbxC_wait *wait, mbxC_ffi_value *ret,
-                                  const char **bytes, size_t *len);
+                                  const mbxC_wait *wait, mbxC_ffi_value *ret, const char **bytes,
+                                  size_t *len);
 
   /* -- the filesystem view (capabilities/vfs.c serves it in port_local) and exec
      (capabilities/exec.c; NULL unless the policy allows a program: the guest sees it as not
@@ -403,8 +418,8 @@ typedef struct mbxC_port {
      (the stdlib loops, charging the budget between blocks) and are guest time. -- */
   int (*fs_open)(void *ud, const char *path, size_t path_len, int flags, const mbxC_wait *wait,
                  int *handle, mbxC_port_error *e);
-  int (*fs_read)(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait,
-                 size_t *got, mbxC_port_error *e);
+  int (*fs_read)(void *ud, int handle, char *buf, size_t len, const mbxC_wait *wait, size_t *got,
+                 mbxC_port_error *e);
   int (*fs_write)(void *ud, int handle, const char *buf, size_t len, const mbxC_wait *wait,
                   size_t *put, mbxC_port_error *e);
   int (*fs_seek)(void *ud, int handle, int whence, int64_t offset, int64_t *pos,

@@ -102,13 +102,12 @@ static const char *local_env_get(void *ud, const char *name, size_t name_len, si
   return NULL;
 }
 
-static mbxC_call_result local_host_call(void *ud, size_t index, const char *args,
-                                        size_t args_len, const mbxC_wait *wait,
-                                        const char **reply, size_t *reply_len) {
+static mbxC_call_result local_host_call(void *ud, size_t index, const char *args, size_t args_len,
+                                        const mbxC_wait *wait, const char **reply,
+                                        size_t *reply_len) {
   mbxC_port_local *pl = ud;
   (void)wait; /* host time: the callback decides how long it takes (capabilities/port.h) */
-  return mbxC_hostfn_call(&pl->host_fns.fns[index], &pl->reply, args, args_len, reply,
-                          reply_len);
+  return mbxC_hostfn_call(&pl->host_fns.fns[index], &pl->reply, args, args_len, reply, reply_len);
 }
 
 static mbxC_call_result native_error(mbxC_port_local *pl, const char **bytes, size_t *len) {
@@ -198,8 +197,8 @@ static int local_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC
   mbxC_vfs_set_wait(v, NULL);
   return rc;
 }
-static int local_fs_write(void *ud, int handle, const char *buf, size_t len,
-                          const mbxC_wait *wait, size_t *put, mbxC_port_error *e) {
+static int local_fs_write(void *ud, int handle, const char *buf, size_t len, const mbxC_wait *wait,
+                          size_t *put, mbxC_port_error *e) {
   mbxC_vfs *v = view(ud, e);
   if (v == NULL) return -1;
   mbxC_vfs_set_wait(v, wait);
@@ -275,8 +274,8 @@ static int exec_refuse(mbxC_port_error *e, int errnum, const char *fmt, const ch
    variables it drops for set-uid programs, as its "unsecure" list does). */
 static int loader_variable(const char *entry) {
   static const char *const names[] = {
-      "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",
-      "MALLOC_TRACE", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR"};
+      "GCONV_PATH",   "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES",      "LOCALDOMAIN", "LOCPATH",
+      "MALLOC_TRACE", "NIS_PATH",    "NLSPATH",        "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR"};
   size_t n = strcspn(entry, "=");
   if (n >= 3 && memcmp(entry, "LD_", 3) == 0) return 1;
   if (n >= 7 && memcmp(entry, "MALLOC_", 7) == 0) return 1;
@@ -349,8 +348,8 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
                        prog, "");
   char cwd[MBXC_VFS_PATH_BUF];
   if (req->cwd && mbxC_vfs_normalize(req->cwd, strlen(req->cwd), cwd, sizeof cwd, NULL) != 0)
-    return exec_refuse(e, EINVAL, "the working directory '%.100s' is not a valid path%s",
-                       req->cwd, "");
+    return exec_refuse(e, EINVAL, "the working directory '%.100s' is not a valid path%s", req->cwd,
+                       "");
   /* The guest's environment entries may not name what the dynamic loader and libc act on
      before the program's own code runs: LD_PRELOAD of a library the guest wrote into a
      mount would run any code under /usr from an allowed /usr/bin/true. The policy's own
@@ -392,9 +391,8 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
   }
   for (size_t i = 0; i < req->envc; i++)
     env[pl->env_count + i] = req->env[i];
-  uint64_t timeout = req->timeout_ms && req->timeout_ms < pl->exec.timeout_ms
-                         ? req->timeout_ms
-                         : pl->exec.timeout_ms;
+  uint64_t timeout = req->timeout_ms && req->timeout_ms < pl->exec.timeout_ms ? req->timeout_ms
+                                                                              : pl->exec.timeout_ms;
   /* The process sees the view's memory /tmp and its overlay mounts as a copy
      (capabilities/exec_copy.h); every other mount point and policy file is left to its own
      bind. */
@@ -459,10 +457,10 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
                          .copy_in_len = copy.len,
                          .overlay_bytes = overlay_bytes,
                          .copy_back_cap = copy.nroots ? back_cap : 0};
-  int r = oom ? exec_refuse(e, ENOMEM, "%s%s", "out of host memory", "")
-              : (pl->exec_runs++,
-                 mbxC_exec_run(pl->exec_backend, &plan, &pl->exec, req->stdin_bytes,
-                               req->stdin_len, timeout, wait, &pl->exec_bufs, res, e));
+  int r =
+      oom ? exec_refuse(e, ENOMEM, "%s%s", "out of host memory", "")
+          : (pl->exec_runs++, mbxC_exec_run(pl->exec_backend, &plan, &pl->exec, req->stdin_bytes,
+                                            req->stdin_len, timeout, wait, &pl->exec_bufs, res, e));
   if (r == 0 && copy.nroots) {
     /* The process's writes come back, all or nothing. */
     size_t applied = 0;

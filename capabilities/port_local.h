@@ -14,9 +14,9 @@
 /* The in-process implementation: the policy's settings copied at sandbox creation, so the
    host may change or free the policy while sandboxes made from it live. */
 typedef struct mbxC_port_local {
-  mbxC_port port; /* port.ud points at this struct: do not move it once initialized */
-  mbxC_grants grants;         /* what port.grants points at */
-  mbxC_grant_fn *grant_fns;   /* grants.fns: names borrowed from host_fns */
+  mbxC_port port;           /* port.ud points at this struct: do not move it once initialized */
+  mbxC_grants grants;       /* what port.grants points at */
+  mbxC_grant_fn *grant_fns; /* grants.fns: names borrowed from host_fns */
   int time_fixed;
   int64_t time;
   int seed_fixed;
@@ -34,21 +34,21 @@ typedef struct mbxC_port_local {
   uint64_t cpu_start_ns;
   uint64_t run_start_coarse_ns; /* CLOCK_MONOTONIC_COARSE at the run's start */
   int cpu_start_known;          /* cpu_start_ns is set for the current run */
-  mbxC_hostfn_table host_fns; /* copied from the policy: the callbacks and bindings */
-  struct mbx_host_reply reply; /* reused by every host call */
+  mbxC_hostfn_table host_fns;   /* copied from the policy: the callbacks and bindings */
+  struct mbx_host_reply reply;  /* reused by every host call */
   char *native_out; /* MBX_NATIVE_OUT_MAX bytes for 'o' returns, made at the first one */
   char native_error[MBXC_MAX_HOSTFN_NAME + 128]; /* a native call's message for the guest */
   /* The filesystem view (capabilities/vfs.h): made at creation from fs_policy, a copy of the
      policy's settings, when it has mounts or files; otherwise from fs_spec (the quotas only)
      at the first file operation. */
   mbxC_vfs *vfs;
-  mbxC_fs_spec fs_spec;  /* the quotas; no mounts or files */
-  mbx_policy *fs_policy; /* NULL without mounts and files */
+  mbxC_fs_spec fs_spec;     /* the quotas; no mounts or files */
+  mbx_policy *fs_policy;    /* NULL without mounts and files */
   mbxC_port_error fs_error; /* why the last view could not be made */
   mbxC_vfs_mark *fs_mark;   /* the memory tree at the checkpoint; NULL: no view then */
   mbxC_vfs_tap fs_tap;      /* set on every view made (snapshots): fs_tapped */
   int fs_tapped;
-  int fs_marked;            /* a checkpoint was taken */
+  int fs_marked; /* a checkpoint was taken */
   /* exec (capabilities/exec.h): the policy's allow list and limits, the runtime's backend
      (NULL until mbxC_port_local_set_exec), the output buffers, programs started this run. */
   mbxC_exec_spec exec;

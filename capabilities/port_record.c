@@ -53,8 +53,9 @@ static int64_t record_wall_time(void *ud) {
     int64_t t = (int64_t)mbxC_read_u64(&rd);
     /* The blob is untrusted: a clock outside what os.date can show is refused. */
     if (t < MBXC_MIN_TIME || t > MBXC_MAX_TIME) {
-      mbxC_port_record_diverge(r, "record %zu: the recorded clock %lld is outside the years 1 "
-                                  "to 9999",
+      mbxC_port_record_diverge(r,
+                               "record %zu: the recorded clock %lld is outside the years 1 "
+                               "to 9999",
                                r->cursor - 1, (long long)t);
       return 0;
     }
@@ -77,8 +78,9 @@ static double record_cpu_time(void *ud) {
     double d;
     memcpy(&d, &bits, sizeof d);
     if (!isfinite(d) || d < 0) {
-      mbxC_port_record_diverge(r, "record %zu: the recorded CPU time is not a finite positive "
-                                  "number",
+      mbxC_port_record_diverge(r,
+                               "record %zu: the recorded CPU time is not a finite positive "
+                               "number",
                                r->cursor - 1);
       return 0.0;
     }
@@ -115,8 +117,7 @@ static void record_random_seed(void *ud, uint64_t seed[2]) {
 
 /* ---- answers the policy decides: re-executed and checked when replaying ---- */
 
-static const char *record_env_get(void *ud, const char *name, size_t name_len,
-                                  size_t *value_len) {
+static const char *record_env_get(void *ud, const char *name, size_t name_len, size_t *value_len) {
   mbxC_port_record *r = ud;
   size_t len = 0;
   const char *value = r->inner->env_get(r->inner->ud, name, name_len, &len);
@@ -151,9 +152,9 @@ static const char *record_env_get(void *ud, const char *name, size_t name_len,
 
 /* ---- granted functions: answers from outside ---- */
 
-static mbxC_call_result record_host_call(void *ud, size_t index, const char *args,
-                                         size_t args_len, const mbxC_wait *wait,
-                                         const char **reply, size_t *reply_len) {
+static mbxC_call_result record_host_call(void *ud, size_t index, const char *args, size_t args_len,
+                                         const mbxC_wait *wait, const char **reply,
+                                         size_t *reply_len) {
   mbxC_port_record *r = ud;
   const char *name = r->port.grants->fns[index].name;
   if (!r->replaying) {
@@ -179,20 +180,23 @@ static mbxC_call_result record_host_call(void *ud, size_t index, const char *arg
   int is_error = mbxC_read_u8(&rd);
   const char *rreply = mbxC_read_str(&rd, &rreply_len);
   if (fn_len != strlen(name) || memcmp(fn, name, fn_len) != 0) {
-    mbxC_port_record_diverge(r, "record %zu: the replay called %s where the log has a call of "
-                                "%.*s",
+    mbxC_port_record_diverge(r,
+                             "record %zu: the replay called %s where the log has a call of "
+                             "%.*s",
                              r->cursor - 1, name, (int)(fn_len > 128 ? 128 : fn_len), fn);
     return MBXC_CALL_ERROR;
   }
   if (rargs_len != args_len || memcmp(rargs, args, args_len) != 0) {
-    mbxC_port_record_diverge(r, "record %zu: the replay called %s with other arguments than the "
-                                "log has",
+    mbxC_port_record_diverge(r,
+                             "record %zu: the replay called %s with other arguments than the "
+                             "log has",
                              r->cursor - 1, name);
     return MBXC_CALL_ERROR;
   }
   if (rreply_len > (is_error ? MBX_HOST_ERROR_MAX : MBX_HOST_REPLY_MAX)) {
-    mbxC_port_record_diverge(r, "record %zu: the recorded reply of %s is larger than a host may "
-                                "send",
+    mbxC_port_record_diverge(r,
+                             "record %zu: the recorded reply of %s is larger than a host may "
+                             "send",
                              r->cursor - 1, name);
     return MBXC_CALL_ERROR;
   }
@@ -264,8 +268,8 @@ static mbxC_call_result record_native_call(void *ud, size_t index, const mbxC_ff
   }
   if (is_error) {
     if (n >= MBXC_MAX_HOSTFN_NAME + 128) {
-      mbxC_port_record_diverge(r, "record %zu: the recorded error of %s is too long",
-                               r->cursor - 1, fn->name);
+      mbxC_port_record_diverge(r, "record %zu: the recorded error of %s is too long", r->cursor - 1,
+                               fn->name);
       return MBXC_CALL_ERROR;
     }
     *bytes = rbytes;
@@ -276,8 +280,9 @@ static mbxC_call_result record_native_call(void *ud, size_t index, const mbxC_ff
               (sig->ret != 'o' || word <= MBX_NATIVE_OUT_MAX) &&
               (sig->ret == 'o' ? n == word : n == 0);
   if (!valid) {
-    mbxC_port_record_diverge(r, "record %zu: the recorded result of %s is not a value of its "
-                                "return type",
+    mbxC_port_record_diverge(r,
+                             "record %zu: the recorded result of %s is not a value of its "
+                             "return type",
                              r->cursor - 1, fn->name);
     memset(ret, 0, sizeof *ret);
     return MBXC_CALL_ERROR;
@@ -298,8 +303,8 @@ static mbxC_call_result record_native_call(void *ud, size_t index, const mbxC_ff
    mount reaches the host and is not re-applied: the tap notes the mount and
    mbx_sandbox_snapshot refuses; a replay that would write is a divergence. */
 
-static const mbxC_rec_type fs_types[] = {0, MBXC_REC_FS_LOOK, MBXC_REC_FS_OPEN, MBXC_REC_FS_READ,
-                                         MBXC_REC_FS_SIZE, MBXC_REC_FS_LIST};
+static const mbxC_rec_type fs_types[] = {
+    0, MBXC_REC_FS_LOOK, MBXC_REC_FS_OPEN, MBXC_REC_FS_READ, MBXC_REC_FS_SIZE, MBXC_REC_FS_LIST};
 
 static int tap_replaying(void *ud) {
   return ((mbxC_port_record *)ud)->replaying;
@@ -317,8 +322,8 @@ static int names_ok(const char *p, size_t len) {
     const char *end = memchr(p + i, '\0', len - i);
     if (end == NULL) return 0;
     size_t n = (size_t)(end - (p + i));
-    if (n == 0 || n > 255 || memchr(p + i, '/', n) != NULL ||
-        (n == 1 && p[i] == '.') || (n == 2 && p[i] == '.' && p[i + 1] == '.'))
+    if (n == 0 || n > 255 || memchr(p + i, '/', n) != NULL || (n == 1 && p[i] == '.') ||
+        (n == 2 && p[i] == '.' && p[i + 1] == '.'))
       return 0;
     i += n + 1;
   }
@@ -377,8 +382,9 @@ static int tap_answer(void *ud, int kind, size_t mount, const char *rel, uint64_
   const char *bytes = mbxC_read_str(&rd, &n);
   if (rmount != mount || rrel_len != rel_len || (rel_len && memcmp(rrel, rel, rel_len) != 0) ||
       ra != a || rb != b) {
-    mbxC_port_record_diverge(r, "record %zu: the replay asked a host mount about another file "
-                                "or range than the log has",
+    mbxC_port_record_diverge(r,
+                             "record %zu: the replay asked a host mount about another file "
+                             "or range than the log has",
                              at);
     return -1;
   }
@@ -386,16 +392,17 @@ static int tap_answer(void *ud, int kind, size_t mount, const char *rel, uint64_
      one a host could have given. */
   int valid = (failed ? errnum > 0 && n == 0 : errnum == 0) && msg_len < sizeof h->e.message &&
               size <= (uint64_t)INT64_MAX &&
-              (kind == MBXC_VFS_TAP_READ   ? n <= b && !err
-               : kind == MBXC_VFS_TAP_LIST ? (err ? n == 0 : n <= ((size_t)1 << 20) + 256 &&
-                                                                names_ok(bytes, n))
-                                           : n == 0) &&
-              (kind == MBXC_VFS_TAP_LOOK ? !failed && (err ? ftype == 0 : ftype != 0)
+              (kind == MBXC_VFS_TAP_READ ? n <= b && !err
+               : kind == MBXC_VFS_TAP_LIST
+                   ? (err ? n == 0 : n <= ((size_t)1 << 20) + 256 && names_ok(bytes, n))
+                   : n == 0) &&
+              (kind == MBXC_VFS_TAP_LOOK   ? !failed && (err ? ftype == 0 : ftype != 0)
                : kind == MBXC_VFS_TAP_LIST ? !failed && ftype == 0
                                            : !err && ftype == 0 && !walk);
   if (!valid) {
-    mbxC_port_record_diverge(r, "record %zu: the recorded %s is not an answer a host mount "
-                                "gives",
+    mbxC_port_record_diverge(r,
+                             "record %zu: the recorded %s is not an answer a host mount "
+                             "gives",
                              at, mbxC_rec_type_name(type));
     return -1;
   }
@@ -418,9 +425,10 @@ static int tap_answer(void *ud, int kind, size_t mount, const char *rel, uint64_
 static int tap_wrote(void *ud, const char *mount_path) {
   mbxC_port_record *r = ud;
   if (r->replaying) {
-    mbxC_port_record_diverge(r, "record %zu: the replay wrote to the rw mount %.200s, which a "
-                                "log never holds (a sandbox that wrote to a rw mount cannot be "
-                                "snapshotted)",
+    mbxC_port_record_diverge(r,
+                             "record %zu: the replay wrote to the rw mount %.200s, which a "
+                             "log never holds (a sandbox that wrote to a rw mount cannot be "
+                             "snapshotted)",
                              r->cursor, mount_path);
     return -1;
   }
@@ -446,8 +454,8 @@ static int record_fs_read(void *ud, int handle, char *buf, size_t len, const mbx
   const mbxC_port *in = inner_of(ud);
   return in->fs_read(in->ud, handle, buf, len, wait, got, e);
 }
-static int record_fs_write(void *ud, int handle, const char *buf, size_t len,
-                           const mbxC_wait *wait, size_t *put, mbxC_port_error *e) {
+static int record_fs_write(void *ud, int handle, const char *buf, size_t len, const mbxC_wait *wait,
+                           size_t *put, mbxC_port_error *e) {
   const mbxC_port *in = inner_of(ud);
   return in->fs_write(in->ud, handle, buf, len, wait, put, e);
 }
@@ -480,8 +488,7 @@ static int record_fs_remove(void *ud, const char *path, size_t path_len, const m
   const mbxC_port *in = inner_of(ud);
   return in->fs_remove(in->ud, path, path_len, wait, e);
 }
-static int record_stdin_read(void *ud, char *buf, size_t len, size_t *got,
-                             mbxC_port_error *e) {
+static int record_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
   const mbxC_port *in = ((mbxC_port_record *)ud)->inner;
   return in->stdin_read(in->ud, buf, len, got, e);
 }
@@ -678,8 +685,9 @@ void mbxC_port_record_replay_begin(mbxC_port_record *r, mbxC_replay_log *log) {
 
 int mbxC_port_record_replay_end(mbxC_port_record *r) {
   if (!r->diverged[0] && r->cursor != r->log.count)
-    mbxC_port_record_diverge(r, "record %zu: the replay reached the end with %zu of the log's "
-                                "records left",
+    mbxC_port_record_diverge(r,
+                             "record %zu: the replay reached the end with %zu of the log's "
+                             "records left",
                              r->cursor, r->log.count - r->cursor);
   r->replaying = 0;
   return r->diverged[0] ? -1 : 0;
@@ -712,8 +720,8 @@ int mbxC_port_record_broken(const mbxC_port_record *r) {
   return r->log.broken;
 }
 
-int mbxC_port_record_snapshot(const mbxC_port_record *r, const mbxC_snap_header *h,
-                              void **bytes, size_t *len) {
+int mbxC_port_record_snapshot(const mbxC_port_record *r, const mbxC_snap_header *h, void **bytes,
+                              size_t *len) {
   return mbxC_snap_encode(h, &r->log, bytes, len);
 }
 
@@ -751,9 +759,8 @@ static void session_check(mbxC_port_record *r, mbxC_replay_log *scratch) {
     mbxC_port_record_diverge(r, "record %zu: the replay made a %s past the end of the log",
                              r->cursor, mbxC_rec_type_name(mine.type));
   } else if (theirs.type != mine.type) {
-    mbxC_port_record_diverge(r, "record %zu: the replay made a %s where the log has %s",
-                             r->cursor, mbxC_rec_type_name(mine.type),
-                             mbxC_rec_type_name(theirs.type));
+    mbxC_port_record_diverge(r, "record %zu: the replay made a %s where the log has %s", r->cursor,
+                             mbxC_rec_type_name(mine.type), mbxC_rec_type_name(theirs.type));
   } else if (theirs.len != mine.len || memcmp(theirs.payload, mine.payload, mine.len) != 0) {
     if (mine.type == MBXC_REC_OUTCOME) {
       mbxC_reader a = mbxC_reader_of(&mine), b = mbxC_reader_of(&theirs);
@@ -764,8 +771,8 @@ static void session_check(mbxC_port_record *r, mbxC_replay_log *scratch) {
                                "count",
                                r->cursor, sa, sb);
     } else {
-      mbxC_port_record_diverge(r, "record %zu: the replay's %s differs from the log's",
-                               r->cursor, mbxC_rec_type_name(mine.type));
+      mbxC_port_record_diverge(r, "record %zu: the replay's %s differs from the log's", r->cursor,
+                               mbxC_rec_type_name(mine.type));
     }
   } else {
     r->cursor++;

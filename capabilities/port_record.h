@@ -81,8 +81,8 @@ int mbxC_port_record_broken(const mbxC_port_record *r);
 mbxC_vfs_tap mbxC_port_record_fs_tap(mbxC_port_record *r);
 /* The snapshot blob of header h and the log (mbxC_snap_encode). Returns 0, or -1 when out of
    host memory. */
-int mbxC_port_record_snapshot(const mbxC_port_record *r, const mbxC_snap_header *h,
-                              void **bytes, size_t *len);
+int mbxC_port_record_snapshot(const mbxC_port_record *r, const mbxC_snap_header *h, void **bytes,
+                              size_t *len);
 /* Replaying: the record at the cursor, for the host to re-issue when it is a session record
    (run, resume). Returns 0 when the log is exhausted or the replay has diverged; *at gets the
    cursor. */

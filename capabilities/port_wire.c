@@ -12,8 +12,7 @@
 #include "capabilities/exec.h" /* MBXC_EXEC_MAX_ARGS */
 #include "include/moonbox.h"   /* MBX_HOST_ARGS_MAX */
 
-static void say(char *why, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void say(char *why, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(char *why, size_t size, const char *fmt, ...) {
   if (why == NULL || size == 0) return;
   va_list ap;
@@ -32,7 +31,8 @@ static void put(mbxC_wire_writer *w, const void *p, size_t n) {
   }
   if (w->len + n > w->cap) {
     size_t cap = w->cap ? w->cap : 256;
-    while (cap < w->len + n) cap *= 2;
+    while (cap < w->len + n)
+      cap *= 2;
     unsigned char *d = realloc(w->data, cap);
     if (d == NULL) {
       w->failed = 1;
@@ -257,8 +257,8 @@ static char *read_buffer(const mbxC_wire_call *c, mbxC_port_error *e) {
 }
 
 /* A read's reply (fs_read, stdin_read): its status, then at most len bytes into buf. */
-static int reply_read(mbxC_wire_client *cl, mbxC_wire_reader *r, char *buf, size_t len,
-                      size_t *got, mbxC_port_error *e) {
+static int reply_read(mbxC_wire_client *cl, mbxC_wire_reader *r, char *buf, size_t len, size_t *got,
+                      mbxC_port_error *e) {
   if (get_status(cl, r, e) != 0) return -1;
   const char *p;
   size_t n = mbxC_wire_get_bytes(r, len, &p);
@@ -326,8 +326,8 @@ static const char *call_env_get(void *ud, const char *name, size_t name_len, siz
   return reply_bytes(cl, &r, value_len);
 }
 
-void mbxC_wire_answer_env_get(const mbxC_port *port, const mbxC_wire_call *c,
-                              const mbxC_wait *wait, mbxC_wire_writer *w) {
+void mbxC_wire_answer_env_get(const mbxC_port *port, const mbxC_wire_call *c, const mbxC_wait *wait,
+                              mbxC_wire_writer *w) {
   (void)wait;
   size_t len = 0;
   const char *v = port->env_get(port->ud, c->a, c->a_len, &len);
@@ -337,9 +337,9 @@ void mbxC_wire_answer_env_get(const mbxC_port *port, const mbxC_wire_call *c,
 
 /* -- host_call: u64 index, the JSON array of arguments; the reply is u8 error, the bytes -- */
 
-static mbxC_call_result call_host_call(void *ud, size_t index, const char *args,
-                                       size_t args_len, const mbxC_wait *wait,
-                                       const char **reply, size_t *reply_len) {
+static mbxC_call_result call_host_call(void *ud, size_t index, const char *args, size_t args_len,
+                                       const mbxC_wait *wait, const char **reply,
+                                       size_t *reply_len) {
   mbxC_wire_client *cl = ud;
   mbxC_wire_reader r;
   call_begin(cl, MBXC_OP_HOST_CALL, wait);
@@ -351,8 +351,8 @@ static mbxC_call_result call_host_call(void *ud, size_t index, const char *args,
   return res ? MBXC_CALL_ERROR : MBXC_CALL_VALUE;
 }
 
-static int get_host_call(mbxC_wire_reader *r, const mbxC_grants *g, mbxC_wire_call *c,
-                         char *why, size_t why_size) {
+static int get_host_call(mbxC_wire_reader *r, const mbxC_grants *g, mbxC_wire_call *c, char *why,
+                         size_t why_size) {
   c->index = mbxC_wire_get_u64(r);
   c->a_len = mbxC_wire_get_bytes(r, MBX_HOST_ARGS_MAX, &c->a);
   if (!r->bad && (c->index >= g->fn_count || g->fns[c->index].kind != MBXC_FN_SYNC)) {
@@ -392,8 +392,10 @@ static mbxC_call_result call_native_call(void *ud, size_t index, const mbxC_ffi_
   mbxC_wire_u64(&cl->w, index);
   mbxC_wire_u32(&cl->w, (uint32_t)sig->nargs);
   for (int i = 0; i < sig->nargs; i++) {
-    if (sig->args[i] == 'z') mbxC_wire_bytes(&cl->w, args[i].z, strlen(args[i].z));
-    else mbxC_wire_u64(&cl->w, mbxC_ffi_word(sig->args[i], &args[i]));
+    if (sig->args[i] == 'z')
+      mbxC_wire_bytes(&cl->w, args[i].z, strlen(args[i].z));
+    else
+      mbxC_wire_u64(&cl->w, mbxC_ffi_word(sig->args[i], &args[i]));
   }
   call_end(cl, &r);
   uint8_t res = mbxC_wire_get_u8(&r);
@@ -404,8 +406,8 @@ static mbxC_call_result call_native_call(void *ud, size_t index, const mbxC_ffi_
   return res ? MBXC_CALL_ERROR : MBXC_CALL_VALUE;
 }
 
-static int get_native_call(mbxC_wire_reader *r, const mbxC_grants *g, mbxC_wire_call *c,
-                           char *why, size_t why_size) {
+static int get_native_call(mbxC_wire_reader *r, const mbxC_grants *g, mbxC_wire_call *c, char *why,
+                           size_t why_size) {
   c->index = mbxC_wire_get_u64(r);
   uint32_t nargs = mbxC_wire_get_u32(r);
   if (r->bad) return 0; /* reported as malformed by the caller */
@@ -416,8 +418,7 @@ static int get_native_call(mbxC_wire_reader *r, const mbxC_grants *g, mbxC_wire_
   }
   const mbxC_ffi_sig *sig = &g->fns[c->index].sig;
   if (nargs != (uint32_t)sig->nargs) {
-    say(why, why_size, "native call with %u arguments, its signature takes %d", nargs,
-        sig->nargs);
+    say(why, why_size, "native call with %u arguments, its signature takes %d", nargs, sig->nargs);
     return -1;
   }
   c->sig = sig;
@@ -496,8 +497,8 @@ static int get_fs_open(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t
   return 0;
 }
 
-void mbxC_wire_answer_fs_open(const mbxC_port *port, const mbxC_wire_call *c,
-                              const mbxC_wait *wait, mbxC_wire_writer *w) {
+void mbxC_wire_answer_fs_open(const mbxC_port *port, const mbxC_wire_call *c, const mbxC_wait *wait,
+                              mbxC_wire_writer *w) {
   mbxC_port_error e = {0, ""};
   int h = -1;
   int rc = port->fs_open(port->ud, c->a, c->a_len, (int)c->i1, wait, &h, &e);
@@ -530,8 +531,8 @@ static int get_fs_read(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t
   return 0;
 }
 
-void mbxC_wire_answer_fs_read(const mbxC_port *port, const mbxC_wire_call *c,
-                              const mbxC_wait *wait, mbxC_wire_writer *w) {
+void mbxC_wire_answer_fs_read(const mbxC_port *port, const mbxC_wire_call *c, const mbxC_wait *wait,
+                              mbxC_wire_writer *w) {
   mbxC_port_error e = {0, ""};
   size_t got = 0;
   char *buf = read_buffer(c, &e);
@@ -547,8 +548,8 @@ void mbxC_wire_answer_fs_read(const mbxC_port *port, const mbxC_wire_call *c,
 /* -- fs_write: u64 handle, the bytes (at most MBXC_WIRE_MAX_IO); the reply is the status,
    then the u64 count written -- */
 
-static int call_fs_write(void *ud, int handle, const char *buf, size_t len,
-                         const mbxC_wait *wait, size_t *put_len, mbxC_port_error *e) {
+static int call_fs_write(void *ud, int handle, const char *buf, size_t len, const mbxC_wait *wait,
+                         size_t *put_len, mbxC_port_error *e) {
   mbxC_wire_client *cl = ud;
   mbxC_wire_reader r;
   if (len > MBXC_WIRE_MAX_IO) len = MBXC_WIRE_MAX_IO;
@@ -609,8 +610,8 @@ static int get_fs_seek(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t
   return 0;
 }
 
-void mbxC_wire_answer_fs_seek(const mbxC_port *port, const mbxC_wire_call *c,
-                              const mbxC_wait *wait, mbxC_wire_writer *w) {
+void mbxC_wire_answer_fs_seek(const mbxC_port *port, const mbxC_wire_call *c, const mbxC_wait *wait,
+                              mbxC_wire_writer *w) {
   (void)wait;
   mbxC_port_error e = {0, ""};
   int64_t pos = 0;
@@ -670,8 +671,8 @@ static int call_fs_list(void *ud, const char *path, size_t path_len, const mbxC_
   return 0;
 }
 
-void mbxC_wire_answer_fs_list(const mbxC_port *port, const mbxC_wire_call *c,
-                              const mbxC_wait *wait, mbxC_wire_writer *w) {
+void mbxC_wire_answer_fs_list(const mbxC_port *port, const mbxC_wire_call *c, const mbxC_wait *wait,
+                              mbxC_wire_writer *w) {
   mbxC_port_error e = {0, ""};
   const char *names = "";
   size_t names_len = 0;
@@ -692,8 +693,8 @@ static int call_fs_stat(void *ud, const char *path, size_t path_len, const mbxC_
   return 0;
 }
 
-void mbxC_wire_answer_fs_stat(const mbxC_port *port, const mbxC_wire_call *c,
-                              const mbxC_wait *wait, mbxC_wire_writer *w) {
+void mbxC_wire_answer_fs_stat(const mbxC_port *port, const mbxC_wire_call *c, const mbxC_wait *wait,
+                              mbxC_wire_writer *w) {
   mbxC_port_error e = {0, ""};
   mbxC_fs_stat st = {0};
   if (put_status(w, port->fs_stat(port->ud, c->a, c->a_len, wait, &st, &e), &e) != 0) return;
@@ -771,8 +772,7 @@ static int call_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wait
   return 0;
 }
 
-static int get_exec_request(mbxC_wire_reader *r, mbxC_wire_call *c, char *why,
-                            size_t why_size);
+static int get_exec_request(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t why_size);
 
 void mbxC_wire_answer_exec_run(const mbxC_port *port, const mbxC_wire_call *c,
                                const mbxC_wait *wait, mbxC_wire_writer *w) {
@@ -882,8 +882,10 @@ int mbxC_wire_get_call(const void *payload, size_t n, const mbxC_grants *g, mbxC
   if (rc != 0) return -1;
   if (mbxC_wire_end(&r) != 0) {
     mbxC_wire_call_free(c);
-    say(why, why_size, "a malformed port call (operation %u, %zu bytes): a field past the "
-        "frame's end or a bound, or bytes left over", op, n);
+    say(why, why_size,
+        "a malformed port call (operation %u, %zu bytes): a field past the "
+        "frame's end or a bound, or bytes left over",
+        op, n);
     return -1;
   }
   return 0;
@@ -912,22 +914,24 @@ void mbxC_wire_client_free(mbxC_wire_client *cl) {
 
 void mbxC_wire_put_exec_request(mbxC_wire_writer *w, const mbxC_exec_request *req) {
   mbxC_wire_u32(w, (uint32_t)req->argc);
-  for (size_t i = 0; i < req->argc; i++) mbxC_wire_bytes(w, req->argv[i], strlen(req->argv[i]));
+  for (size_t i = 0; i < req->argc; i++)
+    mbxC_wire_bytes(w, req->argv[i], strlen(req->argv[i]));
   mbxC_wire_u8(w, req->stdin_bytes != NULL);
   mbxC_wire_bytes(w, req->stdin_bytes ? req->stdin_bytes : "",
                   req->stdin_bytes ? req->stdin_len : 0);
   mbxC_wire_u8(w, req->cwd != NULL);
   mbxC_wire_bytes(w, req->cwd ? req->cwd : "", req->cwd ? strlen(req->cwd) : 0);
   mbxC_wire_u32(w, (uint32_t)req->envc);
-  for (size_t i = 0; i < req->envc; i++) mbxC_wire_bytes(w, req->env[i], strlen(req->env[i]));
+  for (size_t i = 0; i < req->envc; i++)
+    mbxC_wire_bytes(w, req->env[i], strlen(req->env[i]));
   mbxC_wire_u64(w, req->timeout_ms);
 }
 
 /* One pass over an exec request's fields: the first (out NULL) checks each and counts the
    bytes of the copies; the second (out the copies' buffer) makes them. The stdlib sends only
    requests that pass (stdlib/proc.c): one that does not is a worker misbehaving. */
-static int exec_fields(mbxC_wire_reader *r, mbxC_wire_call *c, char *out, size_t *total,
-                       char *why, size_t why_size) {
+static int exec_fields(mbxC_wire_reader *r, mbxC_wire_call *c, char *out, size_t *total, char *why,
+                       size_t why_size) {
   mbxC_exec_request *req = &c->exec;
   const char *p;
   size_t n;
@@ -991,8 +995,7 @@ static int exec_fields(mbxC_wire_reader *r, mbxC_wire_call *c, char *out, size_t
   return 0;
 }
 
-static int get_exec_request(mbxC_wire_reader *r, mbxC_wire_call *c, char *why,
-                            size_t why_size) {
+static int get_exec_request(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t why_size) {
   mbxC_wire_reader again = *r;
   size_t total;
   if (exec_fields(r, c, NULL, &total, why, why_size) != 0) return -1;

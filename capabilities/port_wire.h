@@ -92,14 +92,14 @@ typedef struct mbxC_wire_call {
   uint64_t index; /* host_call, native_call */
   const char *a;  /* path, name, args, bytes to write, from */
   size_t a_len;
-  const char *b;  /* rename's to */
+  const char *b; /* rename's to */
   size_t b_len;
-  int64_t i1;     /* handle, flags */
-  int64_t i2;     /* whence, read length */
-  int64_t i3;     /* seek offset */
+  int64_t i1;              /* handle, flags */
+  int64_t i2;              /* whence, read length */
+  int64_t i3;              /* seek offset */
   const mbxC_ffi_sig *sig; /* native_call: the function's signature (in the grants) */
   mbxC_ffi_value args[MBXC_FFI_MAX_ARGS]; /* native: 'z' members point at zbuf copies */
-  char *zbuf;     /* malloc'd NUL-terminated copies of the 'z' arguments, or of exec's
+  char *zbuf; /* malloc'd NUL-terminated copies of the 'z' arguments, or of exec's
                      argv, env and cwd */
   /* exec_run: argv and env point into zbuf (strs, malloc'd), stdin into the frame. */
   mbxC_exec_request exec;
@@ -122,7 +122,7 @@ void mbxC_wire_call_free(mbxC_wire_call *c);
    MBXC_PORT_OPS, mbxC_wire_answer_<member>: capabilities/port_serve.c picks c->op's. The port
    must serve the operation (a non-NULL member). */
 #define MBXC_WIRE_ANSWER_DECL(NAME, member, number, callback, outside_run)                         \
-  void mbxC_wire_answer_##member(const mbxC_port *port, const mbxC_wire_call *c,                  \
+  void mbxC_wire_answer_##member(const mbxC_port *port, const mbxC_wire_call *c,                   \
                                  const mbxC_wait *wait, mbxC_wire_writer *w);
 MBXC_PORT_OPS(MBXC_WIRE_ANSWER_DECL)
 #undef MBXC_WIRE_ANSWER_DECL

@@ -72,7 +72,7 @@ typedef enum mbxC_rec_type {
 #define MBXC_SNAP_HEADER 79       /* the header up to the mount count; then the mounts */
 #define MBXC_SNAP_MAX_MOUNTS 32   /* MBXC_VFS_MAX_MOUNTS */
 #define MBXC_SNAP_MOUNT_PATH_MAX 1024
-#define MBXC_REC_OVERHEAD 13      /* type + length + chain */
+#define MBXC_REC_OVERHEAD 13 /* type + length + chain */
 /* Bounds: a log past them stops recording (the sandbox can no longer be snapshotted), and a
    blob past them is refused. */
 #define MBXC_SNAP_MAX_RECORDS (1u << 22)

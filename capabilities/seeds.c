@@ -41,8 +41,8 @@ static void sip_absorb(sip *s, uint64_t m) {
 }
 
 uint64_t mbxC_siphash_2_4(const uint64_t k[2], uint64_t m0, uint64_t m1) {
-  sip s = {k[0] ^ 0x736f6d6570736575ull, k[1] ^ 0x646f72616e646f6dull,
-           k[0] ^ 0x6c7967656e657261ull, k[1] ^ 0x7465646279746573ull};
+  sip s = {k[0] ^ 0x736f6d6570736575ull, k[1] ^ 0x646f72616e646f6dull, k[0] ^ 0x6c7967656e657261ull,
+           k[1] ^ 0x7465646279746573ull};
   sip_absorb(&s, m0);
   sip_absorb(&s, m1);
   sip_absorb(&s, (uint64_t)16 << 56); /* the last block: the message length (16), no tail */

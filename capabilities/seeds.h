@@ -22,8 +22,8 @@
 */
 #define MBXC_SEEDS_BATCH 64
 typedef struct mbxC_seeds {
-  _Atomic uint64_t counter;    /* taken MBXC_SEEDS_BATCH at a time by each thread */
-  uint64_t instance;           /* unique per mbxC_seeds_init in the process: names a thread's batch */
+  _Atomic uint64_t counter; /* taken MBXC_SEEDS_BATCH at a time by each thread */
+  uint64_t instance;        /* unique per mbxC_seeds_init in the process: names a thread's batch */
   _Atomic uint64_t generation; /* the fork generation the secret was drawn in */
   uint64_t key[2];             /* written under the re-key lock only */
   _Atomic int rekeying;        /* a spin lock around a re-key (rare: after a fork) */

@@ -772,8 +772,7 @@ static int replaying(const mbxC_vfs *v) {
 static int tap(mbxC_vfs *v, int kind, const vmount *m, const char *rel, uint64_t a, uint64_t b,
                mbxC_vfs_host *h, mbxC_port_error *e) {
   if (!v->tapped) return 0;
-  if (v->tap.answer(v->tap.ud, kind, m ? (size_t)(m - v->mounts) : 0, rel, a, b, h) == 0)
-    return 0;
+  if (v->tap.answer(v->tap.ud, kind, m ? (size_t)(m - v->mounts) : 0, rel, a, b, h) == 0) return 0;
   return fail(e, EIO, "the snapshot replay diverged from its log");
 }
 
@@ -814,8 +813,8 @@ static int host_look(mbxC_vfs *v, const vmount *m, const char *rel, mbxC_vfs_hos
 /* The names in host directory rel of m, each followed by a NUL, in h->bytes (*own: what to
    free). Reading stops past 1 MiB of names (add_name refuses more). h->err is the errno when
    the directory could not be read; -1 only for a replay's divergence. */
-static int host_names(mbxC_vfs *v, const vmount *m, const char *rel, mbxC_vfs_host *h,
-                      char **own, mbxC_port_error *e) {
+static int host_names(mbxC_vfs *v, const vmount *m, const char *rel, mbxC_vfs_host *h, char **own,
+                      mbxC_port_error *e) {
   memset(h, 0, sizeof *h);
   *own = NULL;
   if (replaying(v)) return tap(v, MBXC_VFS_TAP_LIST, m, rel, 0, 0, h, e);
@@ -1797,8 +1796,8 @@ int mbxC_vfs_remove(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *
         if (scan_step(v, i, e) != 0)
           return -1;
         else if (v->nodes[i] != n && !v->nodes[i]->ov &&
-            parent_len(v->nodes[i]->path, v->nodes[i]->path_len) == w.len &&
-            memcmp(v->nodes[i]->path, w.path, w.len) == 0 && v->nodes[i]->path_len > w.len)
+                 parent_len(v->nodes[i]->path, v->nodes[i]->path_len) == w.len &&
+                 memcmp(v->nodes[i]->path, w.path, w.len) == 0 && v->nodes[i]->path_len > w.len)
           return fail(e, ENOTEMPTY, NULL);
     }
     drop_node(v, n);

@@ -139,8 +139,12 @@ void mbxC_vfs_reset(mbxC_vfs *v);
    (bytewise); an overlay file written back with the host's bytes is no change, and the
    source of a rename appears as the rename's from, not as a removal. data/len: a file's
    bytes now (NULL for directories and removals), valid during the callback only. */
-enum { MBXC_CHANGE_CREATED = 1, MBXC_CHANGE_MODIFIED = 2, MBXC_CHANGE_REMOVED = 3,
-       MBXC_CHANGE_RENAMED = 4 };
+enum {
+  MBXC_CHANGE_CREATED = 1,
+  MBXC_CHANGE_MODIFIED = 2,
+  MBXC_CHANGE_REMOVED = 3,
+  MBXC_CHANGE_RENAMED = 4
+};
 typedef struct mbxC_vfs_change {
   const char *path;
   size_t path_len;
@@ -155,8 +159,8 @@ typedef int (*mbxC_vfs_change_fn)(void *ud, const mbxC_vfs_change *c);
 int mbxC_vfs_changes(mbxC_vfs *v, mbxC_vfs_change_fn fn, void *ud, mbxC_port_error *e);
 /* The host's bytes at overlay path (for a diff against the original): confined as every
    read is, at most max bytes (EFBIG past it); *data malloc'd (free it). */
-int mbxC_vfs_host_original(mbxC_vfs *v, const char *path, size_t len, uint64_t max,
-                           char **data, size_t *n, mbxC_port_error *e);
+int mbxC_vfs_host_original(mbxC_vfs *v, const char *path, size_t len, uint64_t max, char **data,
+                           size_t *n, mbxC_port_error *e);
 
 /* Record/replay of the host's answers (snapshots of sandboxes with mounts; the record layer,
    capabilities/port_record.c, implements the tap). With a tap set, every answer the view gets
@@ -169,14 +173,19 @@ int mbxC_vfs_host_original(mbxC_vfs *v, const char *path, size_t len, uint64_t m
    not recorded: live, the tap is told which mount was written (so the snapshot can be
    refused); replaying, they are refused. Memory files and the overlays' changes are
    re-executed, not recorded: they follow from the guest's operations and these answers. */
-enum { MBXC_VFS_TAP_LOOK = 1, MBXC_VFS_TAP_OPEN, MBXC_VFS_TAP_READ, MBXC_VFS_TAP_SIZE,
-       MBXC_VFS_TAP_LIST };
+enum {
+  MBXC_VFS_TAP_LOOK = 1,
+  MBXC_VFS_TAP_OPEN,
+  MBXC_VFS_TAP_READ,
+  MBXC_VFS_TAP_SIZE,
+  MBXC_VFS_TAP_LIST
+};
 enum { MBXC_LOOK_FILE = 1, MBXC_LOOK_DIR = 2, MBXC_LOOK_LINK = 3, MBXC_LOOK_OTHER = 4 };
 typedef struct mbxC_vfs_host {
   /* look, list: the errno of the confined open or fstat (0: none), 1 when the O_NOFOLLOW
      walk gave it (its ELOOP reads "links are not followed") */
   int err, walk;
-  int type; /* look: MBXC_LOOK_* */
+  int type;      /* look: MBXC_LOOK_* */
   uint64_t size; /* look: the file's size; open, size: the open file's size */
   int64_t mtime;
   uint64_t nlink;
@@ -214,21 +223,19 @@ void mbxC_vfs_set_wait(mbxC_vfs *v, const mbxC_wait *w);
    mounts: /data ro, /tmp)"); the message never names the host path. */
 int mbxC_vfs_open(mbxC_vfs *v, const char *path, size_t len, int flags, int *handle,
                   mbxC_port_error *e);
-int mbxC_vfs_read(mbxC_vfs *v, int handle, char *buf, size_t len, size_t *got,
-                  mbxC_port_error *e);
+int mbxC_vfs_read(mbxC_vfs *v, int handle, char *buf, size_t len, size_t *got, mbxC_port_error *e);
 int mbxC_vfs_write(mbxC_vfs *v, int handle, const char *buf, size_t len, size_t *put,
                    mbxC_port_error *e);
 int mbxC_vfs_seek(mbxC_vfs *v, int handle, int whence, int64_t offset, int64_t *pos,
                   mbxC_port_error *e);
 int mbxC_vfs_close(mbxC_vfs *v, int handle, mbxC_port_error *e);
-int mbxC_vfs_stat(mbxC_vfs *v, const char *path, size_t len, mbxC_fs_stat *st,
-                  mbxC_port_error *e);
+int mbxC_vfs_stat(mbxC_vfs *v, const char *path, size_t len, mbxC_fs_stat *st, mbxC_port_error *e);
 /* Names NUL-separated (each followed by a NUL) in *names, valid until the next call. */
-int mbxC_vfs_list(mbxC_vfs *v, const char *path, size_t len, const char **names,
-                  size_t *names_len, mbxC_port_error *e);
+int mbxC_vfs_list(mbxC_vfs *v, const char *path, size_t len, const char **names, size_t *names_len,
+                  mbxC_port_error *e);
 int mbxC_vfs_mkdir(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *e);
 int mbxC_vfs_remove(mbxC_vfs *v, const char *path, size_t len, mbxC_port_error *e);
-int mbxC_vfs_rename(mbxC_vfs *v, const char *from, size_t from_len, const char *to,
-                    size_t to_len, mbxC_port_error *e);
+int mbxC_vfs_rename(mbxC_vfs *v, const char *from, size_t from_len, const char *to, size_t to_len,
+                    mbxC_port_error *e);
 
 #endif

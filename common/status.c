@@ -3,8 +3,8 @@
 
 MBX_API const char *mbx_status_name(mbx_status s) {
   switch (s) {
-#define MBX_STATUS_NAME_(name, code, key, text) \
-  case MBX_##name:                              \
+#define MBX_STATUS_NAME_(name, code, key, text)                                                    \
+  case MBX_##name:                                                                                 \
     return "MBX_" #name;
     MBX_STATUS_MAP(MBX_STATUS_NAME_)
 #undef MBX_STATUS_NAME_
@@ -14,8 +14,8 @@ MBX_API const char *mbx_status_name(mbx_status s) {
 
 MBX_API const char *mbx_status_str(mbx_status s) {
   switch (s) {
-#define MBX_STATUS_TEXT_(name, code, key, text) \
-  case MBX_##name:                              \
+#define MBX_STATUS_TEXT_(name, code, key, text)                                                    \
+  case MBX_##name:                                                                                 \
     return text;
     MBX_STATUS_MAP(MBX_STATUS_TEXT_)
 #undef MBX_STATUS_TEXT_
@@ -25,8 +25,8 @@ MBX_API const char *mbx_status_str(mbx_status s) {
 
 MBX_API const char *mbx_status_key(mbx_status s) {
   switch (s) {
-#define MBX_STATUS_KEY_(name, code, key, text) \
-  case MBX_##name:                             \
+#define MBX_STATUS_KEY_(name, code, key, text)                                                     \
+  case MBX_##name:                                                                                 \
     return key;
     MBX_STATUS_MAP(MBX_STATUS_KEY_)
 #undef MBX_STATUS_KEY_

@@ -15,8 +15,8 @@ mbx_status mbxH_helper_path(const char *name, const char *override, char *out, s
   if (override) {
     if (override[0] != '/' || strlen(override) >= outlen) {
       mbxU_error_set(err, MBX_INVALID_ARGUMENT,
-                     "the path of %s must be absolute and shorter than %zu bytes, not \"%s\"",
-                     name, outlen, override);
+                     "the path of %s must be absolute and shorter than %zu bytes, not \"%s\"", name,
+                     outlen, override);
       return MBX_INVALID_ARGUMENT;
     }
     memcpy(out, override, strlen(override) + 1);
@@ -33,8 +33,10 @@ mbx_status mbxH_helper_path(const char *name, const char *override, char *out, s
   } else {
     ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
     if (n <= 0) {
-      mbxU_error_set(err, MBX_UNSUPPORTED, "cannot find %s: /proc/self/exe is unreadable; set "
-                     "its path with mbx_runtime_set_path", name);
+      mbxU_error_set(err, MBX_UNSUPPORTED,
+                     "cannot find %s: /proc/self/exe is unreadable; set "
+                     "its path with mbx_runtime_set_path",
+                     name);
       return MBX_UNSUPPORTED;
     }
     dir[n] = '\0';

@@ -16,14 +16,16 @@
    instead (tests/stdlib/test_hostcall.c checks this list against a live sandbox; "proc" and the
    names of absent libraries are kept for the features that will add them). */
 static const char *const guest_globals[] = {
-    "_G",       "_VERSION", "assert",   "collectgarbage", "coroutine",    "error",
-    "getmetatable", "io",   "ipairs",   "json",           "load",         "math",
-    "next",     "os",       "pairs",    "pcall",          "print",        "rawequal",
-    "rawget",   "rawlen",   "rawset",   "require",        "select",       "setmetatable",
-    "string",   "table",    "tonumber", "tostring",       "type",         "utf8",
-    "xpcall",   "cjson",    "dkjson",   "debug",          "package",      "dofile",
-    "loadfile", "warn",     "proc",     "fs"};
-
+    "_G",        "_VERSION", "assert",       "collectgarbage",
+    "coroutine", "error",    "getmetatable", "io",
+    "ipairs",    "json",     "load",         "math",
+    "next",      "os",       "pairs",        "pcall",
+    "print",     "rawequal", "rawget",       "rawlen",
+    "rawset",    "require",  "select",       "setmetatable",
+    "string",    "table",    "tonumber",     "tostring",
+    "type",      "utf8",     "xpcall",       "cjson",
+    "dkjson",    "debug",    "package",      "dofile",
+    "loadfile",  "warn",     "proc",         "fs"};
 
 const mbxC_name_rules mbxH_guest_names = {.is_name = mbxV_is_identifier,
                                           .is_reserved = mbxV_is_reserved_word,
@@ -129,8 +131,7 @@ MBX_API uint64_t mbx_policy_get_limit(const mbx_policy *p, mbx_limit which) {
 }
 
 static mbx_status add_hostfn(mbx_policy *p, const char *fn_name, const char *name,
-                             mbxC_fn_kind kind, mbx_host_fn fn, void *userdata,
-                             mbx_error *err) {
+                             mbxC_fn_kind kind, mbx_host_fn fn, void *userdata, mbx_error *err) {
   char why[300];
   if (p == NULL || (kind == MBXC_FN_SYNC && fn == NULL)) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s: the policy and the callback must not be NULL",
@@ -189,7 +190,6 @@ MBX_API mbx_status mbx_policy_bind_native(mbx_policy *p, const char *name, const
   return MBX_INVALID_ARGUMENT;
 }
 
-
 /* ---- the filesystem view ---- */
 
 static mbx_status fs_status(int r, const char *fn, const char *why, mbx_error *err) {
@@ -208,16 +208,15 @@ static mbx_status fs_status(int r, const char *fn, const char *why, mbx_error *e
   }
 }
 
-MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path,
-                                    const char *host_dir, int mode, mbx_error *err) {
+MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path, const char *host_dir,
+                                    int mode, mbx_error *err) {
   char why[400];
   if (p == NULL || virtual_path == NULL) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT,
                    "mbx_policy_mount: the policy and the virtual path must not be NULL");
     return MBX_INVALID_ARGUMENT;
   }
-  int r = mbxC_policy_mount(p, virtual_path, strlen(virtual_path), host_dir, mode, why,
-                            sizeof why);
+  int r = mbxC_policy_mount(p, virtual_path, strlen(virtual_path), host_dir, mode, why, sizeof why);
   return fs_status(r, "mbx_policy_mount", why, err);
 }
 
@@ -247,7 +246,6 @@ MBX_API mbx_status mbx_policy_add_file(mbx_policy *p, const char *virtual_path, 
                    "mbx_policy_add_file: the policy and the virtual path must not be NULL");
     return MBX_INVALID_ARGUMENT;
   }
-  int r = mbxC_policy_add_file(p, virtual_path, strlen(virtual_path), data, len, why,
-                               sizeof why);
+  int r = mbxC_policy_add_file(p, virtual_path, strlen(virtual_path), data, len, why, sizeof why);
   return fs_status(r, "mbx_policy_add_file", why, err);
 }

@@ -87,8 +87,7 @@ static int known_keys(loader *ld, const char *prefix, const json_t *obj,
     if (ok) continue;
     char list[160] = "", key[200];
     for (size_t i = 0; allowed[i]; i++)
-      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-               allowed[i]);
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", allowed[i]);
     snprintf(key, sizeof key, "%s%s%.60s", prefix, *prefix ? "." : "", k);
     return refuse(ld, MBX_INVALID_ARGUMENT, key, "unknown key (expected one of: %s)", list);
   }
@@ -116,11 +115,24 @@ static int size_value(loader *ld, const char *key, const json_t *v, uint64_t *ou
   unsigned shift = 0;
   if (i < len) {
     switch (s[i] | 0x20) {
-    case 'k': shift = 10; i++; break;
-    case 'm': shift = 20; i++; break;
-    case 'g': shift = 30; i++; break;
-    case 't': shift = 40; i++; break;
-    default: break;
+    case 'k':
+      shift = 10;
+      i++;
+      break;
+    case 'm':
+      shift = 20;
+      i++;
+      break;
+    case 'g':
+      shift = 30;
+      i++;
+      break;
+    case 't':
+      shift = 40;
+      i++;
+      break;
+    default:
+      break;
     }
     if (shift && i < len && (s[i] | 0x20) == 'i') i++;
     if (i < len && (s[i] | 0x20) == 'b') i++;
@@ -176,8 +188,8 @@ static int load_limit_specs(loader *ld, mbx_policy *p, const json_t *obj, const 
 }
 
 static int load_limits(loader *ld, mbx_policy *p, const json_t *obj) {
-  static const char *const keys[] = {"memory", "instructions", "time_ms", "output", "source",
-                                     "host_calls", NULL};
+  static const char *const keys[] = {"memory", "instructions", "time_ms", "output",
+                                     "source", "host_calls",   NULL};
   if (!json_is_object(obj)) return expected(ld, "limits", "an object", obj);
   if (known_keys(ld, "limits", obj, keys) != 0) return -1;
   static const limit_spec specs[] = {
@@ -255,19 +267,19 @@ static int load_mounts(loader *ld, mbx_policy *p, const json_t *arr) {
     host_path(ld, dir, host, sizeof host);
     int r = mbxC_policy_mount(p, path, json_string_length(pv), host, mode, why, sizeof why);
     snprintf(key, sizeof key, "%s.%s", base,
-             r == MBXC_POLICY_UNSUPPORTED ? "mode" : strstr(why, "host") ? "host" : "path");
+             r == MBXC_POLICY_UNSUPPORTED ? "mode"
+             : strstr(why, "host")        ? "host"
+                                          : "path");
     if (setter(ld, key, r, why) != 0) return -1;
   }
   return 0;
 }
 
 /* The bytes of a host file for fs.files[i].host_file: a regular file, within the cap. */
-static int read_host_file(loader *ld, const char *key, const char *path, char **data,
-                          size_t *len) {
+static int read_host_file(loader *ld, const char *key, const char *path, char **data, size_t *len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   struct stat st;
-  if (fd < 0)
-    return refuse(ld, MBX_INVALID_ARGUMENT, key, "\"%.100s\": %s", path, strerror(errno));
+  if (fd < 0) return refuse(ld, MBX_INVALID_ARGUMENT, key, "\"%.100s\": %s", path, strerror(errno));
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     return refuse(ld, MBX_INVALID_ARGUMENT, key, "\"%.100s\" is not a regular file", path);
@@ -320,8 +332,8 @@ static int load_files(loader *ld, mbx_policy *p, const json_t *arr) {
       host_path(ld, file, host, sizeof host);
       if (read_host_file(ld, key, host, &data, &len) != 0) return -1;
     }
-    int r = mbxC_policy_add_file(p, path, json_string_length(pv),
-                                 tv ? json_string_value(tv) : data, len, why, sizeof why);
+    int r = mbxC_policy_add_file(p, path, json_string_length(pv), tv ? json_string_value(tv) : data,
+                                 len, why, sizeof why);
     free(data);
     snprintf(key, sizeof key, "%s.path", base);
     if (setter(ld, key, r, why) != 0) return -1;
@@ -362,8 +374,8 @@ static int load_fs(loader *ld, mbx_policy *p, const json_t *obj) {
 
 /* "exec": {"allow": [...], "timeout_ms", "memory", "pids", "output", "max_runs"}. */
 static int load_exec(loader *ld, mbx_policy *p, const json_t *obj) {
-  static const char *const keys[] = {"allow", "timeout_ms", "memory", "pids", "output",
-                                     "max_runs", NULL};
+  static const char *const keys[] = {"allow",  "timeout_ms", "memory", "pids",
+                                     "output", "max_runs",   NULL};
   if (!json_is_object(obj)) return expected(ld, "exec", "an object", obj);
   if (known_keys(ld, "exec", obj, keys) != 0) return -1;
   json_t *allow = json_object_get(obj, "allow");
@@ -389,8 +401,8 @@ static int load_exec(loader *ld, mbx_policy *p, const json_t *obj) {
 }
 
 static int load(loader *ld, mbx_policy *p, const json_t *root) {
-  static const char *const keys[] = {"limits", "env", "seed", "time", "deterministic", "fs",
-                                     "exec", NULL};
+  static const char *const keys[] = {"limits",        "env", "seed", "time",
+                                     "deterministic", "fs",  "exec", NULL};
   if (!json_is_object(root)) return expected(ld, "(top level)", "an object", root);
   if (known_keys(ld, "", root, keys) != 0) return -1;
   json_t *v;
@@ -398,12 +410,16 @@ static int load(loader *ld, mbx_policy *p, const json_t *root) {
   if ((v = json_object_get(root, "limits")) && load_limits(ld, p, v) != 0) return -1;
   if ((v = json_object_get(root, "env")) && load_env(ld, p, v) != 0) return -1;
   if ((v = json_object_get(root, "seed"))) {
-    if (json_is_null(v)) p->seed_fixed = 0;
-    else if (json_is_integer(v)) mbxC_policy_set_seed(p, (uint64_t)json_integer_value(v));
-    else return expected(ld, "seed", "an integer or null", v);
+    if (json_is_null(v))
+      p->seed_fixed = 0;
+    else if (json_is_integer(v))
+      mbxC_policy_set_seed(p, (uint64_t)json_integer_value(v));
+    else
+      return expected(ld, "seed", "an integer or null", v);
   }
   if ((v = json_object_get(root, "time"))) {
-    if (json_is_null(v)) p->time_fixed = 0;
+    if (json_is_null(v))
+      p->time_fixed = 0;
     else if (!json_is_integer(v))
       return expected(ld, "time", "seconds since 1970-01-01T00:00:00Z or null", v);
     else if (setter(ld, "time", mbxC_policy_set_time(p, json_integer_value(v), why, sizeof why),
@@ -427,8 +443,7 @@ MBX_API mbx_status mbx_policy_load_json(mbx_policy *p, const char *text, size_t 
     return MBX_INVALID_ARGUMENT;
   }
   json_error_t jerr;
-  json_t *root =
-      json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+  json_t *root = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
   if (root == NULL) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "policy JSON, line %d column %d: %s", jerr.line,
                    jerr.column, jerr.text);

@@ -55,8 +55,10 @@ static void write_contract(mbxU_buf *b, const mbx_result *r) {
   }
   mbxU_buf_puts(b, ",");
   put_key(b, "pending");
-  if (o->pending_json) mbxU_buf_put(b, o->pending_json, o->pending_len);
-  else mbxU_buf_puts(b, "null");
+  if (o->pending_json)
+    mbxU_buf_put(b, o->pending_json, o->pending_len);
+  else
+    mbxU_buf_puts(b, "null");
   mbxU_buf_puts(b, ",");
   put_key(b, "status");
   mbxU_buf_puts(b, "\"");
@@ -81,8 +83,10 @@ static void write_contract(mbxU_buf *b, const mbx_result *r) {
   mbxU_buf_puts(b, ",");
   put_key(b, "instructions");
   /* A run without a count hook counted nothing: null, never a made-up number. */
-  if (r->usage.instructions_counted) put_u64(b, r->usage.instructions);
-  else mbxU_buf_puts(b, "null");
+  if (r->usage.instructions_counted)
+    put_u64(b, r->usage.instructions);
+  else
+    mbxU_buf_puts(b, "null");
   mbxU_buf_puts(b, ",");
   put_key(b, "memory_peak");
   put_u64(b, r->usage.memory_peak);
@@ -102,20 +106,34 @@ static const char empty_stream[1] = "";
 
 mbx_status mbxH_status_from_vm(mbxV_status s) {
   switch (s) {
-  case MBXV_OK: return MBX_OK;
-  case MBXV_SYNTAX_ERROR: return MBX_SYNTAX_ERROR;
-  case MBXV_RUNTIME_ERROR: return MBX_RUNTIME_ERROR;
-  case MBXV_MEMORY_LIMIT: return MBX_MEMORY_LIMIT;
-  case MBXV_INSTRUCTION_LIMIT: return MBX_INSTRUCTION_LIMIT;
-  case MBXV_TIME_LIMIT: return MBX_TIME_LIMIT;
-  case MBXV_OUTPUT_LIMIT: return MBX_OUTPUT_LIMIT;
-  case MBXV_HOST_CALL_LIMIT: return MBX_HOST_CALL_LIMIT;
-  case MBXV_INTERRUPTED: return MBX_INTERRUPTED;
-  case MBXV_PAUSED: return MBX_PAUSED;
-  case MBXV_INTERNAL_ERROR: return MBX_INTERNAL_ERROR;
-  case MBXV_INVALID_INPUT: return MBX_INVALID_INPUT;
-  case MBXV_SOURCE_TOO_LARGE: return MBX_SOURCE_TOO_LARGE;
-  case MBXV_NO_MEMORY: return MBX_NO_MEMORY;
+  case MBXV_OK:
+    return MBX_OK;
+  case MBXV_SYNTAX_ERROR:
+    return MBX_SYNTAX_ERROR;
+  case MBXV_RUNTIME_ERROR:
+    return MBX_RUNTIME_ERROR;
+  case MBXV_MEMORY_LIMIT:
+    return MBX_MEMORY_LIMIT;
+  case MBXV_INSTRUCTION_LIMIT:
+    return MBX_INSTRUCTION_LIMIT;
+  case MBXV_TIME_LIMIT:
+    return MBX_TIME_LIMIT;
+  case MBXV_OUTPUT_LIMIT:
+    return MBX_OUTPUT_LIMIT;
+  case MBXV_HOST_CALL_LIMIT:
+    return MBX_HOST_CALL_LIMIT;
+  case MBXV_INTERRUPTED:
+    return MBX_INTERRUPTED;
+  case MBXV_PAUSED:
+    return MBX_PAUSED;
+  case MBXV_INTERNAL_ERROR:
+    return MBX_INTERNAL_ERROR;
+  case MBXV_INVALID_INPUT:
+    return MBX_INVALID_INPUT;
+  case MBXV_SOURCE_TOO_LARGE:
+    return MBX_SOURCE_TOO_LARGE;
+  case MBXV_NO_MEMORY:
+    return MBX_NO_MEMORY;
   }
   return MBX_INTERNAL_ERROR; /* not a status the vm gives: never reported as a success */
 }

@@ -14,8 +14,8 @@ struct mbx_result {
      compare-and-swap, so concurrent readers of one result agree on one copy. */
   _Atomic(char *) json;
   _Atomic size_t json_len; /* a pure function of the result: racing builders store the same */
-  mbxV_outcome outcome; /* value JSON, error, usage */
-  char *stream[2];      /* captured stdout, stderr ("" not allocated when empty) */
+  mbxV_outcome outcome;    /* value JSON, error, usage */
+  char *stream[2];         /* captured stdout, stderr ("" not allocated when empty) */
   size_t stream_len[2];
   mbx_usage usage;
 };

@@ -103,7 +103,8 @@ MBX_API void mbx_runtime_free(mbx_runtime *rt) {
   if (rt == NULL) return;
   mbxH_wpool_free(rt->workers);
   mbxV_watchdog_free(rt->dog);
-  for (int i = 0; i < 4; i++) free(rt->paths[i]);
+  for (int i = 0; i < 4; i++)
+    free(rt->paths[i]);
   mbxV_bcache_free(rt->bytecode);
   mbxV_pool_free(rt->slots);
   freelocale(rt->c_locale);
@@ -119,14 +120,16 @@ static int sandboxes_live(mbx_runtime *rt) {
    it was made with, but the pool it uses must outlive it). */
 static mbx_status set_isolation(mbx_runtime *rt, uint64_t value, mbx_error *err) {
   if (value > MBX_ISOLATE_PROCESS) {
-    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: MBX_CAP_ISOLATE must be "
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_runtime_set_cap: MBX_CAP_ISOLATE must be "
                    "MBX_ISOLATE_NONE (0) or MBX_ISOLATE_PROCESS (1), not %llu",
                    (unsigned long long)value);
     return MBX_INVALID_ARGUMENT;
   }
   if ((value == MBX_ISOLATE_PROCESS) == (rt->workers != NULL)) return MBX_OK;
   if (sandboxes_live(rt)) {
-    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: MBX_CAP_ISOLATE cannot "
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_runtime_set_cap: MBX_CAP_ISOLATE cannot "
                    "change while sandboxes are live; free them first");
     return MBX_INVALID_ARGUMENT;
   }
@@ -137,8 +140,8 @@ static mbx_status set_isolation(mbx_runtime *rt, uint64_t value, mbx_error *err)
     return MBX_OK;
   }
   char path[PATH_MAX];
-  mbx_status s = mbxH_helper_path("moonbox-worker", rt->paths[MBX_PATH_WORKER], path,
-                                  sizeof path, err);
+  mbx_status s =
+      mbxH_helper_path("moonbox-worker", rt->paths[MBX_PATH_WORKER], path, sizeof path, err);
   if (s != MBX_OK) return s;
   rt->workers = mbxH_wpool_new(path);
   if (rt->workers == NULL) {
@@ -151,12 +154,14 @@ static mbx_status set_isolation(mbx_runtime *rt, uint64_t value, mbx_error *err)
 
 MBX_API mbx_status mbx_runtime_set_deadline_signal(mbx_runtime *rt, int signo, mbx_error *err) {
   if (rt == NULL) {
-    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_deadline_signal: the runtime is "
-                                              "NULL");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_runtime_set_deadline_signal: the runtime is "
+                   "NULL");
     return MBX_INVALID_ARGUMENT;
   }
   if (sandboxes_live(rt)) {
-    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_deadline_signal: the signal "
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_runtime_set_deadline_signal: the signal "
                    "cannot change while sandboxes are live; free them first");
     return MBX_INVALID_ARGUMENT;
   }
@@ -166,8 +171,10 @@ MBX_API mbx_status mbx_runtime_set_deadline_signal(mbx_runtime *rt, int signo, m
     char why[160];
     dog = mbxV_watchdog_new(signo, why, sizeof why);
     if (dog == NULL) {
-      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_deadline_signal: %s (choose "
-                     "a free real-time signal, or 0 for the count hook)", why);
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                     "mbx_runtime_set_deadline_signal: %s (choose "
+                     "a free real-time signal, or 0 for the count hook)",
+                     why);
       return MBX_INVALID_ARGUMENT;
     }
   }
@@ -189,12 +196,15 @@ MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which,
     return MBX_INVALID_ARGUMENT;
   }
   if (path && (path[0] != '/' || strlen(path) >= PATH_MAX)) {
-    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_path: the path must be absolute "
-                   "and shorter than %d bytes, not \"%.100s\"", PATH_MAX, path);
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_runtime_set_path: the path must be absolute "
+                   "and shorter than %d bytes, not \"%.100s\"",
+                   PATH_MAX, path);
     return MBX_INVALID_ARGUMENT;
   }
   if (which == MBX_PATH_WORKER && rt->workers && mbxH_wpool_live(rt->workers) > 0) {
-    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_path: the worker's path cannot "
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_runtime_set_path: the worker's path cannot "
                    "change while isolated sandboxes are live");
     return MBX_INVALID_ARGUMENT;
   }
@@ -214,8 +224,8 @@ MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which,
       mbx_status s = mbxH_helper_path("moonbox-exec", copy, full, sizeof full, err);
       if (s != MBX_OK) return s;
     }
-    if (mbxC_exec_backend_set(&rt->exec, which == MBX_PATH_EXEC_HELPER, full, why,
-                              sizeof why) != 0) {
+    if (mbxC_exec_backend_set(&rt->exec, which == MBX_PATH_EXEC_HELPER, full, why, sizeof why) !=
+        0) {
       mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_path: %s", why);
       return MBX_INVALID_ARGUMENT;
     }
@@ -271,7 +281,8 @@ MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, u
     return set_isolation(rt, value, err);
   case MBX_CAP_ONE_TENANT:
     if (value > 1) {
-      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: MBX_CAP_ONE_TENANT must "
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                     "mbx_runtime_set_cap: MBX_CAP_ONE_TENANT must "
                      "be 0 (a worker per sandbox) or 1 (the sandboxes are one tenant), not %llu",
                      (unsigned long long)value);
       return MBX_INVALID_ARGUMENT;
@@ -280,7 +291,8 @@ MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, u
     return MBX_OK;
   case MBX_CAP_WORKER_SPIN:
     if (value > 1) {
-      mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: MBX_CAP_WORKER_SPIN must "
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                     "mbx_runtime_set_cap: MBX_CAP_WORKER_SPIN must "
                      "be 0 (block at once) or 1 (spin up to 20 us first), not %llu",
                      (unsigned long long)value);
       return MBX_INVALID_ARGUMENT;
@@ -340,4 +352,3 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
   }
   return 0;
 }
-

@@ -31,19 +31,19 @@
 struct mbx_runtime {
   /* Read-mostly: set at creation or by the cap setters, read by every sandbox's cycle. */
   const mbxH_backend *backend; /* how this runtime's sandboxes run (host/backend/backend.h) */
-  locale_t c_locale;      /* runs switch the calling thread to it with uselocale */
-  uint64_t address_key;   /* seeds the hashes that stand in for addresses */
-  uint64_t id;            /* unique in the process (mbxH_sandbox_number's batches) */
-  mbxV_pool *slots;       /* sandboxes' heap slots, reused by every thread (vm/arena.h) */
-  mbxV_bcache *bytecode;  /* compiled top-level sources of mbx_run (vm/bytecode_cache.h) */
-  _Atomic int bytecode_on; /* 0 once MBX_CAP_BYTECODE_CACHE_BYTES is 0: skip even the hash */
-  _Atomic uint64_t heap_cap; /* 0 = none */
+  locale_t c_locale;           /* runs switch the calling thread to it with uselocale */
+  uint64_t address_key;        /* seeds the hashes that stand in for addresses */
+  uint64_t id;                 /* unique in the process (mbxH_sandbox_number's batches) */
+  mbxV_pool *slots;            /* sandboxes' heap slots, reused by every thread (vm/arena.h) */
+  mbxV_bcache *bytecode;       /* compiled top-level sources of mbx_run (vm/bytecode_cache.h) */
+  _Atomic int bytecode_on;     /* 0 once MBX_CAP_BYTECODE_CACHE_BYTES is 0: skip even the hash */
+  _Atomic uint64_t heap_cap;   /* 0 = none */
   /* MBX_CAP_ISOLATE: the worker pool (host/backend/worker_pool.h), made with the first
      isolated sandbox's runtime setting; NULL in-process. */
   struct mbxH_wpool *workers;
-  _Atomic int one_tenant; /* MBX_CAP_ONE_TENANT: a worker may serve sandboxes one after another */
+  _Atomic int one_tenant;  /* MBX_CAP_ONE_TENANT: a worker may serve sandboxes one after another */
   _Atomic int worker_spin; /* MBX_CAP_WORKER_SPIN: both ends of a round trip spin first */
-  char *paths[4]; /* mbx_runtime_set_path, indexed by mbx_runtime_path; NULL = default */
+  char *paths[4];          /* mbx_runtime_set_path, indexed by mbx_runtime_path; NULL = default */
   /* The exec backend: bwrap and helper paths, the cached probe (capabilities/exec.h). Every
      sandbox's port points here: the runtime outlives its sandboxes. */
   mbxC_exec_backend exec;

@@ -63,8 +63,8 @@ mbx_sandbox *mbxH_sandbox_create(mbx_runtime *rt, const mbx_policy *p, mbxC_repl
       }
     }
   }
-  if (sb->backend->create(&rt->services, p, p->deterministic ? &sb->snap : NULL, replay,
-                          &sb->impl, err) != MBX_OK) {
+  if (sb->backend->create(&rt->services, p, p->deterministic ? &sb->snap : NULL, replay, &sb->impl,
+                          err) != MBX_OK) {
     mbxC_snap_header_free(&sb->snap);
     free(sb);
     return NULL;
@@ -240,8 +240,8 @@ static mbx_status end_call(mbx_sandbox *sb, const char *fn, mbx_status s, mbx_re
 }
 
 MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_len,
-                                 const char *chunk_name, const char *inputs_json,
-                                 size_t inputs_len, mbx_result **out, mbx_error *err) {
+                                 const char *chunk_name, const char *inputs_json, size_t inputs_len,
+                                 mbx_result **out, mbx_error *err) {
   if (out) *out = NULL;
   if (sb == NULL || out == NULL || (code == NULL && code_len > 0) ||
       (inputs_json == NULL && inputs_len > 0)) {
@@ -281,13 +281,12 @@ static mbx_status resume(mbx_sandbox *sb, const char *fn, const char *value, siz
                   err);
 }
 
-MBX_API mbx_status mbx_resume(mbx_sandbox *sb, const char *value_json, size_t len,
-                              mbx_result **out, mbx_error *err) {
+MBX_API mbx_status mbx_resume(mbx_sandbox *sb, const char *value_json, size_t len, mbx_result **out,
+                              mbx_error *err) {
   return resume(sb, "mbx_resume", value_json, len, 0, out, err);
 }
 
 MBX_API mbx_status mbx_resume_error(mbx_sandbox *sb, const char *message, size_t len,
                                     mbx_result **out, mbx_error *err) {
-  return resume(sb, "mbx_resume_error", message ? message : "", message ? len : 0, 1, out,
-                err);
+  return resume(sb, "mbx_resume_error", message ? message : "", message ? len : 0, 1, out, err);
 }

@@ -12,7 +12,7 @@
 struct mbx_sandbox {
   mbx_runtime *rt;
   const mbxH_backend *backend;
-  void *impl; /* the backend's part */
+  void *impl;            /* the backend's part */
   uint64_t heap_counted; /* this sandbox's share of rt->heap_total */
   int poisoned;
   mbx_status poisoned_by;

@@ -114,15 +114,17 @@ static int replay_session(mbx_sandbox *sb, mbxC_port_record *pl) {
       s = r.type == MBXC_REC_RESUME ? mbx_resume(sb, value_len ? value : NULL, value_len, &res, &e)
                                     : mbx_resume_error(sb, value, value_len, &res, &e);
     } else {
-      mbxC_port_record_diverge(pl, "record %zu: the log has %s where a run or a resume was expected", at,
-               mbxC_rec_type_name(r.type));
+      mbxC_port_record_diverge(pl,
+                               "record %zu: the log has %s where a run or a resume was expected",
+                               at, mbxC_rec_type_name(r.type));
       break;
     }
     if (s < MBX_API_ERROR_BASE) mbx_result_free(res);
     if (!mbxC_port_record_divergence(pl)[0] && mbxC_port_record_cursor(pl) == at)
-      mbxC_port_record_diverge(pl, "record %zu: the replay could not make this "
-               "%s: %s",
-               at, mbxC_rec_type_name(r.type), e.message);
+      mbxC_port_record_diverge(pl,
+                               "record %zu: the replay could not make this "
+                               "%s: %s",
+                               at, mbxC_rec_type_name(r.type), e.message);
   }
   return mbxC_port_record_divergence(pl)[0] ? -1 : 0;
 }
@@ -139,8 +141,7 @@ static int mounts_match(const mbxC_snap_header *h, const mbx_policy *p, char *wh
       if (strcmp(p->fs.mounts[k].path, sm->path) == 0) pm = &p->fs.mounts[k];
     const char *was = modes[sm->mode <= 4 ? sm->mode : 0];
     if (pm == NULL) {
-      snprintf(why, why_size, "the snapshot's mount %s (%s) is not in this policy", sm->path,
-               was);
+      snprintf(why, why_size, "the snapshot's mount %s (%s) is not in this policy", sm->path, was);
       return -1;
     }
     if (pm->mode != sm->mode) {
@@ -194,8 +195,10 @@ MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, c
   mbxC_snap_header_free(&h);
   if (!mounts_ok) {
     mbxC_replay_free(&log);
-    mbxU_error_set(err, MBX_INVALID_INPUT, "mbx_sandbox_restore: the policy's mounts changed "
-                   "since the snapshot: %s", why);
+    mbxU_error_set(err, MBX_INVALID_INPUT,
+                   "mbx_sandbox_restore: the policy's mounts changed "
+                   "since the snapshot: %s",
+                   why);
     return NULL;
   }
   uint64_t digest = mbxC_policy_digest(p);
@@ -215,10 +218,10 @@ MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, c
   int ok = replay_session(sb, rec) == 0 && mbxC_port_record_replay_end(rec) == 0;
   if (ok && (sb->poisoned || mbx_sandbox_paused(sb) != h.paused)) {
     mbxC_port_record_diverge(rec, "the replay ended %s where the snapshot was taken %s",
-             sb->poisoned             ? "poisoned"
-             : mbx_sandbox_paused(sb) ? "paused"
-                                      : "idle",
-             h.paused ? "paused" : "idle");
+                             sb->poisoned             ? "poisoned"
+                             : mbx_sandbox_paused(sb) ? "paused"
+                                                      : "idle",
+                             h.paused ? "paused" : "idle");
     ok = 0;
   }
   if (!ok) {

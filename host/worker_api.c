@@ -20,8 +20,8 @@ static char *status_json(const char *path, int ok, const char *reason, uint32_t 
   json_object_set_new(o, "worker", json_string(path));
   if (ok) {
     const char *uid = (bits & MBXH_JAIL_UID_NOBODY) ? "nobody (65534, no groups)"
-                      : (bits & MBXH_JAIL_USER_NS) ? "its own non-root uid, in a user namespace"
-                                                   : "unchanged (no user namespaces here)";
+                      : (bits & MBXH_JAIL_USER_NS)  ? "its own non-root uid, in a user namespace"
+                                                    : "unchanged (no user namespaces here)";
     json_object_set_new(o, "uid", json_string(uid));
     /* Which path a worker's start takes, and what it cost in the probe just made. */
     const char *ns = (bits & MBXH_JAIL_UID_NOBODY)
@@ -57,8 +57,8 @@ MBX_API mbx_status mbx_runtime_worker_status(mbx_runtime *rt, char **json, size_
   char path[PATH_MAX] = "";
   mbx_error why;
   memset(&why, 0, sizeof why);
-  mbx_status s = mbxH_helper_path("moonbox-worker", rt->paths[MBX_PATH_WORKER], path,
-                                  sizeof path, &why);
+  mbx_status s =
+      mbxH_helper_path("moonbox-worker", rt->paths[MBX_PATH_WORKER], path, sizeof path, &why);
   uint32_t bits = 0, jail_us = 0;
   if (s == MBX_OK) {
     /* The runtime's own pool when it is isolated; else one for the probe only. */
@@ -70,8 +70,7 @@ MBX_API mbx_status mbx_runtime_worker_status(mbx_runtime *rt, char **json, size_
     s = mbxH_wpool_probe(pool, &bits, &jail_us, &why);
     if (pool != rt->workers) mbxH_wpool_free(pool);
   }
-  *json = status_json(path, s == MBX_OK, s == MBX_OK ? NULL : why.message, bits,
-                      jail_us);
+  *json = status_json(path, s == MBX_OK, s == MBX_OK ? NULL : why.message, bits, jail_us);
   if (*json == NULL) {
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_worker_status: out of memory");
     return MBX_NO_MEMORY;

@@ -98,26 +98,26 @@ MBX_API int mbx_version_number(void);
 **   Codes below MBX_API_ERROR_BASE are outcomes of a run (the result contract); codes at or
 **   above it are API statuses: the call did not produce a result.
 */
-#define MBX_STATUS_MAP(X)                                                                      \
-  X(OK, 0, "ok", "success")                                                                    \
-  X(SYNTAX_ERROR, 1, "syntax_error", "the script does not compile")                           \
-  X(RUNTIME_ERROR, 2, "runtime_error", "the script raised an error")                          \
-  X(MEMORY_LIMIT, 3, "memory_limit", "memory limit exceeded")                                 \
-  X(INSTRUCTION_LIMIT, 4, "instruction_limit", "instruction limit exceeded")                  \
-  X(TIME_LIMIT, 5, "time_limit", "time limit exceeded")                                       \
-  X(OUTPUT_LIMIT, 6, "output_limit", "output limit exceeded")                                 \
-  X(HOST_CALL_LIMIT, 7, "host_call_limit", "host call limit exceeded")                        \
-  X(INTERRUPTED, 8, "interrupted", "the run was interrupted by the host")                     \
-  X(PAUSED, 9, "paused", "the run is paused at an external call")                             \
-  X(INTERNAL_ERROR, 10, "internal_error", "internal error in the runtime")                    \
-  X(INVALID_ARGUMENT, 100, "invalid_argument", "invalid argument")                            \
-  X(INVALID_INPUT, 101, "invalid_input", "the inputs are not a valid JSON object of globals") \
-  X(SOURCE_TOO_LARGE, 102, "source_too_large", "the source exceeds the source size limit")    \
-  X(SANDBOX_POISONED, 103, "sandbox_poisoned", "the sandbox ended a run on a limit or fault") \
-  X(SANDBOX_PAUSED, 104, "sandbox_paused", "the sandbox is paused at an external call")       \
-  X(SANDBOX_BUSY, 105, "sandbox_busy", "the sandbox is already running")                      \
-  X(STACK_TOO_SMALL, 106, "stack_too_small", "too little C stack left on this thread")\
-  X(NO_MEMORY, 107, "no_memory", "the host is out of memory")                                 \
+#define MBX_STATUS_MAP(X)                                                                          \
+  X(OK, 0, "ok", "success")                                                                        \
+  X(SYNTAX_ERROR, 1, "syntax_error", "the script does not compile")                                \
+  X(RUNTIME_ERROR, 2, "runtime_error", "the script raised an error")                               \
+  X(MEMORY_LIMIT, 3, "memory_limit", "memory limit exceeded")                                      \
+  X(INSTRUCTION_LIMIT, 4, "instruction_limit", "instruction limit exceeded")                       \
+  X(TIME_LIMIT, 5, "time_limit", "time limit exceeded")                                            \
+  X(OUTPUT_LIMIT, 6, "output_limit", "output limit exceeded")                                      \
+  X(HOST_CALL_LIMIT, 7, "host_call_limit", "host call limit exceeded")                             \
+  X(INTERRUPTED, 8, "interrupted", "the run was interrupted by the host")                          \
+  X(PAUSED, 9, "paused", "the run is paused at an external call")                                  \
+  X(INTERNAL_ERROR, 10, "internal_error", "internal error in the runtime")                         \
+  X(INVALID_ARGUMENT, 100, "invalid_argument", "invalid argument")                                 \
+  X(INVALID_INPUT, 101, "invalid_input", "the inputs are not a valid JSON object of globals")      \
+  X(SOURCE_TOO_LARGE, 102, "source_too_large", "the source exceeds the source size limit")         \
+  X(SANDBOX_POISONED, 103, "sandbox_poisoned", "the sandbox ended a run on a limit or fault")      \
+  X(SANDBOX_PAUSED, 104, "sandbox_paused", "the sandbox is paused at an external call")            \
+  X(SANDBOX_BUSY, 105, "sandbox_busy", "the sandbox is already running")                           \
+  X(STACK_TOO_SMALL, 106, "stack_too_small", "too little C stack left on this thread")             \
+  X(NO_MEMORY, 107, "no_memory", "the host is out of memory")                                      \
   X(UNSUPPORTED, 108, "unsupported", "not available in this build")
 
 typedef enum mbx_status {
@@ -473,8 +473,8 @@ MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error
 ** and the overlays back as they were at the checkpoint (and closes every open file), at a
 ** cost proportional to what changed since; writes to rw mounts are never undone.
 */
-#define MBX_MOUNT_RO 1      /* reads only: every write, create, remove or rename is EROFS */
-#define MBX_MOUNT_RW 2      /* writes reach the host directory (within the MBX_LIMIT_FS_* quotas) */
+#define MBX_MOUNT_RO 1 /* reads only: every write, create, remove or rename is EROFS */
+#define MBX_MOUNT_RW 2 /* writes reach the host directory (within the MBX_LIMIT_FS_* quotas) */
 /* reads fall through to host_dir (confined as ro); writes, creates, removes and renames land
    in the sandbox's memory (charged to the MBX_LIMIT_FS_* quotas): the host is never
    modified. A directory rename answers EXDEV (as overlayfs does). mbx_sandbox_changes lists
@@ -493,8 +493,8 @@ MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error
 ** MBX_NO_MEMORY. Sandboxes open the directory when they are created; a policy with mounts
 ** cannot be snapshotted (mbx_sandbox_snapshot answers MBX_UNSUPPORTED).
 */
-MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path,
-                                    const char *host_dir, int mode, mbx_error *err);
+MBX_API mbx_status mbx_policy_mount(mbx_policy *p, const char *virtual_path, const char *host_dir,
+                                    int mode, mbx_error *err);
 
 /*
 ** Allow the guest to run program (proc.run, and os.execute / io.popen when /bin/sh is
@@ -710,8 +710,8 @@ MBX_API void mbx_sandbox_free(mbx_sandbox *sb);
 ** that run, or free it.
 */
 MBX_API mbx_status mbx_run_named(mbx_sandbox *sb, const char *code, size_t code_len,
-                                 const char *chunk_name, const char *inputs_json,
-                                 size_t inputs_len, mbx_result **out, mbx_error *err);
+                                 const char *chunk_name, const char *inputs_json, size_t inputs_len,
+                                 mbx_result **out, mbx_error *err);
 /* mbx_run_named with chunk name "input". */
 MBX_API mbx_status mbx_run(mbx_sandbox *sb, const char *code, size_t code_len,
                            const char *inputs_json, size_t inputs_len, mbx_result **out,
@@ -734,8 +734,8 @@ MBX_API mbx_status mbx_run(mbx_sandbox *sb, const char *code, size_t code_len,
 ** returns MBX_SANDBOX_PAUSED; mbx_sandbox_reset abandons the paused run; a checkpoint taken
 ** while paused rewinds to the paused state.
 */
-MBX_API mbx_status mbx_resume(mbx_sandbox *sb, const char *value_json, size_t len,
-                              mbx_result **out, mbx_error *err);
+MBX_API mbx_status mbx_resume(mbx_sandbox *sb, const char *value_json, size_t len, mbx_result **out,
+                              mbx_error *err);
 MBX_API mbx_status mbx_resume_error(mbx_sandbox *sb, const char *message, size_t len,
                                     mbx_result **out, mbx_error *err);
 /* 1 if the sandbox is paused at an external call (mbx_resume continues it), 0 otherwise and
@@ -878,9 +878,8 @@ typedef struct mbx_change {
 typedef int (*mbx_change_fn)(void *ud, const mbx_change *c);
 MBX_API mbx_status mbx_sandbox_changes_each(mbx_sandbox *sb, mbx_change_fn fn, void *ud,
                                             mbx_error *err);
-MBX_API mbx_status mbx_sandbox_change_original(mbx_sandbox *sb, const mbx_change *c,
-                                               uint64_t max, char **data, size_t *len,
-                                               mbx_error *err);
+MBX_API mbx_status mbx_sandbox_change_original(mbx_sandbox *sb, const mbx_change *c, uint64_t max,
+                                               char **data, size_t *len, mbx_error *err);
 
 /*
 ** STANDARD INPUT: the bytes the guest's io.stdin (and io.read, io.lines() while io.input is
@@ -929,8 +928,7 @@ MBX_API mbx_status mbx_sandbox_set_stdin(mbx_sandbox *sb, const char *data, size
 ** answers come from the log); the mounted directories must exist. The pending call of a
 ** paused restore is the one the original's last result showed.
 */
-MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *len,
-                                        mbx_error *err);
+MBX_API mbx_status mbx_sandbox_snapshot(mbx_sandbox *sb, void **bytes, size_t *len, mbx_error *err);
 MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, const void *bytes,
                                          size_t len, mbx_error *err);
 
@@ -984,12 +982,12 @@ typedef struct mbx_usage {
      hook: a run without one (no instruction limit, mbx_runtime_set_deadline_signal) has 0
      here, instructions_counted 0, and null in the result JSON. */
   uint64_t instructions;
-  uint64_t memory_peak;  /* highest live guest heap, bytes, since the sandbox was created */
-  uint64_t wall_us;      /* wall-clock microseconds of the run, parse included */
-  uint64_t output_bytes; /* bytes written to stdout + stderr (before truncation) */
-  uint64_t host_calls;   /* host calls and pauses so far in the run (across its resumes) */
-  uint64_t exec_runs;    /* programs the run started in the exec backend */
-  uint64_t exec_ms;      /* wall-clock milliseconds those programs took */
+  uint64_t memory_peak;     /* highest live guest heap, bytes, since the sandbox was created */
+  uint64_t wall_us;         /* wall-clock microseconds of the run, parse included */
+  uint64_t output_bytes;    /* bytes written to stdout + stderr (before truncation) */
+  uint64_t host_calls;      /* host calls and pauses so far in the run (across its resumes) */
+  uint64_t exec_runs;       /* programs the run started in the exec backend */
+  uint64_t exec_ms;         /* wall-clock milliseconds those programs took */
   int instructions_counted; /* 1: instructions is a count; 0: the run had no count hook */
 } mbx_usage;
 

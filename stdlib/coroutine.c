@@ -211,10 +211,10 @@ static int co_isyieldable(lua_State *L) {
 }
 
 int mbxL_open_coroutine(lua_State *L) {
-  static const luaL_Reg replaced[] = {
-      {"resume", co_resume},           {"wrap", co_wrap},   {"close", co_close},
-      {"running", co_running},         {"yield", co_yield}, {"isyieldable", co_isyieldable},
-      {NULL, NULL}};
+  static const luaL_Reg replaced[] = {{"resume", co_resume}, {"wrap", co_wrap},
+                                      {"close", co_close},   {"running", co_running},
+                                      {"yield", co_yield},   {"isyieldable", co_isyieldable},
+                                      {NULL, NULL}};
   luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
   luaL_setfuncs(L, replaced, 0);
   lua_pop(L, 1);

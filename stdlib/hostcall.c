@@ -75,8 +75,7 @@ static int hostcall_sync(lua_State *L) {
      decision 8). The host's time is not the guest's: the deadline moves on by it. */
   uint64_t begun = mbxV_budget_host_begin(L);
   mbxC_wait wait = mbxL_host_wait(L);
-  mbxC_call_result r =
-      port->host_call(port->ud, index, args, args_len, &wait, &reply, &reply_len);
+  mbxC_call_result r = port->host_call(port->ud, index, args, args_len, &wait, &reply, &reply_len);
   mbxV_budget_host_end(L, begun);
   /* An interrupt that arrived while the host worked ends the run here (a light charge checks
      the interrupt and the trip at every call; the deadline was moved by the host's time). */
@@ -223,7 +222,7 @@ int mbxL_open_host_functions(lua_State *L) {
     lua_pushcclosure(L,
                      fn->kind == MBXC_FN_EXTERNAL ? hostcall_external
                      : fn->kind == MBXC_FN_NATIVE ? mbxL_native_call
-                                                      : hostcall_sync,
+                                                  : hostcall_sync,
                      2);
     lua_rawset(L, table);
     /* Inputs must not shadow the top-level name (mbx_run refuses them like built-ins). */

@@ -51,10 +51,10 @@ typedef struct lfile {
   int closed;
   int handle;
   int readable, writable;
-  const char *pdata; /* KIND_POPEN_R: the output (anchored by the user value) */
-  size_t plen, ppos; /* its length and read position; KIND_POPEN_W: bytes collected */
-  int pcode, psignal; /* KIND_POPEN_R: how the program ended */
-  size_t rpos, rlen; /* unread bytes buf[rpos..rlen) came from the port ahead of the guest */
+  const char *pdata;    /* KIND_POPEN_R: the output (anchored by the user value) */
+  size_t plen, ppos;    /* its length and read position; KIND_POPEN_W: bytes collected */
+  int pcode, psignal;   /* KIND_POPEN_R: how the program ended */
+  size_t rpos, rlen;    /* unread bytes buf[rpos..rlen) came from the port ahead of the guest */
   uint64_t stdin_epoch; /* KIND_STDIN: the port's stdin epoch those bytes came under */
   /* IO_CHUNK bytes of read-ahead, only for a readable file: io.stdout and io.stderr and
      files opened for writing only are that much smaller. Only do_read fills it, and it
@@ -454,8 +454,7 @@ static int f_seek(lua_State *L) {
    results. idx is the file's stack index. */
 static int close_popen(lua_State *L, lfile *f, int idx) {
   f->closed = 1;
-  if (f->kind == KIND_POPEN_R)
-    return mbxL_push_exec_status(L, f->pcode, f->psignal);
+  if (f->kind == KIND_POPEN_R) return mbxL_push_exec_status(L, f->pcode, f->psignal);
   lua_getiuservalue(L, idx, 1);
   int parts = lua_gettop(L);
   luaL_Buffer b;
@@ -942,8 +941,7 @@ int mbxL_open_io(lua_State *L) {
                                      {"flush", f_flush}, {NULL, NULL}};
   /* Stubs, not nils: a model's io.popen(...) gets a reason it can report or work around. */
   static const mbxL_refusal removed[] = {
-      {"tmpfile", "io.tmpfile is not available: use io.open(os.tmpname(), 'w+')"},
-      {NULL, NULL}};
+      {"tmpfile", "io.tmpfile is not available: use io.open(os.tmpname(), 'w+')"}, {NULL, NULL}};
   luaL_newmetatable(L, FILE_TYPE);
   luaL_newlib(L, methods);
   lua_setfield(L, -2, "__index");

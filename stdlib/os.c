@@ -225,11 +225,18 @@ static int os_setlocale(lua_State *L) {
 }
 
 int mbxL_open_os(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-      {"time", os_time},     {"date", os_date}, {"difftime", os_difftime},   {"clock", os_clock},
-      {"getenv", os_getenv}, {"exit", os_exit}, {"setlocale", os_setlocale},
-      {"remove", mbxL_os_remove}, {"rename", mbxL_os_rename}, {"tmpname", mbxL_os_tmpname},
-      {"execute", mbxL_os_execute}, {NULL, NULL}};
+  static const luaL_Reg funcs[] = {{"time", os_time},
+                                   {"date", os_date},
+                                   {"difftime", os_difftime},
+                                   {"clock", os_clock},
+                                   {"getenv", os_getenv},
+                                   {"exit", os_exit},
+                                   {"setlocale", os_setlocale},
+                                   {"remove", mbxL_os_remove},
+                                   {"rename", mbxL_os_rename},
+                                   {"tmpname", mbxL_os_tmpname},
+                                   {"execute", mbxL_os_execute},
+                                   {NULL, NULL}};
   luaL_newlib(L, funcs);
   lua_setglobal(L, "os");
   return 0;

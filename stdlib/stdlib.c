@@ -57,7 +57,7 @@ static int by_name(const void *a, const void *b) {
 }
 
 static int by_address(const void *a, const void *b) {
-  uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+  uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
   return x < y ? -1 : x > y;
 }
 
@@ -78,8 +78,10 @@ static void copy_functions(lua_State *L, int lib, copied_set *seen) {
   while (lua_next(L, lib)) {
     if (lua_type(L, -2) == LUA_TSTRING && lua_isfunction(L, -1)) {
       if (n == MBXL_BUILD_FUNCTIONS_MAX)
-        luaL_error(L, "a library holds more than %d functions: raise "
-                   "MBXL_BUILD_FUNCTIONS_MAX in stdlib/stdlib.c", MBXL_BUILD_FUNCTIONS_MAX);
+        luaL_error(L,
+                   "a library holds more than %d functions: raise "
+                   "MBXL_BUILD_FUNCTIONS_MAX in stdlib/stdlib.c",
+                   MBXL_BUILD_FUNCTIONS_MAX);
       names[n++] = lua_tostring(L, -2);
     }
     lua_pop(L, 1);
@@ -104,8 +106,10 @@ static void copy_functions(lua_State *L, int lib, copied_set *seen) {
       continue;
     }
     if (seen->n == MBXL_BUILD_FUNCTIONS_MAX)
-      luaL_error(L, "the libraries hold more than %d functions: raise "
-                 "MBXL_BUILD_FUNCTIONS_MAX in stdlib/stdlib.c", MBXL_BUILD_FUNCTIONS_MAX);
+      luaL_error(L,
+                 "the libraries hold more than %d functions: raise "
+                 "MBXL_BUILD_FUNCTIONS_MAX in stdlib/stdlib.c",
+                 MBXL_BUILD_FUNCTIONS_MAX);
     /* Insert in order (a few hundred functions, once per template build). */
     size_t at = seen->n;
     while (at > 0 && (uintptr_t)seen->fn[at - 1] > (uintptr_t)fn) {
@@ -177,8 +181,10 @@ static void find_light_fields(lua_State *L, int t, light_field *out, int *n) {
   while (lua_next(L, t)) {
     if (lua_type(L, -2) == LUA_TSTRING && mbxL_is_light_cfunction(L, -1)) {
       if (*n == MBXL_BUILD_FUNCTIONS_MAX)
-        luaL_error(L, "the libraries hold more than %d C functions: raise "
-                   "MBXL_BUILD_FUNCTIONS_MAX in stdlib/stdlib.c", MBXL_BUILD_FUNCTIONS_MAX);
+        luaL_error(L,
+                   "the libraries hold more than %d C functions: raise "
+                   "MBXL_BUILD_FUNCTIONS_MAX in stdlib/stdlib.c",
+                   MBXL_BUILD_FUNCTIONS_MAX);
       light_field *lf = &out[*n];
       lf->f = lua_tocfunction(L, -1);
       lf->name = lua_tolstring(L, -2, &lf->len);
@@ -196,7 +202,8 @@ static void find_light_fields(lua_State *L, int t, light_field *out, int *n) {
 static void close_tables(lua_State *L, int first, int last) {
   light_field fields[MBXL_BUILD_FUNCTIONS_MAX];
   int n = 0;
-  for (int t = first; t <= last; t++) find_light_fields(L, t, fields, &n);
+  for (int t = first; t <= last; t++)
+    find_light_fields(L, t, fields, &n);
   qsort(fields, (size_t)n, sizeof *fields, by_function);
   /* The closures are made in the order the sweep first met their functions (lua_next order,
      which follows the state's string hash seed), as one at a time would be: an order by code
@@ -305,12 +312,11 @@ int mbxL_open_sandbox(lua_State *L) {
   /* require comes after the globals: it records the library tables the others made (fuzz,
      a module only, adds itself to it). */
   static const lua_CFunction openers[] = {
-      mbxL_open_base,      mbxL_open_deterministic, mbxL_open_string, mbxL_open_table,
-      mbxL_open_math,      mbxL_open_utf8,
-      mbxL_open_coroutine, mbxL_open_io,     mbxL_open_os,    mbxL_open_proc,  mbxL_open_json,
-      mbxL_open_require,   mbxL_open_fuzz};
-  static const char *const libs[] = {"_G",   "coroutine", "fs",   "io",    "json", "math",
-                                     "os",   "proc",      "string", "table", "utf8"};
+      mbxL_open_base, mbxL_open_deterministic, mbxL_open_string, mbxL_open_table, mbxL_open_math,
+      mbxL_open_utf8, mbxL_open_coroutine,     mbxL_open_io,     mbxL_open_os,    mbxL_open_proc,
+      mbxL_open_json, mbxL_open_require,       mbxL_open_fuzz};
+  static const char *const libs[] = {"_G", "coroutine", "fs",     "io",    "json", "math",
+                                     "os", "proc",      "string", "table", "utf8"};
   const int nlibs = (int)(sizeof libs / sizeof *libs);
   /* The loaded-module table luaL_requiref fills, made here at its final size: it ends up as
      the private copies below, and one table that never grows leaves no garbage behind. */
@@ -374,6 +380,5 @@ static int interrupted(const void *ctx) {
 }
 
 mbxC_wait mbxL_host_wait(lua_State *L) {
-  return (mbxC_wait){.deadline_ns = 0, .interrupted = interrupted,
-                     .ctx = &mbxV_from(L)->budget};
+  return (mbxC_wait){.deadline_ns = 0, .interrupted = interrupted, .ctx = &mbxV_from(L)->budget};
 }

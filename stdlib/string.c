@@ -44,7 +44,8 @@ static int str_format(lua_State *L) {
     if (fmt[i] != '%') continue;
     if (++i < len && fmt[i] == '%') continue;
     arg++;
-    while (i < len && strchr("-+ #0123456789.", fmt[i])) i++;
+    while (i < len && strchr("-+ #0123456789.", fmt[i]))
+      i++;
     if (i >= len) break;
     if (fmt[i] == 'p')
       return luaL_error(L, "string.format: '%%p' is not available in this sandbox (addresses "

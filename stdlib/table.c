@@ -199,7 +199,7 @@ static int t_concat(lua_State *L) {
     luaL_addvalue(&b);
     mbxV_meter_add(&m, len / 64);
     if (i == last) break; /* also keeps i + 1 from overflowing at LUA_MAXINTEGER */
-    if (sep_len > 0) { /* the separator is argument 2, anchored for the whole call */
+    if (sep_len > 0) {    /* the separator is argument 2, anchored for the whole call */
       ensure_room(L, &b, sep_len);
       luaL_addlstring(&b, sep, sep_len);
       mbxV_meter_add(&m, sep_len / 64);
@@ -456,9 +456,9 @@ static int string_before(const sort_key *a, const sort_key *b) {
   for (;;) {
     int c = strcoll(l, r);
     if (c != 0) return c < 0;
-    size_t seg = strlen(l); /* equal so far: both segments end here */
-    if (seg == lr) return 0;  /* r is exhausted: l is not shorter */
-    if (seg == ll) return 1;  /* l is exhausted and r goes on */
+    size_t seg = strlen(l);  /* equal so far: both segments end here */
+    if (seg == lr) return 0; /* r is exhausted: l is not shorter */
+    if (seg == ll) return 1; /* l is exhausted and r goes on */
     seg++;
     l += seg;
     ll -= seg;
@@ -590,8 +590,10 @@ static int sort_fast(lua_State *L, mbxV_meter *m, lua_Integer n) {
     depth += 2;
   key_sort(&f, k, count, depth);
   for (size_t i = 0; i < count; i++) {
-    if (strings) lua_rawgeti(L, 3, k[i].from);
-    else lua_pushinteger(L, k[i].v.i);
+    if (strings)
+      lua_rawgeti(L, 3, k[i].from);
+    else
+      lua_pushinteger(L, k[i].v.i);
     lua_rawseti(L, 1, (lua_Integer)i + 1);
     mbxV_meter_add(m, 1);
   }

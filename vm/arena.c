@@ -94,8 +94,10 @@ static size_t inside_pages(char *b, size_t size) {
 static void mark_next(mbxV_arena *a, char *b, size_t size, int prev_is_free) {
   char *n = b + size;
   if (n >= a->bump) return;
-  if (prev_is_free) *word(n) |= PREV_FREE_BIT;
-  else *word(n) &= ~PREV_FREE_BIT;
+  if (prev_is_free)
+    *word(n) |= PREV_FREE_BIT;
+  else
+    *word(n) &= ~PREV_FREE_BIT;
 }
 
 /* ---- the two-level index ---- */
@@ -148,11 +150,12 @@ static void list_remove(mbxV_arena *a, char *b, size_t size) {
   list_of(size, &fl, &sl);
   char *n = *next_free(b), *p = *prev_free(b);
   if (n) *prev_free(n) = p;
-  if (p) *next_free(p) = n;
+  if (p)
+    *next_free(p) = n;
   else {
     a->free_lists[fl][sl] = n;
     if (n == NULL) {
-      a->sl_bitmap[fl] &= (uint8_t)~(1u << sl);
+      a->sl_bitmap[fl] &= (uint8_t) ~(1u << sl);
       if (a->sl_bitmap[fl] == 0) a->fl_bitmap &= ~((uint64_t)1 << fl);
     }
   }
@@ -376,8 +379,7 @@ static void poison_slack(char *b, size_t n) {
   if (size > used) POISON(b + used, size - used);
 }
 
-void *mbxV_arena_realloc_within(mbxV_arena *a, void *ptr, size_t osize, size_t nsize,
-                                size_t cap) {
+void *mbxV_arena_realloc_within(mbxV_arena *a, void *ptr, size_t osize, size_t nsize, size_t cap) {
   if (nsize > (size_t)(a->end - a->base)) return NULL;
   if (ptr == NULL) {
     if (nsize == 0) return NULL;
@@ -417,7 +419,7 @@ void *mbxV_arena_realloc_within(mbxV_arena *a, void *ptr, size_t osize, size_t n
     return NULL;
   }
   char *moved = block_new(a, want);
-  if (moved == NULL) return NULL; /* the slot is exhausted; the old block stays valid */
+  if (moved == NULL) return NULL;      /* the slot is exhausted; the old block stays valid */
   size_t both = mbxV_arena_charged(a); /* both copies count while both exist */
   if (both > cap) {
     release(a, moved, block_size(moved), (*word(moved) & PREV_FREE_BIT) != 0);
@@ -533,9 +535,9 @@ void mbxV_arena_copy_out(const mbxV_arena *a, char *dst, size_t len) {
 
 struct mbxV_pool {
   pthread_mutex_t lock;
-  unsigned mapped;     /* slots mapped, live and idle: only map and unmap change it */
-  size_t reserved;     /* address space of every mapped slot, idle ones and guards included */
-  size_t reserve_cap;  /* 0 = none */
+  unsigned mapped;    /* slots mapped, live and idle: only map and unmap change it */
+  size_t reserved;    /* address space of every mapped slot, idle ones and guards included */
+  size_t reserve_cap; /* 0 = none */
   mbxV_slot *idle[sizeof(size_t) * 8]; /* by size class: log2 of the slot size */
   /* Live slots, exact: a take raises it with a compare-and-swap bounded by cap, so racing
      takes never pass the cap, and no lock is needed when a parked slot serves the take. On
@@ -637,8 +639,10 @@ static void *reserve_at_random(size_t len, uintptr_t low) {
     void *p = mmap((void *)at, len, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     if (p == (void *)at) return p;
-    if (p != MAP_FAILED) munmap(p, len); /* a kernel that took the flag as a mere hint */
-    else if (errno != EEXIST) return MAP_FAILED;
+    if (p != MAP_FAILED)
+      munmap(p, len); /* a kernel that took the flag as a mere hint */
+    else if (errno != EEXIST)
+      return MAP_FAILED;
   }
 #else
   (void)len;
@@ -845,9 +849,12 @@ mbxV_take_result mbxV_pool_take(mbxV_pool *p, size_t limit, mbxV_slot **out) {
     evicted = victim;
   }
   mbxV_take_result refused = MBXV_TAKE_OK;
-  if (p->mapped >= atomic_load_explicit(&p->cap, memory_order_relaxed)) refused = MBXV_TAKE_CAP;
-  else if (over_caps(p, need)) refused = MBXV_TAKE_RESERVE_CAP;
-  else if (!count_live(p)) refused = MBXV_TAKE_CAP; /* a parked slot's take passed us */
+  if (p->mapped >= atomic_load_explicit(&p->cap, memory_order_relaxed))
+    refused = MBXV_TAKE_CAP;
+  else if (over_caps(p, need))
+    refused = MBXV_TAKE_RESERVE_CAP;
+  else if (!count_live(p))
+    refused = MBXV_TAKE_CAP; /* a parked slot's take passed us */
   if (refused == MBXV_TAKE_OK) {
     p->mapped++; /* counted now, so racing takes cannot pass the caps while we map */
     p->reserved += need;
@@ -963,12 +970,13 @@ void mbxV_slot_restore_prefix(mbxV_slot *s, const char *bytes, size_t len, size_
   /* Past the restored prefix everything is free again: give back what the replaced state
      dirtied there, beyond the small slack the next run will almost surely touch again. */
   char *keep = base + len + MBXV_ARENA_KEEP_RESIDENT;
-  if (old_high > keep) give_back_pages(keep, old_high, os_page());
-  else keep = old_high;
+  if (old_high > keep)
+    give_back_pages(keep, old_high, os_page());
+  else
+    keep = old_high;
   /* Below `keep` pages may still be dirty: the high-water mark must cover them (for trim). */
   if (keep > a->high) a->high = keep;
 }
-
 
 /* ---- templates shared by a size class ---- */
 
@@ -1106,15 +1114,16 @@ static void keep_relocated(mbxV_slot *s, const mbxV_shared *t, uintptr_t delta) 
   s->reloc_copy = copy;
 }
 
-void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at,
-                              size_t hole_len) {
+void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at, size_t hole_len) {
   mbxV_arena *a = s->arena;
   char *base = (char *)a, *limit = base + s->size;
   /* The dirty extent of the state being replaced. A slot never used before holds zeros (its
      header does not name it): nothing there is dirty. */
   char *old_high = (char *)align_up((uintptr_t)a->high, PAGE);
-  if (a->base != base) old_high = base;
-  else if (old_high < base || old_high > limit) old_high = limit;
+  if (a->base != base)
+    old_high = base;
+  else if (old_high < base || old_high > limit)
+    old_high = limit;
   unpoison_prefix(a, copy_extent(s, t->len));
   uintptr_t delta = (uintptr_t)base - t->base; /* a multiple of 2^32, possibly "negative" */
   const char *src = t->bytes;
@@ -1139,8 +1148,10 @@ void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at
   a->end = limit;
   repoison_prefix(a);
   char *keep = base + t->len + MBXV_ARENA_KEEP_RESIDENT;
-  if (old_high > keep) give_back_pages(keep, old_high, os_page());
-  else keep = old_high;
+  if (old_high > keep)
+    give_back_pages(keep, old_high, os_page());
+  else
+    keep = old_high;
   /* Below `keep` pages may be dirty (the replaced state's, or the copy's own). */
   a->high = keep > a->bump ? keep : a->bump;
 }
@@ -1162,8 +1173,8 @@ const char *mbxV_slot_shape_source(const mbxV_slot *s, const mbxV_shape *sh, uin
      delta is the slot's); it may record only where it may for the plain template, so the
      recordings' host memory stays with the same few slots per class. */
   if ((uintptr_t)s->arena == sh->t.base) return sh->t.bytes;
-  const mbxV_shared *plain = atomic_load_explicit(&s->pool->shared[s->size_class],
-                                                  memory_order_acquire);
+  const mbxV_shared *plain =
+      atomic_load_explicit(&s->pool->shared[s->size_class], memory_order_acquire);
   return mbxV_slot_plain_source(s, plain) ? sh->t.bytes : NULL;
 }
 
@@ -1189,7 +1200,8 @@ mbxV_shape *mbxV_pool_shape_get(mbxV_slot *s, const char *key, size_t key_len, s
   mbxV_shape *sh = p->shape[s->size_class];
   if (sh && sh->key_len == key_len && sh->peak <= limit && memcmp(sh->key, key, key_len) == 0)
     sh->refs++;
-  else sh = NULL;
+  else
+    sh = NULL;
   pthread_mutex_unlock(&p->lock);
   return sh;
 }

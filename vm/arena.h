@@ -69,22 +69,22 @@
 
 /* The slot header, at the slot's base address. */
 typedef struct mbxV_arena {
-  char *base;          /* == (char *)this */
-  char *end;           /* end of the usable bytes (the guard starts here) */
-  char *heap;          /* the first block */
-  char *bump;          /* everything in [bump, end) has never been handed out; the block
+  char *base;         /* == (char *)this */
+  char *end;          /* end of the usable bytes (the guard starts here) */
+  char *heap;         /* the first block */
+  char *bump;         /* everything in [bump, end) has never been handed out; the block
                           ending at bump, if any, is never free (it would have merged) */
-  char *high;          /* highest bump since the last trim: pages below it may be dirty */
-  char *user;          /* the user area: fixed address, inside the snapshot */
-  size_t free_inside;  /* pages wholly inside free blocks (beyond their tags): not charged */
-  size_t unreturned;   /* pages freed since the last return to the OS (an upper bound) */
-  size_t moving_peak;  /* the charge while a moved block's two copies both existed, for the
+  char *high;         /* highest bump since the last trim: pages below it may be dirty */
+  char *user;         /* the user area: fixed address, inside the snapshot */
+  size_t free_inside; /* pages wholly inside free blocks (beyond their tags): not charged */
+  size_t unreturned;  /* pages freed since the last return to the OS (an upper bound) */
+  size_t moving_peak; /* the charge while a moved block's two copies both existed, for the
                           heap's peak (it reads and clears it); 0 when none since */
   /* Set while a template is built (vm/vm.c): every byte handed out, grown into or left as the
      slack of a shrunk block is zeroed, so the template holds only what Lua wrote (no stale
      bytes a relocation could take for a pointer). 0 in every template and every sandbox. */
   int zero_fill;
-  uint64_t fl_bitmap;  /* first levels with a non-empty list */
+  uint64_t fl_bitmap; /* first levels with a non-empty list */
   uint8_t sl_bitmap[MBXV_TLSF_FL];
   char *free_lists[MBXV_TLSF_FL][MBXV_TLSF_SL];
 } mbxV_arena;
@@ -101,8 +101,7 @@ mbxV_arena *mbxV_arena_init(void *base, size_t size, size_t user_size);
 void *mbxV_arena_realloc(mbxV_arena *a, void *ptr, size_t osize, size_t nsize);
 /* The same, but a growth that would take mbxV_arena_charged past cap is refused (NULL, ptr
    untouched) — measured while a moved block's old and new copies both exist. */
-void *mbxV_arena_realloc_within(mbxV_arena *a, void *ptr, size_t osize, size_t nsize,
-                                size_t cap);
+void *mbxV_arena_realloc_within(mbxV_arena *a, void *ptr, size_t osize, size_t nsize, size_t cap);
 
 /* Bytes the arena holds resident for its owner: every page of the used prefix [base, bump)
    (header, user area and blocks) except the pages wholly inside free blocks. A page that
@@ -144,8 +143,8 @@ typedef struct mbxV_pool mbxV_pool;
 typedef struct mbxV_shared {
   char *bytes;
   size_t len;
-  uintptr_t base;   /* the address it was built at */
-  uint32_t *reloc;  /* word indexes into bytes, ascending */
+  uintptr_t base;  /* the address it was built at */
+  uint32_t *reloc; /* word indexes into bytes, ascending */
   size_t nreloc;
 } mbxV_shared;
 
@@ -257,8 +256,7 @@ int mbxV_slot_share_shape(mbxV_slot *s, const char *key, size_t key_len, size_t 
    set for s. Pages the replaced state dirtied past the prefix (beyond
    MBXV_ARENA_KEEP_RESIDENT) are returned to the OS. The caller re-points whatever in its user
    area refers to host memory of one slot (the vm's slot descriptor). */
-void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at,
-                              size_t hole_len);
+void mbxV_slot_restore_shared(mbxV_slot *s, const mbxV_shared *t, size_t hole_at, size_t hole_len);
 /* The bytes the last mbxV_slot_restore_shared of s copied from when they were the class's
    plain template in the slot that built it, or this slot's relocated copy of it (both live
    as long as the pool); NULL after any other restore, and in slots that relocate in place.

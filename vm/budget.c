@@ -52,9 +52,12 @@ void mbxV_budget_on_signal(mbxV_vm *vm) {
   mbxV_budget *b = &vm->budget;
   if (!b->running || !b->no_hook) return;
   mbxV_trip why;
-  if (atomic_load_explicit(&b->interrupt, memory_order_acquire)) why = MBXV_TRIP_INTERRUPT;
-  else if (b->deadline_ns && mbxV_now_coarse_ns() >= b->deadline_ns) why = MBXV_TRIP_TIME;
-  else return; /* the deadline moved on (host time) since the watchdog looked */
+  if (atomic_load_explicit(&b->interrupt, memory_order_acquire))
+    why = MBXV_TRIP_INTERRUPT;
+  else if (b->deadline_ns && mbxV_now_coarse_ns() >= b->deadline_ns)
+    why = MBXV_TRIP_TIME;
+  else
+    return; /* the deadline moved on (host time) since the watchdog looked */
   int none = MBXV_TRIP_NONE;
   atomic_compare_exchange_strong(&b->trip, &none, (int)why);
   /* The trip first, then the hooks: a lua_sethook of the VM this handler interrupted sees
@@ -78,9 +81,8 @@ static int interval_for(mbxV_vm *vm, lua_State *L) {
   int want = interval_by_size(vm, L);
   const mbxV_budget *b = &vm->budget;
   if (b->instruction_limit && want > 1) {
-    uint64_t left = b->instructions < b->instruction_limit
-                        ? b->instruction_limit - b->instructions + 1
-                        : 1;
+    uint64_t left =
+        b->instructions < b->instruction_limit ? b->instruction_limit - b->instructions + 1 : 1;
     if (left < (uint64_t)want) want = (int)left;
   }
   return want;
@@ -217,10 +219,12 @@ static mbxV_trip evaluate(lua_State *L, mbxV_vm *vm, int may_collect) {
   if (t != MBXV_TRIP_NONE) return t;
   /* Acquire: what the interrupting thread did before its store happens before the run ends
      (and before the host, say, frees the sandbox on this thread). */
-  if (atomic_load_explicit(&b->interrupt, memory_order_acquire)) t = MBXV_TRIP_INTERRUPT;
+  if (atomic_load_explicit(&b->interrupt, memory_order_acquire))
+    t = MBXV_TRIP_INTERRUPT;
   else if (b->instruction_limit && b->instructions > b->instruction_limit)
     t = MBXV_TRIP_INSTRUCTIONS;
-  else if (b->deadline_ns && mbxV_now_coarse_ns() >= b->deadline_ns) t = MBXV_TRIP_TIME;
+  else if (b->deadline_ns && mbxV_now_coarse_ns() >= b->deadline_ns)
+    t = MBXV_TRIP_TIME;
   else if (may_collect && vm->heap.pressure_pending) {
     vm->heap.pressure_pending = 0;
     if (mbxV_heap_over_limit(&vm->heap)) {
@@ -264,8 +268,7 @@ static void fall_back(mbxV_vm *vm) {
 void mbxV_charge(lua_State *L, uint64_t n) {
   mbxV_vm *vm = mbxV_from(L);
   if (vm == NULL || !vm->budget.running) return;
-  if (vm->budget.no_hook &&
-      atomic_load_explicit(&vm->budget.watch->fallback, memory_order_relaxed))
+  if (vm->budget.no_hook && atomic_load_explicit(&vm->budget.watch->fallback, memory_order_relaxed))
     fall_back(vm);
   vm->budget.instructions += n;
   mbxV_trip t = evaluate(L, vm, 1);

@@ -54,12 +54,12 @@ typedef struct mbxV_budget {
   uint64_t instructions;      /* charged so far in this run */
   uint64_t deadline_ns;       /* CLOCK_MONOTONIC_COARSE; 0 = none */
   uint64_t time_limit_ms;
-  _Atomic int interrupt;      /* set by any thread */
-  _Atomic int trip;           /* mbxV_trip; written by the VM thread only, read by anyone */
-  int running;                /* a run is active */
-  lua_State *current;         /* the thread the VM is executing (tracked by resume wrappers) */
-  lua_State *run_thread;      /* the thread the run's chunk executes on */
-  int64_t exit_code;          /* the code given to os.exit, once MBXV_TRIP_EXIT is set */
+  _Atomic int interrupt; /* set by any thread */
+  _Atomic int trip;      /* mbxV_trip; written by the VM thread only, read by anyone */
+  int running;           /* a run is active */
+  lua_State *current;    /* the thread the VM is executing (tracked by resume wrappers) */
+  lua_State *run_thread; /* the thread the run's chunk executes on */
+  int64_t exit_code;     /* the code given to os.exit, once MBXV_TRIP_EXIT is set */
   /* Host calls and pauses: counted over a whole run, across its resumes (mbxV_run zeroes
      the count, mbxV_budget_start does not). The limit is set by the host at creation. */
   uint64_t host_calls;

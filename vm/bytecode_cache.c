@@ -332,17 +332,15 @@ static void make_last_hit_key(void) {
   last_hit_keyed = pthread_key_create(&last_hit_key, forget_last_hit) == 0;
 }
 
-
 /* The copy, if it may serve this load. */
 static const last_hit *last_hit_for(mbxV_bcache *c, mbxV_bcache_key key, const char *src,
                                     size_t len, const char *chunk_name, size_t name_len,
                                     unsigned flags) {
   last_hit *h = my_last_hit;
   if (h == NULL || h->cache_id != c->id || ++h->uses >= LAST_HIT_REFRESH ||
-      atomic_load_explicit(&c->epoch, memory_order_acquire) != h->epoch ||
-      !same_key(h->key, key) || h->flags != flags || h->src_len != len ||
-      h->name_len != name_len || memcmp(h->bytes, chunk_name, name_len) != 0 ||
-      memcmp(h->bytes + name_len, src, len) != 0)
+      atomic_load_explicit(&c->epoch, memory_order_acquire) != h->epoch || !same_key(h->key, key) ||
+      h->flags != flags || h->src_len != len || h->name_len != name_len ||
+      memcmp(h->bytes, chunk_name, name_len) != 0 || memcmp(h->bytes + name_len, src, len) != 0)
     return NULL;
   return h;
 }

@@ -20,7 +20,8 @@ static void text_put(text *t, const char *s, size_t n) {
   if (t->failed) return;
   if (t->len + n + 1 > t->cap) {
     size_t cap = t->cap ? t->cap : 256;
-    while (cap < t->len + n + 1) cap *= 2;
+    while (cap < t->len + n + 1)
+      cap *= 2;
     char *p = realloc(t->p, cap);
     if (p == NULL) {
       t->failed = 1;
@@ -44,7 +45,8 @@ size_t mbxV_utf8_cut(const char *s, size_t len, size_t max) {
      falls in, so valid UTF-8 stays valid (and is not sent as {"$bytes": ...}). A sequence
      is at most four bytes; past three continuations the text was not UTF-8 anyway. */
   size_t cut = max;
-  while (cut > 0 && max - cut < 3 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--;
+  while (cut > 0 && max - cut < 3 && ((unsigned char)s[cut] & 0xC0) == 0x80)
+    cut--;
   return ((unsigned char)s[cut] & 0xC0) == 0x80 ? max : cut;
 }
 
@@ -54,16 +56,19 @@ int mbxV_error_split(const char *msg, size_t len, char *chunk, size_t chunk_size
   size_t i = 0;
   if (len > 9 && memcmp(msg, "[string \"", 9) == 0) {
     const char *end = memchr(msg, ']', len);
-    while (end && end > msg && end[-1] != '"') end = memchr(end + 1, ']', len - (end + 1 - msg));
+    while (end && end > msg && end[-1] != '"')
+      end = memchr(end + 1, ']', len - (end + 1 - msg));
     if (end == NULL) return 0;
     i = (size_t)(end - msg) + 1;
   } else {
-    while (i < len && msg[i] != ':' && msg[i] != '\n') i++;
+    while (i < len && msg[i] != ':' && msg[i] != '\n')
+      i++;
   }
   if (i == 0 || i >= len || msg[i] != ':') return 0;
   size_t j = i + 1;
   long n = 0;
-  while (j < len && msg[j] >= '0' && msg[j] <= '9' && n < 100000000) n = n * 10 + (msg[j++] - '0');
+  while (j < len && msg[j] >= '0' && msg[j] <= '9' && n < 100000000)
+    n = n * 10 + (msg[j++] - '0');
   if (j == i + 1 || j + 1 >= len + 1 || j >= len || msg[j] != ':') return 0;
   size_t clen = i < chunk_size - 1 ? i : chunk_size - 1;
   memcpy(chunk, msg, clen);
@@ -99,8 +104,10 @@ static int stack_depth(lua_State *co) {
   }
   while (lo + 1 < hi) {
     int mid = lo + (hi - lo) / 2;
-    if (lua_getstack(co, mid, &ar)) lo = mid;
-    else hi = mid;
+    if (lua_getstack(co, mid, &ar))
+      lo = mid;
+    else
+      hi = mid;
   }
   return lua_getstack(co, 0, &ar) ? lo + 1 : 0;
 }
@@ -108,8 +115,10 @@ static int stack_depth(lua_State *co) {
 static void describe_frame(text *t, lua_Debug *ar) {
   char buf[LUA_IDSIZE + 96];
   text_puts(t, "\n\t");
-  if (ar->currentline > 0) snprintf(buf, sizeof buf, "%s:%d: in ", ar->short_src, ar->currentline);
-  else snprintf(buf, sizeof buf, "%s: in ", ar->short_src);
+  if (ar->currentline > 0)
+    snprintf(buf, sizeof buf, "%s:%d: in ", ar->short_src, ar->currentline);
+  else
+    snprintf(buf, sizeof buf, "%s: in ", ar->short_src);
   text_puts(t, buf);
   if (ar->namewhat && *ar->namewhat) {
     const char *name = ar->name ? ar->name : "?";
@@ -193,8 +202,10 @@ int mbxV_error_describe(lua_State *L, lua_State *co, const char *override, mbxV_
     int named = -1;
     for (int i = 0; i < seen->count && named < 0; i++)
       if (seen->at[i].line == line && strcmp(seen->at[i].chunk, chunk) == 0) named = i;
-    if (named < 0) off = 0;
-    else seen->at[0] = seen->at[named];
+    if (named < 0)
+      off = 0;
+    else
+      seen->at[0] = seen->at[named];
   }
   if (seen->count > 0) {
     snprintf(out->chunk, sizeof out->chunk, "%s", seen->at[0].chunk);

@@ -15,12 +15,12 @@
 #define MBXV_TRACE_BOTTOM 11
 
 typedef struct mbxV_error_info {
-  char *message;      /* malloc'd, without the "chunk:line:" prefix */
+  char *message; /* malloc'd, without the "chunk:line:" prefix */
   size_t message_len;
-  char *traceback;    /* malloc'd, "" when none */
+  char *traceback; /* malloc'd, "" when none */
   size_t traceback_len;
-  char chunk[64];     /* "" when unknown */
-  int line;           /* 0 when unknown */
+  char chunk[64]; /* "" when unknown */
+  int line;       /* 0 when unknown */
 } mbxV_error_info;
 
 /* The length of the longest prefix of s (len bytes) that is at most max bytes and does not
@@ -49,6 +49,5 @@ int mbxV_error_describe(lua_State *L, lua_State *co, const char *override, mbxV_
 int mbxV_error_from_message(const char *msg, size_t len, int split, mbxV_error_info *out);
 
 void mbxV_error_info_free(mbxV_error_info *info);
-
 
 #endif

@@ -18,9 +18,9 @@ typedef struct before_key {
 } before_key;
 
 struct mbxV_first_run {
-  uint64_t seen;      /* hash of the last first run's text here, recorded or not */
-  uint64_t hash;      /* the recorded text's hash */
-  unsigned misses;    /* first runs here since the recording was last replayed or made */
+  uint64_t seen;   /* hash of the last first run's text here, recorded or not */
+  uint64_t hash;   /* the recorded text's hash */
+  unsigned misses; /* first runs here since the recording was last replayed or made */
   /* The text whose last preparation could not be recorded (too many changes, a field of the
      sandbox's moved): not copied and compared again until MBXV_FIRST_RUN_PATIENCE first runs
      went by, or every fresh sandbox of that text would pay two state copies for nothing. */

@@ -48,8 +48,10 @@ static void link_block(mbxV_heap *h, mbxV_block *b) {
 }
 
 static void unlink_block(mbxV_heap *h, mbxV_block *b) {
-  if (b->prev) b->prev->next = b->next;
-  else h->blocks = b->next;
+  if (b->prev)
+    b->prev->next = b->next;
+  else
+    h->blocks = b->next;
   if (b->next) b->next->prev = b->prev;
 }
 
@@ -121,8 +123,7 @@ void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     if (result == NULL) return refuse(h);
     account_arena(h, osize, nsize);
   } else {
-    if (grow > 0 && (nsize > SIZE_MAX - HEADER || h->used + grow > h->ceiling))
-      return refuse(h);
+    if (grow > 0 && (nsize > SIZE_MAX - HEADER || h->used + grow > h->ceiling)) return refuse(h);
     mbxV_block *old = ptr ? (mbxV_block *)ptr - 1 : NULL;
     if (old) unlink_block(h, old);
     mbxV_block *b = realloc(old, HEADER + nsize);
@@ -138,8 +139,7 @@ void *mbxV_heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
      ran): have the hook look at the clock at the next instruction. Costs one hook call per
      block of at least 256 KiB, nothing next to copying it. */
   int large = nsize >= MBXV_LARGE_BLOCK || notable;
-  if (h->on_pressure && grow > 0 &&
-      (large || (h->used > h->limit && !h->pressure_pending))) {
+  if (h->on_pressure && grow > 0 && (large || (h->used > h->limit && !h->pressure_pending))) {
     h->pressure_pending = 1;
     h->on_pressure(h->pressure_ud);
   }

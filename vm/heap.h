@@ -16,12 +16,12 @@ typedef struct mbxV_block mbxV_block;
 struct mbxV_arena;
 
 typedef struct mbxV_heap {
-  size_t limit;       /* soft limit: past it the run is stopped at its next instruction */
-  size_t ceiling;     /* hard limit: past it allocations fail (never reached by normal code) */
-  size_t used;        /* live bytes: with an arena, the resident pages it holds (whole pages,
+  size_t limit;      /* soft limit: past it the run is stopped at its next instruction */
+  size_t ceiling;    /* hard limit: past it allocations fail (never reached by normal code) */
+  size_t used;       /* live bytes: with an arena, the resident pages it holds (whole pages,
                          fragmentation included: mbxV_arena_charged); on malloc, Lua's sizes */
-  size_t peak;        /* highest `used` ever seen */
-  size_t large_live;  /* bytes in live blocks >= MBXV_LARGE_BLOCK */
+  size_t peak;       /* highest `used` ever seen */
+  size_t large_live; /* bytes in live blocks >= MBXV_LARGE_BLOCK */
   /* The biggest string ever allocated in this heap (Lua names the type of a new object in
      the allocator's osize; strings never change size): a bound of the largest live one. */
   size_t largest_string;
@@ -37,7 +37,7 @@ typedef struct mbxV_heap {
   void (*on_pressure)(void *pressure_ud);
   void *pressure_ud;
   int pressure_pending;
-  int refused;        /* a growth past the ceiling was refused (the callback runs too) */
+  int refused; /* a growth past the ceiling was refused (the callback runs too) */
 } mbxV_heap;
 
 /* ceiling = 1.25 * limit + 1 MiB: room for the error paths (message, traceback) of a run

@@ -70,13 +70,12 @@ typedef struct encoder {
   size_t max_len;   /* longest text allowed (SIZE_MAX: none); past it, the output limit trips */
   mbxV_meter meter; /* units of work, charged every METER_BATCH (vm/budget.h) */
   const char *root;
-  int root_arg;           /* > 0: the root is "root(#root_arg)", an argument of a call */
-  const char *too_large;  /* non-NULL: past max_len raise "<too_large>: ..." instead of tripping */
-  int nsteps;                            /* length of the path to the current value */
+  int root_arg;          /* > 0: the root is "root(#root_arg)", an argument of a call */
+  const char *too_large; /* non-NULL: past max_len raise "<too_large>: ..." instead of tripping */
+  int nsteps;            /* length of the path to the current value */
   path_step steps[MBXV_JSON_MAX_DEPTH];  /* the path itself */
   const void *open[MBXV_JSON_MAX_DEPTH]; /* tables being written, for cycle detection */
 } encoder;
-
 
 /* Bytes of the first output buffer, on the C stack. */
 #define ENCODE_STACK_BUFFER 256
@@ -313,7 +312,8 @@ static void sort_keys(encoder *e, key_entry *keys, key_entry *scratch, size_t n)
       while (j < hi)
         to[k++] = from[j++];
       uint64_t cost = 0;
-      for (k = lo; k < hi; k++) cost += 1 + to[k].len / METER_BYTES;
+      for (k = lo; k < hi; k++)
+        cost += 1 + to[k].len / METER_BYTES;
       mbxV_meter_add(&e->meter, cost);
     }
     key_entry *swap = from;
@@ -557,8 +557,7 @@ static void encode_args_into(encoder *e, lua_State *L, int first, int n, const c
   mbxV_meter_flush(&e->meter);
 }
 
-void mbxV_json_encode_args(lua_State *L, int first, int n, const char *fn_name,
-                           size_t max_len) {
+void mbxV_json_encode_args(lua_State *L, int first, int n, const char *fn_name, size_t max_len) {
   encoder e;
   char first_buffer[ENCODE_STACK_BUFFER];
   encode_args_into(&e, L, first, n, fn_name, max_len, first_buffer, sizeof first_buffer);
@@ -905,8 +904,9 @@ static void decode_bytes_object(decoder *d, size_t value_pos) {
   /* The one-member {"$bytes": ...} form is reserved both ways (the encoder refuses a table
      that would take it), so the host can rely on it: it is a byte string or an error. */
   if (lua_type(L, -1) != LUA_TSTRING)
-    decode_error_at(d, value_pos, "{\"$bytes\": ...} is reserved for byte strings: its value "
-                                  "must be a base64 string");
+    decode_error_at(d, value_pos,
+                    "{\"$bytes\": ...} is reserved for byte strings: its value "
+                    "must be a base64 string");
   size_t n;
   const char *s = lua_tolstring(L, -1, &n);
   luaL_Buffer b;

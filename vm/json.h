@@ -48,8 +48,7 @@ void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size
    pass and one buffer (what a host call sends). Errors name the argument
    ("tools.search(#2).filter: ..."); a text past max_len raises "fn_name: the arguments exceed
    max_len bytes of JSON, the most a host call takes" before it grows any further. */
-void mbxV_json_encode_args(lua_State *L, int first, int n, const char *fn_name,
-                           size_t max_len);
+void mbxV_json_encode_args(lua_State *L, int first, int n, const char *fn_name, size_t max_len);
 /* The same text, NUL-terminated, without making it a Lua string (a host call only reads it):
    written into buf (cap bytes, the caller's) while it fits, else into a userdata in the one
    slot this pushes (nil when unused). The text stays valid while buf and that slot do. */

@@ -135,4 +135,3 @@ int mbxV_json_put_number(mbxV_sink_fn put, void *sink, double v) {
   put(sink, buf, (size_t)len);
   return 1;
 }
-

@@ -4,8 +4,9 @@
 #include <string.h>
 
 static const char *const reserved_words[] = {
-    "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if",
-    "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while"};
+    "and",      "break",  "do",   "else", "elseif", "end",  "false", "for",
+    "function", "goto",   "if",   "in",   "local",  "nil",  "not",   "or",
+    "repeat",   "return", "then", "true", "until",  "while"};
 
 int mbxV_is_reserved_word(const char *s, size_t n) {
   for (size_t i = 0; i < sizeof reserved_words / sizeof *reserved_words; i++)

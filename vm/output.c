@@ -26,7 +26,8 @@ void mbxV_output_free(mbxV_output *o) {
 static int reserve(mbxV_output *o, int stream, size_t need) {
   if (need <= o->cap[stream]) return 1;
   size_t cap = o->cap[stream] ? o->cap[stream] : 256;
-  while (cap < need) cap *= 2;
+  while (cap < need)
+    cap *= 2;
   char *p = realloc(o->data[stream], cap);
   if (p == NULL) return 0;
   o->data[stream] = p;

@@ -12,8 +12,8 @@ typedef struct mbxV_output {
   char *data[2];
   size_t len[2];
   size_t cap[2];
-  size_t limit;    /* bytes of stdout + stderr per run */
-  uint64_t total;  /* bytes the guest tried to write this run, including dropped ones */
+  size_t limit;   /* bytes of stdout + stderr per run */
+  uint64_t total; /* bytes the guest tried to write this run, including dropped ones */
 } mbxV_output;
 
 void mbxV_output_init(mbxV_output *o, size_t limit);

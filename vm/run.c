@@ -25,19 +25,19 @@ typedef struct run_step {
   const char *chunk_name;
   const char *inputs;
   size_t inputs_len;
-  mbxV_bcache *cache;   /* the runtime's bytecode cache, or NULL */
-  int hit;              /* the load was a bytecode cache hit */
+  mbxV_bcache *cache; /* the runtime's bytecode cache, or NULL */
+  int hit;            /* the load was a bytecode cache hit */
   enum { STEP_INPUTS, STEP_LOAD, STEP_READY } reached;
-  char *bad_input;      /* malloc'd: why the inputs were refused */
-  char *syntax_error;   /* malloc'd: the parser's message */
+  char *bad_input;    /* malloc'd: why the inputs were refused */
+  char *syntax_error; /* malloc'd: the parser's message */
   size_t syntax_len;
-  lua_State *co;        /* the run thread */
-  int nres;             /* values the chunk returned */
-  char *value;          /* malloc'd JSON of those values */
+  lua_State *co; /* the run thread */
+  int nres;      /* values the chunk returned */
+  char *value;   /* malloc'd JSON of those values */
   size_t value_len;
   mbxV_error_info *describe_into;
   const char *describe_override;
-  char *step_error;     /* malloc'd: the message of the last failed protected step */
+  char *step_error; /* malloc'd: the message of the last failed protected step */
   size_t step_error_len;
 } run_step;
 
@@ -72,7 +72,7 @@ static int bind_inputs(lua_State *L, run_step *st) {
   /* Every key is checked before the verdict, and the one named is the least bad key (by
      kind, then byte order), not the first lua_next meets: that order follows the string
      hash seed, different in every process (issue 9, E.5). */
-  int worst_kind = 0; /* 1 not an identifier, 2 shadows a built-in */
+  int worst_kind = 0;       /* 1 not an identifier, 2 shadows a built-in */
   const char *worst = NULL; /* anchored as a key of inputs */
   size_t worst_len = 0;
   lua_pushnil(L);
@@ -151,8 +151,7 @@ static int names_env(const char *p, size_t n) {
 }
 
 static int memo_wanted(const run_step *st) {
-  return st->cache != NULL && st->code_len <= MEMO_MAX_TEXT &&
-         !names_env(st->code, st->code_len);
+  return st->cache != NULL && st->code_len <= MEMO_MAX_TEXT && !names_env(st->code, st->code_len);
 }
 
 /* The kept strings' bytes through the vm's pointers to them (vm/vm.h: the registry anchors
@@ -194,8 +193,10 @@ static void memo_keep(lua_State *L, const run_step *st) {
   lua_pushnil(L);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_text);
   lua_pushvalue(L, -1);
-  if (vm->memo_ref > 0) lua_rawseti(L, LUA_REGISTRYINDEX, vm->memo_ref); /* an existing key */
-  else vm->memo_ref = luaL_ref(L, LUA_REGISTRYINDEX);               /* may raise: no ref */
+  if (vm->memo_ref > 0)
+    lua_rawseti(L, LUA_REGISTRYINDEX, vm->memo_ref); /* an existing key */
+  else
+    vm->memo_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* may raise: no ref */
   const char *name = lua_pushstring(L, st->chunk_name);
   size_t name_len = strlen(st->chunk_name);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_memo_name);
@@ -352,12 +353,16 @@ static int encode_small(lua_State *L, run_step *st, mbxV_outcome *out) {
       small_put(&t, "null", 4);
       break;
     case LUA_TBOOLEAN:
-      if (lua_toboolean(co, -1)) small_put(&t, "true", 4);
-      else small_put(&t, "false", 5);
+      if (lua_toboolean(co, -1))
+        small_put(&t, "true", 4);
+      else
+        small_put(&t, "false", 5);
       break;
     case LUA_TNUMBER:
-      if (lua_isinteger(co, -1)) mbxV_json_put_integer(small_put, &t, lua_tointeger(co, -1));
-      else if (!mbxV_json_put_number(small_put, &t, lua_tonumber(co, -1))) return 0;
+      if (lua_isinteger(co, -1))
+        mbxV_json_put_integer(small_put, &t, lua_tointeger(co, -1));
+      else if (!mbxV_json_put_number(small_put, &t, lua_tonumber(co, -1)))
+        return 0;
       break;
     case LUA_TSTRING: {
       size_t n;
@@ -502,15 +507,24 @@ static int protected_step_keep(lua_State *L, lua_CFunction f, void *arg, char **
 
 static mbxV_status status_of_trip(mbxV_trip t) {
   switch (t) {
-  case MBXV_TRIP_MEMORY: return MBXV_MEMORY_LIMIT;
-  case MBXV_TRIP_INSTRUCTIONS: return MBXV_INSTRUCTION_LIMIT;
-  case MBXV_TRIP_TIME: return MBXV_TIME_LIMIT;
-  case MBXV_TRIP_OUTPUT: return MBXV_OUTPUT_LIMIT;
-  case MBXV_TRIP_INTERRUPT: return MBXV_INTERRUPTED;
-  case MBXV_TRIP_INTERNAL: return MBXV_INTERNAL_ERROR;
-  case MBXV_TRIP_EXIT: return MBXV_RUNTIME_ERROR;
-  case MBXV_TRIP_HOST_CALLS: return MBXV_HOST_CALL_LIMIT;
-  default: return MBXV_OK;
+  case MBXV_TRIP_MEMORY:
+    return MBXV_MEMORY_LIMIT;
+  case MBXV_TRIP_INSTRUCTIONS:
+    return MBXV_INSTRUCTION_LIMIT;
+  case MBXV_TRIP_TIME:
+    return MBXV_TIME_LIMIT;
+  case MBXV_TRIP_OUTPUT:
+    return MBXV_OUTPUT_LIMIT;
+  case MBXV_TRIP_INTERRUPT:
+    return MBXV_INTERRUPTED;
+  case MBXV_TRIP_INTERNAL:
+    return MBXV_INTERNAL_ERROR;
+  case MBXV_TRIP_EXIT:
+    return MBXV_RUNTIME_ERROR;
+  case MBXV_TRIP_HOST_CALLS:
+    return MBXV_HOST_CALL_LIMIT;
+  default:
+    return MBXV_OK;
   }
 }
 
@@ -598,8 +612,7 @@ static void close_after_error(mbxV_vm *vm, run_step *st, mbxV_outcome *out) {
   }
   lua_pop(L, 1);
   if (!replaced) return;
-  if (closed == LUA_ERRMEM && mbxV_tripped(L) == MBXV_TRIP_NONE)
-    mbxV_trip_set(L, MBXV_TRIP_MEMORY);
+  if (closed == LUA_ERRMEM && mbxV_tripped(L) == MBXV_TRIP_NONE) mbxV_trip_set(L, MBXV_TRIP_MEMORY);
   mbxV_error_info_free(&out->error);
   memset(&out->error, 0, sizeof out->error);
   out->failed = 0;
@@ -652,8 +665,8 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
     lua_pop(co, nres);
     if (protected_step(L, step_pending, st) != LUA_OK) {
       vm->paused = 0;
-      fail_with_message(L, out, MBXV_INTERNAL_ERROR, "out of host memory for the pending call",
-                        39, 0);
+      fail_with_message(L, out, MBXV_INTERNAL_ERROR, "out of host memory for the pending call", 39,
+                        0);
     } else {
       vm->paused = 1;
       out->status = MBXV_PAUSED;
@@ -665,8 +678,7 @@ static void resume_and_collect(mbxV_vm *vm, run_step *st, int nargs, mbxV_outcom
   } else if (status == LUA_YIELD) {
     vm->paused = 0;
     /* A yield out of the main chunk is not a pause: only host functions pause a run. */
-    fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR,
-                     "attempt to yield from outside a coroutine");
+    fail_with_thread(L, st, out, MBXV_RUNTIME_ERROR, "attempt to yield from outside a coroutine");
   } else {
     /* LUA_ERRMEM is no proof: lua_error turns a guest's error("not enough memory") into
        it (the message is Lua's preregistered one). Only the heap knows whether it refused
@@ -735,24 +747,28 @@ static void set_null_value(mbxV_outcome *out) {
 }
 
 mbxV_status mbxV_run(mbxV_vm *vm, const char *code, size_t code_len, const char *chunk_name,
-                    const char *inputs, size_t inputs_len, mbxV_outcome *out, mbxV_refusal *err) {
+                     const char *inputs, size_t inputs_len, mbxV_outcome *out, mbxV_refusal *err) {
   return mbxV_run_cached(vm, NULL, code, code_len, chunk_name, inputs, inputs_len, out, err);
 }
 
 mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, size_t code_len,
-                           const char *chunk_name, const char *inputs, size_t inputs_len,
-                           mbxV_outcome *out, mbxV_refusal *err) {
+                            const char *chunk_name, const char *inputs, size_t inputs_len,
+                            mbxV_outcome *out, mbxV_refusal *err) {
   memset(out, 0, sizeof *out);
   if (code_len > vm->source_limit) {
     mbxV_refuse(err, MBXV_SOURCE_TOO_LARGE,
-                   "the script is %zu bytes; the source limit is %zu bytes (raise "
-                   "MBX_LIMIT_SOURCE, or split the script)",
-                   code_len, vm->source_limit);
+                "the script is %zu bytes; the source limit is %zu bytes (raise "
+                "MBX_LIMIT_SOURCE, or split the script)",
+                code_len, vm->source_limit);
     return MBXV_SOURCE_TOO_LARGE;
   }
   lua_State *L = vm->L;
-  run_step st = {.code = code, .code_len = code_len, .chunk_name = chunk_name,
-                 .inputs = inputs, .inputs_len = inputs_len, .cache = cache};
+  run_step st = {.code = code,
+                 .code_len = code_len,
+                 .chunk_name = chunk_name,
+                 .inputs = inputs,
+                 .inputs_len = inputs_len,
+                 .cache = cache};
   volatile mbxV_status api = MBXV_OK;
   jmp_buf recovery;
   uint64_t started = mbxV_now_ns();
@@ -781,10 +797,11 @@ mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, s
       fail_with_message(L, out, MBXV_MEMORY_LIMIT, "", 0, 0);
     } else if (st.reached == STEP_INPUTS) {
       api = MBXV_INVALID_INPUT;
-      if (st.bad_input) mbxV_refuse(err, MBXV_INVALID_INPUT, "%s", st.bad_input);
+      if (st.bad_input)
+        mbxV_refuse(err, MBXV_INVALID_INPUT, "%s", st.bad_input);
       else
         mbxV_refuse(err, MBXV_INVALID_INPUT, "inputs are not valid JSON: %s",
-                       st.step_error ? st.step_error : "unknown error");
+                    st.step_error ? st.step_error : "unknown error");
     } else if (st.syntax_error) {
       fail_with_message(L, out, MBXV_SYNTAX_ERROR, st.syntax_error, st.syntax_len, 1);
     } else {
@@ -816,8 +833,8 @@ finish:
   return out->status;
 }
 
-mbxV_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error,
-                       mbxV_outcome *out, mbxV_refusal *err) {
+mbxV_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error, mbxV_outcome *out,
+                        mbxV_refusal *err) {
   memset(out, 0, sizeof *out);
   lua_State *L = vm->L;
   run_step st = {0};
@@ -860,7 +877,7 @@ mbxV_status mbxV_resume(mbxV_vm *vm, const char *value, size_t len, int as_error
     vm->panic_jmp = NULL;
     mbxV_budget_stop(L);
     mbxV_refuse(err, MBXV_INVALID_INPUT, "mbx_resume: the value is not valid JSON: %s",
-                   why ? why : "out of memory");
+                why ? why : "out of memory");
     free(why);
     return MBXV_INVALID_INPUT;
   }

@@ -112,8 +112,10 @@ static void restore_keeping_sandbox(mbxV_vm *vm, const char *bytes, size_t len) 
    it: its slot pointer is the builder's (host memory, not relocated) until set here. */
 static void restore_shared(mbxV_slot *slot, const mbxV_shared *t, int keep_sandbox) {
   mbxV_vm *vm = (mbxV_vm *)slot->arena->user;
-  if (keep_sandbox) mbxV_slot_restore_shared(slot, t, hole_at(vm), hole_len());
-  else mbxV_slot_restore_shared(slot, t, 0, 0);
+  if (keep_sandbox)
+    mbxV_slot_restore_shared(slot, t, hole_at(vm), hole_len());
+  else
+    mbxV_slot_restore_shared(slot, t, 0, 0);
   vm = (mbxV_vm *)slot->arena->user;
   vm->slot = slot;
 }
@@ -217,13 +219,14 @@ static int restore_pristine(mbxV_slot *slot, const mbxV_config *cfg, const mbxV_
     int shaped = shape_fits(slot, cfg);
     const char *bytes = shaped ? slot->shape_bytes : slot->template_bytes;
     size_t len = shaped ? slot->shape_len : slot->template_len;
-    if (keep_sandbox) restore_keeping_sandbox(vm, bytes, len);
-    else mbxV_slot_restore_bytes(slot, bytes, len);
+    if (keep_sandbox)
+      restore_keeping_sandbox(vm, bytes, len);
+    else
+      mbxV_slot_restore_bytes(slot, bytes, len);
     *peak = slot->shape_peak;
     return shaped;
   }
-  mbxV_shape *sh = mbxV_pool_shape_get(slot, cfg->shape_key, cfg->shape_key_len,
-                                       cfg->memory_limit);
+  mbxV_shape *sh = mbxV_pool_shape_get(slot, cfg->shape_key, cfg->shape_key_len, cfg->memory_limit);
   restore_shared(slot, sh ? &sh->t : shared, keep_sandbox);
   if (sh == NULL) {
     *source = mbxV_slot_plain_source(slot, shared);
@@ -246,8 +249,8 @@ void mbxV_vm_shape_install(mbxV_vm *vm, const mbxV_config *cfg, int starting) {
   mbxV_slot *slot = vm->slot;
   if (slot == NULL) return;
   /* Only a state that may become the class's shaped template pays for the zeroing. */
-  slot->arena->zero_fill = starting && cfg->shape_key && slot->template_bytes == NULL &&
-                           mbxV_slot_shared(slot) != NULL;
+  slot->arena->zero_fill =
+      starting && cfg->shape_key && slot->template_bytes == NULL && mbxV_slot_shared(slot) != NULL;
 #endif
 }
 
@@ -295,8 +298,8 @@ int mbxV_vm_shape_save(mbxV_vm *vm, const mbxV_config *cfg) {
 #endif
 }
 
-mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
-                            lua_CFunction open_libs, mbxV_vm **out) {
+mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg, lua_CFunction open_libs,
+                            mbxV_vm **out) {
   *out = NULL;
   mbxV_slot *slot;
   switch (mbxV_pool_take(pool, cfg->memory_limit, &slot)) {

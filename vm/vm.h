@@ -25,14 +25,14 @@
 #define MBXV_EXT_BYTES 32
 
 typedef struct mbxV_vm {
-  lua_State *L;           /* main thread: never runs guest code itself */
+  lua_State *L; /* main thread: never runs guest code itself */
   mbxV_heap heap;
   mbxV_budget budget;
   mbxV_output output;
-  size_t source_limit;    /* bytes of one chunk given by the host */
-  size_t result_limit;    /* bytes of the JSON text of a run's value */
-  uint64_t address_key;   /* key of the hash that stands in for addresses in tostring */
-  jmp_buf *panic_jmp;     /* recovery point of the active host call, for lua_atpanic */
+  size_t source_limit;  /* bytes of one chunk given by the host */
+  size_t result_limit;  /* bytes of the JSON text of a run's value */
+  uint64_t address_key; /* key of the hash that stands in for addresses in tostring */
+  jmp_buf *panic_jmp;   /* recovery point of the active host call, for lua_atpanic */
   /* vm/run.c's own: the last run or resume returned MBX_PAUSED (the run thread yielded with
      the pending call in the registry) and waits for mbxV_resume. Lives outside the
      budget/output hole, so a checkpoint taken while paused rewinds to the paused state. */
@@ -112,10 +112,10 @@ void mbxV_vm_close(mbxV_vm *vm);
 /* Why mbxV_vm_new gave no vm. */
 typedef enum mbxV_new_result {
   MBXV_NEW_OK = 0,
-  MBXV_NEW_CAP,      /* the pool's cap on live slots is reached */
+  MBXV_NEW_CAP,         /* the pool's cap on live slots is reached */
   MBXV_NEW_RESERVE_CAP, /* the slot would pass the pool's cap on reserved address space */
-  MBXV_NEW_NO_SPACE, /* no address space for the slot, or no host memory */
-  MBXV_NEW_NO_FIT    /* the pristine state does not fit in the memory limit */
+  MBXV_NEW_NO_SPACE,    /* no address space for the slot, or no host memory */
+  MBXV_NEW_NO_FIT       /* the pristine state does not fit in the memory limit */
 } mbxV_new_result;
 
 struct mbxV_pool;
@@ -128,8 +128,8 @@ struct mbxV_pool;
    (so ASan sees every Lua block) and the state is built every time. The vm lives inside the
    slot, at a fixed address; it is returned with vm->ext zeroed: the layer above attaches what
    it needs (the stdlib its port), then reseeds anything seeded at open. */
-mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg,
-                            lua_CFunction open_libs, mbxV_vm **out);
+mbxV_new_result mbxV_vm_new(struct mbxV_pool *pool, const mbxV_config *cfg, lua_CFunction open_libs,
+                            mbxV_vm **out);
 /* Give the slot back to its pool (from any thread). Never lua_close (it would run guest
    finalizers with the hooks off): the output buffers are freed and the slot is reset. */
 void mbxV_vm_free(mbxV_vm *vm);
@@ -199,9 +199,9 @@ size_t mbxV_vm_hole(const mbxV_vm *vm, size_t *len);
 void mbxV_vm_set_host_call_limit(mbxV_vm *vm, uint64_t limit);
 
 /* Registry keys (light userdata addresses) shared between vm/ and stdlib/. */
-extern const char mbxV_key_builtins; /* set of global names present before any guest code */
+extern const char mbxV_key_builtins;   /* set of global names present before any guest code */
 extern const char mbxV_key_run_thread; /* the thread of the active run */
-extern const char mbxV_key_pending; /* the paused call as JSON: {"args":[..],"function":".."} */
+extern const char mbxV_key_pending;    /* the paused call as JSON: {"args":[..],"function":".."} */
 
 /* Record the names currently in _G as built-ins: inputs may not shadow them. Run once the
    standard library is open, inside a protected call. */

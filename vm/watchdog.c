@@ -173,8 +173,10 @@ static void send_signal(mbxV_watchdog *d, int tid, uint64_t g) {
 }
 
 static void unlink_watch(mbxV_watchdog *d, mbxV_watch *w) {
-  if (w->prev) w->prev->next = w->next;
-  else d->head = w->next;
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    d->head = w->next;
   if (w->next) w->next->prev = w->prev;
   w->prev = w->next = NULL;
   w->linked = 0;
@@ -207,15 +209,18 @@ static int scan(mbxV_watchdog *d) {
     d->checked_ns = now;
     if (!handler_ours(d->signo)) {
       atomic_store(&d->lost, 1);
-      for (mbxV_watch *w = d->head; w != NULL; w = w->next) atomic_store(&w->fallback, 1);
+      for (mbxV_watch *w = d->head; w != NULL; w = w->next)
+        atomic_store(&w->fallback, 1);
     }
   }
   for (mbxV_watch *w = d->head, *next; w != NULL; w = next) {
     next = w->next;
     uint64_t g = atomic_load(&w->generation);
     if (g == 0) {
-      if (w->idle_ns == 0) w->idle_ns = now ? now : 1;
-      else if (now - w->idle_ns >= MBXV_WATCHDOG_EVICT_NS) evict(d, w);
+      if (w->idle_ns == 0)
+        w->idle_ns = now ? now : 1;
+      else if (now - w->idle_ns >= MBXV_WATCHDOG_EVICT_NS)
+        evict(d, w);
       continue;
     }
     w->idle_ns = 0;
@@ -368,8 +373,8 @@ int mbxV_watch_begin(mbxV_watch *w, uint64_t deadline_ns) {
   unsigned epoch = atomic_load_explicit(&mask_epoch, memory_order_relaxed);
   if (tls_mask_signo != d->signo || tls_mask_epoch != epoch) {
     sigset_t mask;
-    tls_mask_blocked = pthread_sigmask(SIG_BLOCK, NULL, &mask) != 0 ||
-                       sigismember(&mask, d->signo) != 0;
+    tls_mask_blocked =
+        pthread_sigmask(SIG_BLOCK, NULL, &mask) != 0 || sigismember(&mask, d->signo) != 0;
     tls_mask_signo = d->signo;
     tls_mask_epoch = epoch;
   }

@@ -68,13 +68,13 @@ typedef struct mbxV_watch {
   int ever_listed;
   uint64_t id;   /* the high 32 bits of this watch's generations: unique in the process */
   uint32_t runs; /* the low 32 bits */
-  _Atomic uint64_t generation; /* of the active run on `tid`; 0 = none */
+  _Atomic uint64_t generation;  /* of the active run on `tid`; 0 = none */
   _Atomic uint64_t deadline_ns; /* CLOCK_MONOTONIC_COARSE, moved on by host time; 0 = none */
   _Atomic int tid;
-  _Atomic int in_host;          /* host code or a port operation: never signalled */
-  _Atomic uint64_t acked;       /* the generation whose trip the VM raised */
-  _Atomic uint64_t seen;        /* the generation whose signal reached the handler */
-  _Atomic int fallback;         /* the watchdog lost its signal during this run */
+  _Atomic int in_host;    /* host code or a port operation: never signalled */
+  _Atomic uint64_t acked; /* the generation whose trip the VM raised */
+  _Atomic uint64_t seen;  /* the generation whose signal reached the handler */
+  _Atomic int fallback;   /* the watchdog lost its signal during this run */
   /* The resume chain, written by the VM thread and read by its own handler (same thread:
      volatile orders them). depth counts past MBXV_WATCH_CHAIN; only the first are kept. */
   lua_State *volatile chain[MBXV_WATCH_CHAIN];

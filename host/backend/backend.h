@@ -83,9 +83,8 @@ typedef struct mbxH_backend {
      the record/replay layer, the log chained from it. replay (NULL: none) is a decoded
      snapshot log whose answers the new sandbox's port replays; it is taken over, also on
      failure. */
-  mbx_status (*create)(const mbxH_services *svc, const mbx_policy *p,
-                       const mbxC_snap_header *snap, mbxC_replay_log *replay, void **impl,
-                       mbx_error *err);
+  mbx_status (*create)(const mbxH_services *svc, const mbx_policy *p, const mbxC_snap_header *snap,
+                       mbxC_replay_log *replay, void **impl, mbx_error *err);
   /* Release everything; never fails. */
   void (*destroy)(void *impl);
   /* A run status with *out the result (NULL when host memory ran out for it), or an API

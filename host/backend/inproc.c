@@ -28,8 +28,8 @@
 
 typedef struct inproc {
   const mbxH_services *svc; /* the runtime's (host/backend/backend.h) */
-  mbxV_vm *vm;          /* lives at a fixed address inside its slot */
-  mbxC_port_local port; /* the policy's clock, seed, environment and functions, copied */
+  mbxV_vm *vm;              /* lives at a fixed address inside its slot */
+  mbxC_port_local port;     /* the policy's clock, seed, environment and functions, copied */
   /* Deterministic policies only: the record/replay layer over port (snapshots); the stdlib
      then talks to record.port instead of port.port. */
   mbxC_port_record record;
@@ -90,8 +90,8 @@ static void release(inproc *ip) {
 }
 
 static mbx_status inproc_create(const mbxH_services *svc, const mbx_policy *p,
-                                const mbxC_snap_header *snap, mbxC_replay_log *replay,
-                                void **impl, mbx_error *err) {
+                                const mbxC_snap_header *snap, mbxC_replay_log *replay, void **impl,
+                                mbx_error *err) {
   inproc *ip = calloc(1, sizeof *ip);
   if (ip == NULL) return mbxH_shared_no_memory(replay, err);
   mbx_status made_port =
@@ -109,8 +109,10 @@ static mbx_status inproc_create(const mbxH_services *svc, const mbx_policy *p,
   size_t shape_len = mbxL_host_functions_shape(ip->port.port.grants, shape_buf, sizeof shape_buf);
   if (shape_len > 0 && shape_len <= MBXV_SHAPE_KEY_MAX &&
       (ip->shape_key = malloc(shape_len)) != NULL) {
-    if (shape_len <= sizeof shape_buf) memcpy(ip->shape_key, shape_buf, shape_len);
-    else mbxL_host_functions_shape(ip->port.port.grants, ip->shape_key, shape_len);
+    if (shape_len <= sizeof shape_buf)
+      memcpy(ip->shape_key, shape_buf, shape_len);
+    else
+      mbxL_host_functions_shape(ip->port.port.grants, ip->shape_key, shape_len);
     cfg.shape_key = ip->shape_key;
     cfg.shape_key_len = shape_len;
   }
@@ -189,17 +191,20 @@ static mbx_status inproc_reset(void *impl, mbx_error *err) {
      not match across the reset. */
   ip->cfg.address_key = mbxH_shared_address_key(ip->svc);
   if (mbxV_vm_reset(ip->vm, &ip->cfg, mbxL_open_sandbox) != MBXV_NEW_OK) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: out of host memory while building "
-                                       "the pristine state; the sandbox refuses runs until a "
-                                       "reset succeeds");
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_reset: out of host memory while building "
+                   "the pristine state; the sandbox refuses runs until a "
+                   "reset succeeds");
     return MBX_NO_MEMORY;
   }
   /* io.stdin reads the host's bytes from their start again. */
   ip->port.stdin_pos = 0;
   /* Memory files and /tmp start empty again, as in a new sandbox. */
   if (mbxC_port_local_fs_reset(&ip->port) != 0) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: the filesystem view could not be "
-                                       "made again: %s", ip->port.fs_error.message);
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_reset: the filesystem view could not be "
+                   "made again: %s",
+                   ip->port.fs_error.message);
     return MBX_NO_MEMORY;
   }
   /* Seeded again from the port's first draw, exactly as mbx_sandbox_new seeds: with a policy
@@ -209,8 +214,9 @@ static mbx_status inproc_reset(void *impl, mbx_error *err) {
      first record). */
   if (ip->recording) mbxC_port_record_restart(&ip->record);
   if (!attach_port(ip)) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: could not seed math.random or "
-                                       "install the host functions");
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_reset: could not seed math.random or "
+                   "install the host functions");
     return MBX_NO_MEMORY;
   }
   return MBX_OK;
@@ -229,8 +235,9 @@ static mbx_status inproc_checkpoint(void *impl, mbx_error *err) {
     mbxH_shared_checkpoint_keep(&ip->port, &ip->record, files, &ip->checkpoint_port);
     return MBX_OK;
   case MBXV_CHECKPOINT_NO_MEMORY:
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
-                                       "copy; the previous checkpoint (if any) is kept");
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_checkpoint: out of host memory for the "
+                   "copy; the previous checkpoint (if any) is kept");
     return MBX_NO_MEMORY;
   case MBXV_CHECKPOINT_UNSUPPORTED:
     break;
@@ -245,8 +252,9 @@ static mbx_status inproc_rewind(void *impl, mbx_error *err) {
   return mbxH_shared_no_arena("mbx_sandbox_rewind", err);
 #else
   if (ip->checkpoint.len == 0) {
-    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox has no "
-                                              "checkpoint (call mbx_sandbox_checkpoint first)");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_rewind: the sandbox has no "
+                   "checkpoint (call mbx_sandbox_checkpoint first)");
     return MBX_INVALID_ARGUMENT;
   }
   mbxV_vm_rewind(ip->vm, &ip->checkpoint);
@@ -267,8 +275,7 @@ static mbx_status collect(inproc *ip, mbxV_status vs, const mbxV_refusal *why,
   return s;
 }
 
-static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **out,
-                             mbx_error *err) {
+static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **out, mbx_error *err) {
   inproc *ip = impl;
   /* The guest may use MBXV_CSTACK_NEEDED below this call (vm/cstack.h). */
   if (mbxV_cstack_free() < MBXV_CSTACK_NEEDED) {

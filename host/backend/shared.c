@@ -111,8 +111,9 @@ mbx_status mbxH_shared_set_stdin(mbxC_port_local *port, const char *data, size_t
 mbx_status mbxH_shared_checkpoint_files(mbxC_port_local *port, mbxC_vfs_mark **files,
                                         mbx_error *err) {
   if (mbxC_port_local_fs_mark(port, files) == 0) return MBX_OK;
-  mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of host memory for the "
-                                     "copy of /tmp; the previous checkpoint (if any) is kept");
+  mbxU_error_set(err, MBX_NO_MEMORY,
+                 "mbx_sandbox_checkpoint: out of host memory for the "
+                 "copy of /tmp; the previous checkpoint (if any) is kept");
   return MBX_NO_MEMORY;
 }
 
@@ -130,9 +131,10 @@ mbx_status mbxH_shared_rewind(mbxC_port_local *port, mbxC_port_record *record, i
   /* The bytes may have been replaced since (mbx_sandbox_set_stdin): never past their end. */
   port->stdin_pos = mark->stdin_pos <= port->stdin_len ? mark->stdin_pos : 0;
   if (mbxC_port_local_fs_rewind(port) != 0) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_rewind: the state is rewound, but the "
-                                       "memory files could not be (out of host memory): /tmp "
-                                       "may be empty");
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_rewind: the state is rewound, but the "
+                   "memory files could not be (out of host memory): /tmp "
+                   "may be empty");
     return MBX_NO_MEMORY;
   }
   /* The log goes back with the state. Across a reset the records of the checkpoint's session
@@ -143,7 +145,9 @@ mbx_status mbxH_shared_rewind(mbxC_port_local *port, mbxC_port_record *record, i
 }
 
 mbx_status mbxH_shared_no_arena(const char *fn, mbx_error *err) {
-  mbxU_error_set(err, MBX_UNSUPPORTED, "%s: not available in this build (MBX_ARENA_MALLOC: the "
-                                       "guest heap is not one arena)", fn);
+  mbxU_error_set(err, MBX_UNSUPPORTED,
+                 "%s: not available in this build (MBX_ARENA_MALLOC: the "
+                 "guest heap is not one arena)",
+                 fn);
   return MBX_UNSUPPORTED;
 }

@@ -171,10 +171,9 @@ static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) 
      paused) must first be woken, and spinning through its wake-up only takes the CPU it needs
      on busy cores. */
   uint64_t now = mbxH_io_now_ns();
-  mbxH_io_deadline dl = {now + budget_ms * 1000000u, in_run ? &ws->interrupted : NULL, 0,
-                    ws->spin_on && ws->answered_at && now - ws->answered_at < MBXH_SPIN_NS
-                        ? &ws->spin
-                        : NULL};
+  mbxH_io_deadline dl = {
+      now + budget_ms * 1000000u, in_run ? &ws->interrupted : NULL, 0,
+      ws->spin_on && ws->answered_at && now - ws->answered_at < MBXH_SPIN_NS ? &ws->spin : NULL};
   if (send && mbxH_wp_finish(&ws->w) != 0) {
     /* Too large to send at all: a host-side refusal, the worker is fine. */
     snprintf(ws->reason, sizeof ws->reason, "the request is too large for the worker protocol");
@@ -280,8 +279,10 @@ static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) 
   if (io == MBXH_IO_TIMEOUT && dl.cut)
     lose_worker(ws, "worker killed: it did not stop within the grace period after "
                     "mbx_sandbox_interrupt");
-  else if (io == MBXH_IO_TIMEOUT) lose_worker(ws, "worker killed: wall-clock backstop");
-  else lose_worker(ws, NULL);
+  else if (io == MBXH_IO_TIMEOUT)
+    lose_worker(ws, "worker killed: wall-clock backstop");
+  else
+    lose_worker(ws, NULL);
   return -1;
 }
 
@@ -376,7 +377,8 @@ static void put_create(wsb *ws, mbxH_wp_writer *w, int ahead, uint64_t address_k
     mbxH_wp_u8(w, (uint8_t)f->kind);
     mbxH_wp_u8(w, (uint8_t)f->sig.ret);
     mbxH_wp_u8(w, (uint8_t)f->sig.nargs);
-    for (int a = 0; a < f->sig.nargs; a++) mbxH_wp_u8(w, (uint8_t)f->sig.args[a]);
+    for (int a = 0; a < f->sig.nargs; a++)
+      mbxH_wp_u8(w, (uint8_t)f->sig.args[a]);
   }
   mbxH_wp_u8(w, (uint8_t)ws->spin_on);
   mbxH_wp_u8(w, (uint8_t)(ahead != 0));
@@ -406,8 +408,9 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
   /* A warm worker may have died while idle (killed from outside, say): another one then. */
   for (int attempt = 0;; attempt++) {
     int reused;
-    mbx_status taken = mbxH_wpool_take(ws->pool, ws->cfg.memory_limit,
-                                 atomic_load(ws->svc->one_tenant), fp, fp_len, &p, &reused, err);
+    mbx_status taken =
+        mbxH_wpool_take(ws->pool, ws->cfg.memory_limit, atomic_load(ws->svc->one_tenant), fp,
+                        fp_len, &p, &reused, err);
     if (taken != MBX_OK) return taken;
     int primed = p.primed != NULL;
     if (primed) ws->cfg.address_key = p.primed_key;
@@ -432,8 +435,10 @@ static mbx_status attach_worker(wsb *ws, const char *fn, mbx_error *err) {
        warm workers' pidfds just now and took none that had exited (review 11, W3). */
     if (converse(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS, !primed) == 0) break;
     if (attempt == 2) {
-      mbxU_error_set(err, MBX_INTERNAL_ERROR, "%s: the sandbox's worker failed while "
-                     "starting: %s", fn, ws->reason);
+      mbxU_error_set(err, MBX_INTERNAL_ERROR,
+                     "%s: the sandbox's worker failed while "
+                     "starting: %s",
+                     fn, ws->reason);
       return MBX_INTERNAL_ERROR;
     }
   }
@@ -489,8 +494,8 @@ static size_t sat_mul(size_t a, size_t b) {
 }
 
 static mbx_status worker_create(const mbxH_services *svc, const mbx_policy *p,
-                                const mbxC_snap_header *snap, mbxC_replay_log *replay,
-                                void **impl, mbx_error *err) {
+                                const mbxC_snap_header *snap, mbxC_replay_log *replay, void **impl,
+                                mbx_error *err) {
   /* MBX_CAP_SANDBOXES is the runtime's slot pool's cap (mbx_runtime_get_cap reads it there). */
   unsigned cap;
   size_t reserve_cap;
@@ -560,8 +565,10 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
   wsb *ws = impl;
   ws->cfg.address_key = mbxH_shared_address_key(ws->svc);
   if (mbxC_port_local_fs_reset(&ws->port) != 0) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: the filesystem view could not be "
-                                       "made again: %s", ws->port.fs_error.message);
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_reset: the filesystem view could not be "
+                   "made again: %s",
+                   ws->port.fs_error.message);
     return MBX_NO_MEMORY;
   }
   mbxC_port_local_seek(&ws->port, 0);
@@ -595,13 +602,17 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
   char msg[256];
   if (exchange(ws, MBXH_WP_STATUS, MBXH_WORKER_CONTROL_MS) != 0 ||
       read_status(ws, &code, msg, sizeof msg) != 0) {
-    mbxU_error_set(err, MBX_INTERNAL_ERROR, "mbx_sandbox_reset: %s; the next reset takes a "
-                   "new worker", ws->reason);
+    mbxU_error_set(err, MBX_INTERNAL_ERROR,
+                   "mbx_sandbox_reset: %s; the next reset takes a "
+                   "new worker",
+                   ws->reason);
     return MBX_INTERNAL_ERROR;
   }
   if (code != 0) {
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset: %s; the sandbox refuses runs until "
-                   "a reset succeeds", msg);
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_reset: %s; the sandbox refuses runs until "
+                   "a reset succeeds",
+                   msg);
     ws->tainted = 1;
     return MBX_NO_MEMORY;
   }
@@ -611,8 +622,10 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
 static mbx_status worker_checkpoint(void *impl, mbx_error *err) {
   wsb *ws = impl;
   if (!worker_alive(ws)) {
-    mbxU_error_set(err, MBX_INTERNAL_ERROR, "mbx_sandbox_checkpoint: the sandbox's worker is "
-                   "gone (%s); reset the sandbox", ws->reason);
+    mbxU_error_set(err, MBX_INTERNAL_ERROR,
+                   "mbx_sandbox_checkpoint: the sandbox's worker is "
+                   "gone (%s); reset the sandbox",
+                   ws->reason);
     return MBX_INTERNAL_ERROR;
   }
   mbxC_vfs_mark *files;
@@ -630,7 +643,8 @@ static mbx_status worker_checkpoint(void *impl, mbx_error *err) {
   if (code != 0) {
     mbxC_vfs_mark_free(files);
     if (code == 3) return mbxH_shared_no_arena("mbx_sandbox_checkpoint", err);
-    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_checkpoint: out of memory in the worker "
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_checkpoint: out of memory in the worker "
                    "for the copy; the previous checkpoint (if any) is kept");
     return MBX_NO_MEMORY;
   }
@@ -649,13 +663,16 @@ static mbx_status worker_rewind(void *impl, mbx_error *err) {
   return mbxH_shared_no_arena("mbx_sandbox_rewind", err);
 #else
   if (!ws->has_checkpoint) {
-    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox has no "
-                                              "checkpoint (call mbx_sandbox_checkpoint first)");
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_rewind: the sandbox has no "
+                   "checkpoint (call mbx_sandbox_checkpoint first)");
     return MBX_INVALID_ARGUMENT;
   }
   if (!worker_alive(ws) || ws->checkpoint_worker != ws->worker_gen) {
-    mbxU_error_set(err, MBX_INTERNAL_ERROR, "mbx_sandbox_rewind: the worker that held the "
-                   "checkpoint is gone (%s); reset the sandbox", ws->reason);
+    mbxU_error_set(err, MBX_INTERNAL_ERROR,
+                   "mbx_sandbox_rewind: the worker that held the "
+                   "checkpoint is gone (%s); reset the sandbox",
+                   ws->reason);
     return MBX_INTERNAL_ERROR;
   }
   mbxH_wp_begin(&ws->w, MBXH_WP_REWIND);
@@ -686,8 +703,8 @@ static mbx_status lost_result(wsb *ws, mbx_result **out) {
   if (o.value_json) memcpy(o.value_json, "null", 5);
   o.value_len = 4;
   o.failed = 1;
-  if (o.value_json == NULL || mbxV_error_from_message(ws->reason, strlen(ws->reason), 0,
-                                                      &o.error) != 0) {
+  if (o.value_json == NULL ||
+      mbxV_error_from_message(ws->reason, strlen(ws->reason), 0, &o.error) != 0) {
     mbxV_outcome_free(&o);
     *out = NULL;
     return MBX_INTERNAL_ERROR;
@@ -745,12 +762,13 @@ static mbx_status finish(wsb *ws, const char *fn, int logged, mbx_result **out, 
   return s;
 }
 
-static mbx_status worker_run(void *impl, const mbxH_run_args *a, mbx_result **out,
-                             mbx_error *err) {
+static mbx_status worker_run(void *impl, const mbxH_run_args *a, mbx_result **out, mbx_error *err) {
   wsb *ws = impl;
   if (!worker_alive(ws)) {
-    mbxU_error_set(err, MBX_SANDBOX_POISONED, "%s: the sandbox's worker is gone (%s); reset "
-                   "the sandbox", a->fn, ws->reason);
+    mbxU_error_set(err, MBX_SANDBOX_POISONED,
+                   "%s: the sandbox's worker is gone (%s); reset "
+                   "the sandbox",
+                   a->fn, ws->reason);
     return MBX_SANDBOX_POISONED;
   }
   char name[MBXH_CHUNK_NAME_SIZE];
@@ -774,8 +792,10 @@ static mbx_status worker_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   ws->run_deadline = run_deadline_from_now(ws);
   int x = exchange(ws, MBXH_WP_DONE, run_budget_ms(ws));
   if (x == -2) {
-    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s: the code and inputs are too large to send "
-                   "to the worker (%u MiB at most)", a->fn, (unsigned)(MBXH_WP_MAX_FRAME >> 20));
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "%s: the code and inputs are too large to send "
+                   "to the worker (%u MiB at most)",
+                   a->fn, (unsigned)(MBXH_WP_MAX_FRAME >> 20));
     return MBX_INVALID_ARGUMENT;
   }
   if (x != 0) return lost_result(ws, out);
@@ -786,8 +806,10 @@ static mbx_status worker_resume(void *impl, const char *fn, const char *value, s
                                 int as_error, mbx_result **out, mbx_error *err) {
   wsb *ws = impl;
   if (!worker_alive(ws)) {
-    mbxU_error_set(err, MBX_SANDBOX_POISONED, "%s: the sandbox's worker is gone (%s); reset "
-                   "the sandbox", fn, ws->reason);
+    mbxU_error_set(err, MBX_SANDBOX_POISONED,
+                   "%s: the sandbox's worker is gone (%s); reset "
+                   "the sandbox",
+                   fn, ws->reason);
     return MBX_SANDBOX_POISONED;
   }
   atomic_store(&ws->interrupted, 0);
@@ -802,8 +824,10 @@ static mbx_status worker_resume(void *impl, const char *fn, const char *value, s
   ws->run_deadline = run_deadline_from_now(ws);
   int x = exchange(ws, MBXH_WP_DONE, run_budget_ms(ws));
   if (x == -2) {
-    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "%s: the value is too large to send to the "
-                   "worker", fn);
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "%s: the value is too large to send to the "
+                   "worker",
+                   fn);
     return MBX_INVALID_ARGUMENT;
   }
   if (x != 0) return lost_result(ws, out);

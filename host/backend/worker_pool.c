@@ -48,7 +48,7 @@
 /* The zygote answers a spawn or reap in far less; past this it is broken. */
 #define ZYGOTE_TIMEOUT_MS 10000
 /* The zygote answers within ZYGOTE_TIMEOUT_MS of now; nothing interrupts it. */
-#define ZYGOTE_DEADLINE                                                                        \
+#define ZYGOTE_DEADLINE                                                                            \
   (&(mbxH_io_deadline){mbxH_io_now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u, NULL, 0, NULL})
 
 /* A zygote process. The pool's current one forks new workers. After a crash it is re-executed
@@ -120,10 +120,10 @@ struct mbxH_wpool {
   uint64_t crash_at[CRASH_BURST]; /* the last crashes' times, a ring */
   unsigned crash_next;
   uint64_t penalty_next; /* when the next penalised worker may be given out (mbxH_wpool_take) */
-  int zygote_stale; /* a worker crashed: re-exec the zygote when the rate limit allows */
+  int zygote_stale;      /* a worker crashed: re-exec the zygote when the rate limit allows */
   mbxH_wp_writer w;
-  int in_frame; /* inside zygote_frame: no nested read of a zygote's frames */
-  uint32_t probed; /* the last MBXH_WP_PROBED */
+  int in_frame;       /* inside zygote_frame: no nested read of a zygote's frames */
+  uint32_t probed;    /* the last MBXH_WP_PROBED */
   uint32_t probed_us; /* ... and how long its child took to fork, jail itself and exit */
   int probe_got;
 };
@@ -137,7 +137,8 @@ static void prime_forget(zygote *z) {
 }
 
 static void zygote_in_reset(zygote *z) {
-  for (int i = 0; i < z->in_nfds; i++) close(z->in_fds[i]);
+  for (int i = 0; i < z->in_nfds; i++)
+    close(z->in_fds[i]);
   z->in_nfds = 0;
   z->in_off = z->in_len = 0;
 }
@@ -231,7 +232,8 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
     mbxU_error_set(err, MBX_UNSUPPORTED,
                    "mbx_sandbox_new: the worker %s is not an executable file (%s): install "
                    "moonbox-worker next to the library, or set its path with "
-                   "mbx_runtime_set_path(MBX_PATH_WORKER)", pool->path, strerror(errno));
+                   "mbx_runtime_set_path(MBX_PATH_WORKER)",
+                   pool->path, strerror(errno));
     return -1;
   }
   int sv[2], mv[2];
@@ -312,8 +314,12 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
                    pool->path, strerror(rc));
     return -1;
   }
-  pool->z = (zygote){.pid = pid, .sock = sv[0], .mail = mv[0], .id = ++pool->next_zid,
-                     .started = mbxH_io_now_ns(), .owed_max = owed_max};
+  pool->z = (zygote){.pid = pid,
+                     .sock = sv[0],
+                     .mail = mv[0],
+                     .id = ++pool->next_zid,
+                     .started = mbxH_io_now_ns(),
+                     .owed_max = owed_max};
   pool->zygote_stale = 0;
   return 0;
 }
@@ -347,8 +353,8 @@ static int zygote_fill(zygote *z, int block) {
       struct cmsghdr align;
     } u;
     struct iovec iov = {z->in + z->in_len, room};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                         .msg_controllen = sizeof u.buf};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     ssize_t n = recvmsg(z->sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     int bad = (msg.msg_flags & MSG_CTRUNC) != 0;
     for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
@@ -392,8 +398,7 @@ static int zygote_next(mbxH_wpool *pool, zygote *z, int block, pid_t want_pid, i
       mbxH_wp_type type;
       uint32_t len;
       if (mbxH_wp_header(z->in + z->in_off, 64, &type, &len, NULL, 0) != 0) return -1;
-      if (have >= MBXH_WP_HEADER + (size_t)len)
-        return zygote_frame(pool, z, want_pid, status, got);
+      if (have >= MBXH_WP_HEADER + (size_t)len) return zygote_frame(pool, z, want_pid, status, got);
     }
     int r = zygote_fill(z, block);
     if (r != 0) return r;
@@ -458,7 +463,8 @@ static int zygote_frame(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status
     z->requested--;
     if (mbxH_wp_end(&r) != 0 || (pid > 0) != (nfds == 2) ||
         (prime_id != 0 && (!z->prime_pending || prime_id != z->prime_id))) {
-      for (int i = 0; i < nfds; i++) close(fds[i]);
+      for (int i = 0; i < nfds; i++)
+        close(fds[i]);
       return -1;
     }
     mbxH_wproc p = {.pid = (pid_t)pid, .sock = fds[0], .pidfd = fds[1], .zid = z->id};
@@ -488,7 +494,8 @@ static int zygote_frame(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status
     }
     return 0;
   }
-  for (int i = 0; i < nfds; i++) close(fds[i]);
+  for (int i = 0; i < nfds; i++)
+    close(fds[i]);
   if (type == MBXH_WP_PROBED && z == &pool->z) {
     pool->probed = mbxH_wp_get_u32(&r);
     pool->probed_us = mbxH_wp_get_u32(&r);
@@ -525,7 +532,8 @@ static int zygote_send(mbxH_wpool *pool, zygote *z) {
 static int mail_send(mbxH_wpool *pool, zygote *z) {
   if (z->mail < 0 || mbxH_wp_finish(&pool->w) != 0) return -1;
   ssize_t n;
-  do n = send(z->mail, pool->w.data, pool->w.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+  do
+    n = send(z->mail, pool->w.data, pool->w.len, MSG_DONTWAIT | MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
   if (n == (ssize_t)pool->w.len) {
     z->mail_unread++;
@@ -853,8 +861,10 @@ mbx_status mbxH_wpool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_tena
     zygote_stop(&pool->z);
   }
   pthread_mutex_unlock(&pool->mu);
-  mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_new: the worker zygote (%s) could not fork "
-                 "a worker (out of processes or memory?)", pool->path);
+  mbxU_error_set(err, MBX_NO_MEMORY,
+                 "mbx_sandbox_new: the worker zygote (%s) could not fork "
+                 "a worker (out of processes or memory?)",
+                 pool->path);
   return MBX_NO_MEMORY;
 }
 
@@ -922,7 +932,8 @@ void mbxH_wpool_free(mbxH_wpool *pool) {
   pthread_mutex_lock(&pool->mu);
   drop_warm(pool);
   zygote_stop(&pool->z);
-  for (int i = 0; i < pool->nretired; i++) zygote_stop(&pool->retired[i]);
+  for (int i = 0; i < pool->nretired; i++)
+    zygote_stop(&pool->retired[i]);
   pool->nretired = 0;
   pthread_mutex_unlock(&pool->mu);
   pthread_mutex_destroy(&pool->mu);
@@ -930,8 +941,7 @@ void mbxH_wpool_free(mbxH_wpool *pool) {
   free(pool);
 }
 
-mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, uint32_t *jail_us,
-                            mbx_error *err) {
+mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, uint32_t *jail_us, mbx_error *err) {
   pthread_mutex_lock(&pool->mu);
   mbx_status s = MBX_OK;
   if (pool->z.pid <= 0 && zygote_start(pool, err) != 0) {

@@ -22,8 +22,7 @@ void mbxH_wpool_free(mbxH_wpool *pool);
    through the same jail and reports MBXH_JAIL_* | MBXH_WP_NS_* bits, and in *jail_us the
    microseconds from that fork to the child's exit. MBX_OK, or MBX_UNSUPPORTED /
    MBX_INTERNAL_ERROR with err saying why. */
-mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, uint32_t *jail_us,
-                            mbx_error *err);
+mbx_status mbxH_wpool_probe(mbxH_wpool *pool, uint32_t *bits, uint32_t *jail_us, mbx_error *err);
 /* Workers a one-tenant runtime keeps from freed sandboxes (for MBX_CAP_ONE_TENANT's usage). */
 unsigned mbxH_wpool_kept(mbxH_wpool *pool);
 /* Live isolated sandboxes (for MBX_CAP_SANDBOXES). */
@@ -40,7 +39,7 @@ unsigned mbxH_wpool_live(mbxH_wpool *pool);
 /* One worker process, as the pool hands it to a sandbox and takes it back. */
 typedef struct mbxH_wproc {
   pid_t pid;
-  int sock;  /* -1: none */
+  int sock; /* -1: none */
   int pidfd;
   /* A worker kept for the next sandbox of a one-tenant runtime (MBX_CAP_ONE_TENANT): the
      memory limit its address-space limit was set for (only a sandbox of the same limit may

@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void say(char *why, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void say(char *why, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(char *why, size_t size, const char *fmt, ...) {
   if (why == NULL || size == 0) return;
   va_list ap;
@@ -37,10 +36,9 @@ int mbxH_wp_header(const unsigned char hdr[MBXH_WP_HEADER], uint32_t max, mbxH_w
 
 /* ---- done ---- */
 
-void mbxH_wp_put_done(mbxH_wp_writer *w, mbxV_status s, const char *refusal,
-                      const mbxV_outcome *o, const char *const stream[2],
-                      const size_t stream_len[2], uint64_t output_total, int paused,
-                      uint64_t heap) {
+void mbxH_wp_put_done(mbxH_wp_writer *w, mbxV_status s, const char *refusal, const mbxV_outcome *o,
+                      const char *const stream[2], const size_t stream_len[2],
+                      uint64_t output_total, int paused, uint64_t heap) {
   mbxH_wp_begin(w, MBXH_WP_DONE);
   mbxH_wp_u32(w, (uint32_t)s);
   if (s >= MBXV_REFUSED_BASE) {
@@ -64,7 +62,8 @@ void mbxH_wp_put_done(mbxH_wp_writer *w, mbxV_status s, const char *refusal,
     mbxH_wp_u64(w, o->exec_runs);
     mbxH_wp_u64(w, o->exec_ms);
     mbxH_wp_bytes(w, o->pending_json, o->pending_json ? o->pending_len : 0);
-    for (int i = 0; i < 2; i++) mbxH_wp_bytes(w, stream[i], stream_len[i]);
+    for (int i = 0; i < 2; i++)
+      mbxH_wp_bytes(w, stream[i], stream_len[i]);
     mbxH_wp_u64(w, output_total);
   }
   mbxH_wp_u8(w, (uint8_t)(paused != 0));
@@ -142,8 +141,8 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
     }
     d->output_total = mbxH_wp_get_u64(&r);
     if (!r.bad && (s == MBXV_PAUSED) != (pending_len > 0)) {
-      say(why, why_size, "a run %s a pending call", s == MBXV_PAUSED ? "paused without" :
-                                                    "ended with");
+      say(why, why_size, "a run %s a pending call",
+          s == MBXV_PAUSED ? "paused without" : "ended with");
       return -1;
     }
   }
@@ -152,8 +151,10 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
   if (paused > 1) r.bad = 1;
   d->paused = paused;
   if (mbxH_wp_end(&r) != 0) {
-    say(why, why_size, "a malformed done report (%zu bytes): a field past the frame's end, past "
-        "the sandbox's limits, or bytes left over", n);
+    say(why, why_size,
+        "a malformed done report (%zu bytes): a field past the frame's end, past "
+        "the sandbox's limits, or bytes left over",
+        n);
     return -1;
   }
   if (!run_status(s)) return 0;
@@ -176,7 +177,8 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
     o->pending_json = dup_bytes(pending, pending_len);
     o->pending_len = pending_len;
   }
-  for (int i = 0; i < 2; i++) d->stream[i] = dup_bytes(streams[i], d->stream_len[i]);
+  for (int i = 0; i < 2; i++)
+    d->stream[i] = dup_bytes(streams[i], d->stream_len[i]);
   int oom = o->value_json == NULL || (o->failed && (!o->error.message || !o->error.traceback)) ||
             (pending_len && !o->pending_json) || !d->stream[0] || !d->stream[1];
   if (oom) {
@@ -195,7 +197,7 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
 
 void mbxH_wp_done_free(mbxH_wp_done *d) {
   mbxV_outcome_free(&d->outcome);
-  for (int i = 0; i < 2; i++) free(d->stream[i]);
+  for (int i = 0; i < 2; i++)
+    free(d->stream[i]);
   memset(d, 0, sizeof *d);
 }
-

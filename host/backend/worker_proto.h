@@ -31,10 +31,10 @@
 #define MBXH_WP_PRIME_MAX ((uint32_t)64 << 10)
 typedef enum mbxH_wp_type {
   /* parent -> worker */
-  MBXH_WP_CREATE = 1,     /* the sandbox's configuration, grants, first seed: build */
-  MBXH_WP_RUN = 2,        /* chunk name, code, inputs, io.stdin's epoch */
-  MBXH_WP_RESUME = 3,     /* as_error, value, io.stdin's epoch */
-  MBXH_WP_RESET = 4,      /* the new address key, the next seed */
+  MBXH_WP_CREATE = 1, /* the sandbox's configuration, grants, first seed: build */
+  MBXH_WP_RUN = 2,    /* chunk name, code, inputs, io.stdin's epoch */
+  MBXH_WP_RESUME = 3, /* as_error, value, io.stdin's epoch */
+  MBXH_WP_RESET = 4,  /* the new address key, the next seed */
   MBXH_WP_CHECKPOINT = 5,
   MBXH_WP_REWIND = 6,
   MBXH_WP_PORT_REPLY = 7, /* the answer to the worker's MBXH_WP_PORT_CALL */
@@ -43,13 +43,13 @@ typedef enum mbxH_wp_type {
   MBXH_WP_DONE = 21,      /* a run or resume ended: its outcome */
   MBXH_WP_PORT_CALL = 22, /* a port operation for the parent to serve */
   /* parent <-> zygote */
-  MBXH_WP_SPAWN = 40,     /* fork a worker */
-  MBXH_WP_SPAWNED = 41,   /* its pid, the prime it got (0: none); socket and pidfd ride along */
-  MBXH_WP_REAP = 42,      /* wait for a dead worker, fork n (the refill), the first primed;
+  MBXH_WP_SPAWN = 40,   /* fork a worker */
+  MBXH_WP_SPAWNED = 41, /* its pid, the prime it got (0: none); socket and pidfd ride along */
+  MBXH_WP_REAP = 42,    /* wait for a dead worker, fork n (the refill), the first primed;
                              on the control socket, or alone in a mailbox message */
-  MBXH_WP_REAPED = 43,    /* its wait status */
-  MBXH_WP_PROBE = 44,     /* what the jail applies (moonbox doctor) */
-  MBXH_WP_PROBED = 45     /* u32 MBXH_JAIL_* | MBXH_WP_NS_* bits, u32 the probe child's us */
+  MBXH_WP_REAPED = 43,  /* its wait status */
+  MBXH_WP_PROBE = 44,   /* what the jail applies (moonbox doctor) */
+  MBXH_WP_PROBED = 45   /* u32 MBXH_JAIL_* | MBXH_WP_NS_* bits, u32 the probe child's us */
 } mbxH_wp_type;
 
 /* The zygote's namespaces, in MBXH_WP_PROBED next to the jail's bits (MBXH_JAIL_*, below). */
@@ -124,7 +124,7 @@ static inline int mbxH_wp_end(const mbxH_wp_reader *r) {
 /* What a worker reports at the end of a run or resume (MBXH_WP_DONE). */
 typedef struct mbxH_wp_done {
   mbxV_status status;
-  char refusal[256];  /* status >= MBXV_REFUSED_BASE: why nothing ran */
+  char refusal[256];    /* status >= MBXV_REFUSED_BASE: why nothing ran */
   mbxV_outcome outcome; /* malloc'd members, status < MBXV_REFUSED_BASE */
   char *stream[2];      /* captured stdout, stderr (malloc'd) */
   size_t stream_len[2];
@@ -140,10 +140,9 @@ typedef struct mbxH_wp_bounds {
 } mbxH_wp_bounds;
 
 /* Encode a done report (the worker's side; the outcome is read, not taken). */
-void mbxH_wp_put_done(mbxH_wp_writer *w, mbxV_status s, const char *refusal,
-                      const mbxV_outcome *o, const char *const stream[2],
-                      const size_t stream_len[2], uint64_t output_total, int paused,
-                      uint64_t heap);
+void mbxH_wp_put_done(mbxH_wp_writer *w, mbxV_status s, const char *refusal, const mbxV_outcome *o,
+                      const char *const stream[2], const size_t stream_len[2],
+                      uint64_t output_total, int paused, uint64_t heap);
 /* Decode one (the parent's side): 0 with *d filled (free with mbxH_wp_done_free), or -1 with
    why filled and nothing to free. Checks every length against b and the status against the
    run statuses there are; the JSON texts are checked by the caller (mbxH_wp_json_ok). */

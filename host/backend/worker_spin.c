@@ -49,8 +49,10 @@ int mbxH_spin_wait(mbxH_spin *s, int fd, uint64_t until_ns) {
       /* A catch that came late is a miss all the same: the other end most likely waited for
          this CPU (the two ends share it, and this one kept it), and would have been quicker
          had this one slept. */
-      if (mono_ns() - start > MBXH_SPIN_SLOW_NS) missed(s);
-      else s->misses = 0;
+      if (mono_ns() - start > MBXH_SPIN_SLOW_NS)
+        missed(s);
+      else
+        s->misses = 0;
       return 1;
     }
     uint64_t now = mono_ns();

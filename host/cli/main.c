@@ -53,7 +53,7 @@ typedef struct run_job {
   size_t snapshot_len;
   const char *answer; /* --value JSON or --error MESSAGE */
   int answer_is_error;
-  int not_paused;     /* resume: the snapshot was taken idle, nothing to answer */
+  int not_paused;       /* resume: the snapshot was taken idle, nothing to answer */
   mbx_sandbox *sandbox; /* run: given; resume: set by the thread when restored */
   const char *code;
   size_t code_len;
@@ -84,8 +84,8 @@ static void *run_thread(void *arg) {
     return NULL;
   }
   /* The replay re-executes the recorded runs: it needs the big stack as much as a run. */
-  job->sandbox = mbx_sandbox_restore(job->runtime, job->policy, job->snapshot,
-                                     job->snapshot_len, &job->err);
+  job->sandbox =
+      mbx_sandbox_restore(job->runtime, job->policy, job->snapshot, job->snapshot_len, &job->err);
   if (job->sandbox == NULL) {
     job->status = (mbx_status)job->err.code;
     return NULL;
@@ -97,11 +97,11 @@ static void *run_thread(void *arg) {
   }
   atomic_store(&running_sandbox, job->sandbox); /* Ctrl-C now interrupts the resumed run */
   if (job->answer_is_error)
-    job->status = mbx_resume_error(job->sandbox, job->answer, strlen(job->answer), &job->result,
-                                   &job->err);
+    job->status =
+        mbx_resume_error(job->sandbox, job->answer, strlen(job->answer), &job->result, &job->err);
   else
-    job->status = mbx_resume(job->sandbox, job->answer, strlen(job->answer), &job->result,
-                             &job->err);
+    job->status =
+        mbx_resume(job->sandbox, job->answer, strlen(job->answer), &job->result, &job->err);
   return NULL;
 }
 
@@ -360,8 +360,7 @@ static int write_file_atomic(const char *path, const void *bytes, size_t len) {
     int saved_errno = errno;
     fclose(f);
     remove(tmp);
-    fprintf(stderr, "moonbox: --snapshot-out: cannot write '%s': %s\n", tmp,
-            strerror(saved_errno));
+    fprintf(stderr, "moonbox: --snapshot-out: cannot write '%s': %s\n", tmp, strerror(saved_errno));
     free(tmp);
     return -1;
   }
@@ -650,9 +649,9 @@ static int run_command(const mbxH_cli_options *opt) {
       goto done;
     }
     /* Empty input is what every sandbox has already: nothing to copy. */
-    mbx_status ss = guest_stdin.len == 0 ? MBX_OK
-                                         : mbx_sandbox_set_stdin(sandbox, guest_stdin.data,
-                                                                 guest_stdin.len, &err);
+    mbx_status ss = guest_stdin.len == 0
+                        ? MBX_OK
+                        : mbx_sandbox_set_stdin(sandbox, guest_stdin.data, guest_stdin.len, &err);
     if (ss != MBX_OK) {
       fprintf(stderr, "moonbox: --stdin: %s\n", err.message);
       exit_code = ss == MBX_UNSUPPORTED ? EXIT_USAGE : EXIT_INTERNAL;
@@ -715,7 +714,8 @@ static int check_on_thread(check_job *job) {
 /* Text shown on a terminal: control bytes become '?' (a name or message comes from the
    script, and escape sequences in it could rewrite what the user sees). */
 static void print_sanitized(const char *s) {
-  for (; *s; s++) fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, stdout);
+  for (; *s; s++)
+    fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, stdout);
 }
 
 /* The name of a finding for the text output: JSON-quoted and ASCII-only, so nothing the
@@ -839,8 +839,10 @@ static int doctor_command(const mbxH_cli_options *opt) {
   if (opt->json) {
     /* {exec's members..., "worker": {...}}: the exec object with one member more. */
     json_t *o = json_loads(json, 0, NULL), *w = wjson ? json_loads(wjson, 0, NULL) : NULL;
-    if (o && w) json_object_set_new(o, "worker", w);
-    else json_decref(w);
+    if (o && w)
+      json_object_set_new(o, "worker", w);
+    else
+      json_decref(w);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     printf("%s\n", text ? text : json);
     free(text);
@@ -848,8 +850,8 @@ static int doctor_command(const mbxH_cli_options *opt) {
   } else {
     /* The JSON is flat enough to print as "key: value" lines. */
     printf("moonbox %s: exec backend %s\n", mbx_version(), ok ? "available" : "UNAVAILABLE");
-    const char *keys[] = {"reason", "bwrap", "bwrap_version", "helper", "user_namespaces",
-                          "uid_isolation", "seccomp", "limits", "cgroups", NULL};
+    const char *keys[] = {"reason",        "bwrap",   "bwrap_version", "helper",  "user_namespaces",
+                          "uid_isolation", "seccomp", "limits",        "cgroups", NULL};
     for (int i = 0; keys[i]; i++) {
       char pat[40];
       snprintf(pat, sizeof pat, "\"%s\":", keys[i]);
@@ -860,26 +862,40 @@ static int doctor_command(const mbxH_cli_options *opt) {
       int depth = 0, in_str = 0;
       for (; *end; end++) {
         if (in_str) {
-          if (*end == '\\' && end[1]) end++;
-          else if (*end == '"') in_str = 0;
+          if (*end == '\\' && end[1])
+            end++;
+          else if (*end == '"')
+            in_str = 0;
           continue;
         }
-        if (*end == '"') in_str = 1;
-        else if (*end == '[' || *end == '{') depth++;
+        if (*end == '"')
+          in_str = 1;
+        else if (*end == '[' || *end == '{')
+          depth++;
         else if (*end == ']' || *end == '}') {
           if (depth == 0) break;
           depth--;
-        } else if (*end == ',' && depth == 0) break;
+        } else if (*end == ',' && depth == 0)
+          break;
       }
       printf("  %-16s %.*s\n", keys[i], (int)(end - v), v);
     }
     json_t *w = wjson ? json_loads(wjson, 0, NULL) : NULL;
     int wok = json_is_true(json_object_get(w, "available"));
     printf("worker (--isolate process) %s\n", w == NULL ? "UNKNOWN (out of memory)"
-                                                        : wok ? "available" : "UNAVAILABLE");
-    const char *wkeys[] = {"reason", "worker", "uid", "user_namespace", "capabilities",
-                           "worker_start_us", "no_new_privs", "seccomp", "pid_namespace",
-                           "net_namespace", NULL};
+                                              : wok     ? "available"
+                                                        : "UNAVAILABLE");
+    const char *wkeys[] = {"reason",
+                           "worker",
+                           "uid",
+                           "user_namespace",
+                           "capabilities",
+                           "worker_start_us",
+                           "no_new_privs",
+                           "seccomp",
+                           "pid_namespace",
+                           "net_namespace",
+                           NULL};
     for (int i = 0; w && wkeys[i]; i++) {
       json_t *v = json_object_get(w, wkeys[i]);
       if (v == NULL || json_is_null(v)) continue;

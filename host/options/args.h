@@ -27,9 +27,9 @@
 #define MBXH_CLI_EXIT_PAUSED 4
 
 typedef enum mbxH_cli_command {
-  MBXH_CLI_RUN,    /* moonbox run ... */
-  MBXH_CLI_RESUME, /* moonbox resume SNAPSHOT (--value JSON | --error MESSAGE) ... */
-  MBXH_CLI_HELP,   /* usage on stdout, exit 0 */
+  MBXH_CLI_RUN,     /* moonbox run ... */
+  MBXH_CLI_RESUME,  /* moonbox resume SNAPSHOT (--value JSON | --error MESSAGE) ... */
+  MBXH_CLI_HELP,    /* usage on stdout, exit 0 */
   MBXH_CLI_VERSION, /* version line on stdout, exit 0 */
   MBXH_CLI_CHECK,   /* moonbox check ... (FILE | -e CODE | -): the static check, no run */
   MBXH_CLI_DOCTOR,  /* what the exec backend found (moonbox doctor [--json]) */
@@ -52,40 +52,40 @@ typedef struct mbxH_cli_limit {
 typedef struct mbxH_cli_options {
   mbxH_cli_command command;
   mbxH_cli_script script_kind;
-  const char *script;          /* path or code; NULL for stdin */
-  mbxH_cli_limit memory;       /* bytes */
-  mbxH_cli_limit instructions; /* count, 0 = unlimited */
-  mbxH_cli_limit timeout_ms;   /* milliseconds, 0 = unlimited */
-  mbxH_cli_limit output;       /* bytes */
-  mbxH_cli_limit source;       /* bytes */
-  const char *input_json;      /* --input text, or NULL */
-  const char *input_file;      /* --input-file path ("-" = stdin), or NULL */
-  int json;                    /* --json */
-  mbxH_cli_limit seed;         /* --seed: math.random's seed */
-  int time_set;                /* --time given */
-  int64_t time;                /* --time: the fixed clock, seconds since the epoch */
+  const char *script;                /* path or code; NULL for stdin */
+  mbxH_cli_limit memory;             /* bytes */
+  mbxH_cli_limit instructions;       /* count, 0 = unlimited */
+  mbxH_cli_limit timeout_ms;         /* milliseconds, 0 = unlimited */
+  mbxH_cli_limit output;             /* bytes */
+  mbxH_cli_limit source;             /* bytes */
+  const char *input_json;            /* --input text, or NULL */
+  const char *input_file;            /* --input-file path ("-" = stdin), or NULL */
+  int json;                          /* --json */
+  mbxH_cli_limit seed;               /* --seed: math.random's seed */
+  int time_set;                      /* --time given */
+  int64_t time;                      /* --time: the fixed clock, seconds since the epoch */
   const char *env[MBXH_CLI_MAX_ENV]; /* --env NAME=VALUE, in order; each has an '=' */
   int env_count;
-  int deterministic;           /* --deterministic */
+  int deterministic;                        /* --deterministic */
   const char *pause_on[MBXH_CLI_MAX_PAUSE]; /* --pause-on NAME, in order */
   int pause_count;
-  const char *snapshot_out;    /* --snapshot-out FILE, or NULL */
-  const char *policy_file;     /* --policy FILE, or NULL */
+  const char *snapshot_out;                /* --snapshot-out FILE, or NULL */
+  const char *policy_file;                 /* --policy FILE, or NULL */
   const char *mounts[MBXH_CLI_MAX_MOUNTS]; /* --mount HOSTDIR:/virtual[:ro|rw|overlay] */
   int mount_count;
   const char *files[MBXH_CLI_MAX_FILES]; /* --file /virtual=HOSTFILE */
   int file_count;
   const char *allow_exec[MBXH_CLI_MAX_EXEC]; /* --allow-exec PROGRAM */
   int allow_exec_count;
-  int changes;                 /* --changes */
-  const char *export_changes;  /* --export-changes DIR, or NULL */
-  int diff;                    /* --diff */
-  const char *stdin_file;      /* --stdin FILE ("-" = standard input), or NULL */
+  int changes;                /* --changes */
+  const char *export_changes; /* --export-changes DIR, or NULL */
+  int diff;                   /* --diff */
+  const char *stdin_file;     /* --stdin FILE ("-" = standard input), or NULL */
   /* moonbox resume only: */
-  const char *snapshot;        /* SNAPSHOT: the file to restore ("-" = stdin) */
-  const char *resume_value;    /* --value JSON, or NULL */
-  const char *resume_error;    /* --error MESSAGE, or NULL (exactly one of the two is set) */
-  int isolate;                 /* --isolate process (1) | none (0, the default) */
+  const char *snapshot;     /* SNAPSHOT: the file to restore ("-" = stdin) */
+  const char *resume_value; /* --value JSON, or NULL */
+  const char *resume_error; /* --error MESSAGE, or NULL (exactly one of the two is set) */
+  int isolate;              /* --isolate process (1) | none (0, the default) */
 } mbxH_cli_options;
 
 /*

@@ -76,7 +76,7 @@ static char *read_host_file(const char *option, const char *path, size_t max, si
   if (f == NULL || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
       (uint64_t)st.st_size > max) {
     fprintf(stderr, "moonbox: %s: %s: %s\n", option, path,
-            f == NULL ? strerror(errno)
+            f == NULL                                           ? strerror(errno)
             : (uint64_t)st.st_size > max && S_ISREG(st.st_mode) ? "the file is too large"
                                                                 : "not a regular file");
     if (f) fclose(f);
@@ -192,4 +192,3 @@ mbx_policy *mbxH_cli_make_policy(const mbxH_cli_options *opt, int *exit_code) {
   }
   return policy;
 }
-

@@ -189,7 +189,8 @@ static int cmp_int(const void *a, const void *b) {
 static void warm_glibc(void) {
   (void)mbxV_cstack_free();
   static int v[2048];
-  for (int i = 0; i < 2048; i++) v[i] = 2048 - i;
+  for (int i = 0; i < 2048; i++)
+    v[i] = 2048 - i;
   qsort(v, 2048, sizeof v[0], cmp_int);
   time_t t = time(NULL);
   struct tm tm;
@@ -219,14 +220,13 @@ static scmp_filter_ctx build_filter(uint32_t pid) {
       /* waiting for its next frame (poll: glibc's poll on x86-64; ppoll elsewhere) */
       SCMP_SYS(poll), SCMP_SYS(ppoll),
       /* memory */
-      SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(madvise),
-      SCMP_SYS(mremap), SCMP_SYS(brk),
+      SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(madvise), SCMP_SYS(mremap),
+      SCMP_SYS(brk),
       /* threads' primitives, signals (interrupt, the deadline path), clocks */
-      SCMP_SYS(futex), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigprocmask),
-      SCMP_SYS(rt_sigreturn), SCMP_SYS(sigaltstack), SCMP_SYS(restart_syscall),
-      SCMP_SYS(gettimeofday), SCMP_SYS(nanosleep), SCMP_SYS(sched_yield),
-      SCMP_SYS(getrandom), SCMP_SYS(getpid), SCMP_SYS(gettid), SCMP_SYS(pause),
-      SCMP_SYS(exit), SCMP_SYS(exit_group)};
+      SCMP_SYS(futex), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
+      SCMP_SYS(sigaltstack), SCMP_SYS(restart_syscall), SCMP_SYS(gettimeofday), SCMP_SYS(nanosleep),
+      SCMP_SYS(sched_yield), SCMP_SYS(getrandom), SCMP_SYS(getpid), SCMP_SYS(gettid),
+      SCMP_SYS(pause), SCMP_SYS(exit), SCMP_SYS(exit_group)};
   int rc = 0;
   for (size_t i = 0; i < sizeof allowed / sizeof allowed[0] && rc == 0; i++)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);

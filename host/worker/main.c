@@ -165,8 +165,7 @@ static int g_spin_on;
 
 /* recv_frame where the parent's next frame is expected soon. */
 static int recv_frame_soon(int fd, unsigned char **buf, size_t *cap, size_t *len) {
-  if (g_spin_on && (g_in == NULL || g_in->off == g_in->len))
-    (void)mbxH_spin_wait(&g_spin, fd, 0);
+  if (g_spin_on && (g_in == NULL || g_in->off == g_in->len)) (void)mbxH_spin_wait(&g_spin, fd, 0);
   return recv_frame(fd, buf, cap, len);
 }
 
@@ -216,8 +215,7 @@ static void call_broken(void *ctx) {
   die_quietly();
 }
 
-static const mbxC_wire_transport g_transport = {&g_port, call_begin, call_round_trip,
-                                                call_broken};
+static const mbxC_wire_transport g_transport = {&g_port, call_begin, call_round_trip, call_broken};
 
 /* ---- the sandbox ---- */
 
@@ -265,8 +263,10 @@ static int hook_spin(lua_State *L) {
 static int hook_syscall(lua_State *L) {
   const char *what = luaL_checkstring(L, 1);
   long r = -1;
-  if (strcmp(what, "open") == 0) r = syscall(SYS_openat, -100, "/etc/passwd", 0);
-  else if (strcmp(what, "socket") == 0) r = syscall(SYS_socket, 2, 1, 0);
+  if (strcmp(what, "open") == 0)
+    r = syscall(SYS_openat, -100, "/etc/passwd", 0);
+  else if (strcmp(what, "socket") == 0)
+    r = syscall(SYS_socket, 2, 1, 0);
   else if (strcmp(what, "execve") == 0) {
     char *argv[] = {"/bin/true", NULL};
     r = syscall(SYS_execve, "/bin/true", argv, (char **)NULL);
@@ -275,14 +275,18 @@ static int hook_syscall(lua_State *L) {
        __test_pid in that worker): each must be killed by the filter; a return means the
        call went through (a signal sent, or an error the kernel gave). */
     pid_t other = (pid_t)luaL_checkinteger(L, 2);
-    if (strcmp(what, "kill") == 0) r = syscall(SYS_kill, other, SIGKILL);
-    else if (strcmp(what, "tgkill") == 0) r = syscall(SYS_tgkill, other, other, SIGKILL);
-    else if (strcmp(what, "ptrace") == 0) r = syscall(SYS_ptrace, 16 /* ATTACH */, other, 0, 0);
+    if (strcmp(what, "kill") == 0)
+      r = syscall(SYS_kill, other, SIGKILL);
+    else if (strcmp(what, "tgkill") == 0)
+      r = syscall(SYS_tgkill, other, other, SIGKILL);
+    else if (strcmp(what, "ptrace") == 0)
+      r = syscall(SYS_ptrace, 16 /* ATTACH */, other, 0, 0);
     else if (strcmp(what, "process_vm_readv") == 0) {
       char byte;
       struct iovec local = {&byte, 1}, remote = {(void *)(uintptr_t)0x400000, 1};
       r = syscall(SYS_process_vm_readv, other, &local, 1ul, &remote, 1ul, 0ul);
-    } else if (strcmp(what, "pidfd_open") == 0) r = syscall(SYS_pidfd_open, other, 0u);
+    } else if (strcmp(what, "pidfd_open") == 0)
+      r = syscall(SYS_pidfd_open, other, 0u);
     else if (strcmp(what, "cpuclock") == 0 || strcmp(what, "cpuclock_sleep") == 0) {
       /* The kernel's process CPU clock of `other`: (~pid << 3) | CPUCLOCK_SCHED. */
       clockid_t id = (clockid_t)((~(unsigned)other << 3) | 2u);
@@ -290,7 +294,8 @@ static int hook_syscall(lua_State *L) {
       r = strcmp(what, "cpuclock") == 0
               ? syscall(SYS_clock_gettime, id, &ts)
               : syscall(SYS_clock_nanosleep, id, 0 /* relative */, &ts, (struct timespec *)0);
-    } else return luaL_error(L, "__test_syscall: unknown call %s", what);
+    } else
+      return luaL_error(L, "__test_syscall: unknown call %s", what);
   }
   lua_pushinteger(L, r);
   return 1;
@@ -315,7 +320,8 @@ static int hook_exec(lua_State *L) {
   mbxH_wp_u64(&w, 0);
   mbxC_wire_put_exec_request(&w, &req);
   send_frame(g_port.fd, &w);
-  for (;;) pause(); /* the parent must end this worker */
+  for (;;)
+    pause(); /* the parent must end this worker */
   return 0;
 }
 
@@ -334,9 +340,13 @@ static int hook_frame(lua_State *L) {
     memcpy(frame, &v, 2);
     memcpy(frame + 2, &t, 2);
     memcpy(frame + 4, &n, 4);
-    memcpy(frame + MBXH_WP_HEADER, "\xff\xff\xff" "extra", 8);
+    memcpy(frame + MBXH_WP_HEADER,
+           "\xff\xff\xff"
+           "extra",
+           8);
     write_all(g_port.fd, frame, sizeof frame);
-    for (;;) pause();
+    for (;;)
+      pause();
   } else {
     n = strcmp(what, "oversized") == 0 ? UINT32_MAX - 1 : 3; /* else a short, bogus DONE */
     memcpy(hdr, &v, 2);
@@ -345,7 +355,8 @@ static int hook_frame(lua_State *L) {
   }
   write_all(g_port.fd, hdr, sizeof hdr);
   if (n == 3) write_all(g_port.fd, "\xff\xff\xff", 3);
-  for (;;) pause(); /* the parent must end this worker */
+  for (;;)
+    pause(); /* the parent must end this worker */
   return 0;
 }
 
@@ -365,7 +376,8 @@ static int hook_host_flood(lua_State *L) {
    backstop that counts their time (or an interrupt) ends it. */
 static int hook_port_flood(lua_State *L) {
   (void)L;
-  for (;;) g_port.remote.port.wall_time(g_port.remote.port.ud);
+  for (;;)
+    g_port.remote.port.wall_time(g_port.remote.port.ud);
   return 0;
 }
 
@@ -413,8 +425,7 @@ static void install_hooks(lua_State *L) {
 static int attach(wsandbox *ws) {
   mbxL_attach(ws->vm->L, &g_port.remote.port);
   mbxV_vm_set_host_call_limit(ws->vm, ws->host_call_limit);
-  if (!run_protected(ws->vm->L, mbxL_reseed) ||
-      !run_protected(ws->vm->L, mbxL_open_host_functions))
+  if (!run_protected(ws->vm->L, mbxL_reseed) || !run_protected(ws->vm->L, mbxL_open_host_functions))
     return 0;
 #ifdef MBX_WORKER_TEST_HOOKS
   install_hooks(ws->vm->L);
@@ -521,7 +532,8 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
     uint8_t nargs = mbxH_wp_get_u8(&r);
     if (r.bad || nargs > MBXC_FFI_MAX_ARGS) return -1;
     f->sig.nargs = nargs;
-    for (int a = 0; a < nargs; a++) f->sig.args[a] = (char)mbxH_wp_get_u8(&r);
+    for (int a = 0; a < nargs; a++)
+      f->sig.args[a] = (char)mbxH_wp_get_u8(&r);
     if (r.bad) return -1;
     memcpy(at, name, len);
     at[len] = '\0';
@@ -569,8 +581,9 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
     g_as_for = cfg->memory_limit ? cfg->memory_limit : 1;
   } else if (g_as_for != cfg->memory_limit) {
     /* The parent reuses a worker only for the memory limit it was made for. */
-    send_status(g_port.fd, w, 2, 0, "a reused worker's address-space limit is for another "
-                                    "memory limit");
+    send_status(g_port.fd, w, 2, 0,
+                "a reused worker's address-space limit is for another "
+                "memory limit");
     return -1;
   }
   /* The warm state is rebuilt from the template with this sandbox's configuration (nothing of
@@ -589,16 +602,17 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
   }
   if (made != MBXV_NEW_OK) {
     ws->vm = NULL;
-    send_status(g_port.fd, w, 1, 0, made == MBXV_NEW_NO_SPACE
-                                        ? "cannot reserve the sandbox's heap in the worker"
-                                        : "the standard library does not fit in the memory "
-                                          "limit (raise MBX_LIMIT_MEMORY)");
+    send_status(g_port.fd, w, 1, 0,
+                made == MBXV_NEW_NO_SPACE ? "cannot reserve the sandbox's heap in the worker"
+                                          : "the standard library does not fit in the memory "
+                                            "limit (raise MBX_LIMIT_MEMORY)");
     return -1;
   }
   g_vm = ws->vm;
   if (!attach(ws)) {
-    send_status(g_port.fd, w, 1, 0, "could not seed math.random or install the host "
-                                    "functions");
+    send_status(g_port.fd, w, 1, 0,
+                "could not seed math.random or install the host "
+                "functions");
     return -1;
   }
   return send_status(g_port.fd, w, 0, heap_of(ws), "");
@@ -631,8 +645,8 @@ static void run(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer *
   mbxL_run_begin(ws->vm->L);
   mbxV_outcome o;
   mbxV_refusal why = {MBXV_OK, ""};
-  mbxV_status s = mbxV_run_cached(ws->vm, NULL, code, code_len, chunk,
-                                  has_inputs ? inputs : NULL, inputs_len, &o, &why);
+  mbxV_status s = mbxV_run_cached(ws->vm, NULL, code, code_len, chunk, has_inputs ? inputs : NULL,
+                                  inputs_len, &o, &why);
   send_done(ws, w, s, &why, &o);
 }
 
@@ -707,8 +721,9 @@ void mbxH_worker_serve(int fd) {
       if (mbxV_vm_reset(ws.vm, &ws.cfg, mbxL_open_sandbox) != MBXV_NEW_OK)
         send_status(fd, &w, 1, heap_of(&ws), "out of memory while building the pristine state");
       else if (!attach(&ws))
-        send_status(fd, &w, 1, heap_of(&ws), "could not seed math.random or install the host "
-                                             "functions");
+        send_status(fd, &w, 1, heap_of(&ws),
+                    "could not seed math.random or install the host "
+                    "functions");
       else
         send_status(fd, &w, 0, heap_of(&ws), "");
       break;
@@ -718,8 +733,8 @@ void mbxH_worker_serve(int fd) {
       if (g_test_call_at_checkpoint) {
         const char *reply;
         size_t rlen;
-        g_port.remote.port.host_call(g_port.remote.port.ud, 0, "[\"during CHECKPOINT\"]", 21,
-                                     NULL, &reply, &rlen);
+        g_port.remote.port.host_call(g_port.remote.port.ud, 0, "[\"during CHECKPOINT\"]", 21, NULL,
+                                     &reply, &rlen);
       }
 #endif
       mbxV_checkpoint_result made = mbxV_vm_checkpoint(ws.vm, &ws.checkpoint);

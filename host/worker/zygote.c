@@ -51,7 +51,8 @@ static int send_spawned(int zfd, mbxH_wp_writer *w, pid_t pid, int sock, int pid
     memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
   }
   ssize_t s;
-  do s = sendmsg(zfd, &msg, MSG_NOSIGNAL);
+  do
+    s = sendmsg(zfd, &msg, MSG_NOSIGNAL);
   while (s < 0 && errno == EINTR);
   return s == (ssize_t)w->len ? 0 : -1;
 }
@@ -77,8 +78,8 @@ struct zygote_sched_attr {
 };
 
 static void short_slice(void) {
-  struct zygote_sched_attr a = {.size = sizeof a, .policy = SCHED_OTHER,
-                                .runtime = ZYGOTE_SLICE_NS};
+  struct zygote_sched_attr a = {
+      .size = sizeof a, .policy = SCHED_OTHER, .runtime = ZYGOTE_SLICE_NS};
   /* Also out of the zygote's SCHED_BATCH: where the kernel refuses the slice, by policy alone
      (leaving SCHED_BATCH needs no privilege). */
   if (syscall(SYS_sched_setattr, 0, &a, 0) != 0) {
@@ -126,8 +127,10 @@ static void prepare_start(void) {
 static void prepare_finish(void) {
   static int done;
   if (done) return;
-  if (g_preparing) pthread_join(g_prepare, NULL);
-  else (void)mbxH_jail_prepare();
+  if (g_preparing)
+    pthread_join(g_prepare, NULL);
+  else
+    (void)mbxH_jail_prepare();
   g_preparing = 0;
   done = 1;
 }
@@ -156,7 +159,8 @@ static void enter_namespaces(void) {
   pid_t pid = fork();
   if (pid == 0) {
     if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, 0) != 0) _exit(5);
-    for (;;) pause();
+    for (;;)
+      pause();
   }
   close(sv[0]);
   close(sv[1]);
@@ -346,7 +350,8 @@ static int reap_listed(int zfd, mbxH_wp_writer *w, reap_list *l, int block) {
   for (size_t i = 0; i < l->n;) {
     int st = 0;
     pid_t got;
-    do got = waitpid(l->pid[i], &st, block ? 0 : WNOHANG);
+    do
+      got = waitpid(l->pid[i], &st, block ? 0 : WNOHANG);
     while (got < 0 && errno == EINTR);
     if (got == 0) {
       i++;
@@ -371,7 +376,8 @@ static int mail_drain(int zfd, mbxH_wp_writer *w, reap_list *pending) {
   for (;;) {
     ssize_t n;
     if (g_mail < 0) return 0;
-    do n = recv(g_mail, msg, sizeof msg, MSG_DONTWAIT | MSG_TRUNC);
+    do
+      n = recv(g_mail, msg, sizeof msg, MSG_DONTWAIT | MSG_TRUNC);
     while (n < 0 && errno == EINTR);
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
     if (n == 0) return 0; /* the parent is gone: the control socket says so */
@@ -451,7 +457,8 @@ int mbxH_zygote(void) {
          every worker with it and cannot be forked into: the parent starts a new zygote. A
          count of 0 only wakes the zygote to read its mailbox. */
       if (count && !namespace_alive()) return zygote_end(1);
-      for (uint32_t i = 0; i < count && !g_parent_gone; i++) spawn_one(zfd, &w, 0, NULL, 0);
+      for (uint32_t i = 0; i < count && !g_parent_gone; i++)
+        spawn_one(zfd, &w, 0, NULL, 0);
     } else if (t == MBXH_WP_PROBE) {
       if (mbxH_wp_end(&r) != 0 || probe(zfd, &w) != 0) return zygote_end(1);
     } else if (t == MBXH_WP_REAP) {
@@ -461,7 +468,8 @@ int mbxH_zygote(void) {
       if (reap_decode(buf, len, &o) != 0) return zygote_end(1);
       int st = 0;
       pid_t got;
-      do got = waitpid(o.pid, &st, 0);
+      do
+        got = waitpid(o.pid, &st, 0);
       while (got < 0 && errno == EINTR);
       send_reaped(zfd, &w, o.pid, got == o.pid, st);
       /* The parent's refill of the warm pool rides with the reap of the worker it replaces. */
@@ -472,11 +480,11 @@ int mbxH_zygote(void) {
   }
   /* The parent closed the control socket: what it sent to the mailbox is served first. */
   g_parent_gone = 1;
-  if (sfd >= 0 && mail_drain(zfd, &w, &pending) == 0 &&
-      reap_listed(zfd, &w, &pending, 0) == 0) {
+  if (sfd >= 0 && mail_drain(zfd, &w, &pending) == 0 && reap_listed(zfd, &w, &pending, 0) == 0) {
     /* Killed by the parent, they die at once; a worker it failed to kill is this zygote's
        own unreaped child (its pid cannot be another process's): killed here. */
-    for (size_t i = 0; i < pending.n; i++) kill(pending.pid[i], SIGKILL);
+    for (size_t i = 0; i < pending.n; i++)
+      kill(pending.pid[i], SIGKILL);
     (void)reap_listed(zfd, &w, &pending, 1);
   }
   return zygote_end(0);

@@ -180,22 +180,22 @@ static void mount_refusals(void **state) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     why[0] = '\0';
-    assert_int_equal(mbxC_policy_mount(&p, bad[i].path, strlen(bad[i].path), "/tmp",
-                                       MBXC_MOUNT_RO, why, sizeof why),
+    assert_int_equal(mbxC_policy_mount(&p, bad[i].path, strlen(bad[i].path), "/tmp", MBXC_MOUNT_RO,
+                                       why, sizeof why),
                      MBXC_POLICY_INVALID);
     if (strstr(why, bad[i].needle) == NULL) fail_msg("%s: %s", bad[i].path, why);
   }
   assert_int_equal(mbxC_policy_mount(&p, "/a\0b", 4, "/tmp", MBXC_MOUNT_RO, why, sizeof why),
                    MBXC_POLICY_INVALID);
   assert_non_null(strstr(why, "NUL"));
-  assert_int_equal(mbxC_policy_mount(&p, "/x", 2, "/nonexistent/mbx", MBXC_MOUNT_RO, why,
-                                     sizeof why), MBXC_POLICY_INVALID);
+  assert_int_equal(
+      mbxC_policy_mount(&p, "/x", 2, "/nonexistent/mbx", MBXC_MOUNT_RO, why, sizeof why),
+      MBXC_POLICY_INVALID);
   assert_non_null(strstr(why, "No such file or directory"));
   assert_int_equal(mbxC_policy_mount(&p, "/x", 2, "/etc/passwd", MBXC_MOUNT_RO, why, sizeof why),
                    MBXC_POLICY_INVALID);
   assert_non_null(strstr(why, "not a directory"));
-  assert_int_equal(mbxC_policy_mount(&p, "/x", 2, "/tmp", 3, why, sizeof why),
-                   MBXC_POLICY_INVALID);
+  assert_int_equal(mbxC_policy_mount(&p, "/x", 2, "/tmp", 3, why, sizeof why), MBXC_POLICY_INVALID);
   assert_non_null(strstr(why, "mode 3"));
   assert_int_equal(p.fs.mount_count, 1); /* every refusal changed nothing */
   /* Host paths are resolved once: "/tmp/." is stored as "/tmp". */

@@ -217,8 +217,7 @@ static void every_fs_operation_takes_the_wait(void **state) {
   mbxC_port_local pl;
   char why[200];
   policy_with_defaults(&p);
-  assert_int_equal(mbxC_policy_mount(&p, "/data", 5, dir, MBXC_MOUNT_OVERLAY, why, sizeof why),
-                   0);
+  assert_int_equal(mbxC_policy_mount(&p, "/data", 5, dir, MBXC_MOUNT_OVERLAY, why, sizeof why), 0);
   assert_int_equal(mbxC_port_local_init(&pl, &p), 0);
   mbxC_wait past = {.deadline_ns = 1};
   mbxC_port_error e;
@@ -228,8 +227,7 @@ static void every_fs_operation_takes_the_wait(void **state) {
   assert_int_equal(e.errnum, MBXC_E_TIMEDOUT);
   mbxC_fs_stat st;
   assert_int_equal(pl.port.fs_stat(pl.port.ud, to, strlen(to), NULL, &st, &e), -1);
-  assert_int_equal(pl.port.fs_rename(pl.port.ud, from, strlen(from), to, strlen(to), NULL, &e),
-                   0);
+  assert_int_equal(pl.port.fs_rename(pl.port.ud, from, strlen(from), to, strlen(to), NULL, &e), 0);
   assert_int_equal(pl.port.fs_stat(pl.port.ud, to, strlen(to), &past, &st, &e), 0);
   assert_int_equal(st.size, 2 << 20);
   assert_int_equal(pl.port.fs_mkdir(pl.port.ud, "/data/d", 7, &past, &e), 0);

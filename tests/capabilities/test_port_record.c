@@ -81,9 +81,8 @@ static mbxC_call_result s_native(void *ud, size_t index, const mbxC_ffi_value *a
 static void scripted_init(scripted *s) {
   memset(s, 0, sizeof *s);
   s->fns[0] = (mbxC_grant_fn){.name = "tools.echo", .kind = MBXC_FN_SYNC};
-  s->fns[1] = (mbxC_grant_fn){.name = "m.twice",
-                              .kind = MBXC_FN_NATIVE,
-                              .sig = {.ret = 'd', .nargs = 1, .args = {'d'}}};
+  s->fns[1] = (mbxC_grant_fn){
+      .name = "m.twice", .kind = MBXC_FN_NATIVE, .sig = {.ret = 'd', .nargs = 1, .args = {'d'}}};
   s->grants = (mbxC_grants){.deterministic = 1, .fn_count = 2, .fns = s->fns};
   s->port = (mbxC_port){.version = MBXC_PORT_VERSION,
                         .ud = s,
@@ -115,8 +114,7 @@ static void guest_session(const mbxC_port *p, answers *a) {
   a->env = p->env_get(p->ud, "LANG", 4, &n);
   const char *reply;
   size_t reply_len;
-  assert_int_equal(p->host_call(p->ud, 0, "[1,2]", 5, NULL, &reply, &reply_len),
-                   MBXC_CALL_VALUE);
+  assert_int_equal(p->host_call(p->ud, 0, "[1,2]", 5, NULL, &reply, &reply_len), MBXC_CALL_VALUE);
   snprintf(a->reply, sizeof a->reply, "%.*s", (int)reply_len, reply);
   mbxC_ffi_value arg = {.d = 21}, ret;
   const char *bytes;

@@ -17,9 +17,8 @@
 
 /* ---- the stub port the serving side answers from ---- */
 
-static const mbxC_grant_fn fns[] = {
-    {"host.echo", MBXC_FN_SYNC, {0}},
-    {"host.nat", MBXC_FN_NATIVE, {'l', 2, {'z', 'd'}}}};
+static const mbxC_grant_fn fns[] = {{"host.echo", MBXC_FN_SYNC, {0}},
+                                    {"host.nat", MBXC_FN_NATIVE, {'l', 2, {'z', 'd'}}}};
 static const mbxC_grants grants = {0, 2, fns};
 
 /* What the stub's last operation was given. */
@@ -75,9 +74,9 @@ static const char *stub_env_get(void *ud, const char *name, size_t name_len, siz
   return "/home/g\0est";
 }
 
-static mbxC_call_result stub_host_call(void *ud, size_t index, const char *args,
-                                       size_t args_len, const mbxC_wait *wait,
-                                       const char **reply, size_t *reply_len) {
+static mbxC_call_result stub_host_call(void *ud, size_t index, const char *args, size_t args_len,
+                                       const mbxC_wait *wait, const char **reply,
+                                       size_t *reply_len) {
   (void)ud;
   saw(MBXC_OP_HOST_CALL, wait);
   g_seen.n1 = (int64_t)index;
@@ -133,8 +132,8 @@ static int stub_fs_read(void *ud, int handle, char *buf, size_t len, const mbxC_
   return 0;
 }
 
-static int stub_fs_write(void *ud, int handle, const char *buf, size_t len,
-                         const mbxC_wait *wait, size_t *put, mbxC_port_error *e) {
+static int stub_fs_write(void *ud, int handle, const char *buf, size_t len, const mbxC_wait *wait,
+                         size_t *put, mbxC_port_error *e) {
   (void)ud;
   (void)e;
   saw(MBXC_OP_FS_WRITE, wait);
@@ -184,8 +183,7 @@ static int stub_fs_stat(void *ud, const char *path, size_t path_len, const mbxC_
   (void)e;
   saw(MBXC_OP_FS_STAT, wait);
   saw_bytes(g_seen.a, &g_seen.a_len, path, path_len);
-  *st = (mbxC_fs_stat){.is_dir = 0, .is_file = 1, .size = 1ull << 40, .mtime = -5,
-                       .writable = 1};
+  *st = (mbxC_fs_stat){.is_dir = 0, .is_file = 1, .size = 1ull << 40, .mtime = -5, .writable = 1};
   return 0;
 }
 
@@ -230,11 +228,21 @@ static int stub_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wait
   snprintf(g_seen.exec_strs[2], 32, "%s", req->env[0]);
   snprintf(g_seen.exec_strs[3], 32, "%s", req->cwd);
   saw_bytes(g_seen.a, &g_seen.a_len, req->stdin_bytes, req->stdin_len);
-  *res = (mbxC_exec_result){.exit_code = 3, .signal = 0, .out = "o\0ut", .out_len = 4,
-                            .err = "err", .err_len = 3, .timed_out = 1, .truncated = 1,
-                            .wall_ms = 12, .limits = MBXC_EXEC_LIMIT_CGROUP_PIDS,
-                            .memory_limit = 1, .pids_limit = 1, .changes = 9,
-                            .changes_refused = 1, .changes_error = "too big"};
+  *res = (mbxC_exec_result){.exit_code = 3,
+                            .signal = 0,
+                            .out = "o\0ut",
+                            .out_len = 4,
+                            .err = "err",
+                            .err_len = 3,
+                            .timed_out = 1,
+                            .truncated = 1,
+                            .wall_ms = 12,
+                            .limits = MBXC_EXEC_LIMIT_CGROUP_PIDS,
+                            .memory_limit = 1,
+                            .pids_limit = 1,
+                            .changes = 9,
+                            .changes_refused = 1,
+                            .changes_error = "too big"};
   return 0;
 }
 
@@ -248,14 +256,25 @@ static int stub_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_po
   return 0;
 }
 
-static const mbxC_port stub = {
-    .version = MBXC_PORT_VERSION, .grants = &grants, .wall_time = stub_wall_time,
-    .random_seed = stub_random_seed, .env_get = stub_env_get, .host_call = stub_host_call,
-    .native_call = stub_native_call, .fs_open = stub_fs_open, .fs_read = stub_fs_read,
-    .fs_write = stub_fs_write, .fs_seek = stub_fs_seek, .fs_close = stub_fs_close,
-    .fs_list = stub_fs_list, .fs_stat = stub_fs_stat, .fs_mkdir = stub_fs_mkdir,
-    .fs_remove = stub_fs_remove, .fs_rename = stub_fs_rename, .exec_run = stub_exec_run,
-    .stdin_read = stub_stdin_read};
+static const mbxC_port stub = {.version = MBXC_PORT_VERSION,
+                               .grants = &grants,
+                               .wall_time = stub_wall_time,
+                               .random_seed = stub_random_seed,
+                               .env_get = stub_env_get,
+                               .host_call = stub_host_call,
+                               .native_call = stub_native_call,
+                               .fs_open = stub_fs_open,
+                               .fs_read = stub_fs_read,
+                               .fs_write = stub_fs_write,
+                               .fs_seek = stub_fs_seek,
+                               .fs_close = stub_fs_close,
+                               .fs_list = stub_fs_list,
+                               .fs_stat = stub_fs_stat,
+                               .fs_mkdir = stub_fs_mkdir,
+                               .fs_remove = stub_fs_remove,
+                               .fs_rename = stub_fs_rename,
+                               .exec_run = stub_exec_run,
+                               .stdin_read = stub_stdin_read};
 
 /* ---- the in-memory transport: the serving side in the same process ---- */
 
@@ -283,13 +302,12 @@ static void loop_round_trip(void *ctx, mbxC_wire_writer *w, const unsigned char 
   unsigned type;
   uint32_t len;
   char why[200];
-  assert_int_equal(mbxC_wire_header(w->data, 4, known, 1u << 20, &type, &len, why, sizeof why),
-                   0);
+  assert_int_equal(mbxC_wire_header(w->data, 4, known, 1u << 20, &type, &len, why, sizeof why), 0);
   assert_int_equal(type, 22);
   assert_int_equal(len, w->len - MBXC_WIRE_HEADER);
   mbxC_wire_call c;
-  assert_int_equal(mbxC_wire_get_call(w->data + MBXC_WIRE_HEADER, len, &grants, &c, why,
-                                      sizeof why), 0);
+  assert_int_equal(
+      mbxC_wire_get_call(w->data + MBXC_WIRE_HEADER, len, &grants, &c, why, sizeof why), 0);
   assert_true(mbxC_serve_has(&stub, c.op));
   mbxC_wait wait = {c.deadline_ns, NULL, NULL};
   mbxC_wire_begin(&l->reply, 4, 7);
@@ -308,8 +326,7 @@ static void loop_broken(void *ctx) {
 }
 
 static loop g_loop;
-static const mbxC_wire_transport transport = {&g_loop, loop_begin, loop_round_trip,
-                                              loop_broken};
+static const mbxC_wire_transport transport = {&g_loop, loop_begin, loop_round_trip, loop_broken};
 
 static int setup(void **state) {
   static mbxC_remote r;
@@ -363,8 +380,7 @@ static void test_calls(void **state) {
   assert_int_equal(g_seen.deadline_ns, 777);
   assert_int_equal(len, 8);
   assert_string_equal(reply, "{\"ok\":1}");
-  assert_int_equal(p->host_call(p->ud, 0, "[\"fail\"]", 8, &wait, &reply, &len),
-                   MBXC_CALL_ERROR);
+  assert_int_equal(p->host_call(p->ud, 0, "[\"fail\"]", 8, &wait, &reply, &len), MBXC_CALL_ERROR);
   assert_string_equal(reply, "boom");
   mbxC_ffi_value args[2] = {{.z = "arg"}, {.d = 2.5}}, ret;
   memset(&ret, 0, sizeof ret);
@@ -463,8 +479,14 @@ static void test_exec_and_stdin(void **state) {
   mbxC_port_error e = {0, ""};
   const char *argv[] = {"/bin/sh", "-c"};
   const char *env[] = {"A=1"};
-  mbxC_exec_request req = {.argv = argv, .argc = 2, .stdin_bytes = "i\0n", .stdin_len = 3,
-                           .cwd = "/tmp/w", .env = env, .envc = 1, .timeout_ms = 250};
+  mbxC_exec_request req = {.argv = argv,
+                           .argc = 2,
+                           .stdin_bytes = "i\0n",
+                           .stdin_len = 3,
+                           .cwd = "/tmp/w",
+                           .env = env,
+                           .envc = 1,
+                           .timeout_ms = 250};
   mbxC_exec_result res;
   assert_int_equal(p->exec_run(p->ud, &req, &wait, &res, &e), 0);
   assert_int_equal(g_seen.op, MBXC_OP_EXEC_RUN);

@@ -12,9 +12,8 @@
 
 #include "capabilities/port_serve.h"
 
-static const mbxC_grant_fn fns[] = {
-    {"host.echo", MBXC_FN_SYNC, {0}},
-    {"host.nat", MBXC_FN_NATIVE, {'C', 0, {0}}}};
+static const mbxC_grant_fn fns[] = {{"host.echo", MBXC_FN_SYNC, {0}},
+                                    {"host.nat", MBXC_FN_NATIVE, {'C', 0, {0}}}};
 static const mbxC_grants grants = {0, 2, fns};
 
 static int64_t one_wall_time(void *ud) {
@@ -57,9 +56,12 @@ static mbxC_call_result failing_native(void *ud, size_t index, const mbxC_ffi_va
   return MBXC_CALL_ERROR;
 }
 
-static const mbxC_port partial = {.version = MBXC_PORT_VERSION, .grants = &grants,
-                                  .wall_time = one_wall_time, .fs_read = greedy_read,
-                                  .native_call = failing_native, .stdin_read = refusing_stdin};
+static const mbxC_port partial = {.version = MBXC_PORT_VERSION,
+                                  .grants = &grants,
+                                  .wall_time = one_wall_time,
+                                  .fs_read = greedy_read,
+                                  .native_call = failing_native,
+                                  .stdin_read = refusing_stdin};
 
 static void test_facts(void **state) {
   (void)state;
@@ -75,9 +77,9 @@ static void test_facts(void **state) {
   assert_int_equal(mbxC_serve_has(&partial, MBXC_OP_FS_RENAME), 0);
   assert_int_equal(mbxC_serve_has(&partial, 0), 0);
   assert_int_equal(mbxC_serve_has(&partial, MBXC_OP_COUNT), 0);
-  assert_int_equal(mbxC_serve_mask(&partial),
-                   (1u << MBXC_OP_WALL_TIME) | (1u << MBXC_OP_FS_READ) |
-                       (1u << MBXC_OP_NATIVE_CALL) | (1u << MBXC_OP_STDIN_READ));
+  assert_int_equal(mbxC_serve_mask(&partial), (1u << MBXC_OP_WALL_TIME) | (1u << MBXC_OP_FS_READ) |
+                                                  (1u << MBXC_OP_NATIVE_CALL) |
+                                                  (1u << MBXC_OP_STDIN_READ));
 }
 
 /* Decode the call in w, answer it from partial, return a reader over the reply. */
@@ -86,7 +88,8 @@ static void answer(mbxC_wire_writer *w, mbxC_wire_writer *reply, mbxC_wire_reade
   char why[200];
   assert_int_equal(mbxC_wire_finish(w), 0);
   assert_int_equal(mbxC_wire_get_call(w->data + MBXC_WIRE_HEADER, w->len - MBXC_WIRE_HEADER,
-                                      &grants, &c, why, sizeof why), 0);
+                                      &grants, &c, why, sizeof why),
+                   0);
   assert_true(mbxC_serve_has(&partial, c.op));
   mbxC_wait wait = {0, NULL, NULL};
   mbxC_wire_begin(reply, 1, 2);

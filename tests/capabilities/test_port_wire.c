@@ -35,19 +35,21 @@ static void test_fields(void **state) {
   mbxC_wire_u64(&w, UINT64_MAX - 1);
   mbxC_wire_bytes(&w, "a\0b", 3);
   assert_int_equal(mbxC_wire_finish(&w), 0);
-  assert_int_equal(mbxC_wire_header(w.data, TEST_VERSION, known_type, 1000, &type, &len, why,
-                                    sizeof why), 0);
+  assert_int_equal(
+      mbxC_wire_header(w.data, TEST_VERSION, known_type, 1000, &type, &len, why, sizeof why), 0);
   assert_int_equal(type, TEST_CALL);
   assert_int_equal(len, 1 + 4 + 8 + 4 + 3);
-  assert_int_equal(mbxC_wire_header(w.data, TEST_VERSION + 1, known_type, 1000, &type, &len,
-                                    why, sizeof why), -1);
+  assert_int_equal(
+      mbxC_wire_header(w.data, TEST_VERSION + 1, known_type, 1000, &type, &len, why, sizeof why),
+      -1);
   assert_non_null(strstr(why, "protocol version"));
-  assert_int_equal(mbxC_wire_header(w.data, TEST_VERSION, known_type, len - 1, &type, &len, why,
-                                    sizeof why), -1);
+  assert_int_equal(
+      mbxC_wire_header(w.data, TEST_VERSION, known_type, len - 1, &type, &len, why, sizeof why),
+      -1);
   assert_non_null(strstr(why, "past the"));
   w.data[2] = 99;
-  assert_int_equal(mbxC_wire_header(w.data, TEST_VERSION, known_type, 1000, &type, &len, why,
-                                    sizeof why), -1);
+  assert_int_equal(
+      mbxC_wire_header(w.data, TEST_VERSION, known_type, 1000, &type, &len, why, sizeof why), -1);
   assert_non_null(strstr(why, "unknown frame type 99"));
   mbxC_wire_reader r;
   mbxC_wire_reader_init(&r, w.data + MBXC_WIRE_HEADER, w.len - MBXC_WIRE_HEADER);
@@ -76,16 +78,15 @@ static void test_fields(void **state) {
   mbxC_wire_writer_free(&w);
 }
 
-static const mbxC_grant_fn fns[] = {
-    {"host.echo", MBXC_FN_SYNC, {0}},
-    {"host.fetch", MBXC_FN_EXTERNAL, {0}},
-    {"host.nat", MBXC_FN_NATIVE, {'d', 3, {'b', 'z', 'c'}}}};
+static const mbxC_grant_fn fns[] = {{"host.echo", MBXC_FN_SYNC, {0}},
+                                    {"host.fetch", MBXC_FN_EXTERNAL, {0}},
+                                    {"host.nat", MBXC_FN_NATIVE, {'d', 3, {'b', 'z', 'c'}}}};
 static const mbxC_grants grants = {0, 3, fns};
 
 static int call(mbxC_wire_writer *w, mbxC_wire_call *c, char *why) {
   assert_int_equal(mbxC_wire_finish(w), 0);
   return mbxC_wire_get_call(w->data + MBXC_WIRE_HEADER, w->len - MBXC_WIRE_HEADER, &grants, c, why,
-                          200);
+                            200);
 }
 
 static void begin_call(mbxC_wire_writer *w, mbxC_port_op op) {
@@ -183,8 +184,14 @@ static void test_exec_round_trip(void **state) {
                    offsetof(mbxC_exec_result, changes_error) + 200 + 4 /* tail padding */);
   const char *argv[] = {"/bin/sh", "-c", "echo hi"};
   const char *env[] = {"A=1", "B==x"};
-  mbxC_exec_request req = {.argv = argv, .argc = 3, .stdin_bytes = "in\0put", .stdin_len = 6,
-                           .cwd = "/tmp/w", .env = env, .envc = 2, .timeout_ms = 1234};
+  mbxC_exec_request req = {.argv = argv,
+                           .argc = 3,
+                           .stdin_bytes = "in\0put",
+                           .stdin_len = 6,
+                           .cwd = "/tmp/w",
+                           .env = env,
+                           .envc = 2,
+                           .timeout_ms = 1234};
   mbxC_wire_writer w = {0};
   mbxC_wire_call c;
   char why[200];
@@ -196,12 +203,14 @@ static void test_exec_round_trip(void **state) {
   assert_int_equal(c.op, MBXC_OP_EXEC_RUN);
   assert_int_equal(c.deadline_ns, 99);
   assert_int_equal(c.exec.argc, 3);
-  for (size_t i = 0; i < 3; i++) assert_string_equal(c.exec.argv[i], argv[i]);
+  for (size_t i = 0; i < 3; i++)
+    assert_string_equal(c.exec.argv[i], argv[i]);
   assert_int_equal(c.exec.stdin_len, 6);
   assert_memory_equal(c.exec.stdin_bytes, "in\0put", 6);
   assert_string_equal(c.exec.cwd, "/tmp/w");
   assert_int_equal(c.exec.envc, 2);
-  for (size_t i = 0; i < 2; i++) assert_string_equal(c.exec.env[i], env[i]);
+  for (size_t i = 0; i < 2; i++)
+    assert_string_equal(c.exec.env[i], env[i]);
   assert_int_equal(c.exec.timeout_ms, 1234);
   mbxC_wire_call_free(&c);
   /* NULL stdin and cwd stay NULL (the port's defaults: no input, the process's /tmp) */
@@ -218,10 +227,21 @@ static void test_exec_round_trip(void **state) {
   assert_int_equal(c.exec.timeout_ms, 0);
   mbxC_wire_call_free(&c);
   /* the result, as the worker reads the parent's reply */
-  mbxC_exec_result res = {.exit_code = -1, .signal = 9, .out = "o\0ut", .out_len = 4,
-                          .err = "err", .err_len = 3, .timed_out = 1, .truncated = 1,
-                          .wall_ms = 77, .limits = 5, .memory_limit = 1, .pids_limit = 1,
-                          .changes = 3, .changes_refused = 1, .changes_error = "too big"};
+  mbxC_exec_result res = {.exit_code = -1,
+                          .signal = 9,
+                          .out = "o\0ut",
+                          .out_len = 4,
+                          .err = "err",
+                          .err_len = 3,
+                          .timed_out = 1,
+                          .truncated = 1,
+                          .wall_ms = 77,
+                          .limits = 5,
+                          .memory_limit = 1,
+                          .pids_limit = 1,
+                          .changes = 3,
+                          .changes_refused = 1,
+                          .changes_error = "too big"};
   mbxC_wire_begin(&w, TEST_VERSION, TEST_REPLY);
   mbxC_wire_put_exec_result(&w, &res);
   assert_int_equal(mbxC_wire_finish(&w), 0);
@@ -310,8 +330,13 @@ static void test_exec_call_checks(void **state) {
   assert_int_equal(call(&w, &c, why), -1);
   assert_non_null(strstr(why, "environment entries"));
   /* every prefix of a good request is malformed, and so is one with a byte left over */
-  mbxC_exec_request req = {.argv = argv, .argc = 1, .stdin_bytes = "x", .stdin_len = 1,
-                           .cwd = "/tmp", .env = (const char *const[]){"A=1"}, .envc = 1,
+  mbxC_exec_request req = {.argv = argv,
+                           .argc = 1,
+                           .stdin_bytes = "x",
+                           .stdin_len = 1,
+                           .cwd = "/tmp",
+                           .env = (const char *const[]){"A=1"},
+                           .envc = 1,
                            .timeout_ms = 5};
   begin_call(&w, MBXC_OP_EXEC_RUN);
   mbxC_wire_put_exec_request(&w, &req);

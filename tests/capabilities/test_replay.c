@@ -361,16 +361,16 @@ static void policy_digest_covers_what_matters(void **state) {
   assert_true(mbxC_policy_digest(&a) != mbxC_policy_digest(&b));
   assert_int_equal(mbxC_policy_set_env(&b, "A", "1", why, sizeof why), 0);
   /* callbacks and userdata do not count; names and kinds do */
-  assert_int_equal(
-      mbxC_hostfn_add(&a.host_fns, "t.f", MBXC_FN_SYNC, noop, NULL, why, sizeof why), 0);
-  assert_int_equal(
-      mbxC_hostfn_add(&b.host_fns, "t.f", MBXC_FN_SYNC, other, &a, why, sizeof why), 0);
+  assert_int_equal(mbxC_hostfn_add(&a.host_fns, "t.f", MBXC_FN_SYNC, noop, NULL, why, sizeof why),
+                   0);
+  assert_int_equal(mbxC_hostfn_add(&b.host_fns, "t.f", MBXC_FN_SYNC, other, &a, why, sizeof why),
+                   0);
   assert_true(mbxC_policy_digest(&a) == mbxC_policy_digest(&b));
   assert_int_equal(
       mbxC_hostfn_add(&a.host_fns, "t.g", MBXC_FN_EXTERNAL, NULL, NULL, why, sizeof why), 0);
   assert_true(mbxC_policy_digest(&a) != mbxC_policy_digest(&b));
-  assert_int_equal(
-      mbxC_hostfn_add(&b.host_fns, "t.g", MBXC_FN_SYNC, noop, NULL, why, sizeof why), 0);
+  assert_int_equal(mbxC_hostfn_add(&b.host_fns, "t.g", MBXC_FN_SYNC, noop, NULL, why, sizeof why),
+                   0);
   assert_true(mbxC_policy_digest(&a) != mbxC_policy_digest(&b)); /* another kind */
   mbxC_policy_clear(&b);
   mbxC_policy_defaults(&b);

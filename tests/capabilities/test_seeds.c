@@ -109,7 +109,8 @@ typedef struct draw_job {
 
 static void *draw_many(void *arg) {
   draw_job *j = arg;
-  for (int i = 0; i < THREAD_DRAWS; i++) mbxC_seeds_draw(j->s, j->w + 2 * i);
+  for (int i = 0; i < THREAD_DRAWS; i++)
+    mbxC_seeds_draw(j->s, j->w + 2 * i);
   return NULL;
 }
 
@@ -124,14 +125,16 @@ static void threads_draw_apart_in_batches(void **state) {
     jobs[i].s = &s;
     assert_int_equal(pthread_create(&t[i], NULL, draw_many, &jobs[i]), 0);
   }
-  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(t[i], NULL);
   size_t n = (size_t)THREADS * 2 * THREAD_DRAWS;
   uint64_t *all = malloc(n * sizeof *all);
   assert_non_null(all);
   for (int i = 0; i < THREADS; i++)
     memcpy(all + (size_t)i * 2 * THREAD_DRAWS, jobs[i].w, sizeof jobs[i].w);
   qsort(all, n, sizeof *all, cmp_u64);
-  for (size_t i = 1; i < n; i++) assert_true(all[i] != all[i - 1]);
+  for (size_t i = 1; i < n; i++)
+    assert_true(all[i] != all[i - 1]);
   free(all);
   free(jobs);
   /* Made again in place: this thread's batch of the old one is not used. */

@@ -278,8 +278,11 @@ static void ro_mount(void **state) {
     assert_int_equal(mbxC_vfs_list(v, "/", 1, &names, &len, &e), 0);
     int seen = 0;
     for (size_t i = 0; i < len; i += strlen(names + i) + 1)
-      seen |= strcmp(names + i, "data") == 0 ? 1 : strcmp(names + i, "tmp") == 0 ? 2
-              : strcmp(names + i, "input") == 0 ? 4 : strcmp(names + i, "work") == 0 ? 8 : 16;
+      seen |= strcmp(names + i, "data") == 0    ? 1
+              : strcmp(names + i, "tmp") == 0   ? 2
+              : strcmp(names + i, "input") == 0 ? 4
+              : strcmp(names + i, "work") == 0  ? 8
+                                                : 16;
     assert_int_equal(seen, 15);
     mbxC_vfs_free(v);
   }
@@ -347,8 +350,8 @@ static void rw_mount(void **state) {
     assert_int_equal(mbxC_vfs_bytes_used(v), 11);
     assert_int_equal(mbxC_vfs_files_used(v), 1);
     /* Append, then read back through r+ and seek. */
-    assert_int_equal(mbxC_vfs_open(v, "/work/out.txt", 13, MBXC_FS_WRITE | MBXC_FS_APPEND, &h,
-                                   &e), 0);
+    assert_int_equal(mbxC_vfs_open(v, "/work/out.txt", 13, MBXC_FS_WRITE | MBXC_FS_APPEND, &h, &e),
+                     0);
     assert_int_equal(mbxC_vfs_write(v, h, "!", 1, &put, &e), 0);
     assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
     assert_string_equal(slurp("rw/out.txt"), "hello world!");
@@ -447,8 +450,7 @@ static void quotas(void **state) {
   assert_string_equal(slurp("rw/big"), "abcde");
   /* Rewriting the file frees what it held: the quota bounds net growth. */
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(mbxC_vfs_open(v, "/work/big", 9, MBXC_FS_WRITE | MBXC_FS_TRUNCATE, &h, &e),
-                     0);
+    assert_int_equal(mbxC_vfs_open(v, "/work/big", 9, MBXC_FS_WRITE | MBXC_FS_TRUNCATE, &h, &e), 0);
     assert_int_equal(mbxC_vfs_write(v, h, "vwxyz", 5, &put, &e), 0);
     assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
   }

@@ -551,7 +551,6 @@ static void journal_random_rounds(void **state) {
   host_unchanged();
 }
 
-
 /* Work whose size the guest picks and no byte charge covers stops at the run's deadline
    (capabilities/vfs.h, mbxC_vfs_set_wait): the copy-up of a 3 MiB host file, a listing of a
    directory holding 70000 files and the zero fill of a write 4 MiB past the end of a file,
@@ -596,8 +595,7 @@ static void long_work_stops_at_the_deadline(void **state) {
   char name[64];
   for (int i = 0; i < 70000; i++) {
     int n = snprintf(name, sizeof name, "/tmp/f%d", i);
-    assert_int_equal(mbxC_vfs_open(v, name, (size_t)n, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e),
-                     0);
+    assert_int_equal(mbxC_vfs_open(v, name, (size_t)n, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e), 0);
     assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
   }
   const char *names;
@@ -613,8 +611,7 @@ static void long_work_stops_at_the_deadline(void **state) {
     count += names[i] == '\0';
   assert_int_equal(count, 70000);
   /* a write 4 MiB past the end of a memory file: the zero fill stops, nothing written */
-  assert_int_equal(mbxC_vfs_open(v, "/tmp/sparse", 11, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e),
-                   0);
+  assert_int_equal(mbxC_vfs_open(v, "/tmp/sparse", 11, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e), 0);
   int64_t pos;
   assert_int_equal(mbxC_vfs_seek(v, h, SEEK_SET, 4 << 20, &pos, &e), 0);
   uint64_t used = mbxC_vfs_bytes_used(v);
@@ -654,8 +651,7 @@ static void journal_stays_small_under_churn(void **state) {
   assert_true(mbxC_vfs_journal_entries(v) <= 1);
   for (int i = 0; i < 100000; i++) {
     int n = snprintf(name, sizeof name, "/tmp/w%d", i);
-    assert_int_equal(mbxC_vfs_open(v, name, (size_t)n, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e),
-                     0);
+    assert_int_equal(mbxC_vfs_open(v, name, (size_t)n, MBXC_FS_WRITE | MBXC_FS_CREATE, &h, &e), 0);
     assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
     if (i >= 100) {
       n = snprintf(name, sizeof name, "/tmp/w%d", i - 100);
@@ -672,9 +668,12 @@ static void journal_stays_small_under_churn(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(overlay_openat2), cmocka_unit_test(overlay_walk),
-      cmocka_unit_test(overlay_quotas),  cmocka_unit_test(change_set),
-      cmocka_unit_test(journal_cost),    cmocka_unit_test(journal_random_rounds),
+      cmocka_unit_test(overlay_openat2),
+      cmocka_unit_test(overlay_walk),
+      cmocka_unit_test(overlay_quotas),
+      cmocka_unit_test(change_set),
+      cmocka_unit_test(journal_cost),
+      cmocka_unit_test(journal_random_rounds),
       cmocka_unit_test(long_work_stops_at_the_deadline),
       cmocka_unit_test(journal_stays_small_under_churn),
   };

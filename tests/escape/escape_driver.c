@@ -61,7 +61,7 @@ typedef struct script_spec {
   limit_setting limits[8];
   int n_limits;
   long interrupt_ms; /* NO_VALUE: no interrupt */
-  const char *input;  /* JSON object of globals for every run, or NULL */
+  const char *input; /* JSON object of globals for every run, or NULL */
   long max_wall_ms;  /* NO_VALUE: deadline + slack */
   const char *stdout_contains[MAX_LIST];
   int n_stdout_contains;
@@ -70,7 +70,7 @@ typedef struct script_spec {
   const char *error_contains[MAX_LIST];
   int n_error_contains;
   int runs;
-  int then_status; /* NO_VALUE: no further run */
+  int then_status;    /* NO_VALUE: no further run */
   int host_functions; /* grant host.echo, host.fail (sync) and host.fetch (external) */
   /* mounts: /virtual=fixture:mode ... (the fixture tree is described in README.md) */
   const char *mount_virtual[8], *mount_fixture[8];
@@ -744,7 +744,8 @@ static int count_entries(const char *rel) {
   DIR *dir = opendir(p);
   int entries = 0;
   struct dirent *de;
-  while (dir && (de = readdir(dir)) != NULL) entries++;
+  while (dir && (de = readdir(dir)) != NULL)
+    entries++;
   if (dir) closedir(dir);
   return entries;
 }
@@ -756,7 +757,8 @@ static void check_fixture(driver *d) {
     fail(d, "the file hard-linked into the rw mount was written through the link");
   int tree_rw = 0;
   for (int i = 0; i < d->spec.n_mounts; i++)
-    tree_rw |= strcmp(d->spec.mount_fixture[i], "tree") == 0 && d->spec.mount_mode[i] == MBX_MOUNT_RW;
+    tree_rw |=
+        strcmp(d->spec.mount_fixture[i], "tree") == 0 && d->spec.mount_mode[i] == MBX_MOUNT_RW;
   if (!tree_rw && (!file_is("tree/x.txt", "inside\n") || !file_is("tree/sub/y.txt", "below\n")))
     fail(d, "a file of the read-only mount changed");
   int entries = count_entries("outside");
@@ -863,8 +865,8 @@ int main(int argc, char **argv) {
   if (no_hook) {
     int about_instructions = d.spec.expect == MBX_INSTRUCTION_LIMIT;
     for (int i = 0; i < d.spec.n_limits; i++)
-      about_instructions |= d.spec.limits[i].which == MBX_LIMIT_INSTRUCTIONS &&
-                            d.spec.limits[i].value != 0;
+      about_instructions |=
+          d.spec.limits[i].which == MBX_LIMIT_INSTRUCTIONS && d.spec.limits[i].value != 0;
     for (int i = 0; i < d.spec.n_accept; i++)
       about_instructions |= d.spec.accept[i] == MBX_INSTRUCTION_LIMIT;
     if (!about_instructions) {
@@ -970,7 +972,8 @@ int main(int argc, char **argv) {
   }
   if (d.spec.n_mounts > 0) check_fixture(&d);
   fclose(d.report);
-  for (int i = 0; i < d.header_count; i++) free(d.header_lines[i]);
+  for (int i = 0; i < d.header_count; i++)
+    free(d.header_lines[i]);
   if (d.failures) {
     fwrite(report_buf, 1, report_len, stderr);
     free(report_buf);

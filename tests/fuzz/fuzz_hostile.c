@@ -115,17 +115,16 @@ static void construct(program *g, recipe *r, int depth) {
          size_of(a % 14), b % 30);
     break;
   case 2: /* __call to a table (refused) and to a function */
-    emit(g,
-         "local t = {} setmetatable(t, {__call = t}) t() ");
+    emit(g, "local t = {} setmetatable(t, {__call = t}) t() ");
     break;
   case 3: /* coroutines closing each other from __close handlers */
-    emit(g,
-         "local function chain(n) if n == 0 then return end "
-         "local co = coroutine.create(function() "
-         "local x <close> = setmetatable({}, {__close = function() ");
+    emit(g, "local function chain(n) if n == 0 then return end "
+            "local co = coroutine.create(function() "
+            "local x <close> = setmetatable({}, {__close = function() ");
     body(g, r, depth);
-    emit(g, " chain(n - 1) end}) coroutine.yield() end) "
-            "coroutine.resume(co) coroutine.close(co) end chain(%u) ",
+    emit(g,
+         " chain(n - 1) end}) coroutine.yield() end) "
+         "coroutine.resume(co) coroutine.close(co) end chain(%u) ",
          a % 64);
     break;
   case 4: /* long NUL-laden strings compared */
@@ -148,13 +147,11 @@ static void construct(program *g, recipe *r, int depth) {
     emit(g, " return c end) ");
     break;
   case 7: /* __tostring and __lt through library C functions */
-    emit(g,
-         "local mt = {__tostring = function() ");
+    emit(g, "local mt = {__tostring = function() ");
     body(g, r, depth);
-    emit(g,
-         " return 'x' end, __lt = function() return true end} "
-         "local o = setmetatable({}, mt) local _ = tostring(o) .. string.format('%%s', o) "
-         "local t = {o, setmetatable({}, mt), setmetatable({}, mt)} table.sort(t) ");
+    emit(g, " return 'x' end, __lt = function() return true end} "
+            "local o = setmetatable({}, mt) local _ = tostring(o) .. string.format('%%s', o) "
+            "local t = {o, setmetatable({}, mt), setmetatable({}, mt)} table.sort(t) ");
     break;
   case 8: /* a load reader that re-enters and returns pieces */
     emit(g, "local n = 0 load(function() n = n + 1 if n > %u then return nil end ", a % 50);
@@ -173,9 +170,8 @@ static void construct(program *g, recipe *r, int depth) {
          a % 200, b, size_of(a % 12));
     break;
   case 11: /* heap pressure: a table of strings */
-    emit(g,
-         "local t = {} for i = 1, %u do t[i] = string.rep('m', %u) .. i end ",
-         size_of(a % 16), size_of(b % 14));
+    emit(g, "local t = {} for i = 1, %u do t[i] = string.rep('m', %u) .. i end ", size_of(a % 16),
+         size_of(b % 14));
     break;
   case 12: /* string doubling */
     emit(g, "local s = 'd' for i = 1, %u do s = s .. s end ", a % 26);
@@ -184,9 +180,8 @@ static void construct(program *g, recipe *r, int depth) {
     emit(g, "collectgarbage('collect') collectgarbage('step', %u) ", a);
     break;
   case 14: /* a wrapped coroutine whose body errors with a to-be-closed variable */
-    emit(g,
-         "local f = coroutine.wrap(function() local x <close> = setmetatable({}, "
-         "{__close = function() ");
+    emit(g, "local f = coroutine.wrap(function() local x <close> = setmetatable({}, "
+            "{__close = function() ");
     body(g, r, depth);
     emit(g, " end}) error('w') end) pcall(f) ");
     break;
@@ -274,8 +269,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     wall = run_once(&g, &status, &res);
     if (wall > bound) {
       char what[128];
-      snprintf(what, sizeof what, "the run took %ld ms, past 2 x the %d ms deadline + %ld ms",
-               wall, TIME_LIMIT_MS, wall_slack_ms);
+      snprintf(what, sizeof what, "the run took %ld ms, past 2 x the %d ms deadline + %ld ms", wall,
+               TIME_LIMIT_MS, wall_slack_ms);
       violation(what, &g, res);
     }
   }

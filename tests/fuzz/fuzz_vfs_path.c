@@ -22,12 +22,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "fuzz_vfs_path: check failed: %s (line %d)\n", #cond, __LINE__); \
-      abort();                                                             \
-    }                                                                      \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "fuzz_vfs_path: check failed: %s (line %d)\n", #cond, __LINE__);             \
+      abort();                                                                                     \
+    }                                                                                              \
   } while (0)
 
 /* The model: split on '/', keep a stack of components. */

@@ -25,19 +25,18 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                      \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      fprintf(stderr, "fuzz_worker_proto: check failed: %s (line %d)\n", #cond, __LINE__); \
-      abort();                                                                           \
-    }                                                                                    \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "fuzz_worker_proto: check failed: %s (line %d)\n", #cond, __LINE__);         \
+      abort();                                                                                     \
+    }                                                                                              \
   } while (0)
 
-static const mbxC_grant_fn fns[] = {
-    {"host.echo", MBXC_FN_SYNC, {0}},
-    {"host.fetch", MBXC_FN_EXTERNAL, {0}},
-    {"host.hypot", MBXC_FN_NATIVE, {'d', 2, {'d', 'd'}}},
-    {"host.mix", MBXC_FN_NATIVE, {'o', 4, {'z', 'b', 'c', 'z'}}}};
+static const mbxC_grant_fn fns[] = {{"host.echo", MBXC_FN_SYNC, {0}},
+                                    {"host.fetch", MBXC_FN_EXTERNAL, {0}},
+                                    {"host.hypot", MBXC_FN_NATIVE, {'d', 2, {'d', 'd'}}},
+                                    {"host.mix", MBXC_FN_NATIVE, {'o', 4, {'z', 'b', 'c', 'z'}}}};
 static const mbxC_grants grants = {0, 4, fns};
 static const mbxH_wp_bounds bounds = {.value_max = 512, .output_max = 256};
 
@@ -105,7 +104,8 @@ static void call(const uint8_t *p, size_t n) {
        the frame. */
     const mbxC_exec_request *q = &c.exec;
     CHECK(q->argc >= 1 && q->argc <= 4096 && q->argv != NULL);
-    for (size_t i = 0; i < q->argc; i++) CHECK(q->argv[i] != NULL && strlen(q->argv[i]) < n);
+    for (size_t i = 0; i < q->argc; i++)
+      CHECK(q->argv[i] != NULL && strlen(q->argv[i]) < n);
     CHECK(q->envc <= MBXC_WIRE_MAX_EXEC_ENV && (q->envc == 0) == (q->env == NULL));
     for (size_t i = 0; i < q->envc; i++) {
       const char *eq = strchr(q->env[i], '=');
@@ -139,8 +139,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p += MBXH_WP_HEADER;
     left -= MBXH_WP_HEADER;
     if (len > left) return 0; /* the parent would wait for the rest, then time out */
-    if (type == MBXH_WP_DONE) done(p, len);
-    else if (type == MBXH_WP_PORT_CALL) call(p, len);
+    if (type == MBXH_WP_DONE)
+      done(p, len);
+    else if (type == MBXH_WP_PORT_CALL)
+      call(p, len);
     p += len;
     left -= len;
   }

@@ -940,7 +940,7 @@ static void rewind_returns_to_the_checkpoint(void **state) {
     free(now);
     if (i % 100 == 0)
       expect_json_of(sb, "return {extra0 == nil, string.custom == nil, keep == nil}",
-                   "[true,true,true]");
+                     "[true,true,true]");
     assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
   }
   free(at_checkpoint);
@@ -1060,8 +1060,7 @@ static void runtime_caps_refuse_with_the_caps_name(void **state) {
   assert_true(mbx_runtime_get_cap(f->rt, MBX_CAP_HEAP_BYTES) > 0);
   assert_int_equal(mbx_runtime_get_cap(f->rt, MBX_CAP_BYTECODE_CACHE_BYTES), 16u << 20);
   assert_int_equal(mbx_runtime_set_cap(f->rt, MBX_CAP_SANDBOXES, 0, &err), MBX_INVALID_ARGUMENT);
-  assert_int_equal(mbx_runtime_set_cap(f->rt, (mbx_runtime_cap)99, 1, &err),
-                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_runtime_set_cap(f->rt, (mbx_runtime_cap)99, 1, &err), MBX_INVALID_ARGUMENT);
   assert_int_equal(mbx_runtime_set_cap(NULL, MBX_CAP_SANDBOXES, 1, &err), MBX_INVALID_ARGUMENT);
   assert_int_equal(mbx_runtime_get_cap(NULL, MBX_CAP_SANDBOXES), 0);
 

@@ -111,8 +111,7 @@ static void a_pause_through_checkpoint_rewind_and_reset(void **state) {
   (void)state;
   mbx_sandbox *sb = pausing_sandbox(0, 0);
   mbx_error err;
-  assert_int_equal(start(sb, "n = (n or 0) + 1 local v = tools.fetch(n) return v + n"),
-                   MBX_PAUSED);
+  assert_int_equal(start(sb, "n = (n or 0) + 1 local v = tools.fetch(n) return v + n"), MBX_PAUSED);
   contains("\"args\":[1]");
   /* MBX_ARENA_MALLOC builds have no checkpoints: the reset half still runs there. */
   mbx_status ck = mbx_sandbox_checkpoint(sb, &err);
@@ -172,8 +171,7 @@ static void pause_inside_pcall_and_xpcall(void **state) {
         "\"value\":[true,true,5]");
   /* An error answer is caught by the guest's pcall with the host's message exactly. */
   mbx_sandbox *sb = pausing_sandbox(0, 0);
-  assert_int_equal(start(sb, "local ok, e = pcall(tools.fetch, 'u') return {ok, e}"),
-                   MBX_PAUSED);
+  assert_int_equal(start(sb, "local ok, e = pcall(tools.fetch, 'u') return {ok, e}"), MBX_PAUSED);
   assert_int_equal(refuse(sb, "HTTP 404: not found"), MBX_OK);
   contains("\"value\":[false,\"HTTP 404: not found\"]");
   /* Uncaught, it ends the run as a runtime error (not poisoned). */
@@ -290,8 +288,7 @@ static void places_that_cannot_pause(void **state) {
       {"string.format('%s', setmetatable({}, {__tostring = function() return tools.fetch() "
        "end}))",
        "cannot pause here"},
-      {"print(setmetatable({}, {__tostring = function() return tools.fetch() end}))",
-       "'print'"},
+      {"print(setmetatable({}, {__tostring = function() return tools.fetch() end}))", "'print'"},
       {"for i, v in ipairs(setmetatable({}, {__index = function(t, i) if i < 2 then "
        "return tools.fetch() end end})) do end",
        "cannot pause here: called from a C function"},

@@ -137,11 +137,17 @@ static void every_rejection_names_its_key(void **state) {
   /* A refusal after a valid mount leaves the earlier mounts out too. */
   mbx_policy *p = mbx_policy_new();
   mbx_error err;
-  assert_int_equal(load(p, "{\"fs\": {\"mounts\": [{\"path\": \"/d\", \"host\": \"data\"}],"
-                           " \"tmp\": \"x\"}}", &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(load(p,
+                        "{\"fs\": {\"mounts\": [{\"path\": \"/d\", \"host\": \"data\"}],"
+                        " \"tmp\": \"x\"}}",
+                        &err),
+                   MBX_INVALID_ARGUMENT);
   assert_int_equal(p->fs.mount_count, 0);
-  assert_int_equal(load(p, "{\"fs\": {\"mounts\": [{\"path\": \"/d\", \"host\": \"data\","
-                           " \"mode\": \"overlay\"}]}}", &err), MBX_OK);
+  assert_int_equal(load(p,
+                        "{\"fs\": {\"mounts\": [{\"path\": \"/d\", \"host\": \"data\","
+                        " \"mode\": \"overlay\"}]}}",
+                        &err),
+                   MBX_OK);
   assert_int_equal(p->fs.mount_count, 1);
   assert_int_equal(p->fs.mounts[0].mode, MBX_MOUNT_OVERLAY);
   assert_int_equal(load(p, "{\"limits\": ", &err), MBX_INVALID_ARGUMENT);

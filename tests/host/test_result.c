@@ -87,7 +87,7 @@ static void ok_contract_is_exact(void **state) {
   const char *json = mbx_result_json(r, &len);
   const char *expect = "{\"error\":null,\"pending\":null,\"status\":\"ok\",\"stderr\":\"\","
                        "\"stdout\":\"hi\\n\",\"usage\":{\"exec_ms\":0,\"exec_runs\":0,"
-      "\"host_calls\":0,\"instructions\":7,"
+                       "\"host_calls\":0,\"instructions\":7,"
                        "\"memory_peak\":9,\"output_bytes\":10,\"wall_us\":8},"
                        "\"value\":[1,null,3]}";
   assert_string_equal(json, expect);
@@ -348,7 +348,7 @@ static void contract_from_a_real_run(void **state) {
   snprintf(expect, sizeof expect,
            "{\"error\":null,\"pending\":null,\"status\":\"ok\",\"stderr\":\"err\","
            "\"stdout\":\"out\\n\",\"usage\":{\"exec_ms\":0,\"exec_runs\":0,"
-      "\"host_calls\":0,\"instructions\":%llu,"
+           "\"host_calls\":0,\"instructions\":%llu,"
            "\"memory_peak\":%llu,\"output_bytes\":7,\"wall_us\":%llu},\"value\":42}",
            (unsigned long long)u.instructions, (unsigned long long)u.memory_peak,
            (unsigned long long)u.wall_us);

@@ -15,8 +15,9 @@
 static void expect_in(mbx_sandbox *sb, const char *code, mbx_status status, const char *want) {
   snippet_outcome o;
   mbx_status s = snippet_run_in(sb, code, &o);
-  if (s != status) fail_msg("%s: status %s, want %s: %s", code, mbx_status_name(s),
-                            mbx_status_name(status), o.value);
+  if (s != status)
+    fail_msg("%s: status %s, want %s: %s", code, mbx_status_name(s), mbx_status_name(status),
+             o.value);
   if (strstr(o.value, want) == NULL) fail_msg("%s: got %s, want %s", code, o.value, want);
 }
 
@@ -83,8 +84,9 @@ static void the_main_thread_across_runs(void **state) {
 static void every_result_keeps_its_own_value(void **state) {
   (void)state;
   mbx_sandbox *sb = snippet_sandbox();
-  static const char *const codes[] = {"return 1+1", "return 'abc'", "return ('x'):rep(300)",
-                                      "return true", "error('boom')", "return 1.5", "return"};
+  static const char *const codes[] = {"return 1+1",  "return 'abc'",  "return ('x'):rep(300)",
+                                      "return true", "error('boom')", "return 1.5",
+                                      "return"};
   static const char *const values[] = {"2", "\"abc\"", NULL, "true", "null", "1.5", "null"};
   enum { N = sizeof codes / sizeof *codes };
   mbx_result *kept[2 * N];

@@ -36,8 +36,7 @@ static mbx_policy *policy_with(const char *const *names, size_t n, const char *r
   mbx_policy *p = mbx_policy_new();
   assert_non_null(p);
   for (size_t i = 0; i < n; i++)
-    assert_int_equal(mbx_policy_add_function(p, names[i], reply_ud, (void *)reply, NULL),
-                     MBX_OK);
+    assert_int_equal(mbx_policy_add_function(p, names[i], reply_ud, (void *)reply, NULL), MBX_OK);
   return p;
 }
 
@@ -46,8 +45,7 @@ static void counts(mbx_runtime *rt, uint64_t *hits, uint64_t *saves) {
 }
 
 /* One run in a fresh sandbox of p (then freed, so the next sandbox takes the same slot). */
-static void run_once(mbx_runtime *rt, const mbx_policy *p, const char *code,
-                     snippet_outcome *o) {
+static void run_once(mbx_runtime *rt, const mbx_policy *p, const char *code, snippet_outcome *o) {
   mbx_sandbox *sb = mbx_sandbox_new(rt, p, NULL);
   assert_non_null(sb);
   snippet_run_in(sb, code, o);
@@ -84,7 +82,7 @@ static void same_shape_hits_and_matches(void **state) {
   run_once(rt, p, probe, &first);
   assert_int_equal(first.status, MBX_OK);
   counts(rt, &h1, &s1);
-  assert_int_equal(h1, h0);     /* the slot's first sandbox of this shape: a miss */
+  assert_int_equal(h1, h0);          /* the slot's first sandbox of this shape: a miss */
   assert_int_equal(s1, s0 + CACHED); /* that built the shaped template */
   for (int i = 0; i < 3; i++) {
     run_once(rt, p, probe, &again);

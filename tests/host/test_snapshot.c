@@ -819,7 +819,6 @@ static void rewind_takes_the_log_back(void **state) {
   mbx_policy_free(p);
 }
 
-
 /* ---- sandboxes with mounts: host reads come from the log ---- */
 
 static void put_file(const char *dir, const char *name, const char *text) {
@@ -863,8 +862,7 @@ static mbx_policy *mount_policy(const char *ro_dir, int ro_mode, const char *ov_
   mbx_policy *p = make_policy(1, 42);
   mbx_error err;
   if (ro_dir) assert_int_equal(mbx_policy_mount(p, "/data", ro_dir, ro_mode, &err), MBX_OK);
-  if (ov_dir)
-    assert_int_equal(mbx_policy_mount(p, "/ov", ov_dir, MBX_MOUNT_OVERLAY, &err), MBX_OK);
+  if (ov_dir) assert_int_equal(mbx_policy_mount(p, "/ov", ov_dir, MBX_MOUNT_OVERLAY, &err), MBX_OK);
   return p;
 }
 
@@ -980,8 +978,9 @@ static void restore_refuses_changed_mounts(void **state) {
     const char *extra;
     const char *says;
   } cases[] = {
-      {a, MBX_MOUNT_OVERLAY, NULL, "the mount /data was ro in the snapshot; this policy mounts "
-                                   "it overlay"},
+      {a, MBX_MOUNT_OVERLAY, NULL,
+       "the mount /data was ro in the snapshot; this policy mounts "
+       "it overlay"},
       {b, MBX_MOUNT_RO, NULL, "the mount /data reaches another host directory"},
       {NULL, 0, NULL, "the snapshot's mount /data (ro) is not in this policy"},
       {a, MBX_MOUNT_RO, b, "this policy mounts /ov, which the snapshot did not have"},

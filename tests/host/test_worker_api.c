@@ -41,7 +41,8 @@ static int children(pid_t pid, pid_t *out, int max) {
   snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
   FILE *f = fopen(path, "r");
   int n = 0, c;
-  while (f && n < max && fscanf(f, "%d", &c) == 1) out[n++] = c;
+  while (f && n < max && fscanf(f, "%d", &c) == 1)
+    out[n++] = c;
   if (f) fclose(f);
   return n;
 }
@@ -68,8 +69,8 @@ static void test_status_reports_the_jail(void **state) {
       /* As root every one of these is applied (this machine must show them). */
       assert_string_equal(json_string_value(json_object_get(j, "uid")),
                           "nobody (65534, no groups)");
-      assert_non_null(strstr(json_string_value(json_object_get(j, "user_namespace")),
-                             "none (root"));
+      assert_non_null(
+          strstr(json_string_value(json_object_get(j, "user_namespace")), "none (root"));
       assert_true(json_is_true(json_object_get(j, "pid_namespace")));
       assert_true(json_is_true(json_object_get(j, "net_namespace")));
     } else {
@@ -141,8 +142,10 @@ static void test_workers_are_in_new_namespaces(void **state) {
     assert_string_not_equal(pid_ns, mine_pid);
     assert_string_not_equal(net_ns, mine_net);
     /* One namespace for the zygote's workers (and its init). */
-    if (i == 0) snprintf(first_pid, sizeof first_pid, "%s", pid_ns);
-    else assert_string_equal(pid_ns, first_pid);
+    if (i == 0)
+      snprintf(first_pid, sizeof first_pid, "%s", pid_ns);
+    else
+      assert_string_equal(pid_ns, first_pid);
   }
   mbx_sandbox_free(sb);
   mbx_policy_free(p);
@@ -166,7 +169,8 @@ static int all_ended(const pid_t *pids, int n) {
   /* Generous: the machine is loaded. */
   for (int tries = 0; tries < 3000; tries++) {
     int left = 0;
-    for (int i = 0; i < n; i++) left += !ended(pids[i]);
+    for (int i = 0; i < n; i++)
+      left += !ended(pids[i]);
     if (left == 0) return 1;
     usleep(10000);
   }

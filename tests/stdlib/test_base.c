@@ -15,7 +15,6 @@
 #include "moonbox.h"
 #include "tests/support/snippet.h"
 
-
 /* s[0..len) is exactly "<type>: 0x" and 12 lowercase hex digits: the hidden-address form. */
 static void assert_hidden_address(const char *s, size_t len, const char *type) {
   size_t tlen = strlen(type);
@@ -51,8 +50,9 @@ static void print_separates_with_tabs_and_ends_with_newline(void **state) {
 static void print_formats_numbers_like_stock_lua(void **state) {
   (void)state;
   snippet_outcome o;
-  assert_int_equal(snippet_run("print(1, 1.0, -0.0, 2^53, 1e100, 0.1, math.maxinteger, 3 // 2, 3 / 2)", &o),
-                   MBX_OK);
+  assert_int_equal(
+      snippet_run("print(1, 1.0, -0.0, 2^53, 1e100, 0.1, math.maxinteger, 3 // 2, 3 / 2)", &o),
+      MBX_OK);
   assert_string_equal(o.out, "1\t1.0\t-0.0\t9.007199254741e+15\t1e+100\t0.1\t"
                              "9223372036854775807\t1\t1.5\n");
   assert_int_equal(snippet_run("print(1/0, -1/0, math.mininteger)", &o), MBX_OK);
@@ -91,10 +91,11 @@ static void print_uses_tostring_metamethod(void **state) {
   (void)state;
   snippet_outcome o;
   assert_int_equal(
-      snippet_run("print(setmetatable({}, {__tostring = function() return 'obj' end}), 1)", &o), MBX_OK);
+      snippet_run("print(setmetatable({}, {__tostring = function() return 'obj' end}), 1)", &o),
+      MBX_OK);
   assert_string_equal(o.out, "obj\t1\n");
-  snippet_check_error("print(setmetatable({}, {__tostring = function() return {} end}))", MBX_RUNTIME_ERROR,
-              "'__tostring' must return a string");
+  snippet_check_error("print(setmetatable({}, {__tostring = function() return {} end}))",
+                      MBX_RUNTIME_ERROR, "'__tostring' must return a string");
 }
 
 /* ---- tostring -------------------------------------------------------------------------- */
@@ -102,17 +103,17 @@ static void print_uses_tostring_metamethod(void **state) {
 static void tostring_of_plain_values(void **state) {
   (void)state;
   snippet_check_value("return tostring(1), tostring(1.0), tostring(nil), tostring(true), "
-              "tostring(false), tostring('s'), tostring(-0.0)",
-              "[\"1\",\"1.0\",\"nil\",\"true\",\"false\",\"s\",\"-0.0\"]");
+                      "tostring(false), tostring('s'), tostring(-0.0)",
+                      "[\"1\",\"1.0\",\"nil\",\"true\",\"false\",\"s\",\"-0.0\"]");
   snippet_check_error("return tostring()", MBX_RUNTIME_ERROR, "bad argument #1 to 'tostring'");
 }
 
 static void tostring_is_stable_per_object_and_distinct_between_objects(void **state) {
   (void)state;
   snippet_check_value("local t, u = {}, {} collectgarbage() "
-              "return tostring(t) == tostring(t), tostring(t) ~= tostring(u), "
-              "tostring(print) == tostring(print), tostring(print) ~= tostring(pairs)",
-              "[true,true,true,true]");
+                      "return tostring(t) == tostring(t), tostring(t) ~= tostring(u), "
+                      "tostring(print) == tostring(print), tostring(print) ~= tostring(pairs)",
+                      "[true,true,true,true]");
   /* Stable across the runs of one sandbox too. */
   mbx_sandbox *sb = snippet_sandbox();
   snippet_outcome first, second;
@@ -151,23 +152,24 @@ static void load_refuses_binary_chunks(void **state) {
   (void)state;
   snippet_outcome o;
   assert_int_equal(snippet_run("local f, m = load('\\27Lua\\84\\0\\25\\147\\r\\n\\26\\n') "
-                       "assert(f == nil) return m",
-                       &o),
+                               "assert(f == nil) return m",
+                               &o),
                    MBX_OK);
   assert_non_null(strstr(o.value, "binary"));
   /* Even a real dump cannot be produced, but the mode argument is refused in any case. */
-  assert_int_equal(snippet_run("local f, m = load('return 1', 'c', 'b') assert(f == nil) return m", &o),
-                   MBX_OK);
+  assert_int_equal(
+      snippet_run("local f, m = load('return 1', 'c', 'b') assert(f == nil) return m", &o), MBX_OK);
   assert_non_null(strstr(o.value, "binary"));
   /* Mode "bt" still compiles text. */
   snippet_check_value("return load('return 5', 'c', 'bt')()", "5");
   snippet_check_value("return load('return 6', 'c', 't')()", "6");
   /* Through a reader function too. */
-  assert_int_equal(snippet_run("local done = false "
-                       "local f, m = load(function() if done then return nil end done = true "
-                       "return '\\27Lua' end) assert(f == nil) return m",
-                       &o),
-                   MBX_OK);
+  assert_int_equal(
+      snippet_run("local done = false "
+                  "local f, m = load(function() if done then return nil end done = true "
+                  "return '\\27Lua' end) assert(f == nil) return m",
+                  &o),
+      MBX_OK);
   assert_non_null(strstr(o.value, "binary"));
 }
 
@@ -176,33 +178,34 @@ static void load_caps_source_size(void **state) {
   snippet_outcome o;
   /* 16384 bytes exactly compile; one more is refused with nil + a message. */
   snippet_check_value("local pad = ' ' for i = 1, 14 do pad = pad .. pad end "
-              "local src = pad:sub(1, 16384 - 8) .. 'return 1' assert(#src == 16384) "
-              "return load(src)()",
-              "1");
+                      "local src = pad:sub(1, 16384 - 8) .. 'return 1' assert(#src == 16384) "
+                      "return load(src)()",
+                      "1");
   assert_int_equal(snippet_run("local pad = ' ' for i = 1, 14 do pad = pad .. pad end "
-                       "local f, m = load(pad .. 'return 1') assert(f == nil) return m",
-                       &o),
+                               "local f, m = load(pad .. 'return 1') assert(f == nil) return m",
+                               &o),
                    MBX_OK);
   assert_non_null(strstr(o.value, "16384"));
   /* Reader pieces count toward the same cap. */
-  assert_int_equal(snippet_run("local piece = ' ' for i = 1, 10 do piece = piece .. piece end "
-                       "local n = 0 "
-                       "local f, m = load(function() n = n + 1 if n > 17 then return nil end "
-                       "return piece end) assert(f == nil) return m",
-                       &o),
-                   MBX_OK);
+  assert_int_equal(
+      snippet_run("local piece = ' ' for i = 1, 10 do piece = piece .. piece end "
+                  "local n = 0 "
+                  "local f, m = load(function() n = n + 1 if n > 17 then return nil end "
+                  "return piece end) assert(f == nil) return m",
+                  &o),
+      MBX_OK);
   assert_non_null(strstr(o.value, "16384"));
 }
 
 static void load_concatenates_reader_pieces(void **state) {
   (void)state;
   snippet_check_value("local parts = {'ret', 'urn ', '1', ' + 4', '1'} local i = 0 "
-              "local f = load(function() i = i + 1 return parts[i] end) return f()",
-              "42");
+                      "local f = load(function() i = i + 1 return parts[i] end) return f()",
+                      "42");
   /* An empty string ends the chunk, like nil. */
   snippet_check_value("local parts = {'return 1', '', 'error()'} local i = 0 "
-              "return load(function() i = i + 1 return parts[i] end)()",
-              "1");
+                      "return load(function() i = i + 1 return parts[i] end)()",
+                      "1");
 }
 
 /* Library bug (stdlib/base.c, base_load): the reader is called with lua_call outside any
@@ -212,7 +215,7 @@ static void load_reader_errors_return_nil_and_message(void **state) {
   (void)state;
   snippet_check_value("return load(function() error('x', 0) end)", "[null,\"x\"]");
   snippet_check_value("return load(function() return {} end)",
-              "[null,\"reader function must return a string\"]");
+                      "[null,\"reader function must return a string\"]");
 }
 
 static void load_honours_env_argument(void **state) {
@@ -220,8 +223,8 @@ static void load_honours_env_argument(void **state) {
   snippet_check_value("local env = {x = 5} return load('return x', 'c', 't', env)()", "5");
   snippet_check_value("local env = {} load('y = 1', 'c', 't', env)() return env.y, y", "[1,null]");
   snippet_check_value("local env = {v = 9} local parts = {'return v'} local i = 0 "
-              "return load(function() i = i + 1 return parts[i] end, 'c', 't', env)()",
-              "9");
+                      "return load(function() i = i + 1 return parts[i] end, 'c', 't', env)()",
+                      "9");
 }
 
 static void load_defaults_env_to_sandbox_globals(void **state) {
@@ -239,7 +242,8 @@ static void load_returns_nil_and_message_on_syntax_error(void **state) {
   assert_non_null(strstr(o.value, "[string \\\"return +\\\"]:1:"));
   assert_non_null(strstr(o.value, "unexpected symbol"));
   /* The chunk name argument is used. */
-  assert_int_equal(snippet_run("return select(2, pcall(load('error(\"e\")', '=mychunk')))", &o), MBX_OK);
+  assert_int_equal(snippet_run("return select(2, pcall(load('error(\"e\")', '=mychunk')))", &o),
+                   MBX_OK);
   assert_string_equal(o.value, "\"mychunk:1: e\"");
 }
 
@@ -250,11 +254,11 @@ static void setmetatable_refuses_dangerous_fields(void **state) {
   snippet_check_error("setmetatable({}, {__gc = function() end})", MBX_RUNTIME_ERROR, "'__gc'");
   snippet_check_error("setmetatable({}, {__mode = 'k'})", MBX_RUNTIME_ERROR, "'__mode'");
   snippet_check_error("setmetatable({}, {__concat = function() return '' end})", MBX_RUNTIME_ERROR,
-              "'__concat'");
+                      "'__concat'");
   /* Refused whatever the value; catchable with pcall; the object keeps no metatable. */
   snippet_check_value("local t = {} local ok, m = pcall(setmetatable, t, {__gc = false}) "
-              "return ok, getmetatable(t) == nil",
-              "[false,true]");
+                      "return ok, getmetatable(t) == nil",
+                      "[false,true]");
 }
 
 /* __call must be a function: anything else makes Lua retry the call without bound inside one
@@ -268,19 +272,21 @@ static void setmetatable_call_must_be_a_function(void **state) {
                       "return f(21)",
                       "42");
   /* A later change of the guest's table is not seen (frozen clone). */
-  snippet_check_value("local mt = {__call = function() return 1 end} local f = setmetatable({}, mt) "
-                      "mt.__call = f return f()",
-                      "1");
+  snippet_check_value(
+      "local mt = {__call = function() return 1 end} local f = setmetatable({}, mt) "
+      "mt.__call = f return f()",
+      "1");
 }
 
 /* __index/__newindex chains: at most MBXL_CHAIN_MAX links, and no table already in a chain
    can get deeper (issue 9, B.2). */
 static void setmetatable_bounds_chains(void **state) {
   (void)state;
-  snippet_check_value("local t, n = {}, 0 "
-                      "while pcall(function() t = setmetatable({}, {__index = t}) end) do n = n + 1 end "
-                      "return n",
-                      "16");
+  snippet_check_value(
+      "local t, n = {}, 0 "
+      "while pcall(function() t = setmetatable({}, {__index = t}) end) do n = n + 1 end "
+      "return n",
+      "16");
   snippet_check_value("local t, n = {}, 0 "
                       "while pcall(function() t = setmetatable({}, {__newindex = t}) end) do "
                       "n = n + 1 end return n",
@@ -325,48 +331,48 @@ static void setmetatable_returns_the_object(void **state) {
 static void metatable_fields_added_later_have_no_effect(void **state) {
   (void)state;
   snippet_check_value("local mt = {} local t = setmetatable({}, mt) "
-              "mt.__add = function() return 1 end "
-              "return (pcall(function() return t + t end))",
-              "false");
-  snippet_check_value("local mt = {} local t = setmetatable({}, mt) mt.__index = {a = 1} return t.a",
-              "null");
+                      "mt.__add = function() return 1 end "
+                      "return (pcall(function() return t + t end))",
+                      "false");
+  snippet_check_value(
+      "local mt = {} local t = setmetatable({}, mt) mt.__index = {a = 1} return t.a", "null");
   /* A __gc slipped in afterwards never runs. */
   snippet_outcome o;
   assert_int_equal(snippet_run("local mt = {} local t = setmetatable({}, mt) "
-                       "mt.__gc = function() print('finalized') end "
-                       "t = nil collectgarbage() collectgarbage() return 1",
-                       &o),
+                               "mt.__gc = function() print('finalized') end "
+                               "t = nil collectgarbage() collectgarbage() return 1",
+                               &o),
                    MBX_OK);
   assert_string_equal(o.out, "");
   /* Changing an existing metamethod later is not seen either. */
   snippet_check_value("local mt = {__index = function() return 'old' end} "
-              "local t = setmetatable({}, mt) "
-              "mt.__index = function() return 'new' end return t.x",
-              "\"old\"");
+                      "local t = setmetatable({}, mt) "
+                      "mt.__index = function() return 'new' end return t.x",
+                      "\"old\"");
 }
 
 static void metatable_index_table_contents_are_live(void **state) {
   (void)state;
   snippet_check_value("local methods = {} local t = setmetatable({}, {__index = methods}) "
-              "methods.a = 5 return t.a",
-              "5");
+                      "methods.a = 5 return t.a",
+                      "5");
   snippet_check_value("local mt = {} mt.__index = mt local t = setmetatable({}, mt) "
-              "function mt.hello() return 'hi' end return t.hello()",
-              "\"hi\"");
+                      "function mt.hello() return 'hi' end return t.hello()",
+                      "\"hi\"");
 }
 
 static void metamethods_present_at_setmetatable_work(void **state) {
   (void)state;
   snippet_check_value("local mt = {__add = function(a, b) return 3 end, "
-              "__call = function(self, x) return x * 2 end, "
-              "__len = function() return 10 end, __eq = function() return true end} "
-              "local a, b = setmetatable({}, mt), setmetatable({}, mt) "
-              "return a + b, a(21), #a, a == b",
-              "[3,42,10,true]");
+                      "__call = function(self, x) return x * 2 end, "
+                      "__len = function() return 10 end, __eq = function() return true end} "
+                      "local a, b = setmetatable({}, mt), setmetatable({}, mt) "
+                      "return a + b, a(21), #a, a == b",
+                      "[3,42,10,true]");
   snippet_outcome o;
   assert_int_equal(snippet_run("do local x <close> = setmetatable({}, {__close = function() "
-                       "print('closed') end}) end return 1",
-                       &o),
+                               "print('closed') end}) end return 1",
+                               &o),
                    MBX_OK);
   assert_string_equal(o.out, "closed\n");
 }
@@ -374,35 +380,35 @@ static void metamethods_present_at_setmetatable_work(void **state) {
 static void getmetatable_returns_the_guest_table(void **state) {
   (void)state;
   snippet_check_value("local mt = {} local t = setmetatable({}, mt) "
-              "return rawequal(getmetatable(t), mt)",
-              "true");
+                      "return rawequal(getmetatable(t), mt)",
+                      "true");
   snippet_check_value("return getmetatable({}) == nil", "true");
 }
 
 static void guest_metatable_field_protects(void **state) {
   (void)state;
   snippet_check_value("local t = setmetatable({}, {__metatable = 'locked'}) return getmetatable(t)",
-              "\"locked\"");
+                      "\"locked\"");
   snippet_check_value("local t = setmetatable({}, {__metatable = 'locked'}) "
-              "local ok, m = pcall(setmetatable, t, {}) return ok, m",
-              "[false,\"cannot change a protected metatable\"]");
+                      "local ok, m = pcall(setmetatable, t, {}) return ok, m",
+                      "[false,\"cannot change a protected metatable\"]");
   snippet_check_value("local t = setmetatable({}, {__metatable = false}) "
-              "return getmetatable(t), (pcall(setmetatable, t, nil))",
-              "[false,false]");
+                      "return getmetatable(t), (pcall(setmetatable, t, nil))",
+                      "[false,false]");
   snippet_check_error("local t = setmetatable({}, {__metatable = 1}) setmetatable(t, nil)",
-              MBX_RUNTIME_ERROR, "cannot change a protected metatable");
+                      MBX_RUNTIME_ERROR, "cannot change a protected metatable");
 }
 
 static void unprotected_metatable_can_be_replaced_or_removed(void **state) {
   (void)state;
   snippet_check_value("local a = {__index = function() return 'a' end} "
-              "local b = {__index = function() return 'b' end} "
-              "local t = setmetatable({}, a) local first = t.x "
-              "setmetatable(t, b) return first, t.x, getmetatable(t) == b",
-              "[\"a\",\"b\",true]");
+                      "local b = {__index = function() return 'b' end} "
+                      "local t = setmetatable({}, a) local first = t.x "
+                      "setmetatable(t, b) return first, t.x, getmetatable(t) == b",
+                      "[\"a\",\"b\",true]");
   snippet_check_value("local t = setmetatable({}, {__index = function() return 1 end}) "
-              "setmetatable(t, nil) return getmetatable(t), t.x",
-              "[null,null]");
+                      "setmetatable(t, nil) return getmetatable(t), t.x",
+                      "[null,null]");
   snippet_check_value("local t = {} return setmetatable(t, nil) == t", "true");
 }
 
@@ -410,44 +416,44 @@ static void unprotected_metatable_can_be_replaced_or_removed(void **state) {
 static void clone_cache_serves_many_objects(void **state) {
   (void)state;
   snippet_check_value("local C = {} C.__index = C "
-              "function C.get(self) return self.v end "
-              "local objs = {} for i = 1, 1000 do objs[i] = setmetatable({v = i}, C) end "
-              "local sum = 0 for i = 1, 1000 do sum = sum + objs[i]:get() end "
-              "return sum, getmetatable(objs[1000]) == C",
-              "[500500,true]");
+                      "function C.get(self) return self.v end "
+                      "local objs = {} for i = 1, 1000 do objs[i] = setmetatable({v = i}, C) end "
+                      "local sum = 0 for i = 1, 1000 do sum = sum + objs[i]:get() end "
+                      "return sum, getmetatable(objs[1000]) == C",
+                      "[500500,true]");
 }
 
 static void clone_cache_sees_changes_between_calls(void **state) {
   (void)state;
   snippet_check_value("local A = {name = function() return 'A' end} "
-              "local B = {name = function() return 'B' end} "
-              "local C = {__index = A} "
-              "local x = setmetatable({}, C) C.__index = B local y = setmetatable({}, C) "
-              "return x.name(), y.name()",
-              "[\"A\",\"B\"]");
+                      "local B = {name = function() return 'B' end} "
+                      "local C = {__index = A} "
+                      "local x = setmetatable({}, C) C.__index = B local y = setmetatable({}, C) "
+                      "return x.name(), y.name()",
+                      "[\"A\",\"B\"]");
   /* A metamethod added between calls works for the later object only. */
   snippet_check_value("local C = {} local x = setmetatable({}, C) "
-              "C.__len = function() return 7 end local y = setmetatable({}, C) "
-              "return #x, #y",
-              "[0,7]");
+                      "C.__len = function() return 7 end local y = setmetatable({}, C) "
+                      "return #x, #y",
+                      "[0,7]");
   /* One removed between calls is gone for the later object. */
   snippet_check_value("local C = {__len = function() return 7 end, __index = {}} "
-              "local x = setmetatable({}, C) C.__len = nil local y = setmetatable({}, C) "
-              "return #x, #y",
-              "[7,0]");
+                      "local x = setmetatable({}, C) C.__len = nil local y = setmetatable({}, C) "
+                      "return #x, #y",
+                      "[7,0]");
   /* A refused field added between calls is refused at the next call. */
   snippet_check_value("local C = {} setmetatable({}, C) C.__gc = print "
-              "return (pcall(setmetatable, {}, C))",
-              "false");
+                      "return (pcall(setmetatable, {}, C))",
+                      "false");
   /* Protection added, and removed, between calls. */
   snippet_check_value("local C = {} setmetatable({}, C) C.__metatable = 'p' "
-              "local y = setmetatable({}, C) "
-              "return getmetatable(y), (pcall(setmetatable, y, nil))",
-              "[\"p\",false]");
+                      "local y = setmetatable({}, C) "
+                      "return getmetatable(y), (pcall(setmetatable, y, nil))",
+                      "[\"p\",false]");
   snippet_check_value("local C = {__metatable = 'p'} setmetatable({}, C) C.__metatable = nil "
-              "local y = setmetatable({}, C) "
-              "return getmetatable(y) == C, (pcall(setmetatable, y, nil))",
-              "[true,true]");
+                      "local y = setmetatable({}, C) "
+                      "return getmetatable(y) == C, (pcall(setmetatable, y, nil))",
+                      "[true,true]");
 }
 
 /* Library bug (stdlib/base.c, cached_clone_matches): the cache comparison skips the
@@ -456,9 +462,9 @@ static void clone_cache_sees_changes_between_calls(void **state) {
 static void clone_cache_sees_changed_metatable_field(void **state) {
   (void)state;
   snippet_check_value("local mt = {__metatable = 'x'} local a = setmetatable({}, mt) "
-              "mt.__metatable = 'y' local b = setmetatable({}, mt) "
-              "return getmetatable(a), getmetatable(b)",
-              "[\"x\",\"y\"]");
+                      "mt.__metatable = 'y' local b = setmetatable({}, mt) "
+                      "return getmetatable(a), getmetatable(b)",
+                      "[\"x\",\"y\"]");
 }
 
 /* Library bug (stdlib/base.c, cached_clone_matches): field counting compares the number of
@@ -467,10 +473,11 @@ static void clone_cache_sees_changed_metatable_field(void **state) {
    (still holding __add) is reused for the new object. */
 static void clone_cache_sees_removal_with_non_string_keys(void **state) {
   (void)state;
-  snippet_check_value("local mt = {__add = function() return 1 end, [1] = true} "
-              "local a = setmetatable({}, mt) mt.__add = nil local b = setmetatable({}, mt) "
-              "return a + a, (pcall(function() return b + b end))",
-              "[1,false]");
+  snippet_check_value(
+      "local mt = {__add = function() return 1 end, [1] = true} "
+      "local a = setmetatable({}, mt) mt.__add = nil local b = setmetatable({}, mt) "
+      "return a + a, (pcall(function() return b + b end))",
+      "[1,false]");
 }
 
 /* Objects of many classes made in turn: a miss for one class must not evict another (the
@@ -574,23 +581,23 @@ static void clone_keeps_its_class_for_live_objects(void **state) {
 static void collectgarbage_allowed_options(void **state) {
   (void)state;
   snippet_check_value("local kb = collectgarbage('count') return math.type(kb), kb > 0",
-              "[\"float\",true]");
+                      "[\"float\",true]");
   snippet_check_value("return collectgarbage(), collectgarbage('collect')", "[0,0]");
   snippet_check_value("return type(collectgarbage('step')), type(collectgarbage('step', 10))",
-              "[\"boolean\",\"boolean\"]");
+                      "[\"boolean\",\"boolean\"]");
   snippet_check_value("return collectgarbage('isrunning')", "true");
   /* collect actually frees garbage. */
   snippet_check_value("collectgarbage() local before = collectgarbage('count') "
-              "do local t = {} for i = 1, 10000 do t[i] = {} end end "
-              "local during = collectgarbage('count') collectgarbage() "
-              "return during > before + 100, collectgarbage('count') < during - 100",
-              "[true,true]");
+                      "do local t = {} for i = 1, 10000 do t[i] = {} end end "
+                      "local during = collectgarbage('count') collectgarbage() "
+                      "return during > before + 100, collectgarbage('count') < during - 100",
+                      "[true,true]");
 }
 
 static void collectgarbage_refuses_mode_changes(void **state) {
   (void)state;
-  static const char *const refused[] = {"stop",     "restart",    "generational", "incremental",
-                                        "setpause", "setstepmul"};
+  static const char *const refused[] = {"stop",        "restart",  "generational",
+                                        "incremental", "setpause", "setstepmul"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     char code[128];
     snprintf(code, sizeof code, "collectgarbage('%s')", refused[i]);
@@ -617,7 +624,7 @@ static void collectgarbage_unknown_option_is_an_argument_error(void **state) {
 static void pcall_returns_values(void **state) {
   (void)state;
   snippet_check_value("return pcall(function(a, b) return a + b, 'x', nil end, 1, 2)",
-              "[true,3,\"x\",null]");
+                      "[true,3,\"x\",null]");
   snippet_check_value("return pcall(function() end)", "true");
   snippet_check_value("return select('#', pcall(function() return 1, 2, 3 end))", "4");
 }
@@ -627,7 +634,8 @@ static void pcall_returns_error_values(void **state) {
   snippet_check_value("return pcall(error, 'm')", "[false,\"m\"]");
   snippet_check_value("return pcall(function() error('m') end)", "[false,\"input:1: m\"]");
   snippet_check_value("local ok, e = pcall(error, {code = 7}) return ok, e.code", "[false,7]");
-  snippet_check_value("local obj = {} local ok, e = pcall(error, obj) return rawequal(e, obj)", "true");
+  snippet_check_value("local obj = {} local ok, e = pcall(error, obj) return rawequal(e, obj)",
+                      "true");
   snippet_check_value("return pcall(error)", "[false,null]");
   snippet_outcome o;
   assert_int_equal(snippet_run("return pcall(nil)", &o), MBX_OK);
@@ -639,28 +647,29 @@ static void xpcall_passes_error_to_handler(void **state) {
   (void)state;
   snippet_check_value("return xpcall(function(a) return a * 2 end, print, 21)", "[true,42]");
   snippet_check_value("return xpcall(error, function(e) return 'handled ' .. e end, 'boom')",
-              "[false,\"handled boom\"]");
+                      "[false,\"handled boom\"]");
   snippet_check_value("return xpcall(function() error({1, 2}) end, function(e) return #e end)",
-              "[false,2]");
+                      "[false,2]");
   snippet_check_value("local seen local ok, h = xpcall(function() local x = nil; return x.y end, "
-              "function(e) seen = e return 'h' end) return ok, h, seen:sub(1, 6)",
-              "[false,\"h\",\"input:\"]");
+                      "function(e) seen = e return 'h' end) return ok, h, seen:sub(1, 6)",
+                      "[false,\"h\",\"input:\"]");
   snippet_check_error("xpcall(print)", MBX_RUNTIME_ERROR, "bad argument #2 to 'xpcall'");
 }
 
 static void yield_across_pcall_inside_coroutine(void **state) {
   (void)state;
-  snippet_check_value("local co = coroutine.create(function() "
-              "  local ok, v = pcall(function() local x = coroutine.yield(1) return x * 2 end) "
-              "  return ok, v end) "
-              "local _, a = coroutine.resume(co) local _, ok, v = coroutine.resume(co, 21) "
-              "return a, ok, v, coroutine.status(co)",
-              "[1,true,42,\"dead\"]");
+  snippet_check_value(
+      "local co = coroutine.create(function() "
+      "  local ok, v = pcall(function() local x = coroutine.yield(1) return x * 2 end) "
+      "  return ok, v end) "
+      "local _, a = coroutine.resume(co) local _, ok, v = coroutine.resume(co, 21) "
+      "return a, ok, v, coroutine.status(co)",
+      "[1,true,42,\"dead\"]");
   snippet_check_value("local co = coroutine.wrap(function() "
-              "  return xpcall(function() coroutine.yield('y') error('late', 0) end, "
-              "                function(e) return 'caught ' .. e end) end) "
-              "local first = co() local ok, m = co() return first, ok, m",
-              "[\"y\",false,\"caught late\"]");
+                      "  return xpcall(function() coroutine.yield('y') error('late', 0) end, "
+                      "                function(e) return 'caught ' .. e end) end) "
+                      "local first = co() local ok, m = co() return first, ok, m",
+                      "[\"y\",false,\"caught late\"]");
 }
 
 static void tripped_limit_inside_pcall_ends_the_run(void **state) {
@@ -668,28 +677,29 @@ static void tripped_limit_inside_pcall_ends_the_run(void **state) {
   mbx_sandbox *sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 100000);
   snippet_outcome o;
   assert_int_equal(snippet_run_in(sb,
-                          "local ok = pcall(function() while true do end end) "
-                          "print('survived') return ok",
-                          &o),
+                                  "local ok = pcall(function() while true do end end) "
+                                  "print('survived') return ok",
+                                  &o),
                    MBX_INSTRUCTION_LIMIT);
   assert_string_equal(o.out, "");
   assert_true(mbx_sandbox_poisoned(sb));
   mbx_sandbox_free(sb);
 
   sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 100000);
-  assert_int_equal(snippet_run_in(sb,
-                          "for i = 1, 100 do "
-                          "  xpcall(function() while true do end end, function() return 1 end) "
-                          "end return 'survived'",
-                          &o),
-                   MBX_INSTRUCTION_LIMIT);
+  assert_int_equal(
+      snippet_run_in(sb,
+                     "for i = 1, 100 do "
+                     "  xpcall(function() while true do end end, function() return 1 end) "
+                     "end return 'survived'",
+                     &o),
+      MBX_INSTRUCTION_LIMIT);
   mbx_sandbox_free(sb);
 
   sb = snippet_sandbox_with(MBX_LIMIT_MEMORY, 1 << 20);
   assert_int_equal(snippet_run_in(sb,
-                          "local ok = pcall(function() local t = {} "
-                          "for i = 1, 1e8 do t[i] = i end end) return 'survived'",
-                          &o),
+                                  "local ok = pcall(function() local t = {} "
+                                  "for i = 1, 1e8 do t[i] = i end end) return 'survived'",
+                                  &o),
                    MBX_MEMORY_LIMIT);
   mbx_sandbox_free(sb);
 }
@@ -699,9 +709,9 @@ static void tripped_limit_inside_pcall_ends_the_run(void **state) {
 static void removed_base_functions_are_nil(void **state) {
   (void)state;
   snippet_check_value("return dofile == nil, loadfile == nil, warn == nil, "
-              "rawget(_G, 'dofile') == nil, rawget(_G, 'loadfile') == nil, "
-              "rawget(_G, 'warn') == nil",
-              "[true,true,true,true,true,true]");
+                      "rawget(_G, 'dofile') == nil, rawget(_G, 'loadfile') == nil, "
+                      "rawget(_G, 'warn') == nil",
+                      "[true,true,true,true,true,true]");
 }
 
 int main(void) {

@@ -14,83 +14,83 @@
 #include "moonbox.h"
 #include "tests/support/snippet.h"
 
-
 /* ---- stock semantics ------------------------------------------------------------------- */
 
 static void values_pass_both_ways(void **state) {
   (void)state;
   snippet_check_value("local co = coroutine.create(function(a, b) "
-              "  local c = coroutine.yield(a + b) "
-              "  local d, e = coroutine.yield(c * 2, 'two') "
-              "  return d + e, nil, 'end' end) "
-              "local r1, r2 = {coroutine.resume(co, 1, 2)}, {coroutine.resume(co, 10)} "
-              "local r3 = table.pack(coroutine.resume(co, 3, 4)) "
-              "return r1, r2, r3.n, r3[1], r3[2], r3[3], r3[4], "
-              "       select('#', coroutine.resume(co))",
-              "[[true,3],[true,20,\"two\"],4,true,7,null,\"end\",2]");
+                      "  local c = coroutine.yield(a + b) "
+                      "  local d, e = coroutine.yield(c * 2, 'two') "
+                      "  return d + e, nil, 'end' end) "
+                      "local r1, r2 = {coroutine.resume(co, 1, 2)}, {coroutine.resume(co, 10)} "
+                      "local r3 = table.pack(coroutine.resume(co, 3, 4)) "
+                      "return r1, r2, r3.n, r3[1], r3[2], r3[3], r3[4], "
+                      "       select('#', coroutine.resume(co))",
+                      "[[true,3],[true,20,\"two\"],4,true,7,null,\"end\",2]");
   snippet_check_value("local co = coroutine.create(function(...) return select('#', ...) end) "
-              "return coroutine.resume(co, nil, nil, nil)",
-              "[true,3]");
+                      "return coroutine.resume(co, nil, nil, nil)",
+                      "[true,3]");
 }
 
 static void status_reports_each_state(void **state) {
   (void)state;
-  snippet_check_value("local main = coroutine.running() local co, inner "
-              "co = coroutine.create(function() "
-              "  local other = coroutine.create(function() return coroutine.status(co) end) "
-              "  inner = select(2, coroutine.resume(other)) "
-              "  coroutine.yield(coroutine.status(co)) end) "
-              "local before = coroutine.status(co) "
-              "local _, during = coroutine.resume(co) "
-              "local after_yield = coroutine.status(co) coroutine.resume(co) "
-              "return before, during, inner, after_yield, coroutine.status(co), "
-              "coroutine.status(main)",
-              "[\"suspended\",\"running\",\"normal\",\"suspended\",\"dead\",\"running\"]");
+  snippet_check_value(
+      "local main = coroutine.running() local co, inner "
+      "co = coroutine.create(function() "
+      "  local other = coroutine.create(function() return coroutine.status(co) end) "
+      "  inner = select(2, coroutine.resume(other)) "
+      "  coroutine.yield(coroutine.status(co)) end) "
+      "local before = coroutine.status(co) "
+      "local _, during = coroutine.resume(co) "
+      "local after_yield = coroutine.status(co) coroutine.resume(co) "
+      "return before, during, inner, after_yield, coroutine.status(co), "
+      "coroutine.status(main)",
+      "[\"suspended\",\"running\",\"normal\",\"suspended\",\"dead\",\"running\"]");
 }
 
 static void dead_coroutine_cannot_resume(void **state) {
   (void)state;
   snippet_check_value("local co = coroutine.create(function() return 1 end) coroutine.resume(co) "
-              "return coroutine.resume(co)",
-              "[false,\"cannot resume dead coroutine\"]");
+                      "return coroutine.resume(co)",
+                      "[false,\"cannot resume dead coroutine\"]");
   snippet_check_value("local co = coroutine.create(function() error('boom') end) "
-              "local ok, e = coroutine.resume(co) "
-              "return ok, e, coroutine.status(co), coroutine.resume(co)",
-              "[false,\"input:1: boom\",\"dead\",false,\"cannot resume dead coroutine\"]");
+                      "local ok, e = coroutine.resume(co) "
+                      "return ok, e, coroutine.status(co), coroutine.resume(co)",
+                      "[false,\"input:1: boom\",\"dead\",false,\"cannot resume dead coroutine\"]");
   snippet_check_value("local co = coroutine.create(function() error({code = 3}) end) "
-              "local ok, e = coroutine.resume(co) return ok, e.code",
-              "[false,3]");
+                      "local ok, e = coroutine.resume(co) return ok, e.code",
+                      "[false,3]");
   snippet_check_value("local co co = coroutine.create(function() return coroutine.resume(co) end) "
-              "return coroutine.resume(co)",
-              "[true,false,\"cannot resume non-suspended coroutine\"]");
+                      "return coroutine.resume(co)",
+                      "[true,false,\"cannot resume non-suspended coroutine\"]");
   snippet_check_error("coroutine.resume(1)", MBX_RUNTIME_ERROR, "bad argument #1 to 'resume'");
 }
 
 static void wrap_passes_values_and_errors_with_position(void **state) {
   (void)state;
   snippet_check_value("local gen = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) "
-              "return b * 2 end) return gen(1), gen(21)",
-              "[2,42]");
+                      "return b * 2 end) return gen(1), gen(21)",
+                      "[2,42]");
   snippet_check_value("local f = coroutine.wrap(function() error('boom') end)\n"
-              "local ok, e = pcall(function() local x = f() return x end)\n"
-              "return e",
-              "\"input:2: input:1: boom\"");
+                      "local ok, e = pcall(function() local x = f() return x end)\n"
+                      "return e",
+                      "\"input:2: input:1: boom\"");
   snippet_check_value("local g = coroutine.wrap(function() return 1 end) g()\n"
-              "local ok, e = pcall(function() local x = g() return x end)\n"
-              "return e",
-              "\"input:2: cannot resume dead coroutine\"");
+                      "local ok, e = pcall(function() local x = g() return x end)\n"
+                      "return e",
+                      "\"input:2: cannot resume dead coroutine\"");
   /* Non-string error values pass through unchanged. */
   snippet_check_value("local obj = {} local f = coroutine.wrap(function() error(obj) end) "
-              "local ok, e = pcall(f) return ok, rawequal(e, obj)",
-              "[false,true]");
+                      "local ok, e = pcall(f) return ok, rawequal(e, obj)",
+                      "[false,true]");
   /* An erroring wrap closes its pending to-be-closed variables, as stock does. */
   snippet_outcome o;
   assert_int_equal(snippet_run("local f = coroutine.wrap(function() "
-                       "  local x <close> = setmetatable({}, {__close = function() "
-                       "    print('closed') end}) "
-                       "  coroutine.yield() error('late', 0) end) "
-                       "f() return pcall(f)",
-                       &o),
+                               "  local x <close> = setmetatable({}, {__close = function() "
+                               "    print('closed') end}) "
+                               "  coroutine.yield() error('late', 0) end) "
+                               "f() return pcall(f)",
+                               &o),
                    MBX_OK);
   assert_string_equal(o.value, "[false,\"late\"]");
   assert_string_equal(o.out, "closed\n");
@@ -101,54 +101,56 @@ static void close_runs_pending_close_handlers(void **state) {
   (void)state;
   snippet_outcome o;
   assert_int_equal(snippet_run("local co = coroutine.create(function() "
-                       "  local x <close> = setmetatable({}, {__close = function(_, err) "
-                       "    print('closed', err) end}) "
-                       "  coroutine.yield() print('never') end) "
-                       "coroutine.resume(co) "
-                       "return coroutine.close(co), coroutine.status(co)",
-                       &o),
+                               "  local x <close> = setmetatable({}, {__close = function(_, err) "
+                               "    print('closed', err) end}) "
+                               "  coroutine.yield() print('never') end) "
+                               "coroutine.resume(co) "
+                               "return coroutine.close(co), coroutine.status(co)",
+                               &o),
                    MBX_OK);
   assert_string_equal(o.value, "[true,\"dead\"]");
   assert_string_equal(o.out, "closed\tnil\n");
   /* An error in __close is returned. */
-  snippet_check_value("local co = coroutine.create(function() "
-              "  local x <close> = setmetatable({}, {__close = function() error('in close', 0) "
-              "end}) coroutine.yield() end) "
-              "coroutine.resume(co) return coroutine.close(co)",
-              "[false,\"in close\"]");
+  snippet_check_value(
+      "local co = coroutine.create(function() "
+      "  local x <close> = setmetatable({}, {__close = function() error('in close', 0) "
+      "end}) coroutine.yield() end) "
+      "coroutine.resume(co) return coroutine.close(co)",
+      "[false,\"in close\"]");
   /* Dead and never-started coroutines close fine; a dead one with an error returns it. */
-  snippet_check_value("local a = coroutine.create(print) local b = coroutine.create(print) "
-              "coroutine.resume(b) "
-              "local c = coroutine.create(function() error('e', 0) end) coroutine.resume(c) "
-              "return coroutine.close(a), coroutine.close(b), coroutine.close(c)",
-              "[true,true,false,\"e\"]");
+  snippet_check_value(
+      "local a = coroutine.create(print) local b = coroutine.create(print) "
+      "coroutine.resume(b) "
+      "local c = coroutine.create(function() error('e', 0) end) coroutine.resume(c) "
+      "return coroutine.close(a), coroutine.close(b), coroutine.close(c)",
+      "[true,true,false,\"e\"]");
 }
 
 static void close_refuses_running_and_normal(void **state) {
   (void)state;
   snippet_check_value("local co co = coroutine.create(function() "
-              "  return pcall(coroutine.close, co) end) return coroutine.resume(co)",
-              "[true,false,\"cannot close a running coroutine\"]");
+                      "  return pcall(coroutine.close, co) end) return coroutine.resume(co)",
+                      "[true,false,\"cannot close a running coroutine\"]");
   snippet_check_value("local outer outer = coroutine.create(function() "
-              "  local inner = coroutine.create(function() "
-              "    return pcall(coroutine.close, outer) end) "
-              "  return coroutine.resume(inner) end) return coroutine.resume(outer)",
-              "[true,true,false,\"cannot close a normal coroutine\"]");
+                      "  local inner = coroutine.create(function() "
+                      "    return pcall(coroutine.close, outer) end) "
+                      "  return coroutine.resume(inner) end) return coroutine.resume(outer)",
+                      "[true,true,false,\"cannot close a normal coroutine\"]");
   snippet_check_error("coroutine.close(coroutine.running())", MBX_RUNTIME_ERROR,
-              "cannot close a running coroutine");
+                      "cannot close a running coroutine");
 }
 
 static void isyieldable_and_running(void **state) {
   (void)state;
   snippet_check_value("local co = coroutine.create(function() "
-              "  local me, ismain = coroutine.running() "
-              "  return coroutine.isyieldable(), ismain, me end) "
-              "local _, y, ismain, me = coroutine.resume(co) "
-              "local _, main_ismain = coroutine.running() "
-              "return y, ismain, me == co, coroutine.isyieldable(), main_ismain",
-              "[true,false,true,false,true]");
+                      "  local me, ismain = coroutine.running() "
+                      "  return coroutine.isyieldable(), ismain, me end) "
+                      "local _, y, ismain, me = coroutine.resume(co) "
+                      "local _, main_ismain = coroutine.running() "
+                      "return y, ismain, me == co, coroutine.isyieldable(), main_ismain",
+                      "[true,false,true,false,true]");
   snippet_check_value("return coroutine.wrap(function() return pcall(coroutine.isyieldable) end)()",
-              "[true,true]");
+                      "[true,true]");
 }
 
 /* A sandbox is a REPL: a coroutine made in one run resumes in the next. */
@@ -157,13 +159,13 @@ static void coroutine_survives_between_runs(void **state) {
   mbx_sandbox *sb = snippet_sandbox();
   snippet_outcome o;
   assert_int_equal(snippet_run_in(sb,
-                          "co = coroutine.create(function(a) "
-                          "  local b = coroutine.yield(a * 2) "
-                          "  local c = coroutine.yield(b + 1) return c .. '!' end) "
-                          "gen = coroutine.wrap(function() for i = 1, 3 do "
-                          "  coroutine.yield(i) end end) "
-                          "return coroutine.resume(co, 5), gen()",
-                          &o),
+                                  "co = coroutine.create(function(a) "
+                                  "  local b = coroutine.yield(a * 2) "
+                                  "  local c = coroutine.yield(b + 1) return c .. '!' end) "
+                                  "gen = coroutine.wrap(function() for i = 1, 3 do "
+                                  "  coroutine.yield(i) end end) "
+                                  "return coroutine.resume(co, 5), gen()",
+                                  &o),
                    MBX_OK);
   assert_string_equal(o.value, "[true,1]"); /* the resume is truncated to one value */
   assert_int_equal(snippet_run_in(sb, "return coroutine.resume(co, 41)", &o), MBX_OK);
@@ -172,7 +174,8 @@ static void coroutine_survives_between_runs(void **state) {
   assert_string_equal(o.value, "[2,3]");
   assert_int_equal(snippet_run_in(sb, "return coroutine.resume(co, 'done')", &o), MBX_OK);
   assert_string_equal(o.value, "[true,\"done!\"]");
-  assert_int_equal(snippet_run_in(sb, "return coroutine.status(co), coroutine.resume(co)", &o), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return coroutine.status(co), coroutine.resume(co)", &o),
+                   MBX_OK);
   assert_string_equal(o.value, "[\"dead\",false,\"cannot resume dead coroutine\"]");
   mbx_sandbox_free(sb);
 }
@@ -222,10 +225,10 @@ static void many_tiny_coroutines_hit_instruction_limit(void **state) {
   mbx_sandbox *sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 1000000);
   snippet_outcome o;
   assert_int_equal(snippet_run_in(sb,
-                          "local f = function() end "
-                          "for i = 1, 1e6 do coroutine.resume(coroutine.create(f)) end "
-                          "return 'finished'",
-                          &o),
+                                  "local f = function() end "
+                                  "for i = 1, 1e6 do coroutine.resume(coroutine.create(f)) end "
+                                  "return 'finished'",
+                                  &o),
                    MBX_INSTRUCTION_LIMIT);
   mbx_sandbox_free(sb);
 
@@ -238,18 +241,18 @@ static void many_tiny_coroutines_hit_instruction_limit(void **state) {
   mbx_sandbox_free(sb);
   sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 10000000);
   assert_int_equal(snippet_run_in(sb,
-                          "local f = function() end "
-                          "for i = 1, 1e5 do coroutine.resume(coroutine.create(f)) end "
-                          "return 'finished'",
-                          &o),
+                                  "local f = function() end "
+                                  "for i = 1, 1e5 do coroutine.resume(coroutine.create(f)) end "
+                                  "return 'finished'",
+                                  &o),
                    MBX_INSTRUCTION_LIMIT);
   mbx_sandbox_free(sb);
   /* The same through wrap. */
   sb = snippet_sandbox_with(MBX_LIMIT_INSTRUCTIONS, 10000000);
   assert_int_equal(snippet_run_in(sb,
-                          "local f = function() end "
-                          "for i = 1, 1e5 do coroutine.wrap(f)() end return 'finished'",
-                          &o),
+                                  "local f = function() end "
+                                  "for i = 1, 1e5 do coroutine.wrap(f)() end return 'finished'",
+                                  &o),
                    MBX_INSTRUCTION_LIMIT);
   mbx_sandbox_free(sb);
 }
@@ -293,8 +296,8 @@ static void nested_wrap_errors_do_not_crash(void **state) {
   (void)state;
   snippet_outcome o;
   snippet_run("local function f(n) if n == 0 then error('bottom', 0) end "
-      "  return coroutine.wrap(f)(n - 1) end return f(1000)",
-      &o);
+              "  return coroutine.wrap(f)(n - 1) end return f(1000)",
+              &o);
   assert_int_equal(o.status, MBX_RUNTIME_ERROR);
   assert_non_null(strstr(o.value, "stack overflow"));
 }

@@ -34,8 +34,7 @@ static mbx_status answer(void *ud, const char *args, size_t len, mbx_host_reply 
   return mbx_host_reply_json(reply, ud, strlen(ud));
 }
 
-static mbx_status fail_with_message(void *ud, const char *args, size_t len,
-                                    mbx_host_reply *reply) {
+static mbx_status fail_with_message(void *ud, const char *args, size_t len, mbx_host_reply *reply) {
   (void)ud;
   (void)args;
   (void)len;
@@ -116,10 +115,8 @@ static mbx_policy *tool_policy(void) {
   assert_int_equal(mbx_policy_add_function(p, "tools.deep.answer", answer,
                                            "{\"b\":[1,2.5,\"x\",null,true],\"a\":{}}", &err),
                    MBX_OK);
-  assert_int_equal(mbx_policy_add_function(p, "tools.fail", fail_with_message, NULL, &err),
-                   MBX_OK);
-  assert_int_equal(mbx_policy_add_function(p, "tools.silent", fail_silently, NULL, &err),
-                   MBX_OK);
+  assert_int_equal(mbx_policy_add_function(p, "tools.fail", fail_with_message, NULL, &err), MBX_OK);
+  assert_int_equal(mbx_policy_add_function(p, "tools.silent", fail_silently, NULL, &err), MBX_OK);
   assert_int_equal(mbx_policy_add_function(p, "tools.nothing", nothing, NULL, &err), MBX_OK);
   assert_int_equal(mbx_policy_add_function(p, "tools.bad", answer, "{\"a\":", &err), MBX_OK);
   assert_int_equal(mbx_policy_add_function(p, "tools.huge", huge_reply, NULL, &err), MBX_OK);
@@ -152,16 +149,16 @@ static void arguments_and_results_cross_as_json(void **state) {
   (void)state;
   mbx_sandbox *sb = tool_sandbox(0, 0);
   check_in(sb, "return tools.echo(1, 'x', nil, {a = 1, b = {true, false}}, 2.5, -7)",
-               "[1,\"x\",null,{\"a\":1,\"b\":[true,false]},2.5,-7]");
+           "[1,\"x\",null,{\"a\":1,\"b\":[true,false]},2.5,-7]");
   assert_string_equal(seen_args, "[1,\"x\",null,{\"a\":1,\"b\":[true,false]},2.5,-7]");
   /* Integers exact, bytes as $bytes, empty arrays stay arrays. */
-  check_in(sb, "local t = tools.echo(math.maxinteger, '\\xff', json.array({})) "
-                   "return t[1] == math.maxinteger, t[2] == '\\xff', json.encode(t[3])",
-               "[true,true,\"[]\"]");
+  check_in(sb,
+           "local t = tools.echo(math.maxinteger, '\\xff', json.array({})) "
+           "return t[1] == math.maxinteger, t[2] == '\\xff', json.encode(t[3])",
+           "[true,true,\"[]\"]");
   check_in(sb, "return tools.echo()", "[]");
   assert_string_equal(seen_args, "[]");
-  check_in(sb, "return tools.deep.answer()",
-               "{\"a\":{},\"b\":[1,2.5,\"x\",null,true]}");
+  check_in(sb, "return tools.deep.answer()", "{\"a\":{},\"b\":[1,2.5,\"x\",null,true]}");
   check_in(sb, "return select('#', tools.nothing())", "0");
   check_in(sb, "return now()", "1700000000");
   mbx_sandbox_free(sb);
@@ -190,8 +187,9 @@ static void replies_decode_as_the_codec_does(void **state) {
            "[7,\"integer\",123456789012345678]");
   /* 400 digits: past the C buffer; the callback refuses unterminated arguments, and the
      number is out of the decoder's range (the general path's error). */
-  check_in(sb, "local ok, e = pcall(tools.text, ('7'):rep(400)) "
-               "return ok, e:find('NUL') == nil, e:find('out of range') ~= nil",
+  check_in(sb,
+           "local ok, e = pcall(tools.text, ('7'):rep(400)) "
+           "return ok, e:find('NUL') == nil, e:find('out of range') ~= nil",
            "[false,true,true]");
   check_in(sb, "local s = ('y'):rep(300) local r = tools.echo(s, 1) return r[1] == s, r[2]",
            "[true,1]");
@@ -203,13 +201,15 @@ static void host_errors_are_catchable(void **state) {
   mbx_sandbox *sb = tool_sandbox(0, 0);
   check_in(sb, "return pcall(tools.fail, 1)", "[false,\"no such user: bob\"]");
   check_in(sb, "local ok, e = pcall(tools.silent) return ok, e",
-               "[false,\"tools.silent failed: the host is out of memory\"]");
-  check_in(sb, "local ok, e = pcall(tools.bad) return ok, e:find('tools.bad: the host "
-                   "returned invalid JSON', 1, true) ~= nil",
-               "[false,true]");
-  check_in(sb, "local ok, e = pcall(tools.huge) return ok, e:find('more than the', 1, true) "
-                   "~= nil",
-               "[false,true]");
+           "[false,\"tools.silent failed: the host is out of memory\"]");
+  check_in(sb,
+           "local ok, e = pcall(tools.bad) return ok, e:find('tools.bad: the host "
+           "returned invalid JSON', 1, true) ~= nil",
+           "[false,true]");
+  check_in(sb,
+           "local ok, e = pcall(tools.huge) return ok, e:find('more than the', 1, true) "
+           "~= nil",
+           "[false,true]");
   snippet_outcome o;
   assert_int_equal(snippet_run_in(sb, "tools.fail()", &o), MBX_RUNTIME_ERROR);
   assert_non_null(strstr(o.value, "no such user: bob"));
@@ -223,13 +223,15 @@ static void bad_arguments_are_refused_before_the_host(void **state) {
   mbx_sandbox *sb = tool_sandbox(0, 0);
   calls = 0;
   check_in(sb, "local ok, e = pcall(tools.echo, 1, print) return ok, e",
-               "[false,\"tools.echo(#2): cannot encode a function as JSON\"]");
-  check_in(sb, "local t = {} t.self = t local ok, e = pcall(tools.echo, t) return ok, "
-                   "e:find('tools.echo(#1)', 1, true) ~= nil",
-               "[false,true]");
-  check_in(sb, "local ok, e = pcall(tools.echo, string.rep('x', 2 * 1024 * 1024)) "
-                   "return ok, e:find('the most a host call takes', 1, true) ~= nil",
-               "[false,true]");
+           "[false,\"tools.echo(#2): cannot encode a function as JSON\"]");
+  check_in(sb,
+           "local t = {} t.self = t local ok, e = pcall(tools.echo, t) return ok, "
+           "e:find('tools.echo(#1)', 1, true) ~= nil",
+           "[false,true]");
+  check_in(sb,
+           "local ok, e = pcall(tools.echo, string.rep('x', 2 * 1024 * 1024)) "
+           "return ok, e:find('the most a host call takes', 1, true) ~= nil",
+           "[false,true]");
   assert_int_equal(calls, 0);
   mbx_sandbox_free(sb);
 }
@@ -237,14 +239,14 @@ static void bad_arguments_are_refused_before_the_host(void **state) {
 static void modules_and_require(void **state) {
   (void)state;
   mbx_sandbox *sb = tool_sandbox(0, 0);
-  check_in(sb, "return require('tools') == tools, require('tools').deep == tools.deep, "
-                   "type(tools.echo)",
-               "[true,true,\"function\"]");
+  check_in(sb,
+           "return require('tools') == tools, require('tools').deep == tools.deep, "
+           "type(tools.echo)",
+           "[true,true,\"function\"]");
   /* The name cannot be shadowed by an input. */
   mbx_result *res = NULL;
   mbx_error err;
-  assert_int_equal(mbx_run(sb, "return 1", 8, "{\"tools\": 1}", 12, &res, &err),
-                   MBX_INVALID_INPUT);
+  assert_int_equal(mbx_run(sb, "return 1", 8, "{\"tools\": 1}", 12, &res, &err), MBX_INVALID_INPUT);
   assert_non_null(strstr(err.message, "shadow"));
   /* Reset installs them again on the pristine state. */
   check_in(sb, "tools = nil return 1", "1");
@@ -257,10 +259,9 @@ static void names_are_validated(void **state) {
   (void)state;
   mbx_policy *p = mbx_policy_new();
   mbx_error err;
-  static const char *const bad[] = {"",           "1tools",       "tools..x",    "tools.",
-                                    ".tools",     "tools.end",    "string",      "os.fetch",
-                                    "json.x",     "print",        "tools-x",     "a.b.c.d.e",
-                                    "require",    "tools.x y",    "_G.evil",     "cjson"};
+  static const char *const bad[] = {
+      "",       "1tools", "tools..x", "tools.",    ".tools",  "tools.end", "string",  "os.fetch",
+      "json.x", "print",  "tools-x",  "a.b.c.d.e", "require", "tools.x y", "_G.evil", "cjson"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     if (mbx_policy_add_function(p, bad[i], echo, NULL, &err) != MBX_INVALID_ARGUMENT)
       fail_msg("name '%s' was accepted", bad[i]);
@@ -337,8 +338,7 @@ static void host_time_is_not_guest_time(void **state) {
   (void)state;
   /* 5 x 60 ms in the host under a 150 ms limit. */
   mbx_sandbox *sb = tool_sandbox(MBX_LIMIT_TIME_MS, 150);
-  check_in(sb, "local n = 0 for i = 1, 5 do if tools.slow() then n = n + 1 end end return n",
-               "5");
+  check_in(sb, "local n = 0 for i = 1, 5 do if tools.slow() then n = n + 1 end end return n", "5");
   /* The guest's own time still counts. */
   snippet_outcome o;
   assert_int_equal(snippet_run_in(sb, "tools.slow() while true do end", &o), MBX_TIME_LIMIT);

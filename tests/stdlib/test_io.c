@@ -15,7 +15,6 @@
 #include "moonbox.h"
 #include "tests/support/snippet.h"
 
-
 static void write_goes_to_stdout(void **state) {
   (void)state;
   snippet_outcome o;
@@ -31,8 +30,8 @@ static void file_write_goes_to_its_stream(void **state) {
   (void)state;
   snippet_outcome o;
   assert_int_equal(snippet_run("io.stdout:write('out1') io.stderr:write('err1', 'err2') "
-                       "io.write('out2') print('p')",
-                       &o),
+                               "io.write('out2') print('p')",
+                               &o),
                    MBX_OK);
   assert_string_equal(o.out, "out1out2p\n");
   assert_int_equal(o.out_len, 10);
@@ -44,9 +43,9 @@ static void writes_chain(void **state) {
   (void)state;
   snippet_outcome o;
   assert_int_equal(snippet_run("return io.write('a') == io.stdout, "
-                       "io.stdout:write('b'):write('c') == io.stdout, "
-                       "io.stderr:write('d'):write('e') == io.stderr",
-                       &o),
+                               "io.stdout:write('b'):write('c') == io.stdout, "
+                               "io.stderr:write('d'):write('e') == io.stderr",
+                               &o),
                    MBX_OK);
   assert_string_equal(o.value, "[true,true,true]");
   assert_string_equal(o.out, "abc");
@@ -56,8 +55,8 @@ static void writes_chain(void **state) {
 static void numbers_are_written_tables_refused(void **state) {
   (void)state;
   snippet_outcome o;
-  assert_int_equal(snippet_run("io.write(1, ' ', 2.5, ' ', -0.0, ' ', 2^63) io.stderr:write(7)", &o),
-                   MBX_OK);
+  assert_int_equal(
+      snippet_run("io.write(1, ' ', 2.5, ' ', -0.0, ' ', 2^63) io.stderr:write(7)", &o), MBX_OK);
   assert_string_equal(o.out, "1 2.5 -0.0 9.2233720368548e+18");
   assert_string_equal(o.err, "7");
   snippet_check_error("io.write({})", MBX_RUNTIME_ERROR, "bad argument #1 to 'write'");
@@ -102,29 +101,30 @@ static void stdin_input_and_output(void **state) {
                    MBX_OK);
   assert_string_equal(o.value, "[12,\" line one\\n\",\"line two\"]");
   /* The next run goes on where this one stopped. */
-  assert_int_equal(snippet_run_in(sb, "local t = {} for l in io.lines() do t[#t+1] = l end "
-                                      "return t, io.read('a')",
+  assert_int_equal(snippet_run_in(sb,
+                                  "local t = {} for l in io.lines() do t[#t+1] = l end "
+                                  "return t, io.read('a')",
                                   &o),
                    MBX_OK);
   assert_string_equal(o.value, "[[\"rest\"],\"\"]");
   /* stdin is read-only and not seekable; closing it is refused as for stdout. */
-  assert_int_equal(snippet_run_in(sb, "return select(3, io.stdin:write('x')), "
-                                      "select(3, io.stdin:seek()), io.stdin:close()",
+  assert_int_equal(snippet_run_in(sb,
+                                  "return select(3, io.stdin:write('x')), "
+                                  "select(3, io.stdin:seek()), io.stdin:close()",
                                   &o),
                    MBX_OK);
   assert_string_equal(o.value, "[9,29,null,\"cannot close standard file\"]");
   /* io.output to a file and back; io.input from a file; io.close() closes the output. */
-  assert_int_equal(
-      snippet_run_in(sb,
-                     "io.output('/tmp/o.txt') io.write('to the file\\n', 42) "
-                     "assert(io.output() ~= io.stdout) io.close() "
-                     "io.output(io.stdout) io.write('back on stdout\\n') "
-                     "io.input('/tmp/o.txt') local a, b = io.read('l', 'n') "
-                     "io.input(io.stdin) "
-                     "local ok, msg = pcall(io.input, '/nope') "
-                     "return a, b, msg",
-                     &o),
-      MBX_OK);
+  assert_int_equal(snippet_run_in(sb,
+                                  "io.output('/tmp/o.txt') io.write('to the file\\n', 42) "
+                                  "assert(io.output() ~= io.stdout) io.close() "
+                                  "io.output(io.stdout) io.write('back on stdout\\n') "
+                                  "io.input('/tmp/o.txt') local a, b = io.read('l', 'n') "
+                                  "io.input(io.stdin) "
+                                  "local ok, msg = pcall(io.input, '/nope') "
+                                  "return a, b, msg",
+                                  &o),
+                   MBX_OK);
   assert_string_equal(o.out, "back on stdout\n");
   assert_string_equal(o.value, "[\"to the file\",42,\"cannot open file '/nope' (No such file "
                                "or directory (not in the sandbox view; mounts: /tmp))\"]");
@@ -218,13 +218,12 @@ static void outside_the_view_is_the_stock_triple(void **state) {
    as space or as part of a numeral. */
 static void read_edges_match_stock(void **state) {
   (void)state;
-  snippet_check_value(
-      "local f = assert(io.open('/tmp/e.txt', 'w')) f:write('hi') f:close() "
-      "local g = io.open('/tmp/e.txt') "
-      "local a, b, c = g:read(2, 0, 5) "
-      "local h = io.open('/tmp/e.txt') local d, e = h:read(0, 'a') "
-      "return a, b, c, d, e",
-      "[\"hi\",null,null,\"\",\"hi\"]");
+  snippet_check_value("local f = assert(io.open('/tmp/e.txt', 'w')) f:write('hi') f:close() "
+                      "local g = io.open('/tmp/e.txt') "
+                      "local a, b, c = g:read(2, 0, 5) "
+                      "local h = io.open('/tmp/e.txt') local d, e = h:read(0, 'a') "
+                      "return a, b, c, d, e",
+                      "[\"hi\",null,null,\"\",\"hi\"]");
   snippet_check_value(
       "local f = assert(io.open('/tmp/n.txt', 'wb')) f:write('\\0\\0 42') f:close() "
       "local g = io.open('/tmp/n.txt') local a = g:read('n') "
@@ -303,11 +302,14 @@ static void files_close_at_run_end(void **state) {
   (void)state;
   mbx_sandbox *sb = snippet_sandbox_with(MBX_LIMIT_FS_OPEN_FILES, 2);
   snippet_outcome o;
-  assert_int_equal(snippet_run_in(sb, "io.open('/tmp/k', 'w'):write('kept'):close() "
-                                      "keep = io.open('/tmp/k') "
-                                      "local x = io.open('/tmp/k') "
-                                      "return select('#', io.open('/tmp/k')), "
-                                      "select(3, io.open('/tmp/k'))", &o), MBX_OK);
+  assert_int_equal(snippet_run_in(sb,
+                                  "io.open('/tmp/k', 'w'):write('kept'):close() "
+                                  "keep = io.open('/tmp/k') "
+                                  "local x = io.open('/tmp/k') "
+                                  "return select('#', io.open('/tmp/k')), "
+                                  "select(3, io.open('/tmp/k'))",
+                                  &o),
+                   MBX_OK);
   assert_string_equal(o.value, "[3,24]"); /* EMFILE past the quota */
   assert_int_equal(snippet_run_in(sb, "return keep:read('a'), io.open('/tmp/k'):read('a')", &o),
                    MBX_OK);
@@ -334,13 +336,16 @@ static void rewind_restores_memory_files(void **state) {
   }
   assert_int_equal(s, MBX_OK);
   for (int round = 0; round < 2; round++) {
-    assert_int_equal(snippet_run_in(sb, "io.open('/tmp/a', 'w'):write('after'):close() "
-                                        "io.open('/tmp/b', 'w'):close() "
-                                        "return io.open('/tmp/a'):read('a')", &o), MBX_OK);
+    assert_int_equal(snippet_run_in(sb,
+                                    "io.open('/tmp/a', 'w'):write('after'):close() "
+                                    "io.open('/tmp/b', 'w'):close() "
+                                    "return io.open('/tmp/a'):read('a')",
+                                    &o),
+                     MBX_OK);
     assert_string_equal(o.value, "\"after\"");
     assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
-    assert_int_equal(snippet_run_in(sb, "return io.open('/tmp/a'):read('a'), fs.exists('/tmp/b')",
-                                    &o), MBX_OK);
+    assert_int_equal(
+        snippet_run_in(sb, "return io.open('/tmp/a'):read('a'), fs.exists('/tmp/b')", &o), MBX_OK);
     assert_string_equal(o.value, "[\"before\",false]");
   }
   mbx_sandbox_free(sb);
@@ -395,11 +400,14 @@ static void mounted_directory(void **state) {
              1 << 16); /* 4 MiB */
   mbx_sandbox *sb = mounted(0, 1, MBX_MOUNT_RO);
   snippet_outcome o;
-  assert_int_equal(snippet_run_in(sb, "local n = 0 for l in io.lines('/data/x.txt') do "
-                                      "assert(l == 'line') n = n + 1 end "
-                                      "return n, io.open('/input/note.txt'):read('a'), "
-                                      "select(2, io.open('/data/new', 'w')), "
-                                      "(select(2, io.open('/nope')))", &o), MBX_OK);
+  assert_int_equal(snippet_run_in(sb,
+                                  "local n = 0 for l in io.lines('/data/x.txt') do "
+                                  "assert(l == 'line') n = n + 1 end "
+                                  "return n, io.open('/input/note.txt'):read('a'), "
+                                  "select(2, io.open('/data/new', 'w')), "
+                                  "(select(2, io.open('/nope')))",
+                                  &o),
+                   MBX_OK);
   assert_string_equal(o.value, "[3,\"inline\",\"/data/new: Read-only file system (/data is "
                                "mounted read-only)\",\"/nope: No such file or directory (not in "
                                "the sandbox view; mounts: /data ro, /tmp)\"]");
@@ -414,24 +422,33 @@ static void mounted_directory(void **state) {
   /* read('a') of a file past the heap ends the run on the memory limit, without a host
      allocation of its size. */
   sb = mounted(1 << 20, 0, MBX_MOUNT_RO);
-  assert_int_equal(snippet_run_in(sb, "local s = io.open('/data/big.txt'):read('a') return #s",
-                                  &o), MBX_MEMORY_LIMIT);
+  assert_int_equal(snippet_run_in(sb, "local s = io.open('/data/big.txt'):read('a') return #s", &o),
+                   MBX_MEMORY_LIMIT);
   mbx_sandbox_free(sb);
   /* Bytes read are charged: 4 MiB line by line is more than 100k instructions' worth. */
   sb = mounted(0, 100000, MBX_MOUNT_RO);
-  assert_int_equal(snippet_run_in(sb, "local n = 0 for l in io.lines('/data/big.txt') do "
-                                      "n = n + 1 end return n", &o), MBX_INSTRUCTION_LIMIT);
+  assert_int_equal(snippet_run_in(sb,
+                                  "local n = 0 for l in io.lines('/data/big.txt') do "
+                                  "n = n + 1 end return n",
+                                  &o),
+                   MBX_INSTRUCTION_LIMIT);
   mbx_sandbox_free(sb);
   sb = mounted(0, 0, MBX_MOUNT_RO);
-  assert_int_equal(snippet_run_in(sb, "local n = 0 for l in io.lines('/data/big.txt') do "
-                                      "n = n + 1 end return n", &o), MBX_OK);
+  assert_int_equal(snippet_run_in(sb,
+                                  "local n = 0 for l in io.lines('/data/big.txt') do "
+                                  "n = n + 1 end return n",
+                                  &o),
+                   MBX_OK);
   assert_string_equal(o.value, "65536");
   mbx_sandbox_free(sb);
   /* rw: the write reaches the host. */
   sb = mounted(0, 0, MBX_MOUNT_RW);
-  assert_int_equal(snippet_run_in(sb, "local f = assert(io.open('/data/out.txt', 'w')) "
-                                      "f:write('from the guest') f:close() "
-                                      "return os.remove('/data/x.txt')", &o), MBX_OK);
+  assert_int_equal(snippet_run_in(sb,
+                                  "local f = assert(io.open('/data/out.txt', 'w')) "
+                                  "f:write('from the guest') f:close() "
+                                  "return os.remove('/data/x.txt')",
+                                  &o),
+                   MBX_OK);
   mbx_sandbox_free(sb);
   char p[128], buf[64] = "";
   snprintf(p, sizeof p, "%s/out.txt", host_dir);
@@ -452,9 +469,9 @@ static void output_limit_keeps_what_fits(void **state) {
   mbx_sandbox *sb = snippet_sandbox_with(MBX_LIMIT_OUTPUT, 10);
   snippet_outcome o;
   assert_int_equal(snippet_run_in(sb,
-                          "io.write('12345') io.stdout:write('678') "
-                          "io.stderr:write('abcdef') io.write('never') return 1",
-                          &o),
+                                  "io.write('12345') io.stdout:write('678') "
+                                  "io.stderr:write('abcdef') io.write('never') return 1",
+                                  &o),
                    MBX_OUTPUT_LIMIT);
   assert_string_equal(o.out, "12345678");
   assert_string_equal(o.err, "ab");
@@ -463,8 +480,9 @@ static void output_limit_keeps_what_fits(void **state) {
 
   /* A flood under pcall still ends the run, with exactly the limit kept. */
   sb = snippet_sandbox_with(MBX_LIMIT_OUTPUT, 1000);
-  assert_int_equal(snippet_run_in(sb, "for i = 1, 1e6 do pcall(io.write, '0123456789abcdef') end", &o),
-                   MBX_OUTPUT_LIMIT);
+  assert_int_equal(
+      snippet_run_in(sb, "for i = 1, 1e6 do pcall(io.write, '0123456789abcdef') end", &o),
+      MBX_OUTPUT_LIMIT);
   assert_int_equal(o.out_len, 1000);
   assert_memory_equal(o.out, "0123456789abcdef", 16);
   mbx_sandbox_free(sb);

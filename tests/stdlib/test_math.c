@@ -13,29 +13,32 @@
 #include "moonbox.h"
 #include "tests/support/snippet.h"
 
-
 static void functions_present(void **state) {
   (void)state;
-  snippet_check_value("local n = 0 for _, k in ipairs{'abs', 'ceil', 'floor', 'fmod', 'max', 'min', "
-              "'modf', 'sqrt', 'exp', 'log', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', "
-              "'random', 'randomseed', 'tointeger', 'type', 'ult'} do "
-              "if type(math[k]) == 'function' then n = n + 1 end end return n",
-              "21");
-  snippet_check_value("return math.pi > 3.14159 and math.pi < 3.1416, math.huge == 1/0", "[true,true]");
+  snippet_check_value(
+      "local n = 0 for _, k in ipairs{'abs', 'ceil', 'floor', 'fmod', 'max', 'min', "
+      "'modf', 'sqrt', 'exp', 'log', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', "
+      "'random', 'randomseed', 'tointeger', 'type', 'ult'} do "
+      "if type(math[k]) == 'function' then n = n + 1 end end return n",
+      "21");
+  snippet_check_value("return math.pi > 3.14159 and math.pi < 3.1416, math.huge == 1/0",
+                      "[true,true]");
 }
 
 static void integer_and_float_results(void **state) {
   (void)state;
-  snippet_check_value("return math.floor(3.7), math.ceil(3.2), math.floor(-3.5), math.max(1, 5, 3), "
-              "math.min(2, -1), math.max(1.5, 1), math.abs(-4)",
-              "[3,4,-4,5,-1,1.5,4]");
-  snippet_check_value("return math.maxinteger, math.mininteger, math.maxinteger + 1 == math.mininteger",
-              "[9223372036854775807,-9223372036854775808,true]");
+  snippet_check_value(
+      "return math.floor(3.7), math.ceil(3.2), math.floor(-3.5), math.max(1, 5, 3), "
+      "math.min(2, -1), math.max(1.5, 1), math.abs(-4)",
+      "[3,4,-4,5,-1,1.5,4]");
+  snippet_check_value(
+      "return math.maxinteger, math.mininteger, math.maxinteger + 1 == math.mininteger",
+      "[9223372036854775807,-9223372036854775808,true]");
   snippet_check_value("return math.tointeger(3.0), math.tointeger(3.5), math.tointeger('x'), "
-              "math.tointeger(7)",
-              "[3,null,null,7]");
+                      "math.tointeger(7)",
+                      "[3,null,null,7]");
   snippet_check_value("return math.type(1), math.type(1.0), math.type('1'), math.ult(1, -1)",
-              "[\"integer\",\"float\",null,true]");
+                      "[\"integer\",\"float\",null,true]");
   snippet_check_value("return math.fmod(7, 3), math.sqrt(16), math.modf(3.25)", "[1,4.0,3,0.25]");
   snippet_check_error("return math.floor('x')", MBX_RUNTIME_ERROR, "number expected");
   snippet_check_error("return math.random(2, 1)", MBX_RUNTIME_ERROR, "interval is empty");
@@ -44,15 +47,15 @@ static void integer_and_float_results(void **state) {
 static void random_stays_in_range(void **state) {
   (void)state;
   snippet_check_value("for i = 1, 1000 do "
-              "  local a, b, c = math.random(), math.random(6), math.random(-3, 3) "
-              "  assert(a >= 0 and a < 1 and math.type(a) == 'float') "
-              "  assert(b >= 1 and b <= 6 and math.type(b) == 'integer') "
-              "  assert(c >= -3 and c <= 3) "
-              "end return true",
-              "true");
+                      "  local a, b, c = math.random(), math.random(6), math.random(-3, 3) "
+                      "  assert(a >= 0 and a < 1 and math.type(a) == 'float') "
+                      "  assert(b >= 1 and b <= 6 and math.type(b) == 'integer') "
+                      "  assert(c >= -3 and c <= 3) "
+                      "end return true",
+                      "true");
   snippet_check_value("math.randomseed(42) local a, b = math.random(1e9), math.random(1e9) "
-              "math.randomseed(42) return a == math.random(1e9) and b == math.random(1e9)",
-              "true");
+                      "math.randomseed(42) return a == math.random(1e9) and b == math.random(1e9)",
+                      "true");
 }
 
 /* A sandbox whose policy fixes the seed. */
@@ -83,10 +86,11 @@ static void policy_seed_makes_runs_reproducible(void **state) {
   mbx_sandbox_free(sc);
   /* The policy seed N gives the sequence stock Lua gives after math.randomseed(N). */
   sa = seeded_sandbox(42);
-  assert_int_equal(snippet_run_in(sa, "local x, y = math.random(1000000), math.random(1000000) "
-                              "math.randomseed(42) "
-                              "return x == math.random(1000000) and y == math.random(1000000)",
-                          &a),
+  assert_int_equal(snippet_run_in(sa,
+                                  "local x, y = math.random(1000000), math.random(1000000) "
+                                  "math.randomseed(42) "
+                                  "return x == math.random(1000000) and y == math.random(1000000)",
+                                  &a),
                    MBX_OK);
   assert_string_equal(a.value, "true");
   mbx_sandbox_free(sa);

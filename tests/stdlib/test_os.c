@@ -104,8 +104,7 @@ static void date_tables(void **state) {
 
 static void difftime_and_clock(void **state) {
   (void)state;
-  snippet_check_value("return os.difftime(10, 4), math.type(os.difftime(1, 1))",
-                      "[6.0,\"float\"]");
+  snippet_check_value("return os.difftime(10, 4), math.type(os.difftime(1, 1))", "[6.0,\"float\"]");
   /* Both arguments are required, as in stock 5.4. */
   snippet_check_error("return os.difftime()", MBX_RUNTIME_ERROR, "number expected");
   snippet_check_error("return os.difftime(5)", MBX_RUNTIME_ERROR, "bad argument #2");

@@ -20,7 +20,6 @@
 #include "vm/heap.h"
 #include "vm/vm.h"
 
-
 /* Lua that compares the keys of table `t` with the space-separated list `want`, and returns
    "" when they are the same set, else what is missing and what is extra. */
 #define SAME_KEYS                                                                                  \
@@ -56,9 +55,9 @@ static void globals_are_exactly_the_curated_set(void **state) {
 static void dangerous_names_are_absent(void **state) {
   (void)state;
   snippet_check_value("local n = 0 for _, k in ipairs{'debug', 'package', 'dofile', "
-              "'loadfile', 'warn', 'loadstring', 'unpack', 'module', 'setfenv', 'getfenv', "
-              "'newproxy', 'gcinfo'} do if _G[k] ~= nil then n = n + 1 end end return n",
-              "0");
+                      "'loadfile', 'warn', 'loadstring', 'unpack', 'module', 'setfenv', 'getfenv', "
+                      "'newproxy', 'gcinfo'} do if _G[k] ~= nil then n = n + 1 end end return n",
+                      "0");
   snippet_check_value("return string.dump", "null");
   /* os, io and require exist, but lead nowhere outside the sandbox: the host-reaching
      functions are stubs that say why, os.exit ends only the run, require knows no package. */
@@ -72,7 +71,7 @@ static void dangerous_names_are_absent(void **state) {
   snippet_check_error("require('debug')", MBX_RUNTIME_ERROR, "module 'debug' is not available");
   snippet_check_error("require('package')", MBX_RUNTIME_ERROR, "module 'package' is not available");
   snippet_check_value("return require('os') == os, os.getenv('HOME'), os.getenv('PATH')",
-              "[true,null,null]");
+                      "[true,null,null]");
 }
 
 static void libraries_hold_exactly_their_functions(void **state) {
@@ -82,7 +81,8 @@ static void libraries_hold_exactly_their_functions(void **state) {
   expect_keys("table", "concat insert move pack remove sort unpack");
   expect_keys("utf8", "char charpattern codepoint codes len offset");
   expect_keys("coroutine", "close create isyieldable resume running status wrap yield");
-  expect_keys("io", "close input lines open output popen read stderr stdin stdout tmpfile type write");
+  expect_keys("io",
+              "close input lines open output popen read stderr stdin stdout tmpfile type write");
   expect_keys("fs", "exists list mkdir remove stat");
   expect_keys("os", "clock date difftime execute exit getenv remove rename setlocale time "
                     "tmpname");
@@ -93,8 +93,8 @@ static void libraries_hold_exactly_their_functions(void **state) {
                       "getmetatable(io.stdout)",
                       "[\"userdata\",\"file\",\"function\",\"FILE*\"]");
   snippet_check_value("local n = 0 for k, v in pairs(math) do n = n + 1 end "
-              "return n >= 25, math.floor ~= nil, math.random ~= nil",
-              "[true,true,true]");
+                      "return n >= 25, math.floor ~= nil, math.random ~= nil",
+                      "[true,true,true]");
 }
 
 /* The functions whose stock versions loop in C without the hook are all present, as our
@@ -102,15 +102,16 @@ static void libraries_hold_exactly_their_functions(void **state) {
 static void metered_replacements_are_present(void **state) {
   (void)state;
   snippet_check_value("return string.find('hello', 'l+'), string.match('k=v', '(%w+)=(%w+)'), "
-              "string.gsub('aaa', 'a', 'b'), string.rep('ab', 3, '-'), "
-              "string.unpack('i4', string.pack('i4', 7))",
-              "[3,\"k\",\"bbb\",\"ab-ab-ab\",7,5]");
+                      "string.gsub('aaa', 'a', 'b'), string.rep('ab', 3, '-'), "
+                      "string.unpack('i4', string.pack('i4', 7))",
+                      "[3,\"k\",\"bbb\",\"ab-ab-ab\",7,5]");
   snippet_check_value("local t = {3, 1, 2} table.sort(t) table.insert(t, 4) table.remove(t, 1) "
-              "return table.concat(t, ','), table.unpack(table.move({1, 2}, 1, 2, 2))",
-              "[\"2,3,4\",1,1,2]");
-  snippet_check_value("local n = 0 for w in string.gmatch('a b c', '%a') do n = n + 1 end "
-              "return n, utf8.len('h\\u{e9}'), utf8.offset('h\\u{e9}', 2), utf8.codepoint('A')",
-              "[3,2,2,65]");
+                      "return table.concat(t, ','), table.unpack(table.move({1, 2}, 1, 2, 2))",
+                      "[\"2,3,4\",1,1,2]");
+  snippet_check_value(
+      "local n = 0 for w in string.gmatch('a b c', '%a') do n = n + 1 end "
+      "return n, utf8.len('h\\u{e9}'), utf8.offset('h\\u{e9}', 2), utf8.codepoint('A')",
+      "[3,2,2,65]");
 }
 
 static void inputs_cannot_shadow_builtins(void **state) {
@@ -135,7 +136,8 @@ static void sandboxes_have_separate_globals(void **state) {
   (void)state;
   mbx_sandbox *a = snippet_sandbox(), *b = snippet_sandbox();
   snippet_outcome o;
-  assert_int_equal(snippet_run_in(a, "shared = 1 string.extra = 2 print = nil return 0", &o), MBX_OK);
+  assert_int_equal(snippet_run_in(a, "shared = 1 string.extra = 2 print = nil return 0", &o),
+                   MBX_OK);
   assert_int_equal(snippet_run_in(b, "return shared, string.extra, type(print)", &o), MBX_OK);
   assert_string_equal(o.value, "[null,null,\"function\"]");
   /* Within one sandbox, globals persist between runs. */
@@ -218,8 +220,10 @@ static const char REACHABLE[] =
 
 static void no_light_c_function_is_reachable(void **state) {
   (void)state;
-  mbxV_config cfg = {.memory_limit = 64u << 20, .output_limit = 1u << 20,
-                     .source_limit = 1u << 16, .address_key = 1};
+  mbxV_config cfg = {.memory_limit = 64u << 20,
+                     .output_limit = 1u << 20,
+                     .source_limit = 1u << 16,
+                     .address_key = 1};
   mbxV_vm *vm = calloc(1, sizeof *vm);
   assert_non_null(vm);
   assert_true(mbxV_vm_open(vm, &cfg));
@@ -264,7 +268,7 @@ static void no_light_c_function_is_reachable(void **state) {
   "end "                                                                                           \
   "table.sort(names) "                                                                             \
   "local t = {} "                                                                                  \
-  "for i, n in ipairs(names) do local lib, k = n:match('([%w_]+)%.(%w+)') t[_G[lib][k]] = i end " \
+  "for i, n in ipairs(names) do local lib, k = n:match('([%w_]+)%.(%w+)') t[_G[lib][k]] = i end "  \
   "local out = {} for _, i in next, t do out[#out + 1] = i end "                                   \
   "return table.concat(out, ' ')"
 
@@ -303,8 +307,8 @@ static void function_key_order_varies_between_sandboxes(void **state) {
       fixed += same;
     }
   }
-  print_message("%d of %d pairs of function keys in the same order in all %d sandboxes\n",
-                fixed, pairs, SANDBOXES);
+  print_message("%d of %d pairs of function keys in the same order in all %d sandboxes\n", fixed,
+                pairs, SANDBOXES);
   assert_true(fixed * 10 < pairs * 4);
   for (int i = 0; i < SANDBOXES; i++) {
     mbx_sandbox_free(sb[i]);
@@ -332,7 +336,7 @@ static void idle_state_blocks_by_owner(void **state) {
 typedef struct walk_block {
   char *payload;
   size_t size; /* what Lua asked for: only these bytes are read (ASan poisons the slack) */
-  int tag; /* Lua's type of a new object, 0 for a vector (array, hash part, stack, ...) */
+  int tag;     /* Lua's type of a new object, 0 for a vector (array, hash part, stack, ...) */
 } walk_block;
 static walk_block walk_live[WALK_MAX];
 static int walk_n;
@@ -346,7 +350,8 @@ static void *walk_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         if (r) {
           walk_live[i].payload = r;
           walk_live[i].size = nsize;
-        } else walk_live[i] = walk_live[--walk_n];
+        } else
+          walk_live[i] = walk_live[--walk_n];
         break;
       }
   } else if (r && walk_n < WALK_MAX) {
@@ -355,14 +360,33 @@ static void *walk_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   return r;
 }
 
-enum { OWN_STRING, OWN_TABLE, OWN_ARRAY, OWN_HASH, OWN_CCLOSURE, OWN_LCLOSURE, OWN_USERDATA,
-       OWN_THREAD, OWN_UPVALUE, OWN_PROTO, OWN_STRTAB, OWN_OTHER, OWN_N };
-static const char *const own_name[OWN_N] = {
-    "strings", "tables (the Table struct)", "table array parts", "table hash parts",
-    "C closures (1 upvalue: hide_code_addresses)", "Lua closures", "userdata",
-    "the main thread and global state", "upvalues", "function prototypes",
-    "the string table (interned strings' hash array)",
-    "other vectors (the stack, CallInfo, buffers)"};
+enum {
+  OWN_STRING,
+  OWN_TABLE,
+  OWN_ARRAY,
+  OWN_HASH,
+  OWN_CCLOSURE,
+  OWN_LCLOSURE,
+  OWN_USERDATA,
+  OWN_THREAD,
+  OWN_UPVALUE,
+  OWN_PROTO,
+  OWN_STRTAB,
+  OWN_OTHER,
+  OWN_N
+};
+static const char *const own_name[OWN_N] = {"strings",
+                                            "tables (the Table struct)",
+                                            "table array parts",
+                                            "table hash parts",
+                                            "C closures (1 upvalue: hide_code_addresses)",
+                                            "Lua closures",
+                                            "userdata",
+                                            "the main thread and global state",
+                                            "upvalues",
+                                            "function prototypes",
+                                            "the string table (interned strings' hash array)",
+                                            "other vectors (the stack, CallInfo, buffers)"};
 
 static int walk_find(const char *payload) {
   for (int i = 0; i < walk_n; i++)
@@ -393,14 +417,17 @@ static void idle_state_blocks_by_owner(void **state) {
 
   int owner[WALK_MAX];
   for (int i = 0; i < walk_n; i++) {
-    static const int by_tag[] = {[LUA_TSTRING] = OWN_STRING, [LUA_TTABLE] = OWN_TABLE,
-                                 [LUA_TUSERDATA] = OWN_USERDATA, [LUA_TTHREAD] = OWN_THREAD,
-                                 [LUA_NUMTYPES] = OWN_UPVALUE, [LUA_NUMTYPES + 1] = OWN_PROTO};
+    static const int by_tag[] = {
+        [LUA_TSTRING] = OWN_STRING, [LUA_TTABLE] = OWN_TABLE,     [LUA_TUSERDATA] = OWN_USERDATA,
+        [LUA_TTHREAD] = OWN_THREAD, [LUA_NUMTYPES] = OWN_UPVALUE, [LUA_NUMTYPES + 1] = OWN_PROTO};
     int t = walk_live[i].tag;
     owner[i] = OWN_OTHER;
-    if (t == LUA_TFUNCTION) owner[i] = OWN_LCLOSURE; /* C closures: by size, below */
-    else if (t > 0 && t < (int)(sizeof by_tag / sizeof *by_tag) && by_tag[t]) owner[i] = by_tag[t];
-    else if (t == LUA_TSTRING) owner[i] = OWN_STRING;
+    if (t == LUA_TFUNCTION)
+      owner[i] = OWN_LCLOSURE; /* C closures: by size, below */
+    else if (t > 0 && t < (int)(sizeof by_tag / sizeof *by_tag) && by_tag[t])
+      owner[i] = by_tag[t];
+    else if (t == LUA_TSTRING)
+      owner[i] = OWN_STRING;
   }
   int strings = 0;
   size_t nodes = 0, nodes_used = 0; /* a Node is 24 bytes; its value's type tag at offset 8 */
@@ -417,7 +444,8 @@ static void idle_state_blocks_by_owner(void **state) {
     size_t n = (size_t)1 << (unsigned char)p[11]; /* lsizenode */
     assert_true(n * 24 <= walk_live[nt].size);
     nodes += n;
-    for (size_t k = 0; k < n; k++) nodes_used += (node[k * 24 + 8] & 0x0f) != LUA_TNIL;
+    for (size_t k = 0; k < n; k++)
+      nodes_used += (node[k * 24 + 8] & 0x0f) != LUA_TNIL;
   }
   /* The string table: the one vector whose words are each NULL or a live string. */
   for (int i = 0; i < walk_n; i++) {
@@ -459,9 +487,8 @@ static void idle_state_blocks_by_owner(void **state) {
   printf("| (hash parts: %zu of %zu nodes in use; a part is a power of two) | | |\n", nodes_used,
          nodes);
   printf("| free blocks left by the build | %zu | %zu |\n", free_blocks, free_bytes);
-  printf("| the prefix a sandbox copies | %d live blocks, %zu B | %zu B = %zu pages |\n",
-         walk_n, live, prefix,
-         (prefix + MBXV_ARENA_PAGE - 1) / MBXV_ARENA_PAGE);
+  printf("| the prefix a sandbox copies | %d live blocks, %zu B | %zu B = %zu pages |\n", walk_n,
+         live, prefix, (prefix + MBXV_ARENA_PAGE - 1) / MBXV_ARENA_PAGE);
   /* What the build must not leave in the template: garbage holes (its scratch is C memory,
      its tables are sized before they are filled) and io.stdin's 4 KiB read-ahead (made at
      the first read). */

@@ -26,18 +26,19 @@ static void check_error(const char *code, const char *fragment) {
 static void rep_works_like_stock(void **state) {
   (void)state;
   snippet_check_value("return string.rep('ab', 3, ','), #string.rep('x', 1000, 'yy'), "
-              "string.rep('a', 1, ','), string.rep('a', -1), string.rep('', 3, '-'), "
-              "('-'):rep(3), string.rep('a', 0, 'sep'), string.rep(12, 2)",
-              "[\"ab,ab,ab\",2998,\"a\",\"\",\"--\",\"---\",\"\",\"1212\"]");
+                      "string.rep('a', 1, ','), string.rep('a', -1), string.rep('', 3, '-'), "
+                      "('-'):rep(3), string.rep('a', 0, 'sep'), string.rep(12, 2)",
+                      "[\"ab,ab,ab\",2998,\"a\",\"\",\"--\",\"---\",\"\",\"1212\"]");
   /* Long results are built by copying what is already written: check the period survives
      every copy (odd period, copies larger than one charge batch). */
   snippet_check_value("local s = string.rep('abcdefg', 1000000, '12') local ok = true "
-              "for k = 0, 999998, 9973 do ok = ok and s:sub(9 * k + 1, 9 * k + 9) == "
-              "'abcdefg12' end return #s, ok, s:sub(-9)",
-              "[8999998,true,\"12abcdefg\"]");
-  snippet_check_value("local s = string.rep('abc', 100000, '-') local ok = true "
-              "for i = 1, #s - 3, 4 do ok = ok and s:sub(i, i + 3) == 'abc-' end return #s, ok",
-              "[399999,true]");
+                      "for k = 0, 999998, 9973 do ok = ok and s:sub(9 * k + 1, 9 * k + 9) == "
+                      "'abcdefg12' end return #s, ok, s:sub(-9)",
+                      "[8999998,true,\"12abcdefg\"]");
+  snippet_check_value(
+      "local s = string.rep('abc', 100000, '-') local ok = true "
+      "for i = 1, #s - 3, 4 do ok = ok and s:sub(i, i + 3) == 'abc-' end return #s, ok",
+      "[399999,true]");
 }
 
 static void rep_errors_like_stock(void **state) {
@@ -55,9 +56,9 @@ static void rep_of_empty_returns_at_once(void **state) {
   snippet_limits lim = {SNIPPET_KEEP, 10000, 2000};
   const snippet_outcome *o =
       snippet_check_ends(lim,
-                 "return #string.rep('', 2^62), #string.rep('', math.maxinteger, ''), "
-                 "#(''):rep(math.maxinteger)",
-                 MBX_OK, NULL);
+                         "return #string.rep('', 2^62), #string.rep('', math.maxinteger, ''), "
+                         "#(''):rep(math.maxinteger)",
+                         MBX_OK, NULL);
   assert_string_equal(o->value, "[0,0,0]");
   assert_true(o->usage.instructions < 10000);
 }
@@ -66,27 +67,30 @@ static void rep_of_empty_returns_at_once(void **state) {
 static void rep_too_large_is_refused_without_allocating(void **state) {
   (void)state;
   snippet_limits lim = {8 * MiB, SNIPPET_KEEP, SNIPPET_KEEP};
-  const snippet_outcome *o = snippet_check_ends(lim, "return string.rep('x', 2^40)", MBX_RUNTIME_ERROR,
-                                "resulting string too large");
+  const snippet_outcome *o = snippet_check_ends(lim, "return string.rep('x', 2^40)",
+                                                MBX_RUNTIME_ERROR, "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
   o = snippet_check_ends(lim, "return string.rep('x', 2^30)", MBX_RUNTIME_ERROR,
-                 "resulting string too large");
+                         "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
   o = snippet_check_ends(lim, "return string.rep('abc', 2^28, 'defgh')", MBX_RUNTIME_ERROR,
-                 "resulting string too large");
+                         "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
   /* The refusal is an ordinary error; the sandbox goes on. */
-  o = snippet_check_ends(lim, "local ok = pcall(string.rep, 'x', 2^30) return ok, #string.rep('x', 1000)",
-                 MBX_OK, NULL);
+  o = snippet_check_ends(
+      lim, "local ok = pcall(string.rep, 'x', 2^30) return ok, #string.rep('x', 1000)", MBX_OK,
+      NULL);
   assert_string_equal(o->value, "[false,1000]");
 }
 
 static void rep_is_charged(void **state) {
   (void)state;
-  snippet_limits lim = {SNIPPET_KEEP, 100000, SNIPPET_KEEP}; /* 16 MiB at one instruction per 64 bytes: 262144 */
+  snippet_limits lim = {SNIPPET_KEEP, 100000,
+                        SNIPPET_KEEP}; /* 16 MiB at one instruction per 64 bytes: 262144 */
   snippet_check_ends(lim, "return #string.rep('x', 2^24)", MBX_INSTRUCTION_LIMIT, NULL);
   snippet_limits enough = {SNIPPET_KEEP, 1000000, SNIPPET_KEEP};
-  const snippet_outcome *o = snippet_check_ends(enough, "return #string.rep('x', 2^24)", MBX_OK, NULL);
+  const snippet_outcome *o =
+      snippet_check_ends(enough, "return #string.rep('x', 2^24)", MBX_OK, NULL);
   assert_string_equal(o->value, "16777216");
   assert_true(o->usage.instructions >= (1u << 24) / 64);
 }
@@ -97,11 +101,12 @@ static void pack_works_like_stock(void **state) {
   (void)state;
   snippet_check_value("return string.byte(string.pack('<i4', 7), 1, -1)", "[7,0,0,0]");
   snippet_check_value("return string.byte(string.pack('>i2h', 1, -2), 1, -1)", "[0,1,255,254]");
-  snippet_check_value("return #string.pack('<!8 b d', 1, 2), string.packsize('<!8 b d')", "[16,16]");
+  snippet_check_value("return #string.pack('<!8 b d', 1, 2), string.packsize('<!8 b d')",
+                      "[16,16]");
   snippet_check_value("return string.pack('c5', 'ab') == 'ab\\0\\0\\0', string.pack('z', 'ab') == "
-              "'ab\\0', string.pack('<s1', 'xyz') == '\\3xyz', ('i4'):pack(1) == "
-              "string.pack('i4', 1)",
-              "[true,true,true,true]");
+                      "'ab\\0', string.pack('<s1', 'xyz') == '\\3xyz', ('i4'):pack(1) == "
+                      "string.pack('i4', 1)",
+                      "[true,true,true,true]");
   snippet_check_value("return string.unpack('<i2 i2', '\\1\\0\\2\\0')", "[1,2,5]");
   snippet_check_value("return string.unpack('z B', 'hi\\0\\9')", "[\"hi\",9,5]");
   snippet_check_value("return string.unpack('<s1', '\\3xyz')", "[\"xyz\",5]");
@@ -138,31 +143,34 @@ static void pack_errors_like_stock(void **state) {
 static void pack_too_large_is_refused_without_allocating(void **state) {
   (void)state;
   snippet_limits lim = {8 * MiB, SNIPPET_KEEP, SNIPPET_KEEP};
-  const snippet_outcome *o = snippet_check_ends(lim, "return string.pack('c1000000000', '')", MBX_RUNTIME_ERROR,
-                                "resulting string too large");
+  const snippet_outcome *o = snippet_check_ends(lim, "return string.pack('c1000000000', '')",
+                                                MBX_RUNTIME_ERROR, "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
   o = snippet_check_ends(lim, "return string.pack('i4c2000000000', 1, '')", MBX_RUNTIME_ERROR,
-                 "resulting string too large");
+                         "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
   /* Work before a malformed option counts: stock would pad before it reaches the error. */
   o = snippet_check_ends(lim, "return string.pack('c2000000000y', '')", MBX_RUNTIME_ERROR,
-                 "resulting string too large");
+                         "resulting string too large");
   assert_true(o->usage.memory_peak < MiB);
-  o = snippet_check_ends(lim, "local s = ('x'):rep(4 * 1024 * 1024) return #string.pack('zs4z', s, s, s)",
-                 MBX_RUNTIME_ERROR, "resulting string too large");
+  o = snippet_check_ends(
+      lim, "local s = ('x'):rep(4 * 1024 * 1024) return #string.pack('zs4z', s, s, s)",
+      MBX_RUNTIME_ERROR, "resulting string too large");
   assert_true(o->usage.memory_peak < 10 * MiB); /* the 4 MiB argument, built by rep */
   snippet_check_value("local s = ('x'):rep(4 * 1024 * 1024) return #string.pack('zs4z', s, s, s)",
-              "12582918");
+                      "12582918");
 }
 
 static void pack_and_unpack_are_charged(void **state) {
   (void)state;
   snippet_limits lim = {SNIPPET_KEEP, 100000, SNIPPET_KEEP};
   snippet_check_ends(lim, "return #string.pack('c10000000', '')", MBX_INSTRUCTION_LIMIT, NULL);
-  snippet_check_ends(lim, "local s = ('x'):rep(2^23) for i = 1, 10 do string.unpack('c' .. #s, s) end",
-             MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim,
+                     "local s = ('x'):rep(2^23) for i = 1, 10 do string.unpack('c' .. #s, s) end",
+                     MBX_INSTRUCTION_LIMIT, NULL);
   snippet_limits enough = {SNIPPET_KEEP, 1000000, SNIPPET_KEEP};
-  snippet_check_ends(enough, "local s = ('x'):rep(2^23) return #string.unpack('c' .. #s, s)", MBX_OK, NULL);
+  snippet_check_ends(enough, "local s = ('x'):rep(2^23) return #string.unpack('c' .. #s, s)",
+                     MBX_OK, NULL);
 }
 
 /* The short plain formats (packed and unpacked by moonbox itself, not by stock) are charged

@@ -14,28 +14,28 @@
 #include "moonbox.h"
 #include "tests/support/snippet.h"
 
-
 /* ---- dump and the string metatable ------------------------------------------------------ */
 
 static void dump_is_gone(void **state) {
   (void)state;
   snippet_check_value("return string.dump == nil, ('').dump == nil, rawget(string, 'dump') == nil",
-              "[true,true,true]");
+                      "[true,true,true]");
   snippet_check_error("return ('').dump(print)", MBX_RUNTIME_ERROR, "attempt to call a nil value");
 }
 
 static void string_metatable_is_a_decoy(void **state) {
   (void)state;
   snippet_check_value("local mt = getmetatable('') return type(mt), rawequal(mt.__index, string), "
-              "getmetatable('abc') == mt",
-              "[\"table\",true,true]");
+                      "getmetatable('abc') == mt",
+                      "[\"table\",true,true]");
   /* Changing the decoy changes nothing for strings. */
-  snippet_check_value("local mt = getmetatable('') "
-              "mt.__index = {upper = function() return 'pwned' end} "
-              "mt.__call = function() return 'called' end "
-              "mt.__add = nil mt.__len = function() return 0 end "
-              "return ('abc'):upper(), '1' + '2', #'abc', (pcall(function() return ('x')() end))",
-              "[\"ABC\",3,3,false]");
+  snippet_check_value(
+      "local mt = getmetatable('') "
+      "mt.__index = {upper = function() return 'pwned' end} "
+      "mt.__call = function() return 'called' end "
+      "mt.__add = nil mt.__len = function() return 0 end "
+      "return ('abc'):upper(), '1' + '2', #'abc', (pcall(function() return ('x')() end))",
+      "[\"ABC\",3,3,false]");
   snippet_check_value("getmetatable('').__index = nil return ('abc'):len()", "3");
   /* The real metatable can be neither replaced nor reached through rawget. */
   snippet_check_error("setmetatable('', {})", MBX_RUNTIME_ERROR, "table expected");
@@ -47,11 +47,12 @@ static void string_metatable_is_a_decoy(void **state) {
 static void format_works_like_stock(void **state) {
   (void)state;
   snippet_check_value("return string.format('%d|%5.2f|%s|%s|%s|%s|%-3s|%x|%%|%c', "
-              "42, 3.14159, 1, 1.5, true, nil, 'ab', 255, 65)",
-              "\"42| 3.14|1|1.5|true|nil|ab |ff|%|A\"");
-  snippet_check_value("return string.format('%q', 'a\\nb\"\\0')", "\"\\\"a\\\\\\nb\\\\\\\"\\\\0\\\"\"");
+                      "42, 3.14159, 1, 1.5, true, nil, 'ab', 255, 65)",
+                      "\"42| 3.14|1|1.5|true|nil|ab |ff|%|A\"");
+  snippet_check_value("return string.format('%q', 'a\\nb\"\\0')",
+                      "\"\\\"a\\\\\\nb\\\\\\\"\\\\0\\\"\"");
   snippet_check_value("return string.format('%q|%q|%q', 1, math.mininteger, 1/0)",
-              "\"1|0x8000000000000000|1e9999\"");
+                      "\"1|0x8000000000000000|1e9999\"");
   snippet_check_value("return ('%d-%d'):format(1, 2)", "\"1-2\"");
   snippet_check_value("return string.format('no directives')", "\"no directives\"");
   snippet_check_error("return string.format('%d', 'x')", MBX_RUNTIME_ERROR, "bad argument #2");
@@ -64,15 +65,15 @@ static void format_works_like_stock(void **state) {
 static void format_argument_errors_name_format(void **state) {
   (void)state;
   snippet_check_error("return string.format('%d', 'x')", MBX_RUNTIME_ERROR,
-              "format' (number expected, got string)");
+                      "format' (number expected, got string)");
 }
 
 static void format_s_hides_addresses(void **state) {
   (void)state;
   snippet_outcome o;
   assert_int_equal(snippet_run("local t = {} return string.format('%s', t), tostring(t), "
-                       "string.format('%s|%s', 1, t)",
-                       &o),
+                               "string.format('%s|%s', 1, t)",
+                               &o),
                    MBX_OK);
   /* ["table: 0x<12 hex>","<same>","1|<same>"] */
   assert_int_equal(strlen(o.value), 2 + 3 * (2 + 21) + 2 + 2);
@@ -81,21 +82,24 @@ static void format_s_hides_addresses(void **state) {
   assert_memory_equal(o.value + 49, "\"1|", 3);
   assert_memory_equal(o.value + 52, o.value + 2, 21);
   snippet_check_value("return string.format('%s', setmetatable({}, {__tostring = function() "
-              "return 'custom' end}))",
-              "\"custom\"");
+                      "return 'custom' end}))",
+                      "\"custom\"");
   snippet_check_value("local s = string.format('%10s', setmetatable({}, {__name = 'My'})) "
-              "return #s, s:sub(1, 6)",
-              "[18,\"My: 0x\"]");
+                      "return #s, s:sub(1, 6)",
+                      "[18,\"My: 0x\"]");
   snippet_check_value("local s = string.format('%s', print) return s:sub(1, 12), #s",
-              "[\"function: 0x\",24]");
+                      "[\"function: 0x\",24]");
 }
 
 static void format_refuses_p(void **state) {
   (void)state;
   snippet_check_error("return string.format('%p', {})", MBX_RUNTIME_ERROR, "'%p' is not available");
-  snippet_check_error("return string.format('%10p', {})", MBX_RUNTIME_ERROR, "'%p' is not available");
-  snippet_check_error("return string.format('%%%p', {})", MBX_RUNTIME_ERROR, "'%p' is not available");
-  snippet_check_error("return string.format('%d %p', 1, 'x')", MBX_RUNTIME_ERROR, "'%p' is not available");
+  snippet_check_error("return string.format('%10p', {})", MBX_RUNTIME_ERROR,
+                      "'%p' is not available");
+  snippet_check_error("return string.format('%%%p', {})", MBX_RUNTIME_ERROR,
+                      "'%p' is not available");
+  snippet_check_error("return string.format('%d %p', 1, 'x')", MBX_RUNTIME_ERROR,
+                      "'%p' is not available");
   /* "%%p" is a literal. */
   snippet_check_value("return string.format('%%p')", "\"%p\"");
 }
@@ -105,8 +109,8 @@ static void format_refuses_p(void **state) {
 static void method_calls_work(void **state) {
   (void)state;
   snippet_check_value("local s = 'abc' return s:upper(), ('ABC'):lower(), s:len(), s:byte(2), "
-              "s:sub(2), s:reverse()",
-              "[\"ABC\",\"abc\",3,98,\"bc\",\"cba\"]");
+                      "s:sub(2), s:reverse()",
+                      "[\"ABC\",\"abc\",3,98,\"bc\",\"cba\"]");
 }
 
 static void stock_functions_work(void **state) {
@@ -114,11 +118,11 @@ static void stock_functions_work(void **state) {
   snippet_check_value("return string.byte('ABC', 1, -1)", "[65,66,67]");
   snippet_check_value("return string.char(104, 105), string.char()", "[\"hi\",\"\"]");
   snippet_check_value("return string.sub('hello', 2, 4), string.sub('hello', -3), "
-              "string.sub('hello', 10)",
-              "[\"ell\",\"llo\",\"\"]");
+                      "string.sub('hello', 10)",
+                      "[\"ell\",\"llo\",\"\"]");
   snippet_check_value("return string.len('a\\0b'), #'', string.len('')", "[3,0,0]");
   snippet_check_value("return string.lower('MiXeD 1'), string.upper('MiXeD 1'), string.reverse('')",
-              "[\"mixed 1\",\"MIXED 1\",\"\"]");
+                      "[\"mixed 1\",\"MIXED 1\",\"\"]");
   snippet_check_value("return string.packsize('i4i8')", "12");
   snippet_check_error("return string.char(256)", MBX_RUNTIME_ERROR, "value out of range");
 }

@@ -34,15 +34,16 @@ static void check_error(const char *code, const char *fragment) {
 
 static void pack_works(void **state) {
   (void)state;
-  snippet_check_value("local t = table.pack(1, nil, 'x') return t.n, t[1], t[2], t[3]", "[3,1,null,\"x\"]");
+  snippet_check_value("local t = table.pack(1, nil, 'x') return t.n, t[1], t[2], t[3]",
+                      "[3,1,null,\"x\"]");
   snippet_check_value("local t = table.pack() return t.n, #t", "[0,0]");
 }
 
 static void library_has_exactly_these_functions(void **state) {
   (void)state;
   snippet_check_value("local n = 0 for k, v in pairs(table) do n = n + 1 "
-              "assert(type(v) == 'function', k) end return n",
-              "7");
+                      "assert(type(v) == 'function', k) end return n",
+                      "7");
 }
 
 /* ---- insert / remove ------------------------------------------------------------------- */
@@ -50,17 +51,19 @@ static void library_has_exactly_these_functions(void **state) {
 static void insert_and_remove_work_like_stock(void **state) {
   (void)state;
   snippet_check_value("local t = {1, 2, 3} table.insert(t, 4) table.insert(t, 1, 0) "
-              "table.insert(t, #t + 1, 9) return t",
-              "[0,1,2,3,4,9]");
-  snippet_check_value("local t = {1, 2, 3, 4} local a = table.remove(t) local b = table.remove(t, 1) "
-              "local c = table.remove(t, #t + 1) return a, b, c, t",
-              "[4,1,null,[2,3]]");
+                      "table.insert(t, #t + 1, 9) return t",
+                      "[0,1,2,3,4,9]");
+  snippet_check_value(
+      "local t = {1, 2, 3, 4} local a = table.remove(t) local b = table.remove(t, 1) "
+      "local c = table.remove(t, #t + 1) return a, b, c, t",
+      "[4,1,null,[2,3]]");
   snippet_check_value("return table.remove({}), table.remove({}, 0), select('#', table.remove({}))",
-              "[null,null,1]");
+                      "[null,null,1]");
   /* Metamethods are honoured, as in stock (lua_geti / lua_seti / luaL_len). */
-  snippet_check_value(PROXY "table.insert(p, 1, 5) table.insert(p, 40) local r = table.remove(p, 2) "
-                    "return r, store",
-              "[10,[5,20,30,40]]");
+  snippet_check_value(PROXY
+                      "table.insert(p, 1, 5) table.insert(p, 40) local r = table.remove(p, 2) "
+                      "return r, store",
+                      "[10,[5,20,30,40]]");
 }
 
 static void insert_and_remove_errors_like_stock(void **state) {
@@ -84,8 +87,9 @@ static void move_works_like_stock(void **state) {
   (void)state;
   snippet_check_value("return table.move({1, 2, 3, 4, 5}, 2, 4, 1)", "[2,3,4,4,5]");
   snippet_check_value("return table.move({1, 2, 3, 4, 5}, 1, 3, 3)", "[1,2,1,2,3]");
-  snippet_check_value("local a = {1, 2, 3} local b = table.move(a, 1, 3, 2, {}) return b[1], b[2], b[4]",
-              "[null,1,3]");
+  snippet_check_value(
+      "local a = {1, 2, 3} local b = table.move(a, 1, 3, 2, {}) return b[1], b[2], b[4]",
+      "[null,1,3]");
   snippet_check_value("local a = {1, 2} return table.move(a, 1, 0, 5) == a, a", "[true,[1,2]]");
   snippet_check_value(PROXY "table.move(p, 1, 3, 2) return store", "[10,10,20,30]");
   check_error("table.move({}, -1, math.maxinteger, 1)",
@@ -101,15 +105,17 @@ static void move_works_like_stock(void **state) {
 
 static void concat_works_like_stock(void **state) {
   (void)state;
-  snippet_check_value("return table.concat({1, 2.5, 'x'}, ', '), table.concat({'a', 'b', 'c'}, '-', 2, "
-              "3), table.concat({}, 'x'), table.concat({'a'}, 'x', 3, 2), table.concat({1, 2}, 3)",
-              "[\"1, 2.5, x\",\"b-c\",\"\",\"\",\"132\"]");
-  snippet_check_value("return table.concat(setmetatable({}, {__index = function(_, k) return 'v' end}), "
-              "',', math.maxinteger - 1, math.maxinteger)",
-              "\"v,v\"");
+  snippet_check_value(
+      "return table.concat({1, 2.5, 'x'}, ', '), table.concat({'a', 'b', 'c'}, '-', 2, "
+      "3), table.concat({}, 'x'), table.concat({'a'}, 'x', 3, 2), table.concat({1, 2}, 3)",
+      "[\"1, 2.5, x\",\"b-c\",\"\",\"\",\"132\"]");
+  snippet_check_value(
+      "return table.concat(setmetatable({}, {__index = function(_, k) return 'v' end}), "
+      "',', math.maxinteger - 1, math.maxinteger)",
+      "\"v,v\"");
   snippet_check_value(PROXY "return table.concat(p, '+')", "\"10+20+30\"");
-  snippet_check_value("local t = {} for i = 1, 10000 do t[i] = i % 10 end return #table.concat(t, ',')",
-              "19999");
+  snippet_check_value(
+      "local t = {} for i = 1, 10000 do t[i] = i % 10 end return #table.concat(t, ',')", "19999");
   check_error("table.concat({1, {}, 3})", "invalid value (table) at index 2 in table for 'concat'");
   check_error("table.concat({1, 2}, ',', 1, 3)",
               "invalid value (nil) at index 3 in table for 'concat'");
@@ -124,8 +130,8 @@ static void unpack_works_like_stock(void **state) {
   snippet_check_value("return table.unpack({1, 2, 3}, 2)", "[2,3]");
   snippet_check_value("return table.unpack({1, 2, 3}, 2, 5)", "[2,3,null,null]");
   snippet_check_value("return table.unpack({1, 2, 3}, -1, 1)", "[null,null,1]");
-  snippet_check_value("return select('#', table.unpack({}, 1, 0)), select('#', table.unpack({}, 5, 1))",
-              "[0,0]");
+  snippet_check_value(
+      "return select('#', table.unpack({}, 1, 0)), select('#', table.unpack({}, 5, 1))", "[0,0]");
   snippet_check_value(PROXY "return table.unpack(p)", "[10,20,30]");
   snippet_check_value("return select('#', table.unpack({}, 1, 999000))", "999000");
   check_error("table.unpack({}, 1, 1e7)", "too many results to unpack");
@@ -140,8 +146,8 @@ static void unpack_works_like_stock(void **state) {
 static void unpack_refuses_what_cannot_fit(void **state) {
   (void)state;
   snippet_limits lim = {1024 * 1024, SNIPPET_KEEP, SNIPPET_KEEP};
-  const snippet_outcome *o = snippet_check_ends(lim, "return table.unpack({}, 1, 500000)", MBX_RUNTIME_ERROR,
-                                "too many results to unpack");
+  const snippet_outcome *o = snippet_check_ends(lim, "return table.unpack({}, 1, 500000)",
+                                                MBX_RUNTIME_ERROR, "too many results to unpack");
   assert_true(o->usage.memory_peak < 1024 * 1024);
 }
 
@@ -151,28 +157,31 @@ static void sort_works_like_stock(void **state) {
   (void)state;
   snippet_check_value("local t = {5, 2, 8, 1, 9, 3} table.sort(t) return t", "[1,2,3,5,8,9]");
   snippet_check_value("local t = {5, 2, 8, 1, 9, 3} table.sort(t, function(a, b) return a > b end) "
-              "return t",
-              "[9,8,5,3,2,1]");
-  snippet_check_value("local t = {'b', 'a', 'c', 'B'} table.sort(t) return t", "[\"B\",\"a\",\"b\",\"c\"]");
-  snippet_check_value("local t = {} table.sort(t) local u = {1} table.sort(u) return #t, u", "[0,[1]]");
+                      "return t",
+                      "[9,8,5,3,2,1]");
+  snippet_check_value("local t = {'b', 'a', 'c', 'B'} table.sort(t) return t",
+                      "[\"B\",\"a\",\"b\",\"c\"]");
+  snippet_check_value("local t = {} table.sort(t) local u = {1} table.sort(u) return #t, u",
+                      "[0,[1]]");
   /* Many equal keys, already sorted, reversed, and a large random array. */
   snippet_check_value("local function sorted(t, lt) for i = 2, #t do if lt(t[i], t[i - 1]) then "
-              "return false end end return true end "
-              "local lt = function(a, b) return a < b end local r = {} "
-              "local a, b, c, d = {}, {}, {}, {} for i = 1, 1000 do a[i] = i % 3 b[i] = i "
-              "c[i] = -i end for i = 1, 100000 do d[i] = math.random(1, 1000000) end "
-              "table.sort(a) table.sort(b) table.sort(c) table.sort(d) "
-              "return sorted(a, lt), sorted(b, lt), sorted(c, lt), sorted(d, lt), #d",
-              "[true,true,true,true,100000]");
+                      "return false end end return true end "
+                      "local lt = function(a, b) return a < b end local r = {} "
+                      "local a, b, c, d = {}, {}, {}, {} for i = 1, 1000 do a[i] = i % 3 b[i] = i "
+                      "c[i] = -i end for i = 1, 100000 do d[i] = math.random(1, 1000000) end "
+                      "table.sort(a) table.sort(b) table.sort(c) table.sort(d) "
+                      "return sorted(a, lt), sorted(b, lt), sorted(c, lt), sorted(d, lt), #d",
+                      "[true,true,true,true,100000]");
   /* Records sorted by key with a comparator; __lt metamethods are used without one. */
   snippet_check_value("local t = {} for i = 1, 200 do t[i] = {k = (i * 37) % 101} end "
-              "table.sort(t, function(x, y) return x.k < y.k end) local ok = true "
-              "for i = 2, #t do ok = ok and t[i - 1].k <= t[i].k end return ok",
-              "true");
-  snippet_check_value("local mt = {__lt = function(x, y) return x.v < y.v end} local t = {} "
-              "for i = 1, 50 do t[i] = setmetatable({v = (i * 7) % 50}, mt) end table.sort(t) "
-              "return t[1].v, t[50].v",
-              "[0,49]");
+                      "table.sort(t, function(x, y) return x.k < y.k end) local ok = true "
+                      "for i = 2, #t do ok = ok and t[i - 1].k <= t[i].k end return ok",
+                      "true");
+  snippet_check_value(
+      "local mt = {__lt = function(x, y) return x.v < y.v end} local t = {} "
+      "for i = 1, 50 do t[i] = setmetatable({v = (i * 7) % 50}, mt) end table.sort(t) "
+      "return t[1].v, t[50].v",
+      "[0,49]");
   snippet_check_value(PROXY "store[4] = 5 table.sort(p) return store", "[5,10,20,30]");
 }
 
@@ -192,11 +201,11 @@ static void sort_fast_path_matches_the_general_path(void **state) {
                       "return a[1], a[5000], #c[1], math.type(a[2500])",
                       "[-498,498,0,\"integer\"]");
   snippet_limits small = {2 * 1024 * 1024, SNIPPET_KEEP, SNIPPET_KEEP};
-  const snippet_outcome *o = snippet_check_ends(
-      small,
-      "local t = {} for i = 1, 60000 do t[i] = 60001 - i end table.sort(t) "
-      "for i = 1, 60000 do assert(t[i] == i) end return t[1], t[60000]",
-      MBX_OK, NULL);
+  const snippet_outcome *o =
+      snippet_check_ends(small,
+                         "local t = {} for i = 1, 60000 do t[i] = 60001 - i end table.sort(t) "
+                         "for i = 1, 60000 do assert(t[i] == i) end return t[1], t[60000]",
+                         MBX_OK, NULL);
   assert_string_equal(o->value, "[1,60000]");
 }
 
@@ -211,8 +220,9 @@ static void sort_errors_like_stock(void **state) {
               "invalid order function for sorting");
   /* An error in the comparator propagates unchanged. */
   check_error("table.sort({3, 2, 1}, function() error('boom', 0) end)", "boom");
-  snippet_check_value("return pcall(table.sort, {3, 1, 2, 5, 4}, function(a, b) error({code = 7}) end)",
-              "[false,{\"code\":7}]");
+  snippet_check_value(
+      "return pcall(table.sort, {3, 1, 2, 5, 4}, function(a, b) error({code = 7}) end)",
+      "[false,{\"code\":7}]");
 }
 
 /* Whatever an inconsistent comparator answers, sort only touches indices 1..#t. */
@@ -221,20 +231,20 @@ static void sort_with_inconsistent_comparator_stays_in_bounds(void **state) {
   /* Random answers, constant answers and a comparator that sometimes raises: no index outside
      1..n is ever read or written, and the elements stay a permutation of the original. */
   snippet_check_value("local n = 200 local data = {} for i = 1, n do data[i] = (i * 37) % 101 end "
-              "local function counts() local c = {} for i = 1, n do "
-              "c[data[i]] = (c[data[i]] or 0) + 1 end return c end local before = counts() "
-              "local bad = 0 local p = setmetatable({}, {__len = function() return n end, "
-              "__index = function(_, k) if k < 1 or k > n then bad = bad + 1 end "
-              "return data[k] end, __newindex = function(_, k, v) if k < 1 or k > n then "
-              "bad = bad + 1 end data[k] = v end}) "
-              "for seed = 1, 50 do math.randomseed(seed) pcall(table.sort, p, "
-              "function(a, b) if math.random() < 0.002 then error('x') end "
-              "return math.random() < 0.5 end) end "
-              "for _, always in ipairs({true, false}) do pcall(table.sort, p, function() "
-              "return always end) end "
-              "local after, same = counts(), true for k, v in pairs(before) do "
-              "same = same and after[k] == v end return bad, same",
-              "[0,true]");
+                      "local function counts() local c = {} for i = 1, n do "
+                      "c[data[i]] = (c[data[i]] or 0) + 1 end return c end local before = counts() "
+                      "local bad = 0 local p = setmetatable({}, {__len = function() return n end, "
+                      "__index = function(_, k) if k < 1 or k > n then bad = bad + 1 end "
+                      "return data[k] end, __newindex = function(_, k, v) if k < 1 or k > n then "
+                      "bad = bad + 1 end data[k] = v end}) "
+                      "for seed = 1, 50 do math.randomseed(seed) pcall(table.sort, p, "
+                      "function(a, b) if math.random() < 0.002 then error('x') end "
+                      "return math.random() < 0.5 end) end "
+                      "for _, always in ipairs({true, false}) do pcall(table.sort, p, function() "
+                      "return always end) end "
+                      "local after, same = counts(), true for k, v in pairs(before) do "
+                      "same = same and after[k] == v end return bad, same",
+                      "[0,true]");
 }
 
 /* ---- metering -------------------------------------------------------------------------- */
@@ -242,9 +252,10 @@ static void sort_with_inconsistent_comparator_stays_in_bounds(void **state) {
 static void loops_over_huge_ranges_end_on_the_budget(void **state) {
   (void)state;
   snippet_limits instructions = {SNIPPET_KEEP, 1000000, SNIPPET_KEEP};
-  snippet_check_ends(instructions, "table.move({}, 1, math.maxinteger, 1)", MBX_INSTRUCTION_LIMIT, NULL);
-  snippet_check_ends(instructions, "table.move({}, 1, math.maxinteger - 1, 2)", MBX_INSTRUCTION_LIMIT,
-             NULL);
+  snippet_check_ends(instructions, "table.move({}, 1, math.maxinteger, 1)", MBX_INSTRUCTION_LIMIT,
+                     NULL);
+  snippet_check_ends(instructions, "table.move({}, 1, math.maxinteger - 1, 2)",
+                     MBX_INSTRUCTION_LIMIT, NULL);
   snippet_limits deadline = {SNIPPET_KEEP, 0, 100};
   snippet_check_ends(deadline, "table.move({}, 1, math.maxinteger, 1)", MBX_TIME_LIMIT, NULL);
   snippet_check_ends(deadline, "table.move({}, 1, math.maxinteger, 1, {})", MBX_TIME_LIMIT, NULL);
@@ -254,18 +265,22 @@ static void loops_over_huge_ranges_end_on_the_budget(void **state) {
 static void c_metamethods_end_on_the_budget(void **state) {
   (void)state;
   snippet_limits lim = {SNIPPET_KEEP, 1000000, SNIPPET_KEEP};
-  snippet_check_ends(lim, C_METAMETHODS("2^53") "table.insert(t, 1, 'x')", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, C_METAMETHODS("2^53") "table.insert(t, 1, 'x')", MBX_INSTRUCTION_LIMIT,
+                     NULL);
   snippet_check_ends(lim, C_METAMETHODS("2^53") "table.remove(t, 1)", MBX_INSTRUCTION_LIMIT, NULL);
-  snippet_check_ends(lim, C_METAMETHODS("2^53") "table.concat(t, '', 1, 2^53)", MBX_INSTRUCTION_LIMIT,
-             NULL);
-  snippet_check_ends(lim, C_METAMETHODS("2^53") "table.move(t, 1, 2^53, 2)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, C_METAMETHODS("2^53") "table.concat(t, '', 1, 2^53)",
+                     MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, C_METAMETHODS("2^53") "table.move(t, 1, 2^53, 2)", MBX_INSTRUCTION_LIMIT,
+                     NULL);
   snippet_check_ends(lim, C_METAMETHODS("2^30") "table.sort(t)", MBX_INSTRUCTION_LIMIT, NULL);
-  snippet_check_ends(lim, C_METAMETHODS("2^30") "table.sort(t, rawequal)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, C_METAMETHODS("2^30") "table.sort(t, rawequal)", MBX_INSTRUCTION_LIMIT,
+                     NULL);
   snippet_limits small = {SNIPPET_KEEP, 100000, SNIPPET_KEEP};
   snippet_check_ends(small, C_METAMETHODS("0") "return select('#', table.unpack(t, 1, 500000))",
-             MBX_INSTRUCTION_LIMIT, NULL);
+                     MBX_INSTRUCTION_LIMIT, NULL);
   snippet_limits deadline = {SNIPPET_KEEP, 0, 100};
-  snippet_check_ends(deadline, C_METAMETHODS("2^53") "table.concat(t, '', 1, 2^53)", MBX_TIME_LIMIT, NULL);
+  snippet_check_ends(deadline, C_METAMETHODS("2^53") "table.concat(t, '', 1, 2^53)", MBX_TIME_LIMIT,
+                     NULL);
   snippet_check_ends(deadline, C_METAMETHODS("2^30") "table.sort(t)", MBX_TIME_LIMIT, NULL);
 }
 
@@ -274,16 +289,16 @@ static void looping_comparators_end_on_the_budget(void **state) {
   (void)state;
   snippet_limits deadline = {SNIPPET_KEEP, 0, 100};
   snippet_check_ends(deadline,
-             "local mt = {__lt = function() while true do end end} local t = {} "
-             "for i = 1, 10 do t[i] = setmetatable({}, mt) end table.sort(t)",
-             MBX_TIME_LIMIT, NULL);
-  snippet_check_ends(deadline, "table.sort({3, 2, 1}, function() while true do end end)", MBX_TIME_LIMIT,
-             NULL);
+                     "local mt = {__lt = function() while true do end end} local t = {} "
+                     "for i = 1, 10 do t[i] = setmetatable({}, mt) end table.sort(t)",
+                     MBX_TIME_LIMIT, NULL);
+  snippet_check_ends(deadline, "table.sort({3, 2, 1}, function() while true do end end)",
+                     MBX_TIME_LIMIT, NULL);
   /* pcall does not swallow the trip. */
   snippet_check_ends(deadline,
-             "pcall(table.sort, {3, 2, 1}, function() while true do end end) "
-             "return 'survived'",
-             MBX_TIME_LIMIT, NULL);
+                     "pcall(table.sort, {3, 2, 1}, function() while true do end end) "
+                     "return 'survived'",
+                     MBX_TIME_LIMIT, NULL);
 }
 
 int main(void) {

@@ -38,38 +38,41 @@ static void charpattern_is_stock(void **state) {
 static void codes_iterates(void **state) {
   (void)state;
   snippet_check_value("local t = {} for p, c in utf8.codes('h\\u{E9}\\u{20AC}!') do "
-              "t[#t + 1] = p t[#t + 1] = c end return t",
-              "[1,104,2,233,4,8364,7,33]");
+                      "t[#t + 1] = p t[#t + 1] = c end return t",
+                      "[1,104,2,233,4,8364,7,33]");
   check_error("for p, c in utf8.codes('a\\xffb') do end", "invalid UTF-8 code");
 }
 
 static void library_has_its_functions(void **state) {
   (void)state;
   snippet_check_value("return type(utf8.len), type(utf8.offset), type(utf8.codepoint), "
-              "type(utf8.codes), type(utf8.char)",
-              "[\"function\",\"function\",\"function\",\"function\",\"function\"]");
+                      "type(utf8.codes), type(utf8.char)",
+                      "[\"function\",\"function\",\"function\",\"function\",\"function\"]");
 }
 
 /* ---- len ------------------------------------------------------------------------------- */
 
 static void len_works_like_stock(void **state) {
   (void)state;
-  snippet_check_value("return utf8.len('h\\u{E9}llo'), utf8.len(''), utf8.len('abc', 4), "
-              "utf8.len('abc', -1), utf8.len('h\\u{E9}llo', 1, 2), utf8.len('h\\u{E9}llo', -3, -1)",
-              "[5,0,0,1,2,3]");
+  snippet_check_value(
+      "return utf8.len('h\\u{E9}llo'), utf8.len(''), utf8.len('abc', 4), "
+      "utf8.len('abc', -1), utf8.len('h\\u{E9}llo', 1, 2), utf8.len('h\\u{E9}llo', -3, -1)",
+      "[5,0,0,1,2,3]");
   /* Invalid sequences: fail plus the position of the first bad byte. */
   snippet_check_value("local a, b = utf8.len('a\\xffb') return a, b", "[null,2]");
   snippet_check_value("local a, b = utf8.len('h\\u{E9}llo', 3) return a, b", "[null,3]");
   snippet_check_value("local a, b = utf8.len('\\xC0\\x80') return a, b", "[null,1]"); /* overlong */
-  snippet_check_value("local a, b = utf8.len('ab\\xe9') return a, b", "[null,3]");    /* truncated */
-  snippet_check_value("local a, b = utf8.len('\\xF8\\x88\\x80\\x80\\x80\\x80') return a, b", "[null,1]");
+  snippet_check_value("local a, b = utf8.len('ab\\xe9') return a, b", "[null,3]"); /* truncated */
+  snippet_check_value("local a, b = utf8.len('\\xF8\\x88\\x80\\x80\\x80\\x80') return a, b",
+                      "[null,1]");
   /* Surrogates and values past U+10FFFF only with lax. */
-  snippet_check_value("local a, b = utf8.len('\\u{D800}') return a, b, utf8.len('\\u{D800}', 1, -1, true)",
-              "[null,1,1]");
+  snippet_check_value(
+      "local a, b = utf8.len('\\u{D800}') return a, b, utf8.len('\\u{D800}', 1, -1, true)",
+      "[null,1,1]");
   snippet_check_value("local a, b = utf8.len('\\xF4\\x90\\x80\\x80') return a, b, "
-              "utf8.len('\\xF4\\x90\\x80\\x80', 1, -1, true), "
-              "utf8.len('\\u{7FFFFFFF}', 1, -1, true)",
-              "[null,1,1,1]");
+                      "utf8.len('\\xF4\\x90\\x80\\x80', 1, -1, true), "
+                      "utf8.len('\\u{7FFFFFFF}', 1, -1, true)",
+                      "[null,1,1,1]");
   /* A sequence may run past j: j only says where the last one starts. */
   snippet_check_value("return utf8.len('\\u{E9}', 1, 1)", "1");
 }
@@ -88,11 +91,11 @@ static void codepoint_works_like_stock(void **state) {
   (void)state;
   snippet_check_value("return utf8.codepoint('h\\u{E9}llo', 1, -1)", "[104,233,108,108,111]");
   snippet_check_value("return utf8.codepoint('abc'), utf8.codepoint('abc', -1), "
-              "select('#', utf8.codepoint('abc', 2, 1))",
-              "[97,99,0]");
+                      "select('#', utf8.codepoint('abc', 2, 1))",
+                      "[97,99,0]");
   snippet_check_value("return utf8.codepoint('\\u{D800}', 1, 1, true), "
-              "utf8.codepoint('\\u{7FFFFFFF}', 1, 1, true)",
-              "[55296,2147483647]");
+                      "utf8.codepoint('\\u{7FFFFFFF}', 1, 1, true)",
+                      "[55296,2147483647]");
   snippet_check_value("return select('#', utf8.codepoint(('a'):rep(100000), 1, -1))", "100000");
 }
 
@@ -111,8 +114,9 @@ static void codepoint_errors_like_stock(void **state) {
 static void codepoint_refuses_what_cannot_fit(void **state) {
   (void)state;
   snippet_limits lim = {1024 * 1024, SNIPPET_KEEP, SNIPPET_KEEP};
-  const snippet_outcome *o = snippet_check_ends(lim, "return utf8.codepoint(('a'):rep(500000), 1, -1)",
-                                MBX_RUNTIME_ERROR, "string slice too long");
+  const snippet_outcome *o =
+      snippet_check_ends(lim, "return utf8.codepoint(('a'):rep(500000), 1, -1)", MBX_RUNTIME_ERROR,
+                         "string slice too long");
   assert_true(o->usage.memory_peak < 2 * 1024 * 1024);
 }
 
@@ -120,11 +124,12 @@ static void codepoint_refuses_what_cannot_fit(void **state) {
 
 static void offset_works_like_stock(void **state) {
   (void)state;
-  snippet_check_value("return utf8.offset('h\\u{E9}llo', 3), utf8.offset('h\\u{E9}llo', -1), "
-              "utf8.offset('h\\u{E9}llo', 0, 3), utf8.offset('abc', 5), utf8.offset('abc', 4), "
-              "utf8.offset('abc', -4), utf8.offset('abc', 0), utf8.offset('abc', -1, 2), "
-              "utf8.offset('', 1), utf8.offset('', -1)",
-              "[4,6,2,null,4,null,1,1,1,null]");
+  snippet_check_value(
+      "return utf8.offset('h\\u{E9}llo', 3), utf8.offset('h\\u{E9}llo', -1), "
+      "utf8.offset('h\\u{E9}llo', 0, 3), utf8.offset('abc', 5), utf8.offset('abc', 4), "
+      "utf8.offset('abc', -4), utf8.offset('abc', 0), utf8.offset('abc', -1, 2), "
+      "utf8.offset('', 1), utf8.offset('', -1)",
+      "[4,6,2,null,4,null,1,1,1,null]");
 }
 
 static void offset_errors_like_stock(void **state) {
@@ -142,17 +147,19 @@ static void offset_errors_like_stock(void **state) {
 /* Each function scans a guest-sized string in one C call: it is charged per byte scanned. */
 static void scans_are_charged(void **state) {
   (void)state;
-  snippet_limits lim = {SNIPPET_KEEP, 200000, SNIPPET_KEEP}; /* 16 MiB at one instruction per 16 bytes: 1048576 */
+  snippet_limits lim = {SNIPPET_KEEP, 200000,
+                        SNIPPET_KEEP}; /* 16 MiB at one instruction per 16 bytes: 1048576 */
   snippet_check_ends(lim, LONG_STRING("a") "return utf8.len(s)", MBX_INSTRUCTION_LIMIT, NULL);
   snippet_check_ends(lim, LONG_STRING("\\u{E9}") "return utf8.offset(s, -1)", MBX_OK, NULL);
-  snippet_check_ends(lim, LONG_STRING("\\u{E9}") "return utf8.offset(s, 2^40)", MBX_INSTRUCTION_LIMIT,
-             NULL);
-  snippet_check_ends(lim, LONG_STRING("\\x80") "return utf8.offset(s, 0, #s)", MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, LONG_STRING("\\u{E9}") "return utf8.offset(s, 2^40)",
+                     MBX_INSTRUCTION_LIMIT, NULL);
+  snippet_check_ends(lim, LONG_STRING("\\x80") "return utf8.offset(s, 0, #s)",
+                     MBX_INSTRUCTION_LIMIT, NULL);
   snippet_check_ends(lim, LONG_STRING("a") "for i = 1, 100 do utf8.codepoint(s, 1, 900000) end",
-             MBX_INSTRUCTION_LIMIT, NULL);
+                     MBX_INSTRUCTION_LIMIT, NULL);
   snippet_limits deadline = {SNIPPET_KEEP, 0, 30};
-  const snippet_outcome *o = snippet_check_ends(deadline, LONG_STRING("a") "for i = 1, 1e6 do utf8.len(s) end",
-                                MBX_TIME_LIMIT, NULL);
+  const snippet_outcome *o = snippet_check_ends(
+      deadline, LONG_STRING("a") "for i = 1, 1e6 do utf8.len(s) end", MBX_TIME_LIMIT, NULL);
   (void)o;
   snippet_limits enough = {SNIPPET_KEEP, 10000000, SNIPPET_KEEP};
   o = snippet_check_ends(enough, LONG_STRING("\\u{E9}") "return utf8.len(s)", MBX_OK, NULL);

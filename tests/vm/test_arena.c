@@ -716,8 +716,8 @@ static void a_poisoned_sandbox_leaves_a_clean_slot(void **state) {
 /* ---- one template per size class, relocated ---- */
 
 #ifndef MBX_ARENA_MALLOC /* no templates there: the relocation test is skipped */
-static const mbxV_config std_config = {.memory_limit = 4 * MIB, .output_limit = 1000,
-                                       .source_limit = 100000, .address_key = 5};
+static const mbxV_config std_config = {
+    .memory_limit = 4 * MIB, .output_limit = 1000, .source_limit = 100000, .address_key = 5};
 
 /* Run code on a raw vm state (no port attached: only pure library functions) and return its
    one string result. */
@@ -885,19 +885,17 @@ static void relocated_sandboxes_run_the_agent_corpus_identically(void **state) {
       free(run_value(sb[i], "collectgarbage() collectgarbage() return 1", MBX_OK));
       mbx_result *res = NULL;
       mbx_error err;
-      mbx_status st = mbx_run(sb[i], code, len, input[0] ? input : NULL, strlen(input), &res,
-                              &err);
+      mbx_status st = mbx_run(sb[i], code, len, input[0] ? input : NULL, strlen(input), &res, &err);
       /* The status and the value, or the message of a script that expects an error. */
       size_t mlen = 0;
       const char *msg = res ? mbx_result_error_message(res, &mlen) : err.message;
       const char *val = res ? mbx_result_value_json(res, NULL) : NULL;
       if (expect[0] && st != MBX_OK)
         fail_msg("%s in sandbox %d: %s: %s", path, i, mbx_status_name(st), msg ? msg : "");
-      size_t need = strlen(mbx_status_name(st)) + (val ? strlen(val) : 0) +
-                    (msg ? strlen(msg) : 0) + 3;
+      size_t need =
+          strlen(mbx_status_name(st)) + (val ? strlen(val) : 0) + (msg ? strlen(msg) : 0) + 3;
       values[i] = malloc(need);
-      snprintf(values[i], need, "%s %s %s", mbx_status_name(st), val ? val : "",
-               msg ? msg : "");
+      snprintf(values[i], need, "%s %s %s", mbx_status_name(st), val ? val : "", msg ? msg : "");
       mbx_result_free(res);
     }
     assert_string_equal(values[0], values[1]);

@@ -40,7 +40,7 @@ static void close_vm(mbxV_vm *vm) {
 
 /* Run code through the cache; the outcome is left in *out (free it). */
 static mbxV_status run_cached(mbxV_vm *vm, mbxV_bcache *c, const char *code, const char *name,
-                             mbxV_outcome *out) {
+                              mbxV_outcome *out) {
   mbxV_refusal err;
   mbxV_status s = mbxV_run_cached(vm, c, code, strlen(code), name, NULL, 0, out, &err);
   assert_true(s < MBX_API_ERROR_BASE);

@@ -17,7 +17,8 @@ static char *or_chain(size_t terms, size_t *len) {
   size_t cap = 16 + terms * 5;
   char *s = malloc(cap);
   size_t n = (size_t)snprintf(s, cap, "return a");
-  for (size_t i = 1; i < terms; i++) n += (size_t)snprintf(s + n, cap - n, " or a");
+  for (size_t i = 1; i < terms; i++)
+    n += (size_t)snprintf(s + n, cap - n, " or a");
   *len = n;
   return s;
 }

@@ -29,10 +29,10 @@ static void identifiers(void **state) {
 
 static void reserved_words_are_not_identifiers(void **state) {
   (void)state;
-  static const char *const words[] = {"and",    "break", "do",     "else", "elseif", "end",
-                                      "false",  "for",   "function", "goto", "if",   "in",
-                                      "local",  "nil",   "not",    "or",   "repeat", "return",
-                                      "then",   "true",  "until",  "while"};
+  static const char *const words[] = {"and",   "break", "do",       "else", "elseif", "end",
+                                      "false", "for",   "function", "goto", "if",     "in",
+                                      "local", "nil",   "not",      "or",   "repeat", "return",
+                                      "then",  "true",  "until",    "while"};
   for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
     assert_true(mbxV_is_reserved_word(words[i], strlen(words[i])));
     assert_false(ident(words[i]));

@@ -46,7 +46,7 @@ static int teardown(void **state) {
 
 /* Run code; on a run status the outcome is left in *out (free it), else err is filled. */
 static mbxV_status run_in(mbxV_vm *vm, const char *code, const char *inputs, mbxV_outcome *out,
-                         mbxV_refusal *err) {
+                          mbxV_refusal *err) {
   memset(err, 0, sizeof *err);
   mbxV_status s =
       mbxV_run(vm, code, strlen(code), "=input", inputs, inputs ? strlen(inputs) : 0, out, err);
@@ -485,9 +485,12 @@ static void the_value_is_bounded_by_the_result_limit(void **state) {
   (void)state;
   mbxV_vm *vm = calloc(1, sizeof *vm);
   assert_non_null(vm);
-  mbxV_config cfg = {.memory_limit = 64u << 20, .time_limit_ms = 10000,
-                     .output_limit = 1u << 20, .source_limit = 1u << 16,
-                     .result_limit = 1000, .address_key = 7};
+  mbxV_config cfg = {.memory_limit = 64u << 20,
+                     .time_limit_ms = 10000,
+                     .output_limit = 1u << 20,
+                     .source_limit = 1u << 16,
+                     .result_limit = 1000,
+                     .address_key = 7};
   assert_true(mbxV_vm_open(vm, &cfg));
   lua_pushcfunction(vm->L, mbxL_open_sandbox);
   assert_int_equal(lua_pcall(vm->L, 0, 0, 0), LUA_OK);
@@ -497,21 +500,19 @@ static void the_value_is_bounded_by_the_result_limit(void **state) {
   assert_int_equal(run_in(vm, "return string.rep('x', 996)", NULL, &out, &err), MBXV_OK);
   assert_int_equal(out.value_len, 998);
   mbxV_outcome_free(&out);
-  assert_int_equal(run_in(vm, "return string.rep('x', 999)", NULL, &out, &err),
-                   MBXV_OUTPUT_LIMIT);
+  assert_int_equal(run_in(vm, "return string.rep('x', 999)", NULL, &out, &err), MBXV_OUTPUT_LIMIT);
   assert_string_equal(out.value_json, "null");
   mbxV_outcome_free(&out);
   mbxV_vm_close(vm);
   free(vm);
   /* 0 = the output limit; values returned together share the room. */
   vm = open_vm_with(64u << 20, 0, 1u << 16); /* output limit 1 MiB */
-  assert_int_equal(run_in(vm, "local s = string.rep('y', 400 * 1024) return s, s", NULL, &out,
-                          &err),
-                   MBXV_OK);
+  assert_int_equal(
+      run_in(vm, "local s = string.rep('y', 400 * 1024) return s, s", NULL, &out, &err), MBXV_OK);
   mbxV_outcome_free(&out);
-  assert_int_equal(run_in(vm, "local s = string.rep('y', 400 * 1024) return s, s, s", NULL, &out,
-                          &err),
-                   MBXV_OUTPUT_LIMIT);
+  assert_int_equal(
+      run_in(vm, "local s = string.rep('y', 400 * 1024) return s, s, s", NULL, &out, &err),
+      MBXV_OUTPUT_LIMIT);
   mbxV_outcome_free(&out);
   mbxV_vm_close(vm);
   free(vm);

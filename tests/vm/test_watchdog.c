@@ -111,11 +111,11 @@ static int teardown(void **state) {
   return 0;
 }
 
-#define NEEDS_SIGNALS()                                                                      \
-  do {                                                                                       \
-    if (!mbxV_watchdog_supported()) {                                                        \
-      skip();                                                                                \
-    }                                                                                        \
+#define NEEDS_SIGNALS()                                                                            \
+  do {                                                                                             \
+    if (!mbxV_watchdog_supported()) {                                                              \
+      skip();                                                                                      \
+    }                                                                                              \
   } while (0)
 
 /* A plain loop under a deadline alone runs with no count hook, and the deadline stops it:
@@ -127,8 +127,9 @@ static void loop_stopped_by_deadline_without_hook(void **state) {
   vm_box *b = open_box(0, 150);
   mbxV_outcome out;
   uint64_t t0 = now_us();
-  assert_int_equal(run(b, "assert(not hooked(), 'a count hook is set') "
-                          "local s = 0 for i = 1, 1e12 do s = s + i % 7 end return s",
+  assert_int_equal(run(b,
+                       "assert(not hooked(), 'a count hook is set') "
+                       "local s = 0 for i = 1, 1e12 do s = s + i % 7 end return s",
                        &out),
                    MBXV_TIME_LIMIT);
   assert_true(now_us() - t0 < GENEROUS_US);
@@ -179,9 +180,10 @@ static void stale_generations_are_ignored(void **state) {
   /* Past the deadline, in a loop that the count hook would not see: the run's own generation
      trips it (the watchdog would too, a moment later). */
   b = open_box(0, 20);
-  assert_int_equal(run(b, "local s = 0 "
-                          "for i = 1, 2e9 do s = s + i if i % 100000 == 0 then "
-                          "send(generation()) end end",
+  assert_int_equal(run(b,
+                       "local s = 0 "
+                       "for i = 1, 2e9 do s = s + i if i % 100000 == 0 then "
+                       "send(generation()) end end",
                        &out),
                    MBXV_TIME_LIMIT);
   mbxV_outcome_free(&out);
@@ -196,22 +198,24 @@ static void deadline_inside_nested_coroutines(void **state) {
   vm_box *b = open_box(0, 150);
   mbxV_outcome out;
   uint64_t t0 = now_us();
-  assert_int_equal(run(b, "local function deep(n) "
-                          "  if n == 0 then local s = 0 while true do s = s + 1 end end "
-                          "  local ok, e = "
-                          "    pcall(coroutine.wrap(function() return deep(n - 1) end)) "
-                          "  return ok, e "
-                          "end "
-                          "return deep(40)",
+  assert_int_equal(run(b,
+                       "local function deep(n) "
+                       "  if n == 0 then local s = 0 while true do s = s + 1 end end "
+                       "  local ok, e = "
+                       "    pcall(coroutine.wrap(function() return deep(n - 1) end)) "
+                       "  return ok, e "
+                       "end "
+                       "return deep(40)",
                        &out),
                    MBXV_TIME_LIMIT);
   assert_true(now_us() - t0 < GENEROUS_US);
   mbxV_outcome_free(&out);
   /* A generator resumed forever: the deadline lands in either thread. */
-  assert_int_equal(run(b, "local gen = coroutine.wrap(function() local i = 0 "
-                          "  while true do i = i + 1 "
-                          "    if i % 50 == 0 then coroutine.yield(i) end end end) "
-                          "local s = 0 while true do s = s + gen() end",
+  assert_int_equal(run(b,
+                       "local gen = coroutine.wrap(function() local i = 0 "
+                       "  while true do i = i + 1 "
+                       "    if i % 50 == 0 then coroutine.yield(i) end end end) "
+                       "local s = 0 while true do s = s + gen() end",
                        &out),
                    MBXV_TIME_LIMIT);
   mbxV_outcome_free(&out);
@@ -467,16 +471,16 @@ static void runs_ending_at_the_deadline(void **state) {
     mbx_result_usage(r, &u);
     if (s != MBX_OK) {
       assert_int_equal(s, MBX_TIME_LIMIT);
-      if (u.wall_us < 15000) fail_msg("run %d: a clean run tripped after %llu us", i,
-                                      (unsigned long long)u.wall_us);
+      if (u.wall_us < 15000)
+        fail_msg("run %d: a clean run tripped after %llu us", i, (unsigned long long)u.wall_us);
       slow++;
       mbx_error err;
       assert_int_equal(mbx_sandbox_reset(a.sb, &err), MBX_OK);
     }
     mbx_result_free(r);
   }
-  print_message("%d of 40 runs ended by the deadline; %d clean runs met theirs (load)\n",
-                stopped, slow);
+  print_message("%d of 40 runs ended by the deadline; %d clean runs met theirs (load)\n", stopped,
+                slow);
   api_close(&a);
 }
 
@@ -618,8 +622,7 @@ static void setter_checks(void **state) {
   api_open(&a, 100, 0, -1);
   api_sandbox(&a);
   mbx_error err;
-  assert_int_equal(mbx_runtime_set_deadline_signal(a.rt, SIGRTMAX - 8, &err),
-                   MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_runtime_set_deadline_signal(a.rt, SIGRTMAX - 8, &err), MBX_INVALID_ARGUMENT);
   assert_non_null(strstr(err.message, "while sandboxes are live"));
   mbx_sandbox_free(a.sb);
   a.sb = NULL;

@@ -34,16 +34,19 @@ static void chunk_name_long_keeps_the_end(void **state) {
   (void)state;
   char given[200], name[MBXH_CHUNK_NAME_SIZE + 8];
   size_t room = MBXH_CHUNK_NAME_SIZE - 2;
-  for (size_t i = 0; i < sizeof given; i++) given[i] = (char)('a' + i % 26);
+  for (size_t i = 0; i < sizeof given; i++)
+    given[i] = (char)('a' + i % 26);
   given[room] = '\0';
   memset(name, 'X', sizeof name);
   mbxH_shared_chunk_name(given, name);
   assert_int_equal(strlen(name), room + 1);
   assert_int_equal(name[0], '=');
   assert_memory_equal(name + 1, given, room);
-  for (size_t i = MBXH_CHUNK_NAME_SIZE; i < sizeof name; i++) assert_int_equal(name[i], 'X');
+  for (size_t i = MBXH_CHUNK_NAME_SIZE; i < sizeof name; i++)
+    assert_int_equal(name[i], 'X');
 
-  for (size_t i = 0; i < sizeof given; i++) given[i] = (char)('a' + i % 26);
+  for (size_t i = 0; i < sizeof given; i++)
+    given[i] = (char)('a' + i % 26);
   given[sizeof given - 1] = '\0';
   memset(name, 'X', sizeof name);
   mbxH_shared_chunk_name(given, name);
@@ -51,7 +54,8 @@ static void chunk_name_long_keeps_the_end(void **state) {
   assert_memory_equal(name, "=...", 4);
   size_t tail = strlen(name + 4);
   assert_string_equal(name + 4, given + strlen(given) - tail);
-  for (size_t i = MBXH_CHUNK_NAME_SIZE; i < sizeof name; i++) assert_int_equal(name[i], 'X');
+  for (size_t i = MBXH_CHUNK_NAME_SIZE; i < sizeof name; i++)
+    assert_int_equal(name[i], 'X');
 }
 
 /* The host's half as a backend holds it: the fields shared.c fills, zeroed first. */
@@ -64,8 +68,7 @@ typedef struct half {
 static mbx_status open_half(mbx_runtime *rt, const mbx_policy *p, const mbxC_snap_header *snap,
                             half *h, mbx_error *err) {
   memset(h, 0, sizeof *h);
-  return mbxH_shared_port(&rt->services, p, snap, NULL, &h->port, &h->record, &h->recording,
-                          err);
+  return mbxH_shared_port(&rt->services, p, snap, NULL, &h->port, &h->record, &h->recording, err);
 }
 
 #define KEYS 300
@@ -82,7 +85,8 @@ typedef struct draw {
 
 static void *draw_keys(void *arg) {
   draw *d = arg;
-  for (int i = 0; i < KEYS; i++) d->keys[i] = mbxH_shared_address_key(d->svc);
+  for (int i = 0; i < KEYS; i++)
+    d->keys[i] = mbxH_shared_address_key(d->svc);
   return NULL;
 }
 
@@ -105,7 +109,8 @@ static void address_keys_are_unique(void **state) {
   assert_int_equal(pthread_join(t[0], NULL), 0);
   assert_int_equal(pthread_join(t[1], NULL), 0);
   qsort(keys, 3 * KEYS, sizeof keys[0], cmp_u64);
-  for (int i = 1; i < 3 * KEYS; i++) assert_true(keys[i] != keys[i - 1]);
+  for (int i = 1; i < 3 * KEYS; i++)
+    assert_true(keys[i] != keys[i - 1]);
   mbx_runtime_free(a);
   mbx_runtime_free(b);
 }

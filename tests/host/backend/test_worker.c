@@ -183,14 +183,18 @@ static void test_files_stay_in_the_parent(void **state) {
   assert_int_equal(mbx_policy_mount(f->p, "/data", dir, MBX_MOUNT_RO, &err), MBX_OK);
   mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
   assert_non_null(sb);
-  want_value(sb, "local f = assert(io.open('/data/data.txt')) local s = f:read('a') f:close() "
-               "return s", "\"line one\\nline two\\n\"");
-  want_value(sb, "local f = assert(io.open('/tmp/x', 'w')) f:write('abc') f:close() "
-               "return io.open('/tmp/x'):read('a')", "\"abc\"");
+  want_value(sb,
+             "local f = assert(io.open('/data/data.txt')) local s = f:read('a') f:close() "
+             "return s",
+             "\"line one\\nline two\\n\"");
+  want_value(sb,
+             "local f = assert(io.open('/tmp/x', 'w')) f:write('abc') f:close() "
+             "return io.open('/tmp/x'):read('a')",
+             "\"abc\"");
   want_value(sb, "return (select(2, io.open('/data/nope')))",
-               "\"/data/nope: No such file or directory\"");
+             "\"/data/nope: No such file or directory\"");
   want_value(sb, "return (select(2, io.open('/data/new', 'w')) or ''):find('Read%-only') ~= nil",
-               "true");
+             "true");
   mbx_sandbox_free(sb);
   unlink(path);
   rmdir(dir);
@@ -249,13 +253,15 @@ static void stdin_and_files_script(mbx_sandbox *sb, steps *st) {
   mbx_status s = mbx_sandbox_checkpoint(sb, &err);
   st->rewound = s == MBX_OK;
   if (s != MBX_OK) assert_int_equal(s, MBX_UNSUPPORTED);
-  step_value(st, sb, "local f = io.open('/tmp/f', 'w') f:write('2') f:close() "
-                     "io.open('/tmp/g', 'w'):close() return io.read('l')");
+  step_value(st, sb,
+             "local f = io.open('/tmp/f', 'w') f:write('2') f:close() "
+             "io.open('/tmp/g', 'w'):close() return io.read('l')");
   step_changes(st, sb);
   if (st->rewound) {
     assert_int_equal(mbx_sandbox_rewind(sb, &err), MBX_OK);
-    step_value(st, sb, "return {io.open('/tmp/f'):read('a'), io.open('/tmp/g') == nil, "
-                       "io.read('l')}");
+    step_value(st, sb,
+               "return {io.open('/tmp/f'):read('a'), io.open('/tmp/g') == nil, "
+               "io.read('l')}");
     step_changes(st, sb);
   }
   assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
@@ -281,7 +287,8 @@ static void test_stdin_and_files_match_in_process(void **state) {
   stdin_and_files_script(b, &sb_);
   assert_int_equal(sa.n, sb_.n);
   assert_int_equal(sa.rewound, sb_.rewound);
-  for (int i = 0; i < sa.n; i++) assert_string_equal(sa.text[i], sb_.text[i]);
+  for (int i = 0; i < sa.n; i++)
+    assert_string_equal(sa.text[i], sb_.text[i]);
   assert_string_equal(sa.text[0], "\"a\"");
   assert_string_equal(sa.text[1], "\"b\"");
   assert_non_null(strstr(sa.text[2], "\"/tmp/g\""));
@@ -436,21 +443,27 @@ static void test_forbidden_syscalls(void **state) {
 }
 
 static void test_bad_frames(void **state) {
-  expect_contained(*state, 0, "__test_frame('garbage')", "worker protocol error: frame of "
-                                                         "protocol version");
-  expect_contained(*state, 0, "__test_frame('oversized')", "worker protocol error: frame of "
-                                                           "4294967294 bytes");
-  expect_contained(*state, 0, "__test_frame('short')", "worker protocol error: a malformed "
-                                                       "done report");
+  expect_contained(*state, 0, "__test_frame('garbage')",
+                   "worker protocol error: frame of "
+                   "protocol version");
+  expect_contained(*state, 0, "__test_frame('oversized')",
+                   "worker protocol error: frame of "
+                   "4294967294 bytes");
+  expect_contained(*state, 0, "__test_frame('short')",
+                   "worker protocol error: a malformed "
+                   "done report");
   /* The worker sends one frame and waits for its answer: bytes behind it are refused, not
      kept for later (the parent reads a small frame whole in one read). */
-  expect_contained(*state, 0, "__test_frame('trailing')", "worker protocol error: bytes past "
-                                                          "the end of its frame");
+  expect_contained(*state, 0, "__test_frame('trailing')",
+                   "worker protocol error: bytes past "
+                   "the end of its frame");
   /* exec_run forged past the stdlib: refused by the decoder, or not granted (no exec here) */
-  expect_contained(*state, 0, "__test_frame('exec_bad')", "worker protocol error: exec_run "
-                                                          "with 0 arguments");
-  expect_contained(*state, 0, "__test_frame('exec_ungranted')", "worker protocol error: "
-                                                                "operation 16 is not granted");
+  expect_contained(*state, 0, "__test_frame('exec_bad')",
+                   "worker protocol error: exec_run "
+                   "with 0 arguments");
+  expect_contained(*state, 0, "__test_frame('exec_ungranted')",
+                   "worker protocol error: "
+                   "operation 16 is not granted");
 }
 
 /* Every worker of a runtime has the same uid (nobody as root; the host's own uid in the
@@ -555,8 +568,8 @@ static void test_parent_holds_host_call_limit(void **state) {
   /* One that calls past its own count is stopped by the parent at the same limit. */
   c.calls = 0;
   assert_int_equal(run(sb, "__test_host_flood(50)", &res), MBX_INTERNAL_ERROR);
-  assert_non_null(strstr(mbx_result_error_message(res, NULL),
-                         "more host calls than the sandbox's limit (3)"));
+  assert_non_null(
+      strstr(mbx_result_error_message(res, NULL), "more host calls than the sandbox's limit (3)"));
   mbx_result_free(res);
   assert_int_equal(c.calls, 3);
   mbx_sandbox_free(sb);
@@ -643,7 +656,8 @@ static int children_of(pid_t pid, pid_t *out, int max) {
     FILE *f = fopen(cp, "r");
     if (!f) continue;
     int c;
-    while (n < max && fscanf(f, "%d", &c) == 1) out[n++] = c;
+    while (n < max && fscanf(f, "%d", &c) == 1)
+      out[n++] = c;
     fclose(f);
   }
   closedir(d);
@@ -683,7 +697,7 @@ static void test_a_crash_does_not_end_a_neighbour(void **state) {
   want_value(c, "return 'c'", "\"c\"");
   pid_t kids[16];
   assert_int_equal(children_of(getpid(), kids, 16), 2); /* the retired zygote and the new one */
-  want_value(a, "x = x + 1 return x", "42"); /* a's worker, its state, are still there */
+  want_value(a, "x = x + 1 return x", "42");            /* a's worker, its state, are still there */
   mbx_sandbox_free(a);
   mbx_sandbox_free(c);
   mbx_sandbox *d = mbx_sandbox_new(f->rt, f->p, &err); /* sweeps the retired zygote */
@@ -707,7 +721,8 @@ static void *kill_worker_later(void *arg) {
   int n = children_of(zygote, workers, 256);
   /* The running worker is the one using CPU; killing every worker is simpler and also fine:
      idle warm ones are replaced. */
-  for (int i = 0; i < n; i++) k->killed += kill(workers[i], SIGKILL) == 0;
+  for (int i = 0; i < n; i++)
+    k->killed += kill(workers[i], SIGKILL) == 0;
   return NULL;
 }
 
@@ -753,7 +768,8 @@ static void test_many_sandboxes_no_leaks(void **state) {
   }
   /* 100 runs on one sandbox: the same worker, no growth either. */
   sb = mbx_sandbox_new(f->rt, f->p, &err);
-  for (int i = 0; i < 100; i++) want_value(sb, "x = (x or 0) + 1 return x > 0", "true");
+  for (int i = 0; i < 100; i++)
+    want_value(sb, "x = (x or 0) + 1 return x > 0", "true");
   mbx_sandbox_free(sb);
   /* The same fds but for the warm pool's (2 fds per warm worker, at most 2 warm workers, and
      how many of them the parent has received yet depends on timing). */
@@ -1111,8 +1127,7 @@ static void test_a_zygote_started_by_a_thread_blocking_signals(void **state) {
   pthread_create(&t, NULL, interrupt_later, &it);
   mbx_result *res;
   mbx_status s = run(sb, "while true do end", &res);
-  if (s != MBX_INTERRUPTED)
-    fail_msg("expected interrupted, got %s", mbx_result_json(res, NULL));
+  if (s != MBX_INTERRUPTED) fail_msg("expected interrupted, got %s", mbx_result_json(res, NULL));
   mbx_result_free(res);
   pthread_join(t, NULL);
   mbx_sandbox_free(sb);
@@ -1207,8 +1222,10 @@ static void test_many_live_workers(void **state) {
   assert_int_equal(mbx_runtime_usage(f->rt, MBX_CAP_SANDBOXES), n);
   assert_true(all_children(kids[0]) >= n);
   assert_true(count_fds() >= fds0 + 2 * n - 4); /* a socket and a pidfd each */
-  for (int i = 0; i < n; i++) want_value(sbs[i], "n = n + 1 return n", "2");
-  for (int i = 0; i < n; i++) mbx_sandbox_free(sbs[i]);
+  for (int i = 0; i < n; i++)
+    want_value(sbs[i], "n = n + 1 return n", "2");
+  for (int i = 0; i < n; i++)
+    mbx_sandbox_free(sbs[i]);
   free(sbs);
   /* The freed workers are reaped as the zygote gets to them: wait for that, generously. */
   uint64_t until = now_ms() + GENEROUS_MS;
@@ -1295,7 +1312,8 @@ static void test_frees_while_the_zygote_lags(void **state) {
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, continue_later, &zygote), 0);
   uint64_t t0 = now_ms();
-  for (int i = 0; i < n; i++) mbx_sandbox_free(sbs[i]);
+  for (int i = 0; i < n; i++)
+    mbx_sandbox_free(sbs[i]);
   uint64_t took = now_ms() - t0;
   pthread_join(t, NULL);
   free(sbs);
@@ -1339,13 +1357,15 @@ static void test_a_free_does_not_wait_for_the_crash_penalty(void **state) {
     mbx_sandbox_free(sb);
   }
   pthread_t t[4];
-  for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&t[i], NULL, make_three, f), 0);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, make_three, f), 0);
   struct timespec wait = {0, 30 * 1000000};
   nanosleep(&wait, NULL); /* the makers are in their penalty sleeps */
   uint64_t t0 = now_ms();
   mbx_sandbox_free(healthy);
   uint64_t took = now_ms() - t0;
-  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 4; i++)
+    pthread_join(t[i], NULL);
   print_message("a free while 4 threads make sandboxes after a crash burst: %llu ms\n",
                 (unsigned long long)took);
   assert_true(took < 100); /* one CRASH_PENALTY_NS; with the sleep under the lock, several */
@@ -1401,8 +1421,9 @@ static void test_ten_thousand_runs(void **state) {
   int fds1 = count_fds();
   long rss1 = rss_kb();
   print_message("%d runs (%d sandboxes) in %llu ms; workers %d -> %d, fds %d -> %d, RSS %ld -> "
-                "%ld KiB\n", n, (n + per - 1) / per, (unsigned long long)(now_ms() - t0), procs0, procs1,
-                fds0, fds1, rss0, rss1);
+                "%ld KiB\n",
+                n, (n + per - 1) / per, (unsigned long long)(now_ms() - t0), procs0, procs1, fds0,
+                fds1, rss0, rss1);
   /* Warm workers and queued reaps vary by a few; a leak would be one per sandbox. */
   assert_true(procs1 <= procs0 + 4);
   assert_true(fds1 <= fds0 + 4);
@@ -1420,8 +1441,7 @@ static const struct CMUnitTest nonroot_tests[] = {
     cmocka_unit_test_setup_teardown(test_files_stay_in_the_parent, setup_plain, teardown),
     cmocka_unit_test_setup_teardown(test_wild_pointer, setup_hooks, teardown),
     cmocka_unit_test_setup_teardown(test_forbidden_syscalls, setup_hooks, teardown),
-    cmocka_unit_test_setup_teardown(test_a_worker_cannot_reach_a_sibling, setup_hooks,
-                                    teardown),
+    cmocka_unit_test_setup_teardown(test_a_worker_cannot_reach_a_sibling, setup_hooks, teardown),
     cmocka_unit_test_setup_teardown(test_jail_report_names_the_path, setup_plain, teardown),
 };
 
@@ -1453,8 +1473,11 @@ static int rerun_as_nonroot(void) {
   }
   /* Whether this process may change its uid at all (a container may forbid it). */
   pid_t probe = fork();
-  if (probe == 0) _exit(setresgid(NONROOT_UID, NONROOT_UID, NONROOT_UID) == 0 &&
-                        setresuid(NONROOT_UID, NONROOT_UID, NONROOT_UID) == 0 ? 0 : 1);
+  if (probe == 0)
+    _exit(setresgid(NONROOT_UID, NONROOT_UID, NONROOT_UID) == 0 &&
+                  setresuid(NONROOT_UID, NONROOT_UID, NONROOT_UID) == 0
+              ? 0
+              : 1);
   int st;
   if (probe < 0 || waitpid(probe, &st, 0) != probe || !WIFEXITED(st) || WEXITSTATUS(st)) {
     printf("SKIP: cannot drop privileges to uid %d here (setresuid refused)\n", NONROOT_UID);
@@ -1480,8 +1503,17 @@ static int rerun_as_nonroot(void) {
       char uid[32], gid[32];
       snprintf(uid, sizeof uid, "--reuid=%d", NONROOT_UID);
       snprintf(gid, sizeof gid, "--regid=%d", NONROOT_UID);
-      char *argv[] = {"setpriv", uid, gid, "--clear-groups", "--inh-caps=-all",
-                      "--bounding-set=-all", "--", self, "--nonroot-in", dir, NULL};
+      char *argv[] = {"setpriv",
+                      uid,
+                      gid,
+                      "--clear-groups",
+                      "--inh-caps=-all",
+                      "--bounding-set=-all",
+                      "--",
+                      self,
+                      "--nonroot-in",
+                      dir,
+                      NULL};
       execv(setpriv, argv);
       _exit(127);
     }
@@ -1496,56 +1528,47 @@ static int rerun_as_nonroot(void) {
 }
 
 static const struct CMUnitTest all_tests[] = {
-      cmocka_unit_test_setup_teardown(test_results_match_in_process, setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_host_functions_pause_resume, setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_files_stay_in_the_parent, setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_checkpoint_rewind, setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_stdin_and_files_match_in_process, setup_plain,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_interrupt, setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_deadline_keeps_count_hook, setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_snapshot_restore, setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_wild_pointer, setup_hooks, teardown),
-      cmocka_unit_test_setup_teardown(test_abort, setup_hooks, teardown),
-      cmocka_unit_test_setup_teardown(test_spin_in_c, setup_hooks, teardown),
-      cmocka_unit_test_setup_teardown(test_forbidden_syscalls, setup_hooks, teardown),
-      cmocka_unit_test_setup_teardown(test_bad_frames, setup_hooks, teardown),
-      cmocka_unit_test_setup_teardown(test_killed_from_outside, setup_hooks, teardown),
-      cmocka_unit_test_setup_teardown(test_a_crash_does_not_end_a_neighbour, setup_hooks,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_parent_holds_host_call_limit, setup_hooks, teardown),
-      cmocka_unit_test_setup_teardown(test_no_callbacks_outside_a_run, setup_hooks, teardown),
-      cmocka_unit_test_setup_teardown(test_port_call_flood_hits_backstop, setup_hooks,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_interrupt_of_a_worker_that_ignores_it, setup_hooks,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_reset_takes_new_worker, setup_hooks, teardown),
-      cmocka_unit_test_setup_teardown(test_many_sandboxes_no_leaks, setup_hooks, teardown),
-      cmocka_unit_test(test_bad_settings),
-      cmocka_unit_test_setup_teardown(test_without_one_tenant_no_worker_is_shared, setup_hooks,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_one_tenant_reuses_after_a_reset, setup_hooks,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_a_freed_sandbox_primes_the_next, setup_hooks,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_a_primed_worker_killed_while_warm, setup_hooks,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_priming_follows_the_policy_in_use, setup_hooks,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_a_dead_worker_freed_is_reaped, setup_hooks,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_a_zygote_started_by_a_thread_blocking_signals,
-                                      setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_a_host_that_ignores_sigchld, setup_hooks, teardown),
-      cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_frees_while_the_zygote_lags, setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_a_free_does_not_wait_for_the_crash_penalty,
-                                      setup_hooks, teardown),
-      cmocka_unit_test(test_a_host_without_stdio),
-      cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
-      cmocka_unit_test_setup_teardown(test_a_worker_cannot_reach_a_sibling, setup_hooks,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_jail_report_names_the_path, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_results_match_in_process, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_host_functions_pause_resume, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_files_stay_in_the_parent, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_checkpoint_rewind, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_stdin_and_files_match_in_process, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_interrupt, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_deadline_keeps_count_hook, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_snapshot_restore, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_wild_pointer, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_abort, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_spin_in_c, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_forbidden_syscalls, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_bad_frames, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_killed_from_outside, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_a_crash_does_not_end_a_neighbour, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_parent_holds_host_call_limit, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_no_callbacks_outside_a_run, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_port_call_flood_hits_backstop, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_interrupt_of_a_worker_that_ignores_it, setup_hooks,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_reset_takes_new_worker, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_many_sandboxes_no_leaks, setup_hooks, teardown),
+    cmocka_unit_test(test_bad_settings),
+    cmocka_unit_test_setup_teardown(test_without_one_tenant_no_worker_is_shared, setup_hooks,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_one_tenant_reuses_after_a_reset, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_a_freed_sandbox_primes_the_next, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_a_primed_worker_killed_while_warm, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_priming_follows_the_policy_in_use, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_a_dead_worker_freed_is_reaped, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_a_zygote_started_by_a_thread_blocking_signals, setup_plain,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_a_host_that_ignores_sigchld, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_many_live_workers, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_frees_while_the_zygote_lags, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_a_free_does_not_wait_for_the_crash_penalty, setup_hooks,
+                                    teardown),
+    cmocka_unit_test(test_a_host_without_stdio),
+    cmocka_unit_test_setup_teardown(test_ten_thousand_runs, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_a_worker_cannot_reach_a_sibling, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_jail_report_names_the_path, setup_plain, teardown),
 };
 
 int main(int argc, char **argv) {

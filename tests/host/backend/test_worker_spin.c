@@ -65,7 +65,7 @@ static void test_gives_up_at_its_bound_and_backs_off(void **state) {
   assert_int_equal(mbxH_spin_wait(&s, sv[0], 0), 0);
   uint64_t spent = now_ns() - t0;
   assert_true(spent >= MBXH_SPIN_BUSY_NS); /* the bound, or a preemption past the gap */
-  assert_true(spent < 1000000000u); /* generous: only proves the spin ended by itself */
+  assert_true(spent < 1000000000u);        /* generous: only proves the spin ended by itself */
   /* An earlier limit of the caller's (a deadline) ends it first. */
   s = (mbxH_spin){0};
   t0 = now_ns();
@@ -78,13 +78,14 @@ static void test_gives_up_at_its_bound_and_backs_off(void **state) {
     if (before == 0) spun++;
     assert_true(s.skip <= MBXH_SPIN_SKIP_MAX);
   }
-  assert_true(spun < 20);   /* 1 + 1 + 2 + ... then one in every 64 */
+  assert_true(spun < 20); /* 1 + 1 + 2 + ... then one in every 64 */
   assert_true(spun >= 400 / (MBXH_SPIN_SKIP_MAX + 1));
   /* A quick catch makes the next wait spin again at once (a catch this thread was preempted
      through counts as late, a miss: on a loaded machine it may take a few tries). */
   int quick = 0;
   for (int tries = 0; tries < 200 && !quick; tries++) {
-    while (s.skip) assert_int_equal(mbxH_spin_wait(&s, sv[0], 0), 0);
+    while (s.skip)
+      assert_int_equal(mbxH_spin_wait(&s, sv[0], 0), 0);
     assert_int_equal(write(sv[1], "y", 1), 1);
     assert_int_equal(mbxH_spin_wait(&s, sv[0], 0), 1);
     char c;
@@ -152,7 +153,8 @@ static uint64_t cpu_of(pid_t pid, int depth) {
     snprintf(cp, sizeof cp, "/proc/%d/task/%s/children", (int)pid, e->d_name);
     FILE *f = fopen(cp, "r");
     int kid;
-    while (f && fscanf(f, "%d", &kid) == 1) total += cpu_of(kid, depth + 1);
+    while (f && fscanf(f, "%d", &kid) == 1)
+      total += cpu_of(kid, depth + 1);
     if (f) fclose(f);
   }
   if (d) closedir(d);
@@ -175,13 +177,14 @@ static void test_an_idle_worker_stops_spinning(void **state) {
   mbx_error err;
   mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
   assert_non_null(sb);
-  for (int i = 0; i < 200; i++) want(sb, "return 1+1", "2");
+  for (int i = 0; i < 200; i++)
+    want(sb, "return 1+1", "2");
   sleep_ms(100); /* the spin after the last reply, and the pool's refill, are over */
   uint64_t c0 = cpu_of(getpid(), 0);
   sleep_ms(500);
   uint64_t grew = cpu_of(getpid(), 0) - c0;
-  if (grew >= 10000000u) fail_msg("the workers used %llu us of CPU while idle",
-                                  (unsigned long long)(grew / 1000));
+  if (grew >= 10000000u)
+    fail_msg("the workers used %llu us of CPU while idle", (unsigned long long)(grew / 1000));
   /* And it still answers at once after the pause (the spin's state does not strand it). */
   want(sb, "return 40+2", "42");
   mbx_sandbox_free(sb);
@@ -200,13 +203,15 @@ static void test_prepared_state_is_never_shared(void **state) {
   for (int i = 0; i < 8; i++) {
     mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
     assert_non_null(sb);
-    want(sb, "return leak == nil and string.leak == nil and math.leak == nil and "
-             "getmetatable('').leak == nil and table.leak == nil",
-             "true");
-    want(sb, "leak = 'g' string.leak = 's' math.leak = 'm' getmetatable('').leak = 'mt' "
-             "table.leak = 't' return leak .. string.leak .. math.leak .. table.leak .. "
-             "getmetatable('').leak",
-             "\"gsmtmt\"");
+    want(sb,
+         "return leak == nil and string.leak == nil and math.leak == nil and "
+         "getmetatable('').leak == nil and table.leak == nil",
+         "true");
+    want(sb,
+         "leak = 'g' string.leak = 's' math.leak = 'm' getmetatable('').leak = 'mt' "
+         "table.leak = 't' return leak .. string.leak .. math.leak .. table.leak .. "
+         "getmetatable('').leak",
+         "\"gsmtmt\"");
     want(sb, "return leak", "\"g\""); /* within one sandbox, state lives on */
     mbx_sandbox_free(sb);
   }

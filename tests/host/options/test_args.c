@@ -67,8 +67,9 @@ static void test_top_level_commands(void **state) {
   assert_int_equal(opt.command, MBXH_CLI_HELP);
   PARSE_OK(&opt, "run", "script.lua", "--version");
   assert_int_equal(opt.command, MBXH_CLI_VERSION);
-  PARSE_FAILS("unknown command 'walk' (the commands are run, resume, check, doctor and mcp; see moonbox --help)",
-              "walk");
+  PARSE_FAILS(
+      "unknown command 'walk' (the commands are run, resume, check, doctor and mcp; see moonbox --help)",
+      "walk");
   PARSE_FAILS("unknown option '--json' (options go after the command: moonbox run [OPTIONS] "
               "FILE; see moonbox --help)",
               "--json");
@@ -158,33 +159,37 @@ static void test_files_options(void **state) {
   assert_string_equal(opt.files[0], "/in/x.csv=x.csv");
   char host[64], virt[64], msg[MBXH_CLI_MSG_SIZE];
   int mode;
-  assert_int_equal(mbxH_cli_split_mount(opt.mounts[0], host, sizeof host, virt, sizeof virt,
-                                        &mode, msg, sizeof msg), 0);
+  assert_int_equal(mbxH_cli_split_mount(opt.mounts[0], host, sizeof host, virt, sizeof virt, &mode,
+                                        msg, sizeof msg),
+                   0);
   assert_string_equal(host, "./data");
   assert_string_equal(virt, "/data");
   assert_int_equal(mode, 1);
   /* A host directory may contain ':': the virtual path starts at the last ":/". */
-  assert_int_equal(mbxH_cli_split_mount(opt.mounts[1], host, sizeof host, virt, sizeof virt,
-                                        &mode, msg, sizeof msg), 0);
+  assert_int_equal(mbxH_cli_split_mount(opt.mounts[1], host, sizeof host, virt, sizeof virt, &mode,
+                                        msg, sizeof msg),
+                   0);
   assert_string_equal(host, "/srv/a:b");
   assert_string_equal(virt, "/work");
   assert_int_equal(mode, 2);
-  assert_int_equal(mbxH_cli_split_mount("d:/o:overlay", host, sizeof host, virt, sizeof virt,
-                                        &mode, msg, sizeof msg), 0);
+  assert_int_equal(mbxH_cli_split_mount("d:/o:overlay", host, sizeof host, virt, sizeof virt, &mode,
+                                        msg, sizeof msg),
+                   0);
   assert_int_equal(mode, 4);
   assert_int_equal(mbxH_cli_split_mount("averyveryverylonghostdirectory:/x", host, 8, virt,
-                                        sizeof virt, &mode, msg, sizeof msg), -1);
+                                        sizeof virt, &mode, msg, sizeof msg),
+                   -1);
   assert_non_null(strstr(msg, "too long"));
-  PARSE_FAILS("--mount: 'data' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)", "run",
-              "--mount", "data", "-e", "1");
+  PARSE_FAILS("--mount: 'data' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)", "run", "--mount",
+              "data", "-e", "1");
   PARSE_FAILS("--mount: ':/data' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)", "run",
               "--mount", ":/data", "-e", "1");
   PARSE_FAILS("--file: 'x.csv' is not /VIRTUAL=HOSTFILE (e.g. --file /input/orders.csv=orders.csv)",
               "run", "--file", "x.csv", "-e", "1");
   PARSE_FAILS("--file: '/x=' is not /VIRTUAL=HOSTFILE (e.g. --file /input/orders.csv=orders.csv)",
               "run", "--file", "/x=", "-e", "1");
-  PARSE_FAILS("--policy: empty file name (e.g. --policy policy.json)", "run", "--policy", "",
-              "-e", "1");
+  PARSE_FAILS("--policy: empty file name (e.g. --policy policy.json)", "run", "--policy", "", "-e",
+              "1");
 }
 
 static void test_equals_form(void **state) {
@@ -344,8 +349,8 @@ static void test_seed_time_env_options(void **state) {
   assert_false(opt.seed.set);
   assert_false(opt.time_set);
   assert_int_equal(opt.env_count, 0);
-  PARSE_OK(&opt, "run", "--seed", "7", "--time=-5", "--env", "A=1", "--env=B=x=y", "--env", "C=",
-           "-e", "return 1");
+  PARSE_OK(&opt, "run", "--seed", "7", "--time=-5", "--env", "A=1", "--env=B=x=y", "--env",
+           "C=", "-e", "return 1");
   assert_true(opt.seed.set && opt.seed.value == 7);
   assert_true(opt.time_set && opt.time == -5);
   assert_int_equal(opt.env_count, 3);
@@ -387,11 +392,10 @@ static void test_exit_code_for_os_exit(void **state) {
 }
 
 static void test_usage_lists_every_option(void **state) {
-  static const char *const names[] = {"--memory",       "--instructions", "--timeout",
-                                      "--output-limit", "--source-limit", "--input ",
-                                      "--input-file",   "--json",         "--help",
-                                      "--version",      "-e CODE",        "moonbox run",
-                                      "--seed N",       "--time EPOCH",   "--env NAME=VALUE"};
+  static const char *const names[] = {
+      "--memory", "--instructions", "--timeout", "--output-limit", "--source-limit",
+      "--input ", "--input-file",   "--json",    "--help",         "--version",
+      "-e CODE",  "moonbox run",    "--seed N",  "--time EPOCH",   "--env NAME=VALUE"};
   const char *usage = mbxH_cli_usage();
   size_t i;
   (void)state;
@@ -466,8 +470,8 @@ static void test_resume_command(void **state) {
   /* Every policy option of run, in any order, with --json and --snapshot-out. */
   PARSE_OK(&opt, "resume", "--error", "not found", "--memory", "16M", "--instructions", "1e6",
            "--timeout", "2s", "--output-limit", "64k", "--source-limit", "1M", "--seed", "7",
-           "--time", "0", "--env", "A=1", "--pause-on", "tools.fetch", "--deterministic",
-           "--json", "--snapshot-out", "next.bin", "snap.bin");
+           "--time", "0", "--env", "A=1", "--pause-on", "tools.fetch", "--deterministic", "--json",
+           "--snapshot-out", "next.bin", "snap.bin");
   assert_string_equal(opt.snapshot, "snap.bin");
   assert_null(opt.resume_value);
   assert_string_equal(opt.resume_error, "not found");
@@ -516,13 +520,12 @@ static void test_resume_errors(void **state) {
               "a.bin", "b.bin", "--value", "1");
   PARSE_FAILS("empty snapshot file name (give SNAPSHOT, or - for stdin)", "resume", "", "--value",
               "1");
-  PARSE_FAILS("--value: empty value (give one JSON value, e.g. --value '{\"ok\": true}')",
-              "resume", "s.bin", "--value", "");
+  PARSE_FAILS("--value: empty value (give one JSON value, e.g. --value '{\"ok\": true}')", "resume",
+              "s.bin", "--value", "");
   PARSE_FAILS("--value needs a value (e.g. --value '{\"ok\": true}')", "resume", "s.bin",
               "--value");
   PARSE_FAILS("--error needs a value (e.g. --error 'not found')", "resume", "s.bin", "--error");
-  PARSE_FAILS("unknown option '--bogus' (see moonbox resume --help)", "resume", "s.bin",
-              "--bogus");
+  PARSE_FAILS("unknown option '--bogus' (see moonbox resume --help)", "resume", "s.bin", "--bogus");
   /* Options of one command only. */
   PARSE_FAILS("-e is an option of moonbox run, not of resume (resume continues the script and "
               "inputs recorded in the snapshot)",
@@ -540,8 +543,9 @@ static void test_resume_errors(void **state) {
   /* Policy values are checked as for run. */
   PARSE_FAILS("--memory: '12Q' is not a size " SIZE_HINT, "resume", "s.bin", "--value", "1",
               "--memory", "12Q");
-  PARSE_FAILS("unknown command 'resum' (the commands are run, resume, check, doctor and mcp; see moonbox --help)",
-              "resum", "s.bin");
+  PARSE_FAILS(
+      "unknown command 'resum' (the commands are run, resume, check, doctor and mcp; see moonbox --help)",
+      "resum", "s.bin");
 }
 
 static void test_find_pending(void **state) {
@@ -561,8 +565,8 @@ static void test_find_pending(void **state) {
   assert_memory_equal(fn, "tools.fetch", fn_len);
   assert_int_equal(args_len, strlen("[[1,\"x]\"],{\"a\":\"\\\"]}\"},null]"));
   assert_memory_equal(args, "[[1,\"x]\"],{\"a\":\"\\\"]}\"},null]", args_len);
-  assert_int_equal(
-      mbxH_cli_find_pending(no_args, strlen(no_args), &fn, &fn_len, &args, &args_len), 0);
+  assert_int_equal(mbxH_cli_find_pending(no_args, strlen(no_args), &fn, &fn_len, &args, &args_len),
+                   0);
   assert_memory_equal(fn, "t.f", 3);
   assert_int_equal(args_len, 2);
   assert_int_equal(mbxH_cli_find_pending(done, strlen(done), &fn, &fn_len, &args, &args_len), -1);
