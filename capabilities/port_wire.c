@@ -12,8 +12,7 @@
 #include "capabilities/exec.h" /* MBXC_EXEC_MAX_ARGS */
 #include "include/moonbox.h"   /* MBX_HOST_ARGS_MAX */
 
-static void say(char *why, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t size, const char *fmt, ...) {
+void mbxC_wire_why(char *why, size_t size, const char *fmt, ...) {
   if (why == NULL || size == 0) return;
   va_list ap;
   va_start(ap, fmt);
@@ -98,16 +97,16 @@ int mbxC_wire_header(const unsigned char hdr[MBXC_WIRE_HEADER], uint16_t version
   memcpy(&t, hdr + 2, 2);
   memcpy(&n, hdr + 4, 4);
   if (v != version) {
-    say(why, why_size, "frame of protocol version %u (expected %u)", v, version);
+    mbxC_wire_why(why, why_size, "frame of protocol version %u (expected %u)", v, version);
     return -1;
   }
   if (!known(t)) {
-    say(why, why_size, "unknown frame type %u", t);
+    mbxC_wire_why(why, why_size, "unknown frame type %u", t);
     return -1;
   }
   if (n > max || n > MBXC_WIRE_MAX_FRAME) {
-    say(why, why_size, "frame of %u bytes, past the %u allowed", n,
-        max < MBXC_WIRE_MAX_FRAME ? max : MBXC_WIRE_MAX_FRAME);
+    mbxC_wire_why(why, why_size, "frame of %u bytes, past the %u allowed", n,
+                  max < MBXC_WIRE_MAX_FRAME ? max : MBXC_WIRE_MAX_FRAME);
     return -1;
   }
   *type = t;
@@ -356,14 +355,14 @@ static int get_host_call(mbxC_wire_reader *r, const mbxC_grants *g, mbxC_wire_ca
   c->index = mbxC_wire_get_u64(r);
   c->a_len = mbxC_wire_get_bytes(r, MBX_HOST_ARGS_MAX, &c->a);
   if (!r->bad && (c->index >= g->fn_count || g->fns[c->index].kind != MBXC_FN_SYNC)) {
-    say(why, why_size, "host call of function %llu, not a granted synchronous function",
-        (unsigned long long)c->index);
+    mbxC_wire_why(why, why_size, "host call of function %llu, not a granted synchronous function",
+                  (unsigned long long)c->index);
     return -1;
   }
   /* What the host's callback is promised: one JSON array (of at most MBX_HOST_ARGS_MAX
      bytes, the bound above), as in-process mode encodes it. */
   if (!r->bad && (c->a_len == 0 || c->a[0] != '[' || !mbxC_wire_json_ok(c->a, c->a_len))) {
-    say(why, why_size, "host call arguments that are not one JSON array");
+    mbxC_wire_why(why, why_size, "host call arguments that are not one JSON array");
     return -1;
   }
   return 0;
@@ -412,13 +411,14 @@ static int get_native_call(mbxC_wire_reader *r, const mbxC_grants *g, mbxC_wire_
   uint32_t nargs = mbxC_wire_get_u32(r);
   if (r->bad) return 0; /* reported as malformed by the caller */
   if (c->index >= g->fn_count || g->fns[c->index].kind != MBXC_FN_NATIVE) {
-    say(why, why_size, "native call of function %llu, not a granted native function",
-        (unsigned long long)c->index);
+    mbxC_wire_why(why, why_size, "native call of function %llu, not a granted native function",
+                  (unsigned long long)c->index);
     return -1;
   }
   const mbxC_ffi_sig *sig = &g->fns[c->index].sig;
   if (nargs != (uint32_t)sig->nargs) {
-    say(why, why_size, "native call with %u arguments, its signature takes %d", nargs, sig->nargs);
+    mbxC_wire_why(why, why_size, "native call with %u arguments, its signature takes %d", nargs,
+                  sig->nargs);
     return -1;
   }
   c->sig = sig;
@@ -429,15 +429,15 @@ static int get_native_call(mbxC_wire_reader *r, const mbxC_grants *g, mbxC_wire_
     if (sig->args[i] == 'z') {
       zlen[i] = mbxC_wire_get_bytes(r, MBXC_WIRE_MAX_IO, &z[i]);
       if (!r->bad && memchr(z[i], '\0', zlen[i])) {
-        say(why, why_size, "native call argument %d holds a NUL byte", i + 1);
+        mbxC_wire_why(why, why_size, "native call argument %d holds a NUL byte", i + 1);
         return -1;
       }
       ztotal += zlen[i] + 1;
     } else {
       uint64_t word = mbxC_wire_get_u64(r);
       if (!r->bad && !mbxC_ffi_from_word(sig->args[i], word, &c->args[i])) {
-        say(why, why_size, "native call argument %d is not a value of type %s", i + 1,
-            mbxC_ffi_type_name(sig->args[i]));
+        mbxC_wire_why(why, why_size, "native call argument %d is not a value of type %s", i + 1,
+                      mbxC_ffi_type_name(sig->args[i]));
         return -1;
       }
     }
@@ -445,7 +445,7 @@ static int get_native_call(mbxC_wire_reader *r, const mbxC_grants *g, mbxC_wire_
   if (r->bad || ztotal == 0) return 0;
   c->zbuf = malloc(ztotal);
   if (c->zbuf == NULL) {
-    say(why, why_size, "out of host memory for a native call's arguments");
+    mbxC_wire_why(why, why_size, "out of host memory for a native call's arguments");
     return -1;
   }
   char *at = c->zbuf;
@@ -491,7 +491,7 @@ static int get_fs_open(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t
   c->a_len = mbxC_wire_get_bytes(r, MBXC_WIRE_MAX_PATH, &c->a);
   c->i1 = (int64_t)mbxC_wire_get_u64(r);
   if (!r->bad && (c->i1 < 0 || c->i1 > 63)) {
-    say(why, why_size, "fs_open with flags %lld", (long long)c->i1);
+    mbxC_wire_why(why, why_size, "fs_open with flags %lld", (long long)c->i1);
     return -1;
   }
   return 0;
@@ -524,8 +524,8 @@ static int get_fs_read(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t
   c->i1 = (int64_t)mbxC_wire_get_u64(r);
   c->i2 = (int64_t)mbxC_wire_get_u64(r);
   if (!r->bad && (!handle_ok(c->i1) || c->i2 < 0 || c->i2 > (int64_t)MBXC_WIRE_MAX_IO)) {
-    say(why, why_size, "fs_read of %lld bytes from handle %lld", (long long)c->i2,
-        (long long)c->i1);
+    mbxC_wire_why(why, why_size, "fs_read of %lld bytes from handle %lld", (long long)c->i2,
+                  (long long)c->i1);
     return -1;
   }
   return 0;
@@ -567,7 +567,7 @@ static int get_fs_write(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_
   c->i1 = (int64_t)mbxC_wire_get_u64(r);
   c->a_len = mbxC_wire_get_bytes(r, MBXC_WIRE_MAX_IO, &c->a);
   if (!r->bad && !handle_ok(c->i1)) {
-    say(why, why_size, "fs_write to handle %lld", (long long)c->i1);
+    mbxC_wire_why(why, why_size, "fs_write to handle %lld", (long long)c->i1);
     return -1;
   }
   return 0;
@@ -603,8 +603,8 @@ static int get_fs_seek(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t
   c->i2 = (int64_t)mbxC_wire_get_u64(r);
   c->i3 = (int64_t)mbxC_wire_get_u64(r);
   if (!r->bad && (!handle_ok(c->i1) || c->i2 < 0 || c->i2 > 2)) {
-    say(why, why_size, "fs_seek on handle %lld with whence %lld", (long long)c->i1,
-        (long long)c->i2);
+    mbxC_wire_why(why, why_size, "fs_seek on handle %lld with whence %lld", (long long)c->i1,
+                  (long long)c->i2);
     return -1;
   }
   return 0;
@@ -633,7 +633,7 @@ static int call_fs_close(void *ud, int handle, mbxC_port_error *e) {
 static int get_fs_close(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t why_size) {
   c->i1 = (int64_t)mbxC_wire_get_u64(r);
   if (!r->bad && !handle_ok(c->i1)) {
-    say(why, why_size, "fs_close of handle %lld", (long long)c->i1);
+    mbxC_wire_why(why, why_size, "fs_close of handle %lld", (long long)c->i1);
     return -1;
   }
   return 0;
@@ -799,7 +799,7 @@ static int call_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_po
 static int get_stdin_read(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t why_size) {
   c->i2 = (int64_t)mbxC_wire_get_u64(r);
   if (!r->bad && (c->i2 < 0 || c->i2 > (int64_t)MBXC_WIRE_MAX_IO)) {
-    say(why, why_size, "stdin_read of %lld bytes", (long long)c->i2);
+    mbxC_wire_why(why, why_size, "stdin_read of %lld bytes", (long long)c->i2);
     return -1;
   }
   return 0;
@@ -830,7 +830,7 @@ int mbxC_wire_get_call(const void *payload, size_t n, const mbxC_grants *g, mbxC
   uint8_t op = mbxC_wire_get_u8(&r);
   c->deadline_ns = mbxC_wire_get_u64(&r);
   if (r.bad || !op_known(op)) {
-    say(why, why_size, "unknown port operation %u", op);
+    mbxC_wire_why(why, why_size, "unknown port operation %u", op);
     return -1;
   }
   c->op = (mbxC_port_op)op;
@@ -882,10 +882,10 @@ int mbxC_wire_get_call(const void *payload, size_t n, const mbxC_grants *g, mbxC
   if (rc != 0) return -1;
   if (mbxC_wire_end(&r) != 0) {
     mbxC_wire_call_free(c);
-    say(why, why_size,
-        "a malformed port call (operation %u, %zu bytes): a field past the "
-        "frame's end or a bound, or bytes left over",
-        op, n);
+    mbxC_wire_why(why, why_size,
+                  "a malformed port call (operation %u, %zu bytes): a field past the "
+                  "frame's end or a bound, or bytes left over",
+                  op, n);
     return -1;
   }
   return 0;
@@ -938,13 +938,14 @@ static int exec_fields(mbxC_wire_reader *r, mbxC_wire_call *c, char *out, size_t
   *total = 0;
   req->argc = mbxC_wire_get_u32(r);
   if (!r->bad && (req->argc == 0 || req->argc > MBXC_EXEC_MAX_ARGS)) {
-    say(why, why_size, "exec_run with %zu arguments (1 to %d)", req->argc, MBXC_EXEC_MAX_ARGS);
+    mbxC_wire_why(why, why_size, "exec_run with %zu arguments (1 to %d)", req->argc,
+                  MBXC_EXEC_MAX_ARGS);
     return -1;
   }
   for (size_t i = 0; i < req->argc && !r->bad; i++) {
     n = mbxC_wire_get_bytes(r, MBXC_WIRE_MAX_FRAME, &p);
     if (!r->bad && memchr(p, '\0', n)) {
-      say(why, why_size, "exec_run argument %zu holds a NUL byte", i + 1);
+      mbxC_wire_why(why, why_size, "exec_run argument %zu holds a NUL byte", i + 1);
       return -1;
     }
     if (out) {
@@ -961,7 +962,7 @@ static int exec_fields(mbxC_wire_reader *r, mbxC_wire_call *c, char *out, size_t
   n = mbxC_wire_get_bytes(r, MBXC_WIRE_MAX_PATH, &p);
   if (!r->bad && (has_stdin > 1 || has_cwd > 1 || (!has_stdin && req->stdin_len) ||
                   (!has_cwd && n) || memchr(p, '\0', n))) {
-    say(why, why_size, "exec_run with a malformed stdin or working directory");
+    mbxC_wire_why(why, why_size, "exec_run with a malformed stdin or working directory");
     return -1;
   }
   req->cwd = NULL;
@@ -973,15 +974,15 @@ static int exec_fields(mbxC_wire_reader *r, mbxC_wire_call *c, char *out, size_t
   if (has_cwd) *total += n + 1;
   req->envc = mbxC_wire_get_u32(r);
   if (!r->bad && req->envc > MBXC_WIRE_MAX_EXEC_ENV) {
-    say(why, why_size, "exec_run with %zu environment entries (at most %d)", req->envc,
-        MBXC_WIRE_MAX_EXEC_ENV);
+    mbxC_wire_why(why, why_size, "exec_run with %zu environment entries (at most %d)", req->envc,
+                  MBXC_WIRE_MAX_EXEC_ENV);
     return -1;
   }
   for (size_t i = 0; i < req->envc && !r->bad; i++) {
     n = mbxC_wire_get_bytes(r, MBXC_WIRE_MAX_FRAME, &p);
     const char *eq = r->bad ? NULL : memchr(p, '=', n);
     if (!r->bad && (eq == NULL || eq == p || memchr(p, '\0', n))) {
-      say(why, why_size, "exec_run environment entry %zu is not NAME=VALUE", i + 1);
+      mbxC_wire_why(why, why_size, "exec_run environment entry %zu is not NAME=VALUE", i + 1);
       return -1;
     }
     if (out) {
@@ -1005,7 +1006,7 @@ static int get_exec_request(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, s
   c->zbuf = malloc(total ? total : 1);
   if (c->strs == NULL || c->zbuf == NULL) {
     mbxC_wire_call_free(c);
-    say(why, why_size, "out of host memory for an exec request");
+    mbxC_wire_why(why, why_size, "out of host memory for an exec request");
     return -1;
   }
   exec_fields(&again, c, c->zbuf, &total, why, why_size);

@@ -59,6 +59,11 @@ void mbxC_wire_writer_free(mbxC_wire_writer *w);
 
 /* ---- reading ---- */
 
+/* Why a frame was refused, into why (size bytes; nothing when why is NULL): every decoder
+   here and the worker protocol's say it the same way. */
+void mbxC_wire_why(char *why, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* A header of a frame of `version`: 0 with *type and *len, or -1 with why filled (wrong
    version, a type known(type) refuses, a length past max). */
 int mbxC_wire_header(const unsigned char hdr[MBXC_WIRE_HEADER], uint16_t version,

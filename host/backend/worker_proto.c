@@ -3,19 +3,9 @@
    (host/backend/worker_proto.h; the fields and the port's frames: capabilities/port_wire.c). */
 #include "host/backend/worker_proto.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void say(char *why, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t size, const char *fmt, ...) {
-  if (why == NULL || size == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, size, fmt, ap);
-  va_end(ap);
-}
 
 /* ---- reading ---- */
 
@@ -93,11 +83,11 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
   mbxH_wp_reader_init(&r, payload, n);
   uint32_t s = mbxH_wp_get_u32(&r);
   if (r.bad) {
-    say(why, why_size, "a malformed done report (%zu bytes): shorter than its status", n);
+    mbxC_wire_why(why, why_size, "a malformed done report (%zu bytes): shorter than its status", n);
     return -1;
   }
   if (!(run_status(s) || refusal_status(s))) {
-    say(why, why_size, "a run ended with status %u, not a status there is", s);
+    mbxC_wire_why(why, why_size, "a run ended with status %u, not a status there is", s);
     return -1;
   }
   d->status = (mbxV_status)s;
@@ -141,8 +131,8 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
     }
     d->output_total = mbxH_wp_get_u64(&r);
     if (!r.bad && (s == MBXV_PAUSED) != (pending_len > 0)) {
-      say(why, why_size, "a run %s a pending call",
-          s == MBXV_PAUSED ? "paused without" : "ended with");
+      mbxC_wire_why(why, why_size, "a run %s a pending call",
+                    s == MBXV_PAUSED ? "paused without" : "ended with");
       return -1;
     }
   }
@@ -151,15 +141,15 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
   if (paused > 1) r.bad = 1;
   d->paused = paused;
   if (mbxH_wp_end(&r) != 0) {
-    say(why, why_size,
-        "a malformed done report (%zu bytes): a field past the frame's end, past "
-        "the sandbox's limits, or bytes left over",
-        n);
+    mbxC_wire_why(why, why_size,
+                  "a malformed done report (%zu bytes): a field past the frame's end, past "
+                  "the sandbox's limits, or bytes left over",
+                  n);
     return -1;
   }
   if (!run_status(s)) return 0;
   if (d->paused != (s == MBXV_PAUSED)) {
-    say(why, why_size, "a run reported status %u with paused=%d", s, d->paused);
+    mbxC_wire_why(why, why_size, "a run reported status %u with paused=%d", s, d->paused);
     return -1;
   }
   mbxV_outcome *o = &d->outcome;
@@ -183,13 +173,13 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
             (pending_len && !o->pending_json) || !d->stream[0] || !d->stream[1];
   if (oom) {
     mbxH_wp_done_free(d);
-    say(why, why_size, "out of host memory for a worker's report");
+    mbxC_wire_why(why, why_size, "out of host memory for a worker's report");
     return -1;
   }
   if (!mbxH_wp_json_ok(o->value_json, o->value_len) ||
       (o->pending_json && !mbxH_wp_json_ok(o->pending_json, o->pending_len))) {
     mbxH_wp_done_free(d);
-    say(why, why_size, "a run's value or pending call is not one JSON value");
+    mbxC_wire_why(why, why_size, "a run's value or pending call is not one JSON value");
     return -1;
   }
   return 0;
