@@ -489,9 +489,9 @@ static void chunk_names_as_documented(void **state) {
   static const size_t lengths[] = {58, 59, 120};
   for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
     size_t n = lengths[i];
+    memset(name, 0, sizeof name); /* the NUL after n bytes (n < sizeof name) */
     for (size_t j = 0; j < n; j++)
       name[j] = (char)('a' + j % 26);
-    name[n] = '\0';
     if (n <= 58)
       snprintf(want, sizeof want, "%s", name);
     else
