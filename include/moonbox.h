@@ -952,7 +952,14 @@ MBX_API mbx_status mbx_result_status(const mbx_result *r);
 ** Integers are exact 64-bit values: a client that parses JSON numbers into doubles loses
 ** precision past 2^53. A string that is not valid UTF-8 appears as {"$bytes": "<base64>"},
 ** and that one-member form means nothing else: a guest table whose only key is "$bytes"
-** cannot be encoded (runtime_error), so every such object is a byte string. "status" comes
+** cannot be encoded (runtime_error), so every such object is a byte string. A value JSON
+** cannot hold is described by a one-member form reserved in the same way, so a run never
+** fails because of what it returns: {"$function": "main.lua:3" | "builtin"},
+** {"$thread": "suspended" | "normal" | "dead"}, {"$userdata": "FILE*"}, {"$number": "nan" |
+** "inf" | "-inf"}, {"$cycle": "value.a"} (a table that is one of its enclosing tables, named
+** by that table's path); inputs cannot contain them. Only table keys JSON cannot hold
+** (booleans, floats, tables) and nesting past 128 levels still end the run (runtime_error).
+** "status" comes
 ** from the runtime's own flags, never from the error text; error "chunk" and "line" name a
 ** frame of the run (a "chunk:line: " prefix in the message that names no frame stays in
 ** "message"); "message" is cut at 4096 bytes on a UTF-8 character boundary.

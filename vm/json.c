@@ -72,6 +72,7 @@ typedef struct encoder {
   const char *root;
   int root_arg;          /* > 0: the root is "root(#root_arg)", an argument of a call */
   const char *too_large; /* non-NULL: past max_len raise "<too_large>: ..." instead of tripping */
+  int result_forms;      /* a run's result: values JSON cannot hold take a reserved form */
   int nsteps;            /* length of the path to the current value */
   path_step steps[MBXV_JSON_MAX_DEPTH];  /* the path itself */
   const void *open[MBXV_JSON_MAX_DEPTH]; /* tables being written, for cycle detection */
@@ -153,9 +154,8 @@ static void add_quoted_key(luaL_Buffer *b, const char *s, size_t n) {
   luaL_addstring(b, "\"]");
 }
 
-/* Raise "<path>: <what>", the path being the first nsteps steps from the root. Building the
-   message on the stack is fine here: we are about to unwind it. */
-static void encode_error(encoder *e, int nsteps, const char *what) {
+/* Push the path of the value nsteps steps from the root, e.g. "value[3].name". */
+static void push_path(encoder *e, int nsteps) {
   lua_State *L = e->L;
   luaL_Buffer b;
   luaL_buffinit(L, &b);
@@ -178,10 +178,86 @@ static void encode_error(encoder *e, int nsteps, const char *what) {
       luaL_addvalue(&b);
     }
   }
-  luaL_addstring(&b, ": ");
-  luaL_addstring(&b, what);
   luaL_pushresult(&b);
-  lua_error(L);
+}
+
+/* Raise "<path>: <what>", the path being the first nsteps steps from the root. Building the
+   message on the stack is fine here: we are about to unwind it. */
+static void encode_error(encoder *e, int nsteps, const char *what) {
+  push_path(e, nsteps);
+  lua_pushfstring(e->L, "%s: %s", lua_tostring(e->L, -1), what);
+  lua_error(e->L);
+}
+
+/* The one-member objects a run's result uses for values JSON cannot hold (docs/result.md):
+   each value is a short description, never an address. Reserved both ways: a guest table
+   that would look like one cannot be a result, and a run's inputs cannot contain one. */
+static const char *const reserved_forms[] = {"$function", "$thread", "$userdata", "$number",
+                                             "$cycle"};
+#define RESERVED_FORMS (sizeof reserved_forms / sizeof reserved_forms[0])
+
+static void put_form(encoder *e, const char *name, const char *text, size_t len) {
+  out_put(e, "{\"", 2);
+  out_put(e, name, strlen(name));
+  out_put(e, "\":", 2);
+  mbxV_json_put_string(out_put, e, text, len);
+  out_char(e, '}');
+}
+
+/* {"$function": "main.lua:3"} for a Lua function (its chunk and first line; "main.lua" for a
+   main chunk), {"$function": "builtin"} for a C function. */
+static void put_function(encoder *e, int idx) {
+  lua_State *L = e->L;
+  lua_Debug ar;
+  lua_pushvalue(L, idx);
+  lua_getinfo(L, ">S", &ar);
+  if (ar.what[0] == 'C') {
+    put_form(e, "$function", "builtin", 7);
+    return;
+  }
+  char where[LUA_IDSIZE + 24];
+  int n = ar.what[0] == 'm' ? snprintf(where, sizeof where, "%s", ar.short_src)
+                            : snprintf(where, sizeof where, "%s:%d", ar.short_src, ar.linedefined);
+  put_form(e, "$function", where, n > 0 && (size_t)n < sizeof where ? (size_t)n : strlen(where));
+}
+
+/* {"$thread": status}, the status coroutine.status would give (never "running": the result
+   is encoded after the chunk returned). */
+static void put_thread(encoder *e, int idx) {
+  lua_State *co = lua_tothread(e->L, idx);
+  lua_Debug ar;
+  const char *status = "dead";
+  if (lua_status(co) == LUA_YIELD) {
+    status = "suspended";
+  } else if (lua_status(co) == LUA_OK) {
+    if (lua_getstack(co, 0, &ar))
+      status = "normal";
+    else if (lua_gettop(co) > 0)
+      status = "suspended"; /* not started yet */
+  }
+  put_form(e, "$thread", status, strlen(status));
+}
+
+/* {"$userdata": name}: the metatable's __name read raw (e.g. "FILE*"), else "userdata". */
+static void put_userdata(encoder *e, int idx) {
+  lua_State *L = e->L;
+  size_t len = 8;
+  const char *name = "userdata";
+  int kind = lua_type(L, idx) == LUA_TUSERDATA ? luaL_getmetafield(L, idx, "__name") : LUA_TNIL;
+  if (kind == LUA_TSTRING) {
+    const char *s = lua_tolstring(L, -1, &len);
+    if (len <= 64 && mbxV_utf8_valid(s, len))
+      name = s;
+    else
+      len = 8;
+  }
+  put_form(e, "$userdata", name, len);
+  if (kind != LUA_TNIL) lua_pop(L, 1);
+}
+
+static void put_number_form(encoder *e, double x) {
+  const char *text = x != x ? "nan" : x > 0 ? "inf" : "-inf";
+  put_form(e, "$number", text, strlen(text));
 }
 
 static void encode_value(encoder *e, int idx);
@@ -418,9 +494,19 @@ static void encode_table(encoder *e, int t) {
     encode_error(e, e->nsteps, what);
   }
   const void *self = lua_topointer(L, t);
-  for (int i = 0; i < depth - 1; i++)
-    if (e->open[i] == self)
+  for (int i = 0; i < depth - 1; i++) {
+    if (e->open[i] != self) continue;
+    if (!e->result_forms)
       encode_error(e, e->nsteps, "cannot encode a cycle (a table that contains itself) as JSON");
+    /* {"$cycle": "value.sub"}: the path of the enclosing table this one is. */
+    push_path(e, i);
+    size_t len;
+    const char *path = lua_tolstring(L, -1, &len);
+    mbxV_meter_add(&e->meter, 1 + len / METER_BYTES);
+    put_form(e, "$cycle", path, len);
+    lua_pop(L, 1);
+    return;
+  }
   e->open[depth - 1] = self;
   /* Per level: the table's scratch and key table, then a key and a value (lua_next), plus
      whatever the error path pushes. */
@@ -465,6 +551,18 @@ static void encode_table(encoder *e, int t) {
       encode_error(e, e->nsteps,
                    "cannot encode a table whose only key is \"$bytes\" as JSON (that form is "
                    "reserved for byte strings; add another key or rename it)");
+    for (size_t i = 0; e->result_forms && i < RESERVED_FORMS; i++) {
+      lua_pushstring(L, reserved_forms[i]);
+      reserved = lua_rawget(L, t) != LUA_TNIL;
+      lua_pop(L, 1);
+      if (reserved)
+        encode_error(e, e->nsteps,
+                     lua_pushfstring(L,
+                                     "cannot encode a table whose only key is \"%s\" as a "
+                                     "result (that form is reserved for values JSON cannot "
+                                     "hold; add another key or rename it)",
+                                     reserved_forms[i]));
+    }
   }
   int marked = has_array_marker(L, t);
   if (marked && count > 0 && !sequence)
@@ -497,7 +595,8 @@ static void encode_value(encoder *e, int idx) {
     if (lua_isinteger(L, idx)) {
       mbxV_json_put_integer(out_put, e, (int64_t)lua_tointeger(L, idx));
     } else if (!mbxV_json_put_number(out_put, e, (double)lua_tonumber(L, idx))) {
-      encode_error(e, e->nsteps, "cannot encode NaN or infinity as JSON");
+      if (!e->result_forms) encode_error(e, e->nsteps, "cannot encode NaN or infinity as JSON");
+      put_number_form(e, (double)lua_tonumber(L, idx));
     }
     return;
   case LUA_TSTRING: {
@@ -519,14 +618,30 @@ static void encode_value(encoder *e, int idx) {
   default:
     break;
   }
+  if (e->result_forms) {
+    switch (lua_type(L, idx)) {
+    case LUA_TFUNCTION:
+      put_function(e, idx);
+      return;
+    case LUA_TTHREAD:
+      put_thread(e, idx);
+      return;
+    default:
+      put_userdata(e, idx);
+      return;
+    }
+  }
   encode_error(e, e->nsteps,
                lua_pushfstring(L, "cannot encode a %s as JSON", luaL_typename(L, idx)));
 }
 
 /* The stack effect is +1: the buffer's slot is reused for the result, so an error at any
    point leaves only garbage the collector owns. */
+static void encode_text(lua_State *L, int idx, const char *root_path, size_t max_len,
+                        int result_forms);
+
 void mbxV_json_encode(lua_State *L, int idx, const char *root_path) {
-  mbxV_json_encode_bounded(L, idx, root_path, SIZE_MAX);
+  encode_text(L, idx, root_path, SIZE_MAX, 0);
 }
 
 /* The arguments as one array into e, which starts in buf (cap bytes, the caller's) and
@@ -539,6 +654,7 @@ static void encode_args_into(encoder *e, lua_State *L, int first, int n, const c
   e->root = fn_name;
   e->root_arg = 0;
   e->too_large = fn_name;
+  e->result_forms = 0;
   e->nsteps = 0;
   e->meter = mbxV_meter_init(L, METER_BATCH, 1);
   e->out_cap = cap;
@@ -578,7 +694,8 @@ const char *mbxV_json_encode_args_text(lua_State *L, int first, int n, const cha
   return e.out;
 }
 
-void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size_t max_len) {
+static void encode_text(lua_State *L, int idx, const char *root_path, size_t max_len,
+                        int result_forms) {
   encoder e;
   idx = lua_absindex(L, idx);
   e.L = L;
@@ -586,6 +703,7 @@ void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size
   e.root = root_path != NULL ? root_path : "value";
   e.root_arg = 0;
   e.too_large = NULL;
+  e.result_forms = result_forms;
   e.nsteps = 0;
   e.meter = mbxV_meter_init(L, METER_BATCH, 1);
   char first_buffer[ENCODE_STACK_BUFFER];
@@ -602,6 +720,10 @@ void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size
   lua_replace(L, e.out_slot);
 }
 
+void mbxV_json_encode_result(lua_State *L, int idx, const char *root_path, size_t max_len) {
+  encode_text(L, idx, root_path, max_len, 1);
+}
+
 /* ---- Decoding -------------------------------------------------------------------------- */
 
 /* A recursive-descent parser over (text, len): the text is not NUL-terminated and may hold
@@ -613,6 +735,7 @@ typedef struct decoder {
   size_t pos;
   size_t metered_pos; /* bytes up to here are paid for */
   int depth;
+  int refuse_result_forms; /* a run's inputs: the result's reserved forms are refused */
   mbxV_meter meter;
 } decoder;
 
@@ -1005,6 +1128,7 @@ static void decode_object(decoder *d) {
   }
   size_t members = 0, bytes_value_pos = 0;
   int first_is_bytes = 0;
+  const char *first_form = NULL;
   for (;;) {
     if (peek(d) != '"') decode_error(d, "expected a string key in an object");
     decode_string(d);
@@ -1012,6 +1136,9 @@ static void decode_object(decoder *d) {
       size_t n;
       const char *key = lua_tolstring(L, -1, &n);
       first_is_bytes = n == 6 && memcmp(key, "$bytes", 6) == 0;
+      for (size_t i = 0; d->refuse_result_forms && i < RESERVED_FORMS; i++)
+        if (strlen(reserved_forms[i]) == n && memcmp(key, reserved_forms[i], n) == 0)
+          first_form = reserved_forms[i];
     }
     skip_space(d);
     if (peek(d) != ':') decode_error(d, "expected ':' after an object key");
@@ -1031,6 +1158,14 @@ static void decode_object(decoder *d) {
   d->pos++;
   d->depth--;
   if (members == 1 && first_is_bytes) decode_bytes_object(d, bytes_value_pos);
+  if (members == 1 && first_form != NULL) {
+    char what[160];
+    snprintf(what, sizeof what,
+             "{\"%s\": ...} is a result's form for a value JSON cannot hold; an input "
+             "cannot contain it",
+             first_form);
+    decode_error_at(d, bytes_value_pos, what);
+  }
 }
 
 /* The first byte decides the kind of value (JSON is LL(1)). */
@@ -1067,10 +1202,11 @@ static void decode_value(decoder *d) {
   }
 }
 
-void mbxV_json_decode(lua_State *L, const char *text, size_t len) {
+static void decode_text(lua_State *L, const char *text, size_t len, int refuse_result_forms) {
   decoder d = {.L = L,
                .text = (const unsigned char *)text,
                .len = len,
+               .refuse_result_forms = refuse_result_forms,
                .meter = mbxV_meter_init(L, METER_BATCH, 1)};
   luaL_checkstack(L, 8, "decoding JSON");
   /* RFC 8259 s8.1: a BOM must not be added, and a parser may refuse it. Refusing keeps one
@@ -1086,4 +1222,12 @@ void mbxV_json_decode(lua_State *L, const char *text, size_t len) {
   }
   mbxV_meter_add(&d.meter, (d.pos - d.metered_pos) / METER_BYTES);
   mbxV_meter_flush(&d.meter);
+}
+
+void mbxV_json_decode(lua_State *L, const char *text, size_t len) {
+  decode_text(L, text, len, 0);
+}
+
+void mbxV_json_decode_input(lua_State *L, const char *text, size_t len) {
+  decode_text(L, text, len, 1);
 }

@@ -41,9 +41,17 @@ void mbxV_json_set_array_marker(lua_State *L, int idx);
 ** run unmetered. Must run inside a protected call: raises on error or on a trip.
 */
 void mbxV_json_encode(lua_State *L, int idx, const char *root_path);
-/* The same, for a run's result: text longer than max_len bytes trips the output limit
-   (MBXV_TRIP_OUTPUT, sticky) and raises before the buffer grows past it. */
-void mbxV_json_encode_bounded(lua_State *L, int idx, const char *root_path, size_t max_len);
+/* The same, for a run's result, which never fails because of what it holds (docs/result.md):
+** values JSON cannot hold take a reserved one-member form instead of raising --
+**   {"$function": "main.lua:3"} (a Lua function's chunk and first line; "builtin" for C),
+**   {"$thread": "suspended"} (coroutine.status), {"$userdata": "FILE*"} (__name, read raw),
+**   {"$number": "nan" | "inf" | "-inf"}, and {"$cycle": "value.sub"} for a table that is one
+**   of its own enclosing tables (the path of that table).
+** A guest table whose only key is one of those names raises (the forms are reserved, as
+** {"$bytes"} is). Keys JSON cannot hold and nesting deeper than MBXV_JSON_MAX_DEPTH still
+** raise. Text longer than max_len bytes trips the output limit (MBXV_TRIP_OUTPUT, sticky) and
+** raises before the buffer grows past it. */
+void mbxV_json_encode_result(lua_State *L, int idx, const char *root_path, size_t max_len);
 /* The arguments first .. first+n-1 of a call to fn_name as one JSON array, pushed, in one
    pass and one buffer (what a host call sends). Errors name the argument
    ("tools.search(#2).filter: ..."); a text past max_len raises "fn_name: the arguments exceed
@@ -66,5 +74,9 @@ const char *mbxV_json_encode_args_text(lua_State *L, int first, int n, const cha
 ** goes; must run inside a protected call.
 */
 void mbxV_json_decode(lua_State *L, const char *text, size_t len);
+/* The same, for a run's inputs: a one-member object whose key is one of the result's
+   reserved forms ("$function", "$thread", "$userdata", "$number", "$cycle") raises, so a
+   result handed back as an input is refused rather than read as a plain table. */
+void mbxV_json_decode_input(lua_State *L, const char *text, size_t len);
 
 #endif

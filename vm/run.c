@@ -56,7 +56,7 @@ static char *dup_printf(const char *fmt, const char *a) {
    the sandbox exactly as it was. Globals are set raw, so a guest __newindex on _G from an
    earlier run never sees host data flowing in. */
 static int bind_inputs(lua_State *L, run_step *st) {
-  mbxV_json_decode(L, st->inputs, st->inputs_len);
+  mbxV_json_decode_input(L, st->inputs, st->inputs_len);
   int is_array = 0;
   if (lua_type(L, -1) == LUA_TTABLE && lua_getmetatable(L, -1)) {
     is_array = mbxV_json_is_array_marker(L, -1); /* [] decodes to an empty marked table */
@@ -284,7 +284,7 @@ static int step_encode(lua_State *L) {
     lua_pushliteral(L, "null");
   } else if (n == 1) {
     lua_xmove(co, L, 1);
-    mbxV_json_encode_bounded(L, 1, "value", room);
+    mbxV_json_encode_result(L, 1, "value", room);
   } else {
     /* Encode each value on its own (a nil in the middle stays null, which a table could not
        express), popping from the top of co. */
@@ -294,7 +294,7 @@ static int step_encode(lua_State *L) {
       char path[32];
       snprintf(path, sizeof path, "value[%d]", i);
       lua_xmove(co, L, 1);
-      mbxV_json_encode_bounded(L, 2, path, room);
+      mbxV_json_encode_result(L, 2, path, room);
       size_t len = lua_rawlen(L, -1) + 1; /* and its comma */
       room = room > len ? room - len : 0;
       lua_rawseti(L, 1, i);

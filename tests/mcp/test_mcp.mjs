@@ -233,6 +233,8 @@ test('docs/result.schema.json: the CLI\'s --json results validate, broken ones d
     ['while true do end', '--timeout', '100ms'],
     ['os.exit(3)'],
     ['io.stderr:write("\\200") return nil'],
+    // Values JSON cannot hold are described, never an error (a module file run as a program).
+    ['local M = {} M.__index = M function M.f() end return M, print, 0/0, coroutine.create(print), io.stdout'],
   ];
   for (const [code, ...flags] of scripts) {
     const r = spawnSync(moonbox, ['run', '--json', ...flags, '-e', code], { encoding: 'utf8' });
@@ -248,6 +250,10 @@ test('docs/result.schema.json: the CLI\'s --json results validate, broken ones d
     { ...ok, usage: { ...ok.usage, wall_us: -1 } },
     { ...ok, value: { $bytes: 'AA==', extra: 1 }, pending: { args: [], function: '' } },
     { ...ok, surprise: true },
+    { ...ok, value: { $function: 1 } },
+    { ...ok, value: { $number: 'NaN' } },
+    { ...ok, value: { $thread: 'running' } },
+    { ...ok, value: { $cycle: 'elsewhere' } },
   ];
   for (const b of broken) assert.equal(validate(b).valid, false, JSON.stringify(b));
 });

@@ -112,11 +112,7 @@ static void small_values_match_the_encoder(void **state) {
   expect_json(vm, "return '\\xff'", "{\"$bytes\":\"/w==\"}");
   expect_json(vm, "return ('x'):rep(32)", "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"");
   expect_json(vm, "return ('x'):rep(33)", "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"");
-  mbxV_outcome out;
-  mbxV_refusal err;
-  assert_int_equal(run_in(vm, "return 0/0", NULL, &out, &err), MBX_RUNTIME_ERROR);
-  assert_non_null(strstr(out.error.message, "NaN or infinity"));
-  mbxV_outcome_free(&out);
+  expect_json(vm, "return 0/0", "{\"$number\":\"nan\"}");
 }
 
 /* A run that returned leaves its thread for the next run (the guest sees the same main
@@ -399,22 +395,77 @@ static void expect_encode_error(mbxV_vm *vm, const char *code, const char *messa
   assert_string_equal(value, "null");
 }
 
+/* A run never fails because of what it returns (docs/result.md): values JSON cannot hold are
+   described by a reserved one-member object, without addresses. */
+static void values_json_cannot_hold_are_described(void **state) {
+  mbxV_vm *vm = *state;
+  expect_json(vm, "return print", "{\"$function\":\"builtin\"}");
+  expect_json(vm, "return 1,\n function() end", "[1,{\"$function\":\"input:2\"}]");
+  expect_json(vm, "return 1/0, -1/0, -(0/0)",
+              "[{\"$number\":\"inf\"},{\"$number\":\"-inf\"},{\"$number\":\"nan\"}]");
+  expect_json(vm, "return {co = coroutine.create(print), f = io.stdout}",
+              "{\"co\":{\"$thread\":\"suspended\"},\"f\":{\"$userdata\":\"FILE*\"}}");
+  expect_json(vm, "local co = coroutine.create(function() end) coroutine.resume(co) return co",
+              "{\"$thread\":\"dead\"}");
+  expect_json(vm,
+              "local co = coroutine.create(function() coroutine.yield() end) "
+              "coroutine.resume(co) return co",
+              "{\"$thread\":\"suspended\"}");
+  /* A module file run as a program: a table of functions that refers to itself. */
+  expect_json(vm, "local M = {} M.__index = M function M.new() end return M",
+              "{\"__index\":{\"$cycle\":\"value\"},\"new\":{\"$function\":\"input:1\"}}");
+  expect_json(vm, "local t = {} t[1] = {{t}} return 5, t", "[5,[[[{\"$cycle\":\"value[2]\"}]]]]");
+  expect_json(vm, "local t = {a = {}} t.a.b = {up = t.a} return t",
+              "{\"a\":{\"b\":{\"up\":{\"$cycle\":\"value.a\"}}}}");
+  /* Shared but not cyclic is written at each place, as before. */
+  expect_json(vm, "local s = {1} return {a = s, b = s}", "{\"a\":[1],\"b\":[1]}");
+}
+
 static void value_encode_errors_name_the_path(void **state) {
   mbxV_vm *vm = *state;
-  expect_encode_error(vm, "return function() end", "value: cannot encode a function as JSON");
-  expect_encode_error(vm, "return 1, print", "value[2]: cannot encode a function as JSON");
-  expect_encode_error(vm, "return {a = {b = print}}",
-                      "value.a.b: cannot encode a function as JSON");
-  expect_encode_error(vm, "return 0/0", "value: cannot encode NaN or infinity as JSON");
-  expect_encode_error(vm, "local t = {} t.self = t return t",
-                      "value.self: cannot encode a cycle (a table that contains itself) as JSON");
+  expect_encode_error(vm, "return {[true] = 1}",
+                      "value: cannot encode a table with a boolean key as JSON");
+  expect_encode_error(vm, "return 1, {[{}] = 1}",
+                      "value[2]: cannot encode a table with a table key as JSON");
+  expect_encode_error(vm, "return {a = {b = {[1.5] = 1}}}",
+                      "value.a.b: cannot encode a table with a non-integer number key as JSON");
+  /* The forms are reserved: a guest table cannot pass for a described value. */
+  expect_encode_error(vm, "return {x = {['$function'] = 'builtin'}}",
+                      "value.x: cannot encode a table whose only key is \"$function\" as a "
+                      "result (that form is reserved for values JSON cannot hold; add another "
+                      "key or rename it)");
+  expect_encode_error(vm, "return {['$cycle'] = 'value'}",
+                      "value: cannot encode a table whose only key is \"$cycle\" as a result "
+                      "(that form is reserved for values JSON cannot hold; add another key or "
+                      "rename it)");
+  expect_json(vm, "return {['$function'] = 'builtin', x = 1}",
+              "{\"$function\":\"builtin\",\"x\":1}");
+}
+
+/* Inputs cannot contain the forms: a result handed back as an input is refused before the
+   run, not read as a plain table. */
+static void inputs_refuse_the_result_forms(void **state) {
+  mbxV_vm *vm = *state;
+  const char *forms[] = {"$function", "$thread", "$userdata", "$number", "$cycle"};
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    char inputs[96];
+    snprintf(inputs, sizeof inputs, "{\"x\": [{\"%s\": \"builtin\"}]}", forms[i]);
+    mbxV_outcome out;
+    mbxV_refusal err;
+    mbxV_status s = run_in(vm, "return x", inputs, &out, &err);
+    if (s < MBX_API_ERROR_BASE) mbxV_outcome_free(&out);
+    assert_int_equal(s, MBXV_INVALID_INPUT);
+    assert_non_null(strstr(err.message, forms[i]));
+    assert_non_null(strstr(err.message, "an input cannot contain it"));
+  }
+  expect_json(vm, "return 1", "1");
 }
 
 /* A key that looks like a position ("a:1: b") must not be taken for chunk "value[\"a", line 1. */
 static void encode_error_paths_are_not_positions(void **state) {
   mbxV_vm *vm = *state;
-  expect_encode_error(vm, "return {['a:1: b'] = print}",
-                      "value[\"a:1: b\"]: cannot encode a function as JSON");
+  expect_encode_error(vm, "return {['a:1: b'] = {[true] = 1}}",
+                      "value[\"a:1: b\"]: cannot encode a table with a boolean key as JSON");
 }
 
 static void output_is_reset_for_each_run(void **state) {
@@ -538,6 +589,8 @@ int main(void) {
       T(inputs_may_replace_guest_globals),
       cmocka_unit_test(source_size_limit),
       T(globals_persist_between_runs),
+      T(values_json_cannot_hold_are_described),
+      T(inputs_refuse_the_result_forms),
       T(value_encode_errors_name_the_path),
       T(encode_error_paths_are_not_positions),
       T(output_is_reset_for_each_run),

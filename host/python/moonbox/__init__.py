@@ -10,10 +10,11 @@ the repository's build directories). docs/agents.md shows it wired into an agent
 """
 
 from ._native import library_path
+from ._values import LuaCycle, LuaFunction, LuaThread, LuaUserdata
 from .sandbox import Limits, MoonboxError, Policy, Result, Sandbox, check, run
 
 __all__ = ["Limits", "MoonboxError", "Policy", "Result", "Sandbox", "check", "run",
-           "library_path", "version"]
+           "library_path", "version", "LuaFunction", "LuaThread", "LuaUserdata", "LuaCycle"]
 
 
 def version():

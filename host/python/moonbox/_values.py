@@ -7,7 +7,10 @@ bytes), list/tuple (array), dict with str keys (object). Anything else, or a cyc
 TypeError/ValueError naming the path.
 
 guest -> Python: json.loads, which keeps integers exact (Python ints), with the reserved
-one-member object {"$bytes": "..."} decoded back to bytes.
+one-member objects decoded: {"$bytes": "..."} to bytes, {"$number": "nan" | "inf" | "-inf"}
+to a float, and the forms of values JSON cannot hold to the small classes below:
+{"$function": where} to LuaFunction, {"$thread": status} to LuaThread, {"$userdata": name}
+to LuaUserdata, {"$cycle": path} to LuaCycle (docs/result.md).
 """
 
 import base64
@@ -59,9 +62,77 @@ def to_json(value, path="value"):
                       separators=(",", ":"))
 
 
-def _bytes_hook(obj):
-    if len(obj) == 1 and "$bytes" in obj and isinstance(obj["$bytes"], str):
-        return base64.b64decode(obj["$bytes"])
+class _Described:
+    """A guest value a result can only describe: equal when the description is."""
+    __slots__ = ("_text",)
+    _field = ""
+
+    def __init__(self, text):
+        self._text = text
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other._text == self._text
+
+    def __hash__(self):
+        return hash((type(self).__name__, self._text))
+
+    def __repr__(self):
+        return "%s(%s=%r)" % (type(self).__name__, self._field, self._text)
+
+
+class LuaFunction(_Described):
+    """A function in a result: where is "chunk:line" for a Lua function, "builtin" for C."""
+    _field = "where"
+
+    @property
+    def where(self):
+        return self._text
+
+
+class LuaThread(_Described):
+    """A coroutine in a result, with what coroutine.status said of it."""
+    _field = "status"
+
+    @property
+    def status(self):
+        return self._text
+
+
+class LuaUserdata(_Described):
+    """A userdata in a result (e.g. an open file), named by its type ("FILE*")."""
+    _field = "name"
+
+    @property
+    def name(self):
+        return self._text
+
+
+class LuaCycle(_Described):
+    """A table that is one of its own enclosing tables: path names that table ("value")."""
+    _field = "path"
+
+    @property
+    def path(self):
+        return self._text
+
+
+_NUMBERS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_FORMS = {"$function": LuaFunction, "$thread": LuaThread, "$userdata": LuaUserdata,
+          "$cycle": LuaCycle}
+
+
+def _forms_hook(obj):
+    if len(obj) != 1:
+        return obj
+    (key, value), = obj.items()
+    if not isinstance(value, str):
+        return obj
+    if key == "$bytes":
+        return base64.b64decode(value)
+    if key == "$number" and value in _NUMBERS:
+        return _NUMBERS[value]
+    if key in _FORMS:
+        return _FORMS[key](value)
     return obj
 
 
@@ -69,4 +140,4 @@ def from_json(text):
     """The Python value of JSON text the library produced (bytes or str)."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
-    return json.loads(text, object_hook=_bytes_hook)
+    return json.loads(text, object_hook=_forms_hook)

@@ -58,6 +58,27 @@ class RunAndValues(unittest.TestCase):
         self.assertEqual(r.value, [1.0, "float", b"\xff\x00a", 3, 0.1])
         self.assertIsInstance(r.value[0], float)
 
+    def test_values_json_cannot_hold_are_described(self):
+        # A module file run as a program returns a table of functions that refers to itself.
+        r = moonbox.run("local M = {} M.__index = M function M.f() end "
+                        "return M, print, 0/0, 1/0, -1/0, coroutine.create(print), io.stdout")
+        self.assertEqual(r.status, "ok")
+        module, builtin, nan, inf, minus_inf, co, f = r.value
+        self.assertEqual(module["__index"], moonbox.LuaCycle("value[1]"))
+        self.assertEqual(module["f"].where, "input:1")
+        self.assertIsInstance(module["f"], moonbox.LuaFunction)
+        self.assertEqual(builtin, moonbox.LuaFunction("builtin"))
+        self.assertNotEqual(nan, nan)
+        self.assertEqual((inf, minus_inf), (float("inf"), float("-inf")))
+        self.assertEqual(co, moonbox.LuaThread("suspended"))
+        self.assertEqual(f.name, "FILE*")
+        # The forms are reserved: a result handed back as an input is refused, not read.
+        with self.assertRaises(TypeError):
+            moonbox.run("return x", inputs={"x": builtin})
+        with self.assertRaises(MoonboxError) as cm:
+            moonbox.run("return x", inputs={"x": {"$function": "input:1"}})
+        self.assertIn('{"$function": ...} is a result\'s form', str(cm.exception))
+
     def test_nothing_or_several_values(self):
         self.assertIsNone(moonbox.run("local x = 1").value)
         self.assertEqual(moonbox.run("return 1, nil, 3").value, [1, None, 3])
