@@ -10,6 +10,14 @@
 
 #include "common/error.h"
 
+/* <libexecdir>/moonbox relative to <libdir> and to <bindir> (CMakeLists.txt sets both). */
+#ifndef MBX_LIBEXEC_FROM_LIB
+#define MBX_LIBEXEC_FROM_LIB "../libexec/moonbox"
+#endif
+#ifndef MBX_LIBEXEC_FROM_BIN
+#define MBX_LIBEXEC_FROM_BIN "../libexec/moonbox"
+#endif
+
 mbx_status mbxH_helper_path(const char *name, const char *override, char *out, size_t outlen,
                             mbx_error *err) {
   if (override) {
@@ -23,6 +31,7 @@ mbx_status mbxH_helper_path(const char *name, const char *override, char *out, s
     return MBX_OK;
   }
   char dir[PATH_MAX] = "";
+  int from_library = 0;
   Dl_info info;
   /* The shared library's own file when the code runs from libmoonbox.so; for a static link
      dladdr names the executable, which /proc/self/exe gives reliably (argv[0] may be
@@ -30,6 +39,7 @@ mbx_status mbxH_helper_path(const char *name, const char *override, char *out, s
   if (dladdr((void *)mbxH_helper_path, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
       strstr(info.dli_fname, "libmoonbox") != NULL) {
     snprintf(dir, sizeof dir, "%s", info.dli_fname);
+    from_library = 1;
   } else {
     ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
     if (n <= 0) {
@@ -43,7 +53,17 @@ mbx_status mbxH_helper_path(const char *name, const char *override, char *out, s
   }
   char *slash = strrchr(dir, '/');
   if (slash) *slash = '\0';
+  /* Beside the library or program first (the build tree), then the installed place,
+     <libexecdir>/moonbox, relative to it (so a moved or unpacked tree still works). The
+     second is the answer when neither exists: the error then names the installed place. */
+  const char *installed = from_library ? MBX_LIBEXEC_FROM_LIB : MBX_LIBEXEC_FROM_BIN;
   int n = snprintf(out, outlen, "%s/%s", dir, name);
+  if (n < 0 || (size_t)n >= outlen) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "the path of %s is too long", name);
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (access(out, X_OK) == 0) return MBX_OK;
+  n = snprintf(out, outlen, "%s/%s/%s", dir, installed, name);
   if (n < 0 || (size_t)n >= outlen) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "the path of %s is too long", name);
     return MBX_INVALID_ARGUMENT;
