@@ -87,7 +87,7 @@ static const char usage_text[] =
     "       moonbox fuzz FILE [OPTIONS] [LIBFUZZER FLAGS] [CORPUS...]  (moonbox fuzz --help)\n"
     "       moonbox doctor [--json]   (what the exec backend found, and why not)\n"
     "       moonbox mcp [POLICY OPTIONS]   (an MCP server on stdin/stdout; docs/mcp.md)\n"
-    "       moonbox --help | --version\n"
+    "       moonbox --help | --version (-v)\n"
     "\n"
     "Runs an untrusted Lua 5.4 script in a sandbox with memory, instruction, time and\n"
     "output limits. The script's output is passed through; its return value is printed\n"
@@ -139,7 +139,7 @@ static const char usage_text[] =
     "                         the manifest DIR/.moonbox-changes.json (removals, renames)\n"
     "  --diff                 print a unified diff of the changes on stdout, after the output\n"
     "  -h, --help             show this help\n"
-    "  --version              show the version\n"
+    "  -v, --version          show the version\n"
     "\n"
     "Resume (continues a paused run from its snapshot, in this or another process):\n"
     "  SNAPSHOT               the file --snapshot-out wrote (- = standard input)\n"
@@ -424,6 +424,23 @@ int mbxH_cli_split_mount(const char *value, char *host, size_t host_size, char *
     return -1;
   }
   size_t host_len = (size_t)(split - value), virt_len = len - host_len - 1;
+  /* A ':' after the virtual path's last '/' is a mode we do not know (":wr", ":RW"): refused,
+     as Docker and bwrap do, rather than mounted read-only at a path ending in ":wr". */
+  const char *colon = NULL;
+  for (const char *c = split + 1; c < split + 1 + virt_len; c++)
+    if (*c == ':') colon = c;
+  if (colon != NULL && memchr(colon, '/', (size_t)(split + 1 + virt_len - colon)) == NULL) {
+    char mode_text[MBXH_CLI_QUOTE_MAX + 4];
+    char raw[64];
+    size_t mode_len = (size_t)(split + 1 + virt_len - colon - 1);
+    snprintf(raw, sizeof raw, "%.*s", (int)(mode_len < 63 ? mode_len : 63), colon + 1);
+    mbxH_cli_quote(raw, mode_text, sizeof mode_text);
+    mbxH_cli_msg(msg, msg_size,
+                 "--mount: unknown mode '%s' in '%s' (the modes are ro, rw and overlay, e.g. "
+                 "./data:/data:rw)",
+                 mode_text, quoted);
+    return -1;
+  }
   if (host_size == 0 && virt_size == 0) return 0; /* the shape only */
   if (host_len + 1 > host_size || virt_len + 1 > virt_size) {
     mbxH_cli_msg(msg, msg_size, "--mount: '%s' is too long", quoted);
@@ -649,7 +666,8 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
     opt->command = MBXH_CLI_HELP;
     return 0;
   }
-  if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
+  if (strcmp(command, "--version") == 0 || strcmp(command, "-v") == 0 ||
+      strcmp(command, "version") == 0) {
     opt->command = MBXH_CLI_VERSION;
     return 0;
   }
@@ -661,8 +679,12 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
         opt->json = 1;
         continue;
       }
+      if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        opt->command = MBXH_CLI_HELP;
+        return 0;
+      }
       mbxH_cli_quote(argv[i], quoted, sizeof quoted);
-      mbxH_cli_msg(msg, msg_size, "moonbox doctor takes only --json, not '%s'", quoted);
+      mbxH_cli_msg(msg, msg_size, "moonbox doctor takes only --json or --help, not '%s'", quoted);
       return -1;
     }
     return 0;
@@ -690,8 +712,8 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
                  quoted);
   else
     mbxH_cli_msg(msg, msg_size,
-                 "unknown command '%s' (the commands are run, resume, check, doctor and mcp; see "
-                 "moonbox --help)",
+                 "unknown command '%s' (the commands are run, resume, check, fuzz, doctor and "
+                 "mcp; see moonbox --help)",
                  quoted);
   return -1;
 }

@@ -63,12 +63,19 @@ static void test_top_level_commands(void **state) {
   assert_int_equal(opt.command, MBXH_CLI_HELP);
   PARSE_OK(&opt, "--version");
   assert_int_equal(opt.command, MBXH_CLI_VERSION);
+  PARSE_OK(&opt, "-v");
+  assert_int_equal(opt.command, MBXH_CLI_VERSION);
   PARSE_OK(&opt, "run", "--help");
   assert_int_equal(opt.command, MBXH_CLI_HELP);
+  PARSE_OK(&opt, "doctor", "--help");
+  assert_int_equal(opt.command, MBXH_CLI_HELP);
+  PARSE_OK(&opt, "doctor", "--json");
+  assert_int_equal(opt.command, MBXH_CLI_DOCTOR);
+  PARSE_FAILS("moonbox doctor takes only --json or --help, not '--verbose'", "doctor", "--verbose");
   PARSE_OK(&opt, "run", "script.lua", "--version");
   assert_int_equal(opt.command, MBXH_CLI_VERSION);
   PARSE_FAILS(
-      "unknown command 'walk' (the commands are run, resume, check, doctor and mcp; see moonbox --help)",
+      "unknown command 'walk' (the commands are run, resume, check, fuzz, doctor and mcp; see moonbox --help)",
       "walk");
   PARSE_FAILS("unknown option '--json' (options go after the command: moonbox run [OPTIONS] "
               "FILE; see moonbox --help)",
@@ -184,6 +191,22 @@ static void test_files_options(void **state) {
               "data", "-e", "1");
   PARSE_FAILS("--mount: ':/data' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)", "run",
               "--mount", ":/data", "-e", "1");
+  /* A mode typo is refused, never read as part of the virtual path (which would mount
+     read-only at "/d:wr"); a ':' before the last '/' is part of the path. */
+  PARSE_FAILS("--mount: unknown mode 'wr' in './data:/d:wr' (the modes are ro, rw and overlay, "
+              "e.g. ./data:/data:rw)",
+              "run", "--mount", "./data:/d:wr", "-e", "1");
+  PARSE_FAILS("--mount: unknown mode 'RW' in 'd:/x:RW' (the modes are ro, rw and overlay, e.g. "
+              "./data:/data:rw)",
+              "run", "--mount", "d:/x:RW", "-e", "1");
+  PARSE_FAILS("--mount: unknown mode '' in 'd:/x:' (the modes are ro, rw and overlay, e.g. "
+              "./data:/data:rw)",
+              "run", "--mount", "d:/x:", "-e", "1");
+  assert_int_equal(mbxH_cli_split_mount("d:/a:b/c:rw", host, sizeof host, virt, sizeof virt, &mode,
+                                        msg, sizeof msg),
+                   0);
+  assert_string_equal(virt, "/a:b/c");
+  assert_int_equal(mode, 2);
   PARSE_FAILS("--file: 'x.csv' is not /VIRTUAL=HOSTFILE (e.g. --file /input/orders.csv=orders.csv)",
               "run", "--file", "x.csv", "-e", "1");
   PARSE_FAILS("--file: '/x=' is not /VIRTUAL=HOSTFILE (e.g. --file /input/orders.csv=orders.csv)",
@@ -544,7 +567,7 @@ static void test_resume_errors(void **state) {
   PARSE_FAILS("--memory: '12Q' is not a size " SIZE_HINT, "resume", "s.bin", "--value", "1",
               "--memory", "12Q");
   PARSE_FAILS(
-      "unknown command 'resum' (the commands are run, resume, check, doctor and mcp; see moonbox --help)",
+      "unknown command 'resum' (the commands are run, resume, check, fuzz, doctor and mcp; see moonbox --help)",
       "resum", "s.bin");
 }
 
