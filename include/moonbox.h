@@ -198,7 +198,8 @@ typedef enum mbx_runtime_cap {
   MBX_CAP_BYTECODE_CACHE_BYTES = 4,
   /* Where the runtime's sandboxes run: MBX_ISOLATE_NONE (0, the default) in this process,
      MBX_ISOLATE_PROCESS (1) each in its own jailed worker process (the moonbox-worker helper,
-     found next to the library or set with mbx_runtime_set_path; docs/SECURITY-MODEL.md,
+     found beside the library, else in libexec/moonbox relative to it, or set with
+     mbx_runtime_set_path; docs/SECURITY-MODEL.md,
      "Worker mode"). The public functions behave the same; a worker that crashes, hangs past
      its backstop or breaks the protocol ends its run with MBX_INTERNAL_ERROR and a message
      saying why, and is replaced (at the sandbox's reset). Files, stdin, host functions and

@@ -231,8 +231,8 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   if (access(pool->path, X_OK) != 0) {
     mbxU_error_set(err, MBX_UNSUPPORTED,
                    "mbx_sandbox_new: the worker %s is not an executable file (%s): install "
-                   "moonbox-worker next to the library, or set its path with "
-                   "mbx_runtime_set_path(MBX_PATH_WORKER)",
+                   "moonbox (cmake --install puts moonbox-worker under libexec/moonbox), or "
+                   "set its path with mbx_runtime_set_path(MBX_PATH_WORKER)",
                    pool->path, strerror(errno));
     return -1;
   }
@@ -309,8 +309,9 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
     close(sv[0]);
     close(mv[0]);
     mbxU_error_set(err, MBX_UNSUPPORTED,
-                   "mbx_sandbox_new: cannot start the worker %s: %s (install moonbox-worker "
-                   "next to the library, or set its path with mbx_runtime_set_path)",
+                   "mbx_sandbox_new: cannot start the worker %s: %s (install moonbox: cmake "
+                   "--install puts moonbox-worker under libexec/moonbox; or set its path with "
+                   "mbx_runtime_set_path)",
                    pool->path, strerror(rc));
     return -1;
   }

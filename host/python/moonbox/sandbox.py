@@ -55,7 +55,7 @@ def _get_runtime(isolate="none"):
             if not rt:
                 _raise_for(err.code or 107, err, "mbx_runtime_new")
             if _ISOLATE[isolate] != _native.MBX_ISOLATE_NONE:
-                # MBX_CAP_ISOLATE: moonbox-worker next to the library (never through PATH).
+                # MBX_CAP_ISOLATE: moonbox-worker beside the library or in libexec/moonbox (never PATH).
                 rc = lib.mbx_runtime_set_cap(rt, _native.MBX_CAP_ISOLATE, _ISOLATE[isolate],
                                              ctypes.byref(err))
                 if rc != _native.MBX_OK:
@@ -192,6 +192,25 @@ def _check(rc, err, what):
         _raise_for(rc, err, what)
 
 
+def _source(code):
+    """Lua source as bytes: a str (UTF-8) or bytes; anything else is a TypeError, not a
+    syntax error from the guest."""
+    if isinstance(code, str):
+        return code.encode("utf-8")
+    if isinstance(code, (bytes, bytearray, memoryview)):
+        return bytes(code)
+    raise TypeError("code: expected Lua source as str or bytes, got %s" % type(code).__name__)
+
+
+def _mapping(value, what):
+    """A keyword argument that must be a dict (None: empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError("%s: expected a dict, got %s" % (what, type(value).__name__))
+    return value
+
+
 class _CPolicy:
     """A C policy built from a Sandbox's arguments, and the callbacks it points to (kept alive
     by whoever holds this: the C side borrows them)."""
@@ -231,36 +250,66 @@ class _CPolicy:
                 if rc != _native.MBX_OK:
                     raise MoonboxError("Limits.%s: %s" % (name, _native.error_message(err)),
                                        _native.status_key(rc), rc)
-        for name, value in (env or {}).items():
+        for name, value in _mapping(env, "env").items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                raise TypeError("env: names and values are str, got %s = %s"
+                                % (type(name).__name__, type(value).__name__))
             _check(lib.mbx_policy_set_env(p, name.encode(), value.encode(), e), err, "env")
         if seed is not None:
+            if not isinstance(seed, int) or isinstance(seed, bool):
+                raise TypeError("seed: expected an int, got %s" % type(seed).__name__)
             _check(lib.mbx_policy_set_seed(p, seed & ((1 << 64) - 1), e), err, "seed")
         if time is not None:
+            if not isinstance(time, (int, float)) or isinstance(time, bool):
+                raise TypeError("time: expected seconds since 1970 (an int), got %s"
+                                % type(time).__name__)
             _check(lib.mbx_policy_set_time(p, int(time), e), err, "time")
         if deterministic:
             _check(lib.mbx_policy_set_deterministic(p, 1, e), err, "deterministic")
-        for virtual, spec in (mounts or {}).items():
-            host, mode = (spec, "ro") if isinstance(spec, (str, os.PathLike)) else spec
+        for virtual, spec in _mapping(mounts, "mounts").items():
+            if not isinstance(virtual, str):
+                raise TypeError("mounts: a virtual path is a str, got %s" % type(virtual).__name__)
+            if isinstance(spec, (str, os.PathLike)):
+                host, mode = spec, "ro"
+            elif (isinstance(spec, (tuple, list)) and len(spec) == 2
+                  and isinstance(spec[0], (str, os.PathLike))):
+                host, mode = spec
+            else:
+                raise TypeError("mounts[%r]: expected a host directory or a (directory, mode) "
+                                "tuple such as ('./data', 'rw'), got %r" % (virtual, spec))
             if mode not in _native.MOUNT_MODES:
                 raise ValueError("mounts[%r]: mode %r is not 'ro', 'rw' or 'overlay'"
                                  % (virtual, mode))
             _check(lib.mbx_policy_mount(p, virtual.encode(), os.fsencode(host),
                                         _native.MOUNT_MODES[mode], e), err, "mounts")
-        for virtual, data in (files or {}).items():
+        for virtual, data in _mapping(files, "files").items():
+            if not isinstance(virtual, str):
+                raise TypeError("files: a virtual path is a str, got %s" % type(virtual).__name__)
             if isinstance(data, str):
                 data = data.encode("utf-8")
-            data = bytes(data)
+            elif isinstance(data, (bytes, bytearray, memoryview)):
+                data = bytes(data)
+            else:
+                raise TypeError("files[%r]: the contents are str or bytes, got %s"
+                                % (virtual, type(data).__name__))
             buf = ctypes.create_string_buffer(data, len(data))
             _check(lib.mbx_policy_add_file(p, virtual.encode(), buf, len(data), e), err,
                    "files")
-        for name, fn in (functions or {}).items():
+        for name, fn in _mapping(functions, "functions").items():
+            if not isinstance(name, str):
+                raise TypeError("functions: a name is a str, got %s" % type(name).__name__)
             if not callable(fn):
                 raise TypeError("functions[%r]: %r is not callable" % (name, fn))
             cb = _native.HOST_FN(_trampoline(name, fn))
             _check(lib.mbx_policy_add_function(p, name.encode(), cb, None, e), err,
                    "functions")
             self.callbacks.append(cb)
+        if isinstance(externals, (str, bytes)):
+            raise TypeError("externals: expected a list of names, got a single %s (write "
+                            "[%r])" % (type(externals).__name__, externals))
         for name in externals or ():
+            if not isinstance(name, str):
+                raise TypeError("externals: a name is a str, got %s" % type(name).__name__)
             _check(lib.mbx_policy_add_external(p, name.encode(), e), err, "externals")
 
     def free(self):
@@ -571,7 +620,7 @@ class Sandbox:
         """Run Lua source text; inputs (a dict) become globals first. Returns a Result for
         every run outcome (limits, errors and pauses included); raises MoonboxError when the
         library refused the call (bad inputs, source too large, poisoned or busy sandbox)."""
-        data = code.encode("utf-8") if isinstance(code, str) else bytes(code)
+        data = _source(code)
         in_data = None
         if inputs is not None:
             if not isinstance(inputs, dict):
@@ -679,7 +728,7 @@ def check(code, inputs=None, **kwargs):
     _isolate_mode(kwargs.pop("isolate", None))  # nothing runs: no runtime either way
     pol = _CPolicy(**kwargs)
     try:
-        data = code.encode("utf-8") if isinstance(code, str) else bytes(code)
+        data = _source(code)
         buf = ctypes.create_string_buffer(data, len(data))
         out, n, err = ctypes.c_void_p(), ctypes.c_size_t(), MbxError()
 

@@ -79,6 +79,33 @@ class RunAndValues(unittest.TestCase):
             moonbox.run("return x", inputs={"x": {"$function": "input:1"}})
         self.assertIn('{"$function": ...} is a result\'s form', str(cm.exception))
 
+    def test_wrong_types_raise_type_errors(self):
+        # Each wrong type is the caller's mistake, said in Python's terms, before anything runs.
+        cases = [
+            (lambda: moonbox.run(42), "code: expected Lua source as str or bytes, got int"),
+            (lambda: moonbox.check(None), "code: expected Lua source as str or bytes"),
+            (lambda: moonbox.run("return 1", files={"/a.txt": 123}),
+             "files['/a.txt']: the contents are str or bytes, got int"),
+            (lambda: moonbox.run("return 1", files=["/a.txt"]), "files: expected a dict"),
+            (lambda: moonbox.run("return 1", mounts={"/d": ("./data", "rw", "x")}),
+             "mounts['/d']: expected a host directory or a (directory, mode) tuple"),
+            (lambda: moonbox.run("return 1", mounts={"/d": 5}), "mounts['/d']: expected"),
+            (lambda: moonbox.run("return 1", env={"A": 1}), "env: names and values are str"),
+            (lambda: moonbox.run("return 1", seed="42"), "seed: expected an int, got str"),
+            (lambda: moonbox.run("return 1", externals="tools.fetch"),
+             "externals: expected a list of names, got a single str"),
+            (lambda: moonbox.run("return 1", functions={1: print}), "functions: a name is a str"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(TypeError, msg=message) as cm:
+                call()
+            self.assertIn(message, str(cm.exception))
+        # Bytes are source too, and bytes files stay bytes.
+        r = moonbox.run(b"return io.open('/a'):read('a')", files={"/a": bytearray(b"\xff")})
+        self.assertEqual(r.value, b"\xff")
+        with self.assertRaises(ValueError):
+            moonbox.run("return 1", mounts={"/d": ("./data", "wr")})
+
     def test_nothing_or_several_values(self):
         self.assertIsNone(moonbox.run("local x = 1").value)
         self.assertEqual(moonbox.run("return 1, nil, 3").value, [1, None, 3])
