@@ -70,52 +70,81 @@ void mbxC_policy_clear(mbx_policy *p) {
   mbxC_exec_spec_clear(&p->exec);
 }
 
-/* A limit's name, range and storage, described once so validation and lookup agree. */
+/* How a limit's value reads: bytes, a count, or milliseconds. */
+typedef enum limit_unit { UNIT_BYTES, UNIT_COUNT, UNIT_MS } limit_unit;
+
+/* A limit's unit, name in words, range and storage, described once so validation and lookup
+   agree. */
 typedef struct limit_spec {
   mbx_limit which;
-  const char *name;
+  limit_unit unit;
+  const char *what; /* "the memory limit": the setting in words, for every front door */
   uint64_t min, max;
   size_t offset;
 } limit_spec;
 
+#define LIMIT(which, unit, what, min, max, field)                                                  \
+  { which, unit, what, min, max, offsetof(mbx_policy, field) }
 static const limit_spec limit_specs[] = {
-    {MBX_LIMIT_MEMORY, "MBX_LIMIT_MEMORY (bytes)", MBXC_MIN_MEMORY, MBXC_MAX_MEMORY,
-     offsetof(mbx_policy, memory)},
-    {MBX_LIMIT_INSTRUCTIONS, "MBX_LIMIT_INSTRUCTIONS", 0, UINT64_MAX / 4,
-     offsetof(mbx_policy, instructions)},
-    {MBX_LIMIT_TIME_MS, "MBX_LIMIT_TIME_MS", 0, MBXC_MAX_TIME_MS, offsetof(mbx_policy, time_ms)},
-    {MBX_LIMIT_OUTPUT, "MBX_LIMIT_OUTPUT (bytes)", 0, MBXC_MAX_OUTPUT,
-     offsetof(mbx_policy, output)},
-    {MBX_LIMIT_SOURCE, "MBX_LIMIT_SOURCE (bytes)", 1, MBXC_MAX_SOURCE,
-     offsetof(mbx_policy, source)},
-    {MBX_LIMIT_HOST_CALLS, "MBX_LIMIT_HOST_CALLS", 0, UINT64_MAX / 4,
-     offsetof(mbx_policy, host_calls)},
-    {MBX_LIMIT_RESULT, "MBX_LIMIT_RESULT (bytes)", 0, MBXC_MAX_OUTPUT,
-     offsetof(mbx_policy, result)},
-    {MBX_LIMIT_FS_TMP, "MBX_LIMIT_FS_TMP (bytes)", 0, MBXC_MAX_FS_BYTES,
-     offsetof(mbx_policy, fs.tmp_bytes)},
-    {MBX_LIMIT_FS_BYTES, "MBX_LIMIT_FS_BYTES (bytes)", 0, MBXC_MAX_FS_BYTES,
-     offsetof(mbx_policy, fs.bytes)},
-    {MBX_LIMIT_FS_FILES, "MBX_LIMIT_FS_FILES", 0, MBXC_MAX_FS_FILES,
-     offsetof(mbx_policy, fs.files_max)},
-    {MBX_LIMIT_FS_OPEN_FILES, "MBX_LIMIT_FS_OPEN_FILES", 1, MBXC_MAX_FS_OPEN_FILES,
-     offsetof(mbx_policy, fs.open_files)},
-    {MBX_LIMIT_EXEC_TIMEOUT_MS, "MBX_LIMIT_EXEC_TIMEOUT_MS", 1, MBXC_MAX_TIME_MS,
-     offsetof(mbx_policy, exec.timeout_ms)},
-    {MBX_LIMIT_EXEC_MEMORY, "MBX_LIMIT_EXEC_MEMORY (bytes)", MBXC_MIN_EXEC_MEMORY,
-     MBXC_MAX_EXEC_MEMORY, offsetof(mbx_policy, exec.memory)},
-    {MBX_LIMIT_EXEC_PIDS, "MBX_LIMIT_EXEC_PIDS", 1, MBXC_MAX_EXEC_PIDS,
-     offsetof(mbx_policy, exec.pids)},
-    {MBX_LIMIT_EXEC_OUTPUT, "MBX_LIMIT_EXEC_OUTPUT (bytes)", 0, MBXC_MAX_EXEC_OUTPUT,
-     offsetof(mbx_policy, exec.output)},
-    {MBX_LIMIT_EXEC_RUNS, "MBX_LIMIT_EXEC_RUNS", 0, UINT64_MAX / 4,
-     offsetof(mbx_policy, exec.max_runs)},
+    LIMIT(MBX_LIMIT_MEMORY, UNIT_BYTES, "the memory limit", MBXC_MIN_MEMORY, MBXC_MAX_MEMORY,
+          memory),
+    LIMIT(MBX_LIMIT_INSTRUCTIONS, UNIT_COUNT, "the instruction limit", 0, UINT64_MAX / 4,
+          instructions),
+    LIMIT(MBX_LIMIT_TIME_MS, UNIT_MS, "the timeout", 0, MBXC_MAX_TIME_MS, time_ms),
+    LIMIT(MBX_LIMIT_OUTPUT, UNIT_BYTES, "the output limit", 0, MBXC_MAX_OUTPUT, output),
+    LIMIT(MBX_LIMIT_SOURCE, UNIT_BYTES, "the source limit", 1, MBXC_MAX_SOURCE, source),
+    LIMIT(MBX_LIMIT_HOST_CALLS, UNIT_COUNT, "the host-call limit", 0, UINT64_MAX / 4, host_calls),
+    LIMIT(MBX_LIMIT_RESULT, UNIT_BYTES, "the result limit", 0, MBXC_MAX_OUTPUT, result),
+    LIMIT(MBX_LIMIT_FS_TMP, UNIT_BYTES, "the size of /tmp", 0, MBXC_MAX_FS_BYTES, fs.tmp_bytes),
+    LIMIT(MBX_LIMIT_FS_BYTES, UNIT_BYTES, "the write quota", 0, MBXC_MAX_FS_BYTES, fs.bytes),
+    LIMIT(MBX_LIMIT_FS_FILES, UNIT_COUNT, "the file quota", 0, MBXC_MAX_FS_FILES, fs.files_max),
+    LIMIT(MBX_LIMIT_FS_OPEN_FILES, UNIT_COUNT, "the open-file limit", 1, MBXC_MAX_FS_OPEN_FILES,
+          fs.open_files),
+    LIMIT(MBX_LIMIT_EXEC_TIMEOUT_MS, UNIT_MS, "a program's timeout", 1, MBXC_MAX_TIME_MS,
+          exec.timeout_ms),
+    LIMIT(MBX_LIMIT_EXEC_MEMORY, UNIT_BYTES, "a program's memory limit", MBXC_MIN_EXEC_MEMORY,
+          MBXC_MAX_EXEC_MEMORY, exec.memory),
+    LIMIT(MBX_LIMIT_EXEC_PIDS, UNIT_COUNT, "a program's process limit", 1, MBXC_MAX_EXEC_PIDS,
+          exec.pids),
+    LIMIT(MBX_LIMIT_EXEC_OUTPUT, UNIT_BYTES, "a program's output limit", 0, MBXC_MAX_EXEC_OUTPUT,
+          exec.output),
+    LIMIT(MBX_LIMIT_EXEC_RUNS, UNIT_COUNT, "the limit on programs per run", 0, UINT64_MAX / 4,
+          exec.max_runs),
 };
+#undef LIMIT
 
 static const limit_spec *find_limit(mbx_limit which) {
   for (size_t i = 0; i < sizeof limit_specs / sizeof *limit_specs; i++)
     if (limit_specs[i].which == which) return &limit_specs[i];
   return NULL;
+}
+
+/* A value as the vocabulary writes it (docs/vocabulary.md): sizes with the largest unit that
+   divides them ("256k", "1G", else "1000 bytes"), durations likewise ("2s", "24h", "1500ms"),
+   counts and zero as they are. */
+static void format_value(char *out, size_t size, limit_unit unit, uint64_t v) {
+  static const struct {
+    uint64_t factor;
+    const char *suffix;
+  } sizes[] = {{1ull << 40, "T"}, {1ull << 30, "G"}, {1ull << 20, "M"}, {1ull << 10, "k"}},
+    times[] = {{3600000, "h"}, {60000, "m"}, {1000, "s"}};
+  const size_t nsizes = sizeof sizes / sizeof *sizes, ntimes = sizeof times / sizeof *times;
+  if (v == 0) {
+    snprintf(out, size, "0");
+    return;
+  }
+  for (size_t i = 0; unit != UNIT_COUNT && i < (unit == UNIT_BYTES ? nsizes : ntimes); i++) {
+    uint64_t f = unit == UNIT_BYTES ? sizes[i].factor : times[i].factor;
+    if (v % f == 0) {
+      snprintf(out, size, "%llu%s", (unsigned long long)(v / f),
+               unit == UNIT_BYTES ? sizes[i].suffix : times[i].suffix);
+      return;
+    }
+  }
+  snprintf(out, size, "%llu%s", (unsigned long long)v,
+           unit == UNIT_BYTES ? " bytes"
+           : unit == UNIT_MS  ? "ms"
+                              : "");
 }
 
 int mbxC_policy_set_limit(mbx_policy *p, mbx_limit which, uint64_t value, char *why,
@@ -126,9 +155,11 @@ int mbxC_policy_set_limit(mbx_policy *p, mbx_limit which, uint64_t value, char *
     return -1;
   }
   if (value < spec->min || value > spec->max) {
-    snprintf(why, why_size, "%s must be between %llu and %llu, not %llu", spec->name,
-             (unsigned long long)spec->min, (unsigned long long)spec->max,
-             (unsigned long long)value);
+    char lo[32], hi[32], got[32];
+    format_value(lo, sizeof lo, spec->unit, spec->min);
+    format_value(hi, sizeof hi, spec->unit, spec->max);
+    format_value(got, sizeof got, spec->unit, value);
+    snprintf(why, why_size, "%s must be between %s and %s, not %s", spec->what, lo, hi, got);
     return -1;
   }
   *(uint64_t *)((char *)p + spec->offset) = value;

@@ -75,8 +75,10 @@ struct mbx_policy {
 void mbxC_policy_defaults(mbx_policy *p);
 /* Release what the policy owns (the environment); p is then empty but valid. */
 void mbxC_policy_clear(mbx_policy *p);
-/* Validate and store one limit. Returns 0, or -1 with a sentence naming the allowed range in
-   why (nothing is changed). */
+/* Validate and store one limit. Returns 0, or -1 with a sentence in why that every front door
+   can show after its own name for the setting: the setting in words and the allowed range in
+   the vocabulary's units, no C identifier ("the memory limit must be between 256k and 1T, not
+   1000 bytes"; nothing is changed). */
 int mbxC_policy_set_limit(mbx_policy *p, mbx_limit which, uint64_t value, char *why,
                           size_t why_size);
 /* The stored value; 0 for an unknown limit. */

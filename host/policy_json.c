@@ -14,6 +14,7 @@
 
 #include "capabilities/policy.h"
 #include "common/error.h"
+#include "common/units.h"
 #include "include/moonbox.h"
 
 /* A refusal: the message names the key path ("fs.mounts[1].mode") and what was expected. */
@@ -94,59 +95,33 @@ static int known_keys(loader *ld, const char *prefix, const json_t *obj,
   return 0;
 }
 
-/* A size: a whole number of bytes, or a string "64M" / "512k" / "1GiB" / "4096" (powers of
-   1024). */
-static int size_value(loader *ld, const char *key, const json_t *v, uint64_t *out) {
-  static const char *what = "a size (bytes, or a string like \"64M\")";
+/* A value of a limit key, as docs/vocabulary.md writes it: an integer (bytes, a count, or
+   milliseconds), or a string parsed by common/units.c ("64M", "1e9", "2s"). */
+typedef enum value_kind { KIND_SIZE, KIND_COUNT, KIND_DURATION } value_kind;
+
+static int limit_value(loader *ld, const char *key, const json_t *v, value_kind kind,
+                       uint64_t *out) {
+  static const char *const what[] = {
+      [KIND_SIZE] = "a size (bytes, or a string like \"64M\")",
+      [KIND_COUNT] = "a whole number >= 0 (or a string like \"1e9\")",
+      [KIND_DURATION] = "a duration (milliseconds, or a string like \"2s\" or \"500ms\")"};
   if (json_is_integer(v)) {
-    if (json_integer_value(v) < 0) return expected(ld, key, what, v);
+    if (json_integer_value(v) < 0) return expected(ld, key, what[kind], v);
     *out = (uint64_t)json_integer_value(v);
     return 0;
   }
-  if (!json_is_string(v)) return expected(ld, key, what, v);
-  const char *s = json_string_value(v);
-  size_t len = json_string_length(v), i = 0;
-  uint64_t n = 0;
-  if (len == 0 || s[0] < '0' || s[0] > '9') return expected(ld, key, what, v);
-  while (i < len && s[i] >= '0' && s[i] <= '9') {
-    if (n > (UINT64_MAX - 9) / 10) return expected(ld, key, what, v);
-    n = n * 10 + (uint64_t)(s[i++] - '0');
-  }
-  unsigned shift = 0;
-  if (i < len) {
-    switch (s[i] | 0x20) {
-    case 'k':
-      shift = 10;
-      i++;
-      break;
-    case 'm':
-      shift = 20;
-      i++;
-      break;
-    case 'g':
-      shift = 30;
-      i++;
-      break;
-    case 't':
-      shift = 40;
-      i++;
-      break;
-    default:
-      break;
-    }
-    if (shift && i < len && (s[i] | 0x20) == 'i') i++;
-    if (i < len && (s[i] | 0x20) == 'b') i++;
-  }
-  if (i != len || (shift && n > (UINT64_MAX >> shift))) return expected(ld, key, what, v);
-  *out = n << shift;
-  return 0;
-}
-
-static int count_value(loader *ld, const char *key, const json_t *v, uint64_t *out) {
-  if (!json_is_integer(v) || json_integer_value(v) < 0)
-    return expected(ld, key, "a whole number >= 0", v);
-  *out = (uint64_t)json_integer_value(v);
-  return 0;
+  if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+    return expected(ld, key, what[kind], v);
+  char msg[sizeof ld->msg];
+  int rc = kind == KIND_SIZE ? mbxU_parse_size(key, json_string_value(v), out, msg, sizeof msg)
+           : kind == KIND_COUNT
+               ? mbxU_parse_count(key, json_string_value(v), out, msg, sizeof msg)
+               : mbxU_parse_duration(key, json_string_value(v), out, msg, sizeof msg);
+  if (rc == 0) return 0;
+  /* The parser's message starts with the key already. */
+  memcpy(ld->msg, msg, sizeof msg);
+  ld->status = MBX_INVALID_ARGUMENT;
+  return -1;
 }
 
 /* A setter's refusal, under the key it came from ("mbx_policy_mount: " dropped). */
@@ -165,11 +140,12 @@ static int limit(loader *ld, mbx_policy *p, const char *key, mbx_limit which, ui
 }
 
 /* One limit key of an object: its member name, the full key for messages, the limit it sets,
-   and whether it takes a size ("64M") or a plain count. */
+   the kind of value it takes, and the older spelling it also accepts (NULL: none). */
 typedef struct limit_spec {
   const char *name, *key;
   mbx_limit which;
-  int is_size;
+  value_kind kind;
+  const char *alias, *alias_key;
 } limit_spec;
 
 /* Set every limit of specs that obj has, each validated by its setter. */
@@ -177,28 +153,36 @@ static int load_limit_specs(loader *ld, mbx_policy *p, const json_t *obj, const 
                             size_t count) {
   for (size_t i = 0; i < count; i++) {
     json_t *v = json_object_get(obj, specs[i].name);
+    const char *key = specs[i].key;
+    json_t *old = specs[i].alias ? json_object_get(obj, specs[i].alias) : NULL;
     uint64_t n;
+    if (v != NULL && old != NULL)
+      return refuse(ld, MBX_INVALID_ARGUMENT, key, "given twice (as %s and as %s); keep %s",
+                    specs[i].name, specs[i].alias, specs[i].name);
+    if (v == NULL && old != NULL) {
+      v = old;
+      key = specs[i].alias_key;
+    }
     if (v == NULL) continue;
-    if ((specs[i].is_size ? size_value(ld, specs[i].key, v, &n)
-                          : count_value(ld, specs[i].key, v, &n)) != 0 ||
-        limit(ld, p, specs[i].key, specs[i].which, n) != 0)
+    if (limit_value(ld, key, v, specs[i].kind, &n) != 0 ||
+        limit(ld, p, key, specs[i].which, n) != 0)
       return -1;
   }
   return 0;
 }
 
 static int load_limits(loader *ld, mbx_policy *p, const json_t *obj) {
-  static const char *const keys[] = {"memory", "instructions", "time_ms", "output",
-                                     "source", "host_calls",   NULL};
+  static const char *const keys[] = {"memory", "instructions", "timeout",    "time_ms",
+                                     "output", "source",       "host_calls", NULL};
   if (!json_is_object(obj)) return expected(ld, "limits", "an object", obj);
   if (known_keys(ld, "limits", obj, keys) != 0) return -1;
   static const limit_spec specs[] = {
-      {"memory", "limits.memory", MBX_LIMIT_MEMORY, 1},
-      {"instructions", "limits.instructions", MBX_LIMIT_INSTRUCTIONS, 0},
-      {"time_ms", "limits.time_ms", MBX_LIMIT_TIME_MS, 0},
-      {"output", "limits.output", MBX_LIMIT_OUTPUT, 1},
-      {"source", "limits.source", MBX_LIMIT_SOURCE, 1},
-      {"host_calls", "limits.host_calls", MBX_LIMIT_HOST_CALLS, 0}};
+      {"memory", "limits.memory", MBX_LIMIT_MEMORY, KIND_SIZE, NULL, NULL},
+      {"instructions", "limits.instructions", MBX_LIMIT_INSTRUCTIONS, KIND_COUNT, NULL, NULL},
+      {"timeout", "limits.timeout", MBX_LIMIT_TIME_MS, KIND_DURATION, "time_ms", "limits.time_ms"},
+      {"output", "limits.output", MBX_LIMIT_OUTPUT, KIND_SIZE, NULL, NULL},
+      {"source", "limits.source", MBX_LIMIT_SOURCE, KIND_SIZE, NULL, NULL},
+      {"host_calls", "limits.host_calls", MBX_LIMIT_HOST_CALLS, KIND_COUNT, NULL, NULL}};
   return load_limit_specs(ld, p, obj, specs, sizeof specs / sizeof *specs);
 }
 
@@ -350,23 +334,23 @@ static int load_fs(loader *ld, mbx_policy *p, const json_t *obj) {
   uint64_t n;
   if ((v = json_object_get(obj, "mounts")) && load_mounts(ld, p, v) != 0) return -1;
   if ((v = json_object_get(obj, "files")) && load_files(ld, p, v) != 0) return -1;
-  if ((v = json_object_get(obj, "tmp")) &&
-      (size_value(ld, "fs.tmp", v, &n) != 0 || limit(ld, p, "fs.tmp", MBX_LIMIT_FS_TMP, n) != 0))
+  if ((v = json_object_get(obj, "tmp")) && (limit_value(ld, "fs.tmp", v, KIND_SIZE, &n) != 0 ||
+                                            limit(ld, p, "fs.tmp", MBX_LIMIT_FS_TMP, n) != 0))
     return -1;
   json_t *q = json_object_get(obj, "quota");
   if (q == NULL) return 0;
   if (!json_is_object(q)) return expected(ld, "fs.quota", "an object", q);
   if (known_keys(ld, "fs.quota", q, quota_keys) != 0) return -1;
   if ((v = json_object_get(q, "bytes")) &&
-      (size_value(ld, "fs.quota.bytes", v, &n) != 0 ||
+      (limit_value(ld, "fs.quota.bytes", v, KIND_SIZE, &n) != 0 ||
        limit(ld, p, "fs.quota.bytes", MBX_LIMIT_FS_BYTES, n) != 0))
     return -1;
   if ((v = json_object_get(q, "files")) &&
-      (count_value(ld, "fs.quota.files", v, &n) != 0 ||
+      (limit_value(ld, "fs.quota.files", v, KIND_COUNT, &n) != 0 ||
        limit(ld, p, "fs.quota.files", MBX_LIMIT_FS_FILES, n) != 0))
     return -1;
   if ((v = json_object_get(q, "open_files")) &&
-      (count_value(ld, "fs.quota.open_files", v, &n) != 0 ||
+      (limit_value(ld, "fs.quota.open_files", v, KIND_COUNT, &n) != 0 ||
        limit(ld, p, "fs.quota.open_files", MBX_LIMIT_FS_OPEN_FILES, n) != 0))
     return -1;
   return 0;
@@ -374,8 +358,8 @@ static int load_fs(loader *ld, mbx_policy *p, const json_t *obj) {
 
 /* "exec": {"allow": [...], "timeout_ms", "memory", "pids", "output", "max_runs"}. */
 static int load_exec(loader *ld, mbx_policy *p, const json_t *obj) {
-  static const char *const keys[] = {"allow",  "timeout_ms", "memory", "pids",
-                                     "output", "max_runs",   NULL};
+  static const char *const keys[] = {"allow", "timeout", "timeout_ms", "memory",
+                                     "pids",  "output",  "max_runs",   NULL};
   if (!json_is_object(obj)) return expected(ld, "exec", "an object", obj);
   if (known_keys(ld, "exec", obj, keys) != 0) return -1;
   json_t *allow = json_object_get(obj, "allow");
@@ -392,11 +376,12 @@ static int load_exec(loader *ld, mbx_policy *p, const json_t *obj) {
     }
   }
   static const limit_spec specs[] = {
-      {"timeout_ms", "exec.timeout_ms", MBX_LIMIT_EXEC_TIMEOUT_MS, 0},
-      {"memory", "exec.memory", MBX_LIMIT_EXEC_MEMORY, 1},
-      {"pids", "exec.pids", MBX_LIMIT_EXEC_PIDS, 0},
-      {"output", "exec.output", MBX_LIMIT_EXEC_OUTPUT, 1},
-      {"max_runs", "exec.max_runs", MBX_LIMIT_EXEC_RUNS, 0}};
+      {"timeout", "exec.timeout", MBX_LIMIT_EXEC_TIMEOUT_MS, KIND_DURATION, "timeout_ms",
+       "exec.timeout_ms"},
+      {"memory", "exec.memory", MBX_LIMIT_EXEC_MEMORY, KIND_SIZE, NULL, NULL},
+      {"pids", "exec.pids", MBX_LIMIT_EXEC_PIDS, KIND_COUNT, NULL, NULL},
+      {"output", "exec.output", MBX_LIMIT_EXEC_OUTPUT, KIND_SIZE, NULL, NULL},
+      {"max_runs", "exec.max_runs", MBX_LIMIT_EXEC_RUNS, KIND_COUNT, NULL, NULL}};
   return load_limit_specs(ld, p, obj, specs, sizeof specs / sizeof *specs);
 }
 

@@ -10,19 +10,26 @@
 #include <string.h>
 
 #include "common/base64.h"
+#include "common/units.h"
 
 enum { TOOL_RUN = 1, TOOL_CHECK, TOOL_RESET, TOOL_CLOSE };
 
-/* The limits a client may lower, by their names in run_lua's "limits". */
+/* The limits a client may lower, by their names in run_lua's "limits" (docs/vocabulary.md),
+   the kind of value each takes (an integer, or a string such as "64M", "1e9" or "2s"), and an
+   older spelling still read. */
+typedef int (*value_parser)(const char *option, const char *text, uint64_t *out, char *msg,
+                            size_t msg_size);
 static const struct {
   const char *name;
   mbx_limit which;
   const char *flag; /* the server option that sets the cap */
+  value_parser parse;
+  const char *alias; /* an older name (integer milliseconds), or NULL */
 } client_limits[] = {
-    {"memory", MBX_LIMIT_MEMORY, "--memory"},
-    {"instructions", MBX_LIMIT_INSTRUCTIONS, "--instructions"},
-    {"timeout_ms", MBX_LIMIT_TIME_MS, "--timeout"},
-    {"output", MBX_LIMIT_OUTPUT, "--output-limit"},
+    {"memory", MBX_LIMIT_MEMORY, "--memory", mbxU_parse_size, NULL},
+    {"instructions", MBX_LIMIT_INSTRUCTIONS, "--instructions", mbxU_parse_count, NULL},
+    {"timeout", MBX_LIMIT_TIME_MS, "--timeout", mbxU_parse_duration, "timeout_ms"},
+    {"output", MBX_LIMIT_OUTPUT, "--output-limit", mbxU_parse_size, NULL},
 };
 #define CLIENT_LIMITS (sizeof client_limits / sizeof client_limits[0])
 
@@ -68,10 +75,17 @@ static const char run_input_schema[] =
     "\"limits\":{\"type\":\"object\",\"additionalProperties\":false,\"description\":\"Lower "
     "budgets for this call (or the session it opens); the server's are the caps and cannot be "
     "raised.\",\"properties\":{"
-    "\"memory\":{\"type\":\"integer\",\"minimum\":262144,\"description\":\"live heap bytes\"},"
-    "\"instructions\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"VM instructions\"},"
-    "\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"wall-clock ms\"},"
-    "\"output\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"stdout+stderr bytes\"}}},"
+    "\"memory\":{\"anyOf\":[{\"type\":\"integer\",\"minimum\":262144},{\"type\":\"string\"}],"
+    "\"description\":\"live heap: bytes, or a size such as \\\"64M\\\"\"},"
+    "\"instructions\":{\"anyOf\":[{\"type\":\"integer\",\"minimum\":1},{\"type\":\"string\"}],"
+    "\"description\":\"VM instructions: a count such as 1000000 or \\\"1e9\\\"\"},"
+    "\"timeout\":{\"anyOf\":[{\"type\":\"integer\",\"minimum\":1},{\"type\":\"string\"}],"
+    "\"description\":\"wall time: milliseconds, or a duration such as \\\"2s\\\" or "
+    "\\\"500ms\\\"\"},"
+    "\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"the older name of "
+    "timeout, in milliseconds\"},"
+    "\"output\":{\"anyOf\":[{\"type\":\"integer\",\"minimum\":1},{\"type\":\"string\"}],"
+    "\"description\":\"stdout+stderr: bytes, or a size such as \\\"1M\\\"\"}}},"
     "\"session\":{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9_.-]{1,64}$\",\"description\":"
     "\"Keep globals and /tmp between calls under this id (opened by its first call). Each call "
     "is checkpointed first: one that ends on a limit or a cancel rewinds the session to before "
@@ -332,24 +346,59 @@ static int prepare_limits(const mbxH_mcp_tools *t, mbxH_mcp_run *run, const json
   const json_t *v;
   char q[64];
   if (!json_is_object(limits)) {
-    *error = tool_errorf("limits: expected an object such as {\"timeout_ms\": 500}");
+    *error = tool_errorf("limits: expected an object such as {\"timeout\": \"500ms\"}");
     return -1;
   }
   json_object_foreach((json_t *)limits, key, v) {
     size_t i;
-    for (i = 0; i < CLIENT_LIMITS; i++)
+    int by_alias = 0;
+    for (i = 0; i < CLIENT_LIMITS; i++) {
       if (strcmp(key, client_limits[i].name) == 0) break;
+      if (client_limits[i].alias && strcmp(key, client_limits[i].alias) == 0) {
+        by_alias = 1;
+        break;
+      }
+    }
     if (i == CLIENT_LIMITS) {
       *error = tool_errorf("limits: unknown limit '%s' (the limits are memory, instructions, "
-                           "timeout_ms and output)",
+                           "timeout and output)",
                            quote(key, strlen(key), q, sizeof q));
       return -1;
     }
-    if (!json_is_integer(v) || json_integer_value(v) <= 0) {
-      *error = tool_errorf("limits.%s: expected a positive integer", key);
+    if (run->limit_set[i]) {
+      *error =
+          tool_errorf("limits.%s: given twice (as %s and as %s); keep %s", client_limits[i].name,
+                      client_limits[i].name, client_limits[i].alias, client_limits[i].name);
       return -1;
     }
-    uint64_t want = (uint64_t)json_integer_value(v);
+    uint64_t want;
+    char option[32], msg[256];
+    snprintf(option, sizeof option, "limits.%s", key);
+    if (json_is_integer(v) && json_integer_value(v) > 0) {
+      want = (uint64_t)json_integer_value(v);
+    } else if (json_is_string(v) && !by_alias) {
+      if (client_limits[i].parse(option, json_string_value(v), &want, msg, sizeof msg) != 0) {
+        *error = tool_errorf("%s", msg);
+        return -1;
+      }
+      if (want == 0) {
+        *error = tool_errorf("%s: 0 would remove the limit; a client may only lower it", option);
+        return -1;
+      }
+    } else {
+      *error = tool_errorf("%s: expected %s, got %s", option,
+                           by_alias ? "a positive integer (milliseconds)"
+                                    : "a positive integer or a string such as \"64M\", \"1e9\" "
+                                      "or \"2s\"",
+                           json_is_string(v)    ? "a string"
+                           : json_is_integer(v) ? "an integer <= 0"
+                           : json_is_null(v)    ? "null"
+                           : json_is_boolean(v) ? "a boolean"
+                           : json_is_real(v)    ? "a fraction"
+                           : json_is_array(v)   ? "an array"
+                                                : "an object");
+      return -1;
+    }
     uint64_t cap = mbx_policy_get_limit(t->policy, client_limits[i].which);
     /* 0 is "unlimited" for instructions and time: any value lowers it. */
     int unlimited = cap == 0 && (client_limits[i].which == MBX_LIMIT_INSTRUCTIONS ||

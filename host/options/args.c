@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "host/options/values.h"
+#include "common/units.h"
 #include "moonbox.h"
 
 typedef enum option_id {
@@ -171,30 +171,29 @@ const char *mbxH_cli_usage(void) {
 
 /* How a script source is named in a "two scripts given" message. */
 static void describe_script(mbxH_cli_script kind, const char *script, char *buf, size_t size) {
-  char quoted[MBXH_CLI_QUOTE_MAX + 4];
+  char quoted[MBXU_QUOTE_MAX + 4];
   if (kind == MBXH_CLI_SCRIPT_CODE) {
     (void)snprintf(buf, size, "-e CODE");
   } else if (kind == MBXH_CLI_SCRIPT_STDIN) {
     (void)snprintf(buf, size, "- (stdin)");
   } else {
-    mbxH_cli_quote(script, quoted, sizeof quoted);
+    mbxU_quote(script, quoted, sizeof quoted);
     (void)snprintf(buf, size, "'%s'", quoted);
   }
 }
 
 static int set_script(mbxH_cli_options *opt, mbxH_cli_script kind, const char *script, char *msg,
                       size_t msg_size) {
-  char before[MBXH_CLI_QUOTE_MAX + 8], now[MBXH_CLI_QUOTE_MAX + 8];
+  char before[MBXU_QUOTE_MAX + 8], now[MBXU_QUOTE_MAX + 8];
   if (opt->script_kind != MBXH_CLI_SCRIPT_NONE) {
     describe_script(opt->script_kind, opt->script, before, sizeof before);
     describe_script(kind, script, now, sizeof now);
-    mbxH_cli_msg(msg, msg_size,
-                 "two scripts given (%s and %s); give exactly one of FILE, -e CODE or -", before,
-                 now);
+    mbxU_msg(msg, msg_size, "two scripts given (%s and %s); give exactly one of FILE, -e CODE or -",
+             before, now);
     return -1;
   }
   if (kind == MBXH_CLI_SCRIPT_FILE && script[0] == '\0') {
-    mbxH_cli_msg(msg, msg_size, "empty script file name (give FILE, -e CODE or - for stdin)");
+    mbxU_msg(msg, msg_size, "empty script file name (give FILE, -e CODE or - for stdin)");
     return -1;
   }
   opt->script_kind = kind;
@@ -228,43 +227,43 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     return set_script(opt, MBXH_CLI_SCRIPT_CODE, value, msg, msg_size);
   case OPT_MEMORY:
     limit = &opt->memory;
-    rc = mbxH_cli_parse_size(spec->name, value, &limit->value, msg, msg_size);
+    rc = mbxU_parse_size(spec->name, value, &limit->value, msg, msg_size);
     break;
   case OPT_INSTRUCTIONS:
     limit = &opt->instructions;
-    rc = mbxH_cli_parse_count(spec->name, value, &limit->value, msg, msg_size);
+    rc = mbxU_parse_count(spec->name, value, &limit->value, msg, msg_size);
     break;
   case OPT_TIMEOUT:
     limit = &opt->timeout_ms;
-    rc = mbxH_cli_parse_duration(spec->name, value, &limit->value, msg, msg_size);
+    rc = mbxU_parse_duration(spec->name, value, &limit->value, msg, msg_size);
     break;
   case OPT_OUTPUT_LIMIT:
     limit = &opt->output;
-    rc = mbxH_cli_parse_size(spec->name, value, &limit->value, msg, msg_size);
+    rc = mbxU_parse_size(spec->name, value, &limit->value, msg, msg_size);
     break;
   case OPT_SOURCE_LIMIT:
     limit = &opt->source;
-    rc = mbxH_cli_parse_size(spec->name, value, &limit->value, msg, msg_size);
+    rc = mbxU_parse_size(spec->name, value, &limit->value, msg, msg_size);
     break;
   case OPT_SEED:
     limit = &opt->seed;
-    rc = mbxH_cli_parse_seed(spec->name, value, &limit->value, msg, msg_size);
+    rc = mbxU_parse_seed(spec->name, value, &limit->value, msg, msg_size);
     break;
   case OPT_TIME:
-    rc = mbxH_cli_parse_epoch(spec->name, value, &opt->time, msg, msg_size);
+    rc = mbxU_parse_epoch(spec->name, value, &opt->time, msg, msg_size);
     if (rc == 0) opt->time_set = 1;
     break;
   case OPT_ENV: {
     /* The name is checked by the library (mbx_policy_set_env); only the shape is here. */
     const char *eq = strchr(value, '=');
-    char quoted[MBXH_CLI_QUOTE_MAX + 4];
-    mbxH_cli_quote(value, quoted, sizeof quoted);
+    char quoted[MBXU_QUOTE_MAX + 4];
+    mbxU_quote(value, quoted, sizeof quoted);
     if (eq == NULL || eq == value) {
-      mbxH_cli_msg(msg, msg_size, "--env: '%s' is not NAME=VALUE (e.g. %s)", quoted, spec->example);
+      mbxU_msg(msg, msg_size, "--env: '%s' is not NAME=VALUE (e.g. %s)", quoted, spec->example);
       return -1;
     }
     if (opt->env_count == MBXH_CLI_MAX_ENV) {
-      mbxH_cli_msg(msg, msg_size, "--env: at most %d variables can be given", MBXH_CLI_MAX_ENV);
+      mbxU_msg(msg, msg_size, "--env: at most %d variables can be given", MBXH_CLI_MAX_ENV);
       return -1;
     }
     opt->env[opt->env_count++] = value;
@@ -273,43 +272,40 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_PAUSE_ON:
     /* The name is checked by the library (mbx_policy_add_external). */
     if (value[0] == '\0') {
-      mbxH_cli_msg(msg, msg_size, "--pause-on: empty name (e.g. %s)", spec->example);
+      mbxU_msg(msg, msg_size, "--pause-on: empty name (e.g. %s)", spec->example);
       return -1;
     }
     if (opt->pause_count == MBXH_CLI_MAX_PAUSE) {
-      mbxH_cli_msg(msg, msg_size, "--pause-on: at most %d functions can be given",
-                   MBXH_CLI_MAX_PAUSE);
+      mbxU_msg(msg, msg_size, "--pause-on: at most %d functions can be given", MBXH_CLI_MAX_PAUSE);
       return -1;
     }
     opt->pause_on[opt->pause_count++] = value;
     break;
   case OPT_STDIN:
     if (value[0] == '\0') {
-      mbxH_cli_msg(msg, msg_size, "--stdin: empty file name (e.g. %s, or - for standard input)",
-                   spec->example);
+      mbxU_msg(msg, msg_size, "--stdin: empty file name (e.g. %s, or - for standard input)",
+               spec->example);
       return -1;
     }
     opt->stdin_file = value;
     break;
   case OPT_EXPORT_CHANGES:
     if (value[0] == '\0') {
-      mbxH_cli_msg(msg, msg_size, "--export-changes: empty directory name (e.g. %s)",
-                   spec->example);
+      mbxU_msg(msg, msg_size, "--export-changes: empty directory name (e.g. %s)", spec->example);
       return -1;
     }
     opt->export_changes = value;
     break;
   case OPT_SNAPSHOT_OUT:
     if (value[0] == '\0') {
-      mbxH_cli_msg(msg, msg_size, "--snapshot-out: empty file name (e.g. %s)", spec->example);
+      mbxU_msg(msg, msg_size, "--snapshot-out: empty file name (e.g. %s)", spec->example);
       return -1;
     }
     opt->snapshot_out = value;
     break;
   case OPT_VALUE:
     if (value[0] == '\0') {
-      mbxH_cli_msg(msg, msg_size, "--value: empty value (give one JSON value, e.g. %s)",
-                   spec->example);
+      mbxU_msg(msg, msg_size, "--value: empty value (give one JSON value, e.g. %s)", spec->example);
       return -1;
     }
     opt->resume_value = value;
@@ -319,7 +315,7 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     break;
   case OPT_POLICY:
     if (value[0] == '\0') {
-      mbxH_cli_msg(msg, msg_size, "--policy: empty file name (e.g. %s)", spec->example);
+      mbxU_msg(msg, msg_size, "--policy: empty file name (e.g. %s)", spec->example);
       return -1;
     }
     opt->policy_file = value;
@@ -330,7 +326,7 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     int mode;
     if (mbxH_cli_split_mount(value, host, 0, virt, 0, &mode, msg, msg_size) != 0) return -1;
     if (opt->mount_count == MBXH_CLI_MAX_MOUNTS) {
-      mbxH_cli_msg(msg, msg_size, "--mount: at most %d mounts can be given", MBXH_CLI_MAX_MOUNTS);
+      mbxU_msg(msg, msg_size, "--mount: at most %d mounts can be given", MBXH_CLI_MAX_MOUNTS);
       return -1;
     }
     opt->mounts[opt->mount_count++] = value;
@@ -341,39 +337,39 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
       opt->isolate = value[0] == 'p';
       return 0;
     } else {
-      char quoted[MBXH_CLI_QUOTE_MAX + 4];
-      mbxH_cli_quote(value, quoted, sizeof quoted);
-      mbxH_cli_msg(msg, msg_size, "--isolate: '%s' is not process or none (e.g. %s)", quoted,
-                   spec->example);
+      char quoted[MBXU_QUOTE_MAX + 4];
+      mbxU_quote(value, quoted, sizeof quoted);
+      mbxU_msg(msg, msg_size, "--isolate: '%s' is not process or none (e.g. %s)", quoted,
+               spec->example);
       return -1;
     }
   case OPT_ALLOW_EXEC:
     /* The shape here; the library checks the path (mbx_policy_allow_exec). */
     if (value[0] != '/') {
-      char quoted[MBXH_CLI_QUOTE_MAX + 4];
-      mbxH_cli_quote(value, quoted, sizeof quoted);
-      mbxH_cli_msg(msg, msg_size, "--allow-exec: '%s' is not an absolute path (e.g. %s)", quoted,
-                   spec->example);
+      char quoted[MBXU_QUOTE_MAX + 4];
+      mbxU_quote(value, quoted, sizeof quoted);
+      mbxU_msg(msg, msg_size, "--allow-exec: '%s' is not an absolute path (e.g. %s)", quoted,
+               spec->example);
       return -1;
     }
     if (opt->allow_exec_count == MBXH_CLI_MAX_EXEC) {
-      mbxH_cli_msg(msg, msg_size, "--allow-exec: at most %d programs can be allowed",
-                   MBXH_CLI_MAX_EXEC);
+      mbxU_msg(msg, msg_size, "--allow-exec: at most %d programs can be allowed",
+               MBXH_CLI_MAX_EXEC);
       return -1;
     }
     opt->allow_exec[opt->allow_exec_count++] = value;
     break;
   case OPT_FILE: {
     const char *eq = strchr(value, '=');
-    char quoted[MBXH_CLI_QUOTE_MAX + 4];
-    mbxH_cli_quote(value, quoted, sizeof quoted);
+    char quoted[MBXU_QUOTE_MAX + 4];
+    mbxU_quote(value, quoted, sizeof quoted);
     if (value[0] != '/' || eq == NULL || eq[1] == '\0') {
-      mbxH_cli_msg(msg, msg_size, "--file: '%s' is not /VIRTUAL=HOSTFILE (e.g. %s)", quoted,
-                   spec->example);
+      mbxU_msg(msg, msg_size, "--file: '%s' is not /VIRTUAL=HOSTFILE (e.g. %s)", quoted,
+               spec->example);
       return -1;
     }
     if (opt->file_count == MBXH_CLI_MAX_FILES) {
-      mbxH_cli_msg(msg, msg_size, "--file: at most %d files can be given", MBXH_CLI_MAX_FILES);
+      mbxU_msg(msg, msg_size, "--file: at most %d files can be given", MBXH_CLI_MAX_FILES);
       return -1;
     }
     opt->files[opt->file_count++] = value;
@@ -382,7 +378,7 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_INPUT:
   case OPT_INPUT_FILE:
     if (value[0] == '\0') {
-      mbxH_cli_msg(msg, msg_size, "%s: empty value (e.g. %s)", spec->name, spec->example);
+      mbxU_msg(msg, msg_size, "%s: empty value (e.g. %s)", spec->name, spec->example);
       return -1;
     }
     if (spec->id == OPT_INPUT)
@@ -402,9 +398,9 @@ int mbxH_cli_split_mount(const char *value, char *host, size_t host_size, char *
     const char *suffix;
     int mode;
   } modes[] = {{":ro", 1}, {":rw", 2}, {":overlay", 4}};
-  char quoted[MBXH_CLI_QUOTE_MAX + 4];
+  char quoted[MBXU_QUOTE_MAX + 4];
   size_t len = strlen(value);
-  mbxH_cli_quote(value, quoted, sizeof quoted);
+  mbxU_quote(value, quoted, sizeof quoted);
   *mode = 1;
   for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
     size_t n = strlen(modes[i].suffix);
@@ -419,8 +415,8 @@ int mbxH_cli_split_mount(const char *value, char *host, size_t host_size, char *
   for (size_t i = 0; i + 1 < len; i++)
     if (value[i] == ':' && value[i + 1] == '/') split = value + i;
   if (split == NULL || split == value) {
-    mbxH_cli_msg(msg, msg_size, "--mount: '%s' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)",
-                 quoted);
+    mbxU_msg(msg, msg_size, "--mount: '%s' is not HOSTDIR:/PATH[:ro|rw] (e.g. ./data:/data)",
+             quoted);
     return -1;
   }
   size_t host_len = (size_t)(split - value), virt_len = len - host_len - 1;
@@ -430,20 +426,20 @@ int mbxH_cli_split_mount(const char *value, char *host, size_t host_size, char *
   for (const char *c = split + 1; c < split + 1 + virt_len; c++)
     if (*c == ':') colon = c;
   if (colon != NULL && memchr(colon, '/', (size_t)(split + 1 + virt_len - colon)) == NULL) {
-    char mode_text[MBXH_CLI_QUOTE_MAX + 4];
+    char mode_text[MBXU_QUOTE_MAX + 4];
     char raw[64];
     size_t mode_len = (size_t)(split + 1 + virt_len - colon - 1);
     snprintf(raw, sizeof raw, "%.*s", (int)(mode_len < 63 ? mode_len : 63), colon + 1);
-    mbxH_cli_quote(raw, mode_text, sizeof mode_text);
-    mbxH_cli_msg(msg, msg_size,
-                 "--mount: unknown mode '%s' in '%s' (the modes are ro, rw and overlay, e.g. "
-                 "./data:/data:rw)",
-                 mode_text, quoted);
+    mbxU_quote(raw, mode_text, sizeof mode_text);
+    mbxU_msg(msg, msg_size,
+             "--mount: unknown mode '%s' in '%s' (the modes are ro, rw and overlay, e.g. "
+             "./data:/data:rw)",
+             mode_text, quoted);
     return -1;
   }
   if (host_size == 0 && virt_size == 0) return 0; /* the shape only */
   if (host_len + 1 > host_size || virt_len + 1 > virt_size) {
-    mbxH_cli_msg(msg, msg_size, "--mount: '%s' is too long", quoted);
+    mbxU_msg(msg, msg_size, "--mount: '%s' is too long", quoted);
     return -1;
   }
   memcpy(host, value, host_len);
@@ -455,17 +451,16 @@ int mbxH_cli_split_mount(const char *value, char *host, size_t host_size, char *
 
 /* The SNAPSHOT argument of moonbox resume: exactly one. */
 static int set_snapshot(mbxH_cli_options *opt, const char *path, char *msg, size_t msg_size) {
-  char before[MBXH_CLI_QUOTE_MAX + 4], now[MBXH_CLI_QUOTE_MAX + 4];
+  char before[MBXU_QUOTE_MAX + 4], now[MBXU_QUOTE_MAX + 4];
   if (opt->snapshot != NULL) {
-    mbxH_cli_quote(opt->snapshot, before, sizeof before);
-    mbxH_cli_quote(path, now, sizeof now);
-    mbxH_cli_msg(msg, msg_size,
-                 "two snapshots given ('%s' and '%s'); give exactly one SNAPSHOT file", before,
-                 now);
+    mbxU_quote(opt->snapshot, before, sizeof before);
+    mbxU_quote(path, now, sizeof now);
+    mbxU_msg(msg, msg_size, "two snapshots given ('%s' and '%s'); give exactly one SNAPSHOT file",
+             before, now);
     return -1;
   }
   if (path[0] == '\0') {
-    mbxH_cli_msg(msg, msg_size, "empty snapshot file name (give SNAPSHOT, or - for stdin)");
+    mbxU_msg(msg, msg_size, "empty snapshot file name (give SNAPSHOT, or - for stdin)");
     return -1;
   }
   opt->snapshot = path;
@@ -475,11 +470,10 @@ static int set_snapshot(mbxH_cli_options *opt, const char *path, char *msg, size
 /* A positional argument: the script of run, the snapshot of resume. */
 static int set_positional(mbxH_cli_options *opt, const char *arg, char *msg, size_t msg_size) {
   if (opt->command == MBXH_CLI_MCP) {
-    char quoted[MBXH_CLI_QUOTE_MAX + 4];
-    mbxH_cli_quote(arg, quoted, sizeof quoted);
-    mbxH_cli_msg(msg, msg_size,
-                 "moonbox mcp takes no script ('%s'): the client sends the code in tools/call",
-                 quoted);
+    char quoted[MBXU_QUOTE_MAX + 4];
+    mbxU_quote(arg, quoted, sizeof quoted);
+    mbxU_msg(msg, msg_size,
+             "moonbox mcp takes no script ('%s'): the client sends the code in tools/call", quoted);
     return -1;
   }
   if (opt->command == MBXH_CLI_RESUME) return set_snapshot(opt, arg, msg, msg_size);
@@ -490,21 +484,21 @@ static int set_positional(mbxH_cli_options *opt, const char *arg, char *msg, siz
 /* The checks of a whole resume command line. */
 static int check_resume(const mbxH_cli_options *opt, char *msg, size_t msg_size) {
   if (opt->snapshot == NULL) {
-    mbxH_cli_msg(msg, msg_size,
-                 "no snapshot given (use moonbox resume SNAPSHOT --value JSON, with the file "
-                 "moonbox run --snapshot-out wrote)");
+    mbxU_msg(msg, msg_size,
+             "no snapshot given (use moonbox resume SNAPSHOT --value JSON, with the file "
+             "moonbox run --snapshot-out wrote)");
     return -1;
   }
   if (opt->resume_value != NULL && opt->resume_error != NULL) {
-    mbxH_cli_msg(msg, msg_size,
-                 "--value and --error cannot both be given (the paused call either "
-                 "returns a value or raises an error)");
+    mbxU_msg(msg, msg_size,
+             "--value and --error cannot both be given (the paused call either "
+             "returns a value or raises an error)");
     return -1;
   }
   if (opt->resume_value == NULL && opt->resume_error == NULL) {
-    mbxH_cli_msg(msg, msg_size,
-                 "no answer given (resume needs --value JSON or --error MESSAGE: "
-                 "what the paused call returns or raises)");
+    mbxU_msg(msg, msg_size,
+             "no answer given (resume needs --value JSON or --error MESSAGE: "
+             "what the paused call returns or raises)");
     return -1;
   }
   return 0;
@@ -531,7 +525,7 @@ static int mcp_takes(const option_spec *spec) {
 /* argv here starts after "run", "resume" or "mcp"; opt->command says which. */
 static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *msg,
                      size_t msg_size) {
-  char quoted[MBXH_CLI_QUOTE_MAX + 4];
+  char quoted[MBXU_QUOTE_MAX + 4];
   int i, options_ended = 0;
   const char *command_name = opt->command == MBXH_CLI_RESUME  ? "resume"
                              : opt->command == MBXH_CLI_CHECK ? "check"
@@ -554,42 +548,41 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
     name_len = eq ? (size_t)(eq - arg) : strlen(arg);
     spec = find_option(arg, name_len);
     if (spec == NULL) {
-      char name[MBXH_CLI_QUOTE_MAX + 4];
-      mbxH_cli_quote(arg, quoted, sizeof quoted);
+      char name[MBXU_QUOTE_MAX + 4];
+      mbxU_quote(arg, quoted, sizeof quoted);
       if (eq != NULL && name_len < sizeof name) {
         memcpy(name, arg, name_len); /* "--foo=1" is reported as '--foo' */
         name[name_len] = '\0';
-        mbxH_cli_quote(name, quoted, sizeof quoted);
+        mbxU_quote(name, quoted, sizeof quoted);
       }
-      mbxH_cli_msg(msg, msg_size, "unknown option '%s' (see moonbox %s --help)", quoted,
-                   command_name);
+      mbxU_msg(msg, msg_size, "unknown option '%s' (see moonbox %s --help)", quoted, command_name);
       return -1;
     }
     if (opt->command == MBXH_CLI_MCP && !mcp_takes(spec)) {
-      mbxH_cli_msg(msg, msg_size,
-                   "%s is not an option of moonbox mcp (it takes the policy options: limits, "
-                   "--policy, --mount, --file, --env, --seed, --time, --deterministic, and "
-                   "--isolate)",
-                   spec->name);
+      mbxU_msg(msg, msg_size,
+               "%s is not an option of moonbox mcp (it takes the policy options: limits, "
+               "--policy, --mount, --file, --env, --seed, --time, --deterministic, and "
+               "--isolate)",
+               spec->name);
       return -1;
     }
     if (opt->command != MBXH_CLI_MCP && spec->only != FOR_BOTH &&
         spec->only != (opt->command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN)) {
       if (spec->only == FOR_RESUME)
-        mbxH_cli_msg(msg, msg_size,
-                     "%s is an option of moonbox resume (it answers a paused call), not of %s",
-                     spec->name, command_name);
+        mbxU_msg(msg, msg_size,
+                 "%s is an option of moonbox resume (it answers a paused call), not of %s",
+                 spec->name, command_name);
       else
-        mbxH_cli_msg(msg, msg_size,
-                     "%s is an option of moonbox run, not of resume (resume continues the script "
-                     "and inputs recorded in the snapshot)",
-                     spec->name);
+        mbxU_msg(msg, msg_size,
+                 "%s is an option of moonbox run, not of resume (resume continues the script "
+                 "and inputs recorded in the snapshot)",
+                 spec->name);
       return -1;
     }
     if (!spec->takes_value) {
       if (eq != NULL) {
-        mbxH_cli_quote(eq + 1, quoted, sizeof quoted);
-        mbxH_cli_msg(msg, msg_size, "%s takes no value (remove '=%s')", spec->name, quoted);
+        mbxU_quote(eq + 1, quoted, sizeof quoted);
+        mbxU_msg(msg, msg_size, "%s takes no value (remove '=%s')", spec->name, quoted);
         return -1;
       }
       if (spec->id == OPT_HELP || spec->id == OPT_VERSION) {
@@ -614,7 +607,7 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
          and "--memory -5" then reports a negative size rather than a missing one. */
       value = argv[++i];
     } else {
-      mbxH_cli_msg(msg, msg_size, "%s needs a value (e.g. %s)", spec->name, spec->example);
+      mbxU_msg(msg, msg_size, "%s needs a value (e.g. %s)", spec->name, spec->example);
       return -1;
     }
     if (apply_option(opt, spec, value, msg, msg_size) != 0) return -1;
@@ -622,28 +615,28 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
   if (opt->command == MBXH_CLI_RESUME) return check_resume(opt, msg, msg_size);
   if (opt->command == MBXH_CLI_MCP) return 0;
   if (opt->command == MBXH_CLI_CHECK && opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
-    mbxH_cli_msg(msg, msg_size,
-                 "no script given (use moonbox check FILE, moonbox check -e CODE, "
-                 "or - to read stdin)");
+    mbxU_msg(msg, msg_size,
+             "no script given (use moonbox check FILE, moonbox check -e CODE, "
+             "or - to read stdin)");
     return -1;
   }
   if (opt->command == MBXH_CLI_CHECK && opt->snapshot_out != NULL) {
-    mbxH_cli_msg(msg, msg_size, "--snapshot-out: moonbox check runs nothing, so nothing pauses");
+    mbxU_msg(msg, msg_size, "--snapshot-out: moonbox check runs nothing, so nothing pauses");
     return -1;
   }
   if (opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
-    mbxH_cli_msg(msg, msg_size,
-                 "no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)");
+    mbxU_msg(msg, msg_size,
+             "no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)");
     return -1;
   }
   if (opt->input_json != NULL && opt->input_file != NULL) {
-    mbxH_cli_msg(msg, msg_size, "--input and --input-file cannot both be given (use one of them)");
+    mbxU_msg(msg, msg_size, "--input and --input-file cannot both be given (use one of them)");
     return -1;
   }
   if (opt->input_file != NULL && strcmp(opt->input_file, "-") == 0 &&
       opt->script_kind == MBXH_CLI_SCRIPT_STDIN) {
-    mbxH_cli_msg(msg, msg_size,
-                 "--input-file -: stdin already holds the script (put the inputs in a file)");
+    mbxU_msg(msg, msg_size,
+             "--input-file -: stdin already holds the script (put the inputs in a file)");
     return -1;
   }
   return 0;
@@ -651,13 +644,13 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
 
 int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *msg,
                    size_t msg_size) {
-  char quoted[MBXH_CLI_QUOTE_MAX + 4];
+  char quoted[MBXU_QUOTE_MAX + 4];
   const char *command;
   memset(opt, 0, sizeof *opt);
   opt->command = MBXH_CLI_RUN;
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
   if (argc < 2) {
-    mbxH_cli_msg(msg, msg_size, "no command given (use moonbox run FILE, or see moonbox --help)");
+    mbxU_msg(msg, msg_size, "no command given (use moonbox run FILE, or see moonbox --help)");
     return -1;
   }
   command = argv[1];
@@ -683,8 +676,8 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
         opt->command = MBXH_CLI_HELP;
         return 0;
       }
-      mbxH_cli_quote(argv[i], quoted, sizeof quoted);
-      mbxH_cli_msg(msg, msg_size, "moonbox doctor takes only --json or --help, not '%s'", quoted);
+      mbxU_quote(argv[i], quoted, sizeof quoted);
+      mbxU_msg(msg, msg_size, "moonbox doctor takes only --json or --help, not '%s'", quoted);
       return -1;
     }
     return 0;
@@ -704,17 +697,17 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
     opt->command = MBXH_CLI_CHECK;
     return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
   }
-  mbxH_cli_quote(command, quoted, sizeof quoted);
+  mbxU_quote(command, quoted, sizeof quoted);
   if (command[0] == '-')
-    mbxH_cli_msg(msg, msg_size,
-                 "unknown option '%s' (options go after the command: moonbox run "
-                 "[OPTIONS] FILE; see moonbox --help)",
-                 quoted);
+    mbxU_msg(msg, msg_size,
+             "unknown option '%s' (options go after the command: moonbox run "
+             "[OPTIONS] FILE; see moonbox --help)",
+             quoted);
   else
-    mbxH_cli_msg(msg, msg_size,
-                 "unknown command '%s' (the commands are run, resume, check, fuzz, doctor and "
-                 "mcp; see moonbox --help)",
-                 quoted);
+    mbxU_msg(msg, msg_size,
+             "unknown command '%s' (the commands are run, resume, check, fuzz, doctor and "
+             "mcp; see moonbox --help)",
+             quoted);
   return -1;
 }
 

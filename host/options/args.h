@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "host/options/values.h"
+#include "common/units.h"
 
 /*
 ** Nothing here touches Lua or the library: argv is turned into an mbxH_cli_options record
@@ -94,7 +94,7 @@ typedef struct mbxH_cli_options {
 */
 int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *msg, size_t msg_size);
 
-/* The value parsers (sizes, durations, counts, epochs, seeds): host/options/values.h. */
+/* The value parsers (sizes, durations, counts, epochs, seeds): common/units.h. */
 
 /*
 ** Splits a --mount value "HOSTDIR:/virtual[:ro|rw|overlay]" (ro when no mode is given; the

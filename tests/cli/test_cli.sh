@@ -491,7 +491,7 @@ check_empty out
 start bad_size
 mb run --memory 12Q -e 'return 1'
 check_rc 2
-check_err $'moonbox: --memory: \'12Q\' is not a size (use a number with an optional k, M or G suffix, e.g. 64M)\n'
+check_err $'moonbox: --memory: \'12Q\' is not a size (use a number with an optional k, M, G or T suffix, e.g. 64M)\n'
 
 start size_overflow
 mb run --memory 99999999999999999999G -e 'return 1'

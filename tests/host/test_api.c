@@ -186,8 +186,7 @@ static void policy_through_the_api(void **state) {
   assert_int_equal(mbx_policy_set_limit_checked(f->p, MBX_LIMIT_SOURCE, 0, &err),
                    MBX_INVALID_ARGUMENT);
   assert_int_equal(err.code, MBX_INVALID_ARGUMENT);
-  assert_string_equal(err.message, "MBX_LIMIT_SOURCE (bytes) must be between 1 and 16777216, "
-                                   "not 0");
+  assert_string_equal(err.message, "the source limit must be between 1 bytes and 16M, not 0");
   assert_int_equal(mbx_policy_set_limit_checked(f->p, (mbx_limit)42, 1, &err),
                    MBX_INVALID_ARGUMENT);
   assert_string_equal(err.message, "mbx_policy_set_limit: unknown limit 42");
@@ -586,7 +585,7 @@ static void errors_do_not_poison(void **state) {
   assert_int_equal(mbx_sandbox_poisoned(sb), 0);
   assert_int_equal(run_code(sb, "error('x')", NULL, NULL, 0, NULL), MBX_RUNTIME_ERROR);
   assert_int_equal(mbx_sandbox_poisoned(sb), 0);
-  assert_int_equal(run_code(sb, "return print", NULL, NULL, 0, NULL), MBX_RUNTIME_ERROR);
+  assert_int_equal(run_code(sb, "return {[true] = 1}", NULL, NULL, 0, NULL), MBX_RUNTIME_ERROR);
   assert_int_equal(run_code(sb, "return 1", "[1]", NULL, 0, &err), MBX_INVALID_INPUT);
   assert_int_equal(mbx_sandbox_poisoned(sb), 0);
   char big[100];

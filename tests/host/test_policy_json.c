@@ -70,6 +70,29 @@ static void the_issue_shape_loads(void **state) {
   assert_memory_equal(p->fs.files[0].data, "id,total\n1,5\n", 13);
   assert_true(p->seed_fixed && p->seed == 42);
   assert_int_equal(p->env_count, 1);
+  assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_TIME_MS), 5000); /* the older time_ms */
+  mbx_policy_free(p);
+}
+
+/* The one vocabulary (docs/vocabulary.md): timeout as a duration, counts as "1e9", the older
+   spellings (time_ms, exec.timeout_ms) still read. */
+static void the_vocabulary_names_load(void **state) {
+  (void)state;
+  mbx_policy *p = mbx_policy_new();
+  mbx_error err;
+  const char *text = "{\"limits\": {\"timeout\": \"1.5s\", \"instructions\": \"1e9\","
+                     " \"memory\": \"1T\"}, \"exec\": {\"timeout\": \"2m\"},"
+                     " \"fs\": {\"quota\": {\"files\": \"2e3\"}}}";
+  assert_int_equal(load(p, text, &err), MBX_OK);
+  assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_TIME_MS), 1500);
+  assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_INSTRUCTIONS), 1000000000);
+  assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_MEMORY), 1ull << 40);
+  assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_EXEC_TIMEOUT_MS), 120000);
+  assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_FS_FILES), 2000);
+  assert_int_equal(
+      load(p, "{\"limits\": {\"timeout\": 250}, \"exec\": {\"timeout_ms\": 900}}", &err), MBX_OK);
+  assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_TIME_MS), 250);
+  assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_EXEC_TIMEOUT_MS), 900);
   mbx_policy_free(p);
 }
 
@@ -87,19 +110,26 @@ static void every_rejection_names_its_key(void **state) {
       {"{\"limit\": {}}",
        "limit: unknown key (expected one of: limits, env, seed, time, deterministic, fs, exec)"},
       {"{\"limits\": {\"memory\": \"64X\"}}",
-       "limits.memory: expected a size (bytes, or a string like \"64M\"), got \"64X\""},
+       "limits.memory: '64X' is not a size (use a number with an optional k, M, G or T suffix, e.g. 64M)"},
       {"{\"limits\": {\"memory\": true}}",
        "limits.memory: expected a size (bytes, or a string like \"64M\"), got true"},
       {"{\"limits\": {\"memory\": 1000}}",
-       "limits.memory: MBX_LIMIT_MEMORY (bytes) must be between 262144 and 1099511627776, not "
-       "1000"},
+       "limits.memory: the memory limit must be between 256k and 1T, not 1000 bytes"},
       {"{\"limits\": {\"instructions\": -1}}",
-       "limits.instructions: expected a whole number >= 0, got -1"},
+       "limits.instructions: expected a whole number >= 0 (or a string like \"1e9\"), got -1"},
+      {"{\"limits\": {\"timeout\": \"5\"}}",
+       "limits.timeout: '5' has no unit (write e.g. 5ms or 5s; 0 means no limit)"},
+      {"{\"limits\": {\"timeout\": 1000, \"time_ms\": 1000}}",
+       "limits.timeout: given twice (as timeout and as time_ms); keep timeout"},
+      {"{\"limits\": {\"timeout\": \"25h\"}}",
+       "limits.timeout: the timeout must be between 0 and 24h, not 25h"},
+      {"{\"limits\": {\"time_ms\": -1}}",
+       "limits.time_ms: expected a duration (milliseconds, or a string like \"2s\" or \"500ms\"), got -1"},
       {"{\"seed\": \"42\"}", "seed: expected an integer or null, got \"42\""},
       {"{\"deterministic\": 1}", "deterministic: expected true or false, got 1"},
       {"{\"env\": {\"A\": 5}}", "env.A: expected a string, got 5"},
       {"{\"fs\": {\"tmp\": \"8Q\"}}",
-       "fs.tmp: expected a size (bytes, or a string like \"64M\"), got \"8Q\""},
+       "fs.tmp: '8Q' is not a size (use a number with an optional k, M, G or T suffix, e.g. 64M)"},
       {"{\"fs\": {\"quota\": {\"byte\": 1}}}",
        "fs.quota.byte: unknown key (expected one of: bytes, files, open_files)"},
       {"{\"fs\": {\"mounts\": [{\"path\": \"data\", \"host\": \"data\"}]}}",
@@ -158,6 +188,7 @@ static void every_rejection_names_its_key(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(the_issue_shape_loads),
+      cmocka_unit_test(the_vocabulary_names_load),
       cmocka_unit_test(every_rejection_names_its_key),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -69,7 +69,8 @@ def _get_runtime(isolate="none"):
 # Limits and policies
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
-               "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+               "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+               "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
 
 
 def _size(name, value):
@@ -86,23 +87,52 @@ def _size(name, value):
             n = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
             if n == int(n):
                 return int(n)
-        raise ValueError("Limits.%s: %r is not a size (use bytes, or a number with k, M or G, "
+        raise ValueError("Limits.%s: %r is not a size (use bytes, or a number with k, M, G or T, "
                          "e.g. '64M')" % (name, value))
     raise TypeError("Limits.%s: expected an int or a string like '64M', got %s"
                     % (name, type(value).__name__))
 
 
 def _count(name, value):
+    if isinstance(value, str):
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)(?:[eE]\+?(\d{1,3}))?", value)
+        if m:
+            n = float(m.group(1)) * 10 ** int(m.group(2) or 0)
+            if n == int(n):
+                return int(n)
+        raise ValueError("Limits.%s: %r is not a count (use a whole number such as 1000000 or "
+                         "'1e9')" % (name, value))
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError("Limits.%s: expected a whole number >= 0 (0 = no limit), got %r"
                          % (name, value))
     return value
 
 
+_DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60000, "min": 60000, "h": 3600000}
+
+
+def _timeout_ms(value):
+    """Limits.timeout: seconds as a number (Python's convention for time), or a duration
+    string as every front door writes it ('2s', '500ms', '1m'); 0 = no time limit."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|min|h)", value.strip().lower())
+        if m:
+            ms = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+            if ms == int(ms):
+                return int(ms)
+        raise ValueError("Limits.timeout: %r is not a duration (use seconds as a number, or "
+                         "a string with a unit: '500ms', '2s', '1m')" % (value,))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError("Limits.timeout: expected seconds >= 0 (0 = no time limit) or a "
+                         "duration such as '2s', got %r" % (value,))
+    ms = int(round(value * 1000))
+    return 1 if value > 0 and ms == 0 else ms
+
+
 class Limits:
     """Per-run limits. memory/output/source/result: bytes (int, or '64M', '512k'); instructions
-    and host_calls: counts (0 = none for instructions, no host calls for host_calls); timeout:
-    seconds (float; 0 = no time limit). None keeps the library's default
+    and host_calls: counts (int, or '1e9'; 0 = none for instructions, no host calls for
+    host_calls); timeout: seconds (a number; 0 = no time limit) or a duration ('2s', '500ms'). None keeps the library's default
     (include/moonbox.h, mbx_limit)."""
 
     def __init__(self, memory=None, instructions=None, timeout=None, output=None, source=None,
@@ -124,14 +154,7 @@ class Limits:
             out.append((_native.LIMIT_INSTRUCTIONS, _count("instructions", self.instructions),
                         "instructions"))
         if self.timeout is not None:
-            t = self.timeout
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
-                raise ValueError("Limits.timeout: expected seconds >= 0 (0 = no time limit), "
-                                 "got %r" % (t,))
-            ms = int(round(t * 1000))
-            if t > 0 and ms == 0:
-                ms = 1
-            out.append((_native.LIMIT_TIME_MS, ms, "timeout"))
+            out.append((_native.LIMIT_TIME_MS, _timeout_ms(self.timeout), "timeout"))
         if self.output is not None:
             out.append((_native.LIMIT_OUTPUT, _size("output", self.output), "output"))
         if self.source is not None:

@@ -152,9 +152,25 @@ class LimitsAndPolicies(unittest.TestCase):
         self.assertIn("Limits.memory", str(cm.exception))
         with self.assertRaises(MoonboxError) as cm:
             Sandbox(limits=Limits(memory=1024))
-        self.assertIn("Limits.memory", cm.exception.message)
+        # In Python's words: the argument, never a C identifier.
+        self.assertEqual("Limits.memory: the memory limit must be between 256k and 1T, not "
+                         "1k", cm.exception.message)
         with self.assertRaises(ValueError):
             Limits(timeout=-1)
+        with self.assertRaises(ValueError) as cm:
+            Limits(timeout="2x")
+        self.assertIn("Limits.timeout: '2x' is not a duration", str(cm.exception))
+
+    def test_limits_take_the_vocabulary_values(self):
+        # The same values every front door takes (docs/vocabulary.md); a bare number of
+        # seconds stays Python's way of writing time.
+        self.assertEqual(Limits(timeout="250ms")._settings()[0][1], 250)
+        self.assertEqual(Limits(timeout="1.5s")._settings()[0][1], 1500)
+        self.assertEqual(Limits(timeout=2)._settings()[0][1], 2000)
+        self.assertEqual(Limits(instructions="1e9")._settings()[0][1], 10 ** 9)
+        self.assertEqual(Limits(memory="1T")._settings()[0][1], 1 << 40)
+        r = moonbox.run("while true do end", limits=Limits(timeout="100ms", instructions=0))
+        self.assertEqual(r.status, "time_limit")
 
     def test_a_limit_poisons_until_reset(self):
         with Sandbox(limits=Limits(instructions=10_000)) as sb:

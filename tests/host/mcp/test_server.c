@@ -321,6 +321,23 @@ static void test_bad_arguments(void **state) {
                     "above the server's cap of 4000");
   expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"cpu\":1}}", "unknown limit 'cpu'");
   expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"memory\":1024}}", "limits.memory");
+  /* The vocabulary's values (docs/vocabulary.md): sizes, counts and durations as strings. */
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"memory\":\"1k\"}}",
+                    "limits.memory: the memory limit must be between 256k and 1T, not 1k");
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"memory\":\"64X\"}}",
+                    "limits.memory: '64X' is not a size");
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"timeout\":\"5s\"}}",
+                    "limits.timeout: 5000 is above the server's cap of 4000");
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"timeout\":\"5\"}}",
+                    "limits.timeout: '5' has no unit");
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"timeout\":\"0s\"}}",
+                    "limits.timeout: 0 would remove the limit");
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"timeout_ms\":\"5s\"}}",
+                    "limits.timeout_ms: expected a positive integer (milliseconds), got a string");
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"timeout\":100,\"timeout_ms\":100}}",
+                    "limits.timeout: given twice (as timeout and as timeout_ms); keep timeout");
+  expect_tool_error(f, "{\"code\":\"x\",\"limits\":{\"instructions\":true}}",
+                    "limits.instructions: expected a positive integer or a string");
   expect_tool_error(f, "{\"code\":\"x\",\"files\":{\"rel/a\":\"\"}}", "absolute");
   expect_tool_error(f, "{\"code\":\"x\",\"files\":{\"/tmp/a\":\"\"}}", "files['/tmp/a']");
   expect_tool_error(f, "{\"code\":\"x\",\"files\":{\"/a\":{\"$bytes\":\"!!\"}}}", "base64");
@@ -408,7 +425,7 @@ static void test_progress(void **state) {
   initialize(f);
   send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
                "\"name\":\"run_lua\",\"_meta\":{\"progressToken\":\"tok\"},\"arguments\":{"
-               "\"code\":\"while true do end\",\"limits\":{\"timeout_ms\":2500}}}}");
+               "\"code\":\"while true do end\",\"limits\":{\"timeout\":\"2.5s\"}}}}");
   json_int_t last = 0;
   int progress = 0;
   for (;;) {

@@ -45,7 +45,7 @@ static int parse_argv(const char *const *args, mbxH_cli_options *opt, char *msg,
     assert_string_equal(msg_, (message));                                                          \
   } while (0)
 
-#define SIZE_HINT "(use a number with an optional k, M or G suffix, e.g. 64M)"
+#define SIZE_HINT "(use a number with an optional k, M, G or T suffix, e.g. 64M)"
 #define COUNT_HINT "(use a whole number such as 1000000 or 1e9; 0 means no limit)"
 #define EPOCH_HINT "(use whole seconds since 1970-01-01 UTC, e.g. 1700000000)"
 

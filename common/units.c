@@ -1,6 +1,6 @@
-/* host/options/values.c -- the values of the run options: sizes, durations, counts, epochs and
-   seeds, and the messages that quote a user's value back. */
-#include "host/options/values.h"
+/* common/units.c -- the values of settings as docs/vocabulary.md writes them: sizes, durations,
+   counts, epochs and seeds, and the messages that quote a user's value back. */
+#include "common/units.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 ** A limit is a security setting, so a value is either exactly what was written or an error.
 */
 
-#define SIZE_HINT "use a number with an optional k, M or G suffix, e.g. 64M"
+#define SIZE_HINT "use a number with an optional k, M, G or T suffix, e.g. 64M"
 #define DURATION_HINT                                                                              \
   "use a number with a unit: ms, s, m or h, e.g. 500ms, 1.5s or 2m; 0 means no limit"
 #define COUNT_HINT "use a whole number such as 1000000 or 1e9; 0 means no limit"
@@ -34,6 +34,9 @@ static const unit size_units[] = {
     {"g", 1024 * 1024 * 1024},
     {"gb", 1024 * 1024 * 1024},
     {"gib", 1024 * 1024 * 1024},
+    {"t", 1024ull * 1024 * 1024 * 1024},
+    {"tb", 1024ull * 1024 * 1024 * 1024},
+    {"tib", 1024ull * 1024 * 1024 * 1024},
 };
 
 static const unit duration_units[] = {
@@ -53,7 +56,7 @@ typedef enum value_check { VALUE_OK, VALUE_TOO_LARGE, VALUE_NOT_WHOLE } value_ch
 /* ---------------------------------------------------------------------------------------- */
 /* Messages                                                                                  */
 
-void mbxH_cli_msg(char *msg, size_t msg_size, const char *fmt, ...) {
+void mbxU_msg(char *msg, size_t msg_size, const char *fmt, ...) {
   va_list ap;
   if (msg == NULL || msg_size == 0) return;
   va_start(ap, fmt);
@@ -66,11 +69,11 @@ void mbxH_cli_msg(char *msg, size_t msg_size, const char *fmt, ...) {
 ** to a terminal, and escape sequences in it could rewrite what the user sees) and a long
 ** value is cut at a UTF-8 boundary and marked with "...".
 */
-void mbxH_cli_quote(const char *text, char *buf, size_t size) {
+void mbxU_quote(const char *text, char *buf, size_t size) {
   size_t len = strlen(text), n = len, i;
   int cut = 0;
-  if (n > MBXH_CLI_QUOTE_MAX || n > size - 4) {
-    n = MBXH_CLI_QUOTE_MAX < size - 4 ? MBXH_CLI_QUOTE_MAX : size - 4;
+  if (n > MBXU_QUOTE_MAX || n > size - 4) {
+    n = MBXU_QUOTE_MAX < size - 4 ? MBXU_QUOTE_MAX : size - 4;
     while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
       n--;
     cut = 1;
@@ -180,56 +183,56 @@ static const unit *find_unit(const unit *units, size_t count, const char *name) 
 /* The checks every kind of value shares; returns 1 when the value was refused. */
 static int refuse_blank_or_negative(const char *option, const char *text, const char *hint,
                                     char *msg, size_t msg_size) {
-  char quoted[MBXH_CLI_QUOTE_MAX + 4];
+  char quoted[MBXU_QUOTE_MAX + 4];
   if (text[0] == '\0') {
-    mbxH_cli_msg(msg, msg_size, "%s: empty value (%s)", option, hint);
+    mbxU_msg(msg, msg_size, "%s: empty value (%s)", option, hint);
     return 1;
   }
   if (text[0] == '-' && is_digit(text[1])) {
-    mbxH_cli_quote(text, quoted, sizeof quoted);
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is negative (%s)", option, quoted, hint);
+    mbxU_quote(text, quoted, sizeof quoted);
+    mbxU_msg(msg, msg_size, "%s: '%s' is negative (%s)", option, quoted, hint);
     return 1;
   }
   return 0;
 }
 
-int mbxH_cli_parse_size(const char *option, const char *text, uint64_t *out, char *msg,
-                        size_t msg_size) {
-  char quoted[MBXH_CLI_QUOTE_MAX + 4];
+int mbxU_parse_size(const char *option, const char *text, uint64_t *out, char *msg,
+                    size_t msg_size) {
+  char quoted[MBXU_QUOTE_MAX + 4];
   decimal_text d;
   const char *end;
   const unit *u;
   if (refuse_blank_or_negative(option, text, SIZE_HINT, msg, msg_size)) return -1;
-  mbxH_cli_quote(text, quoted, sizeof quoted);
+  mbxU_quote(text, quoted, sizeof quoted);
   end = scan_decimal(text, &d);
   u = end ? find_unit(size_units, sizeof size_units / sizeof size_units[0], end) : NULL;
   if (u == NULL) {
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a size (%s)", option, quoted, SIZE_HINT);
+    mbxU_msg(msg, msg_size, "%s: '%s' is not a size (%s)", option, quoted, SIZE_HINT);
     return -1;
   }
   switch (decimal_value(&d, u->scale, 0, out)) {
   case VALUE_OK:
     return 0;
   case VALUE_TOO_LARGE:
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, SIZE_HINT);
+    mbxU_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, SIZE_HINT);
     return -1;
   case VALUE_NOT_WHOLE:
     break;
   }
-  mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a whole number of bytes (%s)", option, quoted,
-               SIZE_HINT);
+  mbxU_msg(msg, msg_size, "%s: '%s' is not a whole number of bytes (%s)", option, quoted,
+           SIZE_HINT);
   return -1;
 }
 
-int mbxH_cli_parse_duration(const char *option, const char *text, uint64_t *out, char *msg,
-                            size_t msg_size) {
-  char quoted[MBXH_CLI_QUOTE_MAX + 4];
+int mbxU_parse_duration(const char *option, const char *text, uint64_t *out, char *msg,
+                        size_t msg_size) {
+  char quoted[MBXU_QUOTE_MAX + 4];
   decimal_text d;
   const char *end;
   const unit *u;
   uint64_t value;
   if (refuse_blank_or_negative(option, text, DURATION_HINT, msg, msg_size)) return -1;
-  mbxH_cli_quote(text, quoted, sizeof quoted);
+  mbxU_quote(text, quoted, sizeof quoted);
   end = scan_decimal(text, &d);
   if (end != NULL && *end == '\0') {
     /* "--timeout 5" is ambiguous (5 s? 5 ms?); only 0 means the same in every unit. */
@@ -237,37 +240,37 @@ int mbxH_cli_parse_duration(const char *option, const char *text, uint64_t *out,
       *out = 0;
       return 0;
     }
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' has no unit (write e.g. %sms or %ss; 0 means no limit)",
-                 option, quoted, quoted, quoted);
+    mbxU_msg(msg, msg_size, "%s: '%s' has no unit (write e.g. %sms or %ss; 0 means no limit)",
+             option, quoted, quoted, quoted);
     return -1;
   }
   u = end ? find_unit(duration_units, sizeof duration_units / sizeof duration_units[0], end) : NULL;
   if (u == NULL) {
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a duration (%s)", option, quoted, DURATION_HINT);
+    mbxU_msg(msg, msg_size, "%s: '%s' is not a duration (%s)", option, quoted, DURATION_HINT);
     return -1;
   }
   switch (decimal_value(&d, u->scale, 0, out)) {
   case VALUE_OK:
     return 0;
   case VALUE_TOO_LARGE:
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, DURATION_HINT);
+    mbxU_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, DURATION_HINT);
     return -1;
   case VALUE_NOT_WHOLE:
     break;
   }
-  mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a whole number of milliseconds (%s)", option, quoted,
-               DURATION_HINT);
+  mbxU_msg(msg, msg_size, "%s: '%s' is not a whole number of milliseconds (%s)", option, quoted,
+           DURATION_HINT);
   return -1;
 }
 
-int mbxH_cli_parse_count(const char *option, const char *text, uint64_t *out, char *msg,
-                         size_t msg_size) {
-  char quoted[MBXH_CLI_QUOTE_MAX + 4];
+int mbxU_parse_count(const char *option, const char *text, uint64_t *out, char *msg,
+                     size_t msg_size) {
+  char quoted[MBXU_QUOTE_MAX + 4];
   decimal_text d;
   const char *end;
   long exp10 = 0;
   if (refuse_blank_or_negative(option, text, COUNT_HINT, msg, msg_size)) return -1;
-  mbxH_cli_quote(text, quoted, sizeof quoted);
+  mbxU_quote(text, quoted, sizeof quoted);
   end = scan_decimal(text, &d);
   if (end != NULL && (*end == 'e' || *end == 'E')) {
     int negative = 0;
@@ -284,33 +287,33 @@ int mbxH_cli_parse_count(const char *option, const char *text, uint64_t *out, ch
     }
   }
   if (end == NULL || *end != '\0') {
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a count (%s)", option, quoted, COUNT_HINT);
+    mbxU_msg(msg, msg_size, "%s: '%s' is not a count (%s)", option, quoted, COUNT_HINT);
     return -1;
   }
   switch (decimal_value(&d, 1, exp10, out)) {
   case VALUE_OK:
     return 0;
   case VALUE_TOO_LARGE:
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, COUNT_HINT);
+    mbxU_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, COUNT_HINT);
     return -1;
   case VALUE_NOT_WHOLE:
     break;
   }
-  mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a whole number (%s)", option, quoted, COUNT_HINT);
+  mbxU_msg(msg, msg_size, "%s: '%s' is not a whole number (%s)", option, quoted, COUNT_HINT);
   return -1;
 }
 
 #define EPOCH_HINT "use whole seconds since 1970-01-01 UTC, e.g. 1700000000"
 
-int mbxH_cli_parse_epoch(const char *option, const char *text, int64_t *out, char *msg,
-                         size_t msg_size) {
-  char quoted[MBXH_CLI_QUOTE_MAX + 4];
+int mbxU_parse_epoch(const char *option, const char *text, int64_t *out, char *msg,
+                     size_t msg_size) {
+  char quoted[MBXU_QUOTE_MAX + 4];
   const char *p = text;
   int negative = 0;
   uint64_t magnitude = 0;
-  mbxH_cli_quote(text, quoted, sizeof quoted);
+  mbxU_quote(text, quoted, sizeof quoted);
   if (text[0] == '\0') {
-    mbxH_cli_msg(msg, msg_size, "%s: empty value (%s)", option, EPOCH_HINT);
+    mbxU_msg(msg, msg_size, "%s: empty value (%s)", option, EPOCH_HINT);
     return -1;
   }
   if (*p == '-') {
@@ -318,20 +321,20 @@ int mbxH_cli_parse_epoch(const char *option, const char *text, int64_t *out, cha
     p++;
   }
   if (!is_digit(*p)) {
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a time (%s)", option, quoted, EPOCH_HINT);
+    mbxU_msg(msg, msg_size, "%s: '%s' is not a time (%s)", option, quoted, EPOCH_HINT);
     return -1;
   }
   for (; is_digit(*p); p++) {
     /* 2^63 fits the magnitude of INT64_MIN; anything larger is refused. */
     if (magnitude > ((uint64_t)1 << 63) / 10 ||
         magnitude * 10 + (uint64_t)(*p - '0') > ((uint64_t)1 << 63)) {
-      mbxH_cli_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, EPOCH_HINT);
+      mbxU_msg(msg, msg_size, "%s: '%s' is too large (%s)", option, quoted, EPOCH_HINT);
       return -1;
     }
     magnitude = magnitude * 10 + (uint64_t)(*p - '0');
   }
   if (*p != '\0' || (!negative && magnitude == ((uint64_t)1 << 63))) {
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a time (%s)", option, quoted, EPOCH_HINT);
+    mbxU_msg(msg, msg_size, "%s: '%s' is not a time (%s)", option, quoted, EPOCH_HINT);
     return -1;
   }
   if (negative)
@@ -343,35 +346,35 @@ int mbxH_cli_parse_epoch(const char *option, const char *text, int64_t *out, cha
 
 #define SEED_HINT "use a whole number, e.g. 42"
 
-int mbxH_cli_parse_seed(const char *option, const char *text, uint64_t *out, char *msg,
-                        size_t msg_size) {
-  char quoted[MBXH_CLI_QUOTE_MAX + 4];
+int mbxU_parse_seed(const char *option, const char *text, uint64_t *out, char *msg,
+                    size_t msg_size) {
+  char quoted[MBXU_QUOTE_MAX + 4];
   const char *p = text;
   uint64_t value = 0;
-  mbxH_cli_quote(text, quoted, sizeof quoted);
+  mbxU_quote(text, quoted, sizeof quoted);
   if (text[0] == '-') {
     /* A negative seed is the same 64 bits as math.randomseed(-N) uses. */
     int64_t negative;
-    if (mbxH_cli_parse_epoch(option, text, &negative, msg, msg_size) != 0) {
-      mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
+    if (mbxU_parse_epoch(option, text, &negative, msg, msg_size) != 0) {
+      mbxU_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
       return -1;
     }
     *out = (uint64_t)negative;
     return 0;
   }
   if (!is_digit(*p)) {
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
+    mbxU_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
     return -1;
   }
   for (; is_digit(*p); p++) {
     if (mul_overflows(value, 10, &value) || value > UINT64_MAX - (uint64_t)(*p - '0')) {
-      mbxH_cli_msg(msg, msg_size, "%s: '%s' is too large (at most 2^64 - 1)", option, quoted);
+      mbxU_msg(msg, msg_size, "%s: '%s' is too large (at most 2^64 - 1)", option, quoted);
       return -1;
     }
     value += (uint64_t)(*p - '0');
   }
   if (*p != '\0') {
-    mbxH_cli_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
+    mbxU_msg(msg, msg_size, "%s: '%s' is not a seed (%s)", option, quoted, SEED_HINT);
     return -1;
   }
   *out = value;
