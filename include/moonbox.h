@@ -768,6 +768,20 @@ MBX_API int mbx_sandbox_poisoned(const mbx_sandbox *sb);
 MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err);
 
 /*
+** mbx_sandbox_reset_keep_files is mbx_sandbox_reset for everything but the sandbox's files:
+** the guest's state is pristine again and the pages its heap dirtied go back to the OS, while
+** /tmp, the memory files and what overlay mounts hold stay as the guest left them, so the
+** change set (mbx_sandbox_changes, mbx_sandbox_changes_each) can be read, and shown or
+** diffed, after the heap of the run that made it is gone (the CLI's --changes and --diff do
+** so: a guest that filled its heap does not keep it resident while the host reads
+** originals). Open files are closed; what rw mounts grew by is forgotten by the bytes quota,
+** as after mbx_sandbox_reset. In a worker (MBX_CAP_ISOLATE) the guest's heap is in the
+** worker: this makes a new one, as mbx_sandbox_reset does. Returns what mbx_sandbox_reset
+** returns; MBX_NO_MEMORY before anything changed when the host is out of memory.
+*/
+MBX_API mbx_status mbx_sandbox_reset_keep_files(mbx_sandbox *sb, mbx_error *err);
+
+/*
 ** CHECKPOINT / REWIND: instant rollback for fuzzing (one input per rewind) and for "try an
 ** action, then undo".
 **
