@@ -187,8 +187,10 @@ static void trim_common(const char **a, size_t *alen, const char **b, size_t *bl
   for (size_t i = 0; i < pre; i++)
     lines += x[i] == '\n';
   *skipped = lines;
-  *a = x + pre;
-  *b = y + pre;
+  if (pre) { /* an empty side may be NULL: no arithmetic on it */
+    *a = x + pre;
+    *b = y + pre;
+  }
   *alen -= pre + suf;
   *blen -= pre + suf;
 }
