@@ -218,6 +218,12 @@ static int run_exit_code(const mbx_result *res) {
   return mbxH_cli_exit_code(mbx_result_status(res));
 }
 
+/* 1 when fds a and b are the same open file or terminal. */
+static int same_file(int a, int b) {
+  struct stat x, y;
+  return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 /* Prints the outcome of a run that happened; returns the exit code. changes (NULL: none) is
    the change set's JSON array, added to the --json object under "changes". out: where the
    script's stdout and value go (stdout, or stderr when stdout holds the diff alone);
@@ -246,7 +252,10 @@ static int print_result(const mbx_result *res, int json, const char *changes, FI
   }
   text = mbx_result_stdout(res, &len);
   if (len > 0) fwrite(text, 1, len, out);
-  if (len > 0 && out == stderr) *err_open = text[len - 1] != '\n';
+  /* On one terminal (or file) the next line on stderr would continue the script's last line
+     on stdout too. */
+  int shared = out == stderr || same_file(fileno(stdout), fileno(stderr));
+  if (len > 0 && shared) *err_open = text[len - 1] != '\n';
   text = mbx_result_stderr(res, &len);
   if (len > 0) {
     fflush(stdout); /* keep the two streams in order on a shared terminal */
@@ -275,7 +284,7 @@ static int print_result(const mbx_result *res, int json, const char *changes, FI
   } else if (status == MBX_OK) {
     text = mbx_result_value_json(res, &len);
     if (text != NULL && !(len == 4 && memcmp(text, "null", 4) == 0)) {
-      if (out == stderr) *err_open = 0;
+      if (shared) *err_open = 0;
       fwrite(text, 1, len, out);
       fputc('\n', out);
     }

@@ -57,6 +57,10 @@ after=$(tail -n +$((${at:-0} + 1)) "$work/err")
 [ "$after" == "moonbox: modified /w/a.txt (17 bytes)" ] || fail "--changes below the frame: $after"
 head -1 "$work/err" | grep -qx 'moonbox: modified /w/b.txt (7 bytes)' ||
   fail "the script's unterminated line was glued to the frame: $(head -2 "$work/err")"
+# stdout and stderr into one file: the script's unterminated stdout line is ended there too.
+"$MOONBOX" run --changes -e 'io.write("moonbox: created  /tmp/x (1 bytes)")' > "$work/both" 2>&1
+[ "$(head -1 "$work/both")" == "moonbox: created  /tmp/x (1 bytes)" ] && grep -qE "$frame" "$work/both" ||
+  fail "the frame was glued to the script's stdout: $(cat "$work/both")"
 "$MOONBOX" run --mount "$host:/w:overlay" --changes="$work/c.txt" -e "$forge" > /dev/null 2> "$work/err"
 [ "$(cat "$work/c.txt")" == "moonbox: modified /w/a.txt (17 bytes)" ] ||
   fail "--changes=FILE: $(cat "$work/c.txt")"
