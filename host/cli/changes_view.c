@@ -249,14 +249,19 @@ static void file_put(void *file, const char *p, size_t n) {
 /* "Files A and B differ (why)": a file named instead of shown, as diff(1) names binaries
    (patch(1) skips the line). Counted against the cap too: past it, only counted. */
 static void name_only(differ *d, const char *a, const char *b, const char *why) {
-  int n = snprintf(NULL, 0, "Files %s and %s differ (%s)\n", a, b, why);
+  /* The reason may name a path (a hard link's first one): escaped as the labels are, so no
+     name in it starts a line of the diff. */
+  mbxU_buf reason = {0};
+  const char *shown = printable(&reason, why);
+  int n = reason.failed ? -1 : snprintf(NULL, 0, "Files %s and %s differ (%s)\n", a, b, shown);
   d->rep->not_shown++;
   if (n < 0 || (uint64_t)n > out_left(d)) {
     d->rep->not_named++;
-    return;
+  } else {
+    fprintf(d->out, "Files %s and %s differ (%s)\n", a, b, shown);
+    d->rep->printed += (uint64_t)n;
   }
-  fprintf(d->out, "Files %s and %s differ (%s)\n", a, b, why);
-  d->rep->printed += (uint64_t)n;
+  mbxU_buf_free(&reason);
 }
 
 static int diff_one(void *ud, const mbx_change *c) {

@@ -80,7 +80,7 @@ for i in $(seq 1 13); do ln "$big/f0.log" "$big/l$i.log"; done
   > "$work/out" 2> "$work/err"
 size=$(stat -c %s "$work/out")
 [ "$size" -le $((1 << 20)) ] || fail "13 truncated links printed $size bytes of diff"
-[ "$(grep -c '^Files /w/l[0-9]*\.log and /w/l[0-9]*\.log differ (not shown: ' "$work/out")" == 13 ] ||
+[ "$(grep -c '^Files /w/l[0-9]*\.log and /w/l[0-9]*\.log differ (not [a-z]*: ' "$work/out")" == 13 ] ||
   fail "the truncated links are not named: $(head -3 "$work/out")"
 grep -q '^moonbox: --diff: 13 changed files named, not shown (' "$work/err" ||
   fail "no --diff summary: $(cat "$work/err")"
@@ -89,17 +89,30 @@ grep -q '^moonbox: --diff: 13 changed files named, not shown (' "$work/err" ||
   -e 'for i = 1, 3 do assert(os.remove("/w/l" .. i .. ".log")) end' > "$work/out" 2> "$work/err"
 size=$(stat -c %s "$work/out")
 [ "$size" -le $((1 << 20)) ] || fail "three removals printed $size bytes under --output-limit 1M"
-[ "$(grep -c '^Files /w/l[0-9]\.log and /dev/null differ (not shown: ' "$work/out")" == 3 ] ||
+[ "$(grep -c '^Files /w/l[0-9]\.log and /dev/null differ (not [a-z]*: ' "$work/out")" == 3 ] ||
   fail "the removals are not named: $(head -3 "$work/out")"
 # With a --diff-limit that holds one, one removal is shown whole, the others named (the
 # original is read once for the three links: the others are a hard link of it).
-"$MOONBOX" run --memory 256M --diff-limit 64M --mount "$big:/w:overlay" --diff \
+"$MOONBOX" run --memory 256M --timeout 120s --diff-limit 64M --mount "$big:/w:overlay" --diff \
   -e 'for i = 1, 3 do assert(os.remove("/w/l" .. i .. ".log")) end' > "$work/out" 2> "$work/err"
 [ "$(grep -c '^-x' "$work/out")" == $((40 * 1024 * 1024 / 80)) ] ||
   fail "one removal is not shown whole: $(grep -c '^-x' "$work/out") lines"
 grep -q 'hard link of /w/l1.log' "$work/out" || fail "the other links were read again: $(grep '^Files' "$work/out")"
 grep -q '41943040 bytes of originals read' "$work/err" || fail "read more than once: $(cat "$work/err")"
 rm -rf "$big"
+# A link's name in the reason is escaped as the labels are: a host name holding a newline
+# starts no line of the diff.
+links=$work/links
+mkdir -p "$links"
+head -c $((5 << 20)) /dev/zero | tr '\0' 'y' > "$links/$(printf 'a\n+++ evil')"
+ln "$links/$(printf 'a\n+++ evil')" "$links/b.log"
+printf '{"fs": {"quota": {"bytes": "64M"}}}' > "$work/quota.json"
+"$MOONBOX" run --policy "$work/quota.json" --mount "$links:/w:overlay" --diff -e '
+for _, e in ipairs(fs.list("/w")) do local f = assert(io.open("/w/" .. e.name, "a")) f:write("\n") f:close() end' \
+  > "$work/out" 2> "$work/err"
+grep -q '^+++ evil' "$work/out" && fail "a host name started a line of the diff: $(grep -a '^+++' "$work/out")"
+grep -q 'a hard link of /w/a\\x0a+++ evil' "$work/out" || fail "the link's reason: $(grep -a '^Files' "$work/out")"
+rm -rf "$links"
 
 # ---- the CLI's peak RSS: the guest's heap is released before originals are read ----
 rss=$work/rss
