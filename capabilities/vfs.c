@@ -2128,3 +2128,32 @@ int mbxC_vfs_host_original(mbxC_vfs *v, const char *path, size_t len, uint64_t m
   v->tapped = tapped;
   return rc;
 }
+
+int mbxC_vfs_host_id(mbxC_vfs *v, const char *path, size_t len, mbxC_vfs_file_id *id,
+                     mbxC_port_error *e) {
+  where w;
+  memset(id, 0, sizeof *id);
+  if (locate(v, path, len, &w, e) != 0) return -1;
+  if (w.mount < 0) return fail(e, ENOENT, "a memory path has no host original");
+  /* The same confined open as a read (a regular file, the inode it looked at), then only
+     its fstat: nothing is read. */
+  int tapped = v->tapped;
+  v->tapped = 0;
+  int number, rc = -1;
+  if (host_open(v, &w, MBXC_FS_READ, &number, e) == 0) {
+    handle *h = get_handle(v, number, e);
+    struct stat st;
+    if (fstat(h->fd, &st) != 0) {
+      host_fail(e, errno, 0);
+    } else {
+      id->dev = (uint64_t)st.st_dev;
+      id->ino = (uint64_t)st.st_ino;
+      id->size = (uint64_t)st.st_size;
+      id->nlink = (uint64_t)st.st_nlink;
+      rc = 0;
+    }
+    release_handle(v, h);
+  }
+  v->tapped = tapped;
+  return rc;
+}

@@ -161,6 +161,14 @@ int mbxC_vfs_changes(mbxC_vfs *v, mbxC_vfs_change_fn fn, void *ud, mbxC_port_err
    read is, at most max bytes (EFBIG past it); *data malloc'd (free it). */
 int mbxC_vfs_host_original(mbxC_vfs *v, const char *path, size_t len, uint64_t max, char **data,
                            size_t *n, mbxC_port_error *e);
+/* Which host file mbxC_vfs_host_original would read at overlay path, without reading it: its
+   device, inode, size and link count, through the same confined open (so a diff reads each inode once,
+   however many hard links of it the guest changed). */
+typedef struct mbxC_vfs_file_id {
+  uint64_t dev, ino, size, nlink;
+} mbxC_vfs_file_id;
+int mbxC_vfs_host_id(mbxC_vfs *v, const char *path, size_t len, mbxC_vfs_file_id *id,
+                     mbxC_port_error *e);
 
 /* Record/replay of the host's answers (snapshots of sandboxes with mounts; the record layer,
    capabilities/port_record.c, implements the tap). With a tap set, every answer the view gets

@@ -92,7 +92,34 @@ typedef struct walk {
   const mbx_change *current;           /* what fn was given, while it runs */
   const mbxC_vfs_change *current_view; /* the same change, as the view told it */
   struct walk *outer;
+  /* The host files whose originals this walk has read (each at most once: a guest that
+     changed 40 hard links of one large file must not make the host read it 40 times), the
+     first path that read each, and the bytes of the small ones, for their other links. */
+  struct seen *seen;
+  size_t seen_count, seen_cap;
+  uint64_t cached_bytes;
 } walk;
+
+typedef struct seen {
+  mbxC_vfs_file_id id;
+  char *path;
+  char *bytes; /* NULL: not kept (past WALK_CACHE_MAX) */
+  size_t len;
+} seen;
+
+/* Bytes of originals a walk keeps for the other hard links of their files. */
+#define WALK_CACHE_MAX ((uint64_t)4 << 20)
+
+static void walk_forget(walk *w) {
+  for (size_t i = 0; i < w->seen_count; i++) {
+    free(w->seen[i].path);
+    free(w->seen[i].bytes);
+  }
+  free(w->seen);
+  w->seen = NULL;
+  w->seen_count = w->seen_cap = 0;
+  w->cached_bytes = 0;
+}
 
 static _Thread_local walk *walks;
 
@@ -128,6 +155,7 @@ MBX_API mbx_status mbx_sandbox_changes_each(mbx_sandbox *sb, mbx_change_fn fn, v
   mbxC_port_error e;
   int rc = w.view ? mbxC_vfs_changes(w.view, visit, &w, &e) : 0;
   walks = w.outer;
+  walk_forget(&w);
   mbxH_sandbox_release(sb);
   if (rc == 0) return MBX_OK;
   if (e.errnum != ECANCELED) {
@@ -160,11 +188,59 @@ MBX_API mbx_status mbx_sandbox_change_original(mbx_sandbox *sb, const mbx_change
   }
   const mbxC_vfs_change *vc = w->current_view;
   const char *path = vc->kind == MBXC_CHANGE_RENAMED ? vc->from : vc->path;
+  size_t path_len = strlen(path);
   mbxC_port_error e;
-  if (mbxC_vfs_host_original(w->view, path, strlen(path), max, data, len, &e) != 0) {
-    mbx_status s = e.errnum == ENOMEM ? MBX_NO_MEMORY : MBX_INVALID_ARGUMENT;
-    mbxU_error_set(err, s, "%s", e.message);
-    return s;
+  mbxC_vfs_file_id id;
+  mbx_status s = MBX_INVALID_ARGUMENT;
+  if (mbxC_vfs_host_id(w->view, path, path_len, &id, &e) != 0) goto refused;
+  for (size_t i = 0; i < w->seen_count; i++) {
+    seen *p = &w->seen[i];
+    if (p->id.dev != id.dev || p->id.ino != id.ino) continue;
+    if (p->bytes == NULL || p->len != id.size) {
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                     "a hard link of %s, whose original this walk has read already", p->path);
+      return MBX_INVALID_ARGUMENT;
+    }
+    if ((*data = malloc(p->len ? p->len : 1)) == NULL) goto no_memory;
+    memcpy(*data, p->bytes, p->len);
+    *len = p->len;
+    return MBX_OK;
+  }
+  /* Refused whole before a byte is read (the read below checks it again, against the file
+     it opens). */
+  if (id.size > max) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "File too large (the file is larger than %llu bytes)",
+                   (unsigned long long)max);
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (w->seen_count == w->seen_cap) {
+    size_t cap = w->seen_cap ? 2 * w->seen_cap : 16;
+    seen *grown = realloc(w->seen, cap * sizeof *grown);
+    if (grown == NULL) goto no_memory;
+    w->seen = grown;
+    w->seen_cap = cap;
+  }
+  seen *p = &w->seen[w->seen_count];
+  *p = (seen){.id = id, .path = malloc(path_len + 1)};
+  if (p->path == NULL) goto no_memory;
+  memcpy(p->path, path, path_len + 1);
+  w->seen_count++;
+  if (mbxC_vfs_host_original(w->view, path, path_len, max, data, len, &e) != 0) {
+    s = e.errnum == ENOMEM ? MBX_NO_MEMORY : MBX_INVALID_ARGUMENT;
+    goto refused;
+  }
+  /* Only a file with other links can be asked for again. */
+  if (id.nlink > 1 && id.size == *len && *len <= WALK_CACHE_MAX - w->cached_bytes &&
+      (p->bytes = malloc(*len ? *len : 1)) != NULL) {
+    memcpy(p->bytes, *data, *len);
+    p->len = *len;
+    w->cached_bytes += *len;
   }
   return MBX_OK;
+refused:
+  mbxU_error_set(err, s, "%s", e.message);
+  return s;
+no_memory:
+  mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_change_original: out of host memory");
+  return MBX_NO_MEMORY;
 }

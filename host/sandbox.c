@@ -130,6 +130,37 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err) {
   return s;
 }
 
+MBX_API mbx_status mbx_sandbox_reset_keep_files(mbx_sandbox *sb, mbx_error *err) {
+  if (sb == NULL) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_reset_keep_files: the sandbox is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (!mbxH_sandbox_claim(sb, "mbx_sandbox_reset_keep_files", err)) return MBX_SANDBOX_BUSY;
+  /* The backend's reset empties the view through its journal, so a mark taken just before
+     brings every file back (the nodes are kept, nothing is copied). */
+  mbxC_vfs *v = sb->backend->files ? sb->backend->files(sb->impl) : NULL;
+  mbxC_vfs_mark *mark = v ? mbxC_vfs_mark_take(v) : NULL;
+  mbx_status s;
+  if (v && mark == NULL) {
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_reset_keep_files: out of host memory");
+    s = MBX_NO_MEMORY; /* nothing changed */
+  } else {
+    s = sb->backend->reset(sb->impl, err);
+    if (s == MBX_OK && mark && mbxC_vfs_mark_restore(v, mark) != 0) {
+      mbxU_error_set(err, MBX_NO_MEMORY,
+                     "mbx_sandbox_reset_keep_files: out of host memory: the files were "
+                     "reset too");
+      s = MBX_NO_MEMORY;
+    }
+    sb->poisoned = s != MBX_OK;
+    sb->poisoned_by = s != MBX_OK ? MBX_INTERNAL_ERROR : MBX_OK;
+  }
+  mbxC_vfs_mark_free(mark);
+  count_heap(sb);
+  mbxH_sandbox_release(sb);
+  return s;
+}
+
 MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err) {
   if (sb == NULL) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_checkpoint: the sandbox is NULL");

@@ -769,6 +769,20 @@ MBX_API int mbx_sandbox_poisoned(const mbx_sandbox *sb);
 MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err);
 
 /*
+** mbx_sandbox_reset_keep_files is mbx_sandbox_reset for everything but the sandbox's files:
+** the guest's state is pristine again and the pages its heap dirtied go back to the OS, while
+** /tmp, the memory files and what overlay mounts hold stay as the guest left them, so the
+** change set (mbx_sandbox_changes, mbx_sandbox_changes_each) can be read, and shown or
+** diffed, after the heap of the run that made it is gone (the CLI's --changes and --diff do
+** so: a guest that filled its heap does not keep it resident while the host reads
+** originals). Open files are closed; what rw mounts grew by is forgotten by the bytes quota,
+** as after mbx_sandbox_reset. In a worker (MBX_CAP_ISOLATE) the guest's heap is in the
+** worker: this makes a new one, as mbx_sandbox_reset does. Returns what mbx_sandbox_reset
+** returns; MBX_NO_MEMORY before anything changed when the host is out of memory.
+*/
+MBX_API mbx_status mbx_sandbox_reset_keep_files(mbx_sandbox *sb, mbx_error *err);
+
+/*
 ** CHECKPOINT / REWIND: instant rollback for fuzzing (one input per rewind) and for "try an
 ** action, then undo".
 **
@@ -852,7 +866,12 @@ MBX_API mbx_status mbx_sandbox_changes(mbx_sandbox *sb, unsigned flags, char **j
 ** read is confined as the guest's reads are (no symlink leads out of the mount), is not
 ** recorded in a snapshot's log, and reads at most max bytes: a larger original is refused
 ** whole (MBX_INVALID_ARGUMENT), so a hostile guest's change set costs the host at most max
-** bytes per call. On MBX_OK *data (released with mbx_free; may be NULL when *len is 0) holds
+** bytes per call. Within one walk each host file (device and inode) is read at most once: a
+** change whose original is a hard link of one read before in the walk gets a copy of those
+** bytes when the walk kept them (originals of files with other links, up to 4 MiB in all),
+** else MBX_INVALID_ARGUMENT ("a hard link of /w/a.log, whose original this walk has read
+** already"), so 40 changed links of one large file cost one read, not 40.
+** On MBX_OK *data (released with mbx_free; may be NULL when *len is 0) holds
 ** *len bytes. Otherwise *data is NULL, *len 0, and err's message says why in a few words,
 ** without the function's name ("File too large (the file is larger than 65536 bytes)"): the
 ** original is gone from the host, is a directory or not a regular file, belongs to a memory

@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -85,9 +87,20 @@ static int print_summary(void *ud, const mbx_change *c) {
   return 0;
 }
 
-mbx_status mbxH_cli_changes_summary(mbx_sandbox *sb, FILE *out, mbx_error *err) {
+mbx_status mbxH_cli_changes_summary(mbx_sandbox *sb, FILE *out, int framed, mbx_error *err) {
   mbx_error none; /* print_summary never stops the walk */
   memset(&none, 0, sizeof none);
+  if (framed) {
+    /* The script printed all it will before this line, and cannot know its nonce (drawn
+       now, after the run): a line it printed that looks like a change is above it. */
+    unsigned char nonce[8] = {0};
+    if (getrandom(nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
+      memset(nonce, 0, sizeof nonce); /* the frame still holds: the script's output is above */
+    fputs("moonbox: ---- changes ", out);
+    for (size_t i = 0; i < sizeof nonce; i++)
+      fprintf(out, "%02x", nonce[i]);
+    fputs(" (the script's output ends above this line) ----\n", out);
+  }
   return walk(sb, "--changes", print_summary, out, &none, err);
 }
 
@@ -211,53 +224,203 @@ mbx_status mbxH_cli_changes_export(mbx_sandbox *sb, const char *dir, mbx_error *
 
 /* ---- --diff ---- */
 
-/* Originals past this size are not diffed (named instead): the diff holds both in memory. */
-#define DIFF_ORIGINAL_MAX (64u << 20)
-
 typedef struct differ {
   mbx_sandbox *sb;
   FILE *out;
+  const mbxH_cli_diff_limits *lim;
+  mbxH_cli_diff_report *rep;
   mbx_error why;
 } differ;
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t out_left(const differ *d) {
+  return d->rep->printed < d->lim->max_out ? d->lim->max_out - d->rep->printed : 0;
+}
+
+static void file_put(void *file, const char *p, size_t n) {
+  fwrite(p, 1, n, file);
+}
+
+/* "Files A and B differ (why)": a file named instead of shown, as diff(1) names binaries
+   (patch(1) skips the line). Counted against the cap too: past it, only counted. */
+static void name_only(differ *d, const char *a, const char *b, const char *why) {
+  /* The reason may name a path (a hard link's first one): escaped as the labels are, so no
+     name in it starts a line of the diff. */
+  mbxU_buf reason = {0};
+  const char *shown = printable(&reason, why);
+  int n = reason.failed ? -1 : snprintf(NULL, 0, "Files %s and %s differ (%s)\n", a, b, shown);
+  d->rep->not_shown++;
+  if (n < 0 || (uint64_t)n > out_left(d)) {
+    d->rep->not_named++;
+  } else {
+    fprintf(d->out, "Files %s and %s differ (%s)\n", a, b, shown);
+    d->rep->printed += (uint64_t)n;
+  }
+  mbxU_buf_free(&reason);
+}
+
 static int diff_one(void *ud, const mbx_change *c) {
   differ *d = ud;
+  const mbxH_cli_diff_limits *lim = d->lim;
   if (c->is_dir) return 0;
   const char *orig_path = c->kind == MBX_CHANGE_RENAMED ? c->from : c->path;
-  mbxU_buf label_a = {0}, label_b = {0}, b = {0};
+  int gone = c->kind == MBX_CHANGE_REMOVED, made = c->kind == MBX_CHANGE_CREATED;
+  mbxU_buf label_a = {0}, label_b = {0};
   printable(&label_a, orig_path);
   printable(&label_b, c->path);
-  char *orig = NULL;
-  size_t orig_len = 0;
-  mbx_error e;
-  memset(&e, 0, sizeof e);
-  int read_failed = 0;
-  if (!label_a.failed && !label_b.failed && c->kind != MBX_CHANGE_CREATED &&
-      mbx_sandbox_change_original(d->sb, c, DIFF_ORIGINAL_MAX, &orig, &orig_len, &e) != MBX_OK) {
-    fprintf(d->out, "Files %s and %s differ (the original cannot be read: %s)\n", label_a.data,
-            label_b.data, e.message);
-    read_failed = 1;
-  }
-  int gone = c->kind == MBX_CHANGE_REMOVED;
-  if (!read_failed && !label_a.failed && !label_b.failed)
-    mbxH_diff_unified(c->kind == MBX_CHANGE_CREATED ? "/dev/null" : label_a.data, orig, orig_len,
-                      gone ? "/dev/null" : label_b.data, gone ? NULL : c->data, gone ? 0 : c->len,
-                      &b);
-  mbx_free(orig);
-  int failed = label_a.failed || label_b.failed || b.failed;
-  mbxU_buf_free(&label_a);
-  mbxU_buf_free(&label_b);
-  if (failed) {
-    mbxU_buf_free(&b);
+  if (label_a.failed || label_b.failed) {
+    mbxU_buf_free(&label_a);
+    mbxU_buf_free(&label_b);
     mbxU_error_set(&d->why, MBX_NO_MEMORY, "--diff: out of host memory for %s", c->path);
     return -1;
   }
-  if (b.len) fwrite(b.data, 1, b.len, d->out);
-  mbxU_buf_free(&b);
+  const char *la = made ? "/dev/null" : label_a.data, *lb = gone ? "/dev/null" : label_b.data;
+  char why[320];
+  char *orig = NULL;
+  size_t orig_len = 0;
+  int failed = 0;
+  why[0] = '\0';
+  if (lim->deadline_ns && now_ns() >= lim->deadline_ns) {
+    snprintf(why, sizeof why, "not compared: --diff ran out of time (--timeout)");
+    d->rep->timed_out++;
+  } else if (!made) {
+    /* What an original may cost: one at a time, within the memory budget, and within what
+       is left of the read budget; a removal's (or an emptied file's) diff holds every byte
+       of it, so it must fit what is left of the output too. Larger ones are refused before
+       a byte is read. */
+    uint64_t read_left = lim->max_read > d->rep->read ? lim->max_read - d->rep->read : 0;
+    uint64_t max = lim->max_original;
+    const char *cap = "its size is past what --diff reads of one file (--memory / 4)";
+    if (read_left < max) {
+      max = read_left;
+      cap = "--diff has read its cap of originals (4 x --memory)";
+    }
+    if ((gone || c->len == 0) && out_left(d) < max) {
+      max = out_left(d);
+      cap = "its diff is longer than what is left of --diff-limit";
+    }
+    mbx_error e;
+    memset(&e, 0, sizeof e);
+    mbx_status s = mbx_sandbox_change_original(d->sb, c, max, &orig, &orig_len, &e);
+    if (s == MBX_NO_MEMORY) {
+      failed = 1;
+    } else if (s != MBX_OK && strncmp(e.message, "File too large", 14) == 0) {
+      snprintf(why, sizeof why, "not shown: %s", cap);
+    } else if (s != MBX_OK) {
+      snprintf(why, sizeof why, "the original cannot be read: %s", e.message);
+    } else {
+      d->rep->read += orig_len;
+    }
+  }
+  if (!failed && why[0] == '\0') {
+    mbxH_diff_limits dl = {.max_out = out_left(d), .max_memory = lim->max_memory};
+    uint64_t size = 0;
+    int rc = mbxH_diff_stream(la, orig, orig_len, lb, gone ? NULL : c->data, gone ? 0 : c->len, &dl,
+                              file_put, d->out, &size);
+    if (rc == MBXH_DIFF_NO_MEMORY)
+      failed = 1;
+    else if (rc == MBXH_DIFF_TOO_LARGE)
+      snprintf(why, sizeof why, "not shown: a diff of %llu bytes, past --diff-limit",
+               (unsigned long long)size);
+    else if (rc == MBXH_DIFF_TOO_MANY_LINES)
+      snprintf(why, sizeof why, "more lines than --diff compares");
+    else
+      d->rep->printed += size;
+  }
+  if (!failed && why[0]) name_only(d, la, lb, why);
+  mbx_free(orig);
+  mbxU_buf_free(&label_a);
+  mbxU_buf_free(&label_b);
+  if (failed) {
+    mbxU_error_set(&d->why, MBX_NO_MEMORY, "--diff: out of host memory for %s", c->path);
+    return -1;
+  }
+  return ferror(d->out) ? -1 : 0;
+}
+
+mbx_status mbxH_cli_changes_diff(mbx_sandbox *sb, FILE *out, const mbxH_cli_diff_limits *lim,
+                                 mbxH_cli_diff_report *rep, mbx_error *err) {
+  differ d = {.sb = sb, .out = out, .lim = lim, .rep = rep};
+  memset(rep, 0, sizeof *rep);
+  mbxU_error_set(&d.why, MBX_INVALID_ARGUMENT, "--diff: cannot write the diff");
+  return walk(sb, "--diff", diff_one, &d, &d.why, err);
+}
+
+/* ---- after a run: where each view goes ---- */
+
+int mbxH_cli_open_report(const char *option, const char *path, FILE **f) {
+  *f = NULL;
+  if (path == NULL) return 0;
+  /* No link followed, nothing but a regular file written (a FIFO would block, a device
+     is not a report), truncated only once it is known to be one. */
+  int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    fprintf(stderr, "moonbox: %s=%s: not a regular file\n", option, path);
+    return -1;
+  }
+  if (fd < 0 || ftruncate(fd, 0) != 0 || (*f = fdopen(fd, "w")) == NULL) {
+    fprintf(stderr, "moonbox: %s=%s: %s\n", option, path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
   return 0;
 }
 
-mbx_status mbxH_cli_changes_diff(mbx_sandbox *sb, FILE *out, mbx_error *err) {
-  differ d = {.sb = sb, .out = out};
-  return walk(sb, "--diff", diff_one, &d, &d.why, err);
+/* The bounds of --diff, from the run's own limits (docs/cli.md says which). */
+static void diff_limits(const mbxH_cli_options *opt, const mbx_policy *p,
+                        mbxH_cli_diff_limits *lim) {
+  uint64_t memory = mbx_policy_get_limit(p, MBX_LIMIT_MEMORY);
+  uint64_t timeout_ms = mbx_policy_get_limit(p, MBX_LIMIT_TIME_MS);
+  lim->max_out =
+      opt->diff_limit.set ? opt->diff_limit.value : mbx_policy_get_limit(p, MBX_LIMIT_OUTPUT);
+  lim->max_original = memory / 4;
+  lim->max_read = memory > UINT64_MAX / 4 ? UINT64_MAX : memory * 4;
+  lim->max_memory = memory / 2;
+  /* Half the run's own time, from now: a run and its diff end within 1.5 x --timeout (and
+     one file's work, bounded by its bytes). */
+  lim->deadline_ns = timeout_ms ? now_ns() + timeout_ms * 500000u : 0;
+}
+
+mbx_status mbxH_cli_show_changes(const mbxH_cli_options *opt, const mbx_policy *p, mbx_sandbox *sb,
+                                 int err_open, FILE *diff_out, FILE *changes_out, mbx_error *err) {
+  if (!opt->diff && !opt->export_changes && !(opt->changes && !opt->json)) return MBX_OK;
+  /* The guest's heap goes first (its pages back to the OS), its files stay: the host's
+     reads of originals never sit on top of a full guest heap. In a worker the heap is the
+     worker's, and a reset there would only start another one. */
+  mbx_status s = opt->isolate ? MBX_OK : mbx_sandbox_reset_keep_files(sb, err);
+  if (s != MBX_OK) return s;
+  if (opt->changes && !opt->json) {
+    FILE *out = changes_out ? changes_out : stderr;
+    if (out == stderr && err_open) fputc('\n', stderr); /* never glued to the script's line */
+    s = mbxH_cli_changes_summary(sb, out, out == stderr, err);
+    if (s != MBX_OK) return s;
+  }
+  if (opt->diff) {
+    mbxH_cli_diff_limits lim;
+    mbxH_cli_diff_report rep;
+    diff_limits(opt, p, &lim);
+    FILE *out = diff_out ? diff_out : stdout;
+    s = mbxH_cli_changes_diff(sb, out, &lim, &rep, err);
+    fflush(out);
+    if (s != MBX_OK) return s;
+    if (rep.not_shown) {
+      fprintf(stderr,
+              "moonbox: --diff: %zu changed file%s named, not shown (%llu bytes printed, "
+              "--diff-limit %llu; %llu bytes of originals read)",
+              rep.not_shown, rep.not_shown == 1 ? "" : "s", (unsigned long long)rep.printed,
+              (unsigned long long)lim.max_out, (unsigned long long)rep.read);
+      if (rep.timed_out) fprintf(stderr, "; %zu past the deadline (--timeout)", rep.timed_out);
+      if (rep.not_named) fprintf(stderr, "; %zu not even named (see --changes)", rep.not_named);
+      fputc('\n', stderr);
+    }
+  }
+  if (opt->export_changes) s = mbxH_cli_changes_export(sb, opt->export_changes, err);
+  return s;
 }

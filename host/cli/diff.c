@@ -119,19 +119,35 @@ out:
   return found;
 }
 
-static void put_range(mbxU_buf *out, long start, long count) {
+/* Where emitted text goes: the caller's sink, or only counted (the first pass). */
+typedef struct emitter {
+  mbxH_diff_sink put; /* NULL: count only */
+  void *to;
+  uint64_t bytes;
+} emitter;
+
+static void put(emitter *o, const char *p, size_t n) {
+  o->bytes += n;
+  if (o->put && n) o->put(o->to, p, n);
+}
+
+static void puts_(emitter *o, const char *s) {
+  put(o, s, strlen(s));
+}
+
+static void put_range(emitter *out, long start, long count) {
   char t[64];
   if (count == 1)
     snprintf(t, sizeof t, "%ld", start + 1);
   else
     snprintf(t, sizeof t, "%ld,%ld", count == 0 ? start : start + 1, count);
-  mbxU_buf_puts(out, t);
+  puts_(out, t);
 }
 
-static void put_line(mbxU_buf *out, char mark, const line *l) {
-  mbxU_buf_put(out, &mark, 1);
-  mbxU_buf_put(out, l->p, l->n);
-  if (l->n == 0 || l->p[l->n - 1] != '\n') mbxU_buf_puts(out, "\n\\ No newline at end of file\n");
+static void put_line(emitter *out, char mark, const line *l) {
+  put(out, &mark, 1);
+  put(out, l->p, l->n);
+  if (l->n == 0 || l->p[l->n - 1] != '\n') puts_(out, "\n\\ No newline at end of file\n");
 }
 
 static size_t count_lines(const char *s, size_t len) {
@@ -143,59 +159,50 @@ static size_t count_lines(const char *s, size_t len) {
   return n;
 }
 
-int mbxH_diff_unified(const char *label_a, const char *a, size_t alen, const char *label_b,
-                      const char *b, size_t blen, mbxU_buf *out) {
-  if (alen == blen && (alen == 0 || memcmp(a, b, alen) == 0)) return 0;
-  if ((alen && memchr(a, '\0', alen)) || (blen && memchr(b, '\0', blen))) {
-    mbxU_buf_puts(out, "Binary files ");
-    mbxU_buf_puts(out, label_a);
-    mbxU_buf_puts(out, " and ");
-    mbxU_buf_puts(out, label_b);
-    mbxU_buf_puts(out, " differ\n");
-    return 0;
-  }
-  /* The line tables cost 24 bytes a line on the host heap, outside any guest limit: past
-     MBXH_DIFF_MAX_LINES lines on either side the files are only named. */
-  if (count_lines(a, alen) > MBXH_DIFF_MAX_LINES || count_lines(b, blen) > MBXH_DIFF_MAX_LINES) {
-    mbxU_buf_puts(out, "Files ");
-    mbxU_buf_puts(out, label_a);
-    mbxU_buf_puts(out, " and ");
-    mbxU_buf_puts(out, label_b);
-    mbxU_buf_puts(out, " differ (more lines than --diff compares)\n");
-    return 1;
-  }
-  size_t na, nb;
-  line *la = split(a, alen, &na), *lb = split(b, blen, &nb);
-  unsigned char *ops = malloc(na + nb + 1);
-  int fallback = 0;
-  if (la == NULL || lb == NULL || ops == NULL) {
-    out->failed = 1;
-    goto done;
-  }
-  /* The common prefix and suffix cost one pass and shrink what the search sees. */
-  size_t pre = 0, suf = 0;
-  while (pre < na && pre < nb && same(&la[pre], &lb[pre]))
+/* Set aside what a and b share at both ends, in whole lines, but for the CONTEXT lines next
+   to the first and the last difference; *skipped: the lines set aside at the start. */
+#define CONTEXT 3
+static void trim_common(const char **a, size_t *alen, const char **b, size_t *blen,
+                        size_t *skipped) {
+  const char *x = *a, *y = *b;
+  size_t n = *alen < *blen ? *alen : *blen, pre = 0;
+  while (pre < n && x[pre] == y[pre])
     pre++;
-  while (suf < na - pre && suf < nb - pre && same(&la[na - 1 - suf], &lb[nb - 1 - suf]))
+  /* Back to the start of the line the first difference is in, then CONTEXT lines more. */
+  for (int lines = 0; pre > 0; pre--)
+    if (x[pre - 1] == '\n' && lines++ == CONTEXT) break;
+  size_t suf = 0, room = n - pre;
+  while (suf < room && x[*alen - 1 - suf] == y[*blen - 1 - suf])
     suf++;
-  size_t len = 0;
-  memset(ops, OP_EQ, pre);
-  len = pre;
-  long mid = myers(la + pre, (long)(na - pre - suf), lb + pre, (long)(nb - pre - suf), ops + pre);
-  if (mid < 0) {
-    fallback = 1;
-    memset(ops + pre, OP_DEL, na - pre - suf);
-    memset(ops + pre + (na - pre - suf), OP_INS, nb - pre - suf);
-    mid = (long)(na + nb - 2 * (pre + suf));
+  /* Forward to a line start inside the shared end (one that starts a line in both: after a
+     shared newline), then CONTEXT lines more. */
+  size_t keep = 0;
+  for (int lines = 0; keep < suf; keep++)
+    if (x[*alen - suf + keep] == '\n' && lines++ == CONTEXT) {
+      keep++;
+      break;
+    }
+  suf = keep < suf ? suf - keep : 0;
+  size_t lines = 0;
+  for (size_t i = 0; i < pre; i++)
+    lines += x[i] == '\n';
+  *skipped = lines;
+  if (pre) { /* an empty side may be NULL: no arithmetic on it */
+    *a = x + pre;
+    *b = y + pre;
   }
-  len += (size_t)mid;
-  memset(ops + len, OP_EQ, suf);
-  len += suf;
-  mbxU_buf_puts(out, "--- ");
-  mbxU_buf_puts(out, label_a);
-  mbxU_buf_puts(out, "\n+++ ");
-  mbxU_buf_puts(out, label_b);
-  mbxU_buf_puts(out, "\n");
+  *alen -= pre + suf;
+  *blen -= pre + suf;
+}
+
+/* The headers and hunks of the edit script ops[0..len) of la -> lb. */
+static void emit(emitter *out, const char *label_a, const char *label_b, const line *la,
+                 const line *lb, const unsigned char *ops, size_t len, size_t skipped) {
+  puts_(out, "--- ");
+  puts_(out, label_a);
+  puts_(out, "\n+++ ");
+  puts_(out, label_b);
+  puts_(out, "\n");
   /* Hunks: changes with at most 2 * 3 equal lines between them share one. */
   const size_t ctx = 3;
   size_t i = 0, ia = 0, ib = 0; /* op index and the line positions it stands at */
@@ -236,11 +243,11 @@ int mbxH_diff_unified(const char *label_a, const char *a, size_t alen, const cha
         end++;
       }
     }
-    mbxU_buf_puts(out, "@@ -");
-    put_range(out, (long)sa, (long)ca);
-    mbxU_buf_puts(out, " +");
-    put_range(out, (long)sb, (long)cb);
-    mbxU_buf_puts(out, " @@\n");
+    puts_(out, "@@ -");
+    put_range(out, (long)(sa + skipped), (long)ca);
+    puts_(out, " +");
+    put_range(out, (long)(sb + skipped), (long)cb);
+    puts_(out, " @@\n");
     size_t pa = sa, pb = sb;
     for (size_t j = start; j < end;) {
       if (ops[j] == OP_EQ) {
@@ -263,9 +270,103 @@ int mbxH_diff_unified(const char *label_a, const char *a, size_t alen, const cha
     ib = pb;
     i = end;
   }
+}
+
+int mbxH_diff_stream(const char *label_a, const char *a, size_t alen, const char *label_b,
+                     const char *b, size_t blen, const mbxH_diff_limits *lim, mbxH_diff_sink sink,
+                     void *to, uint64_t *size) {
+  emitter out = {.put = sink, .to = to};
+  *size = 0;
+  if (alen == blen && (alen == 0 || memcmp(a, b, alen) == 0)) return MBXH_DIFF_SHOWN;
+  if ((alen && memchr(a, '\0', alen)) || (blen && memchr(b, '\0', blen))) {
+    emitter count = {0};
+    for (emitter *o = &count; o; o = o == &count ? &out : NULL) {
+      if (o == &out && count.bytes > lim->max_out) {
+        *size = count.bytes;
+        return MBXH_DIFF_TOO_LARGE;
+      }
+      puts_(o, "Binary files ");
+      puts_(o, label_a);
+      puts_(o, " and ");
+      puts_(o, label_b);
+      puts_(o, " differ\n");
+    }
+    *size = out.bytes;
+    return MBXH_DIFF_SHOWN;
+  }
+  /* The bytes both share at the start and at the end are set aside before any line table is
+     made (keeping the 3 lines of context a hunk shows): a line appended to a large file
+     costs tables for a few lines, not for the file. */
+  size_t skipped = 0;
+  trim_common(&a, &alen, &b, &blen, &skipped);
+  /* The line tables cost 24 bytes a line and the edit script one, on the host heap outside
+     any guest limit: past the caller's budget (or MBXH_DIFF_MAX_LINES on either side) the
+     files are only named, by the caller. */
+  size_t na = count_lines(a, alen), nb = count_lines(b, blen);
+  if (na > MBXH_DIFF_MAX_LINES || nb > MBXH_DIFF_MAX_LINES ||
+      (uint64_t)(na + nb) * (sizeof(line) + 1) > lim->max_memory)
+    return MBXH_DIFF_TOO_MANY_LINES;
+  line *la = split(a, alen, &na), *lb = split(b, blen, &nb);
+  unsigned char *ops = malloc(na + nb + 1);
+  int rc = MBXH_DIFF_SHOWN;
+  if (la == NULL || lb == NULL || ops == NULL) {
+    rc = MBXH_DIFF_NO_MEMORY;
+    goto done;
+  }
+  /* The common prefix and suffix cost one pass and shrink what the search sees. */
+  size_t pre = 0, suf = 0;
+  while (pre < na && pre < nb && same(&la[pre], &lb[pre]))
+    pre++;
+  while (suf < na - pre && suf < nb - pre && same(&la[na - 1 - suf], &lb[nb - 1 - suf]))
+    suf++;
+  size_t len = 0;
+  memset(ops, OP_EQ, pre);
+  len = pre;
+  long mid = myers(la + pre, (long)(na - pre - suf), lb + pre, (long)(nb - pre - suf), ops + pre);
+  if (mid < 0) {
+    rc = MBXH_DIFF_FALLBACK;
+    memset(ops + pre, OP_DEL, na - pre - suf);
+    memset(ops + pre + (na - pre - suf), OP_INS, nb - pre - suf);
+    mid = (long)(na + nb - 2 * (pre + suf));
+  }
+  len += (size_t)mid;
+  memset(ops + len, OP_EQ, suf);
+  len += suf;
+  /* Counted first, written only when it fits: a diff is never cut in the middle (patch(1)
+     would apply the part it got). */
+  emitter count = {0};
+  emit(&count, label_a, label_b, la, lb, ops, len, skipped);
+  if (count.bytes > lim->max_out) {
+    *size = count.bytes;
+    rc = MBXH_DIFF_TOO_LARGE;
+    goto done;
+  }
+  emit(&out, label_a, label_b, la, lb, ops, len, skipped);
+  *size = out.bytes;
 done:
   free(la);
   free(lb);
   free(ops);
-  return fallback;
+  return rc;
+}
+
+static void buf_sink(void *b, const char *p, size_t n) {
+  mbxU_buf_put(b, p, n);
+}
+
+int mbxH_diff_unified(const char *label_a, const char *a, size_t alen, const char *label_b,
+                      const char *b, size_t blen, mbxU_buf *out) {
+  mbxH_diff_limits unbounded = {.max_out = UINT64_MAX, .max_memory = UINT64_MAX};
+  uint64_t size;
+  int rc = mbxH_diff_stream(label_a, a, alen, label_b, b, blen, &unbounded, buf_sink, out, &size);
+  if (rc == MBXH_DIFF_TOO_MANY_LINES) {
+    mbxU_buf_puts(out, "Files ");
+    mbxU_buf_puts(out, label_a);
+    mbxU_buf_puts(out, " and ");
+    mbxU_buf_puts(out, label_b);
+    mbxU_buf_puts(out, " differ (more lines than --diff compares)\n");
+    return 1;
+  }
+  if (rc == MBXH_DIFF_NO_MEMORY) out->failed = 1;
+  return rc == MBXH_DIFF_FALLBACK;
 }

@@ -63,6 +63,7 @@ typedef struct run_job {
   mbx_result *result;
   mbx_status status;
   mbx_error err;
+  FILE *diff_out, *changes_out; /* --diff=FILE, --changes=FILE (opened before the run) */
 } run_job;
 
 /* Only async-signal-safe work: mbx_sandbox_interrupt stores an atomic flag. The handler is
@@ -217,9 +218,18 @@ static int run_exit_code(const mbx_result *res) {
   return mbxH_cli_exit_code(mbx_result_status(res));
 }
 
+/* 1 when fds a and b are the same open file or terminal. */
+static int same_file(int a, int b) {
+  struct stat x, y;
+  return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 /* Prints the outcome of a run that happened; returns the exit code. changes (NULL: none) is
-   the change set's JSON array, added to the --json object under "changes". */
-static int print_result(const mbx_result *res, int json, const char *changes) {
+   the change set's JSON array, added to the --json object under "changes". out: where the
+   script's stdout and value go (stdout, or stderr when stdout holds the diff alone);
+   *err_open: set when the last byte printed on stderr was the script's and not a newline. */
+static int print_result(const mbx_result *res, int json, const char *changes, FILE *out,
+                        int *err_open) {
   mbx_status status = mbx_result_status(res);
   size_t len = 0;
   const char *text;
@@ -241,11 +251,16 @@ static int print_result(const mbx_result *res, int json, const char *changes) {
     return run_exit_code(res);
   }
   text = mbx_result_stdout(res, &len);
-  if (len > 0) fwrite(text, 1, len, stdout);
+  if (len > 0) fwrite(text, 1, len, out);
+  /* On one terminal (or file) the next line on stderr would continue the script's last line
+     on stdout too. */
+  int shared = out == stderr || same_file(fileno(stdout), fileno(stderr));
+  if (len > 0 && shared) *err_open = text[len - 1] != '\n';
   text = mbx_result_stderr(res, &len);
   if (len > 0) {
     fflush(stdout); /* keep the two streams in order on a shared terminal */
     fwrite(text, 1, len, stderr);
+    *err_open = text[len - 1] != '\n';
   }
   if (status == MBX_PAUSED) {
     /* Not a failure: say where the run stands, on stderr so that stdout stays the script's. */
@@ -253,6 +268,7 @@ static int print_result(const mbx_result *res, int json, const char *changes) {
     size_t fn_len, args_len;
     text = mbx_result_json(res, &len);
     fflush(stdout);
+    *err_open = 0;
     if (mbxH_cli_find_pending(text, len, &fn, &fn_len, &args, &args_len) == 0) {
       fputs("moonbox: paused at ", stderr);
       fwrite(fn, 1, fn_len, stderr);
@@ -268,11 +284,13 @@ static int print_result(const mbx_result *res, int json, const char *changes) {
   } else if (status == MBX_OK) {
     text = mbx_result_value_json(res, &len);
     if (text != NULL && !(len == 4 && memcmp(text, "null", 4) == 0)) {
-      fwrite(text, 1, len, stdout);
-      fputc('\n', stdout);
+      if (shared) *err_open = 0;
+      fwrite(text, 1, len, out);
+      fputc('\n', out);
     }
   } else {
     fflush(stdout);
+    *err_open = 0;
     print_failure(res);
   }
   return run_exit_code(res);
@@ -420,23 +438,24 @@ static int finish_job(const mbxH_cli_options *opt, run_job *job) {
     fprintf(stderr, "moonbox: --changes: %s\n", cerr.message);
     return EXIT_INTERNAL;
   }
-  exit_code = print_result(job->result, opt->json, changes);
+  /* A --diff on stdout holds nothing else (`moonbox run --diff | patch -p1` must never see
+     a hunk the script printed): the script's stdout goes to stderr then. */
+  int err_open = 0;
+  FILE *out = opt->diff && !opt->diff_file && !opt->json ? stderr : stdout;
+  exit_code = print_result(job->result, opt->json, changes, out, &err_open);
   mbx_free(changes);
-  /* The change set after the output: the summary on stderr, the diff on stdout. */
-  mbx_status cs = MBX_OK;
+  /* The snapshot first: the change set is read after the guest's heap is released. */
+  if (job->status == MBX_PAUSED && opt->snapshot_out != NULL) {
+    int rc = save_snapshot(job->sandbox, opt->snapshot_out);
+    if (rc != 0) exit_code = rc;
+  }
   fflush(stdout);
-  if (opt->changes && !opt->json) cs = mbxH_cli_changes_summary(job->sandbox, stderr, &cerr);
-  if (cs == MBX_OK && opt->diff) cs = mbxH_cli_changes_diff(job->sandbox, stdout, &cerr);
-  if (cs == MBX_OK && opt->export_changes)
-    cs = mbxH_cli_changes_export(job->sandbox, opt->export_changes, &cerr);
+  mbx_status cs = mbxH_cli_show_changes(opt, job->policy, job->sandbox, err_open, job->diff_out,
+                                        job->changes_out, &cerr);
   if (cs != MBX_OK) {
     fflush(stdout);
     fprintf(stderr, "moonbox: %s\n", cerr.message);
     return cs == MBX_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_INTERNAL;
-  }
-  if (job->status == MBX_PAUSED && opt->snapshot_out != NULL) {
-    int rc = save_snapshot(job->sandbox, opt->snapshot_out);
-    if (rc != 0) exit_code = rc;
   }
   return exit_code;
 }
@@ -658,10 +677,19 @@ static int run_command(const mbxH_cli_options *opt) {
       goto done;
     }
   }
+  /* The report files are opened before the script runs: it cannot plant a link there. */
+  if (mbxH_cli_open_report("--diff", opt->diff_file, &job.diff_out) != 0 ||
+      mbxH_cli_open_report("--changes", opt->changes_file, &job.changes_out) != 0) {
+    exit_code = EXIT_USAGE;
+    goto done;
+  }
+  job.policy = policy;
   if (run_on_thread(&job) != 0) goto done;
   exit_code = finish_job(opt, &job);
 
 done:
+  if (job.diff_out && fclose(job.diff_out) != 0 && exit_code == 0) exit_code = EXIT_INTERNAL;
+  if (job.changes_out && fclose(job.changes_out) != 0 && exit_code == 0) exit_code = EXIT_INTERNAL;
   mbx_result_free(job.result);
   mbx_sandbox_free(sandbox);
   mbx_runtime_free(runtime);

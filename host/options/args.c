@@ -35,18 +35,20 @@ typedef enum option_id {
   OPT_CHANGES,
   OPT_EXPORT_CHANGES,
   OPT_DIFF,
+  OPT_DIFF_LIMIT,
   OPT_STDIN
 } option_id;
 
 typedef struct option_spec {
   const char *name;
   option_id id;
-  int takes_value;
+  int takes_value;     /* 0: a flag; 1: a value; OPTIONAL: a flag, or a value after '=' */
   const char *example; /* shown when the value is missing */
   int only;            /* FOR_BOTH, or the one command that takes it */
 } option_spec;
 
 enum { FOR_BOTH = 0, FOR_RUN = 1, FOR_RESUME = 2 };
+enum { OPTIONAL = 2 };
 
 static const option_spec run_options[] = {
     {"--help", OPT_HELP, 0, NULL, 0},
@@ -74,9 +76,10 @@ static const option_spec run_options[] = {
     {"--file", OPT_FILE, 1, "--file /input/orders.csv=orders.csv", 0},
     {"--isolate", OPT_ISOLATE, 1, "--isolate process", 0},
     {"--allow-exec", OPT_ALLOW_EXEC, 1, "--allow-exec /usr/bin/python3", 0},
-    {"--changes", OPT_CHANGES, 0, NULL, FOR_RUN},
+    {"--changes", OPT_CHANGES, OPTIONAL, NULL, FOR_RUN},
     {"--export-changes", OPT_EXPORT_CHANGES, 1, "--export-changes ./changes", FOR_RUN},
-    {"--diff", OPT_DIFF, 0, NULL, FOR_RUN},
+    {"--diff", OPT_DIFF, OPTIONAL, NULL, FOR_RUN},
+    {"--diff-limit", OPT_DIFF_LIMIT, 1, "--diff-limit 4M", FOR_RUN},
     {"--stdin", OPT_STDIN, 1, "--stdin data.txt", FOR_RUN},
 };
 
@@ -133,11 +136,15 @@ static const char usage_text[] =
     "                         the exec sandbox (bubblewrap); /bin/sh also enables os.execute\n"
     "                         and io.popen (repeatable; see moonbox doctor)\n"
     "  --json                 print one JSON object with status, value, output and usage\n"
-    "  --changes              after the run, list what the script changed in overlays and\n"
-    "                         /tmp on stderr (under \"changes\" with --json)\n"
+    "  --changes[=FILE]       after the run, list what the script changed in overlays and\n"
+    "                         /tmp on stderr, below a line the script cannot print (or in\n"
+    "                         FILE; under \"changes\" with --json)\n"
     "  --export-changes DIR   write the changed files under DIR (a new directory), with\n"
     "                         the manifest DIR/.moonbox-changes.json (removals, renames)\n"
-    "  --diff                 print a unified diff of the changes on stdout, after the output\n"
+    "  --diff[=FILE]          print a unified diff of the changes on stdout, which then holds\n"
+    "                         nothing else (the script's output goes to stderr), or in FILE\n"
+    "  --diff-limit SIZE      bytes of diff --diff prints (default: --output-limit); past\n"
+    "                         it a file is named, not shown\n"
     "  -h, --help             show this help\n"
     "  -v, --version          show the version\n"
     "\n"
@@ -220,9 +227,27 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_VERSION:
   case OPT_JSON:
   case OPT_DETERMINISTIC:
-  case OPT_CHANGES:
-  case OPT_DIFF:
     break; /* flags are handled by the caller */
+  case OPT_DIFF:
+  case OPT_CHANGES:
+    /* --diff=FILE, --changes=FILE (alone, they are flags: the caller's) */
+    if (value[0] == '\0') {
+      mbxH_cli_msg(msg, msg_size, "%s=: empty file name (e.g. %s=changes.txt)", spec->name,
+                   spec->name);
+      return -1;
+    }
+    if (spec->id == OPT_DIFF) {
+      opt->diff = 1;
+      opt->diff_file = value;
+    } else {
+      opt->changes = 1;
+      opt->changes_file = value;
+    }
+    break;
+  case OPT_DIFF_LIMIT:
+    limit = &opt->diff_limit;
+    rc = mbxH_cli_parse_size(spec->name, value, &limit->value, msg, msg_size);
+    break;
   case OPT_EVAL:
     return set_script(opt, MBXH_CLI_SCRIPT_CODE, value, msg, msg_size);
   case OPT_MEMORY:
@@ -579,7 +604,7 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
                  spec->name);
       return -1;
     }
-    if (!spec->takes_value) {
+    if (!spec->takes_value || (spec->takes_value == OPTIONAL && eq == NULL)) {
       if (eq != NULL) {
         mbxU_quote(eq + 1, quoted, sizeof quoted);
         mbxU_msg(msg, msg_size, "%s takes no value (remove '=%s')", spec->name, quoted);

@@ -77,9 +77,12 @@ typedef struct mbxH_cli_options {
   int file_count;
   const char *allow_exec[MBXH_CLI_MAX_EXEC]; /* --allow-exec PROGRAM */
   int allow_exec_count;
-  int changes;                /* --changes */
+  int changes;                /* --changes or --changes=FILE */
+  const char *changes_file;   /* --changes=FILE, or NULL (stderr) */
   const char *export_changes; /* --export-changes DIR, or NULL */
-  int diff;                   /* --diff */
+  int diff;                   /* --diff or --diff=FILE */
+  const char *diff_file;      /* --diff=FILE, or NULL (stdout) */
+  mbxH_cli_limit diff_limit;  /* --diff-limit: bytes of diff text */
   const char *stdin_file;     /* --stdin FILE ("-" = standard input), or NULL */
   /* moonbox resume only: */
   const char *snapshot;     /* SNAPSHOT: the file to restore ("-" = stdin) */

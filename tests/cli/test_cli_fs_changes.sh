@@ -48,11 +48,16 @@ assert(h2 == nil, "the link out was followed")
 print("edited")
 '
 
-# ---- --changes on stderr, --diff on stdout ----
+# ---- --changes on stderr (below a framing line), --diff alone on stdout (the script's output
+# then goes to stderr) ----
 "$MOONBOX" run --mount "$host:/w:overlay" --changes --diff -e "$script" > "$work/out" 2> "$work/err"
 rc=$?
 [ $rc -eq 0 ] || fail "the run exited $rc: $(cat "$work/err")"
 [ "$(picture "$host")" == "$before" ] || fail "the overlay modified the host tree"
+head -1 "$work/err" | grep -qx 'edited' || fail "the script's stdout is not on stderr: $(head -2 "$work/err")"
+grep -qE '^moonbox: ---- changes [0-9a-f]{16} \(the script.s output ends above this line\) ----$' "$work/err" ||
+  fail "no framing line: $(cat "$work/err")"
+sed -i '1,2d' "$work/err"
 cat > "$work/want_err" <<'EOT'
 moonbox: modified /w/a.txt (23 bytes)
 moonbox: renamed  /w/b.txt (from /w/sub/b.txt) (4 bytes)
@@ -74,7 +79,6 @@ printf 'delta\n' >> "$edited/a.txt"
 printf ', now edited' >> "$edited/tail.txt"
 printf 'x' >> "$edited/blob.bin"
 {
-  echo edited
   # b.txt: renamed unchanged, so no diff lines
   diff -u --label /w/a.txt --label /w/a.txt "$host/a.txt" "$edited/a.txt"
   diff -u --label /w/blob.bin --label /w/blob.bin "$host/blob.bin" "$edited/blob.bin"
@@ -171,6 +175,7 @@ both() { # NAME ARGS...: the run in-process and in a worker, stdout and stderr c
   "$MOONBOX" run "$@" > "$work/in.out" 2> "$work/in.err"; local rin=$?
   "$MOONBOX" run --isolate process "$@" > "$work/iso.out" 2> "$work/iso.err"; local riso=$?
   sed -i -E 's/"wall_us":[0-9]+/"wall_us":_/' "$work/in.out" "$work/iso.out" # the one clock
+  sed -i -E 's/^(moonbox: ---- changes )[0-9a-f]{16}/\1_/' "$work/in.err" "$work/iso.err" # the nonce
   [ $rin -eq $riso ] || fail "$name: exit $rin in-process, $riso in a worker: $(cat "$work/iso.err")"
   cmp -s "$work/in.out" "$work/iso.out" ||
     fail "$name: stdout differs in a worker: $(diff "$work/in.out" "$work/iso.out" | head -20)"

@@ -337,6 +337,122 @@ static void original_only_inside_the_walk(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* Hard links: each host file's original is read once per walk, whatever number of its links
+   the guest changed (40 links of a 40 MB file cost the host 40 reads before); a small one is
+   kept for its other links, a large one's other links are refused, naming the first. */
+typedef struct links_walk {
+  mbx_sandbox *sb;
+  char got[8][320];
+  size_t count;
+} links_walk;
+
+static int read_links(void *ud, const mbx_change *c) {
+  links_walk *w = ud;
+  char *orig = NULL;
+  size_t len = 0;
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  mbx_status s = mbx_sandbox_change_original(w->sb, c, 16 << 20, &orig, &len, &err);
+  if (s == MBX_OK)
+    snprintf(w->got[w->count++], sizeof w->got[0], "%s: %zu bytes, starts %.3s", c->path, len,
+             len ? orig : "");
+  else
+    snprintf(w->got[w->count++], sizeof w->got[0], "%s: %s", c->path, err.message);
+  mbx_free(orig);
+  return 0;
+}
+
+static void hard_links_read_once(void **state) {
+  (void)state;
+  char dir[64], p[128], q[128];
+  snprintf(dir, sizeof dir, "/tmp/mbx_test_links_XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  snprintf(p, sizeof p, "%s/big1", dir);
+  FILE *f = fopen(p, "w");
+  assert_non_null(f);
+  for (int i = 0; i < (5 << 20) / 8; i++)
+    fputs("big....\n", f);
+  fclose(f);
+  snprintf(q, sizeof q, "%s/big2", dir);
+  assert_int_equal(link(p, q), 0);
+  snprintf(q, sizeof q, "%s/big3", dir);
+  assert_int_equal(link(p, q), 0);
+  snprintf(p, sizeof p, "%s/small1", dir);
+  f = fopen(p, "w");
+  assert_non_null(f);
+  fputs("small\n", f);
+  fclose(f);
+  snprintf(q, sizeof q, "%s/small2", dir);
+  assert_int_equal(link(p, q), 0);
+  mbx_policy *pol = mbx_policy_new();
+  mbx_error err;
+  assert_int_equal(mbx_policy_mount(pol, "/w", dir, MBX_MOUNT_OVERLAY, &err), MBX_OK);
+  assert_int_equal(mbx_policy_set_limit(pol, MBX_LIMIT_FS_BYTES, 64 << 20), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, pol, &err);
+  assert_non_null(sb);
+  mbx_policy_free(pol);
+  snippet_outcome o;
+  assert_int_equal(snippet_run_in(sb,
+                                  "for _, n in ipairs{'big1', 'big2', 'big3', 'small1', "
+                                  "'small2'} do local f = assert(io.open('/w/' .. n, 'a')) "
+                                  "f:write('+') f:close() end",
+                                  &o),
+                   MBX_OK);
+  for (int round = 0; round < 2; round++) { /* a new walk reads again */
+    links_walk w = {.sb = sb};
+    assert_int_equal(mbx_sandbox_changes_each(sb, read_links, &w, &err), MBX_OK);
+    assert_int_equal(w.count, 5);
+    assert_string_equal(w.got[0], "/w/big1: 5242880 bytes, starts big");
+    assert_string_equal(w.got[1],
+                        "/w/big2: a hard link of /w/big1, whose original this walk has read "
+                        "already");
+    assert_string_equal(w.got[2],
+                        "/w/big3: a hard link of /w/big1, whose original this walk has read "
+                        "already");
+    assert_string_equal(w.got[3], "/w/small1: 6 bytes, starts sma");
+    assert_string_equal(w.got[4], "/w/small2: 6 bytes, starts sma");
+  }
+  mbx_sandbox_free(sb);
+  snprintf(p, sizeof p, "rm -rf '%s'", dir);
+  assert_int_equal(system(p), 0);
+}
+
+/* mbx_sandbox_reset_keep_files: the guest's state is pristine (its globals and heap gone),
+   the change set is as the run left it; mbx_sandbox_reset, by contrast, drops both. */
+static void reset_keep_files_keeps_the_change_set(void **state) {
+  (void)state;
+  mbx_sandbox *sb = overlay_sandbox();
+  snippet_outcome o;
+  mbx_error err;
+  assert_int_equal(snippet_run_in(sb,
+                                  "big = string.rep('x', 8 << 20) "
+                                  "io.open('/w/a.txt', 'w'):write('changed'):close() "
+                                  "assert(os.remove('/w/gone.txt')) "
+                                  "io.open('/tmp/t', 'w'):write('tmp'):close()",
+                                  &o),
+                   MBX_OK);
+  char *before = NULL, *after = NULL;
+  assert_int_equal(mbx_sandbox_changes(sb, MBX_CHANGES_CONTENT, &before, NULL, &err), MBX_OK);
+  assert_non_null(strstr(before, "\"changed\""));
+  assert_int_equal(mbx_sandbox_reset_keep_files(sb, &err), MBX_OK);
+  assert_int_equal(mbx_sandbox_changes(sb, MBX_CHANGES_CONTENT, &after, NULL, &err), MBX_OK);
+  assert_string_equal(before, after);
+  mbx_free(after);
+  assert_int_equal(snippet_run_in(sb, "return big == nil and collectgarbage('count') < 1024", &o),
+                   MBX_OK);
+  assert_string_equal(o.value, "true");
+  /* The files are the guest's to use again, and still count in its quota. */
+  assert_int_equal(snippet_run_in(sb, "return io.open('/tmp/t'):read('a')", &o), MBX_OK);
+  assert_string_equal(o.value, "\"tmp\"");
+  assert_int_equal(mbx_sandbox_reset_keep_files(NULL, &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_sandbox_reset(sb, &err), MBX_OK);
+  assert_int_equal(mbx_sandbox_changes(sb, 0, &after, NULL, &err), MBX_OK);
+  assert_string_equal(after, "[]");
+  mbx_free(after);
+  mbx_free(before);
+  mbx_sandbox_free(sb);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_kind),
@@ -344,6 +460,8 @@ int main(void) {
       cmocka_unit_test(each_visits_what_the_json_lists),
       cmocka_unit_test(each_stops_when_fn_says_so),
       cmocka_unit_test(original_only_inside_the_walk),
+      cmocka_unit_test(hard_links_read_once),
+      cmocka_unit_test(reset_keep_files_keeps_the_change_set),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -65,6 +65,23 @@ static mbx_sandbox *edited(void) {
   return sb;
 }
 
+/* The bounds of a diff no test here reaches. */
+static const mbxH_cli_diff_limits roomy = {
+    .max_out = 1 << 20, .max_original = 1 << 20, .max_read = 4 << 20, .max_memory = 1 << 20};
+static mbxH_cli_diff_report last_report;
+
+static mbx_status diff_roomy(mbx_sandbox *sb, FILE *f, mbx_error *err) {
+  return mbxH_cli_changes_diff(sb, f, &roomy, &last_report, err);
+}
+
+static mbx_status summary_plain(mbx_sandbox *sb, FILE *f, mbx_error *err) {
+  return mbxH_cli_changes_summary(sb, f, 0, err);
+}
+
+static mbx_status summary_framed(mbx_sandbox *sb, FILE *f, mbx_error *err) {
+  return mbxH_cli_changes_summary(sb, f, 1, err);
+}
+
 /* What a view printed, as a string (malloc'd). */
 typedef mbx_status (*printer)(mbx_sandbox *, FILE *, mbx_error *);
 static char *printed(printer view, mbx_sandbox *sb, mbx_status want) {
@@ -81,18 +98,29 @@ static char *printed(printer view, mbx_sandbox *sb, mbx_status want) {
 static void summary_lines(void **state) {
   (void)state;
   mbx_sandbox *sb = edited();
-  char *text = printed(mbxH_cli_changes_summary, sb, MBX_OK);
+  char *text = printed(summary_plain, sb, MBX_OK);
   assert_string_equal(text, "moonbox: modified /w/a.txt (14 bytes)\n"
                             "moonbox: removed  /w/gone.txt\n"
                             "moonbox: created  /w/n\\x0al (2 bytes)\n");
   free(text);
+  /* Framed: first a line with a nonce no two calls share (the script could not know it). */
+  char *one = printed(summary_framed, sb, MBX_OK), *two = printed(summary_framed, sb, MBX_OK);
+  const char *head = "moonbox: ---- changes ";
+  assert_memory_equal(one, head, strlen(head));
+  assert_memory_equal(one + strlen(head) + 16, " (the script's output ends above", 32);
+  assert_memory_not_equal(one + strlen(head), two + strlen(head), 16);
+  assert_string_equal(strchr(one, '\n') + 1, "moonbox: modified /w/a.txt (14 bytes)\n"
+                                             "moonbox: removed  /w/gone.txt\n"
+                                             "moonbox: created  /w/n\\x0al (2 bytes)\n");
+  free(one);
+  free(two);
   mbx_sandbox_free(sb);
 }
 
 static void diff_against_the_originals(void **state) {
   (void)state;
   mbx_sandbox *sb = edited();
-  char *text = printed(mbxH_cli_changes_diff, sb, MBX_OK);
+  char *text = printed(diff_roomy, sb, MBX_OK);
   assert_string_equal(text, "--- /w/a.txt\n+++ /w/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n"
                             " three\n"
                             "--- /w/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"
@@ -103,7 +131,7 @@ static void diff_against_the_originals(void **state) {
   snprintf(p, sizeof p, "%s/a.txt", host);
   assert_int_equal(unlink(p), 0);
   assert_int_equal(symlink("/etc/passwd", p), 0);
-  text = printed(mbxH_cli_changes_diff, sb, MBX_OK);
+  text = printed(diff_roomy, sb, MBX_OK);
   assert_non_null(
       strstr(text, "Files /w/a.txt and /w/a.txt differ (the original cannot be read: "));
   assert_null(strstr(text, "root"));
@@ -111,6 +139,68 @@ static void diff_against_the_originals(void **state) {
   assert_int_equal(unlink(p), 0);
   put("a.txt", "one\ntwo\nthree\n");
   mbx_sandbox_free(sb);
+}
+
+/* Each bound of the diff names the file instead of showing it, says which bound, and is
+   counted in the report; a diff is never cut in the middle. */
+static void diff_bounds(void **state) {
+  (void)state;
+  char big[400];
+  memset(big, 'x', sizeof big - 2);
+  big[sizeof big - 2] = '\n';
+  big[sizeof big - 1] = '\0';
+  put("big.txt", big);
+  mbx_sandbox *sb = edited();
+  snippet_outcome o;
+  assert_int_equal(snippet_run_in(sb, "assert(os.remove('/w/big.txt'))", &o), MBX_OK);
+  char *text;
+  mbx_error err;
+  size_t len;
+  FILE *f;
+  /* The output cap: a.txt's diff fits, big.txt's does not (and its original is not even
+     read: a removal's diff holds all of it), so it is named; gone.txt's would fit neither
+     as a diff nor named, and nor would the last: counted, not named. */
+  const char *a_diff = "--- /w/a.txt\n+++ /w/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n";
+  const char *big_named = "Files /w/big.txt and /dev/null differ (not shown: its diff is longer "
+                          "than what is left of --diff-limit)\n";
+  mbxH_cli_diff_limits lim = roomy;
+  lim.max_out = strlen(a_diff) + strlen(big_named) + 20;
+  f = open_memstream(&text, &len);
+  assert_int_equal(mbxH_cli_changes_diff(sb, f, &lim, &last_report, &err), MBX_OK);
+  fclose(f);
+  assert_int_equal(strncmp(text, a_diff, strlen(a_diff)), 0);
+  assert_string_equal(text + strlen(a_diff), big_named);
+  assert_int_equal(last_report.printed, len);
+  /* a.txt and gone.txt (4 bytes: its diff might have fit); never big.txt's 399 */
+  assert_int_equal(last_report.read, 14 + 4);
+  assert_int_equal(last_report.not_shown, 3);
+  assert_int_equal(last_report.not_named, 2);
+  free(text);
+  /* One original's size cap, before a byte is read. */
+  lim = roomy;
+  lim.max_original = 13;
+  f = open_memstream(&text, &len);
+  assert_int_equal(mbxH_cli_changes_diff(sb, f, &lim, &last_report, &err), MBX_OK);
+  fclose(f);
+  assert_non_null(strstr(text, "Files /w/a.txt and /w/a.txt differ (not shown: its size is past"));
+  assert_non_null(strstr(text, "--- /w/gone.txt\n")); /* 4 bytes: under the cap */
+  assert_int_equal(last_report.read, 4); /* gone.txt; big.txt's 400 bytes are past it */
+  free(text);
+  /* The deadline: past it nothing more is read or compared. */
+  lim = roomy;
+  lim.deadline_ns = 1;
+  f = open_memstream(&text, &len);
+  assert_int_equal(mbxH_cli_changes_diff(sb, f, &lim, &last_report, &err), MBX_OK);
+  fclose(f);
+  assert_int_equal(last_report.read, 0);
+  assert_int_equal(last_report.timed_out, 4);
+  assert_non_null(strstr(text, "Files /w/gone.txt and /dev/null differ (not compared: --diff ran "
+                               "out of time (--timeout))\n"));
+  free(text);
+  mbx_sandbox_free(sb);
+  char p[160];
+  snprintf(p, sizeof p, "%s/big.txt", host);
+  assert_int_equal(unlink(p), 0);
 }
 
 static void export_once(void **state) {
@@ -143,7 +233,7 @@ static int summary_inside(void *ud, const mbx_change *c) {
   (void)c;
   mbx_error *err = ud;
   FILE *devnull = fopen("/dev/null", "w");
-  assert_int_equal(mbxH_cli_changes_summary(NULL, devnull, err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbxH_cli_changes_summary(NULL, devnull, 0, err), MBX_INVALID_ARGUMENT);
   fclose(devnull);
   return 1;
 }
@@ -152,7 +242,9 @@ static int diff_inside(void *ud, const mbx_change *c) {
   (void)c;
   void **args = ud;
   FILE *devnull = fopen("/dev/null", "w");
-  assert_int_equal(mbxH_cli_changes_diff(args[0], devnull, args[1]), MBX_SANDBOX_BUSY);
+  mbxH_cli_diff_report rep;
+  assert_int_equal(mbxH_cli_changes_diff(args[0], devnull, &roomy, &rep, args[1]),
+                   MBX_SANDBOX_BUSY);
   fclose(devnull);
   return 1;
 }
@@ -173,6 +265,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(summary_lines),
       cmocka_unit_test(diff_against_the_originals),
+      cmocka_unit_test(diff_bounds),
       cmocka_unit_test(export_once),
       cmocka_unit_test(busy_is_told_with_the_option),
   };

@@ -105,6 +105,76 @@ static void fixed_cases(void **state) {
   same_as_diff(S("1\n2\n3\n4\n5\n"), S("2\n3\n4\n5\n1\n"));
   /* Binary: named, no lines. */
   same_as_diff(S("a\0b\n"), S("a\0c\n"));
+  /* Long shared starts and ends (set aside before the line tables are made): the context
+     and the line numbers must be diff's all the same, at any distance from either end. */
+  same_as_diff(S("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n"),
+               S("1\n2\n3\n4\n5\n6x\n7\n8\n9\n10\n11\n12\n"));
+  same_as_diff(S("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n"),
+               S("1\n2x\n3\n4\n5\n6\n7\n8\n9\n10\n11y\n12\n"));
+  same_as_diff(S("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12"),
+               S("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n"));
+  same_as_diff(S("aa\nab\nac\nad\nae\naf\nag\n"), S("aa\nab\nac\nad\nae\naf\nagg\n"));
+  same_as_diff(S("x\nsame\nsame\nsame\nsame\nsame\n"), S("y\nsame\nsame\nsame\nsame\nsame\n"));
+  same_as_diff(S("p\nq\nr\ns\nt\nu\nv\nw\n"), S("p\nq\nr\ns\nINSERTED\nt\nu\nv\nw\n"));
+  same_as_diff(S("p\nq\nr\ns\nt\nu\nv\nw\n"), S("p\nq\nr\ns\nu\nv\nw\n"));
+}
+
+/* A sink that keeps what it is given, and the longest piece. */
+typedef struct kept {
+  mbxU_buf b;
+  size_t pieces, longest;
+} kept;
+
+static void keep(void *to, const char *p, size_t n) {
+  kept *k = to;
+  mbxU_buf_put(&k->b, p, n);
+  k->pieces++;
+  if (n > k->longest) k->longest = n;
+}
+
+/* The stream: written in pieces as made (no piece longer than a line), measured before a
+   byte is written (a diff past max_out writes nothing and says its size), and a small change
+   in a large file needs line tables for the lines around it only. */
+static void streamed_within_bounds(void **state) {
+  (void)state;
+  size_t n = 200000;
+  char *a = malloc(n * 16), *b = malloc(n * 16 + 16);
+  size_t al = 0, bl = 0;
+  for (size_t i = 0; i < n; i++) {
+    al += (size_t)sprintf(a + al, "line %zu\n", i);
+    bl += (size_t)sprintf(b + bl, i == n / 2 ? "LINE %zu\n" : "line %zu\n", i);
+  }
+  /* 64 KiB of tables: the whole files would need 10 MB. */
+  mbxH_diff_limits lim = {.max_out = 1 << 20, .max_memory = 64 << 10};
+  kept k = {0};
+  uint64_t size = 0;
+  assert_int_equal(mbxH_diff_stream("a", a, al, "b", b, bl, &lim, keep, &k, &size),
+                   MBXH_DIFF_SHOWN);
+  assert_int_equal(size, k.b.len);
+  assert_true(k.pieces > 10);
+  assert_true(k.longest <= 16);
+  const char *want = "--- a\n+++ b\n@@ -99998,7 +99998,7 @@\n line 99997\n line 99998\n"
+                     " line 99999\n-line 100000\n+LINE 100000\n line 100001\n line 100002\n"
+                     " line 100003\n";
+  assert_int_equal(k.b.len, strlen(want));
+  assert_memory_equal(k.b.data, want, k.b.len);
+  mbxU_buf_free(&k.b);
+  /* One byte short: nothing written, the size told. */
+  lim.max_out = size - 1;
+  kept none = {0};
+  uint64_t told = 0;
+  assert_int_equal(mbxH_diff_stream("a", a, al, "b", b, bl, &lim, keep, &none, &told),
+                   MBXH_DIFF_TOO_LARGE);
+  assert_int_equal(told, size);
+  assert_int_equal(none.pieces, 0);
+  /* Changes at both ends: the tables would span the files, past the budget: named. */
+  b[0] = 'L';
+  b[bl - 2] = 'X';
+  assert_int_equal(mbxH_diff_stream("a", a, al, "b", b, bl, &lim, keep, &none, &told),
+                   MBXH_DIFF_TOO_MANY_LINES);
+  assert_int_equal(none.pieces, 0);
+  free(a);
+  free(b);
 }
 
 /* Random small files: the diff, applied by patch(1), gives b exactly. */
@@ -176,6 +246,7 @@ int main(void) {
       cmocka_unit_test(fixed_cases),
       cmocka_unit_test(random_pairs_patch_back),
       cmocka_unit_test(hostile_pair_is_bounded),
+      cmocka_unit_test(streamed_within_bounds),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -227,6 +227,26 @@ static void test_equals_form(void **state) {
   PARSE_FAILS("--memory: '12Q' is not a size " SIZE_HINT, "run", "--memory=12Q", "s.lua");
 }
 
+/* --diff and --changes: flags alone, a file after '=' (never the next argument: `--diff
+   agent.lua` runs agent.lua); --diff-limit a size. */
+static void test_report_files(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "run", "--diff", "--changes", "s.lua");
+  assert_true(opt.diff && opt.changes);
+  assert_null(opt.diff_file);
+  assert_null(opt.changes_file);
+  assert_string_equal(opt.script, "s.lua");
+  PARSE_OK(&opt, "run", "--diff=d.patch", "--changes=c.txt", "--diff-limit", "4M", "s.lua");
+  assert_true(opt.diff && opt.changes);
+  assert_string_equal(opt.diff_file, "d.patch");
+  assert_string_equal(opt.changes_file, "c.txt");
+  assert_true(opt.diff_limit.set);
+  assert_int_equal(opt.diff_limit.value, 4 * MIB);
+  PARSE_FAILS("--diff=: empty file name (e.g. --diff=changes.txt)", "run", "--diff=", "s.lua");
+  PARSE_FAILS("--diff-limit: '1Q' is not a size " SIZE_HINT, "run", "--diff-limit", "1Q", "s.lua");
+}
+
 static void test_last_limit_wins(void **state) {
   mbxH_cli_options opt;
   (void)state;
@@ -678,6 +698,7 @@ int main(void) {
       cmocka_unit_test(test_option_order),
       cmocka_unit_test(test_every_option),
       cmocka_unit_test(test_equals_form),
+      cmocka_unit_test(test_report_files),
       cmocka_unit_test(test_last_limit_wins),
       cmocka_unit_test(test_double_dash),
       cmocka_unit_test(test_missing_values),
