@@ -1,5 +1,7 @@
 /* stdlib/base.c -- the base library, with every entry that could escape or outrun the
    budget replaced: print, tostring, load, setmetatable, collectgarbage, pcall, xpcall. */
+#include "stdlib/base.h"
+
 #include <string.h>
 
 #include <lauxlib.h>
@@ -23,28 +25,29 @@ static const char key_depth = 0;       /* clone[key] = its chain depth (see chai
 static const char key_limit = 0;       /* pin[key] = the depth its table may not exceed */
 static const char key_pin_only = 0;    /* pin[key] = true: a pin standing for "no metatable" */
 static const char key_pin_zero = 0;    /* registry: the shared pin of limit 0, no metatable */
+static const char key_mode = 0;        /* clone[key] = the guest's __mode (see push_new_clone) */
 
 /* Every field of a metatable that Lua 5.4 or this library ever reads: the events of ltm.c
-   (less __gc, __mode and __concat, which setmetatable refuses outright), and the fields
-   luaL_tolstring, pairs and the JSON codec look up. The clone holds these and nothing else
-   (plus __metatable and the private keys above): only C reads a clone (guests never reach
-   one), so other fields would be dead weight, and the cache check below costs one raw read
-   per name whatever the size of the class table. */
+   (less __gc, which is accepted and never copied, so never run, and __concat, which
+   setmetatable refuses outright), and the fields luaL_tolstring, pairs and the JSON codec
+   look up. The clone holds these and nothing else (plus __metatable, the __concat refusal and
+   the private keys above): only C reads a clone (guests never reach one), so other fields
+   would be dead weight, and the cache check below costs one raw read per name whatever the
+   size of the class table. */
 static const char *const event_names[] = {
-    "__index", "__newindex", "__len",  "__eq",    "__add",     "__sub", "__mul",
-    "__mod",   "__pow",      "__div",  "__idiv",  "__band",    "__bor", "__bxor",
-    "__shl",   "__shr",      "__unm",  "__bnot",  "__lt",      "__le",  "__call",
-    "__close", "__tostring", "__name", "__pairs", "__jsontype"};
+    "__index", "__newindex", "__len",  "__eq",    "__add",      "__sub", "__mul",
+    "__mod",   "__pow",      "__div",  "__idiv",  "__band",     "__bor", "__bxor",
+    "__shl",   "__shr",      "__unm",  "__bnot",  "__lt",       "__le",  "__call",
+    "__close", "__tostring", "__name", "__pairs", "__jsontype", "__mode"};
 #define EVENT_COUNT ((int)(sizeof event_names / sizeof *event_names))
-/* Positions in event_names of the events the chain and call rules read. */
+/* Positions in event_names of the events the chain, call and weak-table rules read. */
 #define EVENT_INDEX 0
 #define EVENT_NEWINDEX 1
 #define EVENT_CALL 20
+#define EVENT_MODE 26
 
 /* Fields setmetatable refuses, and why. */
 static const char *const refused_fields[][2] = {
-    {"__gc", "finalizers run with the budget switched off"},
-    {"__mode", "weak tables can reach a use-after-free in this Lua version"},
     {"__concat", "__concat metamethods can corrupt memory in this Lua version"}};
 #define REFUSED_COUNT ((int)(sizeof refused_fields / sizeof *refused_fields))
 
@@ -54,7 +57,8 @@ static const char *const refused_fields[][2] = {
 #define UPV_EVENT(i) lua_upvalueindex(1 + (i))
 #define UPV_METATABLE lua_upvalueindex(1 + EVENT_COUNT)
 #define UPV_REFUSED(i) lua_upvalueindex(2 + EVENT_COUNT + (i))
-#define UPVALUE_COUNT (EVENT_COUNT + 1 + REFUSED_COUNT)
+#define UPV_CONCAT lua_upvalueindex(2 + EVENT_COUNT + REFUSED_COUNT)
+#define UPVALUE_COUNT (EVENT_COUNT + 2 + REFUSED_COUNT)
 
 static int base_print(lua_State *L) {
   int n = lua_gettop(L);
@@ -210,6 +214,18 @@ static int event_index(lua_State *L, int idx) {
   return -1;
 }
 
+/* Push what clone recorded of event i, whose name is at name: the field itself, except for
+   __mode, which the clone keeps under key_mode (it holds __mode itself only outside
+   deterministic mode, see push_new_clone). */
+static void push_recorded(lua_State *L, int clone, int i, int name) {
+  if (i == EVENT_MODE) {
+    lua_rawgetp(L, clone, &key_mode);
+    return;
+  }
+  lua_pushvalue(L, name);
+  lua_rawget(L, clone);
+}
+
 /* The event fields of mt are still those of clone, found by walking mt: every event key met
    must be one the clone holds, with the same value, and all of those must be met. Returns
    1 (match), 0 (no match) or -1 (mt has more than WALK_MAX_KEYS keys: probe instead). */
@@ -224,8 +240,7 @@ static int events_match_by_walk(lua_State *L, int mt, int clone, lua_Integer pre
     int i = lua_type(L, -2) == LUA_TSTRING ? event_index(L, -2) : -1;
     if (i >= 0) {
       met++;
-      lua_pushvalue(L, -2);
-      lua_rawget(L, clone);
+      push_recorded(L, clone, i, -2);
       same = ((present >> i) & 1) && lua_rawequal(L, -1, -2);
       lua_pop(L, 1);
     }
@@ -246,8 +261,7 @@ static int events_match_by_probe(lua_State *L, int mt, int clone, lua_Integer pr
     lua_pushvalue(L, UPV_EVENT(i));
     int in_mt = lua_rawget(L, mt) != LUA_TNIL;
     if ((present >> i) & 1) {
-      lua_pushvalue(L, UPV_EVENT(i));
-      lua_rawget(L, clone);
+      push_recorded(L, clone, i, UPV_EVENT(i));
       same = lua_rawequal(L, -1, -2);
     } else {
       same = !in_mt;
@@ -400,10 +414,21 @@ static void pin_target(lua_State *L, int t) {
 }
 
 /* Build a frozen shallow clone of the metatable at mt and push it: the object gets the
-   clone, so fields added to mt later (a __gc, __mode or __concat placeholder swapped in, a
-   __call or a deeper __index) never take effect (THREATS P0 item 4). clone.__metatable
-   makes getmetatable return the guest's own table. Checks the call and chain rules, and
-   raises before anything is recorded. Called from base_setmetatable's frame. */
+   clone, so fields added to mt later (a __call, a deeper __index) never take effect (THREATS
+   P0 item 4). clone.__metatable makes getmetatable return the guest's own table. Checks the
+   call and chain rules, and raises before anything is recorded. Called from
+   base_setmetatable's frame.
+
+   Weak tables: the clone copies mt's __mode, so the *object* is weak as in stock Lua, while
+   the clone itself, the only table the VM ever uses as a metatable, is strong and has no
+   metatable of its own (guests never reach it). That is why Debian 5.4.4's luaV_finishset
+   use-after-free (983bc433) stays out of reach: it needs a metatable that is itself weak, so
+   that an emergency collection frees the __newindex table the assignment is using; a clone
+   holds its __newindex strongly whatever the guest does to mt. In deterministic mode the
+   clone does not hold __mode (collection points differ between processes, so weak entries
+   would vanish at different moments in a replay): the object is strong. Either way the
+   guest's value is kept under key_mode, for the cache check. __gc is never copied: a clone
+   never arms a finalizer, so none runs (finalizers run with hooks off, lgc.c GCTM). */
 static void push_new_clone(lua_State *L, int obj, int mt) {
   lua_createtable(L, 0, 4);
   int clone = lua_gettop(L);
@@ -427,9 +452,22 @@ static void push_new_clone(lua_State *L, int obj, int mt) {
     if ((i == EVENT_INDEX || i == EVENT_NEWINDEX) && lua_rawequal(L, -1, obj))
       luaL_error(L, "setmetatable: a table cannot be its own '%s' (the lookup would loop)",
                  event_names[i]);
-    lua_rawset(L, clone);
     present |= (lua_Integer)1 << i;
+    if (i == EVENT_MODE) {
+      lua_pushvalue(L, -1);
+      lua_rawsetp(L, clone, &key_mode);
+      if (mbxL_deterministic(L)) {
+        lua_pop(L, 2);
+        continue;
+      }
+    }
+    lua_rawset(L, clone);
   }
+  /* A __concat added to mt later must not silently do nothing: every clone carries the
+     refusal, which raises when the event fires (see concat_refused). */
+  lua_pushvalue(L, UPV_REFUSED(0));
+  lua_pushvalue(L, UPV_CONCAT);
+  lua_rawset(L, clone);
   lua_pushvalue(L, UPV_EVENT(EVENT_INDEX));
   lua_rawget(L, clone);
   lua_pushvalue(L, UPV_EVENT(EVENT_NEWINDEX));
@@ -471,6 +509,33 @@ static void push_clone(lua_State *L, int obj, int mt, int cache, int *fresh) {
   lua_pop(L, 1);
   *fresh = 1;
   push_new_clone(L, obj, mt);
+}
+
+/* The __concat of every clone. setmetatable refuses a guest __concat (Debian 5.4.4's
+   luaV_concat reads a stale stack pointer after a concat metamethod returns: the regression
+   of its CVE-2022-33099 backport that upstream fixed in 603b2c64, reachable whenever any
+   concat metamethod runs, since the stack can move on entry to one). One added to the
+   metatable later would otherwise be ignored without a word, so this raises when the event
+   fires: the refusal if either operand's guest metatable holds a __concat now, else stock's
+   own "attempt to concatenate" error (without stock's "(local 'x')" detail). It never
+   returns into luaV_concat, so the stale pointer is never used. */
+#define UPV_CONCAT_NAME lua_upvalueindex(1) /* concat_refused's upvalue: "__concat" */
+static int concat_refused(lua_State *L) {
+  for (int i = 1; i <= 2; i++) {
+    if (!lua_getmetatable(L, i)) continue;
+    int guest = lua_rawgetp(L, -1, &key_original) == LUA_TTABLE;
+    lua_pushvalue(L, UPV_CONCAT_NAME);
+    if (guest && lua_rawget(L, -2) != LUA_TNIL) /* raw: never a guest metamethod here */
+      return luaL_error(L,
+                        "attempt to concatenate a value whose metatable has '__concat': "
+                        "'__concat' metamethods are not allowed in this sandbox (%s)",
+                        refused_fields[0][1]);
+    lua_settop(L, 2);
+  }
+  int bad = lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER ? 2 : 1;
+  const char *name = luaL_getmetafield(L, bad, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                        : luaL_typename(L, bad);
+  return luaL_error(L, "attempt to concatenate a %s value", name);
 }
 
 static int base_setmetatable(lua_State *L) {
@@ -539,19 +604,27 @@ static int base_setmetatable(lua_State *L) {
   return 1;
 }
 
-/* getmetatable as stock, except that a pin standing for "no metatable" is reported as nil. */
-static int base_getmetatable(lua_State *L) {
-  luaL_checkany(L, 1);
-  if (!lua_getmetatable(L, 1)) {
+/* getmetatable as stock, except that a pin standing for "no metatable" is reported as nil.
+   Every metatable moonbox sets (clones, pins, the string and FILE* metatables, the JSON array
+   marker) carries __metatable, so none is ever handed out. */
+void mbxL_getmetatable(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (!lua_getmetatable(L, idx)) {
     lua_pushnil(L);
-    return 1;
+    return;
   }
   if (lua_rawgetp(L, -1, &key_pin_only) != LUA_TNIL) {
+    lua_pop(L, 2);
     lua_pushnil(L);
-    return 1;
+    return;
   }
   lua_pop(L, 1);
-  luaL_getmetafield(L, 1, "__metatable");
+  if (luaL_getmetafield(L, idx, "__metatable") != LUA_TNIL) lua_remove(L, -2);
+}
+
+static int base_getmetatable(lua_State *L) {
+  luaL_checkany(L, 1);
+  mbxL_getmetatable(L, 1);
   return 1;
 }
 
@@ -691,6 +764,8 @@ static void open_setmetatable(lua_State *L) {
   lua_pushliteral(L, "__metatable");
   for (int i = 0; i < REFUSED_COUNT; i++)
     lua_pushstring(L, refused_fields[i][0]);
+  lua_pushstring(L, refused_fields[0][0]);
+  lua_pushcclosure(L, concat_refused, 1);
   lua_pushcclosure(L, base_setmetatable, UPVALUE_COUNT);
   lua_setfield(L, -2, "setmetatable");
 }
