@@ -1,5 +1,7 @@
 /* stdlib/base.c -- the base library, with every entry that could escape or outrun the
    budget replaced: print, tostring, load, setmetatable, collectgarbage, pcall, xpcall. */
+#include "stdlib/base.h"
+
 #include <string.h>
 
 #include <lauxlib.h>
@@ -15,36 +17,39 @@
 #include "vm/vm.h"
 
 /* Registry keys of the metatable policy. */
-static const char key_original = 0;    /* clone[key] = the guest's metatable */
-static const char key_protected = 0;   /* clone[key] = true when the guest set __metatable */
-static const char key_events = 0;      /* clone[key] = bit i set when event_names[i] is in it */
-static const char key_clone_cache = 0; /* registry: {[mt] = clone}, weak (see clone_cache) */
-static const char key_depth = 0;       /* clone[key] = its chain depth (see chain_depth) */
-static const char key_limit = 0;       /* pin[key] = the depth its table may not exceed */
-static const char key_pin_only = 0;    /* pin[key] = true: a pin standing for "no metatable" */
-static const char key_pin_zero = 0;    /* registry: the shared pin of limit 0, no metatable */
+static const char key_original = 0;       /* clone[key] = the guest's metatable */
+static const char key_protected = 0;      /* clone[key] = true when the guest set __metatable */
+static const char key_events = 0;         /* clone[key] = bit i set when event_names[i] is in it */
+static const char key_clone_cache = 0;    /* registry: {[mt] = clone}, weak (see clone_cache) */
+static const char key_depth = 0;          /* clone[key] = its chain depth (see chain_depth) */
+static const char key_limit = 0;          /* pin[key] = the depth its table may not exceed */
+static const char key_pin_only = 0;       /* pin[key] = true: a pin standing for "no metatable" */
+static const char key_pin_zero = 0;       /* registry: the shared pin of limit 0, no metatable */
+static const char key_mode = 0;           /* clone[key] = the guest's __mode (see push_new_clone) */
+static const char key_guest_index = 0;    /* clone[key] = the guest's __index a walker stands for */
+static const char key_guest_newindex = 0; /* the same for __newindex */
 
 /* Every field of a metatable that Lua 5.4 or this library ever reads: the events of ltm.c
-   (less __gc, __mode and __concat, which setmetatable refuses outright), and the fields
-   luaL_tolstring, pairs and the JSON codec look up. The clone holds these and nothing else
-   (plus __metatable and the private keys above): only C reads a clone (guests never reach
-   one), so other fields would be dead weight, and the cache check below costs one raw read
-   per name whatever the size of the class table. */
+   (less __gc, which is accepted and never copied, so never run, and __concat, which
+   setmetatable refuses outright), and the fields luaL_tolstring, pairs and the JSON codec
+   look up. The clone holds these and nothing else (plus __metatable, the __concat refusal and
+   the private keys above): only C reads a clone (guests never reach one), so other fields
+   would be dead weight, and the cache check below costs one raw read per name whatever the
+   size of the class table. */
 static const char *const event_names[] = {
-    "__index", "__newindex", "__len",  "__eq",    "__add",     "__sub", "__mul",
-    "__mod",   "__pow",      "__div",  "__idiv",  "__band",    "__bor", "__bxor",
-    "__shl",   "__shr",      "__unm",  "__bnot",  "__lt",      "__le",  "__call",
-    "__close", "__tostring", "__name", "__pairs", "__jsontype"};
+    "__index", "__newindex", "__len",  "__eq",    "__add",      "__sub", "__mul",
+    "__mod",   "__pow",      "__div",  "__idiv",  "__band",     "__bor", "__bxor",
+    "__shl",   "__shr",      "__unm",  "__bnot",  "__lt",       "__le",  "__call",
+    "__close", "__tostring", "__name", "__pairs", "__jsontype", "__mode"};
 #define EVENT_COUNT ((int)(sizeof event_names / sizeof *event_names))
-/* Positions in event_names of the events the chain and call rules read. */
+/* Positions in event_names of the events the chain, call and weak-table rules read. */
 #define EVENT_INDEX 0
 #define EVENT_NEWINDEX 1
 #define EVENT_CALL 20
+#define EVENT_MODE 26
 
 /* Fields setmetatable refuses, and why. */
 static const char *const refused_fields[][2] = {
-    {"__gc", "finalizers run with the budget switched off"},
-    {"__mode", "weak tables can reach a use-after-free in this Lua version"},
     {"__concat", "__concat metamethods can corrupt memory in this Lua version"}};
 #define REFUSED_COUNT ((int)(sizeof refused_fields / sizeof *refused_fields))
 
@@ -54,7 +59,10 @@ static const char *const refused_fields[][2] = {
 #define UPV_EVENT(i) lua_upvalueindex(1 + (i))
 #define UPV_METATABLE lua_upvalueindex(1 + EVENT_COUNT)
 #define UPV_REFUSED(i) lua_upvalueindex(2 + EVENT_COUNT + (i))
-#define UPVALUE_COUNT (EVENT_COUNT + 1 + REFUSED_COUNT)
+#define UPV_CONCAT lua_upvalueindex(2 + EVENT_COUNT + REFUSED_COUNT)
+#define UPV_WALK_INDEX lua_upvalueindex(3 + EVENT_COUNT + REFUSED_COUNT)
+#define UPV_WALK_NEWINDEX lua_upvalueindex(4 + EVENT_COUNT + REFUSED_COUNT)
+#define UPVALUE_COUNT (EVENT_COUNT + 4 + REFUSED_COUNT)
 
 static int base_print(lua_State *L) {
   int n = lua_gettop(L);
@@ -210,6 +218,24 @@ static int event_index(lua_State *L, int idx) {
   return -1;
 }
 
+/* Push what clone recorded of event i, whose name is at name: the field itself, except for
+   __mode, which the clone keeps under key_mode (it holds __mode itself only outside
+   deterministic mode, see push_new_clone). */
+static void push_recorded(lua_State *L, int clone, int i, int name) {
+  if (i == EVENT_MODE) {
+    lua_rawgetp(L, clone, &key_mode);
+    return;
+  }
+  if (i == EVENT_INDEX || i == EVENT_NEWINDEX) {
+    if (lua_rawgetp(L, clone, i == EVENT_INDEX ? &key_guest_index : &key_guest_newindex) !=
+        LUA_TNIL)
+      return; /* a walker stands in the clone for this value */
+    lua_pop(L, 1);
+  }
+  lua_pushvalue(L, name);
+  lua_rawget(L, clone);
+}
+
 /* The event fields of mt are still those of clone, found by walking mt: every event key met
    must be one the clone holds, with the same value, and all of those must be met. Returns
    1 (match), 0 (no match) or -1 (mt has more than WALK_MAX_KEYS keys: probe instead). */
@@ -224,8 +250,7 @@ static int events_match_by_walk(lua_State *L, int mt, int clone, lua_Integer pre
     int i = lua_type(L, -2) == LUA_TSTRING ? event_index(L, -2) : -1;
     if (i >= 0) {
       met++;
-      lua_pushvalue(L, -2);
-      lua_rawget(L, clone);
+      push_recorded(L, clone, i, -2);
       same = ((present >> i) & 1) && lua_rawequal(L, -1, -2);
       lua_pop(L, 1);
     }
@@ -246,8 +271,7 @@ static int events_match_by_probe(lua_State *L, int mt, int clone, lua_Integer pr
     lua_pushvalue(L, UPV_EVENT(i));
     int in_mt = lua_rawget(L, mt) != LUA_TNIL;
     if ((present >> i) & 1) {
-      lua_pushvalue(L, UPV_EVENT(i));
-      lua_rawget(L, clone);
+      push_recorded(L, clone, i, UPV_EVENT(i));
       same = lua_rawequal(L, -1, -2);
     } else {
       same = !in_mt;
@@ -325,11 +349,13 @@ static lua_Integer table_depth(lua_State *L, int t) {
 
 /* The links a lookup may follow through the __index or __newindex value at idx: a table is
    one link plus its own chain; a string goes through the string metatable to the private
-   library copy (two links, set from C, no metatable); a function is called (metered), and
-   anything else raises. */
+   library copy (two links, set from C, no metatable); a function ends the VM's walk (it is
+   called: guest code under the hook, or a walker, metered per link), and anything else
+   raises. */
 static lua_Integer link_depth(lua_State *L, int idx) {
   switch (lua_type(L, idx)) {
   case LUA_TNIL:
+  case LUA_TFUNCTION:
     return 0;
   case LUA_TTABLE:
     return 1 + table_depth(L, idx);
@@ -399,11 +425,187 @@ static void pin_target(lua_State *L, int t) {
   lua_pop(L, 1);
 }
 
+/*
+** Walkers: __index and __newindex followed in metered C instead of by the VM. A clone holds
+** walk_index or walk_newindex (one C closure each per sandbox, made at open, whose upvalue is
+** the event's name; recognised by their C function) in
+** place of the guest's value wherever the VM may not follow it itself:
+**  - an absent __index: the walker reads the guest's *live* field at each lookup, so the
+**    class pattern that sets `self.__index = self` after `setmetatable({}, self)` works;
+**  - a table that is its own __index/__newindex (`setmetatable(M, M)`), a chain deeper than
+**    MBXL_CHAIN_MAX, and a pinned table whose new chain would be deeper than its limit (the
+**    clone is then private to it, see base_setmetatable): where the clone used to be refused.
+** A walker follows the chain as luaV_finishget/finishset do (a table: a raw lookup, then its
+** metatable; a function: called; another value: indexed as Lua would), reading each
+** metatable's clone entry, or the guest's live field where that entry is a walker. Each link
+** is charged 1 + key length / 64 instructions (mbxV_charge_light: the clock is read once per
+** 1024 instructions charged, so a link over a key of 64 KiB or more polls the deadline, and
+** cheap links poll it every 1024), and at 2000 links it raises stock's
+** "'__index' chain too long; possible loop". A function found on the chain is called with
+** lua_callk (a yield crosses it) after the C stack check. What the walk holds is on its own
+** stack, so an emergency collection cannot free a table it uses (983bc433).
+*/
+#define WALK_MAX_LINKS 2000 /* stock's MAXTAGLOOP */
+
+static int walk_index(lua_State *L);
+static int walk_newindex(lua_State *L);
+
+/* Push the handler of the running walker's event (its name is the walker's upvalue) for a
+   lookup that reached a value whose metatable is at mt: the metatable's own entry, or where
+   that entry is the walker, the guest's live field. Returns its type. Raw reads only. */
+static int push_handler(lua_State *L, int mt, lua_CFunction walker) {
+  lua_pushvalue(L, lua_upvalueindex(1));
+  if (lua_rawget(L, mt) != LUA_TFUNCTION || lua_tocfunction(L, -1) != walker)
+    return lua_type(L, -1);
+  if (lua_rawgetp(L, mt, &key_original) != LUA_TTABLE) {
+    lua_pop(L, 2);
+    lua_pushnil(L);
+    return LUA_TNIL;
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  int type = lua_rawget(L, -2);
+  lua_replace(L, -3);
+  lua_pop(L, 1);
+  return type;
+}
+
+/* What one link costs: a raw lookup, whose key compare is a memcmp for a long string. */
+static uint64_t link_cost(lua_State *L, int key) {
+  size_t len = 0;
+  if (lua_type(L, key) == LUA_TSTRING) lua_tolstring(L, key, &len);
+  return 1 + len / 64;
+}
+
+static int walk_index_done(lua_State *L, int status, lua_KContext ctx) {
+  (void)L;
+  (void)status;
+  (void)ctx;
+  return 1;
+}
+
+static int walk_index(lua_State *L) {
+  lua_settop(L, 2); /* 1 the object, 2 the key */
+  uint64_t cost = link_cost(L, 2);
+  lua_pushvalue(L, 1); /* 3: where the lookup is */
+  for (int links = 0; links < WALK_MAX_LINKS; links++) {
+    mbxV_charge_light(L, cost);
+    if (!lua_getmetatable(L, 3)) {
+      lua_pushnil(L);
+      return 1;
+    }
+    int type = push_handler(L, 4, walk_index); /* 5 */
+    if (type == LUA_TNIL) return 1;
+    if (type == LUA_TFUNCTION) {
+      lua_pushvalue(L, 3);
+      lua_pushvalue(L, 2);
+      mbxV_cstack_check(L);
+      lua_callk(L, 2, 1, 0, walk_index_done);
+      return 1;
+    }
+    if (type != LUA_TTABLE) { /* e.g. a string: one lookup through its metatable */
+      lua_pushvalue(L, 2);
+      lua_gettable(L, 5);
+      return 1;
+    }
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, 5) != LUA_TNIL) return 1;
+    lua_copy(L, 5, 3);
+    lua_settop(L, 3);
+  }
+  return luaL_error(L, "'__index' chain too long; possible loop");
+}
+
+static int walk_newindex_done(lua_State *L, int status, lua_KContext ctx) {
+  (void)L;
+  (void)status;
+  (void)ctx;
+  return 0;
+}
+
+static int walk_newindex(lua_State *L) {
+  lua_settop(L, 3); /* 1 the object, 2 the key, 3 the value */
+  uint64_t cost = link_cost(L, 2);
+  lua_pushvalue(L, 1); /* 4: where the assignment is */
+  for (int links = 0; links < WALK_MAX_LINKS; links++) {
+    mbxV_charge_light(L, cost);
+    int type = lua_getmetatable(L, 4) ? push_handler(L, 5, walk_newindex) : LUA_TNIL;
+    if (type == LUA_TNIL) { /* a table reached with no handler: the key is absent in it */
+      lua_settop(L, 4);
+      luaL_checktype(L, 4, LUA_TTABLE); /* only tables get here: objects and chain links */
+      lua_pushvalue(L, 2);
+      lua_pushvalue(L, 3);
+      lua_rawset(L, 4);
+      return 0;
+    }
+    /* 5 the metatable, 6 the handler */
+    if (type == LUA_TFUNCTION) {
+      lua_pushvalue(L, 4);
+      lua_pushvalue(L, 2);
+      lua_pushvalue(L, 3);
+      mbxV_cstack_check(L);
+      lua_callk(L, 3, 0, 0, walk_newindex_done);
+      return 0;
+    }
+    if (type != LUA_TTABLE) {
+      lua_pushvalue(L, 2);
+      lua_pushvalue(L, 3);
+      lua_settable(L, 6);
+      return 0;
+    }
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, 6) != LUA_TNIL) { /* present: a plain store into this table */
+      lua_pushvalue(L, 2);
+      lua_pushvalue(L, 3);
+      lua_rawset(L, 6);
+      return 0;
+    }
+    lua_copy(L, 6, 4);
+    lua_settop(L, 4);
+  }
+  return luaL_error(L, "'__newindex' chain too long; possible loop");
+}
+
+/* Put the walker of event i (EVENT_INDEX or EVENT_NEWINDEX) into the table at clone in place
+   of its value, keeping that value for the cache check (push_recorded). */
+static void install_walker(lua_State *L, int clone, int i) {
+  lua_pushvalue(L, UPV_EVENT(i));
+  lua_rawget(L, clone);
+  lua_rawsetp(L, clone, i == EVENT_INDEX ? &key_guest_index : &key_guest_newindex);
+  lua_pushvalue(L, UPV_EVENT(i));
+  lua_pushvalue(L, i == EVENT_INDEX ? UPV_WALK_INDEX : UPV_WALK_NEWINDEX);
+  lua_rawset(L, clone);
+}
+
+/* The chain depth of the table at clone (its __index/__newindex entries), recorded in it. */
+static lua_Integer record_depth(lua_State *L, int clone) {
+  lua_pushvalue(L, UPV_EVENT(EVENT_INDEX));
+  lua_rawget(L, clone);
+  lua_pushvalue(L, UPV_EVENT(EVENT_NEWINDEX));
+  lua_rawget(L, clone);
+  lua_Integer via_index = link_depth(L, -2), via_newindex = link_depth(L, -1);
+  lua_pop(L, 2);
+  lua_Integer depth = via_index > via_newindex ? via_index : via_newindex;
+  lua_pushinteger(L, depth);
+  lua_rawsetp(L, clone, &key_depth);
+  return depth;
+}
+
 /* Build a frozen shallow clone of the metatable at mt and push it: the object gets the
-   clone, so fields added to mt later (a __gc, __mode or __concat placeholder swapped in, a
-   __call or a deeper __index) never take effect (THREATS P0 item 4). clone.__metatable
-   makes getmetatable return the guest's own table. Checks the call and chain rules, and
-   raises before anything is recorded. Called from base_setmetatable's frame. */
+   clone, so fields added to mt later (a __call, a deeper __index) never take effect (THREATS
+   P0 item 4). clone.__metatable makes getmetatable return the guest's own table. Checks the
+   call and chain rules, and raises before anything is recorded. Called from
+   base_setmetatable's frame.
+
+   Weak tables: the clone copies mt's __mode, so the *object* is weak as in stock Lua, while
+   the clone itself, the only table the VM ever uses as a metatable, is strong and has no
+   metatable of its own (guests never reach it). That is why Debian 5.4.4's luaV_finishset
+   use-after-free (983bc433) stays out of reach: it needs a metatable that is itself weak, so
+   that an emergency collection frees the __newindex table the assignment is using; a clone
+   holds its __newindex strongly whatever the guest does to mt. In deterministic mode the
+   clone does not hold __mode (collection points differ between processes, so weak entries
+   would vanish at different moments in a replay): the object is strong. Either way the
+   guest's value is kept under key_mode, for the cache check. __gc is never copied: a clone
+   never arms a finalizer, so none runs (finalizers run with hooks off, lgc.c GCTM). */
 static void push_new_clone(lua_State *L, int obj, int mt) {
   lua_createtable(L, 0, 4);
   int clone = lua_gettop(L);
@@ -424,26 +626,43 @@ static void push_new_clone(lua_State *L, int obj, int mt) {
                  "setmetatable: '__call' must be a function in this sandbox (got a %s; a "
                  "callable table as __call makes one call retry without end)",
                  luaL_typename(L, -1));
-    if ((i == EVENT_INDEX || i == EVENT_NEWINDEX) && lua_rawequal(L, -1, obj))
-      luaL_error(L, "setmetatable: a table cannot be its own '%s' (the lookup would loop)",
-                 event_names[i]);
-    lua_rawset(L, clone);
     present |= (lua_Integer)1 << i;
+    if (i == EVENT_MODE) {
+      lua_pushvalue(L, -1);
+      lua_rawsetp(L, clone, &key_mode);
+      if (mbxL_deterministic(L)) {
+        lua_pop(L, 2);
+        continue;
+      }
+    }
+    lua_rawset(L, clone);
   }
-  lua_pushvalue(L, UPV_EVENT(EVENT_INDEX));
-  lua_rawget(L, clone);
-  lua_pushvalue(L, UPV_EVENT(EVENT_NEWINDEX));
-  lua_rawget(L, clone);
-  lua_Integer via_index = link_depth(L, -2), via_newindex = link_depth(L, -1);
-  lua_pop(L, 2);
-  lua_Integer depth = via_index > via_newindex ? via_index : via_newindex;
-  if (depth > MBXL_CHAIN_MAX)
-    luaL_error(L,
-               "setmetatable: this '__index'/'__newindex' chain would be %d tables long; this "
-               "sandbox allows %d (use an __index function for deeper lookups)",
-               (int)depth, MBXL_CHAIN_MAX);
-  lua_pushinteger(L, depth);
-  lua_rawsetp(L, clone, &key_depth);
+  /* A __concat added to mt later must not silently do nothing: every clone carries the
+     refusal, which raises when the event fires (see concat_refused). */
+  lua_pushvalue(L, UPV_REFUSED(0));
+  lua_pushvalue(L, UPV_CONCAT);
+  lua_rawset(L, clone);
+  /* Where the VM may not follow the guest's value itself, a walker does (see above): an
+     absent __index (read live at each lookup), the object itself, a chain too deep. */
+  if (!(present & ((lua_Integer)1 << EVENT_INDEX))) {
+    lua_pushvalue(L, UPV_EVENT(EVENT_INDEX));
+    lua_pushvalue(L, UPV_WALK_INDEX);
+    lua_rawset(L, clone);
+  }
+  for (int i = EVENT_INDEX; i <= EVENT_NEWINDEX; i++) {
+    lua_pushvalue(L, UPV_EVENT(i));
+    if (lua_rawget(L, clone) == LUA_TTABLE && lua_rawequal(L, -1, obj)) install_walker(L, clone, i);
+    lua_pop(L, 1);
+  }
+  if (record_depth(L, clone) > MBXL_CHAIN_MAX) {
+    for (int i = EVENT_INDEX; i <= EVENT_NEWINDEX; i++) {
+      lua_pushvalue(L, UPV_EVENT(i));
+      int deep = lua_rawget(L, clone) == LUA_TTABLE || lua_type(L, -1) == LUA_TSTRING;
+      lua_pop(L, 1);
+      if (deep) install_walker(L, clone, i);
+    }
+    record_depth(L, clone);
+  }
   lua_pushinteger(L, present);
   lua_rawsetp(L, clone, &key_events);
   lua_pushvalue(L, UPV_METATABLE);
@@ -471,6 +690,33 @@ static void push_clone(lua_State *L, int obj, int mt, int cache, int *fresh) {
   lua_pop(L, 1);
   *fresh = 1;
   push_new_clone(L, obj, mt);
+}
+
+/* The __concat of every clone. setmetatable refuses a guest __concat (Debian 5.4.4's
+   luaV_concat reads a stale stack pointer after a concat metamethod returns: the regression
+   of its CVE-2022-33099 backport that upstream fixed in 603b2c64, reachable whenever any
+   concat metamethod runs, since the stack can move on entry to one). One added to the
+   metatable later would otherwise be ignored without a word, so this raises when the event
+   fires: the refusal if either operand's guest metatable holds a __concat now, else stock's
+   own "attempt to concatenate" error (without stock's "(local 'x')" detail). It never
+   returns into luaV_concat, so the stale pointer is never used. */
+#define UPV_CONCAT_NAME lua_upvalueindex(1) /* concat_refused's upvalue: "__concat" */
+static int concat_refused(lua_State *L) {
+  for (int i = 1; i <= 2; i++) {
+    if (!lua_getmetatable(L, i)) continue;
+    int guest = lua_rawgetp(L, -1, &key_original) == LUA_TTABLE;
+    lua_pushvalue(L, UPV_CONCAT_NAME);
+    if (guest && lua_rawget(L, -2) != LUA_TNIL) /* raw: never a guest metamethod here */
+      return luaL_error(L,
+                        "attempt to concatenate a value whose metatable has '__concat': "
+                        "'__concat' metamethods are not allowed in this sandbox (%s)",
+                        refused_fields[0][1]);
+    lua_settop(L, 2);
+  }
+  int bad = lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER ? 2 : 1;
+  const char *name = luaL_getmetafield(L, bad, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                        : luaL_typename(L, bad);
+  return luaL_error(L, "attempt to concatenate a %s value", name);
 }
 
 static int base_setmetatable(lua_State *L) {
@@ -514,13 +760,10 @@ static int base_setmetatable(lua_State *L) {
   lua_rawgetp(L, 4, &key_depth);
   lua_Integer depth = lua_tointeger(L, -1);
   lua_pop(L, 1);
-  /* A table some chain runs through may not get deeper (see above). */
-  if (depth > limit && limit >= 0)
-    return luaL_error(L,
-                      "setmetatable: this table is the '__index' or '__newindex' of another "
-                      "metatable, so its own chain cannot grow (from %d to %d tables; set "
-                      "metatables from the base class up)",
-                      (int)limit, (int)depth);
+  /* A table some chain runs through may not get deeper (see above): it gets a private copy
+     of the clone whose chain entries are walkers (depth 0), so lookups through it leave the
+     VM here and go on in metered C. */
+  int walked = depth > limit && limit >= 0;
   if (fresh) {
     for (int i = EVENT_INDEX; i <= EVENT_NEWINDEX; i++) {
       lua_pushvalue(L, UPV_EVENT(i));
@@ -531,6 +774,23 @@ static int base_setmetatable(lua_State *L) {
     lua_pushvalue(L, 4);
     lua_rawset(L, 3);
   }
+  if (walked) {
+    lua_createtable(L, 0, 8); /* 5: bounded, a clone holds the events and a few keys */
+    lua_pushnil(L);
+    while (lua_next(L, 4)) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, 5);
+    }
+    for (int i = EVENT_INDEX; i <= EVENT_NEWINDEX; i++) {
+      lua_pushvalue(L, UPV_EVENT(i));
+      int chained = lua_rawget(L, 5) == LUA_TTABLE || lua_type(L, -1) == LUA_TSTRING;
+      lua_pop(L, 1);
+      if (chained) install_walker(L, 5, i);
+    }
+    record_depth(L, 5);
+    lua_replace(L, 4);
+  }
   if (limit >= 0)
     set_pinned(L, 1, 4, limit);
   else
@@ -539,19 +799,27 @@ static int base_setmetatable(lua_State *L) {
   return 1;
 }
 
-/* getmetatable as stock, except that a pin standing for "no metatable" is reported as nil. */
-static int base_getmetatable(lua_State *L) {
-  luaL_checkany(L, 1);
-  if (!lua_getmetatable(L, 1)) {
+/* getmetatable as stock, except that a pin standing for "no metatable" is reported as nil.
+   Every metatable moonbox sets (clones, pins, the string and FILE* metatables, the JSON array
+   marker) carries __metatable, so none is ever handed out. */
+void mbxL_getmetatable(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (!lua_getmetatable(L, idx)) {
     lua_pushnil(L);
-    return 1;
+    return;
   }
   if (lua_rawgetp(L, -1, &key_pin_only) != LUA_TNIL) {
+    lua_pop(L, 2);
     lua_pushnil(L);
-    return 1;
+    return;
   }
   lua_pop(L, 1);
-  luaL_getmetafield(L, 1, "__metatable");
+  if (luaL_getmetafield(L, idx, "__metatable") != LUA_TNIL) lua_remove(L, -2);
+}
+
+static int base_getmetatable(lua_State *L) {
+  luaL_checkany(L, 1);
+  mbxL_getmetatable(L, 1);
   return 1;
 }
 
@@ -691,6 +959,12 @@ static void open_setmetatable(lua_State *L) {
   lua_pushliteral(L, "__metatable");
   for (int i = 0; i < REFUSED_COUNT; i++)
     lua_pushstring(L, refused_fields[i][0]);
+  lua_pushstring(L, refused_fields[0][0]);
+  lua_pushcclosure(L, concat_refused, 1);
+  lua_pushstring(L, event_names[EVENT_INDEX]);
+  lua_pushcclosure(L, walk_index, 1);
+  lua_pushstring(L, event_names[EVENT_NEWINDEX]);
+  lua_pushcclosure(L, walk_newindex, 1);
   lua_pushcclosure(L, base_setmetatable, UPVALUE_COUNT);
   lua_setfield(L, -2, "setmetatable");
 }

@@ -232,8 +232,7 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_CHANGES:
     /* --diff=FILE, --changes=FILE (alone, they are flags: the caller's) */
     if (value[0] == '\0') {
-      mbxH_cli_msg(msg, msg_size, "%s=: empty file name (e.g. %s=changes.txt)", spec->name,
-                   spec->name);
+      mbxU_msg(msg, msg_size, "%s=: empty file name (e.g. %s=changes.txt)", spec->name, spec->name);
       return -1;
     }
     if (spec->id == OPT_DIFF) {
@@ -246,7 +245,7 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     break;
   case OPT_DIFF_LIMIT:
     limit = &opt->diff_limit;
-    rc = mbxH_cli_parse_size(spec->name, value, &limit->value, msg, msg_size);
+    rc = mbxU_parse_size(spec->name, value, &limit->value, msg, msg_size);
     break;
   case OPT_EVAL:
     return set_script(opt, MBXH_CLI_SCRIPT_CODE, value, msg, msg_size);

@@ -1,8 +1,12 @@
--- Agent task: a model adds a finalizer to close a resource; moonbox refuses it.
--- stock: skip (documented difference: __gc is refused)
--- expect-status: runtime_error
--- expect-error: setmetatable: metatables with '__gc' are not allowed in this sandbox
-local Handle = {__gc = function(h) h.closed = true end}
+-- Agent task: a model adds a finalizer to close a resource; moonbox accepts it and never runs
+-- it (finalizers would run with the budget off): stock Lua would finalize the dropped one.
+-- stock: skip (documented difference: __gc never runs)
+-- expect-value: ["conn",0]
+local finalized = 0
+local Handle = {__gc = function(h) finalized = finalized + 1 end}
 Handle.__index = Handle
 local h = setmetatable({name = "conn"}, Handle)
-return h.name
+local other = setmetatable({name = "tmp"}, Handle)
+other = nil
+collectgarbage()
+return {h.name, finalized}

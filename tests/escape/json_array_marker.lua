@@ -14,4 +14,4 @@ if b.anything ~= nil then print(b.anything) end
 -- The marker is replaceable: the guest's own metatable goes through the normal policy.
 setmetatable(a, {__index = {z = 1}})
 assert(a.z == 1)
-assert(not pcall(setmetatable, b, {__gc = print}), "__gc must still be refused")
+assert(not pcall(setmetatable, b, {__concat = print}), "__concat must still be refused")

@@ -3,7 +3,7 @@
 -- Attack: the luaV_finishset use-after-free: a __newindex table held only by a weak-valued
 -- table, freed by an emergency GC the attacker times with the memory limit (THREATS 0.1, 983bc433).
 local holder = {}
-pcall(setmetatable, holder, {__mode = "v"})   -- refused
+setmetatable(holder, {__mode = "v"})          -- a weak-valued table (not a metatable)
 local wmt = getmetatable(holder) or {}
 wmt.__mode = "v"                               -- added later: must have no effect
 local target = setmetatable({}, {__newindex = setmetatable({}, {})})

@@ -7,7 +7,9 @@
      - long and NUL-laden strings compared and sorted;
      - re-entrant callbacks: gsub functions, sort comparators, __tostring, __lt, load readers,
        pcall / xpcall handlers, json.encode of deep tables;
-     - heap pressure: tables of strings, string doubling, collectgarbage.
+     - heap pressure: tables of strings, string doubling, collectgarbage;
+     - weak tables (a weak metatable's __newindex table grown under pressure: 983bc433's
+       shape), __mode, __gc and __concat changed after setmetatable.
    Each construct is wrapped in pcall so the program goes on after an error; a tripped limit
    stays tripped (sticky). The run uses small budgets (4 MiB, 3M instructions, 100 ms) and
    the harness aborts, so libFuzzer saves the recipe, when:
@@ -97,7 +99,7 @@ static void body(program *g, recipe *r, int depth) {
 
 /* One statement, wrapped in pcall: `pcall(function() ... end)`. */
 static void construct(program *g, recipe *r, int depth) {
-  unsigned kind = next_byte(r) % 16, a = next_byte(r), b = next_byte(r);
+  unsigned kind = next_byte(r) % 18, a = next_byte(r), b = next_byte(r);
   emit(g, "pcall(function() ");
   switch (kind) {
   case 0: /* an __index chain of tables keyed by one long string */
@@ -184,6 +186,23 @@ static void construct(program *g, recipe *r, int depth) {
             "{__close = function() ");
     body(g, r, depth);
     emit(g, " end}) error('w') end) pcall(f) ");
+    break;
+  case 15: /* weak tables: a weak metatable's __newindex table grown under heap pressure (the
+              983bc433 shape), weak caches, and __mode/__gc changed after setmetatable */
+    emit(g,
+         "local h = {} local mt = setmetatable({__newindex = h}, {__mode = '%s'}) "
+         "local t = setmetatable({}, mt) for i = 1, %u do t[-i] = i end h = nil "
+         "local c = setmetatable({}, {__mode = 'k'}) for i = 1, %u do c[{}] = i end "
+         "mt.__mode = 'kv' mt.__gc = function() while true do end end "
+         "local g = {} for i = 1, %u do g[i] = {i} end g = nil t[{}] = 1 ",
+         a & 1 ? "v" : "kv", size_of(a % 20), b, size_of(b % 18));
+    break;
+  case 16: /* __concat added after setmetatable (refused when it fires), __gc never run */
+    emit(g, "local mt = {__gc = function() ");
+    body(g, r, depth);
+    emit(g, " end} local o = setmetatable({}, mt) mt.__concat = function() ");
+    body(g, r, depth);
+    emit(g, " return 'c' end local _ = pcall(function() return 'a' .. o .. %u end) ", a);
     break;
   default: /* deep recursion, plain */
     emit(g, "local function f(n) if n == 0 then return 0 end return 1 + f(n - 1) end f(%u) ",
