@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "vm/budget.h"
@@ -116,18 +117,171 @@ static int dump_and_read(lua_State *L, int strip, dump_buf *b, mbxV_chunk *c) {
   return -1;
 }
 
-/* The function compiled from text is on top. Replace it with the corrected one if it has the
-   bug's pattern. The check reads a stripped dump (about a third of the full one's cost:
-   measured on a 15 KB chunk); only a function that needs the fix is dumped again whole, so
-   its debug information survives the reload. Fails closed: a function that cannot be
-   checked is not run. */
-static int fix_upstream_bugs(lua_State *L, const char *chunk_name) {
+/*
+** Lua 5.4.4's getobjname (upstream 7923dbbf, fixed in 5.4.7; not in Debian's package) names
+** the variable in an error message by walking back through the instructions that computed
+** it, one C recursion per link: an error at the end of `x.a.a.a...` (one GETFIELD per `.a`)
+** recursed 100,000 deep and overflowed the host's 8 MiB C stack (12,000 links, 24 KB of
+** source, on a 1 MiB thread; the guest's 16 KiB `load` reaches 8,000). The same walk serves
+** lua_getinfo's "n", so tracebacks and argument errors take it too.
+**
+** chain_depth bounds that recursion for every instruction of f, replaying getobjname's rules
+** forward: depth[r] is the depth of the walk that starts at the last instruction writing
+** register r, with findsetreg's idea of "writing" (LOADNIL its range, CALL and TAILCALL every
+** register from A, TFORCALL from A + 2, any other instruction that sets A, register A). A
+** MOVE from a lower register, a GETFIELD, a GETTABLE and a SELF with a register key recurse;
+** nothing else does. It never underestimates: getobjname stops earlier at a named local, at a
+** register set under a jump, or at a constant key, and the bound ignores all three.
+*/
+#define MAX_NAME_CHAIN 200
+
+/* Opcodes whose A operand is a register they set (lopcodes.c's "A" mode column of 5.4.4). */
+static int sets_a(unsigned op) {
+  switch (op) {
+  case MBXV_OP_SETUPVAL:
+  case MBXV_OP_SETTABUP:
+  case MBXV_OP_SETTABLE:
+  case MBXV_OP_SETI:
+  case MBXV_OP_SETFIELD:
+  case MBXV_OP_MMBIN:
+  case MBXV_OP_MMBINI:
+  case MBXV_OP_MMBINK:
+  case MBXV_OP_CLOSE:
+  case MBXV_OP_TBC:
+  case MBXV_OP_JMP:
+  case MBXV_OP_EQ:
+  case MBXV_OP_LT:
+  case MBXV_OP_LE:
+  case MBXV_OP_EQK:
+  case MBXV_OP_EQI:
+  case MBXV_OP_LTI:
+  case MBXV_OP_LEI:
+  case MBXV_OP_GTI:
+  case MBXV_OP_GEI:
+  case MBXV_OP_TEST:
+  case MBXV_OP_RETURN:
+  case MBXV_OP_RETURN0:
+  case MBXV_OP_RETURN1:
+  case MBXV_OP_TFORPREP:
+  case MBXV_OP_TFORCALL:
+  case MBXV_OP_SETLIST:
+  case MBXV_OP_EXTRAARG:
+    return 0;
+  default:
+    return op < MBXV_OP_COUNT;
+  }
+}
+
+/* The deepest walk in f (not its nested functions: each has its own code), and in *at the
+   instruction where it starts. */
+static unsigned chain_depth(const mbxV_chunk_proto *f, size_t *at) {
+  unsigned depth[256] = {0}, worst = 0;
+  for (size_t pc = 0; pc < f->ncode; pc++) {
+    uint32_t i = f->code[pc];
+    unsigned op = mbxV_op(i), a = mbxV_arg_a(i), b = mbxV_arg_b(i), c = mbxV_arg_c(i), d = 0;
+    switch (op) {
+    case MBXV_OP_MOVE:
+      if (b < a) d = 1 + depth[b];
+      break;
+    case MBXV_OP_GETFIELD:
+      d = 1 + depth[b];
+      break;
+    case MBXV_OP_GETTABLE:
+      d = 1 + (depth[b] > depth[c] ? depth[b] : depth[c]);
+      break;
+    case MBXV_OP_SELF:
+      d = mbxV_arg_k(i) ? 0 : 1 + depth[c];
+      break;
+    default:
+      break;
+    }
+    if (d > worst) {
+      worst = d;
+      *at = pc;
+    }
+    switch (op) {
+    case MBXV_OP_LOADNIL:
+      for (unsigned r = a; r <= a + b && r < 256; r++)
+        depth[r] = 0;
+      break;
+    case MBXV_OP_TFORCALL:
+      for (unsigned r = a + 2; r < 256; r++)
+        depth[r] = 0;
+      break;
+    case MBXV_OP_CALL:
+    case MBXV_OP_TAILCALL:
+      for (unsigned r = a; r < 256; r++)
+        depth[r] = 0;
+      break;
+    default:
+      if (sets_a(op)) depth[a] = d;
+      break;
+    }
+  }
+  return worst;
+}
+
+/* The first function of f's tree (f first, then its nested ones) with a walk deeper than
+   MAX_NAME_CHAIN, and in *at where; NULL if none. */
+static const mbxV_chunk_proto *too_deep(const mbxV_chunk_proto *f, size_t *at) {
+  if (chain_depth(f, at) > MAX_NAME_CHAIN) return f;
+  for (size_t i = 0; i < f->nprotos; i++) {
+    const mbxV_chunk_proto *g = too_deep(&f->protos[i], at);
+    if (g) return g;
+  }
+  return NULL;
+}
+
+/* The chunk's name as Lua's messages show it (luaO_chunkid's rules): "=name" and "@file" without
+   their mark, any other (the source itself) as [string "its first line..."]. */
+static void chunk_id(char *out, size_t size, const char *name) {
+  if (name[0] == '=' || name[0] == '@') {
+    snprintf(out, size, "%s", name + 1);
+    return;
+  }
+  size_t line = strcspn(name, "\n"), max = size - sizeof "[string \"...\"]";
+  int cut = name[line] != '\0' || line > max;
+  snprintf(out, size, "[string \"%.*s%s\"]", (int)(line < max ? line : max), name,
+           cut ? "..." : "");
+}
+
+/* Replace the function on top with the refusal, naming the line when the dump has it. */
+static int refuse_chain(lua_State *L, const char *chunk_name) {
+  dump_buf b;
+  mbxV_chunk c;
+  int line = 0;
+  if (dump_and_read(L, 0, &b, &c) == 0) {
+    size_t at = 0;
+    const mbxV_chunk_proto *f = too_deep(&c.main, &at);
+    if (f && f->lines) line = f->lines[at];
+    mbxV_chunk_free(&c);
+    free(b.p);
+  }
+  lua_pop(L, 1);
+  char name[60]; /* LUA_IDSIZE */
+  chunk_id(name, sizeof name, chunk_name);
+  lua_pushfstring(L,
+                  "%s:%d: expression too complex (more than %d chained indexings: Lua 5.4.4 "
+                  "could overflow the C stack naming a value in an error)",
+                  name, line, MAX_NAME_CHAIN);
+  return LUA_ERRSYNTAX;
+}
+
+/* The function compiled from text is on top. Refuse it if naming a value could overflow the
+   C stack (7923dbbf), replace it with the corrected one if it has the wrong CLOSE (997f11f5).
+   The check reads a stripped dump (about a third of the full one's cost: measured on a 15 KB
+   chunk); only a function that needs the fix is dumped again whole, so its debug information
+   survives the reload. Fails closed: a function that cannot be checked is not run. */
+static int check_upstream_bugs(lua_State *L, const char *chunk_name, int has_break) {
   dump_buf b;
   mbxV_chunk c;
   if (dump_and_read(L, 1, &b, &c) != 0) goto no_memory;
-  unsigned found = fix_break_close(NULL, &c.main);
+  size_t at;
+  int deep = too_deep(&c.main, &at) != NULL;
+  unsigned found = has_break && !deep ? fix_break_close(NULL, &c.main) : 0;
   mbxV_chunk_free(&c);
   free(b.p);
+  if (deep) return refuse_chain(L, chunk_name);
   if (found == 0) return LUA_OK;
   if (dump_and_read(L, 0, &b, &c) != 0) goto no_memory;
   fix_break_close(b.p, &c.main);
@@ -166,6 +320,10 @@ int mbxV_load_text(lua_State *L, const char *text, size_t len, const char *chunk
   }
   /* Only a chunk with a `break` can have the pattern; the word anywhere (a string, a
      comment) just costs a dump and a scan. */
-  if (status == LUA_OK && names_break(text, len)) status = fix_upstream_bugs(L, chunk_name);
+  /* A chain of MAX_NAME_CHAIN links takes at least that many tokens (each link is a `.`, `[`,
+     `:` or a name), so a shorter text needs no check unless it has a `break`. */
+  int has_break = status == LUA_OK && names_break(text, len);
+  if (status == LUA_OK && (has_break || len > MAX_NAME_CHAIN))
+    status = check_upstream_bugs(L, chunk_name, has_break);
   return status;
 }
