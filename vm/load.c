@@ -174,23 +174,25 @@ static int sets_a(unsigned op) {
 
 /* The deepest walk in f (not its nested functions: each has its own code), and in *at the
    instruction where it starts. */
-static unsigned chain_depth(const mbxV_chunk_proto *f, size_t *at) {
+static unsigned chain_depth(const mbxV_chunk_proto *f, const unsigned *active, size_t *at) {
   unsigned depth[256] = {0}, worst = 0;
+  /* getobjname stops at once at a register that holds a named local at that pc. */
+#define FROM(r) (active && active[pc] > (r) ? 0u : depth[(r)])
   for (size_t pc = 0; pc < f->ncode; pc++) {
     uint32_t i = f->code[pc];
     unsigned op = mbxV_op(i), a = mbxV_arg_a(i), b = mbxV_arg_b(i), c = mbxV_arg_c(i), d = 0;
     switch (op) {
     case MBXV_OP_MOVE:
-      if (b < a) d = 1 + depth[b];
+      if (b < a) d = 1 + FROM(b);
       break;
     case MBXV_OP_GETFIELD:
-      d = 1 + depth[b];
+      d = 1 + FROM(b);
       break;
     case MBXV_OP_GETTABLE:
-      d = 1 + (depth[b] > depth[c] ? depth[b] : depth[c]);
+      d = 1 + (FROM(b) > FROM(c) ? FROM(b) : FROM(c));
       break;
     case MBXV_OP_SELF:
-      d = mbxV_arg_k(i) ? 0 : 1 + depth[c];
+      d = mbxV_arg_k(i) ? 0 : 1 + FROM(c);
       break;
     default:
       break;
@@ -219,14 +221,49 @@ static unsigned chain_depth(const mbxV_chunk_proto *f, size_t *at) {
     }
   }
   return worst;
+#undef FROM
+}
+
+/* active[pc]: how many locals are live at pc. Locals take registers in the order they become
+   live, so register r holds a named local at pc exactly when active[pc] > r (luaF_getlocalname's
+   test). NULL without debug information or host memory: the bound then ignores names. */
+static unsigned *active_locals(const mbxV_chunk_proto *f) {
+  if (f->nlocals == 0 || f->ncode == 0) return NULL;
+  long long *delta = calloc(f->ncode + 1, sizeof *delta);
+  unsigned *active = malloc(f->ncode * sizeof *active);
+  if (delta && active) {
+    for (size_t i = 0; i < f->nlocals; i++) {
+      const mbxV_chunk_local *v = &f->locals[i];
+      size_t from = v->startpc < 0 ? 0 : (size_t)v->startpc;
+      size_t to = v->endpc < 0 ? 0 : (size_t)v->endpc;
+      if (to > f->ncode) to = f->ncode;
+      if (from >= to) continue;
+      delta[from]++;
+      delta[to]--;
+    }
+    long long n = 0;
+    for (size_t pc = 0; pc < f->ncode; pc++) {
+      n += delta[pc];
+      active[pc] = n < 0 ? 0u : (unsigned)n;
+    }
+  } else {
+    free(active);
+    active = NULL;
+  }
+  free(delta);
+  return active;
 }
 
 /* The first function of f's tree (f first, then its nested ones) with a walk deeper than
-   MAX_NAME_CHAIN, and in *at where; NULL if none. */
-static const mbxV_chunk_proto *too_deep(const mbxV_chunk_proto *f, size_t *at) {
-  if (chain_depth(f, at) > MAX_NAME_CHAIN) return f;
+   MAX_NAME_CHAIN, and in *at where; NULL if none. With names, the locals' names stop walks as
+   they stop getobjname's: a stripped dump's answer is only a reason to look again with them. */
+static const mbxV_chunk_proto *too_deep(const mbxV_chunk_proto *f, int names, size_t *at) {
+  unsigned *active = names ? active_locals(f) : NULL;
+  unsigned depth = chain_depth(f, active, at);
+  free(active);
+  if (depth > MAX_NAME_CHAIN) return f;
   for (size_t i = 0; i < f->nprotos; i++) {
-    const mbxV_chunk_proto *g = too_deep(&f->protos[i], at);
+    const mbxV_chunk_proto *g = too_deep(&f->protos[i], names, at);
     if (g) return g;
   }
   return NULL;
@@ -245,17 +282,20 @@ static void chunk_id(char *out, size_t size, const char *name) {
            cut ? "..." : "");
 }
 
-/* Replace the function on top with the refusal, naming the line when the dump has it. */
+/* The stripped dump showed a walk that may be too deep: look again with the locals' names.
+   Replace the function on top with the refusal, naming the line, or leave it and return
+   LUA_OK if the names stop every walk in time. Refuses when the full dump cannot be read. */
 static int refuse_chain(lua_State *L, const char *chunk_name) {
   dump_buf b;
   mbxV_chunk c;
   int line = 0;
   if (dump_and_read(L, 0, &b, &c) == 0) {
     size_t at = 0;
-    const mbxV_chunk_proto *f = too_deep(&c.main, &at);
+    const mbxV_chunk_proto *f = too_deep(&c.main, 1, &at);
     if (f && f->lines) line = f->lines[at];
     mbxV_chunk_free(&c);
     free(b.p);
+    if (f == NULL) return LUA_OK;
   }
   lua_pop(L, 1);
   char name[60]; /* LUA_IDSIZE */
@@ -277,11 +317,14 @@ static int check_upstream_bugs(lua_State *L, const char *chunk_name, int has_bre
   mbxV_chunk c;
   if (dump_and_read(L, 1, &b, &c) != 0) goto no_memory;
   size_t at;
-  int deep = too_deep(&c.main, &at) != NULL;
-  unsigned found = has_break && !deep ? fix_break_close(NULL, &c.main) : 0;
+  int deep = too_deep(&c.main, 0, &at) != NULL;
+  unsigned found = has_break ? fix_break_close(NULL, &c.main) : 0;
   mbxV_chunk_free(&c);
   free(b.p);
-  if (deep) return refuse_chain(L, chunk_name);
+  if (deep) {
+    int status = refuse_chain(L, chunk_name);
+    if (status != LUA_OK) return status;
+  }
   if (found == 0) return LUA_OK;
   if (dump_and_read(L, 0, &b, &c) != 0) goto no_memory;
   fix_break_close(b.p, &c.main);

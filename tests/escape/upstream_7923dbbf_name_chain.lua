@@ -21,6 +21,13 @@ assert(err:find('^%[string "local x = {} x%.a = x return x%.a%.a'), err)
 local ok, e = pcall(assert(load(chain(150))))
 assert(not ok and e:find("attempt to perform arithmetic on a table value (field 'a')", 1, true), e)
 
+-- A long walk through a named local stops at the local, in Lua as in the bound: not refused.
+local parts = {"local n = {} n.next = n"}
+for _ = 1, 400 do parts[#parts + 1] = "n = n.next" end
+parts[#parts + 1] = "return n.next.x + 1"
+local ok2, e2 = pcall(assert(load(table.concat(parts, "\n"))))
+assert(not ok2 and e2:find(":402: attempt to perform arithmetic on a nil value (field 'x')", 1, true), e2)
+
 -- A nested function's chain is refused with its chunk.
 local g, err2 = load("return function() " .. chain(7000) .. " end")
 assert(not g and err2:find("expression too complex", 1, true), err2)
