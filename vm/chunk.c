@@ -240,6 +240,7 @@ static void read_function(reader *r, mbxV_chunk_proto *f, int depth) {
   f->maxstacksize = get_byte(r, "stack size");
   f->ncode = get_count(r, 4, "instruction count");
   f->code = alloc_n(r, f->ncode, sizeof *f->code);
+  f->code_at = r->at;
   if (f->code) get_bytes(r, f->code, f->ncode * sizeof *f->code, "instructions");
   read_constants(r, f);
   read_upvalues(r, f);

@@ -66,6 +66,7 @@ typedef struct mbxV_chunk_proto {
   uint8_t numparams, is_vararg, maxstacksize;
   size_t ncode;
   uint32_t *code; /* ncode instructions */
+  size_t code_at; /* offset of code[0] in the input (vm/load.c patches instructions there) */
   int *lines;     /* ncode source lines, or NULL when the chunk has no line information */
   size_t nk;
   mbxV_chunk_const *k;

@@ -155,6 +155,14 @@ static void nested_functions_and_upvalues(void **state) {
   long get = find_op(inner, MBXV_OP_GETTABUP, 0);
   assert_true(get >= 0);
   assert_int_equal(inner->lines[get], 3);
+  /* code_at: where each function's instructions start in the input (vm/load.c patches
+     there), for the main function and the nested ones alike. */
+  const mbxV_chunk_proto *each[] = {&c.main, outer, inner};
+  for (size_t i = 0; i < 3; i++) {
+    assert_true(each[i]->code_at + each[i]->ncode * 4 <= b.len);
+    assert_memory_equal(b.p + each[i]->code_at, each[i]->code, each[i]->ncode * 4);
+  }
+  assert_true(c.main.code_at < outer->code_at && outer->code_at < inner->code_at);
   mbxV_chunk_free(&c);
   free(b.p);
 }
