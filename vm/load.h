@@ -8,6 +8,8 @@
 
 /* Bytes handed to the parser at a time; the budget is polled between pieces. */
 #define MBXV_LOAD_PIECE 4096
+/* Past this many bytes parsed, pieces shrink (vm/load.c, piece_size). */
+#define MBXV_LOAD_PIECE_FULL 16384
 
 /*
 ** Compile text as a chunk (mode "t": binary chunks are refused) and push the function, or
@@ -17,6 +19,17 @@
 ** piece's work. On a trip the (possibly truncated) function is discarded and LUA_ERRRUN is
 ** returned with the trip recorded. Otherwise returns lua_load's status.
 */
+/* The longest chain of `.name`/`[key]` accesses in one expression of text that ldebug.c's
+   getobjname would follow link by link (an upper bound; vm/load.c explains), or -1 when the
+   brackets nest deeper than the parser accepts. */
+int mbxV_chain_depth(const char *text, size_t len);
+/* Chunks with a deeper chain are refused (7923dbbf: one C recursion level and one scan of
+   the function's code per link, in every error message that names a value). Real code
+   chains a handful (at most 6 in Lua 5.4.4's own test suite, 4 in Penlight); 64 levels use
+   about 6 KiB of C stack. */
+#define MBXV_CHAIN_LINKS_MAX 64
+
+/* Refuses (LUA_ERRSYNTAX) a text whose chains are longer than MBXV_CHAIN_LINKS_MAX. */
 int mbxV_load_text(lua_State *L, const char *text, size_t len, const char *chunk_name);
 
 #endif

@@ -176,25 +176,26 @@ static void load_refuses_binary_chunks(void **state) {
 static void load_caps_source_size(void **state) {
   (void)state;
   snippet_outcome o;
-  /* 16384 bytes exactly compile; one more is refused with nil + a message. */
-  snippet_check_value("local pad = ' ' for i = 1, 14 do pad = pad .. pad end "
-                      "local src = pad:sub(1, 16384 - 8) .. 'return 1' assert(#src == 16384) "
+  /* 1 MiB (the module size) exactly compiles; one more byte is refused with nil + a
+     message. */
+  snippet_check_value("local pad = ' ' for i = 1, 20 do pad = pad .. pad end "
+                      "local src = pad:sub(1, 1048576 - 8) .. 'return 1' assert(#src == 1048576) "
                       "return load(src)()",
                       "1");
-  assert_int_equal(snippet_run("local pad = ' ' for i = 1, 14 do pad = pad .. pad end "
+  assert_int_equal(snippet_run("local pad = ' ' for i = 1, 20 do pad = pad .. pad end "
                                "local f, m = load(pad .. 'return 1') assert(f == nil) return m",
                                &o),
                    MBX_OK);
-  assert_non_null(strstr(o.value, "16384"));
+  assert_non_null(strstr(o.value, "1048576"));
   /* Reader pieces count toward the same cap. */
   assert_int_equal(
-      snippet_run("local piece = ' ' for i = 1, 10 do piece = piece .. piece end "
+      snippet_run("local piece = ' ' for i = 1, 16 do piece = piece .. piece end "
                   "local n = 0 "
                   "local f, m = load(function() n = n + 1 if n > 17 then return nil end "
                   "return piece end) assert(f == nil) return m",
                   &o),
       MBX_OK);
-  assert_non_null(strstr(o.value, "16384"));
+  assert_non_null(strstr(o.value, "1048576"));
 }
 
 static void load_concatenates_reader_pieces(void **state) {

@@ -9,7 +9,16 @@
 
 #include <cmocka.h>
 
+#include <time.h>
+
 #include "include/moonbox.h"
+#include "vm/load.h"
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 /* "return a or a or ... or a": Lua's code generator walks the whole jump list at each `or`,
    so parsing is quadratic (THREATS D9): about 0.3 s for 60 KB on the dev VM. */
@@ -81,12 +90,82 @@ static void guest_load_is_metered_too(void **state) {
   assert_int_equal(run(code, strlen(code), 100, 1 << 20, value, sizeof value), MBX_TIME_LIMIT);
 }
 
+/* "local a = {} a.x = a return a.x.x...x.y.z": an error message names the value by
+   walking back one C recursion level per link (7923dbbf). */
+static char *field_chain(size_t links, size_t *len) {
+  size_t cap = 64 + links * 2;
+  char *s = malloc(cap);
+  size_t n = (size_t)snprintf(s, cap, "local a = {} a.x = a return a");
+  for (size_t i = 0; i < links; i++)
+    n += (size_t)snprintf(s + n, cap - n, ".x");
+  n += (size_t)snprintf(s + n, cap - n, ".y.z");
+  *len = n;
+  return s;
+}
+
+static void long_field_chains_are_refused_before_parsing(void **state) {
+  (void)state;
+  size_t len;
+  char value[512];
+  /* 30,000 links: 60 KB, under the source limit; 1.9 s and a C stack overflow on 1 MiB in
+     stock lua5.4's error message. */
+  char *code = field_chain(30000, &len);
+  assert_int_equal(run(code, len, 5000, 1 << 20, value, sizeof value), MBX_SYNTAX_ERROR);
+  free(code);
+  /* A chain real code writes runs, and its error names the field. */
+  code = field_chain(20, &len);
+  assert_int_equal(run(code, len, 5000, 1 << 20, value, sizeof value), MBX_RUNTIME_ERROR);
+  free(code);
+}
+
+static void chain_depth_counts_links_not_text(void **state) {
+  (void)state;
+  static const struct {
+    const char *text;
+    int depth;
+  } cases[] = {
+      {"return a", 1},
+      {"return a.b.c", 3},
+      {"return a.b.c:d().e.f", 3},          /* a method call ends the walk */
+      {"return a.b(1).c.d", 3},             /* so does a call */
+      {"return a[b.c.d]", 4},               /* the key's chain, plus the index */
+      {"x = 'a.b.c.d.e' -- .f.g.h.i\n", 1}, /* strings and comments are skipped */
+      {"x = [==[a.b.c.d]==] --[[ .e.f.g ]] y = z", 1},
+      {"return (a.b).c.d", 4},
+      {"return 1.5 .. a.b", 2},
+      {"local t = {[k] = v, a.b.c}", 3},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int got = mbxV_chain_depth(cases[i].text, strlen(cases[i].text));
+    if (got != cases[i].depth)
+      fail_msg("%s: depth %d, expected %d", cases[i].text, got, cases[i].depth);
+  }
+}
+
+/* 1 MiB of "or a": a quadratic parse that takes minutes unmetered; the pieces shrink as the
+   parse goes on, so the deadline is seen within a few milliseconds of work (the bound
+   asserted is generous: a busy machine). */
+static void a_megabyte_of_or_chain_stops_near_the_deadline(void **state) {
+  (void)state;
+  size_t len;
+  char *code = or_chain(200000, &len); /* about 1 MB */
+  char value[64];
+  uint64_t t0 = now_ms();
+  assert_int_equal(run(code, len, 300, 2 << 20, value, sizeof value), MBX_TIME_LIMIT);
+  uint64_t took = now_ms() - t0;
+  if (took > 300 + 2000) fail_msg("the parse went on for %llu ms", (unsigned long long)took);
+  free(code);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(quadratic_parse_is_stopped_by_the_deadline),
       cmocka_unit_test(long_chunk_within_budget_compiles_and_runs),
       cmocka_unit_test(binary_chunks_are_refused),
       cmocka_unit_test(guest_load_is_metered_too),
+      cmocka_unit_test(long_field_chains_are_refused_before_parsing),
+      cmocka_unit_test(chain_depth_counts_links_not_text),
+      cmocka_unit_test(a_megabyte_of_or_chain_stops_near_the_deadline),
   };
   return cmocka_run_group_tests_name("vm/load", tests, NULL, NULL);
 }
