@@ -136,7 +136,8 @@ static int db_getinfo(lua_State *L) {
   }
   if (strchr(asked, 'l')) set_integer(L, "currentline", ar.currentline);
   if (strchr(asked, 'u')) {
-    set_integer(L, "nups", ar.nups);
+    /* A C function's upvalues are moonbox's (getupvalue shows none): counted as none. */
+    set_integer(L, "nups", is_lua ? ar.nups : 0);
     set_integer(L, "nparams", ar.nparams);
     set_boolean(L, "isvararg", ar.isvararg);
   }
