@@ -635,6 +635,13 @@ static void collectgarbage_modes_return_the_previous_mode(void **state) {
   assert_string_equal(o.value, "\"incremental\"");
   assert_int_equal(snippet_run_in(sb, "return collectgarbage('incremental')", &o), MBX_OK);
   assert_string_equal(o.value, "\"generational\"");
+  /* A checkpoint keeps the mode, and a rewind brings it back. */
+  assert_int_equal(mbx_sandbox_checkpoint(sb, NULL), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return collectgarbage('generational')", &o), MBX_OK);
+  assert_string_equal(o.value, "\"incremental\"");
+  assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
+  assert_int_equal(snippet_run_in(sb, "return collectgarbage('generational')", &o), MBX_OK);
+  assert_string_equal(o.value, "\"incremental\"");
   mbx_sandbox_free(sb);
 }
 
