@@ -1,10 +1,11 @@
 -- expect: ok
 -- runs: 4
--- Attack: replace the main chunk's _ENV (debug.setupvalue, and upvaluejoin on the chunk)
+-- Attack: replace the main chunk's environment upvalue (debug.setupvalue, and upvaluejoin)
 -- while moonbox keeps that function for the next run of the same text: the next run would
--- start in the planted environment instead of the sandbox's globals.
+-- start in the planted environment instead of the sandbox's globals. (The text never names
+-- the upvalue itself: moonbox keeps only chunks that do not.)
 if rawget == nil then
-  print("ESCAPED: a run started in a planted _ENV")
+  print("ESCAPED: a run started in a planted environment")
   return
 end
 runs = (runs or 0) + 1
