@@ -7,10 +7,12 @@ local function info(th, level, what)
   if th then return debug.getinfo(th, level, what) end
   return debug.getinfo(level + 2, what)
 end
+local c_levels = 0
 local function check_level(th, level)
   local i = info(th, level, "Sf")
   if not i then return false end
   if i.what == "C" then
+    c_levels = c_levels + 1
     if i.func ~= nil then print("ESCAPED: the function of a C level") end
     for n = -4, 12 do
       if n ~= 0 then
@@ -56,6 +58,14 @@ table.concat(setmetatable({}, {__index = function() probe() return "x" end, __le
 table.insert(setmetatable({}, {__newindex = function() probe() end, __len = function() return 0 end}), 1)
 for _ in pairs(setmetatable({}, {__pairs = function() probe() return next, {} end})) do end
 json.encode(setmetatable({}, {__index = function() probe() end}))
+for _ in ipairs(setmetatable({}, {__index = function(_, i) probe() if i < 2 then return i end end})) do end
+print(setmetatable({}, {__tostring = function() probe() return "" end}))
+table.sort({setmetatable({}, {__lt = function() probe() return true end}), setmetatable({}, {__lt = function() probe() return true end})})
+table.unpack(setmetatable({}, {__index = function() probe() end}), 1, 2)
+table.move(setmetatable({}, {__index = function() probe() end}), 1, 2, 1, {})
+local closing = coroutine.create(function() local c <close> = setmetatable({}, {__close = function() probe() end}) coroutine.yield() end)
+coroutine.resume(closing)
+coroutine.close(closing)
 print(select("#", host.echo(1, 2)))
 -- A coroutine suspended inside C functions (yield, pcall, xpcall), and one that died in a
 -- comparator (its stack stays inspectable).
@@ -75,3 +85,5 @@ coroutine.resume(dead)
 walk(dead)
 -- The run thread seen from a coroutine (its bottom level is the main chunk).
 coroutine.wrap(function() walk(nil) end)()
+-- Every callback above ran below at least one C level.
+assert(c_levels >= 30, "only " .. c_levels .. " C levels were probed")
