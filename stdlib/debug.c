@@ -162,6 +162,9 @@ static int db_getinfo(lua_State *L) {
     } else {
       lua_getinfo(L1, "f", &ar);
       lua_xmove(L1, L, 1);
+      /* A main chunk handed out may be the one vm/run.c keeps for the next run of its text:
+         with stock Lua every run has a fresh function, so the kept one is let go. */
+      if (ar.what[0] == 'm') mbxV_memo_forget_upvalue(L, lua_upvalueid(L, -1, 1));
     }
     lua_setfield(L, -2, "func");
   }

@@ -279,6 +279,23 @@ static void setupvalue_on_the_main_chunk_keeps_the_repeated_text_fresh(void **st
   }
 }
 
+static void every_run_has_a_fresh_main_chunk(void **state) {
+  (void)state;
+  /* As in stock Lua (a new load per run), the main function a run sees is never the one an
+     earlier run saw, though vm/run.c keeps the function of a repeated text. */
+  const char *code = "local f = debug.getinfo(1, 'f').func\n"
+                     "local fresh = f ~= prev\n"
+                     "prev = f\n"
+                     "return fresh";
+  mbx_sandbox *sb = snippet_sandbox();
+  snippet_outcome o;
+  for (int run = 1; run <= 4; run++) {
+    assert_int_equal(snippet_run_in(sb, code, &o), MBX_OK);
+    assert_string_equal(o.value, "true");
+  }
+  mbx_sandbox_free(sb);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(require_returns_the_debug_table),
@@ -294,6 +311,7 @@ int main(void) {
       cmocka_unit_test(traceback_is_moonbox_own),
       cmocka_unit_test(locals_of_a_suspended_coroutine),
       cmocka_unit_test(setupvalue_on_the_main_chunk_keeps_the_repeated_text_fresh),
+      cmocka_unit_test(every_run_has_a_fresh_main_chunk),
   };
   return cmocka_run_group_tests_name("stdlib/debug", tests, snippet_setup, snippet_teardown);
 }
