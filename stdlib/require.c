@@ -21,9 +21,9 @@ static const char key_modules = 0; /* registry: module name -> library table */
 static const char *const modules[][2] = {
     {"coroutine", "coroutine"}, {"io", "io"},     {"json", "json"}, {"cjson", "json"},
     {"dkjson", "json"},         {"math", "math"}, {"os", "os"},     {"string", "string"},
-    {"table", "table"},         {"utf8", "utf8"}, {"fs", "fs"}};
+    {"table", "table"},         {"utf8", "utf8"}, {"fs", "fs"},     {"debug", "debug"}};
 
-#define AVAILABLE "coroutine, fs, fuzz, io, json, math, os, string, table, utf8"
+#define AVAILABLE "coroutine, debug, fs, fuzz, io, json, math, os, string, table, utf8"
 
 static int require_module(lua_State *L) {
   size_t len;

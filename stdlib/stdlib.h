@@ -61,7 +61,7 @@ void mbxL_run_begin(lua_State *L);
    follows them all inside one VM instruction, where no hook fires (issue 9, B.2). */
 #define MBXL_CHAIN_MAX 16
 /* Bytes of source one guest `load` call may compile (the parser is unmetered C). */
-#define MBXL_LOAD_MAX 16384
+#define MBXL_LOAD_MAX (1024 * 1024)
 
 /* Open everything a sandbox sees into L's globals, install the wrappers, and record the
    built-in names. A lua_CFunction: run it with lua_pcall on a fresh state. */
@@ -96,6 +96,9 @@ int mbxL_os_remove(lua_State *L);
 int mbxL_os_rename(lua_State *L);
 int mbxL_os_tmpname(lua_State *L);
 int mbxL_open_json(lua_State *L);
+/* debug: the subset real libraries use, Lua levels and functions only (stdlib/debug.c);
+   after base (it keeps base's getmetatable and setmetatable). */
+int mbxL_open_debug(lua_State *L);
 /* require: opened last, it serves the library tables present when it is opened. */
 int mbxL_open_require(lua_State *L);
 /* require("fuzz"): the input provider of fuzz targets (stdlib/fuzz.c); after require. */

@@ -35,10 +35,6 @@ static void text_put(text *t, const char *s, size_t n) {
   t->p[t->len] = '\0';
 }
 
-static void text_puts(text *t, const char *s) {
-  text_put(t, s, strlen(s));
-}
-
 size_t mbxV_utf8_cut(const char *s, size_t len, size_t max) {
   if (len <= max) return len;
   /* Back off over continuation bytes (10xxxxxx) to the start of the character the cut
@@ -112,14 +108,29 @@ static int stack_depth(lua_State *co) {
   return lua_getstack(co, 0, &ar) ? lo + 1 : 0;
 }
 
-static void describe_frame(text *t, lua_Debug *ar) {
+/* Where a traceback's text goes: the host-side text of an error, or a guest's luaL_Buffer
+   (debug.traceback). */
+typedef struct sink {
+  void (*put)(void *ud, const char *s, size_t n);
+  void *ud;
+} sink;
+
+static void sink_puts(const sink *out, const char *s) {
+  out->put(out->ud, s, strlen(s));
+}
+
+static void put_text(void *ud, const char *s, size_t n) {
+  text_put(ud, s, n);
+}
+
+static void describe_frame(const sink *out, lua_Debug *ar) {
   char buf[LUA_IDSIZE + 96];
-  text_puts(t, "\n\t");
+  sink_puts(out, "\n\t");
   if (ar->currentline > 0)
     snprintf(buf, sizeof buf, "%s:%d: in ", ar->short_src, ar->currentline);
   else
     snprintf(buf, sizeof buf, "%s: in ", ar->short_src);
-  text_puts(t, buf);
+  sink_puts(out, buf);
   if (ar->namewhat && *ar->namewhat) {
     const char *name = ar->name ? ar->name : "?";
     int shown = (int)mbxV_utf8_cut(name, strlen(name), 60);
@@ -131,8 +142,8 @@ static void describe_frame(text *t, lua_Debug *ar) {
   } else {
     snprintf(buf, sizeof buf, "function <%s:%d>", ar->short_src, ar->linedefined);
   }
-  text_puts(t, buf);
-  if (ar->istailcall) text_puts(t, "\n\t(...tail calls...)");
+  sink_puts(out, buf);
+  if (ar->istailcall) sink_puts(out, "\n\t(...tail calls...)");
 }
 
 /* Our own traceback instead of luaL_traceback: that one looks up function names by iterating
@@ -145,26 +156,34 @@ typedef struct frame_positions {
   } at[MBXV_TRACE_TOP + MBXV_TRACE_BOTTOM];
 } frame_positions;
 
-static void build_traceback(lua_State *co, text *t, frame_positions *seen) {
+/* The frames of co from level first on; seen (may be NULL) collects the positions shown. */
+static void build_traceback(lua_State *co, int first, const sink *out, frame_positions *seen) {
   int depth = stack_depth(co);
   lua_Debug ar;
-  text_puts(t, "stack traceback:");
-  for (int level = 0; level < depth; level++) {
-    if (level == MBXV_TRACE_TOP && depth > MBXV_TRACE_TOP + MBXV_TRACE_BOTTOM) {
+  sink_puts(out, "stack traceback:");
+  int shown = depth > first ? depth - first : 0;
+  for (int level = first; level < depth; level++) {
+    if (level == first + MBXV_TRACE_TOP && shown > MBXV_TRACE_TOP + MBXV_TRACE_BOTTOM) {
       char buf[64];
-      int skip = depth - MBXV_TRACE_TOP - MBXV_TRACE_BOTTOM;
+      int skip = shown - MBXV_TRACE_TOP - MBXV_TRACE_BOTTOM;
       snprintf(buf, sizeof buf, "\n\t...\t(skipping %d levels)", skip);
-      text_puts(t, buf);
+      sink_puts(out, buf);
       level += skip - 1;
       continue;
     }
     if (!lua_getstack(co, level, &ar) || !lua_getinfo(co, "Slnt", &ar)) break;
-    describe_frame(t, &ar);
-    if (ar.currentline > 0 && seen->count < (int)(sizeof seen->at / sizeof *seen->at)) {
+    describe_frame(out, &ar);
+    if (seen && ar.currentline > 0 && seen->count < (int)(sizeof seen->at / sizeof *seen->at)) {
       snprintf(seen->at[seen->count].chunk, sizeof seen->at[0].chunk, "%s", ar.short_src);
       seen->at[seen->count++].line = ar.currentline;
     }
   }
+}
+
+void mbxV_traceback_write(lua_State *co, int first, void (*put)(void *ud, const char *s, size_t n),
+                          void *ud) {
+  sink out = {put, ud};
+  build_traceback(co, first, &out, NULL);
 }
 
 int mbxV_error_describe(lua_State *L, lua_State *co, const char *override, mbxV_error_info *out) {
@@ -189,7 +208,8 @@ int mbxV_error_describe(lua_State *L, lua_State *co, const char *override, mbxV_
   text t = {0};
   frame_positions *seen = calloc(1, sizeof *seen);
   if (seen == NULL) return -1;
-  build_traceback(co, &t, seen);
+  sink to_text = {put_text, &t};
+  build_traceback(co, 0, &to_text, seen);
   /* The position comes from the frames, never from the text: error("/etc/shadow:31337: x",
      0) must not set chunk and line (issue 9, E.2). A "chunk:line: " prefix is moved out of
      the message only when it names a frame on the stack (what luaL_where wrote for an

@@ -50,4 +50,12 @@ int mbxV_error_from_message(const char *msg, size_t len, int split, mbxV_error_i
 
 void mbxV_error_info_free(mbxV_error_info *info);
 
+/* The traceback of co from level first on ("stack traceback:" and one line per frame, the
+   middle of a long stack skipped as in error tracebacks), written piece by piece to put.
+   No addresses and no name searches through guest tables; getinfo's "n" for each frame
+   shown. For debug.traceback: put may raise (a luaL_Buffer), and nothing here needs
+   freeing. */
+void mbxV_traceback_write(lua_State *co, int first, void (*put)(void *ud, const char *s, size_t n),
+                          void *ud);
+
 #endif

@@ -11,21 +11,34 @@
 
 typedef struct pieces {
   const char *next;
-  size_t left;
+  size_t left, done;
   int started;
 } pieces;
 
+/* The size of the next piece once `done` bytes went to the parser. The parser's quadratic
+   cases (an `or`/`and` or `elseif` chain walks its whole jump list at each link) make a
+   piece's work grow with the text already parsed: pieces shrink past MBXV_LOAD_PIECE_FULL
+   bytes so that piece size times bytes done stays about the same, and the work between two
+   polls stays that of a 4 KiB piece at 16 KiB, never below 64 bytes. */
+static size_t piece_size(size_t done) {
+  if (done <= MBXV_LOAD_PIECE_FULL) return MBXV_LOAD_PIECE;
+  size_t n = (size_t)MBXV_LOAD_PIECE * MBXV_LOAD_PIECE_FULL / done;
+  return n < 64 ? 64 : n;
+}
+
 static const char *read_piece(lua_State *L, void *ud, size_t *size) {
   pieces *p = ud;
+  size_t want = piece_size(p->done);
   /* Polled before every piece but the first: by then the parser has done the work the
      previous piece asked for. Ending the input early is how a reader stops lua_load. */
-  if (p->started && mbxV_poll(L, MBXV_LOAD_PIECE / 16) != MBXV_TRIP_NONE) p->left = 0;
+  if (p->started && mbxV_poll(L, want / 16 + 1) != MBXV_TRIP_NONE) p->left = 0;
   p->started = 1;
-  size_t n = p->left < MBXV_LOAD_PIECE ? p->left : MBXV_LOAD_PIECE;
+  size_t n = p->left < want ? p->left : want;
   *size = n;
   const char *piece = p->next;
   p->next += n;
   p->left -= n;
+  p->done += n;
   return n ? piece : NULL;
 }
 
@@ -354,7 +367,7 @@ static int names_break(const char *p, size_t n) {
 }
 
 int mbxV_load_text(lua_State *L, const char *text, size_t len, const char *chunk_name) {
-  pieces p = {text, len, 0};
+  pieces p = {text, len, 0, 0};
   int status = lua_load(L, read_piece, &p, chunk_name, "t");
   if (mbxV_tripped(L) != MBXV_TRIP_NONE) {
     lua_pop(L, 1);

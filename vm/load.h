@@ -8,6 +8,8 @@
 
 /* Bytes handed to the parser at a time; the budget is polled between pieces. */
 #define MBXV_LOAD_PIECE 4096
+/* Past this many bytes parsed, pieces shrink (vm/load.c, piece_size). */
+#define MBXV_LOAD_PIECE_FULL 16384
 
 /*
 ** Compile text as a chunk (mode "t": binary chunks are refused) and push the function, or

@@ -208,6 +208,19 @@ static void memo_keep(lua_State *L, const run_step *st) {
   vm->memo_text_len = st->code_len;
 }
 
+void mbxV_memo_forget_upvalue(lua_State *L, const void *id) {
+  mbxV_vm *vm = mbxV_from(L);
+  if (vm == NULL || vm->memo_ref <= 0 || vm->memo_text == NULL) return;
+  /* A raw read of an existing registry slot, on a stack with room for one value (the
+     debug functions call this from a frame with LUA_MINSTACK slots free). */
+  if (lua_rawgeti(L, LUA_REGISTRYINDEX, vm->memo_ref) == LUA_TFUNCTION &&
+      lua_upvalueid(L, -1, 1) == id) {
+    vm->memo_text = vm->memo_name = NULL; /* memo_push matches nothing until kept again */
+    vm->last_text_hash = 0;
+  }
+  lua_pop(L, 1);
+}
+
 /* The anchored run thread when it is idle (status OK, an empty stack), else NULL. */
 static lua_State *idle_run_thread(const mbxV_vm *vm) {
   lua_State *co = vm->run_thread;

@@ -54,6 +54,12 @@ mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, s
    (the registry may grow). */
 void mbxV_set_pending(lua_State *L);
 
+/* The upvalue whose lua_upvalueid is id is about to change (debug.setupvalue, upvaluejoin):
+   when it is the _ENV of the main chunk kept for a repeated text, that chunk is forgotten, so
+   the next run of the text loads it afresh (a kept function must stay as loaded). Never
+   raises, never allocates. */
+void mbxV_memo_forget_upvalue(lua_State *L, const void *id);
+
 /*
 ** A run pauses when the layer above stores the pending call's JSON with mbxV_set_pending and
 ** yields the run thread (stdlib/hostcall.c); vm->paused is then set.

@@ -7,9 +7,10 @@
      - long and NUL-laden strings compared and sorted;
      - re-entrant callbacks: gsub functions, sort comparators, __tostring, __lt, load readers,
        pcall / xpcall handlers, json.encode of deep tables;
-     - heap pressure: tables of strings, string doubling, collectgarbage;
+     - heap pressure: tables of strings, string doubling, collectgarbage (stopped, tuned);
      - weak tables (a weak metatable's __newindex table grown under pressure: 983bc433's
-       shape), __mode, __gc and __concat changed after setmetatable.
+       shape), __mode, __gc and __concat changed after setmetatable;
+     - debug: locals and upvalues of every level read and written, C levels included.
    Each construct is wrapped in pcall so the program goes on after an error; a tripped limit
    stays tripped (sticky). The run uses small budgets (4 MiB, 3M instructions, 100 ms) and
    the harness aborts, so libFuzzer saves the recipe, when:
@@ -180,6 +181,28 @@ static void construct(program *g, recipe *r, int depth) {
     break;
   case 13: /* a full collection, charged */
     emit(g, "collectgarbage('collect') collectgarbage('step', %u) ", a);
+    break;
+  case 15: /* debug from inside the body: every level's locals and upvalues read and written,
+              C levels included (refused), a field chain named by getinfo "n" */
+    emit(g,
+         "local function _probe() for _l = 2, %u do local _i = debug.getinfo(_l, 'nSluf') "
+         "if not _i then break end for _n = -2, %u do pcall(debug.setlocal, _l + 1, _n, "
+         "debug.getlocal(_l, _n)) end if _i.func then pcall(debug.setupvalue, _i.func, 1, "
+         "select(2, debug.getupvalue(_i.func, 1))) end end return debug.traceback('t', %u) end "
+         "local _d = {x = {x = {x = {}}}} pcall(_probe) table.sort({3, 1, 2}, function(p, q) "
+         "_probe() return p < q end) ",
+         a % 24 + 2, b % 12, a % 5);
+    body(g, r, depth);
+    emit(g, " _probe() local _ = _d.x.x.x.x ");
+    break;
+  case 16: /* the collector stopped, tuned and switched, then heap pressure; warnings */
+    emit(g,
+         "collectgarbage('stop') collectgarbage('setpause', %u) collectgarbage('setstepmul', "
+         "%u) collectgarbage('generational') collectgarbage('incremental', %u, %u) "
+         "warn('@on') warn('w', '%u') ",
+         a, b * 1000, b, a * 997, a);
+    body(g, r, depth);
+    emit(g, " collectgarbage('restart') ");
     break;
   case 14: /* a wrapped coroutine whose body errors with a to-be-closed variable */
     emit(g, "local f = coroutine.wrap(function() local x <close> = setmetatable({}, "

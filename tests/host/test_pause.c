@@ -164,7 +164,7 @@ static void pause_inside_pcall_and_xpcall(void **state) {
   static const char *const one[] = {"5"};
   drive("local ok, v = pcall(function() return tools.fetch() + 1 end) return {ok, v}", one, 1,
         "\"value\":[true,6]");
-  drive("local ok, v = xpcall(function(a) return tools.fetch() + a end, debug or print, 2) "
+  drive("local ok, v = xpcall(function(a) return tools.fetch() + a end, print, 2) "
         "return {ok, v}",
         one, 1, "\"value\":[true,7]");
   drive("return pcall(pcall, function() return tools.fetch() end)", one, 1,

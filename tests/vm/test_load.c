@@ -9,7 +9,16 @@
 
 #include <cmocka.h>
 
+#include <time.h>
+
 #include "include/moonbox.h"
+#include "vm/load.h"
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 /* "return a or a or ... or a": Lua's code generator walks the whole jump list at each `or`,
    so parsing is quadratic (THREATS D9): about 0.3 s for 60 KB on the dev VM. */
@@ -173,6 +182,21 @@ static void deep_name_chains_are_refused_at_compile(void **state) {
   free(code);
 }
 
+/* 1 MiB of "or a": a quadratic parse that takes minutes unmetered; the pieces shrink as the
+   parse goes on, so the deadline is seen within a few milliseconds of work (the bound
+   asserted is generous: a busy machine). */
+static void a_megabyte_of_or_chain_stops_near_the_deadline(void **state) {
+  (void)state;
+  size_t len;
+  char *code = or_chain(200000, &len); /* about 1 MB */
+  char value[64];
+  uint64_t t0 = now_ms();
+  assert_int_equal(run(code, len, 300, 2 << 20, value, sizeof value), MBX_TIME_LIMIT);
+  uint64_t took = now_ms() - t0;
+  if (took > 300 + 2000) fail_msg("the parse went on for %llu ms", (unsigned long long)took);
+  free(code);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(quadratic_parse_is_stopped_by_the_deadline),
@@ -183,6 +207,7 @@ int main(void) {
       cmocka_unit_test(break_close_is_fixed_in_guest_load_too),
       cmocka_unit_test(chunks_without_the_pattern_are_unchanged),
       cmocka_unit_test(deep_name_chains_are_refused_at_compile),
+      cmocka_unit_test(a_megabyte_of_or_chain_stops_near_the_deadline),
   };
   return cmocka_run_group_tests_name("vm/load", tests, NULL, NULL);
 }
