@@ -3,13 +3,18 @@
 #include "capabilities/exec_copy.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- building ---- */
 
@@ -116,37 +121,63 @@ typedef struct walk {
   mbxC_exec_copy *c;
   mbxC_vfs *v;
   const char *root;
+  int host_fd; /* the root's host directory (an overlay or rw mount), or -1 */
   int sending; /* 0: the plan pass (stat only), 1: the send pass */
   mbxC_port_error *e;
 } walk;
 
+/* The host file under the root is executable (so a program or script in an rw or overlay mount
+   still runs as ./tool): looked at beneath the mount's held dirfd, never following a link, as
+   the view opens it. A file the guest made (memory only) is not. */
+static int host_executable(const walk *w, const char *path, size_t len) {
+  size_t rl = strlen(w->root);
+  if (w->host_fd < 0 || len <= rl + 1) return 0;
+  struct open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS};
+  long fd = syscall(SYS_openat2, w->host_fd, path + rl + 1, &how, sizeof how);
+  if (fd < 0) return 0;
+  struct stat st;
+  int x = fstat((int)fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
+  close((int)fd);
+  return x;
+}
+
 /* A file's bytes onto the socket, in chunks read through the view: exactly size bytes (a host
    file under an overlay that changed since its stat is cut or padded with zeros: the process
-   sees a consistent length). */
+   sees a consistent length). E instead of F: the shim makes it executable. */
 static int send_file(walk *w, const char *path, size_t len, uint64_t size) {
   mbxC_exec_copy *c = w->c;
   char buf[65536];
   int h;
-  if (send_head(c, 'F', len + 1 + (size_t)size, w->e) != 0 || send_all(c, path, len, w->e) != 0 ||
-      send_all(c, "", 1, w->e) != 0)
-    return -1;
-  int opened = mbxC_vfs_open(w->v, path, len, MBXC_FS_READ, &h, w->e) == 0;
+  /* Opened first: a file gone since its stat is left out; any other failure (the handle
+     quota, an I/O error) fails the copy rather than hand the process other bytes. */
+  if (mbxC_vfs_open(w->v, path, len, MBXC_FS_READ, &h, w->e) != 0)
+    return w->e->errnum == ENOENT ? 0 : -1;
+  char size_text[24];
+  int sl = snprintf(size_text, sizeof size_text, "%llu", (unsigned long long)size);
+  put(c, 'F', path, len, size_text, (size_t)sl);
+  char tag = host_executable(w, path, len) ? 'E' : 'F';
+  int r = send_head(c, tag, len + 1 + (size_t)size, w->e);
+  if (r == 0) r = send_all(c, path, len, w->e);
+  if (r == 0) r = send_all(c, "", 1, w->e);
   uint64_t sent = 0;
-  int r = 0;
+  int eof = 0;
   while (r == 0 && sent < size) {
     size_t want = size - sent < sizeof buf ? (size_t)(size - sent) : sizeof buf, k = 0;
-    if (opened && mbxC_vfs_read(w->v, h, buf, want, &k, w->e) != 0) k = 0;
+    if (!eof && mbxC_vfs_read(w->v, h, buf, want, &k, w->e) != 0) {
+      r = -1;
+      break;
+    }
     if (k == 0) {
-      memset(buf, 0, want); /* shrank (or vanished) since its stat */
+      eof = 1; /* shrank since its stat: the length sent stays what was said */
+      memset(buf, 0, want);
       k = want;
     }
     r = send_all(c, buf, k, w->e);
     sent += k;
   }
-  if (opened) {
-    mbxC_port_error ignored;
-    mbxC_vfs_close(w->v, h, &ignored);
-  }
+  mbxC_port_error ignored;
+  mbxC_vfs_close(w->v, h, &ignored);
   return r;
 }
 
@@ -209,12 +240,7 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
       break;
     }
     c->bytes += st.size;
-    if (w->sending) {
-      char size[24];
-      int sl = snprintf(size, sizeof size, "%llu", (unsigned long long)st.size);
-      put(c, 'F', child, cl, size, (size_t)sl);
-      r = send_file(w, child, cl, st.size);
-    }
+    if (w->sending) r = send_file(w, child, cl, st.size);
   }
   free(copy);
   if (r == 0 && c->failed) r = mbxC_exec_fail(w->e, ENOMEM, "out of host memory");
@@ -222,7 +248,7 @@ static int walk_dir(walk *w, const char *path, size_t len, int depth) {
 }
 
 int mbxC_exec_copy_plan(mbxC_exec_copy *c, mbxC_vfs *v, const char *const *roots, const int *rw,
-                        size_t nroots, const char *const *excluded, size_t nex,
+                        const int *host_fds, size_t nroots, const char *const *excluded, size_t nex,
                         const int *droppable, int *dropped, mbxC_port_error *e) {
   memset(c, 0, sizeof *c);
   c->fd = -1;
@@ -236,10 +262,11 @@ int mbxC_exec_copy_plan(mbxC_exec_copy *c, mbxC_vfs *v, const char *const *roots
     size_t entries = c->entries;
     uint64_t bytes = c->bytes;
     if (dropped) dropped[i] = 0;
-    walk w = {c, v, roots[i], 0, e};
+    walk w = {c, v, roots[i], -1, 0, e};
     if (walk_dir(&w, roots[i], strlen(roots[i]), 0) == 0) {
       if (rw && rw[i]) c->rw_bytes += c->bytes - bytes;
       c->roots[c->nroots] = roots[i];
+      c->host_fd[c->nroots] = host_fds ? host_fds[i] : -1;
       c->rw[c->nroots++] = rw ? rw[i] : 0;
       continue;
     }
@@ -278,7 +305,7 @@ int mbxC_exec_copy_send(mbxC_exec_copy *c, int fd, const mbxC_wait *wait, mbxC_p
     put(c, tag, c->roots[i], l, NULL, 0);
     r = send_head(c, tag, l, e);
     if (r == 0) r = send_all(c, c->roots[i], l, e);
-    walk w = {c, c->v, c->roots[i], 1, e};
+    walk w = {c, c->v, c->roots[i], c->host_fd[i], 1, e};
     if (r == 0) r = walk_dir(&w, c->roots[i], l, 0);
   }
   if (r == 0) r = send_head(c, 'Z', 0, e);

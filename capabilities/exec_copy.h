@@ -31,7 +31,8 @@
 ** process wrote it).
 **
 ** Archive items, as the exec request's: "<tag><decimal length>:<bytes>":
-**   R root   W root of an rw mount   X excluded path   D directory   F "path\0bytes" (in the
+**   R root   W root of an rw mount   X excluded path   D directory   F "path\0bytes" (E: the
+**   same, an executable host file; in the
 **   index: "path\0size")   U path of a file as it went in (back only)   S path of another kind
 **   (back only)   Z the end (a copy without it was cut short).
 */
@@ -51,6 +52,7 @@ typedef struct mbxC_exec_copy {
   mbxC_vfs *v;
   const char *roots[MBXC_EXEC_COPY_ROOTS]; /* copied (borrowed: the caller's, for the call) */
   int rw[MBXC_EXEC_COPY_ROOTS];            /* root i is an rw mount */
+  int host_fd[MBXC_EXEC_COPY_ROOTS];       /* its held host dirfd (-1: /tmp), for modes */
   size_t nroots;
   const char *const *excluded; /* borrowed too */
   size_t nex;
@@ -67,14 +69,15 @@ typedef struct mbxC_exec_copy {
   const mbxC_wait *wait;
 } mbxC_exec_copy;
 
-/* The plan pass: walk roots[0..nroots) of v (directories; rw[i] set for an rw mount;
+/* The plan pass: walk roots[0..nroots) of v (directories; rw[i] set for an rw mount; host_fds[i]
+   the mount's held dirfd or -1, whose executable files are sent executable;
    excluded[0..nex) and what lies below them left out, borrowed until the copy is freed) and
    count them into c. A root with droppable[i] set (the caller can bind it read-only instead)
    that passes a cap is left out, dropped[i] = 1 and c->note says why; any other root past a
    cap fails. 0, or -1 with *e (EFBIG past a cap, naming the root; ENOMEM; an fs error of the
-   view). rw, droppable and dropped may be NULL. */
+   view). rw, host_fds, droppable and dropped may be NULL. */
 int mbxC_exec_copy_plan(mbxC_exec_copy *c, mbxC_vfs *v, const char *const *roots, const int *rw,
-                        size_t nroots, const char *const *excluded, size_t nex,
+                        const int *host_fds, size_t nroots, const char *const *excluded, size_t nex,
                         const int *droppable, int *dropped, mbxC_port_error *e);
 /* The send pass: the archive on socket fd (non-blocking sends, polled in 50 ms slices against
    wait's deadline and interrupt), the index kept in c. 0, or -1 with *e (EPIPE the shim is

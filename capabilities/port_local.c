@@ -400,7 +400,7 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
   const mbxC_fs_spec *fs = pl->fs_policy ? &pl->fs_policy->fs : &pl->fs_spec;
   const char *roots[MBXC_VFS_MAX_MOUNTS + 1];
   int droppable[MBXC_VFS_MAX_MOUNTS + 1], dropped[MBXC_VFS_MAX_MOUNTS + 1];
-  int rw[MBXC_VFS_MAX_MOUNTS + 1];
+  int rw[MBXC_VFS_MAX_MOUNTS + 1], host_fds[MBXC_VFS_MAX_MOUNTS + 1];
   size_t root_mount[MBXC_VFS_MAX_MOUNTS + 1];
   size_t nroots = 0;
   mbxC_fs_stat tst;
@@ -408,6 +408,7 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
   if (mbxC_vfs_stat(v, "/tmp", 4, &tst, &ignored) == 0 && tst.is_dir) {
     droppable[nroots] = 0;
     rw[nroots] = 0;
+    host_fds[nroots] = -1;
     roots[nroots++] = "/tmp";
   }
   for (size_t i = 0; i < nm; i++)
@@ -416,6 +417,7 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
          could not be bounded. */
       droppable[nroots] = 1;
       rw[nroots] = mounts[i].mode == MBXC_MOUNT_RW;
+      host_fds[nroots] = mounts[i].dirfd;
       root_mount[nroots] = i;
       roots[nroots++] = mounts[i].path;
     }
@@ -428,7 +430,8 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
   mbxC_exec_copy copy = {0};
   if (!oom && excluded == NULL) oom = 1;
   if (!oom && nroots &&
-      mbxC_exec_copy_plan(&copy, v, roots, rw, nroots, excluded, nex, droppable, dropped, e) != 0) {
+      mbxC_exec_copy_plan(&copy, v, roots, rw, host_fds, nroots, excluded, nex, droppable, dropped,
+                          e) != 0) {
     for (size_t i = 0; i < pl->env_count; i++)
       free(owned ? owned[i] : NULL);
     free(owned);

@@ -671,6 +671,8 @@ static int shim_unpack(shim_copy *c) {
     }
     /* A path first: all of the item for R W X D, up to the NUL for F. */
     size_t pl = 0;
+    int executable = tag == 'E';
+    if (executable) tag = 'F';
     if (tag == 'F') {
       for (;;) {
         if (pl >= sizeof path || pl >= n || read_into(&rd, path + pl, 1, -1, NULL) != 0) break;
@@ -697,7 +699,8 @@ static int shim_unpack(shim_copy *c) {
       }
     } else if (tag == 'F') {
       unsigned long long size = n - pl - 1;
-      int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    executable ? 0755 : 0644);
       memset(&hs, 0, sizeof hs);
       int got = fd < 0 ? -2 : read_into(&rd, NULL, (size_t)size, fd, &hs);
       int err = errno;

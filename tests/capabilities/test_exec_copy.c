@@ -68,7 +68,7 @@ static size_t sent_len;
 static void build_roots(mbxC_vfs *v, mbxC_exec_copy *c, const char *const *r, const int *rw,
                         size_t n) {
   mbxC_port_error e;
-  assert_int_equal(mbxC_exec_copy_plan(c, v, r, rw, n, excluded, 2, NULL, NULL, &e), 0);
+  assert_int_equal(mbxC_exec_copy_plan(c, v, r, rw, NULL, n, excluded, 2, NULL, NULL, &e), 0);
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   assert_int_equal(mbxC_exec_copy_send(c, sv[1], NULL, &e), 0);

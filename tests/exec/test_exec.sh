@@ -121,6 +121,15 @@ if [ "$(stat -c %s "$work/rwq/big.bin" 2>/dev/null)" = 3000000 ] && [ -f "$work/
 else
   bad "rw apply" "$(ls -lR "$work/rwq")"
 fi
+# An executable host file stays executable in the copy: a tool in an rw mount still runs.
+printf '#!/bin/sh\necho tool-ran\n' >"$work/rwq/tool.sh"
+chmod 755 "$work/rwq/tool.sh"
+out=$(run "${sh_only[@]}" --allow-exec /out/tool.sh --mount "$work/rwq:/out:rw" -e "local r = proc.run{'/out/tool.sh'}
+  local m = proc.run{'sh', '-c', 'ls -l /out/tool.sh /out/d/x'}
+  return r.stdout .. r.stderr .. m.stdout")
+expect "a program in an rw mount runs" "$out" "tool-ran"
+expect "it is executable in the copy" "$out" "-rwxr-xr-x"
+expect "a plain file is not" "$out" "-rw-r--r--"
 
 # 4. The host's environment and argv appear nowhere in /proc.
 out=$(MOONBOX_PLANTED=envsecret_4711 run "${sh_only[@]}" --input '{"k": "argvsecret_4711"}' -e "
