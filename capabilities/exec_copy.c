@@ -440,7 +440,10 @@ static int parse(const char *p, size_t len, entries *es, const entries *in, char
     }
     entry x = {tag, d, pl, tag == 'F' ? d + pl + 1 : NULL, tag == 'F' ? (size_t)n - pl - 1 : 0,
                0,   rw};
-    if (in == NULL && tag == 'F') x.size = strtoull(x.data, NULL, 10); /* "path\0size" */
+    /* The index's "path\0size": the digits are not NUL-terminated (the next item follows). */
+    for (size_t k = 0;
+         in == NULL && tag == 'F' && k < x.len && x.data[k] >= '0' && x.data[k] <= '9'; k++)
+      x.size = x.size * 10 + (uint64_t)(x.data[k] - '0');
     es->at[es->n++] = x;
   }
   return 0;
