@@ -1,5 +1,6 @@
-/* capabilities/exec.c -- the exec backend's library side: the allow list, the bwrap argument
-   list, spawning the helper, the wall clock, bounded capture and the probe (exec.h). */
+/* capabilities/exec.c -- the exec backend's library side: the allow list, spawning the helper,
+   the wall clock, bounded capture and the probe (exec.h); the bwrap argument list is
+   exec_args.c's. */
 #include "capabilities/exec.h"
 
 #include <errno.h>
@@ -100,182 +101,6 @@ const char *mbxC_exec_resolve(const mbxC_exec_spec *s, const char *argv0) {
   }
   return NULL;
 }
-
-/* ---- string lists ---- */
-
-int mbxC_strlist_push(mbxC_strlist *l, const char *s) {
-  if (l->count == l->cap) {
-    size_t cap = l->cap ? 2 * l->cap : 64;
-    char **grown = realloc(l->items, cap * sizeof *grown);
-    if (grown == NULL) return -1;
-    l->items = grown;
-    l->cap = cap;
-  }
-  char *copy = mbxU_dup_bytes(s, strlen(s));
-  if (copy == NULL) return -1;
-  l->items[l->count++] = copy;
-  return 0;
-}
-
-void mbxC_strlist_free(mbxC_strlist *l) {
-  for (size_t i = 0; i < l->count; i++)
-    free(l->items[i]);
-  free(l->items);
-  memset(l, 0, sizeof *l);
-}
-
-/* ---- the argument list ---- */
-
-const char *const mbxC_exec_image_names[6] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32"};
-
-void mbxC_exec_image_probe(mbxC_exec_image *img) {
-  memset(img, 0, sizeof *img);
-  for (int i = 0; i < 6; i++) {
-    char path[16];
-    snprintf(path, sizeof path, "/%s", mbxC_exec_image_names[i]);
-    struct stat st;
-    if (lstat(path, &st) != 0) continue;
-    if (S_ISLNK(st.st_mode)) {
-      ssize_t n = readlink(path, img->links[i], sizeof img->links[i] - 1);
-      /* Only a link into /usr is followed: anything else is left out of the image. */
-      if (n <= 0 ||
-          (strncmp(img->links[i], "usr/", 4) != 0 && strncmp(img->links[i], "/usr/", 5) != 0))
-        img->links[i][0] = '\0';
-      else
-        img->links[i][n] = '\0';
-    } else if (S_ISDIR(st.st_mode)) {
-      img->dirs[i] = 1;
-    }
-  }
-}
-
-#define PUSH(s)                                                                                    \
-  do {                                                                                             \
-    if (mbxC_strlist_push(out, (s)) != 0) goto oom;                                                \
-  } while (0)
-
-int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img, mbxC_strlist *out,
-                         size_t *command_at) {
-  char num[64];
-  /* Namespaces one by one (bwrap 0.8 rejects --unshare-all with --userns); the user
-     namespace bwrap makes itself, as the unprivileged host uid the helper switched to. No
-     network namespace is ever shared: the process sees only lo. */
-  static const char *const fixed[] = {"--unshare-user",
-                                      "--disable-userns",
-                                      "--unshare-ipc",
-                                      "--unshare-pid",
-                                      "--unshare-net",
-                                      "--unshare-uts",
-                                      "--unshare-cgroup-try",
-                                      "--die-with-parent",
-                                      "--new-session",
-                                      "--cap-drop",
-                                      "ALL",
-                                      "--hostname",
-                                      "moonbox",
-                                      "--clearenv",
-                                      NULL};
-  for (size_t i = 0; fixed[i]; i++)
-    PUSH(fixed[i]);
-  /* The image: /usr read-only, the merged-/usr links (or real directories) beside it. */
-  PUSH("--ro-bind");
-  PUSH("/usr");
-  PUSH("/usr");
-  for (int i = 0; i < 6; i++) {
-    char dest[16];
-    snprintf(dest, sizeof dest, "/%s", mbxC_exec_image_names[i]);
-    if (img->links[i][0]) {
-      PUSH("--symlink");
-      PUSH(img->links[i]);
-      PUSH(dest);
-    } else if (img->dirs[i]) {
-      PUSH("--ro-bind");
-      PUSH(dest);
-      PUSH(dest);
-    }
-  }
-  /* A fresh procfs of the new pid namespace (bwrap covers /proc/sys and the other writable
-     kernel knobs read-only), a minimal /dev, a private size-capped /tmp. */
-  PUSH("--proc");
-  PUSH("/proc");
-  PUSH("--dev");
-  PUSH("/dev");
-  /* bwrap's /dev is a tmpfs without a size (half the host's RAM) that the process may fill:
-     /dev/shm gets the /tmp cap, and the rest of /dev is made read-only. */
-  PUSH("--size");
-  snprintf(num, sizeof num, "%llu", (unsigned long long)(plan->tmp_bytes ? plan->tmp_bytes : 1));
-  PUSH(num);
-  PUSH("--tmpfs");
-  PUSH("/dev/shm");
-  PUSH("--remount-ro");
-  PUSH("/dev");
-  PUSH("--perms");
-  PUSH("1777");
-  PUSH("--size");
-  snprintf(num, sizeof num, "%llu",
-           (unsigned long long)(plan->tmp_bytes ? plan->tmp_bytes + plan->tmp_slack : 1));
-  PUSH(num);
-  PUSH("--tmpfs");
-  PUSH("/tmp");
-  /* The policy's host mounts at their virtual paths, through the view's held dirfds: bwrap
-     0.8 has no --bind-fd, and a host path would be resolved again by name (following
-     symlinks) at each run. */
-  for (size_t i = 0; i < plan->mount_count; i++) {
-    char src[64];
-    if (plan->mounts[i].mode == MBXC_MOUNT_OVERLAY && plan->copy_in) {
-      /* An overlay is a tmpfs the shim fills with the view's copy (exec_copy.h): the host
-         directory is never bound, so nothing the process does reaches it. */
-      PUSH("--perms");
-      PUSH("0755");
-      PUSH("--size");
-      snprintf(num, sizeof num, "%llu", (unsigned long long)plan->overlay_bytes);
-      PUSH(num);
-      PUSH("--tmpfs");
-      PUSH(plan->mounts[i].path);
-      continue;
-    }
-    snprintf(src, sizeof src, "/proc/self/fd/%d", MBXC_EXEC_FIRST_MOUNT_FD + (int)i);
-    PUSH(plan->mounts[i].mode == MBXC_MOUNT_RW ? "--bind" : "--ro-bind");
-    PUSH(src);
-    PUSH(plan->mounts[i].path);
-  }
-  /* (The shim at MBXC_EXEC_SHIM, which closes every inherited fd above 2 before the program
-     starts, is copied in by the helper: host/exec/helper.c.) */
-  PUSH("--remount-ro");
-  PUSH("/");
-  PUSH("--setenv");
-  PUSH("PATH");
-  PUSH("/usr/local/bin:/usr/bin:/bin");
-  PUSH("--setenv");
-  PUSH("HOME");
-  PUSH("/tmp");
-  PUSH("--setenv");
-  PUSH("LANG");
-  PUSH("C.UTF-8");
-  for (size_t i = 0; i < plan->envc; i++) {
-    const char *eq = strchr(plan->env[i], '=');
-    if (eq == NULL) continue;
-    char *name = mbxU_dup_bytes(plan->env[i], (size_t)(eq - plan->env[i]));
-    if (name == NULL) goto oom;
-    int r = mbxC_strlist_push(out, "--setenv") | mbxC_strlist_push(out, name) |
-            mbxC_strlist_push(out, eq + 1);
-    free(name);
-    if (r != 0) goto oom;
-  }
-  PUSH("--chdir");
-  PUSH(plan->cwd ? plan->cwd : "/tmp");
-  *command_at = out->count;
-  PUSH("--");
-  PUSH(MBXC_EXEC_SHIM);
-  PUSH("--shim");
-  PUSH(plan->program);
-  for (size_t i = 0; i < plan->argc; i++)
-    PUSH(plan->argv[i]);
-  return 0;
-oom:
-  return -1;
-}
-#undef PUSH
 
 /* ---- the request the helper reads (host/exec/helper.c parses it) ----
    Items "<tag><decimal length>:<bytes>": b bwrap path, u host uid (0: keep), n nproc, m
@@ -478,6 +303,37 @@ static uint32_t run_uid(int slot) {
   return MBXC_EXEC_UID_BASE | (((uint32_t)getpid() & 0x3fffffu) << 8) | (uint32_t)slot;
 }
 
+/* ---- one run, mechanism by mechanism ----
+   As nsjail's contain.cc: run_as is a short orchestrator over one function per mechanism (the
+   cgroups and limits, the request, the copy-in, the helper's fds and spawn, the wall clock and
+   the captured streams, the outcome), each of which records what it made in the run's state so
+   run_release can undo all of it whatever step failed. */
+
+typedef struct exec_run {
+  mbxC_exec_backend *b;
+  const mbxC_exec_plan *plan;
+  const mbxC_exec_spec *spec;
+  uint32_t uid;        /* the host uid the helper switches to (0: keep) */
+  uint64_t timeout_ms; /* the program's own */
+  mbxC_cgroup_run cgr;
+  int cg_made;
+  unsigned limits; /* MBXC_EXEC_LIMIT_* of this run */
+  uint64_t nproc;  /* RLIMIT_NPROC of the run's uid */
+  /* The helper's fds before the spawn (0-2, the request, the status, the copy-back, the
+     copy-in), and ours. */
+  int child[7];
+  int in, out, err, status, back, copy;
+  pid_t pid;
+  int pidfd;
+  int wstatus; /* the helper's (bwrap's) wait status */
+  uint64_t start;
+  /* What the supervision saw. */
+  stream so, se;
+  status_text st;
+  int timed_out, deadline_hit, interrupted;
+  long peak; /* the most processes seen in the run's cgroups at once (-1: not counted) */
+} exec_run;
+
 /* Kill what is left of a run through its cgroups and remove them; a cgroup that stays is
    counted (moonbox doctor shows the count). */
 static void cgroup_done(mbxC_exec_backend *b, mbxC_cgroup_run *cgr) {
@@ -490,219 +346,262 @@ static void kill_tree(pid_t pid) {
   kill(pid, SIGKILL);
 }
 
-/* One run as host uid (0: the helper does not change uids). */
-static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan,
-                  const mbxC_exec_spec *spec, const char *stdin_bytes, size_t stdin_len,
-                  uint64_t timeout_ms, const mbxC_wait *wait, mbxC_exec_buffers *bufs,
-                  mbxC_exec_result *res, mbxC_port_error *e) {
-  memset(res, 0, sizeof *res);
-  if (plan->mount_count > 64) return mbxC_exec_fail(e, EINVAL, "too many mounts for exec");
+static void run_release(exec_run *r) {
+  for (int i = 0; i < 7; i++)
+    close_fd(&r->child[i]);
+  close_fd(&r->in);
+  close_fd(&r->out);
+  close_fd(&r->err);
+  close_fd(&r->status);
+  close_fd(&r->back);
+  close_fd(&r->copy);
+  close_fd(&r->pidfd);
+  if (r->pid > 0) {
+    kill_tree(r->pid);
+    waitpid(r->pid, NULL, 0);
+    r->pid = -1;
+  }
+  if (r->cg_made) cgroup_done(r->b, &r->cgr);
+  r->cg_made = 0;
+}
+
+/* The run's cgroups (those this host has): memory and pids limits for the whole tree, and the
+   kill. Where the memory cgroup holds, RLIMIT_AS is not set: the cgroup charges the pages a
+   process really uses (tmpfs and memfds included), and its OOM kill is what the result
+   reports; RLIMIT_AS would turn the same hog into a malloc failure the program reports as it
+   likes. Without it, RLIMIT_AS bounds each process, and memfd_create and shmget are refused:
+   no rlimit counts their pages (one process held 512 MiB of each under a 64M RLIMIT_AS).
+   RLIMIT_NPROC stays as a per-uid bound a little above pids.max (which also counts bwrap's
+   two processes and the shim), so the cgroup is the limit that bites and is reported. */
+static void run_limits(exec_run *r) {
+  char cgname[64];
+  snprintf(cgname, sizeof cgname, "moonbox-%ld-%llu", (long)getpid(),
+           (unsigned long long)atomic_fetch_add(&r->b->cgroup_runs, 1));
+  mbxC_cgroup_run_create(&r->b->cg, cgname, r->spec->memory, r->spec->pids, &r->cgr);
+  r->cg_made = 1;
+  r->limits = MBXC_EXEC_LIMIT_RLIMIT_NPROC;
+  if (r->cgr.dir[MBXC_CG_MEMORY][0])
+    r->limits |= MBXC_EXEC_LIMIT_CGROUP_MEMORY;
+  else
+    r->limits |= MBXC_EXEC_LIMIT_RLIMIT_AS | MBXC_EXEC_LIMIT_NO_SHARED_MEMORY;
+  if (r->cgr.dir[MBXC_CG_PIDS][0]) r->limits |= MBXC_EXEC_LIMIT_CGROUP_PIDS;
+  if (r->cgr.dir[MBXC_CG_KILL][0])
+    r->limits |=
+        r->cgr.v2[MBXC_CG_KILL] ? MBXC_EXEC_LIMIT_CGROUP_KILL : MBXC_EXEC_LIMIT_FREEZER_KILL;
+  r->nproc = r->spec->pids + ((r->limits & MBXC_EXEC_LIMIT_CGROUP_PIDS) ? 4 : 0);
+}
+
+/* A memfd holding len bytes of data, at offset 0 (-1: errno). */
+static int memfd_with(const char *name, const char *data, size_t len) {
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  for (size_t off = 0; fd >= 0 && off < len;) {
+    ssize_t n = write(fd, data + off, len - off);
+    if (n <= 0) {
+      close_fd(&fd);
+      break;
+    }
+    off += (size_t)n;
+  }
+  if (fd >= 0 && lseek(fd, 0, SEEK_SET) != 0) close_fd(&fd);
+  return fd;
+}
+
+/* The helper's request (the items its parser knows) in a memfd at r->child[3]. */
+static int run_request(exec_run *r, mbxC_port_error *e) {
+  const mbxC_exec_plan *plan = r->plan;
   mbxC_strlist args = {0};
   size_t command_at = 0;
-  if (mbxC_exec_build_args(plan, &b->image, &args, &command_at) != 0) {
+  if (mbxC_exec_build_args(plan, &r->b->image, &args, &command_at) != 0) {
     mbxC_strlist_free(&args);
     return mbxC_exec_fail(e, ENOMEM, "out of host memory");
   }
-  /* The run's cgroups (those this host has): memory and pids limits for the whole tree, and
-     the kill. Where the memory cgroup holds, RLIMIT_AS is not set: the cgroup charges the pages
-     a process really uses, and its OOM kill is what the result reports; RLIMIT_AS would turn
-     the same hog into a malloc failure the program reports as it likes. RLIMIT_NPROC stays as
-     a per-uid bound a little above pids.max (which also counts bwrap's two processes and the
-     shim), so the cgroup is the limit that bites and is reported. */
-  mbxC_cgroup_run cgr;
-  char cgname[64];
-  snprintf(cgname, sizeof cgname, "moonbox-%ld-%llu", (long)getpid(),
-           (unsigned long long)atomic_fetch_add(&b->cgroup_runs, 1));
-  mbxC_cgroup_run_create(&b->cg, cgname, spec->memory, spec->pids, &cgr);
-  unsigned limits = MBXC_EXEC_LIMIT_RLIMIT_NPROC;
-  if (cgr.dir[MBXC_CG_MEMORY][0])
-    limits |= MBXC_EXEC_LIMIT_CGROUP_MEMORY;
-  else
-    limits |= MBXC_EXEC_LIMIT_RLIMIT_AS;
-  if (cgr.dir[MBXC_CG_PIDS][0]) limits |= MBXC_EXEC_LIMIT_CGROUP_PIDS;
-  if (cgr.dir[MBXC_CG_KILL][0])
-    limits |= cgr.v2[MBXC_CG_KILL] ? MBXC_EXEC_LIMIT_CGROUP_KILL : MBXC_EXEC_LIMIT_FREEZER_KILL;
-  reqbuf r = {0};
-  req_item(&r, 'b', b->bwrap, strlen(b->bwrap));
-  req_num(&r, 'u', uid);
-  req_num(&r, 'n', spec->pids + ((limits & MBXC_EXEC_LIMIT_CGROUP_PIDS) ? 4 : 0));
-  req_num(&r, 'm', (limits & MBXC_EXEC_LIMIT_CGROUP_MEMORY) ? 0 : spec->memory);
+  reqbuf q = {0};
+  req_item(&q, 'b', r->b->bwrap, strlen(r->b->bwrap));
+  req_num(&q, 'u', r->uid);
+  req_num(&q, 'n', r->nproc);
+  req_num(&q, 'm', (r->limits & MBXC_EXEC_LIMIT_CGROUP_MEMORY) ? 0 : r->spec->memory);
+  req_num(&q, 'h', (r->limits & MBXC_EXEC_LIMIT_NO_SHARED_MEMORY) ? 1 : 0);
   char procs[MBXC_CG_PATH_MAX + 16];
-  for (int i = 0; mbxC_cgroup_run_procs(&cgr, i, procs, sizeof procs); i++)
-    req_item(&r, 'g', procs, strlen(procs));
-  req_num(&r, 'f', plan->tmp_bytes > spec->output ? plan->tmp_bytes : spec->output);
-  req_num(&r, 'o', 256 + plan->file_count);
-  req_num(&r, 'c', (timeout_ms + 999) / 1000 + 1);
-  req_num(&r, 'k', plan->mount_count);
+  for (int i = 0; mbxC_cgroup_run_procs(&r->cgr, i, procs, sizeof procs); i++)
+    req_item(&q, 'g', procs, strlen(procs));
+  /* RLIMIT_FSIZE: no file the process can write is larger than its tmpfs (every writable
+     place is a size-capped tmpfs), and a copied-in file as large as its mount's must fit (the
+     shim writes it: below this it died of SIGXFSZ and nothing came back). */
+  uint64_t fsize = plan->tmp_bytes > r->spec->output ? plan->tmp_bytes : r->spec->output;
+  if (plan->copy && plan->overlay_bytes > fsize) fsize = plan->overlay_bytes;
+  if (plan->copy && plan->tmp_bytes + plan->tmp_slack > fsize)
+    fsize = plan->tmp_bytes + plan->tmp_slack;
+  req_num(&q, 'f', fsize);
+  req_num(&q, 'o', 256 + plan->file_count);
+  req_num(&q, 'c', (r->timeout_ms + 999) / 1000 + 1);
+  req_num(&q, 'k', plan->mount_count);
   for (size_t i = 0; i < args.count; i++)
-    req_item(&r, i < command_at ? 'a' : 'x', args.items[i], strlen(args.items[i]));
-  for (size_t i = 0; i < plan->file_count && !r.failed; i++) {
+    req_item(&q, i < command_at ? 'a' : 'x', args.items[i], strlen(args.items[i]));
+  for (size_t i = 0; i < plan->file_count && !q.failed; i++) {
     /* "path\0bytes": the path is a canonical virtual path (no NUL), the bytes anything. */
     const mbxC_fs_file *f = &plan->files[i];
     size_t pl = strlen(f->path);
-    char *item = malloc(pl + 1 + f->len);
-    if (item == NULL) {
-      r.failed = 1;
+    char *it = malloc(pl + 1 + f->len);
+    if (it == NULL) {
+      q.failed = 1;
       break;
     }
-    memcpy(item, f->path, pl + 1);
-    if (f->len) memcpy(item + pl + 1, f->data, f->len);
-    req_item(&r, 'F', item, pl + 1 + f->len);
-    free(item);
+    memcpy(it, f->path, pl + 1);
+    if (f->len) memcpy(it + pl + 1, f->data, f->len);
+    req_item(&q, 'F', it, pl + 1 + f->len);
+    free(it);
   }
   mbxC_strlist_free(&args);
-  if (r.failed) {
-    free(r.p);
-    cgroup_done(b, &cgr);
-    return mbxC_exec_fail(e, ENOMEM, "out of host memory");
-  }
+  if (!q.failed) r->child[3] = memfd_with("moonbox-exec-request", q.p, q.len);
+  free(q.p);
+  if (q.failed) return mbxC_exec_fail(e, ENOMEM, "out of host memory");
+  if (r->child[3] < 0)
+    return mbxC_exec_fail(e, ENOMEM, "cannot prepare the exec request (%s)", strerror(errno));
+  return 0;
+}
 
-  int reqfd = memfd_create("moonbox-exec-request", MFD_CLOEXEC);
+/* The socket the copy of the view streams through (exec_copy.h), its shim's end at
+   r->child[6]; with nothing to copy our end is closed at once (the shim reads an empty copy). */
+static int run_copy_socket(exec_run *r, mbxC_port_error *e) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return mbxC_exec_fail(e, ENOMEM, "cannot prepare the copy of the view (%s)", strerror(errno));
+  r->child[6] = sv[0];
+  r->copy = sv[1];
+  if (r->plan->copy == NULL) close_fd(&r->copy);
+  return 0;
+}
+
+/* The copy of the view, sent while the shim unpacks it (before the program starts). The
+   shim's end closing early is not this step's failure: the outcome says what happened. */
+static int run_copy_in(exec_run *r, const mbxC_wait *wait, mbxC_port_error *e) {
+  if (r->copy < 0) return 0;
+  set_nonblock(r->copy);
+  int rc = mbxC_exec_copy_send(r->plan->copy, r->copy, wait, e);
+  close_fd(&r->copy);
+  if (rc != 0 && e->errnum == EPIPE) rc = 0;
+  if (rc != 0) mbxC_cgroup_run_kill(&r->cgr);
+  return rc;
+}
+
+/* The pipes, and the helper spawned with exactly its fds (exec.h draws them). */
+static int run_spawn(exec_run *r, mbxC_port_error *e) {
+  const mbxC_exec_plan *plan = r->plan;
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, status[2] = {-1, -1};
   int back[2] = {-1, -1};
-  /* The copy of the view's overlay mounts and /tmp the shim unpacks (empty: none). */
-  int copyfd = memfd_create("moonbox-exec-copy", MFD_CLOEXEC);
-  int ok = reqfd >= 0 && copyfd >= 0;
-  for (size_t off = 0; ok && off < plan->copy_in_len;) {
-    ssize_t n = write(copyfd, plan->copy_in + off, plan->copy_in_len - off);
-    if (n <= 0)
-      ok = 0;
-    else
-      off += (size_t)n;
-  }
-  for (size_t off = 0; ok && off < r.len;) {
-    ssize_t n = write(reqfd, r.p + off, r.len - off);
-    if (n <= 0)
-      ok = 0;
-    else
-      off += (size_t)n;
-  }
-  free(r.p);
   /* stdin is a socket pair, so writing to a program that exited answers EPIPE through
-   MSG_NOSIGNAL instead of raising SIGPIPE in the host (a library must not touch the host's
-   signal dispositions). */
-  ok = ok && lseek(reqfd, 0, SEEK_SET) == 0 &&
-       socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 && pipe2(out, O_CLOEXEC) == 0 &&
-       pipe2(err, O_CLOEXEC) == 0 && pipe2(status, O_CLOEXEC) == 0 && pipe2(back, O_CLOEXEC) == 0;
+     MSG_NOSIGNAL instead of raising SIGPIPE in the host (a library must not touch the host's
+     signal dispositions). */
+  int ok = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 &&
+           pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0 &&
+           pipe2(status, O_CLOEXEC) == 0 && pipe2(back, O_CLOEXEC) == 0;
+  int err_no = errno;
+  r->child[0] = in[0], r->in = in[1];
+  r->child[1] = out[1], r->out = out[0];
+  r->child[2] = err[1], r->err = err[0];
+  r->child[4] = status[1], r->status = status[0];
+  r->child[5] = back[1], r->back = back[0];
+  if (!ok) return mbxC_exec_fail(e, ENOMEM, "cannot prepare the exec run (%s)", strerror(err_no));
   /* Every source fd is first copied above the target range (0 .. first mount fd + mounts),
      so no dup2 below overwrites a source another dup2 still needs (a view's dirfd is often
      fd 3 or 4 in a small host). */
   int top = MBXC_EXEC_FIRST_MOUNT_FD + (int)plan->mount_count;
   int src[7 + 64];
   int nsrc = 0;
-  const int plain[7] = {in[0], out[1], err[1], reqfd, status[1], back[1], copyfd};
   for (int i = 0; ok && i < 7; i++) {
-    src[nsrc] = fcntl(plain[i], F_DUPFD_CLOEXEC, top);
+    src[nsrc] = fcntl(r->child[i], F_DUPFD_CLOEXEC, top);
     ok = src[nsrc++] >= 0;
   }
   for (size_t i = 0; ok && i < plan->mount_count; i++) {
     src[nsrc] = fcntl(plan->mounts[i].dirfd, F_DUPFD_CLOEXEC, top);
     ok = src[nsrc++] >= 0;
   }
+  err_no = errno;
   posix_spawn_file_actions_t fa;
   int fa_ok = ok && posix_spawn_file_actions_init(&fa) == 0;
-  pid_t pid = -1;
   int spawn_err = 0;
   if (fa_ok) {
-    /* dup2 clears FD_CLOEXEC on the target: exactly these fds reach the helper (0-2 the
-       program's, 3 the request, 4 the status, 5 the copy-back, 6 the copy-in, then the mounts'
-       dirfds). */
+    /* dup2 clears FD_CLOEXEC on the target: exactly these fds reach the helper. */
     for (int i = 0; i < nsrc; i++)
       posix_spawn_file_actions_adddup2(&fa, src[i], i);
-    posix_spawn_file_actions_addclosefrom_np(&fa,
-                                             MBXC_EXEC_FIRST_MOUNT_FD + (int)plan->mount_count);
+    posix_spawn_file_actions_addclosefrom_np(&fa, top);
     char *const argv[] = {(char *)"moonbox-exec", NULL};
     char *const envp[] = {NULL};
-    spawn_err = posix_spawn(&pid, b->helper, &fa, NULL, argv, envp);
+    spawn_err = posix_spawn(&r->pid, r->b->helper, &fa, NULL, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
-    if (spawn_err != 0) pid = -1;
+    if (spawn_err != 0) r->pid = -1;
   }
   for (int i = 0; i < nsrc; i++)
     if (src[i] >= 0) close(src[i]);
-  close_fd(&reqfd);
-  close_fd(&copyfd);
-  close_fd(&in[0]);
-  close_fd(&out[1]);
-  close_fd(&err[1]);
-  close_fd(&status[1]);
-  close_fd(&back[1]);
-  if (pid < 0) {
-    close_fd(&in[1]);
-    close_fd(&out[0]);
-    close_fd(&err[0]);
-    close_fd(&status[0]);
-    close_fd(&back[0]);
-    cgroup_done(b, &cgr);
+  /* The helper's ends are its own now. */
+  for (int i = 0; i < 7; i++)
+    close_fd(&r->child[i]);
+  if (r->pid < 0) {
     if (spawn_err)
       return mbxC_exec_fail(e, ENOSYS,
                             "the exec backend is unavailable: cannot start the helper %s (%s)",
-                            b->helper, strerror(spawn_err));
-    return mbxC_exec_fail(e, ENOMEM, "cannot prepare the exec request (%s)", strerror(errno));
+                            r->b->helper, strerror(spawn_err));
+    return mbxC_exec_fail(e, ENOMEM, "cannot prepare the exec request (%s)", strerror(err_no));
   }
-  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-  uint64_t start = now_ns();
+  r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
+  r->start = now_ns();
+  return 0;
+}
 
-  if (grow_to(&bufs->out, &bufs->out_cap, spec->output) != 0 ||
-      grow_to(&bufs->err, &bufs->err_cap, spec->output) != 0) {
-    kill_tree(pid);
-    waitpid(pid, NULL, 0);
-    cgroup_done(b, &cgr);
-    close_fd(&back[0]);
-    close_fd(&pidfd);
-    close_fd(&in[1]);
-    close_fd(&out[0]);
-    close_fd(&err[0]);
-    close_fd(&status[0]);
-    return mbxC_exec_fail(e, ENOMEM, "out of host memory for the output of exec");
-  }
-  stream so = {out[0], bufs->out, 0, spec->output, 0};
-  stream se = {err[0], bufs->err, 0, spec->output, 0};
-  /* The copy-back grows as it comes, up to its cap (past it the rest is read and dropped,
-     and the copy-back is refused). */
+/* The wall clock, stdin, stdout/stderr to their caps and past them, the status lines and the
+   copy-back, until the tree is gone: the program's timeout, the run's deadline or an
+   interrupt kill it through the cgroup first (frozen or killed at once, so nothing forks
+   meanwhile), then bwrap, whose death takes the pid namespace. Without a pids cgroup the
+   processes in the run's cgroups are counted as it goes, so RLIMIT_NPROC reached is
+   reported. */
+static void run_supervise(exec_run *r, const char *stdin_bytes, size_t stdin_len,
+                          const mbxC_wait *wait, mbxC_exec_buffers *bufs) {
+  r->so = (stream){r->out, bufs->out, 0, r->spec->output, 0};
+  r->se = (stream){r->err, bufs->err, 0, r->spec->output, 0};
+  r->out = r->err = -1; /* the streams own them now */
   bufs->back_len = 0;
   bufs->back_over = 0;
-  int bfd = back[0];
-  status_text st = {{0}, 0};
-  int sfd = status[0];
-  int ifd = in[1];
   size_t in_off = 0;
-  set_nonblock(so.fd);
-  set_nonblock(se.fd);
-  set_nonblock(sfd);
-  set_nonblock(ifd);
-  set_nonblock(bfd);
-  if (stdin_len == 0) close_fd(&ifd);
-
-  uint64_t own_deadline = start + timeout_ms * 1000000ull;
-  int timed_out = 0, deadline_hit = 0, interrupted = 0, exited = 0, wstatus = 0;
+  set_nonblock(r->so.fd);
+  set_nonblock(r->se.fd);
+  set_nonblock(r->status);
+  set_nonblock(r->in);
+  set_nonblock(r->back);
+  if (stdin_len == 0) close_fd(&r->in);
+  int count = !(r->limits & MBXC_EXEC_LIMIT_CGROUP_PIDS);
+  r->peak = -1;
+  uint64_t own_deadline = r->start + r->timeout_ms * 1000000ull;
+  int exited = 0;
   uint64_t exit_ns = 0;
   for (;;) {
-    if (!exited) {
-      pid_t w = waitpid(pid, &wstatus, WNOHANG);
-      if (w == pid) {
-        exited = 1;
-        exit_ns = now_ns();
-      }
+    if (!exited && waitpid(r->pid, &r->wstatus, WNOHANG) == r->pid) {
+      exited = 1;
+      exit_ns = now_ns();
+      r->pid = -1;
     }
     uint64_t now = now_ns();
     /* Once the tree is gone the pipes close; a descendant that escaped the pid namespace
        cannot exist, but a bounded grace keeps a wedged pipe from holding the run. */
-    if (exited && ((so.fd < 0 && se.fd < 0 && sfd < 0 && bfd < 0) || now > exit_ns + 500000000ull))
+    if (exited && ((r->so.fd < 0 && r->se.fd < 0 && r->status < 0 && r->back < 0) ||
+                   now > exit_ns + 500000000ull))
       break;
     if (!exited) {
+      if (count) {
+        long n = mbxC_cgroup_run_count(&r->cgr);
+        if (n > r->peak) r->peak = n;
+      }
       int stop = 0;
       if (wait && wait->deadline_ns && now >= wait->deadline_ns)
-        deadline_hit = stop = 1;
+        r->deadline_hit = stop = 1;
       else if (now >= own_deadline)
-        timed_out = stop = 1;
+        r->timed_out = stop = 1;
       else if (wait && wait->interrupted && wait->interrupted(wait->ctx))
-        interrupted = stop = 1;
+        r->interrupted = stop = 1;
       if (stop) {
-        /* Through the cgroup first (frozen or killed at once, so nothing forks meanwhile),
-           then bwrap, whose death takes the pid namespace. */
-        mbxC_cgroup_run_kill(&cgr);
-        kill_tree(pid);
-        waitpid(pid, &wstatus, 0);
+        mbxC_cgroup_run_kill(&r->cgr);
+        kill_tree(r->pid);
+        waitpid(r->pid, &r->wstatus, 0);
+        r->pid = -1;
         exited = 1;
         exit_ns = now_ns();
         continue;
@@ -710,15 +609,15 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     }
     struct pollfd pf[6];
     int n = 0, ip = -1;
-    if (bfd >= 0) pf[n++] = (struct pollfd){bfd, POLLIN, 0};
-    if (so.fd >= 0) pf[n++] = (struct pollfd){so.fd, POLLIN, 0};
-    if (se.fd >= 0) pf[n++] = (struct pollfd){se.fd, POLLIN, 0};
-    if (sfd >= 0) pf[n++] = (struct pollfd){sfd, POLLIN, 0};
-    if (ifd >= 0) {
+    if (r->back >= 0) pf[n++] = (struct pollfd){r->back, POLLIN, 0};
+    if (r->so.fd >= 0) pf[n++] = (struct pollfd){r->so.fd, POLLIN, 0};
+    if (r->se.fd >= 0) pf[n++] = (struct pollfd){r->se.fd, POLLIN, 0};
+    if (r->status >= 0) pf[n++] = (struct pollfd){r->status, POLLIN, 0};
+    if (r->in >= 0) {
       ip = n;
-      pf[n++] = (struct pollfd){ifd, POLLOUT, 0};
+      pf[n++] = (struct pollfd){r->in, POLLOUT, 0};
     }
-    if (pidfd >= 0 && !exited) pf[n++] = (struct pollfd){pidfd, POLLIN, 0};
+    if (r->pidfd >= 0 && !exited) pf[n++] = (struct pollfd){r->pidfd, POLLIN, 0};
     uint64_t until = exited ? exit_ns + 500000000ull : own_deadline;
     if (!exited && wait && wait->deadline_ns && wait->deadline_ns < until)
       until = wait->deadline_ns;
@@ -726,65 +625,87 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
     /* Short slices: the interrupt flag is polled, and without a pidfd the exit is seen. */
     if (left_ms > 50) left_ms = 50;
     poll(pf, (nfds_t)n, (int)left_ms);
-    if (so.fd >= 0) drain(&so);
-    if (se.fd >= 0) drain(&se);
-    if (sfd >= 0) read_status(&sfd, &st);
-    if (bfd >= 0) drain_back(&bfd, bufs, plan->copy_back_cap);
-    if (ip >= 0 && ifd >= 0 && (pf[ip].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      ssize_t w = send(ifd, stdin_bytes + in_off, stdin_len - in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r->so.fd >= 0) drain(&r->so);
+    if (r->se.fd >= 0) drain(&r->se);
+    if (r->status >= 0) read_status(&r->status, &r->st);
+    if (r->back >= 0) drain_back(&r->back, bufs, r->plan->copy_back_cap);
+    if (ip >= 0 && r->in >= 0 && (pf[ip].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      ssize_t w =
+          send(r->in, stdin_bytes + in_off, stdin_len - in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w > 0) in_off += (size_t)w;
-      if ((w < 0 && errno != EAGAIN) || in_off == stdin_len) close_fd(&ifd);
+      if ((w < 0 && errno != EAGAIN) || in_off == stdin_len) close_fd(&r->in);
     }
   }
-  close_fd(&ifd);
-  close_fd(&so.fd);
-  close_fd(&se.fd);
-  if (sfd >= 0) read_status(&sfd, &st);
-  close_fd(&sfd);
-  if (bfd >= 0) drain_back(&bfd, bufs, plan->copy_back_cap);
-  close_fd(&bfd);
-  close_fd(&pidfd);
-  uint64_t wall = now_ns() - start;
-  int oom = 0, pids_max = 0;
-  mbxC_cgroup_run_outcome(&cgr, &oom, &pids_max);
-  cgroup_done(b, &cgr);
+  close_fd(&r->in);
+  close_fd(&r->so.fd);
+  close_fd(&r->se.fd);
+  if (r->status >= 0) read_status(&r->status, &r->st);
+  close_fd(&r->status);
+  if (r->back >= 0) drain_back(&r->back, bufs, r->plan->copy_back_cap);
+  close_fd(&r->back);
+}
 
-  if (deadline_hit)
+/* How bwrap ended, for a setup failure it said nothing about. */
+static void describe_wait(int wstatus, char *out, size_t size) {
+  if (WIFSIGNALED(wstatus))
+    snprintf(out, size, "bwrap was killed by signal %d", WTERMSIG(wstatus));
+  else if (WIFEXITED(wstatus))
+    snprintf(out, size, "bwrap exited with status %d and no message", WEXITSTATUS(wstatus));
+  else
+    snprintf(out, size, "bwrap ended with no message");
+}
+
+/* The result, or the error, of a supervised run. The limits are read first: a run the
+   memory cgroup's OOM killer or a pids limit ended is that limit, even when what died was
+   bwrap during its setup (a memfd hog under the memory cgroup makes the OOM killer pick
+   bwrap, whose status line then never comes). */
+static int run_outcome(exec_run *r, mbxC_exec_buffers *bufs, mbxC_exec_result *res,
+                       mbxC_port_error *e) {
+  int oom = 0, pids_max = 0;
+  mbxC_cgroup_run_outcome(&r->cgr, &oom, &pids_max);
+  if (!(r->limits & MBXC_EXEC_LIMIT_CGROUP_PIDS) && r->peak >= 0 && (uint64_t)r->peak >= r->nproc)
+    pids_max = 1; /* the run's own uid had RLIMIT_NPROC processes: its forks were refused */
+  uint64_t wall = now_ns() - r->start;
+  if (r->deadline_hit)
     return mbxC_exec_fail(e, MBXC_E_TIMEDOUT,
                           "the run's time limit was reached while the program ran "
                           "(its process tree was killed)");
-  if (interrupted)
+  if (r->interrupted)
     return mbxC_exec_fail(e, EINTR, "interrupted (the program's process tree was killed)");
+  const status_text *st = &r->st;
   /* The helper's own failure (before bwrap): "moonbox-exec: ..." on the status pipe. */
-  const char *herr = strstr(st.buf, "moonbox-exec: ");
-  if (!timed_out && herr) {
-    size_t hl = strcspn(herr, "\n");
-    return mbxC_exec_fail(e, EIO, "the exec backend could not start the program: %.*s", (int)hl,
-                          herr);
-  }
-  long child = status_number(&st, "\"child-pid\"");
-  long code = status_number(&st, "\"exit-code\"");
-  if (!timed_out && (child < 0 || code < 0)) {
-    /* bwrap gave up during setup: its message is on stderr. */
-    size_t l = se.len < 200 ? se.len : 200;
-    return mbxC_exec_fail(e, EIO, "the exec backend could not set up the sandbox: %.*s", (int)l,
-                          se.len ? bufs->err : "(no message)");
+  const char *herr = strstr(st->buf, "moonbox-exec: ");
+  long child = status_number(st, "\"child-pid\"");
+  long code = status_number(st, "\"exit-code\"");
+  long shim_sig = status_number(st, "\"moonbox-shim-signal\"");
+  long shim_code = status_number(st, "\"moonbox-shim-exit\"");
+  int started = child >= 0 && code >= 0;
+  if (!r->timed_out && !started && !oom && !pids_max) {
+    if (herr) {
+      size_t hl = strcspn(herr, "\n");
+      return mbxC_exec_fail(e, EIO, "the exec backend could not start the program: %.*s", (int)hl,
+                            herr);
+    }
+    /* bwrap gave up during setup: its message is on stderr (or, with none, how it ended). */
+    char how[96];
+    describe_wait(r->wstatus, how, sizeof how);
+    size_t l = r->se.len < 200 ? r->se.len : 200;
+    return mbxC_exec_fail(e, EIO, "the exec backend could not set up the sandbox: %.*s",
+                          l ? (int)l : (int)strlen(how), l ? bufs->err : how);
   }
   res->out = bufs->out;
-  res->out_len = so.len;
+  res->out_len = r->so.len;
   res->err = bufs->err;
-  res->err_len = se.len;
-  res->truncated = so.truncated || se.truncated;
+  res->err_len = r->se.len;
+  res->truncated = r->so.truncated || r->se.truncated;
   res->wall_ms = wall / 1000000u;
-  res->timed_out = timed_out;
-  res->limits = limits;
+  res->timed_out = r->timed_out;
+  res->limits = r->limits;
   res->memory_limit = oom;
   res->pids_limit = pids_max;
   /* The shim's report is the program's own wait status; bwrap's exit code folds a signal
      into 128 + n and is read only when the shim could not report (the program killed it). */
-  long shim_sig = status_number(&st, "\"moonbox-shim-signal\"");
-  long shim_code = status_number(&st, "\"moonbox-shim-exit\"");
-  if (timed_out) {
+  if (r->timed_out || (oom && shim_sig < 0 && shim_code < 0 && !started)) {
     res->exit_code = -1;
     res->signal = SIGKILL;
   } else if (shim_sig > 0) {
@@ -795,11 +716,51 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
   } else if (code > 128 && code < 128 + 65) {
     res->exit_code = -1;
     res->signal = (int)(code - 128);
-  } else {
+  } else if (code >= 0) {
     res->exit_code = (int)code;
+  } else {
+    res->exit_code = -1; /* the tree ended by a limit before bwrap reported */
+    res->signal = SIGKILL;
   }
-  (void)wstatus;
   return 0;
+}
+
+/* One run as host uid (0: the helper does not change uids). */
+static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan,
+                  const mbxC_exec_spec *spec, const char *stdin_bytes, size_t stdin_len,
+                  uint64_t timeout_ms, const mbxC_wait *wait, mbxC_exec_buffers *bufs,
+                  mbxC_exec_result *res, mbxC_port_error *e) {
+  memset(res, 0, sizeof *res);
+  if (plan->mount_count > 64) return mbxC_exec_fail(e, EINVAL, "too many mounts for exec");
+  if (grow_to(&bufs->out, &bufs->out_cap, spec->output) != 0 ||
+      grow_to(&bufs->err, &bufs->err_cap, spec->output) != 0)
+    return mbxC_exec_fail(e, ENOMEM, "out of host memory for the output of exec");
+  exec_run r = {.b = b,
+                .plan = plan,
+                .spec = spec,
+                .uid = uid,
+                .timeout_ms = timeout_ms,
+                .in = -1,
+                .out = -1,
+                .err = -1,
+                .status = -1,
+                .back = -1,
+                .copy = -1,
+                .pid = -1,
+                .pidfd = -1};
+  for (int i = 0; i < 7; i++)
+    r.child[i] = -1;
+  run_limits(&r);
+  int rc = run_request(&r, e);
+  if (rc == 0) rc = run_copy_socket(&r, e);
+  if (rc == 0) rc = run_spawn(&r, e);
+  if (rc == 0) rc = run_copy_in(&r, wait, e);
+  if (rc == 0) {
+    run_supervise(&r, stdin_bytes, stdin_len, wait, bufs);
+    rc = run_outcome(&r, bufs, res, e);
+  }
+  run_release(&r);
+  return rc;
 }
 
 /* One run, the probe's outcome not consulted (the probe's smoke run comes through here): as
@@ -1059,9 +1020,21 @@ char *mbxC_exec_status_json(mbxC_exec_backend *b) {
     }
     n += (size_t)snprintf(out + n, size - n, "}");
   }
-  n += (size_t)snprintf(out + n, size - n, ",\"runs\":%llu,\"not_removed\":%llu}}",
-                        (unsigned long long)atomic_load(&b->cgroup_runs),
-                        (unsigned long long)atomic_load(&b->cgroup_leaks));
+  /* Shared memory no rlimit counts: charged to the run's memory cgroup, or refused. */
+  n += (size_t)snprintf(
+      out + n, size - n, ",\"runs\":%llu,\"not_removed\":%llu},\"shared_memory\":\"%s\"",
+      (unsigned long long)atomic_load(&b->cgroup_runs),
+      (unsigned long long)atomic_load(&b->cgroup_leaks),
+      b->cg.parent[MBXC_CG_MEMORY][0]
+          ? "memfds, SysV shm and tmpfs pages are charged to the run's memory cgroup"
+          : "unbounded by RLIMIT_AS here (no memory cgroup), so memfd_create and shmget are "
+            "refused (ENOSYS); /tmp, /dev/shm and the copied mounts are size-capped tmpfs");
+  /* How a program's writes to rw mounts are bounded: the same on every host (a size-capped
+     tmpfs needs nothing of the host), so no rw mount is refused for want of a bound. */
+  n += (size_t)snprintf(out + n, size - n,
+                        ",\"rw_mounts\":\"a copy in a size-capped tmpfs (the fs quotas); the "
+                        "program's writes reach the host through the view when it ends, all or "
+                        "nothing; past 64 MiB or 10000 entries bound read-only\"}");
   pthread_mutex_unlock(&b->lock);
   return out;
 }

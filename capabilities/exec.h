@@ -10,7 +10,7 @@
 **
 **   library (this file)        posix_spawn, empty environment, fds 0-2 pipes, 3 the request
 **     |                        (a memfd), 4 the status pipe, 5 the copy-back pipe, 6 the
-**     |                        copy-in archive (exec_copy.h), 7.. the mounts' held dirfds
+**     |                        copy-in socket (exec_copy.h), 7.. the mounts' held dirfds
 **     v
 **   moonbox-exec (host/exec/helper.c, single-threaded: a multithreaded host cannot do this
 **     |   itself)              setgroups(0), rlimits, a per-run host uid, the seccomp BPF and
@@ -20,9 +20,9 @@
 **     |                        --cap-drop ALL, the seccomp filter
 **     v
 **   moonbox-exec --shim        inside the sandbox: closes the fds it does not need (the mount
-**     |                        dirfds bwrap needed), unpacks the copy of the view's overlays
-**     |                        and /tmp, starts the program, waits, sends the copy back and
-**     |                        the program's wait status
+**     |                        dirfds bwrap needed), unpacks the copy of the view's overlay
+**     |                        and rw mounts and /tmp as it streams in, starts the program,
+**     |                        waits, sends the copy back and the program's wait status
 **     v
 **   the program
 **
@@ -100,11 +100,11 @@ typedef struct mbxC_exec_plan {
      does. */
   const mbxC_fs_file *files;
   size_t file_count;
-  /* The copy of the view's overlay mounts and memory /tmp (exec_copy.h): the archive the
-     shim unpacks into the sandbox (NULL: none; overlays are then bound read-only), each
-     overlay tmpfs's size, and the most bytes of copy-back kept (past it: refused). */
-  const char *copy_in;
-  size_t copy_in_len;
+  /* The copy of the view's overlay and rw mounts and memory /tmp (exec_copy.h), planned: sent
+     to the shim once the helper runs (NULL: none; overlay and rw mounts are then bound as
+     they are, overlays read-only), each copied mount's tmpfs size, and the most bytes of
+     copy-back kept (past it: refused). */
+  struct mbxC_exec_copy *copy;
   uint64_t tmp_slack; /* added to /tmp's tmpfs only: a page per copied entry */
   uint64_t overlay_bytes;
   size_t copy_back_cap;
@@ -163,7 +163,7 @@ int mbxC_exec_backend_set(mbxC_exec_backend *b, int helper, const char *path, ch
 int mbxC_exec_probe(mbxC_exec_backend *b);
 /* The probe's findings as one JSON object (malloc'd, NUL-terminated), NULL when out of
    memory: {"available", "reason", "bwrap", "bwrap_version", "helper", "user_namespaces",
-   "uid_isolation", "seccomp", "limits", "cgroups"}. */
+   "uid_isolation", "seccomp", "limits", "cgroups", "shared_memory", "rw_mounts"}. */
 char *mbxC_exec_status_json(mbxC_exec_backend *b);
 
 /* Output buffers of a run, owned by the caller and reused. */

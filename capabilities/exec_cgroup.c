@@ -359,6 +359,29 @@ void mbxC_cgroup_run_outcome(const mbxC_cgroup_run *run, int *oom, int *pids_max
     *pids_max = keyed_number(text, "max") > 0;
 }
 
+long mbxC_cgroup_run_count(const mbxC_cgroup_run *run) {
+  /* Any of the run's cgroups holds every process of the run (the helper joined each before
+     bwrap started); the kill job's is tried first: it is the one a run always gets when any. */
+  static const int order[] = {MBXC_CG_KILL, MBXC_CG_MEMORY, MBXC_CG_PIDS};
+  for (int k = 0; k < 3; k++) {
+    const char *dir = run->dir[order[k]];
+    if (dir[0] == '\0') continue;
+    char path[MBXC_CG_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    long lines = 0;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+      for (ssize_t i = 0; i < n; i++)
+        lines += buf[i] == '\n';
+    close(fd);
+    return lines;
+  }
+  return -1;
+}
+
 int mbxC_cgroup_run_remove(mbxC_cgroup_run *run) {
   int any = 0, left = 0;
   for (int j = 0; j < MBXC_CG_JOBS; j++)

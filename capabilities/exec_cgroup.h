@@ -70,6 +70,9 @@ void mbxC_cgroup_run_kill(const mbxC_cgroup_run *run);
 /* What the limits did: *oom the memory cgroup's OOM killer killed a process; *pids_max a fork
    was refused by pids.max. */
 void mbxC_cgroup_run_outcome(const mbxC_cgroup_run *run, int *oom, int *pids_max);
+/* The processes in the run's cgroups now (what RLIMIT_NPROC counts, the run having a uid of
+   its own), or -1 when the run has no cgroup. */
+long mbxC_cgroup_run_count(const mbxC_cgroup_run *run);
 /* Kill what is left and remove the run's cgroups, waiting (bounded, about 2 s) for exiting
    members to leave. 0, or -1 when a directory could not be removed (a leak the backend counts). */
 int mbxC_cgroup_run_remove(mbxC_cgroup_run *run);

@@ -310,7 +310,8 @@ typedef struct mbxC_exec_result {
   /* -- appended (issue 12): the limits the run had, and which one ended it -- */
   unsigned limits;  /* MBXC_EXEC_LIMIT_* bits applied to this run */
   int memory_limit; /* the memory cgroup's OOM killer killed a process of the run */
-  int pids_limit;   /* the cgroup pids limit refused a fork or clone of the run */
+  int pids_limit;   /* a fork or clone of the run was refused: pids.max, or RLIMIT_NPROC when
+                       the run's processes reached it */
   /* -- appended (issue 12): the process's writes to the view's overlay mounts and /tmp
      (capabilities/exec_copy.h) -- */
   uint64_t changes;        /* entries created, modified or removed in the view */
@@ -319,7 +320,8 @@ typedef struct mbxC_exec_result {
                               refusal, or an overlay too big to copy, seen read-only */
 } mbxC_exec_result;
 /* mbxC_exec_result.limits: memory and pids through a per-run cgroup, the whole tree killed
-   through cgroup.kill or a v1 freezer; the rlimit fallbacks when a cgroup is not there.
+   through cgroup.kill or a v1 freezer; the rlimit fallbacks when a cgroup is not there; and
+   without a memory cgroup, memfd_create and shmget refused (no rlimit counts their pages).
    X(name, bit, the word proc.run's `limits` string and the docs use). */
 #define MBXC_EXEC_LIMITS(X)                                                                        \
   X(CGROUP_MEMORY, 1u, "cgroup-memory")                                                            \
@@ -327,7 +329,8 @@ typedef struct mbxC_exec_result {
   X(CGROUP_KILL, 4u, "cgroup-kill")                                                                \
   X(FREEZER_KILL, 8u, "freezer-kill")                                                              \
   X(RLIMIT_AS, 16u, "rlimit-as")                                                                   \
-  X(RLIMIT_NPROC, 32u, "rlimit-nproc")
+  X(RLIMIT_NPROC, 32u, "rlimit-nproc")                                                             \
+  X(NO_SHARED_MEMORY, 64u, "no-shared-memory")
 #define MBXC_EXEC_LIMIT_ENUM(name, bit, word) MBXC_EXEC_LIMIT_##name = bit,
 enum { MBXC_EXEC_LIMITS(MBXC_EXEC_LIMIT_ENUM) };
 #undef MBXC_EXEC_LIMIT_ENUM

@@ -393,24 +393,31 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
     env[pl->env_count + i] = req->env[i];
   uint64_t timeout = req->timeout_ms && req->timeout_ms < pl->exec.timeout_ms ? req->timeout_ms
                                                                               : pl->exec.timeout_ms;
-  /* The process sees the view's memory /tmp and its overlay mounts as a copy
-     (capabilities/exec_copy.h); every other mount point and policy file is left to its own
-     bind. */
+  /* The process sees the view's memory /tmp, its overlay mounts and its rw mounts as a copy
+     (capabilities/exec_copy.h): an rw mount bound as it is would take the process's writes to
+     the host past the view's quotas. Every other mount point and policy file is left to its
+     own bind. */
   const mbxC_fs_spec *fs = pl->fs_policy ? &pl->fs_policy->fs : &pl->fs_spec;
   const char *roots[MBXC_VFS_MAX_MOUNTS + 1];
   int droppable[MBXC_VFS_MAX_MOUNTS + 1], dropped[MBXC_VFS_MAX_MOUNTS + 1];
+  int rw[MBXC_VFS_MAX_MOUNTS + 1], host_fds[MBXC_VFS_MAX_MOUNTS + 1];
   size_t root_mount[MBXC_VFS_MAX_MOUNTS + 1];
   size_t nroots = 0;
   mbxC_fs_stat tst;
   mbxC_port_error ignored;
   if (mbxC_vfs_stat(v, "/tmp", 4, &tst, &ignored) == 0 && tst.is_dir) {
     droppable[nroots] = 0;
+    rw[nroots] = 0;
+    host_fds[nroots] = -1;
     roots[nroots++] = "/tmp";
   }
   for (size_t i = 0; i < nm; i++)
-    if (mounts[i].mode == MBXC_MOUNT_OVERLAY) {
-      /* An overlay too big to copy is bound read-only instead (the result says so). */
+    if (mounts[i].mode == MBXC_MOUNT_OVERLAY || mounts[i].mode == MBXC_MOUNT_RW) {
+      /* A mount too big to copy is bound read-only instead (the result says so): its writes
+         could not be bounded. */
       droppable[nroots] = 1;
+      rw[nroots] = mounts[i].mode == MBXC_MOUNT_RW;
+      host_fds[nroots] = mounts[i].dirfd;
       root_mount[nroots] = i;
       roots[nroots++] = mounts[i].path;
     }
@@ -423,7 +430,8 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
   mbxC_exec_copy copy = {0};
   if (!oom && excluded == NULL) oom = 1;
   if (!oom && nroots &&
-      mbxC_exec_copy_build(&copy, v, roots, nroots, excluded, nex, droppable, dropped, e) != 0) {
+      mbxC_exec_copy_plan(&copy, v, roots, rw, host_fds, nroots, excluded, nex, droppable, dropped,
+                          e) != 0) {
     for (size_t i = 0; i < pl->env_count; i++)
       free(owned ? owned[i] : NULL);
     free(owned);
@@ -431,7 +439,6 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
     free(excluded);
     return -1;
   }
-  free(excluded);
   for (size_t i = 0; i < nroots; i++)
     if (droppable[i] && dropped[i]) mounts[root_mount[i]].mode = MBXC_MOUNT_RO;
   /* Each tmpfs holds what was copied in plus what the quotas let the guest add (and a page
@@ -439,8 +446,16 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
      EDQUOT. */
   uint64_t slack = 4096ull * (copy.entries + 64);
   uint64_t overlay_bytes = copy.bytes + fs->bytes + slack;
-  size_t back_cap = (size_t)(copy.bytes + fs->tmp_bytes + fs->bytes) +
-                    (size_t)(MBXC_EXEC_COPY_ENTRIES + 2) * (MBXC_VFS_PATH_MAX + 32);
+  /* The copy-back comes whole into this process before it is applied, so it is capped by
+     what could be applied: the bytes the quotas let the guest add, what the rw mounts held
+     (a file rewritten there is its whole size again), and a path's worth for each entry that
+     went in or the files quota lets come (unchanged files come back by name only). Past it
+     the rest is drained and dropped, and nothing is applied. */
+  uint64_t names =
+      (uint64_t)copy.entries + 2 +
+      (fs->files_max < MBXC_EXEC_COPY_ENTRIES ? fs->files_max : MBXC_EXEC_COPY_ENTRIES);
+  size_t back_cap =
+      (size_t)(copy.rw_bytes + fs->tmp_bytes + fs->bytes + names * (MBXC_VFS_PATH_MAX + 32));
   mbxC_exec_plan plan = {.program = prog,
                          .argv = req->argv,
                          .argc = req->argc,
@@ -453,8 +468,7 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
                          .tmp_slack = slack,
                          .files = pl->fs_policy ? pl->fs_policy->fs.files : NULL,
                          .file_count = pl->fs_policy ? pl->fs_policy->fs.file_count : 0,
-                         .copy_in = copy.nroots ? copy.blob : NULL,
-                         .copy_in_len = copy.len,
+                         .copy = copy.nroots ? &copy : NULL,
                          .overlay_bytes = overlay_bytes,
                          .copy_back_cap = copy.nroots ? back_cap : 0};
   int r =
@@ -470,17 +484,18 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
                "carried back");
     else if (pl->exec_bufs.back_over)
       snprintf(res->changes_error, sizeof res->changes_error,
-               "the program left more in /tmp and overlay mounts than the quotas allow "
+               "the program left more in /tmp, overlay and rw mounts than the quotas allow "
                "(%zu bytes of copy-back)",
                back_cap);
-    else if (mbxC_exec_copy_apply(v, &copy, pl->exec_bufs.back, pl->exec_bufs.back_len, &applied,
-                                  res->changes_error, sizeof res->changes_error) == 0)
+    else if (mbxC_exec_copy_apply(v, &copy, pl->exec_bufs.back, pl->exec_bufs.back_len, fs->bytes,
+                                  fs->files_max, &applied, res->changes_error,
+                                  sizeof res->changes_error) == 0)
       res->changes = applied;
     res->changes_refused = res->changes_error[0] != '\0';
   }
   if (r == 0 && copy.note[0] && res->changes_error[0] == '\0')
     snprintf(res->changes_error, sizeof res->changes_error,
-             "the process saw an overlay read-only: %.150s", copy.note);
+             "the process saw a mount read-only: %.150s", copy.note);
   /* A large copy-back's buffer is not kept for the sandbox's life. */
   if (pl->exec_bufs.back_cap > (1u << 20)) {
     free(pl->exec_bufs.back);
@@ -488,6 +503,7 @@ static int local_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wai
     pl->exec_bufs.back_cap = 0;
   }
   mbxC_exec_copy_free(&copy);
+  free(excluded);
   for (size_t i = 0; i < pl->env_count; i++)
     free(owned ? owned[i] : NULL);
   free(owned);

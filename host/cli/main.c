@@ -878,8 +878,9 @@ static int doctor_command(const mbxH_cli_options *opt) {
   } else {
     /* The JSON is flat enough to print as "key: value" lines. */
     printf("moonbox %s: exec backend %s\n", mbx_version(), ok ? "available" : "UNAVAILABLE");
-    const char *keys[] = {"reason",        "bwrap",   "bwrap_version", "helper",  "user_namespaces",
-                          "uid_isolation", "seccomp", "limits",        "cgroups", NULL};
+    const char *keys[] = {"reason",          "bwrap",         "bwrap_version", "helper",
+                          "user_namespaces", "uid_isolation", "seccomp",       "limits",
+                          "cgroups",         "shared_memory", "rw_mounts",     NULL};
     for (int i = 0; keys[i]; i++) {
       char pat[40];
       snprintf(pat, sizeof pat, "\"%s\":", keys[i]);

@@ -10,7 +10,7 @@
 **   0 1 2  the program's stdin (a socket) and the stdout / stderr pipes
 **   3      the request (a memfd): items "<tag><length>:<bytes>" (exec.c lists the tags)
 **   4      the status pipe: bwrap's --json-status-fd, and this helper's own error line
-**   5      the copy-back pipe, 6 the copy-in archive (for the shim; exec_copy.h)
+**   5      the copy-back pipe, 6 the copy-in socket (for the shim; exec_copy.h)
 **   7..    the held O_PATH dirfds of the policy's mounts, bound by /proc/self/fd/N
 ** The helper then execs bwrap, so its pid is bwrap's and killing it kills the sandbox.
 **
@@ -37,9 +37,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -50,9 +52,9 @@ extern char **environ;
 #define STATUS_FD 4
 /* The status pipe again, for the shim's report: the request's fd, free once it is mapped. */
 #define SHIM_REPORT_FD 3
-/* The copy of the view's overlay mounts and /tmp (capabilities/exec_copy.h): the pipe the shim
-   sends the copy back on, and the archive (a memfd) it unpacks before the program starts. Both
-   pass through the helper and bwrap untouched. */
+/* The copy of the view's overlay and rw mounts and /tmp (capabilities/exec_copy.h): the pipe
+   the shim sends the copy back on, and the socket it reads the copy from (unpacking as it
+   comes) before the program starts. Both pass through the helper and bwrap untouched. */
 #define SHIM_BACK_FD 5
 #define SHIM_COPY_FD 6
 #define FIRST_MOUNT_FD 7
@@ -77,49 +79,93 @@ static void helper_fail(const char *what, int err) {
 #define X32_BIT 0x40000000u
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
 
-/* Syscalls denied outright with EPERM (or ENOSYS where libc must fall back). */
+/* Syscalls denied outright with EPERM (or ENOSYS where libc must fall back), by the kernel
+   headers' numbers: a literal is one typo from denying the wrong call. */
 static const struct {
   unsigned nr;
   int err;
 } deny[] = {
-    {101, EPERM},                               /* ptrace */
-    {310, EPERM},  {311, EPERM},                /* process_vm_readv, process_vm_writev */
-    {321, EPERM},                               /* bpf */
-    {323, EPERM},                               /* userfaultfd */
-    {298, EPERM},                               /* perf_event_open */
-    {425, EPERM},  {426, EPERM},  {427, EPERM}, /* io_uring_setup, _enter, _register */
-    {246, EPERM},  {320, EPERM},                /* kexec_load, kexec_file_load */
-    {175, EPERM},  {313, EPERM},  {176, EPERM}, /* init_module, finit_module, delete_module */
-    {174, EPERM},  {177, EPERM},  {178, EPERM}, /* create_module, get_kernel_syms, query_module */
-    {227, EPERM},  {164, EPERM},  {159, EPERM},
-    {305, EPERM},                /* clock_settime, settimeofday,
-                                    adjtimex, clock_adjtime */
-    {272, EPERM},  {308, EPERM}, /* unshare, setns */
-    {165, EPERM},  {166, EPERM},  {155, EPERM},
-    {161, EPERM},                               /* mount, umount2, pivot_root,
-                                                   chroot */
-    {250, EPERM},  {248, EPERM},  {249, EPERM}, /* keyctl, add_key, request_key */
-    {163, EPERM},  {167, EPERM},  {168, EPERM},
-    {169, EPERM}, /* acct, swapon, swapoff, reboot */
-    {170, EPERM},  {171, EPERM},  {172, EPERM},
-    {173, EPERM},                               /* sethostname, setdomainname,
-                                                   iopl, ioperm */
-    {179, EPERM},  {443, EPERM},  {180, EPERM}, /* quotactl, quotactl_fd, nfsservctl */
-    {134, EPERM},  {212, EPERM},  {153, EPERM},
-    {103, EPERM},                               /* uselib, lookup_dcookie,
-                                                   vhangup, syslog */
-    {303, EPERM},  {304, EPERM},                /* name_to_handle_at, open_by_handle_at */
-    {300, EPERM},                               /* fanotify_init */
-    {156, EPERM},  {139, EPERM},  {136, EPERM}, /* _sysctl, sysfs, ustat */
-    {279, EPERM},  {256, EPERM},                /* move_pages, migrate_pages */
-    {312, EPERM},  {438, EPERM},  {440, EPERM}, /* kcmp, pidfd_getfd, process_madvise */
-    {447, EPERM},                               /* memfd_secret */
-    {435, ENOSYS}, /* clone3: its flags sit in memory a filter cannot read; glibc falls back */
-    {428, ENOSYS}, {429, ENOSYS}, {430, ENOSYS},
-    {431, ENOSYS},                               /* the new mount API:
-open_tree, move_mount, fsopen, fsconfig */
-    {432, ENOSYS}, {433, ENOSYS}, {442, ENOSYS}, /* fsmount, fspick, mount_setattr */
+    {__NR_ptrace, EPERM},
+    {__NR_process_vm_readv, EPERM},
+    {__NR_process_vm_writev, EPERM},
+    {__NR_bpf, EPERM},
+    {__NR_userfaultfd, EPERM},
+    {__NR_perf_event_open, EPERM},
+    {__NR_io_uring_setup, EPERM},
+    {__NR_io_uring_enter, EPERM},
+    {__NR_io_uring_register, EPERM},
+    {__NR_kexec_load, EPERM},
+    {__NR_kexec_file_load, EPERM},
+    {__NR_init_module, EPERM},
+    {__NR_finit_module, EPERM},
+    {__NR_delete_module, EPERM},
+    {__NR_create_module, EPERM},
+    {__NR_get_kernel_syms, EPERM},
+    {__NR_query_module, EPERM},
+    {__NR_clock_settime, EPERM},
+    {__NR_settimeofday, EPERM},
+    {__NR_adjtimex, EPERM},
+    {__NR_clock_adjtime, EPERM},
+    {__NR_unshare, EPERM},
+    {__NR_setns, EPERM},
+    {__NR_mount, EPERM},
+    {__NR_umount2, EPERM},
+    {__NR_pivot_root, EPERM},
+    {__NR_chroot, EPERM},
+    {__NR_keyctl, EPERM},
+    {__NR_add_key, EPERM},
+    {__NR_request_key, EPERM},
+    {__NR_acct, EPERM},
+    {__NR_swapon, EPERM},
+    {__NR_swapoff, EPERM},
+    {__NR_reboot, EPERM},
+    {__NR_sethostname, EPERM},
+    {__NR_setdomainname, EPERM},
+    {__NR_iopl, EPERM},
+    {__NR_ioperm, EPERM},
+    {__NR_quotactl, EPERM},
+    {__NR_quotactl_fd, EPERM},
+    {__NR_nfsservctl, EPERM},
+    {__NR_uselib, EPERM},
+    {__NR_lookup_dcookie, EPERM},
+    {__NR_vhangup, EPERM},
+    {__NR_syslog, EPERM},
+    {__NR_name_to_handle_at, EPERM},
+    {__NR_open_by_handle_at, EPERM},
+    {__NR_fanotify_init, EPERM},
+    {__NR__sysctl, EPERM},
+    {__NR_sysfs, EPERM},
+    {__NR_ustat, EPERM},
+    {__NR_move_pages, EPERM},
+    {__NR_migrate_pages, EPERM},
+    /* The NUMA policy calls and the LDT: kernel surface no sandboxed program needs (modify_ldt
+       has had its own CVEs: CVE-2015-5157, CVE-2017-17053). */
+    {__NR_mbind, EPERM},
+    {__NR_set_mempolicy, EPERM},
+    {__NR_get_mempolicy, EPERM},
+    {__NR_set_mempolicy_home_node, EPERM},
+    {__NR_modify_ldt, EPERM},
+    {__NR_kcmp, EPERM},
+    {__NR_pidfd_getfd, EPERM},
+    {__NR_process_madvise, EPERM},
+    {__NR_memfd_secret, EPERM},
+    /* clone3: its flags sit in memory a filter cannot read; glibc falls back to clone. */
+    {__NR_clone3, ENOSYS},
+    /* The new mount API. */
+    {__NR_open_tree, ENOSYS},
+    {__NR_move_mount, ENOSYS},
+    {__NR_fsopen, ENOSYS},
+    {__NR_fsconfig, ENOSYS},
+    {__NR_fsmount, ENOSYS},
+    {__NR_fspick, ENOSYS},
+    {__NR_mount_setattr, ENOSYS},
 };
+
+/* Shared memory that no rlimit counts (RLIMIT_AS counts neither a memfd's pages nor a SysV
+   segment's until they are mapped, and both outlive the mapping): refused when the run has no
+   memory cgroup to charge them to (the request's 'h' item). ENOSYS, as a kernel without them
+   answers, so programs that can fall back (to a file in /tmp, bounded by its tmpfs) do. */
+static const unsigned deny_shared_memory[] = {__NR_memfd_create, __NR_shmget};
 
 #define CLONE_NS_FLAGS                                                                             \
   0x7e020080u /* CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME */
@@ -134,7 +180,7 @@ static void emit(uint16_t code, uint32_t k, uint8_t jt, uint8_t jf) {
 #define ERRNO(e) (SECCOMP_RET_ERRNO | ((uint32_t)(e)&SECCOMP_RET_DATA))
 #define LD(off) emit(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(off), 0, 0)
 
-static void build_filter(void) {
+static void build_filter(int refuse_shared_memory) {
   bpf_len = 0;
   LD(offsetof(struct seccomp_data, arch));
   emit(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
@@ -148,31 +194,37 @@ static void build_filter(void) {
     emit(BPF_JMP | BPF_JEQ | BPF_K, deny[i].nr, 0, 1);
     RET(ERRNO(deny[i].err));
   }
-  /* clone (56) with any namespace flag: EPERM. The flags are the low word of args[0]. */
-  emit(BPF_JMP | BPF_JEQ | BPF_K, 56, 0, 4);
+  for (size_t i = 0; refuse_shared_memory && i < sizeof deny_shared_memory / sizeof(unsigned);
+       i++) {
+    emit(BPF_JMP | BPF_JEQ | BPF_K, deny_shared_memory[i], 0, 1);
+    RET(ERRNO(ENOSYS));
+  }
+  /* clone with any namespace flag: EPERM. The flags are the low word of args[0]. */
+  emit(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4);
   LD(ARG_LO(0));
   emit(BPF_JMP | BPF_JSET | BPF_K, CLONE_NS_FLAGS, 0, 1);
   RET(ERRNO(EPERM));
   RET(SECCOMP_RET_ALLOW);
-  /* ioctl (16) TIOCSTI / TIOCLINUX: pushing input into a terminal. The kernel takes the
-     command as an unsigned int, so the low word is what it acts on. */
-  emit(BPF_JMP | BPF_JEQ | BPF_K, 16, 0, 5);
+  /* ioctl TIOCSTI / TIOCLINUX: pushing input into a terminal. The kernel takes the command
+     as an unsigned int, so the low word is what it acts on. */
+  emit(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, 5);
   LD(ARG_LO(1));
-  emit(BPF_JMP | BPF_JEQ | BPF_K, 0x5412, 2, 0);
-  emit(BPF_JMP | BPF_JEQ | BPF_K, 0x541c, 1, 0);
+  emit(BPF_JMP | BPF_JEQ | BPF_K, TIOCSTI, 2, 0);
+  emit(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 1, 0);
   RET(SECCOMP_RET_ALLOW);
   RET(ERRNO(EPERM));
-  /* socket (41) and socketpair (53) of AF_VSOCK (40): the one family that reaches the host
-     from a network namespace. */
-  for (unsigned nr = 41; nr <= 53; nr += 12) {
-    emit(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 4);
+  /* socket and socketpair of AF_VSOCK: the one family that reaches the host from a network
+     namespace. */
+  static const unsigned sock_calls[] = {__NR_socket, __NR_socketpair};
+  for (size_t i = 0; i < 2; i++) {
+    emit(BPF_JMP | BPF_JEQ | BPF_K, sock_calls[i], 0, 4);
     LD(ARG_LO(0));
-    emit(BPF_JMP | BPF_JEQ | BPF_K, 40, 0, 1);
+    emit(BPF_JMP | BPF_JEQ | BPF_K, AF_VSOCK, 0, 1);
     RET(ERRNO(EAFNOSUPPORT));
     RET(SECCOMP_RET_ALLOW);
   }
   /* personality: only the query and PER_LINUX (no ADDR_NO_RANDOMIZE and friends). */
-  emit(BPF_JMP | BPF_JEQ | BPF_K, 135, 0, 5);
+  emit(BPF_JMP | BPF_JEQ | BPF_K, __NR_personality, 0, 5);
   LD(ARG_LO(0));
   emit(BPF_JMP | BPF_JEQ | BPF_K, 0, 2, 0);
   emit(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffffu, 1, 0);
@@ -261,7 +313,7 @@ static void helper_spawn_main(void) {
   const char *p = req, *end = req + size;
   item it;
   char bwrap[4096] = "";
-  unsigned long long uid = 0, mounts = 0;
+  unsigned long long uid = 0, mounts = 0, refuse_shm = 0;
   size_t commands = 0, files = 0;
   /* Pass 1: settings (arguments are copied into the --args memfd afterwards). */
   size_t args_bytes = 0;
@@ -296,6 +348,9 @@ static void helper_spawn_main(void) {
     case 'k':
       mounts = item_num(&it);
       break;
+    case 'h': /* 1: no memory cgroup charges shared memory, so the filter refuses it */
+      refuse_shm = item_num(&it);
+      break;
     case 'a':
       args_bytes += it.len + 1;
       break;
@@ -328,7 +383,7 @@ static void helper_spawn_main(void) {
      shared open file description would be read once only. */
   int args_fd = new_memfd("moonbox-args", args, off);
   free(args);
-  build_filter();
+  build_filter(refuse_shm != 0);
   int seccomp_fd = new_memfd("moonbox-seccomp", bpf, bpf_len * sizeof *bpf);
   char passwd[256], group[128];
   unsigned long long me = uid ? uid : (unsigned long long)geteuid();
@@ -341,6 +396,23 @@ static void helper_spawn_main(void) {
   int passwd_fd = new_memfd("moonbox-passwd", passwd, (size_t)pn);
   int group_fd = new_memfd("moonbox-group", group, (size_t)gn);
   int hosts_fd = new_memfd("moonbox-hosts", hosts, sizeof hosts - 1);
+  /* The host's kernel command line and boot id identify the machine across runs (and the
+     command line may carry secrets): generated files are bound over them, a boot id of the
+     run's own. */
+  static const char cmdline[] = "moonbox\n";
+  unsigned char rnd[16] = {0};
+  if (syscall(SYS_getrandom, rnd, sizeof rnd, 0) != (long)sizeof rnd)
+    helper_fail("getrandom", errno);
+  rnd[6] = (unsigned char)((rnd[6] & 0x0f) | 0x40); /* a version 4 uuid, as the kernel's */
+  rnd[8] = (unsigned char)((rnd[8] & 0x3f) | 0x80);
+  char boot_id[40];
+  int bn = 0;
+  for (int i = 0; i < 16; i++)
+    bn += snprintf(boot_id + bn, sizeof boot_id - (size_t)bn, "%s%02x",
+                   i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", rnd[i]);
+  boot_id[bn++] = '\n';
+  int cmdline_fd = new_memfd("moonbox-cmdline", cmdline, sizeof cmdline - 1);
+  int boot_id_fd = new_memfd("moonbox-boot-id", boot_id, (size_t)bn);
   /* The shim is this very program, copied into the sandbox by bwrap from an fd opened here,
      while still root: the run's uid may not be able to reach the directory it is installed
      in (a build tree under a 0700 home), and a path would be resolved again by name. */
@@ -383,7 +455,7 @@ static void helper_spawn_main(void) {
                    "--args",
                    a};
   size_t nfixed = sizeof fixed / sizeof *fixed;
-  char **argv = calloc(nfixed + 3 * files + commands + 1, sizeof *argv);
+  char **argv = calloc(nfixed + 3 * files + 6 + commands + 1, sizeof *argv);
   if (argv == NULL) helper_fail("out of memory", ENOMEM);
   /* The policy's memory files, read-only at their virtual paths (before --args, whose list
      ends with --remount-ro /). */
@@ -403,6 +475,16 @@ static void helper_spawn_main(void) {
   }
   argv[ac++] = "--args";
   argv[ac++] = a;
+  /* After --args, so after its --proc: the masks go over the new procfs. */
+  char cf[16], bf[16];
+  snprintf(cf, sizeof cf, "%d", cmdline_fd);
+  snprintf(bf, sizeof bf, "%d", boot_id_fd);
+  argv[ac++] = "--ro-bind-data";
+  argv[ac++] = cf;
+  argv[ac++] = "/proc/cmdline";
+  argv[ac++] = "--ro-bind-data";
+  argv[ac++] = bf;
+  argv[ac++] = "/proc/sys/kernel/random/boot_id";
   for (p = req; next_item(&p, end, &it);) {
     if (it.tag != 'x') continue;
     if (memchr(it.data, '\0', it.len)) helper_fail("an argument holds a NUL byte", 0);
@@ -418,43 +500,76 @@ static void helper_spawn_main(void) {
   helper_fail("cannot execute bwrap", errno);
 }
 
-/* ---- the shim's copy of the view's overlay mounts and /tmp (capabilities/exec_copy.h) ---- */
+/* ---- the shim's copy of the view's overlay and rw mounts and /tmp (capabilities/exec_copy.h) ---- */
 
 #define COPY_ENTRIES 10000u /* MBXC_EXEC_COPY_ENTRIES */
 #define COPY_DEPTH 64       /* MBXC_EXEC_COPY_DEPTH */
 #define MAX_ROOTS 64
 #define MAX_EXCLUDED 1100
+#define PATH_BUF 4200
+#define BLOCK 65536
+
+/* A file as it was unpacked: its path, size and the hash of its bytes, so the copy-back sends
+   only the name of a file the program left as it was (U) instead of its bytes. A hash
+   collision could only make the library keep what the program itself wrote over: the program
+   is the only one who could craft one, and it gains nothing. */
+typedef struct unpacked {
+  char *path;
+  unsigned long long size, hash;
+} unpacked;
 
 typedef struct shim_copy {
-  const char *roots[MAX_ROOTS];
+  char *roots[MAX_ROOTS];
   size_t root_len[MAX_ROOTS];
   size_t nroots;
-  const char *ex[MAX_EXCLUDED];
+  char *ex[MAX_EXCLUDED];
   size_t ex_len[MAX_EXCLUDED];
   size_t nex;
+  unpacked *files;
+  size_t nfiles;
   size_t entries;
   int broken; /* the copy-back pipe failed: stop writing */
 } shim_copy;
 
-/* An item of the archive: 1, 0 at the end, -1 malformed. */
-static int copy_item(const char **p, const char *end, char *tag, const char **data, size_t *len) {
-  if (*p >= end) return 0;
-  *tag = **p;
-  char *colon;
-  unsigned long long n = strtoull(*p + 1, &colon, 10);
-  if (colon >= end || *colon != ':' || n > (unsigned long long)(end - colon - 1)) return -1;
-  *data = colon + 1;
-  *len = (size_t)n;
-  *p = colon + 1 + n;
-  return 1;
+/* The hash of a file's bytes, fed in any pieces: 64 KiB blocks, each mixed word by word, then
+   chained (a hash of this program's own, for equality only). */
+typedef struct hasher {
+  unsigned long long h, len;
+  unsigned char block[BLOCK];
+  size_t fill;
+} hasher;
+
+static void hash_block(hasher *hs) {
+  unsigned long long b = 0x9e3779b97f4a7c15ull ^ hs->fill;
+  size_t i = 0;
+  for (; i + 8 <= hs->fill; i += 8) {
+    unsigned long long w;
+    memcpy(&w, hs->block + i, 8);
+    b ^= w * 0xbf58476d1ce4e5b9ull;
+    b = ((b << 31) | (b >> 33)) * 0x94d049bb133111ebull;
+  }
+  for (; i < hs->fill; i++)
+    b = (b ^ hs->block[i]) * 0x100000001b3ull;
+  hs->h = (hs->h ^ b) * 0xff51afd7ed558ccdull;
+  hs->h ^= hs->h >> 29;
+  hs->fill = 0;
 }
 
-/* A NUL-terminated copy of path (the archive's are not terminated). */
-static int copy_path(char *out, size_t size, const char *p, size_t n) {
-  if (n == 0 || n >= size || p[0] != '/' || memchr(p, '\0', n)) return -1;
-  memcpy(out, p, n);
-  out[n] = '\0';
-  return 0;
+static void hash_feed(hasher *hs, const char *p, size_t n) {
+  hs->len += n;
+  while (n > 0) {
+    size_t k = BLOCK - hs->fill < n ? BLOCK - hs->fill : n;
+    memcpy(hs->block + hs->fill, p, k);
+    hs->fill += k;
+    p += k;
+    n -= k;
+    if (hs->fill == BLOCK) hash_block(hs);
+  }
+}
+
+static unsigned long long hash_end(hasher *hs) {
+  if (hs->fill) hash_block(hs);
+  return hs->h ^ hs->len;
 }
 
 static int write_all(int fd, const char *p, size_t n) {
@@ -468,68 +583,167 @@ static int write_all(int fd, const char *p, size_t n) {
   return 0;
 }
 
+/* The copy-in socket, read through a buffer. */
+typedef struct reader {
+  int fd;
+  char buf[BLOCK];
+  size_t pos, len;
+} reader;
+
+static int read_some(reader *rd) {
+  if (rd->pos < rd->len) return 1;
+  for (;;) {
+    ssize_t n = read(rd->fd, rd->buf, sizeof rd->buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;
+    rd->pos = 0;
+    rd->len = (size_t)n;
+    return 1;
+  }
+}
+
+/* n bytes into out (out NULL: to fd, hashed; fd < 0: dropped). 0, or -1 cut short. */
+static int read_into(reader *rd, char *out, size_t n, int fd, hasher *hs) {
+  while (n > 0) {
+    if (!read_some(rd)) return -1;
+    size_t k = rd->len - rd->pos < n ? rd->len - rd->pos : n;
+    if (out) {
+      memcpy(out, rd->buf + rd->pos, k);
+      out += k;
+    } else {
+      if (fd >= 0 && write_all(fd, rd->buf + rd->pos, k) != 0) return -2;
+      if (hs) hash_feed(hs, rd->buf + rd->pos, k);
+    }
+    rd->pos += k;
+    n -= k;
+  }
+  return 0;
+}
+
+/* An item's head: 1 with *tag and *len, 0 at the end of the stream, -1 malformed. */
+static int read_head(reader *rd, char *tag, unsigned long long *len) {
+  if (!read_some(rd)) return 0;
+  *tag = rd->buf[rd->pos++];
+  unsigned long long n = 0;
+  int digits = 0;
+  for (;;) {
+    if (!read_some(rd)) return -1;
+    char ch = rd->buf[rd->pos++];
+    if (ch == ':') break;
+    if (ch < '0' || ch > '9' || ++digits > 19) return -1;
+    n = n * 10 + (unsigned long long)(ch - '0');
+  }
+  if (digits == 0) return -1;
+  *len = n;
+  return 1;
+}
+
+static char *dup_text(const char *p, size_t n) {
+  char *s = malloc(n + 1);
+  if (s) {
+    memcpy(s, p, n);
+    s[n] = '\0';
+  }
+  return s;
+}
+
+static int cmp_unpacked(const void *a, const void *b) {
+  return strcmp(((const unpacked *)a)->path, ((const unpacked *)b)->path);
+}
+
+/* Unpack the copy as it streams in on SHIM_COPY_FD: 0 done (or nothing to copy), -1 failed
+   (said on stderr). */
 static int shim_unpack(shim_copy *c) {
   memset(c, 0, sizeof *c);
-  struct stat st;
-  if (fstat(SHIM_COPY_FD, &st) != 0) return 0; /* nothing to copy */
-  if (st.st_size == 0) {
-    close(SHIM_COPY_FD);
-    return 0;
-  }
-  const char *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, SHIM_COPY_FD, 0);
-  close(SHIM_COPY_FD);
-  if (map == MAP_FAILED) {
-    fprintf(stderr, "moonbox-exec: cannot read the copy of the view: %s\n", strerror(errno));
-    return -1;
-  }
-  const char *p = map, *end = map + st.st_size, *d;
-  char tag, path[4200];
-  size_t n;
-  int r;
-  /* The mapping stays: roots and exclusions point into it until the copy-back. */
-  while ((r = copy_item(&p, end, &tag, &d, &n)) == 1) {
-    const char *nul = tag == 'F' ? memchr(d, '\0', n) : NULL;
-    size_t pl = tag == 'F' ? (nul ? (size_t)(nul - d) : n + 1) : n;
-    if (pl > n || copy_path(path, sizeof path, d, pl) != 0) break;
-    if (tag == 'R' && c->nroots < MAX_ROOTS) {
-      c->roots[c->nroots] = d;
-      c->root_len[c->nroots++] = n;
+  static reader rd;
+  static hasher hs;
+  rd.fd = SHIM_COPY_FD;
+  rd.pos = rd.len = 0;
+  if (fcntl(rd.fd, F_GETFD) < 0) return 0;
+  char tag, path[PATH_BUF];
+  unsigned long long n;
+  int r, ended = 0, empty = 1;
+  while (!ended && (r = read_head(&rd, &tag, &n)) == 1) {
+    empty = 0;
+    if (tag == 'Z') {
+      ended = n == 0;
+      break;
+    }
+    /* A path first: all of the item for R W X D, up to the NUL for F. */
+    size_t pl = 0;
+    int executable = tag == 'E';
+    if (executable) tag = 'F';
+    if (tag == 'F') {
+      for (;;) {
+        if (pl >= sizeof path || pl >= n || read_into(&rd, path + pl, 1, -1, NULL) != 0) break;
+        if (path[pl] == '\0') break;
+        pl++;
+      }
+      if (pl >= sizeof path || pl >= n || path[pl] != '\0') break;
+    } else {
+      if (n >= sizeof path || read_into(&rd, path, (size_t)n, -1, NULL) != 0) break;
+      pl = (size_t)n;
+      path[pl] = '\0';
+    }
+    if (pl == 0 || path[0] != '/' || strlen(path) != pl) break;
+    if ((tag == 'R' || tag == 'W') && c->nroots < MAX_ROOTS) {
+      c->root_len[c->nroots] = pl;
+      if ((c->roots[c->nroots++] = dup_text(path, pl)) == NULL) break;
     } else if (tag == 'X' && c->nex < MAX_EXCLUDED) {
-      c->ex[c->nex] = d;
-      c->ex_len[c->nex++] = n;
+      c->ex_len[c->nex] = pl;
+      if ((c->ex[c->nex++] = dup_text(path, pl)) == NULL) break;
     } else if (tag == 'D') {
       if (mkdir(path, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "moonbox-exec: copying %s into the sandbox: %s\n", path, strerror(errno));
         return -1;
       }
     } else if (tag == 'F') {
-      int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-      if (fd < 0 || write_all(fd, nul + 1, n - pl - 1) != 0) {
-        fprintf(stderr, "moonbox-exec: copying %s into the sandbox: %s\n", path, strerror(errno));
+      unsigned long long size = n - pl - 1;
+      int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    executable ? 0755 : 0644);
+      memset(&hs, 0, sizeof hs);
+      int got = fd < 0 ? -2 : read_into(&rd, NULL, (size_t)size, fd, &hs);
+      int err = errno;
+      if (fd >= 0) close(fd);
+      if (got == -1) break;
+      if (got != 0) {
+        fprintf(stderr, "moonbox-exec: copying %s into the sandbox: %s\n", path, strerror(err));
         return -1;
       }
-      close(fd);
-    } else {
-      r = -1;
+      if (c->nfiles % 256 == 0) {
+        unpacked *grown = realloc(c->files, (c->nfiles + 256) * sizeof *grown);
+        if (grown == NULL) break;
+        c->files = grown;
+      }
+      c->files[c->nfiles] = (unpacked){dup_text(path, pl), size, hash_end(&hs)};
+      if (c->files[c->nfiles++].path == NULL) break;
+    } else if (tag != 'R' && tag != 'W' && tag != 'X') {
       break;
     }
   }
-  if (r != 0) {
-    fprintf(stderr, "moonbox-exec: the copy of the view is malformed\n");
+  close(SHIM_COPY_FD);
+  if (empty) return 0;
+  if (!ended) {
+    fprintf(stderr, "moonbox-exec: the copy of the view is malformed or was cut short\n");
     return -1;
   }
+  if (c->nfiles > 1) qsort(c->files, c->nfiles, sizeof *c->files, cmp_unpacked);
   return 0;
 }
 
-static void emit_item(shim_copy *c, int fd, char tag, const char *path, size_t pl, const char *data,
-                      size_t dl) {
-  if (c->broken) return;
+static void emit_head(shim_copy *c, int fd, char tag, size_t len) {
   char head[32];
-  size_t len = pl + (tag == 'F' ? 1 + dl : 0);
   int hn = snprintf(head, sizeof head, "%c%zu:", tag, len);
-  if (write_all(fd, head, (size_t)hn) != 0 || write_all(fd, path, pl) != 0 ||
-      (tag == 'F' && (write_all(fd, "", 1) != 0 || write_all(fd, data, dl) != 0)))
-    c->broken = 1;
+  if (!c->broken && write_all(fd, head, (size_t)hn) != 0) c->broken = 1;
+}
+
+static void emit_bytes(shim_copy *c, int fd, const char *p, size_t n) {
+  if (!c->broken && write_all(fd, p, n) != 0) c->broken = 1;
+}
+
+static void emit_item(shim_copy *c, int fd, char tag, const char *path, size_t pl) {
+  emit_head(c, fd, tag, pl);
+  emit_bytes(c, fd, path, pl);
 }
 
 /* a is b or lies below it. */
@@ -548,9 +762,66 @@ static int excluded(const shim_copy *c, const char *root, size_t root_len, const
   return 0;
 }
 
-/* Walk directory path (len bytes in a buffer of 4200) and send what is in it: directories and
-   regular files as they are, anything else (a symlink, a FIFO, a socket) by name only. Never
-   follows a link, never opens anything but a directory or a regular file, never blocks. */
+/* A regular file back: its name only when its bytes are those unpacked (U), else F with all
+   of them, streamed (exactly the size its fstat said: nothing else runs now). */
+static void pack_file(shim_copy *c, int fd, int dfd, const char *name, const char *path,
+                      size_t pl) {
+  static char buf[BLOCK];
+  static hasher hs;
+  int f = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat st;
+  if (f < 0 || fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (f >= 0) close(f);
+    emit_item(c, fd, 'S', path, pl);
+    return;
+  }
+  unsigned long long size = (unsigned long long)st.st_size;
+  unpacked key = {(char *)path, 0, 0};
+  const unpacked *was =
+      c->nfiles ? bsearch(&key, c->files, c->nfiles, sizeof *c->files, cmp_unpacked) : NULL;
+  if (was && was->size == size) {
+    memset(&hs, 0, sizeof hs);
+    unsigned long long got = 0;
+    for (;;) {
+      ssize_t k = read(f, buf, sizeof buf);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) break;
+      hash_feed(&hs, buf, (size_t)k);
+      got += (unsigned long long)k;
+    }
+    if (got == size && hash_end(&hs) == was->hash) {
+      close(f);
+      emit_item(c, fd, 'U', path, pl);
+      return;
+    }
+    if (lseek(f, 0, SEEK_SET) != 0) {
+      close(f);
+      emit_item(c, fd, 'S', path, pl);
+      return;
+    }
+  }
+  emit_head(c, fd, 'F', pl + 1 + (size_t)size);
+  emit_bytes(c, fd, path, pl);
+  emit_bytes(c, fd, "", 1);
+  unsigned long long sent = 0;
+  while (sent < size && !c->broken) {
+    size_t want = size - sent < sizeof buf ? (size_t)(size - sent) : sizeof buf;
+    ssize_t k = read(f, buf, want);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      memset(buf, 0, want); /* cut short since its fstat: the length stays what was said */
+      k = (ssize_t)want;
+    }
+    emit_bytes(c, fd, buf, (size_t)k);
+    sent += (unsigned long long)k;
+  }
+  close(f);
+}
+
+/* Walk directory path (len bytes in a buffer of PATH_BUF) and send what is in it: directories
+   and regular files as they are, anything else (a symlink, a FIFO, a socket) by name only.
+   Never follows a link, never opens anything but a directory or a regular file, never
+   blocks. */
 static void pack_dir(shim_copy *c, int fd, const char *root, size_t root_len, char *path,
                      size_t len, int depth) {
   int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -574,30 +845,12 @@ static void pack_dir(shim_copy *c, int fd, const char *root, size_t root_len, ch
     struct stat st;
     if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (S_ISDIR(st.st_mode) && depth < COPY_DEPTH) {
-      emit_item(c, fd, 'D', path, cl, NULL, 0);
+      emit_item(c, fd, 'D', path, cl);
       pack_dir(c, fd, root, root_len, path, cl, depth + 1);
     } else if (S_ISREG(st.st_mode)) {
-      int f = openat(dfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-      struct stat fst;
-      char *data = NULL;
-      size_t got = 0;
-      if (f >= 0 && fstat(f, &fst) == 0 && S_ISREG(fst.st_mode)) {
-        data = malloc((size_t)fst.st_size + 1);
-        while (data && got < (size_t)fst.st_size) {
-          ssize_t k = read(f, data + got, (size_t)fst.st_size - got);
-          if (k < 0 && errno == EINTR) continue;
-          if (k <= 0) break;
-          got += (size_t)k;
-        }
-      }
-      if (f >= 0) close(f);
-      if (data)
-        emit_item(c, fd, 'F', path, cl, data, got);
-      else
-        emit_item(c, fd, 'S', path, cl, NULL, 0);
-      free(data);
+      pack_file(c, fd, dfd, de->d_name, path, cl);
     } else {
-      emit_item(c, fd, 'S', path, cl, NULL, 0);
+      emit_item(c, fd, 'S', path, cl);
     }
   }
   path[len] = '\0';
@@ -608,12 +861,17 @@ static void shim_pack(shim_copy *c, int fd) {
   /* The library drains the pipe to its end; a write error only ends the copy-back (the
      missing end mark tells the library it was cut short). */
   signal(SIGPIPE, SIG_IGN);
-  char path[4200];
+  /* What the program left running is killed first (it would die with the sandbox a moment
+     later anyway), so nothing changes under the walk: a file's size and bytes are the ones
+     sent. kill(-1) reaches every process of this pid namespace this uid may signal but
+     itself and the namespace's init (bwrap). */
+  kill(-1, SIGKILL);
+  char path[PATH_BUF];
   for (size_t i = 0; i < c->nroots; i++) {
-    if (copy_path(path, sizeof path, c->roots[i], c->root_len[i]) != 0) continue;
+    memcpy(path, c->roots[i], c->root_len[i] + 1);
     pack_dir(c, fd, c->roots[i], c->root_len[i], path, c->root_len[i], 0);
   }
-  emit_item(c, fd, 'Z', "", 0, NULL, 0);
+  emit_item(c, fd, 'Z', "", 0);
 }
 
 /* The shim's report line on the status pipe: how the program ended, from its own wait status,

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "capabilities/exec.h"
+#include "capabilities/exec_copy.h"
 #include "capabilities/vfs.h"
 
 static void allow_list_validates(void **state) {
@@ -174,8 +175,8 @@ static void argument_list(void **state) {
   mbxC_exec_mount three[] = {mounts[0], mounts[1], {"/ws", MBXC_MOUNT_OVERLAY, 11}};
   plan.mounts = three;
   plan.mount_count = 3;
-  plan.copy_in = "R4:/tmp";
-  plan.copy_in_len = 7;
+  mbxC_exec_copy copy = {0};
+  plan.copy = &copy;
   plan.overlay_bytes = 123456;
   assert_int_equal(mbxC_exec_build_args(&plan, &img, &l, &at), 0);
   assert_int_equal(find(&l, "/proc/self/fd/9", 0), -1);
@@ -184,8 +185,14 @@ static void argument_list(void **state) {
   assert_string_equal(l.items[ws - 1], "--tmpfs");
   assert_string_equal(l.items[ws - 2], "123456");
   assert_string_equal(l.items[ws - 3], "--size");
+  /* So is an rw mount (/out): its writes come back through the view, within the quotas. */
+  assert_int_equal(find(&l, "/proc/self/fd/8", 0), -1);
+  ssize_t rwout = find(&l, "/out", 0);
+  assert_true(rwout > 3 && (size_t)rwout < at);
+  assert_string_equal(l.items[rwout - 1], "--tmpfs");
+  assert_string_equal(l.items[rwout - 2], "123456");
   mbxC_strlist_free(&l);
-  plan.copy_in = NULL;
+  plan.copy = NULL;
   assert_int_equal(mbxC_exec_build_args(&plan, &img, &l, &at), 0);
   ws = find(&l, "/proc/self/fd/9", 0);
   assert_true(ws > 0);

@@ -142,6 +142,8 @@ static void a_run_cgroup_lives_and_goes(void **state) {
   close(ready[0]);
   /* pids.max 5: the child and at most four of its children. */
   assert_true(forked <= 4);
+  /* The run's processes, counted in its cgroups (what RLIMIT_NPROC reached is read from). */
+  assert_int_equal(mbxC_cgroup_run_count(&run), 1 + forked);
   int oom = -1, pids_max = -1;
   mbxC_cgroup_run_outcome(&run, &oom, &pids_max);
   assert_int_equal(pids_max, 1);
@@ -158,6 +160,7 @@ static void a_run_cgroup_lives_and_goes(void **state) {
     struct stat st;
     if (kept[j][0]) assert_int_not_equal(stat(kept[j], &st), 0);
   }
+  assert_int_equal(mbxC_cgroup_run_count(&run), -1); /* no cgroup left to count */
 }
 
 /* The v1 freezer kill, live where the host has a freezer hierarchy (this VM does, but prefers

@@ -76,6 +76,10 @@ typedef struct script_spec {
   const char *mount_virtual[8], *mount_fixture[8];
   int mount_mode[8];
   int n_mounts;
+  /* exec: /bin/sh ... (programs proc.run may start; the script is skipped where the exec
+     backend is unavailable) */
+  const char *exec_allow[8];
+  int n_exec;
 } script_spec;
 
 /* Everything the sandbox thread needs and reports. */
@@ -338,6 +342,15 @@ static int parse_header_line(script_spec *spec, char *line, const char **why) {
     spec->input = value;
   } else if (strcmp(key, "host-functions") == 0) {
     spec->host_functions = strcmp(value, "on") == 0;
+  } else if (strcmp(key, "exec") == 0) {
+    for (char *save = NULL, *tok = strtok_r(value, " \t", &save); tok;
+         tok = strtok_r(NULL, " \t", &save)) {
+      if (tok[0] != '/' || spec->n_exec == 8) {
+        *why = "exec: absolute program paths, at most 8";
+        return -1;
+      }
+      spec->exec_allow[spec->n_exec++] = tok;
+    }
   } else if (strcmp(key, "mounts") == 0) {
     for (char *save = NULL, *tok = strtok_r(value, " \t", &save); tok;
          tok = strtok_r(NULL, " \t", &save)) {
@@ -367,7 +380,7 @@ static int parse_header_line(script_spec *spec, char *line, const char **why) {
     }
   } else {
     *why = "unknown header key (expect accept limits interrupt max-wall stdout-contains "
-           "stdout-not-contains error-contains runs input then host-functions mounts)";
+           "stdout-not-contains error-contains runs input then host-functions mounts exec)";
     return -1;
   }
   return 1;
@@ -904,6 +917,26 @@ int main(int argc, char **argv) {
            MBX_OK)) {
     fprintf(stderr, "FAIL escape/%s: host functions: %s\n", d.name, err.message);
     return 1;
+  }
+  /* exec: the helper built beside the library (this driver's directory has none), and a skip
+     (77) where the backend cannot run here (no user namespaces): the exec e2e test says why. */
+  for (int i = 0; i < d.spec.n_exec; i++)
+    if ((i == 0 &&
+         mbx_runtime_set_path(rt, MBX_PATH_EXEC_HELPER, MBX_ESCAPE_EXEC_HELPER, &err) != MBX_OK) ||
+        mbx_policy_allow_exec(policy, d.spec.exec_allow[i], &err) != MBX_OK) {
+      fprintf(stderr, "FAIL escape/%s: exec %s: %s\n", d.name, d.spec.exec_allow[i], err.message);
+      return 1;
+    }
+  if (d.spec.n_exec > 0) {
+    char *status = NULL;
+    if (mbx_runtime_exec_status(rt, &status, NULL, &err) != MBX_OK ||
+        strstr(status, "\"available\":true") == NULL) {
+      printf("SKIP escape/%s: the exec backend is unavailable here: %s\n", d.name,
+             status ? status : err.message);
+      mbx_free(status);
+      return 77;
+    }
+    mbx_free(status);
   }
   compute_bounds(&d);
   d.sandbox = mbx_sandbox_new(rt, policy, &err);

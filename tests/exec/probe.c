@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/ptrace.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -68,6 +69,15 @@ static int deny(void) {
   struct timespec ts = {0, 0};
   expect("clock_settime", clock_settime(CLOCK_REALTIME, &ts), EPERM);
   expect("personality(ADDR_NO_RANDOMIZE)", personality(ADDR_NO_RANDOMIZE), EPERM);
+  /* The LDT and the NUMA memory policy calls (issue 25, 8). */
+  char ldt[16] = {0};
+  expect("modify_ldt", syscall(__NR_modify_ldt, 0, ldt, sizeof ldt), EPERM);
+  unsigned long nodes = 1;
+  expect("mbind", syscall(__NR_mbind, ldt, 4096, 0, &nodes, 64, 0), EPERM);
+  expect("set_mempolicy", syscall(__NR_set_mempolicy, 0, NULL, 0), EPERM);
+  int mode = 0;
+  expect("get_mempolicy", syscall(__NR_get_mempolicy, &mode, NULL, 0, NULL, 0), EPERM);
+  expect("set_mempolicy_home_node", syscall(450, (unsigned long)ldt, 4096, 0, 0), EPERM);
   /* What must keep working. */
   pid_t pid = fork();
   if (pid == 0) _exit(7);
@@ -118,6 +128,40 @@ static int hog(void) {
   return 0;
 }
 
+/* Shared memory: one line each for memfd_create and shmget, "ok" or the errno's text. */
+static int shm(void) {
+  long m = syscall(__NR_memfd_create, "probe", 0);
+  printf("memfd_create: %s\n", m >= 0 ? "ok" : strerror(errno));
+  int s = shmget(IPC_PRIVATE, 1 << 20, IPC_CREAT | 0600);
+  printf("shmget: %s\n", s >= 0 ? "ok" : strerror(errno));
+  if (s >= 0) shmctl(s, IPC_RMID, NULL);
+  return 0;
+}
+
+/* Fills memfds 4 MiB each (below RLIMIT_FSIZE; pages no process maps, so no RSS and no
+   RLIMIT_AS) until a write fails or 2 GiB are held. */
+static int memfd_hog(void) {
+  static char block[1 << 20];
+  memset(block, 7, sizeof block);
+  size_t held = 0;
+  while (held < (2048u << 20)) {
+    long fd = syscall(__NR_memfd_create, "hog", 0);
+    if (fd < 0) {
+      printf("memfd_create failed after %zu MiB: %s\n", held >> 20, strerror(errno));
+      return 3;
+    }
+    for (int i = 0; i < 4; i++) {
+      if (write((int)fd, block, sizeof block) != (ssize_t)sizeof block) {
+        printf("memfd write failed after %zu MiB: %s\n", held >> 20, strerror(errno));
+        return 3;
+      }
+      held += sizeof block;
+    }
+  }
+  printf("held %zu MiB of memfds: no limit\n", held >> 20);
+  return 0;
+}
+
 /* A real segfault: a write through a null pointer the compiler cannot see (a volatile one). */
 static int segv(void) {
   int *volatile p = NULL;
@@ -132,6 +176,8 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "connect") == 0) return connect_port(argv[2]);
   if (argc >= 2 && strcmp(argv[1], "hog") == 0) return hog();
   if (argc >= 2 && strcmp(argv[1], "segv") == 0) return segv();
-  fprintf(stderr, "usage: probe deny | x32 | connect PORT | hog | segv\n");
+  if (argc >= 2 && strcmp(argv[1], "shm") == 0) return shm();
+  if (argc >= 2 && strcmp(argv[1], "memfd-hog") == 0) return memfd_hog();
+  fprintf(stderr, "usage: probe deny | x32 | connect PORT | hog | segv | shm | memfd-hog\n");
   return 2;
 }

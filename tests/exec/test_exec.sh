@@ -72,23 +72,64 @@ out=$(run "${sh_only[@]}" "${mounts[@]}" -e "local r = proc.run{'sh', '-c',
 expect "a 0640 root:root file cannot be read" "$out" "denied"
 refuse "no root group" "$out" "root only"
 
-# 3. The uid: not 0 inside the kernel's view; files created in an rw mount belong to the
-#    run's own unprivileged host uid.
+# 3. The uid: not 0 inside the kernel's view, and mapped to an unprivileged host uid. A file
+#    the process makes in an rw mount reaches the host when the program ends, written by the
+#    view (so owned by the host process, not by the run's uid).
 out=$(run "${sh_only[@]}" "${mounts[@]}" -e "io.write(proc.run{'sh', '-c',
   'cat /proc/self/uid_map; id -u; echo made >/out/made.txt; echo x >/proc/sys/kernel/ostype || echo sys-refused'}.stdout)")
 expect "writing /proc/sys fails" "$out" "sys-refused"
-owner=$(stat -c %u "$work/rw/made.txt" 2>/dev/null || echo missing)
-if [ "$owner" != missing ] && [ "$owner" -ge $((0x40000000)) ]; then
-  ok "a file made in an rw mount is owned by the run's uid ($owner), not root"
+if [ "$(cat "$work/rw/made.txt" 2>/dev/null)" = made ] && [ "$(stat -c %u "$work/rw/made.txt")" = "$(id -u)" ]; then
+  ok "a file made in an rw mount reaches the host through the view"
 else
-  bad "rw mount owner" "owner '$owner' ($out)"
+  bad "rw mount write" "$(ls -ln "$work/rw") ($out)"
 fi
 uid_line=$(head -1 <<<"$out")
-if [ "$(awk '{print $1}' <<<"$uid_line")" = "$owner" ] && [ "$owner" != 0 ]; then
+inside=$(sed -n 2p <<<"$out")
+if [ "$(awk '{print $1}' <<<"$uid_line")" = "$inside" ] && [ "$inside" != 0 ] &&
+  [ "$(awk '{print $3}' <<<"$uid_line")" = 1 ]; then
   ok "uid_map maps only the run's uid ($uid_line)"
 else
   bad "uid_map" "$out"
 fi
+
+# 3b. A program's writes into an rw mount are bounded by the view's quotas (issue 25, 1): 40 MiB
+#     and 1,200 files under a 16 MiB / 1,000-file quota end with the quota error (the bytes at
+#     the tmpfs's ENOSPC, the files at the copy-back) and leave the host directory unchanged.
+mkdir -p "$work/rwq"
+chmod 1777 "$work/rwq"
+echo keep >"$work/rwq/keep.txt"
+rwq_before=$(cd "$work/rwq" && find . | sort && find . -type f | sort | xargs md5sum)
+cat >"$work/rwq.json" <<'EOF'
+{"exec": {"allow": ["/bin/sh"], "timeout_ms": 60000}, "fs": {"quota": {"bytes": "16M", "files": 1000}}}
+EOF
+out=$(run --policy "$work/rwq.json" --mount "$work/rwq:/out:rw" -e "local r = proc.run{'sh', '-c', [[
+  i=0; while [ \$i -lt 40 ]; do head -c 1048576 /dev/zero >/out/big\$i 2>/dev/null || break; i=\$((i+1)); done
+  echo big=\$i; mkdir /out/many; i=0; while [ \$i -lt 1200 ]; do : >/out/many/f\$i; i=\$((i+1)); done; echo files=\$i]]}
+  return r.stdout .. ' changes=' .. r.changes .. ' error=' .. tostring(r.changes_error)")
+expect "the rw mount's tmpfs stops the bytes near the quota" "$out" "big=16"
+expect "the rw copy-back past the quota is refused" "$out" "the sandbox's quotas allow 1000"
+expect "nothing of it is applied" "$out" "changes=0"
+rwq_after=$(cd "$work/rwq" && find . | sort && find . -type f | sort | xargs md5sum)
+if [ "$rwq_before" = "$rwq_after" ]; then ok "the host's rw directory is unchanged"; else bad "rw quota" "the host's rw directory changed"; fi
+# Within the quota the same kind of writes land, a removal included.
+out=$(run --policy "$work/rwq.json" --mount "$work/rwq:/out:rw" -e "local r = proc.run{'sh', '-c',
+  'head -c 3000000 /dev/zero >/out/big.bin; mkdir /out/d; echo x >/out/d/x; rm /out/keep.txt'}
+  return 'changes=' .. r.changes .. ' error=' .. tostring(r.changes_error)")
+expect "an rw copy-back within the quota is applied" "$out" "changes=4 error=nil"
+if [ "$(stat -c %s "$work/rwq/big.bin" 2>/dev/null)" = 3000000 ] && [ -f "$work/rwq/d/x" ] && [ ! -e "$work/rwq/keep.txt" ]; then
+  ok "the host's rw directory holds the program's writes"
+else
+  bad "rw apply" "$(ls -lR "$work/rwq")"
+fi
+# An executable host file stays executable in the copy: a tool in an rw mount still runs.
+printf '#!/bin/sh\necho tool-ran\n' >"$work/rwq/tool.sh"
+chmod 755 "$work/rwq/tool.sh"
+out=$(run "${sh_only[@]}" --allow-exec /out/tool.sh --mount "$work/rwq:/out:rw" -e "local r = proc.run{'/out/tool.sh'}
+  local m = proc.run{'sh', '-c', 'ls -l /out/tool.sh /out/d/x'}
+  return r.stdout .. r.stderr .. m.stdout")
+expect "a program in an rw mount runs" "$out" "tool-ran"
+expect "it is executable in the copy" "$out" "-rwxr-xr-x"
+expect "a plain file is not" "$out" "-rw-r--r--"
 
 # 4. The host's environment and argv appear nowhere in /proc.
 out=$(MOONBOX_PLANTED=envsecret_4711 run "${sh_only[@]}" --input '{"k": "argvsecret_4711"}' -e "
@@ -314,7 +355,7 @@ out=$(run "${sh_only[@]}" --mount "$work/big:/big:overlay" -e "local r = proc.ru
   return r.stdout .. r.changes .. ' ' .. tostring(r.changes_error) .. ' ' .. io.open('/tmp/t.txt'):read('a')")
 expect "a big overlay is readable" "$out" "inside"
 expect "a big overlay is read-only to the process" "$out" "big-ro"
-expect "the result says why" "$out" "the process saw an overlay read-only: /big holds more than 10000 files"
+expect "the result says why" "$out" "the process saw a mount read-only: /big holds more than 10000 files"
 expect "/tmp still comes back" "$out" "t
 "
 # A timeout carries nothing back, and says so.
@@ -408,6 +449,91 @@ else
 fi
 expect "/dev is read-only" "$out" 'dev-ro'
 expect "/dev/null still works" "$out" 'null-ok'
+
+# 17. The host's kernel command line and boot id are masked (generated files bound over them):
+#     neither identifies the host, and the boot id is the run's own.
+host_boot=$(cat /proc/sys/kernel/random/boot_id)
+host_cmdline=$(cat /proc/cmdline)
+out=$(run "${sh_only[@]}" -e "io.write(proc.run{'sh', '-c', 'cat /proc/cmdline; cat /proc/sys/kernel/random/boot_id; echo x >/proc/cmdline 2>/dev/null || echo masks-ro'}.stdout)")
+refuse "the host's boot id is not visible" "$out" "$host_boot"
+if [ -n "$host_cmdline" ] && ! grep -qF -- "$host_cmdline" <<<"$out" && grep -q '^moonbox$' <<<"$out"; then
+  ok "the host's kernel command line is not visible"
+else
+  bad "/proc/cmdline" "$out"
+fi
+if grep -Eq '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' <<<"$out"; then
+  ok "the boot id is a well-formed uuid of the run's own"
+else
+  bad "boot id form" "$out"
+fi
+expect "the masks are read-only" "$out" "masks-ro"
+
+# 18. Shared memory no rlimit counts. Under a memory cgroup a memfd hog is the memory limit
+#     (a result, never "could not set up the sandbox"); without one (simulated: a private mount
+#     namespace with a tmpfs over /sys/fs/cgroup, so the probe finds no cgroup) memfd_create
+#     and shmget are refused, the result's limits and moonbox doctor say so.
+out=$(run --policy "$work/mem.json" "${mounts[@]}" -e "local r = proc.run{'probe', 'memfd-hog'}
+  return r.stdout .. ' code=' .. r.code .. ' signal=' .. r.signal .. ' memory_limit=' ..
+    tostring(r.memory_limit)")
+refuse "a memfd hog is not a setup failure" "$out" "could not set up"
+if grep -q '"memory":{"applied":true' <<<"$doctor"; then
+  expect "a memfd hog under the memory cgroup is the memory limit" "$out" "memory_limit=true"
+fi
+refuse "a memfd hog never holds 2 GiB" "$out" "no limit"
+if [ "$(id -u)" = 0 ] && unshare -m --propagation private true 2>/dev/null; then
+  nocg() { unshare -m --propagation private sh -c 'mount -t tmpfs none /sys/fs/cgroup && exec "$@"' sh "$@"; }
+  out=$(nocg "$cli" run "${extra[@]}" --timeout 60s --policy "$work/mem.json" "${mounts[@]}" -e "
+    local s = proc.run{'probe', 'shm'} local h = proc.run{'probe', 'memfd-hog'}
+    return s.stdout .. h.stdout .. ' limits=' .. h.limits" 2>&1)
+  expect "without a memory cgroup memfd_create is refused" "$out" "memfd_create: Function not implemented"
+  expect "without a memory cgroup shmget is refused" "$out" "shmget: Function not implemented"
+  expect "without a memory cgroup a memfd hog holds nothing" "$out" "memfd_create failed after 0 MiB"
+  expect "the result's limits name the refusal" "$out" "no-shared-memory"
+  out=$(nocg "$cli" doctor 2>&1)
+  expect "doctor says shared memory is refused without a memory cgroup" "$out" "memfd_create and shmget are refused"
+  out=$("$cli" run "${extra[@]}" --policy "$work/mem.json" "${mounts[@]}" -e "return proc.run{'probe', 'shm'}.stdout" 2>&1)
+  if grep -q '"memory":{"applied":true' <<<"$doctor"; then
+    expect "with a memory cgroup memfds are allowed (charged to it)" "$out" "memfd_create: ok"
+  fi
+  # 18b. RLIMIT_NPROC reached is pids_limit too (simulated: no pids cgroup, the others kept).
+  if grep -q '"pids":{"applied":true,"how":"cgroup v1","under":"/sys/fs/cgroup/pids"' <<<"$doctor"; then
+    out=$(unshare -m --propagation private sh -c 'mount -t tmpfs none /sys/fs/cgroup/pids && exec "$@"' sh \
+      "$cli" run "${extra[@]}" --timeout 60s --policy "$work/pids.json" -e "local r = proc.run{'sh', '-c',
+      'n=0; while [ \$n -lt 200 ]; do sleep 1051 & n=\$((n+1)); done; echo spawned'}
+      return 'pids_limit=' .. tostring(r.pids_limit) .. ' limits=' .. r.limits" 2>&1)
+    refuse "the simulation has no pids cgroup" "$out" "cgroup-pids"
+    expect "a fork refused by RLIMIT_NPROC is pids_limit" "$out" "pids_limit=true"
+    sleep 0.5
+    if pgrep -f 'sleep 1051' >/dev/null; then bad "nproc cleanup" "sleep 1051 survived"; else ok "the RLIMIT_NPROC bomb is gone"; fi
+  fi
+else
+  echo "note: not root or no mount namespace: the no-cgroup checks are skipped"
+fi
+
+# 19. Host memory of the copy (issue 25, 4): with a 56 MB file under an overlay (and under an rw
+#     mount) the CLI's peak RSS stays within 1.25 x the memory limit + 17 MiB, for a plain ls
+#     and for a program that rewrites the file (refused past the quota): the copy is streamed
+#     in, unchanged files come back by name, and the copy-back is capped by the quotas.
+mkdir -p "$work/bigov"
+head -c 56000000 /dev/zero >"$work/bigov/big.bin"
+chmod -R a+rX "$work/bigov"
+peak_kib() {
+  python3 -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+print(r.stdout.strip().replace("\n", " "), r.stderr.strip().replace("\n", " "))
+print("peak", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$cli" run "${extra[@]}" --timeout 60s --memory 16M "${sh_only[@]}" "$@"
+}
+bound=$(((16 * 1024 * 5 / 4) + 17 * 1024))
+for mode in overlay rw; do
+  out=$(peak_kib --mount "$work/bigov:/big:$mode" -e "local r = proc.run{'sh', '-c', 'ls -l /big'} return r.stdout .. tostring(r.changes_error)")
+  peak=$(sed -n 's/^peak //p' <<<"$out")
+  expect "ls sees the 56 MB file under an $mode mount" "$out" "56000000"
+  if [ -n "$peak" ] && [ "$peak" -le "$bound" ]; then ok "ls with a 56 MB $mode mount: peak RSS $peak KiB <= $bound KiB"; else bad "RSS ls $mode" "peak $peak KiB > $bound KiB: $out"; fi
+done
+out=$(peak_kib --mount "$work/bigov:/big:overlay" -e "local r = proc.run{'sh', '-c', 'head -c 56000000 /dev/urandom >/big/big.bin; echo done'} return r.stdout .. tostring(r.changes_error)")
+peak=$(sed -n 's/^peak //p' <<<"$out")
+expect "a rewritten 56 MB overlay file is refused past the quota" "$out" "than the quotas allow"
+if [ -n "$peak" ] && [ "$peak" -le "$bound" ]; then ok "a refused 56 MB copy-back: peak RSS $peak KiB <= $bound KiB"; else bad "RSS copy-back" "peak $peak KiB > $bound KiB: $out"; fi
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
