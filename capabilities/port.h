@@ -276,7 +276,10 @@ enum {
   MBXC_FS_CREATE = 4,
   MBXC_FS_TRUNCATE = 8,
   MBXC_FS_APPEND = 16,
-  MBXC_FS_EXCLUSIVE = 32
+  MBXC_FS_EXCLUSIVE = 32,
+  /* A module read (require, loadfile, dofile): read-only, and it also sees what the view
+     serves to module reads only (capabilities/vfs.h: a module folder, registered modules). */
+  MBXC_FS_MODULE = 64
 };
 typedef struct mbxC_fs_stat {
   int is_dir;

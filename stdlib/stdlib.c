@@ -309,12 +309,12 @@ static void hide_code_addresses(lua_State *L) {
 }
 
 int mbxL_open_sandbox(lua_State *L) {
-  /* require comes after the globals: it records the library tables the others made (fuzz,
+  /* package comes after the globals: it records the library tables the others made (fuzz,
      a module only, adds itself to it). */
   static const lua_CFunction openers[] = {
       mbxL_open_base, mbxL_open_deterministic, mbxL_open_string, mbxL_open_table, mbxL_open_math,
       mbxL_open_utf8, mbxL_open_coroutine,     mbxL_open_io,     mbxL_open_os,    mbxL_open_proc,
-      mbxL_open_json, mbxL_open_require,       mbxL_open_fuzz};
+      mbxL_open_json, mbxL_open_package,       mbxL_open_fuzz};
   static const char *const libs[] = {"_G", "coroutine", "fs",     "io",    "json", "math",
                                      "os", "proc",      "string", "table", "utf8"};
   const int nlibs = (int)(sizeof libs / sizeof *libs);
