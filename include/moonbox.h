@@ -694,7 +694,14 @@ MBX_API void mbx_sandbox_free(mbx_sandbox *sb);
 **                       newlines: the chunk and line of an error still come from the frame,
 **                       but its message then keeps the "name:line: " prefix.
 **   inputs_json, len    NULL/0, or a JSON object whose keys become globals before the chunk
-**                       runs (keys must be Lua identifiers and must not shadow a built-in)
+**                       runs (keys must be Lua identifiers and must not shadow a built-in).
+**                       One key that is no identifier is reserved: "..." carries the script
+**                       arguments, as `lua script.lua a b` gives them: an array of strings,
+**                       the script's name first (["script.lua", "a", "b"]). The chunk gets
+**                       the global `arg` in stock Lua's layout (arg[0] the name, arg[1..n]
+**                       the arguments, no negative indices) and the arguments as its `...`.
+**                       The name is whatever the host passes: give the script's path in the
+**                       sandbox's view, never a host path (the CLI passes the file's name).
 **   out                 receives the result when the call returns a run status
 **
 ** Returns the run's status (< MBX_API_ERROR_BASE; the same as mbx_result_status(*out)) when
