@@ -12,7 +12,8 @@
 
 /*
 ** Stock Lua's package library (loadlib.c), with Lua searchers only and every file read
-** through the port, never the host: require, package.path/loaded/preload/searchers/
+** through the port, never the host: require (searchers: package.preload, the host's registered
+** modules, package.path's files, moonbox's built-ins), package.path/loaded/preload/searchers/
 ** searchpath/config, loadfile and dofile see the sandbox's view (mounts, policy files,
 ** /tmp) plus what the view serves to module reads only (capabilities/vfs.h: the CLI's
 ** script folder, the host's registered modules). There is no cpath, no C searcher and no
@@ -71,7 +72,7 @@ static void check_timeout(lua_State *L, const mbxC_port_error *e) {
 }
 
 /* Open path for a module read: 0 with *handle, or -1 with *e. */
-static int open_module(lua_State *L, const char *path, size_t len, int *handle,
+static int open_module(lua_State *L, const char *path, size_t len, int by_name, int *handle,
                        mbxC_port_error *e) {
   const mbxC_port *port = mbxL_port(L);
   mbxV_charge(L, OPEN_COST);
@@ -80,7 +81,8 @@ static int open_module(lua_State *L, const char *path, size_t len, int *handle,
     return -1;
   }
   mbxC_wait w = guest_wait(L);
-  if (port->fs_open(port->ud, path, len, MBXC_FS_READ | MBXC_FS_MODULE, &w, handle, e) != 0) {
+  int flags = MBXC_FS_READ | MBXC_FS_MODULE | (by_name ? MBXC_FS_MODULE_NAME : 0);
+  if (port->fs_open(port->ud, path, len, flags, &w, handle, e) != 0) {
     check_timeout(L, e);
     return -1;
   }
@@ -100,9 +102,10 @@ static void close_module(lua_State *L, int handle) {
 ** the close (a trip, out of memory) leaves the handle to the run's end, which closes every
 ** handle.
 */
-static int read_module(lua_State *L, const char *path, size_t len, mbxC_port_error *e) {
+static int read_module(lua_State *L, const char *path, size_t len, int by_name,
+                       mbxC_port_error *e) {
   int h;
-  if (open_module(L, path, len, &h, e) != 0) return -1;
+  if (open_module(L, path, len, by_name, &h, e) != 0) return -1;
   const mbxC_port *port = mbxL_port(L);
   int64_t size = 0;
   if (port->fs_seek(port->ud, h, SEEK_END, 0, &size, e) != 0 ||
@@ -186,7 +189,7 @@ static int compile_top(lua_State *L, const char *path) {
    status. */
 static int load_file(lua_State *L, const char *path, size_t len) {
   mbxC_port_error e;
-  if (read_module(L, path, len, &e) != 0) {
+  if (read_module(L, path, len, 0, &e) != 0) {
     lua_pushfstring(L, "cannot open %s: %s", path, e.message);
     return LUA_ERRFILE;
   }
@@ -306,7 +309,7 @@ static int find_file(lua_State *L, const char *name, const char *path, const cha
     const char *end = strchr(p, ';');
     size_t n = end ? (size_t)(end - p) : strlen(p);
     mbxC_port_error e;
-    if (open_module(L, p, n, handle, &e) == 0) {
+    if (open_module(L, p, n, 0, handle, &e) == 0) {
       lua_pushlstring(L, p, n);
       lua_remove(L, list_idx);
       return 0;
@@ -345,6 +348,22 @@ static int searcher_preload(lua_State *L) {
     return 1;
   }
   lua_pushliteral(L, ":preload:");
+  return 2;
+}
+
+/* The host's registered modules (mbx_policy_add_module), before the files. */
+static int searcher_registered(lua_State *L) {
+  size_t len;
+  const char *name = luaL_checklstring(L, 1, &len);
+  mbxC_port_error e;
+  if (read_module(L, name, len, 1, &e) != 0) {
+    if (e.errnum != ENOENT) return luaL_error(L, "error loading module '%s': %s", name, e.message);
+    lua_pushfstring(L, "no registered module '%s'", name);
+    return 1;
+  }
+  if (compile_top(L, name) != LUA_OK)
+    return luaL_error(L, "error loading registered module '%s':\n\t%s", name, lua_tostring(L, -1));
+  lua_pushliteral(L, ":registered:");
   return 2;
 }
 
@@ -517,17 +536,20 @@ int mbxL_open_package(lua_State *L) {
   lua_pushvalue(L, preload);
   lua_setfield(L, package, "preload");
 
-  lua_createtable(L, 3, 0);
+  lua_createtable(L, 4, 0);
   lua_pushvalue(L, preload);
   lua_pushcclosure(L, searcher_preload, 1);
   lua_rawseti(L, -2, 1);
+  lua_pushboolean(L, 0); /* a closure, not a light C function (stdlib/stdlib.c) */
+  lua_pushcclosure(L, searcher_registered, 1);
+  lua_rawseti(L, -2, 2);
   lua_pushvalue(L, package);
   lua_pushcclosure(L, searcher_lua, 1);
-  lua_rawseti(L, -2, 2);
+  lua_rawseti(L, -2, 3);
   lua_pushboolean(L, 0); /* a closure, not a light C function (stdlib/stdlib.c) */
   lua_pushcclosure(L, builtin_loader, 1);
   lua_pushcclosure(L, searcher_builtin, 1);
-  lua_rawseti(L, -2, 3);
+  lua_rawseti(L, -2, 4);
   lua_setfield(L, package, "searchers");
 
   lua_pushvalue(L, package);

@@ -64,7 +64,7 @@ void mbxL_run_begin(lua_State *L);
 #define MBXL_LOAD_MAX 16384
 /* Bytes of one module file require, loadfile and dofile compile (real modules reach 90 KiB):
    the file's size is checked before it is read (docs/vocabulary.md, "module size"). */
-#define MBXL_MODULE_MAX (1 << 20)
+#define MBXL_MODULE_MAX MBXC_MODULE_MAX
 
 /* Open everything a sandbox sees into L's globals, install the wrappers, and record the
    built-in names. A lua_CFunction: run it with lua_pcall on a fresh state. */

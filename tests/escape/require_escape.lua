@@ -26,7 +26,7 @@ for _, f in ipairs({"/etc/passwd", "/etc/hostname", "/usr/share/lua/5.4/inspect.
   if package.searchpath(f, "?") then print("ESCAPED: searchpath found host file " .. f) end
 end
 -- No C searcher, and loadlib only refuses.
-if #package.searchers ~= 3 then print("ESCAPED: a C searcher is installed") end
+if #package.searchers ~= 4 then print("ESCAPED: a C searcher is installed") end
 if pcall(package.loadlib, "/lib/x86_64-linux-gnu/libc.so.6", "*") then
   print("ESCAPED: package.loadlib worked")
 end

@@ -8,6 +8,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "moonbox.h"
 #include "tests/support/snippet.h"
@@ -44,7 +47,7 @@ static void package_has_the_stock_fields(void **state) {
   (void)state;
   snippet_check_value("return package.path, package.config, package.cpath, #package.searchers, "
                       "type(package.preload), type(package.searchpath)",
-                      "[\"./?.lua;./?/init.lua\",\"/\\n;\\n?\\n!\\n-\\n\",\"\",3,\"table\","
+                      "[\"./?.lua;./?/init.lua\",\"/\\n;\\n?\\n!\\n-\\n\",\"\",4,\"table\","
                       "\"function\"]");
   snippet_check_error("package.loadlib('/lib/x86_64-linux-gnu/libc.so.6', 'system')",
                       MBX_RUNTIME_ERROR,
@@ -81,6 +84,7 @@ static void missing_modules_list_every_place_tried(void **state) {
   snippet_check_error("require('nope.x')", MBX_RUNTIME_ERROR,
                       "module 'nope.x' not found:\n"
                       "\tno field package.preload['nope.x']\n"
+                      "\tno registered module 'nope.x'\n"
                       "\tno file './nope/x.lua'\n"
                       "\tno file './nope/x/init.lua'\n"
                       "\tno built-in module 'nope.x'");
@@ -184,6 +188,100 @@ static void each_sandbox_has_its_own_modules(void **state) {
   mbx_sandbox_free(b);
 }
 
+/* Run code in a fresh sandbox of policy p and check its value JSON. */
+static void check_in_policy(mbx_policy *p, const char *code, const char *json) {
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
+  assert_non_null(sb);
+  snippet_outcome o;
+  mbx_status s = snippet_run_in(sb, code, &o);
+  if (s != MBX_OK || strcmp(o.value, json) != 0)
+    fail_msg("%s\n  status %d: %s\n  expected %s", code, s, o.value, json);
+  mbx_sandbox_free(sb);
+}
+
+static void registered_modules_come_before_files(void **state) {
+  (void)state;
+  mbx_error err;
+  mbx_policy *p = mbx_policy_new();
+  assert_non_null(p);
+  const char *parser = "local name, data = ... return {parse = function(s) return #s end, "
+                       "name = name, data = data}";
+  assert_int_equal(mbx_policy_add_module(p, "mylib.parser", parser, strlen(parser), &err), MBX_OK);
+  const char *json = "return {mine = true}";
+  assert_int_equal(mbx_policy_add_module(p, "json", json, strlen(json), &err), MBX_OK);
+  assert_int_equal(mbx_policy_add_module(p, "bad", "return +", 8, &err), MBX_OK);
+  check_in_policy(p,
+                  "local m, data = require('mylib.parser') "
+                  "return m.parse('abc'), m.name, m.data, data, require('json').mine, "
+                  "io.open('mylib.parser') == nil, io.open('/mylib.parser') == nil",
+                  "[3,\"mylib.parser\",\":registered:\",\":registered:\",true,true,true]");
+  check_in_policy(p, "return pcall(require, 'bad')",
+                  "[false,\"error loading registered module 'bad':\\n\\tbad:1: unexpected symbol "
+                  "near '+'\"]");
+  /* Names the policy refuses. */
+  assert_int_equal(mbx_policy_add_module(p, "", "x", 1, &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_module(p, "a\nb", "x", 1, &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_module(p, "big", "x", (1 << 20) + 1, &err), MBX_INVALID_ARGUMENT);
+  assert_int_equal(mbx_policy_add_module(NULL, "x", "x", 1, &err), MBX_INVALID_ARGUMENT);
+  mbx_policy_free(p);
+}
+
+static void put_file(const char *dir, const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* The CLI's script folder: module reads see its .lua files at the view's root, io and fs
+   nothing of it, and nothing leads out of it. */
+static void the_module_folder_is_seen_by_module_reads_only(void **state) {
+  (void)state;
+  char dir[] = "/tmp/mbx-modules-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char sub[600];
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  put_file(dir, "m.lua", "return 'm'");
+  put_file(dir, "sub/x.lua", "return 'x'");
+  put_file(dir, "data.txt", "return 'data'");
+  char link[600];
+  snprintf(link, sizeof link, "%s/evil.lua", dir);
+  assert_int_equal(symlink("/etc/passwd", link), 0);
+  snprintf(link, sizeof link, "%s/up.lua", dir);
+  assert_int_equal(symlink("../../etc/passwd", link), 0);
+  mbx_error err;
+  mbx_policy *p = mbx_policy_new();
+  assert_int_equal(mbx_policy_set_module_dir(p, dir, &err), MBX_OK);
+  check_in_policy(p,
+                  "return require('m'), require('sub.x'), loadfile('m.lua')(), "
+                  "dofile('/sub/x.lua'), dofile('../m.lua'), select(2, package.loaded.m)",
+                  "[\"m\",\"x\",\"m\",\"x\",\"m\"]");
+  check_in_policy(p,
+                  "return io.open('/m.lua') == nil, io.open('m.lua') == nil, "
+                  "fs.exists('/m.lua'), fs.exists('/sub'), #fs.list('/')",
+                  "[true,true,false,false,1]");
+  /* Only .lua files; symlinks do not lead out; nothing is writable. */
+  check_in_policy(p,
+                  "return loadfile('data.txt') == nil, loadfile('evil.lua') == nil, "
+                  "loadfile('up.lua') == nil, select(2, loadfile('evil.lua')):find('outside') "
+                  "~= nil or select(2, loadfile('evil.lua'))",
+                  "[true,true,true,true]");
+  /* The view wins where it has the path. */
+  check_in_policy(p,
+                  "local f = io.open('/tmp/m.lua', 'w') f:write('return \"tmp\"') f:close() "
+                  "package.path = '/tmp/?.lua;' .. package.path return (require('m'))",
+                  "\"tmp\"");
+  assert_int_equal(mbx_policy_set_module_dir(p, "/nonexistent/dir", &err), MBX_INVALID_ARGUMENT);
+  mbx_policy_free(p);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(stock_libraries_are_preloaded),
@@ -196,6 +294,8 @@ int main(void) {
       cmocka_unit_test(module_files_have_a_size_limit),
       cmocka_unit_test(require_loops_end_in_an_error),
       cmocka_unit_test(each_sandbox_has_its_own_modules),
+      cmocka_unit_test(registered_modules_come_before_files),
+      cmocka_unit_test(the_module_folder_is_seen_by_module_reads_only),
   };
   return cmocka_run_group_tests_name("stdlib/package", tests, snippet_setup, snippet_teardown);
 }
