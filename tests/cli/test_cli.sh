@@ -989,6 +989,34 @@ mb run --snapshot-out "$tmp/mod.bin" --pause-on tools.fetch "$tmp/proj/main.lua"
 check_rc 1
 check_err_has "module 'mylib.parser' not found:"
 
+# A real pure-Lua library (Debian's lua-argparse, tools/dev installs it) loaded the natural way:
+# its install folder mounted read-only (the 5.4 file is a symlink into ../5.1, inside the mount),
+# compared with stock lua5.4 on the same calls.
+start real_library_from_its_install_folder
+if [ -f /usr/share/lua/5.4/argparse.lua ] && command -v lua5.4 >/dev/null; then
+  cat >"$tmp/argp_body.lua" <<'LUA'
+local argparse = require("argparse")
+local p = argparse("prog", "A test program.")
+p:argument("input", "Input file.")
+p:option("-o --output", "Output file.", "a.out")
+p:flag("-v --verbose")
+local args = p:parse({"in.txt", "-o", "x.bin", "-v"})
+print(args.input, args.output, args.verbose)
+print(p:get_help())
+print(p:pparse({"--nope"}))
+LUA
+  { printf 'package.path = "/lua/5.4/?.lua;/lua/5.4/?/init.lua;" .. package.path\n'
+    cat "$tmp/argp_body.lua"; } >"$tmp/argp.lua"
+  mb run --mount /usr/share/lua:/lua "$tmp/argp.lua"
+  check_rc 0
+  lua5.4 "$tmp/argp_body.lua" >"$tmp/argp_stock.out" 2>&1
+  if ! cmp -s "$tmp/out" "$tmp/argp_stock.out"; then
+    fail "argparse differs from stock lua5.4: [$(show "$tmp/out")] vs [$(show "$tmp/argp_stock.out")]"
+  fi
+else
+  printf 'SKIP %s: lua-argparse or lua5.4 is not installed (tools/dev installs both)\n' "$case_name"
+fi
+
 start help_explains_script_modules
 mb run --help
 check_out_has 'no-script-modules'
