@@ -7,6 +7,7 @@
 
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
+#include "vm/bytecode_cache.h"
 #include "vm/cstack.h"
 #include "vm/load.h"
 
@@ -165,7 +166,7 @@ static int read_module(lua_State *L, const char *path, size_t len, int by_name,
 ** first line starting with '#' are skipped, the line's newline kept so line numbers hold.
 ** Text only: a binary chunk gets stock's "attempt to load a binary chunk (mode is 't')".
 */
-static int compile_top(lua_State *L, const char *path) {
+static int compile_top_cached(lua_State *L, const char *path, int host_given) {
   size_t len;
   const char *text = lua_tolstring(L, -1, &len);
   size_t start = 0;
@@ -178,11 +179,20 @@ static int compile_top(lua_State *L, const char *path) {
   const char *chunk_name = lua_tostring(L, -1);
   mbxV_charge(L, (len - start) / 16 + 1);
   mbxV_cstack_check(L); /* the parser recurses up to 200 levels in C */
-  int status = mbxV_load_text(L, text + start, len - start, chunk_name);
+  /* A host-given source (a registered module) may come from the runtime's bytecode cache,
+     keyed and verified by its full text and name; guest files never do (one tenant could
+     evict others' entries or time what another compiled). */
+  mbxV_bcache *cache = host_given ? mbxV_from(L)->module_cache : NULL;
+  int status = cache ? mbxV_bcache_load(cache, L, text + start, len - start, chunk_name, NULL)
+                     : mbxV_load_text(L, text + start, len - start, chunk_name);
   mbxV_check(L);
   lua_replace(L, -3); /* the function or message where the text was */
   lua_pop(L, 1);      /* the chunk name */
   return status;
+}
+
+static int compile_top(lua_State *L, const char *path) {
+  return compile_top_cached(L, path, 0);
 }
 
 /* luaL_loadfilex over the port: push the function, or a message and return an error
@@ -361,7 +371,7 @@ static int searcher_registered(lua_State *L) {
     lua_pushfstring(L, "no registered module '%s'", name);
     return 1;
   }
-  if (compile_top(L, name) != LUA_OK)
+  if (compile_top_cached(L, name, 1) != LUA_OK)
     return luaL_error(L, "error loading registered module '%s':\n\t%s", name, lua_tostring(L, -1));
   lua_pushliteral(L, ":registered:");
   return 2;
