@@ -49,11 +49,19 @@ static void clear_fs(mbx_policy *p) {
     free(p->fs.files[i].path);
     free(p->fs.files[i].data);
   }
+  for (size_t i = 0; i < p->fs.module_count; i++) {
+    free(p->fs.modules[i].path);
+    free(p->fs.modules[i].data);
+  }
   free(p->fs.mounts);
   free(p->fs.files);
+  free(p->fs.modules);
+  free(p->fs.module_dir);
   p->fs.mounts = NULL;
   p->fs.files = NULL;
-  p->fs.mount_count = p->fs.file_count = 0;
+  p->fs.modules = NULL;
+  p->fs.module_dir = NULL;
+  p->fs.mount_count = p->fs.file_count = p->fs.module_count = 0;
   p->fs_file_bytes = 0;
 }
 
@@ -458,6 +466,88 @@ int mbxC_policy_add_file(mbx_policy *p, const char *virtual_path, size_t path_le
   return 0;
 }
 
+int mbxC_policy_set_module_dir(mbx_policy *p, const char *host_dir, char *why, size_t why_size) {
+  const char *fn = "mbx_policy_set_module_dir";
+  char *copy = NULL;
+  if (host_dir != NULL) {
+    /* Resolved once, as a mount's directory is. */
+    char resolved[PATH_MAX];
+    struct stat st;
+    if (host_dir[0] == '\0' || realpath(host_dir, resolved) == NULL || stat(resolved, &st) != 0) {
+      snprintf(why, why_size, "%s: the host directory \"%.100s\": %s", fn, host_dir,
+               host_dir[0] ? strerror(errno) : "empty name");
+      return MBXC_POLICY_INVALID;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      snprintf(why, why_size, "%s: the host path \"%.100s\" is not a directory", fn, host_dir);
+      return MBXC_POLICY_INVALID;
+    }
+    if ((copy = mbxU_dup_bytes(resolved, strlen(resolved))) == NULL) return MBXC_POLICY_NO_MEMORY;
+  }
+  free(p->fs.module_dir);
+  p->fs.module_dir = copy;
+  return 0;
+}
+
+int mbxC_policy_add_module(mbx_policy *p, const char *name, size_t name_len, const void *source,
+                           size_t len, char *why, size_t why_size) {
+  const char *fn = "mbx_policy_add_module";
+  int name_ok = name != NULL && name_len > 0 && name_len <= MBXC_VFS_NAME_MAX;
+  for (size_t i = 0; name_ok && i < name_len; i++)
+    if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) name_ok = 0;
+  if (!name_ok) {
+    snprintf(why, why_size, "%s: a module name is 1 to %d bytes with no control characters", fn,
+             MBXC_VFS_NAME_MAX);
+    return MBXC_POLICY_INVALID;
+  }
+  if (source == NULL && len > 0) {
+    snprintf(why, why_size, "%s: the source of %.100s is NULL", fn, name);
+    return MBXC_POLICY_INVALID;
+  }
+  if (len > MBXC_MODULE_MAX) {
+    snprintf(why, why_size, "%s: %.100s is %zu bytes; a module may be at most %d", fn, name, len,
+             MBXC_MODULE_MAX);
+    return MBXC_POLICY_INVALID;
+  }
+  size_t at = p->fs.module_count;
+  for (size_t i = 0; i < p->fs.module_count; i++)
+    if (strlen(p->fs.modules[i].path) == name_len &&
+        memcmp(p->fs.modules[i].path, name, name_len) == 0)
+      at = i;
+  uint64_t before = at < p->fs.module_count ? p->fs.modules[at].len : 0;
+  if (len > MBXC_MAX_FS_FILE_BYTES - (p->fs_file_bytes - before)) {
+    snprintf(why, why_size, "%s: %.100s would bring the policy's files past %llu MiB", fn, name,
+             (unsigned long long)(MBXC_MAX_FS_FILE_BYTES >> 20));
+    return MBXC_POLICY_INVALID;
+  }
+  if (at == p->fs.module_count && p->fs.module_count >= MBXC_VFS_MAX_FILES) {
+    snprintf(why, why_size, "%s: at most %d modules per policy", fn, MBXC_VFS_MAX_FILES);
+    return MBXC_POLICY_INVALID;
+  }
+  char *copy = malloc(len ? len : 1);
+  if (copy == NULL) return MBXC_POLICY_NO_MEMORY;
+  if (len) memcpy(copy, source, len);
+  if (at < p->fs.module_count) {
+    p->fs_file_bytes -= p->fs.modules[at].len;
+    free(p->fs.modules[at].data);
+    p->fs.modules[at].data = copy;
+    p->fs.modules[at].len = len;
+    p->fs_file_bytes += len;
+    return 0;
+  }
+  mbxC_fs_file *grown = realloc(p->fs.modules, (p->fs.module_count + 1) * sizeof *grown);
+  char *copy_name = mbxU_dup_bytes(name, name_len);
+  if (grown) p->fs.modules = grown;
+  if (grown == NULL || copy_name == NULL) {
+    free(copy);
+    free(copy_name);
+    return MBXC_POLICY_NO_MEMORY;
+  }
+  p->fs.modules[p->fs.module_count++] = (mbxC_fs_file){copy_name, copy, len};
+  p->fs_file_bytes += len;
+  return 0;
+}
+
 int mbxC_policy_copy_settings(mbx_policy *dst, const mbx_policy *src) {
   mbxC_hostfn_table keep = dst->host_fns;
   mbxC_fs_spec fs = src->fs;
@@ -467,7 +557,9 @@ int mbxC_policy_copy_settings(mbx_policy *dst, const mbx_policy *src) {
   dst->env_count = dst->env_cap = 0;
   dst->fs.mounts = NULL;
   dst->fs.files = NULL;
-  dst->fs.mount_count = dst->fs.file_count = 0;
+  dst->fs.modules = NULL;
+  dst->fs.module_dir = NULL;
+  dst->fs.mount_count = dst->fs.file_count = dst->fs.module_count = 0;
   dst->fs_file_bytes = 0;
   if (mbxC_exec_spec_copy(&dst->exec, &src->exec) != 0) {
     mbxC_exec_spec_defaults(&dst->exec);
@@ -492,6 +584,13 @@ int mbxC_policy_copy_settings(mbx_policy *dst, const mbx_policy *src) {
     if (mbxC_policy_add_file(dst, fs.files[i].path, strlen(fs.files[i].path), fs.files[i].data,
                              fs.files[i].len, why, sizeof why) != 0)
       goto oom;
+  for (size_t i = 0; i < fs.module_count; i++)
+    if (mbxC_policy_add_module(dst, fs.modules[i].path, strlen(fs.modules[i].path),
+                               fs.modules[i].data, fs.modules[i].len, why, sizeof why) != 0)
+      goto oom;
+  if (fs.module_dir &&
+      (dst->fs.module_dir = mbxU_dup_bytes(fs.module_dir, strlen(fs.module_dir))) == NULL)
+    goto oom;
   return 0;
 oom:
   mbxC_policy_clear(dst);
@@ -587,6 +686,18 @@ uint64_t mbxC_policy_digest(const mbx_policy *p) {
     const mbxC_fs_file *f = &p->fs.files[i];
     digest_str(&st, f->path, strlen(f->path));
     digest_str(&st, f->data, f->len);
+  }
+  /* Modules: only when there are any, so every digest made before them still matches. A
+     restore under other module text is refused. */
+  if (p->fs.module_dir || p->fs.module_count) {
+    digest_str(&st, p->fs.module_dir ? p->fs.module_dir : "",
+               p->fs.module_dir ? strlen(p->fs.module_dir) : 0);
+    digest_u64(&st, p->fs.module_count);
+    for (size_t i = 0; i < p->fs.module_count; i++) {
+      const mbxC_fs_file *f = &p->fs.modules[i];
+      digest_str(&st, f->path, strlen(f->path));
+      digest_str(&st, f->data, f->len);
+    }
   }
   /* exec: only when a program is allowed, so every digest made before exec existed still
      matches (such a policy cannot be snapshotted today, but the digest says what it grants). */

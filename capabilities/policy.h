@@ -112,6 +112,15 @@ int mbxC_policy_mount(mbx_policy *p, const char *virtual_path, size_t path_len,
 int mbxC_policy_add_file(mbx_policy *p, const char *virtual_path, size_t path_len, const void *data,
                          size_t len, char *why, size_t why_size);
 
+/* Let module reads (require, loadfile, dofile; never io, fs or exec) find the .lua files of
+   host_dir (resolved here, once: an existing directory) at the view's root, where the view
+   has nothing at that path. One per policy; NULL removes it. */
+int mbxC_policy_set_module_dir(mbx_policy *p, const char *host_dir, char *why, size_t why_size);
+/* Register module `name` (1..255 bytes, no control bytes) with len bytes of Lua source
+   (copied, at most MBXC_MODULE_MAX; counted with the policy's files): require finds it
+   before package.path's files. The same name again replaces it. */
+int mbxC_policy_add_module(mbx_policy *p, const char *name, size_t name_len, const void *source,
+                           size_t len, char *why, size_t why_size);
 /* Copy the settings of src (limits, clock, seed, deterministic flag, environment and
    filesystem; not the host functions) into dst, a fresh mbxC_policy_defaults policy.
    0, or MBXC_POLICY_NO_MEMORY (dst is then cleared). */
@@ -123,8 +132,8 @@ void mbxC_policy_take_settings(mbx_policy *dst, mbx_policy *src);
 /* XXH3-64 of a canonical serialization of what the policy grants and limits: the limits, the
    clock, the seed, the deterministic flag, the environment (sorted by name) and the host
    functions in order (name, kind and, for native ones, the parsed signature), the mounts
-   (virtual path, mode, resolved host path), the policy's files (path and contents) and the
-   filesystem quotas, never the callbacks or their userdata. Snapshots record it; a restore under another policy is
+   (virtual path, mode, resolved host path), the policy's files (path and contents), the
+   module folder and registered modules (name and source) and the filesystem quotas, never the callbacks or their userdata. Snapshots record it; a restore under another policy is
    refused. */
 uint64_t mbxC_policy_digest(const mbx_policy *p);
 

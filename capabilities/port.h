@@ -276,8 +276,17 @@ enum {
   MBXC_FS_CREATE = 4,
   MBXC_FS_TRUNCATE = 8,
   MBXC_FS_APPEND = 16,
-  MBXC_FS_EXCLUSIVE = 32
+  MBXC_FS_EXCLUSIVE = 32,
+  /* A module read (require, loadfile, dofile): read-only, and it also sees what the view
+     serves to module reads only (capabilities/vfs.h: a module folder, registered modules). */
+  MBXC_FS_MODULE = 64,
+  /* With MBXC_FS_MODULE: path is a module name the host registered (mbx_policy_add_module),
+     not a path. */
+  MBXC_FS_MODULE_NAME = 128
 };
+/* Bytes of one module file or registered module (require, loadfile, dofile compile it whole;
+   real modules reach 90 KiB). */
+#define MBXC_MODULE_MAX (1 << 20)
 typedef struct mbxC_fs_stat {
   int is_dir;
   int is_file; /* a regular file; neither flag: something else (a FIFO, a device...) */

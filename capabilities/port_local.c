@@ -655,7 +655,12 @@ int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
   pl->fs_spec.mounts = NULL;
   pl->fs_spec.files = NULL;
   pl->fs_spec.mount_count = pl->fs_spec.file_count = 0;
-  if (p->fs.mount_count == 0 && p->fs.file_count == 0) goto env;
+  pl->fs_spec.modules = NULL; /* the policy's: it may be freed while the sandbox lives */
+  pl->fs_spec.module_count = 0;
+  pl->fs_spec.module_dir = NULL;
+  if (p->fs.mount_count == 0 && p->fs.file_count == 0 && p->fs.module_count == 0 &&
+      p->fs.module_dir == NULL)
+    goto env;
   pl->fs_policy = malloc(sizeof *pl->fs_policy);
   if (pl->fs_policy == NULL) {
     mbxC_port_local_free(pl);

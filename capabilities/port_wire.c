@@ -490,7 +490,8 @@ static int call_fs_open(void *ud, const char *path, size_t path_len, int flags,
 static int get_fs_open(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, size_t why_size) {
   c->a_len = mbxC_wire_get_bytes(r, MBXC_WIRE_MAX_PATH, &c->a);
   c->i1 = (int64_t)mbxC_wire_get_u64(r);
-  if (!r->bad && (c->i1 < 0 || c->i1 > 63)) {
+  /* Every MBXC_FS_* bit, the module-read ones included (capabilities/port.h). */
+  if (!r->bad && (c->i1 < 0 || c->i1 > 255)) {
     mbxC_wire_why(why, why_size, "fs_open with flags %lld", (long long)c->i1);
     return -1;
   }

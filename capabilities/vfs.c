@@ -205,6 +205,12 @@ struct mbxC_vfs {
   mbxC_vfs_tap tap; /* record/replay of the host's answers (snapshots); tapped: set */
   int tapped;
   const mbxC_wait *wait; /* the guest-time operation in progress (mbxC_vfs_set_wait) */
+  /* Module reads only (MBXC_FS_MODULE): the module folder is mounts[mount_count] when
+     has_module_root (past the table every other walk uses: io, fs, exec and the changes never
+     see it), and the registered modules are nodes outside the table, found by name. */
+  int has_module_root;
+  mnode **modules;
+  size_t module_count;
 };
 
 size_t mbxC_vfs_mount_count(const mbxC_vfs *v) {
@@ -507,6 +513,13 @@ void mbxC_vfs_free(mbxC_vfs *v) {
   free(v->journal);
   for (mbxC_vfs_mark *m = v->marks; m; m = m->next)
     m->view = NULL;
+  if (v->has_module_root) {
+    if (v->mounts[v->mount_count].dirfd >= 0) close(v->mounts[v->mount_count].dirfd);
+    free(v->mounts[v->mount_count].path);
+  }
+  for (size_t i = 0; i < v->module_count; i++)
+    free_node(v->modules[i]);
+  free(v->modules);
   free(v->mounts);
   free(v->prefixes);
   free(v->nodes);
@@ -542,9 +555,9 @@ mbxC_vfs *mbxC_vfs_new(const mbxC_fs_spec *spec, mbxC_port_error *e) {
   v->handle_cap =
       spec->open_files > MBXC_MAX_FS_OPEN_FILES ? MBXC_MAX_FS_OPEN_FILES : (size_t)spec->open_files;
   if (v->handle_cap && (v->handles = calloc(v->handle_cap, sizeof *v->handles)) == NULL) goto oom;
-  if (spec->mount_count) {
-    v->mounts = calloc(spec->mount_count, sizeof *v->mounts);
-    v->prefixes = calloc(spec->mount_count, sizeof *v->prefixes);
+  if (spec->mount_count || spec->module_dir) {
+    v->mounts = calloc(spec->mount_count + 1, sizeof *v->mounts);
+    v->prefixes = calloc(spec->mount_count + 1, sizeof *v->prefixes);
     if (v->mounts == NULL || v->prefixes == NULL) goto oom;
   }
   for (size_t i = 0; i < spec->mount_count; i++) {
@@ -567,6 +580,36 @@ mbxC_vfs *mbxC_vfs_new(const mbxC_fs_spec *spec, mbxC_port_error *e) {
     /* The mount point and its ancestors are directories of the memory tree, so listing "/"
        shows them; the mount itself answers for the path. */
     if (add_dirs(v, vm->path, vm->len) != 0) goto oom;
+  }
+  if (spec->module_dir) {
+    vmount *root = &v->mounts[v->mount_count];
+    root->dirfd = open(spec->module_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    if (root->dirfd < 0 || fstat(root->dirfd, &st) != 0) {
+      if (root->dirfd >= 0) close(root->dirfd);
+      fail(e, errno, "the module folder cannot be opened");
+      mbxC_vfs_free(v);
+      return NULL;
+    }
+    root->dev = st.st_dev;
+    root->mode = MBXC_MOUNT_RO;
+    root->len = 1;
+    v->has_module_root = 1;
+    if ((root->path = mbxU_dup_bytes("/", 1)) == NULL) goto oom;
+  }
+  if (spec->module_count && (v->modules = calloc(spec->module_count, sizeof *v->modules)) == NULL)
+    goto oom;
+  for (size_t i = 0; i < spec->module_count; i++) {
+    const mbxC_fs_file *f = &spec->modules[i];
+    mnode *n = calloc(1, sizeof *n);
+    if (n == NULL) goto oom;
+    v->modules[v->module_count++] = n;
+    n->path_len = strlen(f->path);
+    n->in_table = 1; /* never freed by a handle's close: mbxC_vfs_free frees it */
+    n->add_pos = -1;
+    if ((n->path = mbxU_dup_bytes(f->path, n->path_len)) == NULL) goto oom;
+    if (f->len && (n->data = mbxU_dup_bytes(f->data, f->len)) == NULL) goto oom;
+    n->len = n->cap = f->len;
   }
   if (add_dirs(v, "/", 1) != 0) goto oom;
   mnode *tmp = add_node(v, "/tmp", 4, 1, 1);
@@ -1506,8 +1549,55 @@ static int ov_rename(mbxC_vfs *v, const where *a, const where *b, mbxC_port_erro
   return a_host ? add_whiteout(v, a, e) : 0;
 }
 
+/* A registered module by name (MBXC_FS_MODULE_NAME): a read-only memory handle on it. The
+   names are the host's, a few at most MBXC_VFS_MAX_FILES: a scan. */
+static int module_name_open(mbxC_vfs *v, const char *name, size_t len, int *handle_out,
+                            mbxC_port_error *e) {
+  for (size_t i = 0; i < v->module_count; i++) {
+    mnode *n = v->modules[i];
+    if (n->path_len == len && memcmp(n->path, name, len) == 0)
+      return node_open(v, n, MBXC_FS_READ, handle_out, e);
+  }
+  return fail(e, ENOENT, "no module of that name is registered");
+}
+
+/* 1 when normalized path names a .lua file (what the module folder serves). */
+static int is_lua_file(const where *w) {
+  return w->len > 5 && memcmp(w->path + w->len - 4, ".lua", 4) == 0;
+}
+
+/*
+** A module read: read-only, and it sees the module folder where the view has nothing (a path
+** of the memory tree that is not there), for .lua files only; its errors are the view's
+** unless the folder has the file. Opened through host_open, so a snapshot's log records it
+** as it records a mount's reads.
+*/
+static int module_open(mbxC_vfs *v, const char *path, size_t len, int flags, int *handle_out,
+                       mbxC_port_error *e) {
+  if (want_write(flags)) return fail(e, EROFS, "module reads are read-only");
+  if (flags & MBXC_FS_MODULE_NAME) return module_name_open(v, path, len, handle_out, e);
+  flags = MBXC_FS_READ;
+  where w;
+  if (locate(v, path, len, &w, e) != 0) return -1;
+  int rc;
+  if (w.mount < 0)
+    rc = mem_open(v, &w, flags, handle_out, e);
+  else if (v->mounts[w.mount].mode == MBXC_MOUNT_OVERLAY)
+    return ov_open(v, &w, flags, handle_out, e);
+  else
+    return host_open(v, &w, flags, handle_out, e);
+  if (rc == 0 || e->errnum != ENOENT || !v->has_module_root || !is_lua_file(&w)) return rc;
+  mbxC_port_error view_error = *e;
+  w.mount = (int)v->mount_count;
+  w.rel = w.path + 1;
+  if (host_open(v, &w, flags, handle_out, e) == 0) return 0;
+  if (e->errnum == ENOENT) *e = view_error;
+  return -1;
+}
+
 int mbxC_vfs_open(mbxC_vfs *v, const char *path, size_t len, int flags, int *handle_out,
                   mbxC_port_error *e) {
+  if (flags & MBXC_FS_MODULE) return module_open(v, path, len, flags, handle_out, e);
   where w;
   if (locate(v, path, len, &w, e) != 0) return -1;
   if (w.mount < 0) return mem_open(v, &w, flags, handle_out, e);

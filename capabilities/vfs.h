@@ -70,6 +70,13 @@ typedef struct mbxC_fs_spec {
   uint64_t bytes;      /* bytes the guest may add: memory files plus host files' growth */
   uint64_t files_max;  /* files and directories the guest may create */
   uint64_t open_files; /* handles open at once */
+  /* What module reads (MBXC_FS_MODULE: require, loadfile, dofile) see besides the view: a host
+     directory whose .lua files they find at the view's root where the view has nothing
+     (the CLI's script folder; resolved once, NULL for none), and the host's registered
+     modules by name (MBXC_FS_MODULE_NAME; path = the name). io, fs and exec see neither. */
+  char *module_dir;
+  mbxC_fs_file *modules;
+  size_t module_count;
 } mbxC_fs_spec;
 
 /* Normalize path (len bytes, not NUL-terminated) into out (out_size bytes, NUL-terminated):

@@ -249,3 +249,26 @@ MBX_API mbx_status mbx_policy_add_file(mbx_policy *p, const char *virtual_path, 
   int r = mbxC_policy_add_file(p, virtual_path, strlen(virtual_path), data, len, why, sizeof why);
   return fs_status(r, "mbx_policy_add_file", why, err);
 }
+
+MBX_API mbx_status mbx_policy_add_module(mbx_policy *p, const char *name, const char *source,
+                                         size_t len, mbx_error *err) {
+  char why[400];
+  if (p == NULL || name == NULL) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_policy_add_module: the policy and the name must not be NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  int r = mbxC_policy_add_module(p, name, strlen(name), source, len, why, sizeof why);
+  return fs_status(r, "mbx_policy_add_module", why, err);
+}
+
+MBX_API mbx_status mbx_policy_set_module_dir(mbx_policy *p, const char *host_dir, mbx_error *err) {
+  char why[400];
+  if (p == NULL) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_policy_set_module_dir: the policy must not be NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  int r = mbxC_policy_set_module_dir(p, host_dir, why, sizeof why);
+  return fs_status(r, "mbx_policy_set_module_dir", why, err);
+}

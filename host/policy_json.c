@@ -325,6 +325,22 @@ static int load_files(loader *ld, mbx_policy *p, const json_t *arr) {
   return 0;
 }
 
+/* "modules": {"mylib.parser": "return {...}"}: registered modules (mbx_policy_add_module). */
+static int load_modules(loader *ld, mbx_policy *p, const json_t *obj) {
+  if (!json_is_object(obj)) return expected(ld, "modules", "an object {name: source}", obj);
+  const char *name;
+  json_t *src;
+  json_object_foreach((json_t *)obj, name, src) {
+    char key[300], why[400];
+    snprintf(key, sizeof key, "modules.%.250s", name);
+    if (!json_is_string(src)) return expected(ld, key, "the module's Lua source, a string", src);
+    int r = mbxC_policy_add_module(p, name, strlen(name), json_string_value(src),
+                                   json_string_length(src), why, sizeof why);
+    if (setter(ld, key, r, why) != 0) return -1;
+  }
+  return 0;
+}
+
 static int load_fs(loader *ld, mbx_policy *p, const json_t *obj) {
   static const char *const keys[] = {"mounts", "files", "tmp", "quota", NULL};
   static const char *const quota_keys[] = {"bytes", "files", "open_files", NULL};
@@ -386,8 +402,8 @@ static int load_exec(loader *ld, mbx_policy *p, const json_t *obj) {
 }
 
 static int load(loader *ld, mbx_policy *p, const json_t *root) {
-  static const char *const keys[] = {"limits",        "env", "seed", "time",
-                                     "deterministic", "fs",  "exec", NULL};
+  static const char *const keys[] = {"limits", "env",  "seed",    "time", "deterministic",
+                                     "fs",     "exec", "modules", NULL};
   if (!json_is_object(root)) return expected(ld, "(top level)", "an object", root);
   if (known_keys(ld, "", root, keys) != 0) return -1;
   json_t *v;
@@ -417,6 +433,7 @@ static int load(loader *ld, mbx_policy *p, const json_t *root) {
   }
   if ((v = json_object_get(root, "fs")) && load_fs(ld, p, v) != 0) return -1;
   if ((v = json_object_get(root, "exec")) && load_exec(ld, p, v) != 0) return -1;
+  if ((v = json_object_get(root, "modules")) && load_modules(ld, p, v) != 0) return -1;
   return 0;
 }
 

@@ -524,6 +524,32 @@ MBX_API mbx_status mbx_policy_add_file(mbx_policy *p, const char *virtual_path, 
                                        size_t len, mbx_error *err);
 
 /*
+** Register a Lua module by name for hosts that have no files: require(name) finds it after
+** package.preload and before the files of package.path, compiles the len bytes of source
+** (copied; at most 1 MiB) as chunk "@name" and passes ":registered:" as the loader's second
+** argument. io and fs do not see it. name is 1 to 255 bytes with no control characters
+** ("mylib.parser"); the same name again replaces the source. Counted with the policy's files
+** (at most 1024 modules, 256 MiB with the files). The modules are part of the policy's
+** identity: a snapshot restored under another module text is refused. Returns MBX_OK,
+** MBX_INVALID_ARGUMENT (NULL p or name, NULL source with a length, a bad name, too large) or
+** MBX_NO_MEMORY.
+*/
+MBX_API mbx_status mbx_policy_add_module(mbx_policy *p, const char *name, const char *source,
+                                         size_t len, mbx_error *err);
+
+/*
+** Let require, loadfile and dofile -- only they: io, fs and exec see nothing of it -- read the
+** .lua files under host_dir, read-only, as paths from the view's root ("./x.lua", "/x.lua",
+** "./lib/y.lua") wherever the view itself has nothing at that path. This is how `moonbox run
+** dir/main.lua` finds modules beside the script, as `lua main.lua` does from dir, without
+** exposing dir. host_dir is resolved once here (an existing directory); reads are confined
+** to it as a mount's are (openat2 RESOLVE_BENEATH: no symlink or ".." leads out). NULL
+** removes it. Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL p, a path that is not a directory)
+** or MBX_NO_MEMORY.
+*/
+MBX_API mbx_status mbx_policy_set_module_dir(mbx_policy *p, const char *host_dir, mbx_error *err);
+
+/*
 ** Load the settings in the JSON object text (len bytes) into p: "limits", "env", "seed",
 ** "time", "deterministic" and "fs" (mounts, files, tmp, quota), as docs/policy.md shows.
 ** Relative host paths are taken from base_dir (NULL: the current directory). The whole
@@ -697,7 +723,14 @@ MBX_API void mbx_sandbox_free(mbx_sandbox *sb);
 **                       newlines: the chunk and line of an error still come from the frame,
 **                       but its message then keeps the "name:line: " prefix.
 **   inputs_json, len    NULL/0, or a JSON object whose keys become globals before the chunk
-**                       runs (keys must be Lua identifiers and must not shadow a built-in)
+**                       runs (keys must be Lua identifiers and must not shadow a built-in).
+**                       One key that is no identifier is reserved: "..." carries the script
+**                       arguments, as `lua script.lua a b` gives them: an array of strings,
+**                       the script's name first (["script.lua", "a", "b"]). The chunk gets
+**                       the global `arg` in stock Lua's layout (arg[0] the name, arg[1..n]
+**                       the arguments, no negative indices) and the arguments as its `...`.
+**                       The name is whatever the host passes: give the script's path in the
+**                       sandbox's view, never a host path (the CLI passes the file's name).
 **   out                 receives the result when the call returns a run status
 **
 ** Returns the run's status (< MBX_API_ERROR_BASE; the same as mbx_result_status(*out)) when

@@ -1,7 +1,7 @@
-/* stdlib/stdlib.c -- builds the guest's global environment from the curated libraries. */
+/* stdlib/stdlib.c -- the opener: builds the guest's global environment from the curated
+   libraries (as Lua's linit.c; the helpers they share are stdlib/auxlib.c). */
 #include "stdlib/stdlib.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
@@ -10,39 +10,6 @@
 
 #include "vm/budget.h"
 #include "vm/vm.h"
-
-static int refused(lua_State *L) {
-  return luaL_error(L, "%s", lua_tostring(L, lua_upvalueindex(1)));
-}
-
-void mbxL_add_refusals(lua_State *L, int idx, const mbxL_refusal *list) {
-  idx = lua_absindex(L, idx);
-  for (; list->name; list++) {
-    lua_pushstring(L, list->message);
-    lua_pushcclosure(L, refused, 1);
-    lua_setfield(L, idx, list->name);
-  }
-}
-
-size_t mbxL_collect_cost(lua_State *L) {
-  size_t bytes = (size_t)lua_gc(L, LUA_GCCOUNT) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB);
-  return bytes / 64 + 1;
-}
-
-int mbxL_heap_fits(lua_State *L, size_t need) {
-  const size_t slack = (size_t)64 * 1024;
-  mbxV_vm *vm = mbxV_from(L);
-  if (vm == NULL) return 1;
-  for (int round = 0; round < 2; round++) {
-    size_t used = vm->heap.used + slack;
-    if (used < vm->heap.ceiling && need <= vm->heap.ceiling - used) return 1;
-    if (round == 0) {
-      mbxV_charge(L, mbxL_collect_cost(L));
-      lua_gc(L, LUA_GCCOLLECT);
-    }
-  }
-  return 0;
-}
 
 /* The build's scratch lives on the C stack, not in the Lua heap: a Lua table or userdata made
    here would be garbage once the state is built, a free hole inside the template that every
@@ -131,13 +98,6 @@ static void copy_functions(lua_State *L, int lib, copied_set *seen) {
    all open, and the few stock functions that push a light C function when called (ipairs,
    utf8.codes) through wrappers that push closures made here. stdlib/deterministic.c makes its
    next/pairs closures itself. tests/stdlib/test_stdlib.c walks what a guest reaches. */
-
-int mbxL_is_light_cfunction(lua_State *L, int idx) {
-  if (!lua_iscfunction(L, idx)) return 0;
-  if (lua_getupvalue(L, idx, 1) == NULL) return 1;
-  lua_pop(L, 1);
-  return 0;
-}
 
 /* The closure standing for the light C function on top of the stack (replaced by it). The
    function only: the upvalue's value does not matter, only that it exists. */
@@ -309,12 +269,12 @@ static void hide_code_addresses(lua_State *L) {
 }
 
 int mbxL_open_sandbox(lua_State *L) {
-  /* require comes after the globals: it records the library tables the others made (fuzz,
+  /* package comes after the globals: it records the library tables the others made (fuzz,
      a module only, adds itself to it). */
   static const lua_CFunction openers[] = {
       mbxL_open_base, mbxL_open_deterministic, mbxL_open_string,  mbxL_open_table, mbxL_open_math,
       mbxL_open_utf8, mbxL_open_coroutine,     mbxL_open_io,      mbxL_open_os,    mbxL_open_proc,
-      mbxL_open_json, mbxL_open_debug,         mbxL_open_require, mbxL_open_fuzz};
+      mbxL_open_json, mbxL_open_debug,         mbxL_open_package, mbxL_open_fuzz};
   static const char *const libs[] = {"_G",   "coroutine", "debug", "fs",     "io",    "json",
                                      "math", "os",        "proc",  "string", "table", "utf8"};
   const int nlibs = (int)(sizeof libs / sizeof *libs);
@@ -359,26 +319,4 @@ int mbxL_open_sandbox(lua_State *L) {
   }
   lua_pop(L, 1);
   return 0;
-}
-
-void mbxL_attach(lua_State *L, const mbxC_port *port) {
-  /* Only for a state of ours (the host attaches right after making it): no NULL path. */
-  mbxV_vm *vm = mbxV_from(L);
-  memset(vm->ext, 0, sizeof vm->ext);
-  mbxL_state_of(L)->port = port;
-}
-
-void mbxL_run_begin(lua_State *L) {
-  mbxL_state *st = mbxL_state_of(L);
-  st->close_nesting = 0;
-  st->pause_chain_broken = 0;
-}
-
-static int interrupted(const void *ctx) {
-  const mbxV_budget *b = ctx;
-  return atomic_load_explicit(&b->interrupt, memory_order_acquire) != 0;
-}
-
-mbxC_wait mbxL_host_wait(lua_State *L) {
-  return (mbxC_wait){.deadline_ns = 0, .interrupted = interrupted, .ctx = &mbxV_from(L)->budget};
 }

@@ -62,6 +62,9 @@ void mbxL_run_begin(lua_State *L);
 #define MBXL_CHAIN_MAX 16
 /* Bytes of source one guest `load` call may compile (the parser is unmetered C). */
 #define MBXL_LOAD_MAX (1024 * 1024)
+/* Bytes of one module file require, loadfile and dofile compile (real modules reach 90 KiB):
+   the file's size is checked before it is read (docs/vocabulary.md, "module size"). */
+#define MBXL_MODULE_MAX MBXC_MODULE_MAX
 
 /* Open everything a sandbox sees into L's globals, install the wrappers, and record the
    built-in names. A lua_CFunction: run it with lua_pcall on a fresh state. */
@@ -99,11 +102,14 @@ int mbxL_open_json(lua_State *L);
 /* debug: the subset real libraries use, Lua levels and functions only (stdlib/debug.c);
    after base (it keeps base's getmetatable and setmetatable). */
 int mbxL_open_debug(lua_State *L);
-/* require: opened last, it serves the library tables present when it is opened. */
-int mbxL_open_require(lua_State *L);
+/* package, require, loadfile and dofile (stdlib/package.c): opened after the libraries, it
+   pre-loads the stock ones and serves the other built-ins (json, fs) present when it is
+   opened. */
+int mbxL_open_package(lua_State *L);
 /* require("fuzz"): the input provider of fuzz targets (stdlib/fuzz.c); after require. */
 int mbxL_open_fuzz(lua_State *L);
-/* Make require(name) return the table at idx too (host function modules). */
+/* Make require(name) find the table at idx as a built-in module, after package.path's files
+   (fuzz, host function modules). */
 void mbxL_require_add(lua_State *L, const char *name, size_t name_len, int idx);
 
 /* Install the port's granted functions (stdlib/hostcall.c) into the globals: dotted names

@@ -27,6 +27,7 @@ typedef struct run_step {
   size_t inputs_len;
   mbxV_bcache *cache; /* the runtime's bytecode cache, or NULL */
   int hit;            /* the load was a bytecode cache hit */
+  int nargs;          /* script arguments passed to the chunk as `...` (inputs key "...") */
   enum { STEP_INPUTS, STEP_LOAD, STEP_READY } reached;
   char *bad_input;    /* malloc'd: why the inputs were refused */
   char *syntax_error; /* malloc'd: the parser's message */
@@ -50,6 +51,43 @@ static char *dup_printf(const char *fmt, const char *a) {
   char *p = malloc(n);
   if (p) snprintf(p, n, fmt, a);
   return p;
+}
+
+/*
+** The inputs key "..." (never a Lua identifier, so no input's name) carries the script
+** arguments as `lua` gives them: an array of strings, the script's name first. It becomes the
+** global `arg` with stock's layout (arg[0] the script, arg[1..n] the arguments; no negative
+** indices: nothing of the host's command line reaches the guest) and the main chunk's `...`.
+** Pushes the arg table (nil without the key, st->nargs -1) after removing the key from the
+** inputs at idx; 0 with st->bad_input when the value is not such an array.
+*/
+static int script_args(lua_State *L, run_step *st, int inputs) {
+  st->nargs = -1;
+  if (lua_getfield(L, inputs, "...") == LUA_TNIL) return 1;
+  int given = lua_gettop(L);
+  lua_pushliteral(L, "...");
+  lua_pushnil(L);
+  lua_rawset(L, inputs);
+  lua_Integer n = lua_type(L, given) == LUA_TTABLE ? (lua_Integer)lua_rawlen(L, given) : 0;
+  if (n < 1 || n > 100000) {
+    st->bad_input = dup_printf("inputs: '...' (the script arguments) must be an array of "
+                               "strings, the script's name first%s",
+                               "");
+    return 0;
+  }
+  lua_createtable(L, (int)n - 1, 1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (lua_rawgeti(L, given, i) != LUA_TSTRING) {
+      st->bad_input = dup_printf("inputs: '...' (the script arguments) must hold only "
+                                 "strings%s",
+                                 "");
+      return 0;
+    }
+    lua_rawseti(L, -2, i - 1);
+  }
+  lua_remove(L, given);
+  st->nargs = (int)n - 1;
+  return 1;
 }
 
 /* Decode the inputs object and check every key before binding any: a refused input leaves
@@ -85,6 +123,7 @@ static int bind_inputs(lua_State *L, run_step *st) {
     size_t n;
     const char *key = lua_tolstring(L, -1, &n);
     int kind = 0;
+    if (n == 3 && memcmp(key, "...", 3) == 0) continue; /* the script arguments */
     if (!is_identifier(key, n)) {
       kind = 1;
     } else {
@@ -115,6 +154,8 @@ static int bind_inputs(lua_State *L, run_step *st) {
                          shown);
     return 0;
   }
+  if (!script_args(L, st, inputs)) return 0;
+  int args = lua_gettop(L);
   lua_pushglobaltable(L);
   int globals = lua_gettop(L);
   lua_pushnil(L);
@@ -123,7 +164,12 @@ static int bind_inputs(lua_State *L, run_step *st) {
     lua_insert(L, -2);
     lua_rawset(L, globals);
   }
-  lua_settop(L, inputs - 1);
+  if (st->nargs >= 0) {
+    lua_pushvalue(L, args);
+    lua_setfield(L, globals, "arg");
+  }
+  lua_copy(L, args, inputs);
+  lua_settop(L, inputs); /* the arg table (or nil) stays for step_prepare */
   return 1;
 }
 
@@ -263,6 +309,14 @@ static int step_prepare(lua_State *L) {
     vm->run_thread = co;
   }
   lua_xmove(L, co, 1);
+  if (st->nargs > 0) {
+    /* The arg table bind_inputs left at 1: its arguments become the chunk's `...`. */
+    if (!lua_checkstack(co, st->nargs + 1)) luaL_error(L, "too many script arguments");
+    for (int i = 1; i <= st->nargs; i++) {
+      lua_rawgeti(L, 1, i);
+      lua_xmove(L, co, 1);
+    }
+  }
   st->co = co;
   st->reached = STEP_READY;
   return 0;
@@ -825,7 +879,7 @@ mbxV_status mbxV_run_cached(mbxV_vm *vm, mbxV_bcache *cache, const char *code, s
 
   vm->budget.host_calls = 0; /* counted over the run, across its resumes */
   vm->budget.exec_runs = vm->budget.exec_ms = 0;
-  resume_and_collect(vm, &st, 0, out);
+  resume_and_collect(vm, &st, st.nargs > 0 ? st.nargs : 0, out);
 
 finish:
   record_usage(vm, out, started);

@@ -29,8 +29,12 @@ typedef struct mbxV_vm {
   mbxV_heap heap;
   mbxV_budget budget;
   mbxV_output output;
-  size_t source_limit;  /* bytes of one chunk given by the host */
-  size_t result_limit;  /* bytes of the JSON text of a run's value */
+  size_t source_limit; /* bytes of one chunk given by the host */
+  size_t result_limit; /* bytes of the JSON text of a run's value */
+  /* The runtime's bytecode cache for host-given module sources (registered modules,
+     stdlib/package.c), set by the host before each run and resume; NULL: compile each time
+     (deterministic mode: a hit would skip the parse's charge). Never used for guest text. */
+  struct mbxV_bcache *module_cache;
   uint64_t address_key; /* key of the hash that stands in for addresses in tostring */
   jmp_buf *panic_jmp;   /* recovery point of the active host call, for lua_atpanic */
   /* vm/run.c's own: the last run or resume returned MBX_PAUSED (the run thread yielded with

@@ -306,6 +306,7 @@ static mbx_status inproc_run(void *impl, const mbxH_run_args *a, mbx_result **ou
                            ? ip->svc->bytecode
                            : NULL;
   mbxV_refusal why = {MBXV_OK, ""};
+  ip->vm->module_cache = cache;
   mbxV_status s = mbxV_run_cached(ip->vm, cache, code_text, a->code_len, name, a->inputs,
                                   a->inputs_len, &outcome, &why);
   uselocale(host_locale);
@@ -329,6 +330,9 @@ static mbx_status inproc_resume(void *impl, const char *fn, const char *value, s
   mbxV_outcome outcome;
   if (ip->recording) mbxC_port_record_resume(&ip->record, as_error, value, len);
   mbxV_refusal why = {MBXV_OK, ""};
+  ip->vm->module_cache = atomic_load(ip->svc->bytecode_on) && !ip->port.grants.deterministic
+                             ? ip->svc->bytecode
+                             : NULL;
   mbxV_status s = mbxV_resume(ip->vm, value, len, as_error, &outcome, &why);
   uselocale(host_locale);
   if (!mbxV_vm_paused(ip->vm)) mbxC_port_local_run_end(&ip->port);

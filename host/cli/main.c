@@ -608,6 +608,55 @@ static int load_inputs(const mbxH_cli_options *opt, byte_buffer *inputs, const c
   return 0;
 }
 
+/*
+** run FILE ARGS... and - ARGS...: the script arguments reach the library as the inputs key
+** "..." (include/moonbox.h, mbx_run_named), merged into the --input object when there is one
+** (a text that is not a JSON object is passed on unchanged, for the library's own message).
+** arg[0] is the file's name: its path in the sandbox's view, where require and loadfile find
+** it beside its modules ("./main.lua"); no host path reaches the guest. Returns 0 with
+** *owned the new text (NULL when nothing was added), or EXIT_USAGE.
+*/
+static int add_script_args(const mbxH_cli_options *opt, const char **text, size_t *len,
+                           char **owned) {
+  *owned = NULL;
+  if (opt->script_kind != MBXH_CLI_SCRIPT_FILE && opt->script_kind != MBXH_CLI_SCRIPT_STDIN)
+    return 0;
+  json_error_t jerr;
+  json_t *obj = *text ? json_loadb(*text, *len, 0, &jerr) : json_object();
+  if (obj == NULL || !json_is_object(obj)) {
+    json_decref(obj);
+    return 0;
+  }
+  json_t *args = json_array();
+  const char *name = "-";
+  if (opt->script_kind == MBXH_CLI_SCRIPT_FILE) {
+    const char *slash = strrchr(opt->script, '/');
+    name = slash ? slash + 1 : opt->script;
+  }
+  int bad = -1;
+  for (int i = -1; args && i < opt->script_argc; i++) {
+    json_t *s = json_string(i < 0 ? name : opt->script_args[i]);
+    if (s == NULL || json_array_append_new(args, s) != 0) {
+      bad = i;
+      break;
+    }
+  }
+  if (args == NULL || bad != -1 || json_object_set_new(obj, "...", args) != 0) {
+    if (bad >= 0)
+      fprintf(stderr, "moonbox: script argument %d is not valid UTF-8\n", bad + 1);
+    else
+      fprintf(stderr, "moonbox: the script's name is not valid UTF-8\n");
+    json_decref(obj);
+    return EXIT_USAGE;
+  }
+  *owned = json_dumps(obj, JSON_COMPACT);
+  json_decref(obj);
+  if (*owned == NULL) return EXIT_INTERNAL;
+  *text = *owned;
+  *len = strlen(*owned);
+  return 0;
+}
+
 static int run_command(const mbxH_cli_options *opt) {
   mbx_policy *policy = NULL;
   mbx_runtime *runtime = NULL;
@@ -619,6 +668,7 @@ static int run_command(const mbxH_cli_options *opt) {
   run_job job;
   mbx_error err;
   int exit_code = EXIT_INTERNAL;
+  char *with_args = NULL; /* the inputs with the script arguments (jansson's) */
 
   memset(&job, 0, sizeof job);
   memset(&err, 0, sizeof err);
@@ -633,6 +683,8 @@ static int run_command(const mbxH_cli_options *opt) {
   exit_code = EXIT_INTERNAL;
 
   exit_code = load_inputs(opt, &inputs, &job.inputs, &job.inputs_len);
+  if (exit_code != 0) goto done;
+  exit_code = add_script_args(opt, &job.inputs, &job.inputs_len, &with_args);
   if (exit_code != 0) goto done;
   exit_code = EXIT_INTERNAL;
 
@@ -696,6 +748,7 @@ done:
   mbx_policy_free(policy);
   free(script.data);
   free(inputs.data);
+  free(with_args);
   free(guest_stdin.data);
   return exit_code;
 }

@@ -51,6 +51,7 @@ struct mbxH_mcp_run {
   uint64_t limit[CLIENT_LIMITS];
   char session[MBXH_MCP_SESSION_ID_MAX + 1]; /* "" = none */
   json_t *input_names; /* check_lua: the inputs' keys, which the code may read; or NULL */
+  json_t *modules;     /* run_lua: {name: source} registered modules, or NULL */
 };
 
 /* ---------------------------------------------------------------------------------------- */
@@ -72,6 +73,9 @@ static const char run_input_schema[] =
     "\"additionalProperties\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"object\","
     "\"required\":[\"$bytes\"],\"additionalProperties\":false,"
     "\"properties\":{\"$bytes\":{\"type\":\"string\"}}}]}},"
+    "\"modules\":{\"type\":\"object\",\"description\":\"Lua modules by name, for require: "
+    "{\\\"mylib.util\\\": \\\"return {twice = function(x) return 2 * x end}\\\"}. Found before "
+    "package.path's files.\",\"additionalProperties\":{\"type\":\"string\"}},"
     "\"limits\":{\"type\":\"object\",\"additionalProperties\":false,\"description\":\"Lower "
     "budgets for this call (or the session it opens); the server's are the caps and cannot be "
     "raised.\",\"properties\":{"
@@ -274,6 +278,7 @@ void mbxH_mcp_run_free(mbxH_mcp_run *run) {
   free(run->code);
   free(run->inputs);
   json_decref(run->input_names);
+  json_decref(run->modules);
   for (size_t i = 0; i < run->file_count; i++) {
     free(run->files[i].path);
     free(run->files[i].data);
@@ -418,7 +423,7 @@ static int prepare_limits(const mbxH_mcp_tools *t, mbxH_mcp_run *run, const json
 
 mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_tools *t, const char *name, const json_t *args,
                                     char **error) {
-  static const char *const run_keys[] = {"code", "inputs", "files", "limits", "session"};
+  static const char *const run_keys[] = {"code", "inputs", "files", "limits", "session", "modules"};
   mbxH_mcp_run *run = calloc(1, sizeof *run);
   const char *key;
   const json_t *v;
@@ -445,8 +450,8 @@ mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_tools *t, const char *name, c
     if (!known) {
       *error =
           tool_errorf("%s: unknown argument '%s' (%s)", name, quote(key, strlen(key), q, sizeof q),
-                      run->tool == TOOL_RUN     ? "run_lua takes code, inputs, files, limits "
-                                                  "and session"
+                      run->tool == TOOL_RUN     ? "run_lua takes code, inputs, files, "
+                                                  "modules, limits and session"
                       : run->tool == TOOL_CHECK ? "check_lua takes code and inputs"
                                                 : "it takes session");
       goto fail;
@@ -506,6 +511,19 @@ mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_tools *t, const char *name, c
   }
   const json_t *files = json_object_get(args, "files");
   if (files != NULL && prepare_files(run, files, error) != 0) goto fail;
+  const json_t *modules = json_object_get(args, "modules");
+  if (modules != NULL && !json_is_null(modules)) {
+    const char *mname;
+    const json_t *src;
+    int ok = json_is_object(modules);
+    json_object_foreach((json_t *)modules, mname, src) ok = ok && json_is_string(src);
+    if (!ok) {
+      *error = tool_errorf("modules: expected {name: Lua source}, e.g. {\"mylib.util\": "
+                           "\"return {twice = function(x) return 2 * x end}\"}");
+      goto fail;
+    }
+    if ((run->modules = json_deep_copy(modules)) == NULL) goto fail;
+  }
   const json_t *limits = json_object_get(args, "limits");
   if (limits != NULL && prepare_limits(t, run, limits, error) != 0) goto fail;
   json_decref(empty);
@@ -520,7 +538,7 @@ fail:
 /* Running                                                                                   */
 
 static int wants_own_policy(const mbxH_mcp_run *run) {
-  if (run->file_count > 0) return 1;
+  if (run->file_count > 0 || run->modules != NULL) return 1;
   for (size_t i = 0; i < CLIENT_LIMITS; i++)
     if (run->limit_set[i]) return 1;
   return 0;
@@ -547,6 +565,18 @@ static mbx_policy *call_policy(const mbxH_mcp_tools *t, const mbxH_mcp_run *run,
       char q[64];
       *error =
           tool_errorf("files['%s']: %s", quote(f->path, strlen(f->path), q, sizeof q), err.message);
+      mbx_policy_free(p);
+      return NULL;
+    }
+  }
+  const char *mname;
+  const json_t *src;
+  json_object_foreach(run->modules, mname, src) {
+    if (mbx_policy_add_module(p, mname, json_string_value(src), json_string_length(src), &err) !=
+        MBX_OK) {
+      char q[64];
+      *error =
+          tool_errorf("modules['%s']: %s", quote(mname, strlen(mname), q, sizeof q), err.message);
       mbx_policy_free(p);
       return NULL;
     }

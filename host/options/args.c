@@ -36,7 +36,9 @@ typedef enum option_id {
   OPT_EXPORT_CHANGES,
   OPT_DIFF,
   OPT_DIFF_LIMIT,
-  OPT_STDIN
+  OPT_STDIN,
+  OPT_MODULE,
+  OPT_NO_SCRIPT_MODULES
 } option_id;
 
 typedef struct option_spec {
@@ -81,6 +83,8 @@ static const option_spec run_options[] = {
     {"--diff", OPT_DIFF, OPTIONAL, NULL, FOR_RUN},
     {"--diff-limit", OPT_DIFF_LIMIT, 1, "--diff-limit 4M", FOR_RUN},
     {"--stdin", OPT_STDIN, 1, "--stdin data.txt", FOR_RUN},
+    {"--module", OPT_MODULE, 1, "--module mylib.parser=parser.lua", 0},
+    {"--no-script-modules", OPT_NO_SCRIPT_MODULES, 0, NULL, 0},
 };
 
 static const char usage_text[] =
@@ -97,9 +101,11 @@ static const char usage_text[] =
     "as JSON.\n"
     "\n"
     "Script (exactly one):\n"
-    "  FILE                   run the Lua source in FILE\n"
+    "  FILE [ARGS...]         run the Lua source in FILE; what follows FILE goes to the\n"
+    "                         script as arg[1..n] and the main chunk's ... (arg[0] is the\n"
+    "                         file's name), so options come before FILE, as for lua(1)\n"
     "  -e CODE                run CODE\n"
-    "  -                      read the script from standard input\n"
+    "  - [ARGS...]            read the script from standard input\n"
     "\n"
     "Options:\n"
     "  --memory SIZE          live heap limit (default 64M; at least 256k)\n"
@@ -126,6 +132,12 @@ static const char usage_text[] =
     "                         reach HOSTDIR; overlay: writes stay in the sandbox's memory)\n"
     "                         (repeatable)\n"
     "  --file /PATH=HOSTFILE  a read-only copy of HOSTFILE at /PATH (repeatable)\n"
+    "  --module NAME=FILE     require(NAME) loads FILE's source (a registered module,\n"
+    "                         found before package.path; repeatable)\n"
+    "  --no-script-modules    do not let require, loadfile and dofile see the .lua files\n"
+    "                         beside FILE (by default they do, read-only, as ./x.lua, the\n"
+    "                         way lua(1) finds them from FILE's folder; io and fs never see\n"
+    "                         that folder; off with --snapshot-out)\n"
     "  --stdin FILE           what io.stdin and io.read read (- = standard input; without\n"
     "                         it, input piped or redirected from a file is used)\n"
     "  --isolate process|none run the script in a jailed worker process (moonbox-worker:\n"
@@ -162,8 +174,9 @@ static const char usage_text[] =
     "  numbers, and syntax errors. Exit 0 clean, 1 with findings, 2 on bad usage. --json\n"
     "  prints {\"globals\":[...],\"ok\":...,\"syntax_error\":...}.\n"
     "\n"
-    "SIZE takes k, M or G suffixes (also KiB, MiB, GiB; powers of 1024). Options may come\n"
-    "before or after the script; -- ends the options. Both --opt VALUE and --opt=VALUE work.\n"
+    "SIZE takes k, M or G suffixes (also KiB, MiB, GiB; powers of 1024). Options of run come\n"
+    "before FILE or - (after -e CODE they may follow); -- ends the options. Both --opt VALUE\n"
+    "and --opt=VALUE work.\n"
     "\n"
     "Exit status: 0 ok, 1 script error, 2 usage or input error (also a bad snapshot),\n"
     "3 limit exceeded or interrupted, 4 paused at a --pause-on function, 70 internal\n"
@@ -227,6 +240,7 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_VERSION:
   case OPT_JSON:
   case OPT_DETERMINISTIC:
+  case OPT_NO_SCRIPT_MODULES:
     break; /* flags are handled by the caller */
   case OPT_DIFF:
   case OPT_CHANGES:
@@ -383,6 +397,21 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     }
     opt->allow_exec[opt->allow_exec_count++] = value;
     break;
+  case OPT_MODULE: {
+    const char *eq = strchr(value, '=');
+    char quoted[MBXU_QUOTE_MAX + 4];
+    mbxU_quote(value, quoted, sizeof quoted);
+    if (eq == NULL || eq == value || eq[1] == '\0') {
+      mbxU_msg(msg, msg_size, "--module: '%s' is not NAME=FILE (e.g. %s)", quoted, spec->example);
+      return -1;
+    }
+    if (opt->module_count == MBXH_CLI_MAX_MODULES) {
+      mbxU_msg(msg, msg_size, "--module: at most %d modules can be given", MBXH_CLI_MAX_MODULES);
+      return -1;
+    }
+    opt->modules[opt->module_count++] = value;
+    break;
+  }
   case OPT_FILE: {
     const char *eq = strchr(value, '=');
     char quoted[MBXU_QUOTE_MAX + 4];
@@ -540,6 +569,7 @@ static int mcp_takes(const option_spec *spec) {
   case OPT_SNAPSHOT_OUT:
   case OPT_VALUE:
   case OPT_ERROR:
+  case OPT_NO_SCRIPT_MODULES:
     return 0;
   default:
     return 1;
@@ -565,6 +595,12 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
     }
     if (options_ended || arg[0] != '-' || strcmp(arg, "-") == 0) {
       if (set_positional(opt, arg, msg, msg_size) != 0) return -1;
+      /* run FILE ARGS... (and - ARGS...): the rest is the script's, as lua(1) has it. */
+      if (opt->command == MBXH_CLI_RUN && opt->script_kind != MBXH_CLI_SCRIPT_CODE) {
+        opt->script_args = argv + i + 1;
+        opt->script_argc = argc - i - 1;
+        break;
+      }
       continue;
     }
     /* Only long options take "=VALUE": "-e=x" would otherwise be ambiguous with Lua code. */
@@ -620,6 +656,8 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
         opt->changes = 1;
       else if (spec->id == OPT_DIFF)
         opt->diff = 1;
+      else if (spec->id == OPT_NO_SCRIPT_MODULES)
+        opt->no_script_modules = 1;
       else
         opt->json = 1;
       continue;

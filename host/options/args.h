@@ -22,7 +22,8 @@
 /* --mount and --file may be given this many times (the library's caps). */
 #define MBXH_CLI_MAX_MOUNTS 32
 #define MBXH_CLI_MAX_FILES 1024
-#define MBXH_CLI_MAX_EXEC 64 /* --allow-exec (mbx_policy_allow_exec's cap) */
+#define MBXH_CLI_MAX_EXEC 64      /* --allow-exec (mbx_policy_allow_exec's cap) */
+#define MBXH_CLI_MAX_MODULES 1024 /* --module (mbx_policy_add_module's cap) */
 /* The exit code of a run that stopped at a --pause-on function (docs/cli.md). */
 #define MBXH_CLI_EXIT_PAUSED 4
 
@@ -77,6 +78,12 @@ typedef struct mbxH_cli_options {
   int file_count;
   const char *allow_exec[MBXH_CLI_MAX_EXEC]; /* --allow-exec PROGRAM */
   int allow_exec_count;
+  const char *modules[MBXH_CLI_MAX_MODULES]; /* --module NAME=FILE; each has an '=' */
+  int module_count;
+  int no_script_modules; /* --no-script-modules: require does not see the script's folder */
+  /* run FILE|- ARGS...: what follows the script goes to it (arg, ...), as lua(1) does */
+  char *const *script_args;
+  int script_argc;
   int changes;                /* --changes or --changes=FILE */
   const char *changes_file;   /* --changes=FILE, or NULL (stderr) */
   const char *export_changes; /* --export-changes DIR, or NULL */

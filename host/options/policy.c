@@ -150,6 +150,38 @@ static int apply_files(mbx_policy *p, const mbxH_cli_options *opt) {
   return 0;
 }
 
+/* --module NAME=FILE, and the script's folder for require (unless --no-script-modules). */
+static int apply_modules(mbx_policy *p, const mbxH_cli_options *opt) {
+  mbx_error err;
+  memset(&err, 0, sizeof err);
+  for (int i = 0; i < opt->module_count; i++) {
+    const char *eq = strchr(opt->modules[i], '=');
+    size_t name_len = (size_t)(eq - opt->modules[i]), len;
+    char *name = strndup(opt->modules[i], name_len);
+    char *data = name ? read_host_file("--module", eq + 1, 1u << 20, &len) : NULL;
+    mbx_status s = data ? mbx_policy_add_module(p, name, data, len, &err) : MBX_INVALID_ARGUMENT;
+    free(data);
+    free(name);
+    if (s != MBX_OK) {
+      if (err.message[0])
+        fprintf(stderr, "moonbox: --module %s: %s\n", opt->modules[i], err.message);
+      return -1;
+    }
+  }
+  /* Not under --snapshot-out: `moonbox resume` has no script, so its policy (and the
+     snapshot's identity, which covers the folder) could not be the run's. */
+  if (opt->script_kind != MBXH_CLI_SCRIPT_FILE || opt->no_script_modules || opt->snapshot_out)
+    return 0;
+  char *dir = strdup(opt->script);
+  mbx_status s = dir ? mbx_policy_set_module_dir(p, dirname(dir), &err) : MBX_NO_MEMORY;
+  free(dir);
+  if (s != MBX_OK) {
+    fprintf(stderr, "moonbox: the folder of %s: %s\n", opt->script, err.message);
+    return -1;
+  }
+  return 0;
+}
+
 /* Applies the limits given on the command line; the library checks the ranges. */
 static int apply_limits(mbx_policy *p, const mbxH_cli_options *opt) {
   const struct {
@@ -185,7 +217,8 @@ mbx_policy *mbxH_cli_make_policy(const mbxH_cli_options *opt, int *exit_code) {
   }
   /* The file first: the options given on the command line override its values. */
   if (apply_policy_file(policy, opt) != 0 || apply_limits(policy, opt) != 0 ||
-      apply_settings(policy, opt) != 0 || apply_files(policy, opt) != 0) {
+      apply_settings(policy, opt) != 0 || apply_files(policy, opt) != 0 ||
+      apply_modules(policy, opt) != 0) {
     mbx_policy_free(policy);
     *exit_code = MBXH_CLI_EXIT_USAGE;
     return NULL;

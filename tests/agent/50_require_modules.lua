@@ -1,6 +1,6 @@
 -- Agent task: a model requires the modules it uses, and probes for an optional one.
--- stock: skip (moonbox's require: built-in modules only, with its own error message)
--- expect-value: {"encoded":"{\"upper\":\"OK\"}","lfs":false,"lfs_msg":true,"lists_json":true,"same_json":true,"same_string":true,"socket":false}
+-- stock: skip (json and cjson are moonbox built-ins)
+-- expect-value: {"encoded":"{\"upper\":\"OK\"}","lfs":false,"lfs_msg":true,"lists_places":true,"same_json":true,"same_string":true,"socket":false}
 local json = require("json")
 local cjson = require("cjson")
 local str = require("string")
@@ -11,8 +11,8 @@ return {
   same_json = json == cjson,
   same_string = str == string and tbl == table,
   lfs = has_lfs,
-  lfs_msg = err:match("module 'lfs' is not available in this sandbox") ~= nil,
-  lists_json = err:find("json", 1, true) ~= nil,
+  lfs_msg = err:match("module 'lfs' not found:") ~= nil,
+  lists_places = err:find("no file './lfs.lua'", 1, true) ~= nil,
   socket = ok_socket,
   encoded = cjson.encode({upper = str.upper("ok")}),
 }

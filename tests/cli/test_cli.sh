@@ -427,8 +427,11 @@ check_json 'd["error"]["chunk"] == "sub/../rel.lua" and d["error"]["line"] == 3'
 check_json 'd["stdout"] == "sub/../rel.lua:1: where\n"'
 if grep -q "$tmp" "$tmp/out"; then fail "the absolute path reached the result"; fi
 
-start options_after_script
+start options_after_script_are_its_arguments
 mb run "$tmp/ok.lua" --json
+check_rc 0
+check_out $'21\n'
+mb run --json -e 'return 21'
 check_rc 0
 check_json 'd["value"] == 21'
 
@@ -465,7 +468,7 @@ check_err_first "^moonbox: cannot (open|read) "
 # ------------------------------------------------------------------------------------------
 # Help, version, usage errors
 
-for args in "--help" "help" "-h" "run --help" "run x.lua --help"; do
+for args in "--help" "help" "-h" "run --help" "run --help x.lua"; do
   start "help ($args)"
   # shellcheck disable=SC2086  # word splitting is the point
   mb $args
@@ -530,9 +533,13 @@ check_rc 2
 check_err_first "^moonbox: unknown command 'walk'"
 
 start two_scripts
-mb run "$tmp/ok.lua" -e 'return 1'
+mb run -e 'return 1' "$tmp/ok.lua"
 check_rc 2
 check_err_first '^moonbox: two scripts given'
+# After FILE, -e is the script's argument, as for lua(1).
+mb run "$tmp/ok.lua" -e 'return 1'
+check_rc 0
+check_out $'21\n'
 
 # ------------------------------------------------------------------------------------------
 # --json prints exactly one parseable line whatever happened.
@@ -918,6 +925,101 @@ check_out $'3\n'
 mb run --isolate bogus -e 'return 1'
 check_rc 2
 check_err_first "^moonbox: --isolate: 'bogus' is not process or none"
+
+# ------------------------------------------------------------------------------------------
+# Script arguments and modules (issue 26, 1 and 2)
+
+mkdir -p "$tmp/proj/mylib" "$tmp/lib/util"
+cat >"$tmp/proj/main.lua" <<'LUA'
+local parser, where = require("mylib.parser")
+print(arg[0], #arg, select("#", ...), arg[-1], ...)
+print(parser.parse("abc"), where)
+print(io.open("main.lua") == nil, io.open("/mylib/parser.lua") == nil, fs.exists("/mylib"))
+print(dofile("mylib/parser.lua").parse("xy"), loadfile("main.lua") ~= nil)
+LUA
+printf 'return {parse = function(s) return #s end}\n' >"$tmp/proj/mylib/parser.lua"
+
+start script_arguments_and_modules_beside_the_script
+mb run "$tmp/proj/main.lua" a "b c" --json
+check_rc 0
+check_out $'main.lua\t3\t3\tnil\ta\tb c\t--json\n3\t./mylib/parser.lua\ntrue\ttrue\tfalse\n2\ttrue\n'
+if grep -q "$tmp" "$tmp/out"; then fail "a host path reached the script"; fi
+
+start script_modules_from_another_directory
+(cd / && timeout 10 "$MBX" run "$tmp/proj/main.lua" </dev/null >"$tmp/out" 2>"$tmp/err")
+rc=$?
+check_rc 0
+check_out_has '^3	./mylib/parser.lua$'
+
+start no_script_modules
+mb run --no-script-modules "$tmp/proj/main.lua"
+check_rc 1
+check_err_has "module 'mylib.parser' not found:"
+check_err_has "no file './mylib/parser.lua'"
+
+start stdin_script_arguments
+printf 'return arg[0], ...' >"$tmp/args.lua"
+STDIN_FILE="$tmp/args.lua" mb run --json - x y
+check_rc 0
+check_json 'd["value"] == ["-", "x", "y"]'
+
+start inputs_and_arguments_together
+mb run --input '{"k": 5}' --json "$tmp/args.lua" z
+check_rc 0
+check_json 'd["value"] == ["args.lua", "z"]'
+
+start mount_a_library_folder
+printf 'local M = {} function M.twice(x) return 2 * x end return M\n' >"$tmp/lib/util/init.lua"
+printf 'package.path = "/lib/?.lua;/lib/?/init.lua;" .. package.path\nreturn require("util").twice(21), select(2, require("util"))' >"$tmp/uselib.lua"
+mb run --json --mount "$tmp/lib:/lib" "$tmp/uselib.lua"
+check_rc 0
+check_json 'd["value"] == 42'
+
+start registered_module_flag
+printf 'return {v = "registered"}\n' >"$tmp/reg.lua"
+mb run --module json="$tmp/reg.lua" -e 'return require("json").v, json.encode({})'
+check_rc 0
+check_out $'["registered","{}"]\n'
+mb run --module json -e 'return 1'
+check_rc 2
+check_err_first "^moonbox: --module: 'json' is not NAME=FILE"
+
+start snapshot_runs_do_not_see_the_script_folder
+mb run --snapshot-out "$tmp/mod.bin" --pause-on tools.fetch "$tmp/proj/main.lua"
+check_rc 1
+check_err_has "module 'mylib.parser' not found:"
+
+# A real pure-Lua library (Debian's lua-argparse, tools/dev installs it) loaded the natural way:
+# its install folder mounted read-only (the 5.4 file is a symlink into ../5.1, inside the mount),
+# compared with stock lua5.4 on the same calls.
+start real_library_from_its_install_folder
+if [ -f /usr/share/lua/5.4/argparse.lua ] && command -v lua5.4 >/dev/null; then
+  cat >"$tmp/argp_body.lua" <<'LUA'
+local argparse = require("argparse")
+local p = argparse("prog", "A test program.")
+p:argument("input", "Input file.")
+p:option("-o --output", "Output file.", "a.out")
+p:flag("-v --verbose")
+local args = p:parse({"in.txt", "-o", "x.bin", "-v"})
+print(args.input, args.output, args.verbose)
+print(p:get_help())
+print(p:pparse({"--nope"}))
+LUA
+  { printf 'package.path = "/lua/5.4/?.lua;/lua/5.4/?/init.lua;" .. package.path\n'
+    cat "$tmp/argp_body.lua"; } >"$tmp/argp.lua"
+  mb run --mount /usr/share/lua:/lua "$tmp/argp.lua"
+  check_rc 0
+  lua5.4 "$tmp/argp_body.lua" >"$tmp/argp_stock.out" 2>&1
+  if ! cmp -s "$tmp/out" "$tmp/argp_stock.out"; then
+    fail "argparse differs from stock lua5.4: [$(show "$tmp/out")] vs [$(show "$tmp/argp_stock.out")]"
+  fi
+else
+  printf 'SKIP %s: lua-argparse or lua5.4 is not installed (tools/dev installs both)\n' "$case_name"
+fi
+
+start help_explains_script_modules
+mb run --help
+check_out_has 'no-script-modules'
 
 # ------------------------------------------------------------------------------------------
 

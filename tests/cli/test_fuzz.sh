@@ -188,6 +188,36 @@ if long provider; then
   fi
 fi
 
+# --- Modules: docs/fuzzing.md's target, as written, finds mylib/parser.lua beside it -------------
+
+start docs_example_requires_a_module
+mkdir -p "$tmp/docs_example/mylib"
+sed -n '/^-- fuzz_parser.lua$/,/^```$/p' "$HERE/../../docs/fuzzing.md" | sed '$d' \
+  >"$tmp/docs_example/fuzz_parser.lua"
+cat >"$tmp/docs_example/mylib/parser.lua" <<'LUA'
+-- A parser whose print/parse round trip is stable: a list of the input's words.
+local M = {}
+function M.parse(s)
+  local t = {}
+  for w in s:gmatch("%a+") do t[#t + 1] = w end
+  return t
+end
+function M.print(t) return table.concat(t, " ") end
+return M
+LUA
+if ! grep -q 'require("mylib.parser")' "$tmp/docs_example/fuzz_parser.lua"; then
+  fail "docs/fuzzing.md's example was not found"
+fi
+fz docs_example "$tmp/docs_example/fuzz_parser.lua" -runs=500 -seed=1
+if [ "$rc" -ne 0 ] || [ "$(crashes docs_example)" -ne 0 ]; then
+  fail "the docs example did not run clean: rc $rc ($(show "$tmp/docs_example/err"))"
+fi
+fz docs_example_off "$tmp/docs_example/fuzz_parser.lua" --no-script-modules \
+  -runs=10 -seed=1
+if [ "$rc" -eq 0 ] || ! grep -q "in global 'require'" "$tmp/docs_example_off/err"; then
+  fail "--no-script-modules still found the module: rc $rc ($(show "$tmp/docs_example_off/err"))"
+fi
+
 # --- Usage errors ----------------------------------------------------------------------------
 start "usage errors name what is wrong"
 timeout 60 "$MBX" fuzz >/dev/null 2>"$tmp/u1"

@@ -2,8 +2,7 @@
 -- Attack: reach host capabilities (io, os, debug, package, require, dofile, loadfile, loadlib...)
 -- through _G, _ENV, load with and without an env, and the package/registry tables (THREATS E1-E5).
 local dangerous = {
-  "package", "dofile", "loadfile", "loadstring", "module", "newproxy",
-  "setfenv", "getfenv",
+  "loadstring", "module", "newproxy", "setfenv", "getfenv",
 }
 local dangerous_fields = {
   io = {"popen", "open", "lines", "input", "output", "close", "tmpfile", "read"},
@@ -23,12 +22,22 @@ local function probe(where, env)
       end
     end
   end
+  -- package exists (stdlib/package.c): loadlib only refuses, and the loaded libraries are
+  -- the sandbox's own tables.
   local pkg = rawget(env, "package")
   if type(pkg) == "table" then
-    if pkg.loadlib then print("ESCAPED: package.loadlib via " .. where) end
-    if type(pkg.loaded) == "table" and (pkg.loaded.io or pkg.loaded.os) then
-      print("ESCAPED: package.loaded reaches host libraries via " .. where)
+    if pkg.loadlib and pcall(pkg.loadlib, "/lib/x86_64-linux-gnu/libc.so.6", "system") then
+      print("ESCAPED: package.loadlib loaded a C library via " .. where)
     end
+    if type(pkg.loaded) == "table" then
+      if pkg.loaded.debug then print("ESCAPED: package.loaded.debug via " .. where) end
+      for _, lib in ipairs({"io", "os", "string"}) do
+        if pkg.loaded[lib] ~= nil and pkg.loaded[lib] ~= rawget(_G, lib) then
+          print("ESCAPED: package.loaded." .. lib .. " is not the sandbox's via " .. where)
+        end
+      end
+    end
+    if pkg.cpath ~= nil and pkg.cpath ~= "" then print("ESCAPED: a C path via " .. where) end
   end
 end
 
@@ -45,7 +54,7 @@ for _, f in ipairs({print, tostring, pcall, load, setmetatable, getmetatable}) d
 end
 local g = load("local t = {} for k in pairs(_ENV) do t[#t + 1] = k end return t")()
 for _, k in ipairs(g) do
-  if k == "package" or k == "dofile" or k == "loadfile" then
+  if k == "loadstring" or k == "setfenv" or k == "newproxy" then
     print("ESCAPED: load's default env holds " .. k)
   end
 end
@@ -54,8 +63,9 @@ local gmt = getmetatable(_G)
 if type(gmt) == "table" and type(rawget(gmt, "__index")) == "table" then
   probe("getmetatable(_G).__index", gmt.__index)
 end
--- require exists, but serves only the sandbox's own library tables (see require_escape).
-for _, name in ipairs({"package", "ffi", "io.popen"}) do
+-- require exists, but serves only the sandbox's own tables and files of its view (see
+-- require_escape).
+for _, name in ipairs({"ffi", "io.popen"}) do
   if pcall(require, name) then print("ESCAPED: require('" .. name .. "') returned a module") end
 end
 -- Library tables must not lead anywhere else either.

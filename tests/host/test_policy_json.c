@@ -70,7 +70,11 @@ static void the_issue_shape_loads(void **state) {
   assert_memory_equal(p->fs.files[0].data, "id,total\n1,5\n", 13);
   assert_true(p->seed_fixed && p->seed == 42);
   assert_int_equal(p->env_count, 1);
-  assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_TIME_MS), 5000); /* the older time_ms */
+  /* Registered modules: {name: source}. */
+  assert_int_equal(load(p, "{\"modules\": {\"mylib.parser\": \"return 1\"}}", &err), MBX_OK);
+  assert_int_equal(p->fs.module_count, 1);
+  assert_string_equal(p->fs.modules[0].path, "mylib.parser");
+  assert_memory_equal(p->fs.modules[0].data, "return 1", 8);
   mbx_policy_free(p);
 }
 
@@ -108,7 +112,10 @@ static void every_rejection_names_its_key(void **state) {
        " {\"path\": \"/w\", \"host\": \"work\", \"mode\": \"wr\"}]}}",
        "fs.mounts[1].mode: expected \"ro\", \"rw\" or \"overlay\", got \"wr\""},
       {"{\"limit\": {}}",
-       "limit: unknown key (expected one of: limits, env, seed, time, deterministic, fs, exec)"},
+       "limit: unknown key (expected one of: limits, env, seed, time, deterministic, fs, exec, "
+       "modules)"},
+      {"{\"modules\": [\"x\"]}", "modules: expected an object {name: source}, got an array"},
+      {"{\"modules\": {\"m\": 1}}", "modules.m: expected the module's Lua source, a string, got 1"},
       {"{\"limits\": {\"memory\": \"64X\"}}",
        "limits.memory: '64X' is not a size (use a number with an optional k, M, G or T suffix, e.g. 64M)"},
       {"{\"limits\": {\"memory\": true}}",

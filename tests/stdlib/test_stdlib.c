@@ -45,23 +45,23 @@ static void expect_keys(const char *table_expr, const char *names) {
 
 static void globals_are_exactly_the_curated_set(void **state) {
   (void)state;
-  expect_keys("_G", "_G _VERSION assert collectgarbage coroutine debug error fs getmetatable io "
-                    "ipairs "
-                    "json load math next os pairs pcall print proc rawequal rawget rawlen rawset "
-                    "require select setmetatable string table tonumber tostring type utf8 "
-                    "warn xpcall");
+  expect_keys("package", "config cpath loaded loadlib path preload searchers searchpath");
+  expect_keys("_G", "_G _VERSION assert collectgarbage coroutine debug dofile error fs "
+                    "getmetatable io ipairs json load loadfile math next os package pairs pcall "
+                    "print proc rawequal rawget rawlen rawset require select setmetatable string "
+                    "table tonumber tostring type utf8 warn xpcall");
   snippet_check_value("return _VERSION, _G._G == _G", "[\"Lua 5.4\",true]");
 }
 
 static void dangerous_names_are_absent(void **state) {
   (void)state;
-  snippet_check_value("local n = 0 for _, k in ipairs{'package', 'dofile', "
-                      "'loadfile', 'loadstring', 'unpack', 'module', 'setfenv', 'getfenv', "
-                      "'newproxy', 'gcinfo'} do if _G[k] ~= nil then n = n + 1 end end return n",
+  snippet_check_value("local n = 0 for _, k in ipairs{'loadstring', 'unpack', 'module', "
+                      "'setfenv', 'getfenv', 'newproxy', 'gcinfo'} do if _G[k] ~= nil then n = n "
+                      "+ 1 end end return n",
                       "0");
   snippet_check_value("return string.dump", "null");
   /* os, io and require exist, but lead nowhere outside the sandbox: the host-reaching
-     functions are stubs that say why, os.exit ends only the run, require knows no package. */
+     functions are stubs that say why, os.exit ends only the run, require reads files of the view only. */
   snippet_check_value("return (io.open('/etc/passwd'))", "null");
   snippet_check_error("io.popen('id')", MBX_RUNTIME_ERROR, "io.popen is not available");
   snippet_check_value("return io.read('l')", "null"); /* an empty stdin */
@@ -73,7 +73,7 @@ static void dangerous_names_are_absent(void **state) {
   snippet_check_value("return require('debug') == debug", "true");
   snippet_check_error("debug.getregistry()", MBX_RUNTIME_ERROR,
                       "debug.getregistry is not available");
-  snippet_check_error("require('package')", MBX_RUNTIME_ERROR, "module 'package' is not available");
+  snippet_check_error("require('lfs')", MBX_RUNTIME_ERROR, "module 'lfs' not found:");
   snippet_check_value("return require('os') == os, os.getenv('HOME'), os.getenv('PATH')",
                       "[true,null,null]");
 }

@@ -273,6 +273,35 @@ static void inputs_become_globals(void **state) {
   expect_json(vm, "return _under9", "1"); /* inputs stay, like any global */
 }
 
+/* The inputs key "..." is the script's command line, as `lua script.lua a b` gives it. */
+static void script_arguments_are_arg_and_varargs(void **state) {
+  mbxV_vm *vm = *state;
+  mbxV_outcome out;
+  mbxV_refusal err;
+  assert_int_equal(run_in(vm,
+                          "return select('#', ...), ..., arg[0], arg[1], arg[2], #arg, "
+                          "arg[-1], x",
+                          "{\"...\": [\"main.lua\", \"a\", \"b c\"], \"x\": 1}", &out, &err),
+                   MBX_OK);
+  assert_string_equal(out.value_json, "[2,\"a\",\"main.lua\",\"a\",\"b c\",2,null,1]");
+  mbxV_outcome_free(&out);
+  /* A script without arguments: arg[0] only, no varargs; "..." itself is no global. */
+  assert_int_equal(run_in(vm, "return select('#', ...), arg[0], #arg, _G['...']",
+                          "{\"...\": [\"s.lua\"]}", &out, &err),
+                   MBX_OK);
+  assert_string_equal(out.value_json, "[0,\"s.lua\",0,null]");
+  mbxV_outcome_free(&out);
+  static const char *const bad[] = {"{\"...\": []}", "{\"...\": \"main.lua\"}",
+                                    "{\"...\": [\"m\", 1]}", "{\"...\": {\"a\": 1}}"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    mbxV_status s = run_in(vm, "ran2 = true return 1", bad[i], &out, &err);
+    if (s < MBX_API_ERROR_BASE) mbxV_outcome_free(&out);
+    assert_int_equal(s, MBX_INVALID_INPUT);
+    assert_non_null(strstr(err.message, "script arguments"));
+  }
+  expect_json(vm, "return ran2 == nil", "true");
+}
+
 typedef struct bad_input {
   const char *json;
   const char *message_part;
@@ -584,6 +613,7 @@ int main(void) {
       T(chunk_name_is_the_callers),
       T(yield_out_of_the_main_chunk_is_a_runtime_error),
       T(inputs_become_globals),
+      T(script_arguments_are_arg_and_varargs),
       T(bad_inputs_are_refused_and_bind_nothing),
       T(empty_json_array_is_not_an_object),
       T(inputs_may_replace_guest_globals),

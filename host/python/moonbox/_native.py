@@ -108,6 +108,7 @@ _PROTOTYPES = {
     "mbx_policy_set_deterministic": (_I, [_P, _I, _E]),
     "mbx_policy_mount": (_I, [_P, _C, _C, _I, _E]),
     "mbx_policy_add_file": (_I, [_P, _C, _P, _S, _E]),
+    "mbx_policy_add_module": (_I, [_P, _C, _P, _S, _E]),
     "mbx_policy_load_json": (_I, [_P, _P, _S, _C, _E]),
     "mbx_policy_add_function": (_I, [_P, _C, HOST_FN, _P, _E]),
     "mbx_policy_add_external": (_I, [_P, _C, _E]),

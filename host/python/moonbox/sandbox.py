@@ -239,20 +239,21 @@ class _CPolicy:
     by whoever holds this: the C side borrows them)."""
 
     def __init__(self, policy=None, limits=None, mounts=None, files=None, functions=None,
-                 externals=None, env=None, seed=None, time=None, deterministic=False):
+                 externals=None, env=None, seed=None, time=None, deterministic=False,
+                 modules=None):
         self.ptr = lib.mbx_policy_new()
         if not self.ptr:
             raise MemoryError("mbx_policy_new")
         self.callbacks = []
         try:
             self._build(policy, limits, mounts, files, functions, externals, env, seed, time,
-                        deterministic)
+                        deterministic, modules)
         except BaseException:
             self.free()
             raise
 
     def _build(self, policy, limits, mounts, files, functions, externals, env, seed, time,
-               deterministic):
+               deterministic, modules=None):
         err = MbxError()
         e = ctypes.byref(err)
         p = self.ptr
@@ -318,6 +319,19 @@ class _CPolicy:
             buf = ctypes.create_string_buffer(data, len(data))
             _check(lib.mbx_policy_add_file(p, virtual.encode(), buf, len(data), e), err,
                    "files")
+        for name, source in _mapping(modules, "modules").items():
+            if not isinstance(name, str):
+                raise TypeError("modules: a module name is a str, got %s" % type(name).__name__)
+            if isinstance(source, str):
+                source = source.encode("utf-8")
+            elif isinstance(source, (bytes, bytearray, memoryview)):
+                source = bytes(source)
+            else:
+                raise TypeError("modules[%r]: the source is str or bytes, got %s"
+                                % (name, type(source).__name__))
+            buf = ctypes.create_string_buffer(source, len(source))
+            _check(lib.mbx_policy_add_module(p, name.encode(), buf, len(source), e), err,
+                   "modules")
         for name, fn in _mapping(functions, "functions").items():
             if not isinstance(name, str):
                 raise TypeError("functions: a name is a str, got %s" % type(name).__name__)
@@ -525,6 +539,8 @@ class Sandbox:
                     on top of it
       mounts        {"/data": ("./data", "ro")} (or just the directory: read-only)
       files         {"/input/x.csv": "text" or b"bytes"}: read-only files
+      modules       {"mylib.util": "return {...}"}: Lua modules by name, for require (found
+                    before package.path's files; mbx_policy_add_module)
       functions     {"search": callable, "tools.get": callable}: synchronous host functions;
                     the guest's arguments arrive as Python values, the return value goes back
                     (None = nothing); an exception becomes a Lua error with its message
@@ -544,13 +560,13 @@ class Sandbox:
 
     def __init__(self, limits=None, policy=None, mounts=None, files=None, functions=None,
                  externals=None, env=None, seed=None, time=None, deterministic=False,
-                 ctrl_c=True, isolate=None, _snapshot=None):
+                 ctrl_c=True, isolate=None, modules=None, _snapshot=None):
         self._ptr = None
         mode = _isolate_mode(isolate)
         self._lock = threading.Lock()
         self._ctrl_c = bool(ctrl_c)
         self._policy = _CPolicy(policy, limits, mounts, files, functions, externals, env, seed,
-                                time, deterministic)
+                                time, deterministic, modules)
         self._callbacks = self._policy.callbacks  # alive as long as the sandbox
         rt = _get_runtime(mode)
         err = MbxError()

@@ -225,6 +225,19 @@ class LimitsAndPolicies(unittest.TestCase):
         with self.assertRaises(ValueError):
             Sandbox(mounts={"/x": (".", "wr")})
 
+    def test_modules(self):
+        r = moonbox.run("local m, how = require('mylib.util') return m.twice(21), how, "
+                        "io.open('mylib.util') == nil",
+                        modules={"mylib.util": "return {twice = function(x) return 2 * x end}"})
+        self.assertEqual(r.status, "ok", r.error)
+        self.assertEqual(r.value, [42, ":registered:", True])
+        for isolate in ("process",):
+            r = moonbox.run("return (require('m'))", modules={"m": b"return 'bytes'"},
+                            isolate=isolate)
+            self.assertEqual(r.value, "bytes", r.error)
+        with self.assertRaises(moonbox.MoonboxError):
+            Sandbox(modules={"": "return 1"})
+
     def test_changes(self):
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "notes.md"), "w") as f:

@@ -342,6 +342,27 @@ static void test_bad_arguments(void **state) {
   expect_tool_error(f, "{\"code\":\"x\",\"files\":{\"/tmp/a\":\"\"}}", "files['/tmp/a']");
   expect_tool_error(f, "{\"code\":\"x\",\"files\":{\"/a\":{\"$bytes\":\"!!\"}}}", "base64");
   expect_tool_error(f, "{\"code\":\"x\",\"session\":\"a b\"}", "session");
+  expect_tool_error(f, "{\"code\":\"x\",\"modules\":{\"m\":1}}", "modules: expected");
+  expect_tool_error(f, "{\"code\":\"x\",\"modules\":{\"\":\"return 1\"}}", "modules['']");
+}
+
+/* run_lua's modules: registered by name, found by require (the call's policy is freed while
+   its sandbox runs: the view must not borrow the modules from it). */
+static void test_run_lua_modules(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"local m, how = "
+               "require('mylib.util') return m.twice(21), how\","
+               "\"modules\":{\"mylib.util\":\"return {twice = function(x) return 2 * x end}\"}}}}");
+  json_t *msg = next_message(f);
+  json_t *r = tool_result(msg, 1);
+  json_t *sc = json_object_get(r, "structuredContent");
+  assert_string_equal(json_string_value(json_object_get(sc, "status")), "ok");
+  json_t *value = json_object_get(sc, "value");
+  assert_int_equal(json_integer_value(json_array_get(value, 0)), 42);
+  assert_string_equal(json_string_value(json_array_get(value, 1)), ":registered:");
+  json_decref(msg);
 }
 
 /* check_lua: ungranted globals with lines from the bytecode, syntax errors, declared inputs. */
@@ -566,6 +587,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_tools_list, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_lua, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_lua_modules, setup, teardown),
       cmocka_unit_test_setup_teardown(test_check_lua, setup, teardown),
       cmocka_unit_test_setup_teardown(test_long_call_cancel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_progress, setup, teardown),

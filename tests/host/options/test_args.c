@@ -72,7 +72,7 @@ static void test_top_level_commands(void **state) {
   PARSE_OK(&opt, "doctor", "--json");
   assert_int_equal(opt.command, MBXH_CLI_DOCTOR);
   PARSE_FAILS("moonbox doctor takes only --json or --help, not '--verbose'", "doctor", "--verbose");
-  PARSE_OK(&opt, "run", "script.lua", "--version");
+  PARSE_OK(&opt, "run", "--version", "script.lua");
   assert_int_equal(opt.command, MBXH_CLI_VERSION);
   PARSE_FAILS(
       "unknown command 'walk' (the commands are run, resume, check, fuzz, doctor and mcp; see moonbox --help)",
@@ -121,7 +121,7 @@ static void test_option_order(void **state) {
   mbxH_cli_options before, after;
   (void)state;
   PARSE_OK(&before, "run", "--json", "--memory", "16M", "--timeout", "2s", "s.lua");
-  PARSE_OK(&after, "run", "s.lua", "--json", "--memory", "16M", "--timeout", "2s");
+  PARSE_OK(&after, "run", "--json", "--memory", "16M", "--timeout", "2s", "s.lua");
   assert_int_equal(before.json, 1);
   assert_int_equal(after.json, 1);
   assert_int_equal(before.memory.set, 1);
@@ -269,37 +269,40 @@ static void test_double_dash(void **state) {
   PARSE_OK(&opt, "run", "--", "-");
   assert_int_equal(opt.script_kind, MBXH_CLI_SCRIPT_STDIN);
 
-  PARSE_FAILS("two scripts given ('--' and '-x'); give exactly one of FILE, -e CODE or -", "run",
-              "--", "--", "-x");
+  /* What follows FILE is the script's, options or not (lua(1)). */
+  PARSE_OK(&opt, "run", "--", "--", "-x");
+  assert_string_equal(opt.script, "--");
+  assert_int_equal(opt.script_argc, 1);
+  assert_string_equal(opt.script_args[0], "-x");
 }
 
 static void test_missing_values(void **state) {
   (void)state;
-  PARSE_FAILS("--memory needs a value (e.g. --memory 64M)", "run", "s.lua", "--memory");
-  PARSE_FAILS("--instructions needs a value (e.g. --instructions 1e9)", "run", "s.lua",
+  PARSE_FAILS("--memory needs a value (e.g. --memory 64M)", "run", "-e", "", "--memory");
+  PARSE_FAILS("--instructions needs a value (e.g. --instructions 1e9)", "run", "-e", "",
               "--instructions");
-  PARSE_FAILS("--timeout needs a value (e.g. --timeout 2s)", "run", "s.lua", "--timeout");
-  PARSE_FAILS("--output-limit needs a value (e.g. --output-limit 1M)", "run", "s.lua",
+  PARSE_FAILS("--timeout needs a value (e.g. --timeout 2s)", "run", "-e", "", "--timeout");
+  PARSE_FAILS("--output-limit needs a value (e.g. --output-limit 1M)", "run", "-e", "",
               "--output-limit");
-  PARSE_FAILS("--source-limit needs a value (e.g. --source-limit 64k)", "run", "s.lua",
+  PARSE_FAILS("--source-limit needs a value (e.g. --source-limit 64k)", "run", "-e", "",
               "--source-limit");
-  PARSE_FAILS("--input needs a value (e.g. --input '{\"x\": 1}')", "run", "s.lua", "--input");
-  PARSE_FAILS("--input-file needs a value (e.g. --input-file inputs.json)", "run", "s.lua",
+  PARSE_FAILS("--input needs a value (e.g. --input '{\"x\": 1}')", "run", "-e", "", "--input");
+  PARSE_FAILS("--input-file needs a value (e.g. --input-file inputs.json)", "run", "-e", "",
               "--input-file");
   PARSE_FAILS("-e needs a value (e.g. -e 'return 1 + 1')", "run", "-e");
   /* The next argument is the value, so a forgotten value is reported as a bad one. */
-  PARSE_FAILS("--memory: '--json' is not a size " SIZE_HINT, "run", "s.lua", "--memory", "--json");
-  PARSE_FAILS("--memory: '-5' is negative " SIZE_HINT, "run", "s.lua", "--memory", "-5");
-  PARSE_FAILS("--input: empty value (e.g. --input '{\"x\": 1}')", "run", "s.lua", "--input", "");
-  PARSE_FAILS("--input-file: empty value (e.g. --input-file inputs.json)", "run", "s.lua",
-              "--input-file", "");
+  PARSE_FAILS("--memory: '--json' is not a size " SIZE_HINT, "run", "--memory", "--json", "s.lua");
+  PARSE_FAILS("--memory: '-5' is negative " SIZE_HINT, "run", "--memory", "-5", "s.lua");
+  PARSE_FAILS("--input: empty value (e.g. --input '{\"x\": 1}')", "run", "--input", "", "s.lua");
+  PARSE_FAILS("--input-file: empty value (e.g. --input-file inputs.json)", "run", "--input-file",
+              "", "s.lua");
 }
 
 static void test_bad_options(void **state) {
   (void)state;
   PARSE_FAILS("unknown option '--foo' (see moonbox run --help)", "run", "--foo", "s.lua");
   PARSE_FAILS("unknown option '--foo' (see moonbox run --help)", "run", "--foo=1", "s.lua");
-  PARSE_FAILS("unknown option '-x' (see moonbox run --help)", "run", "s.lua", "-x");
+  PARSE_FAILS("unknown option '-x' (see moonbox run --help)", "run", "-x", "s.lua");
   PARSE_FAILS("unknown option '--mem' (see moonbox run --help)", "run", "--mem", "1M", "s.lua");
   PARSE_FAILS("unknown option '-e=return' (see moonbox run --help)", "run", "-e=return");
   PARSE_FAILS("unknown option '--JSON' (see moonbox run --help)", "run", "--JSON", "s.lua");
@@ -318,16 +321,24 @@ static void test_script_conflicts(void **state) {
               "run");
   PARSE_FAILS("no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)",
               "run", "--json", "--memory", "1M");
-  PARSE_FAILS("two scripts given ('a.lua' and 'b.lua'); give exactly one of FILE, -e CODE or -",
-              "run", "a.lua", "b.lua");
   PARSE_FAILS("two scripts given (-e CODE and 'a.lua'); give exactly one of FILE, -e CODE or -",
               "run", "-e", "return 1", "a.lua");
-  PARSE_FAILS("two scripts given ('a.lua' and -e CODE); give exactly one of FILE, -e CODE or -",
-              "run", "a.lua", "-e", "return 1");
   PARSE_FAILS("two scripts given (-e CODE and -e CODE); give exactly one of FILE, -e CODE or -",
               "run", "-e", "return 1", "-e", "return 2");
-  PARSE_FAILS("two scripts given (- (stdin) and 'a.lua'); give exactly one of FILE, -e CODE or -",
-              "run", "-", "a.lua");
+  {
+    /* After FILE or -, everything is the script's arguments (lua(1)): no second script. */
+    mbxH_cli_options opt;
+    PARSE_OK(&opt, "run", "--json", "a.lua", "b.lua", "-e", "return 1", "--json");
+    assert_string_equal(opt.script, "a.lua");
+    assert_int_equal(opt.script_argc, 4);
+    assert_string_equal(opt.script_args[3], "--json");
+    PARSE_OK(&opt, "run", "-", "a.lua");
+    assert_int_equal(opt.script_kind, MBXH_CLI_SCRIPT_STDIN);
+    assert_int_equal(opt.script_argc, 1);
+    PARSE_OK(&opt, "run", "-e", "return 1", "--json");
+    assert_int_equal(opt.script_argc, 0);
+    assert_int_equal(opt.json, 1);
+  }
   PARSE_FAILS("empty script file name (give FILE, -e CODE or - for stdin)", "run", "");
   PARSE_FAILS("--input and --input-file cannot both be given (use one of them)", "run", "--input",
               "{}", "--input-file", "x.json", "s.lua");
@@ -404,7 +415,7 @@ static void test_seed_time_env_options(void **state) {
               "--env", "NOEQUALS", "s.lua");
   PARSE_FAILS("--env: '=x' is not NAME=VALUE (e.g. --env API_URL=https://example.com)", "run",
               "--env", "=x", "s.lua");
-  PARSE_FAILS("--seed needs a value (e.g. --seed 42)", "run", "s.lua", "--seed");
+  PARSE_FAILS("--seed needs a value (e.g. --seed 42)", "run", "-e", "", "--seed");
   PARSE_FAILS("--time: 'now' is not a time " EPOCH_HINT, "run", "--time", "now", "s.lua");
 }
 
@@ -418,7 +429,7 @@ static void test_deterministic_flag(void **state) {
   assert_true(opt.deterministic);
   assert_false(opt.json);
   assert_true(opt.seed.set && opt.seed.value == 1);
-  PARSE_OK(&opt, "run", "s.lua", "--json", "--deterministic");
+  PARSE_OK(&opt, "run", "--json", "--deterministic", "s.lua");
   assert_true(opt.deterministic && opt.json);
   PARSE_FAILS("--deterministic takes no value (remove '=1')", "run", "--deterministic=1", "s.lua");
 }
@@ -470,11 +481,11 @@ static void test_pause_on_and_snapshot_out(void **state) {
   assert_string_equal(opt.snapshot_out, "b"); /* the last one wins */
   PARSE_FAILS("--pause-on: empty name (e.g. --pause-on tools.fetch)", "run", "--pause-on", "",
               "s.lua");
-  PARSE_FAILS("--pause-on needs a value (e.g. --pause-on tools.fetch)", "run", "s.lua",
+  PARSE_FAILS("--pause-on needs a value (e.g. --pause-on tools.fetch)", "run", "-e", "",
               "--pause-on");
   PARSE_FAILS("--snapshot-out: empty file name (e.g. --snapshot-out snap.bin)", "run",
               "--snapshot-out=", "s.lua");
-  PARSE_FAILS("--snapshot-out needs a value (e.g. --snapshot-out snap.bin)", "run", "s.lua",
+  PARSE_FAILS("--snapshot-out needs a value (e.g. --snapshot-out snap.bin)", "run", "-e", "",
               "--snapshot-out");
 }
 
@@ -486,7 +497,8 @@ static void test_pause_on_cap(void **state) {
   (void)state;
   argv[argc++] = "moonbox";
   argv[argc++] = "run";
-  argv[argc++] = "s.lua";
+  argv[argc++] = "-e";
+  argv[argc++] = "";
   for (i = 0; i <= MBXH_CLI_MAX_PAUSE; i++) {
     argv[argc++] = "--pause-on";
     argv[argc++] = "t.f";
@@ -582,7 +594,7 @@ static void test_resume_errors(void **state) {
   PARSE_FAILS("--value is an option of moonbox resume (it answers a paused call), not of run",
               "run", "--value", "1", "s.lua");
   PARSE_FAILS("--error is an option of moonbox resume (it answers a paused call), not of run",
-              "run", "s.lua", "--error", "x");
+              "run", "--error", "x", "s.lua");
   /* Policy values are checked as for run. */
   PARSE_FAILS("--memory: '12Q' is not a size " SIZE_HINT, "resume", "s.bin", "--value", "1",
               "--memory", "12Q");
