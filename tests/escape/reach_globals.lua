@@ -30,8 +30,7 @@ local function probe(where, env)
       print("ESCAPED: package.loadlib loaded a C library via " .. where)
     end
     if type(pkg.loaded) == "table" then
-      if pkg.loaded.debug then print("ESCAPED: package.loaded.debug via " .. where) end
-      for _, lib in ipairs({"io", "os", "string"}) do
+      for _, lib in ipairs({"io", "os", "string", "debug"}) do
         if pkg.loaded[lib] ~= nil and pkg.loaded[lib] ~= rawget(_G, lib) then
           print("ESCAPED: package.loaded." .. lib .. " is not the sandbox's via " .. where)
         end

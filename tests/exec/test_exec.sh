@@ -496,10 +496,12 @@ if [ "$(id -u)" = 0 ] && unshare -m --propagation private true 2>/dev/null; then
     expect "with a memory cgroup memfds are allowed (charged to it)" "$out" "memfd_create: ok"
   fi
   # 18b. RLIMIT_NPROC reached is pids_limit too (simulated: no pids cgroup, the others kept).
+  # The count is sampled every 50 ms: the program stays a second at its peak, so a busy
+  # machine cannot make the sample miss it.
   if grep -q '"pids":{"applied":true,"how":"cgroup v1","under":"/sys/fs/cgroup/pids"' <<<"$doctor"; then
     out=$(unshare -m --propagation private sh -c 'mount -t tmpfs none /sys/fs/cgroup/pids && exec "$@"' sh \
       "$cli" run "${extra[@]}" --timeout 60s --policy "$work/pids.json" -e "local r = proc.run{'sh', '-c',
-      'n=0; while [ \$n -lt 200 ]; do sleep 1051 & n=\$((n+1)); done; echo spawned'}
+      'n=0; while [ \$n -lt 200 ]; do sleep 1051 & n=\$((n+1)); done; sleep 1; echo spawned'}
       return 'pids_limit=' .. tostring(r.pids_limit) .. ' limits=' .. r.limits" 2>&1)
     refuse "the simulation has no pids cgroup" "$out" "cgroup-pids"
     expect "a fork refused by RLIMIT_NPROC is pids_limit" "$out" "pids_limit=true"
