@@ -881,7 +881,59 @@ static int resumed_after_trip(lua_State *L, int status, lua_KContext ctx) {
    nest_pcall_retry_unwind). Where the thread can yield, the trip suspends it in one step
    instead: the run (or the resume wrapper above, which rethrows) sees the trip at once.
    Written with continuations so a yield inside still crosses them. */
+/* Active xpcall frames per thread, {[thread] = count} with weak keys (a dead thread's entry
+   goes with it). Lua 5.4.4 bug 3fe7be95: a thread suspended inside xpcall keeps its message
+   handler as a stack offset (L->errfunc), and lua_resetthread runs the thread's __close
+   handlers without clearing it, so one that raises calls whatever the offset points at: past
+   the end of the stack when a collection shrank it first (stock lua5.4: SIGSEGV). Debian
+   ships no lstate.h, so the offset is out of reach; coroutine.close refuses a suspended
+   thread whose count is not 0 instead (stdlib/coroutine.c). Every thread counts, the run
+   thread too: a released one (a pause not resumed, a trip) stays suspended, and a guest that
+   kept it from coroutine.running() could close it in a later run. A count, not a walk of
+   the frames: a coroutine may be 200k calls deep. */
+static const char key_xpcall_frames = 0;
+
+/* Add delta to L's count. Only an increment can raise (a new key may grow the table), and
+   base_xpcall does it before the protected call starts. Returns 0 when there was no stack
+   room for the update (the count then stays higher than the truth: a needless refusal, never
+   a missing one). */
+static int count_xpcall(lua_State *L, int delta) {
+  if (!lua_checkstack(L, 3)) return 0;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key_xpcall_frames) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return 1;
+  }
+  lua_pushthread(L);
+  lua_pushvalue(L, -1);
+  lua_rawget(L, -3);
+  lua_Integer count = lua_tointeger(L, -1) + delta;
+  lua_pop(L, 1);
+  if (count > 0)
+    lua_pushinteger(L, count);
+  else
+    lua_pushnil(L);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  return 1;
+}
+
+int mbxL_xpcall_active(lua_State *L, lua_State *co) {
+  if (!lua_checkstack(L, 2)) return 1; /* cannot tell: say yes (the refusal is the safe side) */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key_xpcall_frames) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  lua_pushthread(co);
+  lua_xmove(co, L, 1);
+  int active = lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, 2);
+  return active;
+}
+
 static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
+  /* The xpcall's frame is done (returned, caught an error, or both after a yield): Lua has
+     restored the handler of the frame below. */
+  if (extra == 2) count_xpcall(L, -1);
   if (mbxV_tripped(L) != MBXV_TRIP_NONE && lua_isyieldable(L))
     return lua_yieldk(L, 0, 0, resumed_after_trip);
   mbxV_check(L);
@@ -932,6 +984,8 @@ static int base_xpcall(lua_State *L) {
   lua_pushboolean(L, 1);
   lua_pushvalue(L, 1);
   lua_rotate(L, 3, 2);
+  /* Last before the call: nothing after it raises, so finish_pcall always undoes it. */
+  if (!count_xpcall(L, 1)) return luaL_error(L, "stack overflow");
   int status = lua_pcallk(L, n - 2, LUA_MULTRET, 2, 2, finish_pcall);
   return finish_pcall(L, status, 2);
 }
@@ -982,6 +1036,12 @@ int mbxL_open_base(lua_State *L) {
   luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
   luaL_setfuncs(L, replaced, 0);
   open_setmetatable(L);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_xpcall_frames);
   for (size_t i = 0; i < sizeof removed / sizeof *removed; i++) {
     lua_pushnil(L);
     lua_setfield(L, -2, removed[i]);

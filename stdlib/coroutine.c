@@ -3,6 +3,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "stdlib/base.h"
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
 #include "vm/compat.h"
@@ -158,6 +159,13 @@ static const char *close_refusal(lua_State *L, lua_State *co) {
   lua_Debug ar;
   if (lua_status(co) == LUA_OK && lua_getstack(co, 0, &ar))
     return "cannot close a normal coroutine";
+  /* 5.4.4's lua_resetthread leaves a suspended xpcall's message handler armed while it runs
+     the __close handlers: one that raises calls a stale stack slot, out of bounds once a
+     collection shrank the stack (bug 3fe7be95, stdlib/base.c). A dead coroutine has none:
+     every pcall it ran was finished or unwound by the error that killed it. */
+  if (lua_status(co) == LUA_YIELD && mbxL_xpcall_active(L, co))
+    return "cannot close a coroutine suspended inside xpcall in this sandbox (Lua 5.4.4 bug "
+           "3fe7be95); let the xpcall return first";
   return NULL;
 }
 
