@@ -898,22 +898,17 @@ static const char key_xpcall_frames = 0;
    room for the update (the count then stays higher than the truth: a needless refusal, never
    a missing one). */
 static int count_xpcall(lua_State *L, int delta) {
-  if (!lua_checkstack(L, 3)) return 0;
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key_xpcall_frames) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    return 1;
-  }
+  if (!lua_checkstack(L, 2)) return 0;
   lua_pushthread(L);
-  lua_pushvalue(L, -1);
-  lua_rawget(L, -3);
+  lua_rawget(L, lua_upvalueindex(1)); /* the table: xpcall's upvalue, here and in finish_pcall */
   lua_Integer count = lua_tointeger(L, -1) + delta;
   lua_pop(L, 1);
+  lua_pushthread(L);
   if (count > 0)
     lua_pushinteger(L, count);
   else
     lua_pushnil(L);
-  lua_rawset(L, -3);
-  lua_pop(L, 1);
+  lua_rawset(L, lua_upvalueindex(1));
   return 1;
 }
 
@@ -1024,24 +1019,26 @@ static void open_setmetatable(lua_State *L) {
 }
 
 int mbxL_open_base(lua_State *L) {
-  static const luaL_Reg replaced[] = {{"print", base_print},
-                                      {"tostring", base_tostring},
-                                      {"load", base_load},
-                                      {"collectgarbage", base_collectgarbage},
-                                      {"pcall", base_pcall},
-                                      {"xpcall", base_xpcall},
-                                      {"getmetatable", base_getmetatable},
-                                      {NULL, NULL}};
+  static const luaL_Reg replaced[] = {
+      {"print", base_print}, {"tostring", base_tostring},
+      {"load", base_load},   {"collectgarbage", base_collectgarbage},
+      {"pcall", base_pcall}, {"getmetatable", base_getmetatable},
+      {NULL, NULL}};
   static const char *const removed[] = {"dofile", "loadfile", "warn"};
   luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
   luaL_setfuncs(L, replaced, 0);
   open_setmetatable(L);
+  /* xpcall's frame counts: its upvalue (no registry lookup per call), and in the registry
+     for coroutine.close (mbxL_xpcall_active). */
   lua_newtable(L);
   lua_createtable(L, 0, 1);
   lua_pushliteral(L, "k");
   lua_setfield(L, -2, "__mode");
   lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_xpcall_frames);
+  lua_pushcclosure(L, base_xpcall, 1);
+  lua_setfield(L, -2, "xpcall");
   for (size_t i = 0; i < sizeof removed / sizeof *removed; i++) {
     lua_pushnil(L);
     lua_setfield(L, -2, removed[i]);
