@@ -881,8 +881,8 @@ static int resumed_after_trip(lua_State *L, int status, lua_KContext ctx) {
    nest_pcall_retry_unwind). Where the thread can yield, the trip suspends it in one step
    instead: the run (or the resume wrapper above, which rethrows) sees the trip at once.
    Written with continuations so a yield inside still crosses them. */
-/* Active xpcall frames per thread, {[thread] = count} with weak keys (a dead thread's entry
-   goes with it). Lua 5.4.4 bug 3fe7be95: a thread suspended inside xpcall keeps its message
+/* Active xpcall frames per thread, {[thread] = box holding the count} with weak keys (a dead
+   thread's entry goes with it). Lua 5.4.4 bug 3fe7be95: a thread suspended inside xpcall keeps its message
    handler as a stack offset (L->errfunc), and lua_resetthread runs the thread's __close
    handlers without clearing it, so one that raises calls whatever the offset points at: past
    the end of the stack when a collection shrank it first (stock lua5.4: SIGSEGV). Debian
@@ -893,23 +893,24 @@ static int resumed_after_trip(lua_State *L, int status, lua_KContext ctx) {
    the frames: a coroutine may be 200k calls deep. */
 static const char key_xpcall_frames = 0;
 
-/* Add delta to L's count. Only an increment can raise (a new key may grow the table), and
-   base_xpcall does it before the protected call starts. Returns 0 when there was no stack
-   room for the update (the count then stays higher than the truth: a needless refusal, never
-   a missing one). */
-static int count_xpcall(lua_State *L, int delta) {
-  if (!lua_checkstack(L, 2)) return 0;
+/* L's count: a box (full userdata) per thread, made on the thread's first xpcall (which may
+   raise then, before the protected call starts). The box lives as long as the thread (an
+   ephemeron entry), so the frame keeps a pointer to it as its continuation context and
+   finish_xpcall decrements it with no lookup. NULL without stack room for the lookup. */
+static lua_Integer *xpcall_count(lua_State *L) {
+  if (!lua_checkstack(L, 3)) return NULL;
   lua_pushthread(L);
-  lua_rawget(L, lua_upvalueindex(1)); /* the table: xpcall's upvalue, here and in finish_pcall */
-  lua_Integer count = lua_tointeger(L, -1) + delta;
+  lua_rawget(L, lua_upvalueindex(1)); /* the table: xpcall's upvalue */
+  lua_Integer *count = lua_touserdata(L, -1);
   lua_pop(L, 1);
-  lua_pushthread(L);
-  if (count > 0)
-    lua_pushinteger(L, count);
-  else
-    lua_pushnil(L);
-  lua_rawset(L, lua_upvalueindex(1));
-  return 1;
+  if (count == NULL) {
+    count = lua_newuserdatauv(L, sizeof *count, 0);
+    *count = 0;
+    lua_pushthread(L);
+    lua_insert(L, -2);
+    lua_rawset(L, lua_upvalueindex(1));
+  }
+  return count;
 }
 
 int mbxL_xpcall_active(lua_State *L, lua_State *co) {
@@ -920,15 +921,14 @@ int mbxL_xpcall_active(lua_State *L, lua_State *co) {
   }
   lua_pushthread(co);
   lua_xmove(co, L, 1);
-  int active = lua_rawget(L, -2) != LUA_TNIL;
+  lua_rawget(L, -2);
+  const lua_Integer *count = lua_touserdata(L, -1);
+  int active = count != NULL && *count > 0;
   lua_pop(L, 2);
   return active;
 }
 
 static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
-  /* The xpcall's frame is done (returned, caught an error, or both after a yield): Lua has
-     restored the handler of the frame below. */
-  if (extra == 2) count_xpcall(L, -1);
   if (mbxV_tripped(L) != MBXV_TRIP_NONE && lua_isyieldable(L))
     return lua_yieldk(L, 0, 0, resumed_after_trip);
   mbxV_check(L);
@@ -968,6 +968,13 @@ static int guarded_handler(lua_State *L) {
   return 1;
 }
 
+/* The xpcall's frame is done (returned, caught an error, or either after a yield; every
+   ending comes here): Lua has restored the message handler of the frame below. */
+static int finish_xpcall(lua_State *L, int status, lua_KContext count) {
+  --*(lua_Integer *)count;
+  return finish_pcall(L, status, 2);
+}
+
 static int base_xpcall(lua_State *L) {
   int n = lua_gettop(L);
   luaL_checktype(L, 2, LUA_TFUNCTION);
@@ -979,10 +986,12 @@ static int base_xpcall(lua_State *L) {
   lua_pushboolean(L, 1);
   lua_pushvalue(L, 1);
   lua_rotate(L, 3, 2);
-  /* Last before the call: nothing after it raises, so finish_pcall always undoes it. */
-  if (!count_xpcall(L, 1)) return luaL_error(L, "stack overflow");
-  int status = lua_pcallk(L, n - 2, LUA_MULTRET, 2, 2, finish_pcall);
-  return finish_pcall(L, status, 2);
+  /* Last before the call: nothing after it raises, so finish_xpcall always undoes it. */
+  lua_Integer *count = xpcall_count(L);
+  if (count == NULL) return luaL_error(L, "stack overflow");
+  ++*count;
+  int status = lua_pcallk(L, n - 2, LUA_MULTRET, 2, (lua_KContext)count, finish_xpcall);
+  return finish_xpcall(L, status, (lua_KContext)count);
 }
 
 /* setmetatable with its upvalues (the names it reads), and its clone cache. The cache's own
