@@ -874,23 +874,16 @@ static int resumed_after_trip(lua_State *L, int status, lua_KContext ctx) {
   return luaL_error(L, "this coroutine was stopped when its run ended (os.exit or a limit)");
 }
 
-/* pcall and xpcall: a tripped limit is never swallowed (THREATS D6). Rethrowing it would be
-   caught by the next pcall down, and the next: inside a coroutine Lua does not bound pcall
-   nesting by its C-call limit, and each catch walks the whole call chain (luaD_shrinkstack),
-   so unwinding N levels costs O(N^2) in C where no meter runs (tests/fuzz found it:
-   nest_pcall_retry_unwind). Where the thread can yield, the trip suspends it in one step
-   instead: the run (or the resume wrapper above, which rethrows) sees the trip at once.
-   Written with continuations so a yield inside still crosses them. */
-/* Active xpcall frames per thread, {[thread] = box holding the count} with weak keys (a dead
-   thread's entry goes with it). Lua 5.4.4 bug 3fe7be95: a thread suspended inside xpcall keeps its message
-   handler as a stack offset (L->errfunc), and lua_resetthread runs the thread's __close
-   handlers without clearing it, so one that raises calls whatever the offset points at: past
-   the end of the stack when a collection shrank it first (stock lua5.4: SIGSEGV). Debian
-   ships no lstate.h, so the offset is out of reach; coroutine.close refuses a suspended
-   thread whose count is not 0 instead (stdlib/coroutine.c). Every thread counts, the run
-   thread too: a released one (a pause not resumed, a trip) stays suspended, and a guest that
-   kept it from coroutine.running() could close it in a later run. A count, not a walk of
-   the frames: a coroutine may be 200k calls deep. */
+/* Active xpcall frames per thread, {[thread] = box holding the count} with weak keys (a
+   dead thread's entry goes with it). Lua 5.4.4 bug 3fe7be95: a thread suspended inside xpcall
+   keeps its message handler as a stack offset (L->errfunc), and lua_resetthread runs the
+   thread's __close handlers without clearing it, so one that raises calls whatever the offset
+   points at: past the end of the stack when a collection shrank it first (stock lua5.4:
+   SIGSEGV). Debian ships no lstate.h, so the offset is out of reach; coroutine.close refuses
+   a suspended thread whose count is not 0 instead (stdlib/coroutine.c). Every thread counts,
+   the run thread too: a released one (a pause not resumed, a trip) stays suspended, and a
+   guest that kept it from coroutine.running() could close it in a later run. A count, not a
+   walk of the frames: a coroutine may be 200k calls deep. */
 static const char key_xpcall_frames = 0;
 
 /* L's count: a box (full userdata) per thread, made on the thread's first xpcall (which may
@@ -913,14 +906,14 @@ static lua_Integer *xpcall_count(lua_State *L) {
   return count;
 }
 
-int mbxL_xpcall_active(lua_State *L, lua_State *co) {
+int mbxL_xpcall_active(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
   if (!lua_checkstack(L, 2)) return 1; /* cannot tell: say yes (the refusal is the safe side) */
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key_xpcall_frames) != LUA_TTABLE) {
     lua_pop(L, 1);
     return 0;
   }
-  lua_pushthread(co);
-  lua_xmove(co, L, 1);
+  lua_pushvalue(L, idx); /* from L's stack: a suspended thread's own may have no free slot */
   lua_rawget(L, -2);
   const lua_Integer *count = lua_touserdata(L, -1);
   int active = count != NULL && *count > 0;
@@ -928,6 +921,13 @@ int mbxL_xpcall_active(lua_State *L, lua_State *co) {
   return active;
 }
 
+/* pcall and xpcall: a tripped limit is never swallowed (THREATS D6). Rethrowing it would be
+   caught by the next pcall down, and the next: inside a coroutine Lua does not bound pcall
+   nesting by its C-call limit, and each catch walks the whole call chain (luaD_shrinkstack),
+   so unwinding N levels costs O(N^2) in C where no meter runs (tests/fuzz found it:
+   nest_pcall_retry_unwind). Where the thread can yield, the trip suspends it in one step
+   instead: the run (or the resume wrapper above, which rethrows) sees the trip at once.
+   Written with continuations so a yield inside still crosses them. */
 static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
   if (mbxV_tripped(L) != MBXV_TRIP_NONE && lua_isyieldable(L))
     return lua_yieldk(L, 0, 0, resumed_after_trip);
