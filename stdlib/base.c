@@ -970,6 +970,53 @@ static int resumed_after_trip(lua_State *L, int status, lua_KContext ctx) {
   return luaL_error(L, "this coroutine was stopped when its run ended (os.exit or a limit)");
 }
 
+/* Active xpcall frames per thread, {[thread] = box holding the count} with weak keys (a
+   dead thread's entry goes with it). Lua 5.4.4 bug 3fe7be95: a thread suspended inside xpcall
+   keeps its message handler as a stack offset (L->errfunc), and lua_resetthread runs the
+   thread's __close handlers without clearing it, so one that raises calls whatever the offset
+   points at: past the end of the stack when a collection shrank it first (stock lua5.4:
+   SIGSEGV). Debian ships no lstate.h, so the offset is out of reach; coroutine.close refuses
+   a suspended thread whose count is not 0 instead (stdlib/coroutine.c). Every thread counts,
+   the run thread too: a released one (a pause not resumed, a trip) stays suspended, and a
+   guest that kept it from coroutine.running() could close it in a later run. A count, not a
+   walk of the frames: a coroutine may be 200k calls deep. */
+static const char key_xpcall_frames = 0;
+
+/* L's count: a box (full userdata) per thread, made on the thread's first xpcall (which may
+   raise then, before the protected call starts). The box lives as long as the thread (an
+   ephemeron entry), so the frame keeps a pointer to it as its continuation context and
+   finish_xpcall decrements it with no lookup. NULL without stack room for the lookup. */
+static lua_Integer *xpcall_count(lua_State *L) {
+  if (!lua_checkstack(L, 3)) return NULL;
+  lua_pushthread(L);
+  lua_rawget(L, lua_upvalueindex(1)); /* the table: xpcall's upvalue */
+  lua_Integer *count = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (count == NULL) {
+    count = lua_newuserdatauv(L, sizeof *count, 0);
+    *count = 0;
+    lua_pushthread(L);
+    lua_insert(L, -2);
+    lua_rawset(L, lua_upvalueindex(1));
+  }
+  return count;
+}
+
+int mbxL_xpcall_active(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (!lua_checkstack(L, 2)) return 1; /* cannot tell: say yes (the refusal is the safe side) */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key_xpcall_frames) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  lua_pushvalue(L, idx); /* from L's stack: a suspended thread's own may have no free slot */
+  lua_rawget(L, -2);
+  const lua_Integer *count = lua_touserdata(L, -1);
+  int active = count != NULL && *count > 0;
+  lua_pop(L, 2);
+  return active;
+}
+
 /* pcall and xpcall: a tripped limit is never swallowed (THREATS D6). Rethrowing it would be
    caught by the next pcall down, and the next: inside a coroutine Lua does not bound pcall
    nesting by its C-call limit, and each catch walks the whole call chain (luaD_shrinkstack),
@@ -1017,6 +1064,13 @@ static int guarded_handler(lua_State *L) {
   return 1;
 }
 
+/* The xpcall's frame is done (returned, caught an error, or either after a yield; every
+   ending comes here): Lua has restored the message handler of the frame below. */
+static int finish_xpcall(lua_State *L, int status, lua_KContext count) {
+  --*(lua_Integer *)count;
+  return finish_pcall(L, status, 2);
+}
+
 static int base_xpcall(lua_State *L) {
   int n = lua_gettop(L);
   luaL_checktype(L, 2, LUA_TFUNCTION);
@@ -1028,8 +1082,12 @@ static int base_xpcall(lua_State *L) {
   lua_pushboolean(L, 1);
   lua_pushvalue(L, 1);
   lua_rotate(L, 3, 2);
-  int status = lua_pcallk(L, n - 2, LUA_MULTRET, 2, 2, finish_pcall);
-  return finish_pcall(L, status, 2);
+  /* Last before the call: nothing after it raises, so finish_xpcall always undoes it. */
+  lua_Integer *count = xpcall_count(L);
+  if (count == NULL) return luaL_error(L, "stack overflow");
+  ++*count;
+  int status = lua_pcallk(L, n - 2, LUA_MULTRET, 2, (lua_KContext)count, finish_xpcall);
+  return finish_xpcall(L, status, (lua_KContext)count);
 }
 
 /* setmetatable with its upvalues (the names it reads), and its clone cache. The cache's own
@@ -1066,19 +1124,26 @@ static void open_setmetatable(lua_State *L) {
 }
 
 int mbxL_open_base(lua_State *L) {
-  static const luaL_Reg replaced[] = {{"print", base_print},
-                                      {"tostring", base_tostring},
-                                      {"load", base_load},
-                                      {"collectgarbage", base_collectgarbage},
-                                      {"pcall", base_pcall},
-                                      {"xpcall", base_xpcall},
-                                      {"getmetatable", base_getmetatable},
-                                      {"warn", base_warn},
-                                      {NULL, NULL}};
+  static const luaL_Reg replaced[] = {
+      {"print", base_print}, {"tostring", base_tostring},
+      {"load", base_load},   {"collectgarbage", base_collectgarbage},
+      {"pcall", base_pcall}, {"getmetatable", base_getmetatable},
+      {"warn", base_warn},   {NULL, NULL}};
   static const char *const removed[] = {"dofile", "loadfile"};
   luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
   luaL_setfuncs(L, replaced, 0);
   open_setmetatable(L);
+  /* xpcall's frame counts: its upvalue (no registry lookup per call), and in the registry
+     for coroutine.close (mbxL_xpcall_active). */
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_xpcall_frames);
+  lua_pushcclosure(L, base_xpcall, 1);
+  lua_setfield(L, -2, "xpcall");
   for (size_t i = 0; i < sizeof removed / sizeof *removed; i++) {
     lua_pushnil(L);
     lua_setfield(L, -2, removed[i]);

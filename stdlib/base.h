@@ -12,4 +12,10 @@
    so the two always agree. */
 void mbxL_getmetatable(lua_State *L, int idx);
 
+/* 1 when the thread at idx on L's stack has an xpcall frame that has not finished (or when
+   that cannot be told for lack of stack room on L), else 0. Raw reads on L only: nothing raises, no guest code
+   runs. What coroutine.close checks before it closes a suspended thread (Lua 5.4.4 bug
+   3fe7be95, stdlib/base.c). */
+int mbxL_xpcall_active(lua_State *L, int idx);
+
 #endif

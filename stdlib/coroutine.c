@@ -3,6 +3,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "stdlib/base.h"
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
 #include "vm/compat.h"
@@ -153,17 +154,24 @@ static int co_wrap(lua_State *L) {
 }
 
 /* Only a dead or suspended coroutine may be closed (the stock rule). */
-static const char *close_refusal(lua_State *L, lua_State *co) {
+static const char *close_refusal(lua_State *L, lua_State *co, int idx) {
   if (co == L) return "cannot close a running coroutine";
   lua_Debug ar;
   if (lua_status(co) == LUA_OK && lua_getstack(co, 0, &ar))
     return "cannot close a normal coroutine";
+  /* 5.4.4's lua_resetthread leaves a suspended xpcall's message handler armed while it runs
+     the __close handlers: one that raises calls a stale stack slot, out of bounds once a
+     collection shrank the stack (bug 3fe7be95, stdlib/base.c). A dead coroutine has none:
+     every pcall it ran was finished or unwound by the error that killed it. */
+  if (lua_status(co) == LUA_YIELD && mbxL_xpcall_active(L, idx))
+    return "cannot close a coroutine suspended inside xpcall in this sandbox (Lua 5.4.4 bug "
+           "3fe7be95); let the xpcall return first";
   return NULL;
 }
 
 static int co_close(lua_State *L) {
   lua_State *co = check_coroutine(L, 1);
-  const char *refusal = close_refusal(L, co);
+  const char *refusal = close_refusal(L, co, 1);
   if (refusal) return luaL_error(L, "%s", refusal);
   int closed = close_bounded(L, co);
   if (closed < 0) {

@@ -27,6 +27,28 @@ do
 end
 show(coroutine.isyieldable())
 show(coroutine.wrap(function() return coroutine.isyieldable() end)())
+-- A coroutine that yielded inside xpcall (and pcall) closes as in stock Lua once those calls
+-- have returned, normally or with a caught error (moonbox counts xpcall frames per thread
+-- to refuse closing a coroutine suspended inside one: Lua 5.4.4 bug 3fe7be95).
+do
+  local function h(m) return "h:" .. tostring(m) end
+  local co = coroutine.create(function()
+    local c <close> = setmetatable({}, {__close = function(_, e) print("closed", e) end})
+    show(xpcall(coroutine.yield, h, 1))
+    show(xpcall(function() coroutine.yield(2) error("late", 0) end, h))
+    show(xpcall(function() return pcall(xpcall, coroutine.yield, h, 3) end, h))
+    coroutine.yield(4)
+    print("never")
+  end)
+  show(coroutine.resume(co))
+  show(coroutine.resume(co, "a"))
+  show(coroutine.resume(co))
+  show(coroutine.resume(co, "b"))
+  show(coroutine.status(co), coroutine.close(co), coroutine.status(co))
+  local p = coroutine.create(function() return pcall(coroutine.yield, 5) end)
+  show(coroutine.resume(p))
+  show(coroutine.close(p))
+end
 
 -- F.2: C functions reached without a name at the call site.
 show(pcall(setmetatable, 1))
