@@ -1,6 +1,7 @@
 /* host/cli/main.c -- the moonbox command: runs one script in a sandbox and prints its outcome, or
    resumes a paused run from its snapshot. */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
@@ -349,9 +350,20 @@ static int write_file_atomic(const char *path, const void *bytes, size_t len) {
   }
   memcpy(tmp, path, path_len);
   memcpy(tmp + path_len, ".tmp", 5);
-  f = fopen(tmp, "wb");
+  /* A snapshot holds the bytes of every file the guest read (a 0600 file of a mount
+     included), so it is the owner's alone: created 0600, and made 0600 if a leftover PATH.tmp
+     of a crashed run had another mode (rename keeps the temporary file's mode). */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0 && fchmod(fd, 0600) != 0) {
+    int saved_errno = errno;
+    close(fd);
+    fd = -1;
+    errno = saved_errno;
+  }
+  f = fd >= 0 ? fdopen(fd, "wb") : NULL;
   if (f == NULL) {
     fprintf(stderr, "moonbox: --snapshot-out: cannot create '%s': %s\n", tmp, strerror(errno));
+    if (fd >= 0) close(fd);
     free(tmp);
     return -1;
   }

@@ -667,6 +667,14 @@ check_out $'start\t1=x,a=1,b=2,c=3\n'
 check_err $'moonbox: paused at tools.fetch("first",1)\n'
 [ -s "$tmp/s1.bin" ] || fail "no snapshot written"
 [ -e "$tmp/s1.bin.tmp" ] && fail "the temporary snapshot file was left behind"
+# A snapshot holds the bytes of what the guest read (issue 25, 8): owner-only, whatever the
+# umask, and also when it replaces an older, wider file.
+[ "$(stat -c %a "$tmp/s1.bin")" = 600 ] || fail "the snapshot is mode $(stat -c %a "$tmp/s1.bin"), not 600"
+rm -f "$tmp/wide.bin"
+: >"$tmp/wide.bin.tmp"
+chmod 666 "$tmp/wide.bin.tmp"
+(umask 0 && mb run "${PAUSE_FLAGS[@]}" --snapshot-out "$tmp/wide.bin" "$tmp/chain.lua")
+[ "$(stat -c %a "$tmp/wide.bin")" = 600 ] || fail "under umask 0 over a 0666 leftover the snapshot is mode $(stat -c %a "$tmp/wide.bin")"
 # The options may come in another order (--pause-on included): the policy is the same.
 mb resume "$tmp/s1.bin" --value '{"n": 40}' --pause-on tools.ask --timeout 2s --time 0 \
   --seed 3 --pause-on tools.fetch --snapshot-out "$tmp/s2.bin"
