@@ -11,10 +11,12 @@
 #include <string.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
+#include <linux/futex.h>
 #include <linux/seccomp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -215,15 +217,16 @@ static scmp_filter_ctx build_filter(uint32_t pid) {
   scmp_filter_ctx ctx = seccomp_init(deny);
   if (ctx == NULL) return NULL;
   static const int allowed[] = {
-      /* the socket to the parent (fd 3: nothing else is open) */
-      SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(recvmsg), SCMP_SYS(sendmsg),
+      /* the socket to the parent (fd 3: nothing else is open): frames are read and written
+         with read and write; recvmsg only for the spin's peek, below */
+      SCMP_SYS(read), SCMP_SYS(write),
       /* waiting for its next frame (poll: glibc's poll on x86-64; ppoll elsewhere) */
       SCMP_SYS(poll), SCMP_SYS(ppoll),
       /* memory */
       SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(madvise), SCMP_SYS(mremap),
       SCMP_SYS(brk),
       /* threads' primitives, signals (interrupt, the deadline path), clocks */
-      SCMP_SYS(futex), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
+      SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
       SCMP_SYS(sigaltstack), SCMP_SYS(restart_syscall), SCMP_SYS(gettimeofday), SCMP_SYS(nanosleep),
       SCMP_SYS(sched_yield), SCMP_SYS(getrandom), SCMP_SYS(getpid), SCMP_SYS(gettid),
       SCMP_SYS(pause), SCMP_SYS(exit), SCMP_SYS(exit_group)};
@@ -239,6 +242,28 @@ static scmp_filter_ctx build_filter(uint32_t pid) {
                                SCMP_SYS(clock_nanosleep)};
   for (size_t i = 0; i < sizeof clocks / sizeof clocks[0] && rc == 0; i++)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, clocks[i], 1, SCMP_A0(SCMP_CMP_LE, 11));
+  /* The spin's look at the socket (host/backend/worker_spin.c) is the worker's only recvmsg,
+     with exactly MSG_PEEK | MSG_DONTWAIT; no sendmsg, sendto, recvfrom or *mmsg at all. So
+     AF_UNIX MSG_OOB, the path of CVE-2025-38236 (which Chrome's renderer policy now blocks), is
+     out of reach, with every other flag. The whole 64-bit argument is compared, so no bit the
+     kernel ignores can carry another flag past the rule. */
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(recvmsg), 1,
+                          SCMP_A2(SCMP_CMP_EQ, (scmp_datum_t)(MSG_PEEK | MSG_DONTWAIT)));
+  /* futex with the plain operations glibc's mutexes, condition variables and once use, never
+     the priority-inheritance ones (LOCK_PI, LOCK_PI2, TRYLOCK_PI, UNLOCK_PI, the *_REQUEUE_PI;
+     Chromium's baseline policy refuses them: their kernel code has been the site of privilege
+     escalations, CVE-2014-3153 among them). The kernel takes the command from the operation
+     without FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME and ignores the upper 32 bits, so the
+     rule masks exactly those off before it compares. */
+  static const int futex_ops[] = {FUTEX_WAIT,        FUTEX_WAKE,    FUTEX_REQUEUE,
+                                  FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_WAIT_BITSET,
+                                  FUTEX_WAKE_BITSET};
+  const scmp_datum_t futex_cmd_mask =
+      0xffffffffu & ~(scmp_datum_t)(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
+  for (size_t i = 0; i < sizeof futex_ops / sizeof futex_ops[0] && rc == 0; i++)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(futex), 1,
+                          SCMP_A1(SCMP_CMP_MASKED_EQ, futex_cmd_mask, (scmp_datum_t)futex_ops[i]));
   /* abort() signals its own process, and only that. */
   if (rc == 0)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,

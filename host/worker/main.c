@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -270,6 +271,38 @@ static int hook_syscall(lua_State *L) {
   else if (strcmp(what, "execve") == 0) {
     char *argv[] = {"/bin/true", NULL};
     r = syscall(SYS_execve, "/bin/true", argv, (char **)NULL);
+  } else if (strncmp(what, "sock_", 5) == 0 || strncmp(what, "futex_", 6) == 0) {
+    /* The socket and futex calls the filter admits only with some arguments (issue 25, 6):
+       the refused forms must kill, the forms the worker uses must return (an error is fine:
+       nothing is waiting and no byte is there). */
+    char byte = 0;
+    struct iovec iov = {&byte, 1};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    static uint32_t word;
+    if (strcmp(what, "sock_sendmsg_oob") == 0)
+      r = syscall(SYS_sendmsg, g_port.fd, &msg, MSG_OOB | MSG_DONTWAIT);
+    else if (strcmp(what, "sock_sendmsg") == 0)
+      r = syscall(SYS_sendmsg, g_port.fd, &msg, MSG_DONTWAIT);
+    else if (strcmp(what, "sock_recvmsg_oob") == 0)
+      r = syscall(SYS_recvmsg, g_port.fd, &msg, MSG_OOB | MSG_DONTWAIT);
+    else if (strcmp(what, "sock_recvmsg_peek") == 0)
+      r = syscall(SYS_recvmsg, g_port.fd, &msg, MSG_PEEK | MSG_DONTWAIT);
+    else if (strcmp(what, "sock_sendto_oob") == 0)
+      r = syscall(SYS_sendto, g_port.fd, &byte, 1ul, MSG_OOB | MSG_DONTWAIT, NULL, 0);
+    else if (strcmp(what, "futex_lock_pi") == 0)
+      r = syscall(SYS_futex, &word, FUTEX_LOCK_PI, 0, NULL, NULL, 0);
+    else if (strcmp(what, "futex_lock_pi_private") == 0)
+      r = syscall(SYS_futex, &word, FUTEX_LOCK_PI | FUTEX_PRIVATE_FLAG, 0, NULL, NULL, 0);
+    else if (strcmp(what, "futex_wait_requeue_pi") == 0)
+      r = syscall(SYS_futex, &word, FUTEX_WAIT_REQUEUE_PI | FUTEX_PRIVATE_FLAG, 1, NULL, &word, 0);
+    else if (strcmp(what, "futex_wake") == 0)
+      r = syscall(SYS_futex, &word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+    else if (strcmp(what, "futex_wait_bitset_realtime") == 0)
+      /* The word is 0, the expected value 1: EAGAIN at once. */
+      r = syscall(SYS_futex, &word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME,
+                  1, NULL, NULL, FUTEX_BITSET_MATCH_ANY);
+    else
+      return luaL_error(L, "__test_syscall: unknown call %s", what);
   } else {
     /* Reaching another worker of the same uid (its pid, as this worker sees it, from
        __test_pid in that worker): each must be killed by the filter; a return means the
