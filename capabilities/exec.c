@@ -439,45 +439,6 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
-/* The per-run host uid when running as root: one uid per live run, from a range no
-   distribution hands out in /etc/subuid (which starts at 100000 in 65536 steps), so
-   RLIMIT_NPROC (counted per uid) of one run cannot be used up by another run's fork bomb,
-   nor a file one run created in a shared rw mount be changed by another. The uid is
-   MBXC_EXEC_UID_BASE | pid << 8 | slot: the pid (below 2^22) keeps processes apart, and the
-   slot is taken from one process-wide table for as long as the run lives, so two runtimes of
-   one process, or runs 256 apart, never share one. */
-#define MBXC_EXEC_UID_BASE 0x40000000u
-#define MBXC_EXEC_UID_SLOTS 256
-static pthread_mutex_t uid_slots_mu = PTHREAD_MUTEX_INITIALIZER;
-static unsigned char uid_slots[MBXC_EXEC_UID_SLOTS];
-
-/* A free slot (-1: every one is held by a live run). */
-static int uid_slot_take(void) {
-  static unsigned next;
-  int got = -1;
-  pthread_mutex_lock(&uid_slots_mu);
-  for (unsigned i = 0; i < MBXC_EXEC_UID_SLOTS && got < 0; i++) {
-    unsigned k = (next + i) % MBXC_EXEC_UID_SLOTS;
-    if (!uid_slots[k]) {
-      uid_slots[k] = 1;
-      got = (int)k;
-      next = k + 1;
-    }
-  }
-  pthread_mutex_unlock(&uid_slots_mu);
-  return got;
-}
-
-static void uid_slot_release(int slot) {
-  pthread_mutex_lock(&uid_slots_mu);
-  uid_slots[slot] = 0;
-  pthread_mutex_unlock(&uid_slots_mu);
-}
-
-static uint32_t run_uid(int slot) {
-  return MBXC_EXEC_UID_BASE | (((uint32_t)getpid() & 0x3fffffu) << 8) | (uint32_t)slot;
-}
-
 /* Kill what is left of a run through its cgroups and remove them; a cgroup that stays is
    counted (moonbox doctor shows the count). */
 static void cgroup_done(mbxC_exec_backend *b, mbxC_cgroup_run *cgr) {
@@ -810,19 +771,36 @@ static int run_unprobed(mbxC_exec_backend *b, const mbxC_exec_plan *plan,
                         mbxC_exec_result *res, mbxC_port_error *e) {
   if (!b->uid_isolation)
     return run_as(b, 0, plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
-  int slot = uid_slot_take();
-  if (slot < 0) {
-    memset(res, 0, sizeof *res);
-    return mbxC_exec_fail(e, EAGAIN,
-                          "%d programs already run at once in this process (the most "
-                          "there are per-run uids for); try again when one has finished",
-                          MBXC_EXEC_UID_SLOTS);
+  int rw[64];
+  size_t nrw = 0;
+  for (size_t i = 0; i < plan->mount_count && nrw < 64; i++)
+    if (plan->mounts[i].mode == MBXC_MOUNT_RW) rw[nrw++] = plan->mounts[i].dirfd;
+  if (!b->uid_own) {
+    /* A range this process cannot prove its own (exec_uid.h): one uid for every run, and so
+       no rw mount, where one run's files would be the next run's. */
+    if (nrw) {
+      memset(res, 0, sizeof *res);
+      return mbxC_exec_fail(e, EACCES,
+                            "programs cannot use a rw mount here: %s; the operator sets a range "
+                            "of host uids this moonbox alone uses (exec.uids, --exec-uids "
+                            "FIRST-LAST) to allow it",
+                            b->uid_scope);
+    }
+    return run_as(b, b->uids.first, plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res,
+                  e);
   }
-  int r =
-      run_as(b, run_uid(slot), plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
+  mbxC_uid_lease lease;
+  char why[400];
+  int t = mbxC_uid_take(&b->uids, &lease, why, sizeof why);
+  if (t != 0) {
+    memset(res, 0, sizeof *res);
+    return mbxC_exec_fail(e, t == -1 ? EAGAIN : EIO, "%s", why);
+  }
+  int r = run_as(b, lease.uid, plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
   /* run_as returns once the helper (bwrap, the namespace's pid 1) is reaped, and with it
-     every process of the run's pid namespace is gone: the uid is free again. */
-  uid_slot_release(slot);
+     every process of the run's pid namespace is gone: what the uid left in the rw mounts is
+     given to their owners, and only then is the uid free again. */
+  mbxC_uid_release(&lease, mbxC_uid_fixup(lease.uid, rw, nrw) == 0);
   return r;
 }
 
@@ -842,6 +820,16 @@ void mbxC_exec_backend_init(mbxC_exec_backend *b) {
   memset(b, 0, sizeof *b);
   pthread_mutex_init(&b->lock, NULL);
   snprintf(b->bwrap, sizeof b->bwrap, "/usr/bin/bwrap");
+  mbxC_uid_pool_init(&b->uids);
+}
+
+int mbxC_exec_backend_set_uids(mbxC_exec_backend *b, uint32_t first, uint32_t count, char *why,
+                               size_t why_size) {
+  pthread_mutex_lock(&b->lock);
+  int r = mbxC_uid_pool_set(&b->uids, first, count, why, why_size);
+  if (r == 0) atomic_store(&b->probed, 0); /* the scope is found again at the next use */
+  pthread_mutex_unlock(&b->lock);
+  return r;
 }
 
 void mbxC_exec_backend_free(mbxC_exec_backend *b) {
@@ -926,6 +914,7 @@ static int probe_locked(mbxC_exec_backend *b) {
   b->reason[0] = '\0';
   b->version[0] = '\0';
   b->uid_isolation = geteuid() == 0;
+  b->uid_own = mbxC_uid_pool_scope(&b->uids, b->uid_scope, sizeof b->uid_scope);
   mbxC_exec_image_probe(&b->image);
   mbxC_cgroup_probe(&b->cg);
   if (bwrap_version(b->bwrap, b->version, sizeof b->version, b->reason, sizeof b->reason) != 0)
@@ -1059,9 +1048,37 @@ char *mbxC_exec_status_json(mbxC_exec_backend *b) {
     }
     n += (size_t)snprintf(out + n, size - n, "}");
   }
-  n += (size_t)snprintf(out + n, size - n, ",\"runs\":%llu,\"not_removed\":%llu}}",
+  n += (size_t)snprintf(out + n, size - n, ",\"runs\":%llu,\"not_removed\":%llu}",
                         (unsigned long long)atomic_load(&b->cgroup_runs),
                         (unsigned long long)atomic_load(&b->cgroup_leaks));
+  /* Where the runs' uids come from (exec_uid.h): the range, whether it is provably this
+     process's own (else one uid and no rw mount), why, and the uids quarantined. */
+  if (b->uid_isolation)
+    n += (size_t)snprintf(out + n, size - n,
+                          ",\"uids\":{\"first\":%u,\"last\":%u,\"configured\":%s,\"per_run\":%s,"
+                          "\"locks\":",
+                          b->uids.first, b->uids.first + (b->uids.count - 1),
+                          b->uids.configured ? "true" : "false", b->uid_own ? "true" : "false");
+  else
+    n += (size_t)snprintf(out + n, size - n,
+                          ",\"uids\":{\"per_run\":false,\"scope\":\"not root: every program "
+                          "runs as this process's own uid\"}");
+  if (b->uid_isolation) {
+    char scope[512];
+    if (b->uid_own)
+      snprintf(scope, sizeof scope, "%s", b->uid_scope);
+    else
+      snprintf(scope, sizeof scope,
+               "one uid (%u) for every program, and programs refused with a rw mount: %s; set "
+               "exec.uids to a range this moonbox alone uses",
+               b->uids.first, b->uid_scope);
+    json_str(out, size, &n, b->uids.dir);
+    n += (size_t)snprintf(out + n, size - n, ",\"scope\":");
+    json_str(out, size, &n, scope);
+    n += (size_t)snprintf(out + n, size - n, ",\"quarantined\":%ld}",
+                          mbxC_uid_quarantined(&b->uids));
+  }
+  n += (size_t)snprintf(out + n, size - n, "}");
   pthread_mutex_unlock(&b->lock);
   return out;
 }

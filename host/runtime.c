@@ -246,6 +246,20 @@ MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which,
   return MBX_OK;
 }
 
+MBX_API mbx_status mbx_runtime_set_exec_uids(mbx_runtime *rt, uint32_t first, uint32_t count,
+                                             mbx_error *err) {
+  if (rt == NULL) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_exec_uids: the runtime is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  char why[200];
+  if (mbxC_exec_backend_set_uids(&rt->exec, first, count, why, sizeof why) != 0) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_exec_uids: %s", why);
+    return MBX_INVALID_ARGUMENT;
+  }
+  return MBX_OK;
+}
+
 MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, uint64_t value,
                                        mbx_error *err) {
   if (rt == NULL) {

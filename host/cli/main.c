@@ -457,8 +457,11 @@ static int finish_job(const mbxH_cli_options *opt, run_job *job) {
 /* The runtime, isolated with --isolate process (the worker is found next to this binary). */
 static mbx_runtime *new_runtime(const mbxH_cli_options *opt, mbx_error *err) {
   mbx_runtime *rt = mbx_runtime_new(err);
-  if (rt && opt->isolate &&
-      mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, err) != MBX_OK) {
+  if (rt &&
+      ((opt->isolate &&
+        mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, err) != MBX_OK) ||
+       (opt->exec_uid_count &&
+        mbx_runtime_set_exec_uids(rt, opt->exec_uid_first, opt->exec_uid_count, err) != MBX_OK))) {
     mbx_runtime_free(rt);
     return NULL;
   }
@@ -839,7 +842,10 @@ static int doctor_command(const mbxH_cli_options *opt) {
   mbx_runtime *rt = mbx_runtime_new(&err);
   char *json = NULL;
   size_t len = 0;
-  if (rt == NULL || mbx_runtime_exec_status(rt, &json, &len, &err) != MBX_OK) {
+  if (rt == NULL ||
+      (opt->exec_uid_count &&
+       mbx_runtime_set_exec_uids(rt, opt->exec_uid_first, opt->exec_uid_count, &err) != MBX_OK) ||
+      mbx_runtime_exec_status(rt, &json, &len, &err) != MBX_OK) {
     fprintf(stderr, "moonbox: doctor: %s\n", err.message);
     mbx_runtime_free(rt);
     return 1;
@@ -862,8 +868,9 @@ static int doctor_command(const mbxH_cli_options *opt) {
   } else {
     /* The JSON is flat enough to print as "key: value" lines. */
     printf("moonbox %s: exec backend %s\n", mbx_version(), ok ? "available" : "UNAVAILABLE");
-    const char *keys[] = {"reason",        "bwrap",   "bwrap_version", "helper",  "user_namespaces",
-                          "uid_isolation", "seccomp", "limits",        "cgroups", NULL};
+    const char *keys[] = {
+        "reason",  "bwrap",  "bwrap_version", "helper", "user_namespaces", "uid_isolation", "uids",
+        "seccomp", "limits", "cgroups",       NULL};
     for (int i = 0; keys[i]; i++) {
       char pat[40];
       snprintf(pat, sizeof pat, "\"%s\":", keys[i]);

@@ -73,22 +73,54 @@ expect "a 0640 root:root file cannot be read" "$out" "denied"
 refuse "no root group" "$out" "root only"
 
 # 3. The uid: not 0 inside the kernel's view; files created in an rw mount belong to the
-#    run's own unprivileged host uid.
+#    run's own unprivileged host uid while it runs (from the range past systemd's container
+#    uids, never pid-derived), and to the mount's owner once it has ended (issue 25, 2).
 out=$(run "${sh_only[@]}" "${mounts[@]}" -e "io.write(proc.run{'sh', '-c',
-  'cat /proc/self/uid_map; id -u; echo made >/out/made.txt; echo x >/proc/sys/kernel/ostype || echo sys-refused'}.stdout)")
+  'cat /proc/self/uid_map; echo made >/out/made.txt; stat -c owner=%u /out/made.txt; echo x >/proc/sys/kernel/ostype || echo sys-refused'}.stdout)")
 expect "writing /proc/sys fails" "$out" "sys-refused"
-owner=$(stat -c %u "$work/rw/made.txt" 2>/dev/null || echo missing)
-if [ "$owner" != missing ] && [ "$owner" -ge $((0x40000000)) ]; then
-  ok "a file made in an rw mount is owned by the run's uid ($owner), not root"
+inside=$(grep -o 'owner=[0-9]*' <<<"$out" | cut -d= -f2)
+if [ -n "$inside" ] && [ "$inside" -ge 1879048192 ] && [ "$inside" -le 1879113727 ]; then
+  ok "a file made in an rw mount is owned by the run's uid ($inside) while it runs"
 else
-  bad "rw mount owner" "owner '$owner' ($out)"
+  bad "rw mount owner while running" "owner '$inside' ($out)"
+fi
+after=$(stat -c %u "$work/rw/made.txt" 2>/dev/null || echo missing)
+if [ "$after" = "$(stat -c %u "$work/rw")" ]; then
+  ok "after the run the file belongs to the mount's owner ($after), not to a uid a later run gets"
+else
+  bad "rw mount owner after the run" "owner '$after'"
 fi
 uid_line=$(head -1 <<<"$out")
-if [ "$(awk '{print $1}' <<<"$uid_line")" = "$owner" ] && [ "$owner" != 0 ]; then
+if [ "$(awk '{print $1}' <<<"$uid_line")" = "$inside" ] && [ "$inside" != 0 ]; then
   ok "uid_map maps only the run's uid ($uid_line)"
 else
   bad "uid_map" "$out"
 fi
+
+# 3b. A uid handed out again leaves nothing of its last run's to its next: run A leaves a 0600
+#     file in the shared rw mount; with a range of one uid (--exec-uids), run B, in another
+#     moonbox process, has the very same uid and can neither read nor append to it. Before,
+#     the uid came back with A's files still its own (MCP sessions 256 runs apart).
+one_uid=(--exec-uids 1879200000-1879200000)
+out=$(run "${one_uid[@]}" "${sh_only[@]}" "${mounts[@]}" -e "io.write(proc.run{'sh', '-c',
+  'umask 077; echo session-a-secret >/out/a.secret; id -u'}.stdout)")
+uid_a=$(tail -1 <<<"$out")
+out=$(run "${one_uid[@]}" "${sh_only[@]}" "${mounts[@]}" -e "io.write(proc.run{'sh', '-c',
+  'id -u; cat /out/a.secret || echo read-denied; echo more >>/out/a.secret || echo append-denied'}.stdout)")
+if [ "$uid_a" = 1879200000 ] && [ "$(head -1 <<<"$out")" = "$uid_a" ]; then
+  ok "both runs had the range's one uid ($uid_a)"
+else
+  bad "one-uid range" "A: $uid_a, B: $out"
+fi
+refuse "a later run of the same uid cannot read the last one's 0600 file" "$out" "session-a-secret"
+expect "... nor append to it" "$out" "append-denied"
+if [ "$(cat "$work/rw/a.secret")" = session-a-secret ]; then
+  ok "the file is intact on the host"
+else
+  bad "a.secret" "$(cat "$work/rw/a.secret")"
+fi
+out=$("$cli" doctor --json --exec-uids 1879200000-1879200000)
+expect "doctor names the operator's range" "$out" '"first":1879200000,"last":1879200000,"configured":true,"per_run":true'
 
 # 4. The host's environment and argv appear nowhere in /proc.
 out=$(MOONBOX_PLANTED=envsecret_4711 run "${sh_only[@]}" --input '{"k": "argvsecret_4711"}' -e "
