@@ -472,8 +472,12 @@ static int run_as(mbxC_exec_backend *b, uint32_t uid, const mbxC_exec_plan *plan
      shim), so the cgroup is the limit that bites and is reported. */
   mbxC_cgroup_run cgr;
   char cgname[64];
-  snprintf(cgname, sizeof cgname, "moonbox-%ld-%llu", (long)getpid(),
-           (unsigned long long)atomic_fetch_add(&b->cgroup_runs, 1));
+  if (b->cg_owner.token[0])
+    snprintf(cgname, sizeof cgname, "moonbox-%s-%llu", b->cg_owner.token,
+             (unsigned long long)atomic_fetch_add(&b->cgroup_runs, 1));
+  else
+    snprintf(cgname, sizeof cgname, "moonbox-%ld-%llu", (long)getpid(),
+             (unsigned long long)atomic_fetch_add(&b->cgroup_runs, 1));
   mbxC_cgroup_run_create(&b->cg, cgname, spec->memory, spec->pids, &cgr);
   unsigned limits = MBXC_EXEC_LIMIT_RLIMIT_NPROC;
   if (cgr.dir[MBXC_CG_MEMORY][0])
@@ -821,6 +825,7 @@ void mbxC_exec_backend_init(mbxC_exec_backend *b) {
   pthread_mutex_init(&b->lock, NULL);
   snprintf(b->bwrap, sizeof b->bwrap, "/usr/bin/bwrap");
   mbxC_uid_pool_init(&b->uids);
+  b->cg_owner.fd = -1;
 }
 
 int mbxC_exec_backend_set_uids(mbxC_exec_backend *b, uint32_t first, uint32_t count, char *why,
@@ -833,6 +838,7 @@ int mbxC_exec_backend_set_uids(mbxC_exec_backend *b, uint32_t first, uint32_t co
 }
 
 void mbxC_exec_backend_free(mbxC_exec_backend *b) {
+  mbxC_cgroup_owner_close(&b->cg_owner);
   pthread_mutex_destroy(&b->lock);
 }
 
@@ -917,6 +923,12 @@ static int probe_locked(mbxC_exec_backend *b) {
   b->uid_own = mbxC_uid_pool_scope(&b->uids, b->uid_scope, sizeof b->uid_scope);
   mbxC_exec_image_probe(&b->image);
   mbxC_cgroup_probe(&b->cg);
+  /* This backend's owner record (once), then what dead hosts left (exec_cgroup.h). */
+  if (b->cg_owner.fd < 0 && b->cg_owner.token[0] == '\0')
+    (void)mbxC_cgroup_owner_open(&b->cg_owner, MBXC_CG_OWNER_DIR);
+  int stale = 0;
+  b->cgroup_reaped += (uint64_t)mbxC_cgroup_reap(&b->cg, MBXC_CG_OWNER_DIR, &stale);
+  b->cgroup_stale = (uint64_t)stale;
   if (bwrap_version(b->bwrap, b->version, sizeof b->version, b->reason, sizeof b->reason) != 0)
     return 0;
   if (b->helper[0] == '\0' || access(b->helper, X_OK) != 0) {
@@ -1048,9 +1060,12 @@ char *mbxC_exec_status_json(mbxC_exec_backend *b) {
     }
     n += (size_t)snprintf(out + n, size - n, "}");
   }
-  n += (size_t)snprintf(out + n, size - n, ",\"runs\":%llu,\"not_removed\":%llu}",
+  n += (size_t)snprintf(out + n, size - n,
+                        ",\"runs\":%llu,\"not_removed\":%llu,\"stale_reaped\":%llu,"
+                        "\"stale_left\":%llu}",
                         (unsigned long long)atomic_load(&b->cgroup_runs),
-                        (unsigned long long)atomic_load(&b->cgroup_leaks));
+                        (unsigned long long)atomic_load(&b->cgroup_leaks),
+                        (unsigned long long)b->cgroup_reaped, (unsigned long long)b->cgroup_stale);
   /* Where the runs' uids come from (exec_uid.h): the range, whether it is provably this
      process's own (else one uid and no rw mount), why, and the uids quarantined. */
   if (b->uid_isolation)

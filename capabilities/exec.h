@@ -156,6 +156,8 @@ typedef struct mbxC_exec_backend {
   mbxC_exec_image image;
   mbxC_cgroup_setup cg;                       /* where per-run cgroups go (probed with the rest) */
   _Atomic uint64_t cgroup_runs, cgroup_leaks; /* runs so far; cgroups that could not be removed */
+  mbxC_cgroup_owner cg_owner; /* this backend's owner record: its cgroups' names carry the token */
+  uint64_t cgroup_reaped, cgroup_stale; /* a dead host's cgroups removed; left (not empty) */
 } mbxC_exec_backend;
 
 void mbxC_exec_backend_init(mbxC_exec_backend *b);

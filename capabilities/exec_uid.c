@@ -86,9 +86,7 @@ int mbxC_uid_pool_scope(const mbxC_uid_pool *p, char *why, size_t why_size) {
   return 1;
 }
 
-/* Open dir, making it (and its parent) when missing: a directory of this process's euid that
-   no one else can write, reached without following a link. -1 with why. */
-static int open_lock_dir(const char *dir, char *why, size_t why_size) {
+int mbxC_lock_dir_open(const char *dir, char *why, size_t why_size) {
   if (dir[0] != '/') {
     snprintf(why, why_size, "the uid lock directory %s is not absolute", dir);
     return -1;
@@ -156,7 +154,7 @@ static int try_uid(mbxC_uid_pool *p, int dfd, uint32_t uid, int *out) {
 int mbxC_uid_take(mbxC_uid_pool *p, mbxC_uid_lease *l, char *why, size_t why_size) {
   l->uid = 0;
   l->fd = -1;
-  int dfd = open_lock_dir(p->dir, why, why_size);
+  int dfd = mbxC_lock_dir_open(p->dir, why, why_size);
   if (dfd < 0) return -2;
   uint32_t start = atomic_load(&p->next);
   int errors = 0;
@@ -271,7 +269,7 @@ int mbxC_uid_fixup(uint32_t uid, const int *dirfds, size_t count) {
 
 long mbxC_uid_quarantined(const mbxC_uid_pool *p) {
   char why[8];
-  int dfd = open_lock_dir(p->dir, why, sizeof why);
+  int dfd = mbxC_lock_dir_open(p->dir, why, sizeof why);
   if (dfd < 0) return -1;
   int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   close(dfd);

@@ -83,4 +83,9 @@ void mbxC_uid_release(mbxC_uid_lease *l, int clean);
    moonbox doctor); -1 when the directory cannot be read. */
 long mbxC_uid_quarantined(const mbxC_uid_pool *p);
 
+/* Open dir (an O_PATH fd), making it and its parents when missing (0755, the last 0700): a
+   directory of this process's euid that no one else can write, reached without following a
+   link. -1 with why. The exec backend's other owner records use it too (exec_cgroup.h). */
+int mbxC_lock_dir_open(const char *dir, char *why, size_t why_size);
+
 #endif

@@ -312,7 +312,8 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
    "cgroups": {"memory", "pids", "kill": each {"applied": true, "how": "cgroup v1" | "cgroup
    v2" | "cgroup.kill" | "freezer", "under": the parent directory} or {"applied": false,
    "reason", "instead"}, "runs": programs started, "not_removed": per-run cgroups that could
-   not be removed}}. MBX_OK, MBX_INVALID_ARGUMENT (NULL rt or json; *json is then untouched)
+   not be removed, "stale_reaped": cgroups of a dead host (its owner record unlocked) this
+   probe removed, "stale_left": such cgroups still holding a process}}. MBX_OK, MBX_INVALID_ARGUMENT (NULL rt or json; *json is then untouched)
    or MBX_NO_MEMORY. len may be NULL. */
 MBX_API mbx_status mbx_runtime_exec_status(mbx_runtime *rt, char **json, size_t *len,
                                            mbx_error *err);

@@ -205,8 +205,20 @@ out=$("$cli" run --json "${sh_only[@]}" -e "local ok, how, n = os.execute('kill 
 expect "os.execute reports a signal as Lua does" "$out" '"value":["nil","signal",15]'
 
 # 8c. The run's cgroups are gone after the run, whatever ended it (checked from the host:
-#     the CLI's pid names them, moonbox-<pid>-<n>).
+#     they are moonbox-<token>-<n>, the token the CLI's owner record under /run/moonbox/cgroups
+#     is named by, which the host finds among the CLI's open files).
 cg_parents=$(grep -o '"under":"[^"]*"' <<<"$doctor" | sed 's/"under":"//; s/"$//' | sort -u)
+# owner_token PID: the token of PID's owner record, once it has one (empty after 4 s).
+owner_token() {
+  local i t
+  for i in $(seq 1 200); do
+    t=$(ls -l "/proc/$1/fd" 2>/dev/null | grep -o '/run/moonbox/cgroups/[0-9a-f]*' | head -1)
+    [ -n "$t" ] && { basename "$t"; return; }
+    sleep 0.02
+  done
+}
+# cgroups_of TOKEN: its cgroups under the parents doctor named.
+cgroups_of() { for d in $cg_parents; do ls -d "$d"/moonbox-"$1"-* 2>/dev/null; done; }
 if [ -n "$cg_parents" ]; then
   "$cli" run --timeout 60s --policy "$work/pids.json" -e "
     proc.run{'sh', '-c', 'echo fine'}
@@ -214,18 +226,43 @@ if [ -n "$cg_parents" ]; then
     proc.run{'sh', '-c', 'n=0; while [ \$n -lt 60 ]; do sleep 1033 & n=\$((n+1)); done'}
     return 1" >/dev/null 2>&1 &
   cgpid=$!
+  token=$(owner_token $cgpid)
   seen=
   for i in $(seq 1 200); do
-    for d in $cg_parents; do ls -d "$d"/moonbox-"$cgpid"-* >/dev/null 2>&1 && seen=1; done
-    [ -n "$seen" ] && break
+    [ -n "$token" ] && [ -n "$(cgroups_of "$token")" ] && seen=1 && break
     sleep 0.02
   done
   wait $cgpid
-  left=
-  for d in $cg_parents; do ls -d "$d"/moonbox-"$cgpid"-* 2>/dev/null && left=1; done
-  if [ -n "$seen" ]; then ok "the run's cgroups exist while it runs"; else bad "cgroups" "never saw moonbox-$cgpid-* under $cg_parents"; fi
-  if [ -z "$left" ]; then ok "no cgroup is left after the runs"; else bad "cgroup leak" "moonbox-$cgpid-* left"; fi
+  left=$([ -n "$token" ] && cgroups_of "$token")
+  if [ -n "$seen" ]; then ok "the run's cgroups exist while it runs (moonbox-$token-*)"; else bad "cgroups" "never saw moonbox-$token-* under $cg_parents"; fi
+  if [ -z "$left" ]; then ok "no cgroup is left after the runs"; else bad "cgroup leak" "$left left"; fi
   if pgrep -f 'sleep 103[123]' >/dev/null; then bad "cgroup kill" "a sleep survived"; else ok "nothing of those runs survives"; fi
+
+  # 8d. A host killed mid-run leaves its cgroups; the next runtime's probe (here moonbox doctor)
+  #     reaps them, because their owner record is no longer locked by a live process, and only
+  #     once they hold no process (issue 25, 8). Before, they stayed forever.
+  "$cli" run --timeout 60s "${sh_only[@]}" -e "proc.run{'sh', '-c', 'sleep 1041'} return 1" >/dev/null 2>&1 &
+  cgpid=$!
+  token=$(owner_token $cgpid)
+  for i in $(seq 1 200); do
+    [ -n "$token" ] && [ -n "$(cgroups_of "$token")" ] && break
+    sleep 0.02
+  done
+  kill -9 $cgpid
+  wait $cgpid 2>/dev/null
+  for i in $(seq 1 100); do pgrep -f 'sleep 1041' >/dev/null || break; sleep 0.05; done
+  stale=$(cgroups_of "$token")
+  if [ -n "$token" ] && [ -n "$stale" ]; then ok "a killed host leaves its cgroups ($(wc -l <<<"$stale"))"; else bad "stale cgroups" "token '$token', none left to reap"; fi
+  reaped=
+  for i in 1 2 3 4 5; do
+    out=$("$cli" doctor --json)
+    [ -z "$(cgroups_of "$token")" ] && reaped=1 && break
+    sleep 0.2
+  done
+  if [ -n "$reaped" ]; then ok "doctor reaped the dead host's cgroups"; else bad "reaping" "left: $(cgroups_of "$token"); $out"; fi
+  expect "doctor counts what it reaped" "$out" '"stale_reaped":'
+  refuse "... more than none" "$out" '"stale_reaped":0'
+  if [ -e "/run/moonbox/cgroups/$token" ]; then bad "owner record" "left after its cgroups went"; else ok "the dead owner's record goes with its cgroups"; fi
 else
   echo "note: no cgroup controller is usable here, the cgroup checks are skipped: $doctor"
 fi
