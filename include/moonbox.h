@@ -227,8 +227,16 @@ typedef enum mbx_runtime_cap {
      (docs/performance.md, "Worker round trips"): for hosts with idle cores. An idle worker
      holds a CPU no longer than the bound after its last reply. Any time; takes effect for
      sandboxes created afterwards. Usage: the value. */
-  MBX_CAP_WORKER_SPIN = 7
+  MBX_CAP_WORKER_SPIN = 7,
+  /* Workers one zygote forks before it is replaced by a fresh one (a new exec: its own ASLR
+     base, stack canary and pointer guard), so at most this many isolated sandboxes share one
+     layout and a leak in one says nothing of later ones; 0: only after a crash. Default
+     MBX_DEFAULT_WORKER_REEXEC. The old zygote stays while its workers live. Any time; takes
+     effect at the next sandbox's creation. Usage: the value. */
+  MBX_CAP_WORKER_REEXEC = 8
 } mbx_runtime_cap;
+
+#define MBX_DEFAULT_WORKER_REEXEC 256
 
 #define MBX_ISOLATE_NONE 0
 #define MBX_ISOLATE_PROCESS 1

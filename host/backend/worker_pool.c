@@ -100,6 +100,7 @@ typedef struct zygote {
   unsigned char *prime_fp;
   size_t prime_fp_len;
   uint64_t prime_key;
+  unsigned forked; /* workers it forked, ever (MBX_CAP_WORKER_REEXEC) */
 } zygote;
 /* Retired zygotes at most; while that many wait for their workers, a crash does not
    re-execute the current one (it is re-executed once one of them is gone). */
@@ -121,6 +122,8 @@ struct mbxH_wpool {
   unsigned crash_next;
   uint64_t penalty_next; /* when the next penalised worker may be given out (mbxH_wpool_take) */
   int zygote_stale;      /* a worker crashed: re-exec the zygote when the rate limit allows */
+  /* MBX_CAP_WORKER_REEXEC: a zygote that forked this many workers is re-executed (0: never) */
+  _Atomic unsigned reexec_every;
   mbxH_wp_writer w;
   int in_frame;       /* inside zygote_frame: no nested read of a zygote's frames */
   uint32_t probed;    /* the last MBXH_WP_PROBED */
@@ -481,6 +484,7 @@ static int zygote_frame(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status
       return 0;
     }
     z->workers++;
+    z->forked++;
     if (z == &pool->z && pool->nwarm < WARM_MAX) {
       pool->warm[pool->nwarm++] = p;
     } else {
@@ -787,8 +791,15 @@ mbx_status mbxH_wpool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_tena
       pool->z = (zygote){.pid = 0, .sock = -1, .mail = -1};
     }
   }
+  /* Every reexec_every workers, a new zygote (a fresh exec: new ASLR base, stack canary and
+     pointer guard), so no more than that many siblings share one layout; a leak of one says
+     nothing of the workers of later zygotes (issue 25, 8). Not rate-limited like a crash's:
+     it happens at a pace the host sets, never a guest. */
+  unsigned every = atomic_load(&pool->reexec_every);
+  if (every && pool->z.pid > 0 && pool->z.forked >= every && pool->nretired < RETIRED_MAX)
+    pool->zygote_stale = 2;
   if (pool->zygote_stale && pool->z.pid > 0 && pool->nretired < RETIRED_MAX &&
-      mbxH_io_now_ns() - pool->z.started >= ZYGOTE_REEXEC_MIN_NS) {
+      (pool->zygote_stale == 2 || mbxH_io_now_ns() - pool->z.started >= ZYGOTE_REEXEC_MIN_NS)) {
     drop_warm(pool);
     if (pool->z.workers == 0) {
       zygote_stop(&pool->z);
@@ -925,6 +936,10 @@ mbxH_wpool *mbxH_wpool_new(const char *worker_path) {
   pool->z.sock = -1;
   pool->z.mail = -1;
   return pool;
+}
+
+void mbxH_wpool_set_reexec(mbxH_wpool *pool, unsigned every) {
+  if (pool) atomic_store(&pool->reexec_every, every);
 }
 
 void mbxH_wpool_free(mbxH_wpool *pool) {

@@ -30,6 +30,9 @@ int mbxH_jail_prepare(void);
 /* The last step: glibc's lazy paths warmed, then the seccomp allow-list (anything else
    kills the process). 0, or -1 with why filled. */
 int mbxH_jail_seccomp(char *why, size_t why_size);
+/* The pid namespace's init, after mbxH_jail_process: a filter that lets it only wait for
+   signals and exit (anything else kills it). 0, 1 (no filter for this architecture), or -1. */
+int mbxH_jail_init_filter(void);
 
 /* What the jail applied in this process so far (the zygote's probe child reports it): the
    MBXH_JAIL_* bits of the protocol (host/backend/worker_proto.h). */

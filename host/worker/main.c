@@ -340,6 +340,13 @@ static int hook_pid(lua_State *L) {
   return 1;
 }
 
+/* Where libc is mapped in this process (a function's address): the same in every worker its
+   zygote forked, another after the zygote is re-executed (ASLR at exec). */
+static int hook_layout(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)(uintptr_t)&strlen);
+  return 1;
+}
+
 /* A forged exec_run, as a compromised VM would send it past the stdlib: "exec_bad" with no
    program (the decoder refuses it), "exec_ungranted" well formed (a sandbox granted no exec
    must not be served one). */
@@ -451,6 +458,7 @@ static void install_hooks(lua_State *L) {
   lua_register(L, "__test_abort", hook_abort);
   lua_register(L, "__test_syscall", hook_syscall);
   lua_register(L, "__test_pid", hook_pid);
+  lua_register(L, "__test_layout", hook_layout);
   lua_register(L, "__test_frame", hook_frame);
 }
 #endif

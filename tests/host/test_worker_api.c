@@ -134,6 +134,7 @@ static void test_workers_are_in_new_namespaces(void **state) {
   int n = children(zygote[0], workers, 64);
   assert_true(n >= 2); /* the init, the sandbox's worker (and warm ones) */
   char mine_pid[64], mine_net[64], pid_ns[64], net_ns[64], first_pid[64];
+  int inits = 0;
   ns_of(getpid(), "pid", mine_pid, sizeof mine_pid);
   ns_of(getpid(), "net", mine_net, sizeof mine_net);
   for (int i = 0; i < n; i++) {
@@ -146,7 +147,24 @@ static void test_workers_are_in_new_namespaces(void **state) {
       snprintf(first_pid, sizeof first_pid, "%s", pid_ns);
     else
       assert_string_equal(pid_ns, first_pid);
+    /* The namespace's init (pid 1 there: the last NSpid), which only waits, runs under a
+       filter of its own (issue 25, 8: it had none; a warm worker may still be in its jail). */
+    char path[64], line[256], nspid[256] = "", seccomp[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/status", (int)workers[i]);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f)) {
+      if (strncmp(line, "NSpid:", 6) == 0) snprintf(nspid, sizeof nspid, "%s", line);
+      if (strncmp(line, "Seccomp:", 8) == 0) snprintf(seccomp, sizeof seccomp, "%s", line);
+    }
+    fclose(f);
+    const char *last = strrchr(nspid, '\t');
+    int is_init = last && strtol(last + 1, NULL, 10) == 1;
+    inits += is_init;
+    if (is_init && strstr(seccomp, "2") == NULL)
+      fail_msg("the pid namespace's init (%d) has no seccomp filter: %s", (int)workers[i], seccomp);
   }
+  assert_int_equal(inits, 1);
   mbx_sandbox_free(sb);
   mbx_policy_free(p);
   mbx_runtime_free(rt);

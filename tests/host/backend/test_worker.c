@@ -879,6 +879,40 @@ static void test_without_one_tenant_no_worker_is_shared(void **state) {
   assert_int_equal(mbx_runtime_usage(f->rt, MBX_CAP_ONE_TENANT), 0);
 }
 
+/* Siblings of one zygote share its layout (libc base, canary, pointer guard); a zygote is
+   re-executed every MBX_CAP_WORKER_REEXEC workers, so a leak in one sandbox says nothing of
+   sandboxes made after that many more (issue 25, 8). Counted by where libc is mapped. */
+static int layouts_in_turn(fixture *f, int n) {
+  intptr_t seen[64];
+  int distinct = 0;
+  mbx_error err;
+  for (int i = 0; i < n; i++) {
+    mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+    assert_non_null(sb);
+    intptr_t at = (intptr_t)int_of(sb, "return __test_layout()");
+    mbx_sandbox_free(sb);
+    int known = 0;
+    for (int k = 0; k < distinct; k++)
+      known |= seen[k] == at;
+    if (!known && distinct < 64) seen[distinct++] = at;
+  }
+  return distinct;
+}
+
+static void test_zygote_reexec_every_n_workers(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  assert_int_equal(mbx_runtime_get_cap(f->rt, MBX_CAP_WORKER_REEXEC), MBX_DEFAULT_WORKER_REEXEC);
+  assert_int_equal(mbx_runtime_set_cap(f->rt, MBX_CAP_WORKER_REEXEC, 0, &err), MBX_OK);
+  /* Never re-executed (no crash): one layout for all. */
+  assert_int_equal(layouts_in_turn(f, 12), 1);
+  /* Every 4 workers (the warm ones count): 12 sandboxes see several zygotes. */
+  assert_int_equal(mbx_runtime_set_cap(f->rt, MBX_CAP_WORKER_REEXEC, 4, &err), MBX_OK);
+  assert_true(layouts_in_turn(f, 12) >= 3);
+  assert_int_equal(mbx_runtime_set_cap(f->rt, MBX_CAP_WORKER_REEXEC, 1ull << 32, &err),
+                   MBX_INVALID_ARGUMENT);
+}
+
 static void test_one_tenant_reuses_after_a_reset(void **state) {
   fixture *f = *state;
   mbx_error err;
@@ -1583,6 +1617,7 @@ static const struct CMUnitTest all_tests[] = {
     cmocka_unit_test_setup_teardown(test_without_one_tenant_no_worker_is_shared, setup_hooks,
                                     teardown),
     cmocka_unit_test_setup_teardown(test_one_tenant_reuses_after_a_reset, setup_hooks, teardown),
+    cmocka_unit_test_setup_teardown(test_zygote_reexec_every_n_workers, setup_hooks, teardown),
     cmocka_unit_test_setup_teardown(test_a_freed_sandbox_primes_the_next, setup_hooks, teardown),
     cmocka_unit_test_setup_teardown(test_a_primed_worker_killed_while_warm, setup_hooks, teardown),
     cmocka_unit_test_setup_teardown(test_priming_follows_the_policy_in_use, setup_hooks, teardown),
