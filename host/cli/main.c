@@ -957,7 +957,7 @@ int main(int argc, char **argv) {
     int exit_code = EXIT_USAGE;
     mbx_policy *policy = mbxH_cli_make_policy(&opt, &exit_code);
     if (policy == NULL) return exit_code;
-    exit_code = mbxH_mcp_serve(policy, opt.isolate);
+    exit_code = mbxH_mcp_serve(policy, opt.isolate, opt.exec_uid_first, opt.exec_uid_count);
     mbx_policy_free(policy);
     return exit_code;
   }

@@ -542,7 +542,6 @@ static int mcp_takes(const option_spec *spec) {
   case OPT_SNAPSHOT_OUT:
   case OPT_VALUE:
   case OPT_ERROR:
-  case OPT_EXEC_UIDS: /* the server's runtime does not take it yet */
     return 0;
   default:
     return 1;

@@ -738,6 +738,23 @@ mb resume "$tmp/m1.bin" --value '"|"' "${PAUSE_FLAGS[@]}" --mount "$tmp/snap_ro:
 check_rc 2
 check_err_has 'the mount /data was ro in the snapshot; this policy mounts it overlay'
 
+start exec_uids_option
+# exec.uids (issue 25, 2): a range FIRST-LAST, checked by the CLI for its shape and by the
+# library for where it lies; every command with a runtime takes it, mcp included.
+mb run --exec-uids 9-x -e 'return 1'
+check_rc 2
+check_err_has "--exec-uids: '9-x' is not a range FIRST-LAST"
+mb run --exec-uids 7-5 -e 'return 1'
+check_rc 2
+mb doctor --exec-uids 65000-66000
+check_rc 1
+check_err_has 'holds 65534 .nobody.'
+mb mcp --exec-uids 100-200
+check_rc 70
+check_err_has 'reaches below 1000'
+mb run --exec-uids 1879200000-1879200009 -e 'return 1'
+check_rc 0
+
 start pause_without_snapshot
 mb run --pause-on tools.fetch -e 'print("a") return tools.fetch()'
 check_rc 4
