@@ -181,6 +181,10 @@ int mbxC_uid_take(mbxC_uid_pool *p, mbxC_uid_lease *l, char *why, size_t why_siz
   return -1;
 }
 
+void mbxC_uid_lease_leaves_no_files(mbxC_uid_lease *l) {
+  if (l->fd >= 0) (void)ftruncate(l->fd, 0);
+}
+
 void mbxC_uid_release(mbxC_uid_lease *l, int clean) {
   if (l->fd < 0) return;
   if (clean) {

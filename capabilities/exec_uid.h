@@ -70,6 +70,11 @@ typedef struct mbxC_uid_lease {
    which. */
 int mbxC_uid_take(mbxC_uid_pool *p, mbxC_uid_lease *l, char *why, size_t why_size);
 
+/* For a holder whose processes can create no file (a worker zygote's): the busy mark is
+   cleared at once, so the uid is free again however the holder ends (a host that exits
+   without freeing its runtime included), not quarantined. */
+void mbxC_uid_lease_leaves_no_files(mbxC_uid_lease *l);
+
 /* Give every file of uid (owner or group) under each directory (held fds, O_PATH is fine) to
    the owner of that directory, never following a link. 0 when every entry was looked at, -1
    when the walk stopped short (bounds, errors): files of the uid may be left. */

@@ -150,6 +150,7 @@ static mbx_status set_isolation(mbx_runtime *rt, uint64_t value, mbx_error *err)
     return MBX_NO_MEMORY;
   }
   mbxH_wpool_set_reexec(rt->workers, atomic_load(&rt->worker_reexec));
+  mbxH_wpool_set_uids(rt->workers, &rt->exec.uids);
   rt->backend = &mbxH_worker_backend;
   return MBX_OK;
 }
@@ -243,6 +244,7 @@ MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which,
       return MBX_NO_MEMORY;
     }
     mbxH_wpool_set_reexec(pool, atomic_load(&rt->worker_reexec));
+    mbxH_wpool_set_uids(pool, &rt->exec.uids);
     mbxH_wpool_free(rt->workers);
     rt->workers = pool;
   }

@@ -46,6 +46,13 @@
 #define JAIL_CPU_SECONDS 3600
 
 static int applied;
+/* The uid a root parent's workers and init drop to: the zygote's own when the parent gave it
+   one (mbxH_jail_set_uid), else nobody. */
+static uid_t jail_uid = JAIL_NOBODY;
+
+void mbxH_jail_set_uid(uint32_t uid) {
+  jail_uid = (uid_t)uid;
+}
 
 int mbxH_jail_applied(void) {
   return applied;
@@ -116,12 +123,12 @@ int mbxH_jail_user_namespace(int flags) {
 
 static int drop_root(void) {
   if (geteuid() == 0) {
-    if (setgroups(0, NULL) != 0 || setresgid(JAIL_NOBODY, JAIL_NOBODY, JAIL_NOBODY) != 0 ||
-        setresuid(JAIL_NOBODY, JAIL_NOBODY, JAIL_NOBODY) != 0)
+    if (setgroups(0, NULL) != 0 || setresgid(jail_uid, jail_uid, jail_uid) != 0 ||
+        setresuid(jail_uid, jail_uid, jail_uid) != 0)
       return -1;
     /* Make sure it cannot be undone. */
-    if (setuid(0) == 0 || geteuid() != JAIL_NOBODY) return -1;
-    applied |= MBXH_JAIL_UID_NOBODY;
+    if (setuid(0) == 0 || geteuid() != jail_uid) return -1;
+    applied |= MBXH_JAIL_UID_NOBODY | (jail_uid != JAIL_NOBODY ? MBXH_JAIL_UID_OWN : 0);
   } else if (in_shared_user_ns) {
     /* Not root: the zygote's user namespace, made once at its start and shared by every
        worker (a namespace per worker cost a fork about 120 us more, and gave nothing more:

@@ -3,6 +3,7 @@
 #define MBX_HOST_WORKER_JAIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Right after the fork: die with the zygote (parent: getppid() while it lives; 0 in a pid
@@ -12,6 +13,9 @@
    namespace, mbxH_jail_user_namespace), no capabilities, no core dumps, a CPU-seconds limit
    over its life, no fd beyond keep_fd can be opened. 0, or -1 (the worker must exit). */
 int mbxH_jail_process(int keep_fd, pid_t parent);
+/* In the zygote, before any fork: the uid its workers and init drop to as root (the zygote's
+   own, from the parent's exec.uids range; without it, nobody). */
+void mbxH_jail_set_uid(uint32_t uid);
 /* In a non-root zygote, once, before any fork: a new user namespace (with flags, e.g.
    CLONE_NEWNET | CLONE_NEWPID, made in the same call) mapping only its own uid and gid, and
    then no capability in it; every worker forked after inherits the namespace, so a worker

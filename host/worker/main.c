@@ -808,6 +808,14 @@ const char *__asan_default_options(void) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--zygote") == 0) return mbxH_zygote();
+  /* --zygote --uid N: as root, the workers and the init drop to N, the zygote's own uid. */
+  if (argc == 4 && strcmp(argv[1], "--zygote") == 0 && strcmp(argv[2], "--uid") == 0) {
+    char *end;
+    unsigned long uid = strtoul(argv[3], &end, 10);
+    if (*end || end == argv[3] || uid < 1000 || uid >= 4294967295ul || uid == 65534) return 2;
+    mbxH_jail_set_uid((uint32_t)uid);
+    return mbxH_zygote();
+  }
   fprintf(stderr,
           "moonbox-worker: started by the moonbox library (a runtime with MBX_CAP_ISOLATE), "
           "not by hand\n");

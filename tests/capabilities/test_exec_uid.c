@@ -164,6 +164,33 @@ static void crashed_or_dirty_uids_are_quarantined(void **state) {
   assert_int_equal(mbxC_uid_quarantined(&p), 1);
 }
 
+/* A lease whose holder can leave no file (a worker zygote's) is free again when the holder
+   dies without releasing it: no quarantine. */
+static void a_lease_that_leaves_no_files_is_not_quarantined(void **state) {
+  (void)state;
+  mbxC_uid_pool p;
+  pool_in(&p, 315000, 1);
+  char why[256];
+  pid_t kid = fork();
+  assert_true(kid >= 0);
+  if (kid == 0) {
+    mbxC_uid_pool mine;
+    pool_in(&mine, 315000, 1);
+    mbxC_uid_lease l;
+    if (mbxC_uid_take(&mine, &l, why, sizeof why) != 0) _exit(1);
+    mbxC_uid_lease_leaves_no_files(&l);
+    _exit(0);
+  }
+  int ws;
+  assert_int_equal(waitpid(kid, &ws, 0), kid);
+  assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  mbxC_uid_lease l;
+  assert_int_equal(mbxC_uid_take(&p, &l, why, sizeof why), 0);
+  assert_int_equal(l.uid, 315000);
+  mbxC_uid_release(&l, 1);
+  assert_int_equal(mbxC_uid_quarantined(&p), 0);
+}
+
 /* The lock directory must be ours and writable by no one else. */
 static void lock_dir_checked(void **state) {
   (void)state;
@@ -256,6 +283,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(range_checks, setup, teardown),
       cmocka_unit_test_setup_teardown(two_processes_never_share, setup, teardown),
       cmocka_unit_test_setup_teardown(crashed_or_dirty_uids_are_quarantined, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_lease_that_leaves_no_files_is_not_quarantined, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(lock_dir_checked, setup, teardown),
       cmocka_unit_test_setup_teardown(fixup_gives_the_run_s_files_away, setup, teardown),
   };
