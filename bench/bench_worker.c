@@ -131,12 +131,22 @@ static void start_load(int n) {
 
 /* MBX_CAP_WORKER_SPIN of the isolated runtimes made next. */
 static int g_spin;
+/* MBX_CAP_WORKER_REEXEC of the isolated runtimes made next (-1: the runtime's default). */
+static long long g_reexec = -1;
+/* The mean of the last fresh_sandbox (a re-exec every N workers shows in the mean, not the
+   median). */
+static double g_fresh_mean;
 
 static mbx_runtime *runtime(int isolate) {
   mbx_error err;
   mbx_runtime *rt = mbx_runtime_new(&err);
   if (rt && isolate &&
       mbx_runtime_set_cap(rt, MBX_CAP_WORKER_SPIN, (uint64_t)g_spin, &err) != MBX_OK) {
+    fprintf(stderr, "bench_worker: %s\n", err.message);
+    exit(1);
+  }
+  if (rt && isolate && g_reexec >= 0 &&
+      mbx_runtime_set_cap(rt, MBX_CAP_WORKER_REEXEC, (uint64_t)g_reexec, &err) != MBX_OK) {
     fprintf(stderr, "bench_worker: %s\n", err.message);
     exit(1);
   }
@@ -216,6 +226,9 @@ static double fresh_sandbox(int isolate, int n, int pace_us, double steps[3]) {
       sv[2][i - 20] = (double)(t3 - t2) / 1000.0;
     }
   }
+  g_fresh_mean = 0;
+  for (int i = 0; i < n; i++)
+    g_fresh_mean += v[i] / n;
   double m = median(v, n);
   for (int k = 0; k < 3 && steps; k++)
     steps[k] = median(sv[k], n);
@@ -427,6 +440,21 @@ int main(int argc, char **argv) {
          "to back %.2f / %.2f / %.2f us; worker paced %.2f / %.2f / %.2f us\n",
          st_in[0], st_in[1], st_in[2], st_b2b[0], st_b2b[1], st_b2b[2], st_paced[0], st_paced[1],
          st_paced[2]);
+  /* What re-executing the zygote every MBX_CAP_WORKER_REEXEC workers costs (issue 25, 8):
+     back to back, never, the default, and every 16, in this run. */
+  double reexec_med[3], reexec_mean[3];
+  const long long reexec_n[3] = {0, MBX_DEFAULT_WORKER_REEXEC, 16};
+  for (int k = 0; k < 3; k++) {
+    g_reexec = reexec_n[k];
+    reexec_med[k] = fresh_sandbox(1, nf, 0, NULL);
+    reexec_mean[k] = g_fresh_mean;
+  }
+  g_reexec = -1;
+  printf("fresh sandbox + return 1+1 + free, worker back to back, zygote re-executed never / "
+         "every %d (the default) / every 16 workers: medians %.2f / %.2f / %.2f us, means "
+         "%.2f / %.2f / %.2f us\n",
+         MBX_DEFAULT_WORKER_REEXEC, reexec_med[0], reexec_med[1], reexec_med[2], reexec_mean[0],
+         reexec_mean[1], reexec_mean[2]);
   int nc = 50;
   double cold_min, uns_min;
   double cold = cold_start(nc, &cold_min), uns = unshare_true(nc, &uns_min);

@@ -264,45 +264,6 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
-/* The per-run host uid when running as root: one uid per live run, from a range no
-   distribution hands out in /etc/subuid (which starts at 100000 in 65536 steps), so
-   RLIMIT_NPROC (counted per uid) of one run cannot be used up by another run's fork bomb,
-   nor a file one run created in a shared rw mount be changed by another. The uid is
-   MBXC_EXEC_UID_BASE | pid << 8 | slot: the pid (below 2^22) keeps processes apart, and the
-   slot is taken from one process-wide table for as long as the run lives, so two runtimes of
-   one process, or runs 256 apart, never share one. */
-#define MBXC_EXEC_UID_BASE 0x40000000u
-#define MBXC_EXEC_UID_SLOTS 256
-static pthread_mutex_t uid_slots_mu = PTHREAD_MUTEX_INITIALIZER;
-static unsigned char uid_slots[MBXC_EXEC_UID_SLOTS];
-
-/* A free slot (-1: every one is held by a live run). */
-static int uid_slot_take(void) {
-  static unsigned next;
-  int got = -1;
-  pthread_mutex_lock(&uid_slots_mu);
-  for (unsigned i = 0; i < MBXC_EXEC_UID_SLOTS && got < 0; i++) {
-    unsigned k = (next + i) % MBXC_EXEC_UID_SLOTS;
-    if (!uid_slots[k]) {
-      uid_slots[k] = 1;
-      got = (int)k;
-      next = k + 1;
-    }
-  }
-  pthread_mutex_unlock(&uid_slots_mu);
-  return got;
-}
-
-static void uid_slot_release(int slot) {
-  pthread_mutex_lock(&uid_slots_mu);
-  uid_slots[slot] = 0;
-  pthread_mutex_unlock(&uid_slots_mu);
-}
-
-static uint32_t run_uid(int slot) {
-  return MBXC_EXEC_UID_BASE | (((uint32_t)getpid() & 0x3fffffu) << 8) | (uint32_t)slot;
-}
-
 /* ---- one run, mechanism by mechanism ----
    As nsjail's contain.cc: run_as is a short orchestrator over one function per mechanism (the
    cgroups and limits, the request, the copy-in, the helper's fds and spawn, the wall clock and
@@ -375,8 +336,12 @@ static void run_release(exec_run *r) {
    two processes and the shim), so the cgroup is the limit that bites and is reported. */
 static void run_limits(exec_run *r) {
   char cgname[64];
-  snprintf(cgname, sizeof cgname, "moonbox-%ld-%llu", (long)getpid(),
-           (unsigned long long)atomic_fetch_add(&r->b->cgroup_runs, 1));
+  if (r->b->cg_owner.token[0])
+    snprintf(cgname, sizeof cgname, "moonbox-%s-%llu", r->b->cg_owner.token,
+             (unsigned long long)atomic_fetch_add(&r->b->cgroup_runs, 1));
+  else
+    snprintf(cgname, sizeof cgname, "moonbox-%ld-%llu", (long)getpid(),
+             (unsigned long long)atomic_fetch_add(&r->b->cgroup_runs, 1));
   mbxC_cgroup_run_create(&r->b->cg, cgname, r->spec->memory, r->spec->pids, &r->cgr);
   r->cg_made = 1;
   r->limits = MBXC_EXEC_LIMIT_RLIMIT_NPROC;
@@ -771,19 +736,23 @@ static int run_unprobed(mbxC_exec_backend *b, const mbxC_exec_plan *plan,
                         mbxC_exec_result *res, mbxC_port_error *e) {
   if (!b->uid_isolation)
     return run_as(b, 0, plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
-  int slot = uid_slot_take();
-  if (slot < 0) {
+  if (!b->uid_own)
+    /* A range this process cannot prove its own (exec_uid.h): one uid for every run. Programs
+       never write the host's directories (rw mounts are copies the view applies afterwards:
+       exec_copy.c), so what one run leaves is never another run's as its owner. */
+    return run_as(b, b->uids.first, plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res,
+                  e);
+  mbxC_uid_lease lease;
+  char why[400];
+  int t = mbxC_uid_take(&b->uids, &lease, why, sizeof why);
+  if (t != 0) {
     memset(res, 0, sizeof *res);
-    return mbxC_exec_fail(e, EAGAIN,
-                          "%d programs already run at once in this process (the most "
-                          "there are per-run uids for); try again when one has finished",
-                          MBXC_EXEC_UID_SLOTS);
+    return mbxC_exec_fail(e, t == -1 ? EAGAIN : EIO, "%s", why);
   }
-  int r =
-      run_as(b, run_uid(slot), plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
+  int r = run_as(b, lease.uid, plan, spec, stdin_bytes, stdin_len, timeout_ms, wait, bufs, res, e);
   /* run_as returns once the helper (bwrap, the namespace's pid 1) is reaped, and with it
      every process of the run's pid namespace is gone: the uid is free again. */
-  uid_slot_release(slot);
+  mbxC_uid_release(&lease, 1);
   return r;
 }
 
@@ -803,9 +772,21 @@ void mbxC_exec_backend_init(mbxC_exec_backend *b) {
   memset(b, 0, sizeof *b);
   pthread_mutex_init(&b->lock, NULL);
   snprintf(b->bwrap, sizeof b->bwrap, "/usr/bin/bwrap");
+  mbxC_uid_pool_init(&b->uids);
+  b->cg_owner.fd = -1;
+}
+
+int mbxC_exec_backend_set_uids(mbxC_exec_backend *b, uint32_t first, uint32_t count, char *why,
+                               size_t why_size) {
+  pthread_mutex_lock(&b->lock);
+  int r = mbxC_uid_pool_set(&b->uids, first, count, why, why_size);
+  if (r == 0) atomic_store(&b->probed, 0); /* the scope is found again at the next use */
+  pthread_mutex_unlock(&b->lock);
+  return r;
 }
 
 void mbxC_exec_backend_free(mbxC_exec_backend *b) {
+  mbxC_cgroup_owner_close(&b->cg_owner);
   pthread_mutex_destroy(&b->lock);
 }
 
@@ -887,8 +868,15 @@ static int probe_locked(mbxC_exec_backend *b) {
   b->reason[0] = '\0';
   b->version[0] = '\0';
   b->uid_isolation = geteuid() == 0;
+  b->uid_own = mbxC_uid_pool_scope(&b->uids, b->uid_scope, sizeof b->uid_scope);
   mbxC_exec_image_probe(&b->image);
   mbxC_cgroup_probe(&b->cg);
+  /* This backend's owner record (once), then what dead hosts left (exec_cgroup.h). */
+  if (b->cg_owner.fd < 0 && b->cg_owner.token[0] == '\0')
+    (void)mbxC_cgroup_owner_open(&b->cg_owner, MBXC_CG_OWNER_DIR);
+  int stale = 0;
+  b->cgroup_reaped += (uint64_t)mbxC_cgroup_reap(&b->cg, MBXC_CG_OWNER_DIR, &stale);
+  b->cgroup_stale = (uint64_t)stale;
   if (bwrap_version(b->bwrap, b->version, sizeof b->version, b->reason, sizeof b->reason) != 0)
     return 0;
   if (b->helper[0] == '\0' || access(b->helper, X_OK) != 0) {
@@ -1022,9 +1010,11 @@ char *mbxC_exec_status_json(mbxC_exec_backend *b) {
   }
   /* Shared memory no rlimit counts: charged to the run's memory cgroup, or refused. */
   n += (size_t)snprintf(
-      out + n, size - n, ",\"runs\":%llu,\"not_removed\":%llu},\"shared_memory\":\"%s\"",
+      out + n, size - n,
+      ",\"runs\":%llu,\"not_removed\":%llu,\"stale_reaped\":%llu,\"stale_left\":%llu},\"shared_memory\":\"%s\"",
       (unsigned long long)atomic_load(&b->cgroup_runs),
-      (unsigned long long)atomic_load(&b->cgroup_leaks),
+      (unsigned long long)atomic_load(&b->cgroup_leaks), (unsigned long long)b->cgroup_reaped,
+      (unsigned long long)b->cgroup_stale,
       b->cg.parent[MBXC_CG_MEMORY][0]
           ? "memfds, SysV shm and tmpfs pages are charged to the run's memory cgroup"
           : "unbounded by RLIMIT_AS here (no memory cgroup), so memfd_create and shmget are "
@@ -1034,7 +1024,35 @@ char *mbxC_exec_status_json(mbxC_exec_backend *b) {
   n += (size_t)snprintf(out + n, size - n,
                         ",\"rw_mounts\":\"a copy in a size-capped tmpfs (the fs quotas); the "
                         "program's writes reach the host through the view when it ends, all or "
-                        "nothing; past 64 MiB or 10000 entries bound read-only\"}");
+                        "nothing; past 64 MiB or 10000 entries bound read-only\"");
+  /* Where the runs' uids come from (exec_uid.h): the range, whether it is provably this
+     process's own (else one uid and no rw mount), why, and the uids quarantined. */
+  if (b->uid_isolation)
+    n += (size_t)snprintf(out + n, size - n,
+                          ",\"uids\":{\"first\":%u,\"last\":%u,\"configured\":%s,\"per_run\":%s,"
+                          "\"locks\":",
+                          b->uids.first, b->uids.first + (b->uids.count - 1),
+                          b->uids.configured ? "true" : "false", b->uid_own ? "true" : "false");
+  else
+    n += (size_t)snprintf(out + n, size - n,
+                          ",\"uids\":{\"per_run\":false,\"scope\":\"not root: every program "
+                          "runs as this process's own uid\"}");
+  if (b->uid_isolation) {
+    char scope[512];
+    if (b->uid_own)
+      snprintf(scope, sizeof scope, "%s", b->uid_scope);
+    else
+      snprintf(scope, sizeof scope,
+               "one uid (%u) for every program, and programs refused with a rw mount: %s; set "
+               "exec.uids to a range this moonbox alone uses",
+               b->uids.first, b->uid_scope);
+    json_str(out, size, &n, b->uids.dir);
+    n += (size_t)snprintf(out + n, size - n, ",\"scope\":");
+    json_str(out, size, &n, scope);
+    n += (size_t)snprintf(out + n, size - n, ",\"quarantined\":%ld}",
+                          mbxC_uid_quarantined(&b->uids));
+  }
+  n += (size_t)snprintf(out + n, size - n, "}");
   pthread_mutex_unlock(&b->lock);
   return out;
 }

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "capabilities/exec_cgroup.h"
+#include "capabilities/exec_uid.h"
 #include "capabilities/port.h"
 #include "capabilities/vfs.h"
 
@@ -145,13 +146,18 @@ typedef struct mbxC_exec_backend {
   char helper_error[256];
   _Atomic int probed; /* read without the lock once set */
   int available;
-  char reason[512];  /* why not available, with a hint */
-  char version[64];  /* bwrap's, e.g. "0.8.0" */
-  int userns;        /* user namespaces can be created */
-  int uid_isolation; /* running as root: each run gets its own host uid */
+  char reason[512];    /* why not available, with a hint */
+  char version[64];    /* bwrap's, e.g. "0.8.0" */
+  int userns;          /* user namespaces can be created */
+  int uid_isolation;   /* running as root: each run gets its own host uid */
+  mbxC_uid_pool uids;  /* where that uid comes from (exec_uid.h) */
+  int uid_own;         /* the range is provably this process's (else: one uid, no rw mount) */
+  char uid_scope[256]; /* why, either way */
   mbxC_exec_image image;
   mbxC_cgroup_setup cg;                       /* where per-run cgroups go (probed with the rest) */
   _Atomic uint64_t cgroup_runs, cgroup_leaks; /* runs so far; cgroups that could not be removed */
+  mbxC_cgroup_owner cg_owner; /* this backend's owner record: its cgroups' names carry the token */
+  uint64_t cgroup_reaped, cgroup_stale; /* a dead host's cgroups removed; left (not empty) */
 } mbxC_exec_backend;
 
 void mbxC_exec_backend_init(mbxC_exec_backend *b);
@@ -159,6 +165,10 @@ void mbxC_exec_backend_free(mbxC_exec_backend *b);
 /* Set a path (bwrap or helper): must be absolute. The probe runs again at the next use. */
 int mbxC_exec_backend_set(mbxC_exec_backend *b, int helper, const char *path, char *why,
                           size_t why_size);
+/* Set the range of host uids runs take as root (exec_uid.h; count 0: the default). 0, or -1
+   with why. The scope is found again at the next use. */
+int mbxC_exec_backend_set_uids(mbxC_exec_backend *b, uint32_t first, uint32_t count, char *why,
+                               size_t why_size);
 /* Probe once (cached): 1 available, 0 not (b->reason). */
 int mbxC_exec_probe(mbxC_exec_backend *b);
 /* The probe's findings as one JSON object (malloc'd, NUL-terminated), NULL when out of

@@ -2,13 +2,17 @@
    each controller, making a run's cgroups, killing through them, reading what the limits did,
    removing them. */
 #include "capabilities/exec_cgroup.h"
+#include "capabilities/exec_uid.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -406,4 +410,128 @@ int mbxC_cgroup_run_remove(mbxC_cgroup_run *run) {
     run->dir[j][0] = '\0';
   }
   return left ? -1 : 0;
+}
+
+/* ---- owner records: stale cgroups of a dead host ---- */
+
+int mbxC_cgroup_owner_open(mbxC_cgroup_owner *o, const char *dir) {
+  memset(o, 0, sizeof *o);
+  o->fd = -1;
+  snprintf(o->dir, sizeof o->dir, "%s", dir);
+  unsigned char raw[8];
+  char why[256];
+  if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) return -1;
+  int dfd = mbxC_lock_dir_open(dir, why, sizeof why);
+  if (dfd < 0) return -1;
+  char token[17];
+  for (int i = 0; i < 8; i++)
+    snprintf(token + 2 * i, 3, "%02x", raw[i]);
+  /* O_EXCL: a fresh record, never another owner's. */
+  int fd = openat(dfd, token, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  close(dfd);
+  if (fd < 0) return -1;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return -1;
+  }
+  o->fd = fd;
+  memcpy(o->token, token, sizeof token);
+  return 0;
+}
+
+void mbxC_cgroup_owner_close(mbxC_cgroup_owner *o) {
+  if (o->fd < 0) return;
+  char why[8];
+  int dfd = mbxC_lock_dir_open(o->dir, why, sizeof why);
+  if (dfd >= 0) {
+    (void)unlinkat(dfd, o->token, 0);
+    close(dfd);
+  }
+  close(o->fd);
+  o->fd = -1;
+  o->token[0] = '\0';
+}
+
+/* The token of a moonbox-<16 hex>-<digits> name, into token; 0 when name is not one. */
+static int owned_name(const char *name, char token[17]) {
+  if (strncmp(name, "moonbox-", 8) != 0) return 0;
+  const char *t = name + 8;
+  for (int i = 0; i < 16; i++)
+    if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f'))) return 0;
+  if (t[16] != '-' || t[17] < '0' || t[17] > '9') return 0;
+  for (const char *d = t + 17; *d; d++)
+    if (*d < '0' || *d > '9') return 0;
+  memcpy(token, t, 16);
+  token[16] = '\0';
+  return 1;
+}
+
+/* 1 when the record of token exists in dfd and nobody holds it: its owner is dead. */
+static int owner_dead(int dfd, const char *token) {
+  int fd = openat(dfd, token, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0; /* no record: not ours to judge */
+  int dead = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  close(fd);
+  return dead;
+}
+
+int mbxC_cgroup_reap(const mbxC_cgroup_setup *cg, const char *dir, int *left) {
+  char why[256];
+  int removed = 0, stuck = 0;
+  int dfd = mbxC_lock_dir_open(dir, why, sizeof why);
+  if (dfd < 0) {
+    if (left) *left = 0;
+    return 0;
+  }
+  /* Tokens whose cgroups were all removed here: their records go too. */
+  char gone[16][17];
+  int ngone = 0;
+  for (int j = 0; j < MBXC_CG_JOBS; j++) {
+    const char *parent = cg->parent[j];
+    int seen = 0;
+    for (int k = 0; k < j; k++)
+      seen |= strcmp(cg->parent[k], parent) == 0;
+    if (parent[0] == '\0' || seen) continue;
+    DIR *d = opendir(parent);
+    if (d == NULL) continue;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+      char token[17];
+      if (de->d_type != DT_DIR || !owned_name(de->d_name, token) || !owner_dead(dfd, token))
+        continue;
+      char path[MBXC_CG_PATH_MAX], procs[64];
+      int len = snprintf(path, sizeof path, "%.*s/%s", MBXC_CG_PATH_MAX - 64, parent, de->d_name);
+      if (len < 0 || len >= (int)sizeof path) continue;
+      /* Only an empty one: a process in it may be anyone's now (its owner is gone, and no
+         kill of ours is sent on the word of a record). */
+      if (read_text(path, "cgroup.procs", procs, sizeof procs) != 0 || rmdir(path) != 0) {
+        stuck++;
+        continue;
+      }
+      removed++;
+      int known = 0;
+      for (int g = 0; g < ngone; g++)
+        known |= strcmp(gone[g], token) == 0;
+      if (!known && ngone < 16) memcpy(gone[ngone++], token, sizeof token);
+    }
+    closedir(d);
+  }
+  /* A record goes once no hierarchy holds a cgroup of its token (a stuck one keeps it). */
+  for (int g = 0; g < ngone; g++) {
+    int still = 0;
+    for (int j = 0; j < MBXC_CG_JOBS && !still; j++) {
+      if (cg->parent[j][0] == '\0') continue;
+      DIR *d = opendir(cg->parent[j]);
+      struct dirent *de;
+      while (d && (de = readdir(d)) != NULL) {
+        char token[17];
+        if (owned_name(de->d_name, token) && strcmp(token, gone[g]) == 0) still = 1;
+      }
+      if (d) closedir(d);
+    }
+    if (!still) (void)unlinkat(dfd, gone[g], 0);
+  }
+  close(dfd);
+  if (left) *left = stuck;
+  return removed;
 }

@@ -15,7 +15,7 @@
 **   kill     a v2 cgroup (cgroup.kill, Linux 5.14), else a v1 freezer (freeze, SIGKILL every
 **            member, thaw)
 ** Each per-run cgroup is a child of the cgroup this process is in, in that hierarchy (so the
-** host's own limits still hold), named moonbox-<pid>-<n>. The library creates it and writes
+** host's own limits still hold), named moonbox-<token>-<n> (the owner record, below). The library creates it and writes
 ** the limits; the helper (still root) writes itself into cgroup.procs before it drops to the
 ** run's uid and becomes bwrap, so every process of the run is in it from the start. After the
 ** run the library kills what is left through it, reads whether the OOM killer or the pids limit
@@ -76,5 +76,35 @@ long mbxC_cgroup_run_count(const mbxC_cgroup_run *run);
 /* Kill what is left and remove the run's cgroups, waiting (bounded, about 2 s) for exiting
    members to leave. 0, or -1 when a directory could not be removed (a leak the backend counts). */
 int mbxC_cgroup_run_remove(mbxC_cgroup_run *run);
+
+/*
+** Cgroups a dead host left behind (it was killed mid-run) are reaped at the backend's probe
+** (the runtime's first program, moonbox doctor). What says a cgroup's owner is dead cannot be
+** a pid (the same flaw as pid-derived uids: a pid is the owner's in its own pid namespace, and
+** is reused): each backend draws a random token, names its cgroups moonbox-<token>-<n>, and
+** holds an flock on <dir>/<token> (dir MBXC_CG_OWNER_DIR, root's, 0700; tmpfs, so it lives
+** exactly as long as cgroups do, until a reboot) for its whole life; the kernel drops the lock
+** when the process dies, however it dies. A reaper removes a moonbox-<token>-<n> only when that
+** record exists and nobody holds its lock, and only when the cgroup holds no process; a
+** cgroup with no record (an older version's, or an owner whose /run is not this one) is left
+** alone.
+*/
+#define MBXC_CG_OWNER_DIR "/run/moonbox/cgroups"
+
+typedef struct mbxC_cgroup_owner {
+  char token[17]; /* 16 hex digits; "" when there is no record (names fall back to the pid) */
+  int fd;         /* the held record; -1 none */
+  char dir[256];
+} mbxC_cgroup_owner;
+
+/* Draw a token and take its record in dir: 0, or -1 (no record; o->token ""). */
+int mbxC_cgroup_owner_open(mbxC_cgroup_owner *o, const char *dir);
+/* Remove the record (the owner's cgroups are already gone) and drop the lock. */
+void mbxC_cgroup_owner_close(mbxC_cgroup_owner *o);
+/* Reap the stale moonbox-<token>-<n> cgroups under each of cg's parents whose owner record in
+   dir is unlocked, and which hold no process; a record whose cgroups are all gone is removed.
+   Returns how many cgroups were removed; *left (may be NULL) counts stale ones that could not be
+   (a process still in it). */
+int mbxC_cgroup_reap(const mbxC_cgroup_setup *cg, const char *dir, int *left);
 
 #endif

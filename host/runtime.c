@@ -70,6 +70,7 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
   }
   mbxV_pool_set_caps(rt->slots, MBXV_POOL_DEFAULT_CAP, (size_t)MBXH_DEFAULT_RESERVED_CAP);
   atomic_store(&rt->bytecode_on, 1);
+  atomic_store(&rt->worker_reexec, MBX_DEFAULT_WORKER_REEXEC);
   rt->backend = &mbxH_inproc_backend;
   mbxC_exec_backend_init(&rt->exec);
   mbx_error herr;
@@ -148,6 +149,8 @@ static mbx_status set_isolation(mbx_runtime *rt, uint64_t value, mbx_error *err)
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_set_cap: out of memory");
     return MBX_NO_MEMORY;
   }
+  mbxH_wpool_set_reexec(rt->workers, atomic_load(&rt->worker_reexec));
+  mbxH_wpool_set_uids(rt->workers, &rt->exec.uids);
   rt->backend = &mbxH_worker_backend;
   return MBX_OK;
 }
@@ -240,8 +243,24 @@ MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which,
       mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_set_path: out of memory");
       return MBX_NO_MEMORY;
     }
+    mbxH_wpool_set_reexec(pool, atomic_load(&rt->worker_reexec));
+    mbxH_wpool_set_uids(pool, &rt->exec.uids);
     mbxH_wpool_free(rt->workers);
     rt->workers = pool;
+  }
+  return MBX_OK;
+}
+
+MBX_API mbx_status mbx_runtime_set_exec_uids(mbx_runtime *rt, uint32_t first, uint32_t count,
+                                             mbx_error *err) {
+  if (rt == NULL) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_exec_uids: the runtime is NULL");
+    return MBX_INVALID_ARGUMENT;
+  }
+  char why[200];
+  if (mbxC_exec_backend_set_uids(&rt->exec, first, count, why, sizeof why) != 0) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_exec_uids: %s", why);
+    return MBX_INVALID_ARGUMENT;
   }
   return MBX_OK;
 }
@@ -299,6 +318,17 @@ MBX_API mbx_status mbx_runtime_set_cap(mbx_runtime *rt, mbx_runtime_cap which, u
     }
     atomic_store(&rt->worker_spin, (int)value);
     return MBX_OK;
+  case MBX_CAP_WORKER_REEXEC:
+    if (value > UINT32_MAX) {
+      mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                     "mbx_runtime_set_cap: MBX_CAP_WORKER_REEXEC must be at most 4294967295 "
+                     "workers (0: a zygote is re-executed only after a crash), not %llu",
+                     (unsigned long long)value);
+      return MBX_INVALID_ARGUMENT;
+    }
+    atomic_store(&rt->worker_reexec, (unsigned)value);
+    mbxH_wpool_set_reexec(rt->workers, (unsigned)value);
+    return MBX_OK;
   }
   mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_runtime_set_cap: unknown cap %d", (int)which);
   return MBX_INVALID_ARGUMENT;
@@ -325,6 +355,8 @@ MBX_API uint64_t mbx_runtime_get_cap(const mbx_runtime *rt, mbx_runtime_cap whic
     return (uint64_t)atomic_load(&m->one_tenant);
   case MBX_CAP_WORKER_SPIN:
     return (uint64_t)atomic_load(&m->worker_spin);
+  case MBX_CAP_WORKER_REEXEC:
+    return atomic_load(&m->worker_reexec);
   }
   return 0;
 }
@@ -349,6 +381,8 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
     return mbxH_wpool_kept(m->workers);
   case MBX_CAP_WORKER_SPIN:
     return (uint64_t)atomic_load(&m->worker_spin);
+  case MBX_CAP_WORKER_REEXEC:
+    return atomic_load(&m->worker_reexec);
   }
   return 0;
 }

@@ -43,7 +43,8 @@ struct mbx_runtime {
   struct mbxH_wpool *workers;
   _Atomic int one_tenant;  /* MBX_CAP_ONE_TENANT: a worker may serve sandboxes one after another */
   _Atomic int worker_spin; /* MBX_CAP_WORKER_SPIN: both ends of a round trip spin first */
-  char *paths[4];          /* mbx_runtime_set_path, indexed by mbx_runtime_path; NULL = default */
+  _Atomic unsigned worker_reexec; /* MBX_CAP_WORKER_REEXEC: workers per zygote (0: no limit) */
+  char *paths[4]; /* mbx_runtime_set_path, indexed by mbx_runtime_path; NULL = default */
   /* The exec backend: bwrap and helper paths, the cached probe (capabilities/exec.h). Every
      sandbox's port points here: the runtime outlives its sandboxes. */
   mbxC_exec_backend exec;

@@ -19,13 +19,15 @@ static char *status_json(const char *path, int ok, const char *reason, uint32_t 
   json_object_set_new(o, "reason", reason ? json_string(reason) : json_null());
   json_object_set_new(o, "worker", json_string(path));
   if (ok) {
-    const char *uid = (bits & MBXH_JAIL_UID_NOBODY) ? "nobody (65534, no groups)"
-                      : (bits & MBXH_JAIL_USER_NS)  ? "its own non-root uid, in a user namespace"
-                                                    : "unchanged (no user namespaces here)";
+    const char *uid = (bits & MBXH_JAIL_UID_OWN)
+                          ? "the zygote's own (one of exec.uids, held while it lives), no groups"
+                      : (bits & MBXH_JAIL_UID_NOBODY) ? "nobody (65534, no groups)"
+                      : (bits & MBXH_JAIL_USER_NS)    ? "its own non-root uid, in a user namespace"
+                                                      : "unchanged (no user namespaces here)";
     json_object_set_new(o, "uid", json_string(uid));
     /* Which path a worker's start takes, and what it cost in the probe just made. */
     const char *ns = (bits & MBXH_JAIL_UID_NOBODY)
-                         ? "none (root: each worker drops to nobody after the fork)"
+                         ? "none (root: each worker drops to its zygote's uid after the fork)"
                      : (bits & MBXH_JAIL_USER_NS)
                          ? "shared (one, made at the zygote's start; a worker costs a fork)"
                          : "none (user namespaces are off: seccomp is the whole jail)";

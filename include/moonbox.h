@@ -228,8 +228,16 @@ typedef enum mbx_runtime_cap {
      (docs/performance.md, "Worker round trips"): for hosts with idle cores. An idle worker
      holds a CPU no longer than the bound after its last reply. Any time; takes effect for
      sandboxes created afterwards. Usage: the value. */
-  MBX_CAP_WORKER_SPIN = 7
+  MBX_CAP_WORKER_SPIN = 7,
+  /* Workers one zygote forks before it is replaced by a fresh one (a new exec: its own ASLR
+     base, stack canary and pointer guard), so at most this many isolated sandboxes share one
+     layout and a leak in one says nothing of later ones; 0: only after a crash. Default
+     MBX_DEFAULT_WORKER_REEXEC. The old zygote stays while its workers live. Any time; takes
+     effect at the next sandbox's creation. Usage: the value. */
+  MBX_CAP_WORKER_REEXEC = 8
 } mbx_runtime_cap;
+
+#define MBX_DEFAULT_WORKER_REEXEC 256
 
 #define MBX_ISOLATE_NONE 0
 #define MBX_ISOLATE_PROCESS 1
@@ -249,6 +257,26 @@ typedef enum mbx_runtime_path {
    MBX_INVALID_ARGUMENT. */
 MBX_API mbx_status mbx_runtime_set_path(mbx_runtime *rt, mbx_runtime_path which, const char *path,
                                         mbx_error *err);
+
+/*
+** exec.uids: the host uids programs run as when the runtime runs as root (a non-root runtime
+** runs every program as its own uid). Each program run takes one uid of [first, first + count)
+** for its whole life, held by a lock file under /var/lib/moonbox/uids that every moonbox
+** process seeing that directory shares, and gives it back only after every file of that uid
+** in the run's rw mounts has been given to the mount directory's owner; a uid whose run's host
+** died, or whose files could not all be given away, is quarantined (never taken again until an
+** operator removes its lock file). When every uid is in use the program is refused (EAGAIN),
+** not waited for. The default, 1879048192-1879113727, is just past systemd's container range.
+** Set a range where moonbox runs in several containers that do not share /var/lib/moonbox
+** (each its own, disjoint range): a runtime in a pid or user namespace other than the host's
+** with no range set cannot prove the default is its own, so it runs every program as one
+** uid (the range's first) and refuses programs while the policy has a rw mount; moonbox
+** doctor says which ("uids"). count 0 goes back to the default. Returns MBX_OK, or
+** MBX_INVALID_ARGUMENT (NULL runtime; a range past 4294967294, below 1000, or holding 65534;
+** nothing changed). Set it before sandboxes run programs.
+*/
+MBX_API mbx_status mbx_runtime_set_exec_uids(mbx_runtime *rt, uint32_t first, uint32_t count,
+                                             mbx_error *err);
 
 /*
 ** The deadline signal. A run whose policy sets no instruction limit and is not deterministic
@@ -287,13 +315,17 @@ MBX_API uint64_t mbx_runtime_usage(const mbx_runtime *rt, mbx_runtime_cap which)
 /* What the exec backend found when probed (once per runtime, at the first program or here):
    *json (freed with mbx_free) is {"available": bool, "reason": null | s (why not, with a
    hint), "bwrap", "bwrap_version", "helper", "user_namespaces", "uid_isolation" (running as
-   root: each run gets its own unprivileged host uid), "seccomp", "limits": [...] (the rlimits),
+   root: each run gets its own unprivileged host uid), "uids": {"first", "last", "configured",
+   "per_run" (false: one uid for every program, no rw mount), "locks", "scope" (why),
+   "quarantined"} (as root; else {"per_run": false, "scope"}), "seccomp", "limits": [...] (the rlimits),
    "cgroups": {"memory", "pids", "kill": each {"applied": true, "how": "cgroup v1" | "cgroup
    v2" | "cgroup.kill" | "freezer", "under": the parent directory} or {"applied": false,
    "reason", "instead"}, "runs": programs started, "not_removed": per-run cgroups that could
-   not be removed}, "shared_memory": how memfds and SysV shared memory are bounded (the run's
-   memory cgroup, or refused where there is none), "rw_mounts": how a program's writes to rw
-   mounts are bounded}. MBX_OK, MBX_INVALID_ARGUMENT (NULL rt or json; *json is then untouched)
+   not be removed, "stale_reaped": cgroups of a dead host (its owner record unlocked) this
+   probe removed, "stale_left": such cgroups still holding a process}, "shared_memory": how
+   memfds and SysV shared memory are bounded (the run's memory cgroup, or refused where there
+   is none), "rw_mounts": how a program's writes to rw mounts are bounded}. MBX_OK,
+   MBX_INVALID_ARGUMENT (NULL rt or json; *json is then untouched)
    or MBX_NO_MEMORY. len may be NULL. */
 MBX_API mbx_status mbx_runtime_exec_status(mbx_runtime *rt, char **json, size_t *len,
                                            mbx_error *err);

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capabilities/exec_uid.h"
 #include "common/error.h"
 #include "host/backend/worker_io.h"
 #include "host/backend/worker_proto.h"
@@ -100,6 +101,11 @@ typedef struct zygote {
   unsigned char *prime_fp;
   size_t prime_fp_len;
   uint64_t prime_key;
+  unsigned forked; /* workers it forked, ever (MBX_CAP_WORKER_REEXEC) */
+  /* As root, the uid its workers and init run as, held from the exec uid range while it lives
+     (no other zygote or program has it); has_uid 0: nobody. */
+  mbxC_uid_lease uid;
+  int has_uid;
 } zygote;
 /* Retired zygotes at most; while that many wait for their workers, a crash does not
    re-execute the current one (it is re-executed once one of them is gone). */
@@ -121,6 +127,9 @@ struct mbxH_wpool {
   unsigned crash_next;
   uint64_t penalty_next; /* when the next penalised worker may be given out (mbxH_wpool_take) */
   int zygote_stale;      /* a worker crashed: re-exec the zygote when the rate limit allows */
+  /* MBX_CAP_WORKER_REEXEC: a zygote that forked this many workers is re-executed (0: never) */
+  _Atomic unsigned reexec_every;
+  mbxC_uid_pool *uids; /* the runtime's exec uid range (mbxH_wpool_set_uids); NULL: nobody */
   mbxH_wp_writer w;
   int in_frame;       /* inside zygote_frame: no nested read of a zygote's frames */
   uint32_t probed;    /* the last MBXH_WP_PROBED */
@@ -159,6 +168,10 @@ static void zygote_stop(zygote *z) {
   while (waitpid(z->pid, &st, 0) < 0 && errno == EINTR) {
   }
   z->pid = 0;
+  /* Its workers and init died with it (PR_SET_PDEATHSIG, the pid namespace): nothing of its
+     uid runs, and a worker can create no file, so the uid is free again. */
+  if (z->has_uid) mbxC_uid_release(&z->uid, 1);
+  z->has_uid = 0;
   z->requested = 0;
   z->reaps_pending = 0;
   z->workers = 0;
@@ -285,7 +298,20 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   posix_spawn_file_actions_adddup2(&fa, zsock, 3);
   posix_spawn_file_actions_adddup2(&fa, zmail, 4);
   posix_spawn_file_actions_addclosefrom_np(&fa, 5);
-  char *argv[] = {(char *)"moonbox-worker", (char *)"--zygote", NULL};
+  /* As root, a uid of the zygote's own for its workers and init (issue 25, 8: they were the
+     host's shared nobody, whose every process could signal the init and end the sandboxes),
+     taken from the exec uid range when it is provably this process's; else nobody. */
+  mbxC_uid_lease lease = {0, -1};
+  char uidarg[16] = "", why[256];
+  if (pool->uids && geteuid() == 0 && mbxC_uid_pool_scope(pool->uids, why, sizeof why) == 1 &&
+      mbxC_uid_take(pool->uids, &lease, why, sizeof why) == 0) {
+    /* Its workers can open nothing and the init nothing at all: no file of the uid can be
+       left, so a host that exits without freeing the runtime does not quarantine it. */
+    mbxC_uid_lease_leaves_no_files(&lease);
+    snprintf(uidarg, sizeof uidarg, "%u", lease.uid);
+  }
+  char *argv[] = {(char *)"moonbox-worker", (char *)"--zygote", uidarg[0] ? (char *)"--uid" : NULL,
+                  uidarg, NULL};
   char *envp[] = {NULL};
   /* No signal blocked and every disposition the default: the zygote and its workers must not
      inherit the calling host thread's mask (SIGUSR1 blocked there would block every worker's
@@ -308,6 +334,7 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
   if (rc != 0) {
     close(sv[0]);
     close(mv[0]);
+    if (lease.fd >= 0) mbxC_uid_release(&lease, 1);
     mbxU_error_set(err, MBX_UNSUPPORTED,
                    "mbx_sandbox_new: cannot start the worker %s: %s (install moonbox: cmake "
                    "--install puts moonbox-worker under libexec/moonbox; or set its path with "
@@ -320,7 +347,9 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
                      .mail = mv[0],
                      .id = ++pool->next_zid,
                      .started = mbxH_io_now_ns(),
-                     .owed_max = owed_max};
+                     .owed_max = owed_max,
+                     .uid = lease,
+                     .has_uid = lease.fd >= 0};
   pool->zygote_stale = 0;
   return 0;
 }
@@ -482,6 +511,7 @@ static int zygote_frame(mbxH_wpool *pool, zygote *z, pid_t want_pid, int *status
       return 0;
     }
     z->workers++;
+    z->forked++;
     if (z == &pool->z && pool->nwarm < WARM_MAX) {
       pool->warm[pool->nwarm++] = p;
     } else {
@@ -788,8 +818,15 @@ mbx_status mbxH_wpool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_tena
       pool->z = (zygote){.pid = 0, .sock = -1, .mail = -1};
     }
   }
+  /* Every reexec_every workers, a new zygote (a fresh exec: new ASLR base, stack canary and
+     pointer guard), so no more than that many siblings share one layout; a leak of one says
+     nothing of the workers of later zygotes (issue 25, 8). Not rate-limited like a crash's:
+     it happens at a pace the host sets, never a guest. */
+  unsigned every = atomic_load(&pool->reexec_every);
+  if (every && pool->z.pid > 0 && pool->z.forked >= every && pool->nretired < RETIRED_MAX)
+    pool->zygote_stale = 2;
   if (pool->zygote_stale && pool->z.pid > 0 && pool->nretired < RETIRED_MAX &&
-      mbxH_io_now_ns() - pool->z.started >= ZYGOTE_REEXEC_MIN_NS) {
+      (pool->zygote_stale == 2 || mbxH_io_now_ns() - pool->z.started >= ZYGOTE_REEXEC_MIN_NS)) {
     drop_warm(pool);
     if (pool->z.workers == 0) {
       zygote_stop(&pool->z);
@@ -926,6 +963,14 @@ mbxH_wpool *mbxH_wpool_new(const char *worker_path) {
   pool->z.sock = -1;
   pool->z.mail = -1;
   return pool;
+}
+
+void mbxH_wpool_set_uids(mbxH_wpool *pool, mbxC_uid_pool *uids) {
+  if (pool) pool->uids = uids;
+}
+
+void mbxH_wpool_set_reexec(mbxH_wpool *pool, unsigned every) {
+  if (pool) atomic_store(&pool->reexec_every, every);
 }
 
 void mbxH_wpool_free(mbxH_wpool *pool) {

@@ -74,6 +74,12 @@ typedef struct mbxH_prime_offer {
 mbx_status mbxH_wpool_take(mbxH_wpool *pool, uint64_t memory_limit, int one_tenant,
                            const unsigned char *fp, size_t fp_len, mbxH_wproc *p, int *reused,
                            mbx_error *err);
+/* As root, each zygote's workers and init run as a uid of its own taken from uids (the
+   runtime's exec uid range, capabilities/exec_uid.h) while it lives; NULL: nobody. */
+struct mbxC_uid_pool;
+void mbxH_wpool_set_uids(mbxH_wpool *pool, struct mbxC_uid_pool *uids);
+/* Re-execute the zygote after it forked every workers (0: only after a crash). */
+void mbxH_wpool_set_reexec(mbxH_wpool *pool, unsigned every);
 /* A one-tenant runtime's freed sandbox: its healthy worker is kept for the next sandbox of the
    same memory limit; when the pool keeps enough already, it is ended. */
 void mbxH_wpool_keep(mbxH_wpool *pool, mbxH_wproc *p);

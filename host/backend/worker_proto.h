@@ -63,6 +63,8 @@ typedef enum mbxH_wp_type {
 #define MBXH_JAIL_SECCOMP 0x08  /* the allow-list is loaded */
 #define MBXH_JAIL_PREBUILT 0x10 /* ... from the zygote's prebuilt BPF program */
 #define MBXH_JAIL_NO_CAPS 0x20  /* no capability left, read back with capget */
+#define MBXH_JAIL_UID_OWN                                                                          \
+  0x80 /* with UID_NOBODY: the zygote's own uid, not 65534 (0x40: the probe's failure) */
 
 /* ---- writing and reading: capabilities/port_wire.h's, with this protocol's version ---- */
 

@@ -1,6 +1,7 @@
 /* host/cli/main.c -- the moonbox command: runs one script in a sandbox and prints its outcome, or
    resumes a paused run from its snapshot. */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
@@ -367,9 +368,20 @@ static int write_file_atomic(const char *path, const void *bytes, size_t len) {
   }
   memcpy(tmp, path, path_len);
   memcpy(tmp + path_len, ".tmp", 5);
-  f = fopen(tmp, "wb");
+  /* A snapshot holds the bytes of every file the guest read (a 0600 file of a mount
+     included), so it is the owner's alone: created 0600, and made 0600 if a leftover PATH.tmp
+     of a crashed run had another mode (rename keeps the temporary file's mode). */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0 && fchmod(fd, 0600) != 0) {
+    int saved_errno = errno;
+    close(fd);
+    fd = -1;
+    errno = saved_errno;
+  }
+  f = fd >= 0 ? fdopen(fd, "wb") : NULL;
   if (f == NULL) {
     fprintf(stderr, "moonbox: --snapshot-out: cannot create '%s': %s\n", tmp, strerror(errno));
+    if (fd >= 0) close(fd);
     free(tmp);
     return -1;
   }
@@ -464,8 +476,11 @@ static int finish_job(const mbxH_cli_options *opt, run_job *job) {
 /* The runtime, isolated with --isolate process (the worker is found next to this binary). */
 static mbx_runtime *new_runtime(const mbxH_cli_options *opt, mbx_error *err) {
   mbx_runtime *rt = mbx_runtime_new(err);
-  if (rt && opt->isolate &&
-      mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, err) != MBX_OK) {
+  if (rt &&
+      ((opt->isolate &&
+        mbx_runtime_set_cap(rt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, err) != MBX_OK) ||
+       (opt->exec_uid_count &&
+        mbx_runtime_set_exec_uids(rt, opt->exec_uid_first, opt->exec_uid_count, err) != MBX_OK))) {
     mbx_runtime_free(rt);
     return NULL;
   }
@@ -908,7 +923,10 @@ static int doctor_command(const mbxH_cli_options *opt) {
   mbx_runtime *rt = mbx_runtime_new(&err);
   char *json = NULL;
   size_t len = 0;
-  if (rt == NULL || mbx_runtime_exec_status(rt, &json, &len, &err) != MBX_OK) {
+  if (rt == NULL ||
+      (opt->exec_uid_count &&
+       mbx_runtime_set_exec_uids(rt, opt->exec_uid_first, opt->exec_uid_count, &err) != MBX_OK) ||
+      mbx_runtime_exec_status(rt, &json, &len, &err) != MBX_OK) {
     fprintf(stderr, "moonbox: doctor: %s\n", err.message);
     mbx_runtime_free(rt);
     return 1;
@@ -931,9 +949,10 @@ static int doctor_command(const mbxH_cli_options *opt) {
   } else {
     /* The JSON is flat enough to print as "key: value" lines. */
     printf("moonbox %s: exec backend %s\n", mbx_version(), ok ? "available" : "UNAVAILABLE");
-    const char *keys[] = {"reason",          "bwrap",         "bwrap_version", "helper",
-                          "user_namespaces", "uid_isolation", "seccomp",       "limits",
-                          "cgroups",         "shared_memory", "rw_mounts",     NULL};
+    const char *keys[] = {
+        "reason", "bwrap",   "bwrap_version", "helper",  "user_namespaces", "uid_isolation",
+        "uids",   "seccomp", "limits",        "cgroups", "shared_memory",   "rw_mounts",
+        NULL};
     for (int i = 0; keys[i]; i++) {
       char pat[40];
       snprintf(pat, sizeof pat, "\"%s\":", keys[i]);
@@ -1020,7 +1039,7 @@ int main(int argc, char **argv) {
     int exit_code = EXIT_USAGE;
     mbx_policy *policy = mbxH_cli_make_policy(&opt, &exit_code);
     if (policy == NULL) return exit_code;
-    exit_code = mbxH_mcp_serve(policy, opt.isolate);
+    exit_code = mbxH_mcp_serve(policy, opt.isolate, opt.exec_uid_first, opt.exec_uid_count);
     mbx_policy_free(policy);
     return exit_code;
   }

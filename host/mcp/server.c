@@ -614,13 +614,21 @@ int mbxH_mcp_server_isolate(mbxH_mcp_server *s, char *msg, size_t msg_size) {
   return 0;
 }
 
-int mbxH_mcp_serve(const mbx_policy *policy, int isolate) {
+int mbxH_mcp_serve(const mbx_policy *policy, int isolate, uint32_t exec_uid_first,
+                   uint32_t exec_uid_count) {
   mbxH_mcp_server server;
   char msg[512] = "";
   /* A client that goes away must not kill the server mid-write: write() reports EPIPE. */
   signal(SIGPIPE, SIG_IGN);
   if (mbxH_mcp_server_init(&server, policy, STDOUT_FILENO, msg, sizeof msg) != 0) {
     fprintf(stderr, "moonbox mcp: %s\n", msg);
+    return 70;
+  }
+  mbx_error err;
+  if (exec_uid_count &&
+      mbx_runtime_set_exec_uids(server.runtime, exec_uid_first, exec_uid_count, &err) != MBX_OK) {
+    fprintf(stderr, "moonbox mcp: --exec-uids: %s\n", err.message);
+    mbxH_mcp_server_finish(&server);
     return 70;
   }
   if (isolate && mbxH_mcp_server_isolate(&server, msg, sizeof msg) != 0) {

@@ -1,7 +1,9 @@
 /* host/options/args.c -- parses the moonbox command line (its values: host/options/values.c). */
 #include "host/options/args.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/units.h"
@@ -32,6 +34,7 @@ typedef enum option_id {
   OPT_FILE,
   OPT_ISOLATE,
   OPT_ALLOW_EXEC,
+  OPT_EXEC_UIDS,
   OPT_CHANGES,
   OPT_EXPORT_CHANGES,
   OPT_DIFF,
@@ -78,6 +81,7 @@ static const option_spec run_options[] = {
     {"--file", OPT_FILE, 1, "--file /input/orders.csv=orders.csv", 0},
     {"--isolate", OPT_ISOLATE, 1, "--isolate process", 0},
     {"--allow-exec", OPT_ALLOW_EXEC, 1, "--allow-exec /usr/bin/python3", 0},
+    {"--exec-uids", OPT_EXEC_UIDS, 1, "--exec-uids 1879048192-1879113727", 0},
     {"--changes", OPT_CHANGES, OPTIONAL, NULL, FOR_RUN},
     {"--export-changes", OPT_EXPORT_CHANGES, 1, "--export-changes ./changes", FOR_RUN},
     {"--diff", OPT_DIFF, OPTIONAL, NULL, FOR_RUN},
@@ -147,6 +151,9 @@ static const char usage_text[] =
     "  --allow-exec PROGRAM   let proc.run start PROGRAM (an absolute path, e.g. /bin/sh) in\n"
     "                         the exec sandbox (bubblewrap); /bin/sh also enables os.execute\n"
     "                         and io.popen (repeatable; see moonbox doctor)\n"
+    "  --exec-uids FIRST-LAST as root, the host uids programs run as, one per running\n"
+    "                         program (exec.uids; default 1879048192-1879113727; set a\n"
+    "                         range of its own for each container; see moonbox doctor)\n"
     "  --json                 print one JSON object with status, value, output and usage\n"
     "  --changes[=FILE]       after the run, list what the script changed in overlays and\n"
     "                         /tmp on stderr, below a line the script cannot print (or in\n"
@@ -231,6 +238,34 @@ static const option_spec *find_option(const char *arg, size_t name_len) {
 }
 
 /* Stores one option's value; returns -1 with msg filled when the value is refused. */
+
+/* --exec-uids FIRST-LAST: an inclusive range of host uids; the library checks the rest
+   (mbx_runtime_set_exec_uids). */
+static int parse_uid_range(const char *value, mbxH_cli_options *opt, char *msg, size_t msg_size) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long first = strtoull(value, &end, 10), last = 0;
+  int ok = end != value && *end == '-' && value[0] >= '0' && value[0] <= '9';
+  if (ok) {
+    const char *second = end + 1;
+    last = strtoull(second, &end, 10);
+    ok = end != second && *end == '\0' && second[0] >= '0' && second[0] <= '9' && errno == 0 &&
+         first <= last && last < 4294967295ull;
+  }
+  if (!ok) {
+    char quoted[MBXU_QUOTE_MAX + 4];
+    mbxU_quote(value, quoted, sizeof quoted);
+    mbxU_msg(msg, msg_size,
+             "--exec-uids: '%s' is not a range FIRST-LAST of host uids below 4294967295 "
+             "(e.g. --exec-uids 1879048192-1879113727)",
+             quoted);
+    return -1;
+  }
+  opt->exec_uid_first = (uint32_t)first;
+  opt->exec_uid_count = (uint32_t)(last - first + 1);
+  return 0;
+}
+
 static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const char *value,
                         char *msg, size_t msg_size) {
   mbxH_cli_limit *limit = NULL;
@@ -370,6 +405,8 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
     opt->mounts[opt->mount_count++] = value;
     break;
   }
+  case OPT_EXEC_UIDS:
+    return parse_uid_range(value, opt, msg, msg_size);
   case OPT_ISOLATE:
     if (strcmp(value, "process") == 0 || strcmp(value, "none") == 0) {
       opt->isolate = value[0] == 'p';
@@ -738,8 +775,13 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
         opt->command = MBXH_CLI_HELP;
         return 0;
       }
+      if (strcmp(argv[i], "--exec-uids") == 0 && i + 1 < argc) {
+        if (parse_uid_range(argv[++i], opt, msg, msg_size) != 0) return -1;
+        continue;
+      }
       mbxU_quote(argv[i], quoted, sizeof quoted);
-      mbxU_msg(msg, msg_size, "moonbox doctor takes only --json or --help, not '%s'", quoted);
+      mbxU_msg(msg, msg_size, "moonbox doctor takes only --json, --exec-uids or --help, not '%s'",
+               quoted);
       return -1;
     }
     return 0;

@@ -96,6 +96,8 @@ typedef struct mbxH_cli_options {
   const char *resume_value; /* --value JSON, or NULL */
   const char *resume_error; /* --error MESSAGE, or NULL (exactly one of the two is set) */
   int isolate;              /* --isolate process (1) | none (0, the default) */
+  /* --exec-uids FIRST-LAST (run, resume, check, doctor, mcp): exec.uids; count 0 = default */
+  uint32_t exec_uid_first, exec_uid_count;
 } mbxH_cli_options;
 
 /*

@@ -5,16 +5,20 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sched.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/futex.h>
 #include <linux/seccomp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,6 +46,13 @@
 #define JAIL_CPU_SECONDS 3600
 
 static int applied;
+/* The uid a root parent's workers and init drop to: the zygote's own when the parent gave it
+   one (mbxH_jail_set_uid), else nobody. */
+static uid_t jail_uid = JAIL_NOBODY;
+
+void mbxH_jail_set_uid(uint32_t uid) {
+  jail_uid = (uid_t)uid;
+}
 
 int mbxH_jail_applied(void) {
   return applied;
@@ -112,12 +123,12 @@ int mbxH_jail_user_namespace(int flags) {
 
 static int drop_root(void) {
   if (geteuid() == 0) {
-    if (setgroups(0, NULL) != 0 || setresgid(JAIL_NOBODY, JAIL_NOBODY, JAIL_NOBODY) != 0 ||
-        setresuid(JAIL_NOBODY, JAIL_NOBODY, JAIL_NOBODY) != 0)
+    if (setgroups(0, NULL) != 0 || setresgid(jail_uid, jail_uid, jail_uid) != 0 ||
+        setresuid(jail_uid, jail_uid, jail_uid) != 0)
       return -1;
     /* Make sure it cannot be undone. */
-    if (setuid(0) == 0 || geteuid() != JAIL_NOBODY) return -1;
-    applied |= MBXH_JAIL_UID_NOBODY;
+    if (setuid(0) == 0 || geteuid() != jail_uid) return -1;
+    applied |= MBXH_JAIL_UID_NOBODY | (jail_uid != JAIL_NOBODY ? MBXH_JAIL_UID_OWN : 0);
   } else if (in_shared_user_ns) {
     /* Not root: the zygote's user namespace, made once at its start and shared by every
        worker (a namespace per worker cost a fork about 120 us more, and gave nothing more:
@@ -215,15 +226,16 @@ static scmp_filter_ctx build_filter(uint32_t pid) {
   scmp_filter_ctx ctx = seccomp_init(deny);
   if (ctx == NULL) return NULL;
   static const int allowed[] = {
-      /* the socket to the parent (fd 3: nothing else is open) */
-      SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(recvmsg), SCMP_SYS(sendmsg),
+      /* the socket to the parent (fd 3: nothing else is open): frames are read and written
+         with read and write; recvmsg only for the spin's peek, below */
+      SCMP_SYS(read), SCMP_SYS(write),
       /* waiting for its next frame (poll: glibc's poll on x86-64; ppoll elsewhere) */
       SCMP_SYS(poll), SCMP_SYS(ppoll),
       /* memory */
       SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(madvise), SCMP_SYS(mremap),
       SCMP_SYS(brk),
       /* threads' primitives, signals (interrupt, the deadline path), clocks */
-      SCMP_SYS(futex), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
+      SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
       SCMP_SYS(sigaltstack), SCMP_SYS(restart_syscall), SCMP_SYS(gettimeofday), SCMP_SYS(nanosleep),
       SCMP_SYS(sched_yield), SCMP_SYS(getrandom), SCMP_SYS(getpid), SCMP_SYS(gettid),
       SCMP_SYS(pause), SCMP_SYS(exit), SCMP_SYS(exit_group)};
@@ -239,6 +251,28 @@ static scmp_filter_ctx build_filter(uint32_t pid) {
                                SCMP_SYS(clock_nanosleep)};
   for (size_t i = 0; i < sizeof clocks / sizeof clocks[0] && rc == 0; i++)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, clocks[i], 1, SCMP_A0(SCMP_CMP_LE, 11));
+  /* The spin's look at the socket (host/backend/worker_spin.c) is the worker's only recvmsg,
+     with exactly MSG_PEEK | MSG_DONTWAIT; no sendmsg, sendto, recvfrom or *mmsg at all. So
+     AF_UNIX MSG_OOB, the path of CVE-2025-38236 (which Chrome's renderer policy now blocks), is
+     out of reach, with every other flag. The whole 64-bit argument is compared, so no bit the
+     kernel ignores can carry another flag past the rule. */
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(recvmsg), 1,
+                          SCMP_A2(SCMP_CMP_EQ, (scmp_datum_t)(MSG_PEEK | MSG_DONTWAIT)));
+  /* futex with the plain operations glibc's mutexes, condition variables and once use, never
+     the priority-inheritance ones (LOCK_PI, LOCK_PI2, TRYLOCK_PI, UNLOCK_PI, the *_REQUEUE_PI;
+     Chromium's baseline policy refuses them: their kernel code has been the site of privilege
+     escalations, CVE-2014-3153 among them). The kernel takes the command from the operation
+     without FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME and ignores the upper 32 bits, so the
+     rule masks exactly those off before it compares. */
+  static const int futex_ops[] = {FUTEX_WAIT,        FUTEX_WAKE,    FUTEX_REQUEUE,
+                                  FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_WAIT_BITSET,
+                                  FUTEX_WAKE_BITSET};
+  const scmp_datum_t futex_cmd_mask =
+      0xffffffffu & ~(scmp_datum_t)(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
+  for (size_t i = 0; i < sizeof futex_ops / sizeof futex_ops[0] && rc == 0; i++)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(futex), 1,
+                          SCMP_A1(SCMP_CMP_MASKED_EQ, futex_cmd_mask, (scmp_datum_t)futex_ops[i]));
   /* abort() signals its own process, and only that. */
   if (rc == 0)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
@@ -324,4 +358,43 @@ int mbxH_jail_seccomp(char *why, size_t why_size) {
   }
   applied |= MBXH_JAIL_SECCOMP;
   return 0;
+}
+
+/* The init's filter in raw BPF (no libseccomp: nothing to compile, nothing allocated after the
+   fork). The init only sleeps in pause() (or ppoll / rt_sigsuspend where the architecture has
+   no pause) and dies; it never runs guest code, so this is depth, not a boundary: whatever
+   made it run something else could do nothing but those. A foreign architecture (or x32) is
+   refused too. */
+#if defined(__x86_64__)
+#define JAIL_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define JAIL_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+int mbxH_jail_init_filter(void) {
+#ifdef JAIL_AUDIT_ARCH
+#define ALLOW_NR(nr)                                                                               \
+  BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+  struct sock_filter prog[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, JAIL_AUDIT_ARCH, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#ifdef __NR_pause
+      ALLOW_NR(__NR_pause),
+#endif
+      ALLOW_NR(__NR_ppoll),
+      ALLOW_NR(__NR_rt_sigsuspend),
+      ALLOW_NR(__NR_restart_syscall),
+      ALLOW_NR(__NR_rt_sigreturn),
+      ALLOW_NR(__NR_exit),
+      ALLOW_NR(__NR_exit_group),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+  };
+#undef ALLOW_NR
+  struct sock_fprog fprog = {(unsigned short)(sizeof prog / sizeof prog[0]), prog};
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) == 0 ? 0 : -1;
+#else
+  return 1; /* no filter for an architecture this list does not know: the init still only waits */
+#endif
 }

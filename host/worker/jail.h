@@ -3,6 +3,7 @@
 #define MBX_HOST_WORKER_JAIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Right after the fork: die with the zygote (parent: getppid() while it lives; 0 in a pid
@@ -12,6 +13,9 @@
    namespace, mbxH_jail_user_namespace), no capabilities, no core dumps, a CPU-seconds limit
    over its life, no fd beyond keep_fd can be opened. 0, or -1 (the worker must exit). */
 int mbxH_jail_process(int keep_fd, pid_t parent);
+/* In the zygote, before any fork: the uid its workers and init drop to as root (the zygote's
+   own, from the parent's exec.uids range; without it, nobody). */
+void mbxH_jail_set_uid(uint32_t uid);
 /* In a non-root zygote, once, before any fork: a new user namespace (with flags, e.g.
    CLONE_NEWNET | CLONE_NEWPID, made in the same call) mapping only its own uid and gid, and
    then no capability in it; every worker forked after inherits the namespace, so a worker
@@ -30,6 +34,9 @@ int mbxH_jail_prepare(void);
 /* The last step: glibc's lazy paths warmed, then the seccomp allow-list (anything else
    kills the process). 0, or -1 with why filled. */
 int mbxH_jail_seccomp(char *why, size_t why_size);
+/* The pid namespace's init, after mbxH_jail_process: a filter that lets it only wait for
+   signals and exit (anything else kills it). 0, 1 (no filter for this architecture), or -1. */
+int mbxH_jail_init_filter(void);
 
 /* What the jail applied in this process so far (the zygote's probe child reports it): the
    MBXH_JAIL_* bits of the protocol (host/backend/worker_proto.h). */

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -270,6 +271,38 @@ static int hook_syscall(lua_State *L) {
   else if (strcmp(what, "execve") == 0) {
     char *argv[] = {"/bin/true", NULL};
     r = syscall(SYS_execve, "/bin/true", argv, (char **)NULL);
+  } else if (strncmp(what, "sock_", 5) == 0 || strncmp(what, "futex_", 6) == 0) {
+    /* The socket and futex calls the filter admits only with some arguments (issue 25, 6):
+       the refused forms must kill, the forms the worker uses must return (an error is fine:
+       nothing is waiting and no byte is there). */
+    char byte = 0;
+    struct iovec iov = {&byte, 1};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    static uint32_t word;
+    if (strcmp(what, "sock_sendmsg_oob") == 0)
+      r = syscall(SYS_sendmsg, g_port.fd, &msg, MSG_OOB | MSG_DONTWAIT);
+    else if (strcmp(what, "sock_sendmsg") == 0)
+      r = syscall(SYS_sendmsg, g_port.fd, &msg, MSG_DONTWAIT);
+    else if (strcmp(what, "sock_recvmsg_oob") == 0)
+      r = syscall(SYS_recvmsg, g_port.fd, &msg, MSG_OOB | MSG_DONTWAIT);
+    else if (strcmp(what, "sock_recvmsg_peek") == 0)
+      r = syscall(SYS_recvmsg, g_port.fd, &msg, MSG_PEEK | MSG_DONTWAIT);
+    else if (strcmp(what, "sock_sendto_oob") == 0)
+      r = syscall(SYS_sendto, g_port.fd, &byte, 1ul, MSG_OOB | MSG_DONTWAIT, NULL, 0);
+    else if (strcmp(what, "futex_lock_pi") == 0)
+      r = syscall(SYS_futex, &word, FUTEX_LOCK_PI, 0, NULL, NULL, 0);
+    else if (strcmp(what, "futex_lock_pi_private") == 0)
+      r = syscall(SYS_futex, &word, FUTEX_LOCK_PI | FUTEX_PRIVATE_FLAG, 0, NULL, NULL, 0);
+    else if (strcmp(what, "futex_wait_requeue_pi") == 0)
+      r = syscall(SYS_futex, &word, FUTEX_WAIT_REQUEUE_PI | FUTEX_PRIVATE_FLAG, 1, NULL, &word, 0);
+    else if (strcmp(what, "futex_wake") == 0)
+      r = syscall(SYS_futex, &word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+    else if (strcmp(what, "futex_wait_bitset_realtime") == 0)
+      /* The word is 0, the expected value 1: EAGAIN at once. */
+      r = syscall(SYS_futex, &word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME,
+                  1, NULL, NULL, FUTEX_BITSET_MATCH_ANY);
+    else
+      return luaL_error(L, "__test_syscall: unknown call %s", what);
   } else {
     /* Reaching another worker of the same uid (its pid, as this worker sees it, from
        __test_pid in that worker): each must be killed by the filter; a return means the
@@ -304,6 +337,13 @@ static int hook_syscall(lua_State *L) {
 /* This process's pid as it sees it (in the workers' pid namespace when there is one). */
 static int hook_pid(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)getpid());
+  return 1;
+}
+
+/* Where libc is mapped in this process (a function's address): the same in every worker its
+   zygote forked, another after the zygote is re-executed (ASLR at exec). */
+static int hook_layout(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)(uintptr_t)&strlen);
   return 1;
 }
 
@@ -418,6 +458,7 @@ static void install_hooks(lua_State *L) {
   lua_register(L, "__test_abort", hook_abort);
   lua_register(L, "__test_syscall", hook_syscall);
   lua_register(L, "__test_pid", hook_pid);
+  lua_register(L, "__test_layout", hook_layout);
   lua_register(L, "__test_frame", hook_frame);
 }
 #endif
@@ -767,6 +808,14 @@ const char *__asan_default_options(void) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--zygote") == 0) return mbxH_zygote();
+  /* --zygote --uid N: as root, the workers and the init drop to N, the zygote's own uid. */
+  if (argc == 4 && strcmp(argv[1], "--zygote") == 0 && strcmp(argv[2], "--uid") == 0) {
+    char *end;
+    unsigned long uid = strtoul(argv[3], &end, 10);
+    if (*end || end == argv[3] || uid < 1000 || uid >= 4294967295ul || uid == 65534) return 2;
+    mbxH_jail_set_uid((uint32_t)uid);
+    return mbxH_zygote();
+  }
   fprintf(stderr,
           "moonbox-worker: started by the moonbox library (a runtime with MBX_CAP_ISOLATE), "
           "not by hand\n");

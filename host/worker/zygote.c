@@ -158,7 +158,9 @@ static void enter_namespaces(void) {
   prepare_finish();
   pid_t pid = fork();
   if (pid == 0) {
-    if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, 0) != 0) _exit(5);
+    if (dup2(sv[1], WORKER_FD) != WORKER_FD || mbxH_jail_process(WORKER_FD, 0) != 0 ||
+        mbxH_jail_init_filter() < 0)
+      _exit(5);
     for (;;)
       pause();
   }

@@ -4,6 +4,7 @@
    on a host that has them, a run's cgroups made with their limits, joined, killed through,
    read and removed. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -230,6 +231,88 @@ static void a_freezer_kill_takes_the_tree(void **state) {
   assert_int_not_equal(stat(dir, &st), 0);
 }
 
+/* Stale cgroups (as root where the pids cgroup is there): of three owners, only the one whose
+   record exists and is unlocked loses its cgroups, and only the empty one; the live owner's and
+   the unrecorded one's stay, and the dead owner's record goes when its last cgroup does. */
+static void stale_cgroups_are_reaped_by_their_owner_record(void **state) {
+  (void)state;
+  mbxC_cgroup_setup cg;
+  mbxC_cgroup_probe(&cg);
+  if (geteuid() != 0 || cg.parent[MBXC_CG_PIDS][0] == '\0') {
+    printf("note: not root or no pids cgroup here (%s): skipped\n", cg.why[MBXC_CG_PIDS]);
+    return;
+  }
+  /* Only the pids hierarchy, so the test's cgroups are one directory each. */
+  for (int j = 0; j < MBXC_CG_JOBS; j++)
+    if (j != MBXC_CG_PIDS) cg.parent[j][0] = '\0';
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/mbx-cg-owners-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  mbxC_cgroup_owner live, dead;
+  assert_int_equal(mbxC_cgroup_owner_open(&live, dir), 0);
+  assert_int_equal(mbxC_cgroup_owner_open(&dead, dir), 0);
+  assert_int_equal(strlen(live.token), 16);
+  assert_string_not_equal(live.token, dead.token);
+  /* The dead owner: its lock dropped as a killed process's is, its record left. */
+  close(dead.fd);
+  dead.fd = -1;
+  const char *parent = cg.parent[MBXC_CG_PIDS];
+  char busy[700], empty[700], empty2[700], alive[700], unrecorded[700];
+  snprintf(busy, sizeof busy, "%s/moonbox-%s-1", parent, dead.token);
+  snprintf(empty, sizeof empty, "%s/moonbox-%s-2", parent, dead.token);
+  snprintf(alive, sizeof alive, "%s/moonbox-%s-1", parent, live.token);
+  snprintf(unrecorded, sizeof unrecorded, "%s/moonbox-0123456789abcdef-1", parent);
+  snprintf(empty2, sizeof empty2, "%s/moonbox-%s-3", parent, dead.token);
+  assert_int_equal(mkdir(busy, 0755), 0);
+  assert_int_equal(mkdir(empty, 0755), 0);
+  assert_int_equal(mkdir(empty2, 0755), 0);
+  assert_int_equal(mkdir(alive, 0755), 0);
+  assert_int_equal(mkdir(unrecorded, 0755), 0);
+  /* A process in one of the dead owner's cgroups. */
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  char procs[720];
+  snprintf(procs, sizeof procs, "%s/cgroup.procs", busy);
+  FILE *f = fopen(procs, "w");
+  assert_non_null(f);
+  fprintf(f, "%ld", (long)child);
+  assert_int_equal(fclose(f), 0);
+  int left = -1;
+  assert_int_equal(mbxC_cgroup_reap(&cg, dir, &left), 2);
+  assert_int_equal(left, 1);
+  struct stat st;
+  assert_int_not_equal(stat(empty, &st), 0);
+  assert_int_not_equal(stat(empty2, &st), 0);
+  assert_int_equal(stat(busy, &st), 0);
+  assert_int_equal(stat(alive, &st), 0);
+  assert_int_equal(stat(unrecorded, &st), 0);
+  char record[128];
+  snprintf(record, sizeof record, "%s/%s", dir, dead.token);
+  assert_int_equal(stat(record, &st), 0); /* a cgroup of it is left */
+  /* Once the process is gone, the last one goes, and the record with it. */
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  int reaped = 0;
+  for (int i = 0; i < 100 && !reaped; i++) {
+    reaped = mbxC_cgroup_reap(&cg, dir, &left);
+    if (!reaped) usleep(10000);
+  }
+  assert_int_equal(reaped, 1);
+  assert_int_not_equal(stat(busy, &st), 0);
+  assert_int_not_equal(stat(record, &st), 0);
+  rmdir(alive);
+  rmdir(unrecorded);
+  snprintf(record, sizeof record, "%s/%s", dir, live.token);
+  assert_int_equal(stat(record, &st), 0);
+  mbxC_cgroup_owner_close(&live);
+  assert_int_not_equal(stat(record, &st), 0);
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(locates_each_controller_of_a_mixed_host),
@@ -237,6 +320,7 @@ int main(void) {
       cmocka_unit_test(no_cgroups_at_all),
       cmocka_unit_test(a_run_cgroup_lives_and_goes),
       cmocka_unit_test(a_freezer_kill_takes_the_tree),
+      cmocka_unit_test(stale_cgroups_are_reaped_by_their_owner_record),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,11 +72,12 @@ out=$(run "${sh_only[@]}" "${mounts[@]}" -e "local r = proc.run{'sh', '-c',
 expect "a 0640 root:root file cannot be read" "$out" "denied"
 refuse "no root group" "$out" "root only"
 
-# 3. The uid: not 0 inside the kernel's view, and mapped to an unprivileged host uid. A file
-#    the process makes in an rw mount reaches the host when the program ends, written by the
-#    view (so owned by the host process, not by the run's uid).
+# 3. The uid: not 0 inside the kernel's view, and mapped to an unprivileged host uid from the
+#    range past systemd's container uids (never pid-derived; issue 25, 2). A file the process
+#    makes in an rw mount reaches the host when the program ends, written by the view (so owned
+#    by the host process, not by the run's uid).
 out=$(run "${sh_only[@]}" "${mounts[@]}" -e "io.write(proc.run{'sh', '-c',
-  'cat /proc/self/uid_map; id -u; echo made >/out/made.txt; echo x >/proc/sys/kernel/ostype || echo sys-refused'}.stdout)")
+  'cat /proc/self/uid_map; echo made >/out/made.txt; stat -c owner=%u /out/made.txt; echo x >/proc/sys/kernel/ostype || echo sys-refused'}.stdout)")
 expect "writing /proc/sys fails" "$out" "sys-refused"
 if [ "$(cat "$work/rw/made.txt" 2>/dev/null)" = made ] && [ "$(stat -c %u "$work/rw/made.txt")" = "$(id -u)" ]; then
   ok "a file made in an rw mount reaches the host through the view"
@@ -130,6 +131,20 @@ out=$(run "${sh_only[@]}" --allow-exec /out/tool.sh --mount "$work/rwq:/out:rw" 
 expect "a program in an rw mount runs" "$out" "tool-ran"
 expect "it is executable in the copy" "$out" "-rwxr-xr-x"
 expect "a plain file is not" "$out" "-rw-r--r--"
+# 3c. A range the operator sets (--exec-uids) is where programs' uids come from: with a range
+#     of two uids (one for the program, one for the zygote when isolated), two runs in two
+#     moonbox processes get a uid of it (never pid-derived), and doctor names it.
+one_uid=(--exec-uids 1879200000-1879200001)
+out_a=$(run "${one_uid[@]}" "${sh_only[@]}" -e "io.write(proc.run{'sh', '-c', 'id -u'}.stdout)")
+out_b=$(run "${one_uid[@]}" "${sh_only[@]}" -e "io.write(proc.run{'sh', '-c', 'id -u'}.stdout)")
+uid_a=$(tail -1 <<<"$out_a")
+if { [ "$uid_a" = 1879200000 ] || [ "$uid_a" = 1879200001 ]; } && [ "$(tail -1 <<<"$out_b")" = "$uid_a" ]; then
+  ok "both runs had the same uid of the operator's range ($uid_a)"
+else
+  bad "one-uid range" "A: $out_a, B: $out_b"
+fi
+out=$("$cli" doctor --json --exec-uids 1879200000-1879200001)
+expect "doctor names the operator's range" "$out" '"first":1879200000,"last":1879200001,"configured":true,"per_run":true'
 
 # 4. The host's environment and argv appear nowhere in /proc.
 out=$(MOONBOX_PLANTED=envsecret_4711 run "${sh_only[@]}" --input '{"k": "argvsecret_4711"}' -e "
@@ -214,8 +229,20 @@ out=$("$cli" run --json "${sh_only[@]}" -e "local ok, how, n = os.execute('kill 
 expect "os.execute reports a signal as Lua does" "$out" '"value":["nil","signal",15]'
 
 # 8c. The run's cgroups are gone after the run, whatever ended it (checked from the host:
-#     the CLI's pid names them, moonbox-<pid>-<n>).
+#     they are moonbox-<token>-<n>, the token the CLI's owner record under /run/moonbox/cgroups
+#     is named by, which the host finds among the CLI's open files).
 cg_parents=$(grep -o '"under":"[^"]*"' <<<"$doctor" | sed 's/"under":"//; s/"$//' | sort -u)
+# owner_token PID: the token of PID's owner record, once it has one (empty after 4 s).
+owner_token() {
+  local i t
+  for i in $(seq 1 200); do
+    t=$(ls -l "/proc/$1/fd" 2>/dev/null | grep -o '/run/moonbox/cgroups/[0-9a-f]*' | head -1)
+    [ -n "$t" ] && { basename "$t"; return; }
+    sleep 0.02
+  done
+}
+# cgroups_of TOKEN: its cgroups under the parents doctor named.
+cgroups_of() { for d in $cg_parents; do ls -d "$d"/moonbox-"$1"-* 2>/dev/null; done; }
 if [ -n "$cg_parents" ]; then
   "$cli" run --timeout 60s --policy "$work/pids.json" -e "
     proc.run{'sh', '-c', 'echo fine'}
@@ -223,18 +250,43 @@ if [ -n "$cg_parents" ]; then
     proc.run{'sh', '-c', 'n=0; while [ \$n -lt 60 ]; do sleep 1033 & n=\$((n+1)); done'}
     return 1" >/dev/null 2>&1 &
   cgpid=$!
+  token=$(owner_token $cgpid)
   seen=
   for i in $(seq 1 200); do
-    for d in $cg_parents; do ls -d "$d"/moonbox-"$cgpid"-* >/dev/null 2>&1 && seen=1; done
-    [ -n "$seen" ] && break
+    [ -n "$token" ] && [ -n "$(cgroups_of "$token")" ] && seen=1 && break
     sleep 0.02
   done
   wait $cgpid
-  left=
-  for d in $cg_parents; do ls -d "$d"/moonbox-"$cgpid"-* 2>/dev/null && left=1; done
-  if [ -n "$seen" ]; then ok "the run's cgroups exist while it runs"; else bad "cgroups" "never saw moonbox-$cgpid-* under $cg_parents"; fi
-  if [ -z "$left" ]; then ok "no cgroup is left after the runs"; else bad "cgroup leak" "moonbox-$cgpid-* left"; fi
+  left=$([ -n "$token" ] && cgroups_of "$token")
+  if [ -n "$seen" ]; then ok "the run's cgroups exist while it runs (moonbox-$token-*)"; else bad "cgroups" "never saw moonbox-$token-* under $cg_parents"; fi
+  if [ -z "$left" ]; then ok "no cgroup is left after the runs"; else bad "cgroup leak" "$left left"; fi
   if pgrep -f 'sleep 103[123]' >/dev/null; then bad "cgroup kill" "a sleep survived"; else ok "nothing of those runs survives"; fi
+
+  # 8d. A host killed mid-run leaves its cgroups; the next runtime's probe (here moonbox doctor)
+  #     reaps them, because their owner record is no longer locked by a live process, and only
+  #     once they hold no process (issue 25, 8). Before, they stayed forever.
+  "$cli" run --timeout 60s "${sh_only[@]}" -e "proc.run{'sh', '-c', 'sleep 1041'} return 1" >/dev/null 2>&1 &
+  cgpid=$!
+  token=$(owner_token $cgpid)
+  for i in $(seq 1 200); do
+    [ -n "$token" ] && [ -n "$(cgroups_of "$token")" ] && break
+    sleep 0.02
+  done
+  kill -9 $cgpid
+  wait $cgpid 2>/dev/null
+  for i in $(seq 1 100); do pgrep -f 'sleep 1041' >/dev/null || break; sleep 0.05; done
+  stale=$(cgroups_of "$token")
+  if [ -n "$token" ] && [ -n "$stale" ]; then ok "a killed host leaves its cgroups ($(wc -l <<<"$stale"))"; else bad "stale cgroups" "token '$token', none left to reap"; fi
+  reaped=
+  for i in 1 2 3 4 5; do
+    out=$("$cli" doctor --json)
+    [ -z "$(cgroups_of "$token")" ] && reaped=1 && break
+    sleep 0.2
+  done
+  if [ -n "$reaped" ]; then ok "doctor reaped the dead host's cgroups"; else bad "reaping" "left: $(cgroups_of "$token"); $out"; fi
+  expect "doctor counts what it reaped" "$out" '"stale_reaped":'
+  refuse "... more than none" "$out" '"stale_reaped":0'
+  if [ -e "/run/moonbox/cgroups/$token" ]; then bad "owner record" "left after its cgroups went"; else ok "the dead owner's record goes with its cgroups"; fi
 else
   echo "note: no cgroup controller is usable here, the cgroup checks are skipped: $doctor"
 fi

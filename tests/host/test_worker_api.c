@@ -67,8 +67,13 @@ static void test_status_reports_the_jail(void **state) {
     assert_true(json_integer_value(us) > 0 && json_integer_value(us) < 10000000);
     if (geteuid() == 0) {
       /* As root every one of these is applied (this machine must show them). */
+      /* An isolated runtime's zygote has a uid of its own from the exec uid range (issue
+         25, 8); the probe of a runtime that is not isolated starts a zygote of its own with
+         none, as nobody. */
       assert_string_equal(json_string_value(json_object_get(j, "uid")),
-                          "nobody (65534, no groups)");
+                          isolate ? "the zygote's own (one of exec.uids, held while it lives), "
+                                    "no groups"
+                                  : "nobody (65534, no groups)");
       assert_non_null(
           strstr(json_string_value(json_object_get(j, "user_namespace")), "none (root"));
       assert_true(json_is_true(json_object_get(j, "pid_namespace")));
@@ -134,6 +139,8 @@ static void test_workers_are_in_new_namespaces(void **state) {
   int n = children(zygote[0], workers, 64);
   assert_true(n >= 2); /* the init, the sandbox's worker (and warm ones) */
   char mine_pid[64], mine_net[64], pid_ns[64], net_ns[64], first_pid[64];
+  int inits = 0;
+  unsigned long zygote_uid = 0;
   ns_of(getpid(), "pid", mine_pid, sizeof mine_pid);
   ns_of(getpid(), "net", mine_net, sizeof mine_net);
   for (int i = 0; i < n; i++) {
@@ -146,7 +153,33 @@ static void test_workers_are_in_new_namespaces(void **state) {
       snprintf(first_pid, sizeof first_pid, "%s", pid_ns);
     else
       assert_string_equal(pid_ns, first_pid);
+    /* The namespace's init (pid 1 there: the last NSpid), which only waits, runs under a
+       filter of its own (issue 25, 8: it had none; a warm worker may still be in its jail). */
+    char path[64], line[256], nspid[256] = "", seccomp[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/status", (int)workers[i]);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f)) {
+      if (strncmp(line, "NSpid:", 6) == 0) snprintf(nspid, sizeof nspid, "%s", line);
+      if (strncmp(line, "Seccomp:", 8) == 0) snprintf(seccomp, sizeof seccomp, "%s", line);
+      /* The zygote's own uid (issue 25, 8): not root, not the host's shared nobody, and the
+         same for every child of one zygote (a warm worker still in its jail may be root). */
+      unsigned long uid = 0;
+      if (sscanf(line, "Uid:\t%lu", &uid) == 1 && uid != 0) {
+        if (uid == 65534) fail_msg("zygote child %d runs as nobody", (int)workers[i]);
+        if (zygote_uid == 0) zygote_uid = uid;
+        assert_int_equal(uid, zygote_uid);
+      }
+    }
+    fclose(f);
+    const char *last = strrchr(nspid, '\t');
+    int is_init = last && strtol(last + 1, NULL, 10) == 1;
+    inits += is_init;
+    if (is_init && strstr(seccomp, "2") == NULL)
+      fail_msg("the pid namespace's init (%d) has no seccomp filter: %s", (int)workers[i], seccomp);
   }
+  assert_int_equal(inits, 1);
+  assert_true(zygote_uid != 0);
   mbx_sandbox_free(sb);
   mbx_policy_free(p);
   mbx_runtime_free(rt);

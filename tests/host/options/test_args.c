@@ -71,7 +71,8 @@ static void test_top_level_commands(void **state) {
   assert_int_equal(opt.command, MBXH_CLI_HELP);
   PARSE_OK(&opt, "doctor", "--json");
   assert_int_equal(opt.command, MBXH_CLI_DOCTOR);
-  PARSE_FAILS("moonbox doctor takes only --json or --help, not '--verbose'", "doctor", "--verbose");
+  PARSE_FAILS("moonbox doctor takes only --json, --exec-uids or --help, not '--verbose'", "doctor",
+              "--verbose");
   PARSE_OK(&opt, "run", "--version", "script.lua");
   assert_int_equal(opt.command, MBXH_CLI_VERSION);
   PARSE_FAILS(
