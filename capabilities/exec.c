@@ -491,7 +491,9 @@ static int run_spawn(exec_run *r, mbxC_port_error *e) {
       posix_spawn_file_actions_adddup2(&fa, src[i], i);
     posix_spawn_file_actions_addclosefrom_np(&fa, top);
     char *const argv[] = {(char *)"moonbox-exec", NULL};
-    char *const envp[] = {NULL};
+    char parent[32]; /* the helper dies with us from its start (host/exec/helper.c) */
+    snprintf(parent, sizeof parent, "MOONBOX_PARENT=%ld", (long)getpid());
+    char *const envp[] = {parent, NULL};
     spawn_err = posix_spawn(&r->pid, r->b->helper, &fa, NULL, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     if (spawn_err != 0) r->pid = -1;

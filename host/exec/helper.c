@@ -301,7 +301,18 @@ static void join_cgroup(const item *it) {
 }
 
 /* The helper: never returns. */
-static void helper_spawn_main(void) {
+/* The host that spawned us is MOONBOX_PARENT (its pid: the helper starts in the host's pid
+   namespace). A host killed before bwrap set --die-with-parent
+   would otherwise leave the program's tree running, as a uid of the range, forever: so the
+   helper dies with its parent from its first instruction, and again after setresuid (which
+   clears the setting), checking each time that the parent is still the one that spawned it. */
+static void die_with_parent(pid_t parent) {
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) helper_fail("prctl(PR_SET_PDEATHSIG)", errno);
+  if (parent > 0 && getppid() != parent) _exit(125); /* the host is already gone */
+}
+
+static void helper_spawn_main(pid_t parent) {
+  die_with_parent(parent);
   struct stat st;
   if (fstat(3, &st) != 0) helper_fail("no request on fd 3", errno);
   if (st.st_size <= 0 || st.st_size > (off_t)(1u << 30)) helper_fail("request size", 0);
@@ -425,6 +436,7 @@ static void helper_spawn_main(void) {
     if (uid != 0 && (setresgid((gid_t)uid, (gid_t)uid, (gid_t)uid) != 0 ||
                      setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0))
       helper_fail("setresuid to the run's uid", errno);
+    die_with_parent(parent);
   }
   char a[16], s[16], pf[16], gf[16], hf[16], sf[16];
   snprintf(sf, sizeof sf, "%d", shim_fd);
@@ -944,6 +956,7 @@ int main(int argc, char **argv) {
                     "not by hand\n");
     return 2;
   }
-  helper_spawn_main();
+  const char *parent = getenv("MOONBOX_PARENT");
+  helper_spawn_main(parent ? (pid_t)atol(parent) : 0);
   return 125;
 }
