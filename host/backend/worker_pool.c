@@ -297,7 +297,6 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, zsock, 3);
   posix_spawn_file_actions_adddup2(&fa, zmail, 4);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 5);
   /* As root, a uid of the zygote's own for its workers and init (issue 25, 8: they were the
      host's shared nobody, whose every process could signal the init and end the sandboxes),
      taken from the exec uid range when it is provably this process's; else nobody. */
@@ -309,6 +308,14 @@ static int zygote_start(mbxH_wpool *pool, mbx_error *err) {
        left, so a host that exits without freeing the runtime does not quarantine it. */
     mbxC_uid_lease_leaves_no_files(&lease);
     snprintf(uidarg, sizeof uidarg, "%u", lease.uid);
+    /* The zygote holds the uid's lock too, as fd 5 (the same open file, so the same flock),
+       for as long as it lives: a host that exits without freeing its runtime must not free
+       the uid while the zygote and its workers (which die with it) still run as it, or a
+       program given the uid would share their RLIMIT_NPROC count. Workers close it (jail). */
+    posix_spawn_file_actions_adddup2(&fa, lease.fd, 5);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 6);
+  } else {
+    posix_spawn_file_actions_addclosefrom_np(&fa, 5);
   }
   char *argv[] = {(char *)"moonbox-worker", (char *)"--zygote", uidarg[0] ? (char *)"--uid" : NULL,
                   uidarg, NULL};
