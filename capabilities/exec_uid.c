@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,7 +157,17 @@ int mbxC_uid_take(mbxC_uid_pool *p, mbxC_uid_lease *l, char *why, size_t why_siz
   l->fd = -1;
   int dfd = mbxC_lock_dir_open(p->dir, why, why_size);
   if (dfd < 0) return -2;
+  /* Where this process starts looking: a random place of the range at its first take, so a
+     new process does not take the uid the last one just gave back. The kernel counts
+     RLIMIT_NPROC per uid, and the last run's processes (killed with its pid namespace) can
+     still be going away: a run given that uid at once would find its forks refused early. */
   uint32_t start = atomic_load(&p->next);
+  if (!atomic_exchange(&p->started, 1)) {
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+      r = (uint32_t)getpid() * 2654435761u;
+    start = r % p->count;
+  }
   int errors = 0;
   for (uint64_t i = 0; i < p->count; i++) {
     uint32_t off = (uint32_t)((start + i) % p->count);

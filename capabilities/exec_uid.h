@@ -40,6 +40,7 @@ typedef struct mbxC_uid_pool {
   int configured;               /* set by the operator (exec.uids), not the default */
   char dir[256];                /* the lock directory */
   _Atomic uint32_t next;        /* where the next search starts (an offset in the range) */
+  _Atomic int started;          /* the first search of this process started at random */
   _Atomic uint64_t quarantined; /* uids this process found dirty and skipped */
 } mbxC_uid_pool;
 
