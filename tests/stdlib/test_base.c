@@ -734,13 +734,17 @@ static void collectgarbage_modes_return_the_previous_mode(void **state) {
   assert_string_equal(o.value, "\"incremental\"");
   assert_int_equal(snippet_run_in(sb, "return collectgarbage('incremental')", &o), MBX_OK);
   assert_string_equal(o.value, "\"generational\"");
-  /* A checkpoint keeps the mode, and a rewind brings it back. */
-  assert_int_equal(mbx_sandbox_checkpoint(sb, NULL), MBX_OK);
-  assert_int_equal(snippet_run_in(sb, "return collectgarbage('generational')", &o), MBX_OK);
-  assert_string_equal(o.value, "\"incremental\"");
-  assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
-  assert_int_equal(snippet_run_in(sb, "return collectgarbage('generational')", &o), MBX_OK);
-  assert_string_equal(o.value, "\"incremental\"");
+  /* A checkpoint keeps the mode, and a rewind brings it back (MBX_ARENA_MALLOC builds, the
+     ASan preset, have no checkpoints). */
+  mbx_status cs = mbx_sandbox_checkpoint(sb, NULL);
+  if (cs != MBX_UNSUPPORTED) {
+    assert_int_equal(cs, MBX_OK);
+    assert_int_equal(snippet_run_in(sb, "return collectgarbage('generational')", &o), MBX_OK);
+    assert_string_equal(o.value, "\"incremental\"");
+    assert_int_equal(mbx_sandbox_rewind(sb, NULL), MBX_OK);
+    assert_int_equal(snippet_run_in(sb, "return collectgarbage('generational')", &o), MBX_OK);
+    assert_string_equal(o.value, "\"incremental\"");
+  }
   mbx_sandbox_free(sb);
 }
 
