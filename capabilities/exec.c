@@ -301,10 +301,53 @@ static void cgroup_done(mbxC_exec_backend *b, mbxC_cgroup_run *cgr) {
   if (mbxC_cgroup_run_remove(cgr) != 0) atomic_fetch_add(&b->cgroup_leaks, 1);
 }
 
-static void kill_tree(pid_t pid) {
-  /* The helper has become bwrap: killing it kills the sandbox's pid 1 (--die-with-parent),
-     and with it every process of the pid namespace, setsid'd ones included. */
-  kill(pid, SIGKILL);
+/* The parent of a process, from /proc/<pid>/stat (the field after the command's last ')'),
+   or -1. */
+static pid_t parent_of(long pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  long ppid = -1;
+  if (!p || sscanf(p + 1, " %*c %ld", &ppid) != 1) return -1;
+  return (pid_t)ppid;
+}
+
+/* Kill a run's process tree, and reap bwrap (the helper became it). The sandbox's pid 1, the
+   shim, goes first: the pid namespace dies with it, and bwrap's monitor reaps it and exits.
+   Killing bwrap first (or the whole cgroup at once) would leave the shim, through
+   --die-with-parent, a zombie of the run's uid under the host's init, counted by that uid's
+   RLIMIT_NPROC after the uid is given back. The shim's pid is bwrap's report; it names the
+   shim only while its parent is this run's bwrap (our child, not yet reaped, so its pid is not
+   reused), checked through a pidfd so that the check and the kill are about one process.
+   bwrap itself is killed when it has not exited within a second. */
+static void kill_tree(exec_run *r, int *wstatus) {
+  if (r->pid <= 0) return;
+  if (r->status >= 0) read_status(&r->status, &r->st);
+  long shim = status_number(&r->st, "\"child-pid\"");
+  int killed = 0;
+  int fd = shim > 1 ? (int)syscall(SYS_pidfd_open, (pid_t)shim, 0) : -1;
+  if (fd >= 0) {
+    if (parent_of(shim) == r->pid)
+      killed = syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0;
+    close(fd);
+  }
+  int st = 0;
+  for (int i = 0; killed && i < 100; i++) {
+    if (waitpid(r->pid, &st, WNOHANG) == r->pid) goto reaped;
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  kill(r->pid, SIGKILL);
+  waitpid(r->pid, &st, 0);
+reaped:
+  if (wstatus) *wstatus = st;
+  r->pid = -1;
 }
 
 static void run_release(exec_run *r) {
@@ -317,11 +360,7 @@ static void run_release(exec_run *r) {
   close_fd(&r->back);
   close_fd(&r->copy);
   close_fd(&r->pidfd);
-  if (r->pid > 0) {
-    kill_tree(r->pid);
-    waitpid(r->pid, NULL, 0);
-    r->pid = -1;
-  }
+  kill_tree(r, NULL);
   if (r->cg_made) cgroup_done(r->b, &r->cgr);
   r->cg_made = 0;
 }
@@ -517,8 +556,8 @@ static int run_spawn(exec_run *r, mbxC_port_error *e) {
 
 /* The wall clock, stdin, stdout/stderr to their caps and past them, the status lines and the
    copy-back, until the tree is gone: the program's timeout, the run's deadline or an
-   interrupt kill it through the cgroup first (frozen or killed at once, so nothing forks
-   meanwhile), then bwrap, whose death takes the pid namespace. Without a pids cgroup the
+   interrupt kill the sandbox's pid 1, whose death takes the pid namespace (kill_tree), then
+   what is left in the cgroups. Without a pids cgroup the
    processes in the run's cgroups are counted as it goes, so RLIMIT_NPROC reached is
    reported. */
 static void run_supervise(exec_run *r, const char *stdin_bytes, size_t stdin_len,
@@ -565,10 +604,8 @@ static void run_supervise(exec_run *r, const char *stdin_bytes, size_t stdin_len
       else if (wait && wait->interrupted && wait->interrupted(wait->ctx))
         r->interrupted = stop = 1;
       if (stop) {
+        kill_tree(r, &r->wstatus);
         mbxC_cgroup_run_kill(&r->cgr);
-        kill_tree(r->pid);
-        waitpid(r->pid, &r->wstatus, 0);
-        r->pid = -1;
         exited = 1;
         exit_ns = now_ns();
         continue;
@@ -630,6 +667,7 @@ static int run_outcome(exec_run *r, mbxC_exec_buffers *bufs, mbxC_exec_result *r
                        mbxC_port_error *e) {
   int oom = 0, pids_max = 0;
   mbxC_cgroup_run_outcome(&r->cgr, &oom, &pids_max);
+  if (getenv("MBX_DEBUG_PEAK")) fprintf(stderr, "peak %ld nproc %lu\n", r->peak, (unsigned long)r->nproc);
   if (!(r->limits & MBXC_EXEC_LIMIT_CGROUP_PIDS) && r->peak >= 0 && (uint64_t)r->peak >= r->nproc)
     pids_max = 1; /* the run's own uid had RLIMIT_NPROC processes: its forks were refused */
   uint64_t wall = now_ns() - r->start;

@@ -69,11 +69,17 @@ int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
   char num[64];
   /* Namespaces one by one (bwrap 0.8 rejects --unshare-all with --userns); the user
      namespace bwrap makes itself, as the unprivileged host uid the helper switched to. No
-     network namespace is ever shared: the process sees only lo. */
+     network namespace is ever shared: the process sees only lo. The shim is the pid
+     namespace's pid 1 (--as-pid-1): bwrap's own pid 1 reports the program's end to bwrap's
+     monitor, which then exits without reaping it, so every run left that pid 1 a zombie of
+     the run's uid under the host's init, still counted by the uid's RLIMIT_NPROC after the
+     uid was given back. The monitor reaps the shim, and the shim's exit ends the
+     namespace. */
   static const char *const fixed[] = {"--unshare-user",
                                       "--disable-userns",
                                       "--unshare-ipc",
                                       "--unshare-pid",
+                                      "--as-pid-1",
                                       "--unshare-net",
                                       "--unshare-uts",
                                       "--unshare-cgroup-try",

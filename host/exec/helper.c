@@ -21,7 +21,9 @@
 ** bwrap's setup and seccomp: it closes every fd above 2 (bwrap 0.8 passes the mount dirfds,
 ** which point outside the sandbox's mount namespace, to its child) but the status pipe, starts
 ** the program as its child and reports the program's own wait status on that pipe (a signal
-** is then told from an exit code of 128 + n), exiting with the same code.
+** is then told from an exit code of 128 + n), exiting with the same code. It is the pid
+** namespace's pid 1: it reaps the program's orphans, and when the program ends it kills and
+** reaps whatever the program left running before the copy back and the report.
 */
 
 #include <dirent.h>
@@ -923,7 +925,10 @@ static int shim_main(int argc, char **argv) {
      can see them. */
   shim_copy copy;
   if (shim_unpack(&copy) != 0) return 126;
-  pid_t child = report >= 0 ? fork() : 0;
+  /* The shim is the pid namespace's pid 1 (bwrap --as-pid-1), so it always forks: an init
+     that became the program would never reap the program's orphans. */
+  int init = getpid() == 1;
+  pid_t child = report >= 0 || init ? fork() : 0;
   if (child < 0) {
     fprintf(stderr, "moonbox-exec: cannot start %s: fork: %s\n", argv[2], strerror(errno));
     return 126;
@@ -934,14 +939,32 @@ static int shim_main(int argc, char **argv) {
     fprintf(stderr, "moonbox-exec: cannot run %s: %s\n", argv[2], strerror(err));
     _exit(err == ENOENT ? 127 : 126);
   }
-  /* The program's own wait status. Nothing else is this process's child: the program's
-     children are reparented to bwrap's pid 1, not to the shim. */
+  /* The program's own wait status. The program's orphans are reparented to pid 1, this
+     process: they are reaped as they end, so none is left a zombie holding a place of the
+     run's pids limit. */
   int status = 0;
-  while (waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) {
+  for (;;) {
+    int st = 0;
+    pid_t w = waitpid(init ? -1 : child, &st, 0);
+    if (w == child) {
+      status = st;
+      break;
+    }
+    if (w < 0 && errno != EINTR) {
       fprintf(stderr, "moonbox-exec: waitpid: %s\n", strerror(errno));
       return 126;
     }
+  }
+  /* The program has ended, and so does the run: what it left running is killed and reaped
+     now (the kernel would at this process's exit), so the copy back below reads a tree that
+     nothing writes any more. */
+  if (init) {
+    kill(-1, SIGKILL);
+    for (;;) {
+      pid_t w = waitpid(-1, NULL, 0);
+      if (w < 0 && errno != EINTR) break;
+    }
+  }
   /* What the program left in the copied roots goes back before the report: the library reads
      both until the pipes close. */
   if (back >= 0 && copy.nroots > 0) shim_pack(&copy, back);

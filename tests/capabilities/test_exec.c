@@ -101,7 +101,7 @@ static void argument_list(void **state) {
   /* The namespaces one by one, never --unshare-all or a shared network. */
   const char *must[] = {
       "--unshare-user", "--disable-userns", "--unshare-ipc",        "--unshare-pid",
-      "--unshare-net",  "--unshare-uts",    "--unshare-cgroup-try", "--die-with-parent",
+      "--as-pid-1",     "--unshare-net",  "--unshare-uts",    "--unshare-cgroup-try", "--die-with-parent",
       "--new-session",  "--clearenv"};
   for (size_t i = 0; i < sizeof must / sizeof *must; i++) {
     ssize_t k = find(&l, must[i], 0);

@@ -236,6 +236,26 @@ expect "exit 137 is an exit code, not a signal" "$out" "exit=137/0"
 out=$("$cli" run --json "${sh_only[@]}" -e "local ok, how, n = os.execute('kill -TERM \$\$') return {tostring(ok), how, n}" 2>&1)
 expect "os.execute reports a signal as Lua does" "$out" '"value":["nil","signal",15]'
 
+# 8e. The shim is the sandbox's pid 1: the program cannot signal it away (the kernel drops a
+#     signal from inside a pid namespace to its init), its orphans are reaped, and no run, one
+#     that ended or one its timeout killed, leaves a process of its uid behind: not even a
+#     zombie under the host's init, which would still count for the uid's RLIMIT_NPROC after
+#     the uid is given back (a range of one uid of its own, so the check is about these runs).
+if [ "$(id -u)" = 0 ]; then
+  zuid=1879310000
+  out=$(run "${sh_only[@]}" --exec-uids $zuid-$zuid -e "
+    local k = proc.run{'sh', '-c', 'kill -9 1; kill -TERM 1; kill -STOP 1; (sleep 1009 &); echo alive; exit 3'}
+    return 'k=' .. k.code .. '/' .. k.signal .. ' ' .. k.stdout")
+  expect "the program cannot kill its shim" "$out" "k=3/0 alive"
+  out=$("$cli" run "${extra[@]}" "${sh_only[@]}" --exec-uids $zuid-$zuid --timeout 60s -e "
+    local r = proc.run{'sh', '-c', 'sleep 1009 & sleep 1009', timeout_ms = 300}
+    return 'timed_out=' .. tostring(r.timed_out)" 2>&1)
+  expect "the timeout ended the run" "$out" "timed_out=true"
+  left=$(ps -eo uid=,stat=,args= | awk -v u=$zuid '$1 == u')
+  if [ -z "$left" ]; then ok "no process of the run's uid is left, zombies included"
+  else bad "no process of the run's uid is left" "$left"; fi
+fi
+
 # 8c. The run's cgroups are gone after the run, whatever ended it (checked from the host:
 #     they are moonbox-<token>-<n>, the token the CLI's owner record under /run/moonbox/cgroups
 #     is named by, which the host finds among the CLI's open files).
@@ -561,10 +581,17 @@ if [ "$(id -u)" = 0 ] && unshare -m --propagation private true 2>/dev/null; then
   # range of its own (--exec-uids): RLIMIT_NPROC counts every process of the uid, and a
   # zygote's workers may still hold the default range's first uid (SECURITY-MODEL §14, gaps).
   if [ -z "$sanitized" ] && grep -q '"pids":{"applied":true,"how":"cgroup v1","under":"/sys/fs/cgroup/pids"' <<<"$doctor"; then
+    # The inner shell forks sleeps until a fork is refused, and exits; the outer one takes
+    # the freed place with one more sleep (the uid is at its limit again) and stays there.
+    cat >"$work/nproc.lua" <<'LUA'
+local r = proc.run{'sh', '-c', [[
+sh -c 'n=0; while [ $n -lt 200 ]; do sleep 1051 & n=$((n+1)); done' 2>/dev/null
+sleep 1051 &
+i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo held]]}
+return 'pids_limit=' .. tostring(r.pids_limit) .. ' limits=' .. r.limits .. ' ' .. r.stdout
+LUA
     out=$(unshare -m --propagation private sh -c 'mount -t tmpfs none /sys/fs/cgroup/pids && exec "$@"' sh \
-      "$cli" run "${extra[@]}" --exec-uids 1879300000-1879300009 --timeout 60s --policy "$work/pids.json" -e "local r = proc.run{'sh', '-c',
-      'n=0; while [ \$n -lt 200 ]; do sleep 1051 & n=\$((n+1)); done; i=0; while [ \$i -lt 300000 ]; do i=\$((i+1)); done; echo spawned'}
-      return 'pids_limit=' .. tostring(r.pids_limit) .. ' limits=' .. r.limits" 2>&1)
+      "$cli" run "${extra[@]}" --exec-uids 1879300000-1879300009 --timeout 60s --policy "$work/pids.json" "$work/nproc.lua" 2>&1)
     refuse "the simulation has no pids cgroup" "$out" "cgroup-pids"
     expect "a fork refused by RLIMIT_NPROC is pids_limit" "$out" "pids_limit=true"
     sleep 0.5
