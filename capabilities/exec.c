@@ -667,7 +667,6 @@ static int run_outcome(exec_run *r, mbxC_exec_buffers *bufs, mbxC_exec_result *r
                        mbxC_port_error *e) {
   int oom = 0, pids_max = 0;
   mbxC_cgroup_run_outcome(&r->cgr, &oom, &pids_max);
-  if (getenv("MBX_DEBUG_PEAK")) fprintf(stderr, "peak %ld nproc %lu\n", r->peak, (unsigned long)r->nproc);
   if (!(r->limits & MBXC_EXEC_LIMIT_CGROUP_PIDS) && r->peak >= 0 && (uint64_t)r->peak >= r->nproc)
     pids_max = 1; /* the run's own uid had RLIMIT_NPROC processes: its forks were refused */
   uint64_t wall = now_ns() - r->start;
