@@ -75,22 +75,11 @@ int mbxC_exec_build_args(const mbxC_exec_plan *plan, const mbxC_exec_image *img,
      the run's uid under the host's init, still counted by the uid's RLIMIT_NPROC after the
      uid was given back. The monitor reaps the shim, and the shim's exit ends the
      namespace. */
-  static const char *const fixed[] = {"--unshare-user",
-                                      "--disable-userns",
-                                      "--unshare-ipc",
-                                      "--unshare-pid",
-                                      "--as-pid-1",
-                                      "--unshare-net",
-                                      "--unshare-uts",
-                                      "--unshare-cgroup-try",
-                                      "--die-with-parent",
-                                      "--new-session",
-                                      "--cap-drop",
-                                      "ALL",
-                                      "--hostname",
-                                      "moonbox",
-                                      "--clearenv",
-                                      NULL};
+  static const char *const fixed[] = {
+      "--unshare-user",    "--disable-userns", "--unshare-ipc", "--unshare-pid",
+      "--as-pid-1",        "--unshare-net",    "--unshare-uts", "--unshare-cgroup-try",
+      "--die-with-parent", "--new-session",    "--cap-drop",    "ALL",
+      "--hostname",        "moonbox",          "--clearenv",    NULL};
   for (size_t i = 0; fixed[i]; i++)
     PUSH(fixed[i]);
   /* The image: /usr read-only, the merged-/usr links (or real directories) beside it. */

@@ -100,9 +100,9 @@ static void argument_list(void **state) {
   assert_int_equal(mbxC_exec_build_args(&plan, &img, &l, &at), 0);
   /* The namespaces one by one, never --unshare-all or a shared network. */
   const char *must[] = {
-      "--unshare-user", "--disable-userns", "--unshare-ipc",        "--unshare-pid",
-      "--as-pid-1",     "--unshare-net",  "--unshare-uts",    "--unshare-cgroup-try", "--die-with-parent",
-      "--new-session",  "--clearenv"};
+      "--unshare-user",    "--disable-userns", "--unshare-ipc", "--unshare-pid",
+      "--as-pid-1",        "--unshare-net",    "--unshare-uts", "--unshare-cgroup-try",
+      "--die-with-parent", "--new-session",    "--clearenv"};
   for (size_t i = 0; i < sizeof must / sizeof *must; i++) {
     ssize_t k = find(&l, must[i], 0);
     assert_true(k >= 0 && (size_t)k < at);
