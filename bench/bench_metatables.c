@@ -39,6 +39,17 @@ static const bench_case cases[] = {
      "local A = {} function A:new() local o = setmetatable({}, self) self.__index = self "
      "return o end function A:m() return 1 end local o = A:new()",
      "o:m()"},
+    {"object with 3 fields set after setmetatable", "local C = {} C.__index = C",
+     "local o = setmetatable({}, C) o.x = 1 o.y = 2 o.z = 3"},
+    {"a == b, two objects (no __eq)",
+     "local C = {} C.__index = C local a, b = setmetatable({}, C), setmetatable({}, C) local n = 0",
+     "if a == b then n = n + 1 end"},
+    {"#obj (no __len)", "local C = {} C.__index = C local o = setmetatable({1, 2, 3}, C)",
+     "local _ = #o"},
+    {"a + b (__add)",
+     "local V = {} V.__index = V V.__add = function(x, y) return x end "
+     "local a, b = setmetatable({}, V), setmetatable({}, V)",
+     "local _ = a + b"},
     {"obj.x, 40-level chain (walked)",
      "local t = {x = 1} for i = 1, 40 do t = setmetatable({}, {__index = t}) end local o = t",
      "local _ = o.x"},

@@ -45,8 +45,18 @@ static const char *const event_names[] = {
 /* Positions in event_names of the events the chain, call and weak-table rules read. */
 #define EVENT_INDEX 0
 #define EVENT_NEWINDEX 1
+#define EVENT_ARITH_FIRST 4 /* __add .. __bnot: arithmetic and bitwise, in ltm.c's order */
+#define EVENT_BAND 11
+#define EVENT_SHR 15
+#define EVENT_BNOT 17
+#define EVENT_LT 18
+#define EVENT_LE 19
 #define EVENT_CALL 20
 #define EVENT_MODE 26
+/* The events a clone holds a live stub for when the guest's metatable lacks them (see
+   live_event): __add through __call, those whose absence makes stock Lua raise. */
+#define EVENT_LIVE_FIRST EVENT_ARITH_FIRST
+#define EVENT_LIVE_LAST EVENT_CALL
 
 /* Fields setmetatable refuses, and why. */
 static const char *const refused_fields[][2] = {
@@ -62,7 +72,8 @@ static const char *const refused_fields[][2] = {
 #define UPV_CONCAT lua_upvalueindex(2 + EVENT_COUNT + REFUSED_COUNT)
 #define UPV_WALK_INDEX lua_upvalueindex(3 + EVENT_COUNT + REFUSED_COUNT)
 #define UPV_WALK_NEWINDEX lua_upvalueindex(4 + EVENT_COUNT + REFUSED_COUNT)
-#define UPVALUE_COUNT (EVENT_COUNT + 4 + REFUSED_COUNT)
+#define UPV_LIVE lua_upvalueindex(5 + EVENT_COUNT + REFUSED_COUNT) /* {[i] = live stub} */
+#define UPVALUE_COUNT (EVENT_COUNT + 5 + REFUSED_COUNT)
 
 static int base_print(lua_State *L) {
   int n = lua_gettop(L);
@@ -565,6 +576,181 @@ static int walk_newindex(lua_State *L) {
   return luaL_error(L, "'__newindex' chain too long; possible loop");
 }
 
+/*
+** Live stubs: an event the guest's metatable lacked when setmetatable ran. The VM reads a
+** clone's fields, and a clone is made once per metatable (cached), so `mt.__add = f` set
+** after objects exist would otherwise be ignored by them without a word. Each clone holds a
+** stub (live_event, one C closure per event and sandbox, recognised by its C function) for
+** every VM event from __len to __call that mt lacked, which does at the moment of use what
+** stock Lua does with the guest's live fields (raw reads, as ltm.c's):
+**  - binary events (and __unm, __bnot, called with the operand twice): the first
+**    operand's handler, then the second's, called with both, one result; where the stub is
+**    not the first operand's own (the VM found none there, or the string library's arithmetic
+**    passes on to the second operand), only the second's, so a handler is never asked twice;
+**  - none found: __le tries `not (b < a)` as Debian's 5.4.4 does (LUA_COMPAT_LT_LE), and the
+**    rest raise stock's message (without its "(local 'x')" detail);
+**  - __call: the live __call, which must be a function as at setmetatable, with every
+**    argument and result.
+** Where mt had the event, the clone holds mt's value itself: the VM calls it directly, at
+** stock speed. A stub is reached only where stock Lua would call a metamethod or raise, so
+** working programs pay nothing. Not stubbed: __eq and __len (a stub would make every ==
+** between two distinct objects, and every # of an object, a C call: 15x and 27x stock in
+** bench_metatables), __newindex (see push_new_clone) and __close (checked where the variable
+** is declared); an absent one of those is read at setmetatable.
+*/
+static int live_event(lua_State *L);
+
+/* Push the handler the value at v has for the event named at name, as stock would find it
+   now: its metatable's raw field, or where that is a live stub, the guest's live field.
+   Returns its type. */
+static int push_live_handler(lua_State *L, int v, int name) {
+  if (!lua_getmetatable(L, v)) {
+    lua_pushnil(L);
+    return LUA_TNIL;
+  }
+  lua_pushvalue(L, name);
+  int type = lua_rawget(L, -2);
+  if (type == LUA_TFUNCTION && lua_tocfunction(L, -1) == live_event) {
+    lua_pop(L, 1);
+    if (lua_rawgetp(L, -1, &key_original) == LUA_TTABLE) {
+      lua_pushvalue(L, name);
+      type = lua_rawget(L, -2);
+      lua_remove(L, -2);
+    } else {
+      lua_pop(L, 1);
+      lua_pushnil(L);
+      type = LUA_TNIL;
+    }
+  }
+  lua_remove(L, -2);
+  return type;
+}
+
+/* 1 when the value at v has a live stub for the event named at name. */
+static int has_live_stub(lua_State *L, int v, int name) {
+  if (!lua_getmetatable(L, v)) return 0;
+  lua_pushvalue(L, name);
+  int stub = lua_rawget(L, -2) == LUA_TFUNCTION && lua_tocfunction(L, -1) == live_event;
+  lua_pop(L, 2);
+  return stub;
+}
+
+/* The name stock's messages give the value at idx: its live __name, or its type. */
+static const char *shown_type(lua_State *L, int idx) {
+  int type = mbxL_getmetafield(L, idx, "__name");
+  if (type == LUA_TSTRING) return lua_tostring(L, -1);
+  if (type != LUA_TNIL) lua_pop(L, 1);
+  return luaL_typename(L, idx);
+}
+
+static int live_event_done(lua_State *L, int status, lua_KContext negate) {
+  (void)status;
+  if (negate) lua_pushboolean(L, !lua_toboolean(L, -1));
+  return 1;
+}
+
+static int live_call_done(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  (void)ctx;
+  return lua_gettop(L);
+}
+
+/* Call the handler on top with the operands at a and b; one result (negated for the
+   __le-by-__lt rule). */
+static int call_handler(lua_State *L, int a, int b, int negate) {
+  lua_pushvalue(L, a);
+  lua_pushvalue(L, b);
+  mbxV_cstack_check(L);
+  lua_callk(L, 2, 1, negate, live_event_done);
+  return live_event_done(L, LUA_OK, negate);
+}
+
+static int live_call(lua_State *L) {
+  int n = lua_gettop(L); /* 1 the object, then the arguments */
+  int type = push_live_handler(L, 1, lua_upvalueindex(1));
+  if (type == LUA_TNIL) return luaL_error(L, "attempt to call a %s value", shown_type(L, 1));
+  if (type != LUA_TFUNCTION)
+    return luaL_error(L,
+                      "'__call' must be a function in this sandbox (got a %s; a callable "
+                      "table as __call makes one call retry without end)",
+                      luaL_typename(L, -1));
+  lua_insert(L, 1);
+  mbxV_cstack_check(L);
+  lua_callk(L, n, LUA_MULTRET, 0, live_call_done);
+  return lua_gettop(L);
+}
+
+static int live_event(lua_State *L) {
+  int event = (int)lua_tointeger(L, lua_upvalueindex(2));
+  if (event == EVENT_CALL) return live_call(L);
+  lua_settop(L, 2);
+  int name = lua_upvalueindex(1), own = has_live_stub(L, 1, name);
+  /* A string operand's handler is the string library's arithmetic, which would only pass the
+     event on to the other operand (this stub) or raise its own message: given below. */
+  for (int k = own ? 1 : 2; k <= 2; k++) {
+    if (lua_type(L, k) == LUA_TSTRING) continue;
+    if (push_live_handler(L, k, name) != LUA_TNIL) return call_handler(L, 1, 2, 0);
+    lua_pop(L, 1);
+  }
+  switch (event) {
+  case EVENT_LE:
+    /* a <= b as not (b < a): the second operand's __lt first, then the first's. */
+    for (int k = 2; k >= 1; k--) {
+      if (push_live_handler(L, k, lua_upvalueindex(3)) != LUA_TNIL) return call_handler(L, 2, 1, 1);
+      lua_pop(L, 1);
+    }
+    /* FALLTHROUGH */
+  case EVENT_LT: {
+    const char *t1 = shown_type(L, 1), *t2 = shown_type(L, 2);
+    if (strcmp(t1, t2) == 0) return luaL_error(L, "attempt to compare two %s values", t1);
+    return luaL_error(L, "attempt to compare %s with %s", t1, t2);
+  }
+  default: {
+    int bitwise = (event >= EVENT_BAND && event <= EVENT_SHR) || event == EVENT_BNOT;
+    if (!bitwise && (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 2) == LUA_TSTRING)) {
+      /* The string library's message (lstrlib.c trymt), placed where the arithmetic is: one
+         level further up when the string library called this stub. */
+      luaL_where(L, !own && lua_type(L, 1) == LUA_TSTRING ? 2 : 1);
+      lua_pushfstring(L, "attempt to %s a '%s' with a '%s'", lua_tostring(L, name) + 2,
+                      luaL_typename(L, 1), luaL_typename(L, 2));
+      lua_concat(L, 2);
+      return lua_error(L);
+    }
+    int bad = lua_type(L, 1) == LUA_TNUMBER ? 2 : 1;
+    return luaL_error(L, "attempt to perform %s on a %s value",
+                      bitwise ? "bitwise operation" : "arithmetic", shown_type(L, bad));
+  }
+  }
+}
+
+/* Push the stubs' table: [i] = the live stub of event i (upvalues: its name, i, and for __le
+   the name "__lt"). */
+static void push_live_stubs(lua_State *L) {
+  lua_createtable(L, EVENT_LIVE_LAST + 1, 0);
+  for (int i = EVENT_LIVE_FIRST; i <= EVENT_LIVE_LAST; i++) {
+    lua_pushstring(L, event_names[i]);
+    lua_pushinteger(L, i);
+    lua_pushstring(L, event_names[EVENT_LT]);
+    lua_pushcclosure(L, live_event, 3);
+    lua_rawseti(L, -2, i);
+  }
+}
+
+int mbxL_getmetafield(lua_State *L, int idx, const char *field) {
+  if (!lua_getmetatable(L, idx)) return LUA_TNIL;
+  if (lua_rawgetp(L, -1, &key_original) == LUA_TTABLE)
+    lua_remove(L, -2);
+  else
+    lua_pop(L, 1);
+  lua_pushstring(L, field);
+  int type = lua_rawget(L, -2);
+  if (type == LUA_TNIL)
+    lua_pop(L, 2);
+  else
+    lua_remove(L, -2);
+  return type;
+}
+
 /* Put the walker of event i (EVENT_INDEX or EVENT_NEWINDEX) into the table at clone in place
    of its value, keeping that value for the cache check (push_recorded). */
 static void install_walker(lua_State *L, int clone, int i) {
@@ -643,12 +829,22 @@ static void push_new_clone(lua_State *L, int obj, int mt) {
   lua_pushvalue(L, UPV_CONCAT);
   lua_rawset(L, clone);
   /* Where the VM may not follow the guest's value itself, a walker does (see above): an
-     absent __index (read live at each lookup), the object itself, a chain too deep. */
+     absent __index (read live at each lookup), the object itself, a chain too deep. (Not an
+     absent __newindex: a walker there would cost a C call for every new key of an object,
+     about 125 ns each in bench_metatables, to serve a __newindex added later.) */
   if (!(present & ((lua_Integer)1 << EVENT_INDEX))) {
     lua_pushvalue(L, UPV_EVENT(EVENT_INDEX));
     lua_pushvalue(L, UPV_WALK_INDEX);
     lua_rawset(L, clone);
   }
+  /* Every other event the VM reads that mt lacks gets a live stub, so an event added to mt
+     later is seen by the objects set up before it (live_event). */
+  for (int i = EVENT_LIVE_FIRST; i <= EVENT_LIVE_LAST; i++)
+    if (!(present & ((lua_Integer)1 << i))) {
+      lua_pushvalue(L, UPV_EVENT(i));
+      lua_rawgeti(L, UPV_LIVE, i);
+      lua_rawset(L, clone);
+    }
   for (int i = EVENT_INDEX; i <= EVENT_NEWINDEX; i++) {
     lua_pushvalue(L, UPV_EVENT(i));
     if (lua_rawget(L, clone) == LUA_TTABLE && lua_rawequal(L, -1, obj)) install_walker(L, clone, i);
@@ -1119,6 +1315,7 @@ static void open_setmetatable(lua_State *L) {
   lua_pushcclosure(L, walk_index, 1);
   lua_pushstring(L, event_names[EVENT_NEWINDEX]);
   lua_pushcclosure(L, walk_newindex, 1);
+  push_live_stubs(L);
   lua_pushcclosure(L, base_setmetatable, UPVALUE_COUNT);
   lua_setfield(L, -2, "setmetatable");
 }

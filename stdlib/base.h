@@ -12,6 +12,13 @@
    so the two always agree. */
 void mbxL_getmetatable(lua_State *L, int idx);
 
+/* luaL_getmetafield as the guest's metatable holds it now: for an object whose metatable is
+   a clone of the guest's (stdlib/base.c), the guest's live field, else the metatable's own.
+   Pushes the field and returns its type, or pushes nothing and returns LUA_TNIL. Raw reads
+   only. What the library reads outside the VM's events (__tostring, __name, __pairs) goes
+   through this, so a field set after setmetatable is seen as in stock Lua. */
+int mbxL_getmetafield(lua_State *L, int idx, const char *field);
+
 /* 1 when the thread at idx on L's stack has an xpcall frame that has not finished (or when
    that cannot be told for lack of stack room on L), else 0. Raw reads on L only: nothing raises, no guest code
    runs. What coroutine.close checks before it closes a suspended thread (Lua 5.4.4 bug

@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 
 #include "capabilities/port.h"
+#include "stdlib/base.h"
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
 #include "vm/cstack.h"
@@ -384,7 +385,7 @@ static int pairs_continue(lua_State *L, int status, lua_KContext ctx) {
    continuation so a yield inside it still works), in both modes. */
 static int det_pairs(lua_State *L) {
   luaL_checkany(L, 1);
-  if (luaL_getmetafield(L, 1, "__pairs") != LUA_TNIL) {
+  if (mbxL_getmetafield(L, 1, "__pairs") != LUA_TNIL) { /* live: set after setmetatable counts */
     mbxV_cstack_check(L);
     lua_pushvalue(L, 1);
     lua_callk(L, 1, 3, 0, pairs_continue);

@@ -4,6 +4,7 @@
 #include <lauxlib.h>
 #include <xxhash.h>
 
+#include "stdlib/base.h"
 #include "stdlib/stdlib.h"
 #include "vm/cstack.h"
 #include "vm/vm.h"
@@ -20,7 +21,10 @@ static unsigned long long hidden_address(lua_State *L, const void *p) {
 const char *mbxL_tolstring(lua_State *L, int idx, size_t *len) {
   idx = lua_absindex(L, idx);
   mbxV_cstack_check(L); /* __tostring may call tostring again, from C each time */
-  if (luaL_callmeta(L, idx, "__tostring")) {
+  /* The guest's live fields (a __tostring or __name set after setmetatable counts). */
+  if (mbxL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 1);
     if (!lua_isstring(L, -1)) luaL_error(L, "'__tostring' must return a string");
     return lua_tolstring(L, -1, len);
   }
@@ -41,7 +45,7 @@ const char *mbxL_tolstring(lua_State *L, int idx, size_t *len) {
     unsigned long long shown = mbxL_deterministic(L)
                                    ? (unsigned long long)mbxL_object_number(L, idx)
                                    : hidden_address(L, lua_topointer(L, idx));
-    int kind = luaL_getmetafield(L, idx, "__name");
+    int kind = mbxL_getmetafield(L, idx, "__name");
     const char *name = kind == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, idx);
     char buf[64];
     snprintf(buf, sizeof buf, ": 0x%012llx", shown);
