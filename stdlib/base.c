@@ -45,6 +45,8 @@ static const char *const event_names[] = {
 /* Positions in event_names of the events the chain, call and weak-table rules read. */
 #define EVENT_INDEX 0
 #define EVENT_NEWINDEX 1
+#define EVENT_LEN 2
+#define EVENT_EQ 3
 #define EVENT_ARITH_FIRST 4 /* __add .. __bnot: arithmetic and bitwise, in ltm.c's order */
 #define EVENT_BAND 11
 #define EVENT_SHR 15
@@ -52,6 +54,8 @@ static const char *const event_names[] = {
 #define EVENT_LT 18
 #define EVENT_LE 19
 #define EVENT_CALL 20
+#define EVENT_CLOSE 21
+#define EVENT_JSONTYPE 25
 #define EVENT_MODE 26
 /* The events a clone holds a live stub for when the guest's metatable lacks them (see
    live_event): __add through __call, those whose absence makes stock Lua raise. */
@@ -188,10 +192,11 @@ static int base_load(lua_State *L) {
 
 /*
 ** The clone cache: object-heavy code calls setmetatable with the same few class tables
-** millions of times, so a clone is reused while every field in event_names and __metatable
-** still holds the value it had when the clone was made (rawequal). That is exactly what the
-** clone could disagree on, so reuse is invisible; any other change (a method added to the
-** class table itself) cannot matter, as no clone holds it.
+** millions of times, so a clone is reused while every event it recorded and __metatable still
+** hold the values they had when the clone was made (rawequal), and no event it reads only
+** then has appeared (events_match). That is exactly what the clone could disagree on, so
+** reuse is invisible; any other change (a method added to the class table itself, an event
+** a walker or live stub reads live) cannot matter.
 **
 ** The cache is registry[&key_clone_cache] = {[mt] = clone} with __mode = "kv", in the
 ** registry only: guests never see it, so they can neither read a clone out of it (and write
@@ -213,21 +218,14 @@ static int base_load(lua_State *L) {
 **    the clone (objects using it) or the class. A miss for one class never evicts another.
 */
 
-/* Keys of mt a walk may visit before the check switches to probing every name: a walk costs
-   about one lookup per key of mt, a probe one per event name, so walking wins for the small
-   class tables typical code has, and the cap bounds the work when mt has grown huge. */
-#define WALK_MAX_KEYS 24
-
-/* The event index of the string key at idx, or -1 (also for "__metatable" and anything not
-   in event_names). Compared with lengths: a key like "__index\0x" is not "__index". */
-static int event_index(lua_State *L, int idx) {
-  size_t len;
-  const char *k = lua_tolstring(L, idx, &len);
-  if (len < 3 || k[0] != '_' || k[1] != '_') return -1;
-  for (int i = 0; i < EVENT_COUNT; i++) /* plain C: no API call per name */
-    if (strlen(event_names[i]) == len && memcmp(k, event_names[i], len) == 0) return i;
-  return -1;
-}
+/* The events whose appearance in mt makes a clone stale: those a clone reads only when it is
+   made (where mt lacked them then, nothing stands in the clone for them: no walker, no live
+   stub, no live read by the library; see live_event), and __index, whose walker reads it
+   live but at a C call per lookup: objects set up once the class has its __index get a clone
+   the VM follows directly (Programming in Lua's A:new sets it after the first object). An
+   arithmetic, order or __call event added later is served by the live stub. */
+static const int read_at_setmetatable[] = {EVENT_INDEX, EVENT_NEWINDEX, EVENT_LEN, EVENT_EQ,
+                                           EVENT_CLOSE, EVENT_JSONTYPE, EVENT_MODE};
 
 /* Push what clone recorded of event i, whose name is at name: the field itself, except for
    __mode, which the clone keeps under key_mode (it holds __mode itself only outside
@@ -247,46 +245,26 @@ static void push_recorded(lua_State *L, int clone, int i, int name) {
   lua_rawget(L, clone);
 }
 
-/* The event fields of mt are still those of clone, found by walking mt: every event key met
-   must be one the clone holds, with the same value, and all of those must be met. Returns
-   1 (match), 0 (no match) or -1 (mt has more than WALK_MAX_KEYS keys: probe instead). */
-static int events_match_by_walk(lua_State *L, int mt, int clone, lua_Integer present) {
-  int base = lua_gettop(L), keys = 0, met = 0, same = 1;
-  lua_pushnil(L);
-  while (same && lua_next(L, mt)) {
-    if (++keys > WALK_MAX_KEYS) {
-      lua_settop(L, base);
-      return -1;
-    }
-    int i = lua_type(L, -2) == LUA_TSTRING ? event_index(L, -2) : -1;
-    if (i >= 0) {
-      met++;
-      push_recorded(L, clone, i, -2);
-      same = ((present >> i) & 1) && lua_rawequal(L, -1, -2);
-      lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-  }
-  lua_settop(L, base);
-  if (!same) return 0;
-  int held = 0;
-  for (lua_Integer bits = present; bits; bits &= bits - 1)
-    held++;
-  return met == held;
-}
-
-/* The same by probing mt for every event name: constant work, one raw read per name. */
-static int events_match_by_probe(lua_State *L, int mt, int clone, lua_Integer present) {
+/* The event fields of mt still agree with clone: every event clone recorded still holds the
+   same value in mt (rawequal), and none of read_at_setmetatable has appeared. An event
+   added since that a live stub reads needs no new clone. Constant work whatever the size of
+   mt: one raw read per recorded event and seven. */
+static int events_match(lua_State *L, int mt, int clone, lua_Integer present) {
   int base = lua_gettop(L), same = 1;
-  for (int i = 0; i < EVENT_COUNT && same; i++) {
+  for (lua_Integer bits = present; same && bits; bits &= bits - 1) {
+    int i = __builtin_ctzll((unsigned long long)bits);
     lua_pushvalue(L, UPV_EVENT(i));
-    int in_mt = lua_rawget(L, mt) != LUA_TNIL;
-    if ((present >> i) & 1) {
-      push_recorded(L, clone, i, UPV_EVENT(i));
-      same = lua_rawequal(L, -1, -2);
-    } else {
-      same = !in_mt;
-    }
+    lua_rawget(L, mt);
+    push_recorded(L, clone, i, UPV_EVENT(i));
+    same = lua_rawequal(L, -1, -2);
+    lua_settop(L, base);
+  }
+  int n = (int)(sizeof read_at_setmetatable / sizeof *read_at_setmetatable);
+  for (int k = 0; same && k < n; k++) {
+    int i = read_at_setmetatable[k];
+    if ((present >> i) & 1) continue;
+    lua_pushvalue(L, UPV_EVENT(i));
+    same = lua_rawget(L, mt) == LUA_TNIL;
     lua_settop(L, base);
   }
   return same;
@@ -300,8 +278,7 @@ static int clone_matches(lua_State *L, int mt, int clone) {
   lua_rawgetp(L, clone, &key_events);
   lua_Integer present = lua_tointeger(L, -1);
   lua_pop(L, 1);
-  int same = events_match_by_walk(L, mt, clone, present);
-  if (same < 0) same = events_match_by_probe(L, mt, clone, present);
+  int same = events_match(L, mt, clone, present);
   if (same) {
     /* __metatable: the clone holds the guest's value (and key_protected), or mt itself. */
     lua_pushvalue(L, UPV_METATABLE);
@@ -749,6 +726,14 @@ int mbxL_getmetafield(lua_State *L, int idx, const char *field) {
   else
     lua_remove(L, -2);
   return type;
+}
+
+int mbxL_callmeta(lua_State *L, int idx, const char *event) {
+  idx = lua_absindex(L, idx);
+  if (mbxL_getmetafield(L, idx, event) == LUA_TNIL) return 0;
+  lua_pushvalue(L, idx);
+  lua_call(L, 1, 1);
+  return 1;
 }
 
 /* Put the walker of event i (EVENT_INDEX or EVENT_NEWINDEX) into the table at clone in place

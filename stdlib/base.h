@@ -18,6 +18,9 @@ void mbxL_getmetatable(lua_State *L, int idx);
    only. What the library reads outside the VM's events (__tostring, __name, __pairs) goes
    through this, so a field set after setmetatable is seen as in stock Lua. */
 int mbxL_getmetafield(lua_State *L, int idx, const char *field);
+/* luaL_callmeta over mbxL_getmetafield: calls the guest's live event of the value at idx with
+   that value, leaving one result; 0 (nothing pushed) when there is none. */
+int mbxL_callmeta(lua_State *L, int idx, const char *event);
 
 /* 1 when the thread at idx on L's stack has an xpcall frame that has not finished (or when
    that cannot be told for lack of stack room on L), else 0. Raw reads on L only: nothing raises, no guest code

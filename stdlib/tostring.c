@@ -22,9 +22,7 @@ const char *mbxL_tolstring(lua_State *L, int idx, size_t *len) {
   idx = lua_absindex(L, idx);
   mbxV_cstack_check(L); /* __tostring may call tostring again, from C each time */
   /* The guest's live fields (a __tostring or __name set after setmetatable counts). */
-  if (mbxL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
-    lua_pushvalue(L, idx);
-    lua_call(L, 1, 1);
+  if (mbxL_callmeta(L, idx, "__tostring")) {
     if (!lua_isstring(L, -1)) luaL_error(L, "'__tostring' must return a string");
     return lua_tolstring(L, -1, len);
   }

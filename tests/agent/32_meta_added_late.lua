@@ -1,8 +1,6 @@
--- Agent task: a model defines __add after creating the object (stock Lua allows this).
--- moonbox freezes metatables at setmetatable (docs/compat.md "Metatables are frozen when set").
--- stock: skip (documented difference: stock Lua sees the late __add)
--- expect-status: runtime_error
--- expect-error: attempt to perform arithmetic on a table value
+-- Agent task: a model defines __add after creating the objects (stock Lua allows this; moonbox
+-- reads an event the metatable lacked at setmetatable live: docs/compat.md, "Metatables").
+-- expect-value: 425
 local Money = {}
 Money.__index = Money
 local function money(c) return setmetatable({cents = c}, Money) end
