@@ -7,7 +7,8 @@
 #   -- moonbox-error: (optional) the library needs a C module: stock must run the script,
 #      moonbox must stop at the require with this message on stderr
 # The script gets that folder as its first argument and sets package.path from it. stdout must
-# be byte-identical (one line per call); so must the exit status (0).
+# be byte-identical (one line per call) and both must exit 0, with moonbox in-process, in a
+# jailed worker and in deterministic mode.
 # Usage: test_libs.sh MOONBOX_BINARY
 # Exit 77 (skip) when a package or lua5.4 is missing, unless MBX_LIBS_REQUIRED is set (tools/dev
 # test sets it after installing them, so the CI fails instead of skipping).
@@ -49,9 +50,6 @@ for script in "$here"/*.lua; do
   # moonbox's os.date always is (docs/compat.md, "`os`": pl.Date reads the local time).
   (cd "$here" && TZ=UTC lua5.4 "$base" "/usr/share/lua/$luadir") >"$tmp/stock.out" 2>"$tmp/stock.err"
   stock_rc=$?
-  (cd "$here" && "$moonbox" run --mount /usr/share/lua:/lua:ro "$base" "/lua/$luadir") \
-    >"$tmp/moonbox.out" 2>"$tmp/moonbox.err"
-  moonbox_rc=$?
   calls=$(wc -l <"$tmp/stock.out")
   if [ $stock_rc -ne 0 ] || [ "$calls" -eq 0 ]; then
     echo "FAIL $base: lua5.4 exited with $stock_rc after $calls lines:" >&2
@@ -59,29 +57,38 @@ for script in "$here"/*.lua; do
     status=1
     continue
   fi
-  if [ -n "$want_error" ]; then
-    if [ $moonbox_rc -eq 0 ] || ! grep -qF -- "$want_error" "$tmp/moonbox.err"; then
-      echo "FAIL $base: moonbox (exit $moonbox_rc) did not stop with: $want_error" >&2
+  # In-process, in a jailed worker (the mount served from another process), and in
+  # deterministic mode (canonical pairs order, object numbers): the same calls, the same bytes.
+  for mode in "" "--isolate process" "--deterministic"; do
+    what="$base${mode:+ ($mode)}"
+    # shellcheck disable=SC2086
+    (cd "$here" && "$moonbox" run $mode --mount /usr/share/lua:/lua:ro "$base" "/lua/$luadir") \
+      >"$tmp/moonbox.out" 2>"$tmp/moonbox.err"
+    moonbox_rc=$?
+    if [ -n "$want_error" ]; then
+      if [ $moonbox_rc -eq 0 ] || ! grep -qF -- "$want_error" "$tmp/moonbox.err"; then
+        echo "FAIL $what: moonbox (exit $moonbox_rc) did not stop with: $want_error" >&2
+        head -20 "$tmp/moonbox.err" >&2
+        status=1
+      else
+        echo "ok $what: stock ran $calls calls; moonbox stops at the require: $want_error"
+      fi
+      continue
+    fi
+    if [ $moonbox_rc -ne 0 ]; then
+      echo "FAIL $what: moonbox exited with $moonbox_rc:" >&2
       head -20 "$tmp/moonbox.err" >&2
       status=1
-    else
-      echo "ok $base: stock ran $calls calls; moonbox stops at the require: $want_error"
     fi
-    continue
-  fi
-  if [ $moonbox_rc -ne 0 ]; then
-    echo "FAIL $base: moonbox exited with $moonbox_rc:" >&2
-    head -20 "$tmp/moonbox.err" >&2
-    status=1
-  fi
-  if ! cmp -s "$tmp/stock.out" "$tmp/moonbox.out"; then
-    echo "FAIL $base: stdout differs (< lua5.4, > moonbox):" >&2
-    diff "$tmp/stock.out" "$tmp/moonbox.out" | head -40 >&2
-    status=1
-  elif [ $moonbox_rc -eq 0 ]; then
-    echo "ok $base: $calls calls identical"
-    total=$((total + calls))
-  fi
+    if ! cmp -s "$tmp/stock.out" "$tmp/moonbox.out"; then
+      echo "FAIL $what: stdout differs (< lua5.4, > moonbox):" >&2
+      diff "$tmp/stock.out" "$tmp/moonbox.out" | head -40 >&2
+      status=1
+    elif [ $moonbox_rc -eq 0 ]; then
+      echo "ok $what: $calls calls identical"
+      [ -z "$mode" ] && total=$((total + calls))
+    fi
+  done
 done
 [ $status -eq 0 ] && echo "ok: $total calls identical to lua5.4"
 exit $status
