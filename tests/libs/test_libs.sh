@@ -25,6 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 missing=()
 command -v lua5.4 >/dev/null 2>&1 || missing+=(lua5.4)
 for script in "$here"/*.lua; do
+  # shellcheck disable=SC2013 # one header line of space-separated names
   for p in $(sed -n 's/^-- packages: //p' "$script"); do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
