@@ -287,48 +287,46 @@ static const char *push_candidates(lua_State *L, const char *name, const char *p
   return lua_tostring(L, -1);
 }
 
-/* Push stock's "no file 'a'\n\tno file 'b'" for the candidates at the top (replaced). */
-static void push_not_found(lua_State *L) {
-  const char *list = lua_tostring(L, -1);
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  luaL_addstring(&b, "no file '");
-  mbxV_meter m = mbxV_meter_init(L, 4096, 16);
-  for (const char *p = list; *p; p++) {
-    if (*p == ';')
-      luaL_addstring(&b, "'\n\tno file '");
-    else
-      luaL_addchar(&b, *p);
-    mbxV_meter_add(&m, 1);
-  }
-  mbxV_meter_flush(&m);
-  luaL_addchar(&b, '\'');
-  luaL_pushresult(&b);
-  lua_remove(L, -2);
-}
-
 /*
 ** The first candidate of path (';'-separated, '?' the name) that opens for a module read:
-** its handle in *handle and its name pushed; or -1 with stock's "no file" list pushed. Every
-** candidate is tried, empty ones too, as stock's searchpath does.
+** its handle in *handle and its name pushed; or -1 with stock's "no file 'a'\n\tno file 'b'"
+** list pushed. Every candidate is tried, empty ones too, as stock's searchpath does. A
+** candidate that is there but out of reach gets the reason after its "no file" (stock says
+** only that): a symlink leading out of its mount is one, and Debian's /usr/share/lua/5.4 is
+** made of them, so a user who mounted that folder saw "no file" for a file they could list.
 */
 static int find_file(lua_State *L, const char *name, const char *path, const char *sep,
                      const char *rep, int *handle) {
   const char *list = push_candidates(L, name, path, sep, rep);
   int list_idx = lua_gettop(L);
+  luaL_Buffer b; /* the message; open_module's use of the stack is balanced */
+  luaL_buffinit(L, &b);
+  mbxV_meter m = mbxV_meter_init(L, 4096, 16);
   for (const char *p = list;;) {
     const char *end = strchr(p, ';');
     size_t n = end ? (size_t)(end - p) : strlen(p);
     mbxC_port_error e;
     if (open_module(L, p, n, 0, handle, &e) == 0) {
+      lua_settop(L, list_idx); /* drops the buffer; list stays anchored */
       lua_pushlstring(L, p, n);
       lua_remove(L, list_idx);
       return 0;
     }
+    luaL_addstring(&b, p == list ? "no file '" : "\n\tno file '");
+    luaL_addlstring(&b, p, n);
+    luaL_addchar(&b, '\'');
+    if (e.errnum != ENOENT) {
+      luaL_addstring(&b, " (");
+      luaL_addstring(&b, e.message);
+      luaL_addchar(&b, ')');
+    }
+    mbxV_meter_add(&m, n + 12);
     if (end == NULL) break;
     p = end + 1;
   }
-  push_not_found(L);
+  mbxV_meter_flush(&m);
+  luaL_pushresult(&b);
+  lua_remove(L, list_idx);
   return -1;
 }
 

@@ -309,6 +309,38 @@ static void the_module_folder_is_seen_by_module_reads_only(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* A candidate that is there but out of reach says why, after stock's "no file": Debian's
+   /usr/share/lua/5.4 holds symlinks into ../5.1, which a mount of that folder never follows,
+   so `--mount /usr/share/lua/5.4:/lib` found "no file '/lib/argparse.lua'" for a file the
+   user can see. An absent candidate keeps stock's words alone. */
+static void unreachable_module_files_say_why(void **state) {
+  (void)state;
+  char dir[] = "/tmp/mbx-linked-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char sub[600], link[600];
+  snprintf(sub, sizeof sub, "%s/5.4", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  put_file(dir, "lib.lua", "return 'lib'");
+  snprintf(link, sizeof link, "%s/5.4/lib.lua", dir);
+  assert_int_equal(symlink("../lib.lua", link), 0);
+  mbx_error err;
+  mbx_policy *p = mbx_policy_new();
+  assert_int_equal(mbx_policy_mount(p, "/lib", sub, MBX_MOUNT_RO, &err), MBX_OK);
+  check_in_policy(p,
+                  "package.path = '/lib/?.lua;/none/?.lua' "
+                  "return select(2, pcall(require, 'lib')), "
+                  "package.searchpath('lib', '/lib/?.lua;/none/?.lua')",
+                  "[\"module 'lib' not found:\\n\\tno field package.preload['lib']\\n\\t"
+                  "no registered module 'lib'\\n\\tno file '/lib/lib.lua' (Permission denied "
+                  "(the path leads outside its mount))\\n\\tno file '/none/lib.lua'\\n\\t"
+                  "no built-in module 'lib'\",null,\"no file '/lib/lib.lua' (Permission denied "
+                  "(the path leads outside its mount))\\n\\tno file '/none/lib.lua'\"]");
+  mbx_policy_free(p);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(stock_libraries_are_preloaded),
@@ -323,6 +355,7 @@ int main(void) {
       cmocka_unit_test(each_sandbox_has_its_own_modules),
       cmocka_unit_test(registered_modules_come_before_files),
       cmocka_unit_test(the_module_folder_is_seen_by_module_reads_only),
+      cmocka_unit_test(unreachable_module_files_say_why),
   };
   return cmocka_run_group_tests_name("stdlib/package", tests, snippet_setup, snippet_teardown);
 }
