@@ -62,7 +62,8 @@ static const char *const event_names[] = {
 #define EVENT_LIVE_FIRST EVENT_ARITH_FIRST
 #define EVENT_LIVE_LAST EVENT_CALL
 
-/* Fields setmetatable refuses, and why. */
+/* Events no clone ever holds, and why: the clone holds a refusal that raises when the event
+   fires instead (concat_refused). */
 static const char *const refused_fields[][2] = {
     {"__concat", "__concat metamethods can corrupt memory in this Lua version"}};
 #define REFUSED_COUNT ((int)(sizeof refused_fields / sizeof *refused_fields))
@@ -873,14 +874,14 @@ static void push_clone(lua_State *L, int obj, int mt, int cache, int *fresh) {
   push_new_clone(L, obj, mt);
 }
 
-/* The __concat of every clone. setmetatable refuses a guest __concat (Debian 5.4.4's
-   luaV_concat reads a stale stack pointer after a concat metamethod returns: the regression
-   of its CVE-2022-33099 backport that upstream fixed in 603b2c64, reachable whenever any
-   concat metamethod runs, since the stack can move on entry to one). One added to the
-   metatable later would otherwise be ignored without a word, so this raises when the event
-   fires: the refusal if either operand's guest metatable holds a __concat now, else stock's
-   own "attempt to concatenate" error (without stock's "(local 'x')" detail). It never
-   returns into luaV_concat, so the stale pointer is never used. */
+/* The __concat of every clone. No guest __concat ever runs (Debian 5.4.4's luaV_concat reads
+   a stale stack pointer after a concat metamethod returns: the regression of its
+   CVE-2022-33099 backport that upstream fixed in 603b2c64, reachable whenever any concat
+   metamethod runs, since the stack can move on entry to one), and setmetatable accepts a
+   metatable that has one, so this raises when the event fires: the refusal if either
+   operand's guest metatable holds a __concat now, else stock's own "attempt to concatenate"
+   error (without stock's "(local 'x')" detail). It never returns into luaV_concat, so the
+   stale pointer is never used. */
 #define UPV_CONCAT_NAME lua_upvalueindex(1) /* concat_refused's upvalue: "__concat" */
 static int concat_refused(lua_State *L) {
   for (int i = 1; i <= 2; i++) {
@@ -926,14 +927,9 @@ static int base_setmetatable(lua_State *L) {
       lua_setmetatable(L, 1);
     return 1;
   }
-  for (int i = 0; i < REFUSED_COUNT; i++) {
-    lua_pushvalue(L, UPV_REFUSED(i));
-    if (lua_rawget(L, 2) != LUA_TNIL)
-      return luaL_error(L,
-                        "setmetatable: metatables with '%s' are not allowed in this sandbox (%s)",
-                        refused_fields[i][0], refused_fields[i][1]);
-    lua_pop(L, 1);
-  }
+  /* A __concat in mt is no reason to refuse the metatable: the clone never holds it, and its
+     refusal raises where `..` reaches it (concat_refused). A class may carry one and be used
+     for everything else (Penlight's List). */
   lua_checkstack(L, 12); /* the check and the clone use a few slots above the two arguments */
   lua_rawgetp(L, LUA_REGISTRYINDEX, &key_clone_cache); /* 3 */
   int fresh;

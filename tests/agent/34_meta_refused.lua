@@ -10,7 +10,8 @@ cache[{}] = 2
 collectgarbage()
 local entries = 0
 for _ in pairs(cache) do entries = entries + 1 end
-local ok_concat, err_concat = pcall(setmetatable, {}, {__concat = function(a, b) return "x" end})
+local joined = setmetatable({}, {__concat = function(a, b) return "x" end})
+local ok_concat, err_concat = pcall(function() return joined .. "y" end)
 local ok_gc = pcall(setmetatable, {}, {__gc = function() end})
 local Path = {}
 Path.__index = Path
@@ -19,7 +20,7 @@ function Path:join(other) return Path.new(self.s .. "/" .. other.s) end
 local p = Path.new("usr"):join(Path.new("local")):join(Path.new("bin"))
 return {
   weak = {cache[live] == 1, entries},
-  concat = {ok_concat, err_concat:find("'__concat' are not allowed", 1, true) ~= nil},
+  concat = {ok_concat, err_concat:find("'__concat' metamethods are not allowed", 1, true) ~= nil},
   gc = ok_gc,
   path = p.s,
 }

@@ -14,4 +14,5 @@ if b.anything ~= nil then print(b.anything) end
 -- The marker is replaceable: the guest's own metatable goes through the normal policy.
 setmetatable(a, {__index = {z = 1}})
 assert(a.z == 1)
-assert(not pcall(setmetatable, b, {__concat = print}), "__concat must still be refused")
+setmetatable(b, {__concat = print})
+assert(not pcall(function() return b .. "x" end), "__concat must still be refused at use")

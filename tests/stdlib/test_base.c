@@ -250,13 +250,23 @@ static void load_returns_nil_and_message_on_syntax_error(void **state) {
 
 /* ---- setmetatable / getmetatable --------------------------------------------------------- */
 
-static void setmetatable_refuses_concat(void **state) {
+/* A metatable with __concat is accepted (the class is usable for everything else); `..`
+   reaching it raises the refusal, catchable, and the guest's __concat never runs. */
+static void concat_is_refused_where_used(void **state) {
   (void)state;
-  snippet_check_error("setmetatable({}, {__concat = function() return '' end})", MBX_RUNTIME_ERROR,
-                      "'__concat'");
-  /* Refused whatever the value; catchable with pcall; the object keeps no metatable. */
-  snippet_check_value("local t = {} local ok, m = pcall(setmetatable, t, {__concat = false}) "
-                      "return ok, getmetatable(t) == nil",
+  snippet_check_value("local mt = {__concat = function() error('ran') end, __index = {n = 1}} "
+                      "local t = setmetatable({}, mt) "
+                      "return getmetatable(t) == mt, t.n, #t",
+                      "[true,1,0]");
+  snippet_check_error("local t = setmetatable({}, {__concat = function() return '' end}) "
+                      "return t .. 'x'",
+                      MBX_RUNTIME_ERROR, "'__concat' metamethods are not allowed");
+  snippet_check_error("local t = setmetatable({}, {__concat = function() return '' end}) "
+                      "return 'x' .. t",
+                      MBX_RUNTIME_ERROR, "'__concat' metamethods are not allowed");
+  snippet_check_value("local t = setmetatable({}, {__concat = false}) "
+                      "local ok, m = pcall(function() return t .. 1 end) "
+                      "return ok, m:find('not allowed', 1, true) ~= nil",
                       "[false,true]");
 }
 
@@ -597,10 +607,12 @@ static void clone_cache_sees_changes_between_calls(void **state) {
                       "local x = setmetatable({}, C) C.__len = nil local y = setmetatable({}, C) "
                       "return #x, #y",
                       "[7,0]");
-  /* A refused field added between calls is refused at the next call. */
-  snippet_check_value("local C = {} setmetatable({}, C) C.__concat = print "
-                      "return (pcall(setmetatable, {}, C))",
-                      "false");
+  /* A __concat added between calls is refused where `..` reaches it, for both objects. */
+  snippet_check_value(
+      "local C = {} local x = setmetatable({}, C) C.__concat = print "
+      "local y = setmetatable({}, C) "
+      "return (pcall(function() return x .. 1 end)), (pcall(function() return 1 .. y end))",
+      "[false,false]");
   /* Protection added, and removed, between calls. */
   snippet_check_value("local C = {} setmetatable({}, C) C.__metatable = 'p' "
                       "local y = setmetatable({}, C) "
@@ -959,7 +971,7 @@ int main(void) {
       cmocka_unit_test(load_honours_env_argument),
       cmocka_unit_test(load_defaults_env_to_sandbox_globals),
       cmocka_unit_test(load_returns_nil_and_message_on_syntax_error),
-      cmocka_unit_test(setmetatable_refuses_concat),
+      cmocka_unit_test(concat_is_refused_where_used),
       cmocka_unit_test(concat_added_later_raises_a_clear_error),
       cmocka_unit_test(gc_is_accepted_and_never_runs),
       cmocka_unit_test(weak_tables_collect_as_stock),
