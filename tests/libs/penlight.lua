@@ -2,10 +2,8 @@
 -- packages: lua-penlight
 -- luadir: 5.4
 -- Left out, each a documented difference:
--- - pl.List, and everything that returns one or builds on it: tablex.filter/keys/values/range/
---   index_by, stringx.split/splitlines, text.wrap, Map, Set, MultiMap, OrderedMap, seq's
---   chains, array2d.column, data.read; and pl.func's placeholders. pl.List's metatable holds
---   __concat, which setmetatable refuses (docs/compat.md, "`__gc`, `__mode`, `__concat`").
+-- - List's `..` (its __concat never runs, `..` raises: docs/compat.md, "`__gc`, `__mode`,
+--   `__concat`"), and pl.func's placeholders.
 -- - pretty.read/pretty.load: they call debug.gethook/sethook and debug.setmetatable on the
 --   string metatable (docs/compat.md, "`debug`").
 -- - text.format_operator: it sets __mod in the string metatable (docs/compat.md, "The `string`
@@ -236,6 +234,20 @@ check("xml.parse", function()
 end)
 check("xml.new", function() local d = xml.new("a", {k = "v"}); d:addtag("b"):text("t"); return xml.tostring(d) end)
 check("config.read", function() return config.read(stringio.open("# c\nname = value\nn = 5\nlist = 1,2,3\n"), {list_delim = ","}) end)
+
+-- pl.List and what builds on it (its metatable holds __concat; only `..` is refused).
+local List = require "pl.List"
+check("List basics", function() local l = List{3, 1, 2}; l:append(5); l:sort(); return l, l:len(), tostring(l), l:index(5) end)
+check("List map/filter/reduce", function() local l = List{1, 2, 3, 4}; return l:map(function(x) return x * x end), l:filter(function(x) return x % 2 == 0 end), l:reduce("+") end)
+check("List slice/reverse/extend", function() local l = List.range(1, 6); return l:slice(2, 4), List{1, 2}:reverse(), List{1}:extend{2, 3}, l:contains(3) end)
+check("List == and partition", function() return List{1, 2} == List{1, 2}, List{1, 2, 3, 4}:partition(function(x) return x > 2 end) end)
+check("stringx.split", function() return stringx.split("a,b,,c", ","), stringx.split("  x  y "), stringx.splitlines("1\n2\n") end)
+check("tablex.filter/keys/range", function() return tablex.filter({1, 2, 3, 4}, function(x) return x > 2 end), List(tablex.keys({a = 1, b = 2})):sort(), tablex.range(1, 9, 3) end)
+check("Set ops", function() local a, b = Set{1, 2, 3}, Set{2, 3, 4}; return Set.values(a * b), Set.values(a + b), Set.values(a - b), Set.len(a), Set.issubset(Set{2}, a) end)
+check("Map", function() local m = Map{alpha = 1, beta = 2}; m:set("gamma", 3); return m:get("beta"), m:len(), List(m:keys()):sort() end)
+check("OrderedMap", function() local m = OrderedMap(); m:set("z", 1); m:set("a", 2); m:set("m", 3); return m:keys(), m:values(), tostring(m) end)
+check("MultiMap", function() local m = MultiMap(); m:set("k", 1); m:set("k", 2); return m:get("k") end)
+check("seq chains", function() return seq{5, 3, 8}:sort():copy(), seq.copy(seq.filter({1, 2, 3, 4}, function(x) return x % 2 == 1 end)) end)
 
 -- Needs LuaFileSystem: stock loads lfs.so, moonbox has no C modules; either way pl.path is
 -- not used further (only whether it loaded, so both print the same line).
