@@ -2,6 +2,7 @@
    budget replaced: print, tostring, load, setmetatable, collectgarbage, pcall, xpcall. */
 #include "stdlib/base.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -1243,6 +1244,52 @@ static int guarded_handler(lua_State *L) {
 
 /* The xpcall's frame is done (returned, caught an error, or either after a yield; every
    ending comes here): Lua has restored the message handler of the frame below. */
+/*
+** Guest levels. Stock Lua calls a metamethod, and an xpcall message handler, straight from
+** the frame that needs it; moonbox puts one C frame between them in three places: a walker
+** (an __index read live), a live stub (an event read live) and xpcall's guard around the
+** handler. Code that counts levels would see that frame where stock has none: error("...",
+** 2) in an __index function would name the C frame (no position) instead of the line that
+** indexed, and debug.getinfo(3) in a strict-globals __index would see "C". So the level
+** arguments of error and of debug's functions are guest levels, mapped here to the stack's
+** by skipping those frames. Each step re-walks the CallInfo list from the top (lua_getstack
+** is O(level)), so the scan is charged to the budget and stops at GUEST_LEVEL_SCAN levels:
+** past it, levels are counted as the stack's (a hidden frame deeper than that shifts them).
+*/
+#define GUEST_LEVEL_SCAN 256
+
+static int hidden_frame(lua_State *L1, lua_Debug *ar) {
+  if (!lua_checkstack(L1, 1) || !lua_getinfo(L1, "f", ar)) return 0;
+  lua_CFunction f = lua_tocfunction(L1, -1);
+  lua_pop(L1, 1);
+  return f != NULL &&
+         (f == walk_index || f == walk_newindex || f == live_event || f == guarded_handler);
+}
+
+int mbxL_guest_level(lua_State *L, lua_State *L1, int level) {
+  if (level <= 0) return level;
+  lua_Debug ar;
+  int seen = 0, actual = 1;
+  for (; actual <= GUEST_LEVEL_SCAN && lua_getstack(L1, actual, &ar); actual++) {
+    mbxV_charge_light(L, (uint64_t)actual);
+    if (!hidden_frame(L1, &ar) && ++seen == level) return actual;
+  }
+  int hidden = actual - 1 - seen;
+  return level > INT_MAX - hidden ? INT_MAX : level + hidden;
+}
+
+/* error as stock's (lbaselib.c), the position taken at the guest level. */
+static int base_error(lua_State *L) {
+  int level = (int)luaL_optinteger(L, 2, 1);
+  lua_settop(L, 1);
+  if (lua_type(L, 1) == LUA_TSTRING && level > 0) {
+    luaL_where(L, mbxL_guest_level(L, L, level));
+    lua_pushvalue(L, 1);
+    lua_concat(L, 2);
+  }
+  return lua_error(L);
+}
+
 static int finish_xpcall(lua_State *L, int status, lua_KContext count) {
   --*(lua_Integer *)count;
   return finish_pcall(L, status, 2);
@@ -1302,11 +1349,15 @@ static void open_setmetatable(lua_State *L) {
 }
 
 int mbxL_open_base(lua_State *L) {
-  static const luaL_Reg replaced[] = {
-      {"print", base_print}, {"tostring", base_tostring},
-      {"load", base_load},   {"collectgarbage", base_collectgarbage},
-      {"pcall", base_pcall}, {"getmetatable", base_getmetatable},
-      {"warn", base_warn},   {NULL, NULL}};
+  static const luaL_Reg replaced[] = {{"print", base_print},
+                                      {"tostring", base_tostring},
+                                      {"error", base_error},
+                                      {"load", base_load},
+                                      {"collectgarbage", base_collectgarbage},
+                                      {"pcall", base_pcall},
+                                      {"getmetatable", base_getmetatable},
+                                      {"warn", base_warn},
+                                      {NULL, NULL}};
   static const char *const removed[] = {"dofile", "loadfile"};
   luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
   luaL_setfuncs(L, replaced, 0);

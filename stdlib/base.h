@@ -22,6 +22,12 @@ int mbxL_getmetafield(lua_State *L, int idx, const char *field);
    that value, leaving one result; 0 (nothing pushed) when there is none. */
 int mbxL_callmeta(lua_State *L, int idx, const char *event);
 
+/* The stack level of L1 (L itself or another thread) that the guest calls level: moonbox's
+   own C frames where stock Lua has none (a walker, a live stub, xpcall's guard around the
+   handler) are skipped. Levels <= 0 are returned as they are; one past the stack's end stays
+   past it. Charged to L's budget. What error and debug's level arguments go through. */
+int mbxL_guest_level(lua_State *L, lua_State *L1, int level);
+
 /* 1 when the thread at idx on L's stack has an xpcall frame that has not finished (or when
    that cannot be told for lack of stack room on L), else 0. Raw reads on L only: nothing raises, no guest code
    runs. What coroutine.close checks before it closes a suspended thread (Lua 5.4.4 bug

@@ -3,6 +3,7 @@
 
 #include <lauxlib.h>
 
+#include "stdlib/base.h"
 #include "stdlib/stdlib.h"
 #include "vm/cstack.h"
 #include "vm/errors.h"
@@ -51,7 +52,7 @@ static void need_stack(lua_State *L, lua_State *L1, int n) {
    is none); returns 1 when the level runs a Lua function, 0 for a C function. */
 static int lua_level(lua_State *L, lua_State *L1, int arg, lua_Debug *ar) {
   lua_Integer level = luaL_checkinteger(L, arg);
-  if (level < 0 || level > 0x7fffffff || !lua_getstack(L1, (int)level, ar))
+  if (level < 0 || level > 0x7fffffff || !lua_getstack(L1, mbxL_guest_level(L, L1, (int)level), ar))
     luaL_argerror(L, arg, "level out of range");
   lua_getinfo(L1, "S", ar);
   return ar->what[0] != 'C';
@@ -111,7 +112,8 @@ static int db_getinfo(lua_State *L) {
     lua_getinfo(L1, asked, &ar); /* pops the function; pushes activelines for 'L' */
   } else {
     lua_Integer level = luaL_checkinteger(L, arg + 1);
-    if (level < 0 || level > 0x7fffffff || !lua_getstack(L1, (int)level, &ar)) {
+    if (level < 0 || level > 0x7fffffff ||
+        !lua_getstack(L1, mbxL_guest_level(L, L1, (int)level), &ar)) {
       luaL_pushfail(L);
       return 1;
     }
@@ -337,7 +339,7 @@ static int db_traceback(lua_State *L) {
     luaL_addlstring(&b, msg, len);
     luaL_addchar(&b, '\n');
   }
-  mbxV_traceback_write(L1, (int)level, put_buffer, &b);
+  mbxV_traceback_write(L1, mbxL_guest_level(L, L1, (int)level), put_buffer, &b);
   luaL_pushresult(&b);
   return 1;
 }

@@ -517,6 +517,32 @@ static void metatable_events_added_later_are_live(void **state) {
       "[\"x\"]");
 }
 
+/* Levels count as in stock Lua through moonbox's own C frames (a walker, a live stub, xpcall's
+   guard): error(msg, 2) in an __index added later names the line that indexed. */
+static void error_levels_skip_moonbox_frames(void **state) {
+  (void)state;
+  snippet_check_value("local mt = {} local t = setmetatable({}, mt)\n"
+                      "mt.__index = function(_, k) error('no field ' .. k, 2) end\n"
+                      "local m2 = {} local u = setmetatable({}, m2)\n"
+                      "m2.__add = function() error('bad add', 2) end\n"
+                      "local function f() error('deep', 3) end local function g() f() end\n"
+                      "return {select(2, pcall(function() return t.x end)),\n"
+                      "  select(2, pcall(function() return u + 1 end)),\n"
+                      "  select(2, pcall(function() g() end)),\n"
+                      "  select(2, pcall(error, 'far', 1000)), select(2, pcall(error, 'top'))}",
+                      "[\"input:6: no field x\",\"input:7: bad add\",\"input:8: deep\","
+                      "\"far\",\"top\"]");
+  /* debug.getinfo from a live stub and from an xpcall handler: stock's levels. */
+  snippet_check_value(
+      "local m = {} local u = setmetatable({}, m) local where\n"
+      "m.__lt = function() where = debug.getinfo(2, 'l').currentline return true end\n"
+      "local _ = u < u\n"
+      "local _, w = xpcall(function() error('e') end, function() "
+      "return debug.getinfo(2, 'S').what .. debug.getinfo(3, 'S').what end)\n"
+      "return {where, w}",
+      "[3,\"CLua\"]");
+}
+
 static void metatable_index_table_contents_are_live(void **state) {
   (void)state;
   snippet_check_value("local methods = {} local t = setmetatable({}, {__index = methods}) "
@@ -981,6 +1007,7 @@ int main(void) {
       cmocka_unit_test(setmetatable_returns_the_object),
       cmocka_unit_test(metatable_index_added_later_is_seen),
       cmocka_unit_test(metatable_events_added_later_are_live),
+      cmocka_unit_test(error_levels_skip_moonbox_frames),
       cmocka_unit_test(metatable_index_table_contents_are_live),
       cmocka_unit_test(metamethods_present_at_setmetatable_work),
       cmocka_unit_test(getmetatable_returns_the_guest_table),
