@@ -887,8 +887,9 @@ static int bwrap_version(const char *bwrap, char *ver, size_t size, char *why, s
   }
   unsigned maj = 0, min = 0, pat = 0;
   if (sscanf(text, "bubblewrap %u.%u.%u", &maj, &min, &pat) < 2) {
-    snprintf(why, why_size, "%s --version did not answer \"bubblewrap X.Y.Z\" (it said \"%.40s\")",
-             bwrap, text);
+    snprintf(why, why_size,
+             "%.300s --version did not answer \"bubblewrap X.Y.Z\" (it said \"%.40s\")", bwrap,
+             text);
     return -1;
   }
   snprintf(ver, size, "%u.%u.%u", maj, min, pat);

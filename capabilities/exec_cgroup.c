@@ -58,7 +58,7 @@ static ssize_t read_text(const char *dir, const char *file, char *buf, size_t si
 
 static int has_file(const char *dir, const char *file) {
   char path[MBXC_CG_PATH_MAX + 64];
-  snprintf(path, sizeof path, "%s/%s", dir, file);
+  if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path) return 0;
   return access(path, F_OK) == 0;
 }
 
@@ -179,13 +179,13 @@ static int try_child(const char *dir, const char *need, char *why, size_t why_si
   char child[MBXC_CG_PATH_MAX + 64];
   snprintf(child, sizeof child, "%s/moonbox-probe-%ld", dir, (long)getpid());
   if (mkdir(child, 0755) != 0 && errno != EEXIST)
-    WHY("cannot make a cgroup under %.200s (%s)%s", dir, strerror(errno),
+    WHY("cannot make a cgroup under %.120s (%s)%s", dir, strerror(errno),
         errno == EACCES || errno == EPERM || errno == EROFS
             ? ": run as root or give moonbox a delegated cgroup"
             : "");
   int found = has_file(child, need);
   rmdir(child);
-  if (!found) WHY("a cgroup under %.200s has no %s", dir, need);
+  if (!found) WHY("a cgroup under %.120s has no %s", dir, need);
   return 1;
 }
 

@@ -227,7 +227,7 @@ static int load_mounts(loader *ld, mbx_policy *p, const json_t *arr) {
     snprintf(base, sizeof base, "fs.mounts[%zu]", i);
     if (!json_is_object(m)) return expected(ld, base, "an object {path, host, mode}", m);
     if (known_keys(ld, base, m, keys) != 0) return -1;
-    const char *path, *dir, *mode_text = "ro";
+    const char *path = NULL, *dir = NULL, *mode_text = "ro";
     json_t *pv = json_object_get(m, "path"), *hv = json_object_get(m, "host"),
            *mv = json_object_get(m, "mode");
     snprintf(key, sizeof key, "%s.path", base);
@@ -298,14 +298,14 @@ static int load_files(loader *ld, mbx_policy *p, const json_t *arr) {
     if (known_keys(ld, base, f, keys) != 0) return -1;
     json_t *pv = json_object_get(f, "path"), *hv = json_object_get(f, "host_file"),
            *tv = json_object_get(f, "text");
-    const char *path, *file;
+    const char *path = NULL, *file = NULL;
     snprintf(key, sizeof key, "%s.path", base);
     if (pv == NULL) return refuse(ld, MBX_INVALID_ARGUMENT, key, "missing (e.g. \"/input/a.csv\")");
     if (string_key(ld, key, pv, &path) != 0) return -1;
     if ((hv == NULL) == (tv == NULL))
       return refuse(ld, MBX_INVALID_ARGUMENT, base, "give exactly one of host_file and text");
     char *data = NULL;
-    size_t len;
+    size_t len = 0;
     if (tv) {
       snprintf(key, sizeof key, "%s.text", base);
       if (!json_is_string(tv)) return expected(ld, key, "a string", tv);
@@ -384,7 +384,7 @@ static int load_exec(loader *ld, mbx_policy *p, const json_t *obj) {
     for (size_t i = 0; i < json_array_size(allow); i++) {
       char key[48], why[400];
       snprintf(key, sizeof key, "exec.allow[%zu]", i);
-      const char *prog;
+      const char *prog = NULL;
       if (string_key(ld, key, json_array_get(allow, i), &prog) != 0) return -1;
       int r = mbxC_exec_allow(&p->exec, prog, why, sizeof why);
       if (r == -2) return setter(ld, key, MBXC_POLICY_NO_MEMORY, why);

@@ -35,7 +35,8 @@ static void parse_bad(const char *text, const char *message) {
   mbxC_ffi_sig sig;
   char why[256] = "";
   assert_int_equal(mbxC_ffi_parse(text, &sig, why, sizeof why), -1);
-  if (strcmp(why, message) != 0) fail_msg("'%s'\n  said     %s\n  expected %s", text, why, message);
+  if (strcmp(why, message) != 0)
+    fail_msg("'%s'\n  said     %s\n  expected %s", text ? text : "(null)", why, message);
 }
 
 static void every_type_parses(void **state) {

@@ -688,7 +688,7 @@ typedef struct worker {
 } worker;
 
 static void worker_fail(worker *w, const char *what) {
-  if (w->failures++ == 0) snprintf(w->first_failure, sizeof w->first_failure, "%s", what);
+  if (w->failures++ == 0) snprintf(w->first_failure, sizeof w->first_failure, "%.199s", what);
 }
 
 static void *worker_run(void *arg) {
