@@ -1023,7 +1023,7 @@ int main(int argc, char **argv) {
   }
   switch (opt.command) {
   case MBXH_CLI_HELP:
-    fputs(mbxH_cli_usage(), stdout);
+    fputs(mbxH_cli_usage(opt.help_for), stdout);
     return finish(0);
   case MBXH_CLI_VERSION:
     printf("moonbox %s (Lua 5.4)\n", mbx_version());

@@ -50,55 +50,136 @@ typedef struct option_spec {
   int takes_value;     /* 0: a flag; 1: a value; OPTIONAL: a flag, or a value after '=' */
   const char *example; /* shown when the value is missing */
   int only;            /* FOR_BOTH, or the one command that takes it */
+  const char *value;   /* the value's name in --help ("SIZE"), or NULL */
+  const char *help;    /* its --help lines (NULL: not listed, e.g. the -h alias) */
 } option_spec;
 
 enum { FOR_BOTH = 0, FOR_RUN = 1, FOR_RESUME = 2 };
 enum { OPTIONAL = 2 };
 
+/* Every option, its rules and its --help text: each command's help lists the options that
+   command takes (mbxH_cli_usage), so the list and the parser cannot disagree. */
 static const option_spec run_options[] = {
-    {"--help", OPT_HELP, 0, NULL, 0},
-    {"-h", OPT_HELP, 0, NULL, 0},
-    {"--version", OPT_VERSION, 0, NULL, 0},
-    {"--json", OPT_JSON, 0, NULL, 0},
-    {"-e", OPT_EVAL, 1, "-e 'return 1 + 1'", FOR_RUN},
-    {"--memory", OPT_MEMORY, 1, "--memory 64M", 0},
-    {"--instructions", OPT_INSTRUCTIONS, 1, "--instructions 1e9", 0},
-    {"--timeout", OPT_TIMEOUT, 1, "--timeout 2s", 0},
-    {"--output-limit", OPT_OUTPUT_LIMIT, 1, "--output-limit 1M", 0},
-    {"--source-limit", OPT_SOURCE_LIMIT, 1, "--source-limit 64k", 0},
-    {"--input", OPT_INPUT, 1, "--input '{\"x\": 1}'", FOR_RUN},
-    {"--input-file", OPT_INPUT_FILE, 1, "--input-file inputs.json", FOR_RUN},
-    {"--seed", OPT_SEED, 1, "--seed 42", 0},
-    {"--time", OPT_TIME, 1, "--time 1700000000", 0},
-    {"--env", OPT_ENV, 1, "--env API_URL=https://example.com", 0},
-    {"--deterministic", OPT_DETERMINISTIC, 0, NULL, 0},
-    {"--pause-on", OPT_PAUSE_ON, 1, "--pause-on tools.fetch", 0},
-    {"--snapshot-out", OPT_SNAPSHOT_OUT, 1, "--snapshot-out snap.bin", 0},
-    {"--value", OPT_VALUE, 1, "--value '{\"ok\": true}'", FOR_RESUME},
-    {"--error", OPT_ERROR, 1, "--error 'not found'", FOR_RESUME},
-    {"--policy", OPT_POLICY, 1, "--policy policy.json", 0},
-    {"--mount", OPT_MOUNT, 1, "--mount ./data:/data", 0},
-    {"--file", OPT_FILE, 1, "--file /input/orders.csv=orders.csv", 0},
-    {"--isolate", OPT_ISOLATE, 1, "--isolate process", 0},
-    {"--allow-exec", OPT_ALLOW_EXEC, 1, "--allow-exec /usr/bin/python3", 0},
-    {"--exec-uids", OPT_EXEC_UIDS, 1, "--exec-uids 1879048192-1879113727", 0},
-    {"--changes", OPT_CHANGES, OPTIONAL, NULL, FOR_RUN},
-    {"--export-changes", OPT_EXPORT_CHANGES, 1, "--export-changes ./changes", FOR_RUN},
-    {"--diff", OPT_DIFF, OPTIONAL, NULL, FOR_RUN},
-    {"--diff-limit", OPT_DIFF_LIMIT, 1, "--diff-limit 4M", FOR_RUN},
-    {"--stdin", OPT_STDIN, 1, "--stdin data.txt", FOR_RUN},
-    {"--module", OPT_MODULE, 1, "--module mylib.parser=parser.lua", 0},
-    {"--no-script-modules", OPT_NO_SCRIPT_MODULES, 0, NULL, 0},
+    {"-e", OPT_EVAL, 1, "-e 'return 1 + 1'", FOR_RUN, "CODE", NULL},
+    {"--memory", OPT_MEMORY, 1, "--memory 64M", 0, "SIZE",
+     "live heap limit (default 64M; at least 256k)"},
+    {"--instructions", OPT_INSTRUCTIONS, 1, "--instructions 1e9", 0, "N",
+     "VM instruction limit, e.g. 1e9 (0 = unlimited)"},
+    {"--timeout", OPT_TIMEOUT, 1, "--timeout 2s", 0, "DURATION",
+     "wall-clock limit: 500ms, 2s, 1.5s, 1m (0 = unlimited; default 5s)"},
+    {"--output-limit", OPT_OUTPUT_LIMIT, 1, "--output-limit 1M", 0, "SIZE",
+     "stdout + stderr limit (default 1M)"},
+    {"--source-limit", OPT_SOURCE_LIMIT, 1, "--source-limit 64k", 0, "SIZE",
+     "script size limit (default 64k, at most 16M)"},
+    {"--input", OPT_INPUT, 1, "--input '{\"x\": 1}'", FOR_RUN, "JSON",
+     "a JSON object whose keys become globals"},
+    {"--input-file", OPT_INPUT_FILE, 1, "--input-file inputs.json", FOR_RUN, "PATH",
+     "the same, read from PATH (- = standard input)"},
+    {"--seed", OPT_SEED, 1, "--seed 42", 0, "N", "seed math.random with N (reproducible runs)"},
+    {"--time", OPT_TIME, 1, "--time 1700000000", 0, "EPOCH",
+     "fix os.time/os.date at EPOCH seconds since 1970 (UTC)"},
+    {"--env", OPT_ENV, 1, "--env API_URL=https://example.com", 0, "NAME=VALUE",
+     "a variable for os.getenv (repeatable; nothing else is visible)"},
+    {"--deterministic", OPT_DETERMINISTIC, 0, NULL, 0, NULL,
+     "canonical pairs order, counter ids in tostring, os.clock\n"
+     "counting instructions (with --seed and --time: same output\n"
+     "in every run)"},
+    {"--pause-on", OPT_PAUSE_ON, 1, "--pause-on tools.fetch", 0, "NAME",
+     "grant NAME (e.g. tools.fetch) as an external function: the\n"
+     "run stops at its first call and exits 4 (repeatable)"},
+    {"--snapshot-out", OPT_SNAPSHOT_OUT, 1, "--snapshot-out snap.bin", 0, "FILE",
+     "when the run pauses, write a snapshot of it to FILE (turns\n"
+     "--deterministic on)"},
+    {"--value", OPT_VALUE, 1, "--value '{\"ok\": true}'", FOR_RESUME, "JSON",
+     "the paused call returns this JSON value"},
+    {"--error", OPT_ERROR, 1, "--error 'not found'", FOR_RESUME, "MESSAGE",
+     "the paused call raises this error (catchable with pcall)"},
+    {"--policy", OPT_POLICY, 1, "--policy policy.json", 0, "FILE",
+     "load limits, env, seed, time and files from a JSON policy\n"
+     "(docs/policy.md); the options here override its values"},
+    {"--mount", OPT_MOUNT, 1, "--mount ./data:/data", 0, "HOSTDIR:/PATH[:ro|rw|overlay]",
+     "show HOSTDIR at /PATH (ro: read-only, the default; rw: writes\n"
+     "reach HOSTDIR; overlay: writes stay in the sandbox's memory)\n"
+     "(repeatable)"},
+    {"--file", OPT_FILE, 1, "--file /input/orders.csv=orders.csv", 0, "/PATH=HOSTFILE",
+     "a read-only copy of HOSTFILE at /PATH (repeatable)"},
+    {"--module", OPT_MODULE, 1, "--module mylib.parser=parser.lua", 0, "NAME=FILE",
+     "require(NAME) loads FILE's source (a registered module,\n"
+     "found before package.path; repeatable)"},
+    {"--no-script-modules", OPT_NO_SCRIPT_MODULES, 0, NULL, 0, NULL,
+     "do not let require, loadfile and dofile see the .lua files\n"
+     "beside FILE (by default they do, read-only, as ./x.lua, the\n"
+     "way lua(1) finds them from FILE's folder; io and fs never see\n"
+     "that folder; off with --snapshot-out)"},
+    {"--stdin", OPT_STDIN, 1, "--stdin data.txt", FOR_RUN, "FILE",
+     "what io.stdin and io.read read (- = standard input; without\n"
+     "it, input piped or redirected from a file is used)"},
+    {"--isolate", OPT_ISOLATE, 1, "--isolate process", 0, "process|none",
+     "run the script in a jailed worker process (moonbox-worker:\n"
+     "no files, no network, no system calls but compute) or in\n"
+     "this process (none, the default; moonbox mcp defaults to\n"
+     "process)"},
+    {"--allow-exec", OPT_ALLOW_EXEC, 1, "--allow-exec /usr/bin/python3", 0, "PROGRAM",
+     "let proc.run start PROGRAM (an absolute path, e.g. /bin/sh) in\n"
+     "the exec sandbox (bubblewrap); /bin/sh also enables os.execute\n"
+     "and io.popen (repeatable; see moonbox doctor)"},
+    {"--exec-uids", OPT_EXEC_UIDS, 1, "--exec-uids 1879048192-1879113727", 0, "FIRST-LAST",
+     "as root, the host uids programs run as, one per running\n"
+     "program (exec.uids; default 1879048192-1879113727; set a\n"
+     "range of its own for each container; see moonbox doctor)"},
+    {"--json", OPT_JSON, 0, NULL, 0, NULL,
+     "print one JSON object with status, value, output and usage"},
+    {"--changes", OPT_CHANGES, OPTIONAL, NULL, FOR_RUN, "[=FILE]",
+     "after the run, list what the script changed in overlays and\n"
+     "/tmp on stderr, below a line the script cannot print (or in\n"
+     "FILE; under \"changes\" with --json)"},
+    {"--export-changes", OPT_EXPORT_CHANGES, 1, "--export-changes ./changes", FOR_RUN, "DIR",
+     "write the changed files under DIR (a new directory), with\n"
+     "the manifest DIR/.moonbox-changes.json (removals, renames)"},
+    {"--diff", OPT_DIFF, OPTIONAL, NULL, FOR_RUN, "[=FILE]",
+     "print a unified diff of the changes on stdout, which then holds\n"
+     "nothing else (the script's output goes to stderr), or in FILE"},
+    {"--diff-limit", OPT_DIFF_LIMIT, 1, "--diff-limit 4M", FOR_RUN, "SIZE",
+     "bytes of diff --diff prints (default: --output-limit); past\n"
+     "it a file is named, not shown"},
+    {"--help", OPT_HELP, 0, NULL, 0, NULL, "show this help (-h)"},
+    {"-h", OPT_HELP, 0, NULL, 0, NULL, NULL},
+    {"--version", OPT_VERSION, 0, NULL, 0, NULL, "show the version (-v)"},
 };
 
-static const char usage_text[] =
-    "Usage: moonbox run [OPTIONS] (FILE | -e CODE | -)\n"
-    "       moonbox resume [OPTIONS] SNAPSHOT (--value JSON | --error MESSAGE)\n"
-    "       moonbox check [OPTIONS] (FILE | -e CODE | -)\n"
-    "       moonbox fuzz FILE [OPTIONS] [LIBFUZZER FLAGS] [CORPUS...]  (moonbox fuzz --help)\n"
-    "       moonbox doctor [--json]   (what the exec backend found, and why not)\n"
-    "       moonbox mcp [POLICY OPTIONS]   (an MCP server on stdin/stdout; docs/mcp.md)\n"
-    "       moonbox --help | --version (-v)\n"
+static int mcp_takes(const option_spec *spec);
+
+/* Whether command takes the option (what the parser accepts, below). */
+static int command_takes(mbxH_cli_command command, const option_spec *spec) {
+  if (command == MBXH_CLI_MCP) return mcp_takes(spec);
+  if (spec->only == FOR_BOTH) return 1;
+  return spec->only == (command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN);
+}
+
+static const char overview_text[] =
+    "Usage: moonbox COMMAND [OPTIONS] ...\n"
+    "\n"
+    "Runs untrusted Lua 5.4 in a sandbox with memory, instruction, time and output limits.\n"
+    "\n"
+    "Commands:\n"
+    "  run [OPTIONS] (FILE [ARGS...] | -e CODE | -)\n"
+    "                         run a script; its output is passed through and its return\n"
+    "                         value printed as JSON\n"
+    "  resume [OPTIONS] SNAPSHOT (--value JSON | --error MESSAGE)\n"
+    "                         continue a run paused at a --pause-on function\n"
+    "  check [OPTIONS] (FILE | -e CODE | -)\n"
+    "                         compile under the policy and list the globals it lacks\n"
+    "  fuzz FILE [OPTIONS] [LIBFUZZER FLAGS] [CORPUS...]\n"
+    "                         fuzz the script's fuzz(data) function (coverage-guided)\n"
+    "  doctor [--json] [--exec-uids FIRST-LAST]\n"
+    "                         what the exec backend found on this host, and why not\n"
+    "  mcp [OPTIONS]          an MCP server on stdin/stdout (docs/mcp.md)\n"
+    "  --help, --version (-v)\n"
+    "\n"
+    "moonbox COMMAND --help lists a command's options.\n";
+
+static const char run_head[] =
+    "Usage: moonbox run [OPTIONS] (FILE [ARGS...] | -e CODE | -)\n"
     "\n"
     "Runs an untrusted Lua 5.4 script in a sandbox with memory, instruction, time and\n"
     "output limits. The script's output is passed through; its return value is printed\n"
@@ -109,88 +190,107 @@ static const char usage_text[] =
     "                         script as arg[1..n] and the main chunk's ... (arg[0] is the\n"
     "                         file's name), so options come before FILE, as for lua(1)\n"
     "  -e CODE                run CODE\n"
-    "  - [ARGS...]            read the script from standard input\n"
+    "  - [ARGS...]            read the script from standard input\n";
+
+static const char resume_head[] =
+    "Usage: moonbox resume [OPTIONS] SNAPSHOT (--value JSON | --error MESSAGE)\n"
     "\n"
-    "Options:\n"
-    "  --memory SIZE          live heap limit (default 64M; at least 256k)\n"
-    "  --instructions N       VM instruction limit, e.g. 1e9 (0 = unlimited)\n"
-    "  --timeout DURATION     wall-clock limit: 500ms, 2s, 1.5s, 1m (0 = unlimited; default 5s)\n"
-    "  --output-limit SIZE    stdout + stderr limit (default 1M)\n"
-    "  --source-limit SIZE    script size limit (default 64k, at most 16M)\n"
-    "  --input JSON           a JSON object whose keys become globals\n"
-    "  --input-file PATH      the same, read from PATH (- = standard input)\n"
-    "  --seed N               seed math.random with N (reproducible runs)\n"
-    "  --time EPOCH           fix os.time/os.date at EPOCH seconds since 1970 (UTC)\n"
-    "  --env NAME=VALUE       a variable for os.getenv (repeatable; nothing else is visible)\n"
-    "  --deterministic        canonical pairs order, counter ids in tostring, os.clock\n"
-    "                         counting instructions (with --seed and --time: same output\n"
-    "                         in every run)\n"
-    "  --pause-on NAME        grant NAME (e.g. tools.fetch) as an external function: the\n"
-    "                         run stops at its first call and exits 4 (repeatable)\n"
-    "  --snapshot-out FILE    when the run pauses, write a snapshot of it to FILE (turns\n"
-    "                         --deterministic on)\n"
-    "  --policy FILE          load limits, env, seed, time and files from a JSON policy\n"
-    "                         (docs/policy.md); the options here override its values\n"
-    "  --mount HOSTDIR:/PATH[:ro|rw|overlay]\n"
-    "                         show HOSTDIR at /PATH (ro: read-only, the default; rw: writes\n"
-    "                         reach HOSTDIR; overlay: writes stay in the sandbox's memory)\n"
-    "                         (repeatable)\n"
-    "  --file /PATH=HOSTFILE  a read-only copy of HOSTFILE at /PATH (repeatable)\n"
-    "  --module NAME=FILE     require(NAME) loads FILE's source (a registered module,\n"
-    "                         found before package.path; repeatable)\n"
-    "  --no-script-modules    do not let require, loadfile and dofile see the .lua files\n"
-    "                         beside FILE (by default they do, read-only, as ./x.lua, the\n"
-    "                         way lua(1) finds them from FILE's folder; io and fs never see\n"
-    "                         that folder; off with --snapshot-out)\n"
-    "  --stdin FILE           what io.stdin and io.read read (- = standard input; without\n"
-    "                         it, input piped or redirected from a file is used)\n"
-    "  --isolate process|none run the script in a jailed worker process (moonbox-worker:\n"
-    "                         no files, no network, no system calls but compute) or in\n"
-    "                         this process (none, the default; moonbox mcp defaults to\n"
-    "                         process)\n"
-    "  --allow-exec PROGRAM   let proc.run start PROGRAM (an absolute path, e.g. /bin/sh) in\n"
-    "                         the exec sandbox (bubblewrap); /bin/sh also enables os.execute\n"
-    "                         and io.popen (repeatable; see moonbox doctor)\n"
-    "  --exec-uids FIRST-LAST as root, the host uids programs run as, one per running\n"
-    "                         program (exec.uids; default 1879048192-1879113727; set a\n"
-    "                         range of its own for each container; see moonbox doctor)\n"
-    "  --json                 print one JSON object with status, value, output and usage\n"
-    "  --changes[=FILE]       after the run, list what the script changed in overlays and\n"
-    "                         /tmp on stderr, below a line the script cannot print (or in\n"
-    "                         FILE; under \"changes\" with --json)\n"
-    "  --export-changes DIR   write the changed files under DIR (a new directory), with\n"
-    "                         the manifest DIR/.moonbox-changes.json (removals, renames)\n"
-    "  --diff[=FILE]          print a unified diff of the changes on stdout, which then holds\n"
-    "                         nothing else (the script's output goes to stderr), or in FILE\n"
-    "  --diff-limit SIZE      bytes of diff --diff prints (default: --output-limit); past\n"
-    "                         it a file is named, not shown\n"
-    "  -h, --help             show this help\n"
-    "  -v, --version          show the version\n"
-    "\n"
-    "Resume (continues a paused run from its snapshot, in this or another process):\n"
+    "Continues a paused run from its snapshot, in this or another process.\n"
     "  SNAPSHOT               the file --snapshot-out wrote (- = standard input)\n"
-    "  --value JSON           the paused call returns this JSON value\n"
-    "  --error MESSAGE        the paused call raises this error (catchable with pcall)\n"
-    "  The policy options (--memory, --instructions, --timeout, --output-limit,\n"
-    "  --source-limit, --seed, --time, --env, --pause-on) must be those of the run that\n"
-    "  wrote the snapshot. --json and --snapshot-out work as for run.\n"
+    "The policy options (--memory, --instructions, --timeout, --output-limit,\n"
+    "--source-limit, --seed, --time, --env, --pause-on) must be those of the run that\n"
+    "wrote the snapshot. --json and --snapshot-out work as for run.\n";
+
+static const char check_head[] =
+    "Usage: moonbox check [OPTIONS] (FILE | -e CODE | -)\n"
     "\n"
-    "Check (compiles the script under the policy and runs nothing):\n"
-    "  Lists the global names the script reads or writes that the policy does not provide\n"
-    "  (the standard library, --pause-on functions, --input keys are provided), with line\n"
-    "  numbers, and syntax errors. Exit 0 clean, 1 with findings, 2 on bad usage. --json\n"
-    "  prints {\"globals\":[...],\"ok\":...,\"syntax_error\":...}.\n"
+    "Compiles the script under the policy and runs nothing. Lists the global names the\n"
+    "script reads or writes that the policy does not provide (the standard library,\n"
+    "--pause-on functions, --input keys are provided), with line numbers, and syntax\n"
+    "errors. Exit 0 clean, 1 with findings, 2 on bad usage. --json prints\n"
+    "{\"globals\":[...],\"ok\":...,\"syntax_error\":...}.\n";
+
+static const char mcp_head[] =
+    "Usage: moonbox mcp [OPTIONS]\n"
     "\n"
-    "SIZE takes k, M or G suffixes (also KiB, MiB, GiB; powers of 1024). Options of run come\n"
-    "before FILE or - (after -e CODE they may follow); -- ends the options. Both --opt VALUE\n"
-    "and --opt=VALUE work.\n"
+    "Serves the Model Context Protocol on stdin/stdout until stdin closes (exit 0): an MCP\n"
+    "client starts it and calls its run_lua, check_lua, reset_session and close_session\n"
+    "tools (docs/mcp.md). The options make the server's policy, which caps every call's\n"
+    "limits; each call runs in a jailed worker unless --isolate none.\n";
+
+static const char doctor_text[] =
+    "Usage: moonbox doctor [--json] [--exec-uids FIRST-LAST]\n"
+    "\n"
+    "Says what the exec backend (proc.run, os.execute, io.popen) found on this host:\n"
+    "bubblewrap and its version, the helper, user namespaces, seccomp, cgroups (memory,\n"
+    "pids, kill) and the uid range, each with why not where it is missing.\n"
+    "  --json                 the same as one JSON object\n"
+    "  --exec-uids FIRST-LAST check this uid range instead of the default\n"
+    "  -h, --help             show this help\n";
+
+static const char notes_text[] =
+    "\n"
+    "SIZE takes k, M or G suffixes (also KiB, MiB, GiB; powers of 1024). Options come\n"
+    "before FILE or - (after -e CODE they may follow); -- ends the options. Both\n"
+    "--opt VALUE and --opt=VALUE work.\n"
     "\n"
     "Exit status: 0 ok, 1 script error, 2 usage or input error (also a bad snapshot),\n"
     "3 limit exceeded or interrupted, 4 paused at a --pause-on function, 70 internal\n"
     "error; os.exit(N) exits with N (1 when N is not 0..255).\n";
 
-const char *mbxH_cli_usage(void) {
-  return usage_text;
+/* Append text to the help being built (bounded: the buffer holds the longest help). */
+static void help_add(char *buf, size_t size, size_t *len, const char *text) {
+  size_t n = strlen(text);
+  if (*len + n >= size) n = size - 1 - *len;
+  memcpy(buf + *len, text, n);
+  *len += n;
+  buf[*len] = '\0';
+}
+
+/* One option's lines: "  --name VALUE" padded to column 25 (or alone on its line when
+   longer), then its help, each further line indented to that column. */
+static void help_option(char *buf, size_t size, size_t *len, const option_spec *spec) {
+  char head[80];
+  int n = snprintf(head, sizeof head, "  %s%s%s", spec->name,
+                   spec->value && spec->value[0] != '[' ? " " : "", spec->value ? spec->value : "");
+  help_add(buf, size, len, head);
+  const char *line = spec->help;
+  int col = n;
+  if (col > 23) {
+    help_add(buf, size, len, "\n");
+    col = 0;
+  }
+  while (*line) {
+    const char *nl = strchr(line, '\n');
+    size_t l = nl ? (size_t)(nl - line) : strlen(line);
+    char out[128];
+    snprintf(out, sizeof out, "%*s%.*s\n", 25 - col, "", (int)l, line);
+    help_add(buf, size, len, out);
+    col = 0;
+    line += l + (nl != NULL);
+  }
+}
+
+const char *mbxH_cli_usage(mbxH_cli_command command) {
+  static char buf[8192];
+  size_t len = 0;
+  buf[0] = '\0';
+  const char *head = command == MBXH_CLI_RUN      ? run_head
+                     : command == MBXH_CLI_RESUME ? resume_head
+                     : command == MBXH_CLI_CHECK  ? check_head
+                     : command == MBXH_CLI_MCP    ? mcp_head
+                     : command == MBXH_CLI_DOCTOR ? doctor_text
+                                                  : overview_text;
+  help_add(buf, sizeof buf, &len, head);
+  if (head == overview_text || head == doctor_text) return buf;
+  help_add(buf, sizeof buf, &len, "\nOptions:\n");
+  for (size_t i = 0; i < sizeof run_options / sizeof run_options[0]; i++) {
+    const option_spec *spec = &run_options[i];
+    if (spec->help != NULL && spec->id != OPT_EVAL && command_takes(command, spec))
+      help_option(buf, sizeof buf, &len, spec);
+  }
+  help_add(buf, sizeof buf, &len, notes_text);
+  return buf;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -607,6 +707,11 @@ static int mcp_takes(const option_spec *spec) {
   case OPT_VALUE:
   case OPT_ERROR:
   case OPT_NO_SCRIPT_MODULES:
+  case OPT_STDIN: /* the server's stdin is the protocol */
+  case OPT_CHANGES:
+  case OPT_EXPORT_CHANGES:
+  case OPT_DIFF:
+  case OPT_DIFF_LIMIT: /* a call's changes come back in its result */
     return 0;
   default:
     return 1;
@@ -683,6 +788,7 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
         return -1;
       }
       if (spec->id == OPT_HELP || spec->id == OPT_VERSION) {
+        opt->help_for = opt->command;
         opt->command = spec->id == OPT_HELP ? MBXH_CLI_HELP : MBXH_CLI_VERSION;
         return 0;
       }
@@ -755,7 +861,20 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
   command = argv[1];
   if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0 ||
       strcmp(command, "help") == 0) {
-    opt->command = MBXH_CLI_HELP;
+    opt->command = opt->help_for = MBXH_CLI_HELP;
+    /* moonbox help COMMAND: that command's help. */
+    if (argc >= 3) {
+      static const struct {
+        const char *name;
+        mbxH_cli_command command;
+      } named[] = {{"run", MBXH_CLI_RUN},
+                   {"resume", MBXH_CLI_RESUME},
+                   {"check", MBXH_CLI_CHECK},
+                   {"mcp", MBXH_CLI_MCP},
+                   {"doctor", MBXH_CLI_DOCTOR}};
+      for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+        if (strcmp(argv[2], named[i].name) == 0) opt->help_for = named[i].command;
+    }
     return 0;
   }
   if (strcmp(command, "--version") == 0 || strcmp(command, "-v") == 0 ||
@@ -773,6 +892,7 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
       }
       if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
         opt->command = MBXH_CLI_HELP;
+        opt->help_for = MBXH_CLI_DOCTOR;
         return 0;
       }
       if (strcmp(argv[i], "--exec-uids") == 0 && i + 1 < argc) {

@@ -52,6 +52,7 @@ typedef struct mbxH_cli_limit {
 
 typedef struct mbxH_cli_options {
   mbxH_cli_command command;
+  mbxH_cli_command help_for; /* with command MBXH_CLI_HELP: whose help (MBXH_CLI_HELP: all) */
   mbxH_cli_script script_kind;
   const char *script;                /* path or code; NULL for stdin */
   mbxH_cli_limit memory;             /* bytes */
@@ -143,7 +144,9 @@ int mbxH_cli_exit_code_for_exit(int64_t code);
    flag, -1 for no such option (moonbox fuzz passes them on to the fuzz engine). */
 int mbxH_cli_option_arity(const char *name, size_t name_len);
 
-/* The --help text, ending in a newline. */
-const char *mbxH_cli_usage(void);
+/* The --help text of command (MBXH_CLI_HELP: the overview of every command), ending in a
+   newline: the command's usage and exactly the options it takes. A static buffer, rebuilt
+   at each call. */
+const char *mbxH_cli_usage(mbxH_cli_command command);
 
 #endif /* MBX_HOST_CLI_ARGS_H */

@@ -468,14 +468,32 @@ check_err_first "^moonbox: cannot (open|read) "
 # ------------------------------------------------------------------------------------------
 # Help, version, usage errors
 
-for args in "--help" "help" "-h" "run --help" "run --help x.lua"; do
+for args in "--help" "help" "-h"; do
   start "help ($args)"
   # shellcheck disable=SC2086  # word splitting is the point
   mb $args
   check_rc 0
-  check_out_has '^Usage: moonbox run \[OPTIONS\]'
+  check_out_has '^Usage: moonbox COMMAND'
+  check_out_has '^  fuzz FILE'
+  check_out_has '^moonbox COMMAND --help lists'
   check_empty err
 done
+# Each command's help is its own: its usage and the options it takes.
+for args in "run --help" "run --help x.lua" "help run" "resume --help" "check -h" "mcp --help" \
+  "doctor --help"; do
+  start "help ($args)"
+  # shellcheck disable=SC2086
+  mb $args
+  check_rc 0
+  whose=${args%% *}
+  [ "$whose" = help ] && whose=${args#help }
+  check_out_has "^Usage: moonbox $whose"
+  check_empty err
+done
+start "help (mcp lists only the policy options)"
+mb mcp --help
+check_out_has '^  --isolate process[|]none'
+if grep -Eq -- '^  (--input|-e) ' "$tmp/out"; then fail "mcp --help lists a run-only option"; fi
 
 for args in "--version" "run --version"; do
   start "version ($args)"

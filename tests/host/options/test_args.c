@@ -451,13 +451,58 @@ static void test_usage_lists_every_option(void **state) {
       "--memory", "--instructions", "--timeout", "--output-limit", "--source-limit",
       "--input ", "--input-file",   "--json",    "--help",         "--version",
       "-e CODE",  "moonbox run",    "--seed N",  "--time EPOCH",   "--env NAME=VALUE"};
-  const char *usage = mbxH_cli_usage();
+  const char *usage = mbxH_cli_usage(MBXH_CLI_RUN);
   size_t i;
   (void)state;
   for (i = 0; i < sizeof names / sizeof names[0]; i++) {
     if (strstr(usage, names[i]) == NULL) fail_msg("usage does not mention %s", names[i]);
   }
   assert_int_equal(usage[strlen(usage) - 1], '\n');
+}
+
+/* Each command's --help is its own: its usage and exactly the options it takes. */
+static void test_help_per_command(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  static const struct {
+    const char *argv1;
+    mbxH_cli_command whose;
+  } asked[] = {{"run", MBXH_CLI_RUN},
+               {"resume", MBXH_CLI_RESUME},
+               {"check", MBXH_CLI_CHECK},
+               {"mcp", MBXH_CLI_MCP},
+               {"doctor", MBXH_CLI_DOCTOR}};
+  for (size_t i = 0; i < sizeof asked / sizeof *asked; i++) {
+    PARSE_OK(&opt, asked[i].argv1, "--help");
+    assert_int_equal(opt.command, MBXH_CLI_HELP);
+    assert_int_equal(opt.help_for, asked[i].whose);
+  }
+  PARSE_OK(&opt, "--help");
+  assert_int_equal(opt.help_for, MBXH_CLI_HELP);
+  PARSE_OK(&opt, "help", "mcp");
+  assert_int_equal(opt.help_for, MBXH_CLI_MCP);
+  const char *all = mbxH_cli_usage(MBXH_CLI_HELP);
+  static const char *const commands[] = {"  run ",  "  resume ", "  check ",
+                                         "  fuzz ", "  doctor ", "  mcp "};
+  for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+    if (strstr(all, commands[i]) == NULL) fail_msg("the overview does not list%s", commands[i]);
+  const char *run = mbxH_cli_usage(MBXH_CLI_RUN);
+  assert_non_null(strstr(run, "  --diff[=FILE]"));
+  assert_null(strstr(run, "--value"));
+  const char *resume = mbxH_cli_usage(MBXH_CLI_RESUME);
+  assert_non_null(strstr(resume, "  --value JSON"));
+  assert_null(strstr(resume, "--diff"));
+  const char *mcp = mbxH_cli_usage(MBXH_CLI_MCP);
+  assert_non_null(strstr(mcp, "Usage: moonbox mcp"));
+  assert_non_null(strstr(mcp, "  --isolate process|none"));
+  assert_null(strstr(mcp, "--input"));
+  assert_null(strstr(mcp, "  --pause-on NAME"));
+  assert_null(strstr(mcp, "  --diff"));
+  assert_null(strstr(mcp, "  --stdin"));
+  /* A long value stands alone on its line, the help below it. */
+  assert_non_null(strstr(mcp, "  --mount HOSTDIR:/PATH[:ro|rw|overlay]\n"));
+  /* (each call rebuilds the one buffer: mcp is not read after this) */
+  assert_non_null(strstr(mbxH_cli_usage(MBXH_CLI_DOCTOR), "--exec-uids FIRST-LAST"));
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -633,7 +678,7 @@ static void test_find_pending(void **state) {
 static void test_usage_mentions_resume(void **state) {
   static const char *const names[] = {"moonbox resume", "--pause-on NAME", "--snapshot-out FILE",
                                       "--value JSON",   "--error MESSAGE", "4 paused"};
-  const char *usage = mbxH_cli_usage();
+  const char *usage = mbxH_cli_usage(MBXH_CLI_RESUME);
   size_t i;
   (void)state;
   for (i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -661,7 +706,8 @@ static void test_check_command(void **state) {
   PARSE_FAILS("unknown option '--nope' (see moonbox check --help)", "check", "--nope");
   PARSE_FAILS("--value is an option of moonbox resume (it answers a paused call), not of check",
               "check", "--value", "1", "x.lua");
-  if (strstr(mbxH_cli_usage(), "moonbox check [OPTIONS] (FILE | -e CODE | -)") == NULL)
+  if (strstr(mbxH_cli_usage(MBXH_CLI_CHECK), "moonbox check [OPTIONS] (FILE | -e CODE | -)") ==
+      NULL)
     fail_msg("usage does not mention moonbox check");
 }
 
@@ -725,6 +771,7 @@ int main(void) {
       cmocka_unit_test(test_deterministic_flag),
       cmocka_unit_test(test_exit_code_for_os_exit),
       cmocka_unit_test(test_usage_lists_every_option),
+      cmocka_unit_test(test_help_per_command),
       cmocka_unit_test(test_pause_on_and_snapshot_out),
       cmocka_unit_test(test_pause_on_cap),
       cmocka_unit_test(test_resume_command),
