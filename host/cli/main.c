@@ -728,6 +728,14 @@ static int run_command(const mbxH_cli_options *opt) {
       exit_code = EXIT_USAGE;
       goto done;
     }
+    if (too_large && opt->stdin_file == NULL) {
+      /* Nobody gave --stdin: the piped input was taken as the script's io.stdin. */
+      fprintf(stderr,
+              "moonbox: standard input (piped or redirected) is larger than 64 MiB, the most the "
+              "script's io.stdin holds (redirect it elsewhere, or give --stdin FILE)\n");
+      exit_code = EXIT_USAGE;
+      goto done;
+    }
     if (too_large) {
       fprintf(stderr, "moonbox: --stdin: '%s' is larger than 64 MiB\n",
               strcmp(stdin_path, "-") == 0 ? "stdin" : stdin_path);

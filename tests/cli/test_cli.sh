@@ -448,6 +448,15 @@ STDIN_FILE="$tmp/stdin.lua" mb run -
 check_rc 0
 check_out $'42\n'
 
+# Piped input taken as io.stdin, past its 64 MiB: the message names the pipe, not an option
+# nobody gave.
+start stdin_piped_too_large
+head -c 70000000 /dev/zero >"$tmp/big_stdin"
+STDIN_FILE="$tmp/big_stdin" mb run -e 'return 1'
+rm -f "$tmp/big_stdin"
+check_rc 2
+check_err_first '^moonbox: standard input \(piped or redirected\) is larger than 64 MiB'
+
 start stdin_script_error
 printf '\nerror("from stdin")' >"$tmp/stdin_err.lua"
 STDIN_FILE="$tmp/stdin_err.lua" mb run -
