@@ -136,8 +136,13 @@ def _forms_hook(obj):
     return obj
 
 
+# One decoder for every call: json.loads with an object_hook builds a new one each time
+# (about 5 us of a 1+1 run's 55 us, measured).
+_DECODER = json.JSONDecoder(object_hook=_forms_hook)
+
+
 def from_json(text):
     """The Python value of JSON text the library produced (bytes or str)."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
-    return json.loads(text, object_hook=_forms_hook)
+    return _DECODER.decode(text)
