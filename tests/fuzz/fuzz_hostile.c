@@ -9,7 +9,8 @@
        pcall / xpcall handlers, json.encode of deep tables;
      - heap pressure: tables of strings, string doubling, collectgarbage (stopped, tuned);
      - weak tables (a weak metatable's __newindex table grown under pressure: 983bc433's
-       shape), __mode, __gc and __concat changed after setmetatable;
+       shape), __mode, __gc and __concat changed after setmetatable; events added after
+       setmetatable, read live through the clone's stubs;
      - debug: locals and upvalues of every level read and written, C levels included.
    Each construct is wrapped in pcall so the program goes on after an error; a tripped limit
    stays tripped (sticky). The run uses small budgets (4 MiB, 3M instructions, 100 ms) and
@@ -100,7 +101,7 @@ static void body(program *g, recipe *r, int depth) {
 
 /* One statement, wrapped in pcall: `pcall(function() ... end)`. */
 static void construct(program *g, recipe *r, int depth) {
-  unsigned kind = next_byte(r) % 18, a = next_byte(r), b = next_byte(r);
+  unsigned kind = next_byte(r) % 19, a = next_byte(r), b = next_byte(r);
   emit(g, "pcall(function() ");
   switch (kind) {
   case 0: /* an __index chain of tables keyed by one long string */
@@ -226,6 +227,21 @@ static void construct(program *g, recipe *r, int depth) {
     emit(g, " end} local o = setmetatable({}, mt) mt.__concat = function() ");
     body(g, r, depth);
     emit(g, " return 'c' end local _ = pcall(function() return 'a' .. o .. %u end) ", a);
+    break;
+  case 17: /* events added after setmetatable, read live through the clone's stubs: nested
+              operations with string and number operands, __le by __lt, a late __call and
+              __concat accepted at setmetatable, error levels counted through the stubs */
+    emit(g, "local mt = {__concat = function() return 'c' end} local o = setmetatable({}, mt) "
+            "local p = setmetatable({}, {}) mt.__add = function(x, y) ");
+    body(g, r, depth);
+    emit(g,
+         " return o end mt.__lt = function(x, y) error('lt', %u) end "
+         "mt.__call = function(self, n) if n > 0 then return self(n - 1) end return o + '1' end "
+         "for _, f in ipairs{function() return o + p + 1 end, function() return '2' - o end, "
+         "function() return o <= p end, function() return p < o end, "
+         "function() return o(%u) end, function() return o .. 'x' end, "
+         "function() return -p end} do pcall(f) end ",
+         a % 4, size_of(b % 10));
     break;
   default: /* deep recursion, plain */
     emit(g, "local function f(n) if n == 0 then return 0 end return 1 + f(n - 1) end f(%u) ",
