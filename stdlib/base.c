@@ -1278,6 +1278,15 @@ int mbxL_guest_level(lua_State *L, lua_State *L1, int level) {
   return level > INT_MAX - hidden ? INT_MAX : level + hidden;
 }
 
+int mbxL_metamethod_frame(lua_State *L1, int level) {
+  lua_Debug ar;
+  if (!lua_getstack(L1, level, &ar) || !lua_checkstack(L1, 1) || !lua_getinfo(L1, "f", &ar))
+    return 0;
+  lua_CFunction f = lua_tocfunction(L1, -1);
+  lua_pop(L1, 1);
+  return f != NULL && (f == walk_index || f == walk_newindex || f == live_event);
+}
+
 /* error as stock's (lbaselib.c), the position taken at the guest level. */
 static int base_error(lua_State *L) {
   int level = (int)luaL_optinteger(L, 2, 1);

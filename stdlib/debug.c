@@ -112,8 +112,8 @@ static int db_getinfo(lua_State *L) {
     lua_getinfo(L1, asked, &ar); /* pops the function; pushes activelines for 'L' */
   } else {
     lua_Integer level = luaL_checkinteger(L, arg + 1);
-    if (level < 0 || level > 0x7fffffff ||
-        !lua_getstack(L1, mbxL_guest_level(L, L1, (int)level), &ar)) {
+    int actual = level < 0 || level > 0x7fffffff ? -1 : mbxL_guest_level(L, L1, (int)level);
+    if (actual < 0 || !lua_getstack(L1, actual, &ar)) {
       luaL_pushfail(L);
       return 1;
     }
@@ -124,6 +124,16 @@ static int db_getinfo(lua_State *L) {
        same, as before any C recursion a guest starts. */
     if (strchr(asked, 'n')) mbxV_cstack_check(L);
     lua_getinfo(L1, asked, &ar);
+    /* A metamethod moonbox calls for the VM through a C frame of its own (a walker, a live
+       stub) is named as stock names it: by the code that fired the event, which named that
+       frame (the frame itself is skipped in levels, so its name is the one to give). */
+    lua_Debug caller;
+    if (strchr(asked, 'n') && ar.name == NULL && actual < 0x7fffffff &&
+        mbxL_metamethod_frame(L1, actual + 1) && lua_getstack(L1, actual + 1, &caller) &&
+        lua_getinfo(L1, "n", &caller)) {
+      ar.name = caller.name;
+      ar.namewhat = caller.namewhat;
+    }
   }
   int lines = strchr(asked, 'L') != NULL;
   if (lines) lua_xmove(L1, L, 1); /* activelines (nil for a C function) */

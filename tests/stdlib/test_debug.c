@@ -40,6 +40,22 @@ static void getinfo_describes_lua_levels_and_functions(void **state) {
                       "[true,true,false,\"bad argument #2 to 'debug.getinfo' (invalid option)\"]");
 }
 
+/* A metamethod moonbox calls for the VM through a C frame of its own (a walker, a live stub:
+   events added after setmetatable) has the name stock gives it, from the code that fired the
+   event; before, the frame between left it nameless. */
+static void getinfo_names_metamethods_called_through_moonbox(void **state) {
+  (void)state;
+  snippet_check_value(
+      "local mt = {} local o = setmetatable({}, mt)\n"
+      "local function named(i) return tostring(i.name) .. '/' .. i.namewhat end\n"
+      "mt.__add = function() return named(debug.getinfo(1, 'n')) end\n"
+      "mt.__index = function() return named(debug.getinfo(1, 'n')) end\n"
+      "mt.__lt = function() return named(debug.getinfo(1, 'n')) == 'lt/metamethod' end\n"
+      "local cls = {__sub = mt.__add} local p = setmetatable({}, cls)\n"
+      "return {o + 1, o.x, o < o, p - 1}",
+      "[\"add/metamethod\",\"index/metamethod\",true,\"sub/metamethod\"]");
+}
+
 static void getinfo_gives_no_function_for_c_levels_or_c_functions(void **state) {
   (void)state;
   /* Level 2 of the callback is moonbox's pcall: described as C, without its closure. */
@@ -300,6 +316,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(require_returns_the_debug_table),
       cmocka_unit_test(getinfo_describes_lua_levels_and_functions),
+      cmocka_unit_test(getinfo_names_metamethods_called_through_moonbox),
       cmocka_unit_test(getinfo_gives_no_function_for_c_levels_or_c_functions),
       cmocka_unit_test(getlocal_and_setlocal_reach_named_locals),
       cmocka_unit_test(c_levels_show_no_locals_and_refuse_setlocal),
