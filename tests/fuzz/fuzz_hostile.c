@@ -101,7 +101,7 @@ static void body(program *g, recipe *r, int depth) {
 
 /* One statement, wrapped in pcall: `pcall(function() ... end)`. */
 static void construct(program *g, recipe *r, int depth) {
-  unsigned kind = next_byte(r) % 19, a = next_byte(r), b = next_byte(r);
+  unsigned kind = next_byte(r) % 21, a = next_byte(r), b = next_byte(r);
   emit(g, "pcall(function() ");
   switch (kind) {
   case 0: /* an __index chain of tables keyed by one long string */
@@ -211,7 +211,7 @@ static void construct(program *g, recipe *r, int depth) {
     body(g, r, depth);
     emit(g, " end}) error('w') end) pcall(f) ");
     break;
-  case 15: /* weak tables: a weak metatable's __newindex table grown under heap pressure (the
+  case 17: /* weak tables: a weak metatable's __newindex table grown under heap pressure (the
               983bc433 shape), weak caches, and __mode/__gc changed after setmetatable */
     emit(g,
          "local h = {} local mt = setmetatable({__newindex = h}, {__mode = '%s'}) "
@@ -221,14 +221,14 @@ static void construct(program *g, recipe *r, int depth) {
          "local g = {} for i = 1, %u do g[i] = {i} end g = nil t[{}] = 1 ",
          a & 1 ? "v" : "kv", size_of(a % 20), b, size_of(b % 18));
     break;
-  case 16: /* __concat added after setmetatable (refused when it fires), __gc never run */
+  case 18: /* __concat added after setmetatable (refused when it fires), __gc never run */
     emit(g, "local mt = {__gc = function() ");
     body(g, r, depth);
     emit(g, " end} local o = setmetatable({}, mt) mt.__concat = function() ");
     body(g, r, depth);
     emit(g, " return 'c' end local _ = pcall(function() return 'a' .. o .. %u end) ", a);
     break;
-  case 17: /* events added after setmetatable, read live through the clone's stubs: nested
+  case 19: /* events added after setmetatable, read live through the clone's stubs: nested
               operations with string and number operands, __le by __lt, a late __call and
               __concat accepted at setmetatable, error levels counted through the stubs */
     emit(g, "local mt = {__concat = function() return 'c' end} local o = setmetatable({}, mt) "
