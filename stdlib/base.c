@@ -897,9 +897,7 @@ static int concat_refused(lua_State *L) {
     lua_settop(L, 2);
   }
   int bad = lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER ? 2 : 1;
-  const char *name = luaL_getmetafield(L, bad, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
-                                                                        : luaL_typename(L, bad);
-  return luaL_error(L, "attempt to concatenate a %s value", name);
+  return luaL_error(L, "attempt to concatenate a %s value", shown_type(L, bad));
 }
 
 static int base_setmetatable(lua_State *L) {

@@ -498,8 +498,10 @@ static void metatable_events_added_later_are_live(void **state) {
   /* __name set later names the value; __le falls back to not __lt (b, a) as Debian's 5.4.4. */
   snippet_check_value("local mt = {} local c = setmetatable({}, mt) mt.__name = 'Thing' "
                       "mt.__lt = function() return false end "
-                      "return {select(2, pcall(function() return c + 1 end)), c <= c}",
-                      "[\"input:1: attempt to perform arithmetic on a Thing value\",true]");
+                      "return {select(2, pcall(function() return c + 1 end)), c <= c, "
+                      "select(2, pcall(function() return c .. 'x' end))}",
+                      "[\"input:1: attempt to perform arithmetic on a Thing value\",true,"
+                      "\"input:1: attempt to concatenate a Thing value\"]");
   /* A __call added later must be a function, as at setmetatable; a yield crosses a stub. */
   snippet_check_value("local mt = {} local c = setmetatable({}, mt) mt.__call = {} "
                       "local ok, err = pcall(c) return err:match(\"'__call' must be a function\")",
