@@ -558,9 +558,10 @@ static int f_setvbuf(lua_State *L) {
   return 1;
 }
 
+/* true, as Lua 5.4.4's luaL_fileresult gives (later versions return the file). */
 static int f_flush(lua_State *L) {
   open_file(L, 1);
-  lua_settop(L, 1);
+  lua_pushboolean(L, 1);
   return 1;
 }
 
@@ -796,6 +797,13 @@ static int io_write(lua_State *L) {
   return r;
 }
 
+/* io.flush(): io.output():flush(). */
+static int io_flush(lua_State *L) {
+  current(L, IO_OUTPUT, "output");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* ---- os.remove, os.rename, os.tmpname (stdlib/os.c installs them) ---- */
 
 int mbxL_os_remove(lua_State *L) {
@@ -1018,7 +1026,7 @@ int mbxL_open_io(lua_State *L) {
   lua_setfield(L, -3, "stderr");
   static const luaL_Reg funcs[] = {{"write", io_write},   {"read", io_read},   {"input", io_input},
                                    {"output", io_output}, {"close", io_close}, {"lines", io_lines},
-                                   {NULL, NULL}};
+                                   {"flush", io_flush},   {NULL, NULL}};
   luaL_setfuncs(L, funcs, 1); /* each closes over the table */
   lua_setglobal(L, "io");
   open_fs(L);
