@@ -263,25 +263,67 @@ static int read_all(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
   return 1;
 }
 
-/* read("n"): the longest numeral prefix (at most 200 bytes, as stock), then tonumber. */
-static int read_number(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
+/* read("n") reads stock's numeral grammar (liolib.c): an optional sign, "0x" or "0X", digits
+   (hex ones after "0x"), one point and more digits, then, after at least one digit, an exponent
+   ("e", or "p" after "0x") with an optional sign and decimal digits. It stops at the first byte
+   that cannot continue the numeral, which stays unread ("5.E-3X" is 0.005 and leaves "X"), and
+   then converts what it took with tonumber. More than 200 bytes fail, as stock. */
+typedef struct {
+  lua_State *L;
+  lfile *f;
+  mbxV_meter *m;
+  mbxC_port_error *e;
   char num[201];
-  size_t n = 0;
-  int r;
-  /* strchr finds the terminating NUL too: a NUL byte is neither space nor a numeral. */
+  size_t n;
+  int r;        /* the last fill: > 0 a byte is there, 0 the end, < 0 an error */
+  int too_long; /* past 200 bytes: the numeral fails */
+} numeral;
+
+/* Takes the next byte into the numeral if it is one of `set`. */
+static int numeral_take(numeral *nr, const char *set) {
+  if (nr->too_long || (nr->r = fill(nr->L, nr->f, nr->m, nr->e)) <= 0) return 0;
+  char c = nr->f->buf[nr->f->rpos];
+  /* strchr finds the terminating NUL too: a NUL byte is never part of a numeral. */
+  if (c == '\0' || strchr(set, c) == NULL) return 0;
+  if (nr->n >= sizeof nr->num - 1) {
+    nr->too_long = 1;
+    return 0;
+  }
+  nr->num[nr->n++] = c;
+  nr->f->rpos++;
+  return 1;
+}
+
+static int numeral_digits(numeral *nr, int hex) {
+  int count = 0;
+  while (numeral_take(nr, hex ? "0123456789abcdefABCDEF" : "0123456789"))
+    count++;
+  return count;
+}
+
+static int read_number(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
+  numeral nr = {.L = L, .f = f, .m = m, .e = e, .n = 0, .r = 1, .too_long = 0};
+  int r, count = 0, hex = 0;
   while ((r = fill(L, f, m, e)) > 0 && f->buf[f->rpos] != '\0' &&
          strchr(" \t\n\r\f\v", f->buf[f->rpos]) != NULL)
     f->rpos++;
-  while (n < sizeof num - 1 && (r = fill(L, f, m, e)) > 0) {
-    char c = f->buf[f->rpos];
-    if (c == '\0' || !strchr("0123456789abcdefABCDEFxXpP.+-", c)) break;
-    if ((c == '+' || c == '-') && n > 0 && strchr("eEpP", num[n - 1]) == NULL) break;
-    num[n++] = c;
-    f->rpos++;
+  if (r < 0) return -1;
+  numeral_take(&nr, "+-");
+  if (numeral_take(&nr, "0")) {
+    if (numeral_take(&nr, "xX"))
+      hex = 1;
+    else
+      count = 1;
   }
-  if (r < 0 && n == 0) return -1;
-  num[n] = '\0';
-  if (n > 0 && lua_stringtonumber(L, num) == n + 1) return 1;
+  count += numeral_digits(&nr, hex);
+  if (numeral_take(&nr, ".")) count += numeral_digits(&nr, hex);
+  if (count > 0 && numeral_take(&nr, hex ? "pP" : "eE")) {
+    numeral_take(&nr, "+-");
+    numeral_digits(&nr, 0);
+  }
+  if (nr.r < 0 && nr.n == 0) return -1;
+  nr.num[nr.n] = '\0';
+  if (!nr.too_long && nr.n > 0 && lua_stringtonumber(L, nr.num) == nr.n + 1) return 1;
   lua_pushnil(L);
   return 0;
 }
@@ -516,9 +558,10 @@ static int f_setvbuf(lua_State *L) {
   return 1;
 }
 
+/* true, as Lua 5.4.4's luaL_fileresult gives (later versions return the file). */
 static int f_flush(lua_State *L) {
   open_file(L, 1);
-  lua_settop(L, 1);
+  lua_pushboolean(L, 1);
   return 1;
 }
 
@@ -754,6 +797,13 @@ static int io_write(lua_State *L) {
   return r;
 }
 
+/* io.flush(): io.output():flush(). */
+static int io_flush(lua_State *L) {
+  current(L, IO_OUTPUT, "output");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* ---- os.remove, os.rename, os.tmpname (stdlib/os.c installs them) ---- */
 
 int mbxL_os_remove(lua_State *L) {
@@ -976,7 +1026,7 @@ int mbxL_open_io(lua_State *L) {
   lua_setfield(L, -3, "stderr");
   static const luaL_Reg funcs[] = {{"write", io_write},   {"read", io_read},   {"input", io_input},
                                    {"output", io_output}, {"close", io_close}, {"lines", io_lines},
-                                   {NULL, NULL}};
+                                   {"flush", io_flush},   {NULL, NULL}};
   luaL_setfuncs(L, funcs, 1); /* each closes over the table */
   lua_setglobal(L, "io");
   open_fs(L);

@@ -130,6 +130,10 @@ int mbxL_native_call(lua_State *L);
    in place of any address (no heap addresses reach the guest: THREATS E10). Runs __tostring
    (guest code, under the budget) and honours __name. */
 const char *mbxL_tolstring(lua_State *L, int idx, size_t *len);
+/* What string.format's "%p" shows for the value at idx, written to buf: "0x" and the digits
+   tostring shows after the type name; NULL for a value without an address (nil, booleans,
+   numbers), which stock prints as "(null)". */
+const char *mbxL_pointer_text(lua_State *L, int idx, char *buf, size_t size);
 
 /* Install string.find/match/gmatch/gsub (stdlib/pattern.c) and string.rep/pack/unpack
    (stdlib/strbuild.c) into the string library table at lib. */

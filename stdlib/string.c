@@ -33,28 +33,63 @@ static int reraise_format_error(lua_State *L, const char *msg) {
   return lua_error(L);
 }
 
+/* Stock's checks of a "%p" specification fmt[pct..end] (lstrlib.c's getformat and
+   checkformat): at most 21 bytes, only "-" flags, a width of at most two digits not starting
+   with 0, no precision. */
+static void check_pointer_spec(lua_State *L, const char *fmt, size_t pct, size_t end) {
+  if (end - pct >= 22) luaL_error(L, "invalid format (too long)");
+  size_t q = pct + 1;
+  while (fmt[q] == '-')
+    q++;
+  if (fmt[q] != '0')
+    for (int digits = 0; digits < 2 && fmt[q] >= '0' && fmt[q] <= '9'; digits++)
+      q++;
+  if (q != end) {
+    lua_pushlstring(L, fmt + pct, end - pct + 1);
+    luaL_error(L, "invalid conversion specification: '%s'", lua_tostring(L, -1));
+  }
+}
+
 /* string.format with "%s" of tables, functions and the like rendered by mbxL_tolstring (the
-   stock path prints heap addresses), and "%p" refused. */
+   stock path prints heap addresses), and "%p" turned into "%s" of what tostring shows in
+   place of the address (stock prints the address itself: THREATS E10). */
 static int str_format(lua_State *L) {
   size_t len;
   const char *fmt = luaL_checklstring(L, 1, &len);
   mbxV_cstack_check(L);
   int top = lua_gettop(L), arg = 1;
+  char *copy = NULL; /* the format with each "%p" made "%s", once there is one */
   for (size_t i = 0; i < len; i++) {
     if (fmt[i] != '%') continue;
+    size_t pct = i;
     if (++i < len && fmt[i] == '%') continue;
     arg++;
     while (i < len && strchr("-+ #0123456789.", fmt[i]))
       i++;
     if (i >= len) break;
-    if (fmt[i] == 'p')
-      return luaL_error(L, "string.format: '%%p' is not available in this sandbox (addresses "
-                           "are hidden)");
+    /* Past the last argument stock raises "no value" at this conversion: nothing to hide. */
+    if (fmt[i] == 'p' && arg <= top) {
+      check_pointer_spec(L, fmt, pct, i);
+      char buf[32];
+      const char *text = mbxL_pointer_text(L, arg, buf, sizeof buf);
+      if (copy == NULL) {
+        copy = lua_newuserdatauv(L, len, 0);
+        memcpy(copy, fmt, len);
+      }
+      copy[i] = 's';
+      lua_pushstring(L, text != NULL ? text : "(null)");
+      lua_replace(L, arg);
+    }
     if (fmt[i] == 's' && arg <= top && lua_type(L, arg) != LUA_TSTRING &&
         lua_type(L, arg) != LUA_TNUMBER) {
       mbxL_tolstring(L, arg, NULL);
       lua_replace(L, arg);
     }
+  }
+  if (copy != NULL) {
+    lua_pushlstring(L, copy, len);
+    lua_replace(L, 1);
+    lua_settop(L, top);
   }
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);

@@ -18,6 +18,31 @@ static unsigned long long hidden_address(lua_State *L, const void *p) {
   return (unsigned long long)(XXH3_64bits_withSeed(&p, sizeof p, key) >> 16);
 }
 
+/* The digits tostring shows after the type name: the object's number in deterministic mode
+   (the hash key is random per runtime), else the keyed hash of its address. */
+static unsigned long long shown_address(lua_State *L, int idx) {
+  return mbxL_deterministic(L) ? (unsigned long long)mbxL_object_number(L, idx)
+                               : hidden_address(L, lua_topointer(L, idx));
+}
+
+const char *mbxL_pointer_text(lua_State *L, int idx, char *buf, size_t size) {
+  idx = lua_absindex(L, idx);
+  if (lua_topointer(L, idx) == NULL) return NULL;
+  unsigned long long shown;
+  if (lua_type(L, idx) == LUA_TSTRING && mbxL_deterministic(L)) {
+    /* Strings have no object number (they are values to the canonical order): a hash of the
+       bytes, the same in every process. Equal long strings share it, where stock's
+       addresses tell two copies apart. */
+    size_t len;
+    const char *s = lua_tolstring(L, idx, &len);
+    shown = (unsigned long long)(XXH3_64bits(s, len) >> 16);
+  } else {
+    shown = shown_address(L, idx);
+  }
+  snprintf(buf, size, "0x%012llx", shown);
+  return buf;
+}
+
 const char *mbxL_tolstring(lua_State *L, int idx, size_t *len) {
   idx = lua_absindex(L, idx);
   mbxV_cstack_check(L); /* __tostring may call tostring again, from C each time */
@@ -40,9 +65,7 @@ const char *mbxL_tolstring(lua_State *L, int idx, size_t *len) {
   default: {
     /* Deterministic mode: the sandbox's first-seen counter instead of the hash, so the text
        is the same in every process (the hash key is random per runtime). */
-    unsigned long long shown = mbxL_deterministic(L)
-                                   ? (unsigned long long)mbxL_object_number(L, idx)
-                                   : hidden_address(L, lua_topointer(L, idx));
+    unsigned long long shown = shown_address(L, idx);
     int kind = mbxL_getmetafield(L, idx, "__name");
     const char *name = kind == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, idx);
     char buf[64];

@@ -233,6 +233,39 @@ static void read_edges_match_stock(void **state) {
       "[null,4,\"\\u00002\"]");
 }
 
+/* read("n") follows stock's numeral grammar (liolib.c's read_number): an optional sign, "0x",
+   digits, one point, digits, an exponent, and it stops at the first byte that cannot continue
+   the numeral, which stays unread; more than 200 bytes fail. Expected values are lua5.4's (the
+   Lua 5.4.4 test suite's files.lua reads "5.E-3X" as 0.005 and leaves the "X"). */
+static void read_number_grammar_matches_stock(void **state) {
+  (void)state;
+  snippet_check_value(
+      "local f = assert(io.open('/tmp/rn.txt', 'w')) "
+      "f:write('5.E-3X 234e+13E 0xDEADBEEFDEADBEEFx 0x1.13Ap+3e 12abc 0x 1e+ .5. --1 ') "
+      "f:close() local g = io.open('/tmp/rn.txt') local t = {} "
+      "for i = 1, 12 do t[#t + 1] = tostring(g:read('n')) t[#t + 1] = g:read(1) end "
+      "return table.concat(t, '|')",
+      "\"0.005|X|2.34e+15|E|-2401053088876216593|x|8.61328125|e|12|a|nil|b|nil|c|nil| |nil| |"
+      "0.5|.|nil|-|1| \"");
+  snippet_check_value("local f = assert(io.open('/tmp/rl.txt', 'w')) "
+                      "f:write(string.rep('1', 201), ' 0x', string.rep('f', 198), '|') f:close() "
+                      "local g = io.open('/tmp/rl.txt') local t = {} "
+                      "for i = 1, 2 do t[#t + 1] = tostring(g:read('n')) t[#t + 1] = g:read(1) end "
+                      "return table.concat(t, '|')",
+                      "\"nil|1|-1||\"");
+}
+
+/* io.flush exists and, like file:flush, returns true as Lua 5.4.4 does (the suite's files.lua
+   calls io.flush(); it was nil here); a closed default output raises stock's error. */
+static void flush_is_stock(void **state) {
+  (void)state;
+  snippet_check_value("return io.flush(), io.stdout:flush(), io.output('/tmp/fl'):flush(), "
+                      "select('#', io.flush())",
+                      "[true,true,true,1]");
+  snippet_check_value("io.output('/tmp/fl') io.close() return pcall(io.flush)",
+                      "[false,\"default output file is closed\"]");
+}
+
 static void tmp_files_round_trip(void **state) {
   (void)state;
   snippet_check_value(
@@ -500,6 +533,8 @@ int main(void) {
       cmocka_unit_test(stdin_buffer_comes_with_the_first_read),
       cmocka_unit_test(outside_the_view_is_the_stock_triple),
       cmocka_unit_test(read_edges_match_stock),
+      cmocka_unit_test(read_number_grammar_matches_stock),
+      cmocka_unit_test(flush_is_stock),
       cmocka_unit_test(tmp_files_round_trip),
       cmocka_unit_test(files_close_at_run_end),
       cmocka_unit_test(rewind_restores_memory_files),

@@ -85,8 +85,9 @@ static void libraries_hold_exactly_their_functions(void **state) {
   expect_keys("table", "concat insert move pack remove sort unpack");
   expect_keys("utf8", "char charpattern codepoint codes len offset");
   expect_keys("coroutine", "close create isyieldable resume running status wrap yield");
-  expect_keys("io",
-              "close input lines open output popen read stderr stdin stdout tmpfile type write");
+  expect_keys(
+      "io",
+      "close flush input lines open output popen read stderr stdin stdout tmpfile type write");
   expect_keys("fs", "exists list mkdir remove stat");
   expect_keys("os", "clock date difftime execute exit getenv remove rename setlocale time "
                     "tmpname");
