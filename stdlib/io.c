@@ -67,6 +67,16 @@ typedef struct lfile {
 
 /* Registry key of io.stdin's read-ahead buffer (a userdata), made at the first read. */
 static const char key_stdin_buffer = 0;
+/* Files a guest dropped without closing (stock Lua's __gc closes them; moonbox runs no
+   finalizer): registry[&key_file_handles] = {[handle] = true} for every open file, and
+   registry[&key_file_owners] = {[handle] = file}, weak-valued. When the view refuses an open
+   for its cap on open files, a full collection (charged, as collectgarbage's) empties the
+   owners of files nothing reaches, and their handles are closed before the open is tried
+   again (reclaim_dropped_files). Neither table is ever a metatable (983bc433 needs a weak
+   one), and the owners table is read only right after a full collection, whose result does
+   not depend on when earlier cycles ran, so a replay closes the same handles. */
+static const char key_file_handles = 0;
+static const char key_file_owners = 0;
 
 /* ---- errors: stock's nil, message, errno ---- */
 
@@ -519,6 +529,8 @@ static int close_popen(lua_State *L, lfile *f, int idx) {
   return mbxL_push_exec_status(L, res.signal ? -1 : res.exit_code, res.signal);
 }
 
+static void track_handle(lua_State *L, int handle, int idx);
+
 static int close_file(lua_State *L, lfile *f, int idx) {
   if (f->kind == KIND_POPEN_R || f->kind == KIND_POPEN_W) return close_popen(L, f, idx);
   if (f->kind != KIND_FILE) {
@@ -529,6 +541,7 @@ static int close_file(lua_State *L, lfile *f, int idx) {
   const mbxC_port *port = mbxL_port(L);
   mbxC_port_error e;
   f->closed = 1;
+  track_handle(L, f->handle, 0);
   if (port && port->fs_close && port->fs_close(port->ud, f->handle, &e) != 0 &&
       e.errnum != EBADF) /* closed at the end of an earlier run: nothing to report */
     return push_fail(L, NULL, &e);
@@ -639,6 +652,50 @@ static int mode_flags(const char *mode) {
   return strspn(mode, "b") == strlen(mode) ? flags : -1;
 }
 
+/* Record (file at idx) or forget (idx 0) the owner of an open handle (see key_file_handles). */
+static void track_handle(lua_State *L, int handle, int idx) {
+  idx = idx ? lua_absindex(L, idx) : 0;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &key_file_handles);
+  if (idx)
+    lua_pushboolean(L, 1);
+  else
+    lua_pushnil(L);
+  lua_rawseti(L, -2, handle);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &key_file_owners);
+  if (idx)
+    lua_pushvalue(L, idx);
+  else
+    lua_pushnil(L);
+  lua_rawseti(L, -2, handle);
+  lua_pop(L, 2);
+}
+
+/* Close the handles of files no longer reachable (after a full collection). The number
+   closed. */
+static int reclaim_dropped_files(lua_State *L, const mbxC_port *port) {
+  mbxV_charge(L, mbxL_collect_cost(L));
+  lua_gc(L, LUA_GCCOLLECT);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &key_file_handles);
+  int handles = lua_gettop(L);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &key_file_owners);
+  int owners = lua_gettop(L), closed = 0;
+  lua_pushnil(L);
+  while (lua_next(L, handles)) { /* bounded: the view's cap on open files */
+    lua_pop(L, 1);
+    lua_Integer h = lua_tointeger(L, -1);
+    if (lua_rawgeti(L, owners, h) == LUA_TNIL) {
+      mbxC_port_error e;
+      if (port->fs_close) port->fs_close(port->ud, (int)h, &e); /* EBADF: an earlier run's */
+      lua_pushnil(L);
+      lua_rawseti(L, handles, h); /* clearing a field during lua_next is allowed */
+      closed++;
+    }
+    lua_pop(L, 1);
+  }
+  lua_settop(L, handles - 1);
+  return closed;
+}
+
 /* Open path for flags into a new file at the top; 0, or -1 with *e (nothing pushed). */
 static int open_path(lua_State *L, const char *path, size_t len, int flags, mbxC_port_error *e) {
   const mbxC_port *port = fs_port(L, e);
@@ -647,13 +704,17 @@ static int open_path(lua_State *L, const char *path, size_t len, int flags, mbxC
   f->closed = 1; /* until the port says otherwise */
   mbxC_wait w = guest_wait(L);
   int h;
-  if (port->fs_open(port->ud, path, len, flags, &w, &h, e) != 0) {
+  int r = port->fs_open(port->ud, path, len, flags, &w, &h, e);
+  if (r != 0 && e->errnum == EMFILE && reclaim_dropped_files(L, port) > 0)
+    r = port->fs_open(port->ud, path, len, flags, &w, &h, e);
+  if (r != 0) {
     lua_pop(L, 1);
     return -1;
   }
   f->handle = h;
   f->closed = 0;
   f->writable = (flags & MBXC_FS_WRITE) != 0;
+  track_handle(L, h, -1);
   return 0;
 }
 
@@ -992,6 +1053,14 @@ int mbxL_open_io(lua_State *L) {
   /* Stubs, not nils: a model's io.popen(...) gets a reason it can report or work around. */
   static const mbxL_refusal removed[] = {
       {"tmpfile", "io.tmpfile is not available: use io.open(os.tmpname(), 'w+')"}, {NULL, NULL}};
+  lua_newtable(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_file_handles);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_file_owners);
   luaL_newmetatable(L, FILE_TYPE);
   luaL_newlib(L, methods);
   lua_setfield(L, -2, "__index");
