@@ -41,6 +41,9 @@ cd "$work" || exit 1
 out=$(env -u MOONBOX_LIBRARY -u PYTHONPATH "$work/venv/bin/python" -c '
 import moonbox, os
 assert "site-packages" in moonbox.__file__, moonbox.__file__
+here = os.path.dirname(moonbox.__file__)
+assert os.path.exists(os.path.join(here, "py.typed")), "py.typed is not installed"
+assert os.path.exists(os.path.join(here, "__init__.pyi")), "the type stubs are not installed"
 print(moonbox.run("return 1 + 1").value, os.path.realpath(moonbox.library_path))
 ') || {
   echo "FAIL: the installed package does not run"
