@@ -11,39 +11,9 @@
 -- - pl.path, pl.dir, pl.file, pl.app, pl.test: LuaFileSystem, a C module (docs/compat.md,
 --   "Modules and script arguments"; the last line checks that either way), and xml.parse's
 --   LuaExpat parser (the basic parser is used).
--- Each call prints one line: its label and its results (tables with sorted keys), or the error
--- it raised; addresses and the library folder are masked, so both interpreters print the same.
 local root = assert(arg and arg[1], "usage: lua5.4 SCRIPT.lua /usr/share/lua/5.x")
 package.path = root .. "/?.lua;" .. root .. "/?/init.lua"
-local function order(a, b)
-  local ta, tb = type(a), type(b)
-  if ta ~= tb then return ta < tb end
-  if ta == "number" or ta == "string" then return a < b end
-  return tostring(a) < tostring(b)
-end
-local function ser(v, seen)
-  if type(v) == "string" then return (string.format("%q", v):gsub("\\\n", "\\n")) end
-  if type(v) ~= "table" then return tostring(v) end
-  seen = seen or {}
-  if seen[v] then return "<cycle>" end
-  seen[v] = true
-  local keys, parts = {}, {}
-  for k in next, v do keys[#keys + 1] = k end
-  table.sort(keys, order)
-  for _, k in ipairs(keys) do
-    parts[#parts + 1] = (type(k) == "string" and k or "[" .. ser(k, seen) .. "]") .. "=" .. ser(v[k], seen)
-  end
-  seen[v] = nil
-  return "{" .. table.concat(parts, ",") .. "}"
-end
-local function check(label, f, ...)
-  local r = table.pack(pcall(f, ...))
-  local out = {}
-  for i = 2, r.n do out[#out + 1] = ser(r[i]) end
-  local line = label .. (r[1] and ": " or ": error: ") .. table.concat(out, ", ")
-  line = line:gsub("0x%x+", "0xADDR"):gsub((root:gsub("%p", "%%%0")), "ROOT")
-  print(line)
-end
+local check = assert(loadfile("support/check.lua"))(root)
 
 local tablex = require "pl.tablex"
 local stringx = require "pl.stringx"
