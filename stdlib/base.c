@@ -63,6 +63,11 @@ static const char *const event_names[] = {
 #define EVENT_LIVE_FIRST EVENT_ARITH_FIRST
 #define EVENT_LIVE_LAST EVENT_CALL
 
+/* A __call that is not a function, refused at setmetatable and, added later, at the call. */
+#define CALL_REFUSAL                                                                               \
+  "%s'__call' must be a function in this sandbox (got a %s; a callable table as __call makes "     \
+  "one call retry without end)"
+
 /* Events no clone ever holds, and why: the clone holds a refusal that raises when the event
    fires instead (concat_refused). */
 static const char *const refused_fields[][2] = {
@@ -648,11 +653,7 @@ static int live_call(lua_State *L) {
   int n = lua_gettop(L); /* 1 the object, then the arguments */
   int type = push_live_handler(L, 1, lua_upvalueindex(1));
   if (type == LUA_TNIL) return luaL_error(L, "attempt to call a %s value", shown_type(L, 1));
-  if (type != LUA_TFUNCTION)
-    return luaL_error(L,
-                      "'__call' must be a function in this sandbox (got a %s; a callable "
-                      "table as __call makes one call retry without end)",
-                      luaL_typename(L, -1));
+  if (type != LUA_TFUNCTION) return luaL_error(L, CALL_REFUSAL, "", luaL_typename(L, -1));
   lua_insert(L, 1);
   mbxV_cstack_check(L);
   lua_callk(L, n, LUA_MULTRET, 0, live_call_done);
@@ -795,10 +796,7 @@ static void push_new_clone(lua_State *L, int obj, int mt) {
        argument list: `setmetatable(t, {__call = t}); t()` hangs stock Lua. A function is
        always called at the first step. */
     if (i == EVENT_CALL && lua_type(L, -1) != LUA_TFUNCTION)
-      luaL_error(L,
-                 "setmetatable: '__call' must be a function in this sandbox (got a %s; a "
-                 "callable table as __call makes one call retry without end)",
-                 luaL_typename(L, -1));
+      luaL_error(L, CALL_REFUSAL, "setmetatable: ", luaL_typename(L, -1));
     present |= (lua_Integer)1 << i;
     if (i == EVENT_MODE) {
       lua_pushvalue(L, -1);
