@@ -2,7 +2,8 @@
    peers measured in the same run: plain posix_spawn + waitpid of /usr/bin/true, and bare
    bwrap (the same namespaces and mounts, no helper, no seccomp, no shim); and proc.run from a
    sandbox in a worker (MBX_CAP_ISOLATE: the request forwarded to this process, which runs it).
-   Prints medians. */
+   Prints medians. Usage: bench_exec [RUNS [EXEC_HELPER]] (default: 100 runs, this build's
+   helper). */
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +53,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_exec: setup failed: %s\n", err.message);
     return 1;
   }
-  if (argc > 2 && mbx_runtime_set_path(rt, MBX_PATH_EXEC_HELPER, argv[2], &err) != MBX_OK) {
+  /* The helper of this build tree unless one is named: a statically linked program finds it
+     beside itself, and this one sits in bench/, one folder below it. */
+  const char *helper = argc > 2 ? argv[2] : MBX_BENCH_EXEC_HELPER;
+  if (mbx_runtime_set_path(rt, MBX_PATH_EXEC_HELPER, helper, &err) != MBX_OK) {
     fprintf(stderr, "bench_exec: %s\n", err.message);
     return 1;
   }
@@ -66,8 +70,7 @@ int main(int argc, char **argv) {
   mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
   /* The same program from a sandbox in a worker: its exec_run is served by this process. */
   mbx_runtime *irt = mbx_runtime_new(&err);
-  if (irt == NULL ||
-      (argc > 2 && mbx_runtime_set_path(irt, MBX_PATH_EXEC_HELPER, argv[2], &err) != MBX_OK) ||
+  if (irt == NULL || mbx_runtime_set_path(irt, MBX_PATH_EXEC_HELPER, helper, &err) != MBX_OK ||
       mbx_runtime_set_path(irt, MBX_PATH_WORKER, MBX_BENCH_WORKER, &err) != MBX_OK ||
       mbx_runtime_set_cap(irt, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err) != MBX_OK) {
     fprintf(stderr, "bench_exec: isolated runtime: %s\n", err.message);
