@@ -4,7 +4,7 @@
 # snippet, an idle session's resident bytes, a snapshot after 100 host calls) through each
 # one's own binding: moonbox's C API (bench_peers) and Monty's napi binding (bench/peers/
 # monty.mjs on node). Monty is installed from npm into a scratch folder, never into the source
-# tree, pinned by bench/peers/package-lock.json (`npm install`, not `npm ci`: npm 10 leaves the
+# tree, pinned by bench/peers/package-lock.json (`npm install`, not `npm ci`: npm 11 leaves the
 # binding's per-platform packages out of the lock file, and `ci` then refuses it). Never a test:
 # figures depend on the machine.
 #

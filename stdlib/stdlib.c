@@ -13,7 +13,7 @@
 
 /* The build's scratch lives on the C stack, not in the Lua heap: a Lua table or userdata made
    here would be garbage once the state is built, a free hole inside the template that every
-   sandbox copies and is charged for (docs/performance.md, "idle bytes"). The libraries hold
+   sandbox copies and is charged for (docs/performance.md, "What an idle sandbox holds"). The libraries hold
    about 130 C functions; past this many the build refuses with an error naming the cap
    (tests/stdlib/test_stdlib.c builds every sandbox's libraries: it would fail first). 8 KiB of
    C stack at most, once per template. */

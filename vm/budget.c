@@ -111,7 +111,7 @@ static int interval_by_size(mbxV_vm *vm, lua_State *L) {
      Past the allowance the hook looks after every instruction, and the deadline is overrun
      by at most one instruction (docs/SECURITY-MODEL.md lists the worst cases). Measured
      cost of a small interval on a plain loop: x1.25 at 8, x1.8 at 4, x4.5 at 1
-     (docs/performance.md). */
+     (issue 10's measurements, in docs/performance.md's git history). */
   size_t allowed = MBXV_HOOK_LARGE_BYTES;
   if (b->time_limit_ms > 0) {
     uint64_t by_deadline = b->time_limit_ms < UINT64_MAX / MBXV_HOOK_BYTES_PER_MS

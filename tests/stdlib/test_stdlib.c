@@ -322,7 +322,7 @@ static void function_key_order_varies_between_sandboxes(void **state) {
   mbx_policy_free(policy);
 }
 
-/* ---- the idle state, block by block (docs/performance.md, "what the idle state holds") ----
+/* ---- the idle state, block by block (docs/performance.md, "What an idle sandbox holds") ----
    The libraries are built as vm/vm.c builds a template (an arena, zero-filled, one full
    collection), through an allocator that remembers the type Lua names for each new object
    (the osize of a NULL block, Lua manual 4.6). Then every block of the arena is classified by
