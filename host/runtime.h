@@ -56,7 +56,8 @@ struct mbx_runtime {
   mbxH_services services;
   /* Written by every sandbox's creation, run and free, from any thread: on cache lines of
      their own, so those writes do not evict the read-mostly fields above from the other
-     threads' caches (false sharing; issue 10's 2-thread figures in docs/performance.md's git history). */
+     threads' caches (false sharing; issue 10's 2-thread figures in docs/performance.md's git
+     history). */
   _Alignas(MBXH_CACHE_LINE) mbxC_seeds seeds; /* math.random seeds (capabilities/seeds.h) */
   /* Sandbox numbers handed out, in batches per thread (mbxH_sandbox_number). */
   _Atomic uint64_t sandboxes_created;

@@ -225,9 +225,9 @@ typedef enum mbx_runtime_cap {
      catch nothing or catch late). It saves the wake-up of a sleeping process (10-15 us on a
      VM) when each end has a CPU of its own; on busy cores, where the scheduler puts both ends
      on one CPU, it made the first run of a fresh sandbox 15-40 us slower
-     (docs/performance.md's git history, issue 14's "Worker round trips"): for hosts with idle cores. An idle worker
-     holds a CPU no longer than the bound after its last reply. Any time; takes effect for
-     sandboxes created afterwards. Usage: the value. */
+     (issue 14's "Worker round trips" in docs/performance.md's git history): for hosts with
+     idle cores. An idle worker holds a CPU no longer than the bound after its last reply. Any
+     time; takes effect for sandboxes created afterwards. Usage: the value. */
   MBX_CAP_WORKER_SPIN = 7,
   /* Workers one zygote forks before it is replaced by a fresh one (a new exec: its own ASLR
      base, stack canary and pointer guard), so at most this many isolated sandboxes share one
