@@ -50,7 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MBXC_PORT_VERSION 3
+#define MBXC_PORT_VERSION 4
 
 /* ---- native function values: the signature alphabet ---- */
 
@@ -459,9 +459,13 @@ typedef struct mbxC_port {
      the run's deadline (the process tree is killed first). */
   int (*exec_run)(void *ud, const mbxC_exec_request *req, const mbxC_wait *wait,
                   mbxC_exec_result *res, mbxC_port_error *e);
-  /* io.stdin: the next at most len bytes of what the host supplied (mbx_sandbox_set_stdin),
-     *got 0 at the end. NULL: the guest's stdin is empty. */
-  int (*stdin_read)(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e);
+  /* io.stdin: the next at most len bytes of what the host supplied (mbx_sandbox_set_stdin,
+     or a descriptor read as the guest asks: mbx_sandbox_set_stdin_fd), *got 0 at the end.
+     Guest time (since version 4): a wait for the descriptor ends at wait's deadline with
+     MBXC_E_TIMEDOUT, or with EINTR once the run is interrupted. NULL: the guest's stdin is
+     empty. */
+  int (*stdin_read)(void *ud, char *buf, size_t len, const mbxC_wait *wait, size_t *got,
+                    mbxC_port_error *e);
 
   /* -- version 3 -- */
   /* io.stdin: a number that changes whenever the host replaces the bytes

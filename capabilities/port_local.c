@@ -520,30 +520,21 @@ int mbxC_port_local_has_exec(const mbxC_port_local *pl) {
   return pl->exec.allow_count > 0;
 }
 
-static int local_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
-  mbxC_port_local *pl = ud;
-  (void)e;
-  size_t left = pl->stdin_len - pl->stdin_pos, take = left < len ? left : len;
-  if (take) memcpy(buf, pl->stdin_data + pl->stdin_pos, take);
-  pl->stdin_pos += take;
-  *got = take;
-  return 0;
+static int local_stdin_read(void *ud, char *buf, size_t len, const mbxC_wait *wait, size_t *got,
+                            mbxC_port_error *e) {
+  return mbxC_stdin_read(&((mbxC_port_local *)ud)->stdin_source, buf, len, wait, got, e);
 }
 
 static uint64_t local_stdin_epoch(void *ud) {
-  return ((mbxC_port_local *)ud)->stdin_epoch;
+  return ((mbxC_port_local *)ud)->stdin_source.epoch;
 }
 
 int mbxC_port_local_set_stdin(mbxC_port_local *pl, const char *data, size_t len) {
-  char *copy = NULL;
-  if (len && (copy = mbxU_dup_bytes(data, len)) == NULL) return -1;
-  free(pl->stdin_data);
-  pl->stdin_data = copy;
-  pl->stdin_len = len;
-  pl->stdin_pos = 0;
-  /* The guest's io.stdin may hold read-ahead of the old bytes: the new epoch drops it. */
-  pl->stdin_epoch++;
-  return 0;
+  return mbxC_stdin_set_bytes(&pl->stdin_source, data, len);
+}
+
+void mbxC_port_local_set_stdin_fd(mbxC_port_local *pl, int fd) {
+  mbxC_stdin_set_fd(&pl->stdin_source, fd);
 }
 
 int mbxC_port_local_fs_reset(mbxC_port_local *pl) {
@@ -610,6 +601,7 @@ static int grant_functions(mbxC_port_local *pl) {
 
 int mbxC_port_local_init(mbxC_port_local *pl, const mbx_policy *p) {
   memset(pl, 0, sizeof *pl);
+  mbxC_stdin_init(&pl->stdin_source);
   /* Only the operations this port serves: exec_run is set by mbxC_port_local_set_exec when
      the policy allows a program (NULL: not granted). */
   pl->port = (mbxC_port){.version = MBXC_PORT_VERSION,
@@ -727,9 +719,7 @@ void mbxC_port_local_free(mbxC_port_local *pl) {
   mbxC_host_reply_free(&pl->reply);
   free(pl->native_out);
   pl->native_out = NULL;
-  free(pl->stdin_data);
-  pl->stdin_data = NULL;
-  pl->stdin_len = pl->stdin_pos = 0;
+  mbxC_stdin_free(&pl->stdin_source);
   free(pl->grant_fns);
   pl->grant_fns = NULL;
   pl->grants.fns = NULL;

@@ -9,6 +9,7 @@
 #include "capabilities/hostfn.h"
 #include "capabilities/policy.h"
 #include "capabilities/port.h"
+#include "capabilities/stdin_source.h"
 #include "capabilities/vfs.h"
 
 /* The in-process implementation: the policy's settings copied at sandbox creation, so the
@@ -55,10 +56,8 @@ typedef struct mbxC_port_local {
   mbxC_exec_backend *exec_backend;
   mbxC_exec_buffers exec_bufs;
   uint64_t exec_runs;
-  /* io.stdin: the host's bytes (mbxC_port_local_set_stdin) and how far the guest read. */
-  char *stdin_data;
-  size_t stdin_len, stdin_pos;
-  uint64_t stdin_epoch; /* bumped by every mbxC_port_local_set_stdin (mbxC_port.stdin_epoch) */
+  /* io.stdin: the host's bytes or descriptor, and how far the guest read. */
+  mbxC_stdin stdin_source;
 } mbxC_port_local;
 
 /* Copy what the port needs from p and fill pl->port. Returns 0, -1 when out of memory, or
@@ -91,6 +90,8 @@ int mbxC_port_local_fs_rewind(mbxC_port_local *pl);
 /* The bytes io.stdin reads from now on (copied; len 0: empty), from their start. 0, or -1
    when out of host memory (the old bytes are kept). */
 int mbxC_port_local_set_stdin(mbxC_port_local *pl, const char *data, size_t len);
+/* io.stdin reads fd (borrowed) from now on, as the guest asks (capabilities/stdin_source.h). */
+void mbxC_port_local_set_stdin_fd(mbxC_port_local *pl, int fd);
 /* 1 when the view reaches host directories (the policy has mounts). */
 int mbxC_port_local_has_mounts(const mbxC_port_local *pl);
 /* The record layer's tap on the filesystem view (capabilities/vfs.h), now and on every view

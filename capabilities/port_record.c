@@ -2,6 +2,7 @@
    logs each answer, replaying it answers from the log (capabilities/port_record.h). */
 #include "capabilities/port_record.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -488,9 +489,52 @@ static int record_fs_remove(void *ud, const char *path, size_t path_len, const m
   const mbxC_port *in = inner_of(ud);
   return in->fs_remove(in->ud, path, path_len, wait, e);
 }
-static int record_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
-  const mbxC_port *in = ((mbxC_port_record *)ud)->inner;
-  return in->stdin_read(in->ud, buf, len, got, e);
+/* io.stdin's bytes come from outside (the host's, or a descriptor's): logged live, answered
+   from the log when replaying, so a restore never reads the host's stdin again. */
+static int record_stdin_read(void *ud, char *buf, size_t len, const mbxC_wait *wait, size_t *got,
+                             mbxC_port_error *e) {
+  mbxC_port_record *r = ud;
+  *got = 0;
+  if (!r->replaying) {
+    int rc = r->inner->stdin_read(r->inner->ud, buf, len, wait, got, e);
+    mbxC_replay_begin(&r->log, MBXC_REC_STDIN_READ);
+    mbxC_replay_put_u64(&r->log, len);
+    mbxC_replay_put_u8(&r->log, rc != 0);
+    mbxC_replay_put_u32(&r->log, rc != 0 ? (uint32_t)e->errnum : 0);
+    if (rc != 0)
+      mbxC_replay_put_str(&r->log, e->message, strlen(e->message));
+    else
+      mbxC_replay_put_str(&r->log, buf, *got);
+    mbxC_replay_end(&r->log);
+    return rc;
+  }
+  mbxC_record rec;
+  if (!next_answer(r, MBXC_REC_STDIN_READ, &rec)) {
+    e->errnum = EIO;
+    snprintf(e->message, sizeof e->message, "%s", replay_failed);
+    return -1;
+  }
+  mbxC_reader rd = mbxC_reader_of(&rec);
+  uint64_t asked = mbxC_read_u64(&rd);
+  int failed = mbxC_read_u8(&rd);
+  uint32_t errnum = mbxC_read_u32(&rd);
+  size_t n;
+  const char *bytes = mbxC_read_str(&rd, &n);
+  if (asked != len) {
+    mbxC_port_record_diverge(r, "record %zu: the replay read another amount of stdin",
+                             r->cursor - 1);
+    e->errnum = EIO;
+    snprintf(e->message, sizeof e->message, "%s", replay_failed);
+    return -1;
+  }
+  if (failed) {
+    e->errnum = (int)errnum;
+    snprintf(e->message, sizeof e->message, "%.*s", (int)n, bytes);
+    return -1;
+  }
+  if (n) memcpy(buf, bytes, n); /* n <= asked == len: checked when the blob was decoded */
+  *got = n;
+  return 0;
 }
 static uint64_t record_stdin_epoch(void *ud) {
   const mbxC_port *in = ((mbxC_port_record *)ud)->inner;

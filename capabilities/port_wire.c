@@ -787,11 +787,12 @@ void mbxC_wire_answer_exec_run(const mbxC_port *port, const mbxC_wire_call *c,
 /* -- stdin_read: u64 length (at most MBXC_WIRE_MAX_IO); the reply is the status, then the
    bytes. The serving side holds the host's bytes and how far the guest read. -- */
 
-static int call_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
+static int call_stdin_read(void *ud, char *buf, size_t len, const mbxC_wait *wait, size_t *got,
+                           mbxC_port_error *e) {
   mbxC_wire_client *cl = ud;
   mbxC_wire_reader r;
   if (len > MBXC_WIRE_MAX_IO) len = MBXC_WIRE_MAX_IO;
-  call_begin(cl, MBXC_OP_STDIN_READ, NULL);
+  call_begin(cl, MBXC_OP_STDIN_READ, wait);
   mbxC_wire_u64(&cl->w, len);
   call_end(cl, &r);
   return reply_read(cl, &r, buf, len, got, e);
@@ -808,13 +809,12 @@ static int get_stdin_read(mbxC_wire_reader *r, mbxC_wire_call *c, char *why, siz
 
 void mbxC_wire_answer_stdin_read(const mbxC_port *port, const mbxC_wire_call *c,
                                  const mbxC_wait *wait, mbxC_wire_writer *w) {
-  (void)wait;
   mbxC_port_error e = {0, ""};
   size_t got = 0;
   char *buf = read_buffer(c, &e);
   int rc = -1;
   if (buf) {
-    rc = port->stdin_read(port->ud, buf, (size_t)c->i2, &got, &e);
+    rc = port->stdin_read(port->ud, buf, (size_t)c->i2, wait, &got, &e);
     if (got > (size_t)c->i2) got = (size_t)c->i2;
   }
   if (put_status(w, rc, &e) == 0) mbxC_wire_bytes(w, buf, got);

@@ -198,6 +198,8 @@ const char *mbxC_rec_type_name(int type) {
     return "fs_size";
   case MBXC_REC_FS_LIST:
     return "fs_list";
+  case MBXC_REC_STDIN_READ:
+    return "stdin_read";
   default:
     return "unknown";
   }
@@ -421,6 +423,14 @@ static int record_shape_ok(const mbxC_record *r) {
     if (n > 255) return 0;
     mbxC_read_str(&rd, &n);
     break;
+  case MBXC_REC_STDIN_READ: {
+    uint64_t asked = mbxC_read_u64(&rd);
+    uint8_t failed = mbxC_read_u8(&rd);
+    if (failed > 1 || mbxC_read_u32(&rd) > 4095) return 0;
+    mbxC_read_str(&rd, &n);
+    if (failed ? n > 255 : n > asked) return 0; /* a message, or the bytes asked for at most */
+    break;
+  }
   case MBXC_REC_EXEC: {
     mbxC_read_str(&rd, &n);
     if (n != 8 || mbxC_read_u8(&rd) > 1) return 0;

@@ -63,7 +63,10 @@ typedef enum mbxC_rec_type {
   MBXC_REC_FS_OPEN = 24,
   MBXC_REC_FS_READ = 25,
   MBXC_REC_FS_SIZE = 26,
-  MBXC_REC_FS_LIST = 27
+  MBXC_REC_FS_LIST = 27,
+  /* io.stdin's bytes (the host's, or a descriptor's): u64 asked, u8 failed, u32 errnum,
+     str bytes (the message when failed) */
+  MBXC_REC_STDIN_READ = 28
 } mbxC_rec_type;
 
 #define MBXC_SNAP_MAGIC "MBXSNAP1"

@@ -205,7 +205,24 @@ MBX_API mbx_status mbx_sandbox_set_stdin(mbx_sandbox *sb, const char *data, size
     return MBX_UNSUPPORTED;
   }
   if (!mbxH_sandbox_claim(sb, "mbx_sandbox_set_stdin", err)) return MBX_SANDBOX_BUSY;
-  mbx_status s = sb->backend->set_stdin(sb->impl, data, len, err);
+  mbx_status s = sb->backend->set_stdin(sb->impl, data, len, -1, err);
+  mbxH_sandbox_release(sb);
+  return s;
+}
+
+MBX_API mbx_status mbx_sandbox_set_stdin_fd(mbx_sandbox *sb, int fd, mbx_error *err) {
+  if (sb == NULL || fd < 0) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_set_stdin_fd: the sandbox must not be NULL, nor fd negative");
+    return MBX_INVALID_ARGUMENT;
+  }
+  if (sb->backend->set_stdin == NULL) {
+    mbxU_error_set(err, MBX_UNSUPPORTED, "mbx_sandbox_set_stdin_fd: the %s backend has no stdin",
+                   sb->backend->name);
+    return MBX_UNSUPPORTED;
+  }
+  if (!mbxH_sandbox_claim(sb, "mbx_sandbox_set_stdin_fd", err)) return MBX_SANDBOX_BUSY;
+  mbx_status s = sb->backend->set_stdin(sb->impl, NULL, 0, fd, err);
   mbxH_sandbox_release(sb);
   return s;
 }

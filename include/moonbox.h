@@ -979,6 +979,21 @@ MBX_API mbx_status mbx_sandbox_change_original(mbx_sandbox *sb, const mbx_change
 */
 MBX_API mbx_status mbx_sandbox_set_stdin(mbx_sandbox *sb, const char *data, size_t len,
                                          mbx_error *err);
+/*
+** STANDARD INPUT FROM A DESCRIPTOR: from now on io.stdin reads fd, and only when the guest
+** asks: a script that never reads it never waits for it (`sleep 3 | moonbox run -e 'return 1'`
+** returns at once). Each read waits at most until the run's deadline (the wait is guest time:
+** the run then ends with time_limit) and ends at mbx_sandbox_interrupt; in worker mode the
+** host process reads fd and the worker gets the bytes. fd is borrowed: it must stay open
+** until the sandbox is freed or its stdin replaced; its flags are not changed (a blocking fd is
+** polled before each read). Everything read is kept in host memory, at most 64 MiB (a read
+** past that fails for the guest with "more than 64 MiB of standard input read"), so
+** mbx_sandbox_rewind and mbx_sandbox_reset read it again as with mbx_sandbox_set_stdin, and
+** go on with fd past it. A deterministic sandbox's replay log does not hold these bytes: a
+** restore reads fd again. Returns as mbx_sandbox_set_stdin (MBX_INVALID_ARGUMENT for a
+** negative fd).
+*/
+MBX_API mbx_status mbx_sandbox_set_stdin_fd(mbx_sandbox *sb, int fd, mbx_error *err);
 
 /*
 ** PORTABLE SNAPSHOTS (docs/host-functions.md, "Snapshots").

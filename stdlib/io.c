@@ -178,9 +178,18 @@ static int fill(lua_State *L, lfile *f, mbxV_meter *m, mbxC_port_error *e) {
       lua_rawsetp(L, LUA_REGISTRYINDEX, &key_stdin_buffer);
       f->buf = b; /* only once anchored: a raise in rawsetp leaves f->buf NULL, not dangling */
     }
-    /* The host's bytes; none supplied (or no port): an empty stdin. */
-    if (port && port->stdin_read && port->stdin_read(port->ud, f->buf, IO_CHUNK, &got, e))
-      return -1;
+    /* The host's bytes or descriptor; none supplied (or no port): an empty stdin. A wait
+       for the descriptor is guest time: its deadline ends the run, as an interrupt does. */
+    if (port && port->stdin_read) {
+      mbxV_budget_port_enter(L);
+      int rc = port->stdin_read(port->ud, f->buf, IO_CHUNK, &w, &got, e);
+      mbxV_budget_port_leave(L);
+      if (rc != 0) {
+        if (e->errnum == MBXC_E_TIMEDOUT) mbxV_trip_set(L, MBXV_TRIP_TIME);
+        mbxV_check(L); /* the deadline, or an interrupt, ends the run here */
+        return -1;
+      }
+    }
   } else {
     if (port == NULL) not_granted(e);
     if (port == NULL || port->fs_read(port->ud, f->handle, f->buf, IO_CHUNK, &w, &got, e) != 0)

@@ -109,8 +109,9 @@ typedef struct mbxH_backend {
   /* The sandbox's filesystem view, for the change set (host/changes.c): NULL when none was
      made yet (nothing was written) or the backend keeps it elsewhere. */
   mbxC_vfs *(*files)(void *impl);
-  /* The bytes io.stdin reads (copied), from their start. NULL: not supported. */
-  mbx_status (*set_stdin)(void *impl, const char *data, size_t len, mbx_error *err);
+  /* What io.stdin reads from now on: data (copied) from its start, or with fd >= 0 that
+     descriptor as the guest asks (mbx_sandbox_set_stdin_fd). NULL: not supported. */
+  mbx_status (*set_stdin)(void *impl, const char *data, size_t len, int fd, mbx_error *err);
 } mbxH_backend;
 
 /* The backends there are. */

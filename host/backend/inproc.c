@@ -198,7 +198,7 @@ static mbx_status inproc_reset(void *impl, mbx_error *err) {
     return MBX_NO_MEMORY;
   }
   /* io.stdin reads the host's bytes from their start again. */
-  ip->port.stdin_pos = 0;
+  ip->port.stdin_source.pos = 0;
   /* Memory files and /tmp start empty again, as in a new sandbox. */
   if (mbxC_port_local_fs_reset(&ip->port) != 0) {
     mbxU_error_set(err, MBX_NO_MEMORY,
@@ -339,8 +339,9 @@ static mbx_status inproc_resume(void *impl, const char *fn, const char *value, s
   return collect(ip, s, &why, &outcome, ip->recording, out, err);
 }
 
-static mbx_status inproc_set_stdin(void *impl, const char *data, size_t len, mbx_error *err) {
-  return mbxH_shared_set_stdin(&((inproc *)impl)->port, data, len, err);
+static mbx_status inproc_set_stdin(void *impl, const char *data, size_t len, int fd,
+                                   mbx_error *err) {
+  return mbxH_shared_set_stdin(&((inproc *)impl)->port, data, len, fd, err);
 }
 
 static mbxC_vfs *inproc_files(void *impl) {

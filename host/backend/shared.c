@@ -100,8 +100,12 @@ void mbxH_shared_chunk_name(const char *given, char *name) {
   }
 }
 
-mbx_status mbxH_shared_set_stdin(mbxC_port_local *port, const char *data, size_t len,
+mbx_status mbxH_shared_set_stdin(mbxC_port_local *port, const char *data, size_t len, int fd,
                                  mbx_error *err) {
+  if (fd >= 0) {
+    mbxC_port_local_set_stdin_fd(port, fd);
+    return MBX_OK;
+  }
   if (mbxC_port_local_set_stdin(port, data, len) == 0) return MBX_OK;
   mbxU_error_set(err, MBX_NO_MEMORY, "mbx_sandbox_set_stdin: out of host memory for %zu bytes",
                  len);
@@ -121,7 +125,7 @@ void mbxH_shared_checkpoint_keep(mbxC_port_local *port, mbxC_port_record *record
                                  mbxC_vfs_mark *files, mbxH_port_mark *mark) {
   mbxC_port_local_fs_keep(port, files);
   mark->draws = mbxC_port_local_position(port);
-  mark->stdin_pos = port->stdin_pos;
+  mark->stdin_pos = port->stdin_source.pos;
   mark->log = mbxC_port_record_mark(record);
 }
 
@@ -129,7 +133,7 @@ mbx_status mbxH_shared_rewind(mbxC_port_local *port, mbxC_port_record *record, i
                               const mbxH_port_mark *mark, mbx_error *err) {
   mbxC_port_local_seek(port, mark->draws);
   /* The bytes may have been replaced since (mbx_sandbox_set_stdin): never past their end. */
-  port->stdin_pos = mark->stdin_pos <= port->stdin_len ? mark->stdin_pos : 0;
+  port->stdin_source.pos = mark->stdin_pos <= port->stdin_source.len ? mark->stdin_pos : 0;
   if (mbxC_port_local_fs_rewind(port) != 0) {
     mbxU_error_set(err, MBX_NO_MEMORY,
                    "mbx_sandbox_rewind: the state is rewound, but the "

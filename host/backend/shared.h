@@ -80,8 +80,9 @@ mbx_status mbxH_shared_rewind(mbxC_port_local *port, mbxC_port_record *record, i
    arena (MBX_ARENA_MALLOC): MBX_UNSUPPORTED, with err saying so. */
 mbx_status mbxH_shared_no_arena(const char *fn, mbx_error *err);
 
-/* mbx_sandbox_set_stdin: the bytes io.stdin reads, copied into the port. */
-mbx_status mbxH_shared_set_stdin(mbxC_port_local *port, const char *data, size_t len,
+/* mbx_sandbox_set_stdin and _set_stdin_fd: the bytes io.stdin reads, copied into the port,
+   or (fd >= 0) the descriptor the port reads as the guest asks. */
+mbx_status mbxH_shared_set_stdin(mbxC_port_local *port, const char *data, size_t len, int fd,
                                  mbx_error *err);
 
 #endif

@@ -573,7 +573,7 @@ static mbx_status worker_reset(void *impl, mbx_error *err) {
   }
   mbxC_port_local_seek(&ws->port, 0);
   /* io.stdin reads the host's bytes from their start again (they live here). */
-  ws->port.stdin_pos = 0;
+  ws->port.stdin_source.pos = 0;
   if (ws->recording) mbxC_port_record_restart(&ws->record);
   ws->paused = 0;
   /* Once guest code has run in a worker, the pristine state is made in a new one: a VM the
@@ -788,7 +788,7 @@ static mbx_status worker_run(void *impl, const mbxH_run_args *a, mbx_result **ou
   mbxH_wp_bytes(&ws->w, a->code ? a->code : "", a->code_len);
   mbxH_wp_u8(&ws->w, a->inputs != NULL);
   mbxH_wp_bytes(&ws->w, a->inputs ? a->inputs : "", a->inputs ? a->inputs_len : 0);
-  mbxH_wp_u64(&ws->w, ws->port.stdin_epoch);
+  mbxH_wp_u64(&ws->w, ws->port.stdin_source.epoch);
   ws->run_deadline = run_deadline_from_now(ws);
   int x = exchange(ws, MBXH_WP_DONE, run_budget_ms(ws));
   if (x == -2) {
@@ -820,7 +820,7 @@ static mbx_status worker_resume(void *impl, const char *fn, const char *value, s
   mbxH_wp_u8(&ws->w, (uint8_t)(as_error != 0));
   mbxH_wp_u8(&ws->w, value != NULL);
   mbxH_wp_bytes(&ws->w, value ? value : "", value ? len : 0);
-  mbxH_wp_u64(&ws->w, ws->port.stdin_epoch);
+  mbxH_wp_u64(&ws->w, ws->port.stdin_source.epoch);
   ws->run_deadline = run_deadline_from_now(ws);
   int x = exchange(ws, MBXH_WP_DONE, run_budget_ms(ws));
   if (x == -2) {
@@ -835,8 +835,9 @@ static mbx_status worker_resume(void *impl, const char *fn, const char *value, s
 }
 
 /* The bytes io.stdin reads: held here, served to the worker a block at a time. */
-static mbx_status worker_set_stdin(void *impl, const char *data, size_t len, mbx_error *err) {
-  return mbxH_shared_set_stdin(&((wsb *)impl)->port, data, len, err);
+static mbx_status worker_set_stdin(void *impl, const char *data, size_t len, int fd,
+                                   mbx_error *err) {
+  return mbxH_shared_set_stdin(&((wsb *)impl)->port, data, len, fd, err);
 }
 
 /* The filesystem view is the parent's (the worker only reaches it through the port). */

@@ -30,8 +30,6 @@ enum { EXIT_USAGE = MBXH_CLI_EXIT_USAGE, EXIT_INTERNAL = MBXH_CLI_EXIT_INTERNAL 
 
 /* --input-file has no library limit; this only stops `--input-file /dev/zero` eating RAM. */
 #define INPUT_FILE_MAX ((size_t)64 * 1024 * 1024)
-/* The most --stdin (or piped input) hands the guest's io.stdin. */
-#define STDIN_MAX ((size_t)64 * 1024 * 1024)
 /* A snapshot holds at most 256 MiB of log plus its header (capabilities/replay.h). */
 #define SNAPSHOT_FILE_MAX ((size_t)257 * 1024 * 1024)
 
@@ -676,7 +674,8 @@ static int run_command(const mbxH_cli_options *opt) {
   mbx_policy *policy = NULL;
   mbx_runtime *runtime = NULL;
   mbx_sandbox *sandbox = NULL;
-  byte_buffer script = {NULL, 0}, inputs = {NULL, 0}, guest_stdin = {NULL, 0};
+  byte_buffer script = {NULL, 0}, inputs = {NULL, 0};
+  int guest_stdin_fd = -1; /* --stdin FILE's descriptor, closed after the sandbox */
   /* Lua keeps at most LUA_IDSIZE - 1 = 59 bytes of a chunk name in its messages, cutting
      the end (where the file name is); shortened here, the name loses its start instead. */
   char chunk_name[60];
@@ -714,38 +713,24 @@ static int run_command(const mbxH_cli_options *opt) {
     goto done;
   }
   job.sandbox = sandbox;
-  /* io.stdin: --stdin FILE, or what is piped or redirected in from a file when nothing else
-     reads standard input (a terminal or /dev/null gives an empty stdin). */
-  const char *stdin_path = opt->stdin_file;
+  /* io.stdin: --stdin FILE, or this process's standard input unless the script or the inputs
+     come from it. Read only as the script reads it (mbx_sandbox_set_stdin_fd): a script that
+     never reads it never waits for it, and a wait counts against --timeout. */
+  int stdin_fd = -1;
   struct stat in_st;
-  int too_large = 0;
-  if (stdin_path == NULL && opt->script_kind != MBXH_CLI_SCRIPT_STDIN &&
-      !(opt->input_file && strcmp(opt->input_file, "-") == 0) && fstat(0, &in_st) == 0 &&
-      (S_ISFIFO(in_st.st_mode) || S_ISREG(in_st.st_mode)))
-    stdin_path = "-";
-  if (stdin_path != NULL) {
-    if (read_path(stdin_path, STDIN_MAX, &guest_stdin, &too_large) != 0) {
+  if (opt->stdin_file != NULL && strcmp(opt->stdin_file, "-") != 0) {
+    stdin_fd = guest_stdin_fd = open(opt->stdin_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (stdin_fd < 0) {
+      fprintf(stderr, "moonbox: --stdin: cannot open '%s': %s\n", opt->stdin_file, strerror(errno));
       exit_code = EXIT_USAGE;
       goto done;
     }
-    if (too_large && opt->stdin_file == NULL) {
-      /* Nobody gave --stdin: the piped input was taken as the script's io.stdin. */
-      fprintf(stderr,
-              "moonbox: standard input (piped or redirected) is larger than 64 MiB, the most the "
-              "script's io.stdin holds (redirect it elsewhere, or give --stdin FILE)\n");
-      exit_code = EXIT_USAGE;
-      goto done;
-    }
-    if (too_large) {
-      fprintf(stderr, "moonbox: --stdin: '%s' is larger than 64 MiB\n",
-              strcmp(stdin_path, "-") == 0 ? "stdin" : stdin_path);
-      exit_code = EXIT_USAGE;
-      goto done;
-    }
-    /* Empty input is what every sandbox has already: nothing to copy. */
-    mbx_status ss = guest_stdin.len == 0
-                        ? MBX_OK
-                        : mbx_sandbox_set_stdin(sandbox, guest_stdin.data, guest_stdin.len, &err);
+  } else if (opt->stdin_file != NULL || (opt->script_kind != MBXH_CLI_SCRIPT_STDIN &&
+                                         !(opt->input_file && strcmp(opt->input_file, "-") == 0))) {
+    if (fstat(0, &in_st) == 0) stdin_fd = 0;
+  }
+  if (stdin_fd >= 0) {
+    mbx_status ss = mbx_sandbox_set_stdin_fd(sandbox, stdin_fd, &err);
     if (ss != MBX_OK) {
       fprintf(stderr, "moonbox: --stdin: %s\n", err.message);
       exit_code = ss == MBX_UNSUPPORTED ? EXIT_USAGE : EXIT_INTERNAL;
@@ -767,12 +752,12 @@ done:
   if (job.changes_out && fclose(job.changes_out) != 0 && exit_code == 0) exit_code = EXIT_INTERNAL;
   mbx_result_free(job.result);
   mbx_sandbox_free(sandbox);
+  if (guest_stdin_fd >= 0) close(guest_stdin_fd);
   mbx_runtime_free(runtime);
   mbx_policy_free(policy);
   free(script.data);
   free(inputs.data);
   free(with_args);
-  free(guest_stdin.data);
   return exit_code;
 }
 

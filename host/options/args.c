@@ -112,8 +112,9 @@ static const option_spec run_options[] = {
      "way lua(1) finds them from FILE's folder; io and fs never see\n"
      "that folder; off with --snapshot-out)"},
     {"--stdin", OPT_STDIN, 1, "--stdin data.txt", FOR_RUN, "FILE",
-     "what io.stdin and io.read read (- = standard input; without\n"
-     "it, input piped or redirected from a file is used)"},
+     "what io.stdin and io.read read (- = standard input, the\n"
+     "default); read only as the script reads it, a wait counted\n"
+     "against --timeout"},
     {"--isolate", OPT_ISOLATE, 1, "--isolate process", 0, "process|none",
      "run the script in a jailed worker process (moonbox-worker:\n"
      "no files, no network, no system calls but compute) or in\n"

@@ -246,10 +246,11 @@ static int stub_exec_run(void *ud, const mbxC_exec_request *req, const mbxC_wait
   return 0;
 }
 
-static int stub_stdin_read(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
+static int stub_stdin_read(void *ud, char *buf, size_t len, const mbxC_wait *wait, size_t *got,
+                           mbxC_port_error *e) {
   (void)ud;
   (void)e;
-  saw(MBXC_OP_STDIN_READ, NULL);
+  saw(MBXC_OP_STDIN_READ, wait);
   g_seen.n2 = (int64_t)len;
   memcpy(buf, "in", 2);
   *got = 2;
@@ -513,15 +514,17 @@ static void test_exec_and_stdin(void **state) {
   assert_string_equal(res.changes_error, "too big");
   char buf[4];
   size_t got = 0;
-  assert_int_equal(p->stdin_read(p->ud, buf, sizeof buf, &got, &e), 0);
+  mbxC_wait stdin_wait = {424242, NULL, NULL};
+  assert_int_equal(p->stdin_read(p->ud, buf, sizeof buf, &stdin_wait, &got, &e), 0);
   assert_int_equal(g_seen.op, MBXC_OP_STDIN_READ);
+  assert_int_equal(g_seen.deadline_ns, 424242); /* guest time: the deadline crosses the wire */
   assert_int_equal(g_seen.n2, 4);
   assert_int_equal(got, 2);
   assert_memory_equal(buf, "in", 2);
   /* A read larger than one frame may carry asks for MBXC_WIRE_MAX_IO. */
   char *big = malloc((size_t)MBXC_WIRE_MAX_IO + 10);
   assert_non_null(big);
-  assert_int_equal(p->stdin_read(p->ud, big, (size_t)MBXC_WIRE_MAX_IO + 10, &got, &e), 0);
+  assert_int_equal(p->stdin_read(p->ud, big, (size_t)MBXC_WIRE_MAX_IO + 10, NULL, &got, &e), 0);
   assert_int_equal(g_seen.n2, MBXC_WIRE_MAX_IO);
   free(big);
 }

@@ -33,8 +33,10 @@ static int greedy_read(void *ud, int handle, char *buf, size_t len, const mbxC_w
   return 0;
 }
 
-static int refusing_stdin(void *ud, char *buf, size_t len, size_t *got, mbxC_port_error *e) {
+static int refusing_stdin(void *ud, char *buf, size_t len, const mbxC_wait *wait, size_t *got,
+                          mbxC_port_error *e) {
   (void)ud;
+  (void)wait;
   (void)buf;
   (void)len;
   (void)got;
