@@ -143,8 +143,11 @@ static void print_error(const entry_job *job) {
     fprintf(stderr, "%s%s\n", prefix, e.message);
     const char *tb = mbx_result_traceback(res, &tb_len);
     if (tb != NULL && tb_len > 0) {
-      fwrite(tb, 1, tb_len, stderr);
+      size_t shown_len = tb_len;
+      char *shown = mbxH_repl_traceback(tb, tb_len, &shown_len);
+      fwrite(shown ? shown : tb, 1, shown ? shown_len : tb_len, stderr);
       fputc('\n', stderr);
+      free(shown);
     }
     return;
   }

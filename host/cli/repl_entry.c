@@ -40,6 +40,53 @@ char *mbxH_repl_wrap(const char *src, size_t len, size_t *out_len) {
   return code;
 }
 
+/* 1 when line (len bytes) is "\tstdin:DIGITS: " followed by suffix, exactly. */
+static int frame_is(const char *line, size_t len, const char *suffix) {
+  static const char head[] = "\t" MBXH_REPL_CHUNK ":";
+  size_t head_len = sizeof head - 1, suffix_len = strlen(suffix), i = head_len;
+  if (len < head_len || memcmp(line, head, head_len) != 0) return 0;
+  while (i < len && line[i] >= '0' && line[i] <= '9')
+    i++;
+  if (i == head_len || len - i < 2 || line[i] != ':' || line[i + 1] != ' ') return 0;
+  return len - i - 2 == suffix_len && memcmp(line + i + 2, suffix, suffix_len) == 0;
+}
+
+/* The start of the last line of text[0..len) (0 when it has one line). */
+static size_t last_line(const char *text, size_t len) {
+  size_t at = len;
+  while (at > 0 && text[at - 1] != '\n')
+    at--;
+  return at;
+}
+
+char *mbxH_repl_traceback(const char *tb, size_t len, size_t *out_len) {
+  static const char entry_fn[] = "in function <" MBXH_REPL_CHUNK ":1>";
+  static const char main_chunk[] = "in main chunk";
+  static const char tail_calls[] = "\t(...tail calls...)";
+  char *out = malloc(len + 1);
+  if (out == NULL) return NULL;
+  memcpy(out, tb, len);
+  out[len] = '\0';
+  *out_len = len;
+  size_t wrapper = last_line(tb, len), entry = wrapper > 0 ? last_line(tb, wrapper - 1) : 0;
+  if (wrapper == 0 || !frame_is(tb + wrapper, len - wrapper, main_chunk)) return out;
+  if (wrapper - 1 - entry == sizeof tail_calls - 1 &&
+      memcmp(tb + entry, tail_calls, sizeof tail_calls - 1) == 0) {
+    /* The entry returned a call ("f()" runs as "return f()"): its frame is gone, as under
+       lua -i; only the wrapper's goes. */
+    *out_len = wrapper - 1;
+    out[*out_len] = '\0';
+    return out;
+  }
+  if (!frame_is(tb + entry, wrapper - 1 - entry, entry_fn)) return out;
+  /* The entry's frame keeps its line; only its name changes, to the shorter one. */
+  size_t name_at = wrapper - 1 - (sizeof entry_fn - 1);
+  memcpy(out + name_at, main_chunk, sizeof main_chunk - 1);
+  *out_len = name_at + sizeof main_chunk - 1;
+  out[*out_len] = '\0';
+  return out;
+}
+
 void mbxH_repl_entry_clear(mbxH_repl_entry *e) {
   e->len = 0;
   e->lines = 0;

@@ -52,6 +52,14 @@ mbxH_repl_verdict mbxH_repl_add_line(mbxH_repl_entry *e, const mbx_policy *p, co
                                      size_t len, char **code, size_t *code_len, char *msg,
                                      size_t msg_size);
 
+/*
+** The traceback of a wrapped entry as lua -i shows one: the wrapper's main chunk (the last
+** frame) is dropped and the entry's function ("stdin:L: in function <stdin:1>") reads as
+** "stdin:L: in main chunk". A traceback of another shape is copied as it is. Returns a
+** malloc'd text (*out_len bytes), or NULL when out of memory.
+*/
+char *mbxH_repl_traceback(const char *tb, size_t len, size_t *out_len);
+
 /* Forgets the lines typed so far (Ctrl-C at a ">>" prompt, end of input). */
 void mbxH_repl_entry_clear(mbxH_repl_entry *e);
 /* Releases the entry's text. */

@@ -104,6 +104,20 @@ check_err_has "stdin:3: attempt to call a nil value (local 'f')"
 check_err_has "stdin:1: boom"
 check_err_has "stack traceback:"
 
+start "a runtime error's traceback reads as under lua -i (no wrapper frame)"
+repl "do${nl}  local t = nil${nl}  return t.x${nl}end${nl}"
+check_rc 0
+check_err_has "stdin:3: attempt to index a nil value (local 't')"
+if ! printf 'stack traceback:\n\tstdin:3: in main chunk\n' | cmp -s - <(tail -n 2 "$tmp/err"); then
+  fail "traceback: [$(show "$tmp/err")]"
+fi
+
+start "in a jailed worker (--isolate process), entries and rewinds work the same"
+repl "x = 1${nl}x = 2; while true do end${nl}x${nl}" --isolate process --instructions 1e6
+check_rc 0
+check_out "1${nl}"
+check_err_has "the entry was undone"
+
 start "a syntax error is printed, and the session goes on"
 repl "1 +${nl}x = = 2${nl}'after'${nl}"
 check_rc 0

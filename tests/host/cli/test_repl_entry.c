@@ -219,6 +219,40 @@ static void wrapped_entries_print_like_lua_i(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* Calls mbxH_repl_traceback and compares with want. */
+static void assert_traceback(const char *tb, const char *want) {
+  size_t len = 0;
+  char *got = mbxH_repl_traceback(tb, strlen(tb), &len);
+  assert_non_null(got);
+  assert_int_equal(len, strlen(got));
+  assert_string_equal(got, want);
+  free(got);
+}
+
+static void traceback_reads_as_lua_i(void **state) {
+  (void)state;
+  /* The wrapper's main chunk goes; the entry's function is the main chunk. */
+  assert_traceback("stack traceback:\n\t[C]: in global 'error'\n\tstdin:3: in function "
+                   "<stdin:1>\n\tstdin:1: in main chunk",
+                   "stack traceback:\n\t[C]: in global 'error'\n\tstdin:3: in main chunk");
+  /* A returned call: the entry's frame is gone already. */
+  assert_traceback("stack traceback:\n\tstdin:1: in function <stdin:1>\n\t(...tail calls...)\n"
+                   "\tstdin:1: in main chunk",
+                   "stack traceback:\n\tstdin:1: in function <stdin:1>\n\t(...tail calls...)");
+  /* Other shapes are kept as they are. */
+  static const char *const kept[] = {
+      "stack traceback:\n\tstdin:1: in main chunk",
+      "stack traceback:\n\tstdin:2: in local 'f'\n\tstdin:1: in main chunk",
+      "stack traceback:\n\tstdin:1: in function <stdin:1>\n\tinput:1: in main chunk",
+      "stack traceback:\n\tstdin:1: in function <stdin:2>\n\tstdin:1: in main chunk",
+      "stack traceback:\n\tstdin:x: in function <stdin:1>\n\tstdin:1: in main chunk",
+      "",
+      "stdin:1: in main chunk",
+  };
+  for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+    assert_traceback(kept[i], kept[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(incomplete_is_the_eof_suffix),
@@ -228,6 +262,7 @@ int main(void) {
       cmocka_unit_test(syntax_error_clears_the_entry),
       cmocka_unit_test(source_limit_ends_the_entry),
       cmocka_unit_test(wrapped_entries_print_like_lua_i),
+      cmocka_unit_test(traceback_reads_as_lua_i),
   };
   return cmocka_run_group_tests_name("repl_entry", tests, setup, teardown);
 }
