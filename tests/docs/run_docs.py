@@ -7,6 +7,7 @@ Usage: run_docs.py PATH-TO-MOONBOX [--list] [FILE.md ...]
 Exits 0 when every marked block passed and the counts match tests/docs/expected.txt, 1
 otherwise (each failure is printed with its file:line and what differed).
 """
+import json
 import os
 import re
 import shlex
@@ -180,6 +181,28 @@ def check_outcome(block, attrs, rc, out, err):
     return problems
 
 
+_doctor = None
+
+
+def missing_backend(attrs, env):
+    """What a block's needs=exec|worker lacks on this host (moonbox doctor), or None."""
+    global _doctor
+    needs = attrs.get("needs", [])
+    if not needs:
+        return None
+    if _doctor is None:
+        rc, out, _ = run_shell("moonbox doctor --json", ROOT, env)
+        try:
+            _doctor = json.loads(out)
+        except ValueError:
+            _doctor = {}
+    for need in needs:
+        probe = _doctor if need == "exec" else _doctor.get("worker", {})
+        if not probe.get("available"):
+            return f"the {need} backend is unavailable here (moonbox doctor: {probe.get('reason')})"
+    return None
+
+
 def run_block(block, kind, attrs, env):
     """Runs one marked block in a fresh directory; returns a list of problems."""
     work = tempfile.mkdtemp(prefix="mbx-docs-")
@@ -286,6 +309,12 @@ def main(argv):
             ran += 1
             if listing:
                 print(f"{block.where()}: {kind}")
+                continue
+            lacking = missing_backend(attrs, env)
+            if lacking:
+                # As tests/exec and the isolated escape suite do: skipped where the host
+                # cannot run it, never passed.
+                print(f"SKIP {block.where()}: {lacking}")
                 continue
             problems = run_block(block, kind, attrs, env)
             if problems:
