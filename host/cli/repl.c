@@ -6,9 +6,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef MBX_HAVE_LIBEDIT
@@ -115,7 +117,20 @@ static int run_entry(entry_job *job) {
     pthread_attr_destroy(&attr);
   }
   pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-  if (rc == 0) pthread_join(thread, NULL);
+  /* An interrupt that comes while no run is active is discarded (mbx_sandbox_interrupt), and
+     a Ctrl-C can come while the entry is still being compiled, before its run starts: once
+     one came, it is sent again every 50 ms until the entry's thread ends. */
+  while (rc == 0) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 50 * 1000 * 1000;
+    if (until.tv_nsec >= 1000 * 1000 * 1000) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000 * 1000 * 1000;
+    }
+    if (pthread_timedjoin_np(thread, NULL, &until) == 0) break;
+    if (atomic_load(&sigints) > 0) (void)mbx_sandbox_interrupt(job->sandbox);
+  }
   atomic_store(&running_sandbox, NULL);
   atomic_store(&sigints, 0);
   if (rc != 0) fprintf(stderr, "moonbox: cannot start the entry thread: %s\n", strerror(rc));
@@ -195,55 +210,84 @@ static int print_entry(const entry_job *job) {
   return -1;
 }
 
-/* One line from standard input, without its newline, into *line (malloc'd; *len bytes), or
-   -1 at end of input. *dropped is set when Ctrl-C ended the read: the line is dropped. */
-static int read_line(int interactive, const char *prompt, char **line, size_t *len, int *dropped) {
-  *dropped = 0;
+/* What read_line found. */
+enum { LINE_OK, LINE_END, LINE_DROPPED, LINE_TOO_LONG };
+
+/* A line read from a pipe or file, at most max bytes kept: the rest of a longer line is read
+   and dropped, so piped input cannot grow this process past the source limit (a line longer
+   than it could never run). Returns LINE_OK, LINE_END, LINE_DROPPED (Ctrl-C) or LINE_TOO_LONG. */
+static int read_plain_line(size_t max, char **line, size_t *len) {
+  size_t cap = 0, n = 0;
+  int c, too_long = 0;
+  char *buf = NULL;
+  errno = 0;
+  while ((c = getc(stdin)) != EOF && c != '\n') {
+    if (n >= max) {
+      too_long = 1;
+      continue;
+    }
+    if (n + 1 >= cap) {
+      size_t next = cap ? cap * 2 : 256;
+      char *grown = realloc(buf, next);
+      if (grown == NULL) {
+        free(buf);
+        return LINE_END;
+      }
+      buf = grown;
+      cap = next;
+    }
+    buf[n++] = (char)c;
+  }
+  if (c == EOF && ferror(stdin) && errno == EINTR && atomic_load(&sigints) > 0) {
+    clearerr(stdin);
+    free(buf);
+    return LINE_DROPPED;
+  }
+  if (c == EOF && n == 0 && !too_long) {
+    free(buf);
+    return LINE_END;
+  }
+  if (too_long) {
+    free(buf);
+    return LINE_TOO_LONG;
+  }
+  if (n > 0 && buf[n - 1] == '\r') n--;
+  if (buf == NULL && (buf = malloc(1)) == NULL) return LINE_END;
+  buf[n] = '\0';
+  *line = buf;
+  *len = n;
+  return LINE_OK;
+}
+
+/* One line from standard input, without its newline, into *line (malloc'd; *len bytes), at
+   most max bytes of it (see read_plain_line). */
+static int read_line(int interactive, const char *prompt, size_t max, char **line, size_t *len) {
   *line = NULL;
   *len = 0;
+  atomic_store(&sigints, 0);
 #ifdef MBX_HAVE_LIBEDIT
   if (interactive) {
-    atomic_store(&sigints, 0);
     char *got = readline(prompt);
     if (atomic_load(&sigints) > 0) {
       /* Ctrl-C while typing: the line (and the entry so far) is dropped, as in a shell. */
       free(got);
-      *dropped = 1;
       fputc('\n', stdout);
-      return 0;
+      return LINE_DROPPED;
     }
-    if (got == NULL) return -1;
+    if (got == NULL) return LINE_END;
     if (got[0] != '\0') add_history(got);
     *line = got;
     *len = strlen(got);
-    return 0;
+    return LINE_OK;
   }
 #endif
   if (interactive) {
     fputs(prompt, stdout);
     fflush(stdout);
   }
-  size_t cap = 0;
-  atomic_store(&sigints, 0);
-  errno = 0;
-  ssize_t n = getline(line, &cap, stdin);
-  if (n < 0) {
-    if (errno == EINTR && atomic_load(&sigints) > 0) {
-      clearerr(stdin);
-      free(*line);
-      *line = NULL;
-      *dropped = 1;
-      if (interactive) fputc('\n', stdout);
-      return 0;
-    }
-    free(*line);
-    *line = NULL;
-    return -1;
-  }
-  if (n > 0 && (*line)[n - 1] == '\n') n--;
-  if (n > 0 && (*line)[n - 1] == '\r') n--;
-  *len = (size_t)n;
-  return 0;
+  int got = read_plain_line(max, line, len);
+  if (got == LINE_DROPPED && interactive) fputc('\n', stdout);
+  return got;
 }
 
 /* Reads --input or --input-file into *text (*owned: what to free). 0, or the exit code. */
@@ -360,12 +404,14 @@ int mbxH_cli_repl(const mbxH_cli_options *opt) {
   struct sigaction old_action;
   catch_sigint(&old_action);
   mbxH_repl_entry entry = {NULL, 0, 0, 0};
+  uint64_t source_limit = mbx_policy_get_limit(policy, MBX_LIMIT_SOURCE);
+  size_t line_max = source_limit < SIZE_MAX ? (size_t)source_limit : SIZE_MAX;
   exit_code = 0;
   for (;;) {
     char *line;
     size_t len;
-    int dropped;
-    if (read_line(interactive, entry.lines > 0 ? ">> " : "> ", &line, &len, &dropped) != 0) {
+    int got = read_line(interactive, entry.lines > 0 ? ">> " : "> ", line_max, &line, &len);
+    if (got == LINE_END) {
       if (entry.lines > 0) {
         /* End of input inside an entry: lua -i reports the unfinished chunk. */
         fprintf(stderr, "moonbox: end of input inside an unfinished entry (it was not run)\n");
@@ -373,7 +419,12 @@ int mbxH_cli_repl(const mbxH_cli_options *opt) {
       if (interactive) fputc('\n', stdout);
       break;
     }
-    if (dropped) {
+    if (got == LINE_TOO_LONG)
+      fprintf(stderr,
+              "moonbox: a line longer than the source limit of %zu bytes was dropped, with "
+              "the entry it was part of (raise the limit with --source-limit, up to 16M)\n",
+              line_max);
+    if (got != LINE_OK) {
       mbxH_repl_entry_clear(&entry);
       continue;
     }

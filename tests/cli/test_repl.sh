@@ -170,6 +170,13 @@ check_err_has "output limit exceeded"
 # The entry's output up to the limit is shown; then x is 1 again (2 had the entry stayed).
 if [ "$(tail -c 2 "$tmp/out")" != "1" ]; then fail "stdout does not end in x = 1: [$(tail -c 40 "$tmp/out")]"; fi
 
+start "a line longer than the source limit is dropped (not kept in memory), with its entry"
+long=$(head -c 5000 /dev/zero | tr '\0' 'x')
+repl "t = {${nl}s = '${long}'${nl}1 + 1${nl}" --source-limit 1k
+check_rc 0
+check_out "2${nl}"
+check_err_has "a line longer than the source limit of 1024 bytes was dropped"
+
 start "os.exit(N) ends the session with N"
 repl "print('x')${nl}os.exit(3)${nl}print('not reached')${nl}"
 check_rc 3
@@ -228,6 +235,11 @@ for args in "-v" "--version" "run -v" "repl -v"; do
   check_rc 0
   case "$out" in "moonbox "*"(Lua 5.4)") ;; *) fail "$args: [$out]" ;; esac
 done
+
+start "on a terminal: prompts, Ctrl-C stops an entry or drops a line, Ctrl-D leaves"
+if ! timeout 120 python3 "$(dirname "$0")/repl_pty.py" "$MBX" >"$tmp/pty" 2>&1; then
+  fail "$(cat "$tmp/pty")"
+fi
 
 printf '%d cases, %d failures\n' "$cases" "$failures"
 [ "$failures" -eq 0 ]
