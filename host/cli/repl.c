@@ -3,6 +3,10 @@
 #include "host/cli/repl.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <locale.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -12,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #ifdef MBX_HAVE_LIBEDIT
 #include <editline/readline.h>
@@ -31,6 +36,8 @@
    during the current entry. Atomic: the signal handler reads and writes them. */
 static _Atomic(mbx_sandbox *) running_sandbox;
 static atomic_int sigints;
+/* The self-pipe of SIGINT: the handler writes a byte, the prompt's read polls it. */
+static int sigint_pipe[2] = {-1, -1};
 
 /* One typed line, decided and run on the entry thread. */
 typedef struct entry_job {
@@ -54,6 +61,11 @@ static void on_sigint(int signo) {
   int saved_errno = errno;
   mbx_sandbox *sb = atomic_load(&running_sandbox);
   int seen = atomic_fetch_add(&sigints, 1);
+  if (sigint_pipe[1] >= 0) {
+    /* Wakes the prompt's read (repl_getc) even when the signal came just before it blocked. */
+    ssize_t ignored = write(sigint_pipe[1], "", 1);
+    (void)ignored;
+  }
   if (sb != NULL) {
     (void)mbx_sandbox_interrupt(sb);
     if (seen > 0) {
@@ -209,6 +221,54 @@ static int print_entry(const entry_job *job) {
   if (mbx_result_status(job->result) != MBX_OK) print_error(job);
   return -1;
 }
+
+#ifdef MBX_HAVE_LIBEDIT
+/* One byte of the terminal, or -1 once a Ctrl-C came (or at end of input). A read() that a
+   signal interrupts is retried by libedit when the signal came before it blocked: polling the
+   self-pipe with the terminal closes that window. */
+static int terminal_byte(int fd) {
+  for (;;) {
+    if (atomic_load(&sigints) > 0) return -1;
+    struct pollfd fds[2] = {{fd, POLLIN, 0}, {sigint_pipe[0], POLLIN, 0}};
+    int n = poll(fds, sigint_pipe[0] >= 0 ? 2 : 1, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (fds[1].revents & POLLIN) {
+      char drain[64];
+      while (read(sigint_pipe[0], drain, sizeof drain) > 0) {
+      }
+      continue;
+    }
+    unsigned char c;
+    ssize_t got = read(fd, &c, 1);
+    if (got == 1) return c;
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    return -1;
+  }
+}
+
+/* libedit's character reader (rl_getc_function): one character, decoded in the terminal's
+   character set (libedit takes the value as a wide character), or -1, which ends readline. */
+static int repl_getc(FILE *in) {
+  mbstate_t state;
+  char bytes[MB_LEN_MAX];
+  size_t n = 0;
+  memset(&state, 0, sizeof state);
+  for (;;) {
+    int c = terminal_byte(fileno(in));
+    if (c < 0) return -1;
+    bytes[n++] = (char)c;
+    wchar_t wc;
+    mbstate_t probe = state;
+    size_t r = mbrtowc(&wc, bytes, n, &probe);
+    if (r == (size_t)-2 && n < sizeof bytes) continue; /* more bytes of this character */
+    if (r == (size_t)-1 || r == (size_t)-2) return (unsigned char)bytes[0]; /* not a character */
+    return r == 0 ? 0 : (int)wc;
+  }
+}
+#endif
 
 /* What read_line found. */
 enum { LINE_OK, LINE_END, LINE_DROPPED, LINE_TOO_LONG };
@@ -395,13 +455,20 @@ int mbxH_cli_repl(const mbxH_cli_options *opt) {
   }
   int interactive = isatty(STDIN_FILENO);
 #ifdef MBX_HAVE_LIBEDIT
-  /* Our handler, not libedit's, sees Ctrl-C (libedit's re-raises it to the process group). */
+  /* Our handler, not libedit's, sees Ctrl-C (libedit's re-raises it to the process group),
+     and our reader ends readline when it comes. */
   rl_catch_signals = 0;
+  rl_getc_function = repl_getc;
+  /* libedit decodes what is typed in the terminal's character set (UTF-8 and the like); runs
+     and checks switch their thread to the C locale (uselocale), so the guest never sees it. */
+  if (interactive) setlocale(LC_CTYPE, "");
 #endif
   if (interactive)
     printf("moonbox %s (Lua 5.4) -- one sandbox; Ctrl-D leaves, Ctrl-C stops an entry\n",
            mbx_version());
   struct sigaction old_action;
+  if (interactive && pipe2(sigint_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    sigint_pipe[0] = sigint_pipe[1] = -1;
   catch_sigint(&old_action);
   mbxH_repl_entry entry = {NULL, 0, 0, 0};
   uint64_t source_limit = mbx_policy_get_limit(policy, MBX_LIMIT_SOURCE);
@@ -449,6 +516,9 @@ int mbxH_cli_repl(const mbxH_cli_options *opt) {
     }
   }
   sigaction(SIGINT, &old_action, NULL);
+  for (int i = 0; i < 2; i++)
+    if (sigint_pipe[i] >= 0) close(sigint_pipe[i]);
+  sigint_pipe[0] = sigint_pipe[1] = -1;
   mbxH_repl_entry_free(&entry);
   mbx_sandbox_free(sb);
   mbx_runtime_free(rt);

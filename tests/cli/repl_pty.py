@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/cli/repl_pty.py -- `moonbox repl` on a terminal (a pseudo-terminal): the banner and
 prompts, Ctrl-C stopping a running entry (which is undone) without ending the session, Ctrl-C
-dropping a half-typed line, and Ctrl-D leaving with exit 0.
+dropping a half-typed line, UTF-8 typed in, and Ctrl-D leaving with exit 0.
 
 Usage: repl_pty.py PATH-TO-MOONBOX. Each wait allows 20 s: it checks "happened", never speed.
 """
@@ -17,7 +17,8 @@ WAIT = 20.0
 def main(moonbox):
     pid, fd = pty.fork()
     if pid == 0:
-        os.execv(moonbox, [moonbox, "repl", "--timeout", "0", "--instructions", "0"])
+        env = dict(os.environ, LANG="C.UTF-8", LC_ALL="C.UTF-8")
+        os.execve(moonbox, [moonbox, "repl", "--timeout", "0", "--instructions", "0"], env)
     seen = b""
 
     def wait_for(text, what):
@@ -56,6 +57,10 @@ def main(moonbox):
     wait_for(b"> ", "a new prompt after Ctrl-C on a half-typed line")
     os.write(fd, b"x + 1\n")
     wait_for(b"42", "x kept its value from before the interrupted entry")
+    wait_for(b"> ", "the prompt")
+    # Typed UTF-8 reaches the guest as the same bytes (2 + 3 of them).
+    os.write(fd, "#'\u00e9\u20ac'\n".encode())
+    wait_for(b"\r\n5\r\n", "UTF-8 typed at the prompt")
     wait_for(b"> ", "the prompt")
     os.write(fd, b"\x04")
     deadline = time.monotonic() + WAIT
