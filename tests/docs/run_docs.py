@@ -27,6 +27,8 @@ FENCE_RE = re.compile(r"^(```+)\s*([A-Za-z0-9_+-]*)\s*$")
 # key="value with \" escapes", key='raw value', key=bare, or the kind (a bare word).
 TOKEN_RE = re.compile(r"""(?P<key>[A-Za-z][A-Za-z-]*)=(?:"(?P<dq>(?:[^"\\]|\\.)*)"|'(?P<sq>[^']*)'|"""
                       r"""(?P<bare>\S+))|(?P<word>\S+)""")
+# Bare words a marker may hold after its kind.
+FLAGS = {"continues"}
 COMMAND_TIMEOUT = 60  # seconds: "did not hang", never a speed check
 
 
@@ -66,6 +68,8 @@ def parse_mark(text):
                 value = m.group("bare")
             attrs.setdefault(m.group("key"), []).append(
                 unescape(value) if m.group("dq") is not None else value)
+        elif m.group("word") in FLAGS:
+            attrs.setdefault("flags", []).append(m.group("word"))
         elif kind is None:
             kind = m.group("word")
         else:
@@ -88,7 +92,9 @@ def scan(path):
             fence, j = f.group(1), i + 1
             while j < len(lines) and not lines[j].startswith(fence):
                 j += 1
-            blocks.append(Block(path, i + 1, f.group(2).lower(), "\n".join(lines[i + 1 : j]), mark))
+            block = Block(path, i + 1, f.group(2).lower(), "\n".join(lines[i + 1 : j]), mark)
+            block.earlier = [b for b in blocks if b.lang == "python" and b.mark is not None]
+            blocks.append(block)
             mark, i = None, j + 1
             continue
         if lines[i].strip():
@@ -233,6 +239,15 @@ def run_block(block, kind, attrs, env):
                 if not lines_match(expected, [a.rstrip() for a in actual]):
                     return [f"$ {cmd.splitlines()[0]}\n    expected: {expected!r}\n    got:      {actual!r}"]
             return []
+        if kind == "python":
+            # The page's earlier python blocks first when the block builds on them
+            # (continues), then the block, then the test's own driver lines (after=).
+            code = [b.body for b in block.earlier] if "continues" in attrs.get("flags", []) else []
+            code += [block.body] + attrs.get("after", [])
+            with open(os.path.join(work, "example.py"), "w", encoding="utf-8") as f:
+                f.write("\n\n".join(code) + "\n")
+            rc, out, err = run_shell("python3 example.py", work, env)
+            return check_outcome(block, attrs, rc, out, err)
         if kind in ("policy", "policy-invalid"):
             with open(os.path.join(work, "policy.json"), "w", encoding="utf-8") as f:
                 f.write(block.body + "\n")
@@ -242,7 +257,7 @@ def run_block(block, kind, attrs, env):
             if kind == "policy-invalid" and rc != 2:
                 return [f"the policy is accepted or fails otherwise ({rc}): {err.strip()[:400]}"]
             return check_outcome(block, {"exit": [str(rc)], **attrs}, rc, out, err)
-        return [f"unknown kind '{kind}' (sh, lua, transcript, policy, policy-invalid, skip)"]
+        return [f"unknown kind '{kind}' (sh, lua, python, transcript, policy, policy-invalid, skip)"]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -254,6 +269,8 @@ def default_kind(block):
         return "lua"
     if block.lang == "json":
         return "policy"
+    if block.lang == "python":
+        return "python"
     return "transcript"
 
 
@@ -284,7 +301,9 @@ def main(argv):
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(moonbox) + os.pathsep + env.get("PATH", "")
     env["MOONBOX_REPO"] = ROOT
-    env.pop("MOONBOX_LIBRARY", None)
+    # The Python binding from the tree, over the library built beside the tested program.
+    env["PYTHONPATH"] = os.path.join(ROOT, "host", "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env["MOONBOX_LIBRARY"] = os.path.join(os.path.dirname(moonbox), "libmoonbox.so")
     failures, counts = [], {}
     for path in only or pages():
         ran = skipped = 0
