@@ -50,6 +50,13 @@ def main(moonbox):
     time.sleep(0.2)
     os.write(fd, b"\x03")
     wait_for(b"interrupted", "Ctrl-C stopping the entry")
+    if os.environ.get("MBX_NO_CHECKPOINTS"):
+        # The asan build resets the session instead of rewinding it: x is set again.
+        wait_for(b"starts afresh", "the session reset")
+        wait_for(b"> ", "the prompt after Ctrl-C")
+        os.write(fd, b"x = 41\n")
+    else:
+        wait_for(b"the entry was undone", "the entry undone")
     wait_for(b"> ", "the prompt after Ctrl-C")
     os.write(fd, b"abc def")
     wait_for(b"abc def", "the half-typed line echoed")

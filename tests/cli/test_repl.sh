@@ -68,6 +68,20 @@ check_err_empty() {
 nl=$'\n'
 tab=$'\t'
 
+# The asan build has no checkpoints (MBX_ARENA_MALLOC): an entry that ends on a limit resets
+# the session instead of rewinding it, and says so; what the session held is then gone, so
+# the state after it is checked only where checkpoints exist (ctest sets MBX_NO_CHECKPOINTS).
+if [ -n "${MBX_NO_CHECKPOINTS:-}" ]; then
+  undone="the session could not be rewound: it starts afresh"
+else
+  undone="the entry was undone"
+fi
+
+# check_out where the entry before was rewound (see above).
+check_out_rewound() {
+  if [ -z "${MBX_NO_CHECKPOINTS:-}" ]; then check_out "$1"; fi
+}
+
 start "globals persist between entries"
 repl "x = 41${nl}x + 1${nl}y = x * 2${nl}=y${nl}"
 check_rc 0
@@ -115,8 +129,8 @@ fi
 start "in a jailed worker (--isolate process), entries and rewinds work the same"
 repl "x = 1${nl}x = 2; while true do end${nl}x${nl}" --isolate process --instructions 1e6
 check_rc 0
-check_out "1${nl}"
-check_err_has "the entry was undone"
+check_out_rewound "1${nl}"
+check_err_has "$undone"
 
 start "a syntax error is printed, and the session goes on"
 repl "1 +${nl}x = = 2${nl}'after'${nl}"
@@ -140,16 +154,16 @@ check_err_has "end of input inside an unfinished entry"
 start "an entry that passes the memory limit is undone"
 repl "t = {}${nl}for i = 1, 100 do t[i] = i end${nl}#t${nl}for i = 1, 1e9 do t[#t + 1] = ('x'):rep(1000) .. i end${nl}#t${nl}t[100]${nl}" --memory 2M
 check_rc 0
-check_out "100${nl}100${nl}100${nl}"
+check_out_rewound "100${nl}100${nl}100${nl}"
 check_err_has "memory limit exceeded"
-check_err_has "the entry was undone"
+check_err_has "$undone"
 
 start "an entry that passes the instruction limit is undone, with what it changed"
 repl "x = 1${nl}x = 99; while true do end${nl}x${nl}x = x + 1${nl}x${nl}" --instructions 1e6
 check_rc 0
-check_out "1${nl}2${nl}"
+check_out_rewound "1${nl}2${nl}"
 check_err_has "instruction limit exceeded"
-check_err_has "the entry was undone"
+check_err_has "$undone"
 
 start "the instruction limit is per entry, not per session"
 repl "n = 0${nl}for i = 1, 300000 do n = n + 1 end${nl}for i = 1, 300000 do n = n + 1 end${nl}for i = 1, 300000 do n = n + 1 end${nl}n${nl}" --instructions 2e6
@@ -160,7 +174,7 @@ check_err_empty
 start "an entry that passes the time limit is undone"
 repl "x = 'before'${nl}x = 'during'; while true do end${nl}x${nl}" --timeout 300ms
 check_rc 0
-check_out "before${nl}"
+check_out_rewound "before${nl}"
 check_err_has "time limit exceeded"
 
 start "an entry that passes the output limit is undone"
@@ -168,7 +182,7 @@ repl "x = 1${nl}x = 2; for i = 1, 1e6 do io.write(('y'):rep(100)) end${nl}x${nl}
 check_rc 0
 check_err_has "output limit exceeded"
 # The entry's output up to the limit is shown; then x is 1 again (2 had the entry stayed).
-if [ "$(tail -c 2 "$tmp/out")" != "1" ]; then fail "stdout does not end in x = 1: [$(tail -c 40 "$tmp/out")]"; fi
+if [ -z "${MBX_NO_CHECKPOINTS:-}" ] && [ "$(tail -c 2 "$tmp/out")" != "1" ]; then fail "stdout does not end in x = 1: [$(tail -c 40 "$tmp/out")]"; fi
 
 start "a line longer than the source limit is dropped (not kept in memory), with its entry"
 long=$(head -c 5000 /dev/zero | tr '\0' 'x')

@@ -191,7 +191,7 @@ _doctor = None
 
 
 def missing_backend(attrs, env):
-    """What a block's needs=exec|worker lacks on this host (moonbox doctor), or None."""
+    """What a block's needs=exec|worker|checkpoints lacks here (moonbox doctor), or None."""
     global _doctor
     needs = attrs.get("needs", [])
     if not needs:
@@ -203,6 +203,11 @@ def missing_backend(attrs, env):
         except ValueError:
             _doctor = {}
     for need in needs:
+        if need == "checkpoints":
+            # The asan build has none (MBX_ARENA_MALLOC; ctest sets MBX_NO_CHECKPOINTS there).
+            if env.get("MBX_NO_CHECKPOINTS"):
+                return "this build has no checkpoints (MBX_ARENA_MALLOC)"
+            continue
         probe = _doctor if need == "exec" else _doctor.get("worker", {})
         if not probe.get("available"):
             return f"the {need} backend is unavailable here (moonbox doctor: {probe.get('reason')})"
