@@ -56,13 +56,14 @@ typedef struct entry_job {
 
 /* Only async-signal-safe work. During an entry: interrupt it; a second Ctrl-C during the same
    entry (one the interrupt could not stop) ends the process the ordinary way. At the prompt:
-   counted, and the read returns EINTR, which drops the line being typed. */
+   counted and written to the self-pipe, which ends the read (repl_getc, or EINTR for a plain
+   read): the line being typed is dropped. */
 static void on_sigint(int signo) {
   int saved_errno = errno;
   mbx_sandbox *sb = atomic_load(&running_sandbox);
   int seen = atomic_fetch_add(&sigints, 1);
   if (sigint_pipe[1] >= 0) {
-    /* Wakes the prompt's read (repl_getc) even when the signal came just before it blocked. */
+    /* Wakes the prompt's read even when the signal came just before it blocked. */
     ssize_t ignored = write(sigint_pipe[1], "", 1);
     (void)ignored;
   }
