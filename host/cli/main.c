@@ -17,6 +17,7 @@
 #include "host/cli/changes_view.h"
 #include "host/options/args.h"
 #include "host/cli/fuzz.h"
+#include "host/cli/repl.h"
 #include "host/options/policy.h"
 #include "host/mcp/mcp.h"
 #include "moonbox.h"
@@ -1036,6 +1037,8 @@ int main(int argc, char **argv) {
     mbx_policy_free(policy);
     return exit_code;
   }
+  case MBXH_CLI_REPL:
+    return finish(mbxH_cli_repl(&opt));
   case MBXH_CLI_RUN:
     break;
   }

@@ -146,13 +146,16 @@ static const option_spec run_options[] = {
     {"--help", OPT_HELP, 0, NULL, 0, NULL, "show this help (-h)"},
     {"-h", OPT_HELP, 0, NULL, 0, NULL, NULL},
     {"--version", OPT_VERSION, 0, NULL, 0, NULL, "show the version (-v)"},
+    {"-v", OPT_VERSION, 0, NULL, 0, NULL, NULL},
 };
 
 static int mcp_takes(const option_spec *spec);
+static int repl_takes(const option_spec *spec);
 
 /* Whether command takes the option (what the parser accepts, below). */
 static int command_takes(mbxH_cli_command command, const option_spec *spec) {
   if (command == MBXH_CLI_MCP) return mcp_takes(spec);
+  if (command == MBXH_CLI_REPL) return repl_takes(spec);
   if (spec->only == FOR_BOTH) return 1;
   return spec->only == (command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN);
 }
@@ -175,6 +178,7 @@ static const char overview_text[] =
     "  doctor [--json] [--exec-uids FIRST-LAST]\n"
     "                         what the exec backend found on this host, and why not\n"
     "  mcp [OPTIONS]          an MCP server on stdin/stdout (docs/mcp.md)\n"
+    "  repl [OPTIONS]         an interactive Lua prompt on one sandbox, as lua -i\n"
     "  --help, --version (-v)\n"
     "\n"
     "moonbox COMMAND --help lists a command's options.\n";
@@ -218,6 +222,23 @@ static const char mcp_head[] =
     "client starts it and calls its run_lua, check_lua, reset_session and close_session\n"
     "tools (docs/mcp.md). The options make the server's policy, which caps every call's\n"
     "limits; each call runs in a jailed worker unless --isolate none.\n";
+
+static const char repl_head[] =
+    "Usage: moonbox repl [OPTIONS]\n"
+    "\n"
+    "Reads Lua from standard input, one entry at a time, into one sandbox whose globals\n"
+    "persist between entries, as lua -i does: an expression's values are printed (=EXPR\n"
+    "too), an unfinished entry asks for more with >>, errors are printed and the session\n"
+    "goes on. Each entry gets the limits (instructions, time, output) anew; the memory limit\n"
+    "is the session's heap. An entry that ends on a limit or Ctrl-C is undone: the session\n"
+    "is rewound to before it. Ctrl-D (end of input) leaves; os.exit(N) exits with N.\n"
+    "On a terminal, lines are edited and kept in this session's history"
+#ifdef MBX_HAVE_LIBEDIT
+    " (libedit)"
+#else
+    " (this build has\nno libedit: plain line reading, no editing or history)"
+#endif
+    ";\nfrom a pipe, no prompt is shown.\n";
 
 static const char doctor_text[] =
     "Usage: moonbox doctor [--json] [--exec-uids FIRST-LAST]\n"
@@ -280,6 +301,7 @@ const char *mbxH_cli_usage(mbxH_cli_command command) {
                      : command == MBXH_CLI_RESUME ? resume_head
                      : command == MBXH_CLI_CHECK  ? check_head
                      : command == MBXH_CLI_MCP    ? mcp_head
+                     : command == MBXH_CLI_REPL   ? repl_head
                      : command == MBXH_CLI_DOCTOR ? doctor_text
                                                   : overview_text;
   help_add(buf, sizeof buf, &len, head);
@@ -667,6 +689,15 @@ static int set_positional(mbxH_cli_options *opt, const char *arg, char *msg, siz
              "moonbox mcp takes no script ('%s'): the client sends the code in tools/call", quoted);
     return -1;
   }
+  if (opt->command == MBXH_CLI_REPL) {
+    char quoted[MBXU_QUOTE_MAX + 4];
+    mbxU_quote(arg, quoted, sizeof quoted);
+    mbxU_msg(msg, msg_size,
+             "moonbox repl takes no script ('%s'): type the code at its prompt, or pipe it in "
+             "(moonbox repl < FILE)",
+             quoted);
+    return -1;
+  }
   if (opt->command == MBXH_CLI_RESUME) return set_snapshot(opt, arg, msg, msg_size);
   if (strcmp(arg, "-") == 0) return set_script(opt, MBXH_CLI_SCRIPT_STDIN, NULL, msg, msg_size);
   return set_script(opt, MBXH_CLI_SCRIPT_FILE, arg, msg, msg_size);
@@ -719,7 +750,13 @@ static int mcp_takes(const option_spec *spec) {
   }
 }
 
-/* argv here starts after "run", "resume" or "mcp"; opt->command says which. */
+/* moonbox repl takes the policy options and the starting globals (--input, --input-file):
+   the rest of what mcp refuses too (no script, views, pauses; stdin is the prompt's). */
+static int repl_takes(const option_spec *spec) {
+  return spec->id == OPT_INPUT || spec->id == OPT_INPUT_FILE || mcp_takes(spec);
+}
+
+/* argv here starts after "run", "resume", "check", "mcp" or "repl"; opt->command says which. */
 static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *msg,
                      size_t msg_size) {
   char quoted[MBXU_QUOTE_MAX + 4];
@@ -727,6 +764,7 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
   const char *command_name = opt->command == MBXH_CLI_RESUME  ? "resume"
                              : opt->command == MBXH_CLI_CHECK ? "check"
                              : opt->command == MBXH_CLI_MCP   ? "mcp"
+                             : opt->command == MBXH_CLI_REPL  ? "repl"
                                                               : "run";
   for (i = 0; i < argc; i++) {
     const char *arg = argv[i], *value = NULL, *eq;
@@ -769,7 +807,15 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
                spec->name);
       return -1;
     }
-    if (opt->command != MBXH_CLI_MCP && spec->only != FOR_BOTH &&
+    if (opt->command == MBXH_CLI_REPL && !repl_takes(spec)) {
+      mbxU_msg(msg, msg_size,
+               "%s is not an option of moonbox repl (it takes the policy options: limits, "
+               "--policy, --mount, --file, --module, --env, --seed, --time, --deterministic, "
+               "--allow-exec, --isolate, and --input or --input-file for starting globals)",
+               spec->name);
+      return -1;
+    }
+    if (opt->command != MBXH_CLI_MCP && opt->command != MBXH_CLI_REPL && spec->only != FOR_BOTH &&
         spec->only != (opt->command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN)) {
       if (spec->only == FOR_RESUME)
         mbxU_msg(msg, msg_size,
@@ -820,6 +866,10 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
   }
   if (opt->command == MBXH_CLI_RESUME) return check_resume(opt, msg, msg_size);
   if (opt->command == MBXH_CLI_MCP) return 0;
+  if (opt->command == MBXH_CLI_REPL && opt->input_file && strcmp(opt->input_file, "-") == 0) {
+    mbxU_msg(msg, msg_size, "--input-file -: stdin is the prompt's (put the inputs in a file)");
+    return -1;
+  }
   if (opt->command == MBXH_CLI_CHECK && opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
     mbxU_msg(msg, msg_size,
              "no script given (use moonbox check FILE, moonbox check -e CODE, "
@@ -830,7 +880,7 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
     mbxU_msg(msg, msg_size, "--snapshot-out: moonbox check runs nothing, so nothing pauses");
     return -1;
   }
-  if (opt->script_kind == MBXH_CLI_SCRIPT_NONE) {
+  if (opt->script_kind == MBXH_CLI_SCRIPT_NONE && opt->command != MBXH_CLI_REPL) {
     mbxU_msg(msg, msg_size,
              "no script given (use moonbox run FILE, moonbox run -e CODE, or - to read stdin)");
     return -1;
@@ -868,11 +918,8 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
       static const struct {
         const char *name;
         mbxH_cli_command command;
-      } named[] = {{"run", MBXH_CLI_RUN},
-                   {"resume", MBXH_CLI_RESUME},
-                   {"check", MBXH_CLI_CHECK},
-                   {"mcp", MBXH_CLI_MCP},
-                   {"doctor", MBXH_CLI_DOCTOR}};
+      } named[] = {{"run", MBXH_CLI_RUN}, {"resume", MBXH_CLI_RESUME}, {"check", MBXH_CLI_CHECK},
+                   {"mcp", MBXH_CLI_MCP}, {"repl", MBXH_CLI_REPL},     {"doctor", MBXH_CLI_DOCTOR}};
       for (size_t i = 0; i < sizeof named / sizeof *named; i++)
         if (strcmp(argv[2], named[i].name) == 0) opt->help_for = named[i].command;
     }
@@ -914,6 +961,10 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
     opt->isolate = 1;
     return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
   }
+  if (strcmp(command, "repl") == 0) {
+    opt->command = MBXH_CLI_REPL;
+    return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
+  }
   if (strcmp(command, "resume") == 0) {
     opt->command = MBXH_CLI_RESUME;
     return parse_run(argc - 2, argv + 2, opt, msg, msg_size);
@@ -930,8 +981,8 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
              quoted);
   else
     mbxU_msg(msg, msg_size,
-             "unknown command '%s' (the commands are run, resume, check, fuzz, doctor and "
-             "mcp; see moonbox --help)",
+             "unknown command '%s' (the commands are run, resume, check, fuzz, doctor, "
+             "mcp and repl; see moonbox --help)",
              quoted);
   return -1;
 }

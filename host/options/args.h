@@ -34,7 +34,8 @@ typedef enum mbxH_cli_command {
   MBXH_CLI_VERSION, /* version line on stdout, exit 0 */
   MBXH_CLI_CHECK,   /* moonbox check ... (FILE | -e CODE | -): the static check, no run */
   MBXH_CLI_DOCTOR,  /* what the exec backend found (moonbox doctor [--json]) */
-  MBXH_CLI_MCP      /* moonbox mcp [POLICY OPTIONS]: the MCP server on stdin/stdout */
+  MBXH_CLI_MCP,     /* moonbox mcp [POLICY OPTIONS]: the MCP server on stdin/stdout */
+  MBXH_CLI_REPL     /* moonbox repl [OPTIONS]: an interactive session on one sandbox */
 } mbxH_cli_command;
 
 typedef enum mbxH_cli_script {

@@ -76,7 +76,7 @@ static void test_top_level_commands(void **state) {
   PARSE_OK(&opt, "run", "--version", "script.lua");
   assert_int_equal(opt.command, MBXH_CLI_VERSION);
   PARSE_FAILS(
-      "unknown command 'walk' (the commands are run, resume, check, fuzz, doctor and mcp; see moonbox --help)",
+      "unknown command 'walk' (the commands are run, resume, check, fuzz, doctor, mcp and repl; see moonbox --help)",
       "walk");
   PARSE_FAILS("unknown option '--json' (options go after the command: moonbox run [OPTIONS] "
               "FILE; see moonbox --help)",
@@ -467,11 +467,8 @@ static void test_help_per_command(void **state) {
   static const struct {
     const char *argv1;
     mbxH_cli_command whose;
-  } asked[] = {{"run", MBXH_CLI_RUN},
-               {"resume", MBXH_CLI_RESUME},
-               {"check", MBXH_CLI_CHECK},
-               {"mcp", MBXH_CLI_MCP},
-               {"doctor", MBXH_CLI_DOCTOR}};
+  } asked[] = {{"run", MBXH_CLI_RUN}, {"resume", MBXH_CLI_RESUME}, {"check", MBXH_CLI_CHECK},
+               {"mcp", MBXH_CLI_MCP}, {"repl", MBXH_CLI_REPL},     {"doctor", MBXH_CLI_DOCTOR}};
   for (size_t i = 0; i < sizeof asked / sizeof *asked; i++) {
     PARSE_OK(&opt, asked[i].argv1, "--help");
     assert_int_equal(opt.command, MBXH_CLI_HELP);
@@ -482,8 +479,8 @@ static void test_help_per_command(void **state) {
   PARSE_OK(&opt, "help", "mcp");
   assert_int_equal(opt.help_for, MBXH_CLI_MCP);
   const char *all = mbxH_cli_usage(MBXH_CLI_HELP);
-  static const char *const commands[] = {"  run ",  "  resume ", "  check ",
-                                         "  fuzz ", "  doctor ", "  mcp "};
+  static const char *const commands[] = {"  run ",    "  resume ", "  check ", "  fuzz ",
+                                         "  doctor ", "  mcp ",    "  repl "};
   for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
     if (strstr(all, commands[i]) == NULL) fail_msg("the overview does not list%s", commands[i]);
   const char *run = mbxH_cli_usage(MBXH_CLI_RUN);
@@ -501,6 +498,13 @@ static void test_help_per_command(void **state) {
   assert_null(strstr(mcp, "  --stdin"));
   /* A long value stands alone on its line, the help below it. */
   assert_non_null(strstr(mcp, "  --mount HOSTDIR:/PATH[:ro|rw|overlay]\n"));
+  const char *repl = mbxH_cli_usage(MBXH_CLI_REPL);
+  assert_non_null(strstr(repl, "Usage: moonbox repl"));
+  assert_non_null(strstr(repl, "  --memory SIZE"));
+  assert_non_null(strstr(repl, "  --input JSON"));
+  assert_null(strstr(repl, "  --pause-on NAME"));
+  assert_null(strstr(repl, "  --stdin"));
+  assert_null(strstr(repl, "  --json"));
   /* (each call rebuilds the one buffer: mcp is not read after this) */
   assert_non_null(strstr(mbxH_cli_usage(MBXH_CLI_DOCTOR), "--exec-uids FIRST-LAST"));
 }
@@ -645,7 +649,7 @@ static void test_resume_errors(void **state) {
   PARSE_FAILS("--memory: '12Q' is not a size " SIZE_HINT, "resume", "s.bin", "--value", "1",
               "--memory", "12Q");
   PARSE_FAILS(
-      "unknown command 'resum' (the commands are run, resume, check, fuzz, doctor and mcp; see moonbox --help)",
+      "unknown command 'resum' (the commands are run, resume, check, fuzz, doctor, mcp and repl; see moonbox --help)",
       "resum", "s.bin");
 }
 
@@ -747,9 +751,41 @@ static void test_mcp_command(void **state) {
               "--isolate", "bogus");
 }
 
+/* moonbox repl: the policy options and starting globals; no script, no run-only views. */
+static void test_repl_command(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "repl");
+  assert_int_equal(opt.command, MBXH_CLI_REPL);
+  PARSE_OK(&opt, "repl", "--memory", "8M", "--instructions", "1e6", "--input", "{\"a\":1}",
+           "--mount", "./d:/d:overlay", "--isolate", "process");
+  assert_int_equal(opt.command, MBXH_CLI_REPL);
+  assert_int_equal(opt.memory.value, 8u << 20);
+  assert_int_equal(opt.instructions.value, 1000000);
+  assert_string_equal(opt.input_json, "{\"a\":1}");
+  assert_int_equal(opt.mount_count, 1);
+  assert_int_equal(opt.isolate, 1);
+  PARSE_OK(&opt, "repl", "-v");
+  assert_int_equal(opt.command, MBXH_CLI_VERSION);
+  PARSE_OK(&opt, "run", "-v");
+  assert_int_equal(opt.command, MBXH_CLI_VERSION);
+  PARSE_FAILS("moonbox repl takes no script ('s.lua'): type the code at its prompt, or pipe it "
+              "in (moonbox repl < FILE)",
+              "repl", "s.lua");
+  PARSE_FAILS("--stdin is not an option of moonbox repl (it takes the policy options: limits, "
+              "--policy, --mount, --file, --module, --env, --seed, --time, --deterministic, "
+              "--allow-exec, --isolate, and --input or --input-file for starting globals)",
+              "repl", "--stdin", "x");
+  PARSE_FAILS("--input-file -: stdin is the prompt's (put the inputs in a file)", "repl",
+              "--input-file", "-");
+  PARSE_FAILS("--input and --input-file cannot both be given (use one of them)", "repl", "--input",
+              "{}", "--input-file", "x.json");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_check_command),
+      cmocka_unit_test(test_repl_command),
       cmocka_unit_test(test_mcp_command),
       cmocka_unit_test(test_top_level_commands),
       cmocka_unit_test(test_no_command),
