@@ -1,0 +1,121 @@
+/* vm/hibernate.c -- an idle sandbox's heap out of memory and back: same slot, same address. */
+#include "vm/hibernate.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lz4.h>
+
+#include "vm/arena.h"
+
+/* What the image of a slot is a delta against (vm/arena.h, mbxV_slot_reference). */
+typedef struct reference {
+  const uint64_t *words;
+  size_t nwords;
+  const uint32_t *reloc; /* pointer words of a template built at another address */
+  size_t nreloc;
+  uint64_t delta;
+} reference;
+
+static void reference_of(mbxV_slot *s, reference *r) {
+  size_t len;
+  const char *bytes = mbxV_slot_reference(s, &len, &r->reloc, &r->nreloc, &r->delta);
+  r->words = (const uint64_t *)(const void *)bytes;
+  r->nwords = bytes ? len / sizeof(uint64_t) : 0;
+}
+
+/* words[0, n) ^= the reference, as it would read once restored into this slot: a word the
+   template relocates gets the slot's delta first. Its own inverse, so it both makes and
+   undoes the delta. */
+static void xor_reference(uint64_t *words, size_t n, const reference *r) {
+  size_t common = n < r->nwords ? n : r->nwords;
+  for (size_t i = 0; i < common; i++)
+    words[i] ^= r->words[i];
+  for (size_t k = 0; k < r->nreloc && r->reloc[k] < common; k++) {
+    size_t i = r->reloc[k];
+    words[i] ^= r->words[i] ^ (r->words[i] + r->delta);
+  }
+}
+
+mbxV_hibernate_result mbxV_vm_hibernate(mbxV_vm *vm, mbxV_image *img) {
+#ifdef MBX_ARENA_MALLOC
+  (void)vm;
+  (void)img;
+  return MBXV_HIBERNATE_UNSUPPORTED;
+#else
+  mbxV_slot *s = vm->slot;
+  /* The prefix is a whole number of words: the arena hands out 8-byte granules from a
+     page-aligned base. */
+  size_t len = mbxV_arena_prefix(s->arena);
+  if (len > (size_t)LZ4_MAX_INPUT_SIZE) return MBXV_HIBERNATE_NO_MEMORY;
+  int bound = LZ4_compressBound((int)len);
+  char *delta = mbxV_copy_alloc(len);
+  char *packed = malloc((size_t)bound);
+  if (delta == NULL || packed == NULL) {
+    free(delta);
+    free(packed);
+    return MBXV_HIBERNATE_NO_MEMORY;
+  }
+  /* Host memory the sleeping state would point at for nothing: the output buffers are per
+     call (every run and resume empties them first), so they are released and regrown. */
+  mbxV_output_free(&vm->output);
+  /* A first run recorded over the pristine bytes (vm/first_run.h) may not be replayed over a
+     state that has been away: mark it touched, as any change before a first run is. */
+  mbxV_vm_touched(vm);
+  mbxV_arena_copy_out(s->arena, delta, len);
+  reference r;
+  reference_of(s, &r);
+  xor_reference((uint64_t *)(void *)delta, len / sizeof(uint64_t), &r);
+  int n = LZ4_compress_default(delta, packed, (int)len, bound);
+  free(delta);
+  char *fit = n > 0 ? realloc(packed, (size_t)n) : NULL;
+  if (fit == NULL) {
+    free(packed);
+    return MBXV_HIBERNATE_NO_MEMORY;
+  }
+  if (!mbxV_slot_release_pages(s)) {
+    /* The kernel kept the old mapping or left the range unmapped: put the state back. */
+    img->slot = s;
+    img->bytes = fit;
+    img->packed = (size_t)n;
+    img->len = len;
+    if (mbxV_vm_wake(img) != MBXV_WAKE_OK) return MBXV_HIBERNATE_OK; /* asleep after all */
+    return MBXV_HIBERNATE_NO_MEMORY;
+  }
+  img->slot = s;
+  img->bytes = fit;
+  img->packed = (size_t)n;
+  img->len = len;
+  return MBXV_HIBERNATE_OK;
+#endif
+}
+
+mbxV_wake_result mbxV_vm_wake(mbxV_image *img) {
+  if (img->bytes == NULL) return MBXV_WAKE_OK;
+  mbxV_slot *s = img->slot;
+  if (!mbxV_slot_take_pages(s, img->len)) return MBXV_WAKE_NO_MEMORY;
+  char *base = (char *)s->arena;
+  int n = LZ4_decompress_safe(img->bytes, base, (int)img->packed, (int)img->len);
+  if (n != (int)img->len) return MBXV_WAKE_CORRUPT;
+  reference r;
+  reference_of(s, &r);
+  xor_reference((uint64_t *)(void *)base, img->len / sizeof(uint64_t), &r);
+  mbxV_slot_pages_written(s);
+  free(img->bytes);
+  img->bytes = NULL;
+  img->packed = img->len = 0;
+  return MBXV_WAKE_OK;
+}
+
+void mbxV_vm_free_hibernated(mbxV_image *img) {
+  if (img->bytes == NULL) return;
+  mbxV_slot *s = img->slot;
+  free(img->bytes);
+  img->bytes = NULL;
+  img->packed = img->len = 0;
+  /* Zero pages, none touched: the pool takes a slot whose header names no state (vm/arena.c
+     treats that as clean). Without pages back the slot cannot be reused: it is left mapped
+     PROT_NONE, and the pool still counts it (address space only). */
+  if (mbxV_slot_take_pages(s, 0)) mbxV_pool_give(s);
+}
