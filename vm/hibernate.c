@@ -1,6 +1,7 @@
 /* vm/hibernate.c -- an idle sandbox's heap out of memory and back: same slot, same address. */
 #include "vm/hibernate.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,40 @@ static void xor_reference(uint64_t *words, size_t n, const reference *r) {
   }
 }
 
+/* A hibernation's working memory (the delta, then the compressed bytes: about twice the
+   prefix), kept per thread and reused: allocated and freed per hibernation, buffers of that
+   size between the small long-lived images would leave malloc's heap fragmented, resident
+   holes that cost about as much per session as the images themselves. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_ok;
+
+typedef struct scratch {
+  size_t cap;
+  char bytes[];
+} scratch;
+
+static void scratch_make_key(void) {
+  scratch_ok = pthread_key_create(&scratch_key, free) == 0;
+}
+
+/* At least n bytes of this thread's scratch, or NULL. */
+static char *scratch_get(size_t n) {
+  pthread_once(&scratch_once, scratch_make_key);
+  if (!scratch_ok) return NULL;
+  scratch *sc = pthread_getspecific(scratch_key);
+  if (sc && sc->cap >= n) return sc->bytes;
+  size_t cap = n + n / 4;
+  scratch *grown = mbxV_copy_alloc(sizeof *sc + cap);
+  if (grown == NULL || pthread_setspecific(scratch_key, grown) != 0) {
+    free(grown);
+    return NULL;
+  }
+  free(sc);
+  grown->cap = cap;
+  return grown->bytes;
+}
+
 mbxV_hibernate_result mbxV_vm_hibernate(mbxV_vm *vm, mbxV_image *img) {
 #ifdef MBX_ARENA_MALLOC
   (void)vm;
@@ -50,13 +85,10 @@ mbxV_hibernate_result mbxV_vm_hibernate(mbxV_vm *vm, mbxV_image *img) {
   size_t len = mbxV_arena_prefix(s->arena);
   if (len > (size_t)LZ4_MAX_INPUT_SIZE) return MBXV_HIBERNATE_NO_MEMORY;
   int bound = LZ4_compressBound((int)len);
-  char *delta = mbxV_copy_alloc(len);
-  char *packed = malloc((size_t)bound);
-  if (delta == NULL || packed == NULL) {
-    free(delta);
-    free(packed);
-    return MBXV_HIBERNATE_NO_MEMORY;
-  }
+  size_t delta_room = (len + 63) / 64 * 64;
+  char *delta = scratch_get(delta_room + (size_t)bound);
+  if (delta == NULL) return MBXV_HIBERNATE_NO_MEMORY;
+  char *packed = delta + delta_room;
   /* Host memory the sleeping state would point at for nothing: the output buffers are per
      call (every run and resume empties them first), so they are released and regrown. */
   mbxV_output_free(&vm->output);
@@ -68,12 +100,9 @@ mbxV_hibernate_result mbxV_vm_hibernate(mbxV_vm *vm, mbxV_image *img) {
   reference_of(s, &r);
   xor_reference((uint64_t *)(void *)delta, len / sizeof(uint64_t), &r);
   int n = LZ4_compress_default(delta, packed, (int)len, bound);
-  free(delta);
-  char *fit = n > 0 ? realloc(packed, (size_t)n) : NULL;
-  if (fit == NULL) {
-    free(packed);
-    return MBXV_HIBERNATE_NO_MEMORY;
-  }
+  char *fit = n > 0 ? malloc((size_t)n) : NULL;
+  if (fit == NULL) return MBXV_HIBERNATE_NO_MEMORY;
+  memcpy(fit, packed, (size_t)n);
   if (!mbxV_slot_release_pages(s)) {
     /* The kernel kept the old mapping or left the range unmapped: put the state back. */
     img->slot = s;
