@@ -14,6 +14,10 @@
    that ends on any of the runtime's sandboxes. */
 #define SWEEPS_PER_PERIOD 4
 #define SWEEP_MIN_NS 1000000u
+/* Hibernations one sweep does at most: the sweep runs on the thread whose call just ended, and
+   holds the list's lock (mbx_sandbox_new and _free of listed sandboxes wait for it). When
+   more are due, the next call's end sweeps again at once. */
+#define SWEEP_MAX_SLEEPS 32
 
 /* With sb claimed and awake: move its state out of memory. asleep goes up before the state
    is read, and the peeking threads (interrupt, paused) are waited out, so none of them reads
@@ -126,8 +130,13 @@ void mbxH_idle_leave(mbx_sandbox *sb) {
    starts meanwhile waits out (mbxH_busy_take) and then finds hibernated and wakes: the owner
    never sees the sweep but as the wake's few microseconds. */
 static void sweep(mbx_runtime *rt, uint64_t now, uint64_t idle_ns) {
+  int slept = 0;
   pthread_mutex_lock(&rt->idle_lock);
   for (mbx_sandbox *sb = rt->idle_head; sb != NULL; sb = sb->idle_next) {
+    if (slept == SWEEP_MAX_SLEEPS) {
+      atomic_store(&rt->next_sweep_ns, 0); /* the rest at the next call's end */
+      break;
+    }
     if (atomic_load_explicit(&sb->asleep, memory_order_relaxed)) continue;
     uint64_t used = atomic_load_explicit(&sb->used_ns, memory_order_relaxed);
     if (used >= now || now - used < idle_ns) continue;
@@ -135,7 +144,7 @@ static void sweep(mbx_runtime *rt, uint64_t now, uint64_t idle_ns) {
     if (!atomic_compare_exchange_strong(&sb->busy, &free_now, 2)) continue;
     /* Read again under the claim: a call that ended meanwhile made it young. */
     used = atomic_load_explicit(&sb->used_ns, memory_order_relaxed);
-    if (used < now && now - used >= idle_ns) (void)hibernate_claimed(sb, NULL);
+    if (used < now && now - used >= idle_ns && hibernate_claimed(sb, NULL) == MBX_OK) slept++;
     atomic_store(&sb->busy, 0);
   }
   pthread_mutex_unlock(&rt->idle_lock);

@@ -918,7 +918,8 @@ MBX_API int mbx_sandbox_hibernated(const mbx_sandbox *sb);
 ** woken by their next call. 0 (the default) turns the sweep off; sandboxes already asleep stay
 ** asleep until used. The sweep has no thread of its own: it runs, at most four times per
 ** idle_ms (and at most every millisecond), when a call on any of the runtime's sandboxes ends
-** or a sandbox is made; so a runtime with no calls at all hibernates nothing. A sweep skips
+** or a sandbox is made, on that thread, and hibernates at most 32 sandboxes (the next call's
+** end goes on with the rest); so a runtime with no calls at all hibernates nothing. A sweep skips
 ** sandboxes in use; a call that starts while the sweep hibernates its sandbox waits for it
 ** (tens of microseconds) and wakes it. Thread-safe. Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL
 ** runtime) or MBX_UNSUPPORTED (an isolating runtime, MBX_CAP_ISOLATE, for idle_ms > 0).

@@ -39,6 +39,7 @@ static void xor_reference(uint64_t *words, size_t n, const reference *r) {
   }
 }
 
+#ifndef MBX_ARENA_MALLOC
 /* A hibernation's working memory (the delta, then the compressed bytes: about twice the
    prefix), kept per thread and reused: allocated and freed per hibernation, buffers of that
    size between the small long-lived images would leave malloc's heap fragmented, resident
@@ -72,6 +73,8 @@ static char *scratch_get(size_t n) {
   grown->cap = cap;
   return grown->bytes;
 }
+
+#endif
 
 mbxV_hibernate_result mbxV_vm_hibernate(mbxV_vm *vm, mbxV_image *img) {
 #ifdef MBX_ARENA_MALLOC
