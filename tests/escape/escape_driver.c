@@ -963,6 +963,11 @@ int main(int argc, char **argv) {
   /* Builds without the arena (MBX_ARENA_MALLOC: the asan preset) cannot hibernate. */
   if (d.hibernate && mbx_sandbox_hibernate(d.sandbox, &err) == MBX_UNSUPPORTED) {
     fprintf(stderr, "SKIP escape/%s: %s\n", d.name, err.message);
+    mbx_sandbox_free(d.sandbox);
+    mbx_runtime_free(rt);
+    fclose(d.report);
+    free(report_buf);
+    free(d.source);
     return 77;
   }
 
