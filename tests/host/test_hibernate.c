@@ -433,6 +433,48 @@ static void hibernation_gives_memory_back(void **state) {
   }
 }
 
+/* A deterministic session's replay log is host memory: it keeps recording across a sleep
+   (a snapshot of a sleeping sandbox needs no wake), and a restore of it replays to the same
+   state as the session that slept. The runtime's heap estimate counts the sleeping heap. */
+static void deterministic_log_and_heap_estimate_across_sleep(void **state) {
+  NEEDS_THE_ARENA();
+  (void)state;
+  mbx_policy *p = mbx_policy_new();
+  mbx_error err;
+  assert_int_equal(mbx_policy_set_deterministic(p, 1, &err), MBX_OK);
+  assert_int_equal(mbx_policy_set_seed(p, 9, &err), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
+  assert_non_null(sb);
+  static char json[8192], again[8192];
+  run_ok(sb, "N = math.random(1, 1000) T = {} for i = 1, 500 do T[i] = i * N end return N", json,
+         sizeof json);
+  uint64_t heap = mbx_runtime_usage(snippet_runtime, MBX_CAP_HEAP_BYTES);
+  assert_int_equal(mbx_sandbox_hibernate(sb, &err), MBX_OK);
+  assert_int_equal(mbx_runtime_usage(snippet_runtime, MBX_CAP_HEAP_BYTES), heap);
+  void *blob = NULL;
+  size_t len = 0;
+  assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_OK);
+  assert_int_equal(mbx_sandbox_hibernated(sb), 1); /* the log is host memory */
+  mbx_free(blob);
+  const char *next = "N = N + math.random(1, 1000) return N + #T";
+  run_ok(sb, next, json, sizeof json);
+  assert_int_equal(mbx_sandbox_hibernate(sb, &err), MBX_OK);
+  assert_int_equal(mbx_sandbox_snapshot(sb, &blob, &len, &err), MBX_OK);
+  mbx_sandbox *restored = mbx_sandbox_restore(snippet_runtime, p, blob, len, &err);
+  if (restored == NULL) fail_msg("mbx_sandbox_restore: %s", err.message);
+  mbx_free(blob);
+  const char *read = "return {N, #T, T[500], math.random(1, 1 << 30)}";
+  run_ok(sb, read, json, sizeof json);
+  run_ok(restored, read, again, sizeof again);
+  char *va = strstr(json, "\"value\""), *vb = strstr(again, "\"value\"");
+  assert_non_null(va);
+  assert_non_null(vb);
+  assert_string_equal(va, vb);
+  mbx_sandbox_free(restored);
+  mbx_sandbox_free(sb);
+  mbx_policy_free(p);
+}
+
 static int whole_results(void **state) {
   (void)state;
   values_only = 0;
@@ -449,6 +491,7 @@ int main(void) {
       cmocka_unit_test_setup(interrupts_race_hibernation, whole_results),
       cmocka_unit_test_setup(idle_sweep_hibernates_idle_sandboxes, whole_results),
       cmocka_unit_test_setup(hibernation_gives_memory_back, whole_results),
+      cmocka_unit_test_setup(deterministic_log_and_heap_estimate_across_sleep, whole_results),
   };
   return cmocka_run_group_tests_name("host/hibernate", tests, snippet_setup, snippet_teardown);
 }
