@@ -24,7 +24,7 @@
    the slot while its pages go (host/sandbox.h). */
 static mbx_status hibernate_claimed(mbx_sandbox *sb, mbx_error *err) {
   if (atomic_load(&sb->asleep)) return MBX_OK;
-  sb->asleep_paused = sb->backend->paused(sb->impl);
+  atomic_store_explicit(&sb->asleep_paused, sb->backend->paused(sb->impl), memory_order_relaxed);
   atomic_store(&sb->asleep, 1);
   while (atomic_load(&sb->peeking) != 0) {
     /* A peek is a few loads and one store: spinning is shorter than any sleep. */

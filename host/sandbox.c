@@ -154,7 +154,9 @@ MBX_API int mbx_sandbox_paused(const mbx_sandbox *sb) {
   if (sb == NULL) return 0;
   mbx_sandbox *m = (mbx_sandbox *)sb; /* the peek count only */
   atomic_fetch_add(&m->peeking, 1);
-  int paused = atomic_load(&m->asleep) ? m->asleep_paused : sb->backend->paused(sb->impl);
+  int paused = atomic_load(&m->asleep)
+                   ? atomic_load_explicit(&m->asleep_paused, memory_order_relaxed)
+                   : sb->backend->paused(sb->impl);
   atomic_fetch_sub(&m->peeking, 1);
   return paused;
 }

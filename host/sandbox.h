@@ -31,7 +31,8 @@ struct mbx_sandbox {
      reads a slot whose pages are going. asleep_paused answers mbx_sandbox_paused meanwhile. */
   _Atomic int asleep;
   _Atomic int peeking;
-  int asleep_paused;
+  _Atomic int asleep_paused; /* atomic: a peek that saw asleep may still read it at the next
+                                hibernation's write (relaxed is enough: an int) */
   /* Listed in the runtime's idle sweep (made while mbx_runtime_set_hibernate was on):
      used_ns is when the last call on it ended (CLOCK_MONOTONIC_COARSE); the links are under
      the runtime's hibernate_lock. */
