@@ -45,9 +45,15 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
     return NULL;
   }
   memset(rt, 0, sizeof *rt);
+  if (pthread_mutex_init(&rt->idle_lock, NULL) != 0) {
+    free(rt);
+    mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
+    return NULL;
+  }
   rt->id = atomic_fetch_add(&next_runtime_id, 1);
   rt->c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
   if (rt->c_locale == (locale_t)0) {
+    pthread_mutex_destroy(&rt->idle_lock);
     free(rt);
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: cannot create the C locale");
     return NULL;
@@ -64,6 +70,7 @@ MBX_API mbx_runtime *mbx_runtime_new(mbx_error *err) {
     mbxV_pool_free(rt->slots);
     mbxV_bcache_free(rt->bytecode);
     freelocale(rt->c_locale);
+    pthread_mutex_destroy(&rt->idle_lock);
     free(rt);
     mbxU_error_set(err, MBX_NO_MEMORY, "mbx_runtime_new: out of memory");
     return NULL;
@@ -110,6 +117,7 @@ MBX_API void mbx_runtime_free(mbx_runtime *rt) {
   mbxV_pool_free(rt->slots);
   freelocale(rt->c_locale);
   mbxC_exec_backend_free(&rt->exec);
+  pthread_mutex_destroy(&rt->idle_lock);
   free(rt);
 }
 

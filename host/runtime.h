@@ -14,6 +14,7 @@
 */
 
 #include <locale.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -51,6 +52,13 @@ struct mbx_runtime {
   /* The deadline signal's watchdog (vm/watchdog.h; mbx_runtime_set_deadline_signal), NULL
      when runs use the count hook. Changed only while no sandbox is live. */
   mbxV_watchdog *dog;
+  /* mbx_runtime_set_hibernate (host/hibernate.c): how long a sandbox stays idle before the
+     sweep hibernates it (0: never), when the next sweep may run, and the sandboxes the sweep
+     looks at (those made while it was on), linked under idle_lock. */
+  _Atomic uint64_t hibernate_ns;
+  _Atomic uint64_t next_sweep_ns;
+  pthread_mutex_t idle_lock;
+  struct mbx_sandbox *idle_head;
   /* What the backends take from the runtime (host/backend/backend.h): views of the fields
      here, filled in once by mbx_runtime_new. */
   mbxH_services services;

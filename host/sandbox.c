@@ -2,6 +2,7 @@
    and the runtime's heap estimate, over the runtime's backend (host/backend/backend.h). */
 #include "host/sandbox.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 #include <lua.h>
@@ -10,6 +11,7 @@
 #include "host/result.h"
 #include "host/runtime.h"
 #include "common/error.h"
+#include "vm/budget.h"
 
 /* Bring rt->heap_total up to date with this sandbox's heap (unsigned arithmetic wraps, so a
    shrink is a subtraction). */
@@ -20,13 +22,43 @@ static void count_heap(mbx_sandbox *sb) {
   sb->heap_counted = now;
 }
 
+int mbxH_busy_take(mbx_sandbox *sb) {
+  int seen = 0;
+  while (!atomic_compare_exchange_weak(&sb->busy, &seen, 1)) {
+    if (seen == 1) return 0;
+    /* 0 (a spurious failure) or 2: the idle sweep holds it for one hibernation, tens of
+       microseconds; the call waits that out rather than failing (host/hibernate.c). */
+    if (seen == 2) sched_yield();
+    seen = 0;
+  }
+  return 1;
+}
+
 int mbxH_sandbox_claim(mbx_sandbox *sb, const char *fn, mbx_error *err) {
-  if (!atomic_exchange(&sb->busy, 1)) return 1;
+  if (mbxH_busy_take(sb)) return 1;
   mbxU_error_set(err, MBX_SANDBOX_BUSY, "%s: the sandbox is running on another thread", fn);
   return 0;
 }
 
+int mbxH_sandbox_claim_awake(mbx_sandbox *sb, const char *fn, mbx_status *why, mbx_error *err) {
+  if (!mbxH_sandbox_claim(sb, fn, err)) {
+    *why = MBX_SANDBOX_BUSY;
+    return 0;
+  }
+  *why = mbxH_wake(sb, fn, err);
+  if (*why == MBX_OK) return 1;
+  atomic_store(&sb->busy, 0);
+  return 0;
+}
+
 void mbxH_sandbox_release(mbx_sandbox *sb) {
+  if (sb->listed) {
+    /* Idle from now on, for the sweep (host/hibernate.c); then the sweep's chance to run. */
+    atomic_store_explicit(&sb->used_ns, mbxV_now_coarse_ns(), memory_order_relaxed);
+    atomic_store(&sb->busy, 0);
+    mbxH_idle_tick(sb->rt);
+    return;
+  }
   atomic_store(&sb->busy, 0);
 }
 
@@ -81,6 +113,7 @@ mbx_sandbox *mbxH_sandbox_create(mbx_runtime *rt, const mbx_policy *p, mbxC_repl
                    (unsigned long long)(heap_total >> 10), (unsigned long long)(heap_cap >> 10));
     return NULL;
   }
+  mbxH_idle_join(sb);
   return sb;
 }
 
@@ -96,6 +129,7 @@ MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_e
 
 MBX_API void mbx_sandbox_free(mbx_sandbox *sb) {
   if (sb == NULL) return;
+  mbxH_idle_leave(sb); /* first: the sweep may hold it until then */
   atomic_fetch_sub(&sb->rt->heap_total, sb->heap_counted);
   sb->backend->destroy(sb->impl);
   mbxC_snap_header_free(&sb->snap);
@@ -104,7 +138,11 @@ MBX_API void mbx_sandbox_free(mbx_sandbox *sb) {
 
 MBX_API mbx_status mbx_sandbox_interrupt(mbx_sandbox *sb) {
   if (sb == NULL) return MBX_INVALID_ARGUMENT;
-  sb->backend->interrupt(sb->impl);
+  /* A hibernated sandbox runs nothing, and every run clears the flag when it starts: the
+     interrupt has nothing to stop (and its state has no pages to write to). */
+  atomic_fetch_add(&sb->peeking, 1);
+  if (!atomic_load(&sb->asleep)) sb->backend->interrupt(sb->impl);
+  atomic_fetch_sub(&sb->peeking, 1);
   return MBX_OK;
 }
 
@@ -113,7 +151,14 @@ MBX_API int mbx_sandbox_poisoned(const mbx_sandbox *sb) {
 }
 
 MBX_API int mbx_sandbox_paused(const mbx_sandbox *sb) {
-  return sb ? sb->backend->paused(sb->impl) : 0;
+  if (sb == NULL) return 0;
+  mbx_sandbox *m = (mbx_sandbox *)sb; /* the peek count only */
+  atomic_fetch_add(&m->peeking, 1);
+  int paused = atomic_load(&m->asleep)
+                   ? atomic_load_explicit(&m->asleep_paused, memory_order_relaxed)
+                   : sb->backend->paused(sb->impl);
+  atomic_fetch_sub(&m->peeking, 1);
+  return paused;
 }
 
 MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err) {
@@ -121,7 +166,8 @@ MBX_API mbx_status mbx_sandbox_reset(mbx_sandbox *sb, mbx_error *err) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_reset: the sandbox is NULL");
     return MBX_INVALID_ARGUMENT;
   }
-  if (!mbxH_sandbox_claim(sb, "mbx_sandbox_reset", err)) return MBX_SANDBOX_BUSY;
+  mbx_status why;
+  if (!mbxH_sandbox_claim_awake(sb, "mbx_sandbox_reset", &why, err)) return why;
   mbx_status s = sb->backend->reset(sb->impl, err);
   sb->poisoned = s != MBX_OK;
   sb->poisoned_by = s != MBX_OK ? MBX_INTERNAL_ERROR : MBX_OK;
@@ -135,7 +181,8 @@ MBX_API mbx_status mbx_sandbox_reset_keep_files(mbx_sandbox *sb, mbx_error *err)
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_reset_keep_files: the sandbox is NULL");
     return MBX_INVALID_ARGUMENT;
   }
-  if (!mbxH_sandbox_claim(sb, "mbx_sandbox_reset_keep_files", err)) return MBX_SANDBOX_BUSY;
+  mbx_status why;
+  if (!mbxH_sandbox_claim_awake(sb, "mbx_sandbox_reset_keep_files", &why, err)) return why;
   /* The backend's reset empties the view through its journal, so a mark taken just before
      brings every file back (the nodes are kept, nothing is copied). */
   mbxC_vfs *v = sb->backend->files ? sb->backend->files(sb->impl) : NULL;
@@ -166,7 +213,8 @@ MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_checkpoint: the sandbox is NULL");
     return MBX_INVALID_ARGUMENT;
   }
-  if (!mbxH_sandbox_claim(sb, "mbx_sandbox_checkpoint", err)) return MBX_SANDBOX_BUSY;
+  mbx_status why;
+  if (!mbxH_sandbox_claim_awake(sb, "mbx_sandbox_checkpoint", &why, err)) return why;
   mbx_status s = sb->backend->checkpoint(sb->impl, err);
   if (s == MBX_OK) {
     sb->checkpoint_poisoned = sb->poisoned;
@@ -181,7 +229,8 @@ MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err) {
     mbxU_error_set(err, MBX_INVALID_ARGUMENT, "mbx_sandbox_rewind: the sandbox is NULL");
     return MBX_INVALID_ARGUMENT;
   }
-  if (!mbxH_sandbox_claim(sb, "mbx_sandbox_rewind", err)) return MBX_SANDBOX_BUSY;
+  mbx_status why;
+  if (!mbxH_sandbox_claim_awake(sb, "mbx_sandbox_rewind", &why, err)) return why;
   mbx_status s = sb->backend->rewind(sb->impl, err);
   if (s == MBX_OK) {
     sb->poisoned = sb->checkpoint_poisoned;
@@ -237,7 +286,7 @@ static int poisons(mbx_status s) {
    claimed, or the refusal (err filled, the sandbox left as it was). */
 static mbx_status begin_call(mbx_sandbox *sb, const char *fn, int resuming, mbx_error *err) {
   /* busy first: only the thread that owns the run may read what the run writes. */
-  if (atomic_exchange(&sb->busy, 1)) {
+  if (!mbxH_busy_take(sb)) {
     if (resuming)
       mbxU_error_set(err, MBX_SANDBOX_BUSY, "%s: the sandbox is running on another thread", fn);
     else
@@ -245,7 +294,11 @@ static mbx_status begin_call(mbx_sandbox *sb, const char *fn, int resuming, mbx_
                      "mbx_run: the sandbox is already running on another thread");
     return MBX_SANDBOX_BUSY;
   }
-  mbx_status s = MBX_OK;
+  mbx_status s = mbxH_wake(sb, fn, err); /* every check below may read the backend's state */
+  if (s != MBX_OK) {
+    atomic_store(&sb->busy, 0);
+    return s;
+  }
   if (sb->poisoned) {
     s = MBX_SANDBOX_POISONED;
     if (resuming)

@@ -881,6 +881,54 @@ MBX_API mbx_status mbx_sandbox_checkpoint(mbx_sandbox *sb, mbx_error *err);
 MBX_API mbx_status mbx_sandbox_rewind(mbx_sandbox *sb, mbx_error *err);
 
 /*
+** HIBERNATION: idle sessions out of memory, back on their next call.
+**
+** mbx_sandbox_hibernate moves an idle sandbox's guest heap out of memory: the used part of its
+** heap slot is stored in this process's heap as a delta against the runtime's pristine state,
+** LZ4-compressed (a few KiB for an idle session), and the slot's pages and page tables are
+** released while its address range stays reserved. The next call that needs the guest's state
+** (mbx_run, mbx_resume, mbx_resume_error, mbx_sandbox_reset, _reset_keep_files, _checkpoint,
+** _rewind) first wakes it: the image is decompressed into the same addresses, so the session
+** is byte for byte the one that went to sleep (globals, upvalues, coroutines, a pending pause
+** at an external call, the math.random sequence, heap usage and limits). Nothing is relocated.
+** A wake costs a few microseconds; calls that read only host-side state (mbx_sandbox_changes,
+** _snapshot, _set_stdin, _paused, _poisoned) do not wake it.
+** What stays in memory while it sleeps: the sandbox's host side (its policy's copy, the file
+** view with its memory files and journal, files a paused run holds open, the seed stream, a
+** deterministic session's replay log, a checkpoint's copy) and the reservation of its address
+** range. A paused sandbox may hibernate (a pause holds no C stack); so may a poisoned one.
+** mbx_sandbox_interrupt on a hibernated sandbox is discarded (no run is active). The runtime's
+** heap estimate (MBX_CAP_HEAP_BYTES) keeps counting a hibernated sandbox's heap, so a wake
+** never fails a cap. Images are process-local: never written to disk, never portable (the
+** portable form of a session is mbx_sandbox_snapshot's replay log).
+** Not while a call is active on the sandbox on another thread (MBX_SANDBOX_BUSY). Returns
+** MBX_OK (also when it already sleeps), MBX_INVALID_ARGUMENT (NULL), MBX_SANDBOX_BUSY,
+** MBX_NO_MEMORY (no host memory for the image: it stays awake) or MBX_UNSUPPORTED (isolated
+** sandboxes, MBX_CAP_ISOLATE; MBX_ARENA_MALLOC builds). A call that has to wake a sandbox
+** fails with MBX_NO_MEMORY, having changed nothing, when the kernel gives no pages back.
+**
+** mbx_sandbox_hibernated: 1 while the sandbox's heap is out of memory, 0 otherwise and for NULL.
+*/
+MBX_API mbx_status mbx_sandbox_hibernate(mbx_sandbox *sb, mbx_error *err);
+MBX_API int mbx_sandbox_hibernated(const mbx_sandbox *sb);
+
+/*
+** mbx_runtime_set_hibernate: sandboxes made from now on that stay idle (no call on them) for
+** idle_ms milliseconds or more are hibernated by the runtime, as by mbx_sandbox_hibernate, and
+** woken by their next call. 0 (the default) turns the sweep off; sandboxes already asleep stay
+** asleep until used. The sweep has no thread of its own: it runs, at most four times per
+** idle_ms (and at most every millisecond), when a call on any of the runtime's sandboxes ends
+** or a sandbox is made, on that thread, and hibernates at most 32 sandboxes (the next call's
+** end goes on with the rest); so a runtime with no calls at all hibernates nothing. A sweep skips
+** sandboxes in use; a call that starts while the sweep hibernates its sandbox waits for it
+** (tens of microseconds) and wakes it. Thread-safe. Returns MBX_OK, MBX_INVALID_ARGUMENT (NULL
+** runtime) or MBX_UNSUPPORTED (an isolating runtime, MBX_CAP_ISOLATE, for idle_ms > 0).
+** mbx_runtime_get_hibernate returns the setting (0 for NULL).
+*/
+MBX_API mbx_status mbx_runtime_set_hibernate(mbx_runtime *rt, uint64_t idle_ms, mbx_error *err);
+MBX_API uint64_t mbx_runtime_get_hibernate(const mbx_runtime *rt);
+
+/*
 ** THE CHANGE SET: what the guest created, modified, renamed or removed in overlay mounts and
 ** memory paths (/tmp, files it wrote) since the sandbox was created or last reset, so a host
 ** can show a person the agent's edits and apply them only after approval (the CLI's

@@ -1239,3 +1239,67 @@ int mbxV_slot_share_shape(mbxV_slot *s, const char *key, size_t key_len, size_t 
   if (last) shape_free(old);
   return 1;
 }
+
+/* ---- hibernation: the slot's pages released, the address kept (vm/hibernate.c) ---- */
+
+/*
+** A slot's state is only ever valid at its own address (its pointers are absolute, and guest
+** integers, doubles and string.pack bytes may look like pointers, so nothing can relocate a
+** live state). Hibernation therefore keeps the address: the whole reservation, guards
+** included, is replaced by one fresh PROT_NONE mapping. A MAP_FIXED mmap unmaps what was there
+** and maps the new range under one hold of the address-space lock, so no other mapping can
+** take the range in between; and since no mapping is left in the slot's 4 GiB unit while the
+** old one goes, the kernel frees the page tables under it too (a PTE page and a PMD page per
+** slot: 8 KiB that a mere MADV_DONTNEED would keep).
+*/
+
+const char *mbxV_slot_reference(const mbxV_slot *s, size_t *len, const uint32_t **reloc,
+                                size_t *nreloc, uintptr_t *delta) {
+  *reloc = NULL;
+  *nreloc = 0;
+  *delta = 0;
+  if (s->template_bytes) {
+    *len = s->template_len;
+    return s->template_bytes;
+  }
+  const mbxV_shared *t = mbxV_slot_shared(s);
+  if (t == NULL) {
+    *len = 0;
+    return NULL;
+  }
+  *len = t->len;
+  if ((uintptr_t)s->arena == t->base) return t->bytes;
+  if (s->reloc_copy) return s->reloc_copy;
+  *reloc = t->reloc;
+  *nreloc = t->nreloc;
+  *delta = (uintptr_t)s->arena - t->base;
+  return t->bytes;
+}
+
+int mbxV_slot_release_pages(mbxV_slot *s) {
+  char *start = (char *)s->arena - MBXV_ARENA_GUARD;
+  void *p = mmap(start, reservation(s->size), PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  return p == (void *)start;
+}
+
+int mbxV_slot_take_pages(mbxV_slot *s, size_t len) {
+  char *base = (char *)s->arena;
+  /* The usable part only: the guards stay PROT_NONE. A fresh mapping rather than mprotect, so
+     this works whatever state a failed release left the range in. */
+  void *p = mmap(base, s->size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  if (p != (void *)base) return 0;
+  size_t want = align_up(len, PAGE);
+#ifdef MADV_POPULATE_WRITE
+  /* One call faults in the pages the caller is about to write, instead of one fault each. */
+  if (want > 0) (void)madvise(base, want < s->size ? want : s->size, MADV_POPULATE_WRITE);
+#endif
+  /* The header the fresh pages hold is zeros (copy_extent would take the whole slot). */
+  unpoison_prefix(s->arena, s->size - len < BUMP_REDZONE ? s->size : len + BUMP_REDZONE);
+  return 1;
+}
+
+void mbxV_slot_pages_written(mbxV_slot *s) {
+  repoison_prefix(s->arena);
+}

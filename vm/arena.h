@@ -295,4 +295,25 @@ void mbxV_pool_count_shape(mbxV_pool *p, int hit);
 void mbxV_slot_restore_prefix(mbxV_slot *s, const char *bytes, size_t len, size_t hole_at,
                               size_t hole_len);
 
+/* ---- hibernation (vm/hibernate.c) ---- */
+
+/* The pristine bytes a hibernation image of s is a delta against: the slot's own template, or
+   its class's shared plain template (its relocated copy where s keeps one). When the bytes are
+   the shared template as built elsewhere, *reloc lists its pointer words (*nreloc of them) and
+   *delta is what s adds to each (as mbxV_slot_restore_shared does); else *nreloc is 0. NULL
+   (*len 0) when the slot has no template. Valid while s is held: nothing replaces them then. */
+const char *mbxV_slot_reference(const mbxV_slot *s, size_t *len, const uint32_t **reloc,
+                                size_t *nreloc, uintptr_t *delta);
+/* Release every page of s and the page tables under them, keeping its address range reserved
+   (one PROT_NONE mapping over the slot and its guards). Nothing in the slot may be read until
+   mbxV_slot_take_pages. Returns 0 when the kernel refused (the range is then in an unknown
+   state: take the pages back before any use). */
+int mbxV_slot_release_pages(mbxV_slot *s);
+/* Make s's usable range readable and writable again (zero pages), with its first len bytes
+   faulted in and, in ASan builds, unpoisoned for the caller to write. Returns 0 when the
+   kernel refused (no memory for the mapping); the slot then stays without pages. */
+int mbxV_slot_take_pages(mbxV_slot *s, size_t len);
+/* After the caller wrote the arena's prefix back: ASan builds poison its free space again. */
+void mbxV_slot_pages_written(mbxV_slot *s);
+
 #endif

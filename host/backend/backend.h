@@ -112,6 +112,13 @@ typedef struct mbxH_backend {
   /* What io.stdin reads from now on: data (copied) from its start, or with fd >= 0 that
      descriptor as the guest asks (mbx_sandbox_set_stdin_fd). NULL: not supported. */
   mbx_status (*set_stdin)(void *impl, const char *data, size_t len, int fd, mbx_error *err);
+  /* Hibernation (host/hibernate.c; NULL: not supported). hibernate moves the idle sandbox's
+     state out of memory; until wake brings it back, no other operation but destroy, files,
+     recorder and set_stdin may be called (the public layer answers paused and interrupt
+     itself meanwhile). Both fail without changing anything but a wake's CORRUPT, which
+     leaves a sandbox that only destroy may follow. */
+  mbx_status (*hibernate)(void *impl, mbx_error *err);
+  mbx_status (*wake)(void *impl, mbx_error *err);
 } mbxH_backend;
 
 /* The backends there are. */

@@ -22,6 +22,7 @@
 #include "vm/arena.h"
 #include "vm/bytecode_cache.h"
 #include "vm/cstack.h"
+#include "vm/hibernate.h"
 #include "common/error.h"
 #include "vm/run.h"
 #include "vm/vm.h"
@@ -47,6 +48,14 @@ typedef struct inproc {
      slot that templates and rewinds copy. Used when the runtime has a watchdog and the
      policy is not deterministic (instruction counts are part of a deterministic run). */
   mbxV_watch watch;
+  /* While hibernated (vm/hibernate.h): the compressed state; vm then points into a slot
+     without pages. What stays in host memory meanwhile is everything above: the port (its
+     VFS memory files and journal, open files of a paused run, the seed stream), the record
+     layer's log, the checkpoint's copy, the shape key and the watch. The watch may stay
+     listed in the watchdog: the watchdog reads a watch's vm only while a run is active on
+     it (vm/watchdog.c, scan), and a hibernated sandbox runs nothing; each run sets the
+     watch's thread again, so a sandbox woken on another thread is signalled there. */
+  mbxV_image image;
 } inproc;
 
 static int run_protected(lua_State *L, lua_CFunction fn) {
@@ -82,7 +91,10 @@ static int attach_port(inproc *ip) {
 static void release(inproc *ip) {
   mbxV_watch_fini(&ip->watch); /* before the vm it points at goes */
   mbxV_checkpoint_free(&ip->checkpoint);
-  if (ip->vm) mbxV_vm_free(ip->vm);
+  if (ip->image.bytes)
+    mbxV_vm_free_hibernated(&ip->image); /* its pages are gone: nothing in it is read */
+  else if (ip->vm)
+    mbxV_vm_free(ip->vm);
   mbxC_port_record_free(&ip->record);
   mbxC_port_local_free(&ip->port);
   free(ip->shape_key);
@@ -344,6 +356,41 @@ static mbx_status inproc_set_stdin(void *impl, const char *data, size_t len, int
   return mbxH_shared_set_stdin(&((inproc *)impl)->port, data, len, fd, err);
 }
 
+static mbx_status inproc_hibernate(void *impl, mbx_error *err) {
+  inproc *ip = impl;
+  if (ip->image.bytes) return MBX_OK;
+  switch (mbxV_vm_hibernate(ip->vm, &ip->image)) {
+  case MBXV_HIBERNATE_OK:
+    return MBX_OK;
+  case MBXV_HIBERNATE_NO_MEMORY:
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "mbx_sandbox_hibernate: out of host memory for the image; the sandbox "
+                   "stays awake");
+    return MBX_NO_MEMORY;
+  case MBXV_HIBERNATE_UNSUPPORTED:
+    break;
+  }
+  return mbxH_shared_no_arena("mbx_sandbox_hibernate", err);
+}
+
+static mbx_status inproc_wake(void *impl, mbx_error *err) {
+  inproc *ip = impl;
+  switch (mbxV_vm_wake(&ip->image)) {
+  case MBXV_WAKE_OK:
+    return MBX_OK;
+  case MBXV_WAKE_NO_MEMORY:
+    mbxU_error_set(err, MBX_NO_MEMORY,
+                   "waking the hibernated sandbox: the kernel gave no memory for its heap's "
+                   "pages; it stays hibernated (try again)");
+    return MBX_NO_MEMORY;
+  case MBXV_WAKE_CORRUPT:
+    break;
+  }
+  mbxU_error_set(err, MBX_INTERNAL_ERROR,
+                 "waking the hibernated sandbox: its heap image does not decode; free it");
+  return MBX_INTERNAL_ERROR;
+}
+
 static mbxC_vfs *inproc_files(void *impl) {
   return ((inproc *)impl)->port.vfs;
 }
@@ -362,4 +409,6 @@ const mbxH_backend mbxH_inproc_backend = {.version = MBXH_BACKEND_VERSION,
                                           .heap_bytes = inproc_heap_bytes,
                                           .recorder = inproc_recorder,
                                           .files = inproc_files,
-                                          .set_stdin = inproc_set_stdin};
+                                          .set_stdin = inproc_set_stdin,
+                                          .hibernate = inproc_hibernate,
+                                          .wake = inproc_wake};

@@ -85,6 +85,9 @@ typedef struct script_spec {
 /* Everything the sandbox thread needs and reports. */
 typedef struct driver {
   const char *name;
+  /* --hibernate: every run (and the further run) finds the sandbox hibernated
+     (mbx_sandbox_hibernate), so each is also a wake: the same checks must hold. */
+  int hibernate;
   char *source;
   size_t source_len;
   script_spec spec;
@@ -518,6 +521,13 @@ static void dump_result(driver *d, const mbx_result *res) {
 /* ---------------------------------------------------------------------------------------- */
 /* The sandbox thread: every run of the script, then the optional further run. */
 
+static void hibernate_before_run(driver *d, int run) {
+  if (!d->hibernate) return;
+  mbx_error err;
+  if (mbx_sandbox_hibernate(d->sandbox, &err) != MBX_OK || !mbx_sandbox_hibernated(d->sandbox))
+    fail(d, "run %d: mbx_sandbox_hibernate: %s", run, err.message);
+}
+
 static void *sandbox_thread(void *arg) {
   driver *d = arg;
   const script_spec *spec = &d->spec;
@@ -527,6 +537,7 @@ static void *sandbox_thread(void *arg) {
     mbx_result *res = NULL;
     mbx_error err;
     memset(&err, 0, sizeof err);
+    hibernate_before_run(d, run);
     if (last && spec->interrupt_ms != NO_VALUE) sem_post(&d->interrupt_go);
     long t0 = now_ms();
     mbx_status st = mbx_run(d->sandbox, d->source, d->source_len, spec->input,
@@ -560,6 +571,7 @@ static void *sandbox_thread(void *arg) {
     mbx_result *res = NULL;
     mbx_error err;
     memset(&err, 0, sizeof err);
+    hibernate_before_run(d, spec->runs + 1);
     mbx_status st = mbx_run(d->sandbox, d->source, d->source_len, NULL, 0, &res, &err);
     if ((int)st != spec->then_status)
       fail(d, "further run: status %s, expected %s (%s)", status_key(st),
@@ -840,11 +852,14 @@ static void compute_bounds(driver *d) {
 
 int main(int argc, char **argv) {
   int no_hook = argc == 3 && strcmp(argv[2], "--no-hook") == 0;
-  if (argc != 2 && !no_hook && !(argc == 4 && strcmp(argv[2], "--isolate") == 0)) {
-    fprintf(stderr, "usage: %s <script.lua> [--isolate WORKER | --no-hook]\n", argv[0]);
+  int hibernate = argc == 3 && strcmp(argv[2], "--hibernate") == 0;
+  if (argc != 2 && !no_hook && !hibernate && !(argc == 4 && strcmp(argv[2], "--isolate") == 0)) {
+    fprintf(stderr, "usage: %s <script.lua> [--isolate WORKER | --no-hook | --hibernate]\n",
+            argv[0]);
     return 2;
   }
   static driver d;
+  d.hibernate = hibernate;
   d.name = script_name(argv[1]);
   d.source = read_file(argv[1], &d.source_len);
   if (!d.source) {
@@ -945,6 +960,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   mbx_policy_free(policy);
+  /* Builds without the arena (MBX_ARENA_MALLOC: the asan preset) cannot hibernate. */
+  if (d.hibernate && mbx_sandbox_hibernate(d.sandbox, &err) == MBX_UNSUPPORTED) {
+    fprintf(stderr, "SKIP escape/%s: %s\n", d.name, err.message);
+    mbx_sandbox_free(d.sandbox);
+    mbx_runtime_free(rt);
+    fclose(d.report);
+    free(report_buf);
+    free(d.source);
+    return 77;
+  }
 
   host_fds fds;
   if (redirect_host_fds(&fds) != 0) {

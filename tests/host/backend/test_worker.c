@@ -368,6 +368,23 @@ static void test_interrupt(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* Hibernation is in-process only (the heap is the worker's): both calls refuse, naming the
+   backend, and the sandbox runs on. */
+static void test_hibernate_refused(void **state) {
+  fixture *f = *state;
+  mbx_error err;
+  assert_int_equal(mbx_runtime_set_hibernate(f->rt, 10, &err), MBX_UNSUPPORTED);
+  assert_non_null(strstr(err.message, "worker"));
+  assert_int_equal(mbx_runtime_set_hibernate(f->rt, 0, &err), MBX_OK);
+  mbx_sandbox *sb = mbx_sandbox_new(f->rt, f->p, &err);
+  assert_non_null(sb);
+  want_value(sb, "X = 4 return X", "4");
+  assert_int_equal(mbx_sandbox_hibernate(sb, &err), MBX_UNSUPPORTED);
+  assert_int_equal(mbx_sandbox_hibernated(sb), 0);
+  want_value(sb, "return X", "4");
+  mbx_sandbox_free(sb);
+}
+
 /* The worker keeps the count hook (its jail allows no watchdog thread or signal): a run with
    only a deadline stops there by the hook, and its instructions are counted, while the same
    policy in-process runs without a hook (vm/watchdog.h). */
@@ -1602,6 +1619,7 @@ static const struct CMUnitTest all_tests[] = {
     cmocka_unit_test_setup_teardown(test_interrupt, setup_plain, teardown),
     cmocka_unit_test_setup_teardown(test_deadline_keeps_count_hook, setup_plain, teardown),
     cmocka_unit_test_setup_teardown(test_snapshot_restore, setup_plain, teardown),
+    cmocka_unit_test_setup_teardown(test_hibernate_refused, setup_plain, teardown),
     cmocka_unit_test_setup_teardown(test_wild_pointer, setup_hooks, teardown),
     cmocka_unit_test_setup_teardown(test_abort, setup_hooks, teardown),
     cmocka_unit_test_setup_teardown(test_spin_in_c, setup_hooks, teardown),
