@@ -1,8 +1,10 @@
-"""The C library through ctypes: finding libmoonbox, and the prototypes of its functions.
+"""The C library: finding libmoonbox, the prototypes of the functions ctypes calls (the cold
+paths: policies, checkpoints, snapshots), and the extension module _moonbox (the hot path:
+runs, results, values, host calls), which resolves its functions from the same loaded library.
 
-Nothing here is compiled: the library is the one the CMake build made (found as described in
-find_library), and every function used is declared with its exact argument and return types,
-so ctypes never guesses an int where the C API takes a size_t or a pointer.
+The library is the one the CMake build made or the one installed (found as described in
+find_library); every function ctypes calls is declared with its exact argument and return
+types, so ctypes never guesses an int where the C API takes a size_t or a pointer.
 """
 
 import ctypes
@@ -147,6 +149,39 @@ HAS_CHANGES = hasattr(lib, "mbx_sandbox_changes")
 if HAS_CHANGES:
     lib.mbx_sandbox_changes.restype = _I
     lib.mbx_sandbox_changes.argtypes = [_P, ctypes.c_uint, _PP, _PS, _E]
+
+
+def _load_extension():
+    """moonbox._moonbox: the package's own (pip install builds it), else the build tree's copy
+    next to the library (cmake builds it as python/_moonbox.abi3.so, for running from
+    PYTHONPATH=host/python)."""
+    try:
+        from . import _moonbox
+        return _moonbox
+    except ImportError as e:
+        first = e
+    import importlib.machinery
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    dirs = [os.path.join(os.path.dirname(os.path.realpath(library_path)), "python")]
+    dirs += [os.path.join(repo, "build", preset, "python") for preset in ("release", "dev", "asan")]
+    for d in dirs:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(d, "_moonbox" + suffix)
+            if not os.path.exists(path):
+                continue
+            spec = importlib.util.spec_from_file_location(__package__ + "._moonbox", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[__package__ + "._moonbox"] = module
+            return module
+    raise ImportError("moonbox: the extension module _moonbox is not built (%s); install the "
+                      "package (pip install ./host/python) or build the CMake target "
+                      "moonbox_python, which puts it in build/<preset>/python/" % first)
+
+
+ext = _load_extension()
 
 
 def status_key(code):
