@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "moonbox.h"
@@ -198,6 +199,9 @@ static atomic_uint sig_count;      /* SIGINTs seen by our handler */
 static atomic_int sig_in_callback; /* a host function (Python code) runs */
 static struct sigaction sig_saved; /* the handler ours replaced (Python's) */
 static int sig_depth;              /* nested guarded calls (main thread, under the GIL) */
+static atomic_int sig_active;      /* sig_depth > 0, for the handler */
+static int sig_installed;          /* ours is SIGINT's handler (as last checked) */
+static int64_t sig_checked_ms;     /* when that was checked (CLOCK_MONOTONIC_COARSE) */
 static sem_t sig_sem;
 static int sig_thread_started;
 static unsigned long main_thread_ident;
@@ -215,10 +219,40 @@ static void chain_saved(int signo, siginfo_t *info, void *ctx) {
    itself a signal handler) while Python code of a host function runs. */
 static void on_sigint(int signo, siginfo_t *info, void *ctx) {
   int saved_errno = errno;
-  atomic_fetch_add(&sig_count, 1);
-  sem_post(&sig_sem);
-  if (atomic_load(&sig_in_callback)) chain_saved(signo, info, ctx);
+  if (!atomic_load(&sig_active)) {
+    chain_saved(signo, info, ctx); /* no guarded run: Python's, as if ours were not there */
+  } else {
+    atomic_fetch_add(&sig_count, 1);
+    sem_post(&sig_sem);
+    if (atomic_load(&sig_in_callback)) chain_saved(signo, info, ctx);
+  }
   errno = saved_errno;
+}
+
+/* Whether SIGINT's handler is ours, installing it in place of Python's when it is not. Ours
+   stays installed between runs (it chains to Python's then), so a run costs no system call:
+   the handler in place is checked again at most every 100 ms, since Python's signal.signal()
+   replaces it (then ours goes back over the Python handler, unless the host chose SIG_DFL or
+   SIG_IGN, which is left alone). */
+static int sig_handler_ours(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+  if (sig_installed && now_ms - sig_checked_ms < 100) return 1;
+  sig_checked_ms = now_ms;
+  struct sigaction cur;
+  if (sigaction(SIGINT, NULL, &cur) != 0) return sig_installed = 0;
+  if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sigint) return sig_installed = 1;
+  if (!(cur.sa_flags & SA_SIGINFO) && (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN))
+    return sig_installed = 0;
+  /* Ours is not in place, so nothing reads sig_saved now. */
+  sig_saved = cur;
+  struct sigaction ours;
+  memset(&ours, 0, sizeof ours);
+  ours.sa_sigaction = on_sigint;
+  ours.sa_flags = SA_SIGINFO | SA_ONSTACK | (cur.sa_flags & SA_RESTART);
+  sigemptyset(&ours.sa_mask);
+  return sig_installed = sigaction(SIGINT, &ours, NULL) == 0;
 }
 
 /* The one interrupter thread: interrupts the running sandbox, and again every 10 ms while the
@@ -250,16 +284,10 @@ static void *interrupter(void *arg) {
   return NULL;
 }
 
-/* Interrupts the main thread's running sandbox now (from a host function: not a handler). */
-static void interrupt_running(void) {
-  pthread_mutex_lock(&sig_mu);
-  if (sig_running != NULL) p_mbx_sandbox_interrupt(sig_running);
-  pthread_mutex_unlock(&sig_mu);
-}
-
 static void after_fork_child(void) {
   sig_thread_started = 0;
   sig_depth = 0;
+  atomic_store(&sig_active, 0);
   sig_running = NULL;
   sem_init(&sig_sem, 0, 0);
   pthread_mutex_init(&sig_mu, NULL);
@@ -287,20 +315,9 @@ static void guard_enter(sig_guard *g, mbx_sandbox *sb) {
     if (rc != 0) return; /* no thread: the run is not guarded (Ctrl-C waits for its end) */
     sig_thread_started = 1;
   }
-  if (sig_depth == 0) {
-    struct sigaction ours;
-    memset(&ours, 0, sizeof ours);
-    ours.sa_sigaction = on_sigint;
-    ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&ours.sa_mask);
-    if (sigaction(SIGINT, &ours, &sig_saved) != 0) return;
-    if (!(sig_saved.sa_flags & SA_SIGINFO) &&
-        (sig_saved.sa_handler == SIG_DFL || sig_saved.sa_handler == SIG_IGN)) {
-      sigaction(SIGINT, &sig_saved, NULL); /* the host chose SIGINT's fate: leave it */
-      return;
-    }
-  }
+  if (!sig_handler_ours()) return; /* the host chose SIGINT's fate (SIG_DFL, SIG_IGN): leave it */
   sig_depth++;
+  atomic_store(&sig_active, 1);
   g->active = 1;
   g->count = atomic_load(&sig_count);
   pthread_mutex_lock(&sig_mu);
@@ -317,11 +334,23 @@ static int guard_leave(sig_guard *g) {
   sig_running = g->prev;
   sig_generation++;
   pthread_mutex_unlock(&sig_mu);
-  if (--sig_depth == 0) sigaction(SIGINT, &sig_saved, NULL);
+  if (--sig_depth == 0) atomic_store(&sig_active, 0);
   return atomic_load(&sig_count) != g->count;
 }
 
 /* ---- host functions ---------------------------------------------------------------------- */
+
+/* The base of sandbox.Sandbox: the C sandbox, its busy flag (claimed under the GIL), and what
+   a run needs to know of it. */
+typedef struct {
+  PyObject_HEAD mbx_sandbox *sb;
+  int busy;
+  int ctrl_c;
+  PyObject *result_type; /* sandbox.Result */
+} core_obj;
+
+/* The sandbox whose run is in C on this thread (host functions are called on it). */
+static _Thread_local core_obj *running_core;
 
 /* userdata: a (name, callable) tuple the Python side keeps alive as long as the sandbox. The
    guest's arguments arrive as Python values; nothing escapes: an exception (KeyboardInterrupt
@@ -344,7 +373,7 @@ static mbx_status host_trampoline(void *userdata, const char *args, size_t len,
   if (result != NULL && PyErr_CheckSignals() < 0) Py_CLEAR(result);
   /* The run ends "interrupted" when this returns, not on the Lua error a KeyboardInterrupt
      became: the interrupt is made here, before the interrupter thread may have acted. */
-  if (atomic_load(&sig_count) != count) interrupt_running();
+  int interrupted = atomic_load(&sig_count) != count;
   Py_XDECREF(values);
   if (result != NULL && result != Py_None) {
     mbxpy_encoder e;
@@ -392,6 +421,10 @@ static mbx_status host_trampoline(void *userdata, const char *args, size_t len,
     PyErr_Clear();
   }
   Py_XDECREF(result);
+  /* The run then ends "interrupted" when this returns, not on the Lua error the
+     KeyboardInterrupt became: interrupted here, on the run's own thread (not a handler). */
+  core_obj *c = running_core;
+  if (interrupted && c != NULL && c->ctrl_c && c->sb != NULL) p_mbx_sandbox_interrupt(c->sb);
   PyGILState_Release(gil);
   return MBX_OK;
 }
@@ -415,15 +448,6 @@ static PyObject *py_add_function(PyObject *mod, PyObject *args) {
 }
 
 /* ---- the sandbox's runs ------------------------------------------------------------------- */
-
-/* The base of sandbox.Sandbox: the C sandbox, its busy flag (claimed under the GIL), and what
-   a run needs to know of it. */
-typedef struct {
-  PyObject_HEAD mbx_sandbox *sb;
-  int busy;
-  int ctrl_c;
-  PyObject *result_type; /* sandbox.Result */
-} core_obj;
 
 static void core_dealloc(PyObject *self) {
   core_obj *c = (core_obj *)self;
@@ -498,7 +522,18 @@ static PyObject *core_call(core_obj *c, int kind, const char *what, const char *
   err.code = 0;
   err.message[0] = '\0';
   sig_guard g = {0, NULL, 0};
-  if (c->ctrl_c) guard_enter(&g, c->sb);
+  if (c->ctrl_c) {
+    guard_enter(&g, c->sb);
+    /* A SIGINT Python has not acted on yet came before the run: Python's (any later one is
+       counted by the guard, so a host function's KeyboardInterrupt is told from its own). */
+    if (PyErr_CheckSignals() < 0) {
+      guard_leave(&g);
+      c->busy = 0;
+      return NULL;
+    }
+  }
+  core_obj *outer = running_core;
+  running_core = c;
   mbx_status rc;
   Py_BEGIN_ALLOW_THREADS;
   if (kind == CALL_RUN)
@@ -508,6 +543,7 @@ static PyObject *core_call(core_obj *c, int kind, const char *what, const char *
   else
     rc = p_mbx_resume_error(c->sb, a, alen, &res, &err);
   Py_END_ALLOW_THREADS;
+  running_core = outer;
   int signalled = guard_leave(&g);
   PyObject *out = NULL;
   if (rc >= MBX_API_ERROR_BASE || res == NULL) {
@@ -628,20 +664,17 @@ static PyObject *core_adopt(PyObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
-/* _claim(what): the sandbox's pointer (an int), claimed; _release() gives it back. */
-static PyObject *core_claim_py(PyObject *self, PyObject *what) {
-  PyObject *b = PyUnicode_AsUTF8String(what);
-  if (b == NULL) return NULL;
-  int rc = core_claim((core_obj *)self, PyBytes_AsString(b));
-  Py_DECREF(b);
-  if (rc < 0) return NULL;
-  return PyLong_FromUnsignedLongLong((uintptr_t)((core_obj *)self)->sb);
-}
-
-static PyObject *core_release_py(PyObject *self, PyObject *unused) {
-  (void)unused;
-  ((core_obj *)self)->busy = 0;
-  Py_RETURN_NONE;
+/* _with(what, fn): fn(ptr) with the sandbox claimed, released whatever fn does (a
+   KeyboardInterrupt landing between a Python-level claim and its try would leave it claimed). */
+static PyObject *core_with(PyObject *self, PyObject *args) {
+  const char *what;
+  PyObject *fn;
+  if (!PyArg_ParseTuple(args, "sO", &what, &fn)) return NULL;
+  core_obj *c = (core_obj *)self;
+  if (core_claim(c, what) < 0) return NULL;
+  PyObject *out = PyObject_CallFunction(fn, "K", (unsigned long long)(uintptr_t)c->sb);
+  c->busy = 0;
+  return out;
 }
 
 /* _close(): frees the sandbox (MoonboxError "sandbox_busy" while it runs; closed: nothing). */
@@ -676,8 +709,7 @@ static PyMethodDef core_methods[] = {
      "resume_error($self, message, /)\n--\n\n"
      "Continue a paused run: the pending call raises a Lua error with this message."},
     {"_adopt", core_adopt, METH_VARARGS, NULL},
-    {"_claim", core_claim_py, METH_O, NULL},
-    {"_release", core_release_py, METH_NOARGS, NULL},
+    {"_with", core_with, METH_VARARGS, NULL},
     {"_close", core_close, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 

@@ -461,12 +461,10 @@ class Sandbox(_native.ext.Core):
     # -- plumbing: the extension's claim on the sandbox (one thread at a time) --
 
     def _simple(self, what, c_fn):
-        ptr = self._claim(what)
-        try:
+        def call(ptr):
             err = MbxError()
             _check(c_fn(ptr, ctypes.byref(err)), err, what)
-        finally:
-            self._release()
+        self._with(what, call)
 
     # -- the API (run, resume and resume_error are the extension's: Core) --
 
@@ -492,8 +490,7 @@ class Sandbox(_native.ext.Core):
         """What the guest created, modified, renamed or removed in the memory /tmp and the
         overlay mounts since the sandbox was made or reset (mbx_sandbox_changes), sorted by
         path; content=False leaves the file contents out."""
-        ptr = self._claim("changes")
-        try:
+        def call(ptr):
             out, n, err = ctypes.c_void_p(), ctypes.c_size_t(), MbxError()
             rc = lib.mbx_sandbox_changes(ptr, 1 if content else 0, ctypes.byref(out),
                                          ctypes.byref(n), ctypes.byref(err))
@@ -502,8 +499,7 @@ class Sandbox(_native.ext.Core):
                 return from_json(ctypes.string_at(out.value, n.value))
             finally:
                 lib.mbx_free(out.value)
-        finally:
-            self._release()
+        return self._with("changes", call)
 
     def interrupt(self):
         """From any thread: end the current run with status "interrupted"."""
@@ -534,8 +530,7 @@ class Sandbox(_native.ext.Core):
     def snapshot(self):
         """The portable snapshot of a paused or idle sandbox (deterministic policies only):
         bytes for Sandbox.restore."""
-        ptr = self._claim("snapshot")
-        try:
+        def call(ptr):
             out, n, err = ctypes.c_void_p(), ctypes.c_size_t(), MbxError()
             rc = lib.mbx_sandbox_snapshot(ptr, ctypes.byref(out), ctypes.byref(n),
                                           ctypes.byref(err))
@@ -544,8 +539,7 @@ class Sandbox(_native.ext.Core):
                 return ctypes.string_at(out.value, n.value)
             finally:
                 lib.mbx_free(out.value)
-        finally:
-            self._release()
+        return self._with("snapshot", call)
 
     def close(self):
         """Free the sandbox (MoonboxError "sandbox_busy" while a run is active); idempotent."""
