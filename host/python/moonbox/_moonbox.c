@@ -62,7 +62,8 @@ static inline PyObject *new_ref(PyObject *o) {
   X(mbx_host_reply_json)                                                                           \
   X(mbx_host_reply_error)                                                                          \
   X(mbx_policy_add_function)                                                                       \
-  X(mbx_sandbox_free)
+  X(mbx_sandbox_free)                                                                              \
+  X(mbx_sandbox_new)
 
 #define DECLARE(name) static __typeof__(&name) p_##name;
 MBX_FUNCTIONS(DECLARE)
@@ -651,6 +652,34 @@ static PyObject *core_resume_error(PyObject *self, PyObject *args, PyObject *kw)
   return out;
 }
 
+/* _open(runtime, policy, ctrl_c, result_type): a new sandbox from a runtime and a policy (the
+   Python side's pointers), without a ctypes call: a fresh sandbox is on the hot path too. */
+static PyObject *core_open(PyObject *self, PyObject *args) {
+  core_obj *c = (core_obj *)self;
+  unsigned long long rt, policy;
+  int ctrl_c;
+  PyObject *rtype;
+  if (!PyArg_ParseTuple(args, "KKpO", &rt, &policy, &ctrl_c, &rtype)) return NULL;
+  if (c->sb != NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "moonbox: the sandbox is open already");
+    return NULL;
+  }
+  mbx_error err;
+  err.code = 0;
+  err.message[0] = '\0';
+  mbx_sandbox *sb =
+      p_mbx_sandbox_new((mbx_runtime *)(uintptr_t)rt, (const mbx_policy *)(uintptr_t)policy, &err);
+  if (sb == NULL)
+    return api_error(err.code ? err.code : MBX_INVALID_ARGUMENT, &err, "mbx_sandbox_new");
+  c->sb = sb;
+  c->ctrl_c = ctrl_c;
+  PyObject *old = c->result_type;
+  Py_INCREF(rtype);
+  c->result_type = rtype;
+  Py_XDECREF(old);
+  Py_RETURN_NONE;
+}
+
 /* _adopt(ptr, ctrl_c, result_type): the sandbox the Python side made. */
 static PyObject *core_adopt(PyObject *self, PyObject *args) {
   core_obj *c = (core_obj *)self;
@@ -710,6 +739,7 @@ static PyMethodDef core_methods[] = {
      "Continue a paused run: the pending call raises a Lua error with this message."},
     {"_adopt", core_adopt, METH_VARARGS, NULL},
     {"_with", core_with, METH_VARARGS, NULL},
+    {"_open", core_open, METH_VARARGS, NULL},
     {"_close", core_close, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 

@@ -1,6 +1,7 @@
 /* The binding's value conversion, both ways (see _values.h). */
 #include "_values.h"
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -63,50 +64,62 @@ static int enc_fail(mbxpy_encoder *e, PyObject *type, const char *fmt, PyObject 
 
 static int enc_string(mbxpy_encoder *e, const char *s, Py_ssize_t n) {
   static const char hex[] = "0123456789abcdef";
-  if (enc_grow(e, (size_t)n + 2) < 0) return -1;
-  e->p[e->len++] = '"';
+  if (enc_grow(e, (size_t)n * 6 + 2) < 0) return -1; /* the worst case: every byte \u00XX */
+  char *o = e->p + e->len;
+  *o++ = '"';
   for (Py_ssize_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
     if (c >= 0x20 && c != '"' && c != '\\') {
-      if (enc_grow(e, 2) < 0) return -1;
-      e->p[e->len++] = (char)c;
+      *o++ = (char)c;
       continue;
     }
-    char esc[6] = {'\\', 0, '0', '0', hex[c >> 4], hex[c & 15]};
-    size_t len = 2;
+    *o++ = '\\';
     switch (c) {
     case '"':
-      esc[1] = '"';
+      *o++ = '"';
       break;
     case '\\':
-      esc[1] = '\\';
+      *o++ = '\\';
       break;
     case '\n':
-      esc[1] = 'n';
+      *o++ = 'n';
       break;
     case '\r':
-      esc[1] = 'r';
+      *o++ = 'r';
       break;
     case '\t':
-      esc[1] = 't';
+      *o++ = 't';
       break;
     case '\b':
-      esc[1] = 'b';
+      *o++ = 'b';
       break;
     case '\f':
-      esc[1] = 'f';
+      *o++ = 'f';
       break;
     default:
-      esc[1] = 'u';
-      len = 6;
+      *o++ = 'u';
+      *o++ = '0';
+      *o++ = '0';
+      *o++ = hex[c >> 4];
+      *o++ = hex[c & 15];
     }
-    if (enc_put(e, esc, len) < 0) return -1;
   }
-  return enc_put(e, "\"", 1);
+  *o++ = '"';
+  e->len = (size_t)(o - e->p);
+  return 0;
 }
 
+/* PyUnicode_AsUTF8AndSize: in the limited API from 3.10 only, but exported by every CPython 3;
+   found at init, it reads a str's UTF-8 without a bytes object per string (NULL: the copy). */
+static const char *(*utf8_and_size)(PyObject *, Py_ssize_t *);
+
 static int enc_str(mbxpy_encoder *e, PyObject *s) {
-  PyObject *b = PyUnicode_AsUTF8String(s); /* a lone surrogate: UnicodeEncodeError, as before */
+  if (utf8_and_size != NULL) {
+    Py_ssize_t n;
+    const char *p = utf8_and_size(s, &n); /* a lone surrogate: UnicodeEncodeError, as before */
+    return p == NULL ? -1 : enc_string(e, p, n);
+  }
+  PyObject *b = PyUnicode_AsUTF8String(s);
   if (b == NULL) return -1;
   int rc = enc_string(e, PyBytes_AsString(b), PyBytes_Size(b));
   Py_DECREF(b);
@@ -586,6 +599,8 @@ PyObject *mbxpy_parse_json(const char *text, size_t len) {
 }
 
 int mbxpy_values_init(PyObject *forms) {
+  utf8_and_size =
+      (const char *(*)(PyObject *, Py_ssize_t *))dlsym(RTLD_DEFAULT, "PyUnicode_AsUTF8AndSize");
   if (a2b_base64 == NULL) {
     PyObject *binascii = PyImport_ImportModule("binascii");
     a2b_base64 = binascii ? PyObject_GetAttrString(binascii, "a2b_base64") : NULL;

@@ -216,6 +216,35 @@ class Policy:
             _raise_for(rc, err, "mbx_policy_load_json")
 
 
+# Frozen C policies of sandboxes made with nothing but limits, by their settings: a policy is
+# only read by mbx_sandbox_new (which copies it) and is thread-safe. A few are kept for the
+# life of the process (like the runtimes); past that (None), each such sandbox makes its own.
+_shared_policies = {}
+_SHARED_POLICIES_MAX = 32
+
+
+def _shared_policy(limits):
+    if limits is None:
+        key = ()
+    else:
+        if isinstance(limits, dict):
+            limits = Limits(**limits)
+        if not isinstance(limits, Limits):
+            raise TypeError("limits: expected a Limits or a dict of its arguments, got %s"
+                            % type(limits).__name__)
+        key = tuple(limits._settings())
+    ptr = _shared_policies.get(key)
+    if ptr is None:
+        if len(_shared_policies) >= _SHARED_POLICIES_MAX:
+            return None
+        pol = _CPolicy(limits=limits)
+        with _runtime_lock:
+            ptr = _shared_policies.setdefault(key, pol.ptr)
+            if ptr != pol.ptr:
+                pol.free()
+    return ptr
+
+
 def _check(rc, err, what):
     if rc != _native.MBX_OK:
         _raise_for(rc, err, what)
@@ -275,6 +304,9 @@ class _CPolicy:
         if limits is not None:
             if isinstance(limits, dict):
                 limits = Limits(**limits)
+            if not isinstance(limits, Limits):
+                raise TypeError("limits: expected a Limits or a dict of its arguments, got %s"
+                                % type(limits).__name__)
             for which, value, name in limits._settings():
                 rc = lib.mbx_policy_set_limit_checked(p, which, value, e)
                 if rc != _native.MBX_OK:
@@ -431,7 +463,17 @@ class Sandbox(_native.ext.Core):
     def __init__(self, limits=None, policy=None, mounts=None, files=None, functions=None,
                  externals=None, env=None, seed=None, time=None, deterministic=False,
                  ctrl_c=True, isolate=None, modules=None, _snapshot=None):
-        mode = _isolate_mode(isolate)
+        mode = "none" if isolate is None else _isolate_mode(isolate)
+        if (policy is None and mounts is None and files is None and functions is None
+                and externals is None and env is None and seed is None and time is None
+                and not deterministic and modules is None and _snapshot is None):
+            # The common agent sandbox: a C policy made once per set of limits, shared.
+            shared = _shared_policy(limits)
+            if shared is not None:
+                self._callbacks = ()
+                self._open(_runtimes.get(mode) or _get_runtime(mode), shared, bool(ctrl_c),
+                           Result)
+                return
         pol = _CPolicy(policy, limits, mounts, files, functions, externals, env, seed, time,
                        deterministic, modules)
         self._callbacks = pol.callbacks  # alive as long as the sandbox: the C side borrows them
