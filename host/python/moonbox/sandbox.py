@@ -605,6 +605,13 @@ def run(code, inputs=None, **kwargs):
         return sb.run(code, inputs=inputs)
 
 
+async def run_async(code, inputs=None, **kwargs):
+    """moonbox.run on the event loop's default executor: awaiting it leaves the loop free."""
+    import asyncio
+    return await asyncio.get_running_loop().run_in_executor(
+        None, lambda: run(code, inputs=inputs, **kwargs))
+
+
 def check(code, inputs=None, **kwargs):
     """The static check (mbx_check) under the policy kwargs describe: a dict
     {"ok", "syntax_error", "globals": [{"name", "line", "access"}]}. Names that are keys of
