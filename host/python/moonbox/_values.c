@@ -181,10 +181,17 @@ static int enc_container(mbxpy_encoder *e, PyObject *v) {
         e->depth++;
         break;
       }
+      /* Own references: an allocation here may run the garbage collector, and a finalizer
+         it runs may change the dict (as json's encoder, which iterates over a copy). */
+      Py_INCREF(k);
+      Py_INCREF(item);
       e->keys[e->depth - 1] = k;
       if ((!first && enc_put(e, ",", 1) < 0) || enc_str(e, k) < 0 || enc_put(e, ":", 1) < 0 ||
           mbxpy_enc_value(e, item) < 0)
         rc = -1;
+      e->keys[e->depth - 1] = NULL;
+      Py_DECREF(item);
+      Py_DECREF(k);
       first = 0;
     }
     if (rc == 0) rc = enc_put(e, "}", 1);
