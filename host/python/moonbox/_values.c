@@ -406,27 +406,45 @@ bad:
   return parse_fail(ps);
 }
 
+/* A number as JSON writes it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
 static PyObject *parse_number(parser *ps) {
-  const char *s = ps->p;
+  const char *s = ps->p, *p = s, *end = ps->end;
   int is_float = 0;
-  while (ps->p < ps->end && strchr("0123456789+-.eE", *ps->p) != NULL && *ps->p != '\0') {
-    if (*ps->p == '.' || *ps->p == 'e' || *ps->p == 'E') is_float = 1;
-    ps->p++;
+  if (p < end && *p == '-') p++;
+  if (p < end && *p == '0')
+    p++;
+  else if (p < end && *p >= '1' && *p <= '9')
+    while (p < end && *p >= '0' && *p <= '9')
+      p++;
+  else
+    return parse_fail(ps);
+  if (p < end && *p == '.') {
+    is_float = 1;
+    if (++p >= end || *p < '0' || *p > '9') return parse_fail(ps);
+    while (p < end && *p >= '0' && *p <= '9')
+      p++;
   }
-  size_t n = (size_t)(ps->p - s);
-  if (n == 0 || n > 400) return parse_fail(ps);
+  if (p < end && (*p == 'e' || *p == 'E')) {
+    is_float = 1;
+    p++;
+    if (p < end && (*p == '+' || *p == '-')) p++;
+    if (p >= end || *p < '0' || *p > '9') return parse_fail(ps);
+    while (p < end && *p >= '0' && *p <= '9')
+      p++;
+  }
+  size_t n = (size_t)(p - s);
+  if (n > 400) return parse_fail(ps);
+  ps->p = p;
   char buf[401];
   memcpy(buf, s, n);
   buf[n] = '\0';
   if (!is_float) {
-    char *end;
-    PyObject *v = PyLong_FromString(buf, &end, 10);
-    if (v != NULL && *end != '\0') Py_CLEAR(v);
+    PyObject *v = PyLong_FromString(buf, NULL, 10);
     return v ? v : parse_fail(ps);
   }
-  char *end;
-  double d = PyOS_string_to_double(buf, &end, NULL); /* 1e400 is inf, as json.loads has it */
-  if ((d == -1.0 && PyErr_Occurred()) || *end != '\0') return parse_fail(ps);
+  char *fend;
+  double d = PyOS_string_to_double(buf, &fend, NULL); /* 1e400 is inf, as json.loads has it */
+  if ((d == -1.0 && PyErr_Occurred()) || *fend != '\0') return parse_fail(ps);
   return PyFloat_FromDouble(d);
 }
 
