@@ -124,8 +124,10 @@ def main():
     build = os.path.abspath(args[0])
     iters = int(args[1]) if len(args) > 1 else 20000
     os.environ["MOONBOX_LIBRARY"] = os.path.join(build, "libmoonbox.so")
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "host",
-                                    "python"))
+    # MOONBOX_BENCH_PACKAGE: another copy of the package to measure instead (e.g. the binding
+    # of an older commit, for a before/after in one run).
+    sys.path.insert(0, os.environ.get("MOONBOX_BENCH_PACKAGE") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "host", "python"))
     import moonbox
     from moonbox import _native
 
@@ -174,6 +176,10 @@ def main():
                      timed(lambda: sb.run(snippet, inputs=inputs), max(iters // 20, 200)),
                      "snippet", 1, "1.3x"))
     with moonbox.Sandbox() as sb:
+        if not hasattr(sb, "run_async"):  # an older binding
+            sb.run_async = lambda code: asyncio.get_running_loop().run_in_executor(
+                None, sb.run, code)
+
         async def many(n):
             for _ in range(n):
                 await sb.run_async("return 1+1")
