@@ -727,15 +727,15 @@ static PyObject *core_ptr(PyObject *self, void *unused) {
 
 static PyMethodDef core_methods[] = {
     {"run", (PyCFunction)(void (*)(void))core_run, METH_VARARGS | METH_KEYWORDS,
-     "run($self, code, inputs=None, chunk_name=None, /)\n--\n\n"
+     "run($self, code, inputs=None, chunk_name=None)\n--\n\n"
      "Run Lua source text; inputs (a dict) become globals first. Returns a Result for every "
      "run outcome (limits, errors and pauses included); raises MoonboxError when the library "
      "refused the call (bad inputs, source too large, poisoned or busy sandbox), TypeError or "
      "ValueError for a value of the wrong type."},
     {"resume", (PyCFunction)(void (*)(void))core_resume, METH_VARARGS | METH_KEYWORDS,
-     "resume($self, value=None, /)\n--\n\nContinue a paused run: the pending call returns value."},
+     "resume($self, value=None)\n--\n\nContinue a paused run: the pending call returns value."},
     {"resume_error", (PyCFunction)(void (*)(void))core_resume_error, METH_VARARGS | METH_KEYWORDS,
-     "resume_error($self, message, /)\n--\n\n"
+     "resume_error($self, message)\n--\n\n"
      "Continue a paused run: the pending call raises a Lua error with this message."},
     {"_adopt", core_adopt, METH_VARARGS, NULL},
     {"_with", core_with, METH_VARARGS, NULL},
