@@ -198,21 +198,26 @@ static mbx_sandbox *sig_running;   /* the main thread's running sandbox (under s
 static uint64_t sig_generation;    /* bumped when sig_running changes (under sig_mu) */
 static atomic_uint sig_count;      /* SIGINTs seen by our handler */
 static atomic_int sig_in_callback; /* a host function (Python code) runs */
-static struct sigaction sig_saved; /* the handler ours replaced (Python's) */
-static int sig_depth;              /* nested guarded calls (main thread, under the GIL) */
-static atomic_int sig_active;      /* sig_depth > 0, for the handler */
-static int sig_installed;          /* ours is SIGINT's handler (as last checked) */
-static int64_t sig_checked_ms;     /* when that was checked (CLOCK_MONOTONIC_COARSE) */
+/* The handler ours replaced (Python's), in two slots: a new one is written into the slot the
+   handler is not reading, then published, since our handler may still be running on another
+   thread when ours has just been replaced (and a new one is saved 100 ms later at the soonest). */
+static struct sigaction sig_saved_slots[2];
+static atomic_int sig_saved_slot;
+static int sig_depth;          /* nested guarded calls (main thread, under the GIL) */
+static atomic_int sig_active;  /* sig_depth > 0, for the handler */
+static int sig_installed;      /* ours is SIGINT's handler (as last checked) */
+static int64_t sig_checked_ms; /* when that was checked (CLOCK_MONOTONIC_COARSE) */
 static sem_t sig_sem;
 static int sig_thread_started;
 static unsigned long main_thread_ident;
 
 static void chain_saved(int signo, siginfo_t *info, void *ctx) {
-  if (sig_saved.sa_flags & SA_SIGINFO) {
-    if (sig_saved.sa_sigaction != NULL) sig_saved.sa_sigaction(signo, info, ctx);
-  } else if (sig_saved.sa_handler != SIG_DFL && sig_saved.sa_handler != SIG_IGN &&
-             sig_saved.sa_handler != NULL) {
-    sig_saved.sa_handler(signo);
+  const struct sigaction *saved = &sig_saved_slots[atomic_load(&sig_saved_slot)];
+  if (saved->sa_flags & SA_SIGINFO) {
+    if (saved->sa_sigaction != NULL) saved->sa_sigaction(signo, info, ctx);
+  } else if (saved->sa_handler != SIG_DFL && saved->sa_handler != SIG_IGN &&
+             saved->sa_handler != NULL) {
+    saved->sa_handler(signo);
   }
 }
 
@@ -246,8 +251,9 @@ static int sig_handler_ours(void) {
   if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sigint) return sig_installed = 1;
   if (!(cur.sa_flags & SA_SIGINFO) && (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN))
     return sig_installed = 0;
-  /* Ours is not in place, so nothing reads sig_saved now. */
-  sig_saved = cur;
+  int next = 1 - atomic_load(&sig_saved_slot);
+  sig_saved_slots[next] = cur;
+  atomic_store(&sig_saved_slot, next);
   struct sigaction ours;
   memset(&ours, 0, sizeof ours);
   ours.sa_sigaction = on_sigint;
