@@ -110,14 +110,18 @@ static int result_traverse(PyObject *self, visitproc visit, void *arg) {
   return 0;
 }
 
+/* The C result stays until the Result goes (not freed once parsed: the parse allocates, so the
+   garbage collector may run a finalizer that reads r.json meanwhile, parsing the same text). */
 static PyObject *result_json_dict(result_obj *r) {
   if (r->json == NULL) {
     size_t n = 0;
     const char *text = p_mbx_result_json(r->res, &n);
-    r->json = mbxpy_parse_json(text, n);
-    if (r->json == NULL) return NULL;
-    p_mbx_result_free(r->res);
-    r->res = NULL;
+    PyObject *d = mbxpy_parse_json(text, n);
+    if (d == NULL) return NULL;
+    if (r->json == NULL)
+      r->json = d;
+    else
+      Py_DECREF(d);
   }
   return r->json;
 }
@@ -377,7 +381,15 @@ static mbx_status host_trampoline(void *userdata, const char *args, size_t len,
   /* A Ctrl-C chained to Python's handler while this ran and not acted on yet belongs to this
      call (checked after the flag is down: no chained signal comes later). */
   atomic_fetch_sub(&sig_in_callback, 1);
-  if (result != NULL && PyErr_CheckSignals() < 0) Py_CLEAR(result);
+  PyObject *etype = NULL, *evalue = NULL, *etb = NULL;
+  if (result == NULL) PyErr_Fetch(&etype, &evalue, &etb); /* the callback's own exception */
+  if (PyErr_CheckSignals() < 0) {
+    if (result != NULL)
+      Py_CLEAR(result); /* the KeyboardInterrupt is the error */
+    else
+      PyErr_Clear(); /* consumed: the callback's exception stands */
+  }
+  if (result == NULL && etype != NULL) PyErr_Restore(etype, evalue, etb);
   /* The run ends "interrupted" when this returns, not on the Lua error a KeyboardInterrupt
      became: the interrupt is made here, before the interrupter thread may have acted. */
   int interrupted = atomic_load(&sig_count) != count;
