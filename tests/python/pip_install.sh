@@ -2,7 +2,7 @@
 # tests/python/pip_install.sh -- `pip install` of host/python into a throwaway venv, offline
 # (--no-index --no-build-isolation: CI reaches no package index), then a run from another
 # directory with neither PYTHONPATH nor MOONBOX_LIBRARY: the installed package must find the
-# library it recorded at build time. Exits 77 with the reason when venv or pip is unavailable.
+# library it recorded at build time, and load the extension module pip compiled (python3-dev). Exits 77 with the reason when venv or pip is unavailable.
 # Usage: pip_install.sh LIBMOONBOX SOURCE_DIR WORK_DIR
 set -u
 lib=$(realpath "${1:?usage: pip_install.sh LIBMOONBOX SOURCE_DIR WORK_DIR}")
@@ -44,6 +44,10 @@ assert "site-packages" in moonbox.__file__, moonbox.__file__
 here = os.path.dirname(moonbox.__file__)
 assert os.path.exists(os.path.join(here, "py.typed")), "py.typed is not installed"
 assert os.path.exists(os.path.join(here, "__init__.pyi")), "the type stubs are not installed"
+from moonbox import _native
+# The extension pip built (abi3), not the copy in the build tree next to the library.
+assert os.path.dirname(_native.ext.__file__) == here, _native.ext.__file__
+assert _native.ext.__file__.endswith(".abi3.so"), _native.ext.__file__
 print(moonbox.run("return 1 + 1").value, os.path.realpath(moonbox.library_path))
 ') || {
   echo "FAIL: the installed package does not run"

@@ -5,15 +5,17 @@
         r = sb.run("return #input.items", inputs={"input": {"items": [1, 2, 3]}})
         r.status, r.value, r.stdout, r.error, r.usage
 
-Pure ctypes over libmoonbox (found through $MOONBOX_LIBRARY, the path recorded at install, or
-the repository's build directories). docs/agents.md shows it wired into an agent as a tool.
+A C extension module (runs, results, values, host calls, Ctrl-C) and ctypes (the rest) over
+libmoonbox (found through $MOONBOX_LIBRARY, the path recorded at install, or the repository's
+build directories). await sb.run_async(...) / moonbox.run_async(...) keep an event loop free.
+docs/agents.md shows it wired into an agent as a tool.
 """
 
 from ._native import library_path
 from ._values import LuaCycle, LuaFunction, LuaThread, LuaUserdata
-from .sandbox import Limits, MoonboxError, Policy, Result, Sandbox, check, run
+from .sandbox import Limits, MoonboxError, Policy, Result, Sandbox, check, run, run_async
 
-__all__ = ["Limits", "MoonboxError", "Policy", "Result", "Sandbox", "check", "run",
+__all__ = ["Limits", "MoonboxError", "Policy", "Result", "Sandbox", "check", "run", "run_async",
            "library_path", "version", "LuaFunction", "LuaThread", "LuaUserdata", "LuaCycle"]
 
 

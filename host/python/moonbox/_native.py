@@ -1,8 +1,10 @@
-"""The C library through ctypes: finding libmoonbox, and the prototypes of its functions.
+"""The C library: finding libmoonbox, the prototypes of the functions ctypes calls (the cold
+paths: policies, checkpoints, snapshots), and the extension module _moonbox (the hot path:
+runs, results, values, host calls), which resolves its functions from the same loaded library.
 
-Nothing here is compiled: the library is the one the CMake build made (found as described in
-find_library), and every function used is declared with its exact argument and return types,
-so ctypes never guesses an int where the C API takes a size_t or a pointer.
+The library is the one the CMake build made or the one installed (found as described in
+find_library); every function ctypes calls is declared with its exact argument and return
+types, so ctypes never guesses an int where the C API takes a size_t or a pointer.
 """
 
 import ctypes
@@ -19,10 +21,6 @@ class MbxError(ctypes.Structure):
         ("message", ctypes.c_char * 256),
     ]
 
-
-# mbx_host_fn: status (*)(void *userdata, const char *args, size_t len, mbx_host_reply *reply)
-HOST_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                           ctypes.c_void_p)
 
 MBX_API_ERROR_BASE = 100
 # The statuses the binding acts on (include/moonbox.h, MBX_STATUS_MAP).
@@ -101,7 +99,6 @@ _PROTOTYPES = {
     "mbx_policy_new": (_P, []),
     "mbx_policy_free": (None, [_P]),
     "mbx_policy_set_limit_checked": (_I, [_P, _I, _U64, _E]),
-    "mbx_policy_get_limit": (_U64, [_P, _I]),
     "mbx_policy_set_env": (_I, [_P, _C, _C, _E]),
     "mbx_policy_set_seed": (_I, [_P, _U64, _E]),
     "mbx_policy_set_time": (_I, [_P, ctypes.c_int64, _E]),
@@ -110,17 +107,9 @@ _PROTOTYPES = {
     "mbx_policy_add_file": (_I, [_P, _C, _P, _S, _E]),
     "mbx_policy_add_module": (_I, [_P, _C, _P, _S, _E]),
     "mbx_policy_load_json": (_I, [_P, _P, _S, _C, _E]),
-    "mbx_policy_add_function": (_I, [_P, _C, HOST_FN, _P, _E]),
     "mbx_policy_add_external": (_I, [_P, _C, _E]),
-    "mbx_host_reply_json": (_I, [_P, _P, _S]),
-    "mbx_host_reply_error": (_I, [_P, _P, _S]),
     "mbx_sandbox_new": (_P, [_P, _P, _E]),
     "mbx_sandbox_free": (None, [_P]),
-    # Source and inputs as c_char_p: ctypes passes a bytes object's own buffer (no copy; the
-    # explicit lengths make embedded NULs safe).
-    "mbx_run_named": (_I, [_P, _C, _S, _C, _C, _S, _PP, _E]),
-    "mbx_resume": (_I, [_P, _P, _S, _PP, _E]),
-    "mbx_resume_error": (_I, [_P, _P, _S, _PP, _E]),
     "mbx_sandbox_paused": (_I, [_P]),
     "mbx_sandbox_interrupt": (_I, [_P]),
     "mbx_sandbox_poisoned": (_I, [_P]),
@@ -129,11 +118,6 @@ _PROTOTYPES = {
     "mbx_sandbox_rewind": (_I, [_P, _E]),
     "mbx_sandbox_snapshot": (_I, [_P, _PP, _PS, _E]),
     "mbx_sandbox_restore": (_P, [_P, _P, _P, _S, _E]),
-    "mbx_result_status": (_I, [_P]),
-    "mbx_result_json": (_P, [_P, _PS]),
-    "mbx_result_stdout": (_P, [_P, _PS]),
-    "mbx_result_stderr": (_P, [_P, _PS]),
-    "mbx_result_free": (None, [_P]),
     "mbx_check": (_I, [_P, _P, _S, _PP, _PS, _E]),
 }
 
@@ -142,11 +126,41 @@ for _name, (_restype, _argtypes) in _PROTOTYPES.items():
     _fn.restype = _restype
     _fn.argtypes = _argtypes
 
-# Optional: the change set (contract 1), when the library has it.
-HAS_CHANGES = hasattr(lib, "mbx_sandbox_changes")
-if HAS_CHANGES:
-    lib.mbx_sandbox_changes.restype = _I
-    lib.mbx_sandbox_changes.argtypes = [_P, ctypes.c_uint, _PP, _PS, _E]
+lib.mbx_sandbox_changes.restype = _I
+lib.mbx_sandbox_changes.argtypes = [_P, ctypes.c_uint, _PP, _PS, _E]
+
+
+def _load_extension():
+    """moonbox._moonbox: the package's own (pip install builds it), else the build tree's copy
+    next to the library (cmake builds it as python/_moonbox.abi3.so, for running from
+    PYTHONPATH=host/python)."""
+    try:
+        from . import _moonbox
+        return _moonbox
+    except ImportError as e:
+        first = e
+    import importlib.machinery
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    dirs = [os.path.join(os.path.dirname(os.path.realpath(library_path)), "python")]
+    dirs += [os.path.join(repo, "build", preset, "python") for preset in ("release", "dev", "asan")]
+    for d in dirs:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(d, "_moonbox" + suffix)
+            if not os.path.exists(path):
+                continue
+            spec = importlib.util.spec_from_file_location(__package__ + "._moonbox", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[__package__ + "._moonbox"] = module
+            return module
+    raise ImportError("moonbox: the extension module _moonbox is not built (%s); install the "
+                      "package (pip install ./host/python) or build the CMake target "
+                      "moonbox_python, which puts it in build/<preset>/python/" % first)
+
+
+ext = _load_extension()
 
 
 def status_key(code):

@@ -7,7 +7,10 @@ import threading
 
 from . import _native
 from ._native import lib, MbxError
-from ._values import from_json, to_json
+from ._values import LuaCycle, LuaFunction, LuaThread, LuaUserdata
+
+to_json = _native.ext.to_json  # Python value -> JSON bytes (see _values' docstring)
+from_json = _native.ext.from_json  # JSON text -> Python value
 
 
 class MoonboxError(Exception):
@@ -19,6 +22,9 @@ class MoonboxError(Exception):
         self.message = message
         self.status = status
         self.code = code
+
+
+_native.ext.init(lib._handle, MoonboxError, (LuaFunction, LuaThread, LuaUserdata, LuaCycle))
 
 
 def _raise_for(code, err, what):
@@ -210,6 +216,35 @@ class Policy:
             _raise_for(rc, err, "mbx_policy_load_json")
 
 
+# Frozen C policies of sandboxes made with nothing but limits, by their settings: a policy is
+# only read by mbx_sandbox_new (which copies it) and is thread-safe. A few are kept for the
+# life of the process (like the runtimes); past that (None), each such sandbox makes its own.
+_shared_policies = {}
+_SHARED_POLICIES_MAX = 32
+
+
+def _shared_policy(limits):
+    if limits is None:
+        key = ()
+    else:
+        if isinstance(limits, dict):
+            limits = Limits(**limits)
+        if not isinstance(limits, Limits):
+            raise TypeError("limits: expected a Limits or a dict of its arguments, got %s"
+                            % type(limits).__name__)
+        key = tuple(limits._settings())
+    ptr = _shared_policies.get(key)
+    if ptr is None:
+        if len(_shared_policies) >= _SHARED_POLICIES_MAX:
+            return None
+        pol = _CPolicy(limits=limits)
+        with _runtime_lock:
+            ptr = _shared_policies.setdefault(key, pol.ptr)
+            if ptr != pol.ptr:
+                pol.free()
+    return ptr
+
+
 def _check(rc, err, what):
     if rc != _native.MBX_OK:
         _raise_for(rc, err, what)
@@ -269,6 +304,9 @@ class _CPolicy:
         if limits is not None:
             if isinstance(limits, dict):
                 limits = Limits(**limits)
+            if not isinstance(limits, Limits):
+                raise TypeError("limits: expected a Limits or a dict of its arguments, got %s"
+                                % type(limits).__name__)
             for which, value, name in limits._settings():
                 rc = lib.mbx_policy_set_limit_checked(p, which, value, e)
                 if rc != _native.MBX_OK:
@@ -337,10 +375,12 @@ class _CPolicy:
                 raise TypeError("functions: a name is a str, got %s" % type(name).__name__)
             if not callable(fn):
                 raise TypeError("functions[%r]: %r is not callable" % (name, fn))
-            cb = _native.HOST_FN(_trampoline(name, fn))
-            _check(lib.mbx_policy_add_function(p, name.encode(), cb, None, e), err,
-                   "functions")
-            self.callbacks.append(cb)
+            pair = (name, fn)
+            rc, message = _native.ext.add_function(p, name.encode(), pair)
+            if rc != _native.MBX_OK:
+                raise MoonboxError(message or "functions: %r was refused" % name,
+                                   _native.status_key(rc), rc)
+            self.callbacks.append(pair)
         if isinstance(externals, (str, bytes)):
             raise TypeError("externals: expected a list of names, got a single %s (write "
                             "[%r])" % (type(externals).__name__, externals))
@@ -355,69 +395,23 @@ class _CPolicy:
             self.ptr = None
 
 
-def _reply_error(reply, message):
-    data = message.encode("utf-8", "replace")
-    buf = ctypes.create_string_buffer(data, len(data))
-    lib.mbx_host_reply_error(reply, buf, len(data))
-
-
-def _trampoline(name, fn):
-    """The C callback of a Python host function. Nothing may escape it: an exception (any,
-    KeyboardInterrupt and SystemExit included) becomes the guest's Lua error with its message,
-    so ctypes never sees one and no longjmp ever crosses this frame (the library raises the
-    guest's error after the callback has returned)."""
-
-    def callback(userdata, args, args_len, reply):
-        try:
-            values = from_json(ctypes.string_at(args, args_len))
-            result = fn(*values)
-            if result is not None:
-                data = to_json(result, "%s()" % name).encode("utf-8")
-                buf = ctypes.create_string_buffer(data, len(data))
-                if lib.mbx_host_reply_json(reply, buf, len(data)) != _native.MBX_OK:
-                    _reply_error(reply, "%s: the reply of %d bytes was refused (too large)"
-                                 % (name, len(data)))
-        except BaseException as e:  # noqa: B902 -- see the docstring
-            try:
-                _reply_error(reply, str(e) or type(e).__name__)
-            except BaseException:
-                pass
-        return _native.MBX_OK
-
-    return callback
-
-
 # ----------------------------------------------------------------------------------------
 # Results
 
-class Result:
+class Result(_native.ext.ResultBase):
     """One run's outcome: the result contract of include/moonbox.h as attributes.
     status: "ok", "syntax_error", "runtime_error", "memory_limit", ..., "paused";
     value: the returned value (None when nothing or on failure); stdout/stderr: str (invalid
     UTF-8 replaced; stdout_bytes/stderr_bytes are exact); error: None or a dict with chunk,
     line, message, traceback; usage: dict (usage["instructions"] is None for a run with no
-    instruction limit: it ran without a count hook and nothing was counted); pending: None or {"function", "args"} when paused;
-    json: the whole contract as a dict; changes: what the sandbox's memory /tmp and overlay
-    mounts hold that differs from its start (a list of dicts: path, kind, type, size, from for
-    renames, content as str or bytes), or None where the library has no change set."""
+    instruction limit: it ran without a count hook and nothing was counted); pending: None or
+    {"function", "args"} when paused; json: the whole contract as a dict; changes: what the
+    sandbox's memory /tmp and overlay mounts hold that differs from its start (a list of
+    dicts: path, kind, type, size, from for renames, content as str or bytes).
+    Made by the extension: status, value and the output when the run returns; json, error,
+    usage and pending at their first read."""
 
-    __slots__ = ("status", "value", "stdout_bytes", "stderr_bytes", "error", "usage",
-                 "pending", "json", "changes")
-
-    def __init__(self, res):
-        n = ctypes.c_size_t()
-        text = ctypes.string_at(lib.mbx_result_json(res, ctypes.byref(n)), n.value)
-        self.json = from_json(text)
-        self.status = self.json["status"]
-        self.value = self.json.get("value")
-        self.error = self.json.get("error")
-        self.usage = self.json.get("usage")
-        self.pending = self.json.get("pending")
-        self.changes = None
-        p = lib.mbx_result_stdout(res, ctypes.byref(n))
-        self.stdout_bytes = ctypes.string_at(p, n.value) if n.value else b""
-        p = lib.mbx_result_stderr(res, ctypes.byref(n))
-        self.stderr_bytes = ctypes.string_at(p, n.value) if n.value else b""
+    __slots__ = ()
 
     @property
     def ok(self):
@@ -436,103 +430,9 @@ class Result:
 
 
 # ----------------------------------------------------------------------------------------
-# Running off the main thread
-
-# The C stack a run needs below its caller (include/moonbox.h, THREADS: 896 KiB free; a
-# thread's default size follows `ulimit -s`, which the binding does not control).
-_WORKER_STACK = 8 << 20
-_idle_workers = []
-_workers_lock = threading.Lock()
-
-
-class _Worker:
-    """A thread for the calls made from the main thread: the C call runs there (ctypes
-    releases the GIL) while the main thread waits in a lock acquire, which Ctrl-C interrupts.
-    KeyboardInterrupt then becomes mbx_sandbox_interrupt and the wait goes on: the run ends
-    within about a thousand instructions and returns "interrupted". Idle workers are kept for
-    the next sandbox (a thread costs more to start than a small run takes)."""
-
-    def __init__(self):
-        # Two plain locks hand the job over and back (the cheapest handoff threading has:
-        # a lock acquire is one futex wait, and it is what Ctrl-C interrupts).
-        self._go = threading.Lock()
-        self._go.acquire()
-        self._done = threading.Lock()
-        self._done.acquire()
-        self._job = None
-        self._outcome = None
-        self._busy = False
-        with _workers_lock:
-            previous = threading.stack_size(_WORKER_STACK)
-            try:
-                self._thread = threading.Thread(target=self._loop, name="moonbox-sandbox",
-                                                daemon=True)
-                self._thread.start()
-            finally:
-                threading.stack_size(previous)
-
-    @staticmethod
-    def take():
-        with _workers_lock:
-            if _idle_workers:
-                return _idle_workers.pop()
-        return _Worker()
-
-    def give_back(self):
-        if self._busy:
-            return  # a KeyboardInterrupt landed mid-handoff: never hand out a busy worker
-        with _workers_lock:
-            if len(_idle_workers) < 8:
-                _idle_workers.append(self)
-                return
-        self._job = None
-        self._go.release()  # ends the thread
-
-    def _loop(self):
-        while True:
-            self._go.acquire()
-            job = self._job
-            if job is None:
-                return
-            try:
-                self._outcome = (True, job())
-            except BaseException as e:
-                self._outcome = (False, e)
-            self._done.release()
-
-    def call(self, fn, on_interrupt):
-        self._busy = True
-        self._job = fn
-        self._go.release()
-        while True:
-            try:
-                self._done.acquire()
-                break
-            except KeyboardInterrupt:
-                on_interrupt()
-        ok, value = self._outcome
-        self._job = self._outcome = None
-        self._busy = False
-        if not ok:
-            raise value
-        return value
-
-
-def _on_main_thread(fn, on_interrupt):
-    """fn() on a worker when called from the main thread (where Ctrl-C lands), else here."""
-    if threading.current_thread() is not threading.main_thread():
-        return fn()
-    worker = _Worker.take()
-    try:
-        return worker.call(fn, on_interrupt)
-    finally:
-        worker.give_back()
-
-
-# ----------------------------------------------------------------------------------------
 # Sandbox
 
-class Sandbox:
+class Sandbox(_native.ext.Core):
     """One isolated Lua state (include/moonbox.h, mbx_sandbox). Arguments:
       limits        Limits (or a dict of its arguments)
       policy        a Policy, a path to a JSON policy or a dict; the other arguments apply
@@ -551,39 +451,47 @@ class Sandbox:
                     own jailed worker process (MBX_CAP_ISOLATE, docs/SECURITY-MODEL.md section
                     13), the same API and results, its files, functions and programs served
                     from here; a crash in the VM ends only the worker (status "internal_error")
-      ctrl_c        True (the default): a call made from the main thread runs on a helper
-                    thread, so Ctrl-C interrupts the run ("interrupted") instead of waiting
-                    for it; False: the call runs on the main thread itself (lower latency,
-                    docs/performance.md; Ctrl-C is then handled after the run returns)
-    A sandbox is used by one thread at a time: a second thread's call while one runs raises
-    MoonboxError with status "sandbox_busy". interrupt() may be called from any thread."""
+      ctrl_c        True (the default): while a run made from the main thread is in C, Ctrl-C
+                    (SIGINT) interrupts it (status "interrupted") instead of waiting for it
+                    to end; a host function running then gets KeyboardInterrupt. False:
+                    SIGINT is left to Python, which acts on it after the run returns
+    Runs release the GIL: other threads run meanwhile. A sandbox is used by one thread at a
+    time: a second thread's call while one runs raises MoonboxError with status
+    "sandbox_busy". interrupt() may be called from any thread. run_async/resume_async run on
+    the event loop's default executor, so awaiting them does not block the loop."""
 
     def __init__(self, limits=None, policy=None, mounts=None, files=None, functions=None,
                  externals=None, env=None, seed=None, time=None, deterministic=False,
                  ctrl_c=True, isolate=None, modules=None, _snapshot=None):
-        self._ptr = None
-        mode = _isolate_mode(isolate)
-        self._lock = threading.Lock()
-        self._ctrl_c = bool(ctrl_c)
-        self._policy = _CPolicy(policy, limits, mounts, files, functions, externals, env, seed,
-                                time, deterministic, modules)
-        self._callbacks = self._policy.callbacks  # alive as long as the sandbox
-        rt = _get_runtime(mode)
-        err = MbxError()
-        if _snapshot is None:
-            ptr = lib.mbx_sandbox_new(rt, self._policy.ptr, ctypes.byref(err))
-        else:
-            blob = bytes(_snapshot)
-            buf = ctypes.create_string_buffer(blob, len(blob))
-            # The replay re-executes the recorded runs: on the sandbox's thread, like a run.
-            ptr = self._call(lambda: lib.mbx_sandbox_restore(rt, self._policy.ptr, buf,
-                                                             len(blob), ctypes.byref(err)))
-        # The C policy's settings were copied into the sandbox; the callbacks stay referenced.
-        self._policy.free()
+        mode = "none" if isolate is None else _isolate_mode(isolate)
+        if (policy is None and mounts is None and files is None and functions is None
+                and externals is None and env is None and seed is None and time is None
+                and not deterministic and modules is None and _snapshot is None):
+            # The common agent sandbox: a C policy made once per set of limits, shared.
+            shared = _shared_policy(limits)
+            if shared is not None:
+                self._callbacks = ()
+                self._open(_runtimes.get(mode) or _get_runtime(mode), shared, bool(ctrl_c),
+                           Result)
+                return
+        pol = _CPolicy(policy, limits, mounts, files, functions, externals, env, seed, time,
+                       deterministic, modules)
+        self._callbacks = pol.callbacks  # alive as long as the sandbox: the C side borrows them
+        try:
+            rt = _get_runtime(mode)
+            err = MbxError()
+            if _snapshot is None:
+                ptr = lib.mbx_sandbox_new(rt, pol.ptr, ctypes.byref(err))
+            else:
+                blob = bytes(_snapshot)
+                buf = ctypes.create_string_buffer(blob, len(blob))
+                ptr = lib.mbx_sandbox_restore(rt, pol.ptr, buf, len(blob), ctypes.byref(err))
+        finally:
+            pol.free()  # the sandbox copied the policy's settings
         if not ptr:
             _raise_for(err.code or 100, err,
                        "mbx_sandbox_restore" if _snapshot is not None else "mbx_sandbox_new")
-        self._ptr = ptr
+        self._adopt(ptr, bool(ctrl_c), Result)
 
     @classmethod
     def restore(cls, snapshot, **kwargs):
@@ -592,113 +500,64 @@ class Sandbox:
         the same call, or idle)."""
         return cls(_snapshot=snapshot, **kwargs)
 
-    # -- plumbing --
+    # -- plumbing: the extension's claim on the sandbox (one thread at a time) --
 
-    def _call(self, fn):
-        return _on_main_thread(fn, self.interrupt) if self._ctrl_c else fn()
-
-    def _enter(self, what):
-        if self._ptr is None:
-            raise MoonboxError("%s: the sandbox is closed" % what, "invalid_argument", 100)
-        if not self._lock.acquire(blocking=False):
-            raise MoonboxError(
-                "%s: the sandbox is busy: another thread (or a host function of this run) is "
-                "using it; a sandbox is used by one thread at a time" % what, "sandbox_busy",
-                _native.MBX_SANDBOX_BUSY)
-
-    def _result_call(self, what, c_call):
-        self._enter(what)
-        try:
-            out = ctypes.c_void_p()
+    def _simple(self, what, c_fn):
+        def call(ptr):
             err = MbxError()
-            rc = self._call(lambda: c_call(ctypes.byref(out), ctypes.byref(err)))
-            if rc >= _native.MBX_API_ERROR_BASE or not out.value:
-                _raise_for(rc, err, what)
-            try:
-                result = Result(out.value)
-            finally:
-                lib.mbx_result_free(out.value)
-            result.changes = self._changes_locked(True)
-            return result
-        finally:
-            self._lock.release()
+            _check(c_fn(ptr, ctypes.byref(err)), err, what)
+        self._with(what, call)
 
-    def _changes_locked(self, content):
-        if not _native.HAS_CHANGES:
-            return None
-        out, n, err = ctypes.c_void_p(), ctypes.c_size_t(), MbxError()
-        rc = lib.mbx_sandbox_changes(self._ptr, 1 if content else 0, ctypes.byref(out),
-                                     ctypes.byref(n), ctypes.byref(err))
-        _check(rc, err, "changes")
+    # -- the API (run, resume and resume_error are the extension's: Core) --
+
+    async def run_async(self, code, inputs=None, chunk_name=None):
+        """sb.run on the event loop's default executor: awaiting it leaves the loop free. A
+        cancelled await interrupts the run."""
+        return await self._in_executor(self.run, code, inputs, chunk_name)
+
+    async def resume_async(self, value=None):
+        """sb.resume on the event loop's default executor."""
+        return await self._in_executor(self.resume, value)
+
+    async def _in_executor(self, fn, *args):
+        import asyncio
+        future = asyncio.get_running_loop().run_in_executor(None, fn, *args)
         try:
-            if n.value == 2:  # "[]": nothing changed, the common case
-                return []
-            return from_json(ctypes.string_at(out.value, n.value))
-        finally:
-            lib.mbx_free(out.value)
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            self.interrupt()
+            raise
 
     def changes(self, content=True):
         """What the guest created, modified, renamed or removed in the memory /tmp and the
         overlay mounts since the sandbox was made or reset (mbx_sandbox_changes), sorted by
         path; content=False leaves the file contents out."""
-        self._enter("changes")
-        try:
-            return self._changes_locked(content)
-        finally:
-            self._lock.release()
-
-    def _simple(self, what, c_fn):
-        self._enter(what)
-        try:
-            err = MbxError()
-            _check(c_fn(self._ptr, ctypes.byref(err)), err, what)
-        finally:
-            self._lock.release()
-
-    # -- the API --
-
-    def run(self, code, inputs=None, chunk_name=None):
-        """Run Lua source text; inputs (a dict) become globals first. Returns a Result for
-        every run outcome (limits, errors and pauses included); raises MoonboxError when the
-        library refused the call (bad inputs, source too large, poisoned or busy sandbox)."""
-        data = _source(code)
-        in_data = None
-        if inputs is not None:
-            if not isinstance(inputs, dict):
-                raise TypeError("inputs: expected a dict of global names to values, got %s"
-                                % type(inputs).__name__)
-            in_data = to_json(inputs, "inputs").encode("utf-8")
-        name = chunk_name.encode() if chunk_name else None
-        return self._result_call("run", lambda out, err: lib.mbx_run_named(
-            self._ptr, data, len(data), name, in_data, len(in_data or b""), out, err))
-
-    def resume(self, value=None):
-        """Continue a paused run: the pending call returns value."""
-        data = to_json(value, "value").encode("utf-8")
-        buf = ctypes.create_string_buffer(data, len(data))
-        return self._result_call("resume", lambda out, err: lib.mbx_resume(
-            self._ptr, buf, len(data), out, err))
-
-    def resume_error(self, message):
-        """Continue a paused run: the pending call raises a Lua error with this message."""
-        data = str(message).encode("utf-8", "replace")
-        buf = ctypes.create_string_buffer(data, len(data))
-        return self._result_call("resume_error", lambda out, err: lib.mbx_resume_error(
-            self._ptr, buf, len(data), out, err))
+        def call(ptr):
+            out, n, err = ctypes.c_void_p(), ctypes.c_size_t(), MbxError()
+            rc = lib.mbx_sandbox_changes(ptr, 1 if content else 0, ctypes.byref(out),
+                                         ctypes.byref(n), ctypes.byref(err))
+            _check(rc, err, "changes")
+            try:
+                return from_json(ctypes.string_at(out.value, n.value))
+            finally:
+                lib.mbx_free(out.value)
+        return self._with("changes", call)
 
     def interrupt(self):
         """From any thread: end the current run with status "interrupted"."""
         ptr = self._ptr
-        if ptr is not None:
+        if ptr:
             lib.mbx_sandbox_interrupt(ptr)
 
     @property
     def paused(self):
-        return bool(self._ptr and lib.mbx_sandbox_paused(self._ptr))
+        ptr = self._ptr
+        return bool(ptr and lib.mbx_sandbox_paused(ptr))
 
     @property
     def poisoned(self):
-        return bool(self._ptr and lib.mbx_sandbox_poisoned(self._ptr))
+        ptr = self._ptr
+        return bool(ptr and lib.mbx_sandbox_poisoned(ptr))
 
     def reset(self):
         self._simple("reset", lib.mbx_sandbox_reset)
@@ -713,27 +572,20 @@ class Sandbox:
     def snapshot(self):
         """The portable snapshot of a paused or idle sandbox (deterministic policies only):
         bytes for Sandbox.restore."""
-        self._enter("snapshot")
-        try:
+        def call(ptr):
             out, n, err = ctypes.c_void_p(), ctypes.c_size_t(), MbxError()
-            rc = lib.mbx_sandbox_snapshot(self._ptr, ctypes.byref(out), ctypes.byref(n),
+            rc = lib.mbx_sandbox_snapshot(ptr, ctypes.byref(out), ctypes.byref(n),
                                           ctypes.byref(err))
             _check(rc, err, "snapshot")
             try:
                 return ctypes.string_at(out.value, n.value)
             finally:
                 lib.mbx_free(out.value)
-        finally:
-            self._lock.release()
+        return self._with("snapshot", call)
 
     def close(self):
-        if self._ptr is not None:
-            self._enter("close")
-            try:
-                lib.mbx_sandbox_free(self._ptr)
-                self._ptr = None
-            finally:
-                self._lock.release()
+        """Free the sandbox (MoonboxError "sandbox_busy" while a run is active); idempotent."""
+        self._close()
 
     def __enter__(self):
         return self
@@ -741,14 +593,6 @@ class Sandbox:
     def __exit__(self, *exc):
         self.close()
         return False
-
-    def __del__(self):
-        try:
-            if self._ptr is not None and self._lock.acquire(blocking=False):
-                lib.mbx_sandbox_free(self._ptr)
-                self._ptr = None
-        except Exception:
-            pass
 
 
 # ----------------------------------------------------------------------------------------
@@ -759,6 +603,13 @@ def run(code, inputs=None, **kwargs):
     Result."""
     with Sandbox(**kwargs) as sb:
         return sb.run(code, inputs=inputs)
+
+
+async def run_async(code, inputs=None, **kwargs):
+    """moonbox.run on the event loop's default executor: awaiting it leaves the loop free."""
+    import asyncio
+    return await asyncio.get_running_loop().run_in_executor(
+        None, lambda: run(code, inputs=inputs, **kwargs))
 
 
 def check(code, inputs=None, **kwargs):
@@ -777,7 +628,7 @@ def check(code, inputs=None, **kwargs):
             return lib.mbx_check(pol.ptr, buf, len(data), ctypes.byref(out), ctypes.byref(n),
                                  ctypes.byref(err))
 
-        rc = _on_main_thread(call, lambda: None)
+        rc = call()
         _check(rc, err, "check")
         try:
             report = from_json(ctypes.string_at(out.value, n.value))

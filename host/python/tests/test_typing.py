@@ -8,6 +8,7 @@ import unittest
 
 import moonbox
 
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 STUB = os.path.join(os.path.dirname(moonbox.__file__), "__init__.pyi")
 
 
@@ -50,7 +51,7 @@ class StubsMatchTheCode(unittest.TestCase):
         tree = _stub_tree()
         names = set()
         for node in tree.body:
-            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 names.add(node.name)
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 names.add(node.target.id)
@@ -60,14 +61,14 @@ class StubsMatchTheCode(unittest.TestCase):
     def test_signatures_match(self):
         checked = 0
         for node in _stub_tree().body:
-            if isinstance(node, ast.FunctionDef) and hasattr(moonbox, node.name):
+            if isinstance(node, FUNCTIONS) and hasattr(moonbox, node.name):
                 self.assertEqual(_params(node), _runtime_params(getattr(moonbox, node.name)),
                                  node.name)
                 checked += 1
             if isinstance(node, ast.ClassDef) and hasattr(moonbox, node.name):
                 cls = getattr(moonbox, node.name)
                 for item in node.body:
-                    if not isinstance(item, ast.FunctionDef):
+                    if not isinstance(item, FUNCTIONS):
                         continue
                     decorators = {d.id for d in item.decorator_list if isinstance(d, ast.Name)}
                     runtime = inspect.getattr_static(cls, item.name, None)
