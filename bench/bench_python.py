@@ -7,9 +7,9 @@ Usage: python3 bench/bench_python.py BUILD_DIR [ITERS] [--monty DIR]
   BUILD_DIR is a release build (cmake --preset release && cmake --build build/release --target
   moonbox bench_tiny): its libmoonbox.so is loaded through MOONBOX_LIBRARY, its extension
   module from BUILD_DIR/python, and its bench_tiny is the C peer.
-  --monty DIR: a folder where `npm install @pydantic/monty` was run; Monty's binding is then
-  measured in the same run through node (its napi binding): 1+1 fresh (new Monty + run) and
-  live (run() again of one parsed Monty; a MontyRepl's feed of 1+1 took milliseconds here).
+  --monty DIR: the scratch folder where bench/peers.sh installed Monty (MBX_PEERS_DIR, default
+  /tmp/moonbox-peers); Monty's binding is then measured in the same run by bench/peers/monty.mjs
+  on node: 1+1 fresh (new Monty + run), live (run() again of one parsed Monty) and a host call.
 Each row: median and p99 in microseconds, the C API's median for the same case, the ratio, and
 the excess over the C API in floors (one empty ctypes call). The C peers and the Python cases
 are measured in alternating rounds ($MOONBOX_BENCH_ROUNDS, 3), each side's best median kept. The goals of issue 28 are stated in
@@ -19,6 +19,7 @@ the last column. Never a test: figures depend on the machine (docs/performance.m
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -83,34 +84,16 @@ def ctypes_floor(lib, iters=200000):
     return best
 
 
-MONTY_JS = r"""
-const { Monty } = await import(process.argv[2]);
-const iters = +process.argv[3];
-function timed(fn, n) {
-  for (let i = 0; i < n / 10 + 1; i++) fn();
-  const s = [];
-  for (let i = 0; i < n; i++) { const t0 = process.hrtime.bigint(); fn();
-    s.push(Number(process.hrtime.bigint() - t0) / 1000); }
-  s.sort((a, b) => a - b);
-  return [s[n >> 1], s[Math.floor(n * 99 / 100)]];
-}
-const out = {};
-out.fresh = timed(() => new Monty("1 + 1").run(), iters);
-const parsed = new Monty("1 + 1");
-out.live = timed(() => parsed.run(), iters);
-console.log(JSON.stringify(out));
-"""
-
-
 def monty(folder, iters):
-    script = os.path.join(folder, "bench_monty.mjs")
-    with open(script, "w") as f:
-        f.write(MONTY_JS)
-    mod = "file://" + os.path.join(os.path.abspath(folder), "node_modules", "@pydantic", "monty",
-                                   "wrapper.js")
-    out = subprocess.run(["node", script, mod, str(iters)], check=True, capture_output=True,
-                         text=True).stdout
-    return json.loads(out)
+    """Monty's rows from bench/peers/monty.mjs (the one Monty driver), run from the scratch
+    folder where bench/peers.sh installed Monty: {name: median}."""
+    peers = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
+    for name in ("monty.mjs", "snippet.py", "records.json"):
+        shutil.copy(os.path.join(peers, name), folder)
+    out = subprocess.run(["node", "--expose-gc", os.path.join(folder, "monty.mjs"), str(iters)],
+                         check=True, capture_output=True, text=True).stdout
+    return {w[1]: float(w[2]) for w in (line.split() for line in out.splitlines())
+            if len(w) == 4 and w[0] == "row"}
 
 
 def main():
@@ -225,9 +208,8 @@ def main():
                                                           excess, goal_text))
     if monty_dir:
         m = monty(monty_dir, iters)
-        print("Pydantic Monty (napi binding, same run): 1+1 parsed once %.3f us (p99 %.3f), fresh "
-              "%.3f us (p99 %.3f)" % (m["live"][0], m["live"][1], m["fresh"][0],
-                                      m["fresh"][1]))
+        print("Pydantic Monty (napi binding, same run): 1+1 parsed once %.3f us, fresh %.3f us, "
+              "a host call %.0f ns" % (m["live_1p1"], m["fresh_1p1"], m["host_call"]))
 
 
 if __name__ == "__main__":
