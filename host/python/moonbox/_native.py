@@ -116,6 +116,8 @@ _PROTOTYPES = {
     "mbx_sandbox_reset": (_I, [_P, _E]),
     "mbx_sandbox_checkpoint": (_I, [_P, _E]),
     "mbx_sandbox_rewind": (_I, [_P, _E]),
+    "mbx_sandbox_set_stdin": (_I, [_P, _P, _S, _E]),
+    "mbx_sandbox_set_stdin_fd": (_I, [_P, _I, _E]),
     "mbx_sandbox_snapshot": (_I, [_P, _PP, _PS, _E]),
     "mbx_sandbox_restore": (_P, [_P, _P, _P, _S, _E]),
     "mbx_check": (_I, [_P, _P, _S, _PP, _PS, _E]),

@@ -13,11 +13,31 @@ to_json = _native.ext.to_json  # Python value -> JSON bytes (see _values' docstr
 from_json = _native.ext.from_json  # JSON text -> Python value
 
 
+# The C API's names in the library's messages, as a Python user writes them (issue 27: a
+# message speaks the vocabulary of the front door that shows it).
+_PY_NAMES = {
+    "mbx_run_named": "sb.run()", "mbx_run": "sb.run()", "mbx_resume_error": "sb.resume_error()",
+    "mbx_resume": "sb.resume()", "mbx_sandbox_reset": "sb.reset()",
+    "mbx_sandbox_rewind": "sb.rewind()", "mbx_sandbox_checkpoint": "sb.checkpoint()",
+    "mbx_sandbox_snapshot": "sb.snapshot()", "mbx_sandbox_restore": "Sandbox.restore()",
+    "mbx_sandbox_set_stdin_fd": "sb.set_stdin()", "mbx_sandbox_set_stdin": "sb.set_stdin()",
+    "mbx_sandbox_changes": "sb.changes()", "mbx_sandbox_interrupt": "sb.interrupt()",
+    "mbx_sandbox_free": "sb.close()", "mbx_sandbox_new": "Sandbox()",
+    "mbx_policy_set_deterministic": "Sandbox(deterministic=True)",
+}
+_C_NAME = re.compile(r"\bmbx_[a-z_]+\b")
+
+
+def _python_words(msg):
+    return _C_NAME.sub(lambda m: _PY_NAMES.get(m.group(0), m.group(0)), msg)
+
+
 class MoonboxError(Exception):
     """The library refused a call (an API status: nothing ran). .status is the status key
     ("invalid_input", "source_too_large", "sandbox_busy", ...), .code its number."""
 
     def __init__(self, message, status="invalid_argument", code=100):
+        message = _python_words(message) if isinstance(message, str) else message
         super().__init__(message)
         self.message = message
         self.status = status
@@ -568,6 +588,37 @@ class Sandbox(_native.ext.Core):
 
     def rewind(self):
         self._simple("rewind", lib.mbx_sandbox_rewind)
+
+    def set_stdin(self, source):
+        """What the guest's io.stdin (io.read, io.lines()) reads from now on, from its start:
+        bytes or str (copied), or an open file or socket (anything with fileno(), or an int
+        descriptor), read only as the guest reads it; a wait for it counts against the run's
+        time limit and interrupt() ends it. The sandbox keeps a reference to a file object
+        (its descriptor must stay open) until the next set_stdin or close. What was read is
+        kept (at most 64 MiB), so rewind() and reset() read it again."""
+        if isinstance(source, str):
+            source = source.encode("utf-8")
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            data = bytes(source)
+            def call(ptr):
+                err = MbxError()
+                _check(lib.mbx_sandbox_set_stdin(ptr, data, len(data), ctypes.byref(err)), err,
+                       "set_stdin")
+            self._with("set_stdin", call)
+            self._stdin_source = None
+            return
+        if isinstance(source, bool) or not (isinstance(source, int) or
+                                            hasattr(source, "fileno")):
+            raise TypeError("set_stdin: expected bytes, str, a file with fileno() or an int "
+                            "descriptor, not %s" % type(source).__name__)
+        fd = source if isinstance(source, int) else source.fileno()
+        if not isinstance(fd, int) or fd < 0:
+            raise ValueError("set_stdin: the descriptor must be an int >= 0, not %r" % (fd,))
+        def call(ptr):
+            err = MbxError()
+            _check(lib.mbx_sandbox_set_stdin_fd(ptr, fd, ctypes.byref(err)), err, "set_stdin")
+        self._with("set_stdin", call)
+        self._stdin_source = source  # keeps a file object (and so its descriptor) alive
 
     def snapshot(self):
         """The portable snapshot of a paused or idle sandbox (deterministic policies only):

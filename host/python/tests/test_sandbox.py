@@ -489,6 +489,50 @@ class Isolation(unittest.TestCase):
         self.assertTrue(moonbox.check("return x", isolate="process")["ok"] in (True, False))
 
 
+class Stdin(unittest.TestCase):
+    def test_bytes_and_str_are_read_and_read_again_after_a_rewind(self):
+        with Sandbox() as sb:
+            self.assertIsNone(sb.run("return io.read()").value)  # nothing given: empty
+            sb.set_stdin("one\ntwo\n")
+            sb.checkpoint()
+            self.assertEqual(sb.run("return io.read()").value, "one")
+            sb.rewind()
+            self.assertEqual(sb.run("return io.read('a')").value, "one\ntwo\n")
+            sb.set_stdin(b"\x00\xff")
+            self.assertEqual(sb.run("return #io.read('a')").value, 2)
+
+    def test_a_pipe_is_read_only_as_the_guest_reads_it(self):
+        r, w = os.pipe()
+        with os.fdopen(r, "rb") as reader, Sandbox(limits=Limits(timeout=0.5)) as sb:
+            sb.set_stdin(reader)
+            # The writer never wrote: a script that does not read returns at once.
+            self.assertEqual(sb.run("return 1").value, 1)
+            # One that waits ends at its time limit, not by itself (a limit poisons the
+            # sandbox: rewound to the checkpoint, the descriptor is still the stdin).
+            sb.checkpoint()
+            self.assertEqual(sb.run("return io.read()").status, "time_limit")
+            sb.rewind()
+            os.write(w, b"late\n")
+            os.close(w)
+            self.assertEqual(sb.run("return io.read()").value, "late")
+
+    def test_messages_name_the_python_api_not_the_c_one(self):
+        with Sandbox(limits=Limits(instructions=1000)) as sb:
+            self.assertEqual(sb.run("while true do end").status, "instruction_limit")
+            with self.assertRaises(MoonboxError) as cm:
+                sb.run("return 1")
+            self.assertIn("sb.reset()", str(cm.exception))
+            self.assertNotIn("mbx_", str(cm.exception))
+
+    def test_wrong_types_are_type_errors(self):
+        with Sandbox() as sb:
+            for bad in (1.5, None, [b"x"], True):
+                with self.assertRaises(TypeError):
+                    sb.set_stdin(bad)
+            with self.assertRaises(ValueError):
+                sb.set_stdin(-1)
+
+
 @unittest.skipUnless(hasattr(moonbox, "version"), "no version")
 class Library(unittest.TestCase):
     def test_version_and_path(self):
