@@ -263,7 +263,7 @@ static void raw_lua_once(bench_ctx *ctx, int with_hook) {
   if (!L) die(ctx->case_name, "luaL_newstate", "out of memory");
   luaL_openlibs(L);
   if (with_hook) {
-    /* The same budget as moonbox's default policy: 1e9 instructions, 5 s. */
+    /* The count-hook peer: moonbox's default budget before issue 28 (1e9 instructions, 5 s). */
     *(bench_ctx **)lua_getextraspace(L) = ctx;
     ctx->budget_left = 1000000000;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ctx->deadline);
@@ -2067,6 +2067,102 @@ static void add_target10(const char *target, int met, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* Issue 28, item 2: the hot loop under the default policy (no instruction limit), in this
+   process and in a worker (MBX_CAP_ISOLATE, whose parent signals the deadline), against stock
+   Lua: the same liblua in this process (CPU and wall) and the `lua5.4` program (wall, its
+   start included), variants interleaved rep by rep. The worker's CPU is another process's, so
+   its rows are wall time, against stock's wall. The worker with an instruction limit (the
+   count hook every worker run had before) is the before. */
+static void bench_default_policy(bench_ctx *ctx, lua_State *L) {
+  ctx->case_name = "21 default policy";
+  mbx_error err;
+  mbx_runtime *iso = mbx_runtime_new(&err);
+  if (!iso) die(ctx->case_name, "mbx_runtime_new", err.message);
+  if (mbx_runtime_set_path(iso, MBX_PATH_WORKER, MBX_BENCH_WORKER, &err) != MBX_OK ||
+      mbx_runtime_set_cap(iso, MBX_CAP_ISOLATE, MBX_ISOLATE_PROCESS, &err) != MBX_OK)
+    die(ctx->case_name, "isolation", err.message);
+  mbx_policy *def = mbx_policy_new();
+  mbx_policy *counted = mbx_policy_new();
+  if (!def || !counted ||
+      mbx_policy_set_limit(counted, MBX_LIMIT_INSTRUCTIONS, 1000000000000ull) != MBX_OK)
+    die(ctx->case_name, "mbx_policy_new", "out of memory");
+  mbx_sandbox *in = must_new(ctx, ctx->rt, def);
+  mbx_sandbox *wk = must_new(ctx, iso, def);
+  mbx_sandbox *wk_hook = must_new(ctx, iso, counted);
+  char loop_stmt[128]; /* the program's chunk: the loop without its `return` */
+  snprintf(loop_stmt, sizeof loop_stmt, "%.*s", (int)(strstr(VM_LOOP, " return") - VM_LOOP),
+           VM_LOOP);
+  char *const lua_argv[] = {"lua5.4", "-e", loop_stmt, NULL};
+  int have_lua = access("/usr/bin/lua5.4", X_OK) == 0;
+  enum { V_IN, V_STOCK, V_WORKER, V_WORKER_HOOK, V_PROGRAM, V_N };
+  double cpu[V_N][LIB_REPS], wall[V_N][LIB_REPS];
+  for (int r = -1; r < LIB_REPS; r++) { /* rep -1 warms up, and checks each value */
+    for (int v = 0; v < V_N; v++) {
+      uint64_t w0 = now_ns(), c0 = thread_cpu_ns();
+      if (v == V_STOCK) {
+        if (luaL_loadbuffer(L, VM_LOOP, strlen(VM_LOOP), "=input") != LUA_OK ||
+            lua_pcall(L, 0, 1, 0) != LUA_OK)
+          die("21 VM loop (stock)", "raw Lua", lua_tostring(L, -1));
+        lua_settop(L, 0);
+      } else if (v == V_PROGRAM) {
+        pid_t pid;
+        int status;
+        if (!have_lua) continue;
+        if (posix_spawn(&pid, "/usr/bin/lua5.4", NULL, NULL, lua_argv, environ) != 0 ||
+            waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+          die(ctx->case_name, "lua5.4", "the program failed");
+      } else {
+        mbx_sandbox *sb = v == V_IN ? in : v == V_WORKER ? wk : wk_hook;
+        mbx_result *res = must_run(ctx, sb, VM_LOOP);
+        if (strcmp(mbx_result_value_json(res, NULL), VM_LOOP_VALUE) != 0)
+          die(ctx->case_name, "the VM loop gave", mbx_result_value_json(res, NULL));
+        mbx_usage u;
+        if (r < 0 && v != V_WORKER_HOOK && mbx_result_usage(res, &u) == MBX_OK &&
+            u.instructions_counted)
+          printf("(note: %s counted instructions: a count hook ran)\n",
+                 v == V_IN ? "the in-process default run" : "the worker's default run");
+        mbx_result_free(res);
+      }
+      if (r < 0) continue;
+      cpu[v][r] = (double)(thread_cpu_ns() - c0) / 1e3;
+      wall[v][r] = (double)(now_ns() - w0) / 1e3;
+    }
+  }
+  double in_cpu = median_of(cpu[V_IN], LIB_REPS), stock_cpu = median_of(cpu[V_STOCK], LIB_REPS);
+  double in_wall = median_of(wall[V_IN], LIB_REPS);
+  double stock_wall = median_of(wall[V_STOCK], LIB_REPS);
+  double wk_wall = median_of(wall[V_WORKER], LIB_REPS);
+  double wk_hook_wall = median_of(wall[V_WORKER_HOOK], LIB_REPS);
+  printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH,
+         "VM loop 3e7, defaults, in-process, CPU", in_cpu, stock_cpu, in_cpu / stock_cpu);
+  printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH,
+         "VM loop 3e7, defaults, in-process, wall", in_wall, stock_wall, in_wall / stock_wall);
+  printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH,
+         "VM loop 3e7, defaults, worker, wall", wk_wall, stock_wall, wk_wall / stock_wall);
+  printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH,
+         "VM loop 3e7, worker + instruction limit (hook), wall", wk_hook_wall, stock_wall,
+         wk_hook_wall / stock_wall);
+  if (have_lua) {
+    double prog = median_of(wall[V_PROGRAM], LIB_REPS);
+    printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH,
+           "VM loop 3e7, defaults, worker vs lua5.4 program, wall", wk_wall, prog, wk_wall / prog);
+    printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH,
+           "VM loop 3e7, defaults, in-process vs lua5.4 prog., wall", in_wall, prog,
+           in_wall / prog);
+  }
+  add_target10("hot loop, default policy, in-process <= 1.05x stock", in_cpu / stock_cpu <= 1.05,
+               "%.2fx CPU (%.0f us vs %.0f us)", in_cpu / stock_cpu, in_cpu, stock_cpu);
+  add_target10("hot loop, default policy, worker <= 1.2x stock", wk_wall / stock_wall <= 1.2,
+               "%.2fx wall (%.0f us vs %.0f us; with the count hook %.2fx)", wk_wall / stock_wall,
+               wk_wall, stock_wall, wk_hook_wall / stock_wall);
+  mbx_sandbox_free(in);
+  mbx_sandbox_free(wk);
+  mbx_sandbox_free(wk_hook);
+  mbx_policy_free(def);
+  mbx_policy_free(counted);
+  mbx_runtime_free(iso);
+}
+
 static void bench_issue10(bench_ctx *ctx, int quick) {
   bench_ctx saved = *ctx;
   printf("\n## 21. Issue 10: the pure VM loop, the metered library and 2-thread throughput, "
@@ -2139,6 +2235,7 @@ static void bench_issue10(bench_ctx *ctx, int quick) {
          vm_mbx, vm_raw, vm_mbx / vm_raw);
   printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH,
          "VM loop 3e7, instruction limit (count hook), CPU", vm_hook, vm_raw, vm_hook / vm_raw);
+  bench_default_policy(ctx, L);
   printf("| %-*s | %12.0f | %12.0f | %8.2fx |\n", LABEL_WIDTH, "VM loop 3e7, deadline only, wall",
          median_of(wall[0], LIB_REPS), median_of(wall[1], LIB_REPS),
          median_of(wall[0], LIB_REPS) / median_of(wall[1], LIB_REPS));
@@ -2297,7 +2394,7 @@ static void *bench_main(void *arg) {
 
   ctx.rt = mbx_runtime_new(&err);
   if (!ctx.rt) die(NULL, "mbx_runtime_new", err.message);
-  ctx.policy = mbx_policy_new(); /* the defaults: 64 MiB, 1e9 instructions, 5 s */
+  ctx.policy = mbx_policy_new(); /* the defaults: 64 MiB, no instruction limit, 5 s */
   if (!ctx.policy) die(NULL, "mbx_policy_new", "out of memory");
 
   print_machine(plan, args->quick, args->issue3_only, args->host_only);

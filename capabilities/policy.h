@@ -49,7 +49,10 @@ struct mbx_policy {
 #define MBXC_MAX_FS_FILE_BYTES (256ull << 20)
 
 #define MBXC_DEFAULT_MEMORY (64ull << 20)
-#define MBXC_DEFAULT_INSTRUCTIONS 1000000000ull
+/* No instruction limit by default: time and memory are the default budgets, and a run with no
+   instruction limit runs without a count hook (vm/watchdog.h), at stock Lua's speed.
+   Deterministic policies must set one (mbxC_policy_needs_instructions). */
+#define MBXC_DEFAULT_INSTRUCTIONS 0ull
 #define MBXC_DEFAULT_TIME_MS 5000ull
 #define MBXC_DEFAULT_OUTPUT (1ull << 20)
 #define MBXC_DEFAULT_SOURCE (64ull << 10)
@@ -100,6 +103,12 @@ int mbxC_policy_set_time(mbx_policy *p, int64_t epoch_seconds, char *why, size_t
 void mbxC_policy_set_seed(mbx_policy *p, uint64_t seed);
 /* Turn deterministic mode on (on != 0) or off. Cannot fail. */
 void mbxC_policy_set_deterministic(mbx_policy *p, int on);
+/* 1 when p is deterministic with no instruction limit, which no sandbox may be made from:
+   whether a run ends by the clock depends on the machine, and a deterministic run's
+   os.clock() and its recorded stopping point are its instruction count. */
+static inline int mbxC_policy_needs_instructions(const mbx_policy *p) {
+  return p->deterministic && p->instructions == 0;
+}
 
 /* Mount host_dir (resolved here, once, with realpath: it must exist and be a directory) at
    virtual_path (absolute and normalized, not "/", not /tmp or below it), mode MBXC_MOUNT_RO,

@@ -78,7 +78,9 @@ static mbx_status tools_add(void *userdata, const char *args_json, size_t args_l
 static mbx_policy *make_policy(mbx_error *err) {
   mbx_policy *p = mbx_policy_new();
   if (p == NULL) return NULL;
+  /* Deterministic mode ends runs by counting instructions, so it needs an instruction limit. */
   if (mbx_policy_set_deterministic(p, 1, err) != MBX_OK ||
+      mbx_policy_set_limit_checked(p, MBX_LIMIT_INSTRUCTIONS, 100000000, err) != MBX_OK ||
       mbx_policy_set_limit_checked(p, MBX_LIMIT_TIME_MS, 2000, err) != MBX_OK ||
       mbx_policy_add_function(p, "tools.add", tools_add, NULL, err) != MBX_OK ||
       mbx_policy_bind_native(p, "m.hypot", "d(dd)", (void (*)(void))hypot, err) != MBX_OK ||

@@ -434,6 +434,12 @@ static int load(loader *ld, mbx_policy *p, const json_t *root) {
   if ((v = json_object_get(root, "fs")) && load_fs(ld, p, v) != 0) return -1;
   if ((v = json_object_get(root, "exec")) && load_exec(ld, p, v) != 0) return -1;
   if ((v = json_object_get(root, "modules")) && load_modules(ld, p, v) != 0) return -1;
+  /* Named here, in the file's own words, rather than at the sandbox's creation. */
+  if (mbxC_policy_needs_instructions(p))
+    return refuse(ld, MBX_INVALID_ARGUMENT, "deterministic",
+                  "a deterministic policy needs an instruction limit: set limits.instructions "
+                  "(a count such as \"1e9\"; a deterministic run ends by its instruction count, "
+                  "never by the clock)");
   return 0;
 }
 

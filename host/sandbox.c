@@ -124,6 +124,13 @@ MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_e
                    "must not be NULL");
     return NULL;
   }
+  if (mbxC_policy_needs_instructions(p)) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_new: a deterministic policy needs an instruction limit: set "
+                   "MBX_LIMIT_INSTRUCTIONS (a deterministic run ends by its instruction count, "
+                   "never by the clock)");
+    return NULL;
+  }
   return mbxH_sandbox_create(rt, p, NULL, err);
 }
 

@@ -183,6 +183,13 @@ MBX_API mbx_sandbox *mbx_sandbox_restore(mbx_runtime *rt, const mbx_policy *p, c
                    "and restored under a policy with mbx_policy_set_deterministic");
     return NULL;
   }
+  if (mbxC_policy_needs_instructions(p)) {
+    mbxU_error_set(err, MBX_INVALID_ARGUMENT,
+                   "mbx_sandbox_restore: a deterministic policy needs an instruction limit: "
+                   "set MBX_LIMIT_INSTRUCTIONS (a deterministic run ends by its instruction "
+                   "count, never by the clock)");
+    return NULL;
+  }
   char why[300];
   mbxC_snap_header h;
   mbxC_replay_log log;

@@ -291,7 +291,9 @@ MBX_API mbx_status mbx_runtime_set_exec_uids(mbx_runtime *rt, uint32_t first, ui
 ** runs (its mask is looked at once). A host that later installs its own handler for the
 ** signal, or starts blocking it on a thread that already ran sandboxes, makes the runtime fall
 ** back to the count hook for the runs after that is noticed, but a pure-Lua loop already
-** running then is not stopped: do not; choose another signal here.
+** running then is not stopped: do not; choose another signal here. Sandboxes in worker
+** processes (MBX_CAP_ISOLATE) need none of this: their parent signals the worker itself at the
+** deadline, and their runs with no instruction limit have no count hook either.
 ** Sets the signal for the runtime's sandboxes (0: none, always the count hook). Only while
 ** the runtime has no live sandbox. Returns MBX_OK, or MBX_INVALID_ARGUMENT (NULL runtime,
 ** live sandboxes, signo not SIGUSR1, SIGUSR2 or a real-time signal, or a signal the process
@@ -359,7 +361,10 @@ typedef enum mbx_limit {
      so usage.memory_peak can exceed the limit, but never the ceiling. */
   MBX_LIMIT_MEMORY = 1,
   /* Lua VM instructions per run, counted in steps of about 1000. 0 = no instruction limit
-     (the time limit still applies). Default 1e9. */
+     (the time limit still applies). Default 0: time and memory are the default budgets, and a
+     run with no instruction limit has no count hook (a plain Lua loop at stock speed; the
+     deadline comes by signal, mbx_runtime_set_deadline_signal), while any limit makes Lua
+     trap every instruction (about 2x on a pure loop). Deterministic policies must set one. */
   MBX_LIMIT_INSTRUCTIONS = 2,
   /* Wall-clock milliseconds per run, parse time included. 0 = no time limit. Default 5000. */
   MBX_LIMIT_TIME_MS = 3,
@@ -492,8 +497,10 @@ MBX_API mbx_status mbx_policy_set_time(mbx_policy *p, int64_t epoch_seconds, mbx
 **     of time).
 **   - Sources given to mbx_run bypass the runtime's bytecode cache.
 ** The mode is checked at call time, so a sandbox costs nothing more to create; with it off
-** pairs and next are stock. Sandboxes copy the setting when created. Returns MBX_OK, or
-** MBX_INVALID_ARGUMENT for NULL p.
+** pairs and next are stock. Sandboxes copy the setting when created. A deterministic policy
+** needs an instruction limit (MBX_LIMIT_INSTRUCTIONS, which has none by default): whether a
+** run ends by the clock depends on the machine, so mbx_sandbox_new and mbx_sandbox_restore
+** refuse one without. Returns MBX_OK, or MBX_INVALID_ARGUMENT for NULL p.
 */
 MBX_API mbx_status mbx_policy_set_deterministic(mbx_policy *p, int on, mbx_error *err);
 
@@ -731,7 +738,8 @@ MBX_API mbx_status mbx_policy_bind_native(mbx_policy *p, const char *name, const
    reserved, not committed) holding a copy of a pristine state, so creation costs a memory
    copy. Past a runtime cap (mbx_runtime_set_cap: live sandboxes, reserved address space,
    resident estimate), and when address space for a slot cannot be reserved, this fails with
-   MBX_NO_MEMORY and a message saying which. A NULL rt or p: NULL, err MBX_INVALID_ARGUMENT. */
+   MBX_NO_MEMORY and a message saying which. A NULL rt or p, or a deterministic policy with
+   no instruction limit: NULL, err MBX_INVALID_ARGUMENT. */
 MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_error *err);
 /* Releases the whole guest heap at once: the slot goes back to the runtime's pool and the
    pages the sandbox used beyond the pristine state are returned to the OS. Guest code never

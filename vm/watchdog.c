@@ -23,6 +23,9 @@
 #endif
 
 struct mbxV_watchdog {
+  /* The signals come from another process (mbxV_watchdog_new_external): no thread, no list,
+     no handler of ours; the host's handler calls mbxV_watch_signal_here. */
+  int external;
   int signo;
   pid_t pid;
   unsigned epoch; /* fork_epoch when made: a child process has no watchdog thread */
@@ -148,6 +151,32 @@ mbxV_watchdog *mbxV_watchdog_new(int signo, char *why, size_t why_size) {
   pthread_mutex_init(&d->lock, NULL);
   pthread_cond_init(&d->wake, NULL);
   return d;
+}
+
+mbxV_watchdog *mbxV_watchdog_new_external(void) {
+  if (!mbxV_watchdog_supported()) return NULL;
+  mbxV_watchdog *d = calloc(1, sizeof *d);
+  if (d == NULL) return NULL;
+  pthread_once(&atfork_once, register_atfork);
+  d->external = 1;
+  d->pid = getpid();
+  d->epoch = atomic_load(&fork_epoch);
+  pthread_mutex_init(&d->lock, NULL);
+  pthread_cond_init(&d->wake, NULL);
+  return d;
+}
+
+/* Async-signal-safe: the handler's work for the run on this thread, whoever sent the signal.
+   No generation to check: a signal that is stale, early or from anyone else only makes
+   mbxV_budget_on_signal look at the run's own deadline and interrupt flag, which it does
+   before it trips anything. */
+void mbxV_watch_signal_here(void) {
+  int saved = errno;
+  mbxV_watch *w = tls_watch;
+  if (w != NULL && atomic_load_explicit(&w->generation, memory_order_relaxed) != 0 &&
+      !atomic_load_explicit(&w->in_host, memory_order_relaxed))
+    mbxV_budget_on_signal(w->vm);
+  errno = saved;
 }
 
 int mbxV_watchdog_signal(const mbxV_watchdog *d) {
@@ -369,6 +398,18 @@ static int list(mbxV_watch *w) {
 int mbxV_watch_begin(mbxV_watch *w, uint64_t deadline_ns) {
   mbxV_watchdog *d = w->dog;
   if (!mbxV_watchdog_usable(d)) return 0;
+  if (d->external) {
+    /* Another process signals: nothing to list, no thread id or mask to learn (the host that
+       made this watchdog delivers its signal to this thread). */
+    w->depth = 0;
+    w->outer = tls_watch;
+    atomic_store_explicit(&w->deadline_ns, deadline_ns, memory_order_relaxed);
+    atomic_store_explicit(&w->in_host, 0, memory_order_relaxed);
+    if (++w->runs == 0) w->runs = 1;
+    atomic_store(&w->generation, w->id << 32 | w->runs);
+    tls_watch = w;
+    return 1;
+  }
   if (tls_tid == 0) tls_tid = (int)syscall(SYS_gettid); /* once per thread */
   unsigned epoch = atomic_load_explicit(&mask_epoch, memory_order_relaxed);
   if (tls_mask_signo != d->signo || tls_mask_epoch != epoch) {

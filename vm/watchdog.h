@@ -98,6 +98,15 @@ int mbxV_watchdog_default_signal(void);
    for a thread must not meet the default action, which ends the process). The thread is
    started at the first run. */
 mbxV_watchdog *mbxV_watchdog_new(int signo, char *why, size_t why_size);
+/* A watchdog for a process whose deadlines another process signals (a worker: its parent
+   signals it at the run's deadline, and after an interrupt, until the run is answered): no
+   thread and no handler. The host installs its own handler, which calls
+   mbxV_watch_signal_here; runs then have no count hook, as with mbxV_watchdog_new. NULL
+   where signals cannot serve (ThreadSanitizer) or out of memory. */
+mbxV_watchdog *mbxV_watchdog_new_external(void);
+/* Async-signal-safe, for that handler: the run on this thread (if any, and not in host code)
+   looks at its deadline and interrupt flag, and if either is due trips and arms its hooks. */
+void mbxV_watch_signal_here(void);
 /* Stops the thread; every watch must be finished first. */
 void mbxV_watchdog_free(mbxV_watchdog *d);
 int mbxV_watchdog_signal(const mbxV_watchdog *d);

@@ -149,6 +149,24 @@ static void serve_call(wsb *ws, const mbxC_wire_call *c) {
 }
 
 /*
+** The deadline of a run without a count hook in the worker (no instruction limit): from the
+** run's deadline on (the parent's view of it, moved on by host time as the worker's is), or
+** once interrupted, the worker gets MBXH_WP_DEADLINE_SIGNAL every MBXH_WP_NUDGE_NS until it
+** answers; its handler looks at its own deadline and trips the run (vm/watchdog.h). A worker
+** with a count hook ignores it. Returns when to be called next (0: no deadline yet to watch).
+*/
+static uint64_t deadline_tick(void *ctx, uint64_t now) {
+  wsb *ws = ctx;
+  if (!atomic_load(&ws->interrupted) && (ws->run_deadline == 0 || now < ws->run_deadline))
+    return ws->run_deadline;
+  pthread_mutex_lock(&ws->sig_mu);
+  if (ws->proc.pidfd >= 0)
+    syscall(SYS_pidfd_send_signal, ws->proc.pidfd, MBXH_WP_DEADLINE_SIGNAL, NULL, 0);
+  pthread_mutex_unlock(&ws->sig_mu);
+  return now + MBXH_WP_NUDGE_NS;
+}
+
+/*
 ** Send ws->w and serve port calls until a frame of type `expect` arrives (its payload in
 ** ws->rbuf/rlen, NUL-terminated). budget_ms bounds the worker's own time (the backstop); the
 ** time the host's callbacks take is added back (file operations are guest time, as
@@ -172,8 +190,12 @@ static int converse(wsb *ws, mbxH_wp_type expect, uint64_t budget_ms, int send) 
      on busy cores. */
   uint64_t now = mbxH_io_now_ns();
   mbxH_io_deadline dl = {
-      now + budget_ms * 1000000u, in_run ? &ws->interrupted : NULL, 0,
-      ws->spin_on && ws->answered_at && now - ws->answered_at < MBXH_SPIN_NS ? &ws->spin : NULL};
+      now + budget_ms * 1000000u,
+      in_run ? &ws->interrupted : NULL,
+      0,
+      ws->spin_on && ws->answered_at && now - ws->answered_at < MBXH_SPIN_NS ? &ws->spin : NULL,
+      in_run ? deadline_tick : NULL,
+      ws};
   if (send && mbxH_wp_finish(&ws->w) != 0) {
     /* Too large to send at all: a host-side refusal, the worker is fine. */
     snprintf(ws->reason, sizeof ws->reason, "the request is too large for the worker protocol");
@@ -544,7 +566,8 @@ static void worker_interrupt(void *impl) {
   wsb *ws = impl;
   atomic_store(&ws->interrupted, 1);
   pthread_mutex_lock(&ws->sig_mu);
-  if (ws->proc.pidfd >= 0) syscall(SYS_pidfd_send_signal, ws->proc.pidfd, SIGUSR1, NULL, 0);
+  if (ws->proc.pidfd >= 0)
+    syscall(SYS_pidfd_send_signal, ws->proc.pidfd, MBXH_WP_INTERRUPT_SIGNAL, NULL, 0);
   pthread_mutex_unlock(&ws->sig_mu);
 }
 

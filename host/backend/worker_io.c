@@ -41,6 +41,13 @@ int mbxH_io_wait(int fd, short events, mbxH_io_deadline *d) {
     if (now >= d->at) return 0;
     uint64_t ms = (d->at - now + 999999) / 1000000;
     if (d->interrupted && !d->cut && ms > 50) ms = 50;
+    if (d->tick) {
+      uint64_t next = d->tick(d->tick_ctx, now);
+      if (next != 0) {
+        uint64_t until = next > now ? (next - now + 999999) / 1000000 : 0;
+        if (until < ms) ms = until;
+      }
+    }
     struct pollfd p = {fd, events, 0};
     int r = poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
     if (r < 0 && errno == EINTR) continue;

@@ -31,6 +31,11 @@ typedef struct mbxH_io_deadline {
   /* A reply is expected soon (a call to a worker): spin a bounded while before blocking
      (host/backend/worker_spin.h; NULL: block at once, as for the zygote). */
   mbxH_spin *spin;
+  /* Called at every wake of a wait (NULL: none), it returns when it wants to be called next
+     (0: no time of its own): the worker backend's deadline signal to a run past its deadline
+     (host/backend/worker.c), which no count hook in the worker would otherwise stop. */
+  uint64_t (*tick)(void *ctx, uint64_t now);
+  void *tick_ctx;
 } mbxH_io_deadline;
 
 typedef enum mbxH_io_result { MBXH_IO_OK = 0, MBXH_IO_TIMEOUT, MBXH_IO_CLOSED } mbxH_io_result;

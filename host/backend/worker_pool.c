@@ -50,7 +50,8 @@
 #define ZYGOTE_TIMEOUT_MS 10000
 /* The zygote answers within ZYGOTE_TIMEOUT_MS of now; nothing interrupts it. */
 #define ZYGOTE_DEADLINE                                                                            \
-  (&(mbxH_io_deadline){mbxH_io_now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u, NULL, 0, NULL})
+  (&(mbxH_io_deadline){mbxH_io_now_ns() + (uint64_t)ZYGOTE_TIMEOUT_MS * 1000000u, NULL, 0, NULL,   \
+                       NULL, NULL})
 
 /* A zygote process. The pool's current one forks new workers. After a crash it is re-executed
    (fresh ASLR): the old one is retired, not stopped, while workers it forked are still alive,

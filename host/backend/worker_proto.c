@@ -43,6 +43,7 @@ void mbxH_wp_put_done(mbxH_wp_writer *w, mbxV_status s, const char *refusal, con
       mbxH_wp_u64(w, (uint64_t)(int64_t)o->error.line);
     }
     mbxH_wp_u64(w, o->instructions);
+    mbxH_wp_u8(w, (uint8_t)(o->uncounted != 0));
     mbxH_wp_u64(w, o->wall_us);
     mbxH_wp_u64(w, o->memory_peak);
     mbxH_wp_u64(w, o->output_bytes);
@@ -114,6 +115,8 @@ int mbxH_wp_get_done(const void *payload, size_t n, const mbxH_wp_bounds *b, mbx
       o->error.line = (int)line;
     }
     o->instructions = mbxH_wp_get_u64(&r);
+    o->uncounted = mbxH_wp_get_u8(&r);
+    if (o->uncounted > 1) r.bad = 1;
     o->wall_us = mbxH_wp_get_u64(&r);
     o->memory_peak = mbxH_wp_get_u64(&r);
     o->output_bytes = mbxH_wp_get_u64(&r);

@@ -15,6 +15,7 @@
 ** worker's life: its sandbox, its runs, the zygote's forks and reaps.
 */
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,13 +23,22 @@
 #include "capabilities/port_wire.h"
 #include "vm/run.h"
 
-#define MBXH_WP_VERSION 4
+#define MBXH_WP_VERSION 5
 #define MBXH_WP_HEADER MBXC_WIRE_HEADER
 /* The largest frame either side accepts at all (a result may be this large; the parent's own
    per-sandbox bound is usually lower: mbxH_wp_result_max). */
 #define MBXH_WP_MAX_FRAME MBXC_WIRE_MAX_FRAME
 /* The largest CREATE the parent has a zygote write into a worker it forks (MBXH_WP_REAP). */
 #define MBXH_WP_PRIME_MAX ((uint32_t)64 << 10)
+/* The signals the parent sends a worker during a run. The interrupt sets the run's interrupt
+   flag. The deadline signal only asks the worker to look at its own run's deadline and
+   interrupt flag (vm/watchdog.h, mbxV_watch_signal_here): a run with no instruction limit has
+   no count hook there either, and the parent sends it at the run's deadline, and after an
+   interrupt, every MBXH_WP_NUDGE_NS until the run is answered (a hook the handler armed can
+   be lost in luaG_traceexec). A stale or early one changes nothing. */
+#define MBXH_WP_INTERRUPT_SIGNAL SIGUSR1
+#define MBXH_WP_DEADLINE_SIGNAL SIGUSR2
+#define MBXH_WP_NUDGE_NS 1000000u
 typedef enum mbxH_wp_type {
   /* parent -> worker */
   MBXH_WP_CREATE = 1, /* the sandbox's configuration, grants, first seed: build */

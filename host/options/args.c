@@ -64,7 +64,8 @@ static const option_spec run_options[] = {
     {"--memory", OPT_MEMORY, 1, "--memory 64M", 0, "SIZE",
      "live heap limit (default 64M; at least 256k)"},
     {"--instructions", OPT_INSTRUCTIONS, 1, "--instructions 1e9", 0, "N",
-     "VM instruction limit, e.g. 1e9 (0 = unlimited)"},
+     "VM instruction limit, e.g. 1e9 (default 0 = none: no count\n"
+     "hook, the timeout stops loops; --deterministic needs one)"},
     {"--timeout", OPT_TIMEOUT, 1, "--timeout 2s", 0, "DURATION",
      "wall-clock limit: 500ms, 2s, 1.5s, 1m (0 = unlimited; default 5s)"},
     {"--output-limit", OPT_OUTPUT_LIMIT, 1, "--output-limit 1M", 0, "SIZE",
@@ -83,13 +84,13 @@ static const option_spec run_options[] = {
     {"--deterministic", OPT_DETERMINISTIC, 0, NULL, 0, NULL,
      "canonical pairs order, counter ids in tostring, os.clock\n"
      "counting instructions (with --seed and --time: same output\n"
-     "in every run)"},
+     "in every run; needs --instructions)"},
     {"--pause-on", OPT_PAUSE_ON, 1, "--pause-on tools.fetch", 0, "NAME",
      "grant NAME (e.g. tools.fetch) as an external function: the\n"
      "run stops at its first call and exits 4 (repeatable)"},
     {"--snapshot-out", OPT_SNAPSHOT_OUT, 1, "--snapshot-out snap.bin", 0, "FILE",
      "when the run pauses, write a snapshot of it to FILE (turns\n"
-     "--deterministic on)"},
+     "--deterministic on: needs --instructions)"},
     {"--value", OPT_VALUE, 1, "--value '{\"ok\": true}'", FOR_RESUME, "JSON",
      "the paused call returns this JSON value"},
     {"--error", OPT_ERROR, 1, "--error 'not found'", FOR_RESUME, "MESSAGE",

@@ -208,6 +208,23 @@ static int apply_limits(mbx_policy *p, const mbxH_cli_options *opt) {
   return 0;
 }
 
+/* Deterministic mode has no default instruction limit to fall back on: whether a run ends by
+   the clock depends on the machine, so a deterministic run must end by counting. Named by the
+   option that asked for the mode. */
+static int check_deterministic(const mbx_policy *p, const mbxH_cli_options *opt) {
+  int det = opt->deterministic || opt->snapshot_out != NULL || opt->command == MBXH_CLI_RESUME;
+  if (!det || mbx_policy_get_limit(p, MBX_LIMIT_INSTRUCTIONS) != 0) return 0;
+  const char *why = opt->deterministic ? "--deterministic"
+                    : opt->snapshot_out != NULL
+                        ? "--snapshot-out (snapshots are of deterministic runs)"
+                        : "resume (snapshots are of deterministic runs)";
+  fprintf(stderr,
+          "moonbox: %s needs --instructions N (e.g. --instructions 1e9): a deterministic run "
+          "ends by its instruction count, never by the clock\n",
+          why);
+  return -1;
+}
+
 mbx_policy *mbxH_cli_make_policy(const mbxH_cli_options *opt, int *exit_code) {
   mbx_policy *policy = mbx_policy_new();
   if (policy == NULL) {
@@ -215,9 +232,12 @@ mbx_policy *mbxH_cli_make_policy(const mbxH_cli_options *opt, int *exit_code) {
     *exit_code = MBXH_CLI_EXIT_INTERNAL;
     return NULL;
   }
-  /* The file first: the options given on the command line override its values. */
-  if (apply_policy_file(policy, opt) != 0 || apply_limits(policy, opt) != 0 ||
-      apply_settings(policy, opt) != 0 || apply_files(policy, opt) != 0 ||
+  /* The file first: the options given on the command line override its values. The limits
+     go in before it too, so a deterministic file is checked with --instructions already in
+     place (the library refuses a deterministic policy without an instruction limit). */
+  if (apply_limits(policy, opt) != 0 || apply_policy_file(policy, opt) != 0 ||
+      apply_limits(policy, opt) != 0 || apply_settings(policy, opt) != 0 ||
+      check_deterministic(policy, opt) != 0 || apply_files(policy, opt) != 0 ||
       apply_modules(policy, opt) != 0) {
     mbx_policy_free(policy);
     *exit_code = MBXH_CLI_EXIT_USAGE;

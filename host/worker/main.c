@@ -43,6 +43,7 @@
 #include "vm/arena.h"
 #include "vm/run.h"
 #include "vm/vm.h"
+#include "vm/watchdog.h"
 
 /* ---- frames on a blocking socket ---- */
 
@@ -475,10 +476,21 @@ static int attach(wsandbox *ws) {
   return 1;
 }
 
+/* The deadline without a count hook (vm/watchdog.h): the parent signals the run's deadline.
+   No watchdog thread here (the jail allows none), and no system call in the handler. */
+static mbxV_watchdog *g_dog;
+static mbxV_watch g_watch;
+
 static void on_interrupt(int sig) {
   (void)sig;
   mbxV_vm *vm = g_vm;
   if (vm) mbxV_vm_interrupt(vm);
+  mbxV_watch_signal_here(); /* a run without a count hook trips and arms its hooks now */
+}
+
+static void on_deadline(int sig) {
+  (void)sig;
+  mbxV_watch_signal_here();
 }
 
 static int send_status(int fd, mbxH_wp_writer *w, uint32_t code, uint64_t heap, const char *msg) {
@@ -651,6 +663,10 @@ static int create(wsandbox *ws, const unsigned char *p, size_t n, mbxH_wp_writer
     return -1;
   }
   g_vm = ws->vm;
+  /* No instruction limit: no count hook, the deadline by the parent's signal. Deterministic
+     runs always count (the instruction count is part of them). */
+  mbxV_watch_init(&g_watch, g_dog, ws->vm);
+  ws->vm->budget.watch = g_dog && !g_port.grants.deterministic ? &g_watch : NULL;
   if (!attach(ws)) {
     send_status(g_port.fd, w, 1, 0,
                 "could not seed math.random or install the host "
@@ -720,7 +736,12 @@ void mbxH_worker_serve(int fd) {
   sa.sa_handler = on_interrupt;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, NULL);
+  sigaction(MBXH_WP_INTERRUPT_SIGNAL, &sa, NULL);
+  /* Installed always, before any run: the parent may send it to any run, and its default
+     action would end the worker. */
+  sa.sa_handler = on_deadline;
+  sigaction(MBXH_WP_DEADLINE_SIGNAL, &sa, NULL);
+  g_dog = mbxV_watchdog_new_external();
   /* Asked before the filter (sched_getaffinity is not in it), remembered for every spin. */
   (void)mbxH_spin_usable();
   ws.vm = prefault();

@@ -16,7 +16,7 @@ static void defaults_match_the_header(void **state) {
   memset(&p, 0xAB, sizeof p);
   mbxC_policy_defaults(&p);
   assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_MEMORY), 64ull << 20);
-  assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_INSTRUCTIONS), 1000000000ull);
+  assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_INSTRUCTIONS), 0);
   assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_TIME_MS), 5000);
   assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_OUTPUT), 1ull << 20);
   assert_int_equal(mbxC_policy_get_limit(&p, MBX_LIMIT_SOURCE), 64ull << 10);

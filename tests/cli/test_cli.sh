@@ -249,6 +249,34 @@ mb run --json --timeout 100ms --instructions 0 -e 'while true do end'
 check_rc 3
 check_json 'd["status"] == "time_limit"'
 
+# The default policy has no instruction limit: time and memory are its budgets, and a loop runs
+# with no count hook (usage.instructions null) until its deadline, in this process and in a
+# jailed worker (whose parent signals the deadline). The bound is generous: the status says why.
+start default_policy_loop_ends_by_time
+mb run --json --isolate none --timeout 300ms -e 'while true do end'
+check_rc 3
+check_json 'd["status"] == "time_limit" and d["usage"]["instructions"] is None and d["usage"]["wall_us"] < 10000000'
+mb run --json --isolate process --timeout 300ms -e 'while true do end'
+check_rc 3
+check_json 'd["status"] == "time_limit" and d["usage"]["instructions"] is None and d["usage"]["wall_us"] < 10000000'
+
+# Deterministic mode ends runs by counting: it asks for an instruction limit, in the words of
+# the option that turned it on.
+start deterministic_needs_instructions
+mb run --deterministic -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: --deterministic needs --instructions N \(e.g. --instructions 1e9\): a deterministic run ends by its instruction count, never by the clock$'
+mb run --pause-on tools.fetch --snapshot-out "$tmp/never.bin" -e 'return tools.fetch()'
+check_rc 2
+check_err_first '^moonbox: --snapshot-out \(snapshots are of deterministic runs\) needs --instructions N'
+printf '{"deterministic": true}\n' >"$tmp/det_policy.json"
+mb run --policy "$tmp/det_policy.json" -e 'return 1'
+check_rc 2
+check_err_first '^moonbox: --policy .*: deterministic: a deterministic policy needs an instruction limit: set limits.instructions'
+mb run --policy "$tmp/det_policy.json" --instructions 1e9 -e 'return 1'
+check_rc 0
+check_out $'1\n'
+
 start instruction_limit
 mb run --json --instructions 10000 -e 'while true do end'
 check_rc 3
@@ -314,18 +342,21 @@ check_err_first '^moonbox: --source-limit: .+'
 # from inheriting an ignored SIGINT, which moonbox would respect. timeout runs in the
 # foreground mode: otherwise it forwards the signal to its process group too, and that second
 # SIGINT kills moonbox, as a second Ctrl-C should.
+# In a worker too, where the loop has no count hook either: its interrupt signal arms the hook.
 start sigint_interrupts
-set -m
-timeout --foreground 10 "$MBX" run --json --timeout 0 --instructions 0 -e 'while true do end' \
-  </dev/null >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-set +m
-sleep 1
-kill -INT "$pid" 2>/dev/null
-wait "$pid"
-rc=$?
-check_rc 3
-check_json 'd["status"] == "interrupted"'
+for iso in none process; do
+  set -m
+  timeout --foreground 10 "$MBX" run --json --isolate "$iso" --timeout 0 --instructions 0 \
+    -e 'while true do end' </dev/null >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  set +m
+  sleep 1
+  kill -INT "$pid" 2>/dev/null
+  wait "$pid"
+  rc=$?
+  check_rc 3
+  check_json 'd["status"] == "interrupted" and d["usage"]["instructions"] is None'
+done
 
 # ------------------------------------------------------------------------------------------
 # Inputs
@@ -696,11 +727,11 @@ while k ~= nil do n = n + 1; k = next(t, k) end
 print(n, math.random(1000000), os.time(), os.date("%c"), os.clock())
 return out[1], out[#out], os.clock()
 LUA
-mb run --json --deterministic --seed 1 --time 0 "$tmp/det.lua"
+mb run --json --deterministic --instructions 1e9 --seed 1 --time 0 "$tmp/det.lua"
 check_rc 0
 check_json 'd["status"] == "ok" and d["value"][0] == "k1" and "table: 0x0000000000" in d["stdout"]'
 sed -E 's/"usage":\{[^}]*\}/"usage":{}/' "$tmp/out" >"$tmp/det1"
-mb run --json --deterministic --seed 1 --time 0 "$tmp/det.lua"
+mb run --json --deterministic --instructions 1e9 --seed 1 --time 0 "$tmp/det.lua"
 check_rc 0
 sed -E 's/"usage":\{[^}]*\}/"usage":{}/' "$tmp/out" >"$tmp/det2"
 if ! cmp -s "$tmp/det1" "$tmp/det2"; then
@@ -721,7 +752,7 @@ local ok, err = pcall(tools.ask, {q = "second", n = r1.n})
 print("end", r1.n, ok, err)
 return r1.n + #err, table.concat(seen, ",")
 LUA
-PAUSE_FLAGS=(--pause-on tools.fetch --pause-on tools.ask --seed 3 --time 0 --timeout 2s)
+PAUSE_FLAGS=(--pause-on tools.fetch --pause-on tools.ask --seed 3 --time 0 --timeout 2s --instructions 1e9)
 
 start pause_snapshot_resume_chain
 rm -f "$tmp/s1.bin" "$tmp/s2.bin"
@@ -741,7 +772,7 @@ chmod 666 "$tmp/wide.bin.tmp"
 [ "$(stat -c %a "$tmp/wide.bin")" = 600 ] || fail "under umask 0 over a 0666 leftover the snapshot is mode $(stat -c %a "$tmp/wide.bin")"
 # The options may come in another order (--pause-on included): the policy is the same.
 mb resume "$tmp/s1.bin" --value '{"n": 40}' --pause-on tools.ask --timeout 2s --time 0 \
-  --seed 3 --pause-on tools.fetch --snapshot-out "$tmp/s2.bin"
+  --seed 3 --instructions 1e9 --pause-on tools.fetch --snapshot-out "$tmp/s2.bin"
 check_rc 4
 check_out ''
 check_err $'moonbox: paused at tools.ask({"n":40,"q":"second"})\n'
@@ -826,7 +857,7 @@ check_out $'a\n'
 check_err $'moonbox: paused at tools.fetch()\n'
 # --snapshot-out is written only when the run pauses.
 rm -f "$tmp/none.bin"
-mb run --snapshot-out "$tmp/none.bin" -e 'return 1'
+mb run --instructions 1e9 --snapshot-out "$tmp/none.bin" -e 'return 1'
 check_rc 0
 check_out $'1\n'
 [ -e "$tmp/none.bin" ] && fail "a snapshot was written for a run that did not pause"
@@ -843,7 +874,7 @@ for flags in "--memory 32M" "--seed 4" "--time 1" "--env A=1" "--timeout 3s" "--
   check_err_first "^moonbox: .*s1\.bin: the snapshot was made under other policy options; resume needs the same --memory, .*--pause-on as the run that wrote it"
   check_out ''
 done
-mb resume "$tmp/s1.bin" --value 1 --seed 3 --time 0 --timeout 2s --pause-on tools.fetch
+mb resume "$tmp/s1.bin" --value 1 --seed 3 --time 0 --timeout 2s --instructions 1e9 --pause-on tools.fetch
 check_rc 2
 check_err_has 'other policy options'
 
@@ -890,7 +921,7 @@ check_rc 2
 check_err_first '^moonbox: -e is an option of moonbox run'
 
 start snapshot_out_unwritable
-mb run --pause-on tools.fetch --snapshot-out "$tmp/no/such/dir/s.bin" -e 'return tools.fetch()'
+mb run --instructions 1e9 --pause-on tools.fetch --snapshot-out "$tmp/no/such/dir/s.bin" -e 'return tools.fetch()'
 check_rc 2
 check_err_has "^moonbox: --snapshot-out: cannot create '.*s\.bin\.tmp'"
 
@@ -1067,7 +1098,7 @@ check_rc 2
 check_err_first "^moonbox: --module: 'json' is not NAME=FILE"
 
 start snapshot_runs_do_not_see_the_script_folder
-mb run --snapshot-out "$tmp/mod.bin" --pause-on tools.fetch "$tmp/proj/main.lua"
+mb run --instructions 1e9 --snapshot-out "$tmp/mod.bin" --pause-on tools.fetch "$tmp/proj/main.lua"
 check_rc 1
 check_err_has "module 'mylib.parser' not found:"
 

@@ -93,7 +93,7 @@ compared=$((compared + 0))
 # The host's side of the same walks: bad inputs are named the same in every process.
 bad_inputs='{"zeta":1,"9lives":2,"8ball":3,"print":4,"a b":5,"pairs":6,"ok_name":7}'
 for ((i = 1; i <= runs; i++)); do
-  "$moonbox" run --deterministic --input "$bad_inputs" -e 'return 1' >/dev/null 2>"$tmp/input$i"
+  "$moonbox" run --deterministic --instructions 1e9 --input "$bad_inputs" -e 'return 1' >/dev/null 2>"$tmp/input$i"
 done
 if ! grep -q "key '8ball'" "$tmp/input1"; then
   echo "FAIL: bad inputs: the least bad key is not the one named:" >&2

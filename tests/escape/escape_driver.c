@@ -893,21 +893,29 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (build_policy(&d, policy) != 0) return 1;
-  /* escape_driver SCRIPT --no-hook: the same script and checks with no instruction limit, so
-     the runs have no count hook and the deadline comes by signal (vm/watchdog.h), unless the
-     script is about the instruction limit itself (it sets one, or expects or accepts it). */
-  if (no_hook) {
-    int about_instructions = d.spec.expect == MBX_INSTRUCTION_LIMIT;
-    for (int i = 0; i < d.spec.n_limits; i++)
-      about_instructions |=
-          d.spec.limits[i].which == MBX_LIMIT_INSTRUCTIONS && d.spec.limits[i].value != 0;
-    for (int i = 0; i < d.spec.n_accept; i++)
-      about_instructions |= d.spec.accept[i] == MBX_INSTRUCTION_LIMIT;
-    if (!about_instructions) {
-      mbx_policy_set_limit(policy, MBX_LIMIT_INSTRUCTIONS, 0);
-      d.want_uncounted = mbx_runtime_deadline_signal(rt) != 0;
-    }
+  /* The policy has no instruction limit by default. A script about that limit (it sets one,
+     or expects or accepts it) that sets none gets 1e9; so does every script in the plain run
+     (escape_driver SCRIPT), which keeps the count-hook path under the whole corpus.
+     escape_driver SCRIPT --no-hook: the same script and checks with no instruction limit
+     (unless the script is about it), so the runs have no count hook and the deadline comes by
+     signal (vm/watchdog.h). --isolate keeps the script's limits (the default policy's: no
+     count hook in the worker either, its deadline signalled by the parent). */
+  int about_instructions = d.spec.expect == MBX_INSTRUCTION_LIMIT, sets_instructions = 0;
+  for (int i = 0; i < d.spec.n_limits; i++) {
+    sets_instructions |= d.spec.limits[i].which == MBX_LIMIT_INSTRUCTIONS;
+    about_instructions |=
+        d.spec.limits[i].which == MBX_LIMIT_INSTRUCTIONS && d.spec.limits[i].value != 0;
   }
+  for (int i = 0; i < d.spec.n_accept; i++)
+    about_instructions |= d.spec.accept[i] == MBX_INSTRUCTION_LIMIT;
+  int isolated = argc == 4;
+  if (!sets_instructions && (about_instructions || (!no_hook && !isolated)))
+    mbx_policy_set_limit(policy, MBX_LIMIT_INSTRUCTIONS, 1000000000);
+  if (no_hook && !about_instructions) mbx_policy_set_limit(policy, MBX_LIMIT_INSTRUCTIONS, 0);
+  /* With no instruction limit no run may count: in this process the runtime's watchdog
+     delivers the deadline, in a worker its parent does (host/backend/worker.c). */
+  if ((no_hook || isolated) && mbx_policy_get_limit(policy, MBX_LIMIT_INSTRUCTIONS) == 0)
+    d.want_uncounted = mbx_runtime_deadline_signal(rt) != 0;
   if (d.spec.n_mounts > 0 && make_fixture() != 0) {
     fprintf(stderr, "FAIL escape/%s: cannot build the fixture tree: %s\n", d.name, strerror(errno));
     return 1;

@@ -233,6 +233,7 @@ static void snapshots_replay_exec_results(void **state) {
   mbx_policy *p = mbx_policy_new();
   assert_int_equal(mbx_policy_allow_exec(p, "/bin/sh", &err), MBX_OK);
   assert_int_equal(mbx_policy_set_deterministic(p, 1, &err), MBX_OK);
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 1000000000), MBX_OK);
   mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
   assert_non_null(sb);
   const char *code = "x = proc.run{'sh', '-c', 'cat /proc/sys/kernel/random/uuid', stdin = 'i'}"

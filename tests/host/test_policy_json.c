@@ -97,6 +97,8 @@ static void the_vocabulary_names_load(void **state) {
       load(p, "{\"limits\": {\"timeout\": 250}, \"exec\": {\"timeout_ms\": 900}}", &err), MBX_OK);
   assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_TIME_MS), 250);
   assert_int_equal(mbx_policy_get_limit(p, MBX_LIMIT_EXEC_TIMEOUT_MS), 900);
+  /* Deterministic needs an instruction limit: the one the policy already holds will do. */
+  assert_int_equal(load(p, "{\"deterministic\": true}", &err), MBX_OK);
   mbx_policy_free(p);
 }
 
@@ -134,6 +136,14 @@ static void every_rejection_names_its_key(void **state) {
        "limits.time_ms: expected a duration (milliseconds, or a string like \"2s\" or \"500ms\"), got -1"},
       {"{\"seed\": \"42\"}", "seed: expected an integer or null, got \"42\""},
       {"{\"deterministic\": 1}", "deterministic: expected true or false, got 1"},
+      {"{\"deterministic\": true}",
+       "deterministic: a deterministic policy needs an instruction limit: set limits.instructions "
+       "(a count such as \"1e9\"; a deterministic run ends by its instruction count, never by "
+       "the clock)"},
+      {"{\"deterministic\": true, \"limits\": {\"instructions\": 0}}",
+       "deterministic: a deterministic policy needs an instruction limit: set limits.instructions "
+       "(a count such as \"1e9\"; a deterministic run ends by its instruction count, never by "
+       "the clock)"},
       {"{\"env\": {\"A\": 5}}", "env.A: expected a string, got 5"},
       {"{\"fs\": {\"tmp\": \"8Q\"}}",
        "fs.tmp: '8Q' is not a size (use a number with an optional k, M, G or T suffix, e.g. 64M)"},

@@ -72,6 +72,7 @@ static mbx_policy *make_policy(int deterministic, uint64_t seed) {
   mbx_error err;
   assert_non_null(p);
   assert_int_equal(mbx_policy_set_deterministic(p, deterministic, &err), MBX_OK);
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 1000000000), MBX_OK);
   if (seed) assert_int_equal(mbx_policy_set_seed(p, seed, &err), MBX_OK);
   assert_int_equal(mbx_policy_set_time(p, 1700000000, &err), MBX_OK);
   assert_int_equal(mbx_policy_set_env(p, "FOO", "bar", &err), MBX_OK);

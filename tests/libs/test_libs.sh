@@ -60,7 +60,7 @@ for script in "$here"/*.lua; do
   fi
   # In-process, in a jailed worker (the mount served from another process), and in
   # deterministic mode (canonical pairs order, object numbers): the same calls, the same bytes.
-  for mode in "" "--isolate process" "--deterministic"; do
+  for mode in "" "--isolate process" "--deterministic --instructions 1e10"; do
     what="$base${mode:+ ($mode)}"
     # shellcheck disable=SC2086
     (cd "$here" && "$moonbox" run $mode --mount /usr/share/lua:/lua:ro "$base" "/lua/$luadir") \

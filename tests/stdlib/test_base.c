@@ -330,6 +330,7 @@ static void weak_tables_are_strong_in_deterministic_mode(void **state) {
   mbx_policy *p = mbx_policy_new();
   assert_non_null(p);
   assert_int_equal(mbx_policy_set_deterministic(p, 1, NULL), MBX_OK);
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 1000000000), MBX_OK);
   mbx_error err;
   mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
   if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);

@@ -19,6 +19,8 @@ static mbx_sandbox *det_sandbox(int on, uint64_t memory, uint64_t time_ms) {
   mbx_policy *p = mbx_policy_new();
   assert_non_null(p);
   assert_int_equal(mbx_policy_set_deterministic(p, on, NULL), MBX_OK);
+  /* Deterministic mode needs an instruction limit; the same one with it off. */
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 1000000000), MBX_OK);
   if (memory) assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, memory), MBX_OK);
   if (time_ms) assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_TIME_MS, time_ms), MBX_OK);
   mbx_error err;

@@ -653,6 +653,13 @@ static void count_hook_where_signals_cannot_serve(void **state) {
     assert_int_not_equal(mbx_runtime_deadline_signal(a.rt), 0);
     mbx_error err;
     assert_int_equal(mbx_policy_set_deterministic(a.p, 1, &err), MBX_OK);
+    /* Deterministic runs count their instructions: without a limit the policy is refused,
+       with one far beyond the deadline the deadline still comes by the count hook. */
+    assert_null(mbx_sandbox_new(a.rt, a.p, &err));
+    assert_int_equal(err.code, MBX_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "a deterministic policy needs an instruction limit: "
+                                        "set MBX_LIMIT_INSTRUCTIONS"));
+    mbx_policy_set_limit(a.p, MBX_LIMIT_INSTRUCTIONS, (uint64_t)1 << 50);
   }
   api_sandbox(&a);
   mbx_result *r = NULL;

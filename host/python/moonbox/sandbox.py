@@ -159,7 +159,8 @@ class Limits:
     """Per-run limits. memory/output/source/result: bytes (int, or '64M', '512k'); instructions
     and host_calls: counts (int, or '1e9'; 0 = none for instructions, no host calls for
     host_calls); timeout: seconds (a number; 0 = no time limit) or a duration ('2s', '500ms'). None keeps the library's default
-    (include/moonbox.h, mbx_limit)."""
+    (include/moonbox.h, mbx_limit): no instruction limit (no count hook: plain Lua at stock
+    speed, stopped by the timeout), which deterministic=True must set."""
 
     def __init__(self, memory=None, instructions=None, timeout=None, output=None, source=None,
                  host_calls=None, result=None):
@@ -348,6 +349,11 @@ class _CPolicy:
             _check(lib.mbx_policy_set_time(p, int(time), e), err, "time")
         if deterministic:
             _check(lib.mbx_policy_set_deterministic(p, 1, e), err, "deterministic")
+            if lib.mbx_policy_get_limit(p, _native.LIMIT_INSTRUCTIONS) == 0:
+                # A deterministic run ends by its instruction count, never by the clock.
+                raise ValueError("deterministic=True needs an instruction limit: "
+                                 "Limits(instructions=...), e.g. '1e9' (a deterministic run "
+                                 "ends by its instruction count, never by the clock)")
         for virtual, spec in _mapping(mounts, "mounts").items():
             if not isinstance(virtual, str):
                 raise TypeError("mounts: a virtual path is a str, got %s" % type(virtual).__name__)

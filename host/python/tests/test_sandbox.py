@@ -332,7 +332,12 @@ class PausesSnapshotsCheckpoints(unittest.TestCase):
             self.assertIn("not paused", cm.exception.message)
 
     def test_snapshot_and_restore(self):
-        kw = dict(externals=["ask"], deterministic=True, seed=7, time=1700000000)
+        with self.assertRaises(ValueError) as cm:
+            Sandbox(deterministic=True)
+        self.assertIn("deterministic=True needs an instruction limit: Limits(instructions=...)",
+                      str(cm.exception))
+        kw = dict(externals=["ask"], deterministic=True, seed=7, time=1700000000,
+                  limits=Limits(instructions="1e9"))
         with Sandbox(**kw) as sb:
             r = sb.run("counter = 40 local v = ask('q') return counter + v")
             self.assertEqual(r.status, "paused")

@@ -22,6 +22,7 @@ static void put_done(mbxH_wp_writer *w, mbxV_status s, const char *value, const 
   o.value_json = (char *)value;
   o.value_len = strlen(value);
   o.instructions = 42;
+  o.uncounted = s == MBXV_RUNTIME_ERROR; /* a run without a count hook: one bit on the wire */
   o.host_calls = 3;
   o.exec_runs = 2;
   o.exec_ms = 17;
@@ -66,6 +67,7 @@ static void test_done_round_trip(void **state) {
   assert_string_equal(d.outcome.error.chunk, "input");
   assert_int_equal(d.outcome.error.line, 7);
   assert_int_equal(d.outcome.instructions, 42);
+  assert_int_equal(d.outcome.uncounted, 1);
   assert_int_equal(d.outcome.host_calls, 3);
   assert_int_equal(d.outcome.exec_runs, 2);
   assert_int_equal(d.outcome.exec_ms, 17);
