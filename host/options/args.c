@@ -41,7 +41,10 @@ typedef enum option_id {
   OPT_DIFF_LIMIT,
   OPT_STDIN,
   OPT_MODULE,
-  OPT_NO_SCRIPT_MODULES
+  OPT_NO_SCRIPT_MODULES,
+  OPT_UPSTREAM,
+  OPT_ALLOW_TOOL,
+  OPT_CODE_MODE
 } option_id;
 
 typedef struct option_spec {
@@ -54,7 +57,7 @@ typedef struct option_spec {
   const char *help;    /* its --help lines (NULL: not listed, e.g. the -h alias) */
 } option_spec;
 
-enum { FOR_BOTH = 0, FOR_RUN = 1, FOR_RESUME = 2 };
+enum { FOR_BOTH = 0, FOR_RUN = 1, FOR_RESUME = 2, FOR_MCP = 3 };
 enum { OPTIONAL = 2 };
 
 /* Every option, its rules and its --help text: each command's help lists the options that
@@ -142,6 +145,18 @@ static const option_spec run_options[] = {
     {"--diff-limit", OPT_DIFF_LIMIT, 1, "--diff-limit 4M", FOR_RUN, "SIZE",
      "bytes of diff --diff prints (default: --output-limit); past\n"
      "it a file is named, not shown"},
+    {"--upstream", OPT_UPSTREAM, 1, "--upstream 'mem=npx -y @modelcontextprotocol/server-memory'",
+     FOR_MCP, "NAME=COMMAND",
+     "start COMMAND (split into words like a shell's, never run\n"
+     "by one) as an upstream MCP server whose allowed tools the\n"
+     "guest calls as tools.NAME.TOOL (code mode, docs/code-mode.md;\n"
+     "repeatable)"},
+    {"--allow-tool", OPT_ALLOW_TOOL, 1, "--allow-tool mem.read_graph", FOR_MCP, "NAME.TOOL",
+     "allow an upstream's tool (NAME.* for all of them; none is\n"
+     "allowed unless named; repeatable)"},
+    {"--code-mode", OPT_CODE_MODE, 0, NULL, FOR_MCP, NULL,
+     "list only the meta-tools (run_lua, search_tools, ...), not\n"
+     "the upstreams' tools themselves"},
     {"--help", OPT_HELP, 0, NULL, 0, NULL, "show this help (-h)"},
     {"-h", OPT_HELP, 0, NULL, 0, NULL, NULL},
     {"--version", OPT_VERSION, 0, NULL, 0, NULL, "show the version (-v)"},
@@ -152,6 +167,7 @@ static int mcp_takes(const option_spec *spec);
 /* Whether command takes the option (what the parser accepts, below). */
 static int command_takes(mbxH_cli_command command, const option_spec *spec) {
   if (command == MBXH_CLI_MCP) return mcp_takes(spec);
+  if (spec->only == FOR_MCP) return 0;
   if (spec->only == FOR_BOTH) return 1;
   return spec->only == (command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN);
 }
@@ -376,7 +392,20 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_JSON:
   case OPT_DETERMINISTIC:
   case OPT_NO_SCRIPT_MODULES:
+  case OPT_CODE_MODE:
     break; /* flags are handled by the caller */
+  case OPT_UPSTREAM:
+  case OPT_ALLOW_TOOL: {
+    /* Checked where the upstreams are made (host/mcp/upstream_config.c), in order. */
+    if (opt->upstream_arg_count == MBXH_CLI_MAX_UPSTREAM_ARGS) {
+      mbxU_msg(msg, msg_size, "%s: at most %d --upstream and --allow-tool options", spec->name,
+               MBXH_CLI_MAX_UPSTREAM_ARGS);
+      return -1;
+    }
+    opt->upstream_args[opt->upstream_arg_count] = value;
+    opt->upstream_arg_is_allow[opt->upstream_arg_count++] = spec->id == OPT_ALLOW_TOOL;
+    break;
+  }
   case OPT_DIFF:
   case OPT_CHANGES:
     /* --diff=FILE, --changes=FILE (alone, they are flags: the caller's) */
@@ -768,6 +797,11 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
                spec->name);
       return -1;
     }
+    if (opt->command != MBXH_CLI_MCP && spec->only == FOR_MCP) {
+      mbxU_msg(msg, msg_size, "%s is an option of moonbox mcp, not of %s", spec->name,
+               command_name);
+      return -1;
+    }
     if (opt->command != MBXH_CLI_MCP && spec->only != FOR_BOTH &&
         spec->only != (opt->command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN)) {
       if (spec->only == FOR_RESUME)
@@ -801,6 +835,8 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
         opt->diff = 1;
       else if (spec->id == OPT_NO_SCRIPT_MODULES)
         opt->no_script_modules = 1;
+      else if (spec->id == OPT_CODE_MODE)
+        opt->code_mode = 1;
       else
         opt->json = 1;
       continue;
