@@ -10,6 +10,9 @@
 
 /* Schemas nest and $ref may loop: a check or a signature goes this deep at most. */
 #define MAX_DEPTH 32
+/* Schema nodes one check may visit: anyOf inside anyOf tries every alternative at every level,
+   so an upstream's schema could make one call's check exponential without it. */
+#define MAX_STEPS 100000
 /* A signature shows this many levels, and this many bytes. */
 #define SIG_DEPTH 5
 #define SIG_MAX 1500
@@ -79,6 +82,7 @@ typedef struct checker {
   const json_t *root;
   char *msg;
   size_t msg_size;
+  long steps;
 } checker;
 
 static const char *kind_of(const json_t *v) {
@@ -191,6 +195,12 @@ static json_t *as_type(checker *c, const char *t, const json_t *schema, const js
 static json_t *check(checker *c, const json_t *schema, const json_t *v, const char *path,
                      int depth) {
   if (depth > MAX_DEPTH) return json_deep_copy(v);
+  if (++c->steps > MAX_STEPS) {
+    snprintf(c->msg, c->msg_size,
+             "%s: the tool's inputSchema is too complex to check (more than %d steps)",
+             path[0] ? path : "arguments", MAX_STEPS);
+    return NULL;
+  }
   schema = deref(c->root, schema);
   if (!json_is_object(schema)) return json_deep_copy(v); /* true, {} or unresolvable */
   const char *alts_key[] = {"anyOf", "oneOf"};
@@ -205,7 +215,7 @@ static json_t *check(checker *c, const json_t *schema, const json_t *v, const ch
       if (y != NULL) return y;
       if (first[0] == '\0') snprintf(first, sizeof first, "%s", c->msg);
     }
-    snprintf(c->msg, c->msg_size, "%s", first);
+    if (c->steps <= MAX_STEPS) snprintf(c->msg, c->msg_size, "%s", first);
     return NULL;
   }
   const json_t *all = json_object_get(schema, "allOf");
@@ -276,7 +286,7 @@ static json_t *check(checker *c, const json_t *schema, const json_t *v, const ch
 
 json_t *mbxH_code_coerce(const json_t *root, const json_t *schema, const json_t *value, char *msg,
                          size_t msg_size) {
-  checker c = {root ? root : schema, msg, msg_size};
+  checker c = {root ? root : schema, msg, msg_size, 0};
   msg[0] = '\0';
   json_t *empty = NULL;
   if (value == NULL) value = empty = json_object();

@@ -12,6 +12,8 @@ const mode = process.argv[2] || 'normal';
 let calls = 0;
 let cancels = 0;
 let grown = false;
+let sleeping = 0;
+let mostSleeping = 0;
 let nextId = 1000;
 const waiting = new Map(); // our requests to the client, by id
 
@@ -25,6 +27,7 @@ const tools = [
   { name: 'crash', description: 'Exits in the middle of the call.', inputSchema: obj({}) },
   { name: 'hang', description: 'Never answers.', inputSchema: obj({}) },
   { name: 'sleep', description: 'Answers after ms milliseconds.', inputSchema: obj({ ms: { type: 'integer' } }, ['ms']) },
+  { name: 'most_sleeping', description: 'The most sleep calls it has had in flight at once.', inputSchema: obj({}) },
   { name: 'flood', description: 'Answers with mb megabytes of text.', inputSchema: obj({ mb: { type: 'integer' } }, ['mb']) },
   { name: 'fail', description: 'Answers isError with the message given.', inputSchema: obj({ message: { type: 'string' } }) },
   { name: 'sample', description: 'Asks its client for sampling/createMessage and reports the answer.', inputSchema: obj({}) },
@@ -42,7 +45,11 @@ async function call(id, name, args) {
     case 'cancels': return send({ id, result: text(cancels) });
     case 'crash': process.stderr.write('crashing on purpose\n'); process.exit(3);
     case 'hang': return; // never
-    case 'sleep': setTimeout(() => send({ id, result: text('slept') }), args.ms); return;
+    case 'sleep':
+      mostSleeping = Math.max(mostSleeping, ++sleeping);
+      setTimeout(() => { sleeping--; send({ id, result: text('slept') }); }, args.ms);
+      return;
+    case 'most_sleeping': return send({ id, result: text(mostSleeping) });
     case 'flood': {
       // One line of mb MB, written in pieces as a server streaming a huge result would.
       const chunk = 'x'.repeat(1 << 20);

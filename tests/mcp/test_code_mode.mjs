@@ -208,6 +208,19 @@ test('upstream time is not guest time; a cancelled run cancels its upstream call
   }
 });
 
+test('one upstream serves the calls of many sandboxes at once', async () => {
+  const client = await connect({ codeMode: true });
+  try {
+    const runs = [];
+    for (let i = 0; i < 8; i++) runs.push(run(client, `return tools.fake.sleep{ms = 500}`));
+    for (const r of await Promise.all(runs)) assert.equal(r.structuredContent.value, 'slept');
+    const r = await value(client, 'return tools.fake.most_sleeping{}');
+    assert.ok(r.value >= 2, `${r.value} sleep calls in flight at once: the calls were not serialized`);
+  } finally {
+    await client.close();
+  }
+});
+
 test('search_tools: matches with Lua signatures; untrusted descriptions stay data', async () => {
   const client = await connect({ codeMode: true });
   try {

@@ -94,6 +94,16 @@ static void lua_values_are_coerced_by_the_schema(void **state) {
   expect_coerced(refs, "{\"ids\":[1.0,2],\"opt\":{},\"t\":\"x\"}",
                  "{\"ids\":[1,2],\"opt\":[],\"t\":\"x\"}");
   expect_refused(refs, "{\"ids\":[\"a\"]}", "ids[1]: expected integer, got a string");
+  /* level i is anyOf [level i-1, level i-1] through $refs: 2^30 paths without a step cap */
+  char *deep = malloc(1 << 16);
+  size_t n = (size_t)sprintf(deep, "{\"$defs\":{\"l0\":{\"type\":\"string\"}");
+  for (int i = 1; i <= 30; i++)
+    n += (size_t)sprintf(
+        deep + n, ",\"l%d\":{\"anyOf\":[{\"$ref\":\"#/$defs/l%d\"},{\"$ref\":\"#/$defs/l%d\"}]}", i,
+        i - 1, i - 1);
+  sprintf(deep + n, "},\"$ref\":\"#/$defs/l30\"}");
+  expect_refused(deep, "1", "too complex to check");
+  free(deep);
   /* no schema at all: anything goes, unchanged */
   expect_coerced("{}", "{\"a\":[1,{}]}", "{\"a\":[1,{}]}");
 }
