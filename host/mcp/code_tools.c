@@ -116,16 +116,30 @@ static mbx_status reply_error(mbx_host_reply *reply, const binding *b, const cha
   return mbx_host_reply_error(reply, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
 }
 
+/* The run's upstream_calls: one entry per tool, in the order of first use, with how many
+   calls reached it and how many failed (a list per call would grow the result by every call). */
 static void record_call(mbxH_code_run *run, const char *up, const char *tool, const json_t *entry,
                         int ok) {
   if (run == NULL) return;
-  if (run->calls == NULL) run->calls = json_array();
-  json_t *c = json_object();
-  const json_t *ann = json_object_get(entry, "annotations");
+  if (run->calls == NULL && (run->calls = json_array()) == NULL) return;
   char name[200];
   snprintf(name, sizeof name, "%s.%s", up, tool);
+  size_t i;
+  json_t *c;
+  json_array_foreach(run->calls, i, c) {
+    if (strcmp(json_string_value(json_object_get(c, "tool")), name) != 0) continue;
+    json_object_set_new(c, "calls",
+                        json_integer(json_integer_value(json_object_get(c, "calls")) + 1));
+    if (!ok)
+      json_object_set_new(c, "failed",
+                          json_integer(json_integer_value(json_object_get(c, "failed")) + 1));
+    return;
+  }
+  const json_t *ann = json_object_get(entry, "annotations");
+  c = json_object();
   json_object_set_new(c, "tool", json_string(name));
-  json_object_set_new(c, "ok", json_boolean(ok));
+  json_object_set_new(c, "calls", json_integer(1));
+  json_object_set_new(c, "failed", json_integer(ok ? 0 : 1));
   json_object_set_new(c, "readOnlyHint",
                       json_boolean(json_is_true(json_object_get(ann, "readOnlyHint"))));
   json_object_set_new(c, "idempotentHint",

@@ -81,7 +81,8 @@ typedef struct mbxH_code_run {
   int (*cancelled)(void *ctx);
   void *ctx;
   uint64_t waited_ms; /* time spent waiting on upstreams so far */
-  json_t *calls;      /* [{tool, ok, readOnlyHint, idempotentHint}]: what reached an upstream */
+  json_t *calls;      /* [{tool, calls, failed, readOnlyHint, idempotentHint}]: per tool, what the
+                    run sent upstream */
 } mbxH_code_run;
 void mbxH_code_run_begin(mbxH_code_run *run);
 void mbxH_code_run_end(void);
