@@ -89,6 +89,15 @@ int mbxH_code_active(const mbxH_code_mode *cm) {
   return cm != NULL && cm->count > 0;
 }
 
+int mbxH_code_proxies(const mbxH_code_mode *cm) {
+  return mbxH_code_active(cm) && !cm->code_only;
+}
+
+void mbxH_code_on_change(mbxH_code_mode *cm, void (*changed)(void *ctx), void *ctx) {
+  for (size_t i = 0; cm && !cm->code_only && i < cm->count; i++)
+    mbxH_upstream_on_change(cm->up[i], changed, ctx);
+}
+
 /* The tools/list entry of tool in upstream u (a new reference), or NULL. */
 static json_t *find_tool(mbxH_upstream *u, const char *tool) {
   json_t *tools = mbxH_upstream_tools(u), *hit = NULL;

@@ -56,6 +56,11 @@ int mbxH_code_configure(const char *policy_file, const char *const *args, const 
 /* Takes the configs' contents; code_only hides the upstream tools from tools/list. NULL when
    out of memory. */
 mbxH_code_mode *mbxH_code_new(mbxH_upstream_config *list, size_t count, int code_only);
+/* Without code_only, the proxied tools are listed: changed(ctx) is called (from an upstream's
+   reader thread) when an upstream's list changed, so the client can be told. Before start. */
+void mbxH_code_on_change(mbxH_code_mode *cm, void (*changed)(void *ctx), void *ctx);
+/* 1 when tools/list holds the upstreams' tools (there are some, and no --code-mode). */
+int mbxH_code_proxies(const mbxH_code_mode *cm);
 /* Starts every upstream: 0, or -1 with msg naming the one that failed. */
 int mbxH_code_start(mbxH_code_mode *cm, char *msg, size_t msg_size);
 /* Ends the upstreams; NULL is a no-op. */

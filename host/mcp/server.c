@@ -299,7 +299,8 @@ static void handle_initialize(mbxH_mcp_server *s, const json_t *id, const json_t
   s->initialized = 1;
   json_t *result = json_object();
   json_t *caps = json_object(), *tools = json_object(), *info = json_object();
-  json_object_set_new(tools, "listChanged", json_false());
+  /* Proxied upstream tools come and go with their servers' lists: the client is told. */
+  json_object_set_new(tools, "listChanged", json_boolean(mbxH_code_proxies(s->tools.code)));
   json_object_set_new(caps, "tools", tools);
   json_object_set_new(info, "name", json_string("moonbox"));
   json_object_set_new(info, "title", json_string("moonbox Lua sandbox"));
@@ -644,6 +645,13 @@ int mbxH_mcp_server_isolate(mbxH_mcp_server *s, char *msg, size_t msg_size) {
   return 0;
 }
 
+/* An upstream's tool list changed: so did ours (the proxied tools). */
+static void tools_changed(void *ctx) {
+  static const char note[] =
+      "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}";
+  mbxH_mcp_send(ctx, note, sizeof note - 1);
+}
+
 int mbxH_mcp_serve(const mbx_policy *policy, int isolate, uint32_t exec_uid_first,
                    uint32_t exec_uid_count, mbxH_code_mode *code) {
   mbxH_mcp_server server;
@@ -668,6 +676,7 @@ int mbxH_mcp_serve(const mbx_policy *policy, int isolate, uint32_t exec_uid_firs
   }
   /* The upstreams start after the worker pool: none of their pipes is open when it forks. A
      bad one ends the server here, named, before any client waits on it. */
+  mbxH_code_on_change(code, tools_changed, &server);
   if (mbxH_code_active(code) && mbxH_code_start(code, msg, sizeof msg) != 0) {
     fprintf(stderr, "moonbox mcp: %s\n", msg);
     mbxH_mcp_server_finish(&server);

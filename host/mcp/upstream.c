@@ -60,9 +60,11 @@ struct mbxH_upstream {
   uint64_t restart_at_ms, backoff_ms;
   int64_t next_id;
   pending slot[MBXH_UPSTREAM_MAX_INFLIGHT];
-  json_t *tools;  /* the allowed tools' list entries */
-  int stale;      /* notifications/tools/list_changed came */
-  int structured; /* the negotiated protocol has structuredContent */
+  json_t *tools;              /* the allowed tools' list entries */
+  int stale;                  /* notifications/tools/list_changed came */
+  int structured;             /* the negotiated protocol has structuredContent */
+  void (*changed)(void *ctx); /* told of notifications/tools/list_changed */
+  void *changed_ctx;
   char exit_note[120];
 };
 
@@ -192,6 +194,7 @@ static void handle_line(mbxH_upstream *u, const char *line, size_t len) {
       pthread_mutex_lock(&u->lock);
       u->stale = 1;
       pthread_mutex_unlock(&u->lock);
+      if (u->changed) u->changed(u->changed_ctx);
     }
     json_decref(msg);
     return;
@@ -732,6 +735,11 @@ mbxH_upstream *mbxH_upstream_new(mbxH_upstream_config *cfg) {
   pthread_mutex_init(&u->write_lock, NULL);
   pthread_cond_init(&u->cond, NULL);
   return u;
+}
+
+void mbxH_upstream_on_change(mbxH_upstream *u, void (*changed)(void *ctx), void *ctx) {
+  u->changed = changed;
+  u->changed_ctx = ctx;
 }
 
 int mbxH_upstream_start(mbxH_upstream *u, char *msg, size_t msg_size) {

@@ -66,6 +66,9 @@ typedef struct mbxH_upstream_wait {
 
 /* Takes cfg's contents (cfg is then empty). Starts nothing. NULL when out of memory. */
 mbxH_upstream *mbxH_upstream_new(mbxH_upstream_config *cfg);
+/* changed(ctx) is called (on the upstream's reader thread, no lock held) when it says its tool
+   list changed. Set before mbxH_upstream_start. */
+void mbxH_upstream_on_change(mbxH_upstream *u, void (*changed)(void *ctx), void *ctx);
 /* Starts the process, does the handshake and lists its tools. 0, or -1 with msg naming the
    upstream and what went wrong (does not start, bad handshake, no answer in time). */
 int mbxH_upstream_start(mbxH_upstream *u, char *msg, size_t msg_size);

@@ -11,6 +11,7 @@ import test from 'node:test';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const moonbox = process.argv[2];
 if (!moonbox) throw new Error('usage: node test_code_mode.mjs /path/to/moonbox');
@@ -263,6 +264,20 @@ test('paged lists, list_changed, declined sampling, older protocols', async () =
     assert.equal(r.value, 'late');
   } finally {
     await client.close();
+  }
+  // Proxied, the client is told the list changed, and the new tool is listed.
+  const proxy = await connect();
+  try {
+    assert.equal(proxy.getServerCapabilities().tools.listChanged, true);
+    let told = 0;
+    proxy.setNotificationHandler(ToolListChangedNotificationSchema, () => { told++; });
+    assert.ok(!(await proxy.listTools()).tools.some((t) => t.name === 'fake__late_tool'));
+    await proxy.callTool({ name: 'fake__grow', arguments: {} });
+    for (let i = 0; i < 50 && told === 0; i++) await new Promise((res) => setTimeout(res, 100));
+    assert.equal(told, 1);
+    assert.ok((await proxy.listTools()).tools.some((t) => t.name === 'fake__late_tool'));
+  } finally {
+    await proxy.close();
   }
   const old = await connect({ codeMode: true, fakeMode: 'old' });
   try {
