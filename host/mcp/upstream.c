@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -37,6 +38,8 @@ extern char **environ;
 #define POLL_MS 50
 /* An stderr line of the upstream is cut at this many bytes. */
 #define STDERR_LINE_MAX 2048
+/* ... so that a relayed line (prefix, line, newline) is one atomic pipe write. */
+_Static_assert(STDERR_LINE_MAX + 64 + 1 <= PIPE_BUF, "a relayed stderr line fits in PIPE_BUF");
 
 typedef struct pending {
   int used, done;
@@ -353,6 +356,28 @@ static void *reader_thread(void *arg) {
   return NULL;
 }
 
+/* One line on our stderr, only if it can be written now: a client that pipes our stderr and
+   never reads it must not stall this thread, and through it the upstream (a line is at most
+   PIPE_BUF bytes, so a pipe that polls writable takes it whole). Lines dropped are counted and
+   said once writing works again. */
+static void relay_line(const char *line, size_t len, unsigned long *dropped) {
+  struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
+  if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)) {
+    ++*dropped;
+    return;
+  }
+  if (*dropped) {
+    char note[96];
+    int n = snprintf(note, sizeof note,
+                     "moonbox mcp: %lu upstream stderr lines dropped (stderr "
+                     "was not being read)\n",
+                     *dropped);
+    (void)write_all(STDERR_FILENO, note, (size_t)n);
+    *dropped = 0;
+  }
+  (void)write_all(STDERR_FILENO, line, len);
+}
+
 /* The upstream's stderr, line by line, on ours, each line prefixed with its name. */
 static void *stderr_thread(void *arg) {
   reader_arg a = *(reader_arg *)arg;
@@ -360,6 +385,7 @@ static void *stderr_thread(void *arg) {
   char buf[STDERR_LINE_MAX + 64], chunk[4096];
   int prefix = snprintf(buf, sizeof buf, "moonbox mcp: upstream %s: ", a.u->cfg.name);
   size_t len = (size_t)prefix;
+  unsigned long dropped = 0;
   for (;;) {
     ssize_t n = read(a.fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
@@ -368,14 +394,14 @@ static void *stderr_thread(void *arg) {
       if (chunk[i] != '\n' && len < (size_t)prefix + STDERR_LINE_MAX) buf[len++] = chunk[i];
       if (chunk[i] == '\n') {
         buf[len++] = '\n';
-        (void)write_all(STDERR_FILENO, buf, len);
+        relay_line(buf, len, &dropped);
         len = (size_t)prefix;
       }
     }
   }
   if (len > (size_t)prefix) {
     buf[len++] = '\n';
-    (void)write_all(STDERR_FILENO, buf, len);
+    relay_line(buf, len, &dropped);
   }
   close(a.fd);
   return NULL;

@@ -6,6 +6,7 @@
 //   silent   never answers initialize (a hung handshake)
 //   bad      answers initialize without a tools capability (a bad handshake)
 //   old      negotiates 2024-11-05 and still sends structuredContent (dropped by moonbox)
+import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
 const mode = process.argv[2] || 'normal';
@@ -29,6 +30,7 @@ const tools = [
   { name: 'sleep', description: 'Answers after ms milliseconds.', inputSchema: obj({ ms: { type: 'integer' } }, ['ms']) },
   { name: 'most_sleeping', description: 'The most sleep calls it has had in flight at once.', inputSchema: obj({}) },
   { name: 'flood', description: 'Answers with mb megabytes of text.', inputSchema: obj({ mb: { type: 'integer' } }, ['mb']) },
+  { name: 'chatter', description: 'Writes kb kilobytes of lines to stderr, then answers.', inputSchema: obj({ kb: { type: 'integer' } }, ['kb']) },
   { name: 'fail', description: 'Answers isError with the message given.', inputSchema: obj({ message: { type: 'string' } }) },
   { name: 'sample', description: 'Asks its client for sampling/createMessage and reports the answer.', inputSchema: obj({}) },
   { name: 'grow', description: 'Adds the tool late_tool and says the list changed.', inputSchema: obj({}) },
@@ -60,6 +62,10 @@ async function call(id, name, args) {
       process.stdout.write(`"}],"isError":false},"id":${id}}\n`);
       return;
     }
+    case 'chatter':
+      // blocking writes, as a C or Python server's stderr is (node's own stream would queue)
+      for (let i = 0; i < args.kb * 16; i++) writeSync(2, `${'chatter '.repeat(7)}${i}\n`);
+      return send({ id, result: text('chattered') });
     case 'fail': return send({ id, result: text(args.message || 'it failed', true) });
     case 'sample': {
       const ask = nextId++;

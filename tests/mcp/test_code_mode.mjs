@@ -3,7 +3,7 @@
 // (pinned by package-lock.json) and fake_upstream.mjs for what real servers should not do.
 // Run by tests/mcp/run.sh (ctest mcp/code_mode): node test_code_mode.mjs /path/to/moonbox
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -209,6 +209,39 @@ test('upstream time is not guest time; a cancelled run cancels its upstream call
     assert.equal(r.value, 1, 'the client\'s cancel reached the upstream');
   } finally {
     await client.close();
+  }
+});
+
+test('an upstream\'s stderr never stalls it when the client does not read ours', async () => {
+  // Raw stdio: stderr is a pipe nobody reads (it fills at 64 KiB); 1 MiB of upstream chatter.
+  const child = spawn(moonbox, ['mcp', '--isolate', 'none', '--upstream', `fake=node ${fake}`,
+    '--allow-tool', 'fake.*'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const lines = [];
+  let buffered = '';
+  child.stdout.on('data', (d) => {
+    buffered += d;
+    for (let i; (i = buffered.indexOf('\n')) >= 0; buffered = buffered.slice(i + 1))
+      lines.push(JSON.parse(buffered.slice(0, i)));
+  });
+  const reply = async (id) => {
+    for (let i = 0; i < 200; i++) {
+      const r = lines.find((l) => l.id === id);
+      if (r) return r;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    return null;
+  };
+  try {
+    child.stdin.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {
+      protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }) + '\n');
+    assert.ok(await reply(1));
+    child.stdin.write(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: {
+      name: 'run_lua', arguments: { code: 'return tools.fake.chatter{kb = 1024}' } } }) + '\n');
+    const r = await reply(2);
+    assert.ok(r, 'no answer in 10 s');
+    assert.equal(r.result.structuredContent.value, 'chattered');
+  } finally {
+    child.kill();
   }
 });
 
