@@ -336,6 +336,12 @@ test('upstream calls from a worker process (the default isolation) and in a sess
       'the rewound result lists the upstream call it cannot take back');
     r = await client.callTool({ name: 'run_lua', arguments: { code: 'return n', session: 's1' } });
     assert.equal(r.structuredContent.value, first);
+    // 3.6 s of upstream time under a 300 ms guest timeout: past the worker's backstop (2 x the
+    // timeout + 2 s) unless host time moves it on, as it does
+    r = await client.callTool({ name: 'run_lua', arguments: {
+      code: 'for i = 1, 4 do tools.fake.sleep{ms = 900} end return "slept"', limits: { timeout: '300ms' } } });
+    assert.equal(r.structuredContent.status, 'ok', JSON.stringify(r.structuredContent.error));
+    assert.equal(r.structuredContent.value, 'slept');
   } finally {
     await client.close();
   }
