@@ -98,9 +98,10 @@ void mbxH_code_on_change(mbxH_code_mode *cm, void (*changed)(void *ctx), void *c
     mbxH_upstream_on_change(cm->up[i], changed, ctx);
 }
 
-/* The tools/list entry of tool in upstream u (a new reference), or NULL. */
-static json_t *find_tool(mbxH_upstream *u, const char *tool) {
-  json_t *tools = mbxH_upstream_tools(u), *hit = NULL;
+/* The tools/list entry of tool in upstream u (a new reference), or NULL; refresh as for
+   mbxH_upstream_tools (never on the server's message loop). */
+static json_t *find_tool(mbxH_upstream *u, const char *tool, int refresh) {
+  json_t *tools = mbxH_upstream_tools(u, refresh), *hit = NULL;
   size_t i;
   json_t *t;
   json_array_foreach(tools, i, t) {
@@ -173,7 +174,7 @@ static mbx_status upstream_function(void *userdata, const char *args_json, size_
                        "takes one table of arguments, e.g. tools.NAME.TOOL{key = value} (see "
                        "search_tools for the fields)");
   }
-  json_t *entry = find_tool(u, b->tool);
+  json_t *entry = find_tool(u, b->tool, 1);
   if (entry == NULL) {
     json_decref(args);
     return reply_error(reply, b, "the upstream no longer offers this tool");
@@ -245,7 +246,7 @@ static binding *intern(mbxH_code_mode *cm, size_t upstream, const char *tool) {
 
 int mbxH_code_grant(mbxH_code_mode *cm, mbx_policy *p, char *msg, size_t msg_size) {
   for (size_t i = 0; cm && i < cm->count; i++) {
-    json_t *tools = mbxH_upstream_tools(cm->up[i]);
+    json_t *tools = mbxH_upstream_tools(cm->up[i], 1);
     size_t k;
     json_t *t;
     json_array_foreach(tools, k, t) {
@@ -324,7 +325,7 @@ int mbxH_code_list(mbxH_code_mode *cm, json_t *tools) {
   json_array_append_new(tools, search);
   if (cm->code_only) return 0;
   for (size_t u = 0; u < cm->count; u++) {
-    json_t *list = mbxH_upstream_tools(cm->up[u]);
+    json_t *list = mbxH_upstream_tools(cm->up[u], 0); /* the message loop: never waits */
     size_t k;
     json_t *entry;
     json_array_foreach(list, k, entry) {
@@ -360,7 +361,7 @@ int mbxH_code_tool_known(mbxH_code_mode *cm, const char *name) {
   const char *tool;
   int u = cm->code_only ? -1 : split_proxy(cm, name, &tool);
   if (u < 0) return 0;
-  json_t *entry = find_tool(cm->up[u], tool);
+  json_t *entry = find_tool(cm->up[u], tool, 0);
   json_decref(entry);
   return entry != NULL;
 }
@@ -409,7 +410,7 @@ static char *search_tools(mbxH_code_mode *cm, const json_t *args) {
   for (int pass = 0; pass < 2; pass++) {
     for (size_t u = 0; u < cm->count; u++) {
       const char *up = mbxH_upstream_config_of(cm->up[u])->name;
-      json_t *list = mbxH_upstream_tools(cm->up[u]);
+      json_t *list = mbxH_upstream_tools(cm->up[u], 1);
       size_t k;
       json_t *e;
       json_array_foreach(list, k, e) {

@@ -65,6 +65,7 @@ struct mbxH_upstream {
   pending slot[MBXH_UPSTREAM_MAX_INFLIGHT];
   json_t *tools;              /* the allowed tools' list entries */
   int stale;                  /* notifications/tools/list_changed came */
+  int relisting;              /* a relist thread runs (at most one) */
   int structured;             /* the negotiated protocol has structuredContent */
   void (*changed)(void *ctx); /* told of notifications/tools/list_changed */
   void *changed_ctx;
@@ -182,6 +183,42 @@ static void answer_request(mbxH_upstream *u, const json_t *id, const char *metho
   (void)send_msg(u, m);
 }
 
+static int list_tools(mbxH_upstream *u, uint64_t deadline, char *msg, size_t msg_size);
+
+/* The relist after notifications/tools/list_changed, on a thread of its own (this reader
+   cannot wait for its own responses, and the server's message loop must not wait on an
+   upstream), then the listener is told. */
+static void *relist_thread(void *arg) {
+  mbxH_upstream *u = arg;
+  char msg[300];
+  int ok = list_tools(u, now_ms() + u->cfg.timeout_ms, msg, sizeof msg) == 0;
+  if (ok && u->changed) u->changed(u->changed_ctx);
+  pthread_mutex_lock(&u->lock);
+  u->relisting = 0;
+  pthread_cond_broadcast(&u->cond);
+  pthread_mutex_unlock(&u->lock);
+  return NULL;
+}
+
+static void relist_later(mbxH_upstream *u) {
+  pthread_mutex_lock(&u->lock);
+  u->stale = 1; /* a call thread relists first if it comes before the thread is done */
+  int start = !u->relisting && u->running;
+  if (start) u->relisting = 1;
+  pthread_mutex_unlock(&u->lock);
+  if (!start) return; /* one at a time: a flood of notifications makes no threads */
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, relist_thread, u) != 0) {
+    pthread_mutex_lock(&u->lock);
+    u->relisting = 0;
+    pthread_mutex_unlock(&u->lock);
+  }
+  pthread_attr_destroy(&attr);
+}
+
 static void handle_line(mbxH_upstream *u, const char *line, size_t len) {
   json_t *msg = json_loadb(line, len, JSON_DECODE_ANY, NULL);
   if (!json_is_object(msg)) {
@@ -194,10 +231,7 @@ static void handle_line(mbxH_upstream *u, const char *line, size_t len) {
     if (id != NULL && !json_is_null(id)) {
       answer_request(u, id, json_string_value(method));
     } else if (strcmp(json_string_value(method), "notifications/tools/list_changed") == 0) {
-      pthread_mutex_lock(&u->lock);
-      u->stale = 1;
-      pthread_mutex_unlock(&u->lock);
-      if (u->changed) u->changed(u->changed_ctx);
+      relist_later(u);
     }
     json_decref(msg);
     return;
@@ -817,9 +851,9 @@ static int ensure_running(mbxH_upstream *u, char *msg, size_t msg_size) {
   return rc;
 }
 
-json_t *mbxH_upstream_tools(mbxH_upstream *u) {
+json_t *mbxH_upstream_tools(mbxH_upstream *u, int refresh) {
   char msg[300];
-  (void)ensure_running(u, msg, sizeof msg); /* a failure keeps the last list */
+  if (refresh) (void)ensure_running(u, msg, sizeof msg); /* a failure keeps the last list */
   pthread_mutex_lock(&u->lock);
   json_t *t = u->tools ? json_incref(u->tools) : json_array();
   pthread_mutex_unlock(&u->lock);
@@ -861,6 +895,10 @@ int mbxH_upstream_call(mbxH_upstream *u, const char *tool, const json_t *args,
 void mbxH_upstream_free(mbxH_upstream *u) {
   if (u == NULL) return;
   stop_process(u);
+  pthread_mutex_lock(&u->lock); /* a relist thread's request has failed with the process */
+  while (u->relisting)
+    pthread_cond_wait(&u->cond, &u->lock);
+  pthread_mutex_unlock(&u->lock);
   json_decref(u->tools);
   pthread_mutex_destroy(&u->lock);
   pthread_mutex_destroy(&u->write_lock);

@@ -73,10 +73,11 @@ void mbxH_upstream_on_change(mbxH_upstream *u, void (*changed)(void *ctx), void 
    upstream and what went wrong (does not start, bad handshake, no answer in time). */
 int mbxH_upstream_start(mbxH_upstream *u, char *msg, size_t msg_size);
 const mbxH_upstream_config *mbxH_upstream_config_of(const mbxH_upstream *u);
-/* The allowed tools (their tools/list entries), as a new reference to an array; listed again
-   first when the upstream said they changed, the process started again first when it exited
-   and its backoff is over. NULL when out of memory. */
-json_t *mbxH_upstream_tools(mbxH_upstream *u);
+/* The allowed tools (their tools/list entries), as a new reference to an array. With refresh
+   (a call thread), listed again first when the upstream said they changed and a relist has not
+   yet run, the process started again first when it exited and its backoff is over; without
+   (the server's message loop), the list as it is, never waiting. NULL when out of memory. */
+json_t *mbxH_upstream_tools(mbxH_upstream *u, int refresh);
 /* tools/call name(args): 0 with *result (the CallToolResult object, a new reference), or -1
    with msg (the upstream exited, timed out, was cancelled, the reply is too large...). */
 int mbxH_upstream_call(mbxH_upstream *u, const char *tool, const json_t *args,

@@ -13,6 +13,7 @@ const mode = process.argv[2] || 'normal';
 let calls = 0;
 let cancels = 0;
 let grown = false;
+let listFrozen = false;
 let sleeping = 0;
 let mostSleeping = 0;
 let nextId = 1000;
@@ -34,6 +35,7 @@ const tools = [
   { name: 'fail', description: 'Answers isError with the message given.', inputSchema: obj({ message: { type: 'string' } }) },
   { name: 'sample', description: 'Asks its client for sampling/createMessage and reports the answer.', inputSchema: obj({}) },
   { name: 'grow', description: 'Adds the tool late_tool and says the list changed.', inputSchema: obj({}) },
+  { name: 'freeze_list', description: 'Never answers tools/list again.', inputSchema: obj({}) },
   { name: 'echo-args', description: 'Returns its arguments as structuredContent.', inputSchema: obj({ ids: { type: 'array', items: { type: 'integer' } }, n: { type: 'integer' }, x: { type: 'number' } }, ['ids']) },
   { name: 'needs_task', description: 'Only callable as a task.', inputSchema: obj({}), execution: { taskSupport: 'required' } },
   { name: 'with.dot', description: 'A name the guest cannot be given.', inputSchema: obj({}) },
@@ -79,6 +81,7 @@ async function call(id, name, args) {
       }
       send({ method: 'notifications/tools/list_changed' });
       return send({ id, result: text('grown') });
+    case 'freeze_list': listFrozen = true; return send({ id, result: text('frozen') });
     case 'late_tool': return send({ id, result: text('late') });
     case 'echo-args': return send({ id, result: { content: [{ type: 'text', text: JSON.stringify(args) }], structuredContent: args } });
     default: return send({ id, error: { code: -32602, message: `unknown tool ${name}` } });
@@ -113,6 +116,7 @@ rl.on('line', (line) => {
     case 'notifications/initialized': return;
     case 'notifications/cancelled': cancels++; return;
     case 'tools/list': { // two pages
+      if (listFrozen) return;
       const page = msg.params && msg.params.cursor === 'page2' ? 1 : 0;
       const half = Math.ceil(tools.length / 2);
       const list = page === 0 ? tools.slice(0, half) : tools.slice(half);

@@ -33,8 +33,8 @@ function policyFile(fakeMode = 'normal', extra = {}) {
   return path;
 }
 
-function serverArgs({ codeMode = false, isolate = 'none', fakeMode = 'normal' } = {}) {
-  const args = ['mcp', '--isolate', isolate, '--policy', policyFile(fakeMode),
+function serverArgs({ codeMode = false, isolate = 'none', fakeMode = 'normal', fakeExtra = {} } = {}) {
+  const args = ['mcp', '--isolate', isolate, '--policy', policyFile(fakeMode, fakeExtra),
     '--upstream', `mem=node ${memoryServer}`, '--allow-tool', 'mem.*',
     '--upstream', `ev=node ${everythingServer}`, '--allow-tool', 'ev.echo',
     '--allow-tool', 'ev.get-sum', '--allow-tool', 'ev.get-structured-content'];
@@ -242,6 +242,20 @@ test('an upstream\'s stderr never stalls it when the client does not read ours',
     assert.equal(r.result.structuredContent.value, 'chattered');
   } finally {
     child.kill();
+  }
+});
+
+test('an upstream that stops answering tools/list never stalls the server\'s tools/list', async () => {
+  const client = await connect({ fakeExtra: { timeout: '60s' } });
+  try {
+    await client.callTool({ name: 'fake__freeze_list', arguments: {} });
+    await client.callTool({ name: 'fake__grow', arguments: {} }); // list_changed: a relist that hangs
+    // the relist waits up to the upstream's 60 s; tools/list and ping answer from the last list
+    const { tools } = await client.listTools(undefined, { timeout: 10000 });
+    assert.ok(tools.some((t) => t.name === 'fake__count'));
+    await client.ping({ timeout: 10000 });
+  } finally {
+    await client.close();
   }
 });
 
