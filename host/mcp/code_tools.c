@@ -244,6 +244,25 @@ static binding *intern(mbxH_code_mode *cm, size_t upstream, const char *tool) {
   return b;
 }
 
+/* 1 if the guest can be given tools.UP.TOOL: a key of letters, digits, '_' and '-' (no '.', the
+   separator of host function names), not a keyword, the whole name within the 128 bytes of a
+   host function's name. */
+static int bindable(const char *up, const char *tool) {
+  size_t n = strlen(tool);
+  if (n == 0 || 6 + strlen(up) + 1 + n > 128) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)tool[i];
+    if (!(c == '_' || c == '-' || (c >= '0' && c <= '9') ||
+          ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')))
+      return 0;
+  }
+  /* a keyword is a valid key but not a valid name part: is_identifier says which */
+  int word = 1;
+  for (size_t i = 0; i < n && word; i++)
+    word = tool[i] != '-' && !(i == 0 && tool[i] >= '0' && tool[i] <= '9');
+  return !word || mbxH_code_is_identifier(tool, n);
+}
+
 int mbxH_code_grant(mbxH_code_mode *cm, mbx_policy *p, char *msg, size_t msg_size) {
   for (size_t i = 0; cm && i < cm->count; i++) {
     json_t *tools = mbxH_upstream_tools(cm->up[i], 1);
@@ -251,6 +270,7 @@ int mbxH_code_grant(mbxH_code_mode *cm, mbx_policy *p, char *msg, size_t msg_siz
     json_t *t;
     json_array_foreach(tools, k, t) {
       const char *tool = json_string_value(json_object_get(t, "name"));
+      if (!bindable(mbxH_upstream_config_of(cm->up[i])->name, tool)) continue;
       binding *b = intern(cm, i, tool);
       char name[256];
       if (b == NULL) {
@@ -260,8 +280,7 @@ int mbxH_code_grant(mbxH_code_mode *cm, mbx_policy *p, char *msg, size_t msg_siz
       }
       snprintf(name, sizeof name, "tools.%s.%s", mbxH_upstream_config_of(cm->up[i])->name, tool);
       mbx_error err;
-      /* A name the guest cannot be given (a '.' in it, a keyword, too long, past the 256
-         functions of a policy) is left out: search_tools does not offer it either. */
+      /* Past the 256 functions of a policy, a tool is left out (INVALID_ARGUMENT). */
       if (mbx_policy_add_function(p, name, upstream_function, b, &err) == MBX_NO_MEMORY) {
         json_decref(tools);
         snprintf(msg, msg_size, "out of memory granting the upstream tools");
@@ -406,51 +425,46 @@ static char *search_tools(mbxH_code_mode *cm, const json_t *args) {
   if (limit > MBXH_CODE_SEARCH_MAX) limit = MBXH_CODE_SEARCH_MAX;
   json_t *found = json_array();
   int best_score = 0;
-  /* scores: how many of the query's words a tool's name and description hold */
-  for (int pass = 0; pass < 2; pass++) {
-    for (size_t u = 0; u < cm->count; u++) {
-      const char *up = mbxH_upstream_config_of(cm->up[u])->name;
-      json_t *list = mbxH_upstream_tools(cm->up[u], 1);
-      size_t k;
-      json_t *e;
-      json_array_foreach(list, k, e) {
-        const char *tool = json_string_value(json_object_get(e, "name"));
-        const json_t *d = json_object_get(e, "description");
-        const char *desc = json_is_string(d) ? json_string_value(d) : "";
-        int score = 0, words = 0;
-        for (const char *w = query; *w;) {
-          while (*w == ' ' || *w == ',' || *w == '\t')
-            w++;
-          size_t n = strcspn(w, " ,\t");
-          if (n == 0) break;
-          words++;
-          score += contains(up, w, n) || contains(tool, w, n) || contains(desc, w, n);
-          w += n;
-        }
-        if (words == 0) score = 1;
-        if (pass == 0) {
-          if (score > best_score) best_score = score;
-          continue;
-        }
-        /* pass 1: every tool matching at least one word */
-        if (score == 0) continue;
-        json_t *hit = json_object();
-        char name[300];
-        snprintf(name, sizeof name, "%s.%s", up, tool);
-        char *sig = mbxH_code_signature(up, tool, json_object_get(e, "inputSchema"));
-        const json_t *req = json_object_get(json_object_get(e, "inputSchema"), "required");
-        json_object_set_new(hit, "name", json_string(name));
-        json_object_set_new(hit, "call", json_string(sig ? sig : ""));
-        json_object_set_new(hit, "required",
-                            json_is_array(req) ? json_deep_copy(req) : json_array());
-        json_object_set_new(hit, "description",
-                            json_is_string(d) ? json_deep_copy(d) : json_string(""));
-        json_object_set_new(hit, "score", json_integer(score));
-        free(sig);
-        json_array_append_new(found, hit);
+  /* a tool's score: how many of the query's words its server's name, its name and its
+     description hold (every tool scores 1 for an empty query) */
+  for (size_t u = 0; u < cm->count; u++) {
+    const char *up = mbxH_upstream_config_of(cm->up[u])->name;
+    json_t *list = mbxH_upstream_tools(cm->up[u], 1);
+    size_t k;
+    json_t *e;
+    json_array_foreach(list, k, e) {
+      const char *tool = json_string_value(json_object_get(e, "name"));
+      const json_t *d = json_object_get(e, "description");
+      const char *desc = json_is_string(d) ? json_string_value(d) : "";
+      int score = 0, words = 0;
+      if (!bindable(up, tool)) continue; /* the guest cannot call it */
+      for (const char *w = query; *w;) {
+        while (*w == ' ' || *w == ',' || *w == '\t')
+          w++;
+        size_t n = strcspn(w, " ,\t");
+        if (n == 0) break;
+        words++;
+        score += contains(up, w, n) || contains(tool, w, n) || contains(desc, w, n);
+        w += n;
       }
-      json_decref(list);
+      if (words == 0) score = 1;
+      if (score == 0) continue;
+      if (score > best_score) best_score = score;
+      json_t *hit = json_object();
+      char name[300];
+      snprintf(name, sizeof name, "%s.%s", up, tool);
+      char *sig = mbxH_code_signature(up, tool, json_object_get(e, "inputSchema"));
+      const json_t *req = json_object_get(json_object_get(e, "inputSchema"), "required");
+      json_object_set_new(hit, "name", json_string(name));
+      json_object_set_new(hit, "call", json_string(sig ? sig : ""));
+      json_object_set_new(hit, "required", json_is_array(req) ? json_deep_copy(req) : json_array());
+      json_object_set_new(hit, "description",
+                          json_is_string(d) ? json_deep_copy(d) : json_string(""));
+      json_object_set_new(hit, "score", json_integer(score));
+      free(sig);
+      json_array_append_new(found, hit);
     }
+    json_decref(list);
   }
   /* stable: best score first */
   json_t *sorted = json_array();
