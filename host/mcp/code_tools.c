@@ -74,6 +74,8 @@ int mbxH_code_start(mbxH_code_mode *cm, char *msg, size_t msg_size) {
 
 void mbxH_code_free(mbxH_code_mode *cm) {
   if (cm == NULL) return;
+  for (size_t i = 0; i < cm->count; i++) /* all at once: each may take its second to exit */
+    mbxH_upstream_stop_soon(cm->up[i]);
   for (size_t i = 0; i < cm->count; i++)
     mbxH_upstream_free(cm->up[i]);
   for (binding *b = cm->bindings, *next; b != NULL; b = next) {

@@ -627,6 +627,17 @@ static int spawn(mbxH_upstream *u, int *to, int *from, int *errs, char *msg, siz
   return 0;
 }
 
+void mbxH_upstream_stop_soon(mbxH_upstream *u) {
+  pthread_mutex_lock(&u->write_lock);
+  pthread_mutex_lock(&u->lock);
+  if (u->to_fd >= 0) close(u->to_fd);
+  u->to_fd = -1;
+  u->running = 0;
+  if (u->pid > 0 && u->reader_live) (void)kill(-u->pid, SIGTERM); /* the reader reaps it */
+  pthread_mutex_unlock(&u->lock);
+  pthread_mutex_unlock(&u->write_lock);
+}
+
 /* Ends the process group: stdin closed first (a polite server exits), then SIGTERM, then
    SIGKILL. The reader reaps it. */
 static void stop_process(mbxH_upstream *u) {

@@ -82,8 +82,11 @@ json_t *mbxH_upstream_tools(mbxH_upstream *u, int refresh);
    with msg (the upstream exited, timed out, was cancelled, the reply is too large...). */
 int mbxH_upstream_call(mbxH_upstream *u, const char *tool, const json_t *args,
                        const mbxH_upstream_wait *w, json_t **result, char *msg, size_t msg_size);
-/* Ends the process (its stdin closed, then SIGTERM, then SIGKILL to its process group) and
-   frees everything. NULL is a no-op. */
+/* Starts the end of the process without waiting (its stdin closed, SIGTERM to its group), so
+   that many upstreams stop at once before each is freed. */
+void mbxH_upstream_stop_soon(mbxH_upstream *u);
+/* Ends the process (its stdin closed, then SIGTERM, then SIGKILL a second later to its
+   process group) and frees everything. NULL is a no-op. */
 void mbxH_upstream_free(mbxH_upstream *u);
 
 #endif

@@ -6,6 +6,7 @@
 //   silent   never answers initialize (a hung handshake)
 //   bad      answers initialize without a tools capability (a bad handshake)
 //   old      negotiates 2024-11-05 and still sends structuredContent (dropped by moonbox)
+//   stubborn normal, but ignores SIGTERM and the end of its stdin (only SIGKILL ends it)
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
@@ -24,6 +25,7 @@ const text = (t, isError = false) => ({ content: [{ type: 'text', text: String(t
 
 const obj = (properties, required = []) => ({ type: 'object', properties, required });
 const tools = [
+  { name: 'pid', description: 'Its process id.', inputSchema: obj({}) },
   { name: 'count', description: 'How many tools/call requests this process has had.', inputSchema: obj({}) },
   { name: 'cancels', description: 'How many notifications/cancelled it has had.', inputSchema: obj({}) },
   { name: 'crash', description: 'Exits in the middle of the call.', inputSchema: obj({}) },
@@ -45,6 +47,7 @@ const tools = [
 async function call(id, name, args) {
   calls++;
   switch (name) {
+    case 'pid': return send({ id, result: text(process.pid) });
     case 'count': return send({ id, result: text(calls) });
     case 'cancels': return send({ id, result: text(cancels) });
     case 'crash': process.stderr.write('crashing on purpose\n'); process.exit(3);
@@ -86,6 +89,11 @@ async function call(id, name, args) {
     case 'echo-args': return send({ id, result: { content: [{ type: 'text', text: JSON.stringify(args) }], structuredContent: args } });
     default: return send({ id, error: { code: -32602, message: `unknown tool ${name}` } });
   }
+}
+
+if (mode === 'stubborn') {
+  process.on('SIGTERM', () => {});
+  setInterval(() => {}, 1000);
 }
 
 const rl = createInterface({ input: process.stdin });

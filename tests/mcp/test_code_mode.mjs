@@ -364,6 +364,26 @@ test('upstream calls from a worker process (the default isolation) and in a sess
   }
 });
 
+test('the server ends its upstreams when it exits, even one that ignores SIGTERM', async () => {
+  const child = spawn(moonbox, ['mcp', '--isolate', 'none', '--upstream', `fake=node ${fake} stubborn`,
+    '--allow-tool', 'fake.*'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  const exited = new Promise((res) => child.on('exit', res));
+  child.stdin.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {
+    protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }) + '\n');
+  child.stdin.write(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: {
+    name: 'fake__pid', arguments: {} } }) + '\n');
+  for (let i = 0; i < 200 && !out.includes('"id":2'); i++) await new Promise((res) => setTimeout(res, 50));
+  const line = out.split('\n').find((l) => l.includes('"id":2'));
+  const pid = Number(JSON.parse(line).result.content[0].text);
+  assert.ok(pid > 0);
+  process.kill(pid, 0); // alive
+  child.stdin.end();
+  assert.equal(await exited, 0);
+  assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, 'the upstream outlived the server');
+});
+
 test('a bad upstream stops the server with an error naming it', () => {
   const cases = [
     [['--upstream', 'gone=/nonexistent/server'], /upstream 'gone': cannot start '\/nonexistent\/server'/],
