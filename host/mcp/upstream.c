@@ -780,7 +780,9 @@ static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
     stop_process(u);
     return -1;
   }
+  pthread_mutex_lock(&u->lock);
   u->structured = strcmp(json_string_value(version), "2025-06-18") >= 0;
+  pthread_mutex_unlock(&u->lock);
   json_decref(res);
   notify(u, "notifications/initialized", NULL);
   if (list_tools(u, deadline, why, sizeof why) != 0) {
