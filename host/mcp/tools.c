@@ -569,7 +569,8 @@ static int wants_own_policy(const mbxH_mcp_tools *t, const mbxH_mcp_run *run) {
 }
 
 /* The per-call policy: the server's settings (limits, env, clock, seed, mounts, files; the
-   server grants no host functions), the client's lower limits, its inline files. */
+   server grants no host functions of its own), the client's lower limits, its inline files,
+   and in code mode the upstream tools the operator allowed (tools.NAME.TOOL). */
 static mbx_policy *call_policy(const mbxH_mcp_tools *t, const mbxH_mcp_run *run, char **error) {
   mbx_policy *p = mbx_policy_copy(t->policy);
   mbx_error err;
