@@ -422,6 +422,9 @@ static char *search_tools(mbxH_code_mode *cm, const json_t *args) {
   if ((q && !json_is_string(q)) || (l && !json_is_integer(l)))
     return tool_result_json(NULL, "search_tools: query is a string, limit an integer", 1);
   const char *query = q ? json_string_value(q) : "";
+  /* A client's query is matched against every tool's text, word by word: both are bounded. */
+  if (strlen(query) > MBXH_CODE_QUERY_MAX)
+    return tool_result_json(NULL, "search_tools: query is at most 1024 bytes (a few words)", 1);
   json_int_t limit = l ? json_integer_value(l) : MBXH_CODE_SEARCH_LIMIT;
   if (limit < 1) limit = 1;
   if (limit > MBXH_CODE_SEARCH_MAX) limit = MBXH_CODE_SEARCH_MAX;
@@ -444,7 +447,7 @@ static char *search_tools(mbxH_code_mode *cm, const json_t *args) {
         while (*w == ' ' || *w == ',' || *w == '\t')
           w++;
         size_t n = strcspn(w, " ,\t");
-        if (n == 0) break;
+        if (n == 0 || words == MBXH_CODE_QUERY_WORDS) break;
         words++;
         score += contains(up, w, n) || contains(tool, w, n) || contains(desc, w, n);
         w += n;

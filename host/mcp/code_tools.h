@@ -23,6 +23,9 @@
 /* search_tools: results by default and at most. */
 #define MBXH_CODE_SEARCH_LIMIT 10
 #define MBXH_CODE_SEARCH_MAX 50
+/* search_tools: bytes of a query, and the words of it that count. */
+#define MBXH_CODE_QUERY_MAX 1024
+#define MBXH_CODE_QUERY_WORDS 32
 
 /* ---- code_schema.c ---- */
 
