@@ -99,7 +99,9 @@ static mbx_policy *host_policy(int deterministic) {
   if (!p) die("mbx_policy_new", "out of memory");
   if (mbx_policy_add_function(p, "add", host_add, NULL, &err) != MBX_OK ||
       mbx_policy_set_limit_checked(p, MBX_LIMIT_HOST_CALLS, 2 * HOST_CALLS, &err) != MBX_OK ||
-      (deterministic && mbx_policy_set_deterministic(p, 1, &err) != MBX_OK))
+      (deterministic &&
+       (mbx_policy_set_limit_checked(p, MBX_LIMIT_INSTRUCTIONS, 1000000000, &err) != MBX_OK ||
+        mbx_policy_set_deterministic(p, 1, &err) != MBX_OK)))
     die("policy", err.message);
   return p;
 }

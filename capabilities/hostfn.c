@@ -51,11 +51,12 @@ static int validate(const mbxC_hostfn_table *t, const char *name, char *why, siz
       snprintf(why, why_size, "host function name '%s': '%.*s' is a Lua keyword", name, (int)n, p);
       return MBXC_HOSTFN_INVALID;
     }
-    if (!rules->is_name(p, n)) {
+    int last_key = p != name && p[n] == '\0' && rules->is_key && rules->is_key(p, n);
+    if (!last_key && !rules->is_name(p, n)) {
       snprintf(why, why_size,
                "host function name '%s': each dotted part must be a Lua identifier (letters, "
-               "digits, '_', not starting with a digit), at byte %zu",
-               name, (size_t)(p - name));
+               "digits, '_', not starting with a digit)%s, at byte %zu",
+               name, rules->is_key ? " (the last one may also hold '-')" : "", (size_t)(p - name));
       return MBXC_HOSTFN_INVALID;
     }
     if (p == name && in_list(p, n, rules->globals, rules->global_count)) {

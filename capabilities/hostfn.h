@@ -28,6 +28,9 @@ typedef struct mbxC_name_rules {
   int (*is_reserved)(const char *s, size_t n); /* ... is a reserved word (for the message) */
   const char *const *globals;                  /* names the first part must not take */
   size_t global_count;
+  /* The last part of a dotted name (never the first: that one is a global) may instead be a
+     table key the guest writes with brackets (tools.mem["create-entities"]); NULL = no. */
+  int (*is_key)(const char *s, size_t n);
 } mbxC_name_rules;
 
 /* The table of a policy (and its copy in every sandbox's port). */

@@ -27,8 +27,22 @@ static const char *const guest_globals[] = {
     "dkjson",    "debug",    "package",      "dofile",
     "loadfile",  "warn",     "proc",         "fs"};
 
+/* The last part of a name may be a key such as "create-entities" (an MCP tool's name, reached
+   as tools.mem["create-entities"]): letters, digits, '_' and '-'. No '.', the separator. */
+static int is_bracket_key(const char *s, size_t n) {
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (!(c == '_' || c == '-' || (c >= '0' && c <= '9') ||
+          ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')))
+      return 0;
+  }
+  return 1;
+}
+
 const mbxC_name_rules mbxH_guest_names = {.is_name = mbxV_is_identifier,
                                           .is_reserved = mbxV_is_reserved_word,
+                                          .is_key = is_bracket_key,
                                           .globals = guest_globals,
                                           .global_count =
                                               sizeof guest_globals / sizeof *guest_globals};

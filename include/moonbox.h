@@ -658,7 +658,9 @@ MBX_API mbx_status mbx_host_reply_error(mbx_host_reply *reply, const char *messa
 ** Grant a synchronous host function. name is a dotted path of Lua identifiers (at most 4
 ** parts, 128 bytes), e.g. "tools.search": the guest calls tools.search(...), and
 ** require("tools") returns the module table. The first part must not be a built-in global
-** or module (string, os, json, print, ...), no part may be a keyword, a name may not be
+** or module (string, os, json, print, ...), no part may be a keyword (the last part, past
+** the first, may instead be a key of letters, digits, '_' and '-', which the guest writes in
+** brackets: "tools.mem.create-entities" is tools.mem["create-entities"]), a name may not be
 ** given twice, and a name may not be both a function and a module ("tools" and
 ** "tools.search"). At most 256 functions per policy. fn must not be NULL; userdata is kept
 ** as given (borrowed: it must outlive every sandbox made from the policy). Sandboxes copy

@@ -1031,9 +1031,20 @@ int main(int argc, char **argv) {
   case MBXH_CLI_MCP: {
     /* The server's policy caps every call (docs/mcp.md); stdout is the protocol's. */
     int exit_code = EXIT_USAGE;
+    mbxH_code_mode *code = NULL;
+    if (mbxH_code_configure(opt.policy_file, (const char *const *)opt.upstream_args,
+                            opt.upstream_arg_is_allow, opt.upstream_arg_count, opt.code_mode, &code,
+                            msg, sizeof msg) != 0) {
+      fprintf(stderr, "moonbox mcp: %s\n", msg);
+      return EXIT_USAGE;
+    }
     mbx_policy *policy = mbxH_cli_make_policy(&opt, &exit_code);
-    if (policy == NULL) return exit_code;
-    exit_code = mbxH_mcp_serve(policy, opt.isolate, opt.exec_uid_first, opt.exec_uid_count);
+    if (policy == NULL) {
+      mbxH_code_free(code);
+      return exit_code;
+    }
+    exit_code = mbxH_mcp_serve(policy, opt.isolate, opt.exec_uid_first, opt.exec_uid_count, code);
+    mbxH_code_free(code); /* ends the upstreams */
     mbx_policy_free(policy);
     return exit_code;
   }

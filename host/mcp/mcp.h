@@ -76,9 +76,11 @@ struct mbxH_mcp_server {
 
 /* The moonbox mcp command: serves stdin/stdout until stdin ends, under policy, every call's
    sandbox in a jailed worker process when isolate is set (MBX_CAP_ISOLATE), its programs as
-   uids of [exec_uid_first, + exec_uid_count) when the count is not 0 (exec.uids). Exit code. */
+   uids of [exec_uid_first, + exec_uid_count) when the count is not 0 (exec.uids), with the
+   upstreams of code (code mode; NULL or none: without), which it starts and the caller frees
+   after it returns. Exit code. */
 int mbxH_mcp_serve(const mbx_policy *policy, int isolate, uint32_t exec_uid_first,
-                   uint32_t exec_uid_count);
+                   uint32_t exec_uid_count, mbxH_code_mode *code);
 
 /* The pieces of it, for tests: init (0, or -1 with msg), one message line, and the end (waits
    for the calls in flight, frees the sessions). Responses go to out_fd. */

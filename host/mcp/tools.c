@@ -12,7 +12,7 @@
 #include "common/base64.h"
 #include "common/units.h"
 
-enum { TOOL_RUN = 1, TOOL_CHECK, TOOL_RESET, TOOL_CLOSE };
+enum { TOOL_RUN = 1, TOOL_CHECK, TOOL_RESET, TOOL_CLOSE, TOOL_UPSTREAM };
 
 /* The limits a client may lower, by their names in run_lua's "limits" (docs/vocabulary.md),
    the kind of value each takes (an integer, or a string such as "64M", "1e9" or "2s"), and an
@@ -50,8 +50,10 @@ struct mbxH_mcp_run {
   int limit_set[CLIENT_LIMITS];
   uint64_t limit[CLIENT_LIMITS];
   char session[MBXH_MCP_SESSION_ID_MAX + 1]; /* "" = none */
-  json_t *input_names; /* check_lua: the inputs' keys, which the code may read; or NULL */
-  json_t *modules;     /* run_lua: {name: source} registered modules, or NULL */
+  json_t *input_names;   /* check_lua: the inputs' keys, which the code may read; or NULL */
+  json_t *modules;       /* run_lua: {name: source} registered modules, or NULL */
+  char *upstream_tool;   /* search_tools or a proxied tool (code mode): its name */
+  json_t *upstream_args; /* ... and its arguments, or NULL */
 };
 
 /* ---------------------------------------------------------------------------------------- */
@@ -198,9 +200,13 @@ char *mbxH_mcp_tools_list(char *msg, size_t msg_size) {
   return text;
 }
 
-int mbxH_mcp_tool_known(const char *name) {
+static int own_tool(const char *name) {
   return strcmp(name, "run_lua") == 0 || strcmp(name, "check_lua") == 0 ||
          strcmp(name, "reset_session") == 0 || strcmp(name, "close_session") == 0;
+}
+
+int mbxH_mcp_tool_known(const mbxH_mcp_tools *t, const char *name) {
+  return own_tool(name) || mbxH_code_tool_known(t->code, name);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -277,6 +283,8 @@ void mbxH_mcp_run_free(mbxH_mcp_run *run) {
   if (run == NULL) return;
   free(run->code);
   free(run->inputs);
+  free(run->upstream_tool);
+  json_decref(run->upstream_args);
   json_decref(run->input_names);
   json_decref(run->modules);
   for (size_t i = 0; i < run->file_count; i++) {
@@ -430,6 +438,16 @@ mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_tools *t, const char *name, c
   char q[64];
   *error = NULL;
   if (run == NULL) return NULL;
+  if (!own_tool(name)) { /* code mode's: checked by the upstream, or by search_tools */
+    run->tool = TOOL_UPSTREAM;
+    run->upstream_tool = strdup(name);
+    run->upstream_args = json_is_object(args) ? json_deep_copy(args) : NULL;
+    if (run->upstream_tool == NULL || (json_is_object(args) && run->upstream_args == NULL)) {
+      mbxH_mcp_run_free(run);
+      return NULL;
+    }
+    return run;
+  }
   run->tool = strcmp(name, "run_lua") == 0         ? TOOL_RUN
               : strcmp(name, "check_lua") == 0     ? TOOL_CHECK
               : strcmp(name, "reset_session") == 0 ? TOOL_RESET
@@ -537,15 +555,22 @@ fail:
 /* ---------------------------------------------------------------------------------------- */
 /* Running                                                                                   */
 
-static int wants_own_policy(const mbxH_mcp_run *run) {
+/* The call sets something of its own: limits, files, modules. */
+static int has_own_settings(const mbxH_mcp_run *run) {
   if (run->file_count > 0 || run->modules != NULL) return 1;
   for (size_t i = 0; i < CLIENT_LIMITS; i++)
     if (run->limit_set[i]) return 1;
   return 0;
 }
 
+/* The server's policy will not do: the call's own settings, or the upstreams' tools. */
+static int wants_own_policy(const mbxH_mcp_tools *t, const mbxH_mcp_run *run) {
+  return has_own_settings(run) || mbxH_code_active(t->code);
+}
+
 /* The per-call policy: the server's settings (limits, env, clock, seed, mounts, files; the
-   server grants no host functions), the client's lower limits, its inline files. */
+   server grants no host functions of its own), the client's lower limits, its inline files,
+   and in code mode the upstream tools the operator allowed (tools.NAME.TOOL). */
 static mbx_policy *call_policy(const mbxH_mcp_tools *t, const mbxH_mcp_run *run, char **error) {
   mbx_policy *p = mbx_policy_copy(t->policy);
   mbx_error err;
@@ -569,6 +594,12 @@ static mbx_policy *call_policy(const mbxH_mcp_tools *t, const mbxH_mcp_run *run,
       return NULL;
     }
   }
+  char why[300];
+  if (mbxH_code_grant(t->code, p, why, sizeof why) != 0) {
+    *error = tool_errorf("%s", why);
+    mbx_policy_free(p);
+    return NULL;
+  }
   const char *mname;
   const json_t *src;
   json_object_foreach(run->modules, mname, src) {
@@ -588,7 +619,7 @@ static mbx_sandbox *new_sandbox(const mbxH_mcp_tools *t, const mbxH_mcp_run *run
   mbx_error err;
   memset(&err, 0, sizeof err);
   mbx_policy *own = NULL;
-  if (wants_own_policy(run)) {
+  if (wants_own_policy(t, run)) {
     own = call_policy(t, run, error);
     if (own == NULL) {
       if (*error == NULL) *error = tool_errorf("the server is out of memory");
@@ -614,7 +645,7 @@ typedef struct session_note {
 #define MCP_CHANGES_CONTENT_MAX ((size_t)1 << 20)
 
 static char *run_result(mbx_sandbox *sb, const mbx_result *res, const char *session,
-                        const session_note *note) {
+                        const session_note *note, const json_t *calls) {
   size_t len = 0, changes_len = 0;
   const char *json = mbx_result_json(res, &len);
   if (json == NULL || len < 2) return NULL;
@@ -647,12 +678,17 @@ static char *run_result(mbx_sandbox *sb, const mbx_result *res, const char *sess
                  note->created ? "true" : "false", session, note->reset ? "true" : "false",
                  note->rewound ? "true" : "false");
   if (n < 0 || (size_t)n >= sizeof tail) n = 0;
+  /* Code mode: the upstream calls the run made (a rewind cannot take them back). */
+  char *calls_text = calls ? json_dumps(calls, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  static const char calls_key[] = ",\"upstream_calls\":";
+  size_t calls_len = calls_text ? sizeof calls_key - 1 + strlen(calls_text) : 0;
   static const char key[] = ",\"changes\":";
   size_t key_len = sizeof key - 1;
-  size_t total = (len - 1) + (changes ? key_len + changes_len : 0) + (size_t)n + 1;
+  size_t total = (len - 1) + (changes ? key_len + changes_len : 0) + (size_t)n + calls_len + 1;
   char *full = malloc(total + 1);
   if (full == NULL) {
     mbx_free(changes);
+    free(calls_text);
     return NULL;
   }
   size_t k = len - 1; /* without the closing brace */
@@ -665,6 +701,12 @@ static char *run_result(mbx_sandbox *sb, const mbx_result *res, const char *sess
   }
   memcpy(full + k, tail, (size_t)n);
   k += (size_t)n;
+  if (calls_text != NULL) {
+    memcpy(full + k, calls_key, sizeof calls_key - 1);
+    memcpy(full + k + sizeof calls_key - 1, calls_text, strlen(calls_text));
+    k += calls_len;
+    free(calls_text);
+  }
   full[k++] = '}';
   full[k] = '\0';
   mbx_free(changes);
@@ -674,14 +716,22 @@ static char *run_result(mbx_sandbox *sb, const mbx_result *res, const char *sess
 }
 
 /* mbx_run under the call's cancel; *cancelled when it never started. */
+/* mbx_run under the call's cancel; *cancelled when it never started. With upstreams, the
+   run's host functions reach them through a per-thread context (its cancel, its upstream
+   time), and *calls (a new reference, or NULL) lists what they called. */
 static mbx_status run_code(const mbxH_mcp_tool_call *call, mbx_sandbox *sb, mbx_result **res,
-                           mbx_error *err, int *cancelled) {
+                           mbx_error *err, int *cancelled, json_t **calls) {
   const mbxH_mcp_run *run = call->run;
   *res = NULL;
+  *calls = NULL;
   *cancelled = !call->running(call->server_call, sb);
   if (*cancelled) return MBX_INTERRUPTED;
+  mbxH_code_run ctx = {call->cancelled, call->server_call, 0, NULL};
+  mbxH_code_run_begin(&ctx);
   mbx_status st = mbx_run(sb, run->code, run->code_len, run->inputs, run->inputs_len, res, err);
+  mbxH_code_run_end();
   (void)call->running(call->server_call, NULL);
+  *calls = ctx.calls;
   return st;
 }
 
@@ -698,8 +748,10 @@ static char *execute_oneshot(const mbxH_mcp_tool_call *call) {
   mbx_error err;
   int cancelled;
   memset(&err, 0, sizeof err);
-  mbx_status st = run_code(call, sb, &res, &err, &cancelled);
-  char *out = cancelled ? NULL : res ? run_result(sb, res, "", NULL) : api_error(st, &err);
+  json_t *calls;
+  mbx_status st = run_code(call, sb, &res, &err, &cancelled, &calls);
+  char *out = cancelled ? NULL : res ? run_result(sb, res, "", NULL, calls) : api_error(st, &err);
+  json_decref(calls);
   mbx_result_free(res);
   mbx_sandbox_free(sb);
   return out;
@@ -735,7 +787,7 @@ static char *execute_session(const mbxH_mcp_tool_call *call) {
       pthread_mutex_unlock(t->lock);
       return error;
     }
-  } else if (wants_own_policy(run)) {
+  } else if (has_own_settings(run)) {
     pthread_mutex_lock(t->lock);
     mbxH_mcp_session_release(ses, t->now_ms());
     pthread_mutex_unlock(t->lock);
@@ -755,7 +807,8 @@ static char *execute_session(const mbxH_mcp_tool_call *call) {
   } else {
     mbx_result *res;
     int cancelled;
-    mbx_status st = run_code(call, sb, &res, &err, &cancelled);
+    json_t *calls;
+    mbx_status st = run_code(call, sb, &res, &err, &cancelled, &calls);
     if (res != NULL && mbx_sandbox_poisoned(sb)) {
       /* A limit, an interrupt or an internal error: the session goes back to before the call
          instead of dying (without checkpoints, as in the asan build, it starts afresh). */
@@ -765,7 +818,9 @@ static char *execute_session(const mbxH_mcp_tool_call *call) {
       else if (mbx_sandbox_reset(sb, &e2) == MBX_OK)
         note.reset = 1;
     }
-    if (!cancelled) out = res ? run_result(sb, res, run->session, &note) : api_error(st, &err);
+    if (!cancelled)
+      out = res ? run_result(sb, res, run->session, &note, calls) : api_error(st, &err);
+    json_decref(calls);
     mbx_result_free(res);
   }
   pthread_mutex_lock(t->lock);
@@ -859,6 +914,10 @@ char *mbxH_mcp_tool_execute(const mbxH_mcp_tool_call *call, size_t *len) {
     break;
   case TOOL_RUN:
     out = call->run->session[0] ? execute_session(call) : execute_oneshot(call);
+    break;
+  case TOOL_UPSTREAM:
+    out = mbxH_code_tool_call(call->tools->code, call->run->upstream_tool, call->run->upstream_args,
+                              call->cancelled, call->server_call);
     break;
   default:
     out = execute_reset_or_close(call);

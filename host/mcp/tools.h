@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "host/mcp/code_tools.h"
 #include "host/mcp/session.h"
 #include "moonbox.h"
 
@@ -26,6 +27,7 @@ typedef struct mbxH_mcp_tools {
   pthread_mutex_t *lock;       /* guards *sessions */
   mbxH_mcp_sessions *sessions; /* the open sessions */
   uint64_t (*now_ms)(void);    /* the clock of the sessions' idle time */
+  mbxH_code_mode *code;        /* the upstreams (code mode), or NULL */
 } mbxH_mcp_tools;
 
 /* One call as the tools see it. */
@@ -36,12 +38,14 @@ typedef struct mbxH_mcp_tool_call {
      it). Returns 0 when it was cancelled already (do not run), 1 otherwise. */
   int (*running)(void *server_call, mbx_sandbox *sb);
   void *server_call; /* the server's own record of the call, passed back to running */
+  /* 1 once the client cancelled the call (polled while an upstream works for it). */
+  int (*cancelled)(void *server_call);
 } mbxH_mcp_tool_call;
 
 /* The tools/list result as compact JSON (malloc'd), or NULL with msg. */
 char *mbxH_mcp_tools_list(char *msg, size_t msg_size);
-/* 1 if name is one of the tools. */
-int mbxH_mcp_tool_known(const char *name);
+/* 1 if name is one of the tools (with code, also search_tools and the proxied tools). */
+int mbxH_mcp_tool_known(const mbxH_mcp_tools *t, const char *name);
 /*
 ** Checks a call's arguments against the tool's inputSchema and the server's policy. Returns
 ** the run, or NULL with *error (malloc'd) saying what is wrong: the tool result with isError

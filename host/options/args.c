@@ -41,7 +41,10 @@ typedef enum option_id {
   OPT_DIFF_LIMIT,
   OPT_STDIN,
   OPT_MODULE,
-  OPT_NO_SCRIPT_MODULES
+  OPT_NO_SCRIPT_MODULES,
+  OPT_UPSTREAM,
+  OPT_ALLOW_TOOL,
+  OPT_CODE_MODE
 } option_id;
 
 typedef struct option_spec {
@@ -54,7 +57,7 @@ typedef struct option_spec {
   const char *help;    /* its --help lines (NULL: not listed, e.g. the -h alias) */
 } option_spec;
 
-enum { FOR_BOTH = 0, FOR_RUN = 1, FOR_RESUME = 2 };
+enum { FOR_BOTH = 0, FOR_RUN = 1, FOR_RESUME = 2, FOR_MCP = 3 };
 enum { OPTIONAL = 2 };
 
 /* Every option, its rules and its --help text: each command's help lists the options that
@@ -144,6 +147,18 @@ static const option_spec run_options[] = {
     {"--diff-limit", OPT_DIFF_LIMIT, 1, "--diff-limit 4M", FOR_RUN, "SIZE",
      "bytes of diff --diff prints (default: --output-limit); past\n"
      "it a file is named, not shown"},
+    {"--upstream", OPT_UPSTREAM, 1, "--upstream 'mem=npx -y @modelcontextprotocol/server-memory'",
+     FOR_MCP, "NAME=COMMAND",
+     "start COMMAND (split into words like a shell's, never run\n"
+     "by one) as an upstream MCP server whose allowed tools the\n"
+     "guest calls as tools.NAME.TOOL (code mode, docs/code-mode.md;\n"
+     "repeatable)"},
+    {"--allow-tool", OPT_ALLOW_TOOL, 1, "--allow-tool mem.read_graph", FOR_MCP, "NAME.TOOL",
+     "allow an upstream's tool (NAME.* for all of them; none is\n"
+     "allowed unless named; repeatable)"},
+    {"--code-mode", OPT_CODE_MODE, 0, NULL, FOR_MCP, NULL,
+     "list only the meta-tools (run_lua, search_tools, ...), not\n"
+     "the upstreams' tools themselves"},
     {"--help", OPT_HELP, 0, NULL, 0, NULL, "show this help (-h)"},
     {"-h", OPT_HELP, 0, NULL, 0, NULL, NULL},
     {"--version", OPT_VERSION, 0, NULL, 0, NULL, "show the version (-v)"},
@@ -156,6 +171,7 @@ static int repl_takes(const option_spec *spec);
 /* Whether command takes the option (what the parser accepts, below). */
 static int command_takes(mbxH_cli_command command, const option_spec *spec) {
   if (command == MBXH_CLI_MCP) return mcp_takes(spec);
+  if (spec->only == FOR_MCP) return 0;
   if (command == MBXH_CLI_REPL) return repl_takes(spec);
   if (spec->only == FOR_BOTH) return 1;
   return spec->only == (command == MBXH_CLI_RESUME ? FOR_RESUME : FOR_RUN);
@@ -400,7 +416,20 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_JSON:
   case OPT_DETERMINISTIC:
   case OPT_NO_SCRIPT_MODULES:
+  case OPT_CODE_MODE:
     break; /* flags are handled by the caller */
+  case OPT_UPSTREAM:
+  case OPT_ALLOW_TOOL: {
+    /* Checked where the upstreams are made (host/mcp/upstream_config.c), in order. */
+    if (opt->upstream_arg_count == MBXH_CLI_MAX_UPSTREAM_ARGS) {
+      mbxU_msg(msg, msg_size, "%s: at most %d --upstream and --allow-tool options", spec->name,
+               MBXH_CLI_MAX_UPSTREAM_ARGS);
+      return -1;
+    }
+    opt->upstream_args[opt->upstream_arg_count] = value;
+    opt->upstream_arg_is_allow[opt->upstream_arg_count++] = spec->id == OPT_ALLOW_TOOL;
+    break;
+  }
   case OPT_DIFF:
   case OPT_CHANGES:
     /* --diff=FILE, --changes=FILE (alone, they are flags: the caller's) */
@@ -808,6 +837,11 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
                spec->name);
       return -1;
     }
+    if (opt->command != MBXH_CLI_MCP && spec->only == FOR_MCP) {
+      mbxU_msg(msg, msg_size, "%s is an option of moonbox mcp, not of %s", spec->name,
+               command_name);
+      return -1;
+    }
     if (opt->command == MBXH_CLI_REPL && !repl_takes(spec)) {
       mbxU_msg(msg, msg_size,
                "%s is not an option of moonbox repl (it takes the policy options: limits, "
@@ -849,6 +883,8 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
         opt->diff = 1;
       else if (spec->id == OPT_NO_SCRIPT_MODULES)
         opt->no_script_modules = 1;
+      else if (spec->id == OPT_CODE_MODE)
+        opt->code_mode = 1;
       else
         opt->json = 1;
       continue;
@@ -986,109 +1022,6 @@ int mbxH_cli_parse(int argc, char *const argv[], mbxH_cli_options *opt, char *ms
              "mcp and repl; see moonbox --help)",
              quoted);
   return -1;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Chunk names and exit codes                                                                */
-
-void mbxH_cli_chunk_name(const char *path, char *buf, size_t size) {
-  size_t len = strlen(path);
-  const char *tail;
-  if (size == 0) return;
-  if (len < size) {
-    memcpy(buf, path, len + 1);
-    return;
-  }
-  if (size < 4) {
-    buf[0] = '\0';
-    return;
-  }
-  tail = path + len - (size - 4);
-  while (((unsigned char)*tail & 0xC0) == 0x80)
-    tail++; /* start on a character, not inside one */
-  memcpy(buf, "...", 3);
-  memcpy(buf + 3, tail, strlen(tail) + 1);
-}
-
-int mbxH_cli_exit_code_for_exit(int64_t code) {
-  if (code >= 0 && code <= 255) return (int)code;
-  return 1;
-}
-
-int mbxH_cli_exit_code(int status) {
-  switch (status) {
-  case MBX_OK:
-    return 0;
-  case MBX_SYNTAX_ERROR:
-  case MBX_RUNTIME_ERROR:
-    return 1;
-  case MBX_INVALID_INPUT:
-    return 2;
-  case MBX_MEMORY_LIMIT:
-  case MBX_INSTRUCTION_LIMIT:
-  case MBX_TIME_LIMIT:
-  case MBX_OUTPUT_LIMIT:
-  case MBX_HOST_CALL_LIMIT:
-  case MBX_INTERRUPTED:
-  case MBX_SOURCE_TOO_LARGE:
-    return 3;
-  case MBX_PAUSED:
-    return MBXH_CLI_EXIT_PAUSED;
-  default:
-    /* MBX_INTERNAL_ERROR and API statuses that mean the CLI itself misused the library. */
-    return 70;
-  }
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* The pending call of a paused result                                                       */
-
-/* The end of the JSON array or object starting at p (its closing bracket + 1), or NULL. */
-static const char *skip_container(const char *p, const char *end) {
-  int depth = 0, in_string = 0;
-  for (; p < end; p++) {
-    char c = *p;
-    if (in_string) {
-      if (c == '\\')
-        p++; /* the escaped byte cannot end the string */
-      else if (c == '"')
-        in_string = 0;
-    } else if (c == '"') {
-      in_string = 1;
-    } else if (c == '[' || c == '{') {
-      depth++;
-    } else if (c == ']' || c == '}') {
-      if (--depth == 0) return p + 1;
-    }
-  }
-  return NULL;
-}
-
-int mbxH_cli_find_pending(const char *json, size_t len, const char **fn, size_t *fn_len,
-                          const char **args, size_t *args_len) {
-  static const char key[] = "\"pending\":{\"args\":";
-  static const char fkey[] = ",\"function\":\"";
-  const char *end = json + len, *p, *args_end, *name, *name_end;
-  size_t klen = sizeof key - 1, flen = sizeof fkey - 1;
-  /* "error" is the only key before "pending" and is null in a paused result, so the first
-     occurrence is the member itself (an error message cannot come first). */
-  for (p = json; p + klen <= end; p++) {
-    if (memcmp(p, key, klen) == 0) break;
-  }
-  if (p + klen > end) return -1;
-  p += klen;
-  if (p >= end || *p != '[') return -1;
-  args_end = skip_container(p, end);
-  if (args_end == NULL || (size_t)(end - args_end) < flen || memcmp(args_end, fkey, flen) != 0)
-    return -1;
-  name = args_end + flen;
-  name_end = memchr(name, '"', (size_t)(end - name));
-  if (name_end == NULL || name_end == name) return -1;
-  *fn = name;
-  *fn_len = (size_t)(name_end - name);
-  *args = p;
-  *args_len = (size_t)(args_end - p);
-  return 0;
 }
 
 int mbxH_cli_option_arity(const char *name, size_t name_len) {

@@ -22,8 +22,9 @@
 /* --mount and --file may be given this many times (the library's caps). */
 #define MBXH_CLI_MAX_MOUNTS 32
 #define MBXH_CLI_MAX_FILES 1024
-#define MBXH_CLI_MAX_EXEC 64      /* --allow-exec (mbx_policy_allow_exec's cap) */
-#define MBXH_CLI_MAX_MODULES 1024 /* --module (mbx_policy_add_module's cap) */
+#define MBXH_CLI_MAX_EXEC 64           /* --allow-exec (mbx_policy_allow_exec's cap) */
+#define MBXH_CLI_MAX_MODULES 1024      /* --module (mbx_policy_add_module's cap) */
+#define MBXH_CLI_MAX_UPSTREAM_ARGS 512 /* --upstream and --allow-tool (moonbox mcp) */
 /* The exit code of a run that stopped at a --pause-on function (docs/cli.md). */
 #define MBXH_CLI_EXIT_PAUSED 4
 
@@ -100,6 +101,12 @@ typedef struct mbxH_cli_options {
   int isolate;              /* --isolate process (1) | none (0, the default) */
   /* --exec-uids FIRST-LAST (run, resume, check, doctor, mcp): exec.uids; count 0 = default */
   uint32_t exec_uid_first, exec_uid_count;
+  /* moonbox mcp: --upstream NAME=COMMAND and --allow-tool NAME.TOOL in order (is_allow says
+     which), and --code-mode. */
+  const char *upstream_args[MBXH_CLI_MAX_UPSTREAM_ARGS];
+  int upstream_arg_is_allow[MBXH_CLI_MAX_UPSTREAM_ARGS];
+  int upstream_arg_count;
+  int code_mode;
 } mbxH_cli_options;
 
 /*

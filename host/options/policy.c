@@ -2,6 +2,7 @@
 #include "host/options/policy.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,12 +90,35 @@ static char *read_host_file(const char *option, const char *path, size_t max, si
   return data;
 }
 
+/* moonbox mcp: the file's "upstreams" are the server's (host/mcp/upstream_config.c reads
+   them), not a sandbox's: the library gets the file without them. */
+static int strip_upstreams(char **text, size_t *len) {
+  json_error_t jerr;
+  json_t *doc = json_loadb(*text, *len, 0, &jerr);
+  if (!json_is_object(doc) || json_object_get(doc, "upstreams") == NULL) {
+    json_decref(doc); /* the library reports what is wrong with it */
+    return 0;
+  }
+  json_object_del(doc, "upstreams");
+  char *out = json_dumps(doc, JSON_COMPACT);
+  json_decref(doc);
+  if (out == NULL) {
+    fprintf(stderr, "moonbox: out of memory\n");
+    return -1;
+  }
+  free(*text);
+  *text = out;
+  *len = strlen(out);
+  return 0;
+}
+
 /* --policy FILE: relative host paths in it are taken from the file's directory. */
 static int apply_policy_file(mbx_policy *p, const mbxH_cli_options *opt) {
   if (opt->policy_file == NULL) return 0;
   size_t len;
   char *text = read_host_file("--policy", opt->policy_file, 16u << 20, &len);
   if (text == NULL) return -1;
+  if (opt->command == MBXH_CLI_MCP && strip_upstreams(&text, &len) != 0) return -1;
   char *dir = strdup(opt->policy_file);
   mbx_error err;
   memset(&err, 0, sizeof err);

@@ -25,7 +25,7 @@ static int is_reserved(const char *s, size_t n) {
 }
 
 static const char *const globals[] = {"string"};
-static const mbxC_name_rules rules = {is_name, is_reserved, globals, 1};
+static const mbxC_name_rules rules = {is_name, is_reserved, globals, 1, NULL};
 
 static mbx_status cb(void *ud, const char *args, size_t len, mbx_host_reply *r) {
   (void)args;

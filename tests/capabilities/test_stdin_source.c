@@ -143,6 +143,7 @@ static void a_sandbox_reads_a_descriptor_and_its_snapshot_keeps_it(void **state)
   mbx_runtime *rt = mbx_runtime_new(&err);
   mbx_policy *p = mbx_policy_new();
   assert_non_null(rt);
+  assert_int_equal(mbx_policy_set_limit_checked(p, MBX_LIMIT_INSTRUCTIONS, 1000000, &err), MBX_OK);
   assert_int_equal(mbx_policy_set_deterministic(p, 1, &err), MBX_OK);
   mbx_sandbox *sb = mbx_sandbox_new(rt, p, &err);
   assert_non_null(sb);

@@ -32,6 +32,12 @@ except ImportError:
 # that are not whole, integers written as 1.0).
 CASES = [
     ("empty", {}, "valid"),
+    ("upstreams (moonbox mcp reads them; the library refuses the key)",
+     {"upstreams": {"memory": {"command": "npx", "args": ["-y", "server-memory"],
+                               "tools": ["*"], "timeout": "30s", "max_result": "1M"}}}, "library"),
+    ("an upstream without its command", {"upstreams": {"memory": {"args": []}}}, "invalid"),
+    ("an upstream with an unknown key", {"upstreams": {"m": {"command": "x", "shell": True}}},
+     "invalid"),
     ("sizes as numbers and strings", {"limits": {"memory": 1048576, "output": "1M", "source": "64k"}}, "valid"),
     ("size suffixes in any case", {"limits": {"memory": "64MiB", "output": "512kb"}, "fs": {"tmp": "1G"}}, "valid"),
     ("size with a fraction", {"limits": {"memory": "1.5M"}}, "valid"),

@@ -125,6 +125,9 @@ static mbx_policy *tool_policy(void) {
                    MBX_OK);
   assert_int_equal(mbx_policy_add_function(p, "now", answer, "1700000000", &err), MBX_OK);
   assert_int_equal(mbx_policy_add_function(p, "tools.text", reply_text, NULL, &err), MBX_OK);
+  /* An MCP tool's name: the last part may be a key with '-' (code mode, docs/code-mode.md). */
+  assert_int_equal(mbx_policy_add_function(p, "tools.mem.create-entities", echo, NULL, &err),
+                   MBX_OK);
   return p;
 }
 
@@ -161,6 +164,7 @@ static void arguments_and_results_cross_as_json(void **state) {
   check_in(sb, "return tools.deep.answer()", "{\"a\":{},\"b\":[1,2.5,\"x\",null,true]}");
   check_in(sb, "return select('#', tools.nothing())", "0");
   check_in(sb, "return now()", "1700000000");
+  check_in(sb, "return tools.mem['create-entities']{n = 1}", "[{\"n\":1}]");
   mbx_sandbox_free(sb);
 }
 
@@ -260,8 +264,9 @@ static void names_are_validated(void **state) {
   mbx_policy *p = mbx_policy_new();
   mbx_error err;
   static const char *const bad[] = {
-      "",       "1tools", "tools..x", "tools.",    ".tools",  "tools.end", "string",  "os.fetch",
-      "json.x", "print",  "tools-x",  "a.b.c.d.e", "require", "tools.x y", "_G.evil", "cjson"};
+      "",         "1tools", "tools..x", "tools.",      ".tools",    "tools.end",  "string",
+      "os.fetch", "json.x", "print",    "tools-x",     "a.b.c.d.e", "require",    "tools.x y",
+      "_G.evil",  "cjson",  "mem-x.y",  "tools.a-b.c", "tools.x.",  "tools.x.end"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     if (mbx_policy_add_function(p, bad[i], echo, NULL, &err) != MBX_INVALID_ARGUMENT)
       fail_msg("name '%s' was accepted", bad[i]);
@@ -282,6 +287,7 @@ static void names_are_validated(void **state) {
   assert_int_equal(mbx_policy_add_function(p, "tools", echo, NULL, &err), MBX_INVALID_ARGUMENT);
   assert_int_equal(mbx_policy_add_function(p, "tools.ok_2", echo, NULL, &err), MBX_OK);
   assert_int_equal(mbx_policy_add_function(p, "_private", echo, NULL, &err), MBX_OK);
+  assert_int_equal(mbx_policy_add_function(p, "tools.mem.read-graph_2", echo, NULL, &err), MBX_OK);
   mbx_policy_free(p);
 }
 
