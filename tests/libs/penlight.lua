@@ -2,12 +2,12 @@
 -- packages: lua-penlight
 -- luadir: 5.4
 -- Left out, each a documented difference:
--- - List's `..` (its __concat never runs, `..` raises: docs/compat.md, "`__gc`, `__mode`,
---   `__concat`"), and pl.func's placeholders.
+-- - List's `..` (its __concat never runs, `..` raises: docs/compat.md, the `__concat` row),
+--   and pl.func's placeholders.
 -- - pretty.read/pretty.load: they call debug.gethook/sethook and debug.setmetatable on the
 --   string metatable (docs/compat.md, "`debug`").
--- - text.format_operator: it sets __mod in the string metatable (docs/compat.md, "The `string`
---   table and string methods").
+-- - text.format_operator: it sets __mod in the string metatable (docs/compat.md, the "String
+--   methods" row).
 -- - pl.path, pl.dir, pl.file, pl.app, pl.test: LuaFileSystem, a C module (docs/compat.md,
 --   "Modules and script arguments"; the last line checks that either way), and xml.parse's
 --   LuaExpat parser (the basic parser is used).
