@@ -448,7 +448,19 @@ int mbxH_cli_repl(const mbxH_cli_options *opt) {
     mbx_policy_free(policy);
     return MBXH_CLI_EXIT_INTERNAL;
   }
+  /* Each entry runs inside the wrapper (repl_entry.h), whose bytes are the REPL's, not the
+     user's: the sandbox gets a source limit with room for them, and entries are checked
+     against the limit the user set (less the wrapper where that is already the library's
+     maximum), so an entry the check takes is never refused by its run. The sandbox keeps a
+     copy of the policy's settings: the limit is set back for the checks once it is made. */
+  uint64_t user_source = mbx_policy_get_limit(policy, MBX_LIMIT_SOURCE);
+  uint64_t wrap_extra = mbxH_repl_wrap_extra();
+  int raised = mbx_policy_set_limit(policy, MBX_LIMIT_SOURCE, user_source + wrap_extra) == MBX_OK;
   mbx_sandbox *sb = open_session(opt, rt, policy, &exit_code);
+  if (raised)
+    (void)mbx_policy_set_limit(policy, MBX_LIMIT_SOURCE, user_source);
+  else if (user_source > wrap_extra)
+    (void)mbx_policy_set_limit(policy, MBX_LIMIT_SOURCE, user_source - wrap_extra);
   if (sb == NULL) {
     mbx_runtime_free(rt);
     mbx_policy_free(policy);

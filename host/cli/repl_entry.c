@@ -28,6 +28,10 @@ int mbxH_repl_incomplete(const char *message) {
   return len >= mark && strcmp(message + len - mark, EOF_MARK) == 0;
 }
 
+size_t mbxH_repl_wrap_extra(void) {
+  return sizeof wrap_head - 1 + sizeof wrap_tail - 1;
+}
+
 char *mbxH_repl_wrap(const char *src, size_t len, size_t *out_len) {
   size_t head = sizeof wrap_head - 1, tail = sizeof wrap_tail - 1;
   if (len > (size_t)-1 - head - tail - 1) return NULL;

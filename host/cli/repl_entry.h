@@ -39,6 +39,8 @@ int mbxH_repl_incomplete(const char *message);
 ** malloc'd NUL-terminated text (length in *out_len), or NULL when out of memory.
 */
 char *mbxH_repl_wrap(const char *src, size_t len, size_t *out_len);
+/* The bytes mbxH_repl_wrap adds to an entry (the source limit must leave room for them). */
+size_t mbxH_repl_wrap_extra(void);
 
 /*
 ** Adds one typed line (without its newline) to the entry and decides, compiling with

@@ -191,6 +191,15 @@ check_rc 0
 check_out "2${nl}"
 check_err_has "a line longer than the source limit of 1024 bytes was dropped"
 
+start "an entry within the source limit runs: the REPL's wrapper is not counted against it"
+# 1,000 bytes under a 1 KiB limit: the check took it, and the run refused the wrapped chunk
+# (1,138 bytes) with "the source limit is 1024 bytes", leaving x nil.
+sum="x = $(for _ in $(seq 490); do printf '1+'; done)1"
+repl "${sum}${nl}x${nl}" --source-limit 1k
+check_rc 0
+check_out "491${nl}"
+if [ -s "$tmp/err" ]; then fail "stderr: [$(show "$tmp/err")]"; fi
+
 start "os.exit(N) ends the session with N"
 repl "print('x')${nl}os.exit(3)${nl}print('not reached')${nl}"
 check_rc 3

@@ -82,6 +82,8 @@ static void wrap_keeps_line_one(void **state) {
   assert_null(memchr(code, '\n', (size_t)(at - code)));
   /* A comment on the entry's last line cannot swallow the wrapper's end. */
   assert_string_equal(at + 5, "\nend)(...))");
+  /* What the REPL leaves room for in the sandbox's source limit (host/cli/repl.c). */
+  assert_int_equal(len, 5 + mbxH_repl_wrap_extra());
   free(code);
 }
 
