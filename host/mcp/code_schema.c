@@ -85,6 +85,41 @@ typedef struct checker {
   long steps;
 } checker;
 
+/* The nodes of v (itself included), counted no further than limit. */
+static long nodes_of(const json_t *v, long limit) {
+  long n = 1;
+  size_t i;
+  const char *k;
+  const json_t *x;
+  if (json_is_array(v)) {
+    json_array_foreach(v, i, x) {
+      if (n > limit) break;
+      n += nodes_of(x, limit - n);
+    }
+  } else if (json_is_object(v)) {
+    json_object_foreach((json_t *)v, k, x) {
+      if (n > limit) break;
+      n += nodes_of(x, limit - n);
+    }
+  }
+  return n;
+}
+
+/* A copy of v whose nodes count as steps: a schema whose alternatives make the check copy a
+   large value many times runs out of steps instead of host time (steps bound the work, not
+   only the schema's branches). NULL (the message set) past MAX_STEPS. */
+static json_t *copy(checker *c, const json_t *v) {
+  c->steps += nodes_of(v, MAX_STEPS + 1);
+  if (c->steps > MAX_STEPS) {
+    snprintf(c->msg, c->msg_size,
+             "arguments: the tool's inputSchema is too complex to check against them (more than "
+             "%d steps)",
+             MAX_STEPS);
+    return NULL;
+  }
+  return json_deep_copy(v);
+}
+
 static const char *kind_of(const json_t *v) {
   switch (json_typeof(v)) {
   case JSON_OBJECT:
@@ -134,7 +169,7 @@ static json_t *as_type(checker *c, const char *t, const json_t *schema, const js
         return NULL;
       }
       if (ps == NULL && json_is_object(extra)) ps = extra;
-      json_t *y = ps ? check(c, ps, x, sub, depth + 1) : json_deep_copy(x);
+      json_t *y = ps ? check(c, ps, x, sub, depth + 1) : copy(c, x);
       if (y == NULL) {
         *failed_inside = 1;
         json_decref(out);
@@ -166,7 +201,7 @@ static json_t *as_type(checker *c, const char *t, const json_t *schema, const js
     json_array_foreach(v, i, x) {
       char sub[512];
       snprintf(sub, sizeof sub, "%s[%zu]", path, i + 1); /* Lua's index */
-      json_t *y = json_is_object(items) ? check(c, items, x, sub, depth + 1) : json_deep_copy(x);
+      json_t *y = json_is_object(items) ? check(c, items, x, sub, depth + 1) : copy(c, x);
       if (y == NULL) {
         *failed_inside = 1;
         json_decref(out);
@@ -177,7 +212,7 @@ static json_t *as_type(checker *c, const char *t, const json_t *schema, const js
     return out;
   }
   if (strcmp(t, "integer") == 0) {
-    if (json_is_integer(v)) return json_deep_copy(v);
+    if (json_is_integer(v)) return copy(c, v);
     if (json_is_real(v)) {
       double d = json_real_value(v);
       if (d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0)
@@ -185,16 +220,16 @@ static json_t *as_type(checker *c, const char *t, const json_t *schema, const js
     }
     return NULL;
   }
-  if (strcmp(t, "number") == 0) return json_is_number(v) ? json_deep_copy(v) : NULL;
-  if (strcmp(t, "string") == 0) return json_is_string(v) ? json_deep_copy(v) : NULL;
-  if (strcmp(t, "boolean") == 0) return json_is_boolean(v) ? json_deep_copy(v) : NULL;
+  if (strcmp(t, "number") == 0) return json_is_number(v) ? copy(c, v) : NULL;
+  if (strcmp(t, "string") == 0) return json_is_string(v) ? copy(c, v) : NULL;
+  if (strcmp(t, "boolean") == 0) return json_is_boolean(v) ? copy(c, v) : NULL;
   if (strcmp(t, "null") == 0) return json_is_null(v) ? json_null() : NULL;
-  return json_deep_copy(v); /* a type we do not know: the upstream checks it */
+  return copy(c, v); /* a type we do not know: the upstream checks it */
 }
 
 static json_t *check(checker *c, const json_t *schema, const json_t *v, const char *path,
                      int depth) {
-  if (depth > MAX_DEPTH) return json_deep_copy(v);
+  if (depth > MAX_DEPTH) return copy(c, v);
   if (++c->steps > MAX_STEPS) {
     snprintf(c->msg, c->msg_size,
              "%s: the tool's inputSchema is too complex to check (more than %d steps)",
@@ -202,7 +237,7 @@ static json_t *check(checker *c, const json_t *schema, const json_t *v, const ch
     return NULL;
   }
   schema = deref(c->root, schema);
-  if (!json_is_object(schema)) return json_deep_copy(v); /* true, {} or unresolvable */
+  if (!json_is_object(schema)) return copy(c, v); /* true, {} or unresolvable */
   const char *alts_key[] = {"anyOf", "oneOf"};
   for (int a = 0; a < 2; a++) {
     const json_t *alts = json_object_get(schema, alts_key[a]);
@@ -219,7 +254,7 @@ static json_t *check(checker *c, const json_t *schema, const json_t *v, const ch
     return NULL;
   }
   const json_t *all = json_object_get(schema, "allOf");
-  json_t *cur = json_deep_copy(v);
+  json_t *cur = copy(c, v);
   size_t i;
   const json_t *s;
   json_array_foreach(all, i, s) {

@@ -99,10 +99,22 @@ const mbxH_upstream_config *mbxH_upstream_config_of(const mbxH_upstream *u) {
 /* ---------------------------------------------------------------------------------------- */
 /* Writing                                                                                   */
 
-static int write_all(int fd, const char *p, size_t n) {
+/* All of p to the upstream's stdin (non-blocking), or -1 when it is gone or has not taken the
+   bytes within limit_ms: an upstream that stops reading its stdin cannot hold a call thread, and
+   every other writer waiting for write_lock, past its own call timeout. */
+static int write_all(int fd, const char *p, size_t n, uint64_t limit_ms) {
+  uint64_t until = now_ms() + limit_ms;
   while (n > 0) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      uint64_t now = now_ms();
+      if (now >= until) return -1;
+      struct pollfd pf = {fd, POLLOUT, 0};
+      uint64_t left = until - now;
+      if (poll(&pf, 1, left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR) return -1;
+      continue;
+    }
     if (w <= 0) return -1;
     p += w, n -= (size_t)w;
   }
@@ -118,8 +130,10 @@ static int send_msg(mbxH_upstream *u, json_t *msg) {
   pthread_mutex_lock(&u->lock);
   int fd = u->to_fd;
   pthread_mutex_unlock(&u->lock);
-  int rc = fd < 0 ? -1 : write_all(fd, text, strlen(text));
-  if (rc == 0) rc = write_all(fd, "\n", 1);
+  if (fd >= 0) (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); /* our end alone */
+  uint64_t limit = u->cfg.timeout_ms > 5000 ? u->cfg.timeout_ms : 5000;
+  int rc = fd < 0 ? -1 : write_all(fd, text, strlen(text), limit);
+  if (rc == 0) rc = write_all(fd, "\n", 1, limit);
   pthread_mutex_unlock(&u->write_lock);
   free(text);
   return rc;
@@ -406,10 +420,10 @@ static void relay_line(const char *line, size_t len, unsigned long *dropped) {
                      "moonbox mcp: %lu upstream stderr lines dropped (stderr "
                      "was not being read)\n",
                      *dropped);
-    (void)write_all(STDERR_FILENO, note, (size_t)n);
+    (void)write_all(STDERR_FILENO, note, (size_t)n, 1000);
     *dropped = 0;
   }
-  (void)write_all(STDERR_FILENO, line, len);
+  (void)write_all(STDERR_FILENO, line, len, 1000);
 }
 
 /* The upstream's stderr, line by line, on ours, each line prefixed with its name. */
@@ -641,7 +655,16 @@ void mbxH_upstream_stop_soon(mbxH_upstream *u) {
 /* Ends the process group: stdin closed first (a polite server exits), then SIGTERM, then
    SIGKILL. The reader reaps it. */
 static void stop_process(mbxH_upstream *u) {
-  pthread_mutex_lock(&u->write_lock);
+  /* A writer waiting on a full pipe holds write_lock (for at most its call's timeout): after
+     1 s the process group is killed, so that write fails at once, and the stop goes on. */
+  for (int i = 0; pthread_mutex_trylock(&u->write_lock) != 0; i++) {
+    if (i == 20) {
+      pthread_mutex_lock(&u->lock);
+      if (u->pid > 0) (void)kill(-u->pid, SIGKILL);
+      pthread_mutex_unlock(&u->lock);
+    }
+    usleep(50000);
+  }
   pthread_mutex_lock(&u->lock);
   pid_t pid = u->pid;
   if (u->to_fd >= 0) close(u->to_fd);

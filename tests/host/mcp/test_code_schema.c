@@ -103,6 +103,22 @@ static void lua_values_are_coerced_by_the_schema(void **state) {
         i - 1, i - 1);
   sprintf(deep + n, "},\"$ref\":\"#/$defs/l30\"}");
   expect_refused(deep, "1", "too complex to check");
+  /* Steps count the nodes each branch copies: 4,096 paths that each copy (then refuse) a
+     1,000-key object were 4 million node copies of host time under a 100,000-step cap; now the
+     copies spend the steps (a hostile upstream's schema and a guest's table multiplied). */
+  n = (size_t)sprintf(deep, "{\"$defs\":{\"l0\":{\"type\":\"object\",\"required\":[\"zz\"]}");
+  for (int i = 1; i <= 12; i++)
+    n += (size_t)sprintf(
+        deep + n, ",\"l%d\":{\"anyOf\":[{\"$ref\":\"#/$defs/l%d\"},{\"$ref\":\"#/$defs/l%d\"}]}", i,
+        i - 1, i - 1);
+  sprintf(deep + n, "},\"$ref\":\"#/$defs/l12\"}");
+  char *wide = malloc(1 << 16);
+  size_t w = (size_t)sprintf(wide, "{");
+  for (int i = 0; i < 1000; i++)
+    w += (size_t)sprintf(wide + w, "%s\"k%d\":%d", i ? "," : "", i, i);
+  sprintf(wide + w, "}");
+  expect_refused(deep, wide, "too complex to check");
+  free(wide);
   free(deep);
   /* no schema at all: anything goes, unchanged */
   expect_coerced("{}", "{\"a\":[1,{}]}", "{\"a\":[1,{}]}");
