@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,6 +108,11 @@ static int read_more(mbxC_stdin *s, size_t want, const mbxC_wait *wait, mbxC_por
     s->cap = cap;
   }
   if (wait_readable(s->fd, wait, e) < 0) return -1;
+  /* Ask for no more than is there: if another reader drains a shared pipe between the poll and
+     the read, a blocking read would wait past the deadline. */
+  int avail = 0;
+  if (ioctl(s->fd, FIONREAD, &avail) == 0 && avail > 0 && (size_t)avail < want)
+    want = (size_t)avail;
   ssize_t n;
   do
     n = read(s->fd, s->data + s->len, want);
