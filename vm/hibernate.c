@@ -74,6 +74,17 @@ static char *scratch_get(size_t n) {
   return grown->bytes;
 }
 
+/* Past SCRATCH_KEEP, this thread's scratch is freed once a hibernation is done with it: a
+   thread that once hibernated a large heap (incompressible: its scratch is 2.5 times the heap)
+   must not keep that much host memory, uncounted by any sandbox, for the rest of its life. The
+   small common case keeps its buffer (the fragmentation above). */
+#define SCRATCH_KEEP ((size_t)1 << 20)
+static void scratch_done(void) {
+  scratch *sc = scratch_ok ? pthread_getspecific(scratch_key) : NULL;
+  if (sc == NULL || sc->cap <= SCRATCH_KEEP) return;
+  if (pthread_setspecific(scratch_key, NULL) == 0) free(sc);
+}
+
 #endif
 
 mbxV_hibernate_result mbxV_vm_hibernate(mbxV_vm *vm, mbxV_image *img) {
@@ -104,8 +115,9 @@ mbxV_hibernate_result mbxV_vm_hibernate(mbxV_vm *vm, mbxV_image *img) {
   xor_reference((uint64_t *)(void *)delta, len / sizeof(uint64_t), &r);
   int n = LZ4_compress_default(delta, packed, (int)len, bound);
   char *fit = n > 0 ? malloc((size_t)n) : NULL;
+  if (fit != NULL) memcpy(fit, packed, (size_t)n);
+  scratch_done();
   if (fit == NULL) return MBXV_HIBERNATE_NO_MEMORY;
-  memcpy(fit, packed, (size_t)n);
   if (!mbxV_slot_release_pages(s)) {
     /* The kernel kept the old mapping or left the range unmapped: put the state back. */
     img->slot = s;

@@ -453,6 +453,8 @@ static void deterministic_log_and_heap_estimate_across_sleep(void **state) {
   (void)state;
   mbx_policy *p = mbx_policy_new();
   mbx_error err;
+  assert_int_equal(mbx_policy_set_limit_checked(p, MBX_LIMIT_INSTRUCTIONS, 100000000, &err),
+                   MBX_OK);
   assert_int_equal(mbx_policy_set_deterministic(p, 1, &err), MBX_OK);
   assert_int_equal(mbx_policy_set_seed(p, 9, &err), MBX_OK);
   mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
