@@ -50,8 +50,10 @@ struct mbxH_mcp_run {
   int limit_set[CLIENT_LIMITS];
   uint64_t limit[CLIENT_LIMITS];
   char session[MBXH_MCP_SESSION_ID_MAX + 1]; /* "" = none */
-  json_t *input_names;   /* check_lua: the inputs' keys, which the code may read; or NULL */
-  json_t *modules;       /* run_lua: {name: source} registered modules, or NULL */
+  json_t *input_names; /* check_lua: the inputs' keys, which the code may read; or NULL */
+  json_t *modules;     /* run_lua: {name: source} registered modules, or NULL */
+  char *stdin_data;    /* run_lua: what io.stdin reads (stdin given), or NULL */
+  size_t stdin_len;
   char *upstream_tool;   /* search_tools or a proxied tool (code mode): its name */
   json_t *upstream_args; /* ... and its arguments, or NULL */
 };
@@ -75,6 +77,10 @@ static const char run_input_schema[] =
     "\"additionalProperties\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"object\","
     "\"required\":[\"$bytes\"],\"additionalProperties\":false,"
     "\"properties\":{\"$bytes\":{\"type\":\"string\"}}}]}},"
+    "\"stdin\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"object\",\"required\":[\"$bytes\"],"
+    "\"additionalProperties\":false,\"properties\":{\"$bytes\":{\"type\":\"string\"}}}],"
+    "\"description\":\"What io.read and io.stdin read: the text, or {\\\"$bytes\\\": base64}. "
+    "In a session it replaces what earlier calls gave, from its first byte.\"},"
     "\"modules\":{\"type\":\"object\",\"description\":\"Lua modules by name, for require: "
     "{\\\"mylib.util\\\": \\\"return {twice = function(x) return 2 * x end}\\\"}. Found before "
     "package.path's files.\",\"additionalProperties\":{\"type\":\"string\"}},"
@@ -283,6 +289,7 @@ void mbxH_mcp_run_free(mbxH_mcp_run *run) {
   if (run == NULL) return;
   free(run->code);
   free(run->inputs);
+  free(run->stdin_data);
   free(run->upstream_tool);
   json_decref(run->upstream_args);
   json_decref(run->input_names);
@@ -292,6 +299,31 @@ void mbxH_mcp_run_free(mbxH_mcp_run *run) {
     free(run->files[i].data);
   }
   free(run);
+}
+
+/* Contents given as text or {"$bytes": base64}: 0 with *data (malloc'd, NULL when out of
+   memory) and *len, -1 for another shape, -2 for bad base64. */
+static int contents_of(const json_t *v, char **data, size_t *len) {
+  *data = NULL;
+  *len = 0;
+  if (json_is_string(v)) {
+    *len = json_string_length(v);
+    if ((*data = malloc(*len + 1)) != NULL) memcpy(*data, json_string_value(v), *len);
+    return 0;
+  }
+  const json_t *b =
+      json_is_object(v) && json_object_size(v) == 1 ? json_object_get(v, "$bytes") : NULL;
+  if (!json_is_string(b)) return -1;
+  size_t n = json_string_length(b);
+  if ((*data = malloc(n / 4 * 3 + 3)) == NULL) return 0;
+  *len = mbxU_base64_decode(json_string_value(b), n, (unsigned char *)*data);
+  if (*len == (size_t)-1) {
+    free(*data);
+    *data = NULL;
+    *len = 0;
+    return -2;
+  }
+  return 0;
 }
 
 static int prepare_files(mbxH_mcp_run *run, const json_t *files, char **error) {
@@ -316,28 +348,11 @@ static int prepare_files(mbxH_mcp_run *run, const json_t *files, char **error) {
                            quote(path, plen, q, sizeof q));
       return -1;
     }
-    if (json_is_string(v)) {
-      f->len = json_string_length(v);
-      f->data = malloc(f->len + 1);
-      if (f->data) memcpy(f->data, json_string_value(v), f->len);
-    } else if (json_is_object(v) && json_object_size(v) == 1 &&
-               json_is_string(json_object_get(v, "$bytes"))) {
-      const json_t *b = json_object_get(v, "$bytes");
-      size_t n = json_string_length(b);
-      f->data = malloc(n / 4 * 3 + 3);
-      if (f->data) {
-        f->len = mbxU_base64_decode(json_string_value(b), n, (unsigned char *)f->data);
-        if (f->len == (size_t)-1) {
-          free(f->data);
-          f->data = NULL;
-          *error = tool_errorf("files['%s']: $bytes is not valid base64",
-                               quote(path, plen, q, sizeof q));
-          return -1;
-        }
-      }
-    } else {
-      *error = tool_errorf("files['%s']: expected the contents as a string or "
-                           "{\"$bytes\": base64}",
+    int rc = contents_of(v, &f->data, &f->len);
+    if (rc != 0) {
+      *error = tool_errorf(rc == -2 ? "files['%s']: $bytes is not valid base64"
+                                    : "files['%s']: expected the contents as a string or "
+                                      "{\"$bytes\": base64}",
                            quote(path, plen, q, sizeof q));
       return -1;
     }
@@ -431,7 +446,8 @@ static int prepare_limits(const mbxH_mcp_tools *t, mbxH_mcp_run *run, const json
 
 mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_tools *t, const char *name, const json_t *args,
                                     char **error) {
-  static const char *const run_keys[] = {"code", "inputs", "files", "limits", "session", "modules"};
+  static const char *const run_keys[] = {"code",    "inputs",  "files", "limits",
+                                         "session", "modules", "stdin"};
   mbxH_mcp_run *run = calloc(1, sizeof *run);
   const char *key;
   const json_t *v;
@@ -469,7 +485,7 @@ mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_tools *t, const char *name, c
       *error =
           tool_errorf("%s: unknown argument '%s' (%s)", name, quote(key, strlen(key), q, sizeof q),
                       run->tool == TOOL_RUN     ? "run_lua takes code, inputs, files, "
-                                                  "modules, limits and session"
+                                                  "modules, stdin, limits and session"
                       : run->tool == TOOL_CHECK ? "check_lua takes code and inputs"
                                                 : "it takes session");
       goto fail;
@@ -541,6 +557,17 @@ mbxH_mcp_run *mbxH_mcp_tool_prepare(const mbxH_mcp_tools *t, const char *name, c
       goto fail;
     }
     if ((run->modules = json_deep_copy(modules)) == NULL) goto fail;
+  }
+  const json_t *in = json_object_get(args, "stdin");
+  if (in != NULL && !json_is_null(in)) {
+    int rc = contents_of(in, &run->stdin_data, &run->stdin_len);
+    if (rc != 0) {
+      *error = tool_errorf(rc == -2 ? "stdin: $bytes is not valid base64"
+                                    : "stdin: expected the text io.stdin reads, or "
+                                      "{\"$bytes\": base64}");
+      goto fail;
+    }
+    if (run->stdin_data == NULL) goto fail;
   }
   const json_t *limits = json_object_get(args, "limits");
   if (limits != NULL && prepare_limits(t, run, limits, error) != 0) goto fail;
@@ -726,6 +753,11 @@ static mbx_status run_code(const mbxH_mcp_tool_call *call, mbx_sandbox *sb, mbx_
   *calls = NULL;
   *cancelled = !call->running(call->server_call, sb);
   if (*cancelled) return MBX_INTERRUPTED;
+  if (run->stdin_data != NULL &&
+      mbx_sandbox_set_stdin(sb, run->stdin_data, run->stdin_len, err) != MBX_OK) {
+    (void)call->running(call->server_call, NULL);
+    return MBX_NO_MEMORY;
+  }
   mbxH_code_run ctx = {call->cancelled, call->server_call, 0, NULL};
   mbxH_code_run_begin(&ctx);
   mbx_status st = mbx_run(sb, run->code, run->code_len, run->inputs, run->inputs_len, res, err);

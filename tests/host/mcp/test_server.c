@@ -365,6 +365,31 @@ static void test_run_lua_modules(void **state) {
   json_decref(msg);
 }
 
+/* run_lua's stdin: what io.read reads, text or $bytes; bad shapes are tool errors. */
+static void test_run_lua_stdin(void **state) {
+  fixture *f = *state;
+  initialize(f);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"return io.read('n') + io.read('n'), "
+               "io.read('a')\",\"stdin\":\"3 4 rest\"}}}");
+  json_t *msg = next_message(f);
+  json_t *sc = json_object_get(tool_result(msg, 1), "structuredContent");
+  assert_string_equal(json_string_value(json_object_get(sc, "status")), "ok");
+  json_t *value = json_object_get(sc, "value");
+  assert_int_equal(json_integer_value(json_array_get(value, 0)), 7);
+  assert_string_equal(json_string_value(json_array_get(value, 1)), " rest");
+  json_decref(msg);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"run_lua\",\"arguments\":{\"code\":\"return #io.read('a')\","
+               "\"stdin\":{\"$bytes\":\"AP8A\"}}}}");
+  msg = next_message(f);
+  sc = json_object_get(tool_result(msg, 2), "structuredContent");
+  assert_int_equal(json_integer_value(json_object_get(sc, "value")), 3);
+  json_decref(msg);
+  expect_tool_error(f, "{\"code\":\"x\",\"stdin\":42}", "stdin: expected the text");
+  expect_tool_error(f, "{\"code\":\"x\",\"stdin\":{\"$bytes\":\"!!\"}}", "not valid base64");
+}
+
 /* check_lua: ungranted globals with lines from the bytecode, syntax errors, declared inputs. */
 static void test_check_lua(void **state) {
   fixture *f = *state;
@@ -588,6 +613,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_lua, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_lua_modules, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_lua_stdin, setup, teardown),
       cmocka_unit_test_setup_teardown(test_check_lua, setup, teardown),
       cmocka_unit_test_setup_teardown(test_long_call_cancel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
