@@ -260,8 +260,10 @@ for args in "-v" "--version" "run -v" "repl -v"; do
 done
 
 start "on a terminal: prompts, Ctrl-C stops an entry or drops a line, Ctrl-D leaves"
-if ! timeout 120 python3 "$(dirname "$0")/repl_pty.py" "$MBX" >"$tmp/pty" 2>&1; then
-  fail "$(cat "$tmp/pty")"
+timeout 600 python3 "$(dirname "$0")/repl_pty.py" "$MBX" >"$tmp/pty" 2>&1
+pty_rc=$?
+if [ "$pty_rc" -ne 0 ]; then
+  fail "$(cat "$tmp/pty") (exit $pty_rc: 124 is the outer 600 s bound; each step waits 20 s)"
 fi
 
 printf '%d cases, %d failures\n' "$cases" "$failures"

@@ -99,6 +99,7 @@ _PROTOTYPES = {
     "mbx_policy_new": (_P, []),
     "mbx_policy_free": (None, [_P]),
     "mbx_policy_set_limit_checked": (_I, [_P, _I, _U64, _E]),
+    "mbx_policy_get_limit": (_U64, [_P, _I]),
     "mbx_policy_set_env": (_I, [_P, _C, _C, _E]),
     "mbx_policy_set_seed": (_I, [_P, _U64, _E]),
     "mbx_policy_set_time": (_I, [_P, ctypes.c_int64, _E]),
