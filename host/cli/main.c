@@ -66,9 +66,11 @@ typedef struct run_job {
   FILE *diff_out, *changes_out; /* --diff=FILE, --changes=FILE (opened before the run) */
 } run_job;
 
-/* Only async-signal-safe work: mbx_sandbox_interrupt stores an atomic flag. The handler is
-   installed with SA_RESETHAND, so a second Ctrl-C kills the process the ordinary way if the
-   first one could not stop the script. */
+/* mbx_sandbox_interrupt sets an atomic flag in-process; in worker mode it takes a mutex, which
+   this main thread (the only one SIGINT reaches: the run thread blocks it) never holds while it
+   waits in pthread_join, so the handler cannot deadlock on it. The handler is installed with
+   SA_RESETHAND, so a second Ctrl-C kills the process the ordinary way if the first one could
+   not stop the script. */
 static void on_sigint(int signo) {
   int saved_errno = errno;
   mbx_sandbox *sb = atomic_load(&running_sandbox);

@@ -54,10 +54,10 @@ typedef struct entry_job {
   int undone; /* the entry ended on a limit, an interrupt or a pause: rewound (1) or reset (2) */
 } entry_job;
 
-/* Only async-signal-safe work. During an entry: interrupt it; a second Ctrl-C during the same
-   entry (one the interrupt could not stop) ends the process the ordinary way. At the prompt:
-   counted and written to the self-pipe, which ends the read (repl_getc, or EINTR for a plain
-   read): the line being typed is dropped. */
+/* Only async-signal-safe work. During an entry: counted (run_entry interrupts it); a second
+   Ctrl-C during the same entry (one the interrupt could not stop) ends the process the
+   ordinary way. At the prompt: counted and written to the self-pipe, which ends the read
+   (repl_getc, or EINTR for a plain read): the line being typed is dropped. */
 static void on_sigint(int signo) {
   int saved_errno = errno;
   mbx_sandbox *sb = atomic_load(&running_sandbox);
@@ -67,8 +67,10 @@ static void on_sigint(int signo) {
     ssize_t ignored = write(sigint_pipe[1], "", 1);
     (void)ignored;
   }
+  /* No mbx_sandbox_interrupt here: in worker mode it takes a mutex, which the main thread may
+     hold in its own interrupt call when the signal lands on it (a self-deadlock). The entry's
+     waiting loop (run_entry) sends the interrupt within 50 ms of the count going up. */
   if (sb != NULL) {
-    (void)mbx_sandbox_interrupt(sb);
     if (seen > 0) {
       struct sigaction dfl;
       memset(&dfl, 0, sizeof dfl);
