@@ -33,6 +33,7 @@ const tools = [
   { name: 'sleep', description: 'Answers after ms milliseconds.', inputSchema: obj({ ms: { type: 'integer' } }, ['ms']) },
   { name: 'most_sleeping', description: 'The most sleep calls it has had in flight at once.', inputSchema: obj({}) },
   { name: 'flood', description: 'Answers with mb megabytes of text.', inputSchema: obj({ mb: { type: 'integer' } }, ['mb']) },
+  { name: 'nested', description: 'Answers with n empty arrays in one line (host memory bait).', inputSchema: obj({ n: { type: 'integer' } }, ['n']) },
   { name: 'chatter', description: 'Writes kb kilobytes of lines to stderr, then answers.', inputSchema: obj({ kb: { type: 'integer' } }, ['kb']) },
   { name: 'fail', description: 'Answers isError with the message given.', inputSchema: obj({ message: { type: 'string' } }) },
   { name: 'sample', description: 'Asks its client for sampling/createMessage and reports the answer.', inputSchema: obj({}) },
@@ -67,6 +68,8 @@ async function call(id, name, args) {
       process.stdout.write(`"}],"isError":false},"id":${id}}\n`);
       return;
     }
+    case 'nested':
+      return send({ id, result: { content: [{ type: 'text', text: 'x' }], structuredContent: { a: Array.from({ length: args.n }, () => []) } } });
     case 'chatter':
       // blocking writes, as a C or Python server's stderr is (node's own stream would queue)
       for (let i = 0; i < args.kb * 16; i++) writeSync(2, `${'chatter '.repeat(7)}${i}\n`);
