@@ -495,13 +495,12 @@ class Isolation(unittest.TestCase):
 
 
 class Stdin(unittest.TestCase):
-    def test_bytes_and_str_are_read_and_read_again_after_a_rewind(self):
+    def test_bytes_and_str_are_read_and_read_again_after_a_reset(self):
         with Sandbox() as sb:
             self.assertIsNone(sb.run("return io.read()").value)  # nothing given: empty
             sb.set_stdin("one\ntwo\n")
-            sb.checkpoint()
             self.assertEqual(sb.run("return io.read()").value, "one")
-            sb.rewind()
+            sb.reset()  # (rewind too, where the build has checkpoints)
             self.assertEqual(sb.run("return io.read('a')").value, "one\ntwo\n")
             sb.set_stdin(b"\x00\xff")
             self.assertEqual(sb.run("return #io.read('a')").value, 2)
@@ -513,10 +512,9 @@ class Stdin(unittest.TestCase):
             # The writer never wrote: a script that does not read returns at once.
             self.assertEqual(sb.run("return 1").value, 1)
             # One that waits ends at its time limit, not by itself (a limit poisons the
-            # sandbox: rewound to the checkpoint, the descriptor is still the stdin).
-            sb.checkpoint()
+            # sandbox: reset, the descriptor is still the stdin).
             self.assertEqual(sb.run("return io.read()").status, "time_limit")
-            sb.rewind()
+            sb.reset()
             os.write(w, b"late\n")
             os.close(w)
             self.assertEqual(sb.run("return io.read()").value, "late")
