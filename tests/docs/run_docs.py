@@ -251,7 +251,13 @@ def run_block(block, kind, attrs, env):
             code += [block.body] + attrs.get("after", [])
             with open(os.path.join(work, "example.py"), "w", encoding="utf-8") as f:
                 f.write("\n\n".join(code) + "\n")
-            rc, out, err = run_shell("python3 example.py", work, env)
+            py_env = dict(env)
+            if env.get("MBX_PYTHON_PRELOAD"):
+                # A sanitizer build: the library needs the ASan runtime loaded first in the
+                # (uninstrumented) interpreter, as the python/ tests have it.
+                py_env["LD_PRELOAD"] = env["MBX_PYTHON_PRELOAD"]
+                py_env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"
+            rc, out, err = run_shell("python3 example.py", work, py_env)
             return check_outcome(block, attrs, rc, out, err)
         if kind in ("policy", "policy-invalid"):
             with open(os.path.join(work, "policy.json"), "w", encoding="utf-8") as f:
