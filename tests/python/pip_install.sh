@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# tests/python/pip_install.sh -- `pip install` of host/python into a throwaway venv, offline
-# (--no-index --no-build-isolation: CI reaches no package index), then a run from another
-# directory with neither PYTHONPATH nor MOONBOX_LIBRARY: the installed package must find the
-# library it recorded at build time, and load the extension module pip compiled (python3-dev). Exits 77 with the reason when venv or pip is unavailable.
+# tests/python/pip_install.sh -- the Python package as a user installs it, offline (CI reaches
+# no package index): a wheel built from host/python (--no-index --no-build-isolation, in a
+# venv that sees the system's setuptools and wheel), then installed into a *fresh* venv without
+# system site packages (Debian's venvs have no wheel module: installing a wheel needs none), and
+# a run from another directory with neither PYTHONPATH nor MOONBOX_LIBRARY: the installed
+# package must find the library it recorded at build time and load the extension module the
+# wheel carries (built with python3-dev). Exits 77 with the reason when venv or pip is
+# unavailable.
 # Usage: pip_install.sh LIBMOONBOX SOURCE_DIR WORK_DIR
 set -u
 lib=$(realpath "${1:?usage: pip_install.sh LIBMOONBOX SOURCE_DIR WORK_DIR}")
@@ -32,13 +36,31 @@ if [ -z "$py" ]; then
   exit 77
 fi
 echo "python: $(command -v "$py")"
-MOONBOX_LIBRARY=$lib "$work/venv/bin/python" -m pip install --no-index --no-build-isolation \
-  --no-cache-dir --disable-pip-version-check -q "$work/pkg" || {
-  echo "FAIL: pip install of host/python"
+MOONBOX_LIBRARY=$lib "$work/venv/bin/python" -m pip wheel --no-index --no-build-isolation \
+  --no-deps --no-cache-dir --disable-pip-version-check -q -w "$work/dist" "$work/pkg" || {
+  echo "FAIL: pip wheel of host/python"
+  exit 1
+}
+wheel=$(ls "$work"/dist/moonbox-*.whl 2>/dev/null | head -1)
+[ -n "$wheel" ] || {
+  echo "FAIL: no wheel in $work/dist"
+  exit 1
+}
+echo "wheel: $(basename "$wheel")"
+"$py" -m venv "$work/fresh" >"$work/fresh.log" 2>&1 || {
+  echo "FAIL: a fresh venv (no system site packages): $(tail -1 "$work/fresh.log")"
+  exit 1
+}
+if "$work/fresh/bin/python" -c 'import wheel' 2>/dev/null; then
+  echo "note: this fresh venv has a wheel module; the install below does not use it"
+fi
+"$work/fresh/bin/python" -m pip install --no-index --no-cache-dir --disable-pip-version-check \
+  -q "$wheel" || {
+  echo "FAIL: pip install of the wheel into a fresh venv"
   exit 1
 }
 cd "$work" || exit 1
-out=$(env -u MOONBOX_LIBRARY -u PYTHONPATH "$work/venv/bin/python" -c '
+out=$(env -u MOONBOX_LIBRARY -u PYTHONPATH "$work/fresh/bin/python" -c '
 import moonbox, os
 assert "site-packages" in moonbox.__file__, moonbox.__file__
 here = os.path.dirname(moonbox.__file__)
