@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "moonbox.h"
+#include "bench_clock.h"
 
 /* What one session holds between its calls: a little state, as an agent session would. */
 static const char session_code[] = "history = history or {} history[#history + 1] = 'step' "
@@ -41,19 +42,8 @@ static mem mem_now(void) {
   return m;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 static uint64_t median(uint64_t *v, size_t n) {
-  qsort(v, n, sizeof *v, cmp_u64);
+  qsort(v, n, sizeof *v, bench_by_u64);
   return v[n / 2];
 }
 
@@ -114,9 +104,9 @@ static void case_moonbox(size_t n, int hibernate) {
     if (sb[i] == NULL) die("mbx_sandbox_new", &err);
     run_once(sb[i], session_code);
     if (hibernate) {
-      uint64_t t0 = now_ns();
+      uint64_t t0 = bench_now_ns();
       if (mbx_sandbox_hibernate(sb[i], &err) != MBX_OK) die("mbx_sandbox_hibernate", &err);
-      slept_ns += now_ns() - t0;
+      slept_ns += bench_now_ns() - t0;
     }
   }
   report(hibernate ? "moonbox hibernated" : "moonbox live idle", n, before, mem_now(), stdout);
@@ -129,13 +119,13 @@ static void case_moonbox(size_t n, int hibernate) {
    written (what mbxV_slot_take_pages and the decompression do, without the decompression).
    On a virtual machine whose page faults exit to the hypervisor this dominates. */
 static uint64_t floor_once(char *range, size_t len, size_t pages) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   if (mmap(range, len, PROT_READ | PROT_WRITE,
            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != range)
     exit(1);
   (void)madvise(range, pages * 4096, 23 /* MADV_POPULATE_WRITE */);
   memset(range, 1, pages * 4096);
-  uint64_t t = now_ns() - t0;
+  uint64_t t = bench_now_ns() - t0;
   mmap(range, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   return t;
 }
@@ -164,13 +154,13 @@ static void case_wake(size_t samples) {
   if (range == MAP_FAILED) die("mmap", NULL);
   for (size_t i = 0; i < samples; i++) {
     floor[i] = floor_once(range, range_len, pages);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     if (mbx_sandbox_hibernate(sleepy, &err) != MBX_OK) die("mbx_sandbox_hibernate", &err);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = bench_now_ns();
     run_once(sleepy, tiny);
-    uint64_t t2 = now_ns();
+    uint64_t t2 = bench_now_ns();
     run_once(live, tiny);
-    uint64_t t3 = now_ns();
+    uint64_t t3 = bench_now_ns();
     sleep[i] = t1 - t0;
     woken[i] = t2 - t1;
     awake[i] = t3 - t2;

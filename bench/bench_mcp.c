@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "moonbox.h"
+#include "bench_clock.h"
 
 #ifndef MBX_BENCH_MOONBOX
 #define MBX_BENCH_MOONBOX "moonbox"
@@ -26,20 +27,9 @@ extern char **environ;
 
 static const char CODE[] = "return 1+1";
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Median and 99th percentile in microseconds (sorts v). */
 static void stats(uint64_t *v, size_t n, double *median, double *p99) {
-  qsort(v, n, sizeof *v, cmp_u64);
+  qsort(v, n, sizeof *v, bench_by_u64);
   *median = (double)v[n / 2] / 1000.0;
   *p99 = (double)v[(n * 99) / 100] / 1000.0;
 }
@@ -64,10 +54,10 @@ static void *capi_thread(void *arg) {
   }
   for (size_t i = 0; i < job->calls + job->calls / 10; i++) {
     mbx_result *res;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     if (mbx_run(sb, CODE, sizeof CODE - 1, NULL, 0, &res, &err) != MBX_OK) job->failed = 1;
     if (job->with_json) (void)mbx_result_json(res, NULL);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = bench_now_ns();
     mbx_result_free(res);
     if (i >= job->calls / 10) job->ns[i - job->calls / 10] = t1 - t0; /* after a warm-up */
   }
@@ -166,12 +156,12 @@ static int mcp(const char *moonbox, const char *isolate, size_t calls, int sessi
                            "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":\"tools/call\",\"params\":{"
                            "\"name\":\"run_lua\",\"arguments\":{\"code\":\"%s\"%s}}}\n",
                            i + 1, CODE, session > 0 ? ",\"session\":\"bench\"" : "");
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     if (write_all(in[1], req, (size_t)n) != 0 || read_line(r, line, sizeof line) < 0) {
       rc = -1;
       break;
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = bench_now_ns();
     if (strstr(line, session < 0 ? "\"result\":{}" : "\"value\":2") == NULL) {
       fprintf(stderr, "bench_mcp: unexpected reply: %.200s\n", line);
       rc = -1;

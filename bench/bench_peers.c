@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "moonbox.h"
+#include "bench_clock.h"
 
 #define HOST_CALLS 1000
 #define IDLE_SESSIONS 1000
@@ -22,17 +23,6 @@ static void die(const char *what, const char *why) {
   exit(1);
 }
 
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 typedef void (*step_fn)(void *ctx);
 
 /* The median of iters timed calls of fn, after an untimed tenth (warm-up), as monty.mjs does. */
@@ -42,11 +32,11 @@ static double median_us(step_fn fn, void *ctx, size_t iters) {
   double *samples = malloc(iters * sizeof *samples);
   if (!samples) die("malloc", "out of memory");
   for (size_t i = 0; i < iters; i++) {
-    double t0 = now_us();
+    double t0 = bench_now_us();
     fn(ctx);
-    samples[i] = now_us() - t0;
+    samples[i] = bench_now_us() - t0;
   }
-  qsort(samples, iters, sizeof *samples, by_value);
+  qsort(samples, iters, sizeof *samples, bench_by_double);
   double median = samples[iters / 2];
   free(samples);
   return median;

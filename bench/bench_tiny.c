@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "moonbox.h"
+#include "bench_clock.h"
 
 typedef struct job {
   size_t iters;
@@ -24,17 +25,6 @@ typedef struct job {
   double *samples;
   int failed;
 } job;
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static mbx_status host_one(void *ud, const char *args, size_t len, mbx_host_reply *reply) {
   (void)ud;
@@ -63,14 +53,14 @@ static void *bench(void *arg) {
   size_t len = strlen(j->code), warmup = j->iters / 10 + 1;
   for (size_t i = 0; i < warmup + j->iters; i++) {
     mbx_result *res = NULL;
-    double t0 = now_us();
+    double t0 = bench_now_us();
     mbx_sandbox *run_on = j->fresh ? mbx_sandbox_new(rt, p, &err) : sb;
     mbx_status s = mbx_run(run_on, j->code, len, j->inputs, j->inputs_len, &res, &err);
     size_t n;
     (void)mbx_result_json(res, &n);
     mbx_result_free(res);
     if (j->fresh) mbx_sandbox_free(run_on);
-    double t1 = now_us();
+    double t1 = bench_now_us();
     if (s != MBX_OK) {
       fprintf(stderr, "bench_tiny: the run failed: %s\n", mbx_status_str(s));
       j->failed = 1;
@@ -111,7 +101,7 @@ int main(int argc, char **argv) {
   if (j.samples == NULL || pthread_create(&t, &attr, bench, &j) != 0) return 70;
   pthread_join(t, NULL);
   if (j.failed) return 1;
-  qsort(j.samples, j.iters, sizeof *j.samples, by_value);
+  qsort(j.samples, j.iters, sizeof *j.samples, bench_by_double);
   printf("c_api %.3f %.3f %zu\n", j.samples[j.iters / 2], j.samples[j.iters * 99 / 100], j.iters);
   free(j.samples);
   return 0;
