@@ -69,15 +69,21 @@ def main(moonbox):
     os.write(fd, "#'\u00e9\u20ac'\n".encode())
     wait_for(b"\r\n5\r\n", "UTF-8 typed at the prompt")
     wait_for(b"> ", "the prompt")
-    os.write(fd, b"\x04")
+    # Ctrl-D, again each second: libedit switches the terminal's mode around each prompt, and
+    # a mode switch may discard what was typed ahead (as on a real terminal).
     deadline = time.monotonic() + WAIT
+    next_eof = 0.0
     while time.monotonic() < deadline:
+        if time.monotonic() >= next_eof:
+            os.write(fd, b"\x04")
+            next_eof = time.monotonic() + 1.0
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             break
         try:
-            select.select([fd], [], [], 0.1)
-            os.read(fd, 4096)
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:  # never a blocking read: the session may be waiting for input
+                os.read(fd, 4096)
         except OSError:
             pass
     else:
