@@ -137,6 +137,11 @@ MBX_API mbx_sandbox *mbx_sandbox_new(mbx_runtime *rt, const mbx_policy *p, mbx_e
 MBX_API void mbx_sandbox_free(mbx_sandbox *sb) {
   if (sb == NULL) return;
   mbxH_idle_leave(sb); /* first: the sweep may hold it until then */
+  /* An interrupt (or paused) from another thread may still be leaving: its interrupt can end
+     the run that came before this free, and it touches the sandbox once more after that (its
+     peek count). Waited out, so the memory is never written after it is freed. */
+  while (atomic_load(&sb->peeking) != 0)
+    sched_yield();
   atomic_fetch_sub(&sb->rt->heap_total, sb->heap_counted);
   sb->backend->destroy(sb->impl);
   mbxC_snap_header_free(&sb->snap);
