@@ -278,9 +278,11 @@ static void handle_line(mbxH_upstream *u, const char *line, size_t len) {
     pthread_mutex_lock(&u->lock);
     pending *p = find_slot(u, json_integer_value(id));
     if (p != NULL && p->max_reply && len > p->max_reply) {
-      snprintf(p->fail, sizeof p->fail,
+      char fail[sizeof p->fail]; /* built aside: gcc -O2 cannot tell p->fail from the name */
+      snprintf(fail, sizeof fail,
                "upstream '%s': a reply of %zu bytes, over its max_result of %zu bytes", u->cfg.name,
                len, p->max_reply);
+      memcpy(p->fail, fail, sizeof fail);
       p->done = 1;
       pthread_cond_broadcast(&u->cond);
     } else if (p != NULL) {
