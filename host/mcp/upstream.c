@@ -488,6 +488,19 @@ static int wait_cancelled(const mbxH_upstream_wait *w) {
   return w && w->cancelled && w->cancelled(w->ctx);
 }
 
+/* With u->lock held: 1 past the deadline, 2 once the caller cancelled, else 0 after waiting at
+   most POLL_MS on u->cond (a slot freed, a reply come). */
+static int wait_a_slice(mbxH_upstream *u, uint64_t deadline_ms, const mbxH_upstream_wait *w) {
+  if (now_ms() >= deadline_ms) return 1;
+  if (wait_cancelled(w)) return 2;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += POLL_MS * 1000000L;
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  pthread_cond_timedwait(&u->cond, &u->lock, &until);
+  return 0;
+}
+
 /* method(params) (consumed); 0 with *result, or -1 with msg. Waits until deadline_ms (the
    earlier of the call's timeout and w's), polling w's cancel. */
 static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_t deadline_ms,
@@ -502,16 +515,7 @@ static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_
     for (int i = 0; i < MBXH_UPSTREAM_MAX_INFLIGHT && p == NULL; i++)
       if (!u->slot[i].used) p = &u->slot[i];
     if (p != NULL) break;
-    if (now_ms() >= deadline_ms)
-      why = 1;
-    else if (wait_cancelled(w))
-      why = 2;
-    if (why) break;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += POLL_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&u->cond, &u->lock, &until);
+    if ((why = wait_a_slice(u, deadline_ms, w)) != 0) break;
   }
   if (p == NULL) {
     pthread_mutex_unlock(&u->lock);
@@ -545,16 +549,7 @@ static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_
              u->exit_note[0] ? u->exit_note : "its stdin is closed");
   }
   while (!p->done) {
-    if (now_ms() >= deadline_ms)
-      why = 1;
-    else if (wait_cancelled(w))
-      why = 2;
-    if (why) break;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += POLL_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&u->cond, &u->lock, &until);
+    if ((why = wait_a_slice(u, deadline_ms, w)) != 0) break;
   }
   json_t *res = p->result, *err = p->error;
   char fail[sizeof p->fail];
