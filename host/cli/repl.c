@@ -262,6 +262,10 @@ static int repl_getc(FILE *in) {
   for (;;) {
     int c = terminal_byte(fileno(in));
     if (c < 0) return -1;
+    /* A Ctrl-D typed while an entry ran reached the terminal in its line mode, which keeps an
+       end of file as a NUL byte; libedit's switch to character mode hands over that NUL. It
+       is read as the Ctrl-D it was (leaving on an empty line), not put into the line. */
+    if (c == 0 && n == 0) return 4;
     bytes[n++] = (char)c;
     wchar_t wc;
     mbstate_t probe = state;
