@@ -260,10 +260,15 @@ static size_t return_free_pages(mbxV_arena *a) {
   return total;
 }
 
-/* Pages were freed: return them all once enough have piled up. */
+/* Pages were freed: return them all once a batch has piled up and the charge plus what was
+   freed would pass the allowance (vm/arena.h: MBXV_ARENA_RETURN_BATCH). */
 static void note_freed(mbxV_arena *a, size_t pages) {
   a->unreturned += pages;
-  if (a->unreturned >= MBXV_ARENA_RETURN_BATCH) return_free_pages(a);
+  if (a->unreturned < MBXV_ARENA_RETURN_BATCH) return;
+  size_t allowance = a->free_allowance / PAGE;
+  if (a->unreturned <= allowance && mbxV_arena_charged(a) / PAGE <= allowance - a->unreturned)
+    return;
+  return_free_pages(a);
 }
 
 /* Free the block [b, b + size) (its flags already read): merge with free neighbours, or give

@@ -49,9 +49,11 @@
 #define MBXV_TLSF_FL_SHIFT (MBXV_TLSF_SL_LOG2 + 3)
 #define MBXV_TLSF_FL_MAX_LOG2 40
 #define MBXV_TLSF_FL (MBXV_TLSF_FL_MAX_LOG2 - MBXV_TLSF_FL_SHIFT + 1)
-/* Pages that may be resident although no block uses them (freed pages not yet returned):
-   past this many, every free block's inside pages go back to the OS. Bounds the resident
-   memory the guest is not charged for to 1 MiB. */
+/* Pages that may be resident although no block uses them (freed pages not yet returned)
+   whatever the owner's memory limit: past this many, and past what the limit leaves (the
+   arena's free_allowance), every free block's inside pages go back to the OS. Resident memory
+   stays within max(the limit, the charge + 1 MiB), and a guest that frees and builds the same
+   megabytes again reuses pages it already has instead of faulting them in each time. */
 #define MBXV_ARENA_RETURN_BATCH 256
 /* PROT_NONE bytes before and after each slot. */
 #define MBXV_ARENA_GUARD ((size_t)64 << 10)
@@ -78,6 +80,9 @@ typedef struct mbxV_arena {
   char *user;         /* the user area: fixed address, inside the snapshot */
   size_t free_inside; /* pages wholly inside free blocks (beyond their tags): not charged */
   size_t unreturned;  /* pages freed since the last return to the OS (an upper bound) */
+  /* Bytes the charge plus the unreturned pages may reach before freed pages go back to the
+     OS (the owner's memory limit, set for each sandbox: vm/vm.c); 0 returns them each batch. */
+  size_t free_allowance;
   size_t moving_peak; /* the charge while a moved block's two copies both existed, for the
                           heap's peak (it reads and clears it); 0 when none since */
   /* Set while a template is built (vm/vm.c): every byte handed out, grown into or left as the

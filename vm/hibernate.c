@@ -109,6 +109,8 @@ mbxV_hibernate_result mbxV_vm_hibernate(mbxV_vm *vm, mbxV_image *img) {
   /* A first run recorded over the pristine bytes (vm/first_run.h) may not be replayed over a
      state that has been away: mark it touched, as any change before a first run is. */
   mbxV_vm_touched(vm);
+  /* Free space goes back to the OS first: it reads as zeros, which compress to nothing. */
+  mbxV_arena_trim(s->arena);
   mbxV_arena_copy_out(s->arena, delta, len);
   reference r;
   reference_of(s, &r);

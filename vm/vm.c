@@ -48,6 +48,8 @@ static void reset_budget(mbxV_budget *b, const mbxV_config *cfg) {
 static void configure_fields(mbxV_vm *vm, const mbxV_config *cfg) {
   vm->heap.limit = cfg->memory_limit;
   vm->heap.ceiling = mbxV_heap_ceiling_for(cfg->memory_limit);
+  /* Freed pages may stay resident up to the limit (a template holds its builder's value). */
+  if (vm->heap.arena) vm->heap.arena->free_allowance = cfg->memory_limit;
   vm->heap.peak = vm->heap.used;
   vm->heap.pressure_pending = 0;
   vm->heap.refused = 0;

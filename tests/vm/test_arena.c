@@ -315,6 +315,46 @@ static void the_charge_counts_whole_pages(void **state) {
   unmap_slot(m);
 }
 
+/* Under an allowance (the owner's memory limit), freed pages stay resident while the charge
+   plus them fits in it, and are reused in place; past it they go back in one batch. */
+static void freed_pages_stay_resident_within_the_allowance(void **state) {
+  (void)state;
+  mapping m = map_slot(64 * MIB);
+  mbxV_arena *a = mbxV_arena_init(m.base, m.size, 0);
+  a->free_allowance = 8 * MIB;
+  enum { COUNT = 64 };
+  char *blocks[COUNT];
+  for (int i = 0; i < COUNT; i++) {
+    blocks[i] = mbxV_arena_realloc(a, NULL, 0, 64 * KIB);
+    memset(blocks[i], 2, 64 * KIB);
+    assert_non_null(mbxV_arena_realloc(a, NULL, 0, 16)); /* keeps them apart */
+  }
+  size_t before = resident_pages(m.base, 16 * MIB);
+  for (int i = 0; i < COUNT; i++)
+    mbxV_arena_realloc(a, blocks[i], 64 * KIB, 0);
+  /* 4 MiB freed, past the batch but within the allowance: still resident, still dirty. */
+  assert_true(resident_pages(m.base, 16 * MIB) + 4 >= before);
+  assert_int_equal(blocks[COUNT - 1][100], 2);
+  /* Allocating them again faults nothing in. */
+  for (int i = 0; i < COUNT; i++)
+    blocks[i] = mbxV_arena_realloc(a, NULL, 0, 64 * KIB);
+  assert_true(resident_pages(m.base, 16 * MIB) <= before + 4);
+  /* Churn past the allowance: the charge (4 MiB live) plus 6 MiB freed is over 8 MiB, so the
+     free pages go back, and resident memory stays within the allowance plus a batch. */
+  char *big[6];
+  for (int i = 0; i < 6; i++) {
+    big[i] = mbxV_arena_realloc(a, NULL, 0, MIB);
+    memset(big[i], 3, MIB);
+  }
+  for (int i = 0; i < 6; i++)
+    mbxV_arena_realloc(a, big[i], MIB, 0);
+  assert_true(resident_pages(m.base, 64 * MIB) * MBXV_ARENA_PAGE <=
+              8 * MIB + MBXV_ARENA_RETURN_BATCH * MBXV_ARENA_PAGE);
+  assert_true(resident_pages(m.base, 64 * MIB) * MBXV_ARENA_PAGE <=
+              mbxV_arena_charged(a) + MBXV_ARENA_RETURN_BATCH * MBXV_ARENA_PAGE);
+  unmap_slot(m);
+}
+
 /* Freed pages go back to the OS by themselves once a batch has piled up, so resident memory
    follows the charge while the guest runs. */
 static void freed_pages_are_returned_in_batches(void **state) {
@@ -1177,6 +1217,7 @@ int main(void) {
       cmocka_unit_test(shrink_never_fails),
       cmocka_unit_test(the_charge_counts_whole_pages),
       cmocka_unit_test(freed_pages_are_returned_in_batches),
+      cmocka_unit_test(freed_pages_stay_resident_within_the_allowance),
       cmocka_unit_test(heap_accounting_with_an_arena),
       cmocka_unit_test(a_moving_growth_counts_both_copies),
       cmocka_unit_test(free_space_is_poisoned_under_asan),
