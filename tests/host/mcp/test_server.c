@@ -573,7 +573,7 @@ static void test_session_busy_and_cap(void **state) {
   /* Wait until it holds the session, then a second call on it is refused at once. */
   for (int i = 0; i < 6000; i++) {
     pthread_mutex_lock(&f->server.lock);
-    mbxH_mcp_session *s = mbxH_mcp_session_find(&f->server.sessions, "s");
+    mbxH_mcp_session *s = mbxH_mcp_session_find(&f->server.sessions, 0, "s");
     int running = f->server.calls != NULL && f->server.calls->running != NULL && s != NULL;
     pthread_mutex_unlock(&f->server.lock);
     if (running) break;
