@@ -532,7 +532,9 @@ int mbxH_mcp_http_serve(mbxH_mcp_server *s, const mbxH_mcp_http_config *cfg) {
   struct MHD_Daemon *d = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, &h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)MBXH_HTTP_MAX_CONNECTIONS,
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)MBXH_HTTP_MAX_PER_IP,
+      /* Behind a proxy every client has the proxy's address: no cap per address then. */
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned)(cfg->behind_proxy ? MBXH_HTTP_MAX_CONNECTIONS : MBXH_HTTP_MAX_PER_IP),
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)MBXH_HTTP_IDLE_TIMEOUT_S,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, MBXH_HTTP_HEADER_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
       on_completed, &h, MHD_OPTION_ARRAY, tls ? tls_opts : tls_opts + 2, MHD_OPTION_END);

@@ -333,8 +333,10 @@ static void handle_initialize(mbxH_mcp_server *s, mbxH_mcp_peer *peer, out *o, c
   peer->initialized = 1;
   json_t *result = json_object();
   json_t *caps = json_object(), *tools = json_object(), *info = json_object();
-  /* Proxied upstream tools come and go with their servers' lists: the client is told. */
-  json_object_set_new(tools, "listChanged", json_boolean(mbxH_code_proxies(s->tools.code)));
+  /* Proxied upstream tools come and go with their servers' lists: the client is told, on
+     stdio (HTTP has no server-to-client stream: it lists again when it wants to). */
+  json_object_set_new(tools, "listChanged",
+                      json_boolean(mbxH_code_proxies(s->tools.code) && s->out_fd >= 0));
   json_object_set_new(caps, "tools", tools);
   json_object_set_new(info, "name", json_string("moonbox"));
   json_object_set_new(info, "title", json_string("moonbox Lua sandbox"));

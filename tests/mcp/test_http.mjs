@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -22,18 +23,18 @@ const dir = mkdtempSync(join(tmpdir(), 'moonbox-http-'));
 const baseArgs = ['mcp', '--isolate', 'none', '--timeout', '8s', '--memory', '32M'];
 
 // Starts the server on a port the kernel picks; resolves once it printed the address.
-function startServer(extra = []) {
-  const child = spawn(moonbox, [...baseArgs, '--http', '127.0.0.1:0', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+function startServer(extra = [], listen = '127.0.0.1:0') {
+  const child = spawn(moonbox, [...baseArgs, '--http', listen, ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
   return new Promise((ok, fail) => {
     const timer = setTimeout(() => fail(new Error(`no address within 60 s: ${err}`)), 60000);
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (chunk) => {
       err += chunk;
-      const m = err.match(/listening on (http:\/\/127\.0\.0\.1:(\d+)\/mcp)/);
+      const m = err.match(/listening on (https?):\/\/([0-9.]+):(\d+)\/mcp/);
       if (m) {
         clearTimeout(timer);
-        ok({ child, url: m[1], port: Number(m[2]), stderr: () => err });
+        ok({ child, url: `${m[1]}://127.0.0.1:${m[3]}/mcp`, port: Number(m[3]), stderr: () => err });
       }
     });
     child.on('exit', (code) => fail(new Error(`moonbox exited ${code}: ${err}`)));
@@ -62,7 +63,9 @@ function raw(url, { method = 'POST', headers = {}, body, localAddress } = {}) {
   const h = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers };
   for (const k of Object.keys(h)) if (h[k] === undefined) delete h[k];
   return new Promise((ok, fail) => {
-    const r = http.request({ host: u.hostname, port: u.port, path: u.pathname, method, headers: h, agent: false, localAddress }, (res) => {
+    const tls = u.protocol === 'https:';
+    const r = (tls ? https : http).request({ host: u.hostname, port: u.port, path: u.pathname, method, headers: h, agent: false,
+      localAddress, rejectUnauthorized: false }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c) => (text += c));
@@ -208,6 +211,10 @@ test('refusals: Origin, method, version header, content type, unknown session, b
     });
     assert.ok(closed === 413 || closed === 'closed', String(closed));
 
+    // 100 KiB of headers: past the 32 KiB a connection may hold (431, or the connection closed).
+    const big = await raw(s.url, { headers: { 'X-Pad': 'x'.repeat(100 << 10) }, body: msg(1, 'ping') }).then((q) => q.status, () => 'closed');
+    assert.ok(big === 431 || big === 413 || big === 'closed', String(big));
+
     // The server still serves.
     const sid = await rawSession(s.url);
     r = await raw(s.url, { headers: { 'Mcp-Session-Id': sid }, body: msg(2, 'ping') });
@@ -266,6 +273,29 @@ test('off loopback: a token and TLS (or --http-behind-proxy) are required', asyn
   r = spawnSync(moonbox, ['mcp', '--http-token-file', tokenFile], { encoding: 'utf8', timeout: 60000 });
   assert.equal(r.status, 2);
   assert.match(r.stderr, /go with --http/);
+});
+
+test('HTTPS with --http-cert/--http-key, off loopback with a token', async (t) => {
+  const cert = join(dir, 'cert.pem'), key = join(dir, 'key.pem');
+  const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert,
+    '-days', '2', '-subj', '/CN=127.0.0.1'], { encoding: 'utf8' });
+  if (made.error || made.status !== 0) return t.skip('openssl cannot make a certificate here');
+  const tokenFile = join(dir, 'token3');
+  const token = 'tls-test-token-0123456789abcdef';
+  writeFileSync(tokenFile, token + '\n');
+  const s = await startServer(['--http-cert', cert, '--http-key', key, '--http-token-file', tokenFile], '0.0.0.0:0');
+  try {
+    assert.match(s.url, /^https:/);
+    let r = await raw(s.url, { headers: { Authorization: `Bearer ${token}` }, body: msg(1, 'ping') });
+    assert.deepEqual([r.status, r.json.result], [200, {}]);
+    r = await raw(s.url, { body: msg(1, 'ping') });
+    assert.equal(r.status, 401);
+    // Plain HTTP to the HTTPS port is not served.
+    const plain = await raw(s.url.replace('https:', 'http:'), { body: msg(1, 'ping') }).then((q) => q.status, () => 'closed');
+    assert.notEqual(plain, 200);
+  } finally {
+    await stopServer(s);
+  }
 });
 
 test('idle connections are bounded and do not block a new client', async () => {
@@ -331,6 +361,18 @@ test('hostile JSON-RPC over HTTP gets error replies, and the server keeps servin
     assert.match(r.json.error.message, /already in use/);
     r = await first;
     assert.equal(r.json.result.structuredContent.status, 'time_limit');
+
+    // A dropped connection is not a cancel: the call runs on (its id is still in use).
+    const dropped = http.request({ host: '127.0.0.1', port: s.port, path: '/mcp', method: 'POST', agent: false,
+      headers: { 'Content-Type': 'application/json', 'Mcp-Session-Id': sid } });
+    dropped.on('error', () => {});
+    dropped.end(msg(11, 'tools/call', { name: 'run_lua', arguments: { code: 'while true do end', limits: { timeout_ms: 2000 } } }));
+    await new Promise((ok) => setTimeout(ok, 300));
+    dropped.destroy();
+    await new Promise((ok) => setTimeout(ok, 200));
+    r = await post(msg(11, 'tools/call', { name: 'run_lua', arguments: { code: 'return 1' } }));
+    assert.match(r.json.error.message, /already in use/);
+    await new Promise((ok) => setTimeout(ok, 2500)); // it ends on its time limit
 
     // A cancelled call: the POST still ends (202, no JSON-RPC response).
     const doomed = post(msg(10, 'tools/call', { name: 'run_lua', arguments: { code: 'while true do end', limits: { timeout_ms: 6000 } } }));
