@@ -61,6 +61,7 @@ typedef struct request {
   uint64_t start_ms;
   int answered; /* a response was queued (an early refusal) */
   int dispatched;
+  int sessionless;     /* no Mcp-Session-Id: only an initialize that opens one is a success */
   mbxH_mcp_peer fresh; /* the client of a message without Mcp-Session-Id */
   char minted[SESSION_ID_LEN + 1];
   pthread_mutex_t lock;
@@ -133,12 +134,17 @@ static void http_reply(void *ctx, const char *json, size_t len) {
 static enum MHD_Result send_reply(request *req) {
   static const char error_prefix[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\"";
   if (req->reply_oom) return refuse(req, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+  /* Anything but an initialize that opened a session, sent without Mcp-Session-Id, is a 400
+     (the spec's answer), with the dispatch's JSON-RPC reply as its body when there is one. */
+  int no_session = req->sessionless && req->minted[0] == '\0';
+  if (req->reply == NULL && no_session)
+    return refuse(req, MHD_HTTP_BAD_REQUEST, "no Mcp-Session-Id: send initialize first");
   if (req->reply == NULL)
     return respond(req->conn, MHD_HTTP_ACCEPTED, NULL, "", 0, req->minted[0] ? req->minted : NULL);
   /* A message that was not a request we could read (a parse error, not an object, ...) has an
      error reply with id null: HTTP 400, as the spec asks for input it cannot accept. */
-  int bad = req->reply_len >= sizeof error_prefix - 1 &&
-            memcmp(req->reply, error_prefix, sizeof error_prefix - 1) == 0;
+  int bad = no_session || (req->reply_len >= sizeof error_prefix - 1 &&
+                           memcmp(req->reply, error_prefix, sizeof error_prefix - 1) == 0);
   return respond(req->conn, bad ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_OK, "application/json",
                  req->reply, req->reply_len, req->minted[0] ? req->minted : NULL);
 }
@@ -310,6 +316,7 @@ static enum MHD_Result dispatch(http *h, request *req) {
   if (sid != NULL && c == NULL)
     return refuse(req, MHD_HTTP_NOT_FOUND, "unknown or expired Mcp-Session-Id");
   mbxH_mcp_peer *peer = c ? &c->peer : &req->fresh;
+  req->sessionless = c == NULL;
   if (c == NULL)
     req->fresh = (mbxH_mcp_peer){.owner = h->next_owner++,
                                  .max_calls = MBXH_HTTP_CLIENT_CALLS,

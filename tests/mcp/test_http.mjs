@@ -166,9 +166,9 @@ test('refusals: Origin, method, version header, content type, unknown session, b
     assert.equal(r.status, 403);
     r = await raw(s.url, { headers: { Origin: 'null' }, body: msg(1, 'ping') });
     assert.equal(r.status, 403);
-    r = await raw(s.url, { headers: { Origin: `http://localhost:${s.port}` }, body: msg(1, 'ping') });
+    r = await raw(s.url, { headers: { Origin: `http://localhost:${s.port}` }, body: msg(1, 'initialize', initParams) });
     assert.equal(r.status, 200);
-    assert.deepEqual(r.json, { jsonrpc: '2.0', id: 1, result: {} });
+    assert.equal(r.json.result.protocolVersion, '2025-11-25');
 
     r = await raw(s.url, { method: 'GET', headers: { 'Content-Type': undefined } });
     assert.equal(r.status, 405);
@@ -286,8 +286,8 @@ test('HTTPS with --http-cert/--http-key, off loopback with a token', async (t) =
   const s = await startServer(['--http-cert', cert, '--http-key', key, '--http-token-file', tokenFile], '0.0.0.0:0');
   try {
     assert.match(s.url, /^https:/);
-    let r = await raw(s.url, { headers: { Authorization: `Bearer ${token}` }, body: msg(1, 'ping') });
-    assert.deepEqual([r.status, r.json.result], [200, {}]);
+    let r = await raw(s.url, { headers: { Authorization: `Bearer ${token}` }, body: msg(1, 'initialize', initParams) });
+    assert.deepEqual([r.status, r.json.result.serverInfo.name], [200, 'moonbox']);
     r = await raw(s.url, { body: msg(1, 'ping') });
     assert.equal(r.status, 401);
     // Plain HTTP to the HTTPS port is not served.
@@ -330,9 +330,14 @@ test('hostile JSON-RPC over HTTP gets error replies, and the server keeps servin
   const s = await startServer();
   try {
     let r = await raw(s.url, { body: msg(1, 'tools/call', { name: 'run_lua', arguments: { code: 'return 1' } }) });
+    assert.equal(r.status, 400); // no Mcp-Session-Id
     assert.equal(r.json.error.code, -32600);
     assert.match(r.json.error.message, /initialize first/);
     assert.equal(r.headers['mcp-session-id'], undefined); // no session without initialize
+    r = await raw(s.url, { body: '{"jsonrpc":"2.0","method":"notifications/initialized"}' });
+    assert.equal(r.status, 400);
+    r = await raw(s.url, { body: msg(2, 'initialize', { capabilities: {} }) }); // no protocolVersion
+    assert.deepEqual([r.status, r.json.error.code, r.headers['mcp-session-id']], [400, -32602, undefined]);
 
     const sid = await rawSession(s.url);
     const post = (body) => raw(s.url, { headers: { 'Mcp-Session-Id': sid }, body });
