@@ -652,6 +652,13 @@ static size_t owner_sessions(fixture *f, uint64_t owner) {
   return n;
 }
 
+static size_t all_sessions(fixture *f) {
+  pthread_mutex_lock(&f->server.lock);
+  size_t n = mbxH_mcp_session_count(&f->server.sessions);
+  pthread_mutex_unlock(&f->server.lock);
+  return n;
+}
+
 static void test_peers(void **state) {
   fixture *f = *state;
   capture c = {.count = 0};
@@ -713,13 +720,9 @@ static void test_peers(void **state) {
     usleep(10000);
   }
   mbxH_mcp_peer_gone(&f->server, 2);
-  for (int i = 0;
-       i < 6000 && (owner_sessions(f, 2) != 0 || mbxH_mcp_session_count(&f->server.sessions) != 0);
-       i++)
+  for (int i = 0; i < 6000 && (owner_sessions(f, 2) != 0 || all_sessions(f) != 0); i++)
     usleep(10000);
-  pthread_mutex_lock(&f->server.lock);
-  assert_int_equal(mbxH_mcp_session_count(&f->server.sessions), 0);
-  pthread_mutex_unlock(&f->server.lock);
+  assert_int_equal(all_sessions(f), 0);
   pthread_mutex_lock(&c.lock);
   for (int i = 0; i < 600 && c.count < before + 1; i++) {
     pthread_mutex_unlock(&c.lock);
