@@ -259,7 +259,8 @@ static const char mcp_head[] =
     "Serves the Model Context Protocol on stdin/stdout until stdin closes (exit 0): an MCP\n"
     "client starts it and calls its run_lua, check_lua, reset_session and close_session\n"
     "tools (docs/mcp.md). The options make the server's policy, which caps every call's\n"
-    "limits; each call runs in a jailed worker unless --isolate none.\n";
+    "limits; each call runs in a jailed worker unless --isolate none. With --http\n"
+    "HOST:PORT it serves Streamable HTTP at /mcp instead, until SIGINT or SIGTERM.\n";
 
 static const char repl_head[] =
     "Usage: moonbox repl [OPTIONS]\n"
