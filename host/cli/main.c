@@ -19,6 +19,7 @@
 #include "host/cli/fuzz.h"
 #include "host/cli/repl.h"
 #include "host/options/policy.h"
+#include "host/mcp/http.h"
 #include "host/mcp/mcp.h"
 #include "moonbox.h"
 
@@ -1045,7 +1046,17 @@ int main(int argc, char **argv) {
       mbxH_code_free(code);
       return exit_code;
     }
-    exit_code = mbxH_mcp_serve(policy, opt.isolate, opt.exec_uid_first, opt.exec_uid_count, code);
+    if (opt.http[0] == NULL &&
+        (opt.http[1] || opt.http[2] || opt.http[3] || opt.http[4] || opt.http_behind_proxy)) {
+      fprintf(stderr, "moonbox mcp: the --http-* options go with --http HOST:PORT\n");
+      mbxH_code_free(code);
+      mbx_policy_free(policy);
+      return EXIT_USAGE;
+    }
+    mbxH_mcp_http_config http = {opt.http[0], opt.http[1], opt.http[2],
+                                 opt.http[3], opt.http[4], opt.http_behind_proxy};
+    exit_code = mbxH_mcp_serve(policy, opt.isolate, opt.exec_uid_first, opt.exec_uid_count, code,
+                               opt.http[0] ? &http : NULL);
     mbxH_code_free(code); /* ends the upstreams */
     mbx_policy_free(policy);
     return exit_code;

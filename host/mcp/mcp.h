@@ -39,6 +39,25 @@
 /* ---- the server (server.c) ---- */
 
 typedef struct mbxH_mcp_server mbxH_mcp_server;
+typedef struct mbxH_mcp_http_config mbxH_mcp_http_config; /* http.h */
+
+/* Where the one reply to a message goes: send(ctx, json, len) is called exactly once per
+   message handled, json NULL when the message has no reply (a notification, a response, a
+   cancelled call). It may be called on the handling thread or, for tools/call, later on a
+   call thread. stdio writes the line; HTTP answers the POST. */
+typedef struct mbxH_mcp_reply {
+  void (*send)(void *ctx, const char *json, size_t len);
+  void *ctx;
+} mbxH_mcp_reply;
+
+/* One client: stdio has one, HTTP one per Mcp-Session-Id. Its state is touched only by the
+   thread that hands it messages. */
+typedef struct mbxH_mcp_peer {
+  uint64_t owner;      /* scopes request ids and session names; 0: stdio */
+  int initialized;     /* its initialize was answered */
+  int max_calls;       /* its tools/call requests in flight at once */
+  size_t max_sessions; /* its session names open at once */
+} mbxH_mcp_peer;
 
 /* One tools/call in flight. */
 typedef struct mbxH_mcp_call {
@@ -51,6 +70,9 @@ typedef struct mbxH_mcp_call {
   int cancelled;        /* notifications/cancelled named it: no response */
   mbx_sandbox *running; /* the sandbox it runs in, for the cancel (under the lock) */
   mbxH_mcp_run *run;    /* the checked arguments */
+  uint64_t owner;       /* the client (mbxH_mcp_peer.owner) */
+  size_t max_sessions;  /* its cap on session names */
+  mbxH_mcp_reply reply; /* where the response goes */
 } mbxH_mcp_call;
 
 struct mbxH_mcp_server {
@@ -58,8 +80,8 @@ struct mbxH_mcp_server {
   pthread_cond_t changed;   /* a call ended, a worker left; the monitor's tick */
   pthread_cond_t work;      /* a call was queued, or the server stops */
   pthread_mutex_t out_lock; /* the one writer of out_fd */
-  int out_fd;
-  int out_broken; /* a write failed (the client went away) */
+  int out_fd;               /* -1: no stream for notifications (HTTP answers with JSON) */
+  int out_broken;           /* a write failed (the client went away) */
   mbx_runtime *runtime;
   const mbx_policy *policy;               /* the server's: caps every call; never modified */
   mbxH_mcp_tools tools;                   /* what the tools use of the above (set by init) */
@@ -69,18 +91,20 @@ struct mbxH_mcp_server {
   int queued;                             /* how many */
   int threads;                            /* calls in progress (queued or running) */
   int workers, idle_workers; /* the call threads: started on demand, kept for the next call */
-  int initialized, stopping, monitor_started;
+  mbxH_mcp_peer stdio;       /* the client of mbxH_mcp_handle_line */
+  int stopping, monitor_started;
   pthread_t monitor;
   mbxH_mcp_sessions sessions;
 };
 
-/* The moonbox mcp command: serves stdin/stdout until stdin ends, under policy, every call's
+/* The moonbox mcp command: serves stdin/stdout until stdin ends (or, with http, that
+   listener until SIGINT/SIGTERM: http.c), under policy, every call's
    sandbox in a jailed worker process when isolate is set (MBX_CAP_ISOLATE), its programs as
    uids of [exec_uid_first, + exec_uid_count) when the count is not 0 (exec.uids), with the
    upstreams of code (code mode; NULL or none: without), which it starts and the caller frees
    after it returns. Exit code. */
 int mbxH_mcp_serve(const mbx_policy *policy, int isolate, uint32_t exec_uid_first,
-                   uint32_t exec_uid_count, mbxH_code_mode *code);
+                   uint32_t exec_uid_count, mbxH_code_mode *code, const mbxH_mcp_http_config *http);
 
 /* The pieces of it, for tests: init (0, or -1 with msg), one message line, and the end (waits
    for the calls in flight, frees the sessions). Responses go to out_fd. */
@@ -91,6 +115,16 @@ void mbxH_mcp_server_finish(mbxH_mcp_server *s);
 /* After init, before any message: every sandbox of the server's runtime runs in a worker, the
    pool started now. 0, or -1 with msg (the worker cannot be found or started). */
 int mbxH_mcp_server_isolate(mbxH_mcp_server *s, char *msg, size_t msg_size);
+
+/* One message (JSON text) from peer: its reply (or NULL) goes to reply, exactly once, now or,
+   for tools/call, from a call thread. The one dispatch of stdio and HTTP. */
+void mbxH_mcp_handle_message(mbxH_mcp_server *s, mbxH_mcp_peer *peer, const mbxH_mcp_reply *reply,
+                             const char *text, size_t len);
+/* The client owner is gone (HTTP DELETE, expiry): its calls in flight are cancelled, its
+   session names closed. */
+void mbxH_mcp_peer_gone(mbxH_mcp_server *s, uint64_t owner);
+/* 1 if version is a protocol version this server speaks (the MCP-Protocol-Version header). */
+int mbxH_mcp_version_supported(const char *version);
 
 /* Writes one message (compact JSON without a newline) as one line. Thread-safe. */
 void mbxH_mcp_send(mbxH_mcp_server *s, const char *json, size_t len);

@@ -15,6 +15,8 @@
 
 typedef struct mbxH_mcp_session {
   char id[MBXH_MCP_SESSION_ID_MAX + 1]; /* "" = a free slot */
+  uint64_t owner;                       /* the client whose names these are (0: stdio) */
+  int dead;                             /* its client is gone: dropped once not busy */
   mbx_sandbox *sandbox;                 /* NULL while the opening call creates it */
   int busy;                             /* a call runs in it (or resets it) */
   uint64_t last_used_ms;
@@ -33,20 +35,27 @@ enum {
 
 /* 1 if id (len bytes) is 1..64 of [A-Za-z0-9_.-], else 0. */
 int mbxH_mcp_session_id_ok(const char *id, size_t len);
-/* The session named id, or NULL. */
-mbxH_mcp_session *mbxH_mcp_session_find(mbxH_mcp_sessions *t, const char *id);
-/* Marks the session id busy, taking a free slot when there is none (sandbox NULL: the caller
-   creates it). MBXH_SESSION_FOUND / _CREATED with *out set, _BUSY, or _FULL. */
-int mbxH_mcp_session_acquire(mbxH_mcp_sessions *t, const char *id, uint64_t now_ms,
-                             mbxH_mcp_session **out);
+/* The session named id of the client owner (names are scoped per client: two HTTP clients
+   never see each other's), or NULL. */
+mbxH_mcp_session *mbxH_mcp_session_find(mbxH_mcp_sessions *t, uint64_t owner, const char *id);
+/* Marks owner's session id busy, taking a free slot when there is none and owner holds fewer
+   than max_per_owner (sandbox NULL: the caller creates it). MBXH_SESSION_FOUND / _CREATED
+   with *out set, _BUSY, or _FULL. */
+int mbxH_mcp_session_acquire(mbxH_mcp_sessions *t, uint64_t owner, const char *id,
+                             size_t max_per_owner, uint64_t now_ms, mbxH_mcp_session **out);
 /* The call is done with it. */
 void mbxH_mcp_session_release(mbxH_mcp_session *s, uint64_t now_ms);
 /* Frees the slot; returns its sandbox, which the caller frees outside the lock. */
 mbx_sandbox *mbxH_mcp_session_drop(mbxH_mcp_session *s);
-/* Drops the sessions idle for more than idle_ms (never a busy one): their sandboxes go to out
-   (at most max); returns how many. */
+/* The client owner is gone: its sessions that are not busy are dropped, their sandboxes put
+   in out (at most max; returns how many), the busy ones marked dead for the expiry. */
+size_t mbxH_mcp_session_drop_owner(mbxH_mcp_sessions *t, uint64_t owner, mbx_sandbox **out,
+                                   size_t max);
+/* Drops the sessions idle for more than idle_ms or dead (never a busy one): their sandboxes go
+   to out (at most max); returns how many. */
 size_t mbxH_mcp_session_expire(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t idle_ms,
                                mbx_sandbox **out, size_t max);
 size_t mbxH_mcp_session_count(const mbxH_mcp_sessions *t);
+size_t mbxH_mcp_session_count_owner(const mbxH_mcp_sessions *t, uint64_t owner);
 
 #endif

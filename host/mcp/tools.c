@@ -802,14 +802,16 @@ static char *execute_session(const mbxH_mcp_tool_call *call) {
   session_note note = {0, 0, 0};
   char *error = NULL;
   pthread_mutex_lock(t->lock);
-  int got = mbxH_mcp_session_acquire(t->sessions, run->session, t->now_ms(), &ses);
+  int got = mbxH_mcp_session_acquire(t->sessions, call->owner, run->session, call->max_sessions,
+                                     t->now_ms(), &ses);
   pthread_mutex_unlock(t->lock);
   if (got == MBXH_SESSION_BUSY) return busy_error(run->session);
   if (got == MBXH_SESSION_FULL)
-    return tool_errorf("too many sessions: the server keeps at most %d open (close_session "
-                       "one you no longer need; sessions idle for %d minutes close by "
-                       "themselves)",
-                       MBXH_MCP_MAX_SESSIONS, (int)(MBXH_MCP_SESSION_IDLE_MS / 60000));
+    return tool_errorf("too many sessions: the server keeps at most %d open, %zu of them "
+                       "this client's (close_session one you no longer need; sessions idle "
+                       "for %d minutes close by themselves)",
+                       MBXH_MCP_MAX_SESSIONS, call->max_sessions,
+                       (int)(MBXH_MCP_SESSION_IDLE_MS / 60000));
   if (got == MBXH_SESSION_CREATED) {
     note.created = 1;
     ses->sandbox = new_sandbox(t, run, &error);
@@ -877,7 +879,7 @@ static char *execute_reset_or_close(const mbxH_mcp_tool_call *call) {
   const mbxH_mcp_tools *t = call->tools;
   const mbxH_mcp_run *run = call->run;
   pthread_mutex_lock(t->lock);
-  mbxH_mcp_session *ses = mbxH_mcp_session_find(t->sessions, run->session);
+  mbxH_mcp_session *ses = mbxH_mcp_session_find(t->sessions, call->owner, run->session);
   if (ses == NULL || ses->busy) {
     pthread_mutex_unlock(t->lock);
     return ses == NULL ? no_session(run->session) : busy_error(run->session);

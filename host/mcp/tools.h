@@ -40,6 +40,8 @@ typedef struct mbxH_mcp_tool_call {
   void *server_call; /* the server's own record of the call, passed back to running */
   /* 1 once the client cancelled the call (polled while an upstream works for it). */
   int (*cancelled)(void *server_call);
+  uint64_t owner;      /* the client: session names are its own (0: stdio) */
+  size_t max_sessions; /* sessions the client may hold open at once */
 } mbxH_mcp_tool_call;
 
 /* The tools/list result as compact JSON (malloc'd), or NULL with msg. */

@@ -44,7 +44,13 @@ typedef enum option_id {
   OPT_NO_SCRIPT_MODULES,
   OPT_UPSTREAM,
   OPT_ALLOW_TOOL,
-  OPT_CODE_MODE
+  OPT_CODE_MODE,
+  OPT_HTTP, /* the five valued --http options, in the order of mbxH_cli_options.http */
+  OPT_HTTP_TOKEN_FILE,
+  OPT_HTTP_CERT,
+  OPT_HTTP_KEY,
+  OPT_HTTP_ALLOW_ORIGIN,
+  OPT_HTTP_BEHIND_PROXY
 } option_id;
 
 typedef struct option_spec {
@@ -159,6 +165,21 @@ static const option_spec run_options[] = {
     {"--code-mode", OPT_CODE_MODE, 0, NULL, FOR_MCP, NULL,
      "list only the meta-tools (run_lua, search_tools, ...), not\n"
      "the upstreams' tools themselves"},
+    {"--http", OPT_HTTP, 1, "--http 127.0.0.1:8080", FOR_MCP, "HOST:PORT",
+     "serve MCP's Streamable HTTP at http://HOST:PORT/mcp instead\n"
+     "of stdin/stdout (port 0: any free one, printed on stderr)"},
+    {"--http-token-file", OPT_HTTP_TOKEN_FILE, 1, "--http-token-file token.txt", FOR_MCP, "FILE",
+     "require 'Authorization: Bearer TOKEN', TOKEN the file's\n"
+     "first line (required off loopback)"},
+    {"--http-cert", OPT_HTTP_CERT, 1, "--http-cert cert.pem", FOR_MCP, "FILE",
+     "serve HTTPS with this PEM certificate (and --http-key)"},
+    {"--http-key", OPT_HTTP_KEY, 1, "--http-key key.pem", FOR_MCP, "FILE",
+     "the PEM private key of --http-cert"},
+    {"--http-allow-origin", OPT_HTTP_ALLOW_ORIGIN, 1, "--http-allow-origin https://app.example",
+     FOR_MCP, "ORIGIN",
+     "also accept requests whose Origin is ORIGIN (by default\nonly loopback ones)"},
+    {"--http-behind-proxy", OPT_HTTP_BEHIND_PROXY, 0, NULL, FOR_MCP, NULL,
+     "off loopback without --http-cert: a TLS proxy in front of\nmoonbox terminates HTTPS"},
     {"--help", OPT_HELP, 0, NULL, 0, NULL, "show this help (-h)"},
     {"-h", OPT_HELP, 0, NULL, 0, NULL, NULL},
     {"--version", OPT_VERSION, 0, NULL, 0, NULL, "show the version (-v)"},
@@ -238,7 +259,8 @@ static const char mcp_head[] =
     "Serves the Model Context Protocol on stdin/stdout until stdin closes (exit 0): an MCP\n"
     "client starts it and calls its run_lua, check_lua, reset_session and close_session\n"
     "tools (docs/mcp.md). The options make the server's policy, which caps every call's\n"
-    "limits; each call runs in a jailed worker unless --isolate none.\n";
+    "limits; each call runs in a jailed worker unless --isolate none. With --http\n"
+    "HOST:PORT it serves Streamable HTTP at /mcp instead, until SIGINT or SIGTERM.\n";
 
 static const char repl_head[] =
     "Usage: moonbox repl [OPTIONS]\n"
@@ -417,7 +439,15 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_DETERMINISTIC:
   case OPT_NO_SCRIPT_MODULES:
   case OPT_CODE_MODE:
+  case OPT_HTTP_BEHIND_PROXY:
     break; /* flags are handled by the caller */
+  case OPT_HTTP:
+  case OPT_HTTP_TOKEN_FILE:
+  case OPT_HTTP_CERT:
+  case OPT_HTTP_KEY:
+  case OPT_HTTP_ALLOW_ORIGIN:
+    opt->http[spec->id - OPT_HTTP] = value; /* checked by host/mcp/http.c */
+    break;
   case OPT_UPSTREAM:
   case OPT_ALLOW_TOOL: {
     /* Checked where the upstreams are made (host/mcp/upstream_config.c), in order. */
@@ -885,6 +915,8 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
         opt->no_script_modules = 1;
       else if (spec->id == OPT_CODE_MODE)
         opt->code_mode = 1;
+      else if (spec->id == OPT_HTTP_BEHIND_PROXY)
+        opt->http_behind_proxy = 1;
       else
         opt->json = 1;
       continue;

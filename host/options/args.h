@@ -107,6 +107,10 @@ typedef struct mbxH_cli_options {
   int upstream_arg_is_allow[MBXH_CLI_MAX_UPSTREAM_ARGS];
   int upstream_arg_count;
   int code_mode;
+  /* moonbox mcp --http HOST:PORT, --http-token-file, --http-cert, --http-key,
+     --http-allow-origin (NULL: not given), and --http-behind-proxy. */
+  const char *http[5];
+  int http_behind_proxy;
 } mbxH_cli_options;
 
 /*

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -573,7 +574,7 @@ static void test_session_busy_and_cap(void **state) {
   /* Wait until it holds the session, then a second call on it is refused at once. */
   for (int i = 0; i < 6000; i++) {
     pthread_mutex_lock(&f->server.lock);
-    mbxH_mcp_session *s = mbxH_mcp_session_find(&f->server.sessions, "s");
+    mbxH_mcp_session *s = mbxH_mcp_session_find(&f->server.sessions, 0, "s");
     int running = f->server.calls != NULL && f->server.calls->running != NULL && s != NULL;
     pthread_mutex_unlock(&f->server.lock);
     if (running) break;
@@ -604,6 +605,139 @@ static void test_session_busy_and_cap(void **state) {
   assert_int_equal(mbxH_mcp_session_count(&f->server.sessions), MBXH_MCP_MAX_SESSIONS);
 }
 
+/* ---- peers (the HTTP transport's clients) through mbxH_mcp_handle_message ---- */
+
+/* A reply sink that keeps every reply (NULL for "no reply"). */
+typedef struct capture {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  char *replies[64];
+  int count;
+} capture;
+
+static void capture_reply(void *ctx, const char *json, size_t len) {
+  capture *c = ctx;
+  pthread_mutex_lock(&c->lock);
+  assert_true(c->count < 64);
+  c->replies[c->count++] = json ? strndup(json, len) : NULL;
+  pthread_cond_broadcast(&c->changed);
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* Sends text as peer's message, waits for its one reply; returns it (owned by c). */
+static const char *peer_call(fixture *f, capture *c, mbxH_mcp_peer *peer, const char *text) {
+  mbxH_mcp_reply sink = {capture_reply, c};
+  pthread_mutex_lock(&c->lock);
+  int want = c->count + 1;
+  pthread_mutex_unlock(&c->lock);
+  mbxH_mcp_handle_message(&f->server, peer, &sink, text, strlen(text));
+  pthread_mutex_lock(&c->lock);
+  for (int i = 0; c->count < want && i < 600; i++) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&c->changed, &c->lock, &until);
+  }
+  assert_int_equal(c->count, want); /* exactly one reply */
+  const char *r = c->replies[want - 1];
+  pthread_mutex_unlock(&c->lock);
+  return r;
+}
+
+static size_t owner_sessions(fixture *f, uint64_t owner) {
+  pthread_mutex_lock(&f->server.lock);
+  size_t n = mbxH_mcp_session_count_owner(&f->server.sessions, owner);
+  pthread_mutex_unlock(&f->server.lock);
+  return n;
+}
+
+static size_t all_sessions(fixture *f) {
+  pthread_mutex_lock(&f->server.lock);
+  size_t n = mbxH_mcp_session_count(&f->server.sessions);
+  pthread_mutex_unlock(&f->server.lock);
+  return n;
+}
+
+static void test_peers(void **state) {
+  fixture *f = *state;
+  capture c = {.count = 0};
+  pthread_mutex_init(&c.lock, NULL);
+  pthread_cond_init(&c.changed, NULL);
+  mbxH_mcp_peer a = {.owner = 1, .max_calls = 4, .max_sessions = 2};
+  mbxH_mcp_peer b = {.owner = 2, .max_calls = 4, .max_sessions = 2};
+  static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+                             "{\"protocolVersion\":\"2025-11-25\"}}";
+  /* Each peer is initialized on its own; a notification's reply is "none", once. */
+  assert_non_null(strstr(peer_call(f, &c, &a, init), "\"protocolVersion\""));
+  assert_true(a.initialized && !b.initialized);
+  assert_null(
+      peer_call(f, &c, &a, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"));
+  assert_non_null(
+      strstr(peer_call(f, &c, &b, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}"),
+             "initialize first"));
+  assert_non_null(peer_call(f, &c, &b, init));
+  /* Session names are the peer's own. */
+  static const char set_x[] =
+      "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+      "\"name\":\"run_lua\",\"arguments\":{\"session\":\"s\",\"code\":\"x = 7 "
+      "return x\"}}}";
+  static const char get_x[] =
+      "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+      "\"name\":\"run_lua\",\"arguments\":{\"session\":\"s\",\"code\":\"return "
+      "x\"}}}";
+  assert_non_null(strstr(peer_call(f, &c, &a, set_x), "\"value\":7"));
+  assert_non_null(strstr(peer_call(f, &c, &b, get_x), "\"value\":null"));
+  assert_non_null(strstr(peer_call(f, &c, &a, get_x), "\"value\":7"));
+  /* The peer's cap on names (2): a third is refused. */
+  static const char other[] = "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{"
+                              "\"name\":\"run_lua\",\"arguments\":{\"session\":\"%s\",\"code\":"
+                              "\"return 1\"}}}";
+  char line[256];
+  snprintf(line, sizeof line, other, "t");
+  assert_null(strstr(peer_call(f, &c, &a, line), "too many sessions"));
+  snprintf(line, sizeof line, other, "u");
+  assert_non_null(strstr(peer_call(f, &c, &a, line), "too many sessions"));
+  assert_int_equal(owner_sessions(f, 1), 2);
+  /* The peer goes: its sessions close, the other's stay. */
+  mbxH_mcp_peer_gone(&f->server, 1);
+  assert_int_equal(owner_sessions(f, 1), 0);
+  assert_int_equal(owner_sessions(f, 2), 1);
+  /* A peer gone with a call running in its session: the call is cancelled (no reply, once) and
+     the session, busy then, is dropped after it. */
+  mbxH_mcp_reply sink = {capture_reply, &c};
+  static const char spin[] =
+      "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{"
+      "\"name\":\"run_lua\",\"arguments\":{\"session\":\"s\",\"code\":\"while "
+      "true do end\"}}}";
+  int before = c.count;
+  mbxH_mcp_handle_message(&f->server, &b, &sink, spin, strlen(spin));
+  for (int i = 0; i < 6000; i++) {
+    pthread_mutex_lock(&f->server.lock);
+    int running = f->server.calls != NULL && f->server.calls->running != NULL;
+    pthread_mutex_unlock(&f->server.lock);
+    if (running) break;
+    usleep(10000);
+  }
+  mbxH_mcp_peer_gone(&f->server, 2);
+  for (int i = 0; i < 6000 && (owner_sessions(f, 2) != 0 || all_sessions(f) != 0); i++)
+    usleep(10000);
+  assert_int_equal(all_sessions(f), 0);
+  pthread_mutex_lock(&c.lock);
+  for (int i = 0; i < 600 && c.count < before + 1; i++) {
+    pthread_mutex_unlock(&c.lock);
+    usleep(100000);
+    pthread_mutex_lock(&c.lock);
+  }
+  assert_int_equal(c.count, before + 1);
+  assert_null(c.replies[before]);
+  pthread_mutex_unlock(&c.lock);
+  for (int i = 0; i < c.count; i++)
+    free(c.replies[i]);
+  pthread_cond_destroy(&c.changed);
+  pthread_mutex_destroy(&c.lock);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_before_initialize, setup, teardown),
@@ -619,6 +753,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_session_busy_and_cap, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_peers, setup, teardown),
   };
   return cmocka_run_group_tests_name("host/mcp_server", tests, NULL, NULL);
 }
