@@ -1045,7 +1045,8 @@ int main(int argc, char **argv) {
       mbxH_code_free(code);
       return exit_code;
     }
-    exit_code = mbxH_mcp_serve(policy, opt.isolate, opt.exec_uid_first, opt.exec_uid_count, code);
+    exit_code = mbxH_mcp_serve(policy, opt.isolate, opt.exec_uid_first, opt.exec_uid_count, code,
+                               opt.hibernate_after_ms);
     mbxH_code_free(code); /* ends the upstreams */
     mbx_policy_free(policy);
     return exit_code;

@@ -1,5 +1,6 @@
 /* host/mcp/session.c -- the MCP server's session table: a fixed number of slots, so that a
-   client opening thousands of sessions meets a clear cap instead of exhausting memory. */
+   client opening thousands of sessions meets a clear cap instead of exhausting memory; idle
+   ones expire, and before that hibernate (--hibernate-after). */
 #include "host/mcp/session.h"
 
 #include <string.h>
@@ -73,5 +74,18 @@ size_t mbxH_mcp_session_count(const mbxH_mcp_sessions *t) {
   size_t n = 0;
   for (size_t i = 0; i < MBXH_MCP_MAX_SESSIONS; i++)
     if (t->slot[i].id[0] != '\0') n++;
+  return n;
+}
+
+size_t mbxH_mcp_session_hibernate(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t idle_ms) {
+  size_t n = 0;
+  for (size_t i = 0; i < MBXH_MCP_MAX_SESSIONS; i++) {
+    mbxH_mcp_session *s = &t->slot[i];
+    if (s->id[0] == '\0' || s->busy || s->sandbox == NULL || now_ms - s->last_used_ms < idle_ms ||
+        mbx_sandbox_hibernated(s->sandbox))
+      continue;
+    /* MBX_NO_MEMORY (no host memory for the image) leaves it awake: tried again later. */
+    if (mbx_sandbox_hibernate(s->sandbox, NULL) == MBX_OK) n++;
+  }
   return n;
 }

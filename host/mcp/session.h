@@ -1,5 +1,5 @@
-/* host/mcp/session.h -- the session table of `moonbox mcp` (fixed size, idle expiry); no
-   locking of its own: the caller holds the lock that guards the table. */
+/* host/mcp/session.h -- the session table of `moonbox mcp` (fixed size, idle expiry and
+   hibernation); no locking of its own: the caller holds the lock that guards the table. */
 #ifndef MBX_HOST_MCP_SESSION_H
 #define MBX_HOST_MCP_SESSION_H
 
@@ -48,5 +48,9 @@ mbx_sandbox *mbxH_mcp_session_drop(mbxH_mcp_session *s);
 size_t mbxH_mcp_session_expire(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t idle_ms,
                                mbx_sandbox **out, size_t max);
 size_t mbxH_mcp_session_count(const mbxH_mcp_sessions *t);
+/* Hibernates (mbx_sandbox_hibernate) the sessions idle for idle_ms or more that are awake and
+   not busy: a session with a call running -- also one waiting on an upstream inside that
+   call -- is never touched. Returns how many it hibernated. */
+size_t mbxH_mcp_session_hibernate(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t idle_ms);
 
 #endif
