@@ -272,7 +272,8 @@ static void *monitor_thread(void *arg) {
     for (size_t i = 0; i < n; i++)
       mbx_sandbox_free(expired[i]); /* idle: no run is active */
     /* Under the lock, so no call takes a session while it goes to sleep: a call that waits
-       for the lock waits out a few hibernations of tens of microseconds each. */
+       for the lock waits out the hibernations (about 0.15 ms each in docs/performance.md, at
+       most MBXH_MCP_MAX_SESSIONS of them). */
     if (s->hibernate_ms != 0)
       s->hibernations += mbxH_mcp_session_hibernate(&s->sessions, now, s->hibernate_ms);
   }
