@@ -274,8 +274,12 @@ static void *monitor_thread(void *arg) {
     /* Under the lock, so no call takes a session while it goes to sleep: a call that waits
        for the lock waits out the hibernations (about 0.15 ms each in docs/performance.md, at
        most MBXH_MCP_MAX_SESSIONS of them). */
-    if (s->hibernate_ms != 0)
-      s->hibernations += mbxH_mcp_session_hibernate(&s->sessions, now, s->hibernate_ms);
+    if (s->hibernate_ms != 0) {
+      int unsupported = 0;
+      s->hibernations +=
+          mbxH_mcp_session_hibernate(&s->sessions, now, s->hibernate_ms, &unsupported);
+      if (unsupported) s->hibernate_ms = 0; /* the asan preset: no arena, nothing to store */
+    }
   }
   pthread_mutex_unlock(&s->lock);
   return NULL;

@@ -77,7 +77,8 @@ size_t mbxH_mcp_session_count(const mbxH_mcp_sessions *t) {
   return n;
 }
 
-size_t mbxH_mcp_session_hibernate(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t idle_ms) {
+size_t mbxH_mcp_session_hibernate(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t idle_ms,
+                                  int *unsupported) {
   size_t n = 0;
   for (size_t i = 0; i < MBXH_MCP_MAX_SESSIONS; i++) {
     mbxH_mcp_session *s = &t->slot[i];
@@ -85,7 +86,12 @@ size_t mbxH_mcp_session_hibernate(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_
         mbx_sandbox_hibernated(s->sandbox))
       continue;
     /* MBX_NO_MEMORY (no host memory for the image) leaves it awake: tried again later. */
-    if (mbx_sandbox_hibernate(s->sandbox, NULL) == MBX_OK) n++;
+    mbx_status st = mbx_sandbox_hibernate(s->sandbox, NULL);
+    if (st == MBX_OK) n++;
+    if (st == MBX_UNSUPPORTED) {
+      *unsupported = 1;
+      break;
+    }
   }
   return n;
 }

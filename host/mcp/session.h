@@ -50,7 +50,9 @@ size_t mbxH_mcp_session_expire(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t i
 size_t mbxH_mcp_session_count(const mbxH_mcp_sessions *t);
 /* Hibernates (mbx_sandbox_hibernate) the sessions idle for idle_ms or more that are awake and
    not busy: a session with a call running -- also one waiting on an upstream inside that
-   call -- is never touched. Returns how many it hibernated. */
-size_t mbxH_mcp_session_hibernate(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t idle_ms);
+   call -- is never touched. Returns how many it hibernated; *unsupported is set when the
+   library cannot hibernate them (MBX_UNSUPPORTED: a build without the arena). */
+size_t mbxH_mcp_session_hibernate(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t idle_ms,
+                                  int *unsupported);
 
 #endif
