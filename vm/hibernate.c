@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <lz4.h>
 
@@ -50,11 +51,27 @@ static int scratch_ok;
 
 typedef struct scratch {
   size_t cap;
+  int mapped; /* its own mapping (past SCRATCH_KEEP), else malloc's */
   char bytes[];
 } scratch;
 
+/* Past SCRATCH_KEEP, the scratch is a mapping of its own, unmapped when done: freed to malloc,
+   a buffer of that size stays resident in the heap (malloc's mmap threshold grows with the
+   blocks it frees), and a server hibernating an 8 MiB session grew by 8 MiB instead of
+   shrinking by it. */
+#define SCRATCH_KEEP ((size_t)1 << 20)
+
+static void scratch_free(void *p) {
+  scratch *sc = p;
+  if (sc == NULL) return;
+  if (sc->mapped)
+    munmap(sc, sizeof *sc + sc->cap);
+  else
+    free(sc);
+}
+
 static void scratch_make_key(void) {
-  scratch_ok = pthread_key_create(&scratch_key, free) == 0;
+  scratch_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
 }
 
 /* At least n bytes of this thread's scratch, or NULL. */
@@ -64,13 +81,23 @@ static char *scratch_get(size_t n) {
   scratch *sc = pthread_getspecific(scratch_key);
   if (sc && sc->cap >= n) return sc->bytes;
   size_t cap = n + n / 4;
-  scratch *grown = mbxV_copy_alloc(sizeof *sc + cap);
-  if (grown == NULL || pthread_setspecific(scratch_key, grown) != 0) {
-    free(grown);
+  scratch *grown;
+  int mapped = cap > SCRATCH_KEEP;
+  if (mapped) {
+    void *m =
+        mmap(NULL, sizeof *sc + cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    grown = m == MAP_FAILED ? NULL : m;
+  } else {
+    grown = mbxV_copy_alloc(sizeof *sc + cap);
+  }
+  if (grown == NULL) return NULL;
+  grown->cap = cap;
+  grown->mapped = mapped;
+  if (pthread_setspecific(scratch_key, grown) != 0) {
+    scratch_free(grown);
     return NULL;
   }
-  free(sc);
-  grown->cap = cap;
+  scratch_free(sc);
   return grown->bytes;
 }
 
@@ -78,11 +105,10 @@ static char *scratch_get(size_t n) {
    thread that once hibernated a large heap (incompressible: its scratch is 2.5 times the heap)
    must not keep that much host memory, uncounted by any sandbox, for the rest of its life. The
    small common case keeps its buffer (the fragmentation above). */
-#define SCRATCH_KEEP ((size_t)1 << 20)
 static void scratch_done(void) {
   scratch *sc = scratch_ok ? pthread_getspecific(scratch_key) : NULL;
-  if (sc == NULL || sc->cap <= SCRATCH_KEEP) return;
-  if (pthread_setspecific(scratch_key, NULL) == 0) free(sc);
+  if (sc == NULL || !sc->mapped) return;
+  if (pthread_setspecific(scratch_key, NULL) == 0) scratch_free(sc);
 }
 
 #endif

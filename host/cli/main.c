@@ -1056,7 +1056,7 @@ int main(int argc, char **argv) {
     mbxH_mcp_http_config http = {opt.http[0], opt.http[1], opt.http[2],
                                  opt.http[3], opt.http[4], opt.http_behind_proxy};
     exit_code = mbxH_mcp_serve(policy, opt.isolate, opt.exec_uid_first, opt.exec_uid_count, code,
-                               opt.http[0] ? &http : NULL);
+                               opt.http[0] ? &http : NULL, opt.hibernate_after_ms);
     mbxH_code_free(code); /* ends the upstreams */
     mbx_policy_free(policy);
     return exit_code;

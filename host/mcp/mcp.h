@@ -93,6 +93,9 @@ struct mbxH_mcp_server {
   int workers, idle_workers; /* the call threads: started on demand, kept for the next call */
   mbxH_mcp_peer stdio;       /* the client of mbxH_mcp_handle_line */
   int stopping, monitor_started;
+  int isolated;          /* mbxH_mcp_server_isolate: the sandboxes live in worker processes */
+  uint64_t hibernate_ms; /* --hibernate-after (0: never); the monitor hibernates idle sessions */
+  uint64_t hibernations; /* how many times a session was hibernated (the exit line says) */
   pthread_t monitor;
   mbxH_mcp_sessions sessions;
 };
@@ -102,9 +105,11 @@ struct mbxH_mcp_server {
    sandbox in a jailed worker process when isolate is set (MBX_CAP_ISOLATE), its programs as
    uids of [exec_uid_first, + exec_uid_count) when the count is not 0 (exec.uids), with the
    upstreams of code (code mode; NULL or none: without), which it starts and the caller frees
-   after it returns. Exit code. */
+   after it returns, its sessions idle for hibernate_ms hibernated (0: never; only without
+   isolate). Exit code. */
 int mbxH_mcp_serve(const mbx_policy *policy, int isolate, uint32_t exec_uid_first,
-                   uint32_t exec_uid_count, mbxH_code_mode *code, const mbxH_mcp_http_config *http);
+                   uint32_t exec_uid_count, mbxH_code_mode *code, const mbxH_mcp_http_config *http,
+                   uint64_t hibernate_ms);
 
 /* The pieces of it, for tests: init (0, or -1 with msg), one message line, and the end (waits
    for the calls in flight, frees the sessions). Responses go to out_fd. */
@@ -115,6 +120,10 @@ void mbxH_mcp_server_finish(mbxH_mcp_server *s);
 /* After init, before any message: every sandbox of the server's runtime runs in a worker, the
    pool started now. 0, or -1 with msg (the worker cannot be found or started). */
 int mbxH_mcp_server_isolate(mbxH_mcp_server *s, char *msg, size_t msg_size);
+/* After init: sessions idle for idle_ms or more are hibernated (mbx_sandbox_hibernate) by the
+   monitor, within a tick more, and woken by their next call (0: never). 0, or -1 with msg for
+   an isolated server (a worker process's sandbox cannot hibernate). */
+int mbxH_mcp_server_hibernate(mbxH_mcp_server *s, uint64_t idle_ms, char *msg, size_t msg_size);
 
 /* One message (JSON text) from peer: its reply (or NULL) goes to reply, exactly once, now or,
    for tools/call, from a call thread. The one dispatch of stdio and HTTP. */

@@ -265,7 +265,7 @@ static void *worker_thread(void *arg) {
 }
 
 /* Progress for long runs, the cancel re-sent until the run sees it (an interrupt sent between
-   two runs is discarded by the library), idle sessions closed. */
+   two runs is discarded by the library), idle sessions hibernated and closed. */
 static void *monitor_thread(void *arg) {
   mbxH_mcp_server *s = arg;
   pthread_mutex_lock(&s->lock);
@@ -304,6 +304,15 @@ static void *monitor_thread(void *arg) {
                                        MBXH_MCP_MAX_SESSIONS);
     for (size_t i = 0; i < n; i++)
       mbx_sandbox_free(expired[i]); /* idle: no run is active */
+    /* Under the lock, so no call takes a session while it goes to sleep: a call that waits
+       for the lock waits out the hibernations (about 0.15 ms each in docs/performance.md, at
+       most MBXH_MCP_MAX_SESSIONS of them). */
+    if (s->hibernate_ms != 0) {
+      int unsupported = 0;
+      s->hibernations +=
+          mbxH_mcp_session_hibernate(&s->sessions, now, s->hibernate_ms, &unsupported);
+      if (unsupported) s->hibernate_ms = 0; /* the asan preset: no arena, nothing to store */
+    }
   }
   pthread_mutex_unlock(&s->lock);
   return NULL;
@@ -701,6 +710,20 @@ void mbxH_mcp_server_finish(mbxH_mcp_server *s) {
   pthread_mutex_destroy(&s->out_lock);
 }
 
+int mbxH_mcp_server_hibernate(mbxH_mcp_server *s, uint64_t idle_ms, char *msg, size_t msg_size) {
+  if (idle_ms != 0 && s->isolated) {
+    snprintf(msg, msg_size,
+             "--hibernate-after: the sessions live in jailed worker processes (--isolate "
+             "process, the default), which cannot hibernate; add --isolate none to run the "
+             "calls in this process, or leave --hibernate-after out");
+    return -1;
+  }
+  pthread_mutex_lock(&s->lock);
+  s->hibernate_ms = idle_ms;
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
 int mbxH_mcp_server_isolate(mbxH_mcp_server *s, char *msg, size_t msg_size) {
   mbx_error err;
   memset(&err, 0, sizeof err);
@@ -717,6 +740,7 @@ int mbxH_mcp_server_isolate(mbxH_mcp_server *s, char *msg, size_t msg_size) {
     return -1;
   }
   mbx_sandbox_free(sb);
+  s->isolated = 1;
   return 0;
 }
 
@@ -796,8 +820,8 @@ static int serve_stdio(mbxH_mcp_server *s) {
 }
 
 int mbxH_mcp_serve(const mbx_policy *policy, int isolate, uint32_t exec_uid_first,
-                   uint32_t exec_uid_count, mbxH_code_mode *code,
-                   const mbxH_mcp_http_config *http) {
+                   uint32_t exec_uid_count, mbxH_code_mode *code, const mbxH_mcp_http_config *http,
+                   uint64_t hibernate_ms) {
   mbxH_mcp_server server;
   char msg[512] = "";
   /* A client that goes away must not kill the server mid-write: write() reports EPIPE. */
@@ -818,6 +842,11 @@ int mbxH_mcp_serve(const mbx_policy *policy, int isolate, uint32_t exec_uid_firs
     mbxH_mcp_server_finish(&server);
     return 70;
   }
+  if (mbxH_mcp_server_hibernate(&server, hibernate_ms, msg, sizeof msg) != 0) {
+    fprintf(stderr, "moonbox mcp: %s\n", msg);
+    mbxH_mcp_server_finish(&server);
+    return 70;
+  }
   /* The upstreams start after the worker pool: none of their pipes is open when it forks. A
      bad one ends the server here, named, before any client waits on it. */
   mbxH_code_on_change(code, tools_changed, &server);
@@ -827,12 +856,20 @@ int mbxH_mcp_serve(const mbx_policy *policy, int isolate, uint32_t exec_uid_firs
     return 70;
   }
   server.tools.code = code;
-  fprintf(stderr, "moonbox mcp: serving MCP %s on %s, %s\n", MBXH_MCP_PROTOCOL,
+  char sleep_note[96] = "";
+  if (hibernate_ms != 0)
+    snprintf(sleep_note, sizeof sleep_note, ", sessions idle for %llu ms hibernated",
+             (unsigned long long)hibernate_ms);
+  fprintf(stderr, "moonbox mcp: serving MCP %s on %s, %s%s\n", MBXH_MCP_PROTOCOL,
           http ? "HTTP" : "stdin/stdout",
           isolate ? "each call in a jailed worker process (--isolate process)"
-                  : "the calls in this process (--isolate none)");
+                  : "the calls in this process (--isolate none)",
+          sleep_note);
   int rc = http ? mbxH_mcp_http_serve(&server, http) : serve_stdio(&server);
   /* The calls in flight finish (their budgets bound them) and are answered. */
   mbxH_mcp_server_finish(&server);
+  if (hibernate_ms != 0) /* the monitor has stopped: the count is final */
+    fprintf(stderr, "moonbox mcp: stopped; sessions were hibernated %llu times\n",
+            (unsigned long long)server.hibernations);
   return rc;
 }

@@ -1,5 +1,6 @@
 /* host/mcp/session.c -- the MCP server's session table: a fixed number of slots, so that a
-   client opening thousands of sessions meets a clear cap instead of exhausting memory. */
+   client opening thousands of sessions meets a clear cap instead of exhausting memory; idle
+   ones expire, and before that hibernate (--hibernate-after). */
 #include "host/mcp/session.h"
 
 #include <string.h>
@@ -98,6 +99,25 @@ size_t mbxH_mcp_session_drop_owner(mbxH_mcp_sessions *t, uint64_t owner, mbx_san
       s->dead = 1; /* the call in it ends, then the monitor's expiry drops it */
     else
       out[n++] = mbxH_mcp_session_drop(s);
+  }
+  return n;
+}
+
+size_t mbxH_mcp_session_hibernate(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t idle_ms,
+                                  int *unsupported) {
+  size_t n = 0;
+  for (size_t i = 0; i < MBXH_MCP_MAX_SESSIONS; i++) {
+    mbxH_mcp_session *s = &t->slot[i];
+    if (s->id[0] == '\0' || s->busy || s->sandbox == NULL || now_ms - s->last_used_ms < idle_ms ||
+        mbx_sandbox_hibernated(s->sandbox))
+      continue;
+    /* MBX_NO_MEMORY (no host memory for the image) leaves it awake: tried again later. */
+    mbx_status st = mbx_sandbox_hibernate(s->sandbox, NULL);
+    if (st == MBX_OK) n++;
+    if (st == MBX_UNSUPPORTED) {
+      *unsupported = 1;
+      break;
+    }
   }
   return n;
 }

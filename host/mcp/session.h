@@ -1,5 +1,5 @@
-/* host/mcp/session.h -- the session table of `moonbox mcp` (fixed size, idle expiry); no
-   locking of its own: the caller holds the lock that guards the table. */
+/* host/mcp/session.h -- the session table of `moonbox mcp` (fixed size, idle expiry and
+   hibernation); no locking of its own: the caller holds the lock that guards the table. */
 #ifndef MBX_HOST_MCP_SESSION_H
 #define MBX_HOST_MCP_SESSION_H
 
@@ -57,5 +57,11 @@ size_t mbxH_mcp_session_expire(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t i
                                mbx_sandbox **out, size_t max);
 size_t mbxH_mcp_session_count(const mbxH_mcp_sessions *t);
 size_t mbxH_mcp_session_count_owner(const mbxH_mcp_sessions *t, uint64_t owner);
+/* Hibernates (mbx_sandbox_hibernate) the sessions idle for idle_ms or more that are awake and
+   not busy: a session with a call running -- also one waiting on an upstream inside that
+   call -- is never touched. Returns how many it hibernated; *unsupported is set when the
+   library cannot hibernate them (MBX_UNSUPPORTED: a build without the arena). */
+size_t mbxH_mcp_session_hibernate(mbxH_mcp_sessions *t, uint64_t now_ms, uint64_t idle_ms,
+                                  int *unsupported);
 
 #endif

@@ -661,6 +661,7 @@ static mbx_sandbox *new_sandbox(const mbxH_mcp_tools *t, const mbxH_mcp_run *run
 
 typedef struct session_note {
   int created, rewound, reset;
+  int woke; /* the session was hibernated (--hibernate-after) and this call woke it */
 } session_note;
 
 /* The result contract, with the session member spliced in, as a tool result. */
@@ -701,9 +702,10 @@ static char *run_result(mbx_sandbox *sb, const mbx_result *res, const char *sess
   int n = 0;
   if (session[0] != '\0')
     n = snprintf(tail, sizeof tail,
-                 ",\"session\":{\"created\":%s,\"id\":\"%s\",\"reset\":%s,\"rewound\":%s}",
+                 ",\"session\":{\"created\":%s,\"id\":\"%s\",\"reset\":%s,\"rewound\":%s,"
+                 "\"woke\":%s}",
                  note->created ? "true" : "false", session, note->reset ? "true" : "false",
-                 note->rewound ? "true" : "false");
+                 note->rewound ? "true" : "false", note->woke ? "true" : "false");
   if (n < 0 || (size_t)n >= sizeof tail) n = 0;
   /* Code mode: the upstream calls the run made (a rewind cannot take them back). */
   char *calls_text = calls ? json_dumps(calls, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -799,7 +801,7 @@ static char *execute_session(const mbxH_mcp_tool_call *call) {
   const mbxH_mcp_tools *t = call->tools;
   const mbxH_mcp_run *run = call->run;
   mbxH_mcp_session *ses;
-  session_note note = {0, 0, 0};
+  session_note note = {0, 0, 0, 0};
   char *error = NULL;
   pthread_mutex_lock(t->lock);
   int got = mbxH_mcp_session_acquire(t->sessions, call->owner, run->session, call->max_sessions,
@@ -829,8 +831,10 @@ static char *execute_session(const mbxH_mcp_tool_call *call) {
                        "is opened (leave them out, or close_session it and open it again)",
                        run->session);
   }
-  /* The session is ours (busy) from here: nobody else touches its sandbox. */
+  /* The session is ours (busy) from here: nobody else touches its sandbox (the monitor
+     hibernates only sessions that are not busy), so it cannot go to sleep before the run. */
   mbx_sandbox *sb = ses->sandbox;
+  note.woke = mbx_sandbox_hibernated(sb);
   mbx_error err;
   memset(&err, 0, sizeof err);
   mbx_status cp = mbx_sandbox_checkpoint(sb, &err);

@@ -50,7 +50,8 @@ typedef enum option_id {
   OPT_HTTP_CERT,
   OPT_HTTP_KEY,
   OPT_HTTP_ALLOW_ORIGIN,
-  OPT_HTTP_BEHIND_PROXY
+  OPT_HTTP_BEHIND_PROXY,
+  OPT_HIBERNATE_AFTER
 } option_id;
 
 typedef struct option_spec {
@@ -180,6 +181,11 @@ static const option_spec run_options[] = {
      "also accept requests whose Origin is ORIGIN (by default\nonly loopback ones)"},
     {"--http-behind-proxy", OPT_HTTP_BEHIND_PROXY, 0, NULL, FOR_MCP, NULL,
      "off loopback without --http-cert: a TLS proxy in front of\nmoonbox terminates HTTPS"},
+    {"--hibernate-after", OPT_HIBERNATE_AFTER, 1, "--hibernate-after 5m", FOR_MCP, "DURATION",
+     "a session idle this long hibernates: its heap is stored\n"
+     "compressed and its memory given back until its next call\n"
+     "wakes it, state intact (default 30s with --isolate none;\n"
+     "0 = never; sessions in worker processes cannot hibernate)"},
     {"--help", OPT_HELP, 0, NULL, 0, NULL, "show this help (-h)"},
     {"-h", OPT_HELP, 0, NULL, 0, NULL, NULL},
     {"--version", OPT_VERSION, 0, NULL, 0, NULL, "show the version (-v)"},
@@ -447,6 +453,11 @@ static int apply_option(mbxH_cli_options *opt, const option_spec *spec, const ch
   case OPT_HTTP_KEY:
   case OPT_HTTP_ALLOW_ORIGIN:
     opt->http[spec->id - OPT_HTTP] = value; /* checked by host/mcp/http.c */
+    break;
+  case OPT_HIBERNATE_AFTER:
+    if (mbxU_parse_duration(spec->name, value, &opt->hibernate_after_ms, msg, msg_size) != 0)
+      return -1;
+    opt->hibernate_after_set = 1;
     break;
   case OPT_UPSTREAM:
   case OPT_ALLOW_TOOL: {
@@ -816,6 +827,22 @@ static int repl_takes(const option_spec *spec) {
   return spec->id == OPT_INPUT || spec->id == OPT_INPUT_FILE || mcp_takes(spec);
 }
 
+/* moonbox mcp: --hibernate-after applies to sessions in this process only (a worker's
+   sandbox cannot hibernate: mbx_sandbox_hibernate is MBX_UNSUPPORTED there); its default is
+   on there, since a session costs only a wake of microseconds for it. */
+static int check_mcp(mbxH_cli_options *opt, char *msg, size_t msg_size) {
+  if (opt->isolate && opt->hibernate_after_set && opt->hibernate_after_ms != 0) {
+    mbxU_msg(msg, msg_size,
+             "--hibernate-after: the sessions live in jailed worker processes (--isolate "
+             "process, the default), which cannot hibernate; add --isolate none to run the "
+             "calls in this process, or leave --hibernate-after out");
+    return -1;
+  }
+  if (!opt->hibernate_after_set)
+    opt->hibernate_after_ms = opt->isolate ? 0 : MBXH_CLI_HIBERNATE_DEFAULT_MS;
+  return 0;
+}
+
 /* argv here starts after "run", "resume", "check", "mcp" or "repl"; opt->command says which. */
 static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *msg,
                      size_t msg_size) {
@@ -934,7 +961,7 @@ static int parse_run(int argc, char *const argv[], mbxH_cli_options *opt, char *
     if (apply_option(opt, spec, value, msg, msg_size) != 0) return -1;
   }
   if (opt->command == MBXH_CLI_RESUME) return check_resume(opt, msg, msg_size);
-  if (opt->command == MBXH_CLI_MCP) return 0;
+  if (opt->command == MBXH_CLI_MCP) return check_mcp(opt, msg, msg_size);
   if (opt->command == MBXH_CLI_REPL && opt->input_file && strcmp(opt->input_file, "-") == 0) {
     mbxU_msg(msg, msg_size, "--input-file -: stdin is the prompt's (put the inputs in a file)");
     return -1;

@@ -22,9 +22,10 @@
 /* --mount and --file may be given this many times (the library's caps). */
 #define MBXH_CLI_MAX_MOUNTS 32
 #define MBXH_CLI_MAX_FILES 1024
-#define MBXH_CLI_MAX_EXEC 64           /* --allow-exec (mbx_policy_allow_exec's cap) */
-#define MBXH_CLI_MAX_MODULES 1024      /* --module (mbx_policy_add_module's cap) */
-#define MBXH_CLI_MAX_UPSTREAM_ARGS 512 /* --upstream and --allow-tool (moonbox mcp) */
+#define MBXH_CLI_MAX_EXEC 64                /* --allow-exec (mbx_policy_allow_exec's cap) */
+#define MBXH_CLI_MAX_MODULES 1024           /* --module (mbx_policy_add_module's cap) */
+#define MBXH_CLI_MAX_UPSTREAM_ARGS 512      /* --upstream and --allow-tool (moonbox mcp) */
+#define MBXH_CLI_HIBERNATE_DEFAULT_MS 30000 /* moonbox mcp --isolate none: --hibernate-after 30s */
 /* The exit code of a run that stopped at a --pause-on function (docs/cli.md). */
 #define MBXH_CLI_EXIT_PAUSED 4
 
@@ -111,6 +112,10 @@ typedef struct mbxH_cli_options {
      --http-allow-origin (NULL: not given), and --http-behind-proxy. */
   const char *http[5];
   int http_behind_proxy;
+  /* moonbox mcp --hibernate-after DURATION (ms; 0 = never): after parsing, the value in
+     force, MBXH_CLI_HIBERNATE_DEFAULT_MS with --isolate none when not given, else 0. */
+  uint64_t hibernate_after_ms;
+  int hibernate_after_set;
 } mbxH_cli_options;
 
 /*

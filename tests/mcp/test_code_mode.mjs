@@ -33,13 +33,13 @@ function policyFile(fakeMode = 'normal', extra = {}) {
   return path;
 }
 
-function serverArgs({ codeMode = false, isolate = 'none', fakeMode = 'normal', fakeExtra = {} } = {}) {
+function serverArgs({ codeMode = false, isolate = 'none', fakeMode = 'normal', fakeExtra = {}, extra = [] } = {}) {
   const args = ['mcp', '--isolate', isolate, '--policy', policyFile(fakeMode, fakeExtra),
     '--upstream', `mem=node ${memoryServer}`, '--allow-tool', 'mem.*',
     '--upstream', `ev=node ${everythingServer}`, '--allow-tool', 'ev.echo',
     '--allow-tool', 'ev.get-sum', '--allow-tool', 'ev.get-structured-content'];
   if (codeMode) args.push('--code-mode');
-  return args;
+  return [...args, ...extra];
 }
 
 async function connect(options) {
@@ -414,5 +414,32 @@ test('a bad upstream stops the server with an error naming it', () => {
     assert.notEqual(r.status, 0, args.join(' '));
     assert.match(r.stderr, message);
     assert.ok(Date.now() - t0 < 15000);
+  }
+});
+
+// --hibernate-after with upstream calls in flight: a session's call holds it while the upstream
+// works (the wait is inside the run), so however short the idle time, the session is not put to
+// sleep under its own call, which sees its globals and the upstream's answers; idle afterwards,
+// it sleeps, and its next call wakes it with its globals (session.woke).
+test('a session waiting on an upstream is not hibernated; idle, it sleeps and wakes intact', async () => {
+  const client = await connect({ extra: ['--hibernate-after', '50ms'] });
+  try {
+    const call = (code) => client.callTool({ name: 'run_lua', arguments: { code, session: 'up' } });
+    let r = await call('x = 0x7f3a12345678 d = 3.0e-310 '
+      + 'for i = 1, 3 do tools.fake.sleep{ms = 300} assert(x == 0x7f3a12345678 and d == 3.0e-310) end '
+      + 'return x');
+    assert.equal(r.structuredContent.status, 'ok', JSON.stringify(r.structuredContent.error));
+    assert.equal(r.structuredContent.value, 0x7f3a12345678);
+    assert.equal(r.structuredContent.session.woke, false);
+    let woke = false;
+    for (let i = 1; i <= 20 && !woke; i++) { // the monitor looks every 100 ms: wait generously
+      await new Promise((ok) => setTimeout(ok, 250 * i));
+      r = await call('return x == 0x7f3a12345678 and d == 3.0e-310');
+      assert.equal(r.structuredContent.value, true);
+      woke = r.structuredContent.session.woke;
+    }
+    assert.ok(woke, 'the idle session was never hibernated');
+  } finally {
+    await client.close();
   }
 });

@@ -439,3 +439,40 @@ test('run_lua runs in a worker process by default; --isolate none opts out', asy
     await local.client.close();
   }
 });
+
+// --hibernate-after (with --isolate none): a session left idle goes out of memory -- the
+// server's resident memory drops by the 8 MiB string the session holds -- and its next call
+// wakes it with every global as it was (integers, doubles and string.pack bytes that look like
+// heap addresses: nothing is relocated), and says so in session.woke. The asan build has no
+// arena to hibernate (MBX_NO_CHECKPOINTS).
+const rssOf = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) * 1024;
+test('--hibernate-after: an idle session leaves memory and wakes intact', {
+  skip: process.env.MBX_NO_CHECKPOINTS ? 'this build has no arena: sessions cannot hibernate' : false,
+}, async () => {
+  const s = await serverWith([...serverArgs, '--isolate', 'none', '--hibernate-after', '200ms']);
+  try {
+    const set = 'big = string.rep("x", 8 << 20) p = 0x7f3a12345678 d = 3.0e-310 '
+      + 'b = string.pack("<j d s4", 0x7ffd00001000, 2.5e-320, "heap") return #big';
+    let r = await run(s.client, { code: set, session: 'nb' });
+    assert.equal(r.structuredContent.value, 8 << 20);
+    assert.equal(r.structuredContent.session.woke, false);
+    assert.match(s.log(), /sessions idle for 200 ms hibernated/);
+    const awake = rssOf(s.pid);
+    let asleep = awake;
+    // The monitor looks every 100 ms; wait generously (30 s) for the 8 MiB to go.
+    for (let i = 0; i < 300 && awake - asleep < (6 << 20); i++) {
+      await new Promise((ok) => setTimeout(ok, 100));
+      asleep = rssOf(s.pid);
+    }
+    assert.ok(awake - asleep >= (6 << 20), `RSS ${awake} -> ${asleep}: the session's heap was not released`);
+    r = await run(s.client, {
+      code: 'return #big == 8 << 20 and big:sub(-3) == "xxx" and p == 0x7f3a12345678 and d == 3.0e-310 '
+        + 'and b == string.pack("<j d s4", 0x7ffd00001000, 2.5e-320, "heap")',
+      session: 'nb',
+    });
+    assert.equal(r.structuredContent.value, true);
+    assert.equal(r.structuredContent.session.woke, true);
+  } finally {
+    await s.client.close();
+  }
+});

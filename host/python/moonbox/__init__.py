@@ -13,10 +13,12 @@ docs/agents.md shows it wired into an agent as a tool.
 
 from ._native import library_path
 from ._values import LuaCycle, LuaFunction, LuaThread, LuaUserdata
-from .sandbox import Limits, MoonboxError, Policy, Result, Sandbox, check, run, run_async
+from .sandbox import (Limits, MoonboxError, Policy, Result, Sandbox, check, get_hibernate_after,
+                      run, run_async, set_hibernate_after)
 
 __all__ = ["Limits", "MoonboxError", "Policy", "Result", "Sandbox", "check", "run", "run_async",
-           "library_path", "version", "LuaFunction", "LuaThread", "LuaUserdata", "LuaCycle"]
+           "library_path", "version", "LuaFunction", "LuaThread", "LuaUserdata", "LuaCycle",
+           "set_hibernate_after", "get_hibernate_after"]
 
 
 def version():

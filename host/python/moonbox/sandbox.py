@@ -24,6 +24,8 @@ _PY_NAMES = {
     "mbx_sandbox_changes": "sb.changes()", "mbx_sandbox_interrupt": "sb.interrupt()",
     "mbx_sandbox_free": "sb.close()", "mbx_sandbox_new": "Sandbox()",
     "mbx_policy_set_deterministic": "Sandbox(deterministic=True)",
+    "mbx_sandbox_hibernate": "sb.hibernate()",
+    "mbx_runtime_set_hibernate": "moonbox.set_hibernate_after()",
 }
 _C_NAME = re.compile(r"\bmbx_[a-z_]+\b")
 
@@ -91,6 +93,26 @@ def _get_runtime(isolate="none"):
         return rt
 
 
+def set_hibernate_after(after):
+    """Sandboxes made from now on (in this process: isolate="none") that stay idle for `after`
+    -- seconds, or a duration such as '30s' or '5m'; 0 or None = never, the default -- are
+    hibernated: their Lua heap is stored compressed and its memory given back, and their next
+    call (run, resume, reset, ...) wakes them first, every global as it was, in microseconds
+    (mbx_runtime_set_hibernate). The runtime checks for idle sandboxes when a call on any of
+    its sandboxes ends, or one is made: with no calls at all, nothing is hibernated (call
+    sb.hibernate() to put one to sleep now). Sandboxes with isolate="process" live in their
+    own worker processes and never hibernate."""
+    ms = 0 if after is None else _timeout_ms(after, "set_hibernate_after", "never")
+    err = MbxError()
+    _check(lib.mbx_runtime_set_hibernate(_get_runtime("none"), ms, ctypes.byref(err)), err,
+           "set_hibernate_after")
+
+
+def get_hibernate_after():
+    """The idle time after which new sandboxes hibernate, in seconds (0.0: never)."""
+    return lib.mbx_runtime_get_hibernate(_get_runtime("none")) / 1000.0
+
+
 # ----------------------------------------------------------------------------------------
 # Limits and policies
 
@@ -137,20 +159,21 @@ def _count(name, value):
 _DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60000, "min": 60000, "h": 3600000}
 
 
-def _timeout_ms(value):
-    """Limits.timeout: seconds as a number (Python's convention for time), or a duration
-    string as every front door writes it ('2s', '500ms', '1m'); 0 = no time limit."""
+def _timeout_ms(value, name="Limits.timeout", zero="no time limit"):
+    """Limits.timeout (and the other durations, named name): seconds as a number (Python's
+    convention for time), or a duration string as every front door writes it ('2s', '500ms',
+    '1m'); 0 = zero (no time limit)."""
     if isinstance(value, str):
         m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|min|h)", value.strip().lower())
         if m:
             ms = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
             if ms == int(ms):
                 return int(ms)
-        raise ValueError("Limits.timeout: %r is not a duration (use seconds as a number, or "
-                         "a string with a unit: '500ms', '2s', '1m')" % (value,))
+        raise ValueError("%s: %r is not a duration (use seconds as a number, or "
+                         "a string with a unit: '500ms', '2s', '1m')" % (name, value))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError("Limits.timeout: expected seconds >= 0 (0 = no time limit) or a "
-                         "duration such as '2s', got %r" % (value,))
+        raise ValueError("%s: expected seconds >= 0 (0 = %s) or a duration such as '2s', "
+                         "got %r" % (name, zero, value))
     ms = int(round(value * 1000))
     return 1 if value > 0 and ms == 0 else ms
 
@@ -584,6 +607,21 @@ class Sandbox(_native.ext.Core):
     def poisoned(self):
         ptr = self._ptr
         return bool(ptr and lib.mbx_sandbox_poisoned(ptr))
+
+    @property
+    def hibernated(self):
+        """True while the sandbox is hibernated (its heap out of memory until its next call)."""
+        ptr = self._ptr
+        return bool(ptr and lib.mbx_sandbox_hibernated(ptr))
+
+    def hibernate(self):
+        """Move the idle sandbox's Lua heap out of memory now (stored compressed, its pages
+        given back); the next run, resume, reset, checkpoint or rewind wakes it first, byte for
+        byte as it was: globals, a pending pause, the random sequence. Files, functions and the
+        rest of the host side stay as they are. MoonboxError "sandbox_busy" while a call is
+        active on it (e.g. from a host function of its own run), "unsupported" for
+        isolate="process" and in builds without the arena (the asan preset)."""
+        self._simple("hibernate", lib.mbx_sandbox_hibernate)
 
     def reset(self):
         self._simple("reset", lib.mbx_sandbox_reset)

@@ -565,6 +565,143 @@ static void test_sessions(void **state) {
   json_decref(msg);
 }
 
+/* MBX_ARENA_MALLOC builds (the asan preset) cannot hibernate: the heap is malloc blocks. */
+#ifdef MBX_ARENA_MALLOC
+#define NEEDS_THE_ARENA() skip()
+#else
+#define NEEDS_THE_ARENA() ((void)0)
+#endif
+
+/* Under the table's lock: -1 no such session, else 1 if its sandbox is hibernated. */
+static int session_asleep(fixture *f, const char *id) {
+  pthread_mutex_lock(&f->server.lock);
+  mbxH_mcp_session *s = mbxH_mcp_session_find(&f->server.sessions, f->server.stdio.owner, id);
+  int asleep = s == NULL ? -1 : s->sandbox != NULL && mbx_sandbox_hibernated(s->sandbox);
+  pthread_mutex_unlock(&f->server.lock);
+  return asleep;
+}
+
+/* Waits (a generous 60 s) for the monitor to hibernate the session. */
+static void wait_asleep(fixture *f, const char *id) {
+  for (int i = 0; i < 6000; i++) {
+    int asleep = session_asleep(f, id);
+    assert_int_not_equal(asleep, -1);
+    if (asleep) return;
+    usleep(10000);
+  }
+  fail_msg("session '%s' was not hibernated within 60 s", id);
+}
+
+static json_t *session_note(json_t *msg, json_int_t id) {
+  json_t *sc = json_object_get(tool_result(msg, id), "structuredContent");
+  assert_string_equal(json_string_value(json_object_get(sc, "status")), "ok");
+  return json_object_get(sc, "session");
+}
+
+/* A session idle past --hibernate-after goes to sleep, and its next call wakes it with every
+   global as it was: integers and doubles that look like pointers into the heap, string.pack
+   bytes, a table holding them, a closure's upvalue. The result says the call woke it. */
+static void test_session_hibernates(void **state) {
+  fixture *f = *state;
+  char msg[256];
+  NEEDS_THE_ARENA();
+  initialize(f);
+  assert_int_equal(mbxH_mcp_server_hibernate(&f->server, 50, msg, sizeof msg), 0);
+  static const char set[] =
+      "p = 0x7f3a12345678 q = 0x00005555deadbeef d = 3.0e-310 "
+      "b = string.pack('<j d s4', 0x7ffd00001000, 2.5e-320, 'heap') t = {p, q, d, b} "
+      "local n = 0 bump = function() n = n + 1 return n end bump()";
+  json_t *m = session_call(f, 1, "h", set, "");
+  json_t *note = session_note(m, 1);
+  assert_true(json_is_true(json_object_get(note, "created")));
+  assert_true(json_is_false(json_object_get(note, "woke")));
+  json_decref(m);
+  wait_asleep(f, "h");
+  static const char check[] =
+      "return p == 0x7f3a12345678 and q == 0x00005555deadbeef and d == 3.0e-310 and "
+      "b == string.pack('<j d s4', 0x7ffd00001000, 2.5e-320, 'heap') and t[1] == p and "
+      "t[2] == q and t[3] == d and t[4] == b and bump() == 2";
+  m = session_call(f, 2, "h", check, "");
+  note = session_note(m, 2);
+  assert_true(json_is_true(
+      json_object_get(json_object_get(tool_result(m, 2), "structuredContent"), "value")));
+  assert_true(json_is_true(json_object_get(note, "woke")));
+  json_decref(m);
+  assert_int_equal(session_asleep(f, "h"), 0); /* awake again, until it idles once more */
+  wait_asleep(f, "h");
+  /* reset_session and close_session on a sleeping session. */
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+               "\"reset_session\",\"arguments\":{\"session\":\"h\"}}}");
+  m = next_message(f);
+  assert_true(json_is_false(json_object_get(tool_result(m, 3), "isError")));
+  json_decref(m);
+  m = session_call(f, 4, "h", "return p", "");
+  assert_true(json_is_null(
+      json_object_get(json_object_get(tool_result(m, 4), "structuredContent"), "value")));
+  json_decref(m);
+  wait_asleep(f, "h");
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+               "\"close_session\",\"arguments\":{\"session\":\"h\"}}}");
+  m = next_message(f);
+  assert_true(json_is_false(json_object_get(tool_result(m, 5), "isError")));
+  json_decref(m);
+  pthread_mutex_lock(&f->server.lock);
+  assert_true(f->server.hibernations >= 3);
+  pthread_mutex_unlock(&f->server.lock);
+}
+
+/* A session with a call in flight is never hibernated, however long the call takes (what
+   the call waits on does not matter: an upstream tool's answer in code mode is waited for
+   inside the run just as this loop runs inside it); it sleeps once the call has ended. And
+   with --hibernate-after 0 (or an isolated server, refused) nothing sleeps. */
+static void test_busy_session_stays_awake(void **state) {
+  fixture *f = *state;
+  char msg[256];
+  NEEDS_THE_ARENA();
+  initialize(f);
+  assert_int_equal(mbxH_mcp_server_hibernate(&f->server, 20, msg, sizeof msg), 0);
+  json_t *m = session_call(f, 1, "w", "x = 7", "");
+  json_decref(m);
+  send_line(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+               "\"run_lua\",\"arguments\":{\"session\":\"w\",\"code\":\"local t = os.clock() "
+               "while os.clock() - t < 0.5 do end return x\"}}}");
+  /* Until the response comes, the session is busy and awake, across many monitor ticks. */
+  int polls = 0;
+  while (quiet_for(f, 20)) {
+    pthread_mutex_lock(&f->server.lock);
+    mbxH_mcp_session *s = mbxH_mcp_session_find(&f->server.sessions, f->server.stdio.owner, "w");
+    int busy = s->busy;
+    int asleep = mbx_sandbox_hibernated(s->sandbox);
+    pthread_mutex_unlock(&f->server.lock);
+    if (busy) polls++;
+    assert_false(asleep && busy);
+  }
+  /* Half a second of CPU, so at least that much wall time: well past the 20 ms and several
+     of the monitor's 100 ms ticks (the server's 4 s time limit leaves room for a busy
+     machine). */
+  assert_true(polls >= 3);
+  m = next_message(f);
+  json_t *sc = json_object_get(tool_result(m, 2), "structuredContent");
+  assert_string_equal(json_string_value(json_object_get(sc, "status")), "ok");
+  assert_int_equal(json_integer_value(json_object_get(sc, "value")), 7);
+  json_decref(m);
+  wait_asleep(f, "w");
+  /* Off: a session idles awake. */
+  assert_int_equal(mbxH_mcp_server_hibernate(&f->server, 0, msg, sizeof msg), 0);
+  m = session_call(f, 3, "w", "return x", "");
+  assert_true(json_is_true(json_object_get(session_note(m, 3), "woke")));
+  json_decref(m);
+  usleep(500000); /* five monitor ticks */
+  assert_int_equal(session_asleep(f, "w"), 0);
+  /* An isolated server refuses it, in the CLI's words. */
+  f->server.isolated = 1;
+  assert_int_equal(mbxH_mcp_server_hibernate(&f->server, 1000, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "--hibernate-after"));
+  assert_non_null(strstr(msg, "--isolate none"));
+  assert_int_equal(mbxH_mcp_server_hibernate(&f->server, 0, msg, sizeof msg), 0);
+  f->server.isolated = 0;
+}
+
 static void test_session_busy_and_cap(void **state) {
   fixture *f = *state;
   initialize(f);
@@ -754,6 +891,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_session_busy_and_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_peers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_session_hibernates, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_busy_session_stays_awake, setup, teardown),
   };
   return cmocka_run_group_tests_name("host/mcp_server", tests, NULL, NULL);
 }

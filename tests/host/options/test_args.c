@@ -749,6 +749,25 @@ static void test_mcp_command(void **state) {
   assert_int_equal(opt.isolate, 0);
   PARSE_FAILS("--isolate: 'bogus' is not process or none (e.g. --isolate process)", "mcp",
               "--isolate", "bogus");
+  /* --hibernate-after: on by default in this process, off (and refused) in worker mode. */
+  PARSE_OK(&opt, "mcp");
+  assert_int_equal(opt.hibernate_after_ms, 0);
+  PARSE_OK(&opt, "mcp", "--isolate", "none");
+  assert_int_equal(opt.hibernate_after_ms, MBXH_CLI_HIBERNATE_DEFAULT_MS);
+  PARSE_OK(&opt, "mcp", "--hibernate-after", "5m", "--isolate", "none");
+  assert_int_equal(opt.hibernate_after_ms, 300000);
+  PARSE_OK(&opt, "mcp", "--isolate", "none", "--hibernate-after=0");
+  assert_int_equal(opt.hibernate_after_ms, 0);
+  PARSE_OK(&opt, "mcp", "--hibernate-after", "0");
+  assert_int_equal(opt.hibernate_after_ms, 0);
+  PARSE_FAILS("--hibernate-after: the sessions live in jailed worker processes (--isolate "
+              "process, the default), which cannot hibernate; add --isolate none to run the "
+              "calls in this process, or leave --hibernate-after out",
+              "mcp", "--hibernate-after", "30s");
+  PARSE_FAILS("--hibernate-after: '30' has no unit (write e.g. 30ms or 30s; 0 means no limit)",
+              "mcp", "--isolate", "none", "--hibernate-after", "30");
+  PARSE_FAILS("--hibernate-after is an option of moonbox mcp, not of run", "run",
+              "--hibernate-after", "1s", "-e", "1");
 }
 
 /* moonbox repl: the policy options and starting globals; no script, no run-only views. */
