@@ -991,6 +991,19 @@ void mbxL_getmetatable(lua_State *L, int idx) {
   if (luaL_getmetafield(L, idx, "__metatable") != LUA_TNIL) lua_remove(L, -2);
 }
 
+void mbxL_debug_getmetatable(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_getmetatable(L, idx)) {
+    /* A clone, or a pin copied from one, names the guest's table under key_original. */
+    if (lua_rawgetp(L, -1, &key_original) == LUA_TTABLE) {
+      lua_remove(L, -2);
+      return;
+    }
+    lua_pop(L, 2);
+  }
+  mbxL_getmetatable(L, idx);
+}
+
 static int base_getmetatable(lua_State *L) {
   luaL_checkany(L, 1);
   mbxL_getmetatable(L, 1);

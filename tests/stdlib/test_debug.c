@@ -176,16 +176,23 @@ static void upvalues_of_lua_functions_only(void **state) {
                       "the upvalues of C functions are not reachable in this sandbox\"]]");
 }
 
-static void getmetatable_answers_as_the_base_one(void **state) {
+static void getmetatable_answers_as_the_base_one_past_metatable(void **state) {
   (void)state;
   snippet_check_value(
       "local mt = {__index = {}}\n"
-      "local values = {'', io.stdout, json.array(), setmetatable({}, mt), "
-      "setmetatable({}, {__metatable = 'locked'}), 1, print, {}}\n"
+      "local values = {'', io.stdout, json.array(), setmetatable({}, mt), 1, print, {}}\n"
       "local r = {}\n"
       "for i, v in ipairs(values) do r[i] = debug.getmetatable(v) == getmetatable(v) end\n"
       "return r, debug.getmetatable(setmetatable({}, mt)) == mt",
-      "[[true,true,true,true,true,true,true,true],true]");
+      "[[true,true,true,true,true,true,true],true]");
+  /* Except past a guest's own __metatable, as stock: the guest's table, never the clone. */
+  snippet_check_value("local mt = {__metatable = 'locked', __index = {x = 1}}\n"
+                      "local p = setmetatable({}, mt)\n"
+                      "local pinned = setmetatable({}, {__index = p})\n"
+                      "setmetatable(pinned, mt)\n"
+                      "return getmetatable(p), debug.getmetatable(p) == mt, "
+                      "debug.getmetatable(pinned) == mt",
+                      "[\"locked\",true,true]");
   /* Rebinding the global changes nothing: debug keeps the base function. */
   snippet_check_value("getmetatable = function() return 'fake' end "
                       "return debug.getmetatable(setmetatable({}, {})) ~= 'fake'",
@@ -322,7 +329,7 @@ int main(void) {
       cmocka_unit_test(c_levels_show_no_locals_and_refuse_setlocal),
       cmocka_unit_test(setlocal_refuses_the_vms_own_slots),
       cmocka_unit_test(upvalues_of_lua_functions_only),
-      cmocka_unit_test(getmetatable_answers_as_the_base_one),
+      cmocka_unit_test(getmetatable_answers_as_the_base_one_past_metatable),
       cmocka_unit_test(setmetatable_for_tables_through_the_base_one),
       cmocka_unit_test(hooks_registry_and_uservalues_are_refused),
       cmocka_unit_test(traceback_is_moonbox_own),
