@@ -898,10 +898,14 @@ static int concat_refused(lua_State *L) {
   return luaL_error(L, "attempt to concatenate a %s value", shown_type(L, bad));
 }
 
+const char mbxL_setmetatable_unprotect = 0;
+
 static int base_setmetatable(lua_State *L) {
   int t = lua_type(L, 2);
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
+  /* debug.setmetatable's marker: no guest can make this light userdata. */
+  int unprotect = lua_islightuserdata(L, 3) && lua_touserdata(L, 3) == &mbxL_setmetatable_unprotect;
   lua_settop(L, 2);
   lua_Integer limit = -1;
   if (lua_getmetatable(L, 1)) {
@@ -915,7 +919,10 @@ static int base_setmetatable(lua_State *L) {
     int protected_ = ours ? (lua_rawgetp(L, -1, &key_protected) != LUA_TNIL)
                           : (lua_getfield(L, -1, "__metatable") != LUA_TNIL);
     lua_pop(L, 2);
-    if (protected_) return luaL_error(L, "cannot change a protected metatable");
+    /* debug.setmetatable passes over a __metatable the guest set itself (as stock does),
+       never over one a metatable moonbox did not make holds (a host module's). */
+    if (protected_ && !(unprotect && ours))
+      return luaL_error(L, "cannot change a protected metatable");
   }
   if (t == LUA_TNIL) {
     if (limit >= 0)

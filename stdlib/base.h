@@ -18,6 +18,11 @@ void mbxL_getmetatable(lua_State *L, int idx);
    handed out. Raw reads only. */
 void mbxL_debug_getmetatable(lua_State *L, int idx);
 
+/* Passed as a third argument to the base setmetatable (debug.setmetatable does), it lets a
+   metatable the guest protected with __metatable be replaced, as stock debug.setmetatable
+   does. Its address is the marker: no guest can make that light userdata. */
+extern const char mbxL_setmetatable_unprotect;
+
 /* luaL_getmetafield as the guest's metatable holds it now: for an object whose metatable is
    a clone of the guest's (stdlib/base.c), the guest's live field, else the metatable's own.
    Pushes the field and returns its type, or pushes nothing and returns LUA_TNIL. Raw reads

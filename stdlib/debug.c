@@ -309,7 +309,8 @@ static int db_getmetatable(lua_State *L) {
 }
 
 /* debug.setmetatable(t, mt): tables only, through the base setmetatable (upvalue 1) so its
-   checks hold; returns t as stock does. */
+   checks hold, except that a __metatable the guest set does not protect (as in stock);
+   returns t as stock does. */
 static int db_setmetatable(lua_State *L) {
   int t = lua_type(L, 2);
   luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
@@ -321,7 +322,8 @@ static int db_setmetatable(lua_State *L) {
   lua_settop(L, 2);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
-  lua_call(L, 2, 1);
+  lua_pushlightuserdata(L, (void *)&mbxL_setmetatable_unprotect);
+  lua_call(L, 3, 1);
   return 1;
 }
 

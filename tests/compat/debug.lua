@@ -74,6 +74,11 @@ local p = setmetatable({}, protected_mt)
 print(getmetatable(p), debug.getmetatable(p) == protected_mt, type(debug.getmetatable(p).__index))
 print(debug.getmetatable(setmetatable({}, nil)), debug.getmetatable(1), debug.getmetatable(nil))
 print(type(debug.getmetatable("")), debug.getmetatable("").__index == string)
+-- and debug.setmetatable replaces a protected metatable, which setmetatable refuses.
+print(pcall(setmetatable, p, {}))
+local replaced = {__index = {y = 2}}
+print(debug.setmetatable(p, replaced) == p, p.x, p.y, getmetatable(p) == replaced)
+print(pcall(setmetatable, p, nil), getmetatable(debug.setmetatable(p, nil)))
 
 -- traceback passes non-strings through.
 local marker = {}
