@@ -120,6 +120,7 @@ typedef struct mnode {
   char *from;      /* overlay: the path the file was renamed from (NULL: none), for changes */
   int in_table;    /* 0 once removed while a handle or the journal still had it */
   int opens;       /* handles open on it */
+  int open_bytes;  /* removed while open: its bytes stay counted until its last handle closes */
   int jrefs;       /* journal entries that hold it (a removal a rewind puts back) */
   uint64_t epoch;  /* the journal epoch its state was last saved or created in */
   int64_t add_pos; /* the journal index of its creation, -1 when it is not journaled */
@@ -1338,9 +1339,16 @@ static int add_whiteout(mbxC_vfs *v, const where *w, mbxC_port_error *e) {
   return 0;
 }
 
-/* Drop node n of the guest's (its bytes and its place in the files quota come back). */
+/* Drop node n of the guest's (its bytes and its place in the files quota come back). A node
+   still open keeps its bytes counted, and what the handles write to it, until the last one
+   closes (release_handle), as POSIX keeps an unlinked open file's blocks: giving them back
+   now lost the count of the growth after the removal, and a loop of open, remove, write,
+   close filled the quota with bytes nothing held. */
 static void drop_node(mbxC_vfs *v, mnode *n) {
-  account_len(v, n, 0);
+  if (n->opens > 0)
+    n->open_bytes = 1;
+  else
+    account_len(v, n, 0);
   if (n->guest_made) v->mem_files--;
   unlink_node(v, n);
 }
@@ -1748,6 +1756,10 @@ static void release_handle(mbxC_vfs *v, handle *h) {
   } else if (h->kind == H_MEM) {
     mnode *n = h->node;
     n->opens--;
+    if (n->opens == 0 && n->open_bytes) {
+      account_len(v, n, 0);
+      n->open_bytes = 0;
+    }
     maybe_free(n);
   }
   h->kind = H_FREE;
@@ -2081,6 +2093,7 @@ int mbxC_vfs_mark_restore(mbxC_vfs *v, mbxC_vfs_mark *m) {
       n->in_table = 1;
       index_put(v, n);
     }
+    n->open_bytes = 0; /* the mark's counters hold what it had then */
     n->jrefs--;
     maybe_free(n);
   }

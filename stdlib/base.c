@@ -898,10 +898,14 @@ static int concat_refused(lua_State *L) {
   return luaL_error(L, "attempt to concatenate a %s value", shown_type(L, bad));
 }
 
+const char mbxL_setmetatable_unprotect = 0;
+
 static int base_setmetatable(lua_State *L) {
   int t = lua_type(L, 2);
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
+  /* debug.setmetatable's marker: no guest can make this light userdata. */
+  int unprotect = lua_islightuserdata(L, 3) && lua_touserdata(L, 3) == &mbxL_setmetatable_unprotect;
   lua_settop(L, 2);
   lua_Integer limit = -1;
   if (lua_getmetatable(L, 1)) {
@@ -915,7 +919,10 @@ static int base_setmetatable(lua_State *L) {
     int protected_ = ours ? (lua_rawgetp(L, -1, &key_protected) != LUA_TNIL)
                           : (lua_getfield(L, -1, "__metatable") != LUA_TNIL);
     lua_pop(L, 2);
-    if (protected_) return luaL_error(L, "cannot change a protected metatable");
+    /* debug.setmetatable passes over a __metatable the guest set itself (as stock does),
+       never over one a metatable moonbox did not make holds (a host module's). */
+    if (protected_ && !(unprotect && ours))
+      return luaL_error(L, "cannot change a protected metatable");
   }
   if (t == LUA_TNIL) {
     if (limit >= 0)
@@ -989,6 +996,19 @@ void mbxL_getmetatable(lua_State *L, int idx) {
   }
   lua_pop(L, 1);
   if (luaL_getmetafield(L, idx, "__metatable") != LUA_TNIL) lua_remove(L, -2);
+}
+
+void mbxL_debug_getmetatable(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_getmetatable(L, idx)) {
+    /* A clone, or a pin copied from one, names the guest's table under key_original. */
+    if (lua_rawgetp(L, -1, &key_original) == LUA_TTABLE) {
+      lua_remove(L, -2);
+      return;
+    }
+    lua_pop(L, 2);
+  }
+  mbxL_getmetatable(L, idx);
 }
 
 static int base_getmetatable(lua_State *L) {

@@ -11,6 +11,17 @@
    code runs. Anything that hands a metatable to the guest (e.g. debug.getmetatable) uses this,
    so the two always agree. */
 void mbxL_getmetatable(lua_State *L, int idx);
+/* What stock debug.getmetatable(v) returns: the guest's own metatable of v even when it has a
+   __metatable field (middleclass's specs read a protected class's instance dictionary this
+   way), nil for none. A metatable moonbox made that stands for no guest table (the string or
+   FILE* metatable, the JSON array marker) is reported as mbxL_getmetatable does, so none is
+   handed out. Raw reads only. */
+void mbxL_debug_getmetatable(lua_State *L, int idx);
+
+/* Passed as a third argument to the base setmetatable (debug.setmetatable does), it lets a
+   metatable the guest protected with __metatable be replaced, as stock debug.setmetatable
+   does. Its address is the marker: no guest can make that light userdata. */
+extern const char mbxL_setmetatable_unprotect;
 
 /* luaL_getmetafield as the guest's metatable holds it now: for an object whose metatable is
    a clone of the guest's (stdlib/base.c), the guest's live field, else the metatable's own.

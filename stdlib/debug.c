@@ -23,8 +23,9 @@
 **  - upvalues of C functions are not visible (getupvalue returns nothing) and cannot be
 **    set, joined or identified;
 **  - setlocal sets named variables and varargs only, never "(temporary)" or "(for state)";
-**  - getmetatable/setmetatable are the base library's own functions, captured when the
-**    library opens (upvalues 1 and 2 of those two), so every policy of theirs holds;
+**  - getmetatable returns the guest's own table past its __metatable, as stock, and never
+**    one of moonbox's (mbxL_debug_getmetatable); setmetatable is the base library's own,
+**    captured when the library opens (its upvalue 1), so every policy of it holds;
 **  - a main chunk's _ENV changed by setupvalue or upvaluejoin makes vm/run.c forget the
 **    chunk it keeps for a repeated text (its function must stay as loaded);
 **  - sethook/gethook, getregistry, getuservalue/setuservalue and setcstacklimit raise.
@@ -299,18 +300,17 @@ static int db_upvaluejoin(lua_State *L) {
   return 0;
 }
 
-/* debug.getmetatable(v): what getmetatable(v) returns (upvalue 1, the base library's). */
+/* debug.getmetatable(v): the guest's own metatable, past its __metatable as in stock; never
+   one of moonbox's (mbxL_debug_getmetatable). */
 static int db_getmetatable(lua_State *L) {
   luaL_checkany(L, 1);
-  lua_settop(L, 1);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, 1, 1);
+  mbxL_debug_getmetatable(L, 1);
   return 1;
 }
 
 /* debug.setmetatable(t, mt): tables only, through the base setmetatable (upvalue 1) so its
-   checks hold; returns t as stock does. */
+   checks hold, except that a __metatable the guest set does not protect (as in stock);
+   returns t as stock does. */
 static int db_setmetatable(lua_State *L) {
   int t = lua_type(L, 2);
   luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
@@ -322,7 +322,8 @@ static int db_setmetatable(lua_State *L) {
   lua_settop(L, 2);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
-  lua_call(L, 2, 1);
+  lua_pushlightuserdata(L, (void *)&mbxL_setmetatable_unprotect);
+  lua_call(L, 3, 1);
   return 1;
 }
 
@@ -373,12 +374,10 @@ int mbxL_open_debug(lua_State *L) {
   const int nrefused = (int)(sizeof refusals_text / sizeof *refusals_text);
   lua_createtable(L, 0, (int)(sizeof funcs / sizeof *funcs) + 1 + nrefused);
   luaL_setfuncs(L, funcs, 0);
-  /* The base library's getmetatable and setmetatable as they are now, before any guest code
-     could rebind the globals. */
-  lua_getglobal(L, "getmetatable");
-  luaL_checktype(L, -1, LUA_TFUNCTION);
-  lua_pushcclosure(L, db_getmetatable, 1);
+  lua_pushcfunction(L, db_getmetatable);
   lua_setfield(L, -2, "getmetatable");
+  /* The base library's setmetatable as it is now, before any guest code could rebind the
+     global. */
   lua_getglobal(L, "setmetatable");
   luaL_checktype(L, -1, LUA_TFUNCTION);
   lua_pushcclosure(L, db_setmetatable, 1);

@@ -738,6 +738,31 @@ static int io_open(lua_State *L) {
   return 1;
 }
 
+/* io.tmpfile(): a file opened "w+" at os.tmpname's next name in the memory /tmp and removed
+   from the view at once, as POSIX tmpfile does: the handle reads and writes it, no path
+   reaches it, and its bytes count against the /tmp quota until it is closed (at the latest
+   when the run ends). Failures are stock's nil, message, errno. */
+static int io_tmpfile(lua_State *L) {
+  mbxC_port_error e;
+  const mbxC_port *port = fs_port(L, &e);
+  if (port == NULL) return push_fail(L, NULL, &e);
+  mbxL_os_tmpname(L);
+  size_t len;
+  const char *name = lua_tolstring(L, -1, &len);
+  int flags = MBXC_FS_READ | MBXC_FS_WRITE | MBXC_FS_CREATE | MBXC_FS_TRUNCATE;
+  if (open_path(L, name, len, flags, &e) != 0) return push_fail(L, NULL, &e);
+  mbxC_wait w = guest_wait(L);
+  if (port->fs_remove(port->ud, name, len, &w, &e) != 0) {
+    mbxC_port_error ignored;
+    lfile *f = lua_touserdata(L, -1);
+    track_handle(L, f->handle, 0);
+    port->fs_close(port->ud, f->handle, &ignored);
+    f->closed = 1;
+    return push_fail(L, NULL, &e);
+  }
+  return 1;
+}
+
 /* io.popen(cmd [, "r" | "w"]): /bin/sh -c cmd in the exec backend (stdlib/proc.c). "r" runs
    the program to completion now and returns a file that reads its stdout (its stderr goes to
    the run's); "w" returns a file whose writes become the program's stdin when it is closed
@@ -1059,9 +1084,6 @@ int mbxL_open_io(lua_State *L) {
   static const luaL_Reg methods[] = {{"read", f_read},   {"write", f_write}, {"lines", f_lines},
                                      {"seek", f_seek},   {"close", f_close}, {"setvbuf", f_setvbuf},
                                      {"flush", f_flush}, {NULL, NULL}};
-  /* Stubs, not nils: a model's io.popen(...) gets a reason it can report or work around. */
-  static const mbxL_refusal removed[] = {
-      {"tmpfile", "io.tmpfile is not available: use io.open(os.tmpname(), 'w+')"}, {NULL, NULL}};
   lua_newtable(L);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_file_handles);
   lua_newtable(L);
@@ -1084,13 +1106,14 @@ int mbxL_open_io(lua_State *L) {
   lua_pop(L, 1);
 
   lua_createtable(L, 0, 12);
-  mbxL_add_refusals(L, -1, removed);
   lua_pushcfunction(L, io_open);
   lua_setfield(L, -2, "open");
   lua_pushcfunction(L, io_type);
   lua_setfield(L, -2, "type");
   lua_pushcfunction(L, io_popen);
   lua_setfield(L, -2, "popen");
+  lua_pushcfunction(L, io_tmpfile);
+  lua_setfield(L, -2, "tmpfile");
   lua_createtable(L, 2, 0); /* io.input(), io.output() */
   new_file(L, KIND_STDIN, 1);
   lua_pushvalue(L, -1);

@@ -458,6 +458,24 @@ static void quotas(void **state) {
   assert_int_equal(mbxC_vfs_remove(v, "/work/big", 9, &e), 0);
   assert_int_equal(mbxC_vfs_bytes_used(v), 0);
   mbxC_vfs_free(v);
+  /* A file removed while open (io.tmpfile's) keeps its bytes counted, growth included, until
+     its last handle closes, then gives them all back: open, remove, write, close in a loop
+     never runs out of room, and never past the quota. */
+  v = make_view(10, 1000, 100, 16, 0);
+  for (int i = 0; i < 3; i++) {
+    int flags = MBXC_FS_READ | MBXC_FS_WRITE | MBXC_FS_CREATE;
+    assert_int_equal(mbxC_vfs_open(v, "/tmp/t", 6, flags, &h, &e), 0);
+    assert_int_equal(mbxC_vfs_write(v, h, "0123", 4, &put, &e), 0);
+    assert_int_equal(mbxC_vfs_remove(v, "/tmp/t", 6, &e), 0);
+    assert_int_equal(mbxC_vfs_bytes_used(v), 4);
+    assert_int_equal(mbxC_vfs_write(v, h, "456789", 6, &put, &e), 0);
+    assert_int_equal(mbxC_vfs_write(v, h, "x", 1, &put, &e), -1);
+    assert_int_equal(e.errnum, ENOSPC);
+    assert_int_equal(mbxC_vfs_bytes_used(v), 10);
+    assert_int_equal(mbxC_vfs_close(v, h, &e), 0);
+    assert_int_equal(mbxC_vfs_bytes_used(v), 0);
+  }
+  mbxC_vfs_free(v);
 }
 
 static void handle_table(void **state) {

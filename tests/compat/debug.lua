@@ -67,6 +67,18 @@ print(debug.upvalueid(bump, 1) == debug.upvalueid(bump, 1))
 -- Metatables through debug, for tables.
 local t = debug.setmetatable({}, {__index = function(_, k) return k .. "!" end})
 print(t.hi, debug.getmetatable(t) == getmetatable(t))
+-- debug.getmetatable looks past __metatable (middleclass's specs read a class's instance
+-- dictionary this way); getmetatable does not.
+local protected_mt = {__metatable = "locked", __index = {x = 1}}
+local p = setmetatable({}, protected_mt)
+print(getmetatable(p), debug.getmetatable(p) == protected_mt, type(debug.getmetatable(p).__index))
+print(debug.getmetatable(setmetatable({}, nil)), debug.getmetatable(1), debug.getmetatable(nil))
+print(type(debug.getmetatable("")), debug.getmetatable("").__index == string)
+-- and debug.setmetatable replaces a protected metatable, which setmetatable refuses.
+print(pcall(setmetatable, p, {}))
+local replaced = {__index = {y = 2}}
+print(debug.setmetatable(p, replaced) == p, p.x, p.y, getmetatable(p) == replaced)
+print(pcall(setmetatable, p, nil), getmetatable(debug.setmetatable(p, nil)))
 
 -- traceback passes non-strings through.
 local marker = {}

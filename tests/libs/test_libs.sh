@@ -6,6 +6,9 @@
 #   -- luadir: the folder of /usr/share/lua it loads from (some packages ship 5.1-5.3 only)
 #   -- moonbox-error: (optional) the library needs a C module: stock must run the script,
 #      moonbox must stop at the require with this message on stderr
+#   -- mount: (optional) HOSTDIR:/PATH, a folder of the package the script also reads (a test
+#      suite the package ships): moonbox gets it mounted read-only at /PATH and /PATH as its
+#      second argument, stock HOSTDIR
 # The script gets that folder as its first argument and sets package.path from it. stdout must
 # be byte-identical (one line per call) and both must exit 0, with moonbox in-process, in a
 # jailed worker and in deterministic mode.
@@ -30,6 +33,11 @@ for script in "$here"/*.lua; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
 done
+for script in "$here"/*.lua; do
+  extra=$(sed -n 's/^-- mount: //p' "$script")
+  # Some images leave /usr/share/doc out of packages (dpkg path-exclude).
+  if [ -n "$extra" ] && [ ! -d "${extra%%:*}" ]; then missing+=("${extra%%:*}"); fi
+done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ -n "${MBX_LIBS_REQUIRED:-}" ]; then
     echo "FAIL: not installed: ${missing[*]} (tools/dev installs them)" >&2
@@ -47,9 +55,16 @@ for script in "$here"/*.lua; do
   base=$(basename "$script")
   luadir=$(sed -n 's/^-- luadir: //p' "$script")
   want_error=$(sed -n 's/^-- moonbox-error: //p' "$script")
+  extra=$(sed -n 's/^-- mount: //p' "$script")
+  stock_extra=() moonbox_mount=() moonbox_extra=()
+  if [ -n "$extra" ]; then
+    stock_extra=("${extra%%:*}")
+    moonbox_mount=(--mount "$extra:ro")
+    moonbox_extra=("${extra#*:}")
+  fi
   # Both run from the script's folder, so chunk names in messages agree; stock in UTC, as
   # moonbox's os.date always is (docs/compat.md, "`os`": pl.Date reads the local time).
-  (cd "$here" && TZ=UTC lua5.4 "$base" "/usr/share/lua/$luadir") >"$tmp/stock.out" 2>"$tmp/stock.err"
+  (cd "$here" && TZ=UTC lua5.4 "$base" "/usr/share/lua/$luadir" "${stock_extra[@]}") >"$tmp/stock.out" 2>"$tmp/stock.err"
   stock_rc=$?
   calls=$(wc -l <"$tmp/stock.out")
   if [ $stock_rc -ne 0 ] || [ "$calls" -eq 0 ]; then
@@ -63,7 +78,8 @@ for script in "$here"/*.lua; do
   for mode in "" "--isolate process" "--deterministic --instructions 1e10"; do
     what="$base${mode:+ ($mode)}"
     # shellcheck disable=SC2086
-    (cd "$here" && "$moonbox" run $mode --mount /usr/share/lua:/lua:ro "$base" "/lua/$luadir") \
+    (cd "$here" && "$moonbox" run $mode --mount /usr/share/lua:/lua:ro "${moonbox_mount[@]}" "$base" \
+      "/lua/$luadir" "${moonbox_extra[@]}") \
       >"$tmp/moonbox.out" 2>"$tmp/moonbox.err"
     moonbox_rc=$?
     if [ -n "$want_error" ]; then
