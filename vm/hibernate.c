@@ -2,6 +2,7 @@
 #include "vm/hibernate.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +52,10 @@ static int scratch_ok;
 
 typedef struct scratch {
   size_t cap;
-  int mapped; /* its own mapping (past SCRATCH_KEEP), else malloc's */
-  char bytes[];
+  size_t mapped; /* its own mapping (past SCRATCH_KEEP), else malloc's */
+  char bytes[];  /* 16 bytes in: 8-byte aligned for the word-wise delta */
 } scratch;
+_Static_assert(offsetof(scratch, bytes) % sizeof(uint64_t) == 0, "the delta is read by words");
 
 /* Past SCRATCH_KEEP, the scratch is a mapping of its own, unmapped when done: freed to malloc,
    a buffer of that size stays resident in the heap (malloc's mmap threshold grows with the
