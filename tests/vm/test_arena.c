@@ -315,6 +315,16 @@ static void the_charge_counts_whole_pages(void **state) {
   unmap_slot(m);
 }
 
+/* count blocks of 64 KiB, written, each followed by a 16-byte block that keeps it apart from
+   the next (freed, they do not merge). */
+static void fill_apart(mbxV_arena *a, char **blocks, int count) {
+  for (int i = 0; i < count; i++) {
+    blocks[i] = mbxV_arena_realloc(a, NULL, 0, 64 * KIB);
+    memset(blocks[i], 2, 64 * KIB);
+    assert_non_null(mbxV_arena_realloc(a, NULL, 0, 16));
+  }
+}
+
 /* Under an allowance (the owner's memory limit), freed pages stay resident while the charge
    plus them fits in it, and are reused in place; past it they go back in one batch. */
 static void freed_pages_stay_resident_within_the_allowance(void **state) {
@@ -324,11 +334,7 @@ static void freed_pages_stay_resident_within_the_allowance(void **state) {
   a->free_allowance = 8 * MIB;
   enum { COUNT = 64 };
   char *blocks[COUNT];
-  for (int i = 0; i < COUNT; i++) {
-    blocks[i] = mbxV_arena_realloc(a, NULL, 0, 64 * KIB);
-    memset(blocks[i], 2, 64 * KIB);
-    assert_non_null(mbxV_arena_realloc(a, NULL, 0, 16)); /* keeps them apart */
-  }
+  fill_apart(a, blocks, COUNT);
   size_t before = resident_pages(m.base, 16 * MIB);
   for (int i = 0; i < COUNT; i++)
     mbxV_arena_realloc(a, blocks[i], 64 * KIB, 0);
@@ -362,11 +368,7 @@ static void freed_pages_are_returned_in_batches(void **state) {
   mbxV_arena *a = mbxV_arena_init(m.base, m.size, 0);
   enum { COUNT = 64 };
   char *blocks[COUNT];
-  for (int i = 0; i < COUNT; i++) {
-    blocks[i] = mbxV_arena_realloc(a, NULL, 0, 64 * KIB);
-    memset(blocks[i], 2, 64 * KIB);
-    assert_non_null(mbxV_arena_realloc(a, NULL, 0, 16)); /* keeps them apart */
-  }
+  fill_apart(a, blocks, COUNT);
   size_t before = resident_pages(m.base, 8 * MIB);
   assert_true(before >= COUNT * 16);
   for (int i = 0; i < COUNT; i++)
