@@ -4,6 +4,7 @@
 #include <lauxlib.h>
 
 #include "stdlib/base.h"
+#include "stdlib/metatable.h"
 #include "stdlib/stdlib.h"
 #include "vm/cstack.h"
 #include "vm/errors.h"

@@ -5,7 +5,7 @@
 #include <lauxlib.h>
 
 #include "capabilities/port.h"
-#include "stdlib/base.h"
+#include "stdlib/metatable.h"
 #include "stdlib/stdlib.h"
 #include "vm/budget.h"
 #include "vm/cstack.h"
@@ -28,7 +28,7 @@
 ** Registry state, built at open so a slot's template has it:
 **  - numbers: {[object] = number}, weak in KEYS only. Its values are integers, so the table
 **    cannot form the ephemeron chains that make the collector quadratic (see the clone cache
-**    in stdlib/base.c); a dead object's entry simply goes. It is never a metatable and is
+**    in stdlib/metatable.c); a dead object's entry simply goes. It is never a metatable and is
 **    written with lua_rawset only (the 5.4.4 finishset bug needs both).
 **  - counter: the last number given.
 **  - next_cache: {table, order, last position} for plain `next` calls, strong, one entry,

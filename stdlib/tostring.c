@@ -4,7 +4,7 @@
 #include <lauxlib.h>
 #include <xxhash.h>
 
-#include "stdlib/base.h"
+#include "stdlib/metatable.h"
 #include "stdlib/stdlib.h"
 #include "vm/cstack.h"
 #include "vm/vm.h"
