@@ -25,6 +25,8 @@ static const char key_pin_zero = 0;       /* registry: the shared pin of limit 0
 static const char key_mode = 0;           /* clone[key] = the guest's __mode (see push_new_clone) */
 static const char key_guest_index = 0;    /* clone[key] = the guest's __index a walker stands for */
 static const char key_guest_newindex = 0; /* the same for __newindex */
+static const char key_watch = 0;          /* watch[key] = its clones (see start_watch) */
+static const char key_weak_kv = 0;        /* registry: {__mode = "kv"}, the clone sets' mode */
 
 /* Every field of a metatable that Lua 5.4 or this library ever reads: the events of ltm.c
    (less __gc, which is accepted and never copied, so never run, and __concat, which
@@ -79,8 +81,9 @@ static const char *const refused_fields[][2] = {
 #define UPV_CONCAT lua_upvalueindex(2 + EVENT_COUNT + REFUSED_COUNT)
 #define UPV_WALK_INDEX lua_upvalueindex(3 + EVENT_COUNT + REFUSED_COUNT)
 #define UPV_WALK_NEWINDEX lua_upvalueindex(4 + EVENT_COUNT + REFUSED_COUNT)
-#define UPV_LIVE lua_upvalueindex(5 + EVENT_COUNT + REFUSED_COUNT) /* {[i] = live stub} */
-#define UPVALUE_COUNT (EVENT_COUNT + 5 + REFUSED_COUNT)
+#define UPV_LIVE lua_upvalueindex(5 + EVENT_COUNT + REFUSED_COUNT)  /* {[i] = live stub} */
+#define UPV_WATCH lua_upvalueindex(6 + EVENT_COUNT + REFUSED_COUNT) /* watch_store */
+#define UPVALUE_COUNT (EVENT_COUNT + 6 + REFUSED_COUNT)
 
 /*
 ** The clone cache: object-heavy code calls setmetatable with the same few class tables
@@ -254,6 +257,8 @@ static lua_Integer pin_limit(lua_State *L, int t) {
   return limit;
 }
 
+static void register_copy(lua_State *L, int copy);
+
 /* Give the table at t the metatable at mt (a clone, the array marker, or nil for none),
    pinned at limit: a private copy of mt's fields plus the limit, or the shared zero pin. */
 static void set_pinned(lua_State *L, int t, int mt, lua_Integer limit) {
@@ -283,6 +288,7 @@ static void set_pinned(lua_State *L, int t, int mt, lua_Integer limit) {
   }
   lua_pushinteger(L, limit);
   lua_rawsetp(L, -2, &key_limit);
+  register_copy(L, lua_gettop(L));
   lua_setmetatable(L, t);
 }
 
@@ -303,6 +309,122 @@ static void pin_target(lua_State *L, int t) {
   if (!lua_getmetatable(L, t)) lua_pushnil(L);
   set_pinned(L, t, lua_gettop(L), depth);
   lua_pop(L, 1);
+}
+
+/*
+** Watches: events added to a metatable after setmetatable (issue 26, item 3). A clone is
+** made once per guest metatable, so without help `mt.__newindex = f` set after
+** setmetatable(_G, mt) (Lua's classic strict.lua, pl.strict), or an __eq, __len, __close,
+** __mode, __jsontype or __metatable added later, would be ignored by the objects set up
+** before, silently. A walker or a live stub in the clone would see them, but at a C call on
+** every new key, ==, # of every object.
+**
+** So a guest metatable mt that has no metatable of its own gets a hidden one, its watch,
+** when a clone of it is first made: a table holding __newindex = watch_store and, under
+** key_watch, the set of the clones made of mt since (and of every private copy of one: a pin,
+** a walked copy), {[clone] = true}. A new key stored into mt goes through watch_store (a plain rawset, as stock
+** does with no metatable), which passes an event among those above on to each of those
+** clones that lacks it, as if the clone had been made with it; base rawset does the same.
+** The guest never sees a watch: getmetatable and debug.getmetatable report nil
+** (key_pin_only, as a pin standing for "no metatable"), setmetatable(mt, nil) keeps it. What
+** a watch does not cover, as before (docs/compat.md): a value *replaced* in mt (no store
+** into an existing key passes through a metatable) reaches objects set up afterwards; a
+** metatable that has a metatable of the guest's (setmetatable(mt, X), then its watch goes)
+** is read when each clone is made.
+**
+** Safety: a watch is strong and never has __mode, so the VM still never sees a weak
+** metatable (983bc433). What is passed on keeps every chain depth a bound: a __newindex that
+** is not a function goes in as the walker (depth 0, metered per link) with the guest's value
+** under key_guest_newindex, a function is called by the VM as one added at setmetatable;
+** __index is never passed on (a walker reads an absent one live already), nor are the events
+** a live stub serves. __mode is passed on outside deterministic mode only. The work is one
+** raw store per clone, charged, and no guest code runs inside watch_store.
+**
+** The set is weak ("kv", as the clone cache and for the same reasons: never a metatable,
+** written raw, never traversed for marking), so a clone no object uses goes, and with it
+** what it held: a class whose __index is replaced in a loop keeps no old clones alive. In
+** deterministic mode it is strong, as every weak table there, so that the work a store does
+** (and is charged) is the same in every process: the clones made of one metatable stay as
+** long as it does (one per replaced event value seen by setmetatable).
+*/
+
+/* Push the clone set of the watch of the table at m and return 1, or push nothing and
+   return 0 when m is not watched. */
+static int push_watch(lua_State *L, int m) {
+  if (!lua_getmetatable(L, m)) return 0;
+  if (lua_rawgetp(L, -1, &key_watch) == LUA_TTABLE) {
+    lua_remove(L, -2);
+    return 1;
+  }
+  lua_pop(L, 2);
+  return 0;
+}
+
+/* Append the table at copy (a clone, or a private copy of one) to the watch of the guest
+   metatable it stands for, when that has one. */
+static void register_copy(lua_State *L, int copy) {
+  copy = lua_absindex(L, copy);
+  if (lua_rawgetp(L, copy, &key_original) == LUA_TTABLE && push_watch(L, -1)) {
+    lua_pushvalue(L, copy);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
+/* Make the table at w a watch (called from meta_setmetatable's frame: UPV_WATCH). */
+static void add_watch_fields(lua_State *L, int w) {
+  w = lua_absindex(L, w);
+  lua_createtable(L, 0, 1);
+  if (!mbxL_deterministic(L)) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &key_weak_kv);
+    lua_setmetatable(L, -2);
+  }
+  lua_rawsetp(L, w, &key_watch);
+  lua_pushvalue(L, UPV_EVENT(EVENT_NEWINDEX));
+  lua_pushvalue(L, UPV_WATCH);
+  lua_rawset(L, w);
+}
+
+/* Watch the guest metatable at m where it can be: where it has no metatable of the guest's
+   (none, or a pin standing for none: a private pin becomes the watch, the shared one is
+   replaced by a watch with its limit). Returns 1 when m is watched, 0 where it has one (a
+   clone, a pin copied from one) or the JSON array marker. Leaves the stack as it was. */
+static int start_watch(lua_State *L, int m) {
+  m = lua_absindex(L, m);
+  if (push_watch(L, m)) {
+    lua_pop(L, 1);
+    return 1;
+  }
+  int had = lua_getmetatable(L, m);
+  if (had) {
+    int stands_for_none = lua_rawgetp(L, -1, &key_pin_only) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (!stands_for_none) {
+      lua_pop(L, 1);
+      return 0;
+    }
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &key_pin_zero);
+    int shared = lua_rawequal(L, -1, -2);
+    lua_pop(L, 1);
+    if (!shared) {
+      add_watch_fields(L, -1);
+      lua_pop(L, 1);
+      return 1;
+    }
+    lua_pop(L, 1);
+  }
+  lua_createtable(L, 0, 4);
+  lua_pushboolean(L, 1);
+  lua_rawsetp(L, -2, &key_pin_only);
+  if (had) {
+    lua_pushinteger(L, 0);
+    lua_rawsetp(L, -2, &key_limit);
+  }
+  add_watch_fields(L, -1);
+  lua_setmetatable(L, m);
+  return 1;
 }
 
 /*
@@ -443,6 +565,106 @@ static int walk_newindex(lua_State *L) {
     lua_settop(L, 4);
   }
   return luaL_error(L, "'__newindex' chain too long; possible loop");
+}
+
+/* watch_store and the base rawset: their upvalues. */
+#define UPV_WATCHED_EVENTS lua_upvalueindex(1) /* {[name] = i} of the events passed on */
+#define UPV_WATCH_WALKER lua_upvalueindex(2)   /* walk_newindex */
+#define WATCHED_METATABLE EVENT_COUNT          /* __metatable's number in that table */
+
+/* Give the clone at c the event number i, name at k, value at v, unless it has one. */
+static void pass_to_clone(lua_State *L, int c, int i, int k, int v) {
+  if (i == WATCHED_METATABLE) {
+    /* An unprotected clone holds the guest's table as its __metatable. */
+    int protected_ = lua_rawgetp(L, c, &key_protected) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (protected_) return;
+    lua_pushvalue(L, k);
+    lua_pushvalue(L, v);
+    lua_rawset(L, c);
+    lua_pushboolean(L, 1);
+    lua_rawsetp(L, c, &key_protected);
+    return;
+  }
+  lua_rawgetp(L, c, &key_events);
+  lua_Integer present = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  if ((present >> i) & 1) return; /* a value it had: a replaced value is not passed on */
+  if (i == EVENT_MODE) {
+    lua_pushvalue(L, v);
+    lua_rawsetp(L, c, &key_mode);
+    if (mbxL_deterministic(L)) goto recorded;
+  } else if (i == EVENT_NEWINDEX && lua_type(L, v) != LUA_TFUNCTION) {
+    lua_pushvalue(L, v);
+    lua_rawsetp(L, c, &key_guest_newindex);
+    lua_pushvalue(L, k);
+    lua_pushvalue(L, UPV_WATCH_WALKER);
+    lua_rawset(L, c);
+    goto recorded;
+  }
+  lua_pushvalue(L, k);
+  lua_pushvalue(L, v);
+  lua_rawset(L, c);
+recorded:
+  lua_pushinteger(L, present | ((lua_Integer)1 << i));
+  lua_rawsetp(L, c, &key_events);
+}
+
+/* k = v was just stored raw into the table at m: pass it on to the clones m's watch holds
+   when k names an event passed on (see the watches above). */
+static void pass_on(lua_State *L, int m, int k, int v) {
+  if (lua_type(L, k) != LUA_TSTRING || lua_isnil(L, v)) return;
+  lua_pushvalue(L, k);
+  if (lua_rawget(L, UPV_WATCHED_EVENTS) != LUA_TNUMBER) {
+    lua_pop(L, 1);
+    return;
+  }
+  int i = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  if (!push_watch(L, m)) return;
+  int set = lua_gettop(L);
+  uint64_t visited = 1;
+  lua_pushnil(L);
+  while (lua_next(L, set)) {
+    lua_pop(L, 1);
+    pass_to_clone(L, lua_gettop(L), i, k, v);
+    visited++;
+  }
+  lua_pop(L, 1);
+  mbxV_charge_light(L, visited);
+}
+
+/* The __newindex of a watch: a new key stored into a watched metatable, at argument 1. */
+static int watch_store(lua_State *L) {
+  lua_settop(L, 3);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  /* Stock raises these from the instruction that stores: name its line, not this frame. */
+  if (lua_isnil(L, 2) ||
+      (lua_type(L, 2) == LUA_TNUMBER && lua_tonumber(L, 2) != lua_tonumber(L, 2))) {
+    luaL_where(L, 1);
+    lua_pushstring(L, lua_isnil(L, 2) ? "table index is nil" : "table index is NaN");
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  lua_rawset(L, 1);
+  pass_on(L, 1, 2, 3);
+  return 0;
+}
+
+/* rawset as stock's, which also passes an event stored into a watched metatable on. */
+static int meta_rawset(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checkany(L, 2);
+  luaL_checkany(L, 3);
+  lua_settop(L, 3);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  lua_rawset(L, 1);
+  pass_on(L, 1, 2, 3);
+  lua_settop(L, 1);
+  return 1;
 }
 
 /*
@@ -793,14 +1015,17 @@ static int meta_setmetatable(lua_State *L) {
   int unprotect = lua_islightuserdata(L, 3) && lua_touserdata(L, 3) == &mbxL_setmetatable_unprotect;
   lua_settop(L, 2);
   lua_Integer limit = -1;
+  int watched = 0;
   if (lua_getmetatable(L, 1)) {
     /* Our clones and pins carry __metatable for getmetatable's sake; only a __metatable the
        guest wrote itself protects the object. */
     limit = lua_rawgetp(L, -1, &key_limit) == LUA_TNUMBER ? lua_tointeger(L, -1) : -1;
     lua_pop(L, 1);
-    int ours = limit >= 0 || lua_rawgetp(L, -1, &key_original) != LUA_TNIL ||
+    watched = lua_rawgetp(L, -1, &key_watch) != LUA_TNIL;
+    lua_pop(L, 1);
+    int ours = watched || limit >= 0 || lua_rawgetp(L, -1, &key_original) != LUA_TNIL ||
                mbxV_json_is_array_marker(L, -2);
-    if (limit < 0) lua_pop(L, 1);
+    if (!watched && limit < 0) lua_pop(L, 1);
     int protected_ = ours ? (lua_rawgetp(L, -1, &key_protected) != LUA_TNIL)
                           : (lua_getfield(L, -1, "__metatable") != LUA_TNIL);
     lua_pop(L, 2);
@@ -810,16 +1035,19 @@ static int meta_setmetatable(lua_State *L) {
       return luaL_error(L, "cannot change a protected metatable");
   }
   if (t == LUA_TNIL) {
-    if (limit >= 0)
+    if (watched) /* a watch already reads as no metatable, and keeps watching */
+      ;
+    else if (limit >= 0)
       set_pinned(L, 1, 2, limit); /* a target stays pinned */
     else
       lua_setmetatable(L, 1);
+    lua_settop(L, 1);
     return 1;
   }
   /* A __concat in mt is no reason to refuse the metatable: the clone never holds it, and its
      refusal raises where `..` reaches it (concat_refused). A class may carry one and be used
      for everything else (Penlight's List). */
-  lua_checkstack(L, 12); /* the check and the clone use a few slots above the two arguments */
+  lua_checkstack(L, 16); /* the check and the clone use a few slots above the two arguments */
   lua_rawgetp(L, LUA_REGISTRYINDEX, &key_clone_cache); /* 3 */
   int fresh;
   push_clone(L, 1, 2, 3, &fresh); /* 4 */
@@ -839,6 +1067,9 @@ static int meta_setmetatable(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 4);
     lua_rawset(L, 3);
+    /* mt is watched from now on, so an event added to it reaches this clone (see the
+       watches above); not when it is the object itself, whose watch the clone replaces. */
+    if (!lua_rawequal(L, 1, 2) && start_watch(L, 2)) register_copy(L, 4);
   }
   if (walked) {
     lua_createtable(L, 0, 8); /* 5: bounded, a clone holds the events and a few keys */
@@ -906,10 +1137,13 @@ static int meta_getmetatable(lua_State *L) {
    metatable is set here from C: it is the only __mode the sandbox holds. Built at open, so a
    slot's template already has both. */
 void mbxL_open_metatables(lua_State *L) {
+  int globals = lua_gettop(L);
   lua_newtable(L);
   lua_createtable(L, 0, 1);
   lua_pushliteral(L, "kv");
   lua_setfield(L, -2, "__mode");
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &key_weak_kv);
   lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &key_clone_cache);
   /* The shared pin of tables that had no metatable when they became a target. */
@@ -932,6 +1166,23 @@ void mbxL_open_metatables(lua_State *L) {
   lua_pushstring(L, event_names[EVENT_NEWINDEX]);
   lua_pushcclosure(L, walk_newindex, 1);
   push_live_stubs(L);
+  /* The events a watch passes on, and its walker; shared by watch_store and rawset. */
+  static const int watched[] = {EVENT_NEWINDEX, EVENT_LEN,      EVENT_EQ,
+                                EVENT_CLOSE,    EVENT_JSONTYPE, EVENT_MODE};
+  int n = (int)(sizeof watched / sizeof *watched);
+  lua_createtable(L, 0, n + 1);
+  for (int k = 0; k < n; k++) {
+    lua_pushinteger(L, watched[k]);
+    lua_setfield(L, -2, event_names[watched[k]]);
+  }
+  lua_pushinteger(L, WATCHED_METATABLE);
+  lua_setfield(L, -2, "__metatable");
+  lua_pushvalue(L, -3); /* walk_newindex */
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -2);
+  lua_pushcclosure(L, meta_rawset, 2);
+  lua_setfield(L, globals, "rawset");
+  lua_pushcclosure(L, watch_store, 2);
   lua_pushcclosure(L, meta_setmetatable, UPVALUE_COUNT);
   lua_setfield(L, -2, "setmetatable");
   lua_pushcfunction(L, meta_getmetatable);
