@@ -26,6 +26,10 @@ typedef struct bench_case {
 static const bench_case cases[] = {
     {"setmetatable({}, C)", "local C = {} C.__index = C", "local o = setmetatable({}, C)"},
     {"{} (allocation alone)", "", "local o = {}"},
+    {"setmetatable({}, {__index = C}), a new metatable each", "local C = {}",
+     "local o = setmetatable({}, {__index = C})"},
+    {"C.m = nil C.m = f, a class in use (a new key)",
+     "local C = {} C.__index = C setmetatable({}, C) local f = print", "C.m = nil C.m = f"},
     {"obj:m(), 1 level",
      "local A = {} A.__index = A function A:m() return 1 end "
      "local o = setmetatable({}, A)",

@@ -25,7 +25,7 @@ static const char key_pin_zero = 0;       /* registry: the shared pin of limit 0
 static const char key_mode = 0;           /* clone[key] = the guest's __mode (see push_new_clone) */
 static const char key_guest_index = 0;    /* clone[key] = the guest's __index a walker stands for */
 static const char key_guest_newindex = 0; /* the same for __newindex */
-static const char key_watch = 0;          /* watch[key] = its clones (see start_watch) */
+static const char key_watch = 0;          /* watch[key] = {[clone] = true} (see start_watch) */
 static const char key_weak_kv = 0;        /* registry: {__mode = "kv"}, the clone sets' mode */
 
 /* Every field of a metatable that Lua 5.4 or this library ever reads: the events of ltm.c
@@ -342,18 +342,20 @@ static void pin_target(lua_State *L, int t) {
 **
 ** The set is weak ("kv", as the clone cache and for the same reasons: never a metatable,
 ** written raw, never traversed for marking), so a clone no object uses goes, and with it
-** what it held: a class whose __index is replaced in a loop keeps no old clones alive. In
-** deterministic mode it is strong, as every weak table there, so that the work a store does
-** (and is charged) is the same in every process: the clones made of one metatable stay as
-** long as it does (one per replaced event value seen by setmetatable).
+** what it held: a class whose __index is replaced in a loop keeps no old clones alive (nor,
+** through them, the old values). In deterministic mode it is strong, as every weak table
+** there, so that the work a store does (and is charged) is the same in every process: the
+** clones made of one metatable stay as long as it does (one per replaced event value seen by
+** setmetatable). A metatable used once, the common `setmetatable(o, {__index = ...})`, costs
+** two small tables, the watch and its set.
 */
 
-/* Push the clone set of the watch of the table at m and return 1, or push nothing and
-   return 0 when m is not watched. */
+/* Push the watch of the table at m and return 1, or push nothing and return 0 when m is
+   not watched. */
 static int push_watch(lua_State *L, int m) {
   if (!lua_getmetatable(L, m)) return 0;
-  if (lua_rawgetp(L, -1, &key_watch) == LUA_TTABLE) {
-    lua_remove(L, -2);
+  if (lua_rawgetp(L, -1, &key_watch) != LUA_TNIL) {
+    lua_pop(L, 1);
     return 1;
   }
   lua_pop(L, 2);
@@ -365,10 +367,11 @@ static int push_watch(lua_State *L, int m) {
 static void register_copy(lua_State *L, int copy) {
   copy = lua_absindex(L, copy);
   if (lua_rawgetp(L, copy, &key_original) == LUA_TTABLE && push_watch(L, -1)) {
+    lua_rawgetp(L, -1, &key_watch);
     lua_pushvalue(L, copy);
     lua_pushboolean(L, 1);
     lua_rawset(L, -3);
-    lua_pop(L, 1);
+    lua_pop(L, 2);
   }
   lua_pop(L, 1);
 }
@@ -622,15 +625,18 @@ static void pass_on(lua_State *L, int m, int k, int v) {
   int i = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
   if (!push_watch(L, m)) return;
-  int set = lua_gettop(L);
+  int w = lua_gettop(L);
   uint64_t visited = 1;
-  lua_pushnil(L);
-  while (lua_next(L, set)) {
-    lua_pop(L, 1);
-    pass_to_clone(L, lua_gettop(L), i, k, v);
-    visited++;
+  if (lua_rawgetp(L, w, &key_watch) == LUA_TTABLE) {
+    int set = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, set)) {
+      lua_pop(L, 1);
+      pass_to_clone(L, lua_gettop(L), i, k, v);
+      visited++;
+    }
   }
-  lua_pop(L, 1);
+  lua_settop(L, w - 1);
   mbxV_charge_light(L, visited);
 }
 
@@ -888,7 +894,9 @@ static lua_Integer record_depth(lua_State *L, int clone) {
    guest's value is kept under key_mode, for the cache check. __gc is never copied: a clone
    never arms a finalizer, so none runs (finalizers run with hooks off, lgc.c GCTM). */
 static void push_new_clone(lua_State *L, int obj, int mt) {
-  lua_createtable(L, 0, 4);
+  /* Sized for the usual clone (the live stubs of what mt lacks, a few private keys): no
+     rehash while it fills. */
+  lua_createtable(L, 0, 24);
   int clone = lua_gettop(L);
   lua_Integer present = 0;
   for (int i = 0; i < EVENT_COUNT; i++) {
@@ -1064,12 +1072,25 @@ static int meta_setmetatable(lua_State *L) {
       if (lua_rawget(L, 4) == LUA_TTABLE) pin_target(L, -1);
       lua_pop(L, 1);
     }
+    /* mt is watched from now on, so an event added to it reaches this clone (see the
+       watches above), and the one this replaces in the cache, which objects set up before
+       mt could be watched may use; not when mt is the object itself, whose watch the clone
+       replaces. */
+    int mt_watched = !lua_rawequal(L, 1, 2) && start_watch(L, 2);
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, 3) == LUA_TTABLE && mt_watched) register_copy(L, -1);
+    lua_pop(L, 1);
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 4);
     lua_rawset(L, 3);
-    /* mt is watched from now on, so an event added to it reaches this clone (see the
-       watches above); not when it is the object itself, whose watch the clone replaces. */
-    if (!lua_rawequal(L, 1, 2) && start_watch(L, 2)) register_copy(L, 4);
+    if (mt_watched) register_copy(L, 4);
+  } else if (!lua_rawequal(L, 1, 2)) {
+    /* A clone made while mt could not be watched (it had a metatable of its own, since
+       removed): watch mt from now on, with the clone in use. */
+    if (push_watch(L, 2))
+      lua_pop(L, 1);
+    else if (start_watch(L, 2))
+      register_copy(L, 4);
   }
   if (walked) {
     lua_createtable(L, 0, 8); /* 5: bounded, a clone holds the events and a few keys */
