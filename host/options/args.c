@@ -72,6 +72,25 @@ static int parse_uid_range(const char *value, mbxH_cli_options *opt, char *msg, 
   return 0;
 }
 
+/* --http-session-prefix NAME: letters, digits and '-' only, so the session id stays a plain
+   HTTP token (no byte that could end the header, no pattern character a proxy's map would
+   read as syntax), and short, so the id stays a bounded, fixed-length string. */
+static int check_session_prefix(const char *value, const mbxH_option_spec *spec, char *msg,
+                                size_t msg_size) {
+  size_t len = strlen(value);
+  int ok = len >= 1 && len <= MBXH_CLI_SESSION_PREFIX_MAX;
+  for (size_t i = 0; ok && i < len; i++) {
+    char c = value[i];
+    ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+  }
+  if (ok) return 0;
+  char quoted[MBXU_QUOTE_MAX + 4];
+  mbxU_quote(value, quoted, sizeof quoted);
+  mbxU_msg(msg, msg_size, "%s: '%s' is not a name of 1 to %d letters, digits or '-' (e.g. %s)",
+           spec->name, quoted, MBXH_CLI_SESSION_PREFIX_MAX, spec->example);
+  return -1;
+}
+
 static int apply_option(mbxH_cli_options *opt, const mbxH_option_spec *spec, const char *value,
                         char *msg, size_t msg_size) {
   mbxH_cli_limit *limit = NULL;
@@ -91,6 +110,10 @@ static int apply_option(mbxH_cli_options *opt, const mbxH_option_spec *spec, con
   case MBXH_OPT_HTTP_KEY:
   case MBXH_OPT_HTTP_ALLOW_ORIGIN:
     opt->http[spec->id - MBXH_OPT_HTTP] = value; /* checked by host/mcp/http.c */
+    break;
+  case MBXH_OPT_HTTP_SESSION_PREFIX:
+    if (check_session_prefix(value, spec, msg, msg_size) != 0) return -1;
+    opt->http[MBXH_CLI_HTTP_SESSION_PREFIX] = value;
     break;
   case MBXH_OPT_HIBERNATE_AFTER:
     if (mbxU_parse_duration(spec->name, value, &opt->hibernate_after_ms, msg, msg_size) != 0)

@@ -122,6 +122,12 @@ const mbxH_option_spec mbxH_options[] = {
     {"--http-allow-origin", MBXH_OPT_HTTP_ALLOW_ORIGIN, 1,
      "--http-allow-origin https://app.example", MBXH_OPT_FOR_MCP, "ORIGIN",
      "also accept requests whose Origin is ORIGIN (by default\nonly loopback ones)"},
+    {"--http-session-prefix", MBXH_OPT_HTTP_SESSION_PREFIX, 1, "--http-session-prefix a",
+     MBXH_OPT_FOR_MCP, "NAME",
+     "start every session id this server mints with NAME- (1 to\n"
+     "16 letters, digits or '-'), so that a proxy in front of\n"
+     "several servers routes each session to the one that holds\n"
+     "it (docs/cli.md, Scale-out)"},
     {"--http-behind-proxy", MBXH_OPT_HTTP_BEHIND_PROXY, 0, NULL, MBXH_OPT_FOR_MCP, NULL,
      "off loopback without --http-cert: a TLS proxy in front of\nmoonbox terminates HTTPS"},
     {"--hibernate-after", MBXH_OPT_HIBERNATE_AFTER, 1, "--hibernate-after 5m", MBXH_OPT_FOR_MCP,

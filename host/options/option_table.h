@@ -47,11 +47,12 @@ typedef enum mbxH_option_id {
   MBXH_OPT_UPSTREAM,
   MBXH_OPT_ALLOW_TOOL,
   MBXH_OPT_CODE_MODE,
-  MBXH_OPT_HTTP, /* the five valued --http options, in the order of mbxH_cli_options.http */
+  MBXH_OPT_HTTP, /* the six valued --http options, in the order of MBXH_CLI_HTTP_LISTEN... */
   MBXH_OPT_HTTP_TOKEN_FILE,
   MBXH_OPT_HTTP_CERT,
   MBXH_OPT_HTTP_KEY,
   MBXH_OPT_HTTP_ALLOW_ORIGIN,
+  MBXH_OPT_HTTP_SESSION_PREFIX,
   MBXH_OPT_HTTP_BEHIND_PROXY,
   MBXH_OPT_HIBERNATE_AFTER
 } mbxH_option_id;
