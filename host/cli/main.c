@@ -1046,17 +1046,26 @@ int main(int argc, char **argv) {
       mbxH_code_free(code);
       return exit_code;
     }
-    if (opt.http[0] == NULL &&
-        (opt.http[1] || opt.http[2] || opt.http[3] || opt.http[4] || opt.http_behind_proxy)) {
+    int http_extra = opt.http_behind_proxy;
+    for (int i = MBXH_CLI_HTTP_LISTEN + 1; i < MBXH_CLI_HTTP_VALUES; i++)
+      http_extra |= opt.http[i] != NULL;
+    if (opt.http[MBXH_CLI_HTTP_LISTEN] == NULL && http_extra) {
       fprintf(stderr, "moonbox mcp: the --http-* options go with --http HOST:PORT\n");
       mbxH_code_free(code);
       mbx_policy_free(policy);
       return EXIT_USAGE;
     }
-    mbxH_mcp_http_config http = {opt.http[0], opt.http[1], opt.http[2],
-                                 opt.http[3], opt.http[4], opt.http_behind_proxy};
+    _Static_assert(MBXH_CLI_SESSION_PREFIX_MAX <= MBXH_HTTP_SESSION_PREFIX_MAX,
+                   "every prefix the parse accepts fits the listener's session ids");
+    mbxH_mcp_http_config http = {.listen = opt.http[MBXH_CLI_HTTP_LISTEN],
+                                 .token_file = opt.http[MBXH_CLI_HTTP_TOKEN_FILE],
+                                 .cert_file = opt.http[MBXH_CLI_HTTP_CERT],
+                                 .key_file = opt.http[MBXH_CLI_HTTP_KEY],
+                                 .allow_origin = opt.http[MBXH_CLI_HTTP_ALLOW_ORIGIN],
+                                 .behind_proxy = opt.http_behind_proxy,
+                                 .session_prefix = opt.http[MBXH_CLI_HTTP_SESSION_PREFIX]};
     exit_code = mbxH_mcp_serve(policy, opt.isolate, opt.exec_uid_first, opt.exec_uid_count, code,
-                               opt.http[0] ? &http : NULL, opt.hibernate_after_ms);
+                               http.listen ? &http : NULL, opt.hibernate_after_ms);
     mbxH_code_free(code); /* ends the upstreams */
     mbx_policy_free(policy);
     return exit_code;

@@ -1,7 +1,7 @@
 /* host/mcp/http.c -- the Streamable HTTP transport of `moonbox mcp` (MCP 2025-11-25): one
    endpoint, /mcp. A POST carries one JSON-RPC message and is answered with application/json
-   (202 when the message has no reply); the server mints Mcp-Session-Id at initialize; DELETE
-   ends a session; GET is 405 (no server-to-client stream). Every message goes to the one
+   (202 when the message has no reply); the server mints Mcp-Session-Id at initialize (after
+   the --http-session-prefix a proxy routes on, if any); DELETE ends a session; GET is 405 (no server-to-client stream). Every message goes to the one
    dispatch of server.c (mbxH_mcp_handle_message), its reply comes back through a reply sink.
 **
 ** Threads: libmicrohttpd's one internal polling thread (epoll) runs every connection and this
@@ -31,12 +31,14 @@
 
 #include "host/mcp/mcp.h"
 
-#define SESSION_ID_LEN 64 /* hex digits of 32 bytes from getrandom */
+#define SESSION_HEX_LEN 64 /* hex digits of 32 bytes from getrandom */
+/* The longest id: the prefix, '-', the hex digits. */
+#define SESSION_ID_MAX (MBXH_HTTP_SESSION_PREFIX_MAX + 1 + SESSION_HEX_LEN)
 #define TOKEN_MAX 512
 #define PEM_MAX ((size_t)1 << 20)
 
 typedef struct client {
-  char id[SESSION_ID_LEN + 1]; /* "" = a free slot */
+  char id[SESSION_ID_MAX + 1]; /* "" = a free slot */
   mbxH_mcp_peer peer;
   uint64_t last_ms;
 } client;
@@ -46,6 +48,8 @@ typedef struct http {
   const mbxH_mcp_http_config *cfg;
   char token[TOKEN_MAX + 1]; /* "" = no token required */
   size_t token_len;
+  char prefix[MBXH_HTTP_SESSION_PREFIX_MAX + 2]; /* "NAME-", or "" */
+  size_t id_len;                                 /* of every id minted: prefix + hex */
   size_t body_bytes; /* held by bodies being received (the polling thread only) */
   uint64_t next_owner;
   atomic_int stopping; /* the polling thread answers 503 from now on */
@@ -63,7 +67,7 @@ typedef struct request {
   int dispatched;
   int sessionless;     /* no Mcp-Session-Id: only an initialize that opens one is a success */
   mbxH_mcp_peer fresh; /* the client of a message without Mcp-Session-Id */
-  char minted[SESSION_ID_LEN + 1];
+  char minted[SESSION_ID_MAX + 1];
   pthread_mutex_t lock;
   int suspended, replied, reply_oom;
   char *reply; /* NULL: no reply (202) */
@@ -192,13 +196,15 @@ static int origin_ok(http *h, const char *origin) {
   return 0;
 }
 
-/* The client of a session id; expired ones are dropped first. */
+/* The client of a session id; expired ones are dropped first. The whole id is compared, the
+   prefix too, in time independent of where it differs: an id with another server's prefix
+   (or none) is as unknown as a guessed one. */
 static client *find_client(http *h, const char *id) {
-  if (id == NULL || strlen(id) != SESSION_ID_LEN) return NULL;
+  if (id == NULL || strlen(id) != h->id_len) return NULL;
   client *found = NULL;
   for (size_t i = 0; i < MBXH_HTTP_MAX_CLIENTS; i++) {
     client *c = &h->clients[i];
-    if (c->id[0] != '\0' && same_secret(c->id, SESSION_ID_LEN, id, SESSION_ID_LEN)) found = c;
+    if (c->id[0] != '\0' && same_secret(c->id, h->id_len, id, h->id_len)) found = c;
   }
   return found;
 }
@@ -221,9 +227,10 @@ static client *free_client(http *h) {
   return NULL;
 }
 
-/* 32 bytes of the kernel's CSPRNG as 64 hex digits; 0, or -1 when it fails. */
-static int mint_id(char out[SESSION_ID_LEN + 1]) {
-  unsigned char raw[SESSION_ID_LEN / 2];
+/* The prefix, then 32 bytes of the kernel's CSPRNG as 64 hex digits; 0, or -1 when it fails.
+   The prefix is public (a proxy reads it): the 256 random bits alone make the id unguessable. */
+static int mint_id(const http *h, char out[SESSION_ID_MAX + 1]) {
+  unsigned char raw[SESSION_HEX_LEN / 2];
   size_t got = 0;
   while (got < sizeof raw) {
     ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
@@ -232,11 +239,13 @@ static int mint_id(char out[SESSION_ID_LEN + 1]) {
     got += (size_t)n;
   }
   static const char hex[] = "0123456789abcdef";
+  size_t at = strlen(h->prefix);
+  memcpy(out, h->prefix, at);
   for (size_t i = 0; i < sizeof raw; i++) {
-    out[2 * i] = hex[raw[i] >> 4];
-    out[2 * i + 1] = hex[raw[i] & 15];
+    out[at + 2 * i] = hex[raw[i] >> 4];
+    out[at + 2 * i + 1] = hex[raw[i] & 15];
   }
-  out[SESSION_ID_LEN] = '\0';
+  out[at + SESSION_HEX_LEN] = '\0';
   return 0;
 }
 
@@ -327,7 +336,7 @@ static enum MHD_Result dispatch(http *h, request *req) {
     /* initialize answered: the client is a session from now on (a slot is free: checked
        before the body, and only this thread takes slots). */
     client *slot = free_client(h);
-    if (slot == NULL || mint_id(req->minted) != 0) {
+    if (slot == NULL || mint_id(h, req->minted) != 0) {
       free(req->reply);
       req->reply = NULL;
       req->minted[0] = '\0';
@@ -491,6 +500,19 @@ int mbxH_mcp_http_serve(mbxH_mcp_server *s, const mbxH_mcp_http_config *cfg) {
   h.server = s;
   h.cfg = cfg;
   h.next_owner = 1; /* 0 is stdio's */
+  h.id_len = SESSION_HEX_LEN;
+  if (cfg->session_prefix != NULL) {
+    size_t n = strlen(cfg->session_prefix);
+    if (n == 0 || n > MBXH_HTTP_SESSION_PREFIX_MAX) {
+      fprintf(stderr, "moonbox mcp: --http-session-prefix: 1 to %d characters\n",
+              MBXH_HTTP_SESSION_PREFIX_MAX);
+      return 2;
+    }
+    memcpy(h.prefix, cfg->session_prefix, n);
+    h.prefix[n] = '-';
+    h.prefix[n + 1] = '\0';
+    h.id_len = n + 1 + SESSION_HEX_LEN;
+  }
   if (parse_listen(cfg->listen, &addr, &loopback, msg, sizeof msg) != 0 ||
       load_token(&h, msg, sizeof msg) != 0) {
     fprintf(stderr, "moonbox mcp: %s\n", msg);

@@ -17,6 +17,8 @@
 #define MBXH_HTTP_MAX_CLIENTS 64                  /* MCP sessions (Mcp-Session-Id) at once */
 #define MBXH_HTTP_CLIENT_CALLS 4                  /* one client's tools/call in flight */
 #define MBXH_HTTP_CLIENT_SESSIONS 8               /* one client's session names open */
+/* --http-session-prefix: the longest name put in front of a session id ("NAME-" + 64 hex). */
+#define MBXH_HTTP_SESSION_PREFIX_MAX 16
 
 typedef struct mbxH_mcp_http_config {
   const char *listen;     /* HOST:PORT (HOST an address, [v6] or localhost) */
@@ -25,6 +27,10 @@ typedef struct mbxH_mcp_http_config {
   const char *key_file;
   const char *allow_origin; /* one more Origin accepted besides loopback ones; NULL: none */
   int behind_proxy;         /* off loopback without TLS: a TLS proxy is in front */
+  /* Every session id minted starts with this and '-' (a proxy routes on it: docs/cli.md,
+     Scale-out); NULL: none. At most MBXH_HTTP_SESSION_PREFIX_MAX letters, digits or '-' (the
+     CLI's parse checks the characters; the length is checked again here). */
+  const char *session_prefix;
 } mbxH_mcp_http_config;
 
 typedef struct mbxH_mcp_server mbxH_mcp_server;

@@ -26,6 +26,18 @@
 #define MBXH_CLI_MAX_MODULES 1024           /* --module (mbx_policy_add_module's cap) */
 #define MBXH_CLI_MAX_UPSTREAM_ARGS 512      /* --upstream and --allow-tool (moonbox mcp) */
 #define MBXH_CLI_HIBERNATE_DEFAULT_MS 30000 /* moonbox mcp --isolate none: --hibernate-after 30s */
+/* --http-session-prefix NAME: at most this many letters, digits and '-' (moonbox mcp). */
+#define MBXH_CLI_SESSION_PREFIX_MAX 16
+/* The valued --http options of moonbox mcp: their places in mbxH_cli_options.http. */
+enum {
+  MBXH_CLI_HTTP_LISTEN,         /* --http HOST:PORT */
+  MBXH_CLI_HTTP_TOKEN_FILE,     /* --http-token-file FILE */
+  MBXH_CLI_HTTP_CERT,           /* --http-cert FILE */
+  MBXH_CLI_HTTP_KEY,            /* --http-key FILE */
+  MBXH_CLI_HTTP_ALLOW_ORIGIN,   /* --http-allow-origin ORIGIN */
+  MBXH_CLI_HTTP_SESSION_PREFIX, /* --http-session-prefix NAME (checked by the parse) */
+  MBXH_CLI_HTTP_VALUES
+};
 /* The exit code of a run that stopped at a --pause-on function (docs/cli.md). */
 #define MBXH_CLI_EXIT_PAUSED 4
 
@@ -109,8 +121,9 @@ typedef struct mbxH_cli_options {
   int upstream_arg_count;
   int code_mode;
   /* moonbox mcp --http HOST:PORT, --http-token-file, --http-cert, --http-key,
-     --http-allow-origin (NULL: not given), and --http-behind-proxy. */
-  const char *http[5];
+     --http-allow-origin, --http-session-prefix (NULL: not given; indexed by
+     MBXH_CLI_HTTP_SESSION_PREFIX and the like), and --http-behind-proxy. */
+  const char *http[MBXH_CLI_HTTP_VALUES];
   int http_behind_proxy;
   /* moonbox mcp --hibernate-after DURATION (ms; 0 = never): after parsing, the value in
      force, MBXH_CLI_HIBERNATE_DEFAULT_MS with --isolate none when not given, else 0. */

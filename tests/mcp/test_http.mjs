@@ -85,11 +85,11 @@ const msg = (id, method, params) => JSON.stringify({ jsonrpc: '2.0', id, method,
 const initParams = { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '0' } };
 
 // A raw session: initialize, then notifications/initialized; returns its id.
-async function rawSession(url, headers = {}) {
+async function rawSession(url, headers = {}, idPattern = /^[0-9a-f]{64}$/) {
   const r = await raw(url, { headers, body: msg(1, 'initialize', initParams) });
   assert.equal(r.status, 200, r.text);
   const sid = r.headers['mcp-session-id'];
-  assert.match(sid, /^[0-9a-f]{64}$/);
+  assert.match(sid, idPattern);
   const n = await raw(url, { headers: { ...headers, 'Mcp-Session-Id': sid }, body: '{"jsonrpc":"2.0","method":"notifications/initialized"}' });
   assert.equal(n.status, 202);
   return sid;
@@ -403,6 +403,40 @@ test('hostile JSON-RPC over HTTP gets error replies, and the server keeps servin
   } finally {
     await stopServer(s);
   }
+});
+
+test('--http-session-prefix: ids start with NAME-, another prefix on the same random part is 404', async () => {
+  const s = await startServer(['--http-session-prefix', 'edge-1']);
+  try {
+    const { client, transport } = await connect(s.url);
+    const sid = transport.sessionId;
+    assert.match(sid, /^edge-1-[0-9a-f]{64}$/);
+    let r = await run(client, { code: 'x = 5', session: 'k' });
+    r = await run(client, { code: 'return x * 2', session: 'k' });
+    assert.equal(r.structuredContent.value, 10);
+    const hex = sid.slice('edge-1-'.length);
+    for (const forged of [`edge-2-${hex}`, `EDGE-1-${hex}`, hex, `edge-1-${hex}0`, `edge-1${hex}`]) {
+      r = await raw(s.url, { headers: { 'Mcp-Session-Id': forged }, body: msg(1, 'ping') });
+      assert.equal(r.status, 404, forged);
+      r = await raw(s.url, { method: 'DELETE', headers: { 'Mcp-Session-Id': forged } });
+      assert.equal(r.status, 404, forged);
+    }
+    r = await raw(s.url, { headers: { 'Mcp-Session-Id': sid }, body: msg(2, 'ping') });
+    assert.equal(r.status, 200); // the forgeries ended nothing
+    const other = await rawSession(s.url, {}, /^edge-1-[0-9a-f]{64}$/);
+    assert.notEqual(other, sid);
+    await client.close();
+  } finally {
+    await stopServer(s);
+  }
+  for (const bad of ['', 'a b', 'a_b', 'x'.repeat(17), 'a/b']) {
+    const r = spawnSync(moonbox, [...baseArgs, '--http', '127.0.0.1:0', '--http-session-prefix', bad], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 2, bad);
+    assert.match(r.stderr, /--http-session-prefix: .* is not a name of 1 to 16 letters, digits or '-'/);
+  }
+  const r = spawnSync(moonbox, ['mcp', '--http-session-prefix', 'a'], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /go with --http/);
 });
 
 test('code mode over HTTP: the guest calls an upstream tool', async () => {

@@ -770,6 +770,39 @@ static void test_mcp_command(void **state) {
               "--hibernate-after", "1s", "-e", "1");
 }
 
+/* moonbox mcp --http-session-prefix NAME: the backend's name at the front of every session id
+   it mints (docs/cli.md, "Scale-out"): short, letters, digits and '-', so that a proxy's
+   pattern on Mcp-Session-Id reads it and the header stays a plain token. */
+static void test_mcp_session_prefix(void **state) {
+  mbxH_cli_options opt;
+  (void)state;
+  PARSE_OK(&opt, "mcp", "--http", "127.0.0.1:0", "--http-session-prefix", "a");
+  assert_string_equal(opt.http[MBXH_CLI_HTTP_SESSION_PREFIX], "a");
+  PARSE_OK(&opt, "mcp", "--http-session-prefix=eu-west-2");
+  assert_string_equal(opt.http[MBXH_CLI_HTTP_SESSION_PREFIX], "eu-west-2");
+  PARSE_OK(&opt, "mcp", "--http-session-prefix", "0123456789abcdef"); /* 16: the most */
+  assert_int_equal(strlen(opt.http[MBXH_CLI_HTTP_SESSION_PREFIX]), MBXH_CLI_SESSION_PREFIX_MAX);
+  PARSE_OK(&opt, "mcp");
+  assert_null(opt.http[MBXH_CLI_HTTP_SESSION_PREFIX]);
+  PARSE_FAILS("--http-session-prefix: '0123456789abcdefg' is not a name of 1 to 16 letters, "
+              "digits or '-' (e.g. --http-session-prefix a)",
+              "mcp", "--http-session-prefix", "0123456789abcdefg");
+  PARSE_FAILS("--http-session-prefix: '' is not a name of 1 to 16 letters, digits or '-' "
+              "(e.g. --http-session-prefix a)",
+              "mcp", "--http-session-prefix", "");
+  PARSE_FAILS("--http-session-prefix: 'a b' is not a name of 1 to 16 letters, digits or '-' "
+              "(e.g. --http-session-prefix a)",
+              "mcp", "--http-session-prefix", "a b");
+  PARSE_FAILS("--http-session-prefix: 'a_b' is not a name of 1 to 16 letters, digits or '-' "
+              "(e.g. --http-session-prefix a)",
+              "mcp", "--http-session-prefix=a_b");
+  PARSE_FAILS("--http-session-prefix: 'a??X-Evil: 1' is not a name of 1 to 16 letters, "
+              "digits or '-' (e.g. --http-session-prefix a)",
+              "mcp", "--http-session-prefix", "a\r\nX-Evil: 1");
+  PARSE_FAILS("--http-session-prefix is an option of moonbox mcp, not of run", "run",
+              "--http-session-prefix", "a", "-e", "1");
+}
+
 /* moonbox repl: the policy options and starting globals; no script, no run-only views. */
 static void test_repl_command(void **state) {
   mbxH_cli_options opt;
@@ -806,6 +839,7 @@ int main(void) {
       cmocka_unit_test(test_check_command),
       cmocka_unit_test(test_repl_command),
       cmocka_unit_test(test_mcp_command),
+      cmocka_unit_test(test_mcp_session_prefix),
       cmocka_unit_test(test_top_level_commands),
       cmocka_unit_test(test_no_command),
       cmocka_unit_test(test_script_sources),
