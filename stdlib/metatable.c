@@ -154,12 +154,28 @@ static int events_match(lua_State *L, int mt, int clone, lua_Integer present) {
     same = lua_rawequal(L, -1, -2);
     lua_settop(L, base);
   }
+  /* A __call read live (a function at setmetatable) must still be one for the clone to be
+     reused: setmetatable refuses any other. */
+  if (same && !((present >> EVENT_CALL) & 1)) {
+    lua_pushvalue(L, UPV_EVENT(EVENT_CALL));
+    int type = lua_rawget(L, mt);
+    same = type == LUA_TNIL || type == LUA_TFUNCTION;
+    lua_settop(L, base);
+  }
   int n = (int)(sizeof read_at_setmetatable / sizeof *read_at_setmetatable);
   for (int k = 0; same && k < n; k++) {
     int i = read_at_setmetatable[k];
     if ((present >> i) & 1) continue;
     lua_pushvalue(L, UPV_EVENT(i));
-    same = lua_rawget(L, mt) == LUA_TNIL;
+    int type = lua_rawget(L, mt);
+    if (type == LUA_TFUNCTION && i == EVENT_INDEX) {
+      same = 1; /* the walker the clone holds calls it */
+    } else if (type == LUA_TFUNCTION && i == EVENT_NEWINDEX) {
+      lua_pushvalue(L, UPV_EVENT(i));
+      same = lua_rawget(L, clone) == LUA_TFUNCTION; /* the walker, if anything */
+    } else {
+      same = type == LUA_TNIL;
+    }
     lua_settop(L, base);
   }
   return same;
@@ -597,7 +613,15 @@ static void pass_to_clone(lua_State *L, int c, int i, int k, int v) {
     lua_pushvalue(L, v);
     lua_rawsetp(L, c, &key_mode);
     if (mbxL_deterministic(L)) goto recorded;
-  } else if (i == EVENT_NEWINDEX && lua_type(L, v) != LUA_TFUNCTION) {
+  } else if (i == EVENT_NEWINDEX) {
+    /* The walker, which reads mt's field live (a function as at setmetatable; anything
+       else at depth 0, so no recorded depth changes). */
+    if (lua_type(L, v) == LUA_TFUNCTION) {
+      lua_pushvalue(L, k);
+      lua_pushvalue(L, UPV_WATCH_WALKER);
+      lua_rawset(L, c);
+      return; /* read live, as if mt lacked it: no bit */
+    }
     lua_pushvalue(L, v);
     lua_rawsetp(L, c, &key_guest_newindex);
     lua_pushvalue(L, k);
@@ -899,6 +923,7 @@ static void push_new_clone(lua_State *L, int obj, int mt) {
   lua_createtable(L, 0, 24);
   int clone = lua_gettop(L);
   lua_Integer present = 0;
+  int newindex_live = 0;
   for (int i = 0; i < EVENT_COUNT; i++) {
     lua_pushvalue(L, UPV_EVENT(i));
     lua_pushvalue(L, -1);
@@ -912,6 +937,16 @@ static void push_new_clone(lua_State *L, int obj, int mt) {
        always called at the first step. */
     if (i == EVENT_CALL && lua_type(L, -1) != LUA_TFUNCTION)
       luaL_error(L, CALL_REFUSAL, "setmetatable: ", luaL_typename(L, -1));
+    /* An __index or __newindex function is read live, as if mt lacked it: the walker
+       installed below calls mt's field of the moment, so a function replaced later
+       (pl.strict.module's __index over a module's own) is seen as in stock. The price is a
+       C frame before each call of it. (Not the arithmetic, order and __call events: a stub
+       in front of every operator of a vector class costs 4x stock in bench_metatables.) */
+    if (lua_type(L, -1) == LUA_TFUNCTION && (i == EVENT_INDEX || i == EVENT_NEWINDEX)) {
+      if (i == EVENT_NEWINDEX) newindex_live = 1;
+      lua_pop(L, 2);
+      continue;
+    }
     present |= (lua_Integer)1 << i;
     if (i == EVENT_MODE) {
       lua_pushvalue(L, -1);
@@ -935,6 +970,11 @@ static void push_new_clone(lua_State *L, int obj, int mt) {
   if (!(present & ((lua_Integer)1 << EVENT_INDEX))) {
     lua_pushvalue(L, UPV_EVENT(EVENT_INDEX));
     lua_pushvalue(L, UPV_WALK_INDEX);
+    lua_rawset(L, clone);
+  }
+  if (newindex_live) {
+    lua_pushvalue(L, UPV_EVENT(EVENT_NEWINDEX));
+    lua_pushvalue(L, UPV_WALK_NEWINDEX);
     lua_rawset(L, clone);
   }
   /* Every other event the VM reads that mt lacks gets a live stub, so an event added to mt
