@@ -1190,5 +1190,5 @@ void mbxL_open_metatables(lua_State *L) {
 }
 
 int mbxL_is_metamethod_stub(lua_CFunction f) {
-  return f == walk_index || f == walk_newindex || f == live_event;
+  return f == walk_index || f == walk_newindex || f == live_event || f == watch_store;
 }
