@@ -373,6 +373,25 @@ static void register_copy(lua_State *L, int copy) {
   lua_pop(L, 1);
 }
 
+/* The pinned table at t is about to get another metatable: where its pin is a private copy of
+   a clone (it is private to t, see set_pinned), take it out of its guest metatable's watch.
+   Clones are shared and stay; a private copy would otherwise stay in the set after t dropped
+   it, and in deterministic mode, where the set is strong, for as long as the metatable lives:
+   setmetatable(t, mt) in a loop on a chain target grew the heap by a copy per call (about
+   850 bytes) where stock runs in constant memory, and every later event stored into mt
+   visited each of them. */
+static void unregister_pin(lua_State *L, int t) {
+  if (!lua_getmetatable(L, t)) return;
+  int pin = lua_gettop(L);
+  if (lua_rawgetp(L, pin, &key_limit) == LUA_TNUMBER &&
+      lua_rawgetp(L, pin, &key_original) == LUA_TTABLE && push_watch(L, -1)) {
+    lua_pushvalue(L, pin);
+    lua_pushnil(L);
+    lua_rawset(L, -3);
+  }
+  lua_settop(L, pin - 1);
+}
+
 /* Make the table at w a watch (called from meta_setmetatable's frame: UPV_WATCH). */
 static void add_watch_fields(lua_State *L, int w) {
   w = lua_absindex(L, w);
@@ -1037,9 +1056,10 @@ static int meta_setmetatable(lua_State *L) {
   if (t == LUA_TNIL) {
     if (watched) /* a watch already reads as no metatable, and keeps watching */
       ;
-    else if (limit >= 0)
+    else if (limit >= 0) {
+      unregister_pin(L, 1);
       set_pinned(L, 1, 2, limit); /* a target stays pinned */
-    else
+    } else
       lua_setmetatable(L, 1);
     lua_settop(L, 1);
     return 1;
@@ -1088,9 +1108,10 @@ static int meta_setmetatable(lua_State *L) {
     record_depth(L, 5);
     lua_replace(L, 4);
   }
-  if (limit >= 0)
+  if (limit >= 0) {
+    unregister_pin(L, 1);
     set_pinned(L, 1, 4, limit);
-  else
+  } else
     lua_setmetatable(L, 1);
   lua_settop(L, 1);
   return 1;
