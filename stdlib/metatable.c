@@ -1076,6 +1076,15 @@ static int meta_setmetatable(lua_State *L) {
       set_pinned(L, 1, 2, limit); /* a target stays pinned */
     } else
       lua_setmetatable(L, 1);
+    /* The table lost a metatable of the guest's, and its watch with it (setmetatable(t, X)
+       replaced that): where its clone is still cached, objects set up since share that clone
+       without making a new one, so nothing would watch t again and an event added to it now
+       would reach none of them, silently. Watch it again, starting with that clone. */
+    if (!watched) {
+      lua_rawgetp(L, LUA_REGISTRYINDEX, &key_clone_cache);
+      lua_pushvalue(L, 1);
+      if (lua_rawget(L, -2) == LUA_TTABLE && start_watch(L, 1)) register_copy(L, -1);
+    }
     lua_settop(L, 1);
     return 1;
   }

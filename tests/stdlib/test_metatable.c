@@ -684,6 +684,27 @@ static void watch_drops_a_pinned_tables_old_copies(void **state) {
   mbx_sandbox_free(sb);
 }
 
+/* A metatable that had a metatable of the guest's and lost it again is watched again: its
+   clone was still cached, so the objects set up before and after shared it, and an event
+   added once the metatable stood alone reached none of them (stock: both see it). Also for
+   a metatable that is a pinned chain target. */
+static void watch_resumes_once_a_guest_metatable_is_removed(void **state) {
+  (void)state;
+  snippet_check_value("local mt = {} local a = setmetatable({}, mt) "
+                      "setmetatable(mt, {}) setmetatable(mt, nil) "
+                      "local b = setmetatable({}, mt) "
+                      "mt.__len = function() return 5 end "
+                      "mt.__newindex = function(t, k, v) rawset(t, k, v + 1) end "
+                      "a.x, b.x = 1, 2 "
+                      "return {#a, #b, rawget(a, 'x'), rawget(b, 'x'), getmetatable(mt) == nil}",
+                      "[5,5,2,3,true]");
+  snippet_check_value("local mt = {} local user = setmetatable({}, {__index = mt}) "
+                      "local a = setmetatable({}, mt) setmetatable(mt, {}) setmetatable(mt, nil) "
+                      "local b = setmetatable({}, mt) mt.__len = function() return 6 end "
+                      "return {#a, #b, user ~= nil, getmetatable(mt) == nil}",
+                      "[6,6,true,true]");
+}
+
 /* setmetatable(t, nil) returns t, also for a pinned table (it returned nil). */
 static void setmetatable_nil_returns_the_table(void **state) {
   (void)state;
@@ -727,6 +748,7 @@ int main(void) {
       cmocka_unit_test(watch_keeps_pins_and_reaches_every_clone),
       cmocka_unit_test(watch_mode_added_later),
       cmocka_unit_test(watch_drops_a_pinned_tables_old_copies),
+      cmocka_unit_test(watch_resumes_once_a_guest_metatable_is_removed),
       cmocka_unit_test(setmetatable_nil_returns_the_table),
   };
   return cmocka_run_group_tests_name("stdlib/metatable", tests, snippet_setup, snippet_teardown);
