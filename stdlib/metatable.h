@@ -35,7 +35,8 @@ int mbxL_getmetafield(lua_State *L, int idx, const char *field);
 int mbxL_callmeta(lua_State *L, int idx, const char *event);
 
 /* 1 when f is one of the C functions the policy puts between the VM and a guest metamethod (a
-   walker or a live stub): a frame that stock Lua does not have. */
+   walker or a live stub) or a store (a watch's __newindex, which raises stock's "table index is
+   nil"): a frame that stock Lua does not have. */
 int mbxL_is_metamethod_stub(lua_CFunction f);
 
 /* Set setmetatable and getmetatable in the table on top of the stack (the globals), with the
