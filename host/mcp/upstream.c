@@ -1,6 +1,6 @@
-/* host/mcp/upstream.c -- one upstream MCP server over stdio: its process (no shell), the
-   handshake, the tool list, requests with ids demultiplexed by a reader thread, restarts with
-   backoff (upstream.h). */
+/* host/mcp/upstream.c -- one upstream MCP server: the handshake, the tool list, requests with
+   ids matched to their responses, restarts with backoff (upstream.h); over stdio its process (no
+   shell) and reader thread, over Streamable HTTP the transport of upstream_http.c. */
 #include "host/mcp/upstream.h"
 
 #include <errno.h>
@@ -44,6 +44,7 @@ _Static_assert(STDERR_LINE_MAX + 64 + 1 <= PIPE_BUF, "a relayed stderr line fits
 typedef struct pending {
   int used, done;
   int64_t id;
+  int retry;              /* it was not taken (an expired HTTP session): send it once more */
   size_t max_reply;       /* bytes of the reply line at most (a tools/call's max_result); 0 = any */
   json_t *result, *error; /* the response's members (new references) */
   char fail[200];         /* why it failed without a response ("" = it has one) */
@@ -70,6 +71,8 @@ struct mbxH_upstream {
   void (*changed)(void *ctx); /* told of notifications/tools/list_changed */
   void *changed_ctx;
   char exit_note[120];
+  const mbxH_upstream_transport *url_tx; /* a URL upstream's transport ... */
+  void *http;                            /* ... and its state (made by the first start) */
 };
 
 typedef struct reader_arg {
@@ -121,11 +124,17 @@ static int write_all(int fd, const char *p, size_t n, uint64_t limit_ms) {
   return 0;
 }
 
-/* One message as one line (msg consumed). -1 when the upstream's stdin is gone. */
-static int send_msg(mbxH_upstream *u, json_t *msg) {
+/* One message (consumed): one line to the process, or one POST (id: a request's, whose reply
+   may take cap bytes; init: initialize). -1 when the upstream's stdin is gone. */
+static int send_msg(mbxH_upstream *u, json_t *msg, int64_t id, size_t cap, int init) {
   char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
   json_decref(msg);
   if (text == NULL) return -1;
+  if (u->cfg.url) {
+    int sent = u->http ? u->url_tx->send(u->http, text, id, init, cap) : -1;
+    free(text);
+    return sent;
+  }
   pthread_mutex_lock(&u->write_lock);
   pthread_mutex_lock(&u->lock);
   int fd = u->to_fd;
@@ -153,7 +162,7 @@ static void notify(mbxH_upstream *u, const char *method, json_t *params) {
   }
   json_object_set_new(m, "method", json_string(method));
   if (params) json_object_set_new(m, "params", params);
-  (void)send_msg(u, m);
+  (void)send_msg(u, m, 0, 0, 0);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -194,7 +203,7 @@ static void answer_request(mbxH_upstream *u, const json_t *id, const char *metho
     json_object_set_new(err, "message", json_string(text));
     json_object_set_new(m, "error", err);
   }
-  (void)send_msg(u, m);
+  (void)send_msg(u, m, 0, 0, 0);
 }
 
 static int list_tools(mbxH_upstream *u, uint64_t deadline, char *msg, size_t msg_size);
@@ -297,6 +306,34 @@ static void handle_line(mbxH_upstream *u, const char *line, size_t len) {
     pthread_mutex_unlock(&u->lock);
   }
   json_decref(msg);
+}
+
+void mbxH_upstream_deliver(mbxH_upstream *u, const char *text, size_t len) {
+  handle_line(u, text, len);
+}
+
+int mbxH_upstream_awaits(mbxH_upstream *u, int64_t id) {
+  pthread_mutex_lock(&u->lock);
+  int waiting = find_slot(u, id) != NULL;
+  pthread_mutex_unlock(&u->lock);
+  return waiting;
+}
+
+void mbxH_upstream_fail(mbxH_upstream *u, int64_t id, const char *why, int flags) {
+  pthread_mutex_lock(&u->lock);
+  pending *p = find_slot(u, id);
+  if (p != NULL) {
+    p->done = 1;
+    p->retry = (flags & MBXH_UPSTREAM_RETRY) != 0;
+    snprintf(p->fail, sizeof p->fail, "%s", why);
+    pthread_cond_broadcast(&u->cond);
+  }
+  if (flags & MBXH_UPSTREAM_LOST) { /* a new session, by the next call, with no backoff */
+    u->running = 0;
+    u->restart_at_ms = 0;
+    snprintf(u->exit_note, sizeof u->exit_note, "lost its session");
+  }
+  pthread_mutex_unlock(&u->lock);
 }
 
 /* A line too large to keep: the id is looked for in its first and last bytes (where
@@ -501,8 +538,9 @@ static int wait_a_slice(mbxH_upstream *u, uint64_t deadline_ms, const mbxH_upstr
   return 0;
 }
 
-/* method(params) (consumed); 0 with *result, or -1 with msg. Waits until deadline_ms (the
-   earlier of the call's timeout and w's), polling w's cancel. */
+/* method(params) (consumed); 0 with *result, or -1 with msg (-2: not taken, its HTTP session
+   had expired: it may be sent again in a new one). Waits until deadline_ms (the earlier of the
+   call's timeout and w's), polling w's cancel. */
 static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_t deadline_ms,
                    size_t max_reply, const mbxH_upstream_wait *w, json_t **result, char *msg,
                    size_t msg_size) {
@@ -539,14 +577,18 @@ static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_
   } else {
     json_decref(params);
   }
-  int sent = send_msg(u, m);
+  /* HTTP stops a reply's transfer past this (stdio's reader, past its line cap) */
+  size_t cap = max_reply ? max_reply + 65536 : LIST_LINE_MAX;
+  int sent = send_msg(u, m, id, cap, strcmp(method, "initialize") == 0);
 
   pthread_mutex_lock(&u->lock);
   why = 0;
   if (sent != 0 && !p->done) {
     p->done = 1;
     snprintf(p->fail, sizeof p->fail, "upstream '%s' is not running (%s)", u->cfg.name,
-             u->exit_note[0] ? u->exit_note : "its stdin is closed");
+             u->exit_note[0]
+                 ? u->exit_note
+                 : (u->cfg.url ? "its HTTP transport is stopped" : "its stdin is closed"));
   }
   while (!p->done) {
     if ((why = wait_a_slice(u, deadline_ms, w)) != 0) break;
@@ -554,7 +596,7 @@ static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_
   json_t *res = p->result, *err = p->error;
   char fail[sizeof p->fail];
   snprintf(fail, sizeof fail, "%s", p->fail);
-  int done = p->done;
+  int done = p->done, retry = p->retry;
   memset(p, 0, sizeof *p); /* the slot is free; a late response finds no one and is dropped */
   pthread_cond_broadcast(&u->cond);
   pthread_mutex_unlock(&u->lock);
@@ -574,7 +616,7 @@ static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_
   if (fail[0]) {
     json_decref(res), json_decref(err);
     msgf(msg, msg_size, "%s", fail);
-    return -1;
+    return retry ? -2 : -1;
   }
   if (err != NULL) {
     const json_t *text = json_object_get(err, "message");
@@ -676,6 +718,16 @@ void mbxH_upstream_stop_soon(mbxH_upstream *u) {
 /* Ends the process group: stdin closed first (a polite server exits), then SIGTERM, then
    SIGKILL. The reader reaps it. */
 static void stop_process(mbxH_upstream *u) {
+  if (u->cfg.url) { /* no process: the transport lives until the upstream is freed, and what
+                       waits on it fails now (its transfers are then dropped) */
+    pthread_mutex_lock(&u->lock);
+    u->running = 0;
+    char why[120];
+    snprintf(why, sizeof why, "upstream '%s' was stopped", u->cfg.name);
+    fail_all(u, why);
+    pthread_mutex_unlock(&u->lock);
+    return;
+  }
   /* A writer waiting on a full pipe holds write_lock (for at most its call's timeout): after
      1 s the process group is killed, so that write fails at once, and the stop goes on. */
   for (int i = 0; pthread_mutex_trylock(&u->write_lock) != 0; i++) {
@@ -780,7 +832,21 @@ static int list_tools(mbxH_upstream *u, uint64_t deadline, char *msg, size_t msg
   return 0;
 }
 
-static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
+/* The process and its reader (stdio), or the transport with no session yet (HTTP). */
+static int open_transport(mbxH_upstream *u, char *msg, size_t msg_size) {
+  if (u->cfg.url) {
+    pthread_mutex_lock(&u->lock);
+    u->exit_note[0] = '\0';
+    pthread_mutex_unlock(&u->lock);
+    if (u->url_tx == NULL) {
+      msgf(msg, msg_size, "upstream '%s': no HTTP transport in this program", u->cfg.name);
+      return -1;
+    }
+    if (u->http == NULL) u->http = u->url_tx->open(u, &u->cfg, msg, msg_size);
+    if (u->http == NULL) return -1;
+    u->url_tx->reset(u->http); /* initialize goes without a session id */
+    return 0;
+  }
   if (u->reader_live) { /* the last process's threads: it has ended */
     stop_process(u);
   }
@@ -797,6 +863,11 @@ static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
     stop_process(u);
     return -1;
   }
+  return 0;
+}
+
+static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
+  if (open_transport(u, msg, msg_size) != 0) return -1;
   uint64_t deadline =
       now_ms() + (u->cfg.timeout_ms > START_MIN_MS ? u->cfg.timeout_ms : START_MIN_MS);
   json_t *params = json_object(), *info = json_object();
@@ -827,6 +898,7 @@ static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
   pthread_mutex_lock(&u->lock);
   u->structured = strcmp(json_string_value(version), "2025-06-18") >= 0;
   pthread_mutex_unlock(&u->lock);
+  if (u->http) u->url_tx->opened(u->http, json_string_value(version));
   json_decref(res);
   notify(u, "notifications/initialized", NULL);
   if (list_tools(u, deadline, why, sizeof why) != 0) {
@@ -841,9 +913,10 @@ static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
   return 0;
 }
 
-mbxH_upstream *mbxH_upstream_new(mbxH_upstream_config *cfg) {
+mbxH_upstream *mbxH_upstream_new(mbxH_upstream_config *cfg, const mbxH_upstream_transport *url) {
   mbxH_upstream *u = calloc(1, sizeof *u);
   if (u == NULL) return NULL;
+  u->url_tx = url;
   u->cfg = *cfg;
   memset(cfg, 0, sizeof *cfg);
   u->to_fd = -1;
@@ -924,14 +997,20 @@ int mbxH_upstream_call(mbxH_upstream *u, const char *tool, const json_t *args,
     msgf(msg, msg_size, "upstream '%s': tool '%.100s' is not allowed", u->cfg.name, tool);
     return -1;
   }
-  if (ensure_running(u, msg, msg_size) != 0) return -1;
-  json_t *params = json_object();
-  json_object_set_new(params, "name", json_string(tool));
-  json_object_set_new(params, "arguments", args ? json_deep_copy(args) : json_object());
   char why[300];
   json_t *res;
-  if (request(u, "tools/call", params, now_ms() + u->cfg.timeout_ms, u->cfg.max_result, w, &res,
-              why, sizeof why) != 0) {
+  int rc = -2;
+  /* twice at most: a request an expired HTTP session did not take goes once more, in a new
+     session (the server said 404: it did not run it) */
+  for (int attempt = 0; attempt < 2 && rc == -2; attempt++) {
+    if (ensure_running(u, msg, msg_size) != 0) return -1;
+    json_t *params = json_object();
+    json_object_set_new(params, "name", json_string(tool));
+    json_object_set_new(params, "arguments", args ? json_deep_copy(args) : json_object());
+    rc = request(u, "tools/call", params, now_ms() + u->cfg.timeout_ms, u->cfg.max_result, w, &res,
+                 why, sizeof why);
+  }
+  if (rc != 0) {
     msgf(msg, msg_size, "%s", why);
     return -1;
   }
@@ -952,6 +1031,7 @@ int mbxH_upstream_call(mbxH_upstream *u, const char *tool, const json_t *args,
 void mbxH_upstream_free(mbxH_upstream *u) {
   if (u == NULL) return;
   stop_process(u);
+  if (u->http) u->url_tx->close(u->http); /* its thread ends, its session is DELETEd */
   pthread_mutex_lock(&u->lock); /* a relist thread's request has failed with the process */
   while (u->relisting)
     pthread_cond_wait(&u->cond, &u->lock);
