@@ -12,9 +12,10 @@
 #include <strings.h>
 #include <time.h>
 
-/* How long the thread sleeps in curl_multi_poll at most: it then looks for requests whose
-   callers stopped waiting (a timeout, a cancel). */
+/* How long the thread sleeps in curl_multi_poll at most while transfers are under way: it then
+   looks for requests whose callers stopped waiting (a timeout, a cancel); and when none is. */
 #define POLL_MS 50
+#define IDLE_MS 10000
 /* Connecting; a notification's or response's POST; the DELETE at the end. */
 #define CONNECT_MS 10000L
 #define NOTE_MS 10000L
@@ -529,7 +530,8 @@ static void *thread_main(void *arg) {
       next = x->next;
       if (x->id != 0 && !mbxH_upstream_awaits(h->u, x->id)) drop(h, &active, x);
     }
-    curl_multi_poll(h->multi, NULL, 0, POLL_MS, NULL);
+    /* idle, it sleeps until a send wakes it (or curl's own timers, which the poll honours) */
+    curl_multi_poll(h->multi, NULL, 0, active ? POLL_MS : IDLE_MS, NULL);
     pthread_mutex_lock(&h->lock);
   }
   xfer *rest = h->queue;
