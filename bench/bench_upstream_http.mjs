@@ -3,7 +3,8 @@
 // tests/mcp's pins): the everything server's echo, called N times inside one run_lua through
 // tools.NAME.echo, over stdio (its own process), over HTTP with SSE answers and with JSON
 // answers (tests/mcp/http_upstream.mjs on 127.0.0.1: the SDK's StreamableHTTPServerTransport
-// in front of the same createServer); and, for scale, the SDK's own client straight to each.
+// in front of the same createServer), and over HTTP to a hand-written echo with no SDK server
+// (what the transport itself costs); and, for scale, the SDK's own client straight to each.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,6 +36,7 @@ writeFileSync(policy, JSON.stringify({
     stdio: { command: process.execPath, args: [everything], tools: ['echo'] },
     sse: { url: `${base}/mcp`, tools: ['echo'] },
     json: { url: `${base}/mcp-json`, tools: ['echo'] },
+    raw: { url: `${base}/hostile`, tools: ['echo'] },
   },
 }));
 const client = new Client({ name: 'bench', version: '1' });
@@ -73,7 +75,7 @@ async function straight(transport) {
 const rows = [];
 for (let round = 1; round <= 2; round++) {
   // the second round in the reverse order
-  const order = round === 1 ? ['stdio', 'sse', 'json'] : ['json', 'sse', 'stdio'];
+  const order = round === 1 ? ['stdio', 'sse', 'json', 'raw'] : ['raw', 'json', 'sse', 'stdio'];
   const got = {};
   for (const name of order) got[name] = await inLua(name);
   rows.push(got);
@@ -86,9 +88,13 @@ const direct = {
 await client.close();
 server.kill();
 
-const label = { stdio: 'stdio (its own process)', sse: 'Streamable HTTP, SSE answers', json: 'Streamable HTTP, JSON answers' };
+const label = {
+  stdio: 'stdio (its own process)', sse: 'Streamable HTTP, SSE answers',
+  json: 'Streamable HTTP, JSON answers',
+  raw: 'HTTP, a hand-written echo on node:http (no SDK server; http_upstream.mjs /hostile)',
+};
 console.log(`node ${process.version}, N = ${N}`);
 console.log('| everything server\'s echo, one call | tools.X.echo in run_lua, µs (mean of N), round 1 | round 2 | SDK client straight to it, µs (median of N) |');
 console.log('|---|---:|---:|---:|');
-for (const k of ['stdio', 'sse', 'json'])
-  console.log(`| ${label[k]} | ${rows[0][k].toFixed(0)} | ${rows[1][k].toFixed(0)} | ${direct[k].toFixed(0)} |`);
+for (const k of ['stdio', 'sse', 'json', 'raw'])
+  console.log(`| ${label[k]} | ${rows[0][k].toFixed(0)} | ${rows[1][k].toFixed(0)} | ${direct[k] ? direct[k].toFixed(0) : '-'} |`);
