@@ -93,6 +93,22 @@ test('the everything server over HTTP: SSE and JSON answers, a tool error for pc
   }
 });
 
+test('many sandboxes call one HTTP upstream at once', async () => {
+  const client = await connect({ ev: everything('/mcp', { tools: ['get-sum'] }) });
+  try {
+    const runs = Array.from({ length: 12 }, (_, k) => value(client, `
+      local total = 0
+      for i = 1, 25 do
+        total = tonumber(tools.ev["get-sum"]{a = total, b = ${k}}:match("is (%-?%d+)"))
+      end
+      return total`));
+    const totals = await Promise.all(runs);
+    assert.deepEqual(totals, Array.from({ length: 12 }, (_, k) => 25 * k));
+  } finally {
+    await client.close();
+  }
+});
+
 test('hostile answers end by the byte cap, the header cap or the timeout, with a clear error', async () => {
   const client = await connect({ h: hostile() });
   try {
