@@ -298,6 +298,11 @@ static void handle_line(mbxH_upstream *u, const char *line, size_t len) {
       json_t *result = json_object_get(msg, "result"), *error = json_object_get(msg, "error");
       p->result = result ? json_incref(result) : NULL;
       p->error = error ? json_incref(error) : NULL;
+      /* Detached from msg under the lock, before the waiter can see them: no two threads ever
+         count references on one object (jansson's decref to zero has no acquire: the thread
+         that frees would not see the other's reads; TSan reports it) */
+      json_object_del(msg, "result");
+      json_object_del(msg, "error");
       if (p->result == NULL && p->error == NULL)
         snprintf(p->fail, sizeof p->fail, "a response with neither result nor error");
       p->done = 1;
