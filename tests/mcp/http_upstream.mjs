@@ -34,7 +34,7 @@ async function everything(req, res, body, json) {
 }
 
 // ---- the hostile server ---------------------------------------------------------------------
-const stats = { inits: 0, deletes: 0, cancelled: [], auth: [], versions: [], declined: null };
+const stats = { inits: 0, sessions: [], deleted: [], cancelled: [], auth: [], versions: [], declined: null };
 let session = null;
 let expiredOnce = false;
 let extraTool = false;
@@ -124,7 +124,7 @@ function hostileCall(msg, res) {
 
 function hostile(req, res, msg) {
   if (req.method === 'DELETE') {
-    if (req.headers['mcp-session-id'] === session) stats.deletes++;
+    stats.deleted.push(req.headers['mcp-session-id'] ?? null);
     res.writeHead(200).end();
     return;
   }
@@ -132,6 +132,7 @@ function hostile(req, res, msg) {
   if (msg.method === 'initialize') {
     stats.inits++;
     session = randomUUID();
+    stats.sessions.push(session);
     res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': session });
     res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: {
       protocolVersion: msg.params.protocolVersion, capabilities: { tools: { listChanged: true } },
