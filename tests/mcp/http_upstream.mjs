@@ -151,7 +151,8 @@ function hostile(req, res, msg) {
     return;
   }
   if (msg.id === undefined) { // a notification
-    if (msg.method === 'notifications/cancelled') stats.cancelled.push(msg.params.requestId);
+    if (msg.method === 'notifications/cancelled')
+      stats.cancelled.push({ id: msg.params.requestId, reason: msg.params.reason });
     res.writeHead(202).end();
     return;
   }

@@ -146,6 +146,26 @@ test('hostile answers end by the byte cap, the header cap or the timeout, with a
   }
 });
 
+test('a client\'s cancel of a run POSTs notifications/cancelled for its HTTP call', async () => {
+  const client = await connect({ h: hostile({ timeout: '60s' }) });
+  try {
+    const before = (await stats(server.base)).cancelled.length;
+    const controller = new AbortController();
+    const started = Date.now();
+    const pending = client.callTool({ name: 'run_lua', arguments: { code: 'return tools.h.silent{}' } },
+      undefined, { signal: controller.signal });
+    await new Promise((r) => setTimeout(r, 500));
+    controller.abort();
+    await assert.rejects(pending);
+    const s = await statsUntil(server.base, (x) => x.cancelled.length > before);
+    assert.deepEqual(s.cancelled.slice(before).map((c) => c.reason), ['the run ended']);
+    assert.ok(Date.now() - started < 30000, 'by the cancel, not the 60 s timeout');
+    assert.equal(await value(client, 'return tools.h.echo{text = "after"}'), 'echo after');
+  } finally {
+    await client.close();
+  }
+});
+
 test('the session: headers and version sent, a 404 starts a new session once, sampling declined, list_changed, DELETE at exit', async () => {
   const before = await stats(server.base);
   let mine; // the session in use at the end
