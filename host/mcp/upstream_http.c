@@ -44,7 +44,7 @@ typedef struct xfer {
   int kind; /* 0: not looked at yet; 1 JSON; 2 SSE; 3 an error status or another type */
   long status;
   char *json; /* a JSON body as it arrives (at most cap bytes) */
-  size_t json_len;
+  size_t json_len, json_cap;
   mbxH_sse sse;
   char error_text[ERROR_TEXT + 1]; /* the start of an error answer's body */
   size_t error_len;
@@ -77,11 +77,13 @@ static void global_init(void) {
 /* ---------------------------------------------------------------------------------------- */
 /* Server-Sent Events                                                                        */
 
-static int grow(char **buf, size_t *cap, size_t want) {
+/* *buf holds at least want bytes: doubled, but never past limit (want <= limit). */
+static int grow(char **buf, size_t *cap, size_t want, size_t limit) {
   if (want <= *cap) return 0;
   size_t n = *cap ? *cap : 256;
   while (n < want)
     n *= 2;
+  if (n > limit) n = limit;
   char *p = realloc(*buf, n);
   if (p == NULL) return -1;
   *buf = p, *cap = n;
@@ -109,7 +111,7 @@ static int sse_line(mbxH_sse *s, void (*on_event)(void *, const char *, size_t),
   if (value_len > 0 && value[0] == ' ') value++, value_len--;
   if (name == 4 && memcmp(line, "data", 4) == 0) {
     if (s->data_len + value_len + 1 > s->max) return -1;
-    if (grow(&s->data, &s->data_cap, s->data_len + value_len + 1) != 0) return -1;
+    if (grow(&s->data, &s->data_cap, s->data_len + value_len + 1, s->max + 1) != 0) return -1;
     memcpy(s->data + s->data_len, value, value_len);
     s->data_len += value_len;
     s->data[s->data_len++] = '\n';
@@ -139,7 +141,7 @@ int mbxH_sse_feed(mbxH_sse *s, const char *p, size_t n,
     while (j < n && p[j] != '\r' && p[j] != '\n')
       j++;
     if (s->line_len + (j - i) > s->max) return -1;
-    if (grow(&s->line, &s->line_cap, s->line_len + (j - i)) != 0) return -1;
+    if (grow(&s->line, &s->line_cap, s->line_len + (j - i), s->max) != 0) return -1;
     memcpy(s->line + s->line_len, p + i, j - i);
     s->line_len += j - i;
     i = j - 1;
@@ -281,12 +283,10 @@ static size_t on_body(char *p, size_t size, size_t count, void *arg) {
     }
     return n;
   }
-  char *grown = realloc(x->json, x->json_len + n + 1);
-  if (grown == NULL) {
+  if (grow(&x->json, &x->json_cap, x->json_len + n + 1, x->cap + 1) != 0) {
     snprintf(x->fail, sizeof x->fail, "upstream '%s': out of memory", x->h->cfg->name);
     return 0;
   }
-  x->json = grown;
   memcpy(x->json + x->json_len, p, n);
   x->json_len += n;
   return n;
