@@ -5,10 +5,13 @@
 //               client, answers as SSE streams (as its own streamableHttp entry point does)
 //   /mcp-json   the same, answering with JSON bodies (enableJsonResponse)
 //   /hostile    a hand-written MCP server that misbehaves per tool: an endless SSE body, no
-//               answer at all, a huge header, a flood, an expired session, a request to its
-//               client, a changed tool list; GET /stats tells what it saw
+//               answer at all, a huge header, a flood, a redirect, an expired session, a
+//               request to its client, a changed tool list; GET /stats tells what it saw
+// With --tls CERT KEY it serves HTTPS with that certificate instead.
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createServer as createEverything } from '@modelcontextprotocol/server-everything/dist/server/index.js';
@@ -86,6 +89,9 @@ function hostileCall(msg, res) {
       res.end(JSON.stringify(result(id, 'unreachable')));
       return;
     }
+    case 'redirect': // elsewhere on this server: a client that follows would carry its token along
+      res.writeHead(307, { location: '/mcp' }).end();
+      return;
     case 'flood': // a JSON body of 10 MB
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(result(id, 'f'.repeat(10 << 20))));
@@ -158,7 +164,7 @@ function hostile(req, res, msg) {
   }
   if (msg.method === 'tools/list') {
     const names = ['echo', 'endless', 'trickle', 'silent', 'bigheader', 'manyheaders', 'flood',
-      'expire', 'sampling', 'relist', ...(extraTool ? ['added'] : [])];
+      'redirect', 'expire', 'sampling', 'relist', ...(extraTool ? ['added'] : [])];
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { tools: names.map(tool) } }));
     return;
@@ -168,7 +174,8 @@ function hostile(req, res, msg) {
   res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'no such method' } }));
 }
 
-const http = createHttpServer((req, res) => {
+const tls = process.argv.indexOf('--tls');
+const serve = (req, res) => {
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
@@ -180,5 +187,7 @@ const http = createHttpServer((req, res) => {
     if (path === '/hostile') return hostile(req, res, body ?? {});
     res.writeHead(404).end();
   });
-});
+};
+const http = tls < 0 ? createHttpServer(serve)
+  : createHttpsServer({ cert: readFileSync(process.argv[tls + 1]), key: readFileSync(process.argv[tls + 2]) }, serve);
 http.listen(0, '127.0.0.1', () => console.log(`PORT ${http.address().port}`));

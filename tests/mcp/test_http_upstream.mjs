@@ -19,8 +19,8 @@ const dir = mkdtempSync(join(tmpdir(), 'moonbox-http-upstream-'));
 const serverScript = resolve(process.cwd(), 'http_upstream.mjs');
 
 // One http_upstream.mjs: its process and base URL.
-async function startServer() {
-  const child = spawn(process.execPath, [serverScript], { stdio: ['ignore', 'pipe', 'inherit'] });
+async function startServer(extra = [], scheme = 'http') {
+  const child = spawn(process.execPath, [serverScript, ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise((ok, fail) => {
     let out = '';
     child.stdout.on('data', (d) => {
@@ -30,7 +30,7 @@ async function startServer() {
     });
     child.on('exit', (code) => fail(new Error(`http_upstream.mjs exited with ${code}`)));
   });
-  return { child, base: `http://127.0.0.1:${port}` };
+  return { child, base: `${scheme}://127.0.0.1:${port}` };
 }
 
 const stats = async (base) => (await fetch(`${base}/stats`)).json();
@@ -44,12 +44,12 @@ async function statsUntil(base, ok) {
   return s;
 }
 
-async function connect(upstreams) {
+async function connect(upstreams, env = undefined) {
   const policy = join(dir, `policy-${Math.random()}.json`);
   writeFileSync(policy, JSON.stringify({ limits: { timeout: '60s' }, upstreams }));
   const transport = new StdioClientTransport({
     command: moonbox, args: ['mcp', '--code-mode', '--isolate', 'none', '--policy', policy],
-    stderr: 'pipe',
+    stderr: 'pipe', env,
   });
   const client = new Client({ name: 'moonbox-http-upstream-test', version: '1.0.0' });
   await client.connect(transport);
@@ -212,6 +212,41 @@ test('an upstream that stops mid-session gives an error naming it, never a hang'
   } finally {
     other.child.kill('SIGKILL');
     await client.close();
+  }
+});
+
+test('no proxy from the environment, no redirect followed, TLS always verified', async (t) => {
+  // a proxy the environment names (nothing listens there): the call still goes straight
+  const proxy = 'http://127.0.0.1:9';
+  const client = await connect({ h: hostile() }, {
+    ...process.env, http_proxy: proxy, https_proxy: proxy, HTTPS_PROXY: proxy, ALL_PROXY: proxy,
+    all_proxy: proxy, NO_PROXY: '', no_proxy: '',
+  });
+  try {
+    const v = await value(client, `
+      local ok, err = pcall(tools.h.redirect, {})
+      return {echo = tools.h.echo{text = "direct"}, redirect = err}`);
+    assert.equal(v.echo, 'echo direct');
+    assert.match(v.redirect, /upstream 'h': answered HTTP 307, a redirect \(not followed/);
+  } finally {
+    await client.close();
+  }
+  // HTTPS with a certificate nobody signed: refused at the handshake
+  const cert = join(dir, 'cert.pem'), key = join(dir, 'key.pem');
+  const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key,
+    '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+  { encoding: 'utf8' });
+  if (made.error || made.status !== 0) return t.skip('openssl cannot make a certificate here');
+  const tls = await startServer(['--tls', cert, key], 'https');
+  try {
+    const policy = join(dir, 'policy-tls.json');
+    writeFileSync(policy, JSON.stringify({ upstreams: { tls: { url: `${tls.base}/hostile`, tools: ['*'] } } }));
+    const r = spawnSync(moonbox, ['mcp', '--code-mode', '--policy', policy],
+      { input: '', encoding: 'utf8', timeout: 30000 });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /upstream 'tls': no handshake: .*(SSL certificate|certificate verify|self.signed)/i);
+  } finally {
+    tls.child.kill();
   }
 });
 
