@@ -344,12 +344,15 @@ static void finish(mbxH_upstream_http *h, xfer *x, CURLcode rc) {
   } else if (rc != CURLE_OK) {
     snprintf(why, sizeof why, "upstream '%s': HTTP request failed: %s%s%.150s", name,
              curl_easy_strerror(rc), x->curl_error[0] ? ": " : "", x->curl_error);
-  } else if (x->status == 404 && x->with_session) {
+  } else if (x->with_session &&
+             (x->status == 404 || (x->status == 400 && strcasestr(x->error_text, "session")))) {
+    /* 404 is the spec's answer to an expired session; servers built on the SDK's examples (the
+       everything server's own entry point among them) answer 400 "No valid session ID" */
     pthread_mutex_lock(&h->lock);
     int current = x->generation == h->generation;
     if (current) h->session[0] = '\0';
     pthread_mutex_unlock(&h->lock);
-    snprintf(why, sizeof why, "upstream '%s': its session expired (HTTP 404)", name);
+    snprintf(why, sizeof why, "upstream '%s': its session expired (HTTP %ld)", name, x->status);
     mbxH_upstream_fail(u, x->id, why, MBXH_UPSTREAM_RETRY | (current ? MBXH_UPSTREAM_LOST : 0));
     return;
   } else if (x->status >= 300 && x->status < 400) {

@@ -4,6 +4,9 @@
 //               createServer) behind the SDK's StreamableHTTPServerTransport, one session per
 //               client, answers as SSE streams (as its own streamableHttp entry point does)
 //   /mcp-json   the same, answering with JSON bodies (enableJsonResponse)
+//   /mcp-400    the same, but an unknown session gets 400 "No valid session ID provided", as
+//               the everything server's own streamableHttp entry point answers (not the
+//               spec's 404); POST /forget drops every session of these three
 //   /hostile    a hand-written MCP server that misbehaves per tool: an endless SSE body, no
 //               answer at all, a huge header, a flood, a redirect, an expired session, a
 //               request to its client, a changed tool list; GET /stats tells what it saw
@@ -18,9 +21,14 @@ import { createServer as createEverything } from '@modelcontextprotocol/server-e
 
 // ---- the everything server, one session per client ----------------------------------------
 const sessions = new Map();
-async function everything(req, res, body, json) {
+async function everything(req, res, body, json, badRequest) {
   const id = req.headers['mcp-session-id'];
   if (id && sessions.has(id)) return sessions.get(id).handleRequest(req, res, body);
+  if (id && badRequest) {
+    res.writeHead(400, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'Bad Request: No valid session ID provided' }, id: body?.id }));
+    return;
+  }
   if (id) { // an unknown session: 404, as the spec says, so the client starts a new one
     res.writeHead(404).end();
     return;
@@ -183,7 +191,12 @@ const serve = (req, res) => {
     const body = text ? JSON.parse(text) : undefined;
     const path = req.url.split('?')[0];
     if (path === '/stats') return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(stats));
-    if (path === '/mcp' || path === '/mcp-json') return everything(req, res, body, path === '/mcp-json');
+    if (path === '/mcp' || path === '/mcp-json' || path === '/mcp-400')
+      return everything(req, res, body, path === '/mcp-json', path === '/mcp-400');
+    if (path === '/forget') {
+      sessions.clear();
+      return res.writeHead(200).end();
+    }
     if (path === '/hostile') return hostile(req, res, body ?? {});
     res.writeHead(404).end();
   });

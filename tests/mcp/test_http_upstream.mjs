@@ -193,6 +193,22 @@ test('the session: headers and version sent, a 404 starts a new session once, sa
   assert.ok(s.deleted.includes(mine), `${mine} not in ${JSON.stringify(s.deleted)}`);
 });
 
+test('sessions the server forgot: a new one, by its 404 or by the everything server\'s 400', async () => {
+  const client = await connect({
+    spec: everything('/mcp', { tools: ['echo'] }),
+    ref: everything('/mcp-400', { tools: ['echo'] }),
+  });
+  try {
+    assert.deepEqual(await value(client, 'return {tools.spec.echo{message = "1"}, tools.ref.echo{message = "1"}}'),
+      ['Echo: 1', 'Echo: 1']);
+    await fetch(`${server.base}/forget`, { method: 'POST' }); // as a restarted server would
+    assert.deepEqual(await value(client, 'return {tools.spec.echo{message = "2"}, tools.ref.echo{message = "2"}}'),
+      ['Echo: 2', 'Echo: 2']);
+  } finally {
+    await client.close();
+  }
+});
+
 test('an upstream that stops mid-session gives an error naming it, never a hang', async () => {
   const other = await startServer();
   const client = await connect({
