@@ -27,6 +27,10 @@
    without end on a stream gets its answers dropped past this, never a thread's worth of
    transfers. */
 #define MAX_NOTES (2 * MBXH_UPSTREAM_MAX_INFLIGHT)
+/* A stream the server closes before its answer is resumed (a GET with Last-Event-ID) at most
+   this many times, after its retry: (at most RETRY_MAX_MS; the call's deadline bounds it too). */
+#define MAX_RESUMES 32
+#define RETRY_MAX_MS 10000
 /* Bytes of an error answer kept for the message. */
 #define ERROR_TEXT 160
 
@@ -41,7 +45,9 @@ typedef struct xfer {
   int with_session;    /* sent with a session id ... */
   unsigned generation; /* ... of this session */
   size_t cap, got, header_bytes;
-  int kind; /* 0: not looked at yet; 1 JSON; 2 SSE; 3 an error status or another type */
+  int resumes;         /* GETs with Last-Event-ID this request has taken */
+  uint64_t not_before; /* CLOCK_MONOTONIC ms: a resume waits for the server's retry: */
+  int kind;            /* 0: not looked at yet; 1 JSON; 2 SSE; 3 an error status or another type */
   long status;
   char *json; /* a JSON body as it arrives (at most cap bytes) */
   size_t json_len, json_cap;
@@ -66,6 +72,12 @@ struct mbxH_upstream_http {
   unsigned generation; /* counts sessions: a 404 of an older one loses nothing */
   char version[32];    /* the negotiated protocol version ("" before initialize) */
 };
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static int global_ok;
@@ -118,8 +130,22 @@ static int sse_line(mbxH_sse *s, void (*on_event)(void *, const char *, size_t),
     s->has_data = 1;
   } else if (name == 5 && memcmp(line, "event", 5) == 0) {
     s->other = !(value_len == 0 || (value_len == 7 && memcmp(value, "message", 7) == 0));
+  } else if (name == 2 && memcmp(line, "id", 2) == 0) {
+    /* sent back as Last-Event-ID: a header value, so visible ASCII only, else not kept */
+    int ok = value_len <= MBXH_SSE_ID_MAX;
+    for (size_t i = 0; i < value_len && ok; i++)
+      ok = value[i] >= 0x21 && value[i] <= 0x7e;
+    if (ok) {
+      memcpy(s->last_id, value, value_len);
+      s->last_id[value_len] = '\0';
+    }
+  } else if (name == 5 && memcmp(line, "retry", 5) == 0 && value_len > 0 && value_len < 10 &&
+             strspn(value, "0123456789") >= value_len) {
+    s->retry_ms = 0;
+    for (size_t i = 0; i < value_len; i++)
+      s->retry_ms = s->retry_ms * 10 + (value[i] - '0');
   }
-  return 0; /* id, retry and unknown fields: nothing moonbox uses */
+  return 0; /* unknown fields: ignored */
 }
 
 int mbxH_sse_feed(mbxH_sse *s, const char *p, size_t n,
@@ -326,6 +352,8 @@ static void printable(char *s) {
     if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) *s = ' ';
 }
 
+static int resume(mbxH_upstream_http *h, const xfer *old);
+
 /* A transfer has ended (rc): its reply is delivered, or its request fails with the reason. */
 static void finish(mbxH_upstream_http *h, xfer *x, CURLcode rc) {
   mbxH_upstream *u = h->u;
@@ -353,7 +381,10 @@ static void finish(mbxH_upstream_http *h, xfer *x, CURLcode rc) {
     if (current) h->session[0] = '\0';
     pthread_mutex_unlock(&h->lock);
     snprintf(why, sizeof why, "upstream '%s': its session expired (HTTP %ld)", name, x->status);
-    mbxH_upstream_fail(u, x->id, why, MBXH_UPSTREAM_RETRY | (current ? MBXH_UPSTREAM_LOST : 0));
+    /* sent once more only if this was its POST: a resumed stream's request may have run */
+    mbxH_upstream_fail(u, x->id, why,
+                       (x->resumes == 0 ? MBXH_UPSTREAM_RETRY : 0) |
+                           (current ? MBXH_UPSTREAM_LOST : 0));
     return;
   } else if (x->status >= 300 && x->status < 400) {
     snprintf(why, sizeof why,
@@ -369,11 +400,13 @@ static void finish(mbxH_upstream_http *h, xfer *x, CURLcode rc) {
              "upstream '%s': answered a POST with neither application/json nor "
              "text/event-stream",
              name);
+  } else if (rc == CURLE_OK && x->kind == 2 && x->sse.last_id[0] && resume(h, x) == 0) {
+    return; /* the stream goes on in a GET */
   } else {
-    snprintf(why, sizeof why,
-             "upstream '%s': its answer ended without a response to the request (a stream "
-             "that closes early is not resumed)",
-             name);
+    snprintf(why, sizeof why, "upstream '%s': its answer ended without a response to the request%s",
+             name,
+             x->kind == 2 && x->sse.last_id[0] ? " (resumed too often)"
+                                               : " (the stream gave no id to resume from)");
   }
   mbxH_upstream_fail(u, x->id, why, 0);
 }
@@ -478,6 +511,36 @@ int mbxH_upstream_http_send(mbxH_upstream_http *h, const char *text, int64_t id,
   return 0;
 }
 
+/* The server closed the SSE stream of a request before its answer (2025-11-25 lets it, after
+   an event with an id): the stream is polled again with a GET carrying Last-Event-ID, after the
+   server's retry:, with what is left of the reply's bytes. 0, or -1 (too many resumes, no
+   bytes left, stopped, out of memory). */
+static int resume(mbxH_upstream_http *h, const xfer *old) {
+  if (old->resumes >= MAX_RESUMES || old->got >= old->cap) return -1;
+  char line[MBXH_SSE_ID_MAX + 32];
+  pthread_mutex_lock(&h->lock);
+  xfer *x = h->quit ? NULL : xfer_new(h, old->id, 0, old->cap - old->got);
+  if (x != NULL) {
+    snprintf(line, sizeof line, "Last-Event-ID: %s", old->sse.last_id);
+    if (add_header(&x->headers, line) != 0 ||
+        (x->easy = easy_for(h, x, (long)h->cfg->timeout_ms + BACKSTOP_MS)) == NULL) {
+      pthread_mutex_unlock(&h->lock);
+      xfer_free(x);
+      return -1;
+    }
+    curl_easy_setopt(x->easy, CURLOPT_HTTPGET, 1L);
+    x->resumes = old->resumes + 1;
+    memcpy(x->sse.last_id, old->sse.last_id, sizeof x->sse.last_id);
+    long wait = old->sse.retry_ms > RETRY_MAX_MS ? RETRY_MAX_MS : old->sse.retry_ms;
+    x->not_before = now_ms() + (uint64_t)(wait > 0 ? wait : 0);
+    x->next = h->queue;
+    h->queue = x;
+  }
+  pthread_mutex_unlock(&h->lock);
+  if (x) curl_multi_wakeup(h->multi); /* the thread's next poll must not sleep past it */
+  return x ? 0 : -1;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* The thread                                                                                */
 
@@ -501,8 +564,21 @@ static void *thread_main(void *arg) {
   xfer *active = NULL;
   pthread_mutex_lock(&h->lock);
   while (!h->quit) {
-    xfer *fresh = h->queue;
-    h->queue = NULL;
+    /* what is due now; a resume waiting for its retry: stays queued */
+    xfer *fresh = NULL, **link = &h->queue;
+    uint64_t now = now_ms();
+    int delayed = 0;
+    while (*link) {
+      xfer *x = *link;
+      if (x->not_before > now) {
+        delayed = 1;
+        link = &x->next;
+        continue;
+      }
+      *link = x->next;
+      x->next = fresh;
+      fresh = x;
+    }
     pthread_mutex_unlock(&h->lock);
     while (fresh) {
       xfer *x = fresh;
@@ -534,7 +610,7 @@ static void *thread_main(void *arg) {
       if (x->id != 0 && !mbxH_upstream_awaits(h->u, x->id)) drop(h, &active, x);
     }
     /* idle, it sleeps until a send wakes it (or curl's own timers, which the poll honours) */
-    curl_multi_poll(h->multi, NULL, 0, active ? POLL_MS : IDLE_MS, NULL);
+    curl_multi_poll(h->multi, NULL, 0, active || delayed ? POLL_MS : IDLE_MS, NULL);
     pthread_mutex_lock(&h->lock);
   }
   xfer *rest = h->queue;

@@ -55,15 +55,20 @@ int mbxH_upstream_url_check(const char *url, char *why, size_t why_size);
 int mbxH_upstream_header_check(const char *name, const char *value, char *why, size_t why_size);
 
 /* A Server-Sent Events parser (the WHATWG event-stream format): lines end with CRLF, LF or CR;
-   "data:" lines join with LF; a blank line ends an event; comments, "id:", "retry:" and events
-   named other than "message" are skipped; an event without data is not dispatched. */
+   "data:" lines join with LF; a blank line ends an event; comments and events named other than
+   "message" are skipped; an event without data is not dispatched. "id:" (visible ASCII, at most
+   MBXH_SSE_ID_MAX bytes) and "retry:" (digits) are kept: a stream the server closes before its
+   answer is resumed from them. */
+#define MBXH_SSE_ID_MAX 128
 typedef struct mbxH_sse {
   char *line, *data;
   size_t line_len, line_cap, data_len, data_cap;
-  size_t max;   /* bytes of one line, and of one event's data, at most */
-  int has_data; /* a data: line came */
-  int other;    /* an event: line named another type */
-  int after_cr; /* the last byte was CR: a following LF ends nothing */
+  size_t max;                        /* bytes of one line, and of one event's data, at most */
+  int has_data;                      /* a data: line came */
+  int other;                         /* an event: line named another type */
+  int after_cr;                      /* the last byte was CR: a following LF ends nothing */
+  char last_id[MBXH_SSE_ID_MAX + 1]; /* the last "id:" ("" none) */
+  long retry_ms;                     /* the last "retry:", in ms (0: none) */
 } mbxH_sse;
 
 /* n bytes of the stream: on_event(ctx, data, len) for each complete event. 0, or -1 when a

@@ -9,7 +9,8 @@
 //               spec's 404); POST /forget drops every session of these three
 //   /hostile    a hand-written MCP server that misbehaves per tool: an endless SSE body, no
 //               answer at all, a huge header, a flood, a redirect, an expired session, a
-//               request to its client, a changed tool list; GET /stats tells what it saw
+//               request to its client, a changed tool list, a stream closed before its answer
+//               (to be resumed by a GET with Last-Event-ID); GET /stats tells what it saw
 // With --tls CERT KEY it serves HTTPS with that certificate instead.
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -45,7 +46,8 @@ async function everything(req, res, body, json, badRequest) {
 }
 
 // ---- the hostile server ---------------------------------------------------------------------
-const stats = { inits: 0, sessions: [], deleted: [], cancelled: [], auth: [], versions: [], declined: null };
+const stats = { inits: 0, sessions: [], deleted: [], cancelled: [], auth: [], versions: [], declined: null, resumes: [] };
+const polling = new Map(); // event id -> { id: the request's, closed: when its stream was closed }
 let session = null;
 let expiredOnce = false;
 let extraTool = false;
@@ -97,6 +99,17 @@ function hostileCall(msg, res) {
       res.end(JSON.stringify(result(id, 'unreachable')));
       return;
     }
+    case 'poll': // 2025-11-25's polling: a priming event with an id and retry:, then the
+      // connection closes before the answer; the answer comes to the GET that resumes
+      sse(res);
+      polling.set(`poll-${id}`, { id, closed: Date.now(), forever: false });
+      res.end(`id: poll-${id}\nretry: 300\ndata:\n\n`);
+      return;
+    case 'pollforever': // every resume closes again with a new id: the client gives up
+      sse(res);
+      polling.set(`pf-${id}-0`, { id, closed: Date.now(), forever: true, n: 0 });
+      res.end(`id: pf-${id}-0\nretry: 0\ndata:\n\n`);
+      return;
     case 'redirect': // elsewhere on this server: a client that follows would carry its token along
       res.writeHead(307, { location: '/mcp' }).end();
       return;
@@ -158,6 +171,22 @@ function hostile(req, res, msg) {
     return;
   }
   stats.versions.push(req.headers['mcp-protocol-version'] ?? null);
+  if (req.method === 'GET') { // a stream resumed from its Last-Event-ID
+    const last = req.headers['last-event-id'];
+    const p = polling.get(last);
+    stats.resumes.push({ last, after: p ? Date.now() - p.closed : null });
+    if (!p) return res.writeHead(405).end();
+    polling.delete(last);
+    sse(res);
+    if (p.forever) {
+      const next = `pf-${p.id}-${p.n + 1}`;
+      polling.set(next, { ...p, n: p.n + 1, closed: Date.now() });
+      res.end(`id: ${next}\nretry: 0\ndata:\n\n`);
+      return;
+    }
+    res.end(`id: ${last}-answer\ndata: ${JSON.stringify(result(p.id, 'after reconnect'))}\n\n`);
+    return;
+  }
   if (msg.method === undefined) { // a response to one of our requests
     waiting.get(msg.id)?.(msg);
     waiting.delete(msg.id);
@@ -172,7 +201,7 @@ function hostile(req, res, msg) {
   }
   if (msg.method === 'tools/list') {
     const names = ['echo', 'endless', 'trickle', 'silent', 'bigheader', 'manyheaders', 'flood',
-      'redirect', 'expire', 'sampling', 'relist', ...(extraTool ? ['added'] : [])];
+      'redirect', 'expire', 'sampling', 'relist', 'poll', 'pollforever', ...(extraTool ? ['added'] : [])];
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { tools: names.map(tool) } }));
     return;

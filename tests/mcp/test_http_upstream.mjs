@@ -193,6 +193,25 @@ test('the session: headers and version sent, a 404 starts a new session once, sa
   assert.ok(s.deleted.includes(mine), `${mine} not in ${JSON.stringify(s.deleted)}`);
 });
 
+test('a stream closed before its answer is resumed by a GET with Last-Event-ID, after its retry:', async () => {
+  const client = await connect({ h: hostile({ timeout: '20s' }) });
+  try {
+    const before = (await stats(server.base)).resumes.length;
+    const v = await value(client, `
+      local ok, err = pcall(tools.h.pollforever, {})
+      return {poll = tools.h.poll{}, forever = err}`);
+    assert.equal(v.poll, 'after reconnect');
+    assert.match(v.forever, /upstream 'h': its answer ended without a response to the request \(resumed too often\)/);
+    const resumes = (await stats(server.base)).resumes.slice(before);
+    const poll = resumes.filter((r) => r.last.startsWith('poll-'));
+    assert.equal(poll.length, 1);
+    assert.ok(poll[0].after >= 250, `resumed ${poll[0].after} ms after the close; retry: said 300`);
+    assert.equal(resumes.filter((r) => r.last.startsWith('pf-')).length, 32, 'bounded resumes');
+  } finally {
+    await client.close();
+  }
+});
+
 test('sessions the server forgot: a new one, by its 404 or by the everything server\'s 400', async () => {
   const client = await connect({
     spec: everything('/mcp', { tools: ['echo'] }),

@@ -1,6 +1,6 @@
 /* tests/host/mcp/test_upstream_http.c -- the pieces of the Streamable HTTP upstream transport
    that need no server (host/mcp/upstream_http.c): the SSE parser, fed whole and byte by byte,
-   with its bounds; the URL check (plain http to loopback only, no credentials in it); the
+   with its bounds and the id and retry: a resume uses; the URL check (plain http to loopback only, no credentials in it); the
    operator's headers. The transport itself runs against real servers in
    tests/mcp/test_http_upstream.mjs. */
 #include <setjmp.h>
@@ -58,6 +58,13 @@ static void sse_events_whole_and_byte_by_byte(void **state) {
     }
     assert_string_equal(e.text, want);
     assert_int_equal(e.count, 4);
+    /* what a resume sends back: the last id and retry: */
+    assert_string_equal(s.last_id, "7");
+    assert_int_equal(s.retry_ms, 100);
+    /* an id that could not be a header value is not kept; nor is a retry: not all digits */
+    assert_int_equal(mbxH_sse_feed(&s, "id: a b\nid: x\x01\nretry: 5s\n\n", 26, collect, &e), 0);
+    assert_string_equal(s.last_id, "7");
+    assert_int_equal(s.retry_ms, 100);
     /* the unfinished event comes with its blank line */
     assert_int_equal(mbxH_sse_feed(&s, "\n\n", 2, collect, &e), 0);
     assert_int_equal(e.count, 5);
