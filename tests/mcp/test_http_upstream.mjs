@@ -285,6 +285,21 @@ test('no proxy from the environment, no redirect followed, TLS always verified',
   }
 });
 
+test('--upstream NAME=URL with --allow-tool, no policy file', async () => {
+  const client = new Client({ name: 'moonbox-http-upstream-test', version: '1.0.0' });
+  await client.connect(new StdioClientTransport({
+    command: moonbox, stderr: 'pipe',
+    args: ['mcp', '--code-mode', '--isolate', 'none', '--upstream', `ev=${server.base}/mcp`,
+      '--allow-tool', 'ev.echo'],
+  }));
+  try {
+    assert.deepEqual(await value(client, 'return {tools.ev.echo{message = "flag"}, tools.ev["get-sum"] == nil}'),
+      ['Echo: flag', true]);
+  } finally {
+    await client.close();
+  }
+});
+
 test('a bad URL stops the server with an error naming the upstream', () => {
   const r = spawnSync(moonbox, ['mcp', '--code-mode', '--upstream', 'far=http://mcp.example.com/mcp'],
     { input: '', encoding: 'utf8', timeout: 20000 });
