@@ -5,11 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
+#include "host/mcp/upstream_process.h"
 
 /* The protocol version we ask for; an upstream may answer an older one (no structuredContent:
    the guest then gets the text content). */
@@ -36,10 +33,6 @@ extern char **environ;
 #define START_MIN_MS 5000
 /* How often a waiting call looks at its cancel. */
 #define POLL_MS 50
-/* An stderr line of the upstream is cut at this many bytes. */
-#define STDERR_LINE_MAX 2048
-/* ... so that a relayed line (prefix, line, newline) is one atomic pipe write. */
-_Static_assert(STDERR_LINE_MAX + 64 + 1 <= PIPE_BUF, "a relayed stderr line fits in PIPE_BUF");
 
 typedef struct pending {
   int used, done;
@@ -102,28 +95,6 @@ const mbxH_upstream_config *mbxH_upstream_config_of(const mbxH_upstream *u) {
 /* ---------------------------------------------------------------------------------------- */
 /* Writing                                                                                   */
 
-/* All of p to the upstream's stdin (non-blocking), or -1 when it is gone or has not taken the
-   bytes within limit_ms: an upstream that stops reading its stdin cannot hold a call thread, and
-   every other writer waiting for write_lock, past its own call timeout. */
-static int write_all(int fd, const char *p, size_t n, uint64_t limit_ms) {
-  uint64_t until = now_ms() + limit_ms;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      uint64_t now = now_ms();
-      if (now >= until) return -1;
-      struct pollfd pf = {fd, POLLOUT, 0};
-      uint64_t left = until - now;
-      if (poll(&pf, 1, left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR) return -1;
-      continue;
-    }
-    if (w <= 0) return -1;
-    p += w, n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* One message (consumed): one line to the process, or one POST (id: a request's, whose reply
    may take cap bytes; init: initialize). -1 when the upstream's stdin is gone. */
 static int send_msg(mbxH_upstream *u, json_t *msg, int64_t id, size_t cap, int init) {
@@ -141,8 +112,8 @@ static int send_msg(mbxH_upstream *u, json_t *msg, int64_t id, size_t cap, int i
   pthread_mutex_unlock(&u->lock);
   if (fd >= 0) (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); /* our end alone */
   uint64_t limit = u->cfg.timeout_ms > 5000 ? u->cfg.timeout_ms : 5000;
-  int rc = fd < 0 ? -1 : write_all(fd, text, strlen(text), limit);
-  if (rc == 0) rc = write_all(fd, "\n", 1, limit);
+  int rc = fd < 0 ? -1 : mbxH_process_write_all(fd, text, strlen(text), limit);
+  if (rc == 0) rc = mbxH_process_write_all(fd, "\n", 1, limit);
   pthread_mutex_unlock(&u->write_lock);
   free(text);
   return rc;
@@ -472,57 +443,6 @@ static void *reader_thread(void *arg) {
   return NULL;
 }
 
-/* One line on our stderr, only if it can be written now: a client that pipes our stderr and
-   never reads it must not stall this thread, and through it the upstream (a line is at most
-   PIPE_BUF bytes, so a pipe that polls writable takes it whole). Lines dropped are counted and
-   said once writing works again. */
-static void relay_line(const char *line, size_t len, unsigned long *dropped) {
-  struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
-  if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)) {
-    ++*dropped;
-    return;
-  }
-  if (*dropped) {
-    char note[96];
-    int n = snprintf(note, sizeof note,
-                     "moonbox mcp: %lu upstream stderr lines dropped (stderr "
-                     "was not being read)\n",
-                     *dropped);
-    (void)write_all(STDERR_FILENO, note, (size_t)n, 1000);
-    *dropped = 0;
-  }
-  (void)write_all(STDERR_FILENO, line, len, 1000);
-}
-
-/* The upstream's stderr, line by line, on ours, each line prefixed with its name. */
-static void *stderr_thread(void *arg) {
-  reader_arg a = *(reader_arg *)arg;
-  free(arg);
-  char buf[STDERR_LINE_MAX + 64], chunk[4096];
-  int prefix = snprintf(buf, sizeof buf, "moonbox mcp: upstream %s: ", a.u->cfg.name);
-  size_t len = (size_t)prefix;
-  unsigned long dropped = 0;
-  for (;;) {
-    ssize_t n = read(a.fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    for (ssize_t i = 0; i < n; i++) {
-      if (chunk[i] != '\n' && len < (size_t)prefix + STDERR_LINE_MAX) buf[len++] = chunk[i];
-      if (chunk[i] == '\n') {
-        buf[len++] = '\n';
-        relay_line(buf, len, &dropped);
-        len = (size_t)prefix;
-      }
-    }
-  }
-  if (len > (size_t)prefix) {
-    buf[len++] = '\n';
-    relay_line(buf, len, &dropped);
-  }
-  close(a.fd);
-  return NULL;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* Requests                                                                                  */
 
@@ -637,78 +557,6 @@ static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_
 /* ---------------------------------------------------------------------------------------- */
 /* The process                                                                               */
 
-static char **build_env(const mbxH_upstream_config *c) {
-  size_t base = 0, extra = 0;
-  while (environ && environ[base])
-    base++;
-  while (c->env && c->env[extra])
-    extra++;
-  char **env = calloc(base + extra + 1, sizeof *env);
-  if (env == NULL) return NULL;
-  size_t n = 0;
-  for (size_t i = 0; i < base; i++) {
-    /* an entry the operator sets replaces the server's */
-    const char *eq = strchr(environ[i], '=');
-    size_t key = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
-    int replaced = 0;
-    for (size_t j = 0; j < extra && !replaced; j++)
-      replaced = strncmp(c->env[j], environ[i], key) == 0 && c->env[j][key] == '=';
-    if (!replaced) env[n++] = environ[i];
-  }
-  for (size_t j = 0; j < extra; j++)
-    env[n++] = c->env[j];
-  return env;
-}
-
-static int spawn(mbxH_upstream *u, int *to, int *from, int *errs, char *msg, size_t msg_size) {
-  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
-    msgf(msg, msg_size, "upstream '%s': cannot make pipes: %s", u->cfg.name, strerror(errno));
-    for (int i = 0; i < 2; i++) {
-      if (in[i] >= 0) close(in[i]);
-      if (out[i] >= 0) close(out[i]);
-      if (err[i] >= 0) close(err[i]);
-    }
-    return -1;
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
-  if (u->cfg.cwd) posix_spawn_file_actions_addchdir_np(&fa, u->cfg.cwd);
-  /* Its own process group (npx and shells start children: the group is what is killed),
-     SIGPIPE back to its default (the server ignores it, and an ignored signal survives exec),
-     no signal blocked. */
-  sigset_t def, none;
-  sigemptyset(&def);
-  sigaddset(&def, SIGPIPE);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &def);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  char **env = build_env(&u->cfg);
-  pid_t pid = 0;
-  int rc = env ? posix_spawnp(&pid, u->cfg.argv[0], &fa, &attr, u->cfg.argv, env) : ENOMEM;
-  free(env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  close(in[0]), close(out[1]), close(err[1]);
-  if (rc != 0) {
-    close(in[1]), close(out[0]), close(err[0]);
-    msgf(msg, msg_size, "upstream '%s': cannot start '%s': %s", u->cfg.name, u->cfg.argv[0],
-         strerror(rc));
-    return -1;
-  }
-  u->pid = pid;
-  *to = in[1], *from = out[0], *errs = err[0];
-  return 0;
-}
-
 void mbxH_upstream_stop_soon(mbxH_upstream *u) {
   pthread_mutex_lock(&u->write_lock);
   pthread_mutex_lock(&u->lock);
@@ -775,19 +623,21 @@ static void stop_process(mbxH_upstream *u) {
 }
 
 static int start_threads(mbxH_upstream *u, int from, int errs) {
-  reader_arg *ra = malloc(sizeof *ra), *ea = malloc(sizeof *ea);
+  reader_arg *ra = malloc(sizeof *ra);
+  mbxH_stderr_relay *ea = malloc(sizeof *ea);
   if (ra == NULL || ea == NULL) {
     free(ra), free(ea);
     return -1;
   }
   *ra = (reader_arg){u, from};
-  *ea = (reader_arg){u, errs};
+  ea->fd = errs;
+  snprintf(ea->name, sizeof ea->name, "%s", u->cfg.name);
   if (pthread_create(&u->reader, NULL, reader_thread, ra) != 0) {
     free(ra), free(ea);
     return -1;
   }
   u->reader_live = 1;
-  if (pthread_create(&u->errors, NULL, stderr_thread, ea) != 0) {
+  if (pthread_create(&u->errors, NULL, mbxH_process_stderr_thread, ea) != 0) {
     free(ea);
     close(errs); /* the upstream's writes to stderr then fail; the reader goes on */
     return 0;
@@ -858,7 +708,8 @@ static int open_transport(mbxH_upstream *u, char *msg, size_t msg_size) {
   int to, from, errs;
   pthread_mutex_lock(&u->lock);
   u->exit_note[0] = '\0';
-  int rc = spawn(u, &to, &from, &errs, msg, msg_size);
+  int rc = mbxH_process_spawn(u->cfg.name, u->cfg.argv, u->cfg.env, u->cfg.cwd, &u->pid, &to, &from,
+                              &errs, msg, msg_size);
   if (rc == 0) u->to_fd = to;
   pthread_mutex_unlock(&u->lock);
   if (rc != 0) return -1;
