@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "host/mcp/code_tools.h"
+#include "host/mcp/upstream_http.h"
 
 /* A proxied tool is listed as NAME__TOOL. */
 #define PROXY_SEP "__"
@@ -56,7 +57,7 @@ mbxH_code_mode *mbxH_code_new(mbxH_upstream_config *list, size_t count, int code
   pthread_mutex_init(&cm->lock, NULL);
   cm->code_only = code_only;
   for (size_t i = 0; i < count && i < MBXH_UPSTREAM_MAX; i++) {
-    cm->up[i] = mbxH_upstream_new(&list[i]);
+    cm->up[i] = mbxH_upstream_new(&list[i], &mbxH_upstream_http_transport);
     if (cm->up[i] == NULL) {
       mbxH_code_free(cm);
       return NULL;

@@ -1,15 +1,12 @@
-/* host/mcp/upstream.c -- one upstream MCP server over stdio: its process (no shell), the
-   handshake, the tool list, requests with ids demultiplexed by a reader thread, restarts with
-   backoff (upstream.h). */
+/* host/mcp/upstream.c -- one upstream MCP server: the handshake, the tool list, requests with
+   ids matched to their responses, restarts with backoff (upstream.h); over stdio its process (no
+   shell) and reader thread, over Streamable HTTP the transport of upstream_http.c. */
 #include "host/mcp/upstream.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
+#include "host/mcp/upstream_process.h"
 
 /* The protocol version we ask for; an upstream may answer an older one (no structuredContent:
    the guest then gets the text content). */
@@ -36,14 +33,11 @@ extern char **environ;
 #define START_MIN_MS 5000
 /* How often a waiting call looks at its cancel. */
 #define POLL_MS 50
-/* An stderr line of the upstream is cut at this many bytes. */
-#define STDERR_LINE_MAX 2048
-/* ... so that a relayed line (prefix, line, newline) is one atomic pipe write. */
-_Static_assert(STDERR_LINE_MAX + 64 + 1 <= PIPE_BUF, "a relayed stderr line fits in PIPE_BUF");
 
 typedef struct pending {
   int used, done;
   int64_t id;
+  int retry;              /* it was not taken (an expired HTTP session): send it once more */
   size_t max_reply;       /* bytes of the reply line at most (a tools/call's max_result); 0 = any */
   json_t *result, *error; /* the response's members (new references) */
   char fail[200];         /* why it failed without a response ("" = it has one) */
@@ -70,6 +64,8 @@ struct mbxH_upstream {
   void (*changed)(void *ctx); /* told of notifications/tools/list_changed */
   void *changed_ctx;
   char exit_note[120];
+  const mbxH_upstream_transport *url_tx; /* a URL upstream's transport ... */
+  void *http;                            /* ... and its state (made by the first start) */
 };
 
 typedef struct reader_arg {
@@ -99,41 +95,25 @@ const mbxH_upstream_config *mbxH_upstream_config_of(const mbxH_upstream *u) {
 /* ---------------------------------------------------------------------------------------- */
 /* Writing                                                                                   */
 
-/* All of p to the upstream's stdin (non-blocking), or -1 when it is gone or has not taken the
-   bytes within limit_ms: an upstream that stops reading its stdin cannot hold a call thread, and
-   every other writer waiting for write_lock, past its own call timeout. */
-static int write_all(int fd, const char *p, size_t n, uint64_t limit_ms) {
-  uint64_t until = now_ms() + limit_ms;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      uint64_t now = now_ms();
-      if (now >= until) return -1;
-      struct pollfd pf = {fd, POLLOUT, 0};
-      uint64_t left = until - now;
-      if (poll(&pf, 1, left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR) return -1;
-      continue;
-    }
-    if (w <= 0) return -1;
-    p += w, n -= (size_t)w;
-  }
-  return 0;
-}
-
-/* One message as one line (msg consumed). -1 when the upstream's stdin is gone. */
-static int send_msg(mbxH_upstream *u, json_t *msg) {
+/* One message (consumed): one line to the process, or one POST (id: a request's, whose reply
+   may take cap bytes; init: initialize). -1 when the upstream's stdin is gone. */
+static int send_msg(mbxH_upstream *u, json_t *msg, int64_t id, size_t cap, int init) {
   char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
   json_decref(msg);
   if (text == NULL) return -1;
+  if (u->cfg.url) {
+    int sent = u->http ? u->url_tx->send(u->http, text, id, init, cap) : -1;
+    free(text);
+    return sent;
+  }
   pthread_mutex_lock(&u->write_lock);
   pthread_mutex_lock(&u->lock);
   int fd = u->to_fd;
   pthread_mutex_unlock(&u->lock);
   if (fd >= 0) (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); /* our end alone */
   uint64_t limit = u->cfg.timeout_ms > 5000 ? u->cfg.timeout_ms : 5000;
-  int rc = fd < 0 ? -1 : write_all(fd, text, strlen(text), limit);
-  if (rc == 0) rc = write_all(fd, "\n", 1, limit);
+  int rc = fd < 0 ? -1 : mbxH_process_write_all(fd, text, strlen(text), limit);
+  if (rc == 0) rc = mbxH_process_write_all(fd, "\n", 1, limit);
   pthread_mutex_unlock(&u->write_lock);
   free(text);
   return rc;
@@ -153,7 +133,7 @@ static void notify(mbxH_upstream *u, const char *method, json_t *params) {
   }
   json_object_set_new(m, "method", json_string(method));
   if (params) json_object_set_new(m, "params", params);
-  (void)send_msg(u, m);
+  (void)send_msg(u, m, 0, 0, 0);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -194,7 +174,7 @@ static void answer_request(mbxH_upstream *u, const json_t *id, const char *metho
     json_object_set_new(err, "message", json_string(text));
     json_object_set_new(m, "error", err);
   }
-  (void)send_msg(u, m);
+  (void)send_msg(u, m, 0, 0, 0);
 }
 
 static int list_tools(mbxH_upstream *u, uint64_t deadline, char *msg, size_t msg_size);
@@ -289,6 +269,11 @@ static void handle_line(mbxH_upstream *u, const char *line, size_t len) {
       json_t *result = json_object_get(msg, "result"), *error = json_object_get(msg, "error");
       p->result = result ? json_incref(result) : NULL;
       p->error = error ? json_incref(error) : NULL;
+      /* Detached from msg under the lock, before the waiter can see them: no two threads ever
+         count references on one object (jansson's decref to zero has no acquire: the thread
+         that frees would not see the other's reads; TSan reports it) */
+      json_object_del(msg, "result");
+      json_object_del(msg, "error");
       if (p->result == NULL && p->error == NULL)
         snprintf(p->fail, sizeof p->fail, "a response with neither result nor error");
       p->done = 1;
@@ -297,6 +282,34 @@ static void handle_line(mbxH_upstream *u, const char *line, size_t len) {
     pthread_mutex_unlock(&u->lock);
   }
   json_decref(msg);
+}
+
+void mbxH_upstream_deliver(mbxH_upstream *u, const char *text, size_t len) {
+  handle_line(u, text, len);
+}
+
+int mbxH_upstream_awaits(mbxH_upstream *u, int64_t id) {
+  pthread_mutex_lock(&u->lock);
+  int waiting = find_slot(u, id) != NULL;
+  pthread_mutex_unlock(&u->lock);
+  return waiting;
+}
+
+void mbxH_upstream_fail(mbxH_upstream *u, int64_t id, const char *why, int flags) {
+  pthread_mutex_lock(&u->lock);
+  pending *p = find_slot(u, id);
+  if (p != NULL) {
+    p->done = 1;
+    p->retry = (flags & MBXH_UPSTREAM_RETRY) != 0;
+    snprintf(p->fail, sizeof p->fail, "%s", why);
+    pthread_cond_broadcast(&u->cond);
+  }
+  if (flags & MBXH_UPSTREAM_LOST) { /* a new session, by the next call, with no backoff */
+    u->running = 0;
+    u->restart_at_ms = 0;
+    snprintf(u->exit_note, sizeof u->exit_note, "lost its session");
+  }
+  pthread_mutex_unlock(&u->lock);
 }
 
 /* A line too large to keep: the id is looked for in its first and last bytes (where
@@ -430,57 +443,6 @@ static void *reader_thread(void *arg) {
   return NULL;
 }
 
-/* One line on our stderr, only if it can be written now: a client that pipes our stderr and
-   never reads it must not stall this thread, and through it the upstream (a line is at most
-   PIPE_BUF bytes, so a pipe that polls writable takes it whole). Lines dropped are counted and
-   said once writing works again. */
-static void relay_line(const char *line, size_t len, unsigned long *dropped) {
-  struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
-  if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)) {
-    ++*dropped;
-    return;
-  }
-  if (*dropped) {
-    char note[96];
-    int n = snprintf(note, sizeof note,
-                     "moonbox mcp: %lu upstream stderr lines dropped (stderr "
-                     "was not being read)\n",
-                     *dropped);
-    (void)write_all(STDERR_FILENO, note, (size_t)n, 1000);
-    *dropped = 0;
-  }
-  (void)write_all(STDERR_FILENO, line, len, 1000);
-}
-
-/* The upstream's stderr, line by line, on ours, each line prefixed with its name. */
-static void *stderr_thread(void *arg) {
-  reader_arg a = *(reader_arg *)arg;
-  free(arg);
-  char buf[STDERR_LINE_MAX + 64], chunk[4096];
-  int prefix = snprintf(buf, sizeof buf, "moonbox mcp: upstream %s: ", a.u->cfg.name);
-  size_t len = (size_t)prefix;
-  unsigned long dropped = 0;
-  for (;;) {
-    ssize_t n = read(a.fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    for (ssize_t i = 0; i < n; i++) {
-      if (chunk[i] != '\n' && len < (size_t)prefix + STDERR_LINE_MAX) buf[len++] = chunk[i];
-      if (chunk[i] == '\n') {
-        buf[len++] = '\n';
-        relay_line(buf, len, &dropped);
-        len = (size_t)prefix;
-      }
-    }
-  }
-  if (len > (size_t)prefix) {
-    buf[len++] = '\n';
-    relay_line(buf, len, &dropped);
-  }
-  close(a.fd);
-  return NULL;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* Requests                                                                                  */
 
@@ -501,8 +463,9 @@ static int wait_a_slice(mbxH_upstream *u, uint64_t deadline_ms, const mbxH_upstr
   return 0;
 }
 
-/* method(params) (consumed); 0 with *result, or -1 with msg. Waits until deadline_ms (the
-   earlier of the call's timeout and w's), polling w's cancel. */
+/* method(params) (consumed); 0 with *result, or -1 with msg (-2: not taken, its HTTP session
+   had expired: it may be sent again in a new one). Waits until deadline_ms (the earlier of the
+   call's timeout and w's), polling w's cancel. */
 static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_t deadline_ms,
                    size_t max_reply, const mbxH_upstream_wait *w, json_t **result, char *msg,
                    size_t msg_size) {
@@ -539,14 +502,18 @@ static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_
   } else {
     json_decref(params);
   }
-  int sent = send_msg(u, m);
+  /* HTTP stops a reply's transfer past this (stdio's reader, past its line cap) */
+  size_t cap = max_reply ? max_reply + 65536 : LIST_LINE_MAX;
+  int sent = send_msg(u, m, id, cap, strcmp(method, "initialize") == 0);
 
   pthread_mutex_lock(&u->lock);
   why = 0;
   if (sent != 0 && !p->done) {
     p->done = 1;
     snprintf(p->fail, sizeof p->fail, "upstream '%s' is not running (%s)", u->cfg.name,
-             u->exit_note[0] ? u->exit_note : "its stdin is closed");
+             u->exit_note[0]
+                 ? u->exit_note
+                 : (u->cfg.url ? "its HTTP transport is stopped" : "its stdin is closed"));
   }
   while (!p->done) {
     if ((why = wait_a_slice(u, deadline_ms, w)) != 0) break;
@@ -554,7 +521,7 @@ static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_
   json_t *res = p->result, *err = p->error;
   char fail[sizeof p->fail];
   snprintf(fail, sizeof fail, "%s", p->fail);
-  int done = p->done;
+  int done = p->done, retry = p->retry;
   memset(p, 0, sizeof *p); /* the slot is free; a late response finds no one and is dropped */
   pthread_cond_broadcast(&u->cond);
   pthread_mutex_unlock(&u->lock);
@@ -574,7 +541,7 @@ static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_
   if (fail[0]) {
     json_decref(res), json_decref(err);
     msgf(msg, msg_size, "%s", fail);
-    return -1;
+    return retry ? -2 : -1;
   }
   if (err != NULL) {
     const json_t *text = json_object_get(err, "message");
@@ -590,78 +557,6 @@ static int request(mbxH_upstream *u, const char *method, json_t *params, uint64_
 /* ---------------------------------------------------------------------------------------- */
 /* The process                                                                               */
 
-static char **build_env(const mbxH_upstream_config *c) {
-  size_t base = 0, extra = 0;
-  while (environ && environ[base])
-    base++;
-  while (c->env && c->env[extra])
-    extra++;
-  char **env = calloc(base + extra + 1, sizeof *env);
-  if (env == NULL) return NULL;
-  size_t n = 0;
-  for (size_t i = 0; i < base; i++) {
-    /* an entry the operator sets replaces the server's */
-    const char *eq = strchr(environ[i], '=');
-    size_t key = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
-    int replaced = 0;
-    for (size_t j = 0; j < extra && !replaced; j++)
-      replaced = strncmp(c->env[j], environ[i], key) == 0 && c->env[j][key] == '=';
-    if (!replaced) env[n++] = environ[i];
-  }
-  for (size_t j = 0; j < extra; j++)
-    env[n++] = c->env[j];
-  return env;
-}
-
-static int spawn(mbxH_upstream *u, int *to, int *from, int *errs, char *msg, size_t msg_size) {
-  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
-    msgf(msg, msg_size, "upstream '%s': cannot make pipes: %s", u->cfg.name, strerror(errno));
-    for (int i = 0; i < 2; i++) {
-      if (in[i] >= 0) close(in[i]);
-      if (out[i] >= 0) close(out[i]);
-      if (err[i] >= 0) close(err[i]);
-    }
-    return -1;
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
-  if (u->cfg.cwd) posix_spawn_file_actions_addchdir_np(&fa, u->cfg.cwd);
-  /* Its own process group (npx and shells start children: the group is what is killed),
-     SIGPIPE back to its default (the server ignores it, and an ignored signal survives exec),
-     no signal blocked. */
-  sigset_t def, none;
-  sigemptyset(&def);
-  sigaddset(&def, SIGPIPE);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &def);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  char **env = build_env(&u->cfg);
-  pid_t pid = 0;
-  int rc = env ? posix_spawnp(&pid, u->cfg.argv[0], &fa, &attr, u->cfg.argv, env) : ENOMEM;
-  free(env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  close(in[0]), close(out[1]), close(err[1]);
-  if (rc != 0) {
-    close(in[1]), close(out[0]), close(err[0]);
-    msgf(msg, msg_size, "upstream '%s': cannot start '%s': %s", u->cfg.name, u->cfg.argv[0],
-         strerror(rc));
-    return -1;
-  }
-  u->pid = pid;
-  *to = in[1], *from = out[0], *errs = err[0];
-  return 0;
-}
-
 void mbxH_upstream_stop_soon(mbxH_upstream *u) {
   pthread_mutex_lock(&u->write_lock);
   pthread_mutex_lock(&u->lock);
@@ -676,6 +571,16 @@ void mbxH_upstream_stop_soon(mbxH_upstream *u) {
 /* Ends the process group: stdin closed first (a polite server exits), then SIGTERM, then
    SIGKILL. The reader reaps it. */
 static void stop_process(mbxH_upstream *u) {
+  if (u->cfg.url) { /* no process: the transport lives until the upstream is freed, and what
+                       waits on it fails now (its transfers are then dropped) */
+    pthread_mutex_lock(&u->lock);
+    u->running = 0;
+    char why[120];
+    snprintf(why, sizeof why, "upstream '%s' was stopped", u->cfg.name);
+    fail_all(u, why);
+    pthread_mutex_unlock(&u->lock);
+    return;
+  }
   /* A writer waiting on a full pipe holds write_lock (for at most its call's timeout): after
      1 s the process group is killed, so that write fails at once, and the stop goes on. */
   for (int i = 0; pthread_mutex_trylock(&u->write_lock) != 0; i++) {
@@ -718,19 +623,21 @@ static void stop_process(mbxH_upstream *u) {
 }
 
 static int start_threads(mbxH_upstream *u, int from, int errs) {
-  reader_arg *ra = malloc(sizeof *ra), *ea = malloc(sizeof *ea);
+  reader_arg *ra = malloc(sizeof *ra);
+  mbxH_stderr_relay *ea = malloc(sizeof *ea);
   if (ra == NULL || ea == NULL) {
     free(ra), free(ea);
     return -1;
   }
   *ra = (reader_arg){u, from};
-  *ea = (reader_arg){u, errs};
+  ea->fd = errs;
+  snprintf(ea->name, sizeof ea->name, "%s", u->cfg.name);
   if (pthread_create(&u->reader, NULL, reader_thread, ra) != 0) {
     free(ra), free(ea);
     return -1;
   }
   u->reader_live = 1;
-  if (pthread_create(&u->errors, NULL, stderr_thread, ea) != 0) {
+  if (pthread_create(&u->errors, NULL, mbxH_process_stderr_thread, ea) != 0) {
     free(ea);
     close(errs); /* the upstream's writes to stderr then fail; the reader goes on */
     return 0;
@@ -780,14 +687,29 @@ static int list_tools(mbxH_upstream *u, uint64_t deadline, char *msg, size_t msg
   return 0;
 }
 
-static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
+/* The process and its reader (stdio), or the transport with no session yet (HTTP). */
+static int open_transport(mbxH_upstream *u, char *msg, size_t msg_size) {
+  if (u->cfg.url) {
+    pthread_mutex_lock(&u->lock);
+    u->exit_note[0] = '\0';
+    pthread_mutex_unlock(&u->lock);
+    if (u->url_tx == NULL) {
+      msgf(msg, msg_size, "upstream '%s': no HTTP transport in this program", u->cfg.name);
+      return -1;
+    }
+    if (u->http == NULL) u->http = u->url_tx->open(u, &u->cfg, msg, msg_size);
+    if (u->http == NULL) return -1;
+    u->url_tx->reset(u->http); /* initialize goes without a session id */
+    return 0;
+  }
   if (u->reader_live) { /* the last process's threads: it has ended */
     stop_process(u);
   }
   int to, from, errs;
   pthread_mutex_lock(&u->lock);
   u->exit_note[0] = '\0';
-  int rc = spawn(u, &to, &from, &errs, msg, msg_size);
+  int rc = mbxH_process_spawn(u->cfg.name, u->cfg.argv, u->cfg.env, u->cfg.cwd, &u->pid, &to, &from,
+                              &errs, msg, msg_size);
   if (rc == 0) u->to_fd = to;
   pthread_mutex_unlock(&u->lock);
   if (rc != 0) return -1;
@@ -797,6 +719,11 @@ static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
     stop_process(u);
     return -1;
   }
+  return 0;
+}
+
+static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
+  if (open_transport(u, msg, msg_size) != 0) return -1;
   uint64_t deadline =
       now_ms() + (u->cfg.timeout_ms > START_MIN_MS ? u->cfg.timeout_ms : START_MIN_MS);
   json_t *params = json_object(), *info = json_object();
@@ -827,6 +754,7 @@ static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
   pthread_mutex_lock(&u->lock);
   u->structured = strcmp(json_string_value(version), "2025-06-18") >= 0;
   pthread_mutex_unlock(&u->lock);
+  if (u->http) u->url_tx->opened(u->http, json_string_value(version));
   json_decref(res);
   notify(u, "notifications/initialized", NULL);
   if (list_tools(u, deadline, why, sizeof why) != 0) {
@@ -841,9 +769,10 @@ static int start_locked_out(mbxH_upstream *u, char *msg, size_t msg_size) {
   return 0;
 }
 
-mbxH_upstream *mbxH_upstream_new(mbxH_upstream_config *cfg) {
+mbxH_upstream *mbxH_upstream_new(mbxH_upstream_config *cfg, const mbxH_upstream_transport *url) {
   mbxH_upstream *u = calloc(1, sizeof *u);
   if (u == NULL) return NULL;
+  u->url_tx = url;
   u->cfg = *cfg;
   memset(cfg, 0, sizeof *cfg);
   u->to_fd = -1;
@@ -924,14 +853,20 @@ int mbxH_upstream_call(mbxH_upstream *u, const char *tool, const json_t *args,
     msgf(msg, msg_size, "upstream '%s': tool '%.100s' is not allowed", u->cfg.name, tool);
     return -1;
   }
-  if (ensure_running(u, msg, msg_size) != 0) return -1;
-  json_t *params = json_object();
-  json_object_set_new(params, "name", json_string(tool));
-  json_object_set_new(params, "arguments", args ? json_deep_copy(args) : json_object());
   char why[300];
   json_t *res;
-  if (request(u, "tools/call", params, now_ms() + u->cfg.timeout_ms, u->cfg.max_result, w, &res,
-              why, sizeof why) != 0) {
+  int rc = -2;
+  /* twice at most: a request an expired HTTP session did not take goes once more, in a new
+     session (the server said 404: it did not run it) */
+  for (int attempt = 0; attempt < 2 && rc == -2; attempt++) {
+    if (ensure_running(u, msg, msg_size) != 0) return -1;
+    json_t *params = json_object();
+    json_object_set_new(params, "name", json_string(tool));
+    json_object_set_new(params, "arguments", args ? json_deep_copy(args) : json_object());
+    rc = request(u, "tools/call", params, now_ms() + u->cfg.timeout_ms, u->cfg.max_result, w, &res,
+                 why, sizeof why);
+  }
+  if (rc != 0) {
     msgf(msg, msg_size, "%s", why);
     return -1;
   }
@@ -952,6 +887,7 @@ int mbxH_upstream_call(mbxH_upstream *u, const char *tool, const json_t *args,
 void mbxH_upstream_free(mbxH_upstream *u) {
   if (u == NULL) return;
   stop_process(u);
+  if (u->http) u->url_tx->close(u->http); /* its thread ends, its session is DELETEd */
   pthread_mutex_lock(&u->lock); /* a relist thread's request has failed with the process */
   while (u->relisting)
     pthread_cond_wait(&u->cond, &u->lock);

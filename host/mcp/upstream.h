@@ -1,5 +1,6 @@
-/* host/mcp/upstream.h -- `moonbox mcp` as an MCP client of one upstream server over stdio
-   (code mode, docs/code-mode.md): its configuration, its process, the JSON-RPC requests to it.
+/* host/mcp/upstream.h -- `moonbox mcp` as an MCP client of one upstream server over stdio or
+   Streamable HTTP (code mode, docs/code-mode.md): its configuration, its process or its
+   transport (upstream_http.h), the JSON-RPC requests to it.
 **
 ** One upstream serves many calls at once: each request gets an id of ours, one reader thread
 ** per process hands each response to the call waiting for that id, and at most
@@ -30,10 +31,12 @@
 /* What the operator wrote (--upstream, --allow-tool, or the policy file's upstreams). */
 typedef struct mbxH_upstream_config {
   char name[MBXH_UPSTREAM_NAME_MAX + 1]; /* a Lua identifier: tools.NAME */
-  char **argv;                           /* the program and its arguments; NULL-terminated */
-  char **env;          /* NAME=VALUE added to the server's environment, NULL-terminated; or NULL */
-  char *cwd;           /* the working folder, or NULL (the server's) */
-  char **tools;        /* the allow-list: tool names, or "*" for every tool; NULL-terminated */
+  char **argv;    /* the program and its arguments; NULL-terminated (NULL for a URL upstream) */
+  char *url;      /* Streamable HTTP: the MCP endpoint (http only to loopback); NULL for stdio */
+  char **headers; /* "Name: value" sent with every HTTP request, NULL-terminated; or NULL */
+  char **env;     /* NAME=VALUE added to the server's environment, NULL-terminated; or NULL */
+  char *cwd;      /* the working folder, or NULL (the server's) */
+  char **tools;   /* the allow-list: tool names, or "*" for every tool; NULL-terminated */
   uint64_t timeout_ms; /* one call; and the handshake, but at least 5 s */
   uint64_t max_result; /* bytes of one reply */
 } mbxH_upstream_config;
@@ -48,7 +51,8 @@ int mbxH_upstream_allows(const mbxH_upstream_config *c, const char *tool);
 int mbxH_upstream_config_json(const json_t *json, const char *base_dir, mbxH_upstream_config *list,
                               size_t *count, char *msg, size_t msg_size);
 /* --upstream 'NAME=COMMAND ARGS...': the command split like a shell's words (spaces; '...'
-   quotes; "..." quotes with \ escapes; \ outside quotes) but never run by one. 0, or -1. */
+   quotes; "..." quotes with \ escapes; \ outside quotes) but never run by one; or
+   NAME=http(s)://...: a Streamable HTTP upstream at that URL. 0, or -1. */
 int mbxH_upstream_config_flag(const char *value, mbxH_upstream_config *list, size_t *count,
                               char *msg, size_t msg_size);
 /* --allow-tool NAME.TOOL (NAME.* for all of NAME's tools): adds to an upstream's allow-list. */
@@ -64,8 +68,21 @@ typedef struct mbxH_upstream_wait {
   void *ctx;
 } mbxH_upstream_wait;
 
-/* Takes cfg's contents (cfg is then empty). Starts nothing. NULL when out of memory. */
-mbxH_upstream *mbxH_upstream_new(mbxH_upstream_config *cfg);
+/* A transport other than stdio, for URL upstreams (upstream_http.h's
+   mbxH_upstream_http_transport): its state is opaque here. */
+typedef struct mbxH_upstream_transport {
+  /* Its state for u (cfg: u's, borrowed); NULL with msg on failure. */
+  void *(*open)(mbxH_upstream *u, const mbxH_upstream_config *cfg, char *msg, size_t msg_size);
+  void (*reset)(void *t);                       /* before an initialize: no session */
+  void (*opened)(void *t, const char *version); /* after it: the negotiated version */
+  /* One message; id: a request's (0: no reply awaited); init: initialize; cap: reply bytes. */
+  int (*send)(void *t, const char *text, int64_t id, int init, size_t cap);
+  void (*close)(void *t); /* ends it and frees t */
+} mbxH_upstream_transport;
+
+/* Takes cfg's contents (cfg is then empty). Starts nothing. url: the transport of a URL
+   upstream (NULL: a URL upstream cannot start). NULL when out of memory. */
+mbxH_upstream *mbxH_upstream_new(mbxH_upstream_config *cfg, const mbxH_upstream_transport *url);
 /* changed(ctx) is called (on the upstream's reader thread, no lock held) when it says its tool
    list changed. Set before mbxH_upstream_start. */
 void mbxH_upstream_on_change(mbxH_upstream *u, void (*changed)(void *ctx), void *ctx);
@@ -88,5 +105,18 @@ void mbxH_upstream_stop_soon(mbxH_upstream *u);
 /* Ends the process (its stdin closed, then SIGTERM, then SIGKILL a second later to its
    process group) and frees everything. NULL is a no-op. */
 void mbxH_upstream_free(mbxH_upstream *u);
+
+/* The transport seam: what a transport (the stdio reader in upstream.c, upstream_http.c)
+   hands the one request/response bookkeeping. */
+/* One JSON-RPC message from the upstream: a response, a request to us, a notification. */
+void mbxH_upstream_deliver(mbxH_upstream *u, const char *text, size_t len);
+/* 1 while a request with this id is still awaited (else its transfer may be dropped). */
+int mbxH_upstream_awaits(mbxH_upstream *u, int64_t id);
+/* The request id fails with why. MBXH_UPSTREAM_RETRY: it was not taken (its session had
+   expired): the call sends it once more, in a new session; MBXH_UPSTREAM_LOST: the current
+   session is gone, the next call starts a new one at once. */
+#define MBXH_UPSTREAM_RETRY 1
+#define MBXH_UPSTREAM_LOST 2
+void mbxH_upstream_fail(mbxH_upstream *u, int64_t id, const char *why, int flags);
 
 #endif

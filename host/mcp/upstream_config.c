@@ -1,6 +1,7 @@
 /* host/mcp/upstream_config.c -- what the operator writes about upstream MCP servers: the
-   policy file's "upstreams" object, --upstream NAME=COMMAND and --allow-tool NAME.TOOL
-   (upstream.h, docs/code-mode.md). Describe and validate only: nothing is started here. */
+   policy file's "upstreams" object, --upstream NAME=COMMAND (or NAME=URL) and --allow-tool
+   NAME.TOOL (upstream.h, docs/code-mode.md). Describe and validate only: nothing is started
+   here. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "common/units.h"
 #include "host/mcp/upstream.h"
+#include "host/mcp/upstream_http.h"
 
 static void free_list(char **list) {
   for (size_t i = 0; list && list[i]; i++)
@@ -20,7 +22,9 @@ void mbxH_upstream_config_free(mbxH_upstream_config *c) {
   free_list(c->argv);
   free_list(c->env);
   free_list(c->tools);
+  free_list(c->headers);
   free(c->cwd);
+  free(c->url);
   memset(c, 0, sizeof *c);
 }
 
@@ -164,6 +168,26 @@ int mbxH_upstream_config_flag(const char *value, mbxH_upstream_config *list, siz
   mbxH_upstream_config *c =
       new_entry("--upstream", value, (size_t)(eq - value), list, count, msg, msg_size);
   if (c == NULL) return -1;
+  const char *rest = eq + 1 + strspn(eq + 1, " \t");
+  if (strncmp(rest, "http://", 7) == 0 || strncmp(rest, "https://", 8) == 0) {
+    /* a Streamable HTTP upstream: the URL alone (headers come from the policy file) */
+    size_t len = strcspn(rest, " \t\n");
+    char why[200];
+    if (rest[len + strspn(rest + len, " \t\n")] != '\0') {
+      mbxU_msg(msg, msg_size,
+               "--upstream %s: a URL upstream takes nothing after its URL (give headers in the "
+               "policy file's upstreams.%s.headers)",
+               c->name, c->name);
+      return drop_last(list, count);
+    }
+    c->url = strndup(rest, len);
+    if (c->url == NULL) return drop_last(list, count);
+    if (mbxH_upstream_url_check(c->url, why, sizeof why) != 0) {
+      mbxU_msg(msg, msg_size, "--upstream %s: %s", c->name, why);
+      return drop_last(list, count);
+    }
+    return 0;
+  }
   if (split_words(eq + 1, &c->argv, msg, msg_size) != 0) {
     if (msg[0] == '\0') mbxU_msg(msg, msg_size, "--upstream: out of memory");
     return drop_last(list, count);
@@ -230,16 +254,19 @@ static int json_strings(const json_t *v, const char *key, char ***out, char *msg
   return 0;
 }
 
+static int load_url(mbxH_upstream_config *c, const json_t *obj, char *msg, size_t msg_size);
+static int load_common(mbxH_upstream_config *c, const json_t *obj, const char *base_dir, char *msg,
+                       size_t msg_size);
+
 static int load_one(mbxH_upstream_config *c, const json_t *obj, const char *base_dir, char *msg,
                     size_t msg_size) {
-  static const char *const keys[] = {"command", "args",    "env",        "cwd",
-                                     "tools",   "timeout", "max_result", NULL};
-  char key[128];
+  static const char *const keys[] = {"command", "args",  "env",     "cwd",        "url",
+                                     "headers", "tools", "timeout", "max_result", NULL};
   const char *k;
   const json_t *v;
   if (!json_is_object(obj)) {
     mbxU_msg(msg, msg_size,
-             "upstreams.%s: expected an object {command, args, env, cwd, tools, "
+             "upstreams.%s: expected an object {command, args, env, cwd | url, headers; tools, "
              "timeout, max_result}",
              c->name);
     return -1;
@@ -252,22 +279,126 @@ static int load_one(mbxH_upstream_config *c, const json_t *obj, const char *base
       char q[64];
       mbxU_quote(k, q, sizeof q);
       mbxU_msg(msg, msg_size,
-               "upstreams.%s.%s: unknown key (expected one of: command, args, env, cwd, tools, "
-               "timeout, max_result)",
+               "upstreams.%s.%s: unknown key (expected one of: command, args, env, cwd, url, "
+               "headers, tools, timeout, max_result)",
                c->name, q);
       return -1;
     }
   }
   const json_t *command = json_object_get(obj, "command");
+  if (json_object_get(obj, "url")) {
+    if (command) {
+      mbxU_msg(msg, msg_size,
+               "upstreams.%s.command: give either command (a program over stdio) or url (a "
+               "Streamable HTTP server), not both",
+               c->name);
+      return -1;
+    }
+    return load_url(c, obj, msg, msg_size);
+  }
+  if ((v = json_object_get(obj, "headers"))) {
+    mbxU_msg(msg, msg_size,
+             "upstreams.%s.headers: only for a url upstream (this one has a command)", c->name);
+    return -1;
+  }
   if (!json_is_string(command) || json_string_length(command) == 0 ||
       strlen(json_string_value(command)) != json_string_length(command)) {
     mbxU_msg(msg, msg_size,
              "upstreams.%s.command: expected the program to start (a string; no "
-             "shell runs it)",
+             "shell runs it), or a url",
              c->name);
     return -1;
   }
   if (list_add(&c->argv, json_string_value(command), json_string_length(command)) != 0) return -1;
+  return load_common(c, obj, base_dir, msg, msg_size);
+}
+
+/* The keys of every upstream: the allow-list, the timeout, the reply's bytes. */
+static int load_limits(mbxH_upstream_config *c, const json_t *obj, char *msg, size_t msg_size) {
+  char key[128];
+  const json_t *v;
+  snprintf(key, sizeof key, "upstreams.%s.tools", c->name);
+  if ((v = json_object_get(obj, "tools")) && json_strings(v, key, &c->tools, msg, msg_size) != 0)
+    return -1;
+  snprintf(key, sizeof key, "upstreams.%s.timeout", c->name);
+  if ((v = json_object_get(obj, "timeout")) &&
+      json_amount(v, key, 1, &c->timeout_ms, msg, msg_size) != 0)
+    return -1;
+  snprintf(key, sizeof key, "upstreams.%s.max_result", c->name);
+  if ((v = json_object_get(obj, "max_result")) &&
+      json_amount(v, key, 0, &c->max_result, msg, msg_size) != 0)
+    return -1;
+  if (c->timeout_ms == 0) {
+    mbxU_msg(msg, msg_size, "upstreams.%s.timeout: must be more than 0", c->name);
+    return -1;
+  }
+  if (c->max_result == 0 || c->max_result > MBXH_UPSTREAM_MAX_RESULT_CAP) {
+    mbxU_msg(msg, msg_size, "upstreams.%s.max_result: between 1 byte and %llu MiB", c->name,
+             (unsigned long long)(MBXH_UPSTREAM_MAX_RESULT_CAP >> 20));
+    return -1;
+  }
+  return 0;
+}
+
+/* A Streamable HTTP upstream: url, headers, and the keys of every upstream. */
+static int load_url(mbxH_upstream_config *c, const json_t *obj, char *msg, size_t msg_size) {
+  static const char *const process_only[] = {"args", "env", "cwd", NULL};
+  for (size_t i = 0; process_only[i]; i++)
+    if (json_object_get(obj, process_only[i])) {
+      mbxU_msg(msg, msg_size, "upstreams.%s.%s: only for a command upstream (this one has a url)",
+               c->name, process_only[i]);
+      return -1;
+    }
+  const json_t *url = json_object_get(obj, "url");
+  char why[200];
+  if (!json_is_string(url) || strlen(json_string_value(url)) != json_string_length(url)) {
+    mbxU_msg(msg, msg_size, "upstreams.%s.url: expected the server's MCP endpoint, a string",
+             c->name);
+    return -1;
+  }
+  if (mbxH_upstream_url_check(json_string_value(url), why, sizeof why) != 0) {
+    mbxU_msg(msg, msg_size, "upstreams.%s.url: %s", c->name, why);
+    return -1;
+  }
+  if ((c->url = strdup(json_string_value(url))) == NULL) return -1;
+  const json_t *headers = json_object_get(obj, "headers");
+  if (headers && !json_is_object(headers)) {
+    mbxU_msg(msg, msg_size, "upstreams.%s.headers: expected an object {NAME: VALUE}", c->name);
+    return -1;
+  }
+  if (json_object_size(headers) > MBXH_HTTP_MAX_HEADERS) {
+    mbxU_msg(msg, msg_size, "upstreams.%s.headers: at most %d", c->name, MBXH_HTTP_MAX_HEADERS);
+    return -1;
+  }
+  const char *name;
+  const json_t *val;
+  json_object_foreach((json_t *)headers, name, val) {
+    char q[64];
+    mbxU_quote(name, q, sizeof q);
+    if (!json_is_string(val) || strlen(json_string_value(val)) != json_string_length(val)) {
+      mbxU_msg(msg, msg_size, "upstreams.%s.headers.%s: expected a string", c->name, q);
+      return -1;
+    }
+    if (mbxH_upstream_header_check(name, json_string_value(val), why, sizeof why) != 0) {
+      mbxU_msg(msg, msg_size, "upstreams.%s.headers.%s: %s", c->name, q, why);
+      return -1;
+    }
+    size_t len = strlen(name) + 2 + json_string_length(val);
+    char *line = malloc(len + 1);
+    if (line == NULL) return -1;
+    snprintf(line, len + 1, "%s: %s", name, json_string_value(val));
+    int rc = list_add(&c->headers, line, len);
+    free(line);
+    if (rc != 0) return -1;
+  }
+  return load_limits(c, obj, msg, msg_size);
+}
+
+/* A command upstream's args, env and cwd, then the keys of every upstream. */
+static int load_common(mbxH_upstream_config *c, const json_t *obj, const char *base_dir, char *msg,
+                       size_t msg_size) {
+  char key[128];
+  const json_t *v;
   snprintf(key, sizeof key, "upstreams.%s.args", c->name);
   if ((v = json_object_get(obj, "args")) && json_strings(v, key, &c->argv, msg, msg_size) != 0)
     return -1;
@@ -307,27 +438,7 @@ static int load_one(mbxH_upstream_config *c, const json_t *obj, const char *base
     else
       snprintf(c->cwd, len, "%s/%s", base_dir, dir);
   }
-  snprintf(key, sizeof key, "upstreams.%s.tools", c->name);
-  if ((v = json_object_get(obj, "tools")) && json_strings(v, key, &c->tools, msg, msg_size) != 0)
-    return -1;
-  snprintf(key, sizeof key, "upstreams.%s.timeout", c->name);
-  if ((v = json_object_get(obj, "timeout")) &&
-      json_amount(v, key, 1, &c->timeout_ms, msg, msg_size) != 0)
-    return -1;
-  snprintf(key, sizeof key, "upstreams.%s.max_result", c->name);
-  if ((v = json_object_get(obj, "max_result")) &&
-      json_amount(v, key, 0, &c->max_result, msg, msg_size) != 0)
-    return -1;
-  if (c->timeout_ms == 0) {
-    mbxU_msg(msg, msg_size, "upstreams.%s.timeout: must be more than 0", c->name);
-    return -1;
-  }
-  if (c->max_result == 0 || c->max_result > MBXH_UPSTREAM_MAX_RESULT_CAP) {
-    mbxU_msg(msg, msg_size, "upstreams.%s.max_result: between 1 byte and %llu MiB", c->name,
-             (unsigned long long)(MBXH_UPSTREAM_MAX_RESULT_CAP >> 20));
-    return -1;
-  }
-  return 0;
+  return load_limits(c, obj, msg, msg_size);
 }
 
 int mbxH_upstream_config_json(const json_t *json, const char *base_dir, mbxH_upstream_config *list,

@@ -96,11 +96,11 @@ const mbxH_option_spec mbxH_options[] = {
      "it a file is named, not shown"},
     {"--upstream", MBXH_OPT_UPSTREAM, 1,
      "--upstream 'mem=npx -y @modelcontextprotocol/server-memory'", MBXH_OPT_FOR_MCP,
-     "NAME=COMMAND",
+     "NAME=COMMAND|URL",
      "start COMMAND (split into words like a shell's, never run\n"
-     "by one) as an upstream MCP server whose allowed tools the\n"
-     "guest calls as tools.NAME.TOOL (code mode, docs/code-mode.md;\n"
-     "repeatable)"},
+     "by one), or reach https://URL (http:// on loopback only), as\n"
+     "an upstream MCP server whose allowed tools the guest calls\n"
+     "as tools.NAME.TOOL (code mode, docs/code-mode.md; repeatable)"},
     {"--allow-tool", MBXH_OPT_ALLOW_TOOL, 1, "--allow-tool mem.read_graph", MBXH_OPT_FOR_MCP,
      "NAME.TOOL",
      "allow an upstream's tool (NAME.* for all of them; none is\n"
