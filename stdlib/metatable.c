@@ -755,6 +755,13 @@ static int meta_rawset(lua_State *L) {
 ** is declared); an absent one of those is read at setmetatable.
 */
 static int live_event(lua_State *L);
+static int live_own(lua_State *L);
+
+/* 1 for the C functions of live stubs: live_event, and live_own, which stands for a function
+   mt had at setmetatable. */
+static int is_live_stub(lua_CFunction f) {
+  return f == live_event || f == live_own;
+}
 
 /* Push the handler the value at v has for the event named at name, as stock would find it
    now: its metatable's raw field, or where that is a live stub, the guest's live field.
@@ -766,7 +773,7 @@ static int push_live_handler(lua_State *L, int v, int name) {
   }
   lua_pushvalue(L, name);
   int type = lua_rawget(L, -2);
-  if (type == LUA_TFUNCTION && lua_tocfunction(L, -1) == live_event) {
+  if (type == LUA_TFUNCTION && is_live_stub(lua_tocfunction(L, -1))) {
     lua_pop(L, 1);
     if (lua_rawgetp(L, -1, &key_original) == LUA_TTABLE) {
       lua_pushvalue(L, name);
@@ -786,7 +793,7 @@ static int push_live_handler(lua_State *L, int v, int name) {
 static int has_live_stub(lua_State *L, int v, int name) {
   if (!lua_getmetatable(L, v)) return 0;
   lua_pushvalue(L, name);
-  int stub = lua_rawget(L, -2) == LUA_TFUNCTION && lua_tocfunction(L, -1) == live_event;
+  int stub = lua_rawget(L, -2) == LUA_TFUNCTION && is_live_stub(lua_tocfunction(L, -1));
   lua_pop(L, 2);
   return stub;
 }
@@ -875,6 +882,28 @@ static int live_event(lua_State *L) {
   }
 }
 
+/* The live stub of an arithmetic, bitwise, order or __call event for which mt had a function
+   at setmetatable: upvalues as live_event's, and mt. It calls mt's field of the moment, so a
+   function replaced later is seen as in stock (middleclass's metamethod updates); where that
+   is no longer a function, live_event does what stock would with the live fields. Measured
+   against the function itself in the clone: one raw read and a C frame per operator. */
+static int live_own(lua_State *L) {
+  lua_pushvalue(L, lua_upvalueindex(1));
+  if (lua_rawget(L, lua_upvalueindex(4)) != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    return live_event(L);
+  }
+  lua_insert(L, 1);
+  mbxV_cstack_check(L);
+  if (lua_tointeger(L, lua_upvalueindex(2)) == EVENT_CALL) {
+    lua_callk(L, lua_gettop(L) - 1, LUA_MULTRET, 0, live_call_done);
+    return lua_gettop(L);
+  }
+  lua_settop(L, 3); /* the VM passes the two operands (a unary event: the operand twice) */
+  lua_callk(L, 2, 1, 0, live_event_done);
+  return 1;
+}
+
 /* Push the stubs' table: [i] = the live stub of event i (upvalues: its name, i, and for __le
    the name "__lt"). */
 static void push_live_stubs(lua_State *L) {
@@ -959,6 +988,7 @@ static void push_new_clone(lua_State *L, int obj, int mt) {
   int clone = lua_gettop(L);
   lua_Integer present = 0;
   int newindex_live = 0;
+  lua_Integer own_live = 0; /* events given a live_own above: no live_event below */
   for (int i = 0; i < EVENT_COUNT; i++) {
     lua_pushvalue(L, UPV_EVENT(i));
     lua_pushvalue(L, -1);
@@ -975,11 +1005,22 @@ static void push_new_clone(lua_State *L, int obj, int mt) {
     /* An __index or __newindex function is read live, as if mt lacked it: the walker
        installed below calls mt's field of the moment, so a function replaced later
        (pl.strict.module's __index over a module's own) is seen as in stock. The price is a
-       C frame before each call of it. (Not the arithmetic, order and __call events: a stub
-       in front of every operator of a vector class costs 4x stock in bench_metatables.) */
+       C frame before each call of it. */
     if (lua_type(L, -1) == LUA_TFUNCTION && (i == EVENT_INDEX || i == EVENT_NEWINDEX)) {
       if (i == EVENT_NEWINDEX) newindex_live = 1;
       lua_pop(L, 2);
+      continue;
+    }
+    /* An operator's function is read live too, through live_own (no bit: as for a stub). */
+    if (lua_type(L, -1) == LUA_TFUNCTION && i >= EVENT_LIVE_FIRST && i <= EVENT_LIVE_LAST) {
+      lua_pop(L, 1);
+      lua_pushvalue(L, -1);
+      lua_pushinteger(L, i);
+      lua_pushvalue(L, UPV_EVENT(EVENT_LT));
+      lua_pushvalue(L, mt);
+      lua_pushcclosure(L, live_own, 4); /* the name's copy is its first upvalue */
+      lua_rawset(L, clone);
+      own_live |= (lua_Integer)1 << i;
       continue;
     }
     present |= (lua_Integer)1 << i;
@@ -1015,7 +1056,7 @@ static void push_new_clone(lua_State *L, int obj, int mt) {
   /* Every other event the VM reads that mt lacks gets a live stub, so an event added to mt
      later is seen by the objects set up before it (live_event). */
   for (int i = EVENT_LIVE_FIRST; i <= EVENT_LIVE_LAST; i++)
-    if (!(present & ((lua_Integer)1 << i))) {
+    if (!((present | own_live) & ((lua_Integer)1 << i))) {
       lua_pushvalue(L, UPV_EVENT(i));
       lua_rawgeti(L, UPV_LIVE, i);
       lua_rawset(L, clone);
@@ -1297,5 +1338,5 @@ void mbxL_open_metatables(lua_State *L) {
 }
 
 int mbxL_is_metamethod_stub(lua_CFunction f) {
-  return f == walk_index || f == walk_newindex || f == live_event || f == watch_store;
+  return f == walk_index || f == walk_newindex || is_live_stub(f) || f == watch_store;
 }
