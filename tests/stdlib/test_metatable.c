@@ -722,6 +722,28 @@ static void setmetatable_nil_returns_the_table(void **state) {
                       "[true,true]");
 }
 
+/* A function mt had at setmetatable for an operator, __call, __index or __newindex is read
+   live: replaced later, the objects set up before see the new one, as in stock Lua
+   (middleclass propagates metamethods this way; pl.strict.module replaces a module's
+   __index). A yield crosses the stub. */
+static void functions_replaced_later_are_seen(void **state) {
+  (void)state;
+  snippet_check_value(
+      "local mt = {__add = function() return 'old' end, __lt = function() return false end, "
+      "__call = function() return 'old' end, __index = function() return 'old' end, "
+      "__newindex = function(t, k) rawset(t, k, 'old') end, __unm = function() return 'old' end} "
+      "local a = setmetatable({}, mt) "
+      "mt.__add = function(x, y) return 'new' end mt.__lt = function() return true end "
+      "mt.__call = function() return 'new' end mt.__index = function() return 'new' end "
+      "mt.__newindex = function(t, k) rawset(t, k, 'new') end mt.__unm = function() return 'new' end "
+      "a.k = 1 return {a + 1, 1 + a, a < a, a(), a.missing, rawget(a, 'k'), -a}",
+      "[\"new\",\"new\",true,\"new\",\"new\",\"new\",\"new\"]");
+  snippet_check_value("local mt = {__add = function() return 1 end} local q = setmetatable({}, mt) "
+                      "mt.__add = function() return coroutine.yield('y') end "
+                      "local co = coroutine.wrap(function() return q + 1 end) return {co(), co(7)}",
+                      "[\"y\",7]");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(concat_is_refused_where_used),
@@ -758,6 +780,7 @@ int main(void) {
       cmocka_unit_test(watch_drops_a_pinned_tables_old_copies),
       cmocka_unit_test(watch_resumes_once_a_guest_metatable_is_removed),
       cmocka_unit_test(setmetatable_nil_returns_the_table),
+      cmocka_unit_test(functions_replaced_later_are_seen),
   };
   return cmocka_run_group_tests_name("stdlib/metatable", tests, snippet_setup, snippet_teardown);
 }
