@@ -16,6 +16,21 @@
 #include "moonbox.h"
 #include "tests/support/snippet.h"
 
+/* A sandbox in deterministic mode (an instruction limit of 1e9), with a memory limit when
+   memory is not 0. */
+static mbx_sandbox *deterministic_sandbox(uint64_t memory) {
+  mbx_policy *p = mbx_policy_new();
+  assert_non_null(p);
+  assert_int_equal(mbx_policy_set_deterministic(p, 1, NULL), MBX_OK);
+  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 1000000000), MBX_OK);
+  if (memory != 0) assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, memory), MBX_OK);
+  mbx_error err;
+  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
+  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
+  mbx_policy_free(p);
+  return sb;
+}
+
 /* ---- setmetatable / getmetatable --------------------------------------------------------- */
 
 /* A metatable with __concat is accepted (the class is usable for everything else); `..`
@@ -95,14 +110,7 @@ static void weak_tables_collect_as_stock(void **state) {
    so a replay would see entries vanish at other moments. getmetatable still shows __mode. */
 static void weak_tables_are_strong_in_deterministic_mode(void **state) {
   (void)state;
-  mbx_policy *p = mbx_policy_new();
-  assert_non_null(p);
-  assert_int_equal(mbx_policy_set_deterministic(p, 1, NULL), MBX_OK);
-  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 1000000000), MBX_OK);
-  mbx_error err;
-  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
-  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
-  mbx_policy_free(p);
+  mbx_sandbox *sb = deterministic_sandbox(0);
   snippet_outcome o;
   assert_int_equal(snippet_run_in(sb,
                                   "local mt = {__mode = 'k'} local t = setmetatable({}, mt) "
@@ -642,14 +650,7 @@ static void watch_mode_added_later(void **state) {
   snippet_check_value("local mt = {} local t = setmetatable({}, mt) mt.__mode = 'k' "
                       "t[{}] = 1 collectgarbage() collectgarbage() return next(t) == nil",
                       "true");
-  mbx_policy *p = mbx_policy_new();
-  assert_non_null(p);
-  assert_int_equal(mbx_policy_set_deterministic(p, 1, NULL), MBX_OK);
-  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 1000000000), MBX_OK);
-  mbx_error err;
-  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
-  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
-  mbx_policy_free(p);
+  mbx_sandbox *sb = deterministic_sandbox(0);
   snippet_outcome o;
   assert_int_equal(snippet_run_in(sb,
                                   "local mt = {} local t = setmetatable({}, mt) mt.__mode = 'k' "
@@ -677,15 +678,7 @@ static void watch_drops_a_pinned_tables_old_copies(void **state) {
       "mt.__len = function() return 7 end "
       "return grown < 64, #T, user ~= nil";
   snippet_check_value(code, "[true,7,true]");
-  mbx_policy *p = mbx_policy_new();
-  assert_non_null(p);
-  assert_int_equal(mbx_policy_set_deterministic(p, 1, NULL), MBX_OK);
-  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_INSTRUCTIONS, 1000000000), MBX_OK);
-  assert_int_equal(mbx_policy_set_limit(p, MBX_LIMIT_MEMORY, 8 << 20), MBX_OK);
-  mbx_error err;
-  mbx_sandbox *sb = mbx_sandbox_new(snippet_runtime, p, &err);
-  if (sb == NULL) fail_msg("mbx_sandbox_new: %s", err.message);
-  mbx_policy_free(p);
+  mbx_sandbox *sb = deterministic_sandbox(8 << 20);
   snippet_outcome o;
   assert_int_equal(snippet_run_in(sb, code, &o), MBX_OK);
   assert_string_equal(o.value, "[true,7,true]");
