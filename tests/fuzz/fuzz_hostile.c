@@ -11,6 +11,8 @@
      - weak tables (a weak metatable's __newindex table grown under pressure: 983bc433's
        shape), __mode, __gc and __concat changed after setmetatable; events added after
        setmetatable, read live through the clone's stubs;
+     - watches: events added, replaced and removed after objects use a metatable, rawset
+       into one, loops of __newindex tables added later;
      - debug: locals and upvalues of every level read and written, C levels included.
    Each construct is wrapped in pcall so the program goes on after an error; a tripped limit
    stays tripped (sticky). The run uses small budgets (4 MiB, 3M instructions, 100 ms) and
@@ -101,7 +103,7 @@ static void body(program *g, recipe *r, int depth) {
 
 /* One statement, wrapped in pcall: `pcall(function() ... end)`. */
 static void construct(program *g, recipe *r, int depth) {
-  unsigned kind = next_byte(r) % 21, a = next_byte(r), b = next_byte(r);
+  unsigned kind = next_byte(r) % 22, a = next_byte(r), b = next_byte(r);
   emit(g, "pcall(function() ");
   switch (kind) {
   case 0: /* an __index chain of tables keyed by one long string */
@@ -242,6 +244,31 @@ static void construct(program *g, recipe *r, int depth) {
          "function() return o(%u) end, function() return o .. 'x' end, "
          "function() return -p end} do pcall(f) end ",
          a % 4, size_of(b % 10));
+    break;
+  case 20: /* watches (issue 26): events added to a metatable after objects use it, through a
+              store and rawset (__newindex tables walked, __eq, __len, __close, __mode,
+              __metatable), functions replaced and removed (operators, __call, __index read
+              live), the metatable given and losing a metatable of its own, and a chain of
+              __newindex tables added later closing a loop */
+    emit(g,
+         "local mt, objs = {}, {} for i = 1, %u do objs[i] = setmetatable({}, mt) end "
+         "local sink = setmetatable({}, mt) mt.__newindex = %s "
+         "rawset(mt, '__eq', function() return true end) mt.__len = function() return %u end "
+         "mt.__add = function(x, y) ",
+         a % 40 + 1, a & 1 ? "sink" : "function(t, k, v) rawset(t, k, v) end", b);
+    body(g, r, depth);
+    emit(
+        g,
+        " return x end mt.__close = function() end mt.__mode = '%s' "
+        "local o = objs[1] pcall(function() o.k = 1 end) local _ = (o == objs[#objs]) and #o "
+        "do local c <close> = o end mt.__add = nil pcall(function() return o + 1 end) "
+        "mt.__call = function(self, n) return n end pcall(o, 1) mt.__index = function() return 1 end "
+        "setmetatable(mt, {__index = mt}) mt.__unm = function() return 0 end setmetatable(mt, nil) "
+        "mt.__metatable = 'locked' local ms = {} for i = 1, %u do ms[i] = {} "
+        "local x = setmetatable({}, ms[i]) ms[i].__newindex = x end "
+        "for i = 1, #ms do ms[i].__newindex = setmetatable({}, ms[i %% #ms + 1]) end "
+        "pcall(function() setmetatable({}, ms[1]).z = 1 end) ",
+        b & 1 ? "k" : "v", b % 60 + 2);
     break;
   default: /* deep recursion, plain */
     emit(g, "local function f(n) if n == 0 then return 0 end return 1 + f(n - 1) end f(%u) ",
