@@ -100,38 +100,6 @@ static int str_format(lua_State *L) {
   return reraise_format_error(L, lua_tostring(L, -1));
 }
 
-/*
-** The string metatable's arithmetic events (string coercion: "10" + 1), each a C closure over
-** the guest's stand-in (getmetatable("")), the event's name and lstrlib's own function: where
-** the guest put the event into the stand-in (Penlight's stringx.format_operator sets __mod for
-** `"%s" % x`), that value is called with the two operands, as stock Lua calls what a program
-** stores into the string metatable; else the coercion runs as before. The stand-in is read
-** raw, at the moment of the operation; the guest's value runs under the budget, after the C
-** stack check, and a yield crosses it. __index (method calls) stays the private library copy.
-*/
-static const char *const string_events[] = {"__add", "__sub", "__mul",  "__mod",
-                                            "__pow", "__div", "__idiv", "__unm"};
-
-static int string_event_done(lua_State *L, int status, lua_KContext ctx) {
-  (void)status;
-  (void)ctx;
-  (void)L;
-  return 1;
-}
-
-static int string_event(lua_State *L) {
-  lua_pushvalue(L, lua_upvalueindex(2));
-  if (lua_rawget(L, lua_upvalueindex(1)) == LUA_TNIL) {
-    lua_pop(L, 1);
-    return lua_tocfunction(L, lua_upvalueindex(3))(L);
-  }
-  lua_insert(L, 1);
-  lua_settop(L, 3); /* the VM passes the two operands (__unm: the operand twice) */
-  mbxV_cstack_check(L);
-  lua_callk(L, 2, 1, 0, string_event_done);
-  return 1;
-}
-
 int mbxL_open_string(lua_State *L) {
   luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
   int lib = lua_gettop(L);
@@ -162,19 +130,6 @@ int mbxL_open_string(lua_State *L) {
     lua_createtable(L, 0, 1);
     lua_pushvalue(L, lib);
     lua_setfield(L, -2, "__index");
-    int stand_in = lua_gettop(L);
-    for (size_t i = 0; i < sizeof string_events / sizeof *string_events; i++) {
-      lua_pushvalue(L, stand_in);
-      lua_pushstring(L, string_events[i]);
-      if (lua_rawget(L, mt) != LUA_TFUNCTION || lua_tocfunction(L, -1) == NULL) {
-        lua_pop(L, 2); /* not lstrlib's as expected: left as it is */
-        continue;
-      }
-      lua_pushstring(L, string_events[i]);
-      lua_insert(L, -2);
-      lua_pushcclosure(L, string_event, 3);
-      lua_setfield(L, mt, string_events[i]);
-    }
     lua_setfield(L, mt, "__metatable");
   }
   lua_settop(L, lib - 1);

@@ -42,26 +42,6 @@ static void string_metatable_is_a_decoy(void **state) {
   snippet_check_value("return rawget(getmetatable(''), '__metatable')", "null");
 }
 
-/* An arithmetic event the guest stores into the stand-in applies to string operands, as what
-   a program stores into the string metatable does in stock Lua (Penlight's
-   stringx.format_operator: `"%s" % x`); without one, coercion works as before; a yield crosses
-   it, and a recursive one ends on the C stack check. */
-static void string_metatable_arithmetic_events_set_by_the_guest_apply(void **state) {
-  (void)state;
-  snippet_check_value(
-      "local mt = getmetatable('') local before = '7' % 2 "
-      "mt.__mod = function(a, b) return a:format(table.unpack(type(b) == 'table' and b or {b})) end "
-      "mt.__unm = function(a) return 'neg ' .. a end "
-      "return {before, '%s-%d' % {'x', 3}, '%d' % 5, -'3', '10' + 1, '10' * '2'}",
-      "[1,\"x-3\",\"5\",\"neg 3\",11,20]");
-  snippet_check_value("getmetatable('').__add = function(a, b) return coroutine.yield('y') end "
-                      "local co = coroutine.wrap(function() return 'a' + 1 end) "
-                      "return {co(), co(9)}",
-                      "[\"y\",9]");
-  snippet_check_error("getmetatable('').__sub = function(a, b) return a - b end return 'a' - 1",
-                      MBX_RUNTIME_ERROR, "stack overflow");
-}
-
 /* ---- string.format --------------------------------------------------------------------- */
 
 static void format_works_like_stock(void **state) {
@@ -189,7 +169,6 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(dump_is_gone),
       cmocka_unit_test(string_metatable_is_a_decoy),
-      cmocka_unit_test(string_metatable_arithmetic_events_set_by_the_guest_apply),
       cmocka_unit_test(format_works_like_stock),
       cmocka_unit_test(format_argument_errors_name_format),
       cmocka_unit_test(format_s_hides_addresses),
