@@ -314,7 +314,11 @@ if [ -n "$cg_parents" ]; then
     [ -z "$(cgroups_of "$token")" ] && reaped=1 && break
     sleep 0.2
   done
-  if [ -n "$reaped" ]; then ok "doctor reaped the dead host's cgroups"; else bad "reaping" "left: $(cgroups_of "$token"); $out"; fi
+  if [ -n "$reaped" ]; then ok "doctor reaped the dead host's cgroups"; else
+    # What keeps them: the processes still in them (doctor reaps only empty ones).
+    procs=$(for c in $(cgroups_of "$token"); do cat "$c/cgroup.procs" 2>/dev/null; done | sort -u | tr '\n' ' ')
+    bad "reaping" "left: $(cgroups_of "$token"); processes in them: ${procs:-none} $( [ -n "$procs" ] && ps -o pid,ppid,user,stat,args -p "$(echo $procs | tr " " ",")" 2>/dev/null | tr '\n' ';'); $out"
+  fi
   expect "doctor counts what it reaped" "$out" '"stale_reaped":'
   refuse "... more than none" "$out" '"stale_reaped":0'
   if [ -e "/run/moonbox/cgroups/$token" ]; then bad "owner record" "left after its cgroups went"; else ok "the dead owner's record goes with its cgroups"; fi
