@@ -47,6 +47,17 @@ static int list_add(char ***list, const char *s, size_t n) {
   return grown[count] ? 0 : -1;
 }
 
+/* Append "NAME<sep>VALUE" (an env entry, a header line) to the NULL-terminated list. */
+static int list_add_pair(char ***list, const char *name, const char *sep, const json_t *value) {
+  size_t len = strlen(name) + strlen(sep) + json_string_length(value);
+  char *entry = malloc(len + 1);
+  if (entry == NULL) return -1;
+  snprintf(entry, len + 1, "%s%s%s", name, sep, json_string_value(value));
+  int rc = list_add(list, entry, len);
+  free(entry);
+  return rc;
+}
+
 /* An upstream's name is a Lua identifier (tools.NAME), at most MBXH_UPSTREAM_NAME_MAX bytes. */
 static int name_ok(const char *s, size_t n) {
   if (n == 0 || n > MBXH_UPSTREAM_NAME_MAX || (s[0] >= '0' && s[0] <= '9')) return 0;
@@ -383,13 +394,7 @@ static int load_url(mbxH_upstream_config *c, const json_t *obj, char *msg, size_
       mbxU_msg(msg, msg_size, "upstreams.%s.headers.%s: %s", c->name, q, why);
       return -1;
     }
-    size_t len = strlen(name) + 2 + json_string_length(val);
-    char *line = malloc(len + 1);
-    if (line == NULL) return -1;
-    snprintf(line, len + 1, "%s: %s", name, json_string_value(val));
-    int rc = list_add(&c->headers, line, len);
-    free(line);
-    if (rc != 0) return -1;
+    if (list_add_pair(&c->headers, name, ": ", val) != 0) return -1;
   }
   return load_limits(c, obj, msg, msg_size);
 }
@@ -415,13 +420,7 @@ static int load_common(mbxH_upstream_config *c, const json_t *obj, const char *b
         mbxU_msg(msg, msg_size, "upstreams.%s.env: each NAME (no '=') maps to a string", c->name);
         return -1;
       }
-      size_t len = strlen(name) + 1 + json_string_length(val);
-      char *entry = malloc(len + 1);
-      if (entry == NULL) return -1;
-      snprintf(entry, len + 1, "%s=%s", name, json_string_value(val));
-      int rc = list_add(&c->env, entry, len);
-      free(entry);
-      if (rc != 0) return -1;
+      if (list_add_pair(&c->env, name, "=", val) != 0) return -1;
     }
   }
   if ((v = json_object_get(obj, "cwd"))) {

@@ -14,6 +14,17 @@
 
 #include "host/mcp/upstream.h"
 
+/* --upstream value is refused with a message containing why, and the list is unchanged. */
+static void assert_flag_refused(const char *value, const char *why, mbxH_upstream_config *list,
+                                size_t *count) {
+  char msg[512] = "";
+  size_t before = *count;
+  if (mbxH_upstream_config_flag(value, list, count, msg, sizeof msg) == 0)
+    fail_msg("--upstream %s was accepted", value);
+  if (strstr(msg, why) == NULL) fail_msg("%s: '%s' lacks '%s'", value, msg, why);
+  assert_int_equal(*count, before);
+}
+
 static void free_all(mbxH_upstream_config *list, size_t count) {
   for (size_t i = 0; i < count; i++)
     mbxH_upstream_config_free(&list[i]);
@@ -54,13 +65,8 @@ static void flags_split_like_a_shell_without_one(void **state) {
       {"other=", "no command"},
       {"other='unclosed", "is not closed"},
   };
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    msg[0] = '\0';
-    if (mbxH_upstream_config_flag(bad[i].value, list, &count, msg, sizeof msg) == 0)
-      fail_msg("--upstream %s was accepted", bad[i].value);
-    if (strstr(msg, bad[i].why) == NULL)
-      fail_msg("%s: '%s' lacks '%s'", bad[i].value, msg, bad[i].why);
-  }
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    assert_flag_refused(bad[i].value, bad[i].why, list, &count);
   assert_int_equal(count, 1); /* a refused one leaves nothing behind */
   assert_int_equal(mbxH_upstream_allow_flag("nope.x", list, count, msg, sizeof msg), -1);
   assert_non_null(strstr(msg, "no upstream of that name"));
@@ -142,13 +148,8 @@ static void url_upstreams(void **state) {
       {"more=https://mcp.example.com/mcp --token x", "takes nothing after its URL"},
       {"pw=https://me:secret@mcp.example.com/mcp", "give credentials in the policy file's headers"},
   };
-  for (size_t i = 0; i < sizeof bad_flags / sizeof *bad_flags; i++) {
-    msg[0] = '\0';
-    if (mbxH_upstream_config_flag(bad_flags[i].value, list, &count, msg, sizeof msg) == 0)
-      fail_msg("--upstream %s was accepted", bad_flags[i].value);
-    if (strstr(msg, bad_flags[i].why) == NULL)
-      fail_msg("%s: '%s' lacks '%s'", bad_flags[i].value, msg, bad_flags[i].why);
-  }
+  for (size_t i = 0; i < sizeof bad_flags / sizeof *bad_flags; i++)
+    assert_flag_refused(bad_flags[i].value, bad_flags[i].why, list, &count);
   assert_int_equal(count, 2);
   free_all(list, count);
 
