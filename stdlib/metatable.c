@@ -1217,11 +1217,15 @@ static int meta_setmetatable(lua_State *L) {
     if (mt_watched) register_copy(L, 4);
   } else if (!lua_rawequal(L, 1, 2)) {
     /* A clone made while mt could not be watched (it had a metatable of its own, since
-       removed): watch mt from now on, with the clone in use. */
-    if (push_watch(L, 2))
-      lua_pop(L, 1);
-    else if (start_watch(L, 2))
-      register_copy(L, 4);
+       removed): watch mt from now on, with the clone in use. The usual hit (mt watched, or
+       with a metatable of the guest's) costs one or two raw reads here. */
+    int startable = 1;
+    if (lua_getmetatable(L, 2)) {
+      startable = lua_rawgetp(L, -1, &key_watch) == LUA_TNIL &&
+                  lua_rawgetp(L, -2, &key_pin_only) != LUA_TNIL;
+      lua_settop(L, 4);
+    }
+    if (startable && start_watch(L, 2)) register_copy(L, 4);
   }
   if (walked) {
     lua_createtable(L, 0, 8); /* 5: bounded, a clone holds the events and a few keys */
